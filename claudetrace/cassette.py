@@ -1,0 +1,221 @@
+"""Cassette files, version 1: a recording as diff-friendly NDJSON.
+
+The first line is a header object (``{"claudetrace": "cassette", "version": 1,
+"argv": [...], "exit_code": 0, ...}``); every following line is one event::
+
+    {"seq": 0, "t": 0.001106, "dir": "in", "line": "..."}
+
+``line`` is the exact text of the line without its newline; a line that is not
+valid UTF-8 carries ``line_b64`` instead, and a last line that had no newline
+carries ``"eol": false``.  Readers ignore header fields they do not know.
+Writing uses the same JSON spelling as the reference recordings
+(``ensure_ascii=False``, default separators), so reading a cassette and writing it
+back reproduces its event lines byte for byte.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Final
+
+from .errors import CassetteError
+from .events import DIRECTIONS, Event
+
+MAGIC: Final = "cassette"
+VERSION: Final = 1
+
+
+@dataclass
+class Cassette:
+    """A header plus the events of one recording."""
+
+    header: dict[str, Any]
+    events: list[Event] = field(default_factory=list)
+
+    @property
+    def argv(self) -> list[str]:
+        argv = self.header.get("argv")
+        return list(argv) if isinstance(argv, list) else []
+
+    @property
+    def exit_code(self) -> int | None:
+        code = self.header.get("exit_code")
+        return code if isinstance(code, int) else None
+
+
+def new_header(**fields: Any) -> dict[str, Any]:
+    """A cassette header with the two required keys first, then ``fields``."""
+    header: dict[str, Any] = {"claudetrace": MAGIC, "version": VERSION}
+    header.update(fields)
+    return header
+
+
+def t_seconds(t_ns: int) -> float:
+    """Seconds for a cassette's ``t`` from nanoseconds (exact for ≤ 9 decimals)."""
+    return t_ns / 1e9
+
+
+def event_record(event: Event) -> dict[str, Any]:
+    """The JSON object of one cassette event line."""
+    record: dict[str, Any] = {"seq": event.seq, "t": t_seconds(event.t_ns), "dir": event.direction}
+    try:
+        record["line"] = event.data.decode("utf-8")
+    except UnicodeDecodeError:
+        record["line_b64"] = base64.b64encode(event.data).decode("ascii")
+    if not event.eol:
+        record["eol"] = False
+    return record
+
+
+def dumps_record(record: dict[str, Any]) -> str:
+    """One cassette line (without newline) in the canonical spelling."""
+    return json.dumps(record, ensure_ascii=False)
+
+
+def write_cassette(
+    target: str | os.PathLike[str] | IO[str], header: dict[str, Any], events: Iterable[Event]
+) -> int:
+    """Write a cassette to a path or text stream; returns the number of events."""
+    if not isinstance(target, (str, os.PathLike)):
+        return _write(target, header, events)
+    path = Path(target)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        with tmp.open("w", encoding="utf-8", newline="\n") as out:
+            count = _write(out, header, events)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise CassetteError(f"cannot write cassette: {exc.strerror or exc}", path=str(path)) from exc
+    return count
+
+
+def _write(out: IO[str], header: dict[str, Any], events: Iterable[Event]) -> int:
+    if header.get("claudetrace") != MAGIC or header.get("version") != VERSION:
+        header = {**new_header(), **header, "claudetrace": MAGIC, "version": VERSION}
+    out.write(dumps_record(header) + "\n")
+    count = 0
+    for event in events:
+        out.write(dumps_record(event_record(event)) + "\n")
+        count += 1
+    return count
+
+
+def parse_header(text: str, *, path: str | None = None) -> dict[str, Any]:
+    """Parse and validate a cassette's first line."""
+    try:
+        header = json.loads(text)
+    except ValueError as exc:
+        raise CassetteError(f"header is not JSON ({exc.msg})", path=path, line=1) from exc
+    if not isinstance(header, dict) or header.get("claudetrace") != MAGIC:
+        raise CassetteError(
+            'not a claudetrace cassette (first line lacks "claudetrace": "cassette")',
+            path=path,
+            line=1,
+        )
+    version = header.get("version")
+    if version != VERSION:
+        raise CassetteError(
+            f"unsupported cassette version {version!r} (this claudetrace reads version 1)",
+            path=path,
+            line=1,
+        )
+    return header
+
+
+def parse_record(text: str, *, path: str | None = None, line: int | None = None) -> Event:
+    """Parse one cassette event line into an :class:`Event`."""
+    try:
+        record = json.loads(text)
+    except ValueError as exc:
+        raise CassetteError(f"event is not JSON ({exc.msg})", path=path, line=line) from exc
+    if not isinstance(record, dict):
+        raise CassetteError("event is not a JSON object", path=path, line=line)
+    seq = record.get("seq")
+    t = record.get("t")
+    direction = record.get("dir")
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+        raise CassetteError(f'"seq" must be a non-negative integer, not {seq!r}', path=path, line=line)
+    if (
+        not isinstance(t, (int, float))
+        or isinstance(t, bool)
+        or not math.isfinite(t)
+        or t < 0
+    ):
+        raise CassetteError(f'"t" must be a non-negative number, not {t!r}', path=path, line=line)
+    if direction not in DIRECTIONS:
+        raise CassetteError(f'"dir" must be in, out or err, not {direction!r}', path=path, line=line)
+    if "line" in record:
+        text_line = record["line"]
+        if not isinstance(text_line, str):
+            raise CassetteError('"line" must be a string', path=path, line=line)
+        data = text_line.encode("utf-8", errors="surrogatepass")
+    elif "line_b64" in record:
+        try:
+            data = base64.b64decode(record["line_b64"], validate=True)
+        except (binascii.Error, TypeError, ValueError) as exc:
+            raise CassetteError('"line_b64" is not valid base64', path=path, line=line) from exc
+    else:
+        raise CassetteError('event has neither "line" nor "line_b64"', path=path, line=line)
+    eol = record.get("eol", True)
+    if not isinstance(eol, bool):
+        raise CassetteError('"eol" must be true or false', path=path, line=line)
+    return Event(seq=seq, direction=direction, t_ns=round(t * 1e9), data=data, eol=eol)
+
+
+def iter_cassette(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Iterator[Event]]:
+    """Open a cassette: its header now, its events lazily (for big files)."""
+    name = os.fspath(path)
+    try:
+        handle = open(name, encoding="utf-8", newline="\n")  # noqa: SIM115 - closed by the generator
+    except OSError as exc:
+        raise CassetteError(f"cannot read cassette: {exc.strerror or exc}", path=name) from exc
+    try:
+        first = handle.readline()
+    except (OSError, UnicodeDecodeError) as exc:
+        handle.close()
+        raise CassetteError(f"cannot read cassette: {exc}", path=name, line=1) from exc
+    if not first.strip():
+        handle.close()
+        raise CassetteError("empty file, not a cassette", path=name)
+    try:
+        header = parse_header(first, path=name)
+    except CassetteError:
+        handle.close()
+        raise
+
+    def events() -> Iterator[Event]:
+        last_seq = -1
+        with handle:
+            lineno = 1
+            try:
+                for text in handle:
+                    lineno += 1
+                    if not text.strip():
+                        continue
+                    event = parse_record(text, path=name, line=lineno)
+                    if event.seq <= last_seq:
+                        raise CassetteError(
+                            f'"seq" {event.seq} does not increase (previous {last_seq})',
+                            path=name,
+                            line=lineno,
+                        )
+                    last_seq = event.seq
+                    yield event
+            except UnicodeDecodeError as exc:
+                raise CassetteError(f"not UTF-8 text ({exc.reason})", path=name, line=lineno) from exc
+
+    return header, events()
+
+
+def read_cassette(path: str | os.PathLike[str]) -> Cassette:
+    """Read a whole cassette, validating every line."""
+    header, events = iter_cassette(path)
+    return Cassette(header=header, events=list(events))

@@ -1,0 +1,67 @@
+"""The ``claudetrace`` command line: a thin layer over the library.
+
+Commands live in small modules and are imported only when used, so that
+``claudetrace proxy`` (on the host's critical path) starts fast and does not pay
+for Streamlit or OpenTelemetry imports it does not need.  Every
+:class:`~claudetrace.errors.ClaudeTraceError` becomes one line on stderr and its
+exit code.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Any
+
+import click
+
+from .. import __version__
+
+#: command name -> "module:attribute" of its click command, loaded on first use.
+COMMANDS: dict[str, str] = {
+    "proxy": "claudetrace.cli.record:proxy",
+    "shim": "claudetrace.cli.record:shim",
+    "sessions": "claudetrace.cli.browse:sessions",
+    "show": "claudetrace.cli.browse:show",
+    "export": "claudetrace.cli.browse:export",
+    "import": "claudetrace.cli.browse:import_",
+    "db": "claudetrace.cli.browse:db",
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported on demand."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module_name, attr = target.split(":")
+        command: click.Command = getattr(importlib.import_module(module_name), attr)
+        return command
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "-V", "--version", prog_name="claudetrace")
+def cli() -> None:
+    """Record, replay and observe the traffic between Claude Agent SDK hosts and `claude`.
+
+    The database is --db, else $CLAUDETRACE_DB, else a SQLite file in the user's
+    data directory; a SQLAlchemy URL or a plain file path.  SESSION is a recording
+    id, a unique prefix of one, the CLI's own session_id, or `latest`.
+    """
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Console entry point (also handles argv[0] dispatch as ``claude``)."""
+    args = sys.argv[1:] if argv is None else argv
+    prog = os.path.basename(sys.argv[0]) if argv is None else "claudetrace"
+    if prog == "claude" or prog.startswith("claude-"):
+        from ..shim import dispatch_as_claude
+
+        return dispatch_as_claude(args)
+    return cli.main(args=args, prog_name="claudetrace")

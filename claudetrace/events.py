@@ -1,0 +1,273 @@
+"""The event model: one line seen on one stream, parsed once.
+
+Everything in claudetrace consumes :class:`Event`: the store writes it, the span
+builder and the replay engine read it, the UI shapes it.  A line is parsed at most
+once (lazily, on first use of :attr:`Event.obj` or :attr:`Event.fields`), and the
+fields every consumer needs are extracted by :func:`extract_fields` and nowhere
+else.
+
+Directions are named from the CLI's point of view, as in cassettes:
+
+- ``in``  — host → CLI (the CLI's stdin)
+- ``out`` — CLI → host (the CLI's stdout)
+- ``err`` — the CLI's stderr
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+Direction = Literal["in", "out", "err"]
+DIRECTIONS: Final[tuple[Direction, ...]] = ("in", "out", "err")
+
+#: Kinds of tool references found in a line (see :class:`ToolRef`).
+ToolRefKind = Literal["use", "result", "permission", "hook"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRef:
+    """A tool use id mentioned by a line, with the tool name when the line names it.
+
+    ``use`` is a ``tool_use`` block (or its ``content_block_start``), ``result`` a
+    ``tool_result`` block, ``permission`` a ``can_use_tool`` request and ``hook`` a
+    ``hook_callback`` request about that tool use.
+    """
+
+    tool_use_id: str
+    name: str | None
+    kind: ToolRefKind
+
+
+@dataclass(frozen=True, slots=True)
+class LineFields:
+    """The fields extracted once from a JSON line (all ``None`` for other lines).
+
+    ``subtype`` is the line's own ``subtype``; for ``control_request`` it is
+    ``request.subtype``, for ``control_response`` ``response.subtype``
+    (``success``/``error``) and for ``stream_event`` the inner ``event.type``.
+    ``request_id`` is the top-level one or, for responses, ``response.request_id``.
+    """
+
+    is_json: bool
+    type: str | None = None
+    subtype: str | None = None
+    request_id: str | None = None
+    uuid: str | None = None
+    session_id: str | None = None
+    parent_tool_use_id: str | None = None
+    tools: tuple[ToolRef, ...] = ()
+
+
+NOT_JSON: Final = LineFields(is_json=False)
+
+_UNSET: Final[Any] = object()
+
+
+@dataclass(slots=True, eq=False)
+class Event:
+    """One line (or final partial line) on one stream of one recording.
+
+    ``data`` is the exact bytes without the trailing newline; ``eol`` is False for
+    a last line that had none.  ``t_ns`` is monotonic nanoseconds since the child
+    started; ``wall_ns`` is the wall clock (Unix epoch, ns) when it was read.
+    """
+
+    seq: int
+    direction: Direction
+    t_ns: int
+    data: bytes
+    eol: bool = True
+    wall_ns: int = 0
+    _obj: Any = field(default=_UNSET, repr=False)
+    _fields: LineFields | None = field(default=None, repr=False)
+
+    @property
+    def t(self) -> float:
+        """Seconds since the child started."""
+        return self.t_ns / 1e9
+
+    @property
+    def text(self) -> str:
+        """The line as text; bytes that are not UTF-8 become U+FFFD."""
+        return self.data.decode("utf-8", errors="replace")
+
+    @property
+    def obj(self) -> Any:
+        """The parsed JSON value, or ``None`` when the line is not JSON."""
+        if self._obj is _UNSET:
+            self._obj = parse_json(self.data)
+        return self._obj
+
+    @property
+    def fields(self) -> LineFields:
+        """Fields extracted from the line (parsed on first use, then cached)."""
+        if self._fields is None:
+            self._fields = extract_fields(self.obj)
+        return self._fields
+
+    @property
+    def type(self) -> str | None:
+        return self.fields.type
+
+    @property
+    def subtype(self) -> str | None:
+        return self.fields.subtype
+
+    @property
+    def request_id(self) -> str | None:
+        return self.fields.request_id
+
+    @property
+    def message(self) -> dict[str, Any] | None:
+        """The JSON object of the line, when it is a JSON object."""
+        obj = self.obj
+        return obj if isinstance(obj, dict) else None
+
+    @property
+    def valid_utf8(self) -> bool:
+        try:
+            self.data.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+        return True
+
+
+def parse_json(data: bytes) -> Any:
+    """Parse one line as JSON; ``None`` when it is empty, not UTF-8 or not JSON."""
+    if not data:
+        return None
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _content_tool_refs(message: Any, refs: list[ToolRef]) -> None:
+    if not isinstance(message, dict):
+        return
+    content = message.get("content")
+    if not isinstance(content, list):
+        return
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind in ("tool_use", "server_tool_use", "mcp_tool_use"):
+            tid = _str(block.get("id"))
+            if tid:
+                refs.append(ToolRef(tid, _str(block.get("name")), "use"))
+        elif kind in ("tool_result", "mcp_tool_result") or (
+            isinstance(kind, str) and kind.endswith("_tool_result")
+        ):
+            tid = _str(block.get("tool_use_id"))
+            if tid:
+                refs.append(ToolRef(tid, None, "result"))
+
+
+def extract_fields(obj: Any) -> LineFields:
+    """Extract the indexed fields from a parsed line (see :class:`LineFields`)."""
+    if not isinstance(obj, dict):
+        return NOT_JSON if obj is None else LineFields(is_json=True)
+    mtype = _str(obj.get("type"))
+    subtype = _str(obj.get("subtype"))
+    request_id = _str(obj.get("request_id"))
+    refs: list[ToolRef] = []
+    if mtype == "control_request":
+        request = obj.get("request")
+        if isinstance(request, dict):
+            subtype = subtype or _str(request.get("subtype"))
+            tid = _str(request.get("tool_use_id"))
+            if tid and subtype == "can_use_tool":
+                refs.append(ToolRef(tid, _str(request.get("tool_name")), "permission"))
+            elif tid and subtype == "hook_callback":
+                hook_input = request.get("input")
+                name = _str(hook_input.get("tool_name")) if isinstance(hook_input, dict) else None
+                refs.append(ToolRef(tid, name, "hook"))
+    elif mtype == "control_response":
+        response = obj.get("response")
+        if isinstance(response, dict):
+            subtype = subtype or _str(response.get("subtype"))
+            request_id = request_id or _str(response.get("request_id"))
+    elif mtype == "stream_event":
+        event = obj.get("event")
+        if isinstance(event, dict):
+            subtype = subtype or _str(event.get("type"))
+            block = event.get("content_block")
+            if isinstance(block, dict) and block.get("type") in (
+                "tool_use",
+                "server_tool_use",
+                "mcp_tool_use",
+            ):
+                tid = _str(block.get("id"))
+                if tid:
+                    refs.append(ToolRef(tid, _str(block.get("name")), "use"))
+    elif mtype in ("assistant", "user"):
+        _content_tool_refs(obj.get("message"), refs)
+    return LineFields(
+        is_json=True,
+        type=mtype,
+        subtype=subtype,
+        request_id=request_id,
+        uuid=_str(obj.get("uuid")),
+        session_id=_str(obj.get("session_id")),
+        parent_tool_use_id=_str(obj.get("parent_tool_use_id")),
+        tools=tuple(refs),
+    )
+
+
+class LineSplitter:
+    """Splits a byte stream into lines, keeping every byte.
+
+    ``feed`` returns the complete lines (without their ``\\n``) that the chunk
+    finishes; ``finish`` returns the trailing partial line, if any.  ``\\r`` and
+    every other byte stay in the line: the split is exact, so joining the lines
+    with ``\\n`` (plus the partial tail) gives back the stream.
+    """
+
+    __slots__ = ("_buf",)
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        if b"\n" not in chunk:
+            self._buf += chunk
+            return []
+        parts = chunk.split(b"\n")
+        if self._buf:
+            self._buf += parts[0]
+            parts[0] = bytes(self._buf)
+            self._buf.clear()
+        tail = parts.pop()
+        if tail:
+            self._buf += tail
+        return parts
+
+    @property
+    def pending(self) -> int:
+        """Bytes held for a line not yet finished."""
+        return len(self._buf)
+
+    def finish(self) -> bytes | None:
+        if not self._buf:
+            return None
+        rest = bytes(self._buf)
+        self._buf.clear()
+        return rest
+
+
+def iter_lines(data: bytes) -> Iterator[tuple[bytes, bool]]:
+    """Split a whole stream into ``(line, eol)`` pairs (used by tests and imports)."""
+    splitter = LineSplitter()
+    for line in splitter.feed(data):
+        yield line, True
+    rest = splitter.finish()
+    if rest is not None:
+        yield rest, False
