@@ -1,0 +1,122 @@
+"""What a recording is, apart from its events: ids and metadata.
+
+:class:`RecordingInfo` is the storage-free description of one recording that the
+proxy creates, the store persists and the span builder and replay engine read.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
+
+from .events import Event
+
+_CROCKFORD: Final = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+def new_recording_id(now_ns: int | None = None) -> str:
+    """A sortable, unique recording id: a ULID (26 Crockford base32 characters).
+
+    The first 10 characters encode the start time in milliseconds, so ids sort by
+    start time as text; the last 16 are random.
+    """
+    ms = (time.time_ns() if now_ns is None else now_ns) // 1_000_000
+    value = (ms << 80) | secrets.randbits(80)
+    chars = []
+    for _ in range(26):
+        chars.append(_CROCKFORD[value & 31])
+        value >>= 5
+    return "".join(reversed(chars))
+
+
+@dataclass
+class RecordingInfo:
+    """Metadata of one recording (the header of a cassette, a row of the store)."""
+
+    id: str
+    argv: list[str]
+    started_ns: int
+    cwd: str = ""
+    host: str = ""
+    pid: int | None = None
+    name: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    claudetrace_version: str = ""
+    source: str = "proxy"
+    ended_ns: int | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    error: str | None = None
+    # Parsed from the stream (system/init), filled in while recording.
+    cli_session_id: str | None = None
+    claude_code_version: str | None = None
+    model: str | None = None
+    permission_mode: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def start(cls, argv: list[str], **fields: Any) -> RecordingInfo:
+        """A new recording starting now in this process."""
+        from . import __version__
+
+        now = time.time_ns()
+        return cls(
+            id=new_recording_id(now),
+            argv=list(argv),
+            started_ns=now,
+            cwd=os.getcwd(),
+            host=os.uname().nodename,
+            pid=os.getpid(),
+            claudetrace_version=__version__,
+            **fields,
+        )
+
+    def observe(self, event: Event) -> bool:
+        """Pick up the CLI's session metadata from a stream event; True if changed."""
+        if event.direction != "out":
+            return False
+        fields = event.fields
+        changed = False
+        if fields.session_id and self.cli_session_id is None and fields.type in (
+            "system",
+            "assistant",
+            "result",
+        ):
+            self.cli_session_id = fields.session_id
+            changed = True
+        if fields.type == "system" and fields.subtype == "init":
+            msg = event.message or {}
+            for attr, key in (
+                ("claude_code_version", "claude_code_version"),
+                ("model", "model"),
+                ("permission_mode", "permissionMode"),
+            ):
+                value = msg.get(key)
+                if isinstance(value, str) and value != getattr(self, attr):
+                    setattr(self, attr, value)
+                    changed = True
+        return changed
+
+
+class EventSink(Protocol):
+    """A live consumer of a recording's events (the store writer, live telemetry).
+
+    Sinks are called from the proxy's recorder thread, never from a forwarding
+    thread, so a slow sink delays recording but never the host or the CLI.
+    """
+
+    def child_env(self) -> dict[str, str]:
+        """Variables to add to the child's environment (e.g. ``TRACEPARENT``)."""
+        ...
+
+    def on_event(self, event: Event) -> None:
+        """One event, in sequence order, with its parsed fields available."""
+        ...
+
+    def on_close(self, info: RecordingInfo) -> None:
+        """The recording ended (``info`` carries exit code / signal / error)."""
+        ...

@@ -1,0 +1,102 @@
+"""Keeping secrets out of the store: redaction of argv and the environment.
+
+The environment snapshot keeps every variable *name* (useful when debugging a
+host) but a value only for an allow-list of harmless variables, and even those
+values go through :func:`redact_text`.  argv is redacted by pattern and by the
+value following flags that take secrets.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Final
+
+REDACTED: Final = "[REDACTED]"
+
+#: Environment variables whose values are kept (after pattern redaction).
+ENV_VALUE_ALLOWLIST: Final = frozenset(
+    {
+        "ANTHROPIC_BASE_URL",
+        "ANTHROPIC_MODEL",
+        "CLAUDE_CODE_ENTRYPOINT",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+        "CLAUDE_AGENT_SDK_VERSION",
+        "DISABLE_TELEMETRY",
+        "LANG",
+        "LC_ALL",
+        "OTEL_SERVICE_NAME",
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+        "OTEL_TRACES_EXPORTER",
+        "OTEL_METRICS_EXPORTER",
+        "PWD",
+        "SHELL",
+        "TERM",
+        "TZ",
+        "USER",
+        "VIRTUAL_ENV",
+    }
+)
+
+# Well-known secret shapes: Anthropic/OpenAI keys, GitHub and Slack tokens, AWS ids,
+# JWTs, bearer tokens, and key=value pairs whose key says "secret".
+_PATTERNS: Final = [
+    re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}"),
+    re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}"),
+    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"),
+    re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"),
+    re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"),
+    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),
+    re.compile(r"\beyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}"),
+    re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/\-]{12,}=*"),
+    re.compile(
+        r"(?i)((?:api[_-]?key|token|secret|password|passwd|auth|credential)[A-Za-z_]*[=:]\s*)"
+        r"[^\s&\"']{4,}"
+    ),
+]
+
+_SECRET_FLAG: Final = re.compile(
+    r"(?i)^--?[a-z0-9-]*(api-?key|token|secret|password|passwd|credential|auth)[a-z0-9-]*$"
+)
+_SECRET_NAME: Final = re.compile(r"(?i)(key|token|secret|password|passwd|credential|auth|cookie)")
+
+
+def redact_text(text: str) -> str:
+    """Replace every secret-looking substring of ``text`` with ``[REDACTED]``."""
+    for pattern in _PATTERNS:
+        if pattern.groups:
+            text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
+        else:
+            text = pattern.sub(REDACTED, text)
+    return text
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """argv with secret values hidden (``--api-key X``, ``--token=X``, key shapes)."""
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        if "=" in arg and arg.startswith("-"):
+            flag, _, _value = arg.partition("=")
+            if _SECRET_FLAG.match(flag):
+                out.append(f"{flag}={REDACTED}")
+                continue
+        elif _SECRET_FLAG.match(arg):
+            hide_next = True
+        out.append(redact_text(arg))
+    return out
+
+
+def redact_env(env: Mapping[str, str]) -> dict[str, str]:
+    """Every variable name; the value only for allow-listed, non-secret names."""
+    snapshot: dict[str, str] = {}
+    for name in sorted(env):
+        if name in ENV_VALUE_ALLOWLIST and not _SECRET_NAME.search(name):
+            snapshot[name] = redact_text(env[name])
+        else:
+            snapshot[name] = REDACTED
+    return snapshot
