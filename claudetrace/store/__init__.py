@@ -1,0 +1,433 @@
+"""The recording store: recordings and their events in SQLite or PostgreSQL.
+
+:func:`open_store` resolves the database (``--db``, ``$CLAUDETRACE_DB`` or the
+default file), migrates it if needed and returns a :class:`Store`, the one API the
+proxy, the commands, telemetry backfill, replay and the UI use.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from sqlalchemy import Engine, delete, func, insert, or_, select, update
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from ..cassette import Cassette, new_header
+from ..errors import AmbiguousSession, SessionNotFound, StoreError
+from ..events import Event
+from ..recording import RecordingInfo, new_recording_id
+from ..summary import Summary
+from .engine import create_store_engine, resolve_url, upgrade
+from .models import Base, EventRow, EventTool, Recording
+
+__all__ = ["Base", "EventRow", "EventTool", "Recording", "Store", "open_store", "resolve_url"]
+
+_EVENTS = EventRow.__table__
+_TOOLS = EventTool.__table__
+
+
+def open_store(db: str | None = None, *, migrate: bool = True) -> Store:
+    """Open (and by default migrate) the store named by ``db`` / ``$CLAUDETRACE_DB``."""
+    url = resolve_url(db)
+    engine = create_store_engine(url)
+    if migrate:
+        upgrade(engine)
+    return Store(engine)
+
+
+def event_rows(recording_id: str, events: Iterable[Event]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Rows for ``events`` and ``event_tools`` from parsed events."""
+    rows: list[dict[str, Any]] = []
+    tools: list[dict[str, Any]] = []
+    for ev in events:
+        f = ev.fields
+        rows.append(
+            {
+                "recording_id": recording_id,
+                "seq": ev.seq,
+                "direction": ev.direction,
+                "t_ns": ev.t_ns,
+                "wall_ns": ev.wall_ns,
+                "data": ev.data,
+                "eol": ev.eol,
+                "size": len(ev.data),
+                "is_json": f.is_json,
+                "type": _clip(f.type, 64),
+                "subtype": _clip(f.subtype, 64),
+                "request_id": _clip(f.request_id, 128),
+                "uuid": _clip(f.uuid, 64),
+                "session_id": _clip(f.session_id, 64),
+                "parent_tool_use_id": _clip(f.parent_tool_use_id, 128),
+            }
+        )
+        for ref in f.tools:
+            tools.append(
+                {
+                    "recording_id": recording_id,
+                    "seq": ev.seq,
+                    "tool_use_id": _clip(ref.tool_use_id, 128),
+                    "tool_name": _clip(ref.name, 200),
+                    "kind": ref.kind,
+                }
+            )
+    return rows, tools
+
+
+def _clip(value: str | None, size: int) -> str | None:
+    # Indexed columns are bounded (PostgreSQL enforces VARCHAR sizes); the full
+    # value is always in the event's bytes.
+    return value if value is None or len(value) <= size else value[:size]
+
+
+def _row_event(row: Any) -> Event:
+    return Event(
+        seq=row.seq,
+        direction=row.direction,
+        t_ns=row.t_ns,
+        data=bytes(row.data),
+        eol=row.eol,
+        wall_ns=row.wall_ns,
+    )
+
+
+class Store:
+    """Recordings and events in one database."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @property
+    def url(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True)
+
+    def session(self) -> Session:
+        return Session(self.engine, expire_on_commit=False)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- writing -----------------------------------------------------------------
+
+    def create_recording(self, info: RecordingInfo) -> None:
+        """Insert the row of a recording that is starting."""
+        values = _info_columns(info)
+        values["last_seen_ns"] = info.started_ns
+        with self._writing("create recording"), self.engine.begin() as conn:
+            conn.execute(insert(Recording.__table__).values(**values))
+
+    def write_batch(
+        self,
+        recording_id: str,
+        events: Sequence[Event],
+        recording_updates: dict[str, Any] | None = None,
+    ) -> None:
+        """Insert events (and their tool refs) and update the recording, atomically."""
+        rows, tools = event_rows(recording_id, events)
+        with self.engine.begin() as conn:
+            if rows:
+                conn.execute(insert(_EVENTS), rows)
+            if tools:
+                conn.execute(insert(_TOOLS), tools)
+            if recording_updates:
+                conn.execute(
+                    update(Recording.__table__)
+                    .where(Recording.__table__.c.id == recording_id)
+                    .values(**recording_updates)
+                )
+
+    def update_recording(self, recording_id: str, **values: Any) -> None:
+        with self._writing("update recording"), self.engine.begin() as conn:
+            conn.execute(
+                update(Recording.__table__)
+                .where(Recording.__table__.c.id == recording_id)
+                .values(**values)
+            )
+
+    def import_cassette(
+        self,
+        cassette: Cassette | tuple[dict[str, Any], Iterable[Event]],
+        *,
+        name: str | None = None,
+        tags: dict[str, str] | None = None,
+        batch: int = 2000,
+    ) -> str:
+        """Store a cassette as a new recording; returns its id."""
+        if isinstance(cassette, Cassette):
+            header, events = cassette.header, iter(cassette.events)
+        else:
+            header, events = cassette[0], iter(cassette[1])
+        info = info_from_header(header)
+        if name:
+            info.name = name
+        if tags:
+            info.tags = {**info.tags, **tags}
+        self.create_recording(info)
+        summary = Summary()
+        pending: list[Event] = []
+        last_t = 0
+        with self._writing("import"):
+            for ev in events:
+                summary.add(ev)
+                info.observe(ev)
+                last_t = ev.t_ns
+                pending.append(ev)
+                if len(pending) >= batch:
+                    self.write_batch(info.id, pending)
+                    pending = []
+            end = header.get("ended_ns")
+            ended_ns = end if isinstance(end, int) else info.started_ns + last_t
+            self.write_batch(
+                info.id,
+                pending,
+                {
+                    **summary.as_columns(),
+                    **_stream_columns(info),
+                    "ended_ns": ended_ns,
+                    "last_seen_ns": ended_ns,
+                },
+            )
+        return info.id
+
+    def delete_recording(self, recording_id: str) -> None:
+        with self._writing("delete"), self.engine.begin() as conn:
+            conn.execute(delete(_TOOLS).where(_TOOLS.c.recording_id == recording_id))
+            conn.execute(delete(_EVENTS).where(_EVENTS.c.recording_id == recording_id))
+            conn.execute(delete(Recording.__table__).where(Recording.__table__.c.id == recording_id))
+
+    class _Writing:
+        def __init__(self, what: str) -> None:
+            self.what = what
+
+        def __enter__(self) -> None:
+            return None
+
+        def __exit__(self, et: Any, exc: Any, tb: Any) -> None:
+            if isinstance(exc, SQLAlchemyError):
+                orig = getattr(exc, "orig", None) or exc
+                first = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
+                raise StoreError(f"{self.what} failed: {first}") from exc
+
+    def _writing(self, what: str) -> Store._Writing:
+        return Store._Writing(what)
+
+    # -- reading -----------------------------------------------------------------
+
+    def get(self, recording_id: str) -> Recording:
+        with self._writing("read"), self.session() as s:
+            rec = s.get(Recording, recording_id)
+        if rec is None:
+            raise SessionNotFound(f"no recording {recording_id!r}", query=recording_id)
+        return rec
+
+    def resolve(self, query: str) -> Recording:
+        """A recording from an id, unique id prefix, CLI session_id, or ``latest``."""
+        q = query.strip()
+        if not q:
+            raise SessionNotFound("empty session id", query=query)
+        table = Recording.__table__.c
+        with self._writing("read"), self.session() as s:
+            if q.lower() == "latest":
+                rec = s.scalars(select(Recording).order_by(table.started_ns.desc(), table.id.desc()).limit(1)).first()
+                if rec is None:
+                    raise SessionNotFound("there are no recordings yet", query=query)
+                return rec
+            exact = s.get(Recording, q.upper())
+            if exact is not None:
+                return exact
+            by_prefix = list(s.scalars(select(Recording).where(table.id.like(_like_prefix(q.upper()), escape="\\")).limit(6)))
+            if not by_prefix:
+                by_prefix = list(
+                    s.scalars(
+                        select(Recording)
+                        .where(or_(table.cli_session_id == q, table.cli_session_id.like(_like_prefix(q), escape="\\")))
+                        .order_by(table.started_ns.desc())
+                        .limit(6)
+                    )
+                )
+        if len(by_prefix) == 1:
+            return by_prefix[0]
+        if not by_prefix:
+            raise SessionNotFound(
+                f"no recording matches {query!r} (try `claudetrace sessions`)", query=query
+            )
+        ids = [r.id for r in by_prefix[:5]]
+        raise AmbiguousSession(
+            f"{query!r} matches several recordings: {', '.join(ids)}{', …' if len(by_prefix) > 5 else ''}",
+            query=query,
+            candidates=ids,
+        )
+
+    def list_recordings(
+        self,
+        *,
+        limit: int | None = None,
+        offset: int = 0,
+        since_ns: int | None = None,
+        until_ns: int | None = None,
+        newest_first: bool = True,
+    ) -> list[Recording]:
+        table = Recording.__table__.c
+        stmt = select(Recording)
+        if since_ns is not None:
+            stmt = stmt.where(table.started_ns >= since_ns)
+        if until_ns is not None:
+            stmt = stmt.where(table.started_ns < until_ns)
+        order = (table.started_ns.desc(), table.id.desc()) if newest_first else (table.started_ns, table.id)
+        stmt = stmt.order_by(*order).offset(offset)
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        with self._writing("read"), self.session() as s:
+            return list(s.scalars(stmt))
+
+    def count_recordings(self) -> int:
+        with self._writing("read"), self.session() as s:
+            return int(s.scalar(select(func.count()).select_from(Recording)) or 0)
+
+    def iter_events(
+        self,
+        recording_id: str,
+        start_seq: int = 0,
+        limit: int | None = None,
+        *,
+        directions: Sequence[str] | None = None,
+        types: Sequence[str] | None = None,
+        chunk: int = 2000,
+    ) -> Iterator[Event]:
+        """Events of a recording in sequence order, fetched in pages."""
+        c = _EVENTS.c
+        next_seq = start_seq
+        remaining = limit
+        while remaining is None or remaining > 0:
+            page = chunk if remaining is None else min(chunk, remaining)
+            stmt = (
+                select(c.seq, c.direction, c.t_ns, c.wall_ns, c.data, c.eol)
+                .where(c.recording_id == recording_id, c.seq >= next_seq)
+                .order_by(c.seq)
+                .limit(page)
+            )
+            if directions:
+                stmt = stmt.where(c.direction.in_(list(directions)))
+            if types:
+                stmt = stmt.where(c.type.in_(list(types)))
+            with self._writing("read"), self.engine.connect() as conn:
+                rows = conn.execute(stmt).all()
+            for row in rows:
+                yield _row_event(row)
+            if len(rows) < page:
+                return
+            next_seq = rows[-1].seq + 1
+            if remaining is not None:
+                remaining -= len(rows)
+
+    def count_events(self, recording_id: str) -> int:
+        with self._writing("read"), self.engine.connect() as conn:
+            return int(
+                conn.execute(
+                    select(func.count()).select_from(_EVENTS).where(_EVENTS.c.recording_id == recording_id)
+                ).scalar_one()
+            )
+
+    def recording_info(self, recording_id: str) -> RecordingInfo:
+        return self.get(recording_id).info()
+
+    def cassette_header(self, rec: Recording) -> dict[str, Any]:
+        """The cassette header for a stored recording (original import fields kept)."""
+        original = dict((rec.extra or {}).get("cassette_header") or {})
+        header = new_header()
+        header.update(original)
+        header.update(
+            {
+                "argv": list(rec.argv or []),
+                "exit_code": rec.exit_code,
+                "recording_id": rec.id,
+                "cwd": rec.cwd,
+                "started_ns": rec.started_ns,
+                "ended_ns": rec.ended_ns,
+                "claude_code_version": rec.claude_code_version,
+                "session_id": rec.cli_session_id,
+                "model": rec.model,
+                "permission_mode": rec.permission_mode,
+                "host": rec.host,
+                "claudetrace_version": rec.claudetrace_version,
+            }
+        )
+        for key, value in (("signal", rec.signal), ("name", rec.name), ("error", rec.error)):
+            if value is not None:
+                header[key] = value
+        if rec.tags:
+            header["tags"] = dict(rec.tags)
+        return {k: v for k, v in header.items() if v is not None or k == "exit_code"}
+
+    def load_cassette(self, recording_id: str) -> Cassette:
+        rec = self.get(recording_id)
+        return Cassette(header=self.cassette_header(rec), events=list(self.iter_events(rec.id)))
+
+
+def _like_prefix(prefix: str) -> str:
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _stream_columns(info: RecordingInfo) -> dict[str, Any]:
+    return {
+        "cli_session_id": _clip(info.cli_session_id, 64),
+        "claude_code_version": _clip(info.claude_code_version, 40),
+        "model": _clip(info.model, 100),
+        "permission_mode": _clip(info.permission_mode, 40),
+    }
+
+
+def _info_columns(info: RecordingInfo) -> dict[str, Any]:
+    return {
+        "id": info.id,
+        "name": _clip(info.name, 200),
+        "tags": dict(info.tags),
+        "argv": list(info.argv),
+        "cwd": info.cwd,
+        "host": _clip(info.host, 255) or "",
+        "pid": info.pid,
+        "env": dict(info.env),
+        "claudetrace_version": info.claudetrace_version,
+        "source": info.source,
+        "started_ns": info.started_ns,
+        "ended_ns": info.ended_ns,
+        "exit_code": info.exit_code,
+        "signal": info.signal,
+        "error": info.error,
+        "extra": dict(info.extra),
+        **_stream_columns(info),
+    }
+
+
+def info_from_header(header: dict[str, Any]) -> RecordingInfo:
+    """A new recording's metadata from a cassette header (unknown fields kept)."""
+    from .. import __version__
+
+    def get(key: str, kind: type, default: Any = None) -> Any:
+        value = header.get(key)
+        return value if isinstance(value, kind) and not isinstance(value, bool) else default
+
+    started = get("started_ns", int) or time.time_ns()
+    argv = header.get("argv")
+    tags = header.get("tags")
+    return RecordingInfo(
+        id=new_recording_id(started),
+        argv=[str(a) for a in argv] if isinstance(argv, list) else [],
+        started_ns=started,
+        cwd=get("cwd", str, ""),
+        host=get("host", str, ""),
+        name=get("name", str),
+        tags={str(k): str(v) for k, v in tags.items()} if isinstance(tags, dict) else {},
+        claudetrace_version=__version__,
+        source="import",
+        exit_code=get("exit_code", int),
+        signal=get("signal", int),
+        error=get("error", str),
+        cli_session_id=get("session_id", str),
+        claude_code_version=get("claude_code_version", str),
+        model=get("model", str),
+        permission_mode=get("permission_mode", str),
+        extra={"cassette_header": header},
+    )

@@ -1,0 +1,175 @@
+"""Opening the database: URL resolution, SQLite tuning and self-migration.
+
+The database is ``--db``, else ``$CLAUDETRACE_DB``, else ``claudetrace.db`` in the
+user's data directory.  Either a SQLAlchemy URL or a plain file path (SQLite).
+SQLite runs in WAL mode with a busy timeout so several proxies can record into
+one file at once.  The schema is migrated to the newest Alembic revision on first
+use, under a lock so concurrent first users do not race.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, inspect
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
+
+from ..errors import BadDatabaseURL, StoreError
+
+#: How long SQLite waits on a lock held by another writer before giving up.
+BUSY_TIMEOUT_S = 30.0
+
+
+def data_dir() -> Path:
+    """The per-user data directory for claudetrace (XDG on Linux, Library on macOS)."""
+    if sys.platform == "darwin":
+        base = Path.home() / "Library" / "Application Support"
+    else:
+        base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "claudetrace"
+
+
+def resolve_url(db: str | None = None) -> str:
+    """A SQLAlchemy URL from ``--db``, ``$CLAUDETRACE_DB`` or the default file."""
+    value = db or os.environ.get("CLAUDETRACE_DB") or ""
+    if not value.strip():
+        return f"sqlite:///{data_dir() / 'claudetrace.db'}"
+    if "://" in value:
+        return value
+    return f"sqlite:///{Path(value).expanduser().absolute()}"
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cursor = dbapi_conn.cursor()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+    finally:
+        cursor.close()
+
+
+def create_store_engine(url: str) -> Engine:
+    """An Engine for ``url``, with SQLite set up for concurrent recording."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise BadDatabaseURL(f"not a database URL or path: {url!r}", url=url) from exc
+    kwargs: dict[str, Any] = {}
+    if parsed.get_backend_name() == "sqlite":
+        database = parsed.database or ""
+        if database and database != ":memory:" and not database.startswith("file:"):
+            folder = Path(database).parent
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"cannot create database folder {folder}: {exc.strerror}") from exc
+        kwargs["connect_args"] = {"timeout": BUSY_TIMEOUT_S, "check_same_thread": False}
+    else:
+        kwargs["pool_pre_ping"] = True
+    try:
+        engine = create_engine(parsed, **kwargs)
+    except (NoSuchModuleError, ArgumentError, ImportError) as exc:
+        raise BadDatabaseURL(f"unsupported database URL {url!r}: {exc}", url=url) from exc
+    if parsed.get_backend_name() == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def migrations_dir() -> Path:
+    """Where the Alembic scripts are: inside the wheel, or the source tree's top level."""
+    packaged = Path(__file__).resolve().parent.parent / "_migrations"
+    if (packaged / "env.py").exists():
+        return packaged
+    source = Path(__file__).resolve().parents[2] / "migrations"
+    if (source / "env.py").exists():
+        return source
+    raise StoreError("the Alembic migrations are missing from this installation")
+
+
+def alembic_config(connection: Connection | None = None) -> Any:
+    """An Alembic Config pointing at our migrations (and a live connection)."""
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(migrations_dir()))
+    if connection is not None:
+        config.attributes["connection"] = connection
+    return config
+
+
+def head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    if head is None:
+        raise StoreError("the Alembic migrations have no head revision")
+    return head
+
+
+def current_revision(connection: Connection) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    return MigrationContext.configure(connection).get_current_revision()
+
+
+@contextlib.contextmanager
+def _migration_lock(engine: Engine) -> Iterator[None]:
+    """Serialise migrations: a lock file beside SQLite, an advisory lock on PostgreSQL."""
+    if engine.dialect.name == "sqlite" and engine.url.database not in (None, "", ":memory:"):
+        lock_path = f"{engine.url.database}.migrate.lock"
+        with open(lock_path, "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+    elif engine.dialect.name == "postgresql":
+        with engine.connect() as conn:
+            conn.exec_driver_sql("SELECT pg_advisory_lock(727271)")
+            try:
+                yield
+            finally:
+                conn.exec_driver_sql("SELECT pg_advisory_unlock(727271)")
+                conn.commit()
+    else:
+        yield
+
+
+def upgrade(engine: Engine, *, only_if_needed: bool = True) -> str | None:
+    """Bring the schema to the newest revision; returns the revision it was at."""
+    from alembic import command
+
+    head = head_revision()
+    try:
+        if only_if_needed:
+            with engine.connect() as conn:
+                if current_revision(conn) == head:
+                    return head
+        with _migration_lock(engine), engine.begin() as conn:
+            before = current_revision(conn)
+            if before != head:
+                if before is None and inspect(conn).has_table("recordings"):
+                    raise StoreError(
+                        "the database has claudetrace tables but no migration history; "
+                        "it was not created by claudetrace"
+                    )
+                command.upgrade(alembic_config(conn), "head")
+            return before
+    except OperationalError as exc:
+        raise StoreError(f"cannot open database {engine.url!r}: {_reason(exc)}") from exc
+    except SQLAlchemyError as exc:
+        raise StoreError(f"cannot migrate database {engine.url!r}: {_reason(exc)}") from exc
+
+
+def _reason(exc: SQLAlchemyError) -> str:
+    orig = getattr(exc, "orig", None)
+    return str(orig if orig is not None else exc).strip().splitlines()[0]

@@ -1,0 +1,186 @@
+"""The recording store's tables (SQLAlchemy 2.x declarative, portable to PostgreSQL).
+
+Only portable column types are used (String, Text, Integer, BigInteger, Float,
+Boolean, LargeBinary, JSON), so the same models and migrations run on SQLite and
+PostgreSQL.  Times are integers in nanoseconds: ``started_ns`` / ``wall_ns`` are
+Unix epoch, ``t_ns`` is monotonic since the child started.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from ..recording import RecordingInfo
+
+#: A recording whose heartbeat is older than this (and has no end) is incomplete.
+STALE_AFTER_NS = 5_000_000_000
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class Recording(Base):
+    """One proxied (or imported) session of the CLI."""
+
+    __tablename__ = "recordings"
+
+    id: Mapped[str] = mapped_column(String(26), primary_key=True)
+    name: Mapped[str | None] = mapped_column(String(200))
+    tags: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
+    argv: Mapped[list[str]] = mapped_column(JSON, default=list)
+    cwd: Mapped[str] = mapped_column(Text, default="")
+    host: Mapped[str] = mapped_column(String(255), default="")
+    pid: Mapped[int | None] = mapped_column(Integer)
+    env: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
+    claudetrace_version: Mapped[str] = mapped_column(String(40), default="")
+    source: Mapped[str] = mapped_column(String(16), default="proxy")
+    started_ns: Mapped[int] = mapped_column(BigInteger, index=True)
+    ended_ns: Mapped[int | None] = mapped_column(BigInteger)
+    last_seen_ns: Mapped[int | None] = mapped_column(BigInteger)
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    signal: Mapped[int | None] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(Text)
+    cli_session_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    claude_code_version: Mapped[str | None] = mapped_column(String(40))
+    model: Mapped[str | None] = mapped_column(String(100))
+    permission_mode: Mapped[str | None] = mapped_column(String(40))
+    # Summary, kept up to date while recording (see claudetrace.summary).
+    event_count: Mapped[int] = mapped_column(Integer, default=0)
+    byte_count: Mapped[int] = mapped_column(BigInteger, default=0)
+    turns: Mapped[int] = mapped_column(Integer, default=0)
+    tool_calls: Mapped[int] = mapped_column(Integer, default=0)
+    tool_errors: Mapped[int] = mapped_column(Integer, default=0)
+    input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    output_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cache_read_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cache_creation_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    is_error: Mapped[bool] = mapped_column(Boolean, default=False)
+    result_subtype: Mapped[str | None] = mapped_column(String(64))
+    extra: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+    @property
+    def status(self) -> str:
+        """``running``, ``ok``, ``error``, ``failed`` (never started) or ``incomplete``."""
+        if self.error and self.exit_code == 127 and not self.event_count:
+            return "failed"
+        if self.ended_ns is None:
+            return "running" if self.is_live() else "incomplete"
+        if self.signal is not None or (self.exit_code not in (0, None)) or self.is_error:
+            return "error"
+        return "ok"
+
+    def is_live(self, now_ns: int | None = None) -> bool:
+        """True while a proxy is still recording this session."""
+        if self.ended_ns is not None:
+            return False
+        if self.host == os.uname().nodename and self.pid is not None and self.source == "proxy":
+            try:
+                os.kill(self.pid, 0)
+            except ProcessLookupError:
+                return False
+            except PermissionError:
+                pass
+        now = time.time_ns() if now_ns is None else now_ns
+        return now - (self.last_seen_ns or self.started_ns) < STALE_AFTER_NS
+
+    @property
+    def duration_ns(self) -> int | None:
+        end = self.ended_ns or self.last_seen_ns
+        return None if end is None else max(0, end - self.started_ns)
+
+    def info(self) -> RecordingInfo:
+        """The storage-free description of this recording."""
+        return RecordingInfo(
+            id=self.id,
+            argv=list(self.argv or []),
+            started_ns=self.started_ns,
+            cwd=self.cwd,
+            host=self.host,
+            pid=self.pid,
+            name=self.name,
+            tags=dict(self.tags or {}),
+            env=dict(self.env or {}),
+            claudetrace_version=self.claudetrace_version,
+            source=self.source,
+            ended_ns=self.ended_ns,
+            exit_code=self.exit_code,
+            signal=self.signal,
+            error=self.error,
+            cli_session_id=self.cli_session_id,
+            claude_code_version=self.claude_code_version,
+            model=self.model,
+            permission_mode=self.permission_mode,
+            extra=dict(self.extra or {}),
+        )
+
+
+class EventRow(Base):
+    """One line of one stream (see :class:`claudetrace.events.Event`)."""
+
+    __tablename__ = "events"
+
+    recording_id: Mapped[str] = mapped_column(
+        String(26), ForeignKey("recordings.id", ondelete="CASCADE"), primary_key=True
+    )
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    direction: Mapped[str] = mapped_column(String(3))
+    t_ns: Mapped[int] = mapped_column(BigInteger)
+    wall_ns: Mapped[int] = mapped_column(BigInteger)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    eol: Mapped[bool] = mapped_column(Boolean, default=True)
+    size: Mapped[int] = mapped_column(Integer)
+    is_json: Mapped[bool] = mapped_column(Boolean)
+    type: Mapped[str | None] = mapped_column(String(64))
+    subtype: Mapped[str | None] = mapped_column(String(64))
+    request_id: Mapped[str | None] = mapped_column(String(128), index=True)
+    uuid: Mapped[str | None] = mapped_column(String(64))
+    session_id: Mapped[str | None] = mapped_column(String(64))
+    parent_tool_use_id: Mapped[str | None] = mapped_column(String(128))
+
+    __table_args__ = (
+        Index("ix_events_recording_type", "recording_id", "type"),
+        Index("ix_events_recording_t", "recording_id", "t_ns"),
+    )
+
+
+class EventTool(Base):
+    """A tool use id mentioned by an event (see :class:`claudetrace.events.ToolRef`)."""
+
+    __tablename__ = "event_tools"
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    recording_id: Mapped[str] = mapped_column(
+        String(26), ForeignKey("recordings.id", ondelete="CASCADE")
+    )
+    seq: Mapped[int] = mapped_column(Integer)
+    tool_use_id: Mapped[str] = mapped_column(String(128), index=True)
+    tool_name: Mapped[str | None] = mapped_column(String(200))
+    kind: Mapped[str] = mapped_column(String(16))
+
+    __table_args__ = (Index("ix_event_tools_recording_seq", "recording_id", "seq"),)
