@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "export": "claudetrace.cli.browse:export",
     "import": "claudetrace.cli.browse:import_",
     "db": "claudetrace.cli.browse:db",
+    "metrics": "claudetrace.cli.metrics:metrics",
 }
 
 
@@ -41,7 +42,13 @@ class LazyGroup(click.Group):
         if target is None:
             return None
         module_name, attr = target.split(":")
-        command: click.Command = getattr(importlib.import_module(module_name), attr)
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            return None  # a command whose module is not part of this build
+        command: click.Command = getattr(module, attr)
         return command
 
 

@@ -1,0 +1,261 @@
+"""``sessions``, ``show``, ``export``, ``import`` and ``db``: looking at the store."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+from typing import Any
+
+import click
+
+from ._common import db_option, reports_errors
+
+
+def _store(db_url: str | None) -> Any:
+    from ..store import open_store
+
+    return open_store(db_url)
+
+
+def _when(ns: int | None) -> str:
+    if ns is None:
+        return "—"
+    return dt.datetime.fromtimestamp(ns / 1e9).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _duration(ns: int | None) -> str:
+    if ns is None:
+        return "—"
+    seconds = ns / 1e9
+    return f"{seconds:.1f}s" if seconds < 120 else f"{seconds / 60:.1f}m"
+
+
+def session_record(rec: Any) -> dict[str, Any]:
+    """A recording as the JSON object `sessions --json` prints."""
+    return {
+        "id": rec.id,
+        "name": rec.name,
+        "tags": rec.tags or {},
+        "status": rec.status,
+        "started_at": dt.datetime.fromtimestamp(rec.started_ns / 1e9, dt.timezone.utc).isoformat(),
+        "started_ns": rec.started_ns,
+        "ended_ns": rec.ended_ns,
+        "duration_s": None if rec.duration_ns is None else rec.duration_ns / 1e9,
+        "exit_code": rec.exit_code,
+        "signal": rec.signal,
+        "error": rec.error,
+        "argv": rec.argv,
+        "cwd": rec.cwd,
+        "host": rec.host,
+        "pid": rec.pid,
+        "source": rec.source,
+        "claudetrace_version": rec.claudetrace_version,
+        "session_id": rec.cli_session_id,
+        "claude_code_version": rec.claude_code_version,
+        "model": rec.model,
+        "permission_mode": rec.permission_mode,
+        "events": rec.event_count,
+        "bytes": rec.byte_count,
+        "turns": rec.turns,
+        "tool_calls": rec.tool_calls,
+        "tool_errors": rec.tool_errors,
+        "input_tokens": rec.input_tokens,
+        "output_tokens": rec.output_tokens,
+        "cache_read_tokens": rec.cache_read_tokens,
+        "cache_creation_tokens": rec.cache_creation_tokens,
+        "cost_usd": rec.cost_usd,
+        "is_error": rec.is_error,
+        "result_subtype": rec.result_subtype,
+    }
+
+
+@click.command()
+@db_option
+@click.option("--json", "as_json", is_flag=True, help="JSON (one array) for scripts.")
+@click.option("-n", "--limit", default=50, show_default=True, help="How many, newest first (0: all).")
+def sessions(db_url: str | None, as_json: bool, limit: int) -> None:
+    """List recordings, newest first."""
+    _sessions(db_url, as_json, limit)
+
+
+@reports_errors
+def _sessions(db_url: str | None, as_json: bool, limit: int) -> None:
+    store = _store(db_url)
+    recs = store.list_recordings(limit=limit or None)
+    if as_json:
+        click.echo(json.dumps([session_record(r) for r in recs], indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    if not recs:
+        console.print(f"No recordings yet in {store.url}. Try `claudetrace demo`.")
+        return
+    table = Table(box=None, header_style="bold")
+    for col in ("id", "started", "dur", "status", "name", "model", "turns", "tools", "tokens in/out", "cost", "exit"):
+        table.add_column(col, no_wrap=col in ("id", "started"))
+    styles = {"ok": "green", "error": "red", "failed": "red", "incomplete": "yellow", "running": "cyan"}
+    for r in recs:
+        tokens = r.input_tokens + r.cache_read_tokens + r.cache_creation_tokens
+        exit_text = f"sig {r.signal}" if r.signal else ("—" if r.exit_code is None else str(r.exit_code))
+        table.add_row(
+            r.id,
+            _when(r.started_ns),
+            _duration(r.duration_ns),
+            f"[{styles.get(r.status, '')}]{r.status}[/]",
+            r.name or "",
+            r.model or "",
+            str(r.turns),
+            str(r.tool_calls),
+            f"{tokens}/{r.output_tokens}",
+            f"${r.cost_usd:.4f}",
+            exit_text,
+        )
+    console.print(table)
+
+
+@click.command()
+@click.argument("session")
+@db_option
+@click.option("--raw", is_flag=True, help="Print every line as recorded instead of a transcript.")
+@click.option("--deltas", is_flag=True, help="Include streaming deltas (stream_event) in the transcript.")
+@click.option("-w", "--width", default=300, show_default=True, help="Truncate long texts to this many characters.")
+def show(session: str, db_url: str | None, raw: bool, deltas: bool, width: int) -> None:
+    """Summary and transcript of one recording."""
+    _show(session, db_url, raw, deltas, width)
+
+
+@reports_errors
+def _show(session: str, db_url: str | None, raw: bool, deltas: bool, width: int) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
+    from ..transcript import entries
+
+    store = _store(db_url)
+    rec = store.resolve(session)
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+    rows = [
+        ("recording", rec.id + (f"  ({rec.name})" if rec.name else "")),
+        ("status", rec.status + (f" — {rec.error}" if rec.error else "")),
+        ("started", f"{_when(rec.started_ns)}  duration {_duration(rec.duration_ns)}"),
+        ("command", " ".join(rec.argv or [])),
+        ("cwd / host", f"{rec.cwd}  on {rec.host} (pid {rec.pid})"),
+        ("exit", f"signal {rec.signal}" if rec.signal else str(rec.exit_code)),
+        ("cli session", f"{rec.cli_session_id or '—'}  claude {rec.claude_code_version or '?'}"),
+        ("model / mode", f"{rec.model or '—'} / {rec.permission_mode or '—'}"),
+        ("turns / tools", f"{rec.turns} turns, {rec.tool_calls} tool calls ({rec.tool_errors} failed)"),
+        (
+            "tokens",
+            f"in {rec.input_tokens} (+cache read {rec.cache_read_tokens}, "
+            f"cache write {rec.cache_creation_tokens}), out {rec.output_tokens}",
+        ),
+        ("cost", f"${rec.cost_usd:.6f}"),
+        ("events", f"{rec.event_count} lines, {rec.byte_count} bytes"),
+    ]
+    if rec.tags:
+        rows.insert(1, ("tags", ", ".join(f"{k}={v}" for k, v in rec.tags.items())))
+    for key, value in rows:
+        console.print(f"[bold]{key:>14}[/]  {escape(value)}")
+    console.print()
+    if raw:
+        for ev in store.iter_events(rec.id):
+            console.print(f"[dim]{ev.seq:>6} {ev.t:9.3f} {ev.direction:>3}[/] {escape(ev.text)}")
+        return
+    colours = {"user": "cyan", "assistant": "green", "tool": "yellow", "result": "magenta",
+               "control": "blue", "system": "dim", "stderr": "red", "raw": "red"}
+    for entry in entries(store.iter_events(rec.id), width=width, include_deltas=deltas):
+        base = entry.role.split()[0]
+        style = "bold red" if entry.is_error else colours.get(base, "")
+        console.print(
+            f"[dim]{entry.t:8.3f}[/] [{style}]{escape(entry.role):>10}[/] {escape(entry.text)}"
+        )
+
+
+@click.command()
+@click.argument("session")
+@db_option
+@click.option("--format", "fmt", type=click.Choice(["cassette"]), default="cassette", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-",
+              help="File to write [default: stdout].")
+def export(session: str, db_url: str | None, fmt: str, output: str) -> None:
+    """Write a recording as a cassette (NDJSON, version 1)."""
+    _export(session, db_url, output)
+
+
+@reports_errors
+def _export(session: str, db_url: str | None, output: str) -> None:
+    from ..cassette import write_cassette
+
+    store = _store(db_url)
+    rec = store.resolve(session)
+    header = store.cassette_header(rec)
+    if output == "-":
+        write_cassette(sys.stdout, header, store.iter_events(rec.id))
+        sys.stdout.flush()
+    else:
+        count = write_cassette(output, header, store.iter_events(rec.id))
+        click.echo(f"wrote {count} events of {rec.id} to {output}", err=True)
+
+
+@click.command("import")
+@click.argument("path", type=click.Path(dir_okay=False, allow_dash=False))
+@db_option
+@click.option("--name", help="Name for the imported recording.")
+@click.option("--tag", "tags", multiple=True, metavar="K=V", help="Tag (repeatable).")
+def import_(path: str, db_url: str | None, name: str | None, tags: tuple[str, ...]) -> None:
+    """Store a cassette file as a new recording; prints its id."""
+    _import(path, db_url, name, tags)
+
+
+@reports_errors
+def _import(path: str, db_url: str | None, name: str | None, tags: tuple[str, ...]) -> None:
+    from ..cassette import iter_cassette
+    from .record import _parse_tags
+
+    parsed_tags = _parse_tags(tags)
+    header, events = iter_cassette(path)
+    # Validate the whole file before writing anything: a malformed line half way
+    # must not leave half a recording behind.
+    all_events = list(events)
+    store = _store(db_url)
+    rid = store.import_cassette((header, all_events), name=name, tags=parsed_tags)
+    click.echo(rid)
+
+
+@click.group()
+def db() -> None:
+    """Manage the database."""
+
+
+@db.command("upgrade")
+@db_option
+def db_upgrade(db_url: str | None) -> None:
+    """Apply the Alembic migrations (the store also does this on first use)."""
+    _db_upgrade(db_url)
+
+
+@reports_errors
+def _db_upgrade(db_url: str | None) -> None:
+    from ..store.engine import create_store_engine, head_revision, resolve_url, upgrade
+
+    url = resolve_url(db_url)
+    engine = create_store_engine(url)
+    before = upgrade(engine, only_if_needed=False)
+    head = head_revision()
+    shown = engine.url.render_as_string(hide_password=True)
+    if before == head:
+        click.echo(f"{shown}: already at revision {head}")
+    else:
+        click.echo(f"{shown}: upgraded from {before or 'empty'} to {head}")
+
+
+@db.command("url")
+@db_option
+def db_url_cmd(db_url: str | None) -> None:
+    """Print the database URL claudetrace would use."""
+    from ..store.engine import resolve_url
+
+    click.echo(resolve_url(db_url))

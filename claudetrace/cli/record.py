@@ -1,0 +1,156 @@
+"""``claudetrace proxy`` and ``claudetrace shim``: recording sessions."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+import click
+
+from ..errors import ClaudeTraceError
+from ..recording import EventSink, RecordingInfo
+from ._common import db_option, fail, reports_errors
+
+
+def _parse_tags(values: tuple[str, ...]) -> dict[str, str]:
+    tags: dict[str, str] = {}
+    for value in values:
+        key, sep, val = value.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{value!r} is not KEY=VALUE", param_hint="--tag")
+        tags[key.strip()] = val
+    return tags
+
+
+def telemetry_factory(
+    endpoint: str | None = None, protocol: str | None = None, capture_content: bool | None = None
+) -> Callable[[RecordingInfo], EventSink | None]:
+    """A sink factory for live OpenTelemetry export (None when not configured)."""
+
+    def make(info: RecordingInfo) -> EventSink | None:
+        try:
+            from ..telemetry.live import live_sink
+        except ModuleNotFoundError as exc:  # built without telemetry
+            if not (exc.name or "").startswith("claudetrace.telemetry"):
+                raise
+            return None
+        return live_sink(info, endpoint=endpoint, protocol=protocol, capture_content=capture_content)
+
+    return make
+
+
+def run_and_exit(
+    argv: list[str],
+    *,
+    db: str | None,
+    name: str | None = None,
+    tags: dict[str, str] | None = None,
+    otel: dict[str, Any] | None = None,
+) -> NoReturn:
+    """Run the proxy and exit with the child's status (the drop-in contract)."""
+    from ..proxy import ProxyOptions, report_problems, run_proxy
+    from ..store.engine import create_store_engine, resolve_url
+
+    try:
+        # Validate the URL before starting anything, so a typo is one clear line.
+        create_store_engine(resolve_url(db)).dispose()
+        options = ProxyOptions(
+            argv=argv,
+            db=db,
+            name=name,
+            tags=tags or {},
+            sink_factories=[telemetry_factory(**(otel or {}))],
+        )
+        status, report = run_proxy(options)
+    except ClaudeTraceError as exc:
+        fail(str(exc), exc.exit_code)
+    report_problems(report)
+    sys.stdout.flush()
+    os._exit(status)  # daemon threads (stdin) may still block in read()
+
+
+@click.command(
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
+)
+@db_option
+@click.option("--name", help="A name for this recording.")
+@click.option("--tag", "tags", multiple=True, metavar="K=V", help="A tag (repeatable).")
+@click.option("--otel-endpoint", metavar="URL", help="Export spans/metrics live over OTLP to URL.")
+@click.option(
+    "--otel-protocol",
+    type=click.Choice(["grpc", "http/protobuf"]),
+    help="OTLP protocol [env: OTEL_EXPORTER_OTLP_PROTOCOL].",
+)
+@click.option(
+    "--otel-content/--no-otel-content",
+    default=None,
+    help="Put message and tool content on spans (off unless asked).",
+)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@reports_errors
+def proxy(
+    db_url: str | None,
+    name: str | None,
+    tags: tuple[str, ...],
+    otel_endpoint: str | None,
+    otel_protocol: str | None,
+    otel_content: bool | None,
+    command: tuple[str, ...],
+) -> None:
+    """Run CMD as the child, tee everything into the store, exit with its status.
+
+    Every byte is forwarded untouched (stdin to the child, its stdout and stderr
+    back), every line recorded with timestamps.  Exits with the child's exit code,
+    or 128+N when the child died of signal N; 127 when CMD cannot be started.
+
+    \b
+    Example:
+      claudetrace proxy --name smoke -- claude --output-format stream-json ...
+    """
+    run_and_exit(
+        list(command),
+        db=db_url,
+        name=name,
+        tags=_parse_tags(tags),
+        otel={"endpoint": otel_endpoint, "protocol": otel_protocol, "capture_content": otel_content},
+    )
+
+
+@click.command()
+@click.argument("out", type=click.Path(dir_okay=False))
+@click.option("--real", metavar="PATH", help="The real claude CLI [default: $CLAUDETRACE_REAL_CLI, else PATH].")
+@db_option
+@click.option("--name", help="Name every recording made through this shim.")
+@click.option("--tag", "tags", multiple=True, metavar="K=V", help="Tag every recording (repeatable).")
+@click.option("--replay", "replay_source", metavar="SOURCE", help="Replay SOURCE (cassette or SESSION) instead of recording.")
+@reports_errors
+def shim(
+    out: str,
+    real: str | None,
+    db_url: str | None,
+    name: str | None,
+    tags: tuple[str, ...],
+    replay_source: str | None,
+) -> None:
+    """Write an executable OUT to use as the SDK's cli_path.
+
+    \b
+    Python:     ClaudeAgentOptions(cli_path="OUT")
+    TypeScript: query({ options: { pathToClaudeCodeExecutable: "OUT" } })
+    Go:         the SDK's CLI path option
+    """
+    from ..shim import find_real_cli, proxy_command, write_shim
+
+    if replay_source:
+        from ..replay import replay_command
+
+        command = replay_command(replay_source, db=db_url)
+        path = write_shim(out, command)
+    else:
+        real_cli = find_real_cli(real)
+        db = os.path.abspath(db_url) if db_url and "://" not in db_url else db_url
+        command = proxy_command(real_cli, db=db, name=name, tags=_parse_tags(tags))
+        path = write_shim(out, command, real=real_cli)
+    click.echo(str(path))

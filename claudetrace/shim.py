@@ -1,0 +1,134 @@
+"""Putting claudetrace where a host expects ``claude``.
+
+Two ways, for hosts whose ``cli_path`` takes a single executable:
+
+- :func:`write_shim` writes a small executable script that runs the proxy (or the
+  replay engine) in front of the real CLI, with the options baked in;
+- argv[0] dispatch: a symlink named ``claude`` pointing at the ``claudetrace``
+  executable proxies to ``$CLAUDETRACE_REAL_CLI``, else to the next ``claude`` on
+  ``PATH`` that is not claudetrace itself (:func:`dispatch_as_claude`).
+
+Version checks (``claude -v``) go straight to the real CLI, unrecorded, so the
+SDK's version check sees the real answer and the session list stays clean.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import stat
+import sys
+from pathlib import Path
+
+from .errors import ClaudeTraceError
+
+VERSION_FLAGS = ("-v", "--version")
+
+
+class ShimError(ClaudeTraceError):
+    """The shim cannot be written, or the real CLI cannot be found."""
+
+
+def self_command() -> list[str]:
+    """The argv prefix that runs this claudetrace (absolute paths, no PATH lookup)."""
+    return [sys.executable, "-m", "claudetrace"]
+
+
+def _is_self(path: str) -> bool:
+    real = os.path.realpath(path)
+    ours = {os.path.realpath(sys.argv[0])} if sys.argv and sys.argv[0] else set()
+    script = shutil.which("claudetrace")
+    if script:
+        ours.add(os.path.realpath(script))
+    if real in ours:
+        return True
+    try:
+        with open(real, "rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return False
+    return b"claudetrace shim" in head or b"from claudetrace.cli import main" in head
+
+
+def find_real_cli(explicit: str | None = None) -> str:
+    """The real ``claude``: explicit path, ``$CLAUDETRACE_REAL_CLI``, or PATH minus us."""
+    candidate = explicit or os.environ.get("CLAUDETRACE_REAL_CLI")
+    if candidate:
+        path = shutil.which(candidate) or candidate
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            raise ShimError(f"the real claude CLI {candidate!r} is not an executable file")
+        return os.path.abspath(path)
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        path = os.path.join(folder or ".", "claude")
+        if os.path.isfile(path) and os.access(path, os.X_OK) and not _is_self(path):
+            return os.path.abspath(path)
+    raise ShimError(
+        "cannot find the real claude CLI: set CLAUDETRACE_REAL_CLI or pass --real PATH"
+    )
+
+
+def shim_script(command: list[str], *, real: str | None = None) -> str:
+    """The text of a shim that execs ``command`` followed by the host's arguments."""
+    quoted = " ".join(shlex.quote(part) for part in command)
+    lines = [
+        "#!/bin/sh",
+        "# claudetrace shim: written by `claudetrace shim`; usable as the SDK's cli_path.",
+    ]
+    if real is not None:
+        # The SDK's version check goes straight to the real CLI, unrecorded.
+        lines += [
+            'if [ "$#" -eq 1 ]; then',
+            '  case "$1" in -v|--version) exec ' + shlex.quote(real) + ' "$@" ;; esac',
+            "fi",
+        ]
+    lines.append(f'exec {quoted} "$@"')
+    return "\n".join(lines) + "\n"
+
+
+def proxy_command(real: str, *, db: str | None = None, name: str | None = None,
+                  tags: dict[str, str] | None = None) -> list[str]:
+    """The argv prefix of a recording shim (the host's arguments follow)."""
+    command = [*self_command(), "proxy"]
+    if db:
+        command += ["--db", db]
+    if name:
+        command += ["--name", name]
+    for key, value in (tags or {}).items():
+        command += ["--tag", f"{key}={value}"]
+    return [*command, "--", real]
+
+
+def write_shim(out: str | os.PathLike[str], command: list[str], *, real: str | None = None) -> Path:
+    """Write an executable shim at ``out`` (0755) and return its path."""
+    path = Path(out).expanduser().absolute()
+    if path.is_dir():
+        raise ShimError(f"{path} is a directory; give the shim's file name")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+        tmp.write_text(shim_script(command, real=real), encoding="utf-8")
+        tmp.chmod(tmp.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH | stat.S_IRUSR)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise ShimError(f"cannot write shim {path}: {exc.strerror or exc}") from exc
+    return path
+
+
+def dispatch_as_claude(args: list[str]) -> int:
+    """Behave as ``claude`` (argv[0] dispatch): proxy to the real CLI, recording."""
+    from .cli._common import fail
+
+    try:
+        real = find_real_cli()
+    except ClaudeTraceError as exc:
+        fail(str(exc), 127)
+        return 127
+    interactive = sys.stdin.isatty() and sys.stdout.isatty()
+    if (len(args) == 1 and args[0] in VERSION_FLAGS) or interactive:
+        # Version checks and interactive terminal sessions are not stream-json
+        # traffic: hand over to the real CLI untouched.
+        os.execv(real, [real, *args])
+    from .cli.record import run_and_exit
+
+    return run_and_exit([real, *args], db=os.environ.get("CLAUDETRACE_DB"))

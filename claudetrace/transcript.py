@@ -1,0 +1,127 @@
+"""A readable transcript of a recording: who said what, in order.
+
+Pure functions from events to :class:`Entry` items, used by ``claudetrace show``
+(and reusable by any other view).  Streaming deltas are folded away (the final
+``assistant`` message carries the text), control requests are paired with their
+responses, and anything unknown is still listed, never dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .events import Event
+
+#: Types whose lines are summarised elsewhere (deltas) or pure noise in a transcript.
+_FOLDED = {"stream_event", "keep_alive"}
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One transcript line: ``role`` is user/assistant/tool/result/control/system/stderr/raw."""
+
+    seq: int
+    t: float
+    direction: str
+    role: str
+    text: str
+    is_error: bool = False
+
+
+def _short(value: Any, limit: int) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _blocks(message: Any) -> list[Any]:
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return content if isinstance(content, list) else []
+
+
+def entries(events: Iterable[Event], *, width: int = 300, include_deltas: bool = False) -> list[Entry]:
+    """The transcript of an event stream."""
+    out: list[Entry] = []
+
+    def add(ev: Event, role: str, text: str, is_error: bool = False) -> None:
+        out.append(Entry(ev.seq, ev.t, ev.direction, role, text, is_error))
+
+    for ev in events:
+        if ev.direction == "err":
+            add(ev, "stderr", _short(ev.text, width))
+            continue
+        msg = ev.message
+        if msg is None:
+            label = "empty line" if not ev.data else f"unparsable line ({len(ev.data)} bytes)"
+            add(ev, "raw", f"{label}: {_short(ev.text, width)}" if ev.data else label, True)
+            continue
+        kind = ev.type
+        if kind in _FOLDED and not include_deltas:
+            continue
+        if kind in ("user", "assistant"):
+            _message_entries(ev, msg, add, width)
+        elif kind == "result":
+            cost = msg.get("total_cost_usd")
+            bits = [str(msg.get("subtype", ""))]
+            if isinstance(msg.get("num_turns"), int):
+                bits.append(f"{msg['num_turns']} turns")
+            if isinstance(msg.get("duration_ms"), (int, float)):
+                bits.append(f"{msg['duration_ms'] / 1000:.2f}s")
+            if isinstance(cost, (int, float)):
+                bits.append(f"${cost:.6f}")
+            text = msg.get("result")
+            if isinstance(text, str) and text:
+                bits.append(_short(text, width))
+            add(ev, "result", " · ".join(b for b in bits if b), bool(msg.get("is_error")))
+        elif kind == "control_request":
+            req = msg.get("request") or {}
+            detail = {k: v for k, v in req.items() if k != "subtype"} if isinstance(req, dict) else req
+            who = "host → cli" if ev.direction == "in" else "cli → host"
+            add(ev, "control", f"{who} {ev.subtype} [{ev.request_id}] {_short(detail, width)}")
+        elif kind == "control_response":
+            resp = msg.get("response") or {}
+            body = resp.get("response", resp.get("error")) if isinstance(resp, dict) else resp
+            add(
+                ev,
+                "control",
+                f"↳ {ev.subtype} [{ev.request_id}] {_short(body, width)}",
+                ev.subtype == "error",
+            )
+        elif kind == "control_cancel_request":
+            add(ev, "control", f"cancel [{ev.request_id}]")
+        elif kind == "system":
+            rest = {k: v for k, v in msg.items() if k not in ("type", "subtype", "uuid", "session_id")}
+            add(ev, "system", f"{ev.subtype}: {_short(rest, width)}")
+        else:
+            add(ev, "system", f"{kind}: {_short(msg, width)}")
+    return out
+
+
+def _message_entries(ev: Event, msg: dict[str, Any], add: Any, width: int) -> None:
+    role = str(msg.get("type"))
+    sub = " (subagent)" if msg.get("parent_tool_use_id") else ""
+    for block in _blocks(msg.get("message")):
+        if not isinstance(block, dict):
+            add(ev, role, _short(block, width))
+            continue
+        btype = block.get("type")
+        if btype == "text":
+            add(ev, role + sub, _short(block.get("text", ""), width))
+        elif btype == "thinking":
+            add(ev, role + sub, f"(thinking) {_short(block.get('thinking', ''), width)}")
+        elif btype in ("tool_use", "server_tool_use", "mcp_tool_use"):
+            add(ev, "tool" + sub, f"→ {block.get('name')} {_short(block.get('input', {}), width)}")
+        elif btype == "tool_result":
+            content = block.get("content")
+            if isinstance(content, list):
+                content = " ".join(
+                    str(c.get("text", "")) if isinstance(c, dict) else str(c) for c in content
+                )
+            add(ev, "tool" + sub, f"← {_short(content or '', width)}", bool(block.get("is_error")))
+        else:
+            add(ev, role + sub, f"[{btype}] {_short(block, width)}")
