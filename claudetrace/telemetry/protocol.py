@@ -1,0 +1,116 @@
+"""Reading values out of protocol lines: usage, errors, MCP requests, exit reasons.
+
+Pure helpers for the span builder; each takes parsed JSON (never raw bytes) and
+tolerates missing or mistyped fields, since the CLI's output evolves.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..recording import RecordingInfo
+from . import conventions as c
+from .records import Attributes
+
+
+def opt_str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def usage_attributes(usage: Any, *, partial: bool = False) -> Attributes:
+    """GenAI usage attributes from an Anthropic usage object.
+
+    Anthropic reports uncached input separately from cache reads and writes; the
+    GenAI conventions' ``input_tokens`` is their sum.  A ``message_delta`` usage
+    (``partial``) only updates what it carries.
+    """
+    if not isinstance(usage, dict):
+        return {}
+    attrs: Attributes = {}
+    if "output_tokens" in usage:
+        attrs[c.GEN_AI_USAGE_OUTPUT_TOKENS] = _int(usage.get("output_tokens"))
+    if partial and "input_tokens" not in usage:
+        return attrs
+    cache_read = _int(usage.get("cache_read_input_tokens"))
+    cache_creation = _int(usage.get("cache_creation_input_tokens"))
+    uncached = _int(usage.get("input_tokens"))
+    attrs[c.GEN_AI_USAGE_INPUT_TOKENS] = uncached + cache_read + cache_creation
+    attrs[c.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = cache_read
+    attrs[c.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS] = cache_creation
+    return attrs
+
+
+def error_text(error: Any) -> str | None:
+    if isinstance(error, str):
+        return error
+    if isinstance(error, dict):
+        for key in ("type", "message", "code"):
+            if isinstance(error.get(key), (str, int)):
+                return str(error[key])
+    return None
+
+
+def find_block(message: dict[str, Any], key: str, value: str) -> dict[str, Any] | None:
+    content = message.get("content")
+    if isinstance(content, list):
+        for block in content:
+            if isinstance(block, dict) and block.get(key) == value:
+                return block
+    return None
+
+
+def mcp_request(request: dict[str, Any]) -> tuple[str, Attributes]:
+    """Span name and attributes of an ``mcp_message`` request (MCP conventions)."""
+    server = opt_str(request.get("server_name")) or "unknown"
+    message = request.get("message")
+    message = message if isinstance(message, dict) else {}
+    method = opt_str(message.get("method")) or "unknown"
+    attrs: Attributes = {c.MCP_METHOD_NAME: method, c.MCP_SERVER: server}
+    if "id" in message and message["id"] is not None:
+        attrs[c.JSONRPC_REQUEST_ID] = str(message["id"])
+    if isinstance(message.get("jsonrpc"), str) and message["jsonrpc"] != "1.0":
+        attrs[c.JSONRPC_PROTOCOL_VERSION] = message["jsonrpc"]
+    params = message.get("params")
+    params = params if isinstance(params, dict) else {}
+    if isinstance(params.get("protocolVersion"), str):
+        attrs[c.MCP_PROTOCOL_VERSION] = params["protocolVersion"]
+    if method == "tools/call":
+        attrs[c.GEN_AI_OPERATION_NAME] = c.OP_EXECUTE_TOOL
+        if isinstance(params.get("name"), str):
+            attrs[c.GEN_AI_TOOL_NAME] = params["name"]
+        meta = params.get("_meta")
+        if isinstance(meta, dict) and isinstance(meta.get("claudecode/toolUseId"), str):
+            attrs[c.GEN_AI_TOOL_CALL_ID] = meta["claudecode/toolUseId"]
+    return f"{method} {server}", attrs
+
+
+def mcp_error(mcp_response: Any, attrs: Attributes) -> str | None:
+    """The error of a JSON-RPC response, recording its code; ``None`` on success."""
+    if not isinstance(mcp_response, dict):
+        return None
+    error = mcp_response.get("error")
+    if isinstance(error, dict):
+        code = error.get("code")
+        if code is not None:
+            attrs[c.RPC_RESPONSE_STATUS_CODE] = str(code)
+            attrs[c.ERROR_TYPE] = str(code)
+        return opt_str(error.get("message")) or "JSON-RPC error"
+    result = mcp_response.get("result")
+    if isinstance(result, dict) and result.get("isError") is True:
+        attrs[c.ERROR_TYPE] = "tool_error"
+        return "tool_error"
+    return None
+
+
+def exit_reason(info: RecordingInfo) -> str:
+    if info.ended_ns is None:
+        return "recording ended without the process exit (proxy died?)"
+    if info.signal:
+        return f"process killed by signal {info.signal}"
+    if info.exit_code is not None:
+        return f"process exited (exit code {info.exit_code})"
+    return "process exited"

@@ -1,0 +1,737 @@
+"""The span builder: a pure, deterministic state machine from events to spans.
+
+Fed the :class:`~claudetrace.events.Event` stream of one recording (live from the
+proxy or read back from the store), it produces the span tree of the design::
+
+    invoke_agent claude-code                 the recording
+    ├─ turn N                                user message → its result
+    │  ├─ chat {model}                       one API message
+    │  ├─ execute_tool {name}                tool_use → tool_result
+    │  │  ├─ can_use_tool                    permission round trip
+    │  │  ├─ hook_callback {event}           hook round trip
+    │  │  └─ invoke_agent {subagent_type}    subagent work (parent_tool_use_id)
+    │  └─ {mcp.method.name} {server}         mcp_message round trip
+    └─ control {subtype}                     host-initiated control request
+
+Span times are the recorded ones (recording start + event offset) and ids are
+derived from the recording id, so the same events always give the same spans.
+Spans are handed to ``on_end`` as soon as they finish (children before parents;
+the root last, from :meth:`SpanBuilder.close`).  Per-event work is kept small:
+the builder sees every ``stream_event`` delta of a streaming session.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ..events import Event
+from ..recording import RecordingInfo
+from . import conventions as c
+from .content import ContentPolicy, assistant_output, block_text, jsonish, scalar_fields, user_input
+from .protocol import (
+    error_text,
+    exit_reason,
+    find_block,
+    mcp_error,
+    mcp_request,
+    opt_str,
+    usage_attributes,
+)
+from .records import Attributes, SpanEvent, SpanKind, SpanRecord, span_id_for, trace_id_for
+
+Lane = str | None  # a parent_tool_use_id: None is the main agent, else a subagent
+_CHUNKS = frozenset({"content_block_delta", "content_block_start", "content_block_stop"})
+
+
+@dataclass(slots=True, eq=False)
+class _Open:
+    """Bookkeeping for a span that has not ended yet."""
+
+    span: SpanRecord
+    turn: SpanRecord | None  # the turn it belongs to, closed with it
+    lane: Lane = None
+    deferred: bool = False  # a chat built from assistant lines: ends when its lane moves on
+    last_ns: int = 0
+
+
+@dataclass(slots=True, eq=False)
+class _Request:
+    """An unanswered control request (either direction)."""
+
+    span: SpanRecord
+    kind: str  # "permission" | "hook" | "mcp" | "control"
+    subtype: str
+
+
+class SpanBuilder:
+    """Turns one recording's events into finished :class:`SpanRecord` s.
+
+    ``on_end`` receives each span when it ends; without it finished spans collect
+    in :attr:`finished`.  Call :meth:`feed` for every event in sequence order,
+    then :meth:`close` once.
+    """
+
+    def __init__(
+        self,
+        info: RecordingInfo,
+        *,
+        content: ContentPolicy | None = None,
+        on_end: Callable[[SpanRecord], None] | None = None,
+    ) -> None:
+        self.info = info
+        self.content = content or ContentPolicy()
+        self.finished: list[SpanRecord] = []
+        self._emit = on_end or self.finished.append
+        self._rid = info.id
+        self.trace_id = trace_id_for(info.id)
+        self._keys: dict[str, int] = {}
+        self._last_ns = info.started_ns
+        self._model: str | None = info.model
+        self._session_id: str | None = info.cli_session_id
+        self._turn_count = 0
+        self._turns: deque[SpanRecord] = deque()
+        self._open: dict[int, _Open] = {}
+        self._chats: dict[str, _Open] = {}
+        self._lane_chat: dict[Lane, _Open] = {}
+        self._tools: dict[str, SpanRecord] = {}
+        self._subagent_types: dict[str, str] = {}
+        self._agents: dict[str, SpanRecord] = {}
+        self._requests: dict[str, _Request] = {}
+        self._early: dict[str, tuple[Event, int]] = {}
+        self._marks: dict[Lane, int] = {}
+        self._interrupt_pending = False
+        self._interrupted = False
+        self._any_error = False
+        self._saw_output = False
+        self._closed = False
+        self.root = SpanRecord(
+            key="root",
+            name=f"{c.OP_INVOKE_AGENT} {c.AGENT_NAME}",
+            trace_id=self.trace_id,
+            span_id=span_id_for(info.id, "root"),
+            parent_id=None,
+            start_ns=info.started_ns,
+            attributes={
+                c.GEN_AI_OPERATION_NAME: c.OP_INVOKE_AGENT,
+                c.GEN_AI_PROVIDER_NAME: c.PROVIDER,
+                c.GEN_AI_AGENT_NAME: c.AGENT_NAME,
+                c.RECORDING_ID: info.id,
+            },
+        )
+        if info.name:
+            self.root.attributes[c.RECORDING_NAME] = info.name
+
+    # -- span plumbing -----------------------------------------------------------
+
+    def _new(
+        self,
+        key: str,
+        name: str,
+        parent: SpanRecord,
+        start_ns: int,
+        attributes: Attributes,
+        *,
+        kind: SpanKind = "internal",
+        turn: SpanRecord | None = None,
+        lane: Lane = None,
+        deferred: bool = False,
+    ) -> _Open:
+        # A key can legitimately repeat (a request id reused); number the repeats so
+        # ids stay unique and stay the same on every run.
+        seen = self._keys.get(key, 0)
+        self._keys[key] = seen + 1
+        if seen:
+            key = f"{key}#{seen}"
+        span = SpanRecord(
+            key=key,
+            name=name,
+            trace_id=self.trace_id,
+            span_id=span_id_for(self._rid, key),
+            parent_id=parent.span_id,
+            start_ns=start_ns,
+            kind=kind,
+            attributes=attributes,
+        )
+        entry = _Open(span, turn, lane, deferred, start_ns)
+        self._open[span.span_id] = entry
+        return entry
+
+    def _end(self, span: SpanRecord, end_ns: int, error: str | None = None) -> None:
+        if self._open.pop(span.span_id, None) is None:
+            return
+        span.end_ns = max(end_ns, span.start_ns)
+        if error:
+            span.set_error(error)
+        self._emit(span)
+
+    def _turn(self, now: int, *, create: bool = True) -> SpanRecord | None:
+        if self._turns:
+            return self._turns[0]
+        if not create:
+            return None
+        # Output with no user message before it (a prompt given in argv, a
+        # recording that starts mid-session): an implicit turn keeps the tree whole.
+        return self._start_turn(now, implicit=True)
+
+    def _start_turn(self, now: int, *, implicit: bool = False) -> SpanRecord:
+        self._turn_count += 1
+        n = self._turn_count
+        attrs: Attributes = {c.TURN_NUMBER: n}
+        if implicit:
+            attrs[c.TURN_IMPLICIT] = True
+        if self._session_id:
+            attrs[c.GEN_AI_CONVERSATION_ID] = self._session_id
+        span = self._new(f"turn/{n}", f"turn {n}", self.root, now, attrs).span
+        self._turns.append(span)
+        self._marks[None] = now
+        return span
+
+    def _lane_parent(self, lane: Lane, now: int) -> tuple[SpanRecord, SpanRecord | None]:
+        """The span new work in ``lane`` nests under, and the turn it belongs to."""
+        turn = self._turn(now)
+        if lane is None:
+            assert turn is not None
+            return turn, turn
+        agent = self._agents.get(lane)
+        if agent is not None and agent.span_id in self._open:
+            return agent, turn
+        tool = self._tools.get(lane)
+        if tool is None or tool.span_id not in self._open:
+            assert turn is not None
+            return turn, turn
+        name = self._subagent_types.get(lane, "subagent")
+        agent = self._new(
+            f"agent/{lane}",
+            f"{c.OP_INVOKE_AGENT} {name}",
+            tool,
+            now,
+            {
+                c.GEN_AI_OPERATION_NAME: c.OP_INVOKE_AGENT,
+                c.GEN_AI_PROVIDER_NAME: c.PROVIDER,
+                c.GEN_AI_AGENT_NAME: name,
+                c.GEN_AI_TOOL_CALL_ID: lane,
+            },
+            turn=turn,
+            lane=lane,
+        ).span
+        self._agents[lane] = agent
+        return agent, turn
+
+    def _context_span(self, lane: Lane) -> SpanRecord:
+        """Where a span event about ``lane`` goes: its subagent, the turn, or the root."""
+        if lane is not None:
+            agent = self._agents.get(lane)
+            if agent is not None and agent.span_id in self._open:
+                return agent
+        return self._turns[0] if self._turns else self.root
+
+    # -- feeding -------------------------------------------------------------------
+
+    def feed(self, event: Event) -> None:
+        """Advance the state machine by one event."""
+        now = self.info.started_ns + event.t_ns
+        if now > self._last_ns:
+            self._last_ns = now
+        fields = event.fields
+        mtype = fields.type
+        if event.direction == "out":
+            self._saw_output = True
+            if fields.session_id and self._session_id is None:
+                self._session_id = fields.session_id
+            if mtype == "stream_event":
+                self._stream_event(event, now)
+                return
+            if mtype == "assistant":
+                self._assistant(event, now)
+                return
+            if mtype == "user":
+                self._user_out(event, now)
+                return
+            if mtype == "result":
+                self._result(event, now)
+                return
+            if mtype == "system" and fields.subtype == "status":
+                msg = event.message or {}
+                if msg.get("status") == "requesting":
+                    self._marks[fields.parent_tool_use_id] = now
+            elif mtype == "system" and fields.subtype == "init":
+                model = (event.message or {}).get("model")
+                if isinstance(model, str):
+                    self._model = model
+        elif event.direction == "in" and mtype == "user":
+            self._user_in(event, now)
+            return
+        if mtype == "control_request":
+            self._control_request(event, now)
+        elif mtype == "control_response":
+            self._control_response(event, now)
+        elif mtype == "control_cancel_request":
+            self._cancel(event, now)
+        else:
+            self._span_event(event, now)
+
+    def _span_event(self, event: Event, now: int) -> None:
+        fields = event.fields
+        attrs: Attributes = {c.EVENT_SEQ: event.seq, c.EVENT_DIRECTION: event.direction}
+        if event.direction == "err" or not fields.is_json:
+            name = "stderr" if event.direction == "err" else "unparsed line"
+            attrs[c.EVENT_SIZE] = len(event.data)
+            attrs[c.EVENT_LINE] = self.content.clip(event.text)
+        else:
+            name = fields.type or "json"
+            if fields.subtype:
+                name = f"{name}/{fields.subtype}"
+                attrs[c.EVENT_SUBTYPE] = fields.subtype
+            if fields.type:
+                attrs[c.EVENT_TYPE] = fields.type
+            msg = event.message
+            if msg is not None:
+                attrs.update(scalar_fields(msg))
+        self._context_span(fields.parent_tool_use_id).events.append(SpanEvent(name, now, attrs))
+
+    # -- turns ---------------------------------------------------------------------
+
+    def _user_in(self, event: Event, now: int) -> None:
+        turn = self._start_turn(now)
+        if self.content.enabled:
+            turn.attributes[c.GEN_AI_INPUT_MESSAGES] = self.content.clip(user_input(event.message))
+
+    def _result(self, event: Event, now: int) -> None:
+        msg = event.message or {}
+        turn = self._turn(now)
+        assert turn is not None
+        self._turns.popleft()
+        attrs = turn.attributes
+        subtype = msg.get("subtype")
+        if isinstance(subtype, str):
+            attrs[c.RESULT_SUBTYPE] = subtype
+        is_error = msg.get("is_error") is True
+        attrs[c.IS_ERROR] = is_error
+        if self._session_id:
+            attrs[c.GEN_AI_CONVERSATION_ID] = self._session_id
+        attrs.update(usage_attributes(msg.get("usage")))
+        cost = msg.get("total_cost_usd")
+        if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+            attrs[c.COST_USD] = float(cost)
+        self._add_costs(msg, cost)
+        num_turns = msg.get("num_turns")
+        if isinstance(num_turns, int):
+            attrs[c.NUM_TURNS] = num_turns
+        if self.content.enabled and isinstance(msg.get("result"), str):
+            output = assistant_output({"content": msg["result"]})
+            attrs[c.GEN_AI_OUTPUT_MESSAGES] = self.content.clip(output)
+        reason = "interrupted" if self._interrupt_pending else "turn ended before it finished"
+        if self._interrupt_pending:
+            attrs["claudetrace.interrupted"] = True
+            self._interrupted = True
+            self._interrupt_pending = False
+        self._close_children(turn, now, reason)
+        if is_error:
+            self._any_error = True
+            turn.set_error(f"result {subtype or 'error'}")
+        self._end(turn, now)
+
+    def _add_costs(self, msg: dict[str, Any], total: Any) -> None:
+        # The result's per-model usage since the previous result is a per-turn
+        # delta; summing it gives the session's cost per model.
+        per_model = msg.get("model_usage_since_last_result")
+        if isinstance(per_model, dict) and per_model:
+            for model, usage in per_model.items():
+                cost = usage.get("costUSD") if isinstance(usage, dict) else None
+                if isinstance(cost, (int, float)) and not isinstance(cost, bool):
+                    self.root.costs[model] = self.root.costs.get(model, 0.0) + float(cost)
+        elif isinstance(total, (int, float)) and not isinstance(total, bool):
+            model = self._model or "unknown"
+            self.root.costs[model] = self.root.costs.get(model, 0.0) + float(total)
+
+    def _close_children(self, owner: SpanRecord, now: int, reason: str) -> None:
+        # Deepest first (reverse creation order), so children end before parents.
+        for entry in sorted(self._open.values(), key=lambda e: e.span.start_ns, reverse=True):
+            if entry.turn is owner and entry.span is not owner:
+                if entry.deferred:
+                    self._end_chat(entry)
+                else:
+                    self._end(entry.span, now, reason)
+
+    # -- model calls ---------------------------------------------------------------
+
+    def _open_chat(self, msg_id: str, lane: Lane, now: int, model: Any, *, deferred: bool) -> _Open:
+        parent, turn = self._lane_parent(lane, now)
+        start = self._marks.pop(lane, None)
+        if start is None or start > now:
+            start = now
+        response_model = model if isinstance(model, str) else None
+        request_model = self._model or response_model
+        attrs: Attributes = {
+            c.GEN_AI_OPERATION_NAME: c.OP_CHAT,
+            c.GEN_AI_PROVIDER_NAME: c.PROVIDER,
+            c.GEN_AI_RESPONSE_ID: msg_id,
+        }
+        if request_model:
+            attrs[c.GEN_AI_REQUEST_MODEL] = request_model
+        if response_model:
+            attrs[c.GEN_AI_RESPONSE_MODEL] = response_model
+        if self._session_id:
+            attrs[c.GEN_AI_CONVERSATION_ID] = self._session_id
+        if not deferred:
+            attrs[c.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (now - start) / 1e9
+        name = f"{c.OP_CHAT} {request_model or 'unknown'}"
+        entry = self._new(
+            f"chat/{msg_id}", name, parent, start, attrs, kind="client", turn=turn, lane=lane,
+            deferred=deferred,
+        )
+        entry.last_ns = now
+        self._chats[msg_id] = entry
+        self._lane_chat[lane] = entry
+        return entry
+
+    def _end_chat(self, entry: _Open, error: str | None = None) -> None:
+        self._chats.pop(str(entry.span.attributes.get(c.GEN_AI_RESPONSE_ID)), None)
+        if self._lane_chat.get(entry.lane) is entry:
+            del self._lane_chat[entry.lane]
+        self._end(entry.span, entry.last_ns, error)
+
+    def _stream_event(self, event: Event, now: int) -> None:
+        sub = event.fields.subtype
+        if sub in _CHUNKS:
+            return  # the hot path: nothing to do per chunk
+        msg = event.message or {}
+        inner = msg.get("event")
+        if not isinstance(inner, dict):
+            return
+        lane = event.fields.parent_tool_use_id
+        if sub == "message_start":
+            message = inner.get("message")
+            message = message if isinstance(message, dict) else {}
+            msg_id = message.get("id")
+            if not isinstance(msg_id, str):
+                msg_id = f"seq{event.seq}"
+            previous = self._lane_chat.get(lane)
+            if previous is not None:
+                self._end_chat(previous, "superseded by a new message before message_stop")
+            entry = self._open_chat(msg_id, lane, now, message.get("model"), deferred=False)
+            entry.span.attributes.update(usage_attributes(message.get("usage")))
+            return
+        entry = self._lane_chat.get(lane)
+        if entry is None:
+            return
+        entry.last_ns = now
+        if sub == "message_delta":
+            delta = inner.get("delta")
+            if isinstance(delta, dict) and isinstance(delta.get("stop_reason"), str):
+                entry.span.attributes[c.GEN_AI_RESPONSE_FINISH_REASONS] = (delta["stop_reason"],)
+            usage = inner.get("usage")
+            if isinstance(usage, dict):
+                entry.span.attributes.update(usage_attributes(usage, partial=True))
+        elif sub == "message_stop":
+            self._end_chat(entry)
+        elif sub == "error":
+            self._end_chat(entry, error_text(inner.get("error")) or "stream error")
+
+    def _assistant(self, event: Event, now: int) -> None:
+        msg = event.message or {}
+        message = msg.get("message")
+        message = message if isinstance(message, dict) else {}
+        lane = event.fields.parent_tool_use_id
+        msg_id = message.get("id")
+        if not isinstance(msg_id, str):
+            msg_id = f"seq{event.seq}"
+        entry = self._chats.get(msg_id)
+        if entry is None:
+            # Partial messages off: assistant lines sharing a message id are one call.
+            previous = self._lane_chat.get(lane)
+            if previous is not None and previous.deferred:
+                self._end_chat(previous)
+            entry = self._open_chat(msg_id, lane, now, message.get("model"), deferred=True)
+        if entry.deferred:
+            entry.last_ns = now
+            attrs = entry.span.attributes
+            usage = usage_attributes(message.get("usage"))
+            for key, value in usage.items():
+                old = attrs.get(key)
+                if not isinstance(old, int) or (isinstance(value, int) and value > old):
+                    attrs[key] = value
+            if isinstance(message.get("stop_reason"), str):
+                attrs[c.GEN_AI_RESPONSE_FINISH_REASONS] = (message["stop_reason"],)
+        if self.content.enabled:
+            key = c.GEN_AI_OUTPUT_MESSAGES
+            previous_text = entry.span.attributes.get(key)
+            text = assistant_output(message)
+            if isinstance(previous_text, str):
+                text = previous_text + "\n" + text
+            entry.span.attributes[key] = self.content.clip(text)
+        error = msg.get("error") or message.get("error")
+        if error:
+            entry.span.set_error(error_text(error) or "assistant error")
+            entry.span.attributes[c.ERROR_TYPE] = error_text(error) or "error"
+        for ref in event.fields.tools:
+            if ref.kind == "use" and ref.tool_use_id not in self._tools:
+                block = find_block(message, "id", ref.tool_use_id)
+                self._open_tool(ref.tool_use_id, ref.name, block, lane, now)
+
+    # -- tools -------------------------------------------------------------------
+
+    def _open_tool(
+        self, tool_use_id: str, name: str | None, block: dict[str, Any] | None, lane: Lane, now: int
+    ) -> SpanRecord:
+        parent, turn = self._lane_parent(lane, now)
+        tool_name = name or "unknown"
+        attrs: Attributes = {
+            c.GEN_AI_OPERATION_NAME: c.OP_EXECUTE_TOOL,
+            c.GEN_AI_TOOL_NAME: tool_name,
+            c.GEN_AI_TOOL_CALL_ID: tool_use_id,
+            c.GEN_AI_TOOL_TYPE: "extension" if tool_name.startswith("mcp__") else "function",
+        }
+        tool_input = block.get("input") if block else None
+        if isinstance(tool_input, dict) and isinstance(tool_input.get("subagent_type"), str):
+            self._subagent_types[tool_use_id] = tool_input["subagent_type"]
+        if self.content.enabled and tool_input is not None:
+            attrs[c.GEN_AI_TOOL_CALL_ARGUMENTS] = self.content.clip(jsonish(tool_input))
+        span = self._new(
+            f"tool/{tool_use_id}", f"{c.OP_EXECUTE_TOOL} {tool_name}", parent, now, attrs,
+            turn=turn, lane=lane,
+        ).span
+        self._tools[tool_use_id] = span
+        return span
+
+    def _user_out(self, event: Event, now: int) -> None:
+        results = [ref for ref in event.fields.tools if ref.kind == "result"]
+        lane = event.fields.parent_tool_use_id
+        if not results:
+            self._span_event(event, now)
+            return
+        message = (event.message or {}).get("message")
+        message = message if isinstance(message, dict) else {}
+        chat = self._lane_chat.get(lane)
+        if chat is not None and chat.deferred:
+            self._end_chat(chat)
+        for ref in results:
+            span = self._tools.get(ref.tool_use_id)
+            if span is None or span.span_id not in self._open:
+                continue
+            block = find_block(message, "tool_use_id", ref.tool_use_id) or {}
+            error = block.get("is_error") is True
+            span.attributes[c.TOOL_OUTCOME] = "error" if error else "ok"
+            if self.content.enabled:
+                result = self.content.clip(block_text(block.get("content")))
+                span.attributes[c.GEN_AI_TOOL_CALL_RESULT] = result
+            self._end_subagent(ref.tool_use_id, now)
+            self._end(span, now, "tool returned an error" if error else None)
+        self._marks[lane] = now
+
+    def _end_subagent(self, tool_use_id: str, now: int) -> None:
+        agent = self._agents.get(tool_use_id)
+        if agent is None or agent.span_id not in self._open:
+            return
+        for entry in sorted(self._open.values(), key=lambda e: e.span.start_ns, reverse=True):
+            if entry.lane == tool_use_id and entry.span is not agent:
+                if entry.deferred:
+                    self._end_chat(entry)
+                else:
+                    self._end(entry.span, now, "subagent ended before it finished")
+        self._end(agent, now)
+
+    # -- control requests ------------------------------------------------------------
+
+    def _control_request(self, event: Event, now: int) -> None:
+        msg = event.message or {}
+        request = msg.get("request")
+        request = request if isinstance(request, dict) else {}
+        request_id = event.fields.request_id or f"seq{event.seq}"
+        subtype = event.fields.subtype or "unknown"
+        initiator = "host" if event.direction == "in" else "cli"
+        attrs: Attributes = {
+            c.CONTROL_SUBTYPE: subtype,
+            c.CONTROL_INITIATOR: initiator,
+            c.CONTROL_REQUEST_ID: request_id,
+        }
+        tool_use_id = request.get("tool_use_id")
+        tool_use_id = tool_use_id if isinstance(tool_use_id, str) else None
+        key = f"request/{request_id}"
+        if initiator == "cli" and subtype in ("can_use_tool", "hook_callback"):
+            kind = "permission" if subtype == "can_use_tool" else "hook"
+            tool_name = request.get("tool_name")
+            hook_input = request.get("input")
+            hook_input = hook_input if isinstance(hook_input, dict) else {}
+            if not isinstance(tool_name, str):
+                tool_name = hook_input.get("tool_name")
+            tool = self._tools.get(tool_use_id) if tool_use_id else None
+            if tool is None and tool_use_id and kind == "permission":
+                tool = self._open_tool(tool_use_id, opt_str(tool_name), None, None, now)
+            parent = tool or self._turn(now, create=False) or self.root
+            if tool_use_id:
+                attrs[c.GEN_AI_TOOL_CALL_ID] = tool_use_id
+            if isinstance(tool_name, str):
+                attrs[c.GEN_AI_TOOL_NAME] = tool_name
+            if kind == "permission":
+                name = "can_use_tool"
+            else:
+                hook_event = opt_str(hook_input.get("hook_event_name")) or "unknown"
+                attrs[c.HOOK_EVENT] = hook_event
+                if isinstance(request.get("callback_id"), str):
+                    attrs[c.HOOK_CALLBACK_ID] = request["callback_id"]
+                name = f"hook_callback {hook_event}"
+            span_kind: SpanKind = "internal"
+        elif initiator == "cli" and subtype == "mcp_message":
+            kind = "mcp"
+            parent = self._turn(now, create=False) or self.root
+            name, mcp_attrs = mcp_request(request)
+            attrs.update(mcp_attrs)
+            span_kind = "client"
+        else:
+            kind = "control"
+            name = f"control {subtype}"
+            parent = self.root
+            if initiator == "cli":
+                parent = self._turn(now, create=False) or self.root
+            if subtype == "set_model" and isinstance(request.get("model"), str):
+                attrs["claudetrace.control.model"] = request["model"]
+            if subtype == "set_permission_mode" and isinstance(request.get("mode"), str):
+                attrs[c.PERMISSION_MODE] = request["mode"]
+            if subtype == "interrupt":
+                self._interrupt_pending = True
+            span_kind = "client" if initiator == "host" else "internal"
+        turn = parent if parent in self._turns else self._open_turn_of(parent)
+        entry = self._new(key, name, parent, now, attrs, kind=span_kind, turn=turn)
+        pending = _Request(entry.span, kind, subtype)
+        early = self._early.pop(request_id, None)
+        if early is None:
+            self._requests[request_id] = pending
+            return
+        # Answered before we saw it asked: the true request time lies between the
+        # two records, so the round trip is reported as zero at the answer's time.
+        answer, answered_ns = early
+        entry.span.start_ns = min(answered_ns, now)
+        entry.span.attributes["claudetrace.control.reordered"] = True
+        self._answer(pending, answer, entry.span.start_ns)
+
+    def _open_turn_of(self, span: SpanRecord) -> SpanRecord | None:
+        entry = self._open.get(span.span_id)
+        return entry.turn if entry is not None else None
+
+    def _control_response(self, event: Event, now: int) -> None:
+        request_id = event.fields.request_id
+        pending = self._requests.pop(request_id, None) if request_id else None
+        if pending is not None:
+            self._answer(pending, event, now)
+        elif request_id and request_id not in self._early:
+            # The proxy reads the two directions on separate threads, so a fast
+            # answer can be recorded just before the request it answers.
+            self._early[request_id] = (event, now)
+        else:
+            self._span_event(event, now)
+
+    def _answer(self, pending: _Request, event: Event, now: int) -> None:
+        span = pending.span
+        response = (event.message or {}).get("response")
+        response = response if isinstance(response, dict) else {}
+        body = response.get("response")
+        body = body if isinstance(body, dict) else {}
+        error: str | None = None
+        if event.fields.subtype == "error":
+            error = error_text(response.get("error")) or "control request failed"
+        span.attributes[c.CONTROL_OUTCOME] = "error" if error else "success"
+        if pending.kind == "permission":
+            behavior = body.get("behavior")
+            if isinstance(behavior, str):
+                span.attributes[c.PERMISSION_DECISION] = behavior
+        elif pending.kind == "hook":
+            specific = body.get("hookSpecificOutput")
+            if isinstance(specific, dict) and isinstance(specific.get("permissionDecision"), str):
+                span.attributes[c.HOOK_PERMISSION_DECISION] = specific["permissionDecision"]
+        elif pending.kind == "mcp":
+            error = error or mcp_error(body.get("mcp_response"), span.attributes)
+        elif pending.subtype == "set_model" and not error:
+            model = span.attributes.get("claudetrace.control.model")
+            if isinstance(model, str):
+                self._model = model
+        self._end(span, now, error)
+
+    def _cancel(self, event: Event, now: int) -> None:
+        request_id = event.fields.request_id
+        pending = self._requests.pop(request_id, None) if request_id else None
+        if pending is None:
+            self._span_event(event, now)
+            return
+        pending.span.attributes[c.CONTROL_OUTCOME] = "unanswered"
+        self._end(pending.span, now, "cancelled")
+
+    # -- the end ---------------------------------------------------------------------
+
+    def close(self, info: RecordingInfo | None = None) -> SpanRecord:
+        """End everything still open (with an error saying why) and the root span."""
+        if self._closed:
+            return self.root
+        self._closed = True
+        info = info or self.info
+        now = self._last_ns
+        reason = exit_reason(info)
+        if self._interrupt_pending:
+            reason = f"interrupted; {reason}"
+        for request in self._requests.values():
+            request.span.attributes[c.CONTROL_OUTCOME] = "unanswered"
+        for tool in self._tools.values():
+            if tool.span_id in self._open:
+                tool.attributes[c.TOOL_OUTCOME] = "unfinished"
+        open_turns = bool(self._turns)
+        for entry in sorted(self._open.values(), key=lambda e: e.span.start_ns, reverse=True):
+            if entry.deferred:
+                self._end_chat(entry, reason if open_turns else None)
+            else:
+                self._end(entry.span, now, reason)
+        self._requests.clear()
+        self._turns.clear()
+        for answer, answered_ns in self._early.values():
+            self._span_event(answer, answered_ns)
+        self._early.clear()
+        root = self.root
+        attrs = root.attributes
+        if self._session_id:
+            attrs[c.GEN_AI_CONVERSATION_ID] = self._session_id
+        if self._model:
+            attrs[c.GEN_AI_REQUEST_MODEL] = self._model
+        if info.claude_code_version:
+            attrs[c.CLAUDE_CODE_VERSION] = info.claude_code_version
+        if info.permission_mode:
+            attrs[c.PERMISSION_MODE] = info.permission_mode
+        if info.exit_code is not None:
+            attrs[c.EXIT_CODE] = info.exit_code
+        if info.signal is not None:
+            attrs[c.SIGNAL] = info.signal
+        outcome = self._outcome(info, open_turns)
+        attrs[c.SESSION_OUTCOME] = outcome
+        if self.root.costs:
+            attrs[c.COST_USD] = round(sum(self.root.costs.values()), 9)
+        if outcome != "ok":
+            root.set_error(info.error or (reason if outcome == "incomplete" else outcome))
+        end = now
+        if info.ended_ns is not None:
+            end = max(end, info.ended_ns)
+        root.end_ns = max(end, root.start_ns)
+        self._emit(root)
+        return root
+
+    def _outcome(self, info: RecordingInfo, open_turns: bool) -> str:
+        if info.error and not self._saw_output:
+            return "failed"
+        if self._interrupted or self._interrupt_pending:
+            return "interrupted"
+        if info.ended_ns is None or open_turns:
+            return "incomplete"
+        if self._any_error or info.error or info.signal or (info.exit_code or 0) != 0:
+            return "error"
+        return "ok"
+
+
+def build_spans(
+    info: RecordingInfo, events: Iterable[Event], *, content: ContentPolicy | None = None
+) -> list[SpanRecord]:
+    """All spans of a recording, in the order they ended (the root last)."""
+    builder = SpanBuilder(info, content=content)
+    for event in events:
+        builder.feed(event)
+    builder.close(info)
+    return builder.finished
