@@ -1,0 +1,86 @@
+"""``claudetrace replay``: act as a fake ``claude`` from a recording."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ._common import db_option, reports_errors
+
+
+@click.command(
+    context_settings={"ignore_unknown_options": True, "help_option_names": ["-h", "--help"]}
+)
+@click.argument("source")
+@db_option
+@click.option(
+    "--speed",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="X",
+    help="Reproduce recorded gaps between lines, X times faster.",
+)
+@click.option("--realtime", is_flag=True, help="Reproduce recorded gaps (same as --speed 1).")
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Also write a divergence report as JSON to FILE.",
+)
+@click.option("--rerecord", metavar="TEXT", help="How to re-record, quoted in divergence reports.")
+@click.option(
+    "--volatile-key",
+    "volatile_keys",
+    multiple=True,
+    metavar="KEY",
+    help="Treat values under KEY in host lines as generated afresh each run.",
+)
+@click.option(
+    "--volatile-pattern",
+    "volatile_patterns",
+    multiple=True,
+    metavar="REGEX",
+    help="Treat host strings matching REGEX as generated afresh each run.",
+)
+@click.argument("cli_args", nargs=-1, type=click.UNPROCESSED)
+@reports_errors
+def replay(
+    source: str,
+    db_url: str | None,
+    speed: float | None,
+    realtime: bool,
+    report_path: str | None,
+    rerecord: str | None,
+    volatile_keys: tuple[str, ...],
+    volatile_patterns: tuple[str, ...],
+    cli_args: tuple[str, ...],
+) -> None:
+    """Act as `claude` on stdin/stdout, replaying SOURCE (a cassette file or a SESSION).
+
+    Recorded output is released once the host has sent the input that preceded it
+    in the recording; every host line is checked against the recording. Arguments
+    after `--` are the CLI arguments the host passed (`-v` prints the recorded
+    version). Exit status: the recorded one, or 80 cassette missing, 81 unmatched
+    message, 82 recording exhausted, 83 recorded input never sent.
+    """
+    from ..replay import ReplayOptions, VolatileSpec, run_replay
+
+    if speed is not None and realtime:
+        raise click.UsageError("--speed and --realtime exclude each other")
+    spec = None
+    if volatile_keys or volatile_patterns:
+        base = VolatileSpec()
+        spec = VolatileSpec(
+            any_keys=frozenset(volatile_keys),
+            patterns=(*base.patterns, *volatile_patterns),
+        )
+    options = ReplayOptions(
+        speed=1.0 if realtime else speed,
+        report_path=report_path,
+        rerecord=rerecord,
+        spec=spec,
+    )
+    code = run_replay(source, list(cli_args), db=db_url, options=options)
+    sys.stdout.flush()
+    sys.exit(code)

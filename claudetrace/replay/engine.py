@@ -1,0 +1,346 @@
+"""The replay process loop: a fake ``claude`` on stdin/stdout/stderr.
+
+:class:`ReplayEngine` owns the file descriptors and the clock; every decision
+(what matches, what may be released, what a divergence says) is made by the pure
+:class:`~claudetrace.replay.matching.Matcher`.  By default output is released as
+fast as the host consumes it; ``speed`` reproduces the recorded gaps, scaled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import json
+import os
+import select
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from ..cassette import Cassette, read_cassette
+from ..errors import CassetteError, ReplayError, SessionNotFound, StoreError
+from ..events import Event, LineSplitter
+from .matching import Matcher, OutputLine, Script, compile_script
+from .normalize import VolatileSpec, live_paths
+from .report import Divergence, DivergenceKind, error_response
+
+#: Read size for the host's stdin.
+_CHUNK: Final = 1 << 16
+
+#: A host line stamped at most this long before the output it seems to precede
+#: may in fact answer it (the recorder saw the two streams from two threads).
+RACE_WINDOW_NS: Final = 5_000_000
+
+#: How long the host must stay silent before such a possible race is resolved by
+#: releasing the output anyway, so that neither side waits for the other forever.
+STALL_SECONDS: Final = 0.25
+
+
+class CassetteMissing(ReplayError):
+    """The replay SOURCE names no cassette file and no stored recording."""
+
+    exit_code = DivergenceKind.CASSETTE_MISSING.exit_code
+
+    def __init__(self, message: str, *, source: str) -> None:
+        super().__init__(message)
+        self.source = source
+
+
+def load_source(source: str, db: str | None = None) -> Cassette:
+    """Load a replay SOURCE: a cassette file path, or a SESSION in the store."""
+    path = Path(source)
+    if path.is_file():
+        return read_cassette(path)
+    if path.suffix in (".ndjson", ".jsonl", ".json") or os.sep in source:
+        raise CassetteMissing(f"cassette not found: {source}", source=source)
+    from ..store import open_store
+
+    try:
+        store = open_store(db)
+    except StoreError as exc:
+        raise CassetteMissing(f"{source}: no such cassette, and {exc}", source=source) from exc
+    try:
+        recording = store.resolve(source)
+        return store.load_cassette(recording.id)
+    except SessionNotFound as exc:
+        raise CassetteMissing(
+            f"{source}: no such cassette file or recorded session", source=source
+        ) from exc
+    finally:
+        store.close()
+
+
+def argv_drift(recorded: Sequence[str], live: Sequence[str]) -> list[str]:
+    """Differences between recorded and live CLI arguments (empty when the same)."""
+    notes: list[str] = []
+    matcher = difflib.SequenceMatcher(a=list(recorded), b=list(live), autojunk=False)
+    for op, a0, a1, b0, b1 in matcher.get_opcodes():
+        if op in ("delete", "replace"):
+            notes.append("recorded " + " ".join(recorded[a0:a1]))
+        if op in ("insert", "replace"):
+            notes.append("live " + " ".join(live[b0:b1]))
+    return notes
+
+
+def version_text(script: Script) -> str:
+    """What ``claude -v`` printed for the recorded CLI."""
+    return f"{script.version or '0.0.0'} (Claude Code)"
+
+
+@dataclass
+class ReplayOptions:
+    """How to replay: timing, where reports go, how to say 're-record'."""
+
+    speed: float | None = None
+    report_path: str | None = None
+    rerecord: str | None = None
+    source_label: str | None = None
+    stall_seconds: float = STALL_SECONDS
+    spec: VolatileSpec | None = None
+
+
+class ReplayEngine:
+    """Serve one host from a compiled script over three file descriptors."""
+
+    def __init__(self, script: Script, options: ReplayOptions | None = None) -> None:
+        self.script = script
+        self.options = options or ReplayOptions()
+        self.matcher = Matcher(
+            script, source=self.options.source_label, rerecord=self.options.rerecord
+        )
+        self.divergence: Divergence | None = None
+        self.released = 0
+
+    @classmethod
+    def from_cassette(
+        cls,
+        cassette: Cassette,
+        options: ReplayOptions | None = None,
+        *,
+        cwd: str | None = None,
+        spec: VolatileSpec | None = None,
+    ) -> ReplayEngine:
+        """An engine for ``cassette`` with paths mapped to this process's cwd/home."""
+        paths = live_paths(os.environ, cwd or os.getcwd())
+        return cls(compile_script(cassette, live_paths=paths, spec=spec), options)
+
+    # -- the loop --------------------------------------------------------------
+
+    def run(
+        self, stdin: int = 0, stdout: int = 1, stderr: int = 2, *, wait_eof: bool = True
+    ) -> int:
+        """Replay until the host closes stdin (or diverges); returns the exit code.
+
+        ``wait_eof`` False ends as soon as the recording is exhausted, as a CLI
+        started without stream-json input does.
+        """
+        matcher = self.matcher
+        splitter = LineSplitter()
+        speed = self.options.speed
+        anchor_rec, anchor_wall = 0, time.monotonic()
+        eof = False
+        last_input = time.monotonic()
+        try:
+            while True:
+                timeout: float | None = None
+                if speed is None:
+                    batch = matcher.pop_ready()
+                    if batch:
+                        self._write(batch, stdout, stderr)
+                else:
+                    while matcher.ready():
+                        line = matcher.next_output()
+                        assert line is not None
+                        due = anchor_wall + (line.t_ns - anchor_rec) / 1e9 / speed
+                        now = time.monotonic()
+                        if due > now:
+                            timeout = due - now
+                            break
+                        self._write(matcher.pop_ready(1), stdout, stderr)
+                        anchor_rec, anchor_wall = line.t_ns, max(due, anchor_wall)
+                if matcher.done_output and (eof or not wait_eof):
+                    return self._finish(stdout, stderr)
+                if eof:
+                    if not matcher.done_input:
+                        return self._finish(stdout, stderr)
+                    if timeout is not None:
+                        time.sleep(timeout)
+                    continue
+                stall = self._stall_timeout(last_input)
+                if stall is not None and (timeout is None or stall < timeout):
+                    timeout = stall
+                if timeout is not None:
+                    readable, _, _ = select.select([stdin], [], [], max(timeout, 0.0))
+                    if not readable:
+                        if self._stalled(last_input):
+                            forced = matcher.force_next()
+                            if forced is not None:
+                                self._write([forced], stdout, stderr)
+                        continue
+                chunk = os.read(stdin, _CHUNK)
+                now = time.monotonic()
+                last_input = now
+                if not chunk:
+                    eof = True
+                    lines = []
+                    rest = splitter.finish()
+                    if rest is not None:
+                        lines.append((rest, False))
+                else:
+                    lines = [(line, True) for line in splitter.feed(chunk)]
+                for data, eol in lines:
+                    event = Event(seq=0, direction="in", t_ns=0, data=data, eol=eol)
+                    divergence = matcher.offer(event)
+                    if divergence is not None:
+                        return self._diverge(divergence, event, stdout, stderr)
+                    if speed is not None and matcher.last_input_t_ns > anchor_rec:
+                        # Recorded gaps after an input count from its live arrival.
+                        anchor_rec, anchor_wall = matcher.last_input_t_ns, now
+        except BrokenPipeError:
+            # The host stopped reading: nothing more can be delivered.
+            return self._finish(None, stderr)
+
+    def _stall_timeout(self, last_input: float) -> float | None:
+        """Seconds until a suspected recording race is resolved (None: no race)."""
+        if not self._race_suspected():
+            return None
+        return max(0.0, last_input + self.options.stall_seconds - time.monotonic())
+
+    def _stalled(self, last_input: float) -> bool:
+        return (
+            self._race_suspected() and time.monotonic() - last_input >= self.options.stall_seconds
+        )
+
+    def _race_suspected(self) -> bool:
+        blocker = self.matcher.blocker()
+        line = self.matcher.next_output()
+        if blocker is None or line is None:
+            return False
+        return line.t_ns - blocker.event.t_ns <= RACE_WINDOW_NS
+
+    def _write(self, lines: list[OutputLine], stdout: int, stderr: int) -> None:
+        render = self.matcher.render
+        run: list[bytes] = []
+        run_err = False
+        for line in lines:
+            if line.stderr != run_err and run:
+                _write_all(stderr if run_err else stdout, b"".join(run))
+                run = []
+            run_err = line.stderr
+            run.append(render(line))
+        if run:
+            _write_all(stderr if run_err else stdout, b"".join(run))
+        self.released += len(lines)
+
+    def _finish(self, stdout: int | None, stderr: int) -> int:
+        divergence = self.matcher.finish()
+        if divergence is None:
+            return self.script.exit_code
+        self.divergence = divergence
+        self._report(divergence, stderr)
+        if stdout is not None:
+            with contextlib.suppress(BrokenPipeError):
+                _write_all(stdout, self._result(divergence) + b"\n")
+        return divergence.exit_code
+
+    def _diverge(self, divergence: Divergence, event: Event, stdout: int, stderr: int) -> int:
+        self.divergence = divergence
+        self._report(divergence, stderr)
+        out = []
+        msg = event.message
+        if msg is not None and msg.get("type") == "control_request":
+            request_id = msg.get("request_id")
+            if isinstance(request_id, str):
+                out.append(error_response(request_id, divergence.render()) + b"\n")
+        out.append(self._result(divergence) + b"\n")
+        with contextlib.suppress(BrokenPipeError):
+            _write_all(stdout, b"".join(out))
+        return divergence.exit_code
+
+    def _result(self, divergence: Divergence) -> bytes:
+        return divergence.result_line(self.script.session_id, max(self.matcher.turns, 1))
+
+    def _report(self, divergence: Divergence, stderr: int) -> None:
+        with contextlib.suppress(BrokenPipeError):
+            _write_all(stderr, (divergence.render() + "\n").encode("utf-8", "replace"))
+        if self.options.report_path:
+            Path(self.options.report_path).write_text(
+                json.dumps(divergence.to_json(), indent=2, ensure_ascii=False) + "\n",
+                encoding="utf-8",
+            )
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def run_replay(
+    source: str,
+    cli_args: Sequence[str],
+    *,
+    db: str | None = None,
+    options: ReplayOptions | None = None,
+) -> int:
+    """What ``claudetrace replay`` does: answer ``-v`` or serve a host; the exit code."""
+    cassette = load_source(source, db)
+    options = options or ReplayOptions()
+    if options.source_label is None:
+        options.source_label = source
+    if options.rerecord is None:
+        options.rerecord = _rerecord_hint(cassette)
+    engine = ReplayEngine.from_cassette(cassette, options, spec=options.spec)
+    script = engine.script
+    if ("-v" in cli_args or "--version" in cli_args) and "--output-format" not in cli_args:
+        sys.stdout.write(version_text(script) + "\n")
+        sys.stdout.flush()
+        return 0
+    recorded = [script.paths.text(arg) for arg in script.argv[1:]]
+    drift = argv_drift(recorded, list(cli_args))
+    if drift and script.argv:
+        sys.stderr.write(
+            "claudetrace replay: warning: CLI arguments differ from the recording: "
+            + "; ".join(drift)
+            + "\n"
+        )
+        sys.stderr.flush()
+    wait_eof = _streams_input(cli_args) or bool(script.inputs)
+    sys.stdout.flush()
+    return engine.run(0, 1, 2, wait_eof=wait_eof)
+
+
+def _streams_input(cli_args: Sequence[str]) -> bool:
+    args = list(cli_args)
+    for i, arg in enumerate(args):
+        if arg == "--input-format" and i + 1 < len(args):
+            return args[i + 1] == "stream-json"
+        if arg == "--input-format=stream-json":
+            return True
+    return False
+
+
+def _rerecord_hint(cassette: Cassette) -> str:
+    hint = cassette.header.get("rerecord")
+    if isinstance(hint, str) and hint:
+        return hint
+    return (
+        "run the host again against the real CLI through `claudetrace proxy -- claude …` "
+        "(or its pytest test with --claude-record-mode=rewrite) and export the new recording"
+    )
+
+
+__all__ = [
+    "CassetteError",
+    "CassetteMissing",
+    "ReplayEngine",
+    "ReplayOptions",
+    "argv_drift",
+    "load_source",
+    "run_replay",
+    "version_text",
+]

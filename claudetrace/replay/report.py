@@ -1,0 +1,206 @@
+"""Divergence reports: what the host sent, what the recording expected, and why.
+
+A :class:`Divergence` is pure data built by the matcher; this module renders it
+as text for stderr, as JSON for ``--report``, and as the error ``result`` line the
+fake CLI sends so that the host fails at once instead of waiting out a timeout.
+
+The four kinds and the exit codes the replay command uses for them:
+
+============================  ====  ==================================================
+kind                          exit  meaning
+============================  ====  ==================================================
+``cassette-missing``          80    the SOURCE cassette or recording does not exist
+``unmatched-message``         81    the host sent a line that differs from the recording
+``recording-exhausted``       82    the host sent a line after the recording's last input
+``input-never-sent``          83    the host closed stdin before sending recorded input
+============================  ====  ==================================================
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Final
+
+from .normalize import Change, plain
+
+
+class DivergenceKind(str, Enum):
+    """Why a replay stopped matching its recording."""
+
+    CASSETTE_MISSING = "cassette-missing"
+    UNMATCHED_MESSAGE = "unmatched-message"
+    RECORDING_EXHAUSTED = "recording-exhausted"
+    INPUT_NEVER_SENT = "input-never-sent"
+
+    @property
+    def exit_code(self) -> int:
+        """The replay command's exit status for this kind."""
+        return EXIT_CODES[self]
+
+
+EXIT_CODES: Final = {
+    DivergenceKind.CASSETTE_MISSING: 80,
+    DivergenceKind.UNMATCHED_MESSAGE: 81,
+    DivergenceKind.RECORDING_EXHAUSTED: 82,
+    DivergenceKind.INPUT_NEVER_SENT: 83,
+}
+
+#: How many nearest candidates and upcoming lines a report lists.
+MAX_CANDIDATES: Final = 3
+MAX_NEXT: Final = 5
+MAX_CHANGES: Final = 20
+
+
+def lane_name(lane: tuple[str, ...]) -> str:
+    """A lane key as text, e.g. ``control:initialize`` or ``response:48e8…``."""
+    return ":".join(lane)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A recorded input the live line was compared with, and why it failed."""
+
+    seq: int
+    lane: str
+    turn: int
+    changes: tuple[Change, ...]
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "lane": self.lane,
+            "turn": self.turn,
+            "reason": self.reason,
+            "diff": [c.to_json() for c in self.changes[:MAX_CHANGES]],
+        }
+
+
+@dataclass(frozen=True)
+class Upcoming:
+    """A recorded line that would have come next."""
+
+    seq: int
+    direction: str
+    summary: str
+
+
+@dataclass
+class Divergence:
+    """Everything known about one divergence, ready to render."""
+
+    kind: DivergenceKind
+    message: str
+    turn: int = 0
+    lane: str | None = None
+    seq: int | None = None
+    live_line: str | None = None
+    live_index: int | None = None
+    expected: Any = None
+    changes: list[Change] = field(default_factory=list)
+    candidates: list[Candidate] = field(default_factory=list)
+    upcoming: list[Upcoming] = field(default_factory=list)
+    pending: list[Upcoming] = field(default_factory=list)
+    rerecord: str | None = None
+    source: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return self.kind.exit_code
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--report`` document."""
+        return {
+            "kind": self.kind.value,
+            "exit_code": self.exit_code,
+            "message": self.message,
+            "source": self.source,
+            "where": {
+                "turn": self.turn,
+                "lane": self.lane,
+                "seq": self.seq,
+                "live_line": self.live_index,
+            },
+            "actual": self.live_line,
+            "expected": plain(self.expected),
+            "diff": [c.to_json() for c in self.changes[:MAX_CHANGES]],
+            "candidates": [c.to_json() for c in self.candidates],
+            "next": [u.__dict__ for u in self.upcoming],
+            "never_sent": [u.__dict__ for u in self.pending],
+            "rerecord": self.rerecord,
+        }
+
+    def render(self) -> str:
+        """The multi-line text written to stderr."""
+        out = [f"claudetrace replay: {self.kind.value}: {self.message}"]
+        if self.source:
+            out.append(f"  recording: {self.source}")
+        where = [f"turn {self.turn}"]
+        if self.lane:
+            where.append(f"lane {self.lane}")
+        if self.seq is not None:
+            where.append(f"recorded seq {self.seq}")
+        if self.live_index is not None:
+            where.append(f"host line {self.live_index}")
+        out.append("  where: " + ", ".join(where))
+        if self.live_line is not None:
+            out.append(f"  host sent: {_clip(self.live_line, 300)}")
+        if self.changes:
+            out.append("  diff (expected vs actual):")
+            out.extend(f"    {c.describe()}" for c in self.changes[:MAX_CHANGES])
+            if len(self.changes) > MAX_CHANGES:
+                out.append(f"    … {len(self.changes) - MAX_CHANGES} more")
+        if self.candidates:
+            out.append("  nearest recorded inputs:")
+            for cand in self.candidates:
+                out.append(
+                    f"    seq {cand.seq} (turn {cand.turn}, lane {cand.lane}): {cand.reason}"
+                )
+        if self.pending:
+            out.append("  recorded input never sent:")
+            out.extend(f"    seq {u.seq}: {u.summary}" for u in self.pending)
+        if self.upcoming:
+            out.append("  the recording would have continued with:")
+            out.extend(f"    seq {u.seq} {u.direction}: {u.summary}" for u in self.upcoming)
+        if self.rerecord:
+            out.append(f"  to re-record: {self.rerecord}")
+        return "\n".join(out)
+
+    def result_line(self, session_id: str | None, num_turns: int) -> bytes:
+        """A well-formed error ``result`` message carrying the report's first line."""
+        text = f"claudetrace replay {self.kind.value}: {self.message}"
+        result = {
+            "type": "result",
+            "subtype": "error_during_execution",
+            "is_error": True,
+            "duration_ms": 0,
+            "duration_api_ms": 0,
+            "num_turns": num_turns,
+            "result": text,
+            "errors": [text],
+            "session_id": session_id or "claudetrace-replay",
+            "total_cost_usd": 0,
+            "usage": {"input_tokens": 0, "output_tokens": 0},
+        }
+        return json.dumps(result, ensure_ascii=False).encode("utf-8")
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def summarize(data: bytes, limit: int = 120) -> str:
+    """A short description of a recorded line for the 'next' lists."""
+    text = data.decode("utf-8", errors="replace")
+    return _clip(text, limit)
+
+
+def error_response(request_id: str, message: str) -> bytes:
+    """A ``control_response`` error for a host request the replay cannot answer."""
+    response = {
+        "type": "control_response",
+        "response": {"subtype": "error", "request_id": request_id, "error": message},
+    }
+    return json.dumps(response, ensure_ascii=False).encode("utf-8")
