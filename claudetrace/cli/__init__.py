@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "export": "claudetrace.cli.browse:export",
     "import": "claudetrace.cli.browse:import_",
     "db": "claudetrace.cli.browse:db",
+    "replay": "claudetrace.cli.replay:replay",
     "metrics": "claudetrace.cli.metrics:metrics",
 }
 
