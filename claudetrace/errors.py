@@ -11,7 +11,8 @@ traceback::
     ├── AmbiguousSession        a prefix matches several recordings
     ├── CassetteError           a cassette file cannot be read or is malformed
     ├── ChildStartError         the proxied command could not be started
-    └── ReplayError             the replay engine cannot serve the host
+    ├── ReplayError             the replay engine cannot serve the host
+    └── TelemetryError          OTLP export is misconfigured or the collector failed
 """
 
 from __future__ import annotations
@@ -77,3 +78,7 @@ class ChildStartError(ClaudeTraceError):
 
 class ReplayError(ClaudeTraceError):
     """The replay engine cannot serve the host (bad source, divergence)."""
+
+
+class TelemetryError(ClaudeTraceError):
+    """OpenTelemetry export is misconfigured, or the collector did not accept it."""
