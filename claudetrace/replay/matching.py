@@ -117,17 +117,31 @@ class Script:
         return code if isinstance(code, int) and not isinstance(code, bool) else 0
 
 
+_HOME_HINT: Final = re.compile(rb'"(/[^"\\]*?)/\.claude/')
+
+
 def _recorded_paths(cassette: Cassette) -> dict[str, str | None]:
+    """The recording's working and home directories: from the header, else the stream.
+
+    The CLI names its cwd in ``system/init`` and paths under ``~/.claude/`` in
+    several lines (transcript paths, memory and output-style folders).
+    """
     header = cassette.header
     cwd = header.get("cwd") if isinstance(header.get("cwd"), str) else None
     home = header.get("home") if isinstance(header.get("home"), str) else None
-    if cwd is None:
-        for event in cassette.events:
-            if event.direction == "out" and b'"init"' in event.data:
-                msg = event.message
-                if msg and msg.get("type") == "system" and isinstance(msg.get("cwd"), str):
-                    cwd = msg["cwd"]
-                    break
+    for event in cassette.events:
+        if cwd is not None and home is not None:
+            break
+        if event.direction != "out":
+            continue
+        if cwd is None and b'"init"' in event.data:
+            msg = event.message
+            if msg and msg.get("type") == "system" and isinstance(msg.get("cwd"), str):
+                cwd = msg["cwd"]
+        if home is None and b"/.claude/" in event.data:
+            found = _HOME_HINT.search(event.data)
+            if found:
+                home = found.group(1).decode("utf-8", errors="replace")
     return {"cwd": cwd, "home": home}
 
 

@@ -100,6 +100,10 @@ class PathMap:
             new = live.get(name)
             if old and new and old != new and len(old) > 1:
                 pairs.append((old, new))
+                if name == "cwd":
+                    # The CLI names its per-project folder after the cwd, e.g.
+                    # ~/.claude/projects/-home-dev-project/.
+                    pairs.append((project_slug(old), project_slug(new)))
         # Longest first, so a working directory inside the home maps as a whole.
         pairs.sort(key=lambda pair: len(pair[0]), reverse=True)
         return cls(pairs)
@@ -136,6 +140,11 @@ class PathMap:
         if isinstance(value, list):
             return [self.apply(v) for v in value]
         return value
+
+
+def project_slug(path: str) -> str:
+    """The CLI's folder name for a project directory (non-alphanumerics as ``-``)."""
+    return re.sub(r"[^A-Za-z0-9]", "-", path)
 
 
 def _json_inner(text: str) -> bytes:
