@@ -174,11 +174,13 @@ def iter_cassette(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Iterato
     """Open a cassette: its header now, its events lazily (for big files)."""
     name = os.fspath(path)
     try:
-        handle = open(name, encoding="utf-8", newline="\n")  # noqa: SIM115 - closed by the generator
+        # Binary, decoded line by line: a text decoder reads ahead, and would
+        # blame a bad byte further down on the line it happens to be reading.
+        handle = open(name, "rb")  # noqa: SIM115 - closed by the generator
     except OSError as exc:
         raise CassetteError(f"cannot read cassette: {exc.strerror or exc}", path=name) from exc
     try:
-        first = handle.readline()
+        first = handle.readline().decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         handle.close()
         raise CassetteError(f"cannot read cassette: {exc}", path=name, line=1) from exc
@@ -196,8 +198,9 @@ def iter_cassette(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Iterato
         with handle:
             lineno = 1
             try:
-                for text in handle:
+                for raw in handle:
                     lineno += 1
+                    text = raw.decode("utf-8")
                     if not text.strip():
                         continue
                     event = parse_record(text, path=name, line=lineno)

@@ -1,0 +1,171 @@
+"""Cassette v1 reading and writing (claudetrace.cassette)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from claudetrace.cassette import (
+    iter_cassette,
+    new_header,
+    parse_record,
+    read_cassette,
+    write_cassette,
+)
+from claudetrace.errors import CassetteError
+from claudetrace.events import Event
+
+SAMPLES = sorted((Path(__file__).parent / "fixtures" / "samples").glob("*.cassette.ndjson"))
+
+line_bytes = st.one_of(
+    st.binary(max_size=60),
+    st.text(max_size=60).map(lambda s: s.encode("utf-8", "surrogatepass")),
+    st.just(b""),
+    st.just(b"\xff\xfe\x00"),
+).filter(lambda b: b"\n" not in b)
+
+
+@st.composite
+def event_lists(draw: st.DrawFn) -> list[Event]:
+    datas = draw(st.lists(line_bytes, max_size=12))
+    events: list[Event] = []
+    t_ns = 0
+    for seq, data in enumerate(datas):
+        t_ns += draw(st.integers(0, 10**10))
+        direction = draw(st.sampled_from(["in", "out", "err"]))
+        events.append(Event(seq, direction, t_ns, data, eol=True))
+    if events and draw(st.booleans()):
+        events[-1].eol = False
+    return events
+
+
+def _dump(header: dict[str, object], events: list[Event]) -> str:
+    out = io.StringIO()
+    write_cassette(out, header, events)
+    return out.getvalue()
+
+
+@settings(max_examples=60, deadline=None)
+@given(event_lists())
+def test_write_read_write_is_exact(
+    tmp_path_factory: pytest.TempPathFactory, events: list[Event]
+) -> None:
+    path = tmp_path_factory.mktemp("c") / "x.cassette.ndjson"
+    header = new_header(argv=["claude", "-p"], exit_code=0)
+    write_cassette(path, header, events)
+    back = read_cassette(path)
+    assert [(e.seq, e.direction, e.t_ns, e.data, e.eol) for e in back.events] == [
+        (e.seq, e.direction, e.t_ns, e.data, e.eol) for e in events
+    ]
+    assert _dump(back.header, back.events) == path.read_text(encoding="utf-8")
+
+
+def test_non_utf8_uses_line_b64_and_missing_eol_is_marked() -> None:
+    text = _dump(
+        new_header(),
+        [Event(0, "out", 5, b"\xff\x00ok", eol=True), Event(1, "err", 6, b"x", eol=False)],
+    )
+    records = [json.loads(line) for line in text.splitlines()[1:]]
+    assert records[0] == {"seq": 0, "t": 5e-09, "dir": "out", "line_b64": "/wBvaw=="}
+    assert records[1] == {"seq": 1, "t": 6e-09, "dir": "err", "line": "x", "eol": False}
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=lambda p: p.name)
+def test_samples_round_trip_byte_for_byte(sample: Path) -> None:
+    original = sample.read_text(encoding="utf-8").splitlines()
+    cassette = read_cassette(sample)
+    again = _dump(cassette.header, cassette.events).splitlines()
+    assert again[1:] == original[1:]
+    assert json.loads(again[0]) == json.loads(original[0])
+
+
+def test_samples_are_present() -> None:
+    assert len(SAMPLES) == 2
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("not json", "event is not JSON"),
+        ("[1]", "not a JSON object"),
+        ('{"t": 0, "dir": "in", "line": ""}', '"seq" must be'),
+        ('{"seq": -1, "t": 0, "dir": "in", "line": ""}', '"seq" must be'),
+        ('{"seq": true, "t": 0, "dir": "in", "line": ""}', '"seq" must be'),
+        ('{"seq": 0, "dir": "in", "line": ""}', '"t" must be'),
+        ('{"seq": 0, "t": -1, "dir": "in", "line": ""}', '"t" must be'),
+        ('{"seq": 0, "t": NaN, "dir": "in", "line": ""}', '"t" must be'),
+        ('{"seq": 0, "t": "1", "dir": "in", "line": ""}', '"t" must be'),
+        ('{"seq": 0, "t": 0, "dir": "up", "line": ""}', '"dir" must be'),
+        ('{"seq": 0, "t": 0, "dir": "in"}', 'neither "line" nor "line_b64"'),
+        ('{"seq": 0, "t": 0, "dir": "in", "line": 5}', '"line" must be a string'),
+        ('{"seq": 0, "t": 0, "dir": "in", "line_b64": "!!"}', "not valid base64"),
+        ('{"seq": 0, "t": 0, "dir": "in", "line": "", "eol": "no"}', '"eol" must be'),
+    ],
+)
+def test_malformed_event_lines_name_file_and_line(tmp_path: Path, body: str, message: str) -> None:
+    path = tmp_path / "bad.ndjson"
+    path.write_text(json.dumps(new_header()) + "\n" + body + "\n", encoding="utf-8")
+    with pytest.raises(CassetteError, match=r"bad\.ndjson:2: ") as info:
+        read_cassette(path)
+    assert message in str(info.value)
+
+
+def test_parse_record_reads_both_encodings() -> None:
+    ev = parse_record('{"seq": 3, "t": 1.5, "dir": "err", "line_b64": "/w=="}')
+    assert (ev.seq, ev.t_ns, ev.direction, ev.data, ev.eol) == (
+        3,
+        1_500_000_000,
+        "err",
+        b"\xff",
+        True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "empty file"),
+        (b"garbage\n", "header is not JSON"),
+        (b'{"version": 1}\n', "not a claudetrace cassette"),
+        (b'{"claudetrace": "cassette", "version": 2}\n', "unsupported cassette version 2"),
+        (b"\xff\xfe\n", "cannot read cassette"),
+    ],
+)
+def test_bad_headers(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / "bad.ndjson"
+    path.write_bytes(content)
+    with pytest.raises(CassetteError, match=message):
+        read_cassette(path)
+
+
+def test_non_increasing_seq_and_non_utf8_body(tmp_path: Path) -> None:
+    path = tmp_path / "bad.ndjson"
+    head = json.dumps(new_header()) + "\n"
+    rec = '{"seq": 1, "t": 0, "dir": "in", "line": ""}\n'
+    path.write_text(head + rec + rec, encoding="utf-8")
+    with pytest.raises(CassetteError, match=r":3: \"seq\" 1 does not increase"):
+        read_cassette(path)
+    path.write_bytes(head.encode() + b"\xff\n")
+    with pytest.raises(CassetteError, match="not UTF-8"):
+        read_cassette(path)
+
+
+def test_missing_file_and_unwritable_target(tmp_path: Path) -> None:
+    with pytest.raises(CassetteError, match="cannot read cassette"):
+        iter_cassette(tmp_path / "nope.ndjson")
+    with pytest.raises(CassetteError, match="cannot write cassette"):
+        write_cassette(tmp_path / "no" / "dir" / "x.ndjson", new_header(), [])
+
+
+def test_blank_lines_between_events_are_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "c.ndjson"
+    path.write_text(
+        json.dumps(new_header()) + "\n\n" + '{"seq": 0, "t": 0, "dir": "in", "line": "a"}\n\n',
+        encoding="utf-8",
+    )
+    assert [e.data for e in read_cassette(path).events] == [b"a"]

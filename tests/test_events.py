@@ -1,0 +1,173 @@
+"""Line framing and field extraction (claudetrace.events)."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from claudetrace.events import Event, LineSplitter, extract_fields, iter_lines, parse_json
+
+# Streams rich in the bytes that matter to framing: newlines, CR, invalid UTF-8.
+streams = st.lists(
+    st.one_of(st.just(b"\n"), st.just(b"\r\n"), st.just(b"\xff"), st.binary(max_size=40)),
+    max_size=40,
+).map(b"".join)
+
+
+def _cuts(data: bytes) -> st.SearchStrategy[list[int]]:
+    return st.lists(st.integers(0, len(data)), max_size=20).map(sorted)
+
+
+@given(st.data())
+def test_splitter_gives_back_the_exact_stream_for_any_chunking(data: st.DataObject) -> None:
+    stream = data.draw(streams)
+    cuts = data.draw(_cuts(stream))
+    splitter = LineSplitter()
+    lines: list[bytes] = []
+    start = 0
+    for cut in [*cuts, len(stream)]:
+        lines.extend(splitter.feed(stream[start:cut]))
+        start = cut
+    rest = splitter.finish()
+    rebuilt = b"".join(line + b"\n" for line in lines) + (rest or b"")
+    assert rebuilt == stream
+    assert lines == stream.split(b"\n")[:-1]
+    assert rest == (stream.split(b"\n")[-1] or None)
+    assert splitter.pending == 0
+
+
+@given(streams)
+def test_iter_lines_marks_only_the_unterminated_tail(stream: bytes) -> None:
+    pairs = list(iter_lines(stream))
+    assert all(eol for _, eol in pairs[:-1])
+    if pairs:
+        assert pairs[-1][1] == stream.endswith(b"\n")
+    assert b"".join(line + (b"\n" if eol else b"") for line, eol in pairs) == stream
+
+
+def test_splitter_keeps_pending_count_and_empty_lines() -> None:
+    splitter = LineSplitter()
+    assert splitter.feed(b"ab") == []
+    assert splitter.pending == 2
+    assert splitter.feed(b"c\n\n\nd") == [b"abc", b"", b""]
+    assert splitter.pending == 1
+    assert splitter.finish() == b"d"
+    assert splitter.finish() is None
+
+
+def test_parse_json_never_raises() -> None:
+    assert parse_json(b"") is None
+    assert parse_json(b"\xff\xfe") is None
+    assert parse_json(b"{not json") is None
+    assert parse_json(b"[" * 100_000) is None  # recursion depth
+    assert parse_json(b'{"a": 1}') == {"a": 1}
+
+
+def test_non_json_event_is_flagged_and_keeps_raw_bytes() -> None:
+    ev = Event(0, "out", 0, b"\xffnot json")
+    assert ev.fields.is_json is False
+    assert ev.obj is None and ev.message is None
+    assert ev.data == b"\xffnot json"
+    assert not ev.valid_utf8
+    assert ev.text.startswith("\ufffd")
+
+
+def test_json_scalars_are_json_without_fields() -> None:
+    fields = extract_fields(42)
+    assert fields.is_json and fields.type is None
+
+
+def test_control_response_request_id_comes_from_inside() -> None:
+    line = {"type": "control_response", "response": {"subtype": "success", "request_id": "req_1"}}
+    fields = Event(0, "out", 0, json.dumps(line).encode()).fields
+    assert (fields.type, fields.subtype, fields.request_id) == (
+        "control_response",
+        "success",
+        "req_1",
+    )
+
+
+def test_tool_refs_from_assistant_user_permission_hook_and_stream_event() -> None:
+    assistant = {
+        "type": "assistant",
+        "session_id": "s1",
+        "parent_tool_use_id": "toolu_parent",
+        "message": {
+            "content": [{"type": "text"}, {"type": "tool_use", "id": "toolu_1", "name": "Bash"}]
+        },
+    }
+    user = {
+        "type": "user",
+        "message": {"content": [{"type": "tool_result", "tool_use_id": "toolu_1"}]},
+    }
+    permission = {
+        "type": "control_request",
+        "request_id": "r1",
+        "request": {"subtype": "can_use_tool", "tool_name": "Bash", "tool_use_id": "toolu_1"},
+    }
+    hook = {
+        "type": "control_request",
+        "request_id": "r2",
+        "request": {
+            "subtype": "hook_callback",
+            "tool_use_id": "toolu_1",
+            "input": {"tool_name": "Bash"},
+        },
+    }
+    stream = {
+        "type": "stream_event",
+        "event": {
+            "type": "content_block_start",
+            "content_block": {"type": "tool_use", "id": "toolu_2", "name": "Read"},
+        },
+    }
+    got = [extract_fields(obj) for obj in (assistant, user, permission, hook, stream)]
+    assert [(r.tool_use_id, r.name, r.kind) for f in got for r in f.tools] == [
+        ("toolu_1", "Bash", "use"),
+        ("toolu_1", None, "result"),
+        ("toolu_1", "Bash", "permission"),
+        ("toolu_1", "Bash", "hook"),
+        ("toolu_2", "Read", "use"),
+    ]
+    assert got[0].session_id == "s1" and got[0].parent_tool_use_id == "toolu_parent"
+    assert got[2].subtype == "can_use_tool" and got[2].request_id == "r1"
+    assert got[4].subtype == "content_block_start"
+
+
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.dictionaries(
+                st.sampled_from(
+                    [
+                        "type",
+                        "subtype",
+                        "request",
+                        "response",
+                        "message",
+                        "content",
+                        "event",
+                        "id",
+                        "tool_use_id",
+                        "request_id",
+                        "input",
+                        "content_block",
+                        "x",
+                    ]
+                ),
+                inner,
+                max_size=4,
+            )
+        ),
+        max_leaves=20,
+    )
+)
+def test_extract_fields_accepts_any_json_shape(obj: object) -> None:
+    fields = extract_fields(obj)
+    assert fields.is_json == (obj is not None)
+    for name in ("type", "subtype", "request_id", "uuid", "session_id", "parent_tool_use_id"):
+        assert getattr(fields, name) is None or isinstance(getattr(fields, name), str)
