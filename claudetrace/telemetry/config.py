@@ -1,0 +1,124 @@
+"""Where telemetry goes: OTLP settings from flags and the standard ``OTEL_*`` variables.
+
+Pure (no OpenTelemetry import), so the proxy can decide that telemetry is off
+without paying for the SDK.  Precedence: a flag, then the signal-specific
+variable (``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, used as given), then the
+generic one (``OTEL_EXPORTER_OTLP_ENDPOINT``, a base URL to which
+``/v1/traces`` / ``/v1/metrics`` are appended for http/protobuf).  The protocol
+defaults to ``http/protobuf`` as the OTLP exporter specification says.
+Telemetry is off when no endpoint is configured, when ``OTEL_SDK_DISABLED=true``,
+or per signal when ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER`` is ``none``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final
+from urllib.parse import unquote
+
+from ..errors import TelemetryError
+from .content import ContentPolicy
+
+PROTOCOLS: Final = ("grpc", "http/protobuf")
+DEFAULT_PROTOCOL: Final = "http/protobuf"
+DEFAULT_SERVICE_NAME: Final = "claudetrace"
+_PATHS: Final = {"traces": "/v1/traces", "metrics": "/v1/metrics"}
+
+
+@dataclass(frozen=True)
+class OtelSettings:
+    """Resolved export settings; an endpoint of ``None`` turns that signal off."""
+
+    protocol: str
+    traces_endpoint: str | None
+    metrics_endpoint: str | None
+    resource: dict[str, str] = field(default_factory=dict)
+    content: ContentPolicy = field(default_factory=ContentPolicy)
+
+    @property
+    def enabled(self) -> bool:
+        """True when at least one signal will be exported."""
+        return bool(self.traces_endpoint or self.metrics_endpoint)
+
+    @property
+    def service_name(self) -> str:
+        return self.resource.get("service.name", DEFAULT_SERVICE_NAME)
+
+
+def parse_resource_attributes(value: str) -> dict[str, str]:
+    """``OTEL_RESOURCE_ATTRIBUTES`` (``k=v,k2=v2``, percent-encoded) as a dict."""
+    attrs: dict[str, str] = {}
+    for item in value.split(","):
+        key, sep, val = item.partition("=")
+        if sep and key.strip():
+            attrs[unquote(key.strip())] = unquote(val.strip())
+    return attrs
+
+
+def _exporters(environ: Mapping[str, str], name: str) -> set[str]:
+    value = environ.get(name, "otlp").strip().lower() or "otlp"
+    return {part.strip() for part in value.split(",")}
+
+
+def _signal_endpoint(
+    signal: str, flag: str | None, protocol: str, environ: Mapping[str, str]
+) -> str | None:
+    if flag:
+        return _with_path(flag, signal, protocol)
+    specific = environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT", "").strip()
+    if specific:
+        return specific
+    generic = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+    return _with_path(generic, signal, protocol) if generic else None
+
+
+def _with_path(base: str, signal: str, protocol: str) -> str:
+    if protocol != "http/protobuf":
+        return base
+    return base.rstrip("/") + _PATHS[signal]
+
+
+def resolve_settings(
+    *,
+    endpoint: str | None = None,
+    protocol: str | None = None,
+    capture_content: bool | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> OtelSettings:
+    """Export settings from flags (``None`` = not given) and ``environ``.
+
+    Raises :class:`~claudetrace.errors.TelemetryError` for an unknown protocol.
+    The result may be disabled (see :attr:`OtelSettings.enabled`).
+    """
+    env = os.environ if environ is None else environ
+    chosen = (
+        protocol
+        or env.get("OTEL_EXPORTER_OTLP_PROTOCOL", "").strip()
+        or env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "").strip()
+        or DEFAULT_PROTOCOL
+    )
+    if chosen not in PROTOCOLS:
+        raise TelemetryError(
+            f"unsupported OTLP protocol {chosen!r} (use grpc or http/protobuf)"
+        )
+    disabled = env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"
+    traces = metrics = None
+    if not disabled:
+        if "none" not in _exporters(env, "OTEL_TRACES_EXPORTER"):
+            traces = _signal_endpoint("traces", endpoint, chosen, env)
+        if "none" not in _exporters(env, "OTEL_METRICS_EXPORTER"):
+            metrics = _signal_endpoint("metrics", endpoint, chosen, env)
+    resource = parse_resource_attributes(env.get("OTEL_RESOURCE_ATTRIBUTES", ""))
+    service = env.get("OTEL_SERVICE_NAME", "").strip()
+    if service:
+        resource["service.name"] = service
+    resource.setdefault("service.name", DEFAULT_SERVICE_NAME)
+    return OtelSettings(
+        protocol=chosen,
+        traces_endpoint=traces,
+        metrics_endpoint=metrics,
+        resource=resource,
+        content=ContentPolicy.from_env(env, capture_content),
+    )

@@ -1,0 +1,167 @@
+"""A minimal OTLP receiver for tests: real HTTP and real gRPC on 127.0.0.1.
+
+Decodes ``ExportTraceServiceRequest`` / ``ExportMetricsServiceRequest`` with
+``opentelemetry-proto`` and keeps them, so a test can check what arrived::
+
+    with OtlpReceiver("http") as receiver:
+        ...export to receiver.endpoint...
+        spans = receiver.wait_for_spans(lambda spans: len(spans) >= 3)
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from concurrent import futures
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+
+def any_value(value: AnyValue) -> Any:
+    """A Python value from an OTLP ``AnyValue``."""
+    kind = value.WhichOneof("value")
+    if kind == "array_value":
+        return tuple(any_value(v) for v in value.array_value.values)
+    if kind == "kvlist_value":
+        return {kv.key: any_value(kv.value) for kv in value.kvlist_value.values}
+    return getattr(value, kind) if kind else None
+
+
+def attrs(key_values: Any) -> dict[str, Any]:
+    """OTLP attributes as a dict."""
+    return {kv.key: any_value(kv.value) for kv in key_values}
+
+
+class OtlpReceiver:
+    """Collects OTLP traces and metrics sent over ``protocol`` (grpc or http)."""
+
+    def __init__(self, protocol: str = "http") -> None:
+        self.protocol = protocol
+        self.trace_requests: list[trace_service_pb2.ExportTraceServiceRequest] = []
+        self.metric_requests: list[metrics_service_pb2.ExportMetricsServiceRequest] = []
+        self.paths: list[str] = []
+        self._cond = threading.Condition()
+        self._http: ThreadingHTTPServer | None = None
+        self._grpc: Any = None
+        self.port = 0
+
+    # -- collected data ------------------------------------------------------------
+
+    def _add(self, kind: str, request: Any) -> None:
+        with self._cond:
+            (self.trace_requests if kind == "traces" else self.metric_requests).append(request)
+            self._cond.notify_all()
+
+    def spans(self) -> list[Any]:
+        """Every span received so far (``opentelemetry.proto.trace.v1.Span``)."""
+        with self._cond:
+            return [
+                span
+                for request in self.trace_requests
+                for rs in request.resource_spans
+                for ss in rs.scope_spans
+                for span in ss.spans
+            ]
+
+    def metrics(self) -> list[Any]:
+        """Every metric received so far (``opentelemetry.proto.metrics.v1.Metric``)."""
+        with self._cond:
+            return [
+                metric
+                for request in self.metric_requests
+                for rm in request.resource_metrics
+                for sm in rm.scope_metrics
+                for metric in sm.metrics
+            ]
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float = 15.0) -> bool:
+        """Wait until ``predicate()`` holds; False on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not predicate():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+        return True
+
+    # -- servers -----------------------------------------------------------------------
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> OtlpReceiver:
+        if self.protocol == "grpc":
+            self._start_grpc()
+        else:
+            self._start_http()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._http is not None:
+            self._http.shutdown()
+            self._http.server_close()
+        if self._grpc is not None:
+            self._grpc.stop(grace=None).wait()
+
+    def _start_http(self) -> None:
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                receiver.paths.append(self.path)
+                if self.path == "/v1/traces":
+                    request: Any = trace_service_pb2.ExportTraceServiceRequest()
+                    request.ParseFromString(body)
+                    receiver._add("traces", request)
+                    reply: Any = trace_service_pb2.ExportTraceServiceResponse()
+                elif self.path == "/v1/metrics":
+                    request = metrics_service_pb2.ExportMetricsServiceRequest()
+                    request.ParseFromString(body)
+                    receiver._add("metrics", request)
+                    reply = metrics_service_pb2.ExportMetricsServiceResponse()
+                else:
+                    self.send_error(404)
+                    return
+                data = reply.SerializeToString()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self._http.server_address[1]
+        threading.Thread(target=self._http.serve_forever, daemon=True).start()
+
+    def _start_grpc(self) -> None:
+        import grpc
+
+        receiver = self
+
+        class Traces(trace_service_pb2_grpc.TraceServiceServicer):
+            def Export(self, request: Any, context: Any) -> Any:
+                receiver._add("traces", request)
+                return trace_service_pb2.ExportTraceServiceResponse()
+
+        class Metrics(metrics_service_pb2_grpc.MetricsServiceServicer):
+            def Export(self, request: Any, context: Any) -> Any:
+                receiver._add("metrics", request)
+                return metrics_service_pb2.ExportMetricsServiceResponse()
+
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), server)
+        metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Metrics(), server)
+        self.port = server.add_insecure_port("127.0.0.1:0")
+        server.start()
+        self._grpc = server
