@@ -314,7 +314,11 @@ class Recorder:
         with self._lock:
             self._closing = True
             self._wake.notify()
-        if self._thread.is_alive():
+        # Wait as long as the store keeps accepting batches (a backlog after a
+        # burst is drained, not dumped); give up after ``timeout`` without progress.
+        progress = -1
+        while self._thread.is_alive() and self.report.stored != progress:
+            progress = self.report.stored
             self._thread.join(timeout)
         if self._thread.is_alive():
             with self._lock:
