@@ -117,10 +117,18 @@ VOLATILE_KEYS = frozenset(
         "task_id",
         "totalDurationMs",
         "output_file",
+        "run_id",
+        "end_time",
+        "messaging_socket_path",
     }
 )
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-_DURATION = re.compile(r"\b\d+(\.\d+)?\s?(ms|s)\b")
+#: Run-specific values inside text (a subagent's hand-back names its id and timing).
+_TEXT_VOLATILE = (
+    (re.compile(r"\bagentId: [0-9a-f]+"), "agentId: <agent_id>"),
+    (re.compile(r"'a[0-9a-f]{16}'"), "'<agent_id>'"),
+    (re.compile(r"\bduration_ms: \d+"), "duration_ms: <duration_ms>"),
+)
 
 
 def normalise(value: Any, home: str | None = None) -> Any:
@@ -134,7 +142,11 @@ def normalise(value: Any, home: str | None = None) -> Any:
         return [normalise(v, home) for v in value]
     if isinstance(value, str):
         if home:
+            # The CLI also names the home in project paths, with / and . as -.
             value = value.replace(home, "<home>")
+            value = value.replace(re.sub(r"[^A-Za-z0-9]", "-", home), "<home>")
+        for pattern, placeholder in _TEXT_VOLATILE:
+            value = pattern.sub(placeholder, value)
         return _UUID.sub("<uuid>", value)
     return value
 

@@ -375,7 +375,11 @@ class FakeAPI:
         """Serve in a background thread (idempotent)."""
         if self._thread is None:
             self._thread = threading.Thread(
-                target=self._server.serve_forever, name="claudetrace-fakeapi", daemon=True
+                # A short poll interval: close() waits up to one interval.
+                target=self._server.serve_forever,
+                kwargs={"poll_interval": 0.02},
+                name="claudetrace-fakeapi",
+                daemon=True,
             )
             self._thread.start()
         return self

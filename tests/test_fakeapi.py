@@ -1,0 +1,255 @@
+"""The fake Anthropic Messages API, spoken to with plain HTTP (no CLI)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from claudetrace.testing import FakeAPI, error, reply, text, thinking, tool_use
+from claudetrace.testing.fakeapi import TextBlock, ToolUseBlock, chunks
+
+
+def post(
+    api: FakeAPI, body: Any, path: str = "/v1/messages?beta=true"
+) -> tuple[int, dict[str, str], bytes]:
+    host, port = api.url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=5)
+    try:
+        conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+        response = conn.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        conn.close()
+
+
+def sse(data: bytes) -> list[dict[str, Any]]:
+    """Parse an SSE body into its data objects, checking event names match types."""
+    events = []
+    for frame in data.decode().split("\n\n"):
+        if not frame:
+            continue
+        lines = dict(line.split(": ", 1) for line in frame.split("\n"))
+        event = json.loads(lines["data"])
+        assert lines["event"] == event["type"]
+        events.append(event)
+    return events
+
+
+def message_request(stream: bool = True, prompt: str = "hi", **extra: Any) -> dict[str, Any]:
+    return {
+        "model": "claude-test-1",
+        "max_tokens": 100,
+        "stream": stream,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": prompt}]}],
+        **extra,
+    }
+
+
+@pytest.fixture
+def api() -> Any:
+    with FakeAPI() as fake:
+        yield fake
+
+
+def test_streams_a_text_reply_as_the_api_does(api: FakeAPI) -> None:
+    api.script(text("Hello from the fake model."))
+    status, headers, body = post(api, message_request())
+    assert status == 200
+    assert headers["Content-Type"] == "text/event-stream"
+    events = sse(body)
+    assert [e["type"] for e in events] == [
+        "message_start",
+        "content_block_start",
+        *["content_block_delta"] * 5,
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    ]
+    start = events[0]["message"]
+    assert start["id"] == "msg_fake_00000"
+    assert start["model"] == "claude-test-1"
+    assert start["usage"] == {
+        "input_tokens": 100,
+        "output_tokens": 1,
+        "cache_read_input_tokens": 50,
+        "cache_creation_input_tokens": 10,
+    }
+    deltas = "".join(e["delta"]["text"] for e in events if e["type"] == "content_block_delta")
+    assert deltas == "Hello from the fake model."
+    assert events[-2]["delta"]["stop_reason"] == "end_turn"
+    assert events[-2]["usage"] == {"output_tokens": 25}
+
+
+def test_tool_use_streams_input_json_and_stops_for_the_tool(api: FakeAPI) -> None:
+    api.script(tool_use("mcp__calc__add", {"a": 2, "b": 40}, say="Adding."))
+    events = sse(post(api, message_request())[2])
+    starts = [e["content_block"] for e in events if e["type"] == "content_block_start"]
+    assert starts[0] == {"type": "text", "text": ""}
+    assert starts[1] == {
+        "type": "tool_use",
+        "id": "toolu_msg_fake_00000_1",
+        "name": "mcp__calc__add",
+        "input": {},
+    }
+    partial = "".join(
+        e["delta"]["partial_json"]
+        for e in events
+        if e["type"] == "content_block_delta" and e["index"] == 1
+    )
+    assert json.loads(partial) == {"a": 2, "b": 40}
+    assert events[-2]["delta"]["stop_reason"] == "tool_use"
+
+
+def test_thinking_carries_its_signature(api: FakeAPI) -> None:
+    api.script(thinking("Let me think.", "Done.", signature="sig_1"))
+    events = sse(post(api, message_request())[2])
+    deltas = [e["delta"] for e in events if e["type"] == "content_block_delta" and e["index"] == 0]
+    assert "".join(d.get("thinking", "") for d in deltas) == "Let me think."
+    assert deltas[-1] == {"type": "signature_delta", "signature": "sig_1"}
+
+
+def test_ids_and_usage_advance_per_message_and_reset(api: FakeAPI) -> None:
+    api.script(text("one"), text("two"))
+    first = sse(post(api, message_request())[2])[0]["message"]
+    second = sse(post(api, message_request())[2])[0]["message"]
+    assert (first["id"], second["id"]) == ("msg_fake_00000", "msg_fake_00001")
+    assert second["usage"]["input_tokens"] == 101
+    api.reset(text("again"))
+    assert sse(post(api, message_request())[2])[0]["message"]["id"] == "msg_fake_00000"
+    assert len(api.requests) == 1
+
+
+def test_non_streaming_requests_get_json_and_leave_the_script_alone(api: FakeAPI) -> None:
+    api.script(text("scripted"))
+    api.side_reply = text("A title")
+    status, _, body = post(api, message_request(stream=False))
+    assert status == 200
+    message = json.loads(body)
+    assert message["content"] == [{"type": "text", "text": "A title"}]
+    assert message["stop_reason"] == "end_turn"
+    assert message["usage"]["output_tokens"] == 25
+    assert api.pending == 1
+    assert api.message_requests() == []
+
+
+def test_requests_are_recorded_for_assertions(api: FakeAPI) -> None:
+    api.script(text("ok"))
+    post(api, message_request(prompt="What is 2+2?"))
+    (request,) = api.requests
+    assert request.path == "/v1/messages"
+    assert request.query == "beta=true"
+    assert request.streaming
+    assert request.model == "claude-test-1"
+    assert request.last_user_text == "What is 2+2?"
+    assert request.message_id == "msg_fake_00000"
+    assert request.headers["content-type"] == "application/json"
+
+
+def test_exhausted_script_fails_fast_without_a_fallback(api: FakeAPI) -> None:
+    status, _, body = post(api, message_request())
+    assert status == 400
+    assert "script exhausted" in json.loads(body)["error"]["message"]
+    api.fallback = text("fallback")
+    events = sse(post(api, message_request())[2])
+    assert events[0]["message"]["id"] == "msg_fake_00001"
+
+
+def test_error_replies_use_the_api_error_shape(api: FakeAPI) -> None:
+    api.script(error(529, "overloaded_error", "Overloaded"))
+    status, _, body = post(api, message_request())
+    assert status == 529
+    assert json.loads(body) == {
+        "type": "error",
+        "error": {"type": "overloaded_error", "message": "Overloaded"},
+    }
+
+
+def test_unknown_paths_are_answered_404_and_listed(api: FakeAPI) -> None:
+    status, _, _ = post(api, {}, path="/api/hello")
+    assert status == 404
+    assert [r.path for r in api.unknown] == ["/api/hello"]
+    status, _, body = post(api, message_request(), path="/v1/messages/count_tokens")
+    assert (status, json.loads(body)) == (200, {"input_tokens": 100})
+
+
+def test_drop_after_closes_the_stream_early(api: FakeAPI) -> None:
+    api.script(text("Hello there", drop_after=2))
+    events = sse(post(api, message_request())[2])
+    assert [e["type"] for e in events] == ["message_start", "content_block_start"]
+
+
+def test_delay_paces_the_events(api: FakeAPI) -> None:
+    api.script(reply(TextBlock("ab"), delay=0.02))
+    started = time.monotonic()
+    events = sse(post(api, message_request())[2])
+    # message_start, block start, 2 deltas, block stop, message delta, stop.
+    assert len(events) == 7
+    assert time.monotonic() - started >= 7 * 0.02
+
+
+def test_hang_holds_the_stream_until_the_client_leaves(api: FakeAPI) -> None:
+    api.script(text("never", hang=True))
+    host, port = api.url.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)), timeout=5)
+    body = json.dumps(message_request()).encode()
+    sock.sendall(
+        b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        + f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+    received = b""
+    while b"message_start" not in received:
+        received += sock.recv(65536)
+    sock.settimeout(0.3)
+    with pytest.raises(TimeoutError):
+        sock.recv(65536)  # nothing more comes while the client stays
+    sock.close()
+    # The handler notices the hang-up and finishes; the server stays usable.
+    api.script(text("next"))
+    assert post(api, message_request())[0] == 200
+
+
+def test_close_releases_a_hanging_stream() -> None:
+    api = FakeAPI(text("never", hang=True)).start()
+    outcome: list[Any] = []
+
+    def client() -> None:
+        try:
+            outcome.append(post(api, message_request())[0])
+        except OSError as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=client)
+    thread.start()
+    assert api.wait_for_requests(1, timeout=5)
+    api.close()
+    thread.join(5)
+    assert not thread.is_alive()
+    assert outcome == [200]
+
+
+def test_wait_for_requests_times_out(api: FakeAPI) -> None:
+    assert not api.wait_for_requests(1, timeout=0.05)
+
+
+def test_chunks_split_evenly_and_keep_every_character() -> None:
+    assert chunks("Hello from the fake model.") == ["Hello ", "from t", "he fak", "e mode", "l."]
+    assert chunks("") == [""]
+    assert "".join(chunks("x" * 101, 5)) == "x" * 101
+
+
+def test_explicit_tool_ids_and_stop_reasons() -> None:
+    answer = reply(
+        ToolUseBlock("Bash", {"command": "ls"}, id="toolu_custom"), stop_reason="max_tokens"
+    )
+    assert answer.effective_stop_reason == "max_tokens"
+    with FakeAPI(answer) as api:
+        events = sse(post(api, message_request())[2])
+    assert events[1]["content_block"]["id"] == "toolu_custom"
+    assert events[-2]["delta"]["stop_reason"] == "max_tokens"
