@@ -50,6 +50,11 @@ from claude_agent_sdk import (
     PermissionResultDeny,
     ResultMessage,
     StreamEvent,
+    SystemMessage,
+    TaskStartedMessage,
+    ThinkingBlock,
+    ToolResultBlock,
+    UserMessage,
     create_sdk_mcp_server,
     tool,
 )
@@ -71,6 +76,9 @@ class ScenarioResult:
     calls: list[tuple[Any, ...]] = field(default_factory=list)
     #: ``"ExceptionType: message"`` when the SDK raised (a dying CLI), else None.
     error: str | None = None
+    #: The exception itself (not compared: a proxy reports exit 137 where the
+    #: SDK saw -9 from the CLI it started itself).
+    exception: BaseException | None = field(default=None, repr=False)
     home: Path | None = None
 
     def results(self) -> list[ResultMessage]:
@@ -390,6 +398,133 @@ async def cli_dies(
             await _collect(client, result)
     except Exception as exc:
         result.error = type(exc).__name__
+        result.exception = exc
+
+
+# -- expectations -----------------------------------------------------------------------
+#
+# What each scenario must show, whoever plays the CLI (the real one, the proxy,
+# the replay engine).  Each check raises AssertionError with a reason.
+
+
+def _only_result(result: ScenarioResult) -> ResultMessage:
+    results = result.results()
+    assert len(results) == 1, f"expected one result, got {len(results)}"
+    return results[0]
+
+
+def _tool_results(result: ScenarioResult) -> list[Any]:
+    return [
+        block
+        for message in result.messages
+        if isinstance(message, UserMessage) and isinstance(message.content, list)
+        for block in message.content
+        if isinstance(block, ToolResultBlock)
+    ]
+
+
+def _check_plain(result: ScenarioResult) -> None:
+    final = _only_result(result)
+    assert (final.subtype, final.is_error) == ("success", False)
+    assert result.texts() == ["Hello from the fake model."]
+    assert final.usage is not None and final.usage["input_tokens"] == 100
+
+
+def _check_multi_turn(result: ScenarioResult) -> None:
+    assert [r.subtype for r in result.results()] == ["success"] * 3
+    assert result.texts() == ["First answer.", "Second answer.", "Third answer."]
+    thoughts = [
+        block.thinking
+        for m in result.messages
+        if isinstance(m, AssistantMessage)
+        for block in m.content
+        if isinstance(block, ThinkingBlock)
+    ]
+    assert thoughts == ["The user wants a second answer."]
+
+
+def _check_permission_allow(result: ScenarioResult) -> None:
+    assert result.calls[0][:2] == ("can_use_tool", "Bash")
+    assert result.calls[-1] == ("file_exists", True)
+    (tool_result,) = _tool_results(result)
+    assert not tool_result.is_error
+    assert result.texts()[-1] == "The file is created."
+
+
+def _check_permission_deny(result: ScenarioResult) -> None:
+    assert result.calls[0][:2] == ("can_use_tool", "Bash")
+    assert result.calls[-1] == ("file_exists", False)
+    (tool_result,) = _tool_results(result)
+    assert tool_result.is_error
+    assert "Not in this test." in str(tool_result.content)
+    assert _only_result(result).subtype == "success"
+
+
+def _check_hooks(result: ScenarioResult) -> None:
+    assert result.calls == [
+        ("PreToolUse", "Bash", {"command": "echo hooked", "description": "Print a word"}),
+        ("PostToolUse", "Bash", "hooked"),
+    ]
+    assert _only_result(result).subtype == "success"
+
+
+def _check_mcp_tool(result: ScenarioResult) -> None:
+    assert result.calls == [("mcp__calc__add", {"a": 2, "b": 40})]
+    (tool_result,) = _tool_results(result)
+    assert tool_result.content == [{"type": "text", "text": "42"}]
+    assert result.texts() == ["The sum is 42."]
+
+
+def _check_subagent(result: ScenarioResult) -> None:
+    nested = [m for m in result.messages if getattr(m, "parent_tool_use_id", None)]
+    assert nested, "no message carries parent_tool_use_id"
+    assert {m.parent_tool_use_id for m in nested} == {"toolu_msg_fake_00000_0"}
+    assert any(isinstance(m, TaskStartedMessage) for m in result.messages)
+    assert result.texts()[-1] == "The subagent says there are 3 words."
+
+
+def _check_interrupt(result: ScenarioResult) -> None:
+    first, second = result.results()
+    assert (first.subtype, first.is_error) == ("error_during_execution", True)
+    assert (second.subtype, second.is_error) == ("success", False)
+    assert result.calls == [("interrupt",)]
+    assert result.texts() == ["After the interrupt."]
+
+
+def _check_set_model_and_mode(result: ScenarioResult) -> None:
+    assert result.calls == [("models", ["claude-opus-5-5", "claude-sonnet-5"])]
+    inits = [
+        m.data for m in result.messages if isinstance(m, SystemMessage) and m.subtype == "init"
+    ]
+    assert [(d["model"], d["permissionMode"]) for d in inits] == [
+        ("claude-opus-5-5", "default"),
+        ("claude-sonnet-5", "acceptEdits"),
+    ]
+
+
+def _check_cli_dies(result: ScenarioResult) -> None:
+    assert result.error == "ProcessError"
+    assert result.results() == []
+    assert result.calls[0][:2] == ("can_use_tool", "Bash")
+
+
+CHECKS: dict[str, Callable[[ScenarioResult], None]] = {
+    "plain": _check_plain,
+    "multi_turn": _check_multi_turn,
+    "permission_allow": _check_permission_allow,
+    "permission_deny": _check_permission_deny,
+    "hooks": _check_hooks,
+    "mcp_tool": _check_mcp_tool,
+    "subagent": _check_subagent,
+    "interrupt": _check_interrupt,
+    "set_model_and_mode": _check_set_model_and_mode,
+    "cli_dies": _check_cli_dies,
+}
+
+
+def check_scenario(result: ScenarioResult) -> None:
+    """Assert that ``result`` shows what its scenario must (AssertionError if not)."""
+    CHECKS[result.name](result)
 
 
 # -- running ------------------------------------------------------------------------------

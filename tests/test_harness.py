@@ -1,0 +1,75 @@
+"""The offline CLI harness, and every scenario against the real bundled CLI (no proxy)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from claudetrace.testing import FakeAPI
+from claudetrace.testing.harness import (
+    FAKE_API_KEY,
+    PROJECT_DIR,
+    bundled_cli_version,
+    cli_env,
+    make_home,
+    subprocess_env,
+)
+from tests.scenarios import SCENARIOS, check_scenario, run_scenario
+
+
+def test_cli_env_points_at_the_fake_api_and_isolates_home(tmp_path: Path) -> None:
+    env = cli_env("http://127.0.0.1:9", tmp_path, base={"PATH": "/bin"})
+    assert env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9"
+    assert env["ANTHROPIC_API_KEY"] == FAKE_API_KEY
+    assert env["HOME"] == str(tmp_path)
+    assert env["XDG_CONFIG_HOME"].startswith(str(tmp_path))
+    assert env["DISABLE_TELEMETRY"] == env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"
+    assert "PATH" not in env  # overrides only: the SDK merges them over os.environ
+
+
+def test_cli_env_blanks_inherited_credentials_and_redirections(tmp_path: Path) -> None:
+    base = {"ANTHROPIC_AUTH_TOKEN": "secret", "HTTPS_PROXY": "http://proxy:3128", "LANG": "C"}
+    env = cli_env("http://127.0.0.1:9", tmp_path, base=base, extra={"FOO": "1"})
+    assert env["ANTHROPIC_AUTH_TOKEN"] == ""
+    assert env["HTTPS_PROXY"] == ""
+    assert "LANG" not in env
+    assert env["FOO"] == "1"
+    # Variables the caller does not have are not invented.
+    assert "CLAUDE_CONFIG_DIR" not in env
+
+
+def test_subprocess_env_is_complete(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", "/somewhere/else")
+    env = subprocess_env("http://127.0.0.1:9", tmp_path)
+    assert env["PATH"] == os.environ["PATH"]
+    assert env["CLAUDE_CONFIG_DIR"] == ""
+    assert env["HOME"] == str(tmp_path)
+
+
+def test_make_home_creates_the_project_dir(tmp_path: Path) -> None:
+    home = make_home(tmp_path / "home")
+    assert (home / PROJECT_DIR).is_dir()
+
+
+def test_bundled_cli_is_executable(claude_cli: Path) -> None:
+    assert os.access(claude_cli, os.X_OK)
+    assert bundled_cli_version().count(".") == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_scenario_against_the_real_cli(name: str, claude_cli: Path, fake_api: FakeAPI) -> None:
+    result = run_scenario(name, claude_cli, fake_api)
+    check_scenario(result)
+    assert fake_api.pending == 0, "the CLI did not use every scripted answer"
+    assert fake_api.unknown == [], "the CLI asked the fake API for something it does not serve"
+
+
+@pytest.mark.slow
+def test_scenarios_are_deterministic(claude_cli: Path, fake_api: FakeAPI) -> None:
+    # The basis of comparing direct, proxied and replayed runs.
+    first = run_scenario("mcp_tool", claude_cli, fake_api).comparable()
+    second = run_scenario("mcp_tool", claude_cli, fake_api).comparable()
+    assert first == second
