@@ -43,6 +43,8 @@ from .protocol import (
 from .records import Attributes, SpanEvent, SpanKind, SpanRecord, span_id_for, trace_id_for
 
 Lane = str | None  # a parent_tool_use_id: None is the main agent, else a subagent
+_TASK_SUBTYPES = frozenset({"task_started", "task_updated", "task_notification"})
+_TASK_DONE = frozenset({"completed", "failed", "killed", "stopped", "cancelled"})
 _CHUNKS = frozenset({"content_block_delta", "content_block_start", "content_block_stop"})
 
 
@@ -104,6 +106,8 @@ class SpanBuilder:
         self._marks: dict[Lane, int] = {}
         self._interrupt_pending = False
         self._interrupted = False
+        self._cost_total = 0.0
+        self._tasks: dict[str, str] = {}  # task_id -> tool_use_id of a subagent
         self._any_error = False
         self._saw_output = False
         self._closed = False
@@ -195,12 +199,16 @@ class SpanBuilder:
         if lane is None:
             assert turn is not None
             return turn, turn
+        assert turn is not None
         agent = self._agents.get(lane)
-        if agent is not None and agent.span_id in self._open:
-            return agent, turn
         tool = self._tools.get(lane)
-        if tool is None or tool.span_id not in self._open:
-            assert turn is not None
+        tool_open = tool is not None and tool.span_id in self._open
+        if agent is not None:
+            # One subagent span per tool use: late messages nest under what is open.
+            if agent.span_id in self._open:
+                return agent, turn
+            return (tool if tool is not None and tool_open else turn), turn
+        if tool is None or not tool_open:
             return turn, turn
         name = self._subagent_types.get(lane, "subagent")
         agent = self._new(
@@ -257,6 +265,8 @@ class SpanBuilder:
                 msg = event.message or {}
                 if msg.get("status") == "requesting":
                     self._marks[fields.parent_tool_use_id] = now
+            elif mtype == "system" and fields.subtype in _TASK_SUBTYPES:
+                self._task(event, now)
             elif mtype == "system" and fields.subtype == "init":
                 model = (event.message or {}).get("model")
                 if isinstance(model, str):
@@ -273,8 +283,9 @@ class SpanBuilder:
         else:
             self._span_event(event, now)
 
-    def _span_event(self, event: Event, now: int) -> None:
+    def _span_event(self, event: Event, now: int, lane: Lane = None) -> None:
         fields = event.fields
+        lane = lane or fields.parent_tool_use_id
         attrs: Attributes = {c.EVENT_SEQ: event.seq, c.EVENT_DIRECTION: event.direction}
         if event.direction == "err" or not fields.is_json:
             name = "stderr" if event.direction == "err" else "unparsed line"
@@ -290,7 +301,7 @@ class SpanBuilder:
             msg = event.message
             if msg is not None:
                 attrs.update(scalar_fields(msg))
-        self._context_span(fields.parent_tool_use_id).events.append(SpanEvent(name, now, attrs))
+        self._context_span(lane).events.append(SpanEvent(name, now, attrs))
 
     # -- turns ---------------------------------------------------------------------
 
@@ -313,10 +324,9 @@ class SpanBuilder:
         if self._session_id:
             attrs[c.GEN_AI_CONVERSATION_ID] = self._session_id
         attrs.update(usage_attributes(msg.get("usage")))
-        cost = msg.get("total_cost_usd")
-        if isinstance(cost, (int, float)) and not isinstance(cost, bool):
-            attrs[c.COST_USD] = float(cost)
-        self._add_costs(msg, cost)
+        turn_cost = self._add_costs(msg)
+        if turn_cost is not None:
+            attrs[c.COST_USD] = turn_cost
         num_turns = msg.get("num_turns")
         if isinstance(num_turns, int):
             attrs[c.NUM_TURNS] = num_turns
@@ -334,18 +344,30 @@ class SpanBuilder:
             turn.set_error(f"result {subtype or 'error'}")
         self._end(turn, now)
 
-    def _add_costs(self, msg: dict[str, Any], total: Any) -> None:
-        # The result's per-model usage since the previous result is a per-turn
-        # delta; summing it gives the session's cost per model.
+    def _add_costs(self, msg: dict[str, Any]) -> float | None:
+        """Add a result's cost to the session's per-model costs; the turn's cost.
+
+        ``total_cost_usd`` is cumulative over the session (verified with CLI
+        2.1.330); ``model_usage_since_last_result`` is the per-turn delta by model.
+        """
+        total = msg.get("total_cost_usd")
+        total = float(total) if isinstance(total, (int, float)) and not isinstance(total, bool) \
+            else None
         per_model = msg.get("model_usage_since_last_result")
+        turn_cost: float | None = None
         if isinstance(per_model, dict) and per_model:
             for model, usage in per_model.items():
                 cost = usage.get("costUSD") if isinstance(usage, dict) else None
                 if isinstance(cost, (int, float)) and not isinstance(cost, bool):
                     self.root.costs[model] = self.root.costs.get(model, 0.0) + float(cost)
-        elif isinstance(total, (int, float)) and not isinstance(total, bool):
+                    turn_cost = (turn_cost or 0.0) + float(cost)
+        elif total is not None:
+            turn_cost = max(0.0, total - self._cost_total)
             model = self._model or "unknown"
-            self.root.costs[model] = self.root.costs.get(model, 0.0) + float(total)
+            self.root.costs[model] = self.root.costs.get(model, 0.0) + turn_cost
+        if total is not None:
+            self._cost_total = total
+        return None if turn_cost is None else round(turn_cost, 9)
 
     def _close_children(self, owner: SpanRecord, now: int, reason: str) -> None:
         # Deepest first (reverse creation order), so children end before parents.
@@ -427,7 +449,8 @@ class SpanBuilder:
             if isinstance(usage, dict):
                 entry.span.attributes.update(usage_attributes(usage, partial=True))
         elif sub == "message_stop":
-            self._end_chat(entry)
+            abandoned = "abandoned_blocks" in msg or self._interrupt_pending
+            self._end_chat(entry, "interrupted" if abandoned else None)
         elif sub == "error":
             self._end_chat(entry, error_text(inner.get("error")) or "stream error")
 
@@ -501,6 +524,8 @@ class SpanBuilder:
         results = [ref for ref in event.fields.tools if ref.kind == "result"]
         lane = event.fields.parent_tool_use_id
         if not results:
+            if lane is not None and lane in self._tools:
+                self._lane_parent(lane, now)  # a subagent's prompt: its span starts here
             self._span_event(event, now)
             return
         message = (event.message or {}).get("message")
@@ -521,6 +546,33 @@ class SpanBuilder:
             self._end_subagent(ref.tool_use_id, now)
             self._end(span, now, "tool returned an error" if error else None)
         self._marks[lane] = now
+
+    def _task(self, event: Event, now: int) -> None:
+        """Subagent lifecycle messages: open its span early, end it when done."""
+        msg = event.message or {}
+        task_id = opt_str(msg.get("task_id"))
+        tool_use_id = opt_str(msg.get("tool_use_id"))
+        if tool_use_id and task_id:
+            self._tasks[task_id] = tool_use_id
+        elif task_id:
+            tool_use_id = self._tasks.get(task_id)
+        if tool_use_id:
+            subagent_type = opt_str(msg.get("subagent_type"))
+            if subagent_type and tool_use_id not in self._subagent_types:
+                self._subagent_types[tool_use_id] = subagent_type
+            if tool_use_id in self._tools:
+                self._lane_parent(tool_use_id, now)
+        # The message itself stays visible as an event on the subagent's span.
+        self._span_event(event, now, lane=tool_use_id)
+        status = msg.get("status")
+        patch = msg.get("patch")
+        if isinstance(patch, dict) and isinstance(patch.get("status"), str):
+            status = patch["status"]
+        if tool_use_id and status in _TASK_DONE:
+            agent = self._agents.get(tool_use_id)
+            if agent is not None and status != "completed":
+                agent.set_error(f"subagent {status}")
+            self._end_subagent(tool_use_id, now)
 
     def _end_subagent(self, tool_use_id: str, now: int) -> None:
         agent = self._agents.get(tool_use_id)
@@ -703,8 +755,8 @@ class SpanBuilder:
             attrs[c.SIGNAL] = info.signal
         outcome = self._outcome(info, open_turns)
         attrs[c.SESSION_OUTCOME] = outcome
-        if self.root.costs:
-            attrs[c.COST_USD] = round(sum(self.root.costs.values()), 9)
+        if self.root.costs or self._cost_total:
+            attrs[c.COST_USD] = round(max(self._cost_total, sum(self.root.costs.values())), 9)
         if outcome != "ok":
             root.set_error(info.error or (reason if outcome == "incomplete" else outcome))
         end = now

@@ -1,0 +1,373 @@
+"""The span builder on event streams recorded from the real CLI (2.1.330).
+
+``tests/fixtures/telemetry/*.cassette.ndjson`` were recorded through the proxy
+from the scenarios in ``tests/scenarios.py`` (real SDK, real CLI, fake API);
+``tests/fixtures/samples`` are the two reference recordings (partial messages on).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from claudetrace.cassette import read_cassette
+from claudetrace.events import Event
+from claudetrace.recording import RecordingInfo
+from claudetrace.telemetry import ContentPolicy, SpanBuilder, SpanRecord, build_spans, traceparent
+from claudetrace.telemetry import conventions as c
+
+FIXTURES = Path(__file__).parent / "fixtures"
+START = 1_700_000_000_000_000_000
+
+
+def load(name: str) -> tuple[RecordingInfo, list[Event]]:
+    """A fixture cassette as (RecordingInfo, events)."""
+    folder = "samples" if name in ("basic", "mcp_hooks") else "telemetry"
+    cassette = read_cassette(FIXTURES / folder / f"{name}.cassette.ndjson")
+    h = cassette.header
+    started = h.get("started_ns", START)
+    info = RecordingInfo(
+        id=h.get("recording_id", f"01SAMPLE{name.upper()}"),
+        argv=cassette.argv,
+        started_ns=started,
+        ended_ns=h.get("ended_ns", started + 2_000_000_000),
+        exit_code=h.get("exit_code"),
+        signal=h.get("signal"),
+        model=h.get("model"),
+    )
+    return info, cassette.events
+
+
+def shape(spans: list[SpanRecord]) -> list[str]:
+    """The tree as indented ``name [status]`` lines, children in start order."""
+    by_parent: dict[int | None, list[SpanRecord]] = {}
+    for span in spans:
+        by_parent.setdefault(span.parent_id, []).append(span)
+    out: list[str] = []
+
+    def walk(parent: int | None, depth: int) -> None:
+        for span in sorted(by_parent.get(parent, []), key=lambda s: (s.start_ns, s.key)):
+            mark = " [error]" if span.status == "error" else ""
+            out.append("  " * depth + span.name + mark)
+            walk(span.span_id, depth + 1)
+
+    walk(None, 0)
+    return out
+
+
+def named(spans: list[SpanRecord], name: str) -> list[SpanRecord]:
+    return [s for s in spans if s.name == name]
+
+
+EXPECTED = {
+    "plain": [
+        "invoke_agent claude-code",
+        "  control initialize",
+        "  turn 1",
+        "    chat claude-opus-5-5",
+    ],
+    "permission_allow": [
+        "invoke_agent claude-code",
+        "  control initialize",
+        "  turn 1",
+        "    chat claude-opus-5-5",
+        "    execute_tool Bash",
+        "      can_use_tool",
+        "    chat claude-opus-5-5",
+    ],
+    "permission_deny": [
+        "invoke_agent claude-code",
+        "  control initialize",
+        "  turn 1",
+        "    chat claude-opus-5-5",
+        "    execute_tool Bash [error]",
+        "      can_use_tool",
+        "    chat claude-opus-5-5",
+    ],
+    "hooks": [
+        "invoke_agent claude-code",
+        "  control initialize",
+        "  turn 1",
+        "    chat claude-opus-5-5",
+        "    execute_tool Bash",
+        "      hook_callback PreToolUse",
+        "      hook_callback PostToolUse",
+        "    chat claude-opus-5-5",
+    ],
+    "mcp_tool": [
+        "invoke_agent claude-code",
+        "  control initialize",
+        "  initialize calc",
+        "  turn 1",
+        "    chat claude-opus-5-5",
+        "    notifications/initialized calc",
+        "    tools/list calc",
+        "    execute_tool mcp__calc__add",
+        "    tools/call calc",
+        "    chat claude-opus-5-5",
+    ],
+    "subagent": [
+        "invoke_agent claude-code",
+        "  control initialize",
+        "  turn 1",
+        "    chat claude-opus-5-5",
+        "    execute_tool Agent",
+        "      invoke_agent counter",
+        "    chat claude-opus-5-5",
+    ],
+    "interrupt": [
+        "invoke_agent claude-code [error]",
+        "  control initialize",
+        "  turn 1 [error]",
+        "    chat claude-opus-5-5 [error]",
+        "  control interrupt",
+        "  turn 2",
+        "    chat claude-opus-5-5",
+    ],
+    "set_model_and_mode": [
+        "invoke_agent claude-code",
+        "  control initialize",
+        "  turn 1",
+        "    chat claude-opus-5-5",
+        "  control set_model",
+        "  control set_permission_mode",
+        "  turn 2",
+        "    chat claude-sonnet-5",
+    ],
+    "cli_dies": [
+        "invoke_agent claude-code [error]",
+        "  control initialize",
+        "  turn 1 [error]",
+        "    chat claude-opus-5-5 [error]",
+        "    execute_tool Bash [error]",
+        "      can_use_tool",
+    ],
+    "multi_turn": [
+        "invoke_agent claude-code",
+        "  control initialize",
+        "  turn 1",
+        "    chat claude-opus-5-5",
+        "  turn 2",
+        "    chat claude-opus-5-5",
+        "  turn 3",
+        "    chat claude-opus-5-5",
+    ],
+    "mcp_hooks": [
+        "invoke_agent claude-code",
+        "  control initialize",
+        "  initialize calc",
+        "  turn 1",
+        "    notifications/initialized calc",
+        "    tools/list calc",
+        "    chat claude-opus-5-5",
+        "    execute_tool mcp__calc__add",
+        "      hook_callback PreToolUse",
+        "    tools/call calc",
+        "    chat claude-opus-5-5",
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_tree(name: str) -> None:
+    info, events = load(name)
+    spans = build_spans(info, events)
+    assert shape(spans) == EXPECTED[name]
+    # Every span ended inside its parent's trace, children no earlier than the root.
+    root = spans[-1]
+    assert root.key == "root" and root.parent_id is None
+    assert {s.trace_id for s in spans} == {root.trace_id}
+    assert all(s.end_ns is not None and s.start_ns <= s.end_ns for s in spans)
+    assert all(s.start_ns >= info.started_ns for s in spans)
+    assert len({s.span_id for s in spans}) == len(spans)
+
+
+def test_chat_attributes_follow_genai_conventions() -> None:
+    info, events = load("basic")
+    chat = named(build_spans(info, events), "chat claude-opus-5-5")[0]
+    a = chat.attributes
+    assert a[c.GEN_AI_OPERATION_NAME] == "chat"
+    assert a[c.GEN_AI_PROVIDER_NAME] == "anthropic"
+    assert a[c.GEN_AI_REQUEST_MODEL] == a[c.GEN_AI_RESPONSE_MODEL] == "claude-opus-5-5"
+    assert a[c.GEN_AI_RESPONSE_ID] == "msg_fake_00000"
+    assert a[c.GEN_AI_RESPONSE_FINISH_REASONS] == ("end_turn",)
+    # Anthropic rule: input = uncached 100 + cache read 50 + cache creation 10.
+    assert a[c.GEN_AI_USAGE_INPUT_TOKENS] == 160
+    assert a[c.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] == 50
+    assert a[c.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS] == 10
+    assert a[c.GEN_AI_USAGE_OUTPUT_TOKENS] == 25  # from message_delta, not message_start
+    assert a[c.GEN_AI_CONVERSATION_ID] == "bb6c146e-c826-4786-a4f7-9974668e9132"
+    # The call starts at system/status "requesting" (seq 11), first chunk at seq 12.
+    assert chat.kind == "client"
+    assert chat.start_ns == info.started_ns + 1_380_847_000
+    assert a[c.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] == pytest.approx(1.477442 - 1.380847)
+    assert c.GEN_AI_OUTPUT_MESSAGES not in a  # content is opt-in
+
+
+def test_turn_and_root_carry_usage_cost_and_outcome() -> None:
+    info, events = load("mcp_hooks")
+    spans = build_spans(info, events)
+    turn = named(spans, "turn 1")[0]
+    assert turn.attributes[c.RESULT_SUBTYPE] == "success"
+    assert turn.attributes[c.IS_ERROR] is False
+    assert turn.attributes[c.GEN_AI_USAGE_INPUT_TOKENS] == 201 + 100 + 20
+    assert turn.attributes[c.GEN_AI_USAGE_OUTPUT_TOKENS] == 51
+    assert turn.attributes[c.COST_USD] == pytest.approx(0.001944)
+    root = spans[-1]
+    assert root.attributes[c.SESSION_OUTCOME] == "ok"
+    assert root.attributes[c.RECORDING_ID] == info.id
+    assert root.attributes[c.GEN_AI_AGENT_NAME] == "claude-code"
+    assert root.costs == {"claude-opus-5-5": pytest.approx(0.001944)}
+    assert root.end_ns == info.ended_ns
+    # System messages and the like are span events, nothing dropped.
+    event_names = [e.name for s in spans for e in s.events]
+    assert event_names.count("system/session_state_changed") == 2
+    assert "system/init" in event_names
+
+
+def test_cost_is_the_per_turn_delta_of_a_cumulative_total() -> None:
+    info, events = load("interrupt")
+    spans = build_spans(info, events)
+    turn1, turn2 = named(spans, "turn 1")[0], named(spans, "turn 2")[0]
+    assert turn1.attributes[c.COST_USD] == pytest.approx(0.00048)
+    assert turn2.attributes[c.COST_USD] == pytest.approx(0.000984)
+    assert spans[-1].attributes[c.COST_USD] == pytest.approx(0.001464)
+
+
+def test_tool_permission_and_hook_spans() -> None:
+    info, events = load("permission_deny")
+    spans = build_spans(info, events)
+    tool = named(spans, "execute_tool Bash")[0]
+    perm = named(spans, "can_use_tool")[0]
+    assert perm.parent_id == tool.span_id
+    assert tool.attributes[c.GEN_AI_TOOL_CALL_ID] == perm.attributes[c.GEN_AI_TOOL_CALL_ID]
+    assert tool.attributes[c.TOOL_OUTCOME] == "error"
+    assert perm.attributes[c.PERMISSION_DECISION] == "deny"
+    assert perm.attributes[c.CONTROL_OUTCOME] == "success"
+    assert perm.attributes[c.CONTROL_INITIATOR] == "cli"
+    info, events = load("permission_allow")
+    perm = named(build_spans(info, events), "can_use_tool")[0]
+    assert perm.attributes[c.PERMISSION_DECISION] == "allow"
+    info, events = load("hooks")
+    hooks = [s for s in build_spans(info, events) if s.name.startswith("hook_callback")]
+    assert [h.attributes[c.HOOK_EVENT] for h in hooks] == ["PreToolUse", "PostToolUse"]
+
+
+def test_mcp_spans_follow_mcp_conventions() -> None:
+    info, events = load("mcp_tool")
+    spans = build_spans(info, events)
+    call = named(spans, "tools/call calc")[0]
+    assert call.kind == "client"
+    assert call.attributes[c.MCP_METHOD_NAME] == "tools/call"
+    assert call.attributes[c.GEN_AI_TOOL_NAME] == "add"
+    assert call.attributes[c.JSONRPC_REQUEST_ID] == "2"
+    tool = named(spans, "execute_tool mcp__calc__add")[0]
+    assert call.attributes[c.GEN_AI_TOOL_CALL_ID] == tool.attributes[c.GEN_AI_TOOL_CALL_ID]
+    init = named(spans, "initialize calc")[0]
+    assert init.attributes[c.MCP_PROTOCOL_VERSION] == "2025-11-25"
+
+
+def test_reordered_answer_still_closes_its_request() -> None:
+    # In the basic sample the host's answer to tools/list is recorded before the request.
+    info, events = load("basic")
+    spans = build_spans(info, events)
+    listing = named(spans, "tools/list calc")[0]
+    assert listing.status != "error"
+    assert listing.attributes["claudetrace.control.reordered"] is True
+    assert listing.start_ns == listing.end_ns
+
+
+def test_set_model_changes_the_request_model() -> None:
+    info, events = load("set_model_and_mode")
+    spans = build_spans(info, events)
+    set_model = named(spans, "control set_model")[0]
+    assert set_model.attributes[c.CONTROL_INITIATOR] == "host"
+    assert set_model.attributes[c.CONTROL_OUTCOME] == "success"
+    chat2 = named(spans, "chat claude-sonnet-5")[0]
+    assert chat2.attributes[c.GEN_AI_REQUEST_MODEL] == "claude-sonnet-5"
+
+
+def test_interrupt_and_death_say_why() -> None:
+    info, events = load("interrupt")
+    spans = build_spans(info, events)
+    assert named(spans, "chat claude-opus-5-5")[0].status_message == "interrupted"
+    assert spans[-1].attributes[c.SESSION_OUTCOME] == "interrupted"
+    info, events = load("cli_dies")
+    spans = build_spans(info, events)
+    tool = named(spans, "execute_tool Bash")[0]
+    assert tool.status_message == "process killed by signal 9"
+    assert tool.attributes[c.TOOL_OUTCOME] == "unfinished"
+    assert spans[-1].attributes[c.SESSION_OUTCOME] == "incomplete"
+
+
+def test_proxy_death_without_exit_is_incomplete() -> None:
+    info, events = load("plain")
+    info.ended_ns = None
+    info.exit_code = None
+    spans = build_spans(info, events[:5])  # cut before the result
+    root = spans[-1]
+    assert root.attributes[c.SESSION_OUTCOME] == "incomplete"
+    assert "proxy died" in named(spans, "turn 1")[0].status_message
+
+
+def test_subagent_nests_under_its_tool() -> None:
+    info, events = load("subagent")
+    spans = build_spans(info, events)
+    tool = named(spans, "execute_tool Agent")[0]
+    agent = named(spans, "invoke_agent counter")[0]
+    assert agent.parent_id == tool.span_id
+    assert agent.attributes[c.GEN_AI_AGENT_NAME] == "counter"
+    assert {e.name for e in agent.events} >= {"system/task_started", "user"}
+
+
+def test_same_events_same_spans_and_ids() -> None:
+    info, events = load("mcp_hooks")
+    first = build_spans(info, events)
+    again = build_spans(info, load("mcp_hooks")[1])
+    assert [(s.key, s.span_id, s.parent_id, s.start_ns, s.end_ns, s.attributes) for s in first] == [
+        (s.key, s.span_id, s.parent_id, s.start_ns, s.end_ns, s.attributes) for s in again
+    ]
+    trace_hex, root_hex = traceparent(info.id).split("-")[1:3]
+    assert int(trace_hex, 16) == first[-1].trace_id
+    assert int(root_hex, 16) == first[-1].span_id
+
+
+def test_spans_end_as_events_arrive() -> None:
+    info, events = load("plain")
+    ended: list[str] = []
+    builder = SpanBuilder(info, on_end=lambda s: ended.append(s.name))
+    for event in events:
+        builder.feed(event)
+    assert "turn 1" in ended and "invoke_agent claude-code" not in ended
+    builder.close(info)
+    assert ended[-1] == "invoke_agent claude-code"
+
+
+def test_content_only_when_opted_in_and_clipped() -> None:
+    info, events = load("permission_allow")
+    spans = build_spans(info, events, content=ContentPolicy(enabled=True, limit=40))
+    tool = named(spans, "execute_tool Bash")[0]
+    assert len(tool.attributes[c.GEN_AI_TOOL_CALL_ARGUMENTS]) == 40
+    assert str(tool.attributes[c.GEN_AI_TOOL_CALL_ARGUMENTS]).endswith("…")
+    turn = named(spans, "turn 1")[0]
+    assert str(turn.attributes[c.GEN_AI_INPUT_MESSAGES]).startswith('[{"role":"user"')
+    plain = build_spans(info, events)
+    assert not any(
+        key in s.attributes
+        for s in plain
+        for key in (c.GEN_AI_TOOL_CALL_ARGUMENTS, c.GEN_AI_INPUT_MESSAGES, c.GEN_AI_OUTPUT_MESSAGES)
+    )
+
+
+def test_stray_lines_become_events() -> None:
+    info = RecordingInfo(id="01STRAY", argv=[], started_ns=START, ended_ns=START + 10, exit_code=0)
+    events = [
+        Event(0, "out", 1, b"not json"),
+        Event(1, "err", 2, b"warning: something"),
+        Event(2, "out", 3, b'{"type":"keep_alive"}'),
+        Event(3, "out", 4, b'{"type":"brand_new","x":1}'),
+    ]
+    root = build_spans(info, events)[-1]
+    assert [e.name for e in root.events] == ["unparsed line", "stderr", "keep_alive", "brand_new"]
+    assert root.events[3].attributes["claudetrace.line.x"] == 1
