@@ -1,0 +1,325 @@
+"""The bounded SQL the browser runs: only what a page shows, nothing more.
+
+The session list reads summary columns (never events); the raw view reads one
+page of event metadata (never the bytes, except for the line being expanded);
+text search scans message lines of at most :data:`SEARCH_SCAN` recordings.
+Everything goes through the :class:`~claudetrace.store.Store` engine, so it
+works on SQLite and PostgreSQL alike.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import ColumnElement, Text, and_, cast, distinct, func, literal, or_, select
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import load_only
+
+from ..errors import StoreError
+from ..events import Event
+from ..store import EventRow, EventTool, Recording, Store
+from .sessions import Filters
+
+_R = Recording.__table__.c
+_E = EventRow.__table__.c
+_T = EventTool.__table__.c
+
+#: Recordings (newest first, after the other filters) whose messages text search scans.
+SEARCH_SCAN = 2000
+#: Line types text search looks in: what was said, not the protocol around it.
+MESSAGE_TYPES = ("user", "assistant", "result")
+#: Lines the conversation never shows (streaming deltas, keep-alives).
+NOISE_TYPES = ("stream_event", "keep_alive")
+CONTROL_TYPES = ("control_request", "control_response", "control_cancel_request")
+
+#: The recording columns the list, tiles and status need (argv/env/extra are not read).
+SUMMARY_COLUMNS = (
+    Recording.id,
+    Recording.name,
+    Recording.tags,
+    Recording.started_ns,
+    Recording.ended_ns,
+    Recording.last_seen_ns,
+    Recording.exit_code,
+    Recording.signal,
+    Recording.error,
+    Recording.model,
+    Recording.claude_code_version,
+    Recording.cli_session_id,
+    Recording.host,
+    Recording.pid,
+    Recording.source,
+    Recording.event_count,
+    Recording.turns,
+    Recording.tool_calls,
+    Recording.tool_errors,
+    Recording.input_tokens,
+    Recording.output_tokens,
+    Recording.cache_read_tokens,
+    Recording.cache_creation_tokens,
+    Recording.cost_usd,
+    Recording.is_error,
+    Recording.result_subtype,
+)
+
+
+@contextmanager
+def _guard(what: str) -> Iterator[None]:
+    """Turn a database failure into one clear StoreError."""
+    try:
+        yield
+    except SQLAlchemyError as exc:
+        first = (
+            str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__]
+        )[0]
+        raise StoreError(f"{what} failed: {first}") from exc
+
+
+def _contains(store: Store, needle: str) -> ColumnElement[bool]:
+    """``events.data`` contains ``needle`` (as typed, or JSON-escaped as hosts send it)."""
+    forms = {needle, json.dumps(needle)[1:-1], json.dumps(needle, ensure_ascii=False)[1:-1]}
+    if store.engine.dialect.name == "sqlite":
+        # LIKE on the text of the blob: case-insensitive for ASCII, as users expect.
+        clauses = [cast(_E.data, Text).like(f"%{_escape_like(f)}%", escape="\\") for f in forms]
+    else:
+        clauses = [func.position(literal(f.encode("utf-8")).op("IN")(_E.data)) > 0 for f in forms]
+    return or_(*clauses)
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _filtered(store: Store, filters: Filters) -> Any:
+    stmt = select(Recording).options(load_only(*SUMMARY_COLUMNS))
+    if filters.since_ns is not None:
+        stmt = stmt.where(_R.started_ns >= filters.since_ns)
+    if filters.until_ns is not None:
+        stmt = stmt.where(_R.started_ns < filters.until_ns)
+    if filters.models:
+        stmt = stmt.where(_R.model.in_(list(filters.models)))
+    if filters.min_cost is not None:
+        stmt = stmt.where(_R.cost_usd >= filters.min_cost)
+    if filters.max_cost is not None:
+        stmt = stmt.where(_R.cost_usd <= filters.max_cost)
+    if filters.errors_only:
+        stmt = stmt.where(
+            or_(
+                _R.is_error.is_(True),
+                _R.signal.is_not(None),
+                and_(_R.exit_code.is_not(None), _R.exit_code != 0),
+                _R.error.is_not(None),
+                _R.tool_errors > 0,
+                _R.ended_ns.is_(None),  # running or incomplete; running ones are dropped below
+            )
+        )
+    return stmt.order_by(_R.started_ns.desc(), _R.id.desc())
+
+
+def list_sessions(store: Store, filters: Filters, *, limit: int | None = None) -> list[Recording]:
+    """Recordings matching ``filters``, newest first (summary columns only)."""
+    stmt = _filtered(store, filters)
+    if filters.text:
+        scanned = (
+            _filtered(store, filters.with_(text="")).with_only_columns(_R.id).limit(SEARCH_SCAN)
+        )
+        hits = select(distinct(_E.recording_id)).where(
+            _E.recording_id.in_(scanned),
+            _E.type.in_(MESSAGE_TYPES),
+            _contains(store, filters.text),
+        )
+        stmt = stmt.where(_R.id.in_(hits))
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    with _guard("list recordings"), store.session() as s:
+        recs = list(s.scalars(stmt))
+    if filters.errors_only:
+        recs = [r for r in recs if r.status != "running" and (r.status != "ok" or r.tool_errors)]
+    return recs
+
+
+def models(store: Store) -> list[str]:
+    """Distinct models seen across recordings (for the model filter)."""
+    with _guard("list models"), store.engine.connect() as conn:
+        rows = conn.execute(select(distinct(_R.model)).where(_R.model.is_not(None))).scalars()
+        return sorted(str(m) for m in rows)
+
+
+@dataclass(frozen=True, slots=True)
+class RawRow:
+    """Metadata of one line (no bytes) for the raw table."""
+
+    seq: int
+    t: float
+    direction: str
+    type: str | None
+    subtype: str | None
+    size: int
+    is_json: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "t (s)": round(self.t, 6),
+            "dir": self.direction,
+            "type": self.type if self.is_json else "(not JSON)",
+            "subtype": self.subtype,
+            "size": self.size,
+        }
+
+
+def _event_filter(recording_id: str, directions: Sequence[str], types: Sequence[str]) -> list[Any]:
+    where: list[Any] = [_E.recording_id == recording_id]
+    if directions:
+        where.append(_E.direction.in_(list(directions)))
+    if types:
+        wanted = [t for t in types if t != "(not JSON)"]
+        clause = _E.type.in_(wanted)
+        if len(wanted) != len(types):
+            clause = or_(clause, _E.is_json.is_(False))
+        where.append(clause)
+    return where
+
+
+def raw_page(
+    store: Store,
+    recording_id: str,
+    *,
+    directions: Sequence[str] = (),
+    types: Sequence[str] = (),
+    offset: int = 0,
+    limit: int = 200,
+) -> list[RawRow]:
+    """One page of line metadata, in sequence order."""
+    stmt = (
+        select(_E.seq, _E.t_ns, _E.direction, _E.type, _E.subtype, _E.size, _E.is_json)
+        .where(*_event_filter(recording_id, directions, types))
+        .order_by(_E.seq)
+        .offset(offset)
+        .limit(limit)
+    )
+    with _guard("read events"), store.engine.connect() as conn:
+        return [
+            RawRow(r.seq, r.t_ns / 1e9, r.direction, r.type, r.subtype, r.size, bool(r.is_json))
+            for r in conn.execute(stmt)
+        ]
+
+
+def raw_count(
+    store: Store, recording_id: str, *, directions: Sequence[str] = (), types: Sequence[str] = ()
+) -> int:
+    """How many lines the raw filters match."""
+    stmt = (
+        select(func.count())
+        .select_from(EventRow.__table__)
+        .where(*_event_filter(recording_id, directions, types))
+    )
+    with _guard("count events"), store.engine.connect() as conn:
+        return int(conn.execute(stmt).scalar_one())
+
+
+def line_types(store: Store, recording_id: str) -> list[str]:
+    """Distinct line types of a recording (``(not JSON)`` for the rest)."""
+    stmt = select(distinct(_E.type), _E.is_json).where(_E.recording_id == recording_id)
+    with _guard("read events"), store.engine.connect() as conn:
+        rows = conn.execute(stmt).all()
+    names = {r[0] for r in rows if r[0]}
+    if any(not r[1] for r in rows):
+        names.add("(not JSON)")
+    return sorted(names)
+
+
+def event_at(store: Store, recording_id: str, seq: int) -> Event | None:
+    """The full line ``seq`` of a recording."""
+    return next(iter(store.iter_events(recording_id, start_seq=seq, limit=1)), None)
+
+
+def conversation_events(
+    store: Store, recording_id: str, *, start_seq: int = 0, limit: int = 1500
+) -> list[Event]:
+    """Up to ``limit`` lines from ``start_seq`` that a conversation shows (no deltas)."""
+    stmt = (
+        select(_E.seq, _E.direction, _E.t_ns, _E.wall_ns, _E.data, _E.eol)
+        .where(
+            _E.recording_id == recording_id,
+            _E.seq >= start_seq,
+            or_(_E.type.is_(None), _E.type.notin_(NOISE_TYPES)),
+        )
+        .order_by(_E.seq)
+        .limit(limit)
+    )
+    with _guard("read events"), store.engine.connect() as conn:
+        return [
+            Event(r.seq, r.direction, r.t_ns, bytes(r.data), r.eol, r.wall_ns)
+            for r in conn.execute(stmt)
+        ]
+
+
+def control_events(store: Store, recording_id: str) -> list[Event]:
+    """The control lines of a recording (through the ``(recording_id, type)`` index)."""
+    return list(store.iter_events(recording_id, types=CONTROL_TYPES))
+
+
+def tool_usage(
+    store: Store, recording_ids: Sequence[str] | None = None
+) -> dict[str, tuple[int, int]]:
+    """``tool name -> (calls, failures)`` across recordings (all, or the ids given).
+
+    Calls come from the ``event_tools`` index; failures from the few result lines
+    that contain ``"is_error":true``, parsed to find which tool use failed.
+    """
+    uses = select(_T.tool_name, func.count()).where(_T.kind == "use").group_by(_T.tool_name)
+    failing = select(_E.recording_id, _E.seq, _E.direction, _E.t_ns, _E.data).where(
+        _E.type == "user",
+        _E.direction == "out",
+        or_(
+            cast(_E.data, Text).like('%"is\\_error":true%', escape="\\"),
+            cast(_E.data, Text).like('%"is\\_error": true%', escape="\\"),
+        )
+        if store.engine.dialect.name == "sqlite"
+        else func.position(literal(b'"is_error"').op("IN")(_E.data)) > 0,
+    )
+    if recording_ids is not None:
+        uses = uses.where(_T.recording_id.in_(list(recording_ids)))
+        failing = failing.where(_E.recording_id.in_(list(recording_ids)))
+    with _guard("read tool usage"), store.engine.connect() as conn:
+        calls = {str(name or "?"): int(n) for name, n in conn.execute(uses)}
+        failed_ids: list[str] = []
+        for row in conn.execute(failing.limit(20000)):
+            ev = Event(row.seq, row.direction, row.t_ns, bytes(row.data))
+            failed_ids.extend(_failed_tool_ids(ev))
+        failures: dict[str, int] = {}
+        for start in range(0, len(failed_ids), 500):
+            chunk = failed_ids[start : start + 500]
+            names = conn.execute(
+                select(_T.tool_use_id, _T.tool_name).where(
+                    _T.kind == "use", _T.tool_use_id.in_(chunk)
+                )
+            ).all()
+            by_id = {tid: name for tid, name in names}
+            for tid in chunk:
+                name = str(by_id.get(tid) or "?")
+                failures[name] = failures.get(name, 0) + 1
+    return {
+        name: (calls.get(name, 0), failures.get(name, 0))
+        for name in sorted(set(calls) | set(failures))
+    }
+
+
+def _failed_tool_ids(ev: Event) -> list[str]:
+    message = (ev.message or {}).get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list):
+        return []
+    return [
+        str(block["tool_use_id"])
+        for block in content
+        if isinstance(block, dict)
+        and block.get("type") == "tool_result"
+        and block.get("is_error")
+        and block.get("tool_use_id")
+    ]

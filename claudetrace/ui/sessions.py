@@ -1,0 +1,175 @@
+"""The session list: filters, table rows and summary tiles, from summary columns.
+
+Rows are built from :class:`~claudetrace.store.Recording` summary columns only,
+so listing 10,000 recordings never reads an event.  Filters are a plain value
+(:class:`Filters`) that round-trips through URL query parameters, so a filtered
+list is a link.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..store.models import Recording
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """What the session list is narrowed to (all optional)."""
+
+    since: dt.date | None = None
+    until: dt.date | None = None  # inclusive
+    models: tuple[str, ...] = ()
+    errors_only: bool = False
+    min_cost: float | None = None
+    max_cost: float | None = None
+    text: str = ""
+
+    @property
+    def since_ns(self) -> int | None:
+        return None if self.since is None else _day_ns(self.since)
+
+    @property
+    def until_ns(self) -> int | None:
+        """Exclusive upper bound: the start of the day after ``until``."""
+        return None if self.until is None else _day_ns(self.until + dt.timedelta(days=1))
+
+    def to_params(self) -> dict[str, str]:
+        """URL query parameters (empty filters are left out)."""
+        out: dict[str, str] = {}
+        if self.since:
+            out["since"] = self.since.isoformat()
+        if self.until:
+            out["until"] = self.until.isoformat()
+        if self.models:
+            out["model"] = ",".join(self.models)
+        if self.errors_only:
+            out["errors"] = "1"
+        if self.min_cost is not None:
+            out["min_cost"] = repr(self.min_cost)
+        if self.max_cost is not None:
+            out["max_cost"] = repr(self.max_cost)
+        if self.text:
+            out["q"] = self.text
+        return out
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, str]) -> Filters:
+        """Filters from query parameters; malformed values are ignored, not fatal."""
+        models = tuple(m for m in params.get("model", "").split(",") if m)
+        return cls(
+            since=_date(params.get("since")),
+            until=_date(params.get("until")),
+            models=models,
+            errors_only=params.get("errors") in ("1", "true", "yes"),
+            min_cost=_float(params.get("min_cost")),
+            max_cost=_float(params.get("max_cost")),
+            text=params.get("q", "").strip(),
+        )
+
+    def with_(self, **changes: Any) -> Filters:
+        return replace(self, **changes)
+
+
+def _day_ns(day: dt.date) -> int:
+    start = dt.datetime.combine(day, dt.time(), tzinfo=dt.timezone.utc)
+    return int(start.timestamp()) * 1_000_000_000
+
+
+def _date(value: str | None) -> dt.date | None:
+    try:
+        return dt.date.fromisoformat(value) if value else None
+    except ValueError:
+        return None
+
+
+def _float(value: str | None) -> float | None:
+    try:
+        number = float(value) if value else None
+    except ValueError:
+        return None
+    return number if number is not None and math.isfinite(number) else None
+
+
+def started_at(started_ns: int) -> dt.datetime:
+    """A recording's start as an aware UTC datetime."""
+    return dt.datetime.fromtimestamp(started_ns / 1e9, tz=dt.timezone.utc)
+
+
+def session_row(rec: Recording) -> dict[str, Any]:
+    """One row of the session table (only summary columns are read)."""
+    duration = rec.duration_ns
+    status = rec.status
+    tags = ", ".join(f"{k}={v}" for k, v in sorted((rec.tags or {}).items()))
+    return {
+        "id": rec.id,
+        "started": started_at(rec.started_ns),
+        "duration (s)": None if duration is None else round(duration / 1e9, 2),
+        "name": rec.name or "",
+        "tags": tags,
+        "model": rec.model or "",
+        "turns": rec.turns,
+        "tool calls": rec.tool_calls,
+        "tool errors": rec.tool_errors,
+        "tokens": rec.input_tokens
+        + rec.output_tokens
+        + rec.cache_read_tokens
+        + rec.cache_creation_tokens,
+        "cost ($)": round(rec.cost_usd or 0.0, 6),
+        "status": status,
+        "exit": rec.exit_code if rec.signal is None else -rec.signal,
+        "error": status in ("error", "failed", "incomplete"),
+        "lines": rec.event_count,
+        "CLI": rec.claude_code_version or "",
+        "session_id": rec.cli_session_id or "",
+    }
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The ``q`` quantile (0..1) by linear interpolation; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q
+    low = math.floor(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+@dataclass(frozen=True, slots=True)
+class Tiles:
+    """The summary tiles above the session table."""
+
+    count: int
+    total_cost: float
+    error_rate: float | None
+    p95_duration_s: float | None
+    running: int
+
+
+def tiles(rows: Iterable[Mapping[str, Any]]) -> Tiles:
+    """Count, total cost, error rate and p95 duration of session rows."""
+    count = errors = running = 0
+    cost = 0.0
+    durations: list[float] = []
+    for row in rows:
+        count += 1
+        cost += float(row.get("cost ($)") or 0.0)
+        if row.get("status") == "running":
+            running += 1
+        elif row.get("error"):
+            errors += 1
+        if row.get("duration (s)") is not None and row.get("status") != "running":
+            durations.append(float(row["duration (s)"]))
+    finished = count - running
+    return Tiles(
+        count=count,
+        total_cost=cost,
+        error_rate=errors / finished if finished else None,
+        p95_duration_s=percentile(durations, 0.95),
+        running=running,
+    )
