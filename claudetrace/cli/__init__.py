@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "db": "claudetrace.cli.browse:db",
     "replay": "claudetrace.cli.replay:replay",
     "metrics": "claudetrace.cli.metrics:metrics",
+    "otel": "claudetrace.cli.otel:otel",
 }
 
 

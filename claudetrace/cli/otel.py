@@ -1,0 +1,74 @@
+"""``claudetrace otel``: export stored recordings as OTLP traces and metrics (backfill)."""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import TelemetryError
+from ._common import db_option, reports_errors
+
+
+@click.command()
+@click.argument("sessions", nargs=-1, metavar="[SESSION]...")
+@click.option("--all", "all_", is_flag=True, help="Export every recording in the store.")
+@click.option("--since", metavar="WHEN",
+              help="Export recordings started since WHEN: a duration ago (30m, 2h, 7d) "
+                   "or an ISO date.")
+@click.option("--endpoint", metavar="URL",
+              help="OTLP endpoint [env: OTEL_EXPORTER_OTLP_ENDPOINT]; for http/protobuf the "
+                   "base URL, /v1/traces and /v1/metrics are appended.")
+@click.option("--protocol", type=click.Choice(["grpc", "http/protobuf"]),
+              help="OTLP protocol [env: OTEL_EXPORTER_OTLP_PROTOCOL; default: http/protobuf].")
+@click.option("--content/--no-content", default=None,
+              help="Put prompts, outputs and tool inputs/results on spans "
+                   "[env: CLAUDETRACE_OTEL_CAPTURE_CONTENT; default: off].")
+@click.option("--tree", is_flag=True, help="Print the span trees instead of exporting.")
+@db_option
+@reports_errors
+def otel(
+    sessions: tuple[str, ...],
+    all_: bool,
+    since: str | None,
+    endpoint: str | None,
+    protocol: str | None,
+    content: bool | None,
+    tree: bool,
+    db_url: str | None,
+) -> None:
+    """Export stored recordings as OpenTelemetry traces and metrics over OTLP.
+
+    The spans are the ones the proxy exports live (same ids, names, attributes
+    and recorded times), so backfilling a recording that was already exported
+    live replaces nothing and adds nothing new to a trace backend.
+    """
+    from ..store import open_store
+    from ..telemetry.backfill import backfill, parse_since, recording_spans, select_recordings
+    from ..telemetry.config import resolve_settings
+    from ..telemetry.records import render_tree
+
+    if not sessions and not all_ and since is None:
+        raise click.UsageError("name at least one SESSION, or use --all or --since")
+    settings = resolve_settings(endpoint=endpoint, protocol=protocol, capture_content=content)
+    store = open_store(db_url)
+    since_ns = parse_since(since) if since is not None else None
+    ids = select_recordings(store, sessions, all_=all_, since_ns=since_ns)
+    if tree:
+        for rid in ids:
+            click.echo(f"# {rid}")
+            click.echo(render_tree(recording_spans(store, rid, content=settings.content)))
+        return
+    if not settings.enabled:
+        raise TelemetryError(
+            "no OTLP endpoint: pass --endpoint or set OTEL_EXPORTER_OTLP_ENDPOINT"
+        )
+    if not ids:
+        click.echo("no recordings to export", err=True)
+        return
+    from ..telemetry.export import OtlpExporter
+
+    exporter = OtlpExporter(settings)
+    count = backfill(store, ids, exporter, content=settings.content)
+    if not exporter.shutdown(timeout_s=15.0):
+        raise TelemetryError(exporter.first_error or "OTLP export failed")
+    where = settings.traces_endpoint or settings.metrics_endpoint
+    click.echo(f"exported {count} spans from {len(ids)} recording(s) to {where}", err=True)
