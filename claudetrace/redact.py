@@ -23,6 +23,10 @@ ENV_VALUE_ALLOWLIST: Final = frozenset(
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
         "CLAUDE_AGENT_SDK_VERSION",
         "DISABLE_TELEMETRY",
+        # Not secret, and needed to map the child's home and temp dir out of
+        # cassettes saved for tests (see claudetrace.sanitize).
+        "HOME",
+        "TMPDIR",
         "LANG",
         "LC_ALL",
         "OTEL_SERVICE_NAME",
@@ -89,6 +93,20 @@ def redact_argv(argv: list[str]) -> list[str]:
             hide_next = True
         out.append(redact_text(arg))
     return out
+
+
+def secret_values(env: Mapping[str, str], *, min_length: int = 8) -> list[str]:
+    """Values of variables whose names look secret (``*_API_KEY``, ``*TOKEN``…).
+
+    For scrubbing text where a secret may appear verbatim in a shape no pattern
+    knows; short values are skipped so that ``TOKEN=1`` does not blank every ``1``.
+    """
+    values = {
+        value
+        for name, value in env.items()
+        if _SECRET_NAME.search(name) and len(value) >= min_length and value != REDACTED
+    }
+    return sorted(values, key=len, reverse=True)
 
 
 def redact_env(env: Mapping[str, str]) -> dict[str, str]:

@@ -1,0 +1,436 @@
+"""pytest plugin: cassette-backed ``claude`` executables for tests of SDK applications.
+
+A test asks for ``claude_cli`` and passes it as the SDK's ``cli_path``::
+
+    @pytest.mark.claude_cassette(record_mode="once")
+    async def test_greets(claude_cli):
+        options = ClaudeAgentOptions(cli_path=claude_cli)
+        ...
+
+Each test has one cassette, ``<claude_cassette_dir>/<module>/<test>.ndjson``
+(ini option ``claude_cassette_dir``, default ``tests/cassettes`` under the
+rootdir; the marker's ``path=`` overrides it, relative to that directory).
+``claude_cli`` is a shim written into the test's temporary directory that either
+
+- replays the cassette (``claudetrace replay``): a divergence fails the test with
+  the replay engine's report as the failure message, or
+- records through ``claudetrace proxy`` to the real CLI (``$CLAUDETRACE_REAL_CLI``,
+  else ``claude`` on PATH) into a throw-away store; when the test passes, the
+  session is exported as a sanitised cassette (:mod:`claudetrace.sanitize`).
+
+Which of the two is decided by the record mode (:mod:`claudetrace.recordmode`):
+``--claude-record-mode``, else the marker's ``record_mode=``, else the ini option
+``claude_record_mode``, else ``none`` under CI and ``once`` elsewhere.
+``--claude-cassettes-unused`` lists cassettes under the cassette directory that
+no test of the run used.  Extra redaction patterns come from the ini option
+``claude_cassette_redact`` (one regex a line) and the marker's ``redact=``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+
+from .recordmode import BadRecordMode, RecordMode, choose_mode, plan
+
+#: The marker a test uses to configure its cassette.
+MARKER: Final = "claude_cassette"
+DEFAULT_DIR: Final = "tests/cassettes"
+SUFFIX: Final = ".ndjson"
+#: How long to wait, after a recorded test, for the proxy to finish its recording.
+SETTLE_TIMEOUT_S: Final = 10.0
+
+_CASSETTE_KEY = pytest.StashKey["ClaudeCassette"]()
+_REPORTS_KEY = pytest.StashKey[dict[str, pytest.TestReport]]()
+_FORCE_RECORD_KEY = pytest.StashKey[bool]()
+_USED_KEY = pytest.StashKey[set[Path]]()
+_RERECORDED_KEY = pytest.StashKey[list[str]]()
+
+
+# -- pure helpers ------------------------------------------------------------------
+
+
+def cassette_name(nodeid: str) -> str:
+    """The file name of a test's cassette: its name inside the module, made file-safe.
+
+    ``tests/test_app.py::TestX::test_y[a-1]`` → ``TestX.test_y-a-1-.ndjson``.
+    """
+    inner = ".".join(nodeid.split("::")[1:]) or nodeid
+    return re.sub(r"[^A-Za-z0-9_.\-]+", "-", inner).strip(".") + SUFFIX
+
+
+def cassette_path(
+    cassette_dir: Path, module_path: Path, nodeid: str, explicit: str | None = None
+) -> Path:
+    """Where a test's cassette lives: ``explicit`` (relative to the directory) or the default."""
+    if explicit:
+        path = Path(explicit).expanduser()
+        return path if path.is_absolute() else cassette_dir / path
+    return cassette_dir / module_path.stem / cassette_name(nodeid)
+
+
+def unused_cassettes(cassette_dir: Path, used: Iterable[Path]) -> list[Path]:
+    """Cassette files under ``cassette_dir`` that are not in ``used`` (sorted)."""
+    if not cassette_dir.is_dir():
+        return []
+    seen = {p.resolve() for p in used}
+    return sorted(p for p in cassette_dir.rglob(f"*{SUFFIX}") if p.resolve() not in seen)
+
+
+def format_divergence(report: Mapping[str, Any], cassette: Path | str | None = None) -> str:
+    """The failure message for a divergence, from the replay engine's ``--report`` JSON."""
+    kind = report.get("kind", "divergence")
+    lines = [f"claude cassette divergence ({kind}): {report.get('message', '')}"]
+    if cassette is not None:
+        lines.append(f"  cassette: {cassette}")
+    where = report.get("where") or {}
+    spots = [f"turn {where.get('turn', 0)}"]
+    if where.get("lane"):
+        spots.append(f"lane {where['lane']}")
+    if where.get("seq") is not None:
+        spots.append(f"recorded seq {where['seq']}")
+    if where.get("live_line") is not None:
+        spots.append(f"host line {where['live_line']}")
+    lines.append("  where: " + ", ".join(spots))
+    if report.get("actual") is not None:
+        lines.append(f"  host sent: {_clip(str(report['actual']), 300)}")
+    diff = report.get("diff") or []
+    if diff:
+        lines.append("  diff (expected vs actual):")
+        lines.extend(f"    {_describe_change(change)}" for change in diff)
+    candidates = report.get("candidates") or []
+    if candidates:
+        lines.append("  nearest recorded inputs:")
+        for cand in candidates:
+            lines.append(
+                f"    seq {cand.get('seq')} (turn {cand.get('turn')}, lane {cand.get('lane')}): "
+                f"{cand.get('reason')}"
+            )
+    never = report.get("never_sent") or []
+    if never:
+        lines.append("  recorded input never sent:")
+        lines.extend(f"    seq {u.get('seq')}: {u.get('summary')}" for u in never)
+    upcoming = report.get("next") or []
+    if upcoming:
+        lines.append("  the recording would have continued with:")
+        lines.extend(
+            f"    seq {u.get('seq')} {u.get('direction')}: {u.get('summary')}" for u in upcoming
+        )
+    if report.get("rerecord"):
+        lines.append(f"  to re-record: {report['rerecord']}")
+    return "\n".join(lines)
+
+
+def _describe_change(change: Mapping[str, Any]) -> str:
+    path = change.get("path", "$")
+    if "expected" not in change:
+        return f"{path}: unexpected {_short(change.get('actual'))}"
+    if "actual" not in change:
+        return f"{path}: missing (expected {_short(change.get('expected'))})"
+    return f"{path}: expected {_short(change['expected'])}, got {_short(change['actual'])}"
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    return _clip(json.dumps(value, ensure_ascii=False), limit)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# -- the per-test state --------------------------------------------------------------
+
+
+@dataclass
+class ClaudeCassette:
+    """One test's cassette: where it is, the mode, and what the fixture did with it."""
+
+    path: Path
+    mode: RecordMode
+    action: str
+    nodeid: str
+    workdir: Path
+    cli_path: Path | None = None
+    report_path: Path | None = None
+    db_path: Path | None = None
+    redact: tuple[str, ...] = ()
+    basetemp: Path | None = None
+    _divergence: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def recording(self) -> bool:
+        """True when the shim records against the real CLI (else it replays)."""
+        return self.action == "record"
+
+    def divergence(self) -> dict[str, Any] | None:
+        """The replay engine's divergence report, once it has written one."""
+        if self._divergence is None and self.report_path is not None:
+            try:
+                text = self.report_path.read_text(encoding="utf-8")
+                self._divergence = json.loads(text)
+            except (OSError, ValueError):
+                return None
+        return self._divergence
+
+    def rerecord_hint(self) -> str:
+        return f"pytest '{self.nodeid}' --claude-record-mode=rewrite"
+
+
+# -- hooks ---------------------------------------------------------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("claudetrace", "claude CLI cassettes (claudetrace)")
+    group.addoption(
+        "--claude-record-mode",
+        metavar="MODE",
+        default=None,
+        help="Record mode for claude cassettes: none, once, new_episodes, all, rewrite "
+        "[default: ini claude_record_mode, else none under CI, else once].",
+    )
+    group.addoption(
+        "--claude-cassettes-unused",
+        action="store_true",
+        default=False,
+        help="List cassettes under claude_cassette_dir that no test of this run used.",
+    )
+    parser.addini("claude_cassette_dir", "Directory of claude cassettes.", default=DEFAULT_DIR)
+    parser.addini("claude_record_mode", "Default record mode for claude cassettes.", default="")
+    parser.addini(
+        "claude_cassette_redact",
+        "Regular expressions redacted from recorded cassettes (one a line).",
+        type="linelist",
+        default=[],
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(path=None, record_mode=None, redact=()): the claude cassette of this test "
+        "(see the claudetrace pytest plugin).",
+    )
+    option = config.getoption("--claude-record-mode", default=None)
+    if option:
+        try:
+            RecordMode.parse(option)
+        except BadRecordMode as exc:
+            raise pytest.UsageError(str(exc)) from None
+    config.stash[_USED_KEY] = set()
+    config.stash[_RERECORDED_KEY] = []
+
+
+def cassette_dir(config: pytest.Config) -> Path:
+    """The configured cassette directory (relative to the rootdir)."""
+    value = str(config.getini("claude_cassette_dir") or DEFAULT_DIR)
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else Path(config.rootpath) / path
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Iterator[None]:
+    """Keep each phase's report, and fail a test whose replay diverged."""
+    report: pytest.TestReport = yield
+    item.stash.setdefault(_REPORTS_KEY, {})[report.when] = report
+    cassette = item.stash.get(_CASSETTE_KEY, None)
+    if report.when == "call" and cassette is not None and not cassette.recording:
+        divergence = cassette.divergence()
+        if divergence is not None:
+            report.outcome = "failed"
+            report.longrepr = format_divergence(divergence, cassette.path)
+    return report
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+    """``new_episodes``: a test whose replay diverged is run again, recording."""
+    if MARKER not in _fixturenames(item) and "claude_cli" not in _fixturenames(item):
+        return None
+    from _pytest.runner import runtestprotocol
+
+    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    reports = runtestprotocol(item, nextitem=nextitem, log=False)
+    cassette = item.stash.get(_CASSETTE_KEY, None)
+    if (
+        cassette is not None
+        and cassette.mode is RecordMode.NEW_EPISODES
+        and not cassette.recording
+        and cassette.divergence() is not None
+    ):
+        item.stash[_FORCE_RECORD_KEY] = True
+        item.stash[_REPORTS_KEY] = {}
+        item.config.stash[_RERECORDED_KEY].append(item.nodeid)
+        reports = runtestprotocol(item, nextitem=nextitem, log=False)
+    for report in reports:
+        item.ihook.pytest_runtest_logreport(report=report)
+    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    return True
+
+
+def _fixturenames(item: pytest.Item) -> Sequence[str]:
+    return getattr(item, "fixturenames", ())
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    rerecorded = config.stash.get(_RERECORDED_KEY, [])
+    if rerecorded:
+        terminalreporter.section("claude cassettes re-recorded (new_episodes)")
+        for nodeid in rerecorded:
+            terminalreporter.line(f"{nodeid}: diverged from its cassette, recorded again")
+    if not config.getoption("--claude-cassettes-unused", default=False):
+        return
+    folder = cassette_dir(config)
+    unused = unused_cassettes(folder, config.stash.get(_USED_KEY, set()))
+    terminalreporter.section("unused claude cassettes")
+    if not unused:
+        terminalreporter.line(f"every cassette under {folder} was used")
+    for path in unused:
+        terminalreporter.line(str(path))
+
+
+# -- fixtures ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def claude_cassette(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ClaudeCassette]:
+    """This test's cassette, with ``cli_path`` a ``claude`` that replays or records it."""
+    item = request.node
+    config = request.config
+    marker = item.get_closest_marker(MARKER)
+    kwargs = dict(marker.kwargs) if marker is not None else {}
+    if marker is not None and marker.args:
+        kwargs.setdefault("path", marker.args[0])
+    try:
+        mode = choose_mode(
+            option=config.getoption("--claude-record-mode", default=None),
+            marker=kwargs.get("record_mode"),
+            ini=str(config.getini("claude_record_mode") or ""),
+        )
+    except BadRecordMode as exc:
+        pytest.fail(str(exc), pytrace=False)
+    folder = cassette_dir(config)
+    path = cassette_path(folder, Path(str(item.path)), item.nodeid, kwargs.get("path"))
+    config.stash[_USED_KEY].add(path)
+    action = "record" if item.stash.get(_FORCE_RECORD_KEY, False) else plan(mode, path.is_file())
+    if action == "missing":
+        pytest.fail(
+            f"claude cassette {path} does not exist and the record mode is 'none' "
+            "(record it with --claude-record-mode=once)",
+            pytrace=False,
+        )
+    redact = (*config.getini("claude_cassette_redact"), *kwargs.get("redact", ()))
+    cassette = ClaudeCassette(
+        path=path,
+        mode=mode,
+        action=action,
+        nodeid=item.nodeid,
+        workdir=tmp_path_factory.mktemp("claude-cassette"),
+        redact=tuple(str(p) for p in redact),
+        basetemp=tmp_path_factory.getbasetemp(),
+    )
+    if action == "record":
+        if mode is RecordMode.REWRITE:
+            path.unlink(missing_ok=True)
+        _prepare_recording(cassette)
+    else:
+        _prepare_replay(cassette)
+    item.stash[_CASSETTE_KEY] = cassette
+    yield cassette
+    if cassette.recording:
+        reports = item.stash.get(_REPORTS_KEY, {})
+        call = reports.get("call")
+        if call is not None and call.passed:
+            _save_recording(cassette)
+    elif cassette.divergence() is not None:
+        call = item.stash.get(_REPORTS_KEY, {}).get("call")
+        if call is not None and call.passed:
+            # The report arrived after the test body ended (at the host's exit).
+            pytest.fail(format_divergence(cassette.divergence() or {}, path), pytrace=False)
+
+
+@pytest.fixture
+def claude_cli(claude_cassette: ClaudeCassette) -> str:
+    """Path of a ``claude`` executable for the SDK's ``cli_path``, backed by a cassette."""
+    assert claude_cassette.cli_path is not None
+    return str(claude_cassette.cli_path)
+
+
+def _prepare_replay(cassette: ClaudeCassette) -> None:
+    from .replay import write_replay_shim
+
+    cassette.report_path = cassette.workdir / "divergence.json"
+    cassette.cli_path = write_replay_shim(
+        cassette.workdir / "claude", cassette.path, report=cassette.report_path
+    )
+
+
+def _prepare_recording(cassette: ClaudeCassette) -> None:
+    from .errors import ClaudeTraceError
+    from .shim import find_real_cli, proxy_command, write_shim
+
+    try:
+        real = find_real_cli()
+    except ClaudeTraceError as exc:
+        pytest.fail(
+            f"cannot record claude cassette {cassette.path} (mode {cassette.mode}): {exc}",
+            pytrace=False,
+        )
+    cassette.db_path = cassette.workdir / "recording.db"
+    command = proxy_command(real, db=str(cassette.db_path), name=cassette.nodeid)
+    cassette.cli_path = write_shim(cassette.workdir / "claude", command, real=real)
+
+
+def _save_recording(cassette: ClaudeCassette) -> None:
+    """Export the one session the test recorded as a sanitised cassette."""
+    from .cassette import write_cassette
+    from .sanitize import sanitize_cassette
+    from .store import open_store
+
+    assert cassette.db_path is not None
+    if not cassette.db_path.exists():
+        pytest.fail(
+            f"the test passed but never ran claude_cli; no cassette written to {cassette.path}",
+            pytrace=False,
+        )
+    store = open_store(str(cassette.db_path))
+    try:
+        recordings = _settled_recordings(store)
+        if len(recordings) != 1:
+            pytest.fail(
+                f"a claude cassette holds one CLI session, but the test ran {len(recordings)}; "
+                f"no cassette written to {cassette.path}",
+                pytrace=False,
+            )
+        recording = recordings[0]
+        recorded = store.load_cassette(recording.id)
+        environ = recording.info().env
+    finally:
+        store.close()
+    extra = {str(cassette.basetemp): "/tmp/pytest"} if cassette.basetemp else None
+    clean = sanitize_cassette(
+        recorded, environ=environ, extra_paths=extra, patterns=cassette.redact
+    )
+    clean.header["rerecord"] = cassette.rerecord_hint()
+    cassette.path.parent.mkdir(parents=True, exist_ok=True)
+    write_cassette(cassette.path, clean.header, clean.events)
+
+
+def _settled_recordings(store: Any) -> list[Any]:
+    """The store's recordings once every one has ended (the proxy may still be flushing)."""
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    while True:
+        recordings = store.list_recordings(newest_first=False)
+        if all(r.ended_ns is not None for r in recordings) or time.monotonic() > deadline:
+            return list(recordings)
+        time.sleep(0.05)

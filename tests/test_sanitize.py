@@ -1,0 +1,140 @@
+"""Record-time sanitising of cassettes: secrets, machine paths, exact bytes otherwise."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from claudetrace.cassette import Cassette, read_cassette, write_cassette
+from claudetrace.events import Event
+from claudetrace.redact import REDACTED
+from claudetrace.replay.matching import compile_script
+from claudetrace.sanitize import CWD, HOME, Sanitizer, sanitize_cassette
+
+SAMPLES = Path(__file__).parent / "fixtures" / "samples"
+
+
+@pytest.fixture
+def alice() -> Sanitizer:
+    return Sanitizer.for_recording(
+        cwd="/home/alice/work/app", home="/home/alice", tmp="/var/tmp/x", environ={}
+    )
+
+
+def test_unchanged_line_keeps_its_exact_bytes(alice: Sanitizer) -> None:
+    data = b'{"type":"user","message":{"content":"hi"}}'
+    assert alice.line(data) is data
+
+
+def test_api_key_in_json_value_is_redacted_and_compact_spelling_kept(alice: Sanitizer) -> None:
+    data = b'{"type":"user","text":"key sk-ant-api03-abcdefghijklmnop here"}'
+    out = alice.line(data)
+    assert out == ('{"type":"user","text":"key ' + REDACTED + ' here"}').encode()
+
+
+def test_python_sdk_spelling_is_kept(alice: Sanitizer) -> None:
+    data = json.dumps({"type": "user", "cwd": "/home/alice/work/app", "n": "é"}).encode()
+    out = alice.line(data)
+    assert out == json.dumps({"type": "user", "cwd": CWD, "n": "é"}).encode()
+
+
+def test_redaction_never_breaks_json_escaping(alice: Sanitizer) -> None:
+    # A raw-text substitution would eat the backslash before the quote.
+    data = json.dumps({"text": 'token=abcdef\\" and "quoted"'}).encode()
+    out = alice.line(data)
+    assert json.loads(out) == {"text": f'token={REDACTED}" and "quoted"'}
+
+
+def test_paths_become_placeholders_with_boundaries(alice: Sanitizer) -> None:
+    text = (
+        "/home/alice/work/app/main.py /home/alice/.claude/projects/-home-alice-work-app/s.jsonl "
+        "/home/alice/work/application /usr/home/alice /var/tmp/x/f in /home/alice/work/app."
+    )
+    assert alice.text(text) == (
+        f"{CWD}/main.py {HOME}/.claude/projects/-home-dev-project/s.jsonl "
+        f"{HOME}/work/application /usr/home/alice /tmp/f in {CWD}."
+    )
+
+
+def test_keys_are_sanitised_too(alice: Sanitizer) -> None:
+    assert alice.value({"/home/alice/work/app/a.py": 1}) == {f"{CWD}/a.py": 1}
+
+
+def test_cwd_equal_to_home_uses_the_home_placeholder() -> None:
+    s = Sanitizer.for_recording(cwd="/home/bob", home="/home/bob", environ={})
+    assert s.text("/home/bob/x") == f"{HOME}/x"
+
+
+def test_secret_env_values_and_configured_patterns() -> None:
+    s = Sanitizer.for_recording(
+        environ={"MY_SERVICE_TOKEN": "zq81-plain-shape", "PATH": "/usr/bin"},
+        patterns=[r"ACME-\d{6}", r"(customer=)\w+"],
+    )
+    assert s.text("t zq81-plain-shape ACME-123456 customer=bigco /usr/bin") == (
+        f"t {REDACTED} {REDACTED} customer={REDACTED} /usr/bin"
+    )
+
+
+def test_non_json_and_non_utf8_lines() -> None:
+    s = Sanitizer.for_recording(home="/home/carol", environ={})
+    assert s.line(b"warn: /home/carol/x \xff") == b"warn: /home/dev/x \xff"
+    data = b"plain"
+    assert s.line(data) is data
+
+
+def test_header_drops_machine_fields_and_names_placeholders(alice: Sanitizer) -> None:
+    header = {
+        "claudetrace": "cassette",
+        "version": 1,
+        "argv": ["/home/alice/.venv/bin/claude", "--verbose"],
+        "cwd": "/home/alice/work/app",
+        "host": "alice-laptop",
+        "exit_code": 0,
+    }
+    out = alice.header(header)
+    assert "host" not in out
+    assert out["argv"] == [f"{HOME}/.venv/bin/claude", "--verbose"]
+    assert out["cwd"] == CWD
+    assert out["home"] == HOME
+    assert out["sanitized"]["secrets"] is True
+
+
+def _as_recorded_by_alice(sample: Cassette) -> Cassette:
+    """The sample as if recorded in /home/alice/proj (it was sanitised to /home/dev)."""
+
+    def move(data: bytes) -> bytes:
+        return data.replace(b"/home/dev/project", b"/home/alice/proj").replace(
+            b"-home-dev-project", b"-home-alice-proj"
+        ).replace(b"/home/dev", b"/home/alice")
+
+    events = [Event(e.seq, e.direction, e.t_ns, move(e.data), e.eol) for e in sample.events]
+    header = {**sample.header, "cwd": "/home/alice/proj", "host": "alice-laptop"}
+    return Cassette(header, events)
+
+
+def test_sanitising_a_real_recording_restores_the_reference_bytes(tmp_path: Path) -> None:
+    sample = read_cassette(SAMPLES / "mcp_hooks.cassette.ndjson")
+    recorded = _as_recorded_by_alice(sample)
+    assert any(b"/home/alice" in e.data for e in recorded.events)
+
+    clean = sanitize_cassette(recorded, environ={"HOME": "/home/alice"}, tmp="/tmp")
+
+    assert [e.data for e in clean.events] == [e.data for e in sample.events]
+    out = tmp_path / "c.ndjson"
+    write_cassette(out, clean.header, clean.events)
+    assert "alice" not in out.read_text(encoding="utf-8")
+
+
+def test_replay_maps_placeholders_to_the_live_directories() -> None:
+    sample = read_cassette(SAMPLES / "mcp_hooks.cassette.ndjson")
+    clean = sanitize_cassette(
+        _as_recorded_by_alice(sample), environ={"HOME": "/home/alice"}, tmp="/tmp"
+    )
+    script = compile_script(clean, live_paths={"cwd": "/srv/ci/app", "home": "/srv/ci"})
+    rendered = b"".join(line.data for line in script.outputs)
+    rendered = script.paths.text(rendered.decode()) if script.paths else rendered.decode()
+    assert "/srv/ci/app" in rendered
+    assert "-srv-ci-app" in rendered
+    assert "/home/dev" not in rendered
