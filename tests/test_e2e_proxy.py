@@ -1,0 +1,207 @@
+"""End to end: SDK application → shim → ``claudetrace proxy`` → real CLI → fake API.
+
+Each scenario runs twice, directly against the bundled CLI and through a
+recording shim, and the application must see the same messages.  Below the
+proxy, the CLI runs inside a capture wrapper that tees its stdin, stdout and
+stderr to files: the stored events must be exactly those bytes, in order, each
+with its direction.  This is the independent witness of the recording.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from claude_agent_sdk import ResultMessage, SystemMessage
+
+from claudetrace.events import Event
+from claudetrace.store import Store, open_store
+from claudetrace.testing import FakeAPI
+from claudetrace.testing.harness import bundled_cli_version
+from tests.scenarios import SCENARIOS, ScenarioResult, check_scenario, run_scenario
+
+pytestmark = pytest.mark.slow
+
+#: Runs the CLI with its three streams teed to files in $CT_CAPTURE.  Version
+#: checks go straight through (tee would wait on a stdin nobody closes).
+CAPTURE_SCRIPT = """#!/bin/bash
+if [ "$#" -eq 1 ] && [ "$1" = "-v" ]; then exec "$CT_REAL" "$@"; fi
+tee "$CT_CAPTURE/in.bin" \\
+  | "$CT_REAL" "$@" 2> >(tee "$CT_CAPTURE/err.bin" >&2) \\
+  | tee "$CT_CAPTURE/out.bin"
+"""
+
+#: A scenario that kills its CLI: the capture wrapper's pipeline would hide
+#: the signal, so it goes through the plain shim and checks the exit status.
+KILLED = "cli_dies"
+
+
+@dataclass
+class Rig:
+    """Shims and the database shared by the tests of this module."""
+
+    root: Path
+    db: Path
+    shim: Path
+    capture_shim: Path
+
+
+def write_shim(out: Path, real: Path, db: Path) -> Path:
+    """Write a recording shim with the real ``claudetrace shim`` command."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "claudetrace",
+            "shim",
+            str(out),
+            "--real",
+            str(real),
+            "--db",
+            str(db),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def rig(tmp_path_factory: pytest.TempPathFactory, claude_cli: Path) -> Rig:
+    root = tmp_path_factory.mktemp("e2e")
+    db = root / "claudetrace.db"
+    capture = root / "capture.sh"
+    capture.write_text(CAPTURE_SCRIPT)
+    capture.chmod(0o755)
+    return Rig(
+        root=root,
+        db=db,
+        shim=write_shim(root / "claude", claude_cli, db),
+        capture_shim=write_shim(root / "claude-captured", capture, db),
+    )
+
+
+@pytest.fixture
+def store(rig: Rig) -> Iterator[Store]:
+    opened = open_store(str(rig.db))
+    yield opened
+    opened.close()
+
+
+def stream_bytes(events: list[Event], direction: str) -> bytes:
+    """The byte stream of one direction, rebuilt from its events."""
+    return b"".join(e.data + (b"\n" if e.eol else b"") for e in events if e.direction == direction)
+
+
+def wait_for_recording(store: Store, known: set[str], timeout: float = 15.0) -> str:
+    """The id of the one new recording, once the proxy has finished it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        new = [r for r in store.list_recordings() if r.id not in known]
+        if len(new) == 1 and new[0].ended_ns is not None:
+            return new[0].id
+        assert len(new) <= 1, f"expected one new recording, got {len(new)}"
+        assert time.monotonic() < deadline, "the proxy did not finish its recording"
+        time.sleep(0.05)
+
+
+def init_messages(result: ScenarioResult) -> list[dict[str, object]]:
+    return [m.data for m in result.messages if isinstance(m, SystemMessage) and m.subtype == "init"]
+
+
+def assert_causal_order(events: list[Event]) -> None:
+    """Every control response comes after its request, on the opposite stream."""
+    requests: dict[str, Event] = {}
+    for event in events:
+        if event.type == "control_request" and event.request_id:
+            requests[event.request_id] = event
+        elif event.type == "control_response" and event.request_id in requests:
+            request = requests[event.request_id]
+            assert request.seq < event.seq
+            assert request.direction != event.direction, event.request_id
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_scenario_through_the_proxy(
+    name: str, rig: Rig, store: Store, claude_cli: Path, fake_api: FakeAPI
+) -> None:
+    direct = run_scenario(name, claude_cli, fake_api)
+    known = {r.id for r in store.list_recordings()}
+    capture = rig.root / name
+    capture.mkdir()
+    shim = rig.shim if name == KILLED else rig.capture_shim
+    proxied = run_scenario(
+        name, shim, fake_api, env={"CT_CAPTURE": str(capture), "CT_REAL": str(claude_cli)}
+    )
+
+    # The application cannot tell the proxy is there.
+    check_scenario(proxied)
+    assert proxied.comparable() == direct.comparable()
+
+    recording_id = wait_for_recording(store, known)
+    rec = store.get(recording_id)
+    events = list(store.iter_events(recording_id))
+    assert [e.seq for e in events] == list(range(len(events)))
+    assert rec.event_count == len(events)
+    assert rec.argv[-2:] == ["--input-format", "stream-json"]
+
+    # Metadata parsed from the stream.
+    inits = init_messages(proxied)
+    assert rec.cli_session_id == inits[0]["session_id"]
+    assert rec.claude_code_version == bundled_cli_version()
+    assert rec.model == inits[-1]["model"]
+    assert rec.permission_mode == inits[-1]["permissionMode"]
+
+    # Exactly the lines the host got: one stored result line per result message.
+    stored_results = [e for e in events if e.direction == "out" and e.type == "result"]
+    assert len(stored_results) == len(proxied.results())
+    for line, message in zip(stored_results, proxied.results(), strict=True):
+        assert isinstance(message, ResultMessage)
+        assert line.message is not None and line.message["subtype"] == message.subtype
+    assert {e.type for e in events if e.direction == "in"} <= {
+        "control_request",
+        "control_response",
+        "user",
+    }
+    assert_causal_order(events)
+
+    if name == KILLED:
+        assert (rec.exit_code, rec.signal, rec.status) == (137, 9, "error")
+        assert getattr(proxied.exception, "exit_code", None) == 137
+        return
+    assert (rec.exit_code, rec.signal, rec.status) == (0, None, "ok")
+    # Byte for byte what the capture wrapper saw below the proxy.
+    for direction, file in (("in", "in.bin"), ("out", "out.bin"), ("err", "err.bin")):
+        witnessed = (capture / file).read_bytes()
+        assert stream_bytes(events, direction) == witnessed, direction
+        assert witnessed or direction == "err", f"the capture saw no {direction} bytes"
+
+
+def test_stored_lines_are_the_exact_bytes(rig: Rig, store: Store, fake_api: FakeAPI) -> None:
+    # The CLI spells JSON its own way (compact, unicode unescaped); the SDK
+    # another (", " and ": ").  Nothing may be re-serialised on the way.
+    known = {r.id for r in store.list_recordings()}
+    run_scenario("mcp_tool", rig.shim, fake_api)
+    events = list(store.iter_events(wait_for_recording(store, known)))
+    out = next(e for e in events if e.direction == "out" and e.type == "system")
+    host = next(e for e in events if e.direction == "in" and e.type == "control_request")
+    assert out.data.startswith(b'{"type":"system"')
+    assert host.data.startswith(b'{"type": "control_request"')
+    assert json.loads(out.data) == out.obj
+
+
+def test_version_check_is_not_recorded(rig: Rig, store: Store) -> None:
+    known = {r.id for r in store.list_recordings()}
+    done = subprocess.run([str(rig.shim), "-v"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0
+    assert bundled_cli_version() in done.stdout
+    assert {r.id for r in store.list_recordings()} == known
