@@ -90,7 +90,8 @@ def test_backfill_sends_spans_and_metrics(stored: tuple[str, str], protocol: str
                 c.METRIC_TOKEN_USAGE, c.METRIC_SESSION_COUNT} <= metric_names
         decisions = next(m for m in receiver.metrics() if m.name == c.METRIC_PERMISSION_DECISIONS)
         point = decisions.sum.data_points[0]
-        assert attrs(point.attributes) == {c.GEN_AI_TOOL_NAME: "Bash", c.PERMISSION_DECISION: "deny"}
+        expected = {c.GEN_AI_TOOL_NAME: "Bash", c.PERMISSION_DECISION: "deny"}
+        assert attrs(point.attributes) == expected
         assert point.as_double == 1 or point.as_int == 1
 
 
