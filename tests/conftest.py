@@ -38,6 +38,6 @@ def fake_api() -> Iterator[FakeAPI]:
 
 
 @pytest.fixture(scope="session")
-def claude_cli() -> Path:
+def real_claude() -> Path:
     """The real ``claude`` CLI bundled with claude_agent_sdk."""
     return bundled_cli()

@@ -76,7 +76,7 @@ def write_shim(out: Path, real: Path, db: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def rig(tmp_path_factory: pytest.TempPathFactory, claude_cli: Path) -> Rig:
+def rig(tmp_path_factory: pytest.TempPathFactory, real_claude: Path) -> Rig:
     root = tmp_path_factory.mktemp("e2e")
     db = root / "claudetrace.db"
     capture = root / "capture.sh"
@@ -85,7 +85,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory, claude_cli: Path) -> Rig:
     return Rig(
         root=root,
         db=db,
-        shim=write_shim(root / "claude", claude_cli, db),
+        shim=write_shim(root / "claude", real_claude, db),
         capture_shim=write_shim(root / "claude-captured", capture, db),
     )
 
@@ -132,15 +132,15 @@ def assert_causal_order(events: list[Event]) -> None:
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_scenario_through_the_proxy(
-    name: str, rig: Rig, store: Store, claude_cli: Path, fake_api: FakeAPI
+    name: str, rig: Rig, store: Store, real_claude: Path, fake_api: FakeAPI
 ) -> None:
-    direct = run_scenario(name, claude_cli, fake_api)
+    direct = run_scenario(name, real_claude, fake_api)
     known = {r.id for r in store.list_recordings()}
     capture = rig.root / name
     capture.mkdir()
     shim = rig.shim if name == KILLED else rig.capture_shim
     proxied = run_scenario(
-        name, shim, fake_api, env={"CT_CAPTURE": str(capture), "CT_REAL": str(claude_cli)}
+        name, shim, fake_api, env={"CT_CAPTURE": str(capture), "CT_REAL": str(real_claude)}
     )
 
     # The application cannot tell the proxy is there.

@@ -53,23 +53,23 @@ def test_make_home_creates_the_project_dir(tmp_path: Path) -> None:
     assert (home / PROJECT_DIR).is_dir()
 
 
-def test_bundled_cli_is_executable(claude_cli: Path) -> None:
-    assert os.access(claude_cli, os.X_OK)
+def test_bundled_cli_is_executable(real_claude: Path) -> None:
+    assert os.access(real_claude, os.X_OK)
     assert bundled_cli_version().count(".") == 2
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_scenario_against_the_real_cli(name: str, claude_cli: Path, fake_api: FakeAPI) -> None:
-    result = run_scenario(name, claude_cli, fake_api)
+def test_scenario_against_the_real_cli(name: str, real_claude: Path, fake_api: FakeAPI) -> None:
+    result = run_scenario(name, real_claude, fake_api)
     check_scenario(result)
     assert fake_api.pending == 0, "the CLI did not use every scripted answer"
     assert fake_api.unknown == [], "the CLI asked the fake API for something it does not serve"
 
 
 @pytest.mark.slow
-def test_scenarios_are_deterministic(claude_cli: Path, fake_api: FakeAPI) -> None:
+def test_scenarios_are_deterministic(real_claude: Path, fake_api: FakeAPI) -> None:
     # The basis of comparing direct, proxied and replayed runs.
-    first = run_scenario("mcp_tool", claude_cli, fake_api).comparable()
-    second = run_scenario("mcp_tool", claude_cli, fake_api).comparable()
+    first = run_scenario("mcp_tool", real_claude, fake_api).comparable()
+    second = run_scenario("mcp_tool", real_claude, fake_api).comparable()
     assert first == second
