@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Text, and_, cast, distinct, func, literal, or_, select
+from sqlalchemy import ColumnElement, Text, and_, cast, func, literal, or_, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import load_only
 
@@ -127,10 +127,14 @@ def list_sessions(store: Store, filters: Filters, *, limit: int | None = None) -
         scanned = (
             _filtered(store, filters.with_(text="")).with_only_columns(_R.id).limit(SEARCH_SCAN)
         )
-        hits = select(distinct(_E.recording_id)).where(
-            _E.recording_id.in_(scanned),
-            _E.type.in_(MESSAGE_TYPES),
-            _contains(store, filters.text),
+        hits = (
+            select(_E.recording_id)
+            .distinct()
+            .where(
+                _E.recording_id.in_(scanned),
+                _E.type.in_(MESSAGE_TYPES),
+                _contains(store, filters.text),
+            )
         )
         stmt = stmt.where(_R.id.in_(hits))
     if limit is not None:
@@ -145,7 +149,7 @@ def list_sessions(store: Store, filters: Filters, *, limit: int | None = None) -
 def models(store: Store) -> list[str]:
     """Distinct models seen across recordings (for the model filter)."""
     with _guard("list models"), store.engine.connect() as conn:
-        rows = conn.execute(select(distinct(_R.model)).where(_R.model.is_not(None))).scalars()
+        rows = conn.execute(select(_R.model).where(_R.model.is_not(None)).distinct()).scalars()
         return sorted(str(m) for m in rows)
 
 
@@ -224,7 +228,7 @@ def raw_count(
 
 def line_types(store: Store, recording_id: str) -> list[str]:
     """Distinct line types of a recording (``(not JSON)`` for the rest)."""
-    stmt = select(distinct(_E.type), _E.is_json).where(_E.recording_id == recording_id)
+    stmt = select(_E.type, _E.is_json).where(_E.recording_id == recording_id).distinct()
     with _guard("read events"), store.engine.connect() as conn:
         rows = conn.execute(stmt).all()
     names = {r[0] for r in rows if r[0]}

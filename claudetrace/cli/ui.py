@@ -1,0 +1,100 @@
+"""``claudetrace ui`` (the Streamlit session browser) and ``claudetrace ui-bench``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+
+from ..errors import ClaudeTraceError
+from ._common import db_option, fail, reports_errors
+
+
+def streamlit_argv(app: Path, host: str, port: int | None, headless: bool) -> list[str]:
+    """The ``streamlit run`` command line for the app."""
+    argv = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(app),
+        "--server.address",
+        host,
+        "--server.headless",
+        "true" if headless else "false",
+        "--browser.gatherUsageStats",
+        "false",
+        "--global.developmentMode",
+        "false",
+        # The browser is the store's UI, not a place to upload files into.
+        "--server.maxUploadSize",
+        "1",
+    ]
+    if port is not None:
+        argv += ["--server.port", str(port)]
+    return argv
+
+
+@click.command("ui")
+@db_option
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on (anything but localhost exposes your recordings).",
+)
+@click.option(
+    "--port", type=int, default=None, help="Port (default: Streamlit's, 8501 or the next free)."
+)
+@click.option(
+    "--headless/--open-browser",
+    default=True,
+    show_default=True,
+    help="Do not / do open a browser window.",
+)
+@reports_errors
+def ui(db_url: str | None, host: str, port: int | None, headless: bool) -> None:
+    """Browse recordings in a Streamlit app (sessions, conversation, timeline, diff, stats)."""
+    try:
+        import streamlit  # noqa: F401
+    except ModuleNotFoundError:
+        fail("the session browser needs the ui extra: pip install 'claudetrace[ui]'")
+    from ..store import open_store, resolve_url
+
+    url = resolve_url(db_url)
+    open_store(url).close()  # fail here, in one line, if the database is unusable
+    app = Path(__file__).resolve().parent.parent / "ui" / "app.py"
+    env = {**os.environ, "CLAUDETRACE_DB": url}
+    click.echo(f"claudetrace ui: {url} on http://{host}:{port or 8501}", err=True)
+    try:
+        code = subprocess.call(streamlit_argv(app, host, port, headless), env=env)
+    except KeyboardInterrupt:
+        code = 130
+    except OSError as exc:
+        raise ClaudeTraceError(f"cannot start streamlit: {exc}") from exc
+    sys.exit(code)
+
+
+@click.command("ui-bench")
+@click.option(
+    "--db",
+    "db_url",
+    metavar="URL",
+    default=None,
+    help="Database to seed and measure (default: a temporary SQLite file).",
+)
+@click.option("--sessions", "n_sessions", type=int, default=10_000, show_default=True)
+@click.option(
+    "--lines", type=int, default=50_000, show_default=True, help="Lines of the big session."
+)
+@click.option("--repeat", type=int, default=3, show_default=True, help="Timed runs of each page.")
+@reports_errors
+def ui_bench(db_url: str | None, n_sessions: int, lines: int, repeat: int) -> None:
+    """Seed a database (many sessions and one big one) and time the browser's pages."""
+    from ..ui.bench import run_bench
+
+    for line in run_bench(db_url, sessions=n_sessions, lines=lines, repeat=repeat):
+        click.echo(line)

@@ -1,0 +1,337 @@
+"""Seed a large database and time the session browser on it (``claudetrace ui-bench``).
+
+The seed is built from a real recording (shipped with the package tests or the
+built-in template below): ``sessions`` small recordings spread over 30 days
+with varied models, costs and outcomes, and one recording of ``lines`` lines
+made of repeated tool-using turns.  Pages are timed with Streamlit's
+``AppTest`` (the server side of a page view: queries, shaping, element
+serialisation), which is what the UI's performance targets are about.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ..events import Event
+from ..recording import RecordingInfo, new_recording_id
+from ..store import Store, open_store
+from ..summary import Summary
+
+DAY_NS = 86_400_000_000_000
+MODELS = ("claude-opus-4-5", "claude-sonnet-4-5", "claude-haiku-4-5")
+
+
+def _line(obj: dict[str, Any]) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def template_turn(prompt: str, n: int) -> list[tuple[str, bytes]]:
+    """One realistic tool-using turn (shapes as CLI 2.1.330 emits them), ids made unique by ``n``."""
+    tid = f"toolu_{n:08d}"
+    rid = f"hook-{n:08d}"
+    msg = f"msg_{n:08d}"
+    usage = {"input_tokens": 120, "output_tokens": 24, "cache_read_input_tokens": 900}
+    lines: list[tuple[str, dict[str, Any]]] = [
+        (
+            "in",
+            {
+                "type": "user",
+                "message": {"role": "user", "content": prompt},
+                "parent_tool_use_id": None,
+                "session_id": "default",
+            },
+        ),
+        ("out", {"type": "system", "subtype": "status", "status": "requesting", "session_id": "s"}),
+        (
+            "out",
+            {"type": "stream_event", "event": {"type": "message_start", "message": {"id": msg}}},
+        ),
+    ]
+    for k in range(6):
+        lines.append(
+            (
+                "out",
+                {
+                    "type": "stream_event",
+                    "event": {
+                        "type": "content_block_delta",
+                        "index": 0,
+                        "delta": {"type": "input_json_delta", "partial_json": f'{{"a": {k}'},
+                    },
+                },
+            )
+        )
+    lines += [
+        (
+            "out",
+            {
+                "type": "assistant",
+                "message": {
+                    "id": msg,
+                    "model": MODELS[0],
+                    "role": "assistant",
+                    "content": [
+                        {
+                            "type": "tool_use",
+                            "id": tid,
+                            "name": "mcp__calc__add",
+                            "input": {"a": n, "b": 40},
+                        }
+                    ],
+                },
+                "parent_tool_use_id": None,
+                "session_id": "s",
+            },
+        ),
+        (
+            "out",
+            {
+                "type": "control_request",
+                "request_id": rid,
+                "request": {
+                    "subtype": "hook_callback",
+                    "callback_id": "hook_0",
+                    "tool_use_id": tid,
+                    "input": {"hook_event_name": "PreToolUse", "tool_name": "mcp__calc__add"},
+                },
+            },
+        ),
+        (
+            "in",
+            {
+                "type": "control_response",
+                "response": {
+                    "subtype": "success",
+                    "request_id": rid,
+                    "response": {"continue": True},
+                },
+            },
+        ),
+        ("out", {"type": "stream_event", "event": {"type": "message_stop"}}),
+        (
+            "out",
+            {
+                "type": "user",
+                "message": {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": tid,
+                            "content": [{"type": "text", "text": str(n + 40)}],
+                        }
+                    ],
+                },
+                "parent_tool_use_id": None,
+                "session_id": "s",
+            },
+        ),
+        (
+            "out",
+            {
+                "type": "stream_event",
+                "event": {"type": "message_start", "message": {"id": msg + "b"}},
+            },
+        ),
+        (
+            "out",
+            {
+                "type": "assistant",
+                "message": {
+                    "id": msg + "b",
+                    "model": MODELS[0],
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": f"The sum is {n + 40}."}],
+                    "usage": usage,
+                },
+                "parent_tool_use_id": None,
+                "session_id": "s",
+            },
+        ),
+        ("out", {"type": "stream_event", "event": {"type": "message_stop"}}),
+        (
+            "out",
+            {
+                "type": "result",
+                "subtype": "success",
+                "is_error": False,
+                "duration_ms": 420,
+                "num_turns": 2,
+                "result": f"The sum is {n + 40}.",
+                "total_cost_usd": 0.002 * (n + 1),
+                "usage": usage,
+                "session_id": "s",
+            },
+        ),
+    ]
+    return [(d, _line(o)) for d, o in lines]
+
+
+def _init_lines(model: str) -> list[tuple[str, bytes]]:
+    return [
+        (
+            "in",
+            _line(
+                {
+                    "type": "control_request",
+                    "request_id": "req_1_0001",
+                    "request": {"subtype": "initialize", "hooks": {}},
+                }
+            ),
+        ),
+        (
+            "out",
+            _line(
+                {
+                    "type": "control_response",
+                    "response": {
+                        "subtype": "success",
+                        "request_id": "req_1_0001",
+                        "response": {"commands": []},
+                    },
+                }
+            ),
+        ),
+        (
+            "out",
+            _line(
+                {
+                    "type": "system",
+                    "subtype": "init",
+                    "model": model,
+                    "claude_code_version": "2.1.330",
+                    "permissionMode": "default",
+                    "session_id": "s",
+                    "tools": ["Bash", "mcp__calc__add"],
+                }
+            ),
+        ),
+    ]
+
+
+def _events(lines: list[tuple[str, bytes]], start_ns: int, step_ns: int) -> list[Event]:
+    return [
+        Event(seq, d, (seq + 1) * step_ns, data, True, start_ns + (seq + 1) * step_ns)  # type: ignore[arg-type]
+        for seq, (d, data) in enumerate(lines)
+    ]
+
+
+def _store_recording(
+    store: Store, info: RecordingInfo, events: list[Event], *, batch: int = 5000
+) -> None:
+    store.create_recording(info)
+    summary = Summary()
+    for ev in events:
+        summary.add(ev)
+        info.observe(ev)
+    for start in range(0, len(events), batch):
+        store.write_batch(info.id, events[start : start + batch])
+    end = info.started_ns + (events[-1].t_ns if events else 0)
+    store.update_recording(
+        info.id,
+        **summary.as_columns(),
+        ended_ns=end,
+        last_seen_ns=end,
+        exit_code=info.exit_code,
+        cli_session_id=info.cli_session_id,
+        model=info.model,
+        claude_code_version=info.claude_code_version,
+    )
+
+
+def seed(store: Store, *, sessions: int, lines: int, now_ns: int | None = None) -> str:
+    """Fill ``store`` with ``sessions`` small recordings and one of ``lines`` lines; returns the big one's id."""
+    rng = random.Random(5)
+    now = time.time_ns() if now_ns is None else now_ns
+    for i in range(sessions):
+        started = now - rng.randrange(30 * DAY_NS)
+        model = MODELS[i % len(MODELS)]
+        body = _init_lines(model) + template_turn(f"task {i}: add {i} and 40", i)
+        info = RecordingInfo(
+            id=new_recording_id(started),
+            argv=["claude", "--output-format", "stream-json"],
+            started_ns=started,
+            name=f"bench-{i}",
+            tags={"bench": "1", "batch": str(i % 7)},
+            source="import",
+            exit_code=1 if rng.random() < 0.05 else 0,
+        )
+        _store_recording(store, info, _events(body, started, rng.randrange(1, 40) * 1_000_000))
+    body = _init_lines(MODELS[0])
+    n = 0
+    while len(body) < lines:
+        body += template_turn(f"big turn {n}", n)
+        n += 1
+    info = RecordingInfo(
+        id=new_recording_id(now),
+        argv=["claude"],
+        started_ns=now,
+        name="bench-big",
+        source="import",
+        exit_code=0,
+    )
+    _store_recording(store, info, _events(body[:lines], now, 2_000_000))
+    return info.id
+
+
+def _timed(at: Any, timeout: float) -> float:
+    start = time.perf_counter()
+    at.run(timeout=timeout)
+    elapsed = time.perf_counter() - start
+    if at.exception:
+        raise RuntimeError(f"page failed: {at.exception[0].value}")
+    return elapsed
+
+
+def measure(db_url: str, big_id: str, *, repeat: int = 3) -> dict[str, list[float]]:
+    """Seconds per run of: the session list, and the big session's tabs."""
+    from streamlit.testing.v1 import AppTest
+
+    app = str(Path(__file__).with_name("app.py"))
+    os.environ["CLAUDETRACE_DB"] = db_url
+    views: dict[str, dict[str, str]] = {
+        "session list": {},
+        "big session: conversation": {"session": big_id},
+        "big session: raw": {"session": big_id, "tab": "raw"},
+        "big session: control plane": {"session": big_id, "tab": "control"},
+        "big session: timeline": {"session": big_id, "tab": "timeline"},
+    }
+    out: dict[str, list[float]] = {}
+    for label, params in views.items():
+        times = []
+        for _ in range(repeat):
+            at = AppTest.from_file(app, default_timeout=120)
+            for key, value in params.items():
+                at.query_params[key] = value
+            times.append(_timed(at, 120))
+        out[label] = times
+    return out
+
+
+def run_bench(db_url: str | None, *, sessions: int, lines: int, repeat: int) -> Iterator[str]:
+    """Seed (unless the database already holds the bench data), measure, and report lines of text."""
+    tmp = None
+    if db_url is None:
+        tmp = tempfile.mkdtemp(prefix="claudetrace-ui-bench-")
+        db_url = os.path.join(tmp, "bench.db")
+    store = open_store(db_url)
+    url = store.url
+    big = [r for r in store.list_recordings(limit=50) if r.name == "bench-big"]
+    if big and store.count_recordings() >= sessions + 1:
+        big_id = big[0].id
+        yield f"reusing seeded database {url}"
+    else:
+        start = time.perf_counter()
+        big_id = seed(store, sessions=sessions, lines=lines)
+        yield f"seeded {sessions:,} sessions + one of {lines:,} lines in {time.perf_counter() - start:.1f} s ({url})"
+    store.close()
+    for label, times in measure(db_url, big_id, repeat=repeat).items():
+        best, worst = min(times), max(times)
+        yield f"{label:<28} best {best:6.2f} s   worst {worst:6.2f} s   ({len(times)} runs)"

@@ -1,0 +1,3 @@
+"""The pages of the session browser (Streamlit; thin over :mod:`claudetrace.ui`)."""
+
+from __future__ import annotations

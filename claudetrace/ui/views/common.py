@@ -1,0 +1,105 @@
+"""What every page shares: the store, query-parameter state, safe text, formatting.
+
+The view state lives in the URL (``st.query_params``), so a refresh or a shared
+link shows the same thing.  Recorded content is untrusted: anything that goes
+through a Markdown-rendering element (labels, alerts) passes :func:`plain`
+first; bodies are shown with ``st.text`` / ``st.code`` / ``st.json``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+from typing import Any
+
+import streamlit as st
+
+from ...errors import ClaudeTraceError
+from ...store import Store, open_store
+
+#: Environment variable the ``claudetrace ui`` command passes the database in.
+DB_ENV = "CLAUDETRACE_DB"
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=^])")
+
+
+def plain(text: Any, limit: int = 200) -> str:
+    """Text safe for a Markdown-rendering element: specials escaped, one line, bounded."""
+    value = " ".join(str(text).split())
+    if len(value) > limit:
+        value = value[: limit - 1] + "…"
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", value)
+
+
+@st.cache_resource(show_spinner=False)
+def _open(url: str | None) -> Store:
+    return open_store(url)
+
+
+def store() -> Store:
+    """The store of this app (opened once per process), or stop with one clear line."""
+    try:
+        return _open(os.environ.get(DB_ENV) or None)
+    except ClaudeTraceError as exc:
+        st.error(f"Cannot open the database: {plain(exc, 400)}")
+        st.stop()
+        raise  # unreachable: st.stop raises
+
+
+def param(name: str, default: str = "") -> str:
+    """A query parameter (the view state) as text."""
+    value = st.query_params.get(name)
+    return default if value is None else str(value)
+
+
+def int_param(name: str, default: int = 0) -> int:
+    try:
+        return max(0, int(param(name, str(default))))
+    except ValueError:
+        return default
+
+
+def set_params(**values: Any) -> None:
+    """Update query parameters; ``None`` or ``""`` removes one."""
+    for key, value in values.items():
+        if value is None or value == "":
+            if key in st.query_params:
+                del st.query_params[key]
+        elif st.query_params.get(key) != str(value):
+            st.query_params[key] = str(value)
+
+
+def go(**values: Any) -> None:
+    """Replace the view state and rerun (a navigation)."""
+    st.query_params.clear()
+    set_params(**values)
+    st.rerun()
+
+
+def when(ns: int | None) -> str:
+    if ns is None:
+        return "—"
+    return dt.datetime.fromtimestamp(ns / 1e9, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def seconds(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.2f} s" if value < 120 else f"{value / 60:.1f} min"
+
+
+def money(value: float | None) -> str:
+    return "—" if value is None else f"${value:.4f}"
+
+
+def auto_refresh_toggle(key: str, *, default: bool = False) -> bool:
+    """A toggle (kept in the URL) for re-running live views every few seconds."""
+    on = st.toggle(
+        "Auto-refresh",
+        value=param("live", "1" if default else "") == "1",
+        key=key,
+        help="Re-read the database every 2 seconds (for sessions being recorded).",
+    )
+    set_params(live="1" if on else None)
+    return on

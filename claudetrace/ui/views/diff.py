@@ -1,0 +1,117 @@
+"""The Diff page: two sessions aligned turn by turn (``?diff=a,b``)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from ...errors import ClaudeTraceError
+from ...store import Recording, Store
+from .. import queries
+from ..diff import TurnSummary, align, first_divergence, turn_summaries
+from ..sessions import Filters
+from . import common
+from .common import money, param, plain, seconds
+
+#: Lines read per side (deltas excluded) — far more than any real conversation.
+DIFF_MAX_LINES = 20_000
+
+
+def page() -> None:
+    """Compare two sessions."""
+    st.title("Diff")
+    db = common.store()
+    ids = [part.strip() for part in param("diff").split(",") if part.strip()]
+    picked = _pickers(db, ids)
+    if picked is None:
+        return
+    a, b = picked
+    turns_a = turn_summaries(queries.conversation_events(db, a.id, limit=DIFF_MAX_LINES))
+    turns_b = turn_summaries(queries.conversation_events(db, b.id, limit=DIFF_MAX_LINES))
+    pairs = align(turns_a, turns_b)
+    c1, c2, c3, c4 = st.columns(4)
+    c1.metric("Turns A / B", f"{len(turns_a)} / {len(turns_b)}")
+    c2.metric(
+        "Cost A → B",
+        money(b.cost_usd),
+        delta=f"{(b.cost_usd or 0) - (a.cost_usd or 0):+.4f} $",
+        delta_color="inverse",
+    )
+    dur_a = (a.duration_ns or 0) / 1e9
+    dur_b = (b.duration_ns or 0) / 1e9
+    c3.metric(
+        "Duration A → B", seconds(dur_b), delta=f"{dur_b - dur_a:+.2f} s", delta_color="inverse"
+    )
+    diverged = first_divergence(pairs)
+    c4.metric("First difference", "none" if diverged is None else f"turn {diverged + 1}")
+    if diverged is None:
+        st.success("Both sessions sent and received the same thing in every turn.")
+    else:
+        st.warning(f"The sessions differ from turn {diverged + 1} on.")
+    if not pairs:
+        st.info("Neither session has a turn.")
+        return
+    st.dataframe([p.as_dict() for p in pairs], hide_index=True, key="diff_table")
+    for pair in pairs:
+        mark = "=" if pair.identical else "≠"
+        with st.expander(f"{mark} Turn {pair.index + 1}", expanded=pair.index == diverged):
+            left, right = st.columns(2)
+            _side(left, "A", pair.a)
+            _side(right, "B", pair.b)
+
+
+def _pickers(db: Store, ids: list[str]) -> tuple[Recording, Recording] | None:
+    recent = queries.list_sessions(db, Filters(), limit=200)
+    options = [r.id for r in recent]
+    labels = {r.id: f"{r.id} · {r.name or r.model or ''}" for r in recent}
+    resolved: list[Recording] = []
+    for wanted in ids[:2]:
+        try:
+            rec = db.resolve(wanted)
+        except ClaudeTraceError as exc:
+            st.error(plain(exc, 400))
+            continue
+        resolved.append(rec)
+        if rec.id not in labels:
+            options.insert(0, rec.id)
+            labels[rec.id] = rec.id
+    if len(options) < 2:
+        st.info("Diff needs two recorded sessions.")
+        return None
+    defaults = [r.id for r in resolved] + [o for o in options if o not in {r.id for r in resolved}]
+    c1, c2 = st.columns(2)
+    a_id = c1.selectbox(
+        "Session A", options, index=options.index(defaults[0]), format_func=labels.get, key="diff_a"
+    )
+    b_id = c2.selectbox(
+        "Session B", options, index=options.index(defaults[1]), format_func=labels.get, key="diff_b"
+    )
+    common.set_params(diff=f"{a_id},{b_id}")
+    if a_id == b_id:
+        st.info("Pick two different sessions.")
+        return None
+    return db.get(str(a_id)), db.get(str(b_id))
+
+
+def _side(col: st.delta_generator.DeltaGenerator, label: str, turn: TurnSummary | None) -> None:
+    with col:
+        st.subheader(label)
+        if turn is None:
+            st.caption("(no such turn)")
+            return
+        st.caption("host sent")
+        for text in turn.sent:
+            st.text(text[:5000])
+        st.caption("came back")
+        for text in turn.received:
+            st.text(text[:5000])
+        if turn.tools:
+            st.caption("tools: " + plain(", ".join(turn.tools), 300))
+        facts = [
+            f"{turn.result_subtype or 'no result'}",
+            money(turn.cost_usd),
+            seconds(turn.duration_s),
+        ]
+        if turn.is_error:
+            st.error(plain(" · ".join(facts)))
+        else:
+            st.caption(plain(" · ".join(facts)))

@@ -1,0 +1,339 @@
+"""One session: header metrics, then Conversation / Timeline / Control plane / Raw.
+
+Only the selected tab is computed (``?tab=``), and each reads only what it
+shows: the conversation a window of non-delta lines, the control plane the
+control lines through their index, the raw view one page of metadata.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import streamlit as st
+
+from ...cassette import write_cassette
+from ...errors import ClaudeTraceError
+from ...store import Recording, Store
+from ...telemetry import build_spans
+from ...telemetry.records import SpanRecord
+from .. import queries
+from ..controlplane import control_rows
+from ..conversation import Item, build_conversation
+from ..timeline import timeline_rows, waterfall_figure
+from . import common
+from .common import money, param, plain, seconds, set_params, when
+
+TABS = {
+    "conversation": "Conversation",
+    "timeline": "Timeline",
+    "control": "Control plane",
+    "raw": "Raw",
+}
+#: Lines read per conversation page (deltas excluded).
+CONVERSATION_PAGE = 1500
+#: Bars drawn per timeline page.
+TIMELINE_PAGE = 300
+#: Lines the span builder reads at most (a longer recording's timeline is cut).
+TIMELINE_MAX_EVENTS = 200_000
+RAW_PAGE = 200
+
+
+def page() -> None:
+    """The session detail page (``?session=<id>``)."""
+    db = common.store()
+    query = param("session")
+    try:
+        rec = db.resolve(query)
+    except ClaudeTraceError as exc:
+        st.title("Session")
+        st.error(plain(exc, 400))
+        if st.button("← All sessions", key="back_missing"):
+            common.go()
+        return
+    if rec.id != query:
+        set_params(session=rec.id)  # pin prefixes and `latest` to the id they meant
+    if st.button("← All sessions", key="back"):
+        common.go()
+    st.title(plain(rec.name or f"Session {rec.id}", 120))
+    live = rec.status == "running" and common.auto_refresh_toggle("live_session", default=True)
+    if live:
+        st.fragment(run_every=2.0)(_body)(db, rec.id)
+    else:
+        _body(db, rec.id, rec)
+
+
+def _body(db: Store, recording_id: str, rec: Recording | None = None) -> None:
+    rec = rec or db.get(recording_id)
+    _header(rec)
+    tab = param("tab", "conversation")
+    if tab not in TABS:
+        tab = "conversation"
+    picked = st.segmented_control(
+        "View",
+        list(TABS),
+        format_func=TABS.__getitem__,
+        default=tab,
+        key="tab_picker",
+        label_visibility="collapsed",
+    )
+    tab = picked or tab
+    set_params(tab=tab if tab != "conversation" else None)
+    if tab == "conversation":
+        _conversation(db, rec)
+    elif tab == "timeline":
+        _timeline(db, rec)
+    elif tab == "control":
+        _control(db, rec)
+    else:
+        _raw(db, rec)
+
+
+def _header(rec: Recording) -> None:
+    status = rec.status
+    cols = st.columns(7)
+    cols[0].metric("Status", status)
+    cols[1].metric("Duration", seconds(None if rec.duration_ns is None else rec.duration_ns / 1e9))
+    cols[2].metric("Turns", rec.turns)
+    cols[3].metric(
+        "Tool calls",
+        rec.tool_calls,
+        delta=f"{rec.tool_errors} failed" if rec.tool_errors else None,
+        delta_color="inverse",
+    )
+    tokens = (
+        rec.input_tokens + rec.output_tokens + rec.cache_read_tokens + rec.cache_creation_tokens
+    )
+    cols[4].metric("Tokens", f"{tokens:,}")
+    cols[5].metric("Cost", money(rec.cost_usd))
+    cols[6].metric("Lines", f"{rec.event_count:,}")
+    facts = [
+        f"id `{rec.id}`",
+        f"started {when(rec.started_ns)}",
+        f"model {plain(rec.model or '—', 60)}",
+        f"CLI {plain(rec.claude_code_version or '—', 30)}",
+        f"exit {rec.exit_code if rec.signal is None else f'signal {rec.signal}'}",
+    ]
+    if rec.cli_session_id:
+        facts.append(f"session_id `{plain(rec.cli_session_id, 64)}`")
+    if rec.tags:
+        facts.append(
+            "tags " + plain(", ".join(f"{k}={v}" for k, v in sorted(rec.tags.items())), 200)
+        )
+    st.caption(" · ".join(facts))
+    if rec.error:
+        st.error(plain(rec.error, 500))
+    if status == "running":
+        st.info("This session is being recorded; the view refreshes while auto-refresh is on.")
+    elif status == "incomplete":
+        st.warning(
+            "The recording stopped without an end (the proxy died?): what is shown is what was saved."
+        )
+
+
+# -- conversation ------------------------------------------------------------------
+
+
+def _conversation(db: Store, rec: Recording) -> None:
+    start = common.int_param("from")
+    events = queries.conversation_events(db, rec.id, start_seq=start, limit=CONVERSATION_PAGE)
+    items = build_conversation(events)
+    if start:
+        st.caption(f"Showing from line {start}.")
+        if st.button("⟲ From the start", key="conv_start"):
+            set_params(**{"from": None})
+            st.rerun()
+    if not items:
+        st.info("Nothing to show in this part of the conversation.")
+    for item in items:
+        _item(item, 0)
+    if len(events) == CONVERSATION_PAGE:
+        nxt = events[-1].seq + 1
+        st.caption(f"Conversation continues after line {events[-1].seq}.")
+        if st.button("Next part →", key="conv_next"):
+            set_params(**{"from": nxt})
+            st.rerun()
+
+
+_ROLE = {"user": ("user", "🧑"), "assistant": ("assistant", "🤖")}
+
+
+def _item(item: Item, depth: int) -> None:
+    if item.kind in _ROLE:
+        name, avatar = _ROLE[item.kind]
+        with st.chat_message(name, avatar=avatar):
+            st.text(item.text)
+    elif item.kind == "thinking":
+        with st.expander(f"💭 Thinking · line {item.seq}", expanded=False):
+            st.text(item.text)
+    elif item.kind == "tool" and item.tool is not None:
+        _tool(item, depth)
+    elif item.kind == "result":
+        data = item.data
+        bits = [str(data.get("subtype", "result"))]
+        if isinstance(data.get("duration_ms"), (int, float)):
+            bits.append(seconds(data["duration_ms"] / 1000))
+        if isinstance(data.get("total_cost_usd"), (int, float)):
+            bits.append(f"total {money(data['total_cost_usd'])}")
+        label = f"Result · {plain(' · '.join(bits))}"
+        (st.error if item.is_error else st.success)(label)
+    elif item.kind in ("error", "stderr"):
+        with st.container(border=True):
+            st.caption(f"{'stderr' if item.kind == 'stderr' else 'error'} · line {item.seq}")
+            st.code(item.text[:5000], language=None, wrap_lines=True)
+    elif item.decision is not None:
+        d = item.decision
+        st.caption(f"{d.kind} {plain(d.name, 80)} → {plain(d.outcome, 40)} · line {item.seq}")
+    else:
+        st.caption(f"⚙ {plain(item.text, 240)} · line {item.seq}")
+
+
+def _tool(item: Item, depth: int) -> None:
+    call = item.tool
+    assert call is not None
+    state = "❌ failed" if call.is_error else ("✅" if call.answered else "⏳ no result")
+    label = f"🔧 {plain(call.name, 80)} · {state} · line {item.seq}"
+    if call.decisions:
+        label += " · " + ", ".join(f"{d.kind} {plain(d.outcome, 20)}" for d in call.decisions)
+    with st.expander(label, expanded=call.is_error):
+        st.caption("input")
+        st.code(json.dumps(call.input, indent=2, ensure_ascii=False)[:20000], language="json")
+        for d in call.decisions:
+            st.caption(f"{d.kind} {plain(d.name, 60)} → {plain(d.outcome, 30)} (line {d.seq})")
+            if d.detail is not None:
+                st.code(json.dumps(d.detail, indent=2, ensure_ascii=False)[:5000], language="json")
+        if call.result is not None:
+            st.caption("result (error)" if call.is_error else "result")
+            st.code(call.result[:20000], language=None, wrap_lines=True)
+        if call.children:
+            st.caption(f"subagent · {len(call.children)} items")
+            with st.container(border=True):
+                for child in call.children:
+                    _item(child, depth + 1)
+
+
+# -- timeline ------------------------------------------------------------------------
+
+
+@st.cache_data(show_spinner="Building spans…", max_entries=16)
+def _spans(
+    _db: Store, recording_id: str, event_count: int, ended: bool
+) -> tuple[list[SpanRecord], bool]:
+    rec = _db.get(recording_id)
+    events = _db.iter_events(recording_id, limit=TIMELINE_MAX_EVENTS)
+    spans = build_spans(rec.info(), events)
+    return spans, event_count > TIMELINE_MAX_EVENTS
+
+
+def _timeline(db: Store, rec: Recording) -> None:
+    spans, cut = _spans(db, rec.id, rec.event_count, rec.ended_ns is not None)
+    if cut:
+        st.warning(f"Only the first {TIMELINE_MAX_EVENTS:,} lines are in the timeline.")
+    rows = timeline_rows(spans, rec.started_ns)
+    if not rows:
+        st.info("No spans.")
+        return
+    pages = max(1, -(-len(rows) // TIMELINE_PAGE))
+    part = min(common.int_param("part", 1) or 1, pages)
+    if pages > 1:
+        part = int(
+            st.number_input(
+                f"Part (of {pages}, {TIMELINE_PAGE} spans each)", 1, pages, part, key="tl_part"
+            )
+        )
+        set_params(part=part if part > 1 else None)
+    shown = rows[(part - 1) * TIMELINE_PAGE : part * TIMELINE_PAGE]
+    st.caption(f"{len(rows):,} spans; hover a bar for details.")
+    st.plotly_chart(waterfall_figure(shown), key="waterfall")
+
+
+# -- control plane -------------------------------------------------------------------
+
+
+def _control(db: Store, rec: Recording) -> None:
+    rows = control_rows(queries.control_events(db, rec.id))
+    unanswered = [r for r in rows if r.unanswered]
+    c1, c2, c3 = st.columns(3)
+    c1.metric("Control requests", sum(1 for r in rows if r.request_seq is not None))
+    c2.metric("Unanswered", len(unanswered))
+    c3.metric("Errors", sum(1 for r in rows if r.outcome == "error"))
+    if unanswered:
+        st.warning(
+            "Unanswered: "
+            + plain(", ".join(f"{r.subtype} (line {r.request_seq})" for r in unanswered[:10]), 400)
+        )
+    if not rows:
+        st.info("No control requests in this session.")
+        return
+    st.dataframe([r.as_dict() for r in rows], hide_index=True, key="control_table")
+
+
+# -- raw -------------------------------------------------------------------------------
+
+
+def _raw(db: Store, rec: Recording) -> None:
+    c1, c2 = st.columns(2)
+    dirs = c1.multiselect(
+        "Direction",
+        ["in", "out", "err"],
+        default=_list_param("dir", ["in", "out", "err"]),
+        key="raw_dir",
+    )
+    types = c2.multiselect("Type", queries.line_types(db, rec.id), default=None, key="raw_type")
+    set_params(dir=",".join(dirs) if set(dirs) != {"in", "out", "err"} else None)
+    total = queries.raw_count(db, rec.id, directions=dirs, types=types)
+    pages = max(1, -(-total // RAW_PAGE))
+    page_no = min(common.int_param("page", 1) or 1, pages)
+    c3, c4 = st.columns([1, 3], vertical_alignment="bottom")
+    page_no = int(c3.number_input(f"Page (of {pages})", 1, pages, page_no, key="raw_page"))
+    set_params(page=page_no if page_no > 1 else None)
+    c4.caption(f"{total:,} lines match · {RAW_PAGE} per page")
+    rows = queries.raw_page(
+        db, rec.id, directions=dirs, types=types, offset=(page_no - 1) * RAW_PAGE, limit=RAW_PAGE
+    )
+    st.dataframe([r.as_dict() for r in rows], hide_index=True, key="raw_table")
+    _expand_line(db, rec, rows[0].seq if rows else 0)
+    st.download_button(
+        "Download as cassette",
+        data=lambda: _cassette_bytes(db, rec.id),
+        file_name=f"{rec.id}.cassette.ndjson",
+        mime="application/x-ndjson",
+        key="download",
+    )
+
+
+def _list_param(name: str, default: list[str]) -> list[str]:
+    value = param(name)
+    picked = [v for v in value.split(",") if v in default] if value else []
+    return picked or default
+
+
+def _expand_line(db: Store, rec: Recording, first_seq: int) -> None:
+    seq = int(
+        st.number_input(
+            "Expand line (seq)",
+            min_value=0,
+            value=common.int_param("line", first_seq),
+            key="raw_line",
+        )
+    )
+    set_params(line=seq)
+    ev = queries.event_at(db, rec.id, seq)
+    if ev is None or ev.seq != seq:
+        st.caption(f"No line {seq}.")
+        return
+    st.caption(
+        f"line {ev.seq} · {ev.direction} · t={ev.t:.6f} s · {len(ev.data):,} bytes"
+        + ("" if ev.eol else " · no final newline")
+    )
+    if ev.obj is not None and ev.direction != "err":
+        st.json(ev.obj, expanded=2)
+    else:
+        st.code(ev.text[:50000], language=None, wrap_lines=True)
+
+
+def _cassette_bytes(db: Store, recording_id: str) -> bytes:
+    cassette = db.load_cassette(recording_id)
+    out = io.StringIO()
+    write_cassette(out, cassette.header, cassette.events)
+    return out.getvalue().encode("utf-8")

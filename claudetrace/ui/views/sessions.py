@@ -1,0 +1,210 @@
+"""The Sessions page: filters, summary tiles and the table of recordings.
+
+Also the router for deep links: ``?session=…`` shows one session and
+``?diff=a,b`` a comparison, so every view has a URL.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import streamlit as st
+
+from .. import queries
+from ..sessions import Filters, session_row, tiles
+from . import common
+from .common import money, param, plain, set_params
+
+#: Rows per page of the session table.
+PAGE_SIZE = 500
+
+
+def page() -> None:
+    """Route: a session, a diff, or the list."""
+    if param("session"):
+        from . import session
+
+        session.page()
+    elif param("diff"):
+        from . import diff
+
+        diff.page()
+    else:
+        list_page()
+
+
+def _filters_from_widgets(current: Filters, model_options: list[str]) -> Filters:
+    with st.sidebar:
+        st.header("Filters")
+        today = dt.datetime.now(dt.timezone.utc).date()
+        picked = st.date_input(
+            "Started between (UTC)",
+            value=(current.since, current.until) if current.since and current.until else (),
+            max_value=today + dt.timedelta(days=1),
+            key="f_dates",
+        )
+        since = until = None
+        if isinstance(picked, (list, tuple)) and len(picked) == 2:
+            since, until = picked[0], picked[1]
+        chosen = st.multiselect(
+            "Model",
+            model_options,
+            default=[m for m in current.models if m in model_options],
+            key="f_model",
+        )
+        errors_only = st.toggle("Errors only", value=current.errors_only, key="f_errors")
+        col1, col2 = st.columns(2)
+        min_cost = col1.number_input(
+            "Min cost ($)",
+            min_value=0.0,
+            value=current.min_cost,
+            step=0.01,
+            format="%.4f",
+            key="f_min",
+        )
+        max_cost = col2.number_input(
+            "Max cost ($)",
+            min_value=0.0,
+            value=current.max_cost,
+            step=0.01,
+            format="%.4f",
+            key="f_max",
+        )
+        text = st.text_input(
+            "Search messages",
+            value=current.text,
+            key="f_text",
+            help=f"Text in user, assistant and result lines of the newest {queries.SEARCH_SCAN} "
+            "matching sessions.",
+        )
+    return Filters(
+        since=since,
+        until=until,
+        models=tuple(chosen),
+        errors_only=errors_only,
+        min_cost=min_cost,
+        max_cost=max_cost,
+        text=text.strip(),
+    )
+
+
+def list_page() -> None:
+    """The session list."""
+    st.title("Sessions")
+    db = common.store()
+    params = {k: str(v) for k, v in st.query_params.items()}
+    filters = _filters_from_widgets(Filters.from_params(params), queries.models(db))
+    for key in ("since", "until", "model", "errors", "min_cost", "max_cost", "q"):
+        set_params(**{key: filters.to_params().get(key)})
+    live = common.auto_refresh_toggle("live_list")
+    if live:
+        st.fragment(run_every=2.0)(_list_body)(filters)
+    else:
+        _list_body(filters)
+
+
+def _list_body(filters: Filters) -> None:
+    db = common.store()
+    recordings = queries.list_sessions(db, filters)
+    rows = [session_row(r) for r in recordings]
+    summary = tiles(rows)
+    c1, c2, c3, c4, c5 = st.columns(5)
+    c1.metric("Sessions", f"{summary.count:,}")
+    c2.metric("Total cost", money(summary.total_cost))
+    c3.metric("Error rate", "—" if summary.error_rate is None else f"{summary.error_rate:.1%}")
+    c4.metric(
+        "p95 duration", "—" if summary.p95_duration_s is None else f"{summary.p95_duration_s:.2f} s"
+    )
+    c5.metric("Running", summary.running)
+    if not rows:
+        if db.count_recordings() == 0:
+            st.info(
+                "No recordings yet. Record one with `claudetrace proxy -- claude …`, "
+                "or import a cassette with `claudetrace import FILE`."
+            )
+        else:
+            st.info("No session matches these filters.")
+        _open_by_id()
+        return
+    pages = max(1, -(-len(rows) // PAGE_SIZE))
+    page_no = min(common.int_param("page", 1) or 1, pages)
+    if pages > 1:
+        page_no = int(
+            st.number_input(
+                f"Page (of {pages})", min_value=1, max_value=pages, value=page_no, key="list_page"
+            )
+        )
+        set_params(page=page_no if page_no > 1 else None)
+    shown = rows[(page_no - 1) * PAGE_SIZE : page_no * PAGE_SIZE]
+    for row in shown:
+        row["open"] = f"?session={row['id']}"
+    event = st.dataframe(
+        shown,
+        hide_index=True,
+        on_select="rerun",
+        selection_mode="multi-row",
+        key="sessions_table",
+        column_order=[
+            "open",
+            "started",
+            "duration (s)",
+            "name",
+            "tags",
+            "model",
+            "turns",
+            "tool calls",
+            "tool errors",
+            "tokens",
+            "cost ($)",
+            "status",
+            "exit",
+            "error",
+            "lines",
+            "CLI",
+            "id",
+        ],
+        column_config={
+            "open": st.column_config.LinkColumn("open", display_text="open", width="small"),
+            "started": st.column_config.DatetimeColumn(
+                "started (UTC)", format="YYYY-MM-DD HH:mm:ss"
+            ),
+            "cost ($)": st.column_config.NumberColumn(format="%.4f"),
+            "error": st.column_config.CheckboxColumn("error"),
+        },
+    )
+    _selection_actions(event, shown)
+    _open_by_id()
+
+
+def _selection_actions(event: Any, shown: list[dict[str, Any]]) -> None:
+    selected = [shown[i]["id"] for i in _selected_rows(event) if i < len(shown)]
+    if len(selected) == 1:
+        if st.button(f"Open session {selected[0]}", type="primary", key="open_selected"):
+            common.go(session=selected[0])
+    elif len(selected) == 2:
+        if st.button("Diff the two selected sessions", type="primary", key="diff_selected"):
+            common.go(diff=",".join(selected))
+    elif len(selected) > 2:
+        st.caption("Select one session to open it, or two to compare them.")
+    else:
+        st.caption("Select a row to open it (or two rows to diff them).")
+
+
+def _selected_rows(event: Any) -> list[int]:
+    try:
+        return list(event.selection.rows)
+    except AttributeError:
+        return []
+
+
+def _open_by_id() -> None:
+    with st.form("open_by_id", border=False):
+        col1, col2 = st.columns([4, 1], vertical_alignment="bottom")
+        wanted = col1.text_input(
+            "Open a session by id, id prefix, CLI session id or `latest`", key="open_id"
+        )
+        if col2.form_submit_button("Open") and wanted.strip():
+            common.go(session=wanted.strip())
+    if param("q"):
+        st.caption(f"Search: {plain(param('q'))}")

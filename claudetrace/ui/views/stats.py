@@ -1,0 +1,81 @@
+"""The Stats page: usage over time, tools and latencies across sessions."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from ...store import Store
+from ...telemetry import build_spans
+from .. import queries
+from ..sessions import Filters
+from ..stats import daily_usage, latency_table, merge_samples, tool_rates
+from ..timeline import latencies
+from . import common
+
+#: Lines read per recording for latency spans (bounds the cost of a huge session).
+LATENCY_MAX_EVENTS = 50_000
+
+
+@st.cache_data(show_spinner=False, max_entries=512)
+def _latency_samples(_db: Store, recording_id: str, event_count: int) -> dict[str, list[float]]:
+    rec = _db.get(recording_id)
+    return latencies(
+        build_spans(rec.info(), _db.iter_events(recording_id, limit=LATENCY_MAX_EVENTS))
+    )
+
+
+def page() -> None:
+    """Aggregates across sessions."""
+    st.title("Stats")
+    db = common.store()
+    recordings = queries.list_sessions(db, Filters())
+    if not recordings:
+        st.info("No recordings yet.")
+        return
+    daily = daily_usage(recordings)
+    st.subheader("Cost and tokens over time (per UTC day)")
+    c1, c2 = st.columns(2)
+    c1.bar_chart({str(r["day"]): r["cost ($)"] for r in daily}, x_label="day", y_label="cost ($)")
+    c2.line_chart(
+        {
+            "input tokens": [r["input tokens"] for r in daily],
+            "output tokens": [r["output tokens"] for r in daily],
+            "cache read tokens": [r["cache read tokens"] for r in daily],
+        },
+        x_label="day index",
+    )
+    st.dataframe(daily, hide_index=True, key="daily_table")
+
+    st.subheader("Tools")
+    rates = tool_rates(queries.tool_usage(db))
+    if rates:
+        st.dataframe(
+            rates,
+            hide_index=True,
+            key="tools_table",
+            column_config={"failure rate": st.column_config.NumberColumn(format="percent")},
+        )
+    else:
+        st.caption("No tool calls recorded.")
+
+    st.subheader("Latency")
+    recent = int(
+        st.number_input(
+            "Over the most recent sessions",
+            min_value=1,
+            max_value=500,
+            value=common.int_param("recent", 20) or 20,
+            key="recent",
+        )
+    )
+    common.set_params(recent=recent if recent != 20 else None)
+    samples = merge_samples(
+        _latency_samples(db, r.id, r.event_count)
+        for r in recordings[:recent]
+        if r.ended_ns is not None
+    )
+    table = latency_table(samples)
+    if table:
+        st.dataframe(table, hide_index=True, key="latency_table")
+    else:
+        st.caption("No finished spans in these sessions.")
