@@ -30,6 +30,8 @@ COMMANDS: dict[str, str] = {
     "replay": "claudetrace.cli.replay:replay",
     "metrics": "claudetrace.cli.metrics:metrics",
     "otel": "claudetrace.cli.otel:otel",
+    "ui": "claudetrace.cli.ui:ui",
+    "ui-bench": "claudetrace.cli.ui:ui_bench",
 }
 
 
