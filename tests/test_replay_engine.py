@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -13,7 +15,7 @@ import pytest
 
 from claudetrace.cassette import Cassette, new_header, read_cassette, write_cassette
 from claudetrace.events import Event
-from claudetrace.replay import argv_drift, replay_command
+from claudetrace.replay import ReplayEngine, ReplayOptions, argv_drift, replay_command
 
 FIXTURES = Path(__file__).parent / "fixtures" / "replay"
 MCP = FIXTURES / "mcp_hooks.cassette.ndjson"
@@ -217,26 +219,29 @@ def test_stderr_and_exit_code_are_replayed(tmp_path: Path) -> None:
     assert json.loads(proc.stdout) == RESULT
 
 
-@pytest.mark.parametrize(("args", "low", "high"), [((), 0.0, 0.3), (("--speed", "2"), 0.2, 1.5)])
-def test_timing(tmp_path: Path, args: tuple[str, ...], low: float, high: float) -> None:
+@pytest.mark.parametrize(("speed", "low", "high"), [(None, 0.0, 0.2), (2.0, 0.35, 1.0)])
+def test_timing(tmp_path: Path, speed: float | None, low: float, high: float) -> None:
     path = write(
         tmp_path, [("in", 0.0, user("one")), ("out", 0.5, {"type": "a"}), ("out", 0.8, RESULT)]
     )
-    with subprocess.Popen(
-        [sys.executable, "-m", "claudetrace", "replay", str(path), *args, "--", *SDK_ARGS],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    ) as proc:
-        assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(json.dumps(user("one")).encode() + b"\n")
-        proc.stdin.flush()
+    engine = ReplayEngine.from_cassette(read_cassette(path), ReplayOptions(speed=speed))
+    host_in, engine_in = os.pipe()
+    engine_out, host_out = os.pipe()
+    codes: list[int] = []
+    worker = threading.Thread(target=lambda: codes.append(engine.run(host_in, host_out, host_out)))
+    worker.start()
+    with os.fdopen(engine_in, "wb") as writer, os.fdopen(engine_out, "rb") as reader:
+        writer.write(json.dumps(user("one")).encode() + b"\n")
+        writer.flush()
         sent = time.monotonic()
-        proc.stdout.readline()
-        proc.stdout.readline()
+        reader.readline()
+        reader.readline()
         elapsed = time.monotonic() - sent
-        proc.stdin.close()
-        assert proc.wait(timeout=10) == 0
+    worker.join(10)
+    os.close(host_in)
+    os.close(host_out)
+    assert codes == [0]
+    # Recorded gaps: 0.8 s from the host's line to the result, halved at speed 2.
     assert low <= elapsed <= high, elapsed
 
 

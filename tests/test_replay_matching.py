@@ -21,12 +21,12 @@ def line(obj: Any) -> bytes:
 
 
 def cassette(*items: tuple[str, Any], **header: Any) -> Cassette:
-    """A recording from ``(direction, object)`` pairs, 1 ms apart."""
+    """A recording from ``(direction, object)`` pairs, 10 ms apart (beyond races)."""
     events = [
         Event(
             seq=i,
             direction=d,
-            t_ns=(i + 1) * 1_000_000,
+            t_ns=(i + 1) * 10_000_000,
             data=obj if isinstance(obj, bytes) else line(obj),
         )
         for i, (d, obj) in enumerate(items)
@@ -312,3 +312,31 @@ def test_every_host_request_id_is_bound_and_substituted(hexes: list[str]) -> Non
         )
         got += [json.loads(o)["response"]["request_id"] for o in drain(matcher)]
     assert got == [f"req_{n + 1}_{h}" for n, h in enumerate(hexes)]
+
+
+def test_host_line_stamped_just_before_the_answer_it_waited_for() -> None:
+    # Recorded: initialize, then the user message 1 ms before the initialize
+    # response; the SDK only sends the message once it has that response.
+    t = [0, 400_000_000, 401_000_000, 450_000_000]
+    items = [
+        ("in", init("req_1_aa")),
+        ("in", user("go")),
+        ("out", init_ok("req_1_aa")),
+        ("out", result()),
+    ]
+    events = [Event(seq=i, direction=d, t_ns=t[i], data=line(o)) for i, (d, o) in enumerate(items)]
+    script = compile_script(Cassette(header=new_header(argv=["claude"]), events=events))
+    matcher = Matcher(script)
+    assert matcher.offer(live(init("req_1_bb"))) is None
+    assert [json.loads(o)["type"] for o in drain(matcher)] == ["control_response"]
+    assert matcher.offer(live(user("go"))) is None
+    assert [json.loads(o)["type"] for o in drain(matcher)] == ["result"]
+
+
+def test_host_line_well_before_the_answer_still_gates_it() -> None:
+    t = [0, 100_000_000, 401_000_000]
+    items = [("in", init("req_1_aa")), ("in", user("go")), ("out", init_ok("req_1_aa"))]
+    events = [Event(seq=i, direction=d, t_ns=t[i], data=line(o)) for i, (d, o) in enumerate(items)]
+    matcher = Matcher(compile_script(Cassette(header=new_header(argv=["claude"]), events=events)))
+    assert matcher.offer(live(init("req_1_bb"))) is None
+    assert drain(matcher) == []

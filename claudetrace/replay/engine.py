@@ -23,16 +23,12 @@ from typing import Final
 from ..cassette import Cassette, read_cassette
 from ..errors import CassetteError, ReplayError, SessionNotFound, StoreError
 from ..events import Event, LineSplitter
-from .matching import Matcher, OutputLine, Script, compile_script
+from .matching import RACE_WINDOW_NS, Matcher, OutputLine, Script, compile_script
 from .normalize import VolatileSpec, live_paths
 from .report import Divergence, DivergenceKind, error_response
 
 #: Read size for the host's stdin.
 _CHUNK: Final = 1 << 16
-
-#: A host line stamped at most this long before the output it seems to precede
-#: may in fact answer it (the recorder saw the two streams from two threads).
-RACE_WINDOW_NS: Final = 5_000_000
 
 #: How long the host must stay silent before such a possible race is resolved by
 #: releasing the output anyway, so that neither side waits for the other forever.
@@ -161,7 +157,10 @@ class ReplayEngine:
                             break
                         self._write(matcher.pop_ready(1), stdout, stderr)
                         anchor_rec, anchor_wall = line.t_ns, max(due, anchor_wall)
-                if matcher.done_output and (eof or not wait_eof):
+                if matcher.done_output and (
+                    eof or not wait_eof or (self.script.signal and matcher.done_input)
+                ):
+                    # A CLI that was killed is gone without waiting for the host.
                     return self._finish(stdout, stderr)
                 if eof:
                     if not matcher.done_input:
@@ -311,7 +310,11 @@ def run_replay(
         sys.stderr.flush()
     wait_eof = _streams_input(cli_args) or bool(script.inputs)
     sys.stdout.flush()
-    return engine.run(0, 1, 2, wait_eof=wait_eof)
+    code = engine.run(0, 1, 2, wait_eof=wait_eof)
+    if engine.divergence is None and script.signal:
+        # Die as the recorded CLI died, so the host sees the same end.
+        os.kill(os.getpid(), script.signal)
+    return code
 
 
 def _streams_input(cli_args: Sequence[str]) -> bool:

@@ -24,6 +24,7 @@ on, which keeps matching free of cycles.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections import deque
 from collections.abc import Sequence
@@ -47,6 +48,10 @@ from .report import (
 Lane = tuple[str, ...]
 
 USER_LANE: Final[Lane] = ("user",)
+
+#: A host line stamped at most this long before an answer it may have waited for
+#: is treated as sent after it (the recorder sees the two streams from two threads).
+RACE_WINDOW_NS: Final = 5_000_000
 
 #: At most this many pending inputs are compared when listing candidates.
 _CANDIDATE_SCAN: Final = 200
@@ -112,6 +117,12 @@ class Script:
         return [str(a) for a in argv] if isinstance(argv, list) else []
 
     @property
+    def signal(self) -> int | None:
+        """The signal that ended the recorded CLI, if one did."""
+        sig = self.header.get("signal")
+        return sig if isinstance(sig, int) and not isinstance(sig, bool) and sig > 0 else None
+
+    @property
     def exit_code(self) -> int:
         code = self.header.get("exit_code")
         return code if isinstance(code, int) and not isinstance(code, bool) else 0
@@ -164,6 +175,7 @@ def compile_script(
 
     outputs: list[OutputLine] = []
     request_pos: dict[str, int] = {}
+    answers: list[tuple[int, int, str | None]] = []
     session_id: str | None = None
     version = cassette.header.get("claude_code_version")
     version = version if isinstance(version, str) else None
@@ -177,6 +189,10 @@ def compile_script(
             if b'"control_request"' in data and event.fields.type == "control_request":
                 if event.fields.request_id:
                     request_pos.setdefault(event.fields.request_id, pos)
+            elif b'"control_response"' in data and event.fields.type == "control_response":
+                answers.append((pos, event.t_ns, event.fields.request_id))
+            elif b'"result"' in data and event.fields.type == "result":
+                answers.append((pos, event.t_ns, None))
             elif (session_id is None or version is None) and b'"init"' in data:
                 msg = event.message
                 if msg and msg.get("type") == "system" and msg.get("subtype") == "init":
@@ -223,6 +239,7 @@ def compile_script(
                 markers=tuple(sorted(_markers(template))),
             )
         )
+    _defer_raced_inputs(inputs, answers)
     by_gate = sorted(range(len(inputs)), key=lambda i: (inputs[i].gate, inputs[i].pos))
     return Script(
         events=events,
@@ -236,6 +253,39 @@ def compile_script(
         version=version,
         paths=paths,
     )
+
+
+def _defer_raced_inputs(
+    inputs: list[RecordedInput], answers: list[tuple[int, int, str | None]]
+) -> None:
+    """Let an answer the host waits for go out before host lines stamped just before it.
+
+    A host sends its next line only after the answer it waits for (the response
+    to its control request, the turn's ``result``); when the recorder stamped that
+    line a hair before the answer, honouring the recorded order would make both
+    sides wait for each other.  Such lines gate output only from the answer on.
+    """
+    if not inputs or not answers:
+        return
+    positions = [rec.pos for rec in inputs]
+    host_request_pos = {
+        rec.event.fields.request_id: rec.pos
+        for rec in inputs
+        if rec.lane[0] == "control" and rec.event.fields.request_id
+    }
+    for pos, t_ns, request_id in answers:
+        floor = -1
+        if request_id is not None:
+            if request_id not in host_request_pos:
+                continue
+            floor = host_request_pos[request_id]
+        index = bisect.bisect_left(positions, pos) - 1
+        while index >= 0:
+            rec = inputs[index]
+            if rec.pos <= floor or t_ns - rec.event.t_ns > RACE_WINDOW_NS:
+                break
+            rec.gate = max(rec.gate, pos)
+            index -= 1
 
 
 def _map_bytes(data: bytes, pattern: re.Pattern[bytes], table: dict[bytes, bytes]) -> bytes:
@@ -323,7 +373,8 @@ class Matcher:
         if self._gate >= len(self.script.by_gate):
             return True
         blocker = self.script.inputs[self.script.by_gate[self._gate]]
-        return blocker.gate < outputs[self._next_out].pos
+        # A response gates output only from its request on (see compile_script).
+        return outputs[self._next_out].pos <= blocker.gate
 
     def pop_ready(self, limit: int | None = None) -> list[OutputLine]:
         """Release the output lines that are ready (at most ``limit``)."""
