@@ -100,7 +100,8 @@ def to_readable_span(
 def _make_exporters(settings: OtelSettings) -> tuple[Any, Any]:
     """OTLP span and metric exporters for the settings (``None`` when off)."""
     timeout = EXPORT_TIMEOUT_S
-    spans = metrics = None
+    spans: Any = None
+    metrics: Any = None
     if settings.protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
@@ -237,7 +238,7 @@ class OtlpExporter:
         """
         def flush() -> None:
             if self._processor is not None:
-                self._processor.shutdown()
+                self._processor.shutdown()  # type: ignore[no-untyped-call]
             if self._meter_provider is not None:
                 self._meter_provider.shutdown(timeout_millis=int(timeout_s * 1000))
 
@@ -245,5 +246,6 @@ class OtlpExporter:
         worker.start()
         worker.join(timeout_s)
         if worker.is_alive():
-            self._failed("collector", f"flush did not finish within {timeout_s:g} s")
+            where = self.settings.traces_endpoint or self.settings.metrics_endpoint or ""
+            self._failed(where, f"flush did not finish within {timeout_s:g} s")
         return self.failures == 0

@@ -437,9 +437,10 @@ class SpanBuilder:
             entry = self._open_chat(msg_id, lane, now, message.get("model"), deferred=False)
             entry.span.attributes.update(usage_attributes(message.get("usage")))
             return
-        entry = self._lane_chat.get(lane)
-        if entry is None:
+        current = self._lane_chat.get(lane)
+        if current is None:
             return
+        entry = current
         entry.last_ns = now
         if sub == "message_delta":
             delta = inner.get("delta")
