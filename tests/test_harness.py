@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from claudetrace.cassette import read_cassette
 from claudetrace.testing import FakeAPI
 from claudetrace.testing.harness import (
     FAKE_API_KEY,
@@ -73,3 +74,23 @@ def test_scenarios_are_deterministic(real_claude: Path, fake_api: FakeAPI) -> No
     first = run_scenario("mcp_tool", real_claude, fake_api).comparable()
     second = run_scenario("mcp_tool", real_claude, fake_api).comparable()
     assert first == second
+
+
+FIXTURE_CASSETTES = sorted((Path(__file__).parent / "fixtures" / "cassettes").glob("*.ndjson"))
+
+
+def test_every_scenario_has_a_recorded_fixture() -> None:
+    assert {p.stem for p in FIXTURE_CASSETTES} == set(SCENARIOS)
+
+
+@pytest.mark.parametrize("path", FIXTURE_CASSETTES, ids=lambda p: p.stem)
+def test_fixture_cassettes_are_portable(path: Path) -> None:
+    cassette = read_cassette(path)
+    assert cassette.header["scenario"] == path.stem
+    assert cassette.argv[0] == "claude"
+    assert cassette.header["cwd"] == "/home/dev/project"
+    assert [e.seq for e in cassette.events] == list(range(len(cassette.events)))
+    text = path.read_text(encoding="utf-8")
+    # Only placeholders: the recording machine's temp home must not leak.
+    assert "ct-home-" not in text and "ct-fixtures-" not in text
+    assert FAKE_API_KEY not in text
