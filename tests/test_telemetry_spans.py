@@ -371,3 +371,17 @@ def test_stray_lines_become_events() -> None:
     root = build_spans(info, events)[-1]
     assert [e.name for e in root.events] == ["unparsed line", "stderr", "keep_alive", "brand_new"]
     assert root.events[3].attributes["claudetrace.line.x"] == 1
+
+
+HARNESS = sorted((FIXTURES / "cassettes").glob("*.ndjson"))
+
+
+@pytest.mark.parametrize("path", HARNESS, ids=[p.stem for p in HARNESS])
+def test_tree_on_the_harness_recordings(path: Path) -> None:
+    # Independent recordings of the same scenarios give the same trees.
+    cassette = read_cassette(path)
+    h = cassette.header
+    info = RecordingInfo(id=h["recording_id"], argv=[], started_ns=h["started_ns"],
+                         ended_ns=h.get("ended_ns"), exit_code=h.get("exit_code"),
+                         signal=h.get("signal"), model=h.get("model"))
+    assert shape(build_spans(info, cassette.events)) == EXPECTED[path.stem]
