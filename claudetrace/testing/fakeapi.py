@@ -369,6 +369,7 @@ class FakeAPI:
     def url(self) -> str:
         """Base URL for ``ANTHROPIC_BASE_URL``."""
         host, port = self._server.server_address[:2]
+        host = host.decode() if isinstance(host, bytes) else host
         return f"http://{host}:{port}"
 
     def start(self) -> FakeAPI:
