@@ -441,6 +441,7 @@ def info_from_header(header: dict[str, Any]) -> RecordingInfo:
         tags={str(k): str(v) for k, v in tags.items()} if isinstance(tags, dict) else {},
         claudetrace_version=__version__,
         source="import",
+        ended_ns=get("ended_ns", int),
         exit_code=get("exit_code", int),
         signal=get("signal", int),
         error=get("error", str),
