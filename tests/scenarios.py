@@ -23,8 +23,25 @@ judge where the protocol notes disagree):
 - The only HTTP request of a plain turn is ``POST /v1/messages?beta=true``,
   streamed; no title or quota request is made with nonessential traffic off.
 - ``system/init`` is emitted after the first user message, not at start-up.
-- An SDK hook does not count as the permission decision: a PreToolUse hook
-  runs before ``can_use_tool`` would be asked.
+- ``set_model`` makes the CLI validate the new model with one non-streaming
+  request (``"Hi"``); it takes a message id, so the next streamed answer is
+  ``msg_fake_00002``.
+- The Agent tool runs subagents in the background by default, and the
+  subagent's request then races the parent's next one; ``run_in_background:
+  false`` in the tool input keeps the order fixed.  Subagent text is not
+  forwarded to the host unless ``forward_subagent_text`` is set: by default the
+  host sees only the subagent's prompt (a ``user`` message with
+  ``parent_tool_use_id``) and task_started/updated/notification messages.
+- A Bash command containing a shell variable (``kill -9 $PPID``) is never
+  auto-approved, even by a matching ``allowed_tools`` rule ("A variable in this
+  command can't be checked before it runs"): ``can_use_tool`` must allow it.
+  ``$PPID`` in the tool's shell is the CLI itself.
+- Interrupting a stream that hangs after ``message_start`` gives a synthetic
+  ``message_delta``/``message_stop``, a ``user`` message "[Request interrupted
+  by user]" and a ``result`` with subtype ``error_during_execution``; the
+  session accepts the next turn.
+- A thinking block makes the CLI emit ``system/thinking_tokens`` progress
+  messages, one per thinking delta.
 """
 
 from __future__ import annotations
