@@ -41,3 +41,39 @@ def fake_api() -> Iterator[FakeAPI]:
 def real_claude() -> Path:
     """The real ``claude`` CLI bundled with claude_agent_sdk."""
     return bundled_cli()
+
+
+@pytest.fixture(scope="session")
+def ui_db(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A store for the session-browser tests: every real-CLI fixture cassette, one
+    recording with a malformed and a non-UTF-8 line, one still running.
+
+    Returns ``{"url": …, <cassette stem>: recording id, "malformed": id, "running": id}``.
+    The database is shared by the whole test session: treat it as read-only.
+    """
+    import os
+    import time
+
+    from claudetrace.cassette import Cassette, read_cassette
+    from claudetrace.events import Event
+    from claudetrace.recording import RecordingInfo
+    from claudetrace.store import open_store
+
+    path = tmp_path_factory.mktemp("ui") / "ui.db"
+    store = open_store(str(path))
+    ids: dict[str, str] = {"url": str(path)}
+    for cassette in sorted((Path(__file__).parent / "fixtures" / "cassettes").glob("*.ndjson")):
+        ids[cassette.stem] = store.import_cassette(read_cassette(cassette), name=cassette.stem)
+    plain = read_cassette(Path(__file__).parent / "fixtures" / "cassettes" / "plain.ndjson")
+    broken = list(plain.events[:3]) + [
+        Event(3, "out", plain.events[2].t_ns + 1000, b"{not json <b>bold</b>"),
+        Event(4, "out", plain.events[2].t_ns + 2000, b"\xff\xfe binary"),
+    ]
+    ids["malformed"] = store.import_cassette(Cassette(dict(plain.header), broken), name="malformed")
+    info = RecordingInfo.start(["claude", "--output-format", "stream-json"], name="still-running")
+    info.pid = os.getpid()  # a live pid on this host: the recording counts as running
+    store.create_recording(info)
+    store.write_batch(info.id, plain.events[:2], {"last_seen_ns": time.time_ns() + 3_600_000_000_000})
+    ids["running"] = info.id
+    store.close()
+    return ids

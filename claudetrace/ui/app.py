@@ -1,7 +1,7 @@
 """Entry script of the session browser: ``streamlit run claudetrace/ui/app.py``.
 
 ``claudetrace ui`` runs this with the database in ``$CLAUDETRACE_DB``.  Pages
-are functions in :mod:`claudetrace.ui.views` (``st.navigation``; no ``pages/``
+are the scripts in ``views/`` (each also importable, with a ``page()``) (``st.navigation``; no ``pages/``
 folder, which would switch Streamlit to its legacy multipage mode).  The
 Sessions page also routes deep links: ``?session=<id>&tab=raw`` opens a session,
 ``?diff=a,b`` compares two.
@@ -9,17 +9,19 @@ Sessions page also routes deep links: ``?session=<id>&tab=raw`` opens a session,
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
-from claudetrace.ui.views import diff, sessions, stats
+VIEWS = Path(__file__).resolve().parent / "views"
 
 st.set_page_config(page_title="claudetrace", page_icon="🛰", layout="wide")
 
 navigation = st.navigation(
     [
-        st.Page(sessions.page, title="Sessions", url_path="sessions", default=True),
-        st.Page(diff.page, title="Diff", url_path="diff"),
-        st.Page(stats.page, title="Stats", url_path="stats"),
+        st.Page(VIEWS / "sessions.py", title="Sessions", url_path="sessions", default=True),
+        st.Page(VIEWS / "diff.py", title="Diff", url_path="diff"),
+        st.Page(VIEWS / "stats.py", title="Stats", url_path="stats"),
     ]
 )
 navigation.run()

@@ -118,6 +118,9 @@ class _Builder:
         self.items: list[Item] = []
         self.tools: dict[str, ToolCall] = {}
         self.pending: dict[str, Decision] = {}
+        # Answers recorded before their request (stdin and stdout are read by
+        # separate threads, so a fast answer can win the race to the recorder).
+        self.early: dict[str, Event] = {}
 
     def target(self, lane: str | None) -> list[Item]:
         # Subagent lines nest under the tool call that started the subagent.
@@ -255,6 +258,9 @@ class _Builder:
             decision = Decision(kind, ev.seq, ev.t, rid, name or subtype, req)
             if rid:
                 self.pending[rid] = decision
+                answer = self.early.pop(rid, None)
+                if answer is not None:
+                    self.control_response(answer, answer.message or {})
             tid = _str(req.get("tool_use_id"))
             if tid:
                 tool_name = _str(req.get("tool_name")) or _str(hook_input.get("tool_name"))
@@ -275,6 +281,8 @@ class _Builder:
         rid = ev.request_id
         decision = self.pending.pop(rid, None) if rid else None
         if decision is None:
+            if rid:
+                self.early[rid] = ev
             return
         response = msg.get("response")
         resp = response if isinstance(response, dict) else {}

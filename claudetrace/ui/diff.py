@@ -9,6 +9,7 @@ the view to open when a replay diverged from its recording.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,19 +36,25 @@ class TurnSummary:
 
 
 def turn_summaries(events: Iterable[Event]) -> list[TurnSummary]:
-    """The turns of a recording (a turn starts at a host ``user`` line, ends at ``result``)."""
+    """The turns of a recording (a turn starts at a host ``user`` line, ends at ``result``).
+
+    The CLI answers prompts in order, so output and results belong to the oldest
+    turn still waiting for its result (a prompt can be queued behind another).
+    """
     turns: list[TurnSummary] = []
-    current: TurnSummary | None = None
+    waiting: deque[TurnSummary] = deque()
     early: list[str] = []  # what the host sent before its first prompt (initialize…)
     last_total = 0.0
 
-    def ensure(t: float) -> TurnSummary:
-        nonlocal current
-        if current is None:
-            current = TurnSummary(len(turns), t, sent=list(early))
-            early.clear()
-            turns.append(current)
-        return current
+    def new_turn(t: float) -> TurnSummary:
+        turn = TurnSummary(len(turns), t, sent=list(early))
+        early.clear()
+        turns.append(turn)
+        waiting.append(turn)
+        return turn
+
+    def oldest(t: float) -> TurnSummary:
+        return waiting[0] if waiting else new_turn(t)
 
     for ev in events:
         msg = ev.message
@@ -56,21 +63,19 @@ def turn_summaries(events: Iterable[Event]) -> list[TurnSummary]:
         kind = ev.type
         if ev.direction == "in":
             if kind == "user":
-                current = None
-                turn = ensure(ev.t)
+                turn = new_turn(ev.t)
                 message = msg.get("message")
-                content = message.get("content") if isinstance(message, dict) else None
-                text = block_text(content)
+                text = block_text(message.get("content") if isinstance(message, dict) else None)
                 if text:
                     turn.sent.append(text)
             elif kind == "control_request":
                 note = f"[control {ev.subtype}]"
-                (current.sent if current is not None else early).append(note)
+                (waiting[-1].sent if waiting else early).append(note)
             continue
         if ev.direction != "out" or msg.get("parent_tool_use_id"):
             continue
         if kind == "assistant":
-            turn = ensure(ev.t)
+            turn = oldest(ev.t)
             message = msg.get("message")
             content = message.get("content") if isinstance(message, dict) else None
             for block in content if isinstance(content, list) else []:
@@ -81,7 +86,8 @@ def turn_summaries(events: Iterable[Event]) -> list[TurnSummary]:
                 elif block.get("type") in ("tool_use", "server_tool_use", "mcp_tool_use"):
                     turn.tools.append(str(block.get("name")))
         elif kind == "result":
-            turn = ensure(ev.t)
+            turn = oldest(ev.t)
+            waiting.popleft()
             turn.end_t = ev.t
             turn.result = msg.get("result") if isinstance(msg.get("result"), str) else None
             turn.result_subtype = ev.subtype
@@ -95,7 +101,6 @@ def turn_summaries(events: Iterable[Event]) -> list[TurnSummary]:
             turn.duration_s = (
                 duration / 1000 if isinstance(duration, (int, float)) else ev.t - turn.start_t
             )
-            current = None
     return turns
 
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import streamlit as st
 
-from ...errors import ClaudeTraceError
-from ...store import Store, open_store
+from claudetrace.errors import ClaudeTraceError
+from claudetrace.store import Store, open_store
 
 #: Environment variable the ``claudetrace ui`` command passes the database in.
 DB_ENV = "CLAUDETRACE_DB"

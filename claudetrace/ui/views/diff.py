@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ...errors import ClaudeTraceError
-from ...store import Recording, Store
-from .. import queries
-from ..diff import TurnSummary, align, first_divergence, turn_summaries
-from ..sessions import Filters
-from . import common
-from .common import money, param, plain, seconds
+from claudetrace.errors import ClaudeTraceError
+from claudetrace.store import Recording, Store
+from claudetrace.ui import queries
+from claudetrace.ui.diff import TurnSummary, align, first_divergence, turn_summaries
+from claudetrace.ui.sessions import Filters
+from claudetrace.ui.views import common
+from claudetrace.ui.views.common import money, param, plain, seconds
 
 #: Lines read per side (deltas excluded) — far more than any real conversation.
 DIFF_MAX_LINES = 20_000
@@ -115,3 +115,7 @@ def _side(col: st.delta_generator.DeltaGenerator, label: str, turn: TurnSummary 
             st.error(plain(" · ".join(facts)))
         else:
             st.caption(plain(" · ".join(facts)))
+
+
+if __name__ == "__main__":  # run by st.navigation as a page script
+    page()

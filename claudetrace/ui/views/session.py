@@ -12,17 +12,17 @@ import json
 
 import streamlit as st
 
-from ...cassette import write_cassette
-from ...errors import ClaudeTraceError
-from ...store import Recording, Store
-from ...telemetry import build_spans
-from ...telemetry.records import SpanRecord
-from .. import queries
-from ..controlplane import control_rows
-from ..conversation import Item, build_conversation
-from ..timeline import timeline_rows, waterfall_figure
-from . import common
-from .common import money, param, plain, seconds, set_params, when
+from claudetrace.cassette import write_cassette
+from claudetrace.errors import ClaudeTraceError
+from claudetrace.store import Recording, Store
+from claudetrace.telemetry import build_spans
+from claudetrace.telemetry.records import SpanRecord
+from claudetrace.ui import queries
+from claudetrace.ui.controlplane import control_rows
+from claudetrace.ui.conversation import Item, build_conversation
+from claudetrace.ui.timeline import timeline_rows, waterfall_figure
+from claudetrace.ui.views import common
+from claudetrace.ui.views.common import money, param, plain, seconds, set_params, when
 
 TABS = {
     "conversation": "Conversation",

@@ -11,10 +11,10 @@ from typing import Any
 
 import streamlit as st
 
-from .. import queries
-from ..sessions import Filters, session_row, tiles
-from . import common
-from .common import money, param, plain, set_params
+from claudetrace.ui import queries
+from claudetrace.ui.sessions import Filters, session_row, tiles
+from claudetrace.ui.views import common
+from claudetrace.ui.views.common import money, param, plain, set_params
 
 #: Rows per page of the session table.
 PAGE_SIZE = 500
@@ -23,11 +23,11 @@ PAGE_SIZE = 500
 def page() -> None:
     """Route: a session, a diff, or the list."""
     if param("session"):
-        from . import session
+        from claudetrace.ui.views import session
 
         session.page()
     elif param("diff"):
-        from . import diff
+        from claudetrace.ui.views import diff
 
         diff.page()
     else:
@@ -208,3 +208,7 @@ def _open_by_id() -> None:
             common.go(session=wanted.strip())
     if param("q"):
         st.caption(f"Search: {plain(param('q'))}")
+
+
+if __name__ == "__main__":  # run by st.navigation as a page script
+    page()

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ...store import Store
-from ...telemetry import build_spans
-from .. import queries
-from ..sessions import Filters
-from ..stats import daily_usage, latency_table, merge_samples, tool_rates
-from ..timeline import latencies
-from . import common
+from claudetrace.store import Store
+from claudetrace.telemetry import build_spans
+from claudetrace.ui import queries
+from claudetrace.ui.sessions import Filters
+from claudetrace.ui.stats import daily_usage, latency_table, merge_samples, tool_rates
+from claudetrace.ui.timeline import latencies
+from claudetrace.ui.views import common
 
 #: Lines read per recording for latency spans (bounds the cost of a huge session).
 LATENCY_MAX_EVENTS = 50_000
@@ -79,3 +79,7 @@ def page() -> None:
         st.dataframe(table, hide_index=True, key="latency_table")
     else:
         st.caption("No finished spans in these sessions.")
+
+
+if __name__ == "__main__":  # run by st.navigation as a page script
+    page()

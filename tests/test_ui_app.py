@@ -1,0 +1,199 @@
+"""Every page of the session browser through Streamlit's AppTest, on a seeded store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import claudetrace.ui
+
+APP = str(Path(claudetrace.ui.__file__).with_name("app.py"))
+
+
+@pytest.fixture
+def app(ui_db: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    monkeypatch.setenv("CLAUDETRACE_DB", ui_db["url"])
+    return AppTest.from_file(APP, default_timeout=60)
+
+
+def run(at: AppTest, **params: str) -> AppTest:
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def unescape(text: str) -> str:
+    return text.replace("\\", "")
+
+
+def all_text(at: AppTest) -> str:
+    parts = [t.value for t in at.text] + [unescape(c.value) for c in at.caption]
+    parts += [unescape(e.label) for e in at.expander] + [c.value for c in at.code]
+    parts += [unescape(x.value) for x in (*at.error, *at.warning, *at.info, *at.success)]
+    return "\n".join(parts)
+
+
+def test_session_list_with_tiles(app: AppTest, ui_db: dict[str, str]) -> None:
+    at = run(app)
+    assert at.title[0].value == "Sessions"
+    m = metrics(at)
+    assert m["Sessions"] == str(len(ui_db) - 1) and m["Running"] == "1"
+    assert m["Total cost"].startswith("$") and m["Error rate"].endswith("%")
+    table = at.dataframe(key="sessions_table").value
+    assert set(table["id"]) == {v for k, v in ui_db.items() if k != "url"}
+    assert "still-running" in set(table["name"]) and "running" in set(table["status"])
+
+
+def test_filters_narrow_the_list_and_land_in_the_url(app: AppTest, ui_db: dict[str, str]) -> None:
+    at = run(app)
+    at.text_input(key="f_text").input("hooked").run()
+    assert metrics(at)["Sessions"] == "1"
+    assert at.query_params["q"] == "hooked"
+    assert list(at.dataframe(key="sessions_table").value["name"]) == ["hooks"]
+    at.text_input(key="f_text").input("").run()
+    at.toggle(key="f_errors").set_value(True).run()
+    names = set(at.dataframe(key="sessions_table").value["name"])
+    assert "cli_dies" in names and "plain" not in names
+    assert at.query_params["errors"] == "1"
+    at.multiselect(key="f_model").set_value(["claude-sonnet-5"]).run()
+    assert metrics(at)["Sessions"] == "0"
+    assert any("No session matches" in i.value for i in at.info)
+
+
+def test_filters_are_read_back_from_the_url(app: AppTest) -> None:
+    at = run(app, q="very long story")
+    assert list(at.dataframe(key="sessions_table").value["name"]) == ["interrupt"]
+    assert at.text_input(key="f_text").value == "very long story"
+
+
+def test_selecting_one_row_opens_it_two_rows_offer_a_diff(app: AppTest) -> None:
+    at = run(app)
+    table = at.dataframe(key="sessions_table").value
+    at.session_state["sessions_table"] = {"selection": {"rows": [0], "columns": [], "cells": []}}
+    at.run()
+    at.button(key="open_selected").click().run()
+    assert at.query_params["session"] == table["id"][0]
+    assert "Status" in metrics(at)
+    at = run(AppTest.from_file(APP, default_timeout=60))
+    at.session_state["sessions_table"] = {"selection": {"rows": [1, 2], "columns": [], "cells": []}}
+    at.run()
+    at.button(key="diff_selected").click().run()
+    assert at.query_params["diff"] == f"{table['id'][1]},{table['id'][2]}"
+    assert at.title[0].value == "Diff"
+
+
+def test_open_by_id_prefix(app: AppTest, ui_db: dict[str, str]) -> None:
+    at = run(app)
+    at.text_input(key="open_id").input(ui_db["hooks"][:20])
+    at.button[-1].click().run()  # the form's submit button
+    assert at.query_params["session"] == ui_db["hooks"]  # the prefix is pinned to the id
+    assert at.title[0].value == "hooks"
+
+
+def test_empty_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CLAUDETRACE_DB", str(tmp_path / "empty.db"))
+    at = run(AppTest.from_file(APP, default_timeout=60))
+    assert metrics(at)["Sessions"] == "0"
+    assert any("No recordings yet" in i.value for i in at.info)
+    at = run(AppTest.from_file(APP, default_timeout=60), session="latest")
+    assert "no recordings yet" in unescape(at.error[0].value)
+
+
+def test_missing_session_id_in_the_url(app: AppTest) -> None:
+    at = run(app, session="01NOPE")
+    assert "no recording matches" in unescape(at.error[0].value)
+    at.button(key="back_missing").click().run()
+    assert "session" not in at.query_params
+    assert at.title[0].value == "Sessions"
+
+
+def test_conversation_tab(app: AppTest, ui_db: dict[str, str]) -> None:
+    at = run(app, session=ui_db["permission_deny"])
+    m = metrics(at)
+    assert m["Status"] == "ok" and m["Turns"] == "1" and m["Tool calls"] == "1"
+    text = all_text(at)
+    assert "Create created.txt with touch." in text and "I was not allowed to." in text
+    (tool,) = [e for e in at.expander if "Bash" in e.label]
+    assert "failed" in tool.label and "permission deny" in tool.label
+    assert "Not in this test." in [c.value for c in tool.code]
+
+
+def test_malformed_lines_are_shown_as_text(app: AppTest, ui_db: dict[str, str]) -> None:
+    at = run(app, session=ui_db["malformed"])
+    codes = [c.value for c in at.code]
+    assert any("{not json <b>bold</b>" in c for c in codes)  # shown verbatim, not as HTML
+    assert any("binary" in c for c in codes)
+    at = run(AppTest.from_file(APP, default_timeout=60), session=ui_db["malformed"], tab="raw")
+    raw = at.dataframe[0].value
+    assert list(raw["type"])[-2:] == ["(not JSON)", "(not JSON)"]
+    at.number_input(key="raw_line").set_value(3).run()
+    assert any("{not json" in c.value for c in at.code)
+
+
+def test_timeline_tab(app: AppTest, ui_db: dict[str, str]) -> None:
+    at = run(app, session=ui_db["hooks"], tab="timeline")
+    assert any("spans" in c.value for c in at.caption)
+    chart = at.get("plotly_chart")
+    assert len(chart) == 1
+
+
+def test_control_plane_tab(app: AppTest, ui_db: dict[str, str]) -> None:
+    at = run(app, session=ui_db["interrupt"], tab="control")
+    m = metrics(at)
+    assert m["Control requests"] == "2" and m["Unanswered"] == "0"
+    table = at.dataframe[0].value
+    assert list(table["subtype"]) == ["initialize", "interrupt"]
+
+
+def test_raw_tab_filters_pages_and_download(app: AppTest, ui_db: dict[str, str]) -> None:
+    at = run(app, session=ui_db["mcp_tool"], tab="raw")
+    assert len(at.dataframe[0].value) == 18
+    at.multiselect(key="raw_dir").set_value(["in"]).run()
+    raw = at.dataframe[0].value
+    assert set(raw["dir"]) == {"in"} and at.query_params["dir"] == "in"
+    at.multiselect(key="raw_type").set_value(["control_response"]).run()
+    assert set(at.dataframe[0].value["type"]) == {"control_response"}
+    assert at.get("download_button")
+
+
+def test_tab_switch_is_kept_in_the_url(app: AppTest, ui_db: dict[str, str]) -> None:
+    at = run(app, session=ui_db["plain"])
+    at.segmented_control(key="tab_picker").set_value("raw").run()
+    assert at.query_params["tab"] == "raw"
+    assert at.dataframe[0] is not None
+
+
+def test_running_session_is_flagged_live(app: AppTest, ui_db: dict[str, str]) -> None:
+    at = run(app, session=ui_db["running"], live="")
+    assert metrics(at)["Status"] == "running"
+    assert any("being recorded" in i.value for i in at.info)
+
+
+def test_diff_page(app: AppTest, ui_db: dict[str, str]) -> None:
+    at = run(app, diff=f"{ui_db['permission_allow']},{ui_db['permission_deny']}")
+    m = metrics(at)
+    assert m["Turns A / B"] == "1 / 1" and m["First difference"] == "turn 1"
+    row = at.dataframe[0].value.iloc[0]
+    assert bool(row["same input"]) and not bool(row["same output"])
+    texts = [t.value for t in at.text]
+    assert "The file is created." in texts and "I was not allowed to." in texts
+    at = run(AppTest.from_file(APP, default_timeout=60), diff=f"{ui_db['hooks']},{ui_db['hooks']}")
+    assert any("two different" in i.value for i in at.info)
+
+
+def test_stats_page(app: AppTest) -> None:
+    at = run(app)
+    at.switch_page("views/stats.py").run()
+    assert at.title[0].value == "Stats"
+    tools = at.dataframe[1].value
+    assert "Bash" in set(tools["tool"])
+    latency = at.dataframe[2].value
+    assert {"model calls", "tools"} <= set(latency["what"])

@@ -1,0 +1,106 @@
+"""The browser's bounded SQL, on a store seeded with real-CLI recordings."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from claudetrace.store import Store, open_store
+from claudetrace.ui import queries
+from claudetrace.ui.sessions import Filters
+from claudetrace.ui.stats import daily_usage, tool_rates
+
+
+@pytest.fixture
+def store(ui_db: dict[str, str]) -> Store:
+    return open_store(ui_db["url"])
+
+
+def names(recs: list) -> set[str]:
+    return {r.name for r in recs}
+
+
+def test_list_is_newest_first_and_reads_summary_columns(
+    store: Store, ui_db: dict[str, str]
+) -> None:
+    recs = queries.list_sessions(store, Filters())
+    assert len(recs) == len(ui_db) - 1
+    assert [r.started_ns for r in recs] == sorted((r.started_ns for r in recs), reverse=True)
+    assert len(queries.list_sessions(store, Filters(), limit=3)) == 3
+
+
+def test_text_search_finds_messages_case_insensitively(store: Store) -> None:
+    assert names(queries.list_sessions(store, Filters(text="very LONG story"))) == {"interrupt"}
+    assert names(queries.list_sessions(store, Filters(text="hooked"))) == {"hooks"}
+    assert queries.list_sessions(store, Filters(text="100% _nothing_ like this")) == []
+
+
+def test_search_matches_json_escaped_text(store: Store) -> None:
+    # Hosts send JSON with ensure_ascii: quotes and non-ASCII arrive escaped.
+    assert names(queries.list_sessions(store, Filters(text="Set model to `claude-sonnet-5`"))) == {
+        "set_model_and_mode"
+    }
+
+
+def test_filters_model_cost_dates_errors(store: Store, ui_db: dict[str, str]) -> None:
+    everything = queries.list_sessions(store, Filters())
+    assert queries.models(store) == ["claude-opus-5-5", "claude-sonnet-5"]
+    assert names(queries.list_sessions(store, Filters(models=("nope",)))) == set()
+    assert len(queries.list_sessions(store, Filters(models=("claude-opus-5-5",)))) >= 8
+    cheap = queries.list_sessions(store, Filters(max_cost=0.001))
+    assert cheap and all(r.cost_usd <= 0.001 for r in cheap)
+    assert all(r.cost_usd >= 0.0015 for r in queries.list_sessions(store, Filters(min_cost=0.0015)))
+    tomorrow = dt.datetime.now(dt.timezone.utc).date() + dt.timedelta(days=1)
+    assert queries.list_sessions(store, Filters(since=tomorrow)) == []
+    assert len(queries.list_sessions(store, Filters(until=tomorrow))) == len(everything)
+    errors = names(queries.list_sessions(store, Filters(errors_only=True)))
+    assert "cli_dies" in errors and "permission_deny" in errors  # killed CLI; failed tool
+    assert "plain" not in errors and "still-running" not in errors
+
+
+def test_raw_page_count_and_types(store: Store, ui_db: dict[str, str]) -> None:
+    rid = ui_db["mcp_tool"]
+    total = queries.raw_count(store, rid)
+    assert total == 18
+    page = queries.raw_page(store, rid, offset=5, limit=4)
+    assert [r.seq for r in page] == [5, 6, 7, 8]
+    ins = queries.raw_page(store, rid, directions=["in"])
+    assert ins and all(r.direction == "in" for r in ins)
+    assert queries.raw_count(store, rid, types=["control_request"]) == 5
+    assert "control_response" in queries.line_types(store, rid)
+    malformed = ui_db["malformed"]
+    assert "(not JSON)" in queries.line_types(store, malformed)
+    assert queries.raw_count(store, malformed, types=["(not JSON)"]) == 2
+    ev = queries.event_at(store, malformed, 4)
+    assert ev is not None and ev.data == b"\xff\xfe binary"
+    assert queries.event_at(store, malformed, 99) is None
+
+
+def test_conversation_events_skip_deltas(store: Store, ui_db: dict[str, str]) -> None:
+    evs = queries.conversation_events(store, ui_db["multi_turn"])
+    assert evs and not any(e.type == "stream_event" for e in evs)
+    assert [
+        e.seq
+        for e in queries.conversation_events(store, ui_db["multi_turn"], start_seq=10, limit=2)
+    ] == [10, 11]
+    assert {e.type for e in queries.control_events(store, ui_db["hooks"])} == {
+        "control_request",
+        "control_response",
+    }
+
+
+def test_tool_usage_and_failure_rates(store: Store) -> None:
+    usage = queries.tool_usage(store)
+    calls, failures = usage["Bash"]
+    assert calls >= 4 and failures == 1  # permission_deny's refused Bash
+    rates = {r["tool"]: r for r in tool_rates(usage)}
+    assert rates["Bash"]["failure rate"] == pytest.approx(1 / calls)
+    assert usage["mcp__calc__add"] == (1, 0)
+
+
+def test_daily_usage(store: Store, ui_db: dict[str, str]) -> None:
+    days = daily_usage(queries.list_sessions(store, Filters()))
+    assert [d["day"] for d in days] == sorted(d["day"] for d in days)
+    assert sum(d["sessions"] for d in days) == len(ui_db) - 1
+    assert sum(d["cost ($)"] for d in days) > 0 and sum(d["errors"] for d in days) >= 1

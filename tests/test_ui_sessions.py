@@ -1,0 +1,85 @@
+"""Session rows, tiles and filters (pure)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from claudetrace.store.models import Recording
+from claudetrace.ui.sessions import Filters, percentile, session_row, tiles
+
+
+def rec(**kw: object) -> Recording:
+    base = dict(
+        id="01ABC",
+        started_ns=1_700_000_000_000_000_000,
+        ended_ns=1_700_000_002_000_000_000,
+        exit_code=0,
+        event_count=10,
+        turns=1,
+        tool_calls=2,
+        tool_errors=0,
+        input_tokens=10,
+        output_tokens=5,
+        cache_read_tokens=100,
+        cache_creation_tokens=0,
+        cost_usd=0.5,
+        is_error=False,
+        tags={"b": "2", "a": "1"},
+        host="elsewhere",
+        source="import",
+    )
+    base.update(kw)
+    return Recording(**base)
+
+
+def test_session_row_from_summary_columns() -> None:
+    row = session_row(rec(model="claude-x", claude_code_version="2.1.330"))
+    assert row["status"] == "ok" and row["error"] is False
+    assert row["duration (s)"] == 2.0 and row["tokens"] == 115
+    assert row["tags"] == "a=1, b=2"
+    assert row["started"] == dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=dt.timezone.utc)
+    assert session_row(rec(exit_code=1))["error"] is True
+    assert session_row(rec(signal=9, exit_code=None))["exit"] == -9
+
+
+def test_tiles() -> None:
+    rows = [
+        session_row(rec(cost_usd=c, ended_ns=1_700_000_000_000_000_000 + d * 10**9, exit_code=e))
+        for c, d, e in [(1.0, 1, 0), (2.0, 2, 0), (0.5, 10, 1), (0.0, 3, 0)]
+    ]
+    t = tiles(rows)
+    assert t.count == 4 and t.total_cost == 3.5 and t.error_rate == 0.25 and t.running == 0
+    assert t.p95_duration_s == pytest.approx(percentile([1, 2, 10, 3], 0.95))
+    empty = tiles([])
+    assert empty.count == 0 and empty.error_rate is None and empty.p95_duration_s is None
+
+
+def test_percentile() -> None:
+    assert percentile([], 0.5) is None
+    assert percentile([5.0], 0.95) == 5.0
+    assert percentile([1, 2, 3, 4], 0.5) == 2.5
+    assert percentile(list(range(101)), 0.95) == 95
+
+
+def test_filters_round_trip_through_query_params() -> None:
+    f = Filters(
+        since=dt.date(2026, 1, 1),
+        until=dt.date(2026, 1, 31),
+        models=("a", "b"),
+        errors_only=True,
+        min_cost=0.01,
+        max_cost=2.0,
+        text="hello world",
+    )
+    assert Filters.from_params(f.to_params()) == f
+    assert Filters().to_params() == {}
+    assert f.until_ns - f.since_ns == 31 * 86_400 * 10**9
+
+
+def test_bad_query_params_are_ignored() -> None:
+    f = Filters.from_params(
+        {"since": "yesterday", "min_cost": "lots", "max_cost": "nan", "errors": "0"}
+    )
+    assert f == Filters()
