@@ -1,0 +1,70 @@
+"""``claudetrace metrics``: fleet aggregates from the store for Prometheus."""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import ClaudeTraceError
+from ._common import db_option, reports_errors
+
+
+@click.group()
+def metrics() -> None:
+    """Prometheus metrics computed from the recording store.
+
+    Names are prefixed claudetrace_store_; dashboards/ has a Prometheus config that
+    scrapes `claudetrace metrics serve` and Grafana panels that chart it.
+    """
+
+
+@metrics.command()
+@db_option
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port",
+    default=9464,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port to listen on (0 picks a free one).",
+)
+@reports_errors
+def serve(db_url: str | None, host: str, port: int) -> None:
+    """Serve GET /metrics until interrupted.
+
+    Prometheus in a container reaches the host through host.docker.internal, which
+    is not 127.0.0.1: use --host 0.0.0.0 (or the docker bridge address) for the
+    compose setup in dashboards/.
+    """
+    from ..promexport import StoreMetrics, make_server
+    from ..store import open_store
+
+    store = open_store(db_url)
+    try:
+        server = make_server(StoreMetrics(store.engine), host, port)
+    except OSError as exc:
+        raise ClaudeTraceError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    bound_host, bound_port = server.server_address[:2]
+    url = f"http://{bound_host}:{bound_port}/metrics"
+    click.echo(f"claudetrace: serving store metrics on {url}", err=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+        store.close()
+
+
+@metrics.command()
+@db_option
+@reports_errors
+def dump(db_url: str | None) -> None:
+    """Print the metrics exposition once and exit."""
+    from ..promexport import StoreMetrics
+    from ..store import open_store
+
+    store = open_store(db_url)
+    try:
+        click.echo(StoreMetrics(store.engine).exposition(), nl=False)
+    finally:
+        store.close()
