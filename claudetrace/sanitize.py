@@ -182,6 +182,11 @@ class Sanitizer:
         # The recorded cwd becomes its placeholder like any other string; naming
         # the home placeholder lets the replay engine map it to the live home.
         out = {k: self.value(v) for k, v in header.items() if k not in MACHINE_FIELDS}
+        argv = out.get("argv")
+        if isinstance(argv, list) and argv and isinstance(argv[0], str):
+            # Where the CLI was installed says nothing the replay needs (it
+            # compares arguments only), but names the machine: keep the name.
+            out["argv"] = [os.path.basename(argv[0]) or argv[0], *argv[1:]]
         placeholders = {new for _, new in self.paths}
         if HOME in placeholders or CWD in placeholders:
             out["home"] = HOME

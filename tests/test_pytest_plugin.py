@@ -1,0 +1,334 @@
+"""The pytest plugin, driven through ``pytester`` across all record modes.
+
+Recording goes through the real proxy to a fake "real CLI" (a small script that
+speaks enough stream-json); replay goes through the real replay engine.  The
+inner tests drive the CLI as an SDK host would: initialize, one user turn, EOF.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from claudetrace.cassette import read_cassette
+from claudetrace.pytest_plugin import cassette_name, cassette_path, format_divergence
+from claudetrace.replay import Divergence, DivergenceKind
+
+pytest_plugins = ["pytester"]
+
+FAKE_KEY = "sk-ant-api03-plugintestsecret0123"
+
+FAKE_CLAUDE = """\
+#!{python}
+import json, os, sys
+
+if sys.argv[1:] in (["-v"], ["--version"]):
+    print("9.9.9 (Claude Code)")
+    sys.exit(0)
+
+def send(obj):
+    sys.stdout.write(json.dumps(obj, separators=(",", ":")) + "\\n")
+    sys.stdout.flush()
+
+home = os.environ.get("HOME", "")
+for line in sys.stdin:
+    msg = json.loads(line)
+    if msg["type"] == "control_request":
+        send({{"type": "control_response", "response": {{"subtype": "success",
+              "request_id": msg["request_id"], "response": {{}}}}}})
+    elif msg["type"] == "user":
+        prompt = msg["message"]["content"]
+        send({{"type": "system", "subtype": "init", "session_id": "s-1", "cwd": os.getcwd(),
+              "model": "fake", "memory": home + "/.claude/memory",
+              "key": os.environ.get("FAKE_API_KEY", "")}})
+        send({{"type": "assistant", "session_id": "s-1",
+              "message": {{"role": "assistant", "content": [{{"type": "text",
+              "text": "echo: " + prompt}}]}}}})
+        send({{"type": "result", "subtype": "success", "is_error": False,
+              "session_id": "s-1", "result": "echo: " + prompt}})
+sys.stderr.write("fake claude: bye\\n")
+"""
+
+HOST = """\
+import json, os, secrets, subprocess
+
+
+def run_host(cli, cwd):
+    \"\"\"Drive `cli` like an SDK host; returns the parsed stdout messages.\"\"\"
+    prompt = os.environ.get("PLUGIN_TEST_PROMPT", "hello")
+    proc = subprocess.Popen(
+        [cli, "--output-format", "stream-json", "--verbose", "--input-format", "stream-json"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
+    )
+    def send(obj):
+        proc.stdin.write((json.dumps(obj) + "\\n").encode())
+        proc.stdin.flush()
+    def read_until(kind):
+        out = []
+        while True:
+            line = proc.stdout.readline()
+            if not line:
+                return out
+            out.append(json.loads(line))
+            if out[-1]["type"] == kind:
+                return out
+    req = "req_1_" + secrets.token_hex(4)
+    send({"type": "control_request", "request_id": req,
+          "request": {"subtype": "initialize", "hooks": None}})
+    messages = read_until("control_response")
+    assert messages[-1]["response"]["request_id"] == req, messages
+    send({"type": "user", "session_id": "",
+          "message": {"role": "user", "content": prompt}, "parent_tool_use_id": None})
+    messages += read_until("result")
+    proc.stdin.close()
+    messages += [json.loads(line) for line in proc.stdout]
+    proc.stderr.read()
+    proc.wait(timeout=10)
+    proc.stdout.close()
+    proc.stderr.close()
+    return messages, proc.returncode
+"""
+
+TEST_APP = """\
+import os
+import pytest
+from host import run_host
+
+
+@pytest.mark.claude_cassette{marker}
+def test_echo(claude_cli, tmp_path):
+    messages, code = run_host(claude_cli, tmp_path)
+    result = messages[-1]
+    assert result["type"] == "result", messages
+    assert not result["is_error"], result
+    init = next(m for m in messages if m.get("subtype") == "init")
+    # The recorded cwd (a placeholder in the cassette) is the live one on replay.
+    assert init["cwd"] == str(tmp_path)
+    assert result["result"] == "echo: " + os.environ.get("PLUGIN_TEST_PROMPT", "hello")
+    assert os.environ.get("PLUGIN_TEST_FAIL") != "1", "asked to fail"
+"""
+
+
+@pytest.fixture(scope="module")
+def _store_imported(tmp_path_factory: pytest.TempPathFactory) -> None:
+    # pytester's in-process runs restore sys.modules afterwards; modules that the
+    # plugin's store first imports inside an inner run would then be imported
+    # twice, which SQLAlchemy does not survive.  Import them out here, once.
+    from claudetrace.store import open_store
+
+    open_store(str(tmp_path_factory.mktemp("warm") / "warm.db")).close()
+
+
+@pytest.fixture
+def app(
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    _store_imported: None,
+) -> Path:
+    """An inner project: a host module, one cassette-backed test, a fake real CLI."""
+    fake = tmp_path / "bin" / "claude"
+    fake.parent.mkdir()
+    fake.write_text(FAKE_CLAUDE.format(python=sys.executable), encoding="utf-8")
+    fake.chmod(0o755)
+    monkeypatch.setenv("CLAUDETRACE_REAL_CLI", str(fake))
+    monkeypatch.setenv("FAKE_API_KEY", FAKE_KEY)
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("PLUGIN_TEST_PROMPT", raising=False)
+    monkeypatch.delenv("PLUGIN_TEST_FAIL", raising=False)
+    pytester.makepyfile(host=HOST)
+    write_test(pytester)
+    return pytester.path / "tests" / "cassettes" / "test_app" / "test_echo.ndjson"
+
+
+def write_test(pytester: pytest.Pytester, marker: str = "") -> None:
+    pytester.makepyfile(test_app=TEST_APP.format(marker=marker))
+
+
+#: Plugins the inner runs do not need; loading them costs about a second a run.
+NOT_NEEDED = ("cacheprovider", "hypothesispytest", "anyio", "timeout")
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    disabled = [arg for name in NOT_NEEDED for arg in ("-p", f"no:{name}")]
+    return pytester.runpytest_inprocess(*disabled, *args)
+
+
+def break_real_cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Make recording impossible, to prove a run replayed."""
+    monkeypatch.setenv("CLAUDETRACE_REAL_CLI", str(tmp_path / "no-such-claude"))
+
+
+# -- record modes ----------------------------------------------------------------------
+
+
+def test_once_records_a_sanitised_cassette_then_replays_it(
+    pytester: pytest.Pytester, app: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    result = run(pytester, "--claude-record-mode=once")
+    result.assert_outcomes(passed=1)
+    assert app.is_file()
+    text = app.read_text(encoding="utf-8")
+    assert FAKE_KEY not in text and "[REDACTED]" in text
+    assert str(pytester.path) not in text and str(tmp_path) not in text
+    cassette = read_cassette(app)
+    assert cassette.header["cwd"] == "/home/dev/project"
+    assert "--claude-record-mode=rewrite" in cassette.header["rerecord"]
+    assert [e.direction for e in cassette.events].count("in") == 2
+    assert any(e.direction == "err" for e in cassette.events)
+
+    break_real_cli(monkeypatch, tmp_path)
+    before = app.read_bytes()
+    run(pytester, "--claude-record-mode=once").assert_outcomes(passed=1)
+    assert app.read_bytes() == before
+
+
+def test_none_without_cassette_fails_at_setup(pytester: pytest.Pytester, app: Path) -> None:
+    result = run(pytester, "--claude-record-mode=none")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*claude cassette*does not exist and the record mode is 'none'*"])
+    assert not app.exists()
+
+
+def test_ci_defaults_to_none(
+    pytester: pytest.Pytester, app: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CI", "true")
+    run(pytester).assert_outcomes(errors=1)
+    pytester.makeini("[pytest]\nclaude_record_mode = once\n")
+    run(pytester).assert_outcomes(passed=1)
+    assert app.is_file()
+
+
+def test_divergence_fails_with_the_replay_report(
+    pytester: pytest.Pytester, app: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    run(pytester, "--claude-record-mode=once").assert_outcomes(passed=1)
+    break_real_cli(monkeypatch, tmp_path)
+    monkeypatch.setenv("PLUGIN_TEST_PROMPT", "goodbye")
+    result = run(pytester, "--claude-record-mode=none")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*claude cassette divergence (unmatched-message)*",
+            "*diff (expected vs actual):*",
+            '*$.message.content: expected "hello", got "goodbye"*',
+            "*to re-record: pytest 'test_app.py::test_echo' --claude-record-mode=rewrite*",
+        ]
+    )
+
+
+def test_marker_sets_mode_and_command_line_overrides_it(
+    pytester: pytest.Pytester, app: Path
+) -> None:
+    write_test(pytester, '(record_mode="none")')
+    run(pytester).assert_outcomes(errors=1)
+    run(pytester, "--claude-record-mode=once").assert_outcomes(passed=1)
+    assert app.is_file()
+
+
+def test_new_episodes_rerecords_after_divergence(
+    pytester: pytest.Pytester, app: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run(pytester, "--claude-record-mode=new_episodes").assert_outcomes(passed=1)
+    assert b"hello" in app.read_bytes()
+    monkeypatch.setenv("PLUGIN_TEST_PROMPT", "again")
+    result = run(pytester, "--claude-record-mode=new_episodes")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*re-recorded*", "*test_echo: diverged from its cassette*"])
+    data = app.read_bytes()
+    assert b"echo: again" in data and b"echo: hello" not in data
+
+
+def test_all_replaces_only_when_the_test_passes(
+    pytester: pytest.Pytester, app: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run(pytester, "--claude-record-mode=once").assert_outcomes(passed=1)
+    original = app.read_bytes()
+
+    monkeypatch.setenv("PLUGIN_TEST_PROMPT", "failing run")
+    monkeypatch.setenv("PLUGIN_TEST_FAIL", "1")
+    run(pytester, "--claude-record-mode=all").assert_outcomes(failed=1)
+    assert app.read_bytes() == original
+
+    monkeypatch.setenv("PLUGIN_TEST_FAIL", "0")
+    run(pytester, "--claude-record-mode=all").assert_outcomes(passed=1)
+    assert b"echo: failing run" in app.read_bytes()
+
+
+def test_rewrite_deletes_first(
+    pytester: pytest.Pytester, app: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run(pytester, "--claude-record-mode=once").assert_outcomes(passed=1)
+    monkeypatch.setenv("PLUGIN_TEST_FAIL", "1")
+    run(pytester, "--claude-record-mode=rewrite").assert_outcomes(failed=1)
+    assert not app.exists()
+
+
+def test_failed_recording_writes_nothing(
+    pytester: pytest.Pytester, app: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PLUGIN_TEST_FAIL", "1")
+    run(pytester, "--claude-record-mode=once").assert_outcomes(failed=1)
+    assert not app.exists()
+
+
+def test_unused_cassettes_are_listed(pytester: pytest.Pytester, app: Path) -> None:
+    run(pytester, "--claude-record-mode=once").assert_outcomes(passed=1)
+    stale = app.parent / "test_removed.ndjson"
+    stale.write_bytes(app.read_bytes())
+    result = run(pytester, "--claude-record-mode=none", "--claude-cassettes-unused")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*unused claude cassettes*", f"*{stale}"])
+    assert str(app) not in result.stdout.str().split("unused claude cassettes")[1]
+
+
+def test_bad_record_mode_is_a_usage_error(pytester: pytest.Pytester, app: Path) -> None:
+    result = run(pytester, "--claude-record-mode=sometimes")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*unknown claude record mode 'sometimes'*"])
+
+
+# -- pure helpers ----------------------------------------------------------------------
+
+
+def test_cassette_names_are_file_safe() -> None:
+    assert cassette_name("tests/test_a.py::test_x") == "test_x.ndjson"
+    assert cassette_name("tests/test_a.py::TestX::test_y[a/b-1]") == "TestX.test_y-a-b-1-.ndjson"
+    base = Path("/c")
+    assert cassette_path(base, Path("tests/test_a.py"), "t.py::test_x") == Path(
+        "/c/test_a/test_x.ndjson"
+    )
+    assert cassette_path(base, Path("t.py"), "t.py::x", "shared/s.ndjson") == Path(
+        "/c/shared/s.ndjson"
+    )
+
+
+def test_format_divergence_renders_the_engine_report() -> None:
+    divergence = Divergence(
+        kind=DivergenceKind.INPUT_NEVER_SENT,
+        message="the host closed stdin before sending 1 recorded input",
+        turn=2,
+        rerecord="pytest x --claude-record-mode=rewrite",
+    )
+    report = json.loads(json.dumps(divergence.to_json()))
+    text = format_divergence(report, "tests/cassettes/a/b.ndjson")
+    assert text.splitlines()[0] == (
+        "claude cassette divergence (input-never-sent): "
+        "the host closed stdin before sending 1 recorded input"
+    )
+    assert "  where: turn 2" in text
+    assert "  cassette: tests/cassettes/a/b.ndjson" in text
+    assert text.endswith("to re-record: pytest x --claude-record-mode=rewrite")
+
+
+def test_plugin_module_docstring_mentions_every_mode() -> None:
+    import claudetrace.recordmode as recordmode
+
+    doc = textwrap.dedent(recordmode.__doc__ or "")
+    for mode in ("none", "once", "new_episodes", "all", "rewrite"):
+        assert f"``{mode}``" in doc
