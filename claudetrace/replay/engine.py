@@ -178,6 +178,8 @@ class ReplayEngine:
                             forced = matcher.force_next()
                             if forced is not None:
                                 self._write([forced], stdout, stderr)
+                            # The next suspected race gets its own grace period.
+                            last_input = time.monotonic()
                         continue
                 chunk = os.read(stdin, _CHUNK)
                 now = time.monotonic()
@@ -216,7 +218,7 @@ class ReplayEngine:
     def _race_suspected(self) -> bool:
         blocker = self.matcher.blocker()
         line = self.matcher.next_output()
-        if blocker is None or line is None:
+        if blocker is None or line is None or not self.matcher.can_force(line):
             return False
         return line.t_ns - blocker.event.t_ns <= RACE_WINDOW_NS
 

@@ -398,6 +398,13 @@ class Matcher:
         self._next_out += 1
         return line
 
+    def can_force(self, line: OutputLine) -> bool:
+        """Whether ``line`` may go out early: it names no host id still unbound."""
+        if not line.substitute:
+            return True
+        table = self._table
+        return all(m.group() in table for m in self.script.subst_regex.finditer(line.data))
+
     def render(self, line: OutputLine) -> bytes:
         """The bytes to write for ``line``, with bound ids replaced by live ones."""
         if not line.substitute or not self._table:

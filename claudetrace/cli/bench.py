@@ -1,0 +1,46 @@
+"""``claudetrace bench``: benchmarks that measure (they do not assert)."""
+
+from __future__ import annotations
+
+import click
+
+from ._common import reports_errors
+
+
+@click.group()
+def bench() -> None:
+    """Measure claudetrace's performance on this machine."""
+
+
+@bench.command("replay")
+@click.option(
+    "--lines", default=100_000, show_default=True, help="Recorded lines the engine releases."
+)
+@click.option(
+    "--sdk-lines",
+    default=10_000,
+    show_default=True,
+    help="Recorded lines replayed through the real Python SDK (0: skip).",
+)
+@reports_errors
+def replay_bench(lines: int, sdk_lines: int) -> None:
+    """Replay engine throughput, and a long session through the Python SDK.
+
+    Targets: the engine releases at least 100k lines/s; a 10k-line recording
+    replays through the real Python SDK in well under 2 s.
+    """
+    from ..replay.bench import bench_engine, bench_sdk
+
+    engine = bench_engine(lines)
+    click.echo(f"engine: {engine.lines} lines compiled in {engine.compile_s:.3f} s")
+    click.echo(f"engine: matcher alone releases {engine.matcher_lines_per_s:,.0f} lines/s")
+    click.echo(
+        f"engine: over pipes with a host thread {engine.engine_lines_per_s:,.0f} lines/s "
+        f"({engine.engine_s:.3f} s)"
+    )
+    if sdk_lines:
+        sdk = bench_sdk(sdk_lines)
+        click.echo(
+            f"sdk: {sdk.lines}-line recording, {sdk.messages} messages received by "
+            f"ClaudeSDKClient in {sdk.seconds:.3f} s"
+        )

@@ -1,0 +1,221 @@
+"""End to end with the real Python SDK: record through the proxy, replay offline.
+
+The same application code (``tests/scenarios.py``) runs against the real CLI
+through ``claudetrace proxy`` and then against ``claudetrace replay`` with the
+fake API idle: it must receive the same messages and run the same callbacks.
+Divergent applications must fail fast with the right report and exit code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from claude_agent_sdk import ClaudeSDKClient, ResultMessage
+
+from claudetrace.cassette import read_cassette, write_cassette
+from claudetrace.replay import write_replay_shim
+from claudetrace.shim import proxy_command, write_shim
+from claudetrace.store import open_store
+from claudetrace.testing import FakeAPI
+from claudetrace.testing.harness import make_home
+from tests.scenarios import SCENARIOS, base_options, run_scenario
+
+pytestmark = pytest.mark.slow
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+#: Callbacks that observe the machine or the API rather than the CLI's messages:
+#: a replayed Bash tool creates no file and a replay makes no API request.
+ENVIRONMENT_CALLS = frozenset({"file_exists", "models"})
+
+
+def comparable(result: Any) -> list[Any]:
+    shaped, calls, error = result.comparable()
+    return [shaped, [c for c in calls if c[0] not in ENVIRONMENT_CALLS], error]
+
+
+@pytest.fixture(scope="module")
+def recorder(tmp_path_factory: pytest.TempPathFactory, real_claude: Path) -> tuple[Path, str]:
+    """A recording shim (proxy in front of the real CLI) and its database URL."""
+    root = tmp_path_factory.mktemp("record")
+    db = f"sqlite:///{root / 'ct.db'}"
+    return write_shim(root / "claude", proxy_command(str(real_claude), db=db)), db
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_record_then_replay_gives_the_application_the_same_session(
+    name: str, recorder: tuple[Path, str], fake_api: FakeAPI, tmp_path: Path
+) -> None:
+    shim, db = recorder
+    recorded = run_scenario(name, shim, fake_api)
+    store = open_store(db)
+    cassette = store.load_cassette(store.resolve("latest").id)
+    store.close()
+    path = tmp_path / f"{name}.ndjson"
+    write_cassette(path, cassette.header, cassette.events)
+    report = tmp_path / "report.json"
+
+    sources = [path]
+    committed = FIXTURES / "cassettes" / f"{name}.ndjson"
+    if committed.exists():
+        sources.append(committed)
+    for source in sources:
+        replay_shim = write_replay_shim(tmp_path / source.stem / "claude", source, report=report)
+        fake_api.reset()
+        started = time.monotonic()
+        replayed = run_scenario(name, replay_shim, fake_api)
+        assert time.monotonic() - started < 10
+        assert fake_api.message_requests() == [], "a replay must not reach the API"
+        assert not report.exists(), report.read_text()
+        assert comparable(replayed) == comparable(recorded), source.name
+        if name in ("hooks", "mcp_tool", "permission_allow", "permission_deny"):
+            assert replayed.calls, "callbacks ran during the replay"
+
+
+def _sample_options(cli_path: str, api: FakeAPI, home: Path, calls: list[Any]) -> Any:
+    """The host that recorded the shared samples: SDK MCP calc/add and a PreToolUse hook."""
+    from claude_agent_sdk import HookMatcher, create_sdk_mcp_server, tool
+
+    @tool("add", "Add two numbers", {"a": float, "b": float})
+    async def add(args: dict[str, Any]) -> dict[str, Any]:
+        calls.append(("add", args))
+        return {"content": [{"type": "text", "text": f"{args['a'] + args['b']:g}"}]}
+
+    async def pre(hook_input: Any, tool_use_id: str | None, context: Any) -> Any:
+        calls.append(("PreToolUse", hook_input.get("tool_name")))
+        return {}
+
+    options = base_options(cli_path, api, home)
+    options.mcp_servers = {"calc": create_sdk_mcp_server("calc", "1.0.0", tools=[add])}
+    options.allowed_tools = ["mcp__calc__add"]
+    options.hooks = {"PreToolUse": [HookMatcher(matcher=None, hooks=[pre])]}
+    options.include_partial_messages = True
+    return options
+
+
+App = Callable[[ClaudeSDKClient, list[Any]], Awaitable[None]]
+
+
+def run_app(
+    source: Path, app: App, api: FakeAPI, tmp_path: Path, *, sample_host: bool = True
+) -> tuple[list[Any], list[Any], str | None, float, dict[str, Any] | None]:
+    """Run ``app`` against a replay of ``source``: messages, calls, error, seconds, report."""
+    report = tmp_path / "report.json"
+    shim = write_replay_shim(tmp_path / "claude", source, report=report)
+    home = make_home(tempfile.mkdtemp(prefix="ct-home-"))
+    calls: list[Any] = []
+    messages: list[Any] = []
+    error: str | None = None
+
+    async def main() -> None:
+        if sample_host:
+            options = _sample_options(str(shim), api, home, calls)
+        else:
+            options = base_options(str(shim), api, home)
+        async with ClaudeSDKClient(options) as client:
+            await app(client, messages)
+
+    started = time.monotonic()
+    try:
+        asyncio.run(asyncio.wait_for(main(), 30))
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    elapsed = time.monotonic() - started
+    doc = json.loads(report.read_text()) if report.exists() else None
+    return messages, calls, error, elapsed, doc
+
+
+def ask(*prompts: str) -> App:
+    async def app(client: ClaudeSDKClient, messages: list[Any]) -> None:
+        for prompt in prompts:
+            await client.query(prompt)
+            async for message in client.receive_response():
+                messages.append(message)
+
+    return app
+
+
+MCP_PROMPT = "[[MCP]] Add 2 and 40 with the calc tool."
+
+
+def test_shared_sample_replays_with_tool_and_hook(fake_api: FakeAPI, tmp_path: Path) -> None:
+    source = FIXTURES / "replay" / "mcp_hooks.cassette.ndjson"
+    messages, calls, error, _elapsed, report = run_app(source, ask(MCP_PROMPT), fake_api, tmp_path)
+    assert error is None and report is None
+    assert calls == [("PreToolUse", "mcp__calc__add"), ("add", {"a": 2, "b": 40})]
+    final = messages[-1]
+    assert isinstance(final, ResultMessage) and final.result == "The sum is 42."
+    recorded = read_cassette(source)
+    expected_stream = sum(b'"stream_event"' in e.data for e in recorded.events)
+    assert sum(type(m).__name__ == "StreamEvent" for m in messages) == expected_stream
+
+
+def test_different_prompt_fails_fast(fake_api: FakeAPI, tmp_path: Path) -> None:
+    source = FIXTURES / "replay" / "mcp_hooks.cassette.ndjson"
+    prompt = MCP_PROMPT.replace("40", "41")
+    messages, calls, error, elapsed, report = run_app(source, ask(prompt), fake_api, tmp_path)
+    assert elapsed < 2.0 + 1.0  # generous: includes starting the SDK and the replay
+    assert report is not None and report["kind"] == "unmatched-message"
+    assert report["exit_code"] == 81
+    assert report["diff"][0]["path"] == "$.message.content"
+    assert calls == []
+    final = messages[-1] if messages else None
+    assert error is not None or (isinstance(final, ResultMessage) and final.is_error)
+
+
+def test_extra_turn_is_recording_exhausted(fake_api: FakeAPI, tmp_path: Path) -> None:
+    source = FIXTURES / "replay" / "mcp_hooks.cassette.ndjson"
+    messages, _, error, elapsed, report = run_app(
+        source, ask(MCP_PROMPT, "And again?"), fake_api, tmp_path
+    )
+    assert report is not None and report["kind"] == "recording-exhausted"
+    assert report["exit_code"] == 82
+    assert elapsed < 3.0
+    results = [m for m in messages if isinstance(m, ResultMessage)]
+    assert results[0].result == "The sum is 42."
+    assert error is not None or results[-1].is_error
+
+
+def test_missing_turn_is_reported_at_exit(fake_api: FakeAPI, tmp_path: Path) -> None:
+    source = FIXTURES / "cassettes" / "multi_turn.ndjson"
+    if not source.exists():
+        pytest.skip("fixture cassettes not present")
+
+    async def one_turn(client: ClaudeSDKClient, messages: list[Any]) -> None:
+        await client.query("First question.")
+        async for message in client.receive_response():
+            messages.append(message)
+
+    messages, _, _, _elapsed, report = run_app(
+        source, one_turn, fake_api, tmp_path, sample_host=False
+    )
+    assert [m.result for m in messages if isinstance(m, ResultMessage)] == ["First answer."]
+    assert report is not None and report["kind"] == "input-never-sent"
+    assert report["exit_code"] == 83
+    assert report["never_sent"][0]["summary"].find("Second question.") > 0
+
+
+def test_different_permission_decision_diverges(fake_api: FakeAPI, tmp_path: Path) -> None:
+    source = FIXTURES / "cassettes" / "permission_allow.ndjson"
+    if not source.exists():
+        pytest.skip("fixture cassettes not present")
+    report_path = tmp_path / "report.json"
+    shim = write_replay_shim(tmp_path / "claude", source, report=report_path)
+    started = time.monotonic()
+    result = run_scenario("permission_deny", shim, fake_api)
+    assert time.monotonic() - started < 3.0
+    report = json.loads(report_path.read_text())
+    assert report["kind"] == "unmatched-message" and report["exit_code"] == 81
+    paths = [d["path"] for d in report["diff"]]
+    assert any(p.endswith(".behavior") for p in paths), paths
+    assert result.error is not None or any(r.is_error for r in result.results())
