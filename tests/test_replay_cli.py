@@ -1,0 +1,37 @@
+"""The ``replay`` and ``bench replay`` commands through click's CliRunner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from claudetrace.cli import cli
+
+SAMPLE = Path(__file__).parent / "fixtures" / "replay" / "basic.cassette.ndjson"
+
+
+def test_replay_help_documents_exit_codes() -> None:
+    result = CliRunner().invoke(cli, ["replay", "--help"])
+    assert result.exit_code == 0
+    assert "81 unmatched" in result.output and "83 recorded input never sent" in result.output
+
+
+def test_speed_and_realtime_exclude_each_other() -> None:
+    result = CliRunner().invoke(cli, ["replay", str(SAMPLE), "--speed", "2", "--realtime"])
+    assert result.exit_code == 2
+    assert "exclude each other" in result.output
+
+
+def test_bad_cassette_is_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.ndjson"
+    bad.write_text('{"not": "a cassette"}\n')
+    result = CliRunner().invoke(cli, ["replay", str(bad), "--", "-v"])
+    assert result.exit_code == 1
+    assert result.output.count("\n") == 1 and "not a claudetrace cassette" in result.output
+
+
+def test_bench_replay_measures_the_engine() -> None:
+    result = CliRunner().invoke(cli, ["bench", "replay", "--lines", "2000", "--sdk-lines", "0"])
+    assert result.exit_code == 0, result.output
+    assert "lines/s" in result.output and "sdk:" not in result.output
