@@ -235,9 +235,7 @@ def cassette_dir(config: pytest.Config) -> Path:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(
-    item: pytest.Item, call: pytest.CallInfo[None]
-) -> Iterator[None]:
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     """Keep each phase's report, and fail a test whose replay diverged."""
     report: pytest.TestReport = yield
     item.stash.setdefault(_REPORTS_KEY, {})[report.when] = report

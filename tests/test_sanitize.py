@@ -105,9 +105,11 @@ def _as_recorded_by_alice(sample: Cassette) -> Cassette:
     """The sample as if recorded in /home/alice/proj (it was sanitised to /home/dev)."""
 
     def move(data: bytes) -> bytes:
-        return data.replace(b"/home/dev/project", b"/home/alice/proj").replace(
-            b"-home-dev-project", b"-home-alice-proj"
-        ).replace(b"/home/dev", b"/home/alice")
+        return (
+            data.replace(b"/home/dev/project", b"/home/alice/proj")
+            .replace(b"-home-dev-project", b"-home-alice-proj")
+            .replace(b"/home/dev", b"/home/alice")
+        )
 
     events = [Event(e.seq, e.direction, e.t_ns, move(e.data), e.eol) for e in sample.events]
     header = {**sample.header, "cwd": "/home/alice/proj", "host": "alice-laptop"}
