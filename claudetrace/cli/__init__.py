@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "import": "claudetrace.cli.browse:import_",
     "db": "claudetrace.cli.browse:db",
     "replay": "claudetrace.cli.replay:replay",
+    "demo": "claudetrace.cli.demo:demo",
     "bench": "claudetrace.cli.bench:bench",
     "metrics": "claudetrace.cli.metrics:metrics",
     "otel": "claudetrace.cli.otel:otel",
