@@ -187,3 +187,13 @@ def test_decision_outcome_words() -> None:
     assert decision_outcome("hook", {"continue": False}) == "stop"
     assert decision_outcome("hook", {}) == "continue"
     assert decision_outcome("permission", None) == "error"
+
+
+def test_real_subagent_work_nests_under_its_agent_call() -> None:
+    items = conversation("subagent")
+    (agent,) = [i.tool for i in items if i.tool]
+    assert agent.name == "Agent" and agent.answered
+    assert [(c.kind, c.text) for c in agent.children] == [("user", "Count the words in 'a b c'.")]
+    assert [i.text for i in items if i.kind == "assistant"] == [
+        "The subagent says there are 3 words."
+    ]

@@ -1,8 +1,9 @@
 """Entry script of the session browser: ``streamlit run claudetrace/ui/app.py``.
 
 ``claudetrace ui`` runs this with the database in ``$CLAUDETRACE_DB``.  Pages
-are the scripts in ``views/`` (each also importable, with a ``page()``) (``st.navigation``; no ``pages/``
-folder, which would switch Streamlit to its legacy multipage mode).  The
+are the scripts in ``views/`` run by ``st.navigation`` (each also importable,
+with a ``page()``); not a ``pages/`` folder, which would switch Streamlit to
+its legacy multipage mode.  The
 Sessions page also routes deep links: ``?session=<id>&tab=raw`` opens a session,
 ``?diff=a,b`` compares two.
 """
@@ -15,7 +16,7 @@ import streamlit as st
 
 VIEWS = Path(__file__).resolve().parent / "views"
 
-st.set_page_config(page_title="claudetrace", page_icon="🛰", layout="wide")
+st.set_page_config(page_title="claudetrace", layout="wide")
 
 navigation = st.navigation(
     [

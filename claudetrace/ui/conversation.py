@@ -193,7 +193,8 @@ class _Builder:
         text = "\n".join(t for t in texts if t)
         if not text:
             return
-        if ev.direction == "in":
+        if ev.direction == "in" or ev.fields.parent_tool_use_id:
+            # The host's prompt, or the prompt the CLI gives a subagent.
             self.add(ev, "user", text)
         else:
             # The CLI's own user lines (command output after set_model, replays).

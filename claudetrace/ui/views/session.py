@@ -108,14 +108,14 @@ def _header(rec: Recording) -> None:
     cols[5].metric("Cost", money(rec.cost_usd))
     cols[6].metric("Lines", f"{rec.event_count:,}")
     facts = [
-        f"id `{rec.id}`",
+        f"id {rec.id}",
         f"started {when(rec.started_ns)}",
         f"model {plain(rec.model or '—', 60)}",
         f"CLI {plain(rec.claude_code_version or '—', 30)}",
         f"exit {rec.exit_code if rec.signal is None else f'signal {rec.signal}'}",
     ]
     if rec.cli_session_id:
-        facts.append(f"session_id `{plain(rec.cli_session_id, 64)}`")
+        facts.append(f"session_id {plain(rec.cli_session_id, 64)}")
     if rec.tags:
         facts.append(
             "tags " + plain(", ".join(f"{k}={v}" for k, v in sorted(rec.tags.items())), 200)
@@ -127,7 +127,7 @@ def _header(rec: Recording) -> None:
         st.info("This session is being recorded; the view refreshes while auto-refresh is on.")
     elif status == "incomplete":
         st.warning(
-            "The recording stopped without an end (the proxy died?): what is shown is what was saved."
+            "The recording stopped without an end (the proxy died?): this is what was saved."
         )
 
 
@@ -155,16 +155,15 @@ def _conversation(db: Store, rec: Recording) -> None:
             st.rerun()
 
 
-_ROLE = {"user": ("user", "🧑"), "assistant": ("assistant", "🤖")}
+_ROLE = {"user": "user", "assistant": "assistant"}
 
 
 def _item(item: Item, depth: int) -> None:
     if item.kind in _ROLE:
-        name, avatar = _ROLE[item.kind]
-        with st.chat_message(name, avatar=avatar):
+        with st.chat_message(_ROLE[item.kind]):
             st.text(item.text)
     elif item.kind == "thinking":
-        with st.expander(f"💭 Thinking · line {item.seq}", expanded=False):
+        with st.expander(f"Thinking · line {item.seq}", expanded=False):
             st.text(item.text)
     elif item.kind == "tool" and item.tool is not None:
         _tool(item, depth)
@@ -185,17 +184,21 @@ def _item(item: Item, depth: int) -> None:
         d = item.decision
         st.caption(f"{d.kind} {plain(d.name, 80)} → {plain(d.outcome, 40)} · line {item.seq}")
     else:
-        st.caption(f"⚙ {plain(item.text, 240)} · line {item.seq}")
+        st.caption(f"{plain(item.text, 240)} · line {item.seq}")
 
 
 def _tool(item: Item, depth: int) -> None:
     call = item.tool
     assert call is not None
-    state = "❌ failed" if call.is_error else ("✅" if call.answered else "⏳ no result")
-    label = f"🔧 {plain(call.name, 80)} · {state} · line {item.seq}"
+    state = "failed" if call.is_error else ("ok" if call.answered else "no result")
+    label = f"Tool {plain(call.name, 80)} · {state} · line {item.seq}"
     if call.decisions:
         label += " · " + ", ".join(f"{d.kind} {plain(d.outcome, 20)}" for d in call.decisions)
-    with st.expander(label, expanded=call.is_error):
+    with st.expander(
+        label,
+        expanded=call.is_error,
+        icon=":material/error:" if call.is_error else ":material/build:",
+    ):
         st.caption("input")
         st.code(json.dumps(call.input, indent=2, ensure_ascii=False)[:20000], language="json")
         for d in call.decisions:

@@ -1,0 +1,131 @@
+"""The session browser in a real headless Chromium, against ``claudetrace ui``."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium package"),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(ui_db: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``claudetrace ui`` on a free localhost port; yields its base URL."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("ui-server") / "server.log"
+    env = {k: v for k, v in os.environ.items() if k != "CLAUDETRACE_DB"}
+    env["HOME"] = str(log.parent)  # keep Streamlit's config and credentials prompt away
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "claudetrace", "ui", "--db", ui_db["url"], "--port", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as resp:
+                        if resp.status == 200:
+                            break
+                except OSError:
+                    pass
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"claudetrace ui did not start:\n{log.read_text()[-2000:]}")
+                time.sleep(0.3)
+            yield base
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def test_browse_list_session_tabs_and_diff(
+    server: str, browser: object, ui_db: dict[str, str], tmp_path: Path
+) -> None:
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})  # type: ignore[attr-defined]
+    timeout = 30_000
+
+    page.goto(f"{server}/")
+    page.get_by_text("Total cost").wait_for(timeout=timeout)
+    page.get_by_text("p95 duration").wait_for(timeout=timeout)
+    page.get_by_text("Select a row to open it").wait_for(timeout=timeout)
+    page.locator("[data-testid='stDataFrame']").first.wait_for(timeout=timeout)
+    page.screenshot(path=str(tmp_path / "1-sessions.png"), full_page=True)
+    assert page.get_by_role("heading", name="Sessions").first.is_visible()
+
+    page.goto(f"{server}/?session={ui_db['permission_deny']}")
+    page.get_by_text("I was not allowed to.").first.wait_for(timeout=timeout)
+    assert page.get_by_text("Create created.txt with touch.").first.is_visible()
+    assert page.get_by_text("permission deny").first.is_visible()
+    page.screenshot(path=str(tmp_path / "2-conversation.png"), full_page=True)
+
+    page.get_by_text("Control plane", exact=True).click()
+    page.get_by_text("Control requests").first.wait_for(timeout=timeout)
+    page.screenshot(path=str(tmp_path / "3-control.png"), full_page=True)
+    assert "tab=control" in page.url
+
+    page.get_by_text("Timeline", exact=True).click()
+    page.get_by_text("hover a bar for details").wait_for(timeout=timeout)
+    page.locator(".js-plotly-plot").first.wait_for(timeout=timeout)
+    page.screenshot(path=str(tmp_path / "4-timeline.png"), full_page=True)
+
+    page.get_by_text("Raw", exact=True).click()
+    page.get_by_text("lines match").wait_for(timeout=timeout)
+    page.get_by_text("Download as cassette").wait_for(timeout=timeout)
+    page.screenshot(path=str(tmp_path / "5-raw.png"), full_page=True)
+
+    page.reload()  # the view survives a refresh: its state is in the URL
+    page.get_by_text("lines match").wait_for(timeout=timeout)
+
+    page.goto(f"{server}/?diff={ui_db['permission_allow']},{ui_db['permission_deny']}")
+    page.get_by_text("The sessions differ from turn 1 on.").wait_for(timeout=timeout)
+    page.screenshot(path=str(tmp_path / "6-diff.png"), full_page=True)
+
+    page.goto(f"{server}/?session=01NOTHERE")
+    page.get_by_text("no recording matches").wait_for(timeout=timeout)
+    page.close()
