@@ -332,3 +332,61 @@ def test_plugin_module_docstring_mentions_every_mode() -> None:
     doc = textwrap.dedent(recordmode.__doc__ or "")
     for mode in ("none", "once", "new_episodes", "all", "rewrite"):
         assert f"``{mode}``" in doc
+
+
+# -- the real SDK and the real CLI ---------------------------------------------------
+
+SDK_TEST = """\
+import asyncio, os
+from claude_agent_sdk import AssistantMessage, ClaudeAgentOptions, ClaudeSDKClient
+from claude_agent_sdk import ResultMessage, TextBlock
+from claudetrace.testing import FakeAPI, text
+from claudetrace.testing.harness import cli_env, make_home
+
+
+async def app(cli, cwd, env):
+    options = ClaudeAgentOptions(cli_path=cli, cwd=str(cwd), env=env)
+    texts, result = [], None
+    async with ClaudeSDKClient(options) as client:
+        await client.query("Say hello.")
+        async for msg in client.receive_response():
+            if isinstance(msg, AssistantMessage):
+                texts += [b.text for b in msg.content if isinstance(b, TextBlock)]
+            if isinstance(msg, ResultMessage):
+                result = msg
+    return texts, result
+
+
+def test_hello(claude_cli, tmp_path):
+    home = make_home(tmp_path / "home")
+    if os.environ.get("PLUGIN_TEST_API") == "1":
+        with FakeAPI(text("Hello from the fake API")) as api:
+            texts, result = asyncio.run(app(claude_cli, home / "project", cli_env(api.url, home)))
+    else:  # replay: nothing listens here
+        texts, result = asyncio.run(
+            app(claude_cli, home / "project", cli_env("http://127.0.0.1:9", home))
+        )
+    assert texts == ["Hello from the fake API"]
+    assert result is not None and not result.is_error
+"""
+
+
+@pytest.mark.slow
+def test_real_sdk_records_through_the_real_cli_then_replays_offline(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, _store_imported: None
+) -> None:
+    from claudetrace.testing.harness import bundled_cli
+
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.setenv("CLAUDETRACE_REAL_CLI", str(bundled_cli()))
+    monkeypatch.setenv("PLUGIN_TEST_API", "1")
+    pytester.makepyfile(test_sdk=SDK_TEST)
+    run(pytester, "--claude-record-mode=once").assert_outcomes(passed=1)
+    cassette = pytester.path / "tests" / "cassettes" / "test_sdk" / "test_hello.ndjson"
+    text = cassette.read_text(encoding="utf-8")
+    assert str(pytester.path) not in text and "sk-ant-fake-key" not in text
+    assert read_cassette(cassette).header["claude_code_version"]
+
+    monkeypatch.setenv("PLUGIN_TEST_API", "0")
+    monkeypatch.setenv("CLAUDETRACE_REAL_CLI", str(pytester.path / "no-such-claude"))
+    run(pytester, "--claude-record-mode=none").assert_outcomes(passed=1)
