@@ -126,6 +126,15 @@ class Event:
         obj = self.obj
         return obj if isinstance(obj, dict) else None
 
+    def forget_parsed(self) -> None:
+        """Drop the cached parsed JSON (keeping :attr:`fields`) to save memory.
+
+        The recorder holds events until they are stored; their parsed objects
+        would double what a batch costs.  :attr:`obj` parses again if asked.
+        """
+        self.fields  # noqa: B018 - keep the extracted fields
+        self._obj = _UNSET
+
     @property
     def valid_utf8(self) -> bool:
         try:

@@ -37,10 +37,10 @@ from .summary import Summary
 #: Longest time an event waits in memory before its batch is committed.
 MAX_LATENCY_S: Final = 0.2
 #: Bytes held in the in-memory queue before chunks spill to the spool file.
-QUEUE_LIMIT_BYTES: Final = 32 * 1024 * 1024
+QUEUE_LIMIT_BYTES: Final = 16 * 1024 * 1024
 #: Events (or bytes) per database transaction under sustained load.
 BATCH_EVENTS: Final = 5000
-BATCH_BYTES: Final = 16 * 1024 * 1024
+BATCH_BYTES: Final = 8 * 1024 * 1024
 #: Quiet recordings still refresh their heartbeat this often.
 HEARTBEAT_S: Final = 1.0
 
@@ -112,8 +112,18 @@ class Recorder:
         self._spool_path: str | None = None
         self._spooling = False
         self._closing = False
+        # Chunks the recorder thread has taken but not yet split.  Queue chunks
+        # stay counted in _queued_bytes until split, so memory is bounded even
+        # while the thread is stuck on the store.  _consume_lock is held while
+        # one chunk moves into _pending; close() takes it to stop the thread
+        # consuming before it saves what is left.
+        self._inflight: collections.deque[tuple[int, int, int, bytes]] = collections.deque()
+        self._inflight_spool: IO[bytes] | None = None
+        self._consume_lock = threading.Lock()
 
         self._splitters = {d: LineSplitter() for d in _CODE_DIR}
+        #: Times of the last chunk per direction: a final partial line keeps them.
+        self._last_times = {d: (0, 0) for d in _CODE_DIR}
         self._seq = 0
         self._pending: list[Event] = []
         self._pending_bytes = 0
@@ -162,27 +172,62 @@ class Recorder:
     # -- the recorder thread ------------------------------------------------------------
 
     def _run(self) -> None:
-        while True:
+        while not self._abandon:
             with self._lock:
                 if not self._queue and not self._spooling and not self._closing:
                     self._wake.wait(timeout=self._wait_timeout())
-                items = list(self._queue)
-                self._queue.clear()
-                self._queued_bytes = 0
-                spool = self._take_spool() if not items and self._spooling else None
-                closing = self._closing and not items and spool is None
-            for code, t_ns, wall_ns, chunk in items:
-                self._split(code, t_ns, wall_ns, chunk)
-            if spool is not None:
-                for code, t_ns, wall_ns, chunk in _read_spool(spool):
-                    self._split(code, t_ns, wall_ns, chunk)
-                    self._maybe_flush(busy=True)
-                spool.close()
+                took = False
+                if self._queue:
+                    # Queue chunks come before spooled ones: forwarders only
+                    # spool once the queue is full, and keep spooling until the
+                    # spool file has been taken.
+                    self._inflight, self._queue = self._queue, collections.deque()
+                    took = True
+                elif self._spooling:
+                    self._inflight_spool = self._take_spool()
+                    took = self._inflight_spool is not None
+                closing = self._closing and not took
+            if took and not self._consume():
+                return
             if closing:
-                self._finish_lines()
+                with self._consume_lock:
+                    if self._abandon:
+                        return
+                    self._finish_lines()
                 self._flush(final=True)
                 return
-            self._maybe_flush(busy=bool(items) or spool is not None)
+            self._maybe_flush(busy=took)
+
+    def _consume(self) -> bool:
+        """Split the in-flight chunks one by one, flushing as batches fill.
+
+        Returns False when :meth:`close` has abandoned the thread.
+        """
+        while True:
+            with self._consume_lock:
+                if self._abandon:
+                    return False
+                item, queued = self._next_inflight()
+                if item is None:
+                    return True
+                self._split(*item)
+            if queued:
+                with self._lock:
+                    self._queued_bytes -= len(item[3])
+            self._maybe_flush(busy=True)
+
+    def _next_inflight(self) -> tuple[tuple[int, int, int, bytes] | None, bool]:
+        """The next chunk taken by the thread, and whether it came from the queue."""
+        if self._inflight:
+            return self._inflight.popleft(), True
+        spool = self._inflight_spool
+        if spool is not None:
+            item = _read_spool_item(spool)
+            if item is not None:
+                return item, False
+            spool.close()
+            self._inflight_spool = None
+        return None, False
 
     def _wait_timeout(self) -> float:
         if self._pending:
@@ -204,15 +249,17 @@ class Recorder:
 
     def _split(self, code: int, t_ns: int, wall_ns: int, chunk: bytes) -> None:
         direction = _CODE_DIR[code]
+        self._last_times[direction] = (t_ns, wall_ns)
         for line in self._splitters[direction].feed(chunk):
             self._add(Event(self._seq, direction, t_ns, line, True, wall_ns))
 
     def _finish_lines(self) -> None:
-        t_ns = time.monotonic_ns() - self.t0_ns
         for direction in _CODE_DIR:
             rest = self._splitters[direction].finish()
             if rest is not None:
-                self._add(Event(self._seq, direction, t_ns, rest, False, time.time_ns()))
+                # The partial line was complete when its last bytes were read.
+                t_ns, wall_ns = self._last_times[direction]
+                self._add(Event(self._seq, direction, t_ns, rest, False, wall_ns))
 
     def _add(self, event: Event) -> None:
         self._seq += 1
@@ -223,6 +270,7 @@ class Recorder:
         self._summary.add(event)
         for sink in list(self.sinks):
             self._call_sink(sink, "on_event", event)
+        event.forget_parsed()
         if not self._pending:
             self._pending_since = time.monotonic()
         self._pending.append(event)
@@ -329,32 +377,50 @@ class Recorder:
         return self.report
 
     def _save_unsaved(self) -> None:
-        """Dump every event not known to be stored into a cassette file."""
-        with self._lock:
-            items = list(self._queue)
-            self._queue.clear()
-            spool = self._take_spool()
-        pending = list(self._pending)
-        # Lines still in the queue/spool are split with fresh splitters after the
-        # ones the thread holds, so sequence numbers continue where it stopped.
+        """Dump every event not known to be stored into a cassette file.
+
+        The thread is stopped from consuming first (it may still be blocked in a
+        store write; if that write succeeds after all, its events are both
+        stored and in the file: duplicated, never lost).
+        """
+        with self._consume_lock:
+            self._abandon = True
+            with self._lock:
+                inflight, inflight_spool = list(self._inflight), self._inflight_spool
+                self._inflight.clear()
+                self._inflight_spool = None
+                items = list(self._queue)
+                self._queue.clear()
+                spool = self._take_spool()
+            pending = list(self._pending)
+        # What the thread had not split yet continues through its splitters, in
+        # order, so sequence numbers continue where it stopped.
         seq = self._seq
         extra: list[Event] = []
         splitters = self._splitters
+        last_times = dict(self._last_times)
 
         def chunks() -> Iterator[tuple[int, int, int, bytes]]:
+            # Oldest first: what the thread had taken, then the queue, which
+            # fills before forwarders spool.
+            yield from inflight
+            if inflight_spool is not None:
+                yield from _read_spool(inflight_spool)
             yield from items
             if spool is not None:
                 yield from _read_spool(spool)
 
         for code, t_ns, wall_ns, chunk in chunks():
             direction = _CODE_DIR[code]
+            last_times[direction] = (t_ns, wall_ns)
             for line in splitters[direction].feed(chunk):
                 extra.append(Event(seq, direction, t_ns, line, True, wall_ns))
                 seq += 1
         for direction in _CODE_DIR:
             rest = splitters[direction].finish()
             if rest is not None:
-                extra.append(Event(seq, direction, self.info.ended_ns or 0, rest, False))
+                t_ns, wall_ns = last_times[direction]
+                extra.append(Event(seq, direction, t_ns, rest, False, wall_ns))
                 seq += 1
         events = pending + extra
         self.report.events += len(extra)
@@ -380,11 +446,15 @@ class Recorder:
             print(f"claudetrace: cannot save unsaved events: {exc}", file=sys.stderr)
 
 
+def _read_spool_item(spool: IO[bytes]) -> tuple[int, int, int, bytes] | None:
+    """The next chunk of a spool file, or None at its end."""
+    head = spool.read(_SPOOL_HEAD.size)
+    if len(head) < _SPOOL_HEAD.size:
+        return None
+    code, t_ns, wall_ns, length = _SPOOL_HEAD.unpack(head)
+    return code, t_ns, wall_ns, spool.read(length)
+
+
 def _read_spool(spool: IO[bytes]) -> Iterator[tuple[int, int, int, bytes]]:
-    while True:
-        head = spool.read(_SPOOL_HEAD.size)
-        if len(head) < _SPOOL_HEAD.size:
-            return
-        code, t_ns, wall_ns, length = _SPOOL_HEAD.unpack(head)
-        chunk = spool.read(length)
-        yield code, t_ns, wall_ns, chunk
+    while (item := _read_spool_item(spool)) is not None:
+        yield item
