@@ -33,9 +33,24 @@ from .redact import redact_argv, redact_env
 
 READ_SIZE: Final = 256 * 1024
 FORWARDED_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-#: After the child exits, how long to wait for its output pipes to reach EOF
-#: (a grandchild may hold them open).
+#: After the child exits, how long its output pipes may stay open with nothing to
+#: read before we stop waiting for EOF (a grandchild may hold them open).  Time
+#: spent writing to a host that reads slowly does not count: that output is
+#: forwarded and recorded however long it takes.
 DRAIN_TIMEOUT_S: Final = 2.0
+#: How long, at exit, the recorder may keep trying to store what is left before
+#: it saves it to an unsaved-events cassette instead ($CLAUDETRACE_FLUSH_TIMEOUT).
+FLUSH_TIMEOUT_S: Final = 5.0
+
+
+def flush_timeout_from_env() -> float:
+    """``$CLAUDETRACE_FLUSH_TIMEOUT`` in seconds, else :data:`FLUSH_TIMEOUT_S`."""
+    value = os.environ.get("CLAUDETRACE_FLUSH_TIMEOUT", "").strip()
+    try:
+        seconds = float(value) if value else FLUSH_TIMEOUT_S
+    except ValueError:
+        return FLUSH_TIMEOUT_S
+    return seconds if seconds >= 0 else FLUSH_TIMEOUT_S
 
 
 @dataclass
@@ -49,7 +64,7 @@ class ProxyOptions:
     env: Mapping[str, str] | None = None
     sinks: list[EventSink] = field(default_factory=list)
     sink_factories: list[Callable[[RecordingInfo], EventSink | None]] = field(default_factory=list)
-    flush_timeout: float = 5.0
+    flush_timeout: float = field(default_factory=flush_timeout_from_env)
     stdin_fd: int = 0
     stdout_fd: int = 1
     stderr_fd: int = 2
@@ -71,35 +86,62 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def _pump(
-    src: int,
-    dst: int | None,
-    direction: Direction,
-    recorder: Recorder,
-    on_eof: Callable[[], None] | None = None,
-) -> None:
-    """Copy src → dst until EOF, recording every chunk.
+class _Pump(threading.Thread):
+    """Copies src → dst until EOF, recording every chunk.
 
-    If dst goes away (EPIPE), keep reading and recording: what the other side
-    said is still worth having.
+    If dst goes away (EPIPE), it keeps reading and recording: what the other
+    side said is still worth having.  ``waiting_since`` is when the current
+    ``read`` started (None while writing), so the proxy can tell a pipe held
+    open by a grandchild from a host that is slow to read.
     """
-    while True:
-        try:
-            chunk = os.read(src, READ_SIZE)
-        except InterruptedError:
-            continue
-        except OSError:
-            break
-        if not chunk:
-            break
-        if dst is not None:
+
+    def __init__(
+        self,
+        src: int,
+        dst: int | None,
+        direction: Direction,
+        recorder: Recorder,
+        on_eof: Callable[[], None] | None = None,
+    ) -> None:
+        super().__init__(name=f"claudetrace-{direction}", daemon=True)
+        self.src, self.dst, self.direction = src, dst, direction
+        self.recorder, self.on_eof = recorder, on_eof
+        self.waiting_since: float | None = None
+
+    def run(self) -> None:
+        dst = self.dst
+        while True:
+            self.waiting_since = time.monotonic()
             try:
-                _write_all(dst, chunk)
+                chunk = os.read(self.src, READ_SIZE)
+            except InterruptedError:
+                continue
             except OSError:
-                dst = None
-        recorder.feed(direction, chunk)
-    if on_eof is not None:
-        on_eof()
+                break
+            self.waiting_since = None
+            if not chunk:
+                break
+            if dst is not None:
+                try:
+                    _write_all(dst, chunk)
+                except OSError:
+                    dst = None
+            self.recorder.feed(self.direction, chunk)
+        if self.on_eof is not None:
+            self.on_eof()
+
+    def idle_since(self, start: float) -> float:
+        """Seconds this pump has waited for input since ``start`` (0 while forwarding)."""
+        since = self.waiting_since
+        return 0.0 if since is None else time.monotonic() - max(since, start)
+
+
+def _drain(pumps: list[_Pump]) -> None:
+    """Wait for the output pumps to reach EOF, or to sit idle too long."""
+    start = time.monotonic()
+    for pump in pumps:
+        while pump.is_alive() and pump.idle_since(start) < DRAIN_TIMEOUT_S:
+            pump.join(0.05)
 
 
 def exit_status(returncode: int) -> tuple[int, int | None]:
@@ -137,6 +179,9 @@ def run_proxy(options: ProxyOptions) -> tuple[int, RecorderReport]:
         unsaved_dir=data_dir() / "unsaved",
     )
     recorder.start()
+    # Installed before the child starts: a signal that arrives while it starts
+    # is delivered to it once it runs, instead of killing the proxy.
+    forwarder = _SignalForwarder()
     try:
         child = subprocess.Popen(
             options.argv,
@@ -152,6 +197,7 @@ def run_proxy(options: ProxyOptions) -> tuple[int, RecorderReport]:
         info.error = f"cannot start {options.argv[0]!r}: {reason}"
         info.ended_ns = time.time_ns()
         report_problems(recorder.close(timeout=options.flush_timeout))
+        forwarder.restore()
         raise ChildStartError(info.error, argv=options.argv) from exc
 
     assert child.stdin is not None and child.stdout is not None and child.stderr is not None
@@ -162,66 +208,66 @@ def run_proxy(options: ProxyOptions) -> tuple[int, RecorderReport]:
             child.stdin.close()  # type: ignore[union-attr]
 
     threads = [
-        threading.Thread(
-            target=_pump,
-            args=(options.stdin_fd, child_stdin, "in", recorder, close_child_stdin),
-            name="claudetrace-stdin",
-            daemon=True,
-        ),
-        threading.Thread(
-            target=_pump,
-            args=(child.stdout.fileno(), options.stdout_fd, "out", recorder),
-            name="claudetrace-stdout",
-            daemon=True,
-        ),
-        threading.Thread(
-            target=_pump,
-            args=(child.stderr.fileno(), options.stderr_fd, "err", recorder),
-            name="claudetrace-stderr",
-            daemon=True,
-        ),
+        _Pump(options.stdin_fd, child_stdin, "in", recorder, close_child_stdin),
+        _Pump(child.stdout.fileno(), options.stdout_fd, "out", recorder),
+        _Pump(child.stderr.fileno(), options.stderr_fd, "err", recorder),
     ]
     for thread in threads:
         thread.start()
 
-    previous = _forward_signals(child)
-    try:
-        returncode = child.wait()
-    finally:
-        _restore_signals(previous)
-    deadline = time.monotonic() + DRAIN_TIMEOUT_S
-    for thread in threads[1:]:
-        thread.join(max(0.0, deadline - time.monotonic()))
+    forwarder.attach(child)
+    returncode = child.wait()
+    _drain(threads[1:])
     status, signum = exit_status(returncode)
     info.exit_code = status
     info.signal = signum
     info.ended_ns = time.time_ns()
     # stdin may still be open (the host keeps it); its thread is a daemon.
+    # The handlers stay until the recording is flushed: a late Ctrl-C must not
+    # turn the child's exit status into ours or cut the flush short.
     report = recorder.close(timeout=options.flush_timeout)
+    forwarder.restore()
     for handle in (child.stdout, child.stderr):
         with contextlib.suppress(OSError):
             handle.close()
     return status, report
 
 
-def _forward_signals(child: subprocess.Popen[bytes]) -> dict[int, object]:
-    """Forward SIGINT/SIGTERM/SIGHUP to the child while it runs."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
+class _SignalForwarder:
+    """Forwards SIGINT/SIGTERM/SIGHUP to the child (from the main thread only).
 
-    def forward(signum: int, _frame: object) -> None:
+    Signals that arrive before the child exists are held and sent as soon as it
+    is attached; once it has been reaped they are ignored.
+    """
+
+    def __init__(self) -> None:
+        self.child: subprocess.Popen[bytes] | None = None
+        self.early: list[int] = []
+        self.previous: dict[int, object] = {}
+        if threading.current_thread() is threading.main_thread():
+            for signum in FORWARDED_SIGNALS:
+                self.previous[signum] = signal.signal(signum, self._handle)
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        if self.child is None:
+            self.early.append(signum)
+            return
         with contextlib.suppress(ProcessLookupError):
-            child.send_signal(signum)
+            self.child.send_signal(signum)  # a no-op once the child is reaped
 
-    previous: dict[int, object] = {}
-    for signum in FORWARDED_SIGNALS:
-        previous[signum] = signal.signal(signum, forward)
-    return previous
+    def attach(self, child: subprocess.Popen[bytes]) -> None:
+        """The child now runs: deliver what arrived while it was starting."""
+        self.child = child
+        early, self.early = self.early, []
+        for signum in early:
+            with contextlib.suppress(ProcessLookupError):
+                child.send_signal(signum)
 
-
-def _restore_signals(previous: dict[int, object]) -> None:
-    for signum, handler in previous.items():
-        signal.signal(signum, handler)  # type: ignore[arg-type]
+    def restore(self) -> None:
+        """Put the previous handlers back."""
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)  # type: ignore[arg-type]
+        self.previous = {}
 
 
 def report_problems(report: RecorderReport) -> None:
