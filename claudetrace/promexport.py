@@ -54,6 +54,9 @@ BUCKETS: Final[tuple[float, ...]] = (
 
 UNKNOWN: Final = "unknown"
 
+#: Port of ``claudetrace metrics serve`` (the one dashboards/prometheus.yml scrapes).
+DEFAULT_PORT: Final = 9464
+
 
 @dataclass(frozen=True)
 class MetricSpec:
@@ -672,7 +675,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def make_server(
-    metrics: StoreMetrics, host: str = "127.0.0.1", port: int = 9464
+    metrics: StoreMetrics, host: str = "127.0.0.1", port: int = DEFAULT_PORT
 ) -> ThreadingHTTPServer:
     """An HTTP server answering ``/metrics`` (port 0 picks a free port)."""
     handler = type("MetricsHandler", (_Handler,), {"metrics": metrics})

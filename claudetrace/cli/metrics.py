@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ..errors import ClaudeTraceError
+from ..promexport import DEFAULT_PORT
 from ._common import db_option, reports_errors
 
 
@@ -22,7 +23,7 @@ def metrics() -> None:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
     "--port",
-    default=9464,
+    default=DEFAULT_PORT,
     show_default=True,
     type=click.IntRange(0, 65535),
     help="Port to listen on (0 picks a free one).",
