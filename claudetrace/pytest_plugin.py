@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -235,7 +235,9 @@ def cassette_dir(config: pytest.Config) -> Path:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """Keep each phase's report, and fail a test whose replay diverged."""
     report: pytest.TestReport = yield
     item.stash.setdefault(_REPORTS_KEY, {})[report.when] = report
@@ -287,7 +289,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if not config.getoption("--claude-cassettes-unused", default=False):
         return
     folder = cassette_dir(config)
-    unused = unused_cassettes(folder, config.stash.get(_USED_KEY, set()))
+    used: set[Path] = config.stash.get(_USED_KEY, set())
+    unused = unused_cassettes(folder, used)
     terminalreporter.section("unused claude cassettes")
     if not unused:
         terminalreporter.line(f"every cassette under {folder} was used")
