@@ -1,0 +1,303 @@
+"""End to end with the TypeScript Agent SDK: node host → shim → proxy → real CLI → fake API.
+
+``tests/ts/host.mjs`` runs one ``query()`` of ``@anthropic-ai/claude-agent-sdk``
+(pinned in ``tests/ts/package.json``) with a ``canUseTool`` callback and an SDK
+MCP tool, and prints every message it receives as a JSON line.  Its
+``pathToClaudeCodeExecutable`` is a recording shim in front of the CLI bundled
+with the *Python* SDK, so both SDKs drive the same CLI.  As in
+``test_e2e_proxy.py``, the CLI runs inside a capture wrapper that tees its three
+streams below the proxy: the stored events must be exactly those bytes.
+
+The npm packages are installed once (``npm ci`` into ``tests/ts/node_modules``)
+when missing or older than the lock file; without ``node``/``npm`` the tests skip.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from claudetrace.store import Store, open_store
+from claudetrace.testing import FakeAPI, text, tool_use
+from claudetrace.testing.harness import PROJECT_DIR, bundled_cli_version, make_home, subprocess_env
+from tests.test_e2e_proxy import (
+    CAPTURE_SCRIPT,
+    assert_causal_order,
+    stream_bytes,
+    wait_for_recording,
+    write_shim,
+)
+
+pytestmark = pytest.mark.slow
+
+TS_DIR = Path(__file__).parent / "ts"
+HOST = TS_DIR / "host.mjs"
+#: The SDK's engines field asks for Node.js >= 18.14.
+MIN_NODE = (18, 14)
+NPM_TIMEOUT = 600
+HOST_TIMEOUT = 90
+
+#: Sits between the host and the shim and logs each invocation's argv (one
+#: line, arguments NUL-separated), to show which processes the SDK starts.
+SPY_SCRIPT = """#!/bin/sh
+{ for arg in "$@"; do printf '%s\\0' "$arg"; done; printf '\\n'; } >> "$CT_CAPTURE/invocations"
+exec "$CT_SHIM" "$@"
+"""
+
+
+@dataclass
+class TsRig:
+    """The npm-installed host, shims and the database shared by this module."""
+
+    node: str
+    root: Path
+    db: Path
+    shim: Path
+    capture_shim: Path
+    spy: Path
+
+
+@dataclass
+class HostRun:
+    """What the node host printed, and how it ended."""
+
+    returncode: int
+    lines: list[dict[str, Any]]
+    stderr: str
+    capture: Path
+
+    def messages(self, type_: str, subtype: str | None = None) -> list[dict[str, Any]]:
+        return [
+            line["message"]
+            for line in self.lines
+            if "message" in line
+            and line["message"].get("type") == type_
+            and (subtype is None or line["message"].get("subtype") == subtype)
+        ]
+
+    def callbacks(self) -> list[dict[str, Any]]:
+        return [line for line in self.lines if "callback" in line]
+
+    def errors(self) -> list[str]:
+        return [line["error"] for line in self.lines if "error" in line]
+
+
+def node_version(node: str) -> tuple[int, ...]:
+    done = subprocess.run([node, "--version"], capture_output=True, text=True, check=True)
+    return tuple(int(part) for part in re.findall(r"\d+", done.stdout)[:2])
+
+
+def npm_installed() -> bool:
+    """Whether ``node_modules`` holds a complete install of the current lock file."""
+    # npm writes its hidden lock file last, so it marks a finished install.
+    hidden = TS_DIR / "node_modules" / ".package-lock.json"
+    lock = TS_DIR / "package-lock.json"
+    return hidden.is_file() and hidden.stat().st_mtime >= lock.stat().st_mtime
+
+
+def npm_ci(npm: str) -> None:
+    """``npm ci`` into ``tests/ts/node_modules`` unless already done.
+
+    Several test sessions may share the working tree, so the install runs under
+    an advisory lock on the lock file.  Optional dependencies are omitted: they
+    are the npm package's own native CLI, which this test does not use.
+    """
+    with open(TS_DIR / "package-lock.json", "rb") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if npm_installed():
+            return
+        done = subprocess.run(
+            [npm, "ci", "--omit=optional", "--no-audit", "--no-fund"],
+            cwd=TS_DIR,
+            capture_output=True,
+            text=True,
+            timeout=NPM_TIMEOUT,
+            check=False,
+        )
+        if done.returncode != 0:
+            pytest.fail(f"npm ci in tests/ts failed:\n{done.stderr[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def ts(tmp_path_factory: pytest.TempPathFactory, real_claude: Path) -> TsRig:
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.skip("node and npm are needed for the TypeScript SDK test (Node.js >= 18.14)")
+    if node_version(node) < MIN_NODE:
+        pytest.skip(f"Node.js {node_version(node)} is too old for the TypeScript SDK (>= 18.14)")
+    npm_ci(npm)
+    root = tmp_path_factory.mktemp("e2e-ts")
+    db = root / "claudetrace.db"
+    capture = root / "capture.sh"
+    capture.write_text(CAPTURE_SCRIPT)
+    capture.chmod(0o755)
+    spy = root / "spy.sh"
+    spy.write_text(SPY_SCRIPT)
+    spy.chmod(0o755)
+    return TsRig(
+        node=node,
+        root=root,
+        db=db,
+        shim=write_shim(root / "claude", real_claude, db),
+        capture_shim=write_shim(root / "claude-captured", capture, db),
+        spy=spy,
+    )
+
+
+@pytest.fixture
+def store(ts: TsRig) -> Iterator[Store]:
+    opened = open_store(str(ts.db))
+    yield opened
+    opened.close()
+
+
+def run_host(ts: TsRig, api: FakeAPI, name: str, shim: Path, real: Path, prompt: str) -> HostRun:
+    """Run the node host with the spy in front of ``shim`` as its CLI."""
+    capture = ts.root / name
+    home = make_home(capture / "home")
+    env = subprocess_env(
+        api.url,
+        home,
+        extra={"CT_CAPTURE": str(capture), "CT_REAL": str(real), "CT_SHIM": str(shim)},
+    )
+    done = subprocess.run(
+        [ts.node, str(HOST), str(ts.spy), prompt],
+        cwd=home / PROJECT_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=HOST_TIMEOUT,
+        check=False,
+    )
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    return HostRun(done.returncode, lines, done.stderr, capture)
+
+
+def invocations(run: HostRun) -> list[list[str]]:
+    """The argv of every CLI process the SDK started, in order."""
+    log = (run.capture / "invocations").read_text()
+    return [line.split("\0")[:-1] for line in log.splitlines()]
+
+
+def is_version_check(argv: list[str]) -> bool:
+    return argv in (["-v"], ["--version"])
+
+
+def test_typescript_sdk_through_the_proxy(
+    ts: TsRig, store: Store, fake_api: FakeAPI, real_claude: Path
+) -> None:
+    fake_api.reset(tool_use("mcp__calc__add", {"a": 2, "b": 40}), text("The sum is 42."))
+    known = {r.id for r in store.list_recordings()}
+    run = run_host(ts, fake_api, "mcp", ts.capture_shim, real_claude, "Add 2 and 40.")
+
+    # The host's view: an init, the tool round trip, the answer, a success result.
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.errors() == []
+    (init,) = run.messages("system", "init")
+    assert init["claude_code_version"] == bundled_cli_version()
+    assert {"name": "calc", "status": "connected", "source": "sdk"} in init["mcp_servers"]
+    texts = [
+        block["text"]
+        for message in run.messages("assistant")
+        for block in message["message"]["content"]
+        if block["type"] == "text"
+    ]
+    assert texts == ["The sum is 42."]
+    assert run.callbacks() == [
+        {"callback": "can_use_tool", "tool": "mcp__calc__add", "input": {"a": 2, "b": 40}},
+        {"callback": "add", "args": {"a": 2, "b": 40}},
+    ]
+    (result,) = run.messages("result")
+    assert (result["subtype"], result["is_error"], result["result"]) == (
+        "success",
+        False,
+        "The sum is 42.",
+    )
+    assert run.lines[-1]["message"] is result
+    assert len(fake_api.message_requests()) == 2
+
+    # One session process, through the shim.  SDK 0.3.330 starts no separate
+    # `-v` check: the CLI's version reaches it in-band (init, above), recorded.
+    started = invocations(run)
+    sessions = [argv for argv in started if not is_version_check(argv)]
+    assert len(sessions) == 1, started
+    assert "stream-json" in sessions[0]
+
+    # The recording: complete, in order, exactly what the host exchanged.
+    recording_id = wait_for_recording(store, known)
+    rec = store.get(recording_id)
+    events = list(store.iter_events(recording_id))
+    assert [e.seq for e in events] == list(range(len(events)))
+    assert rec.event_count == len(events)
+    assert rec.argv[1:] == sessions[0]
+    assert (rec.exit_code, rec.signal, rec.status) == (0, None, "ok")
+    assert rec.cli_session_id == init["session_id"]
+    assert rec.claude_code_version == init["claude_code_version"]
+    assert (rec.model, rec.permission_mode) == (init["model"], init["permissionMode"])
+
+    # Every message the host got is a stored CLI line, in the same order.
+    stored_uuids = [e.fields.uuid for e in events if e.direction == "out" and e.fields.uuid]
+    host_uuids = [
+        line["message"]["uuid"] for line in run.lines if "uuid" in line.get("message", {})
+    ]
+    assert host_uuids, "the host saw no message with a uuid"
+    remaining = iter(stored_uuids)
+    missing = [uuid for uuid in host_uuids if uuid not in remaining]
+    assert missing == [], "host messages not stored, or stored out of order"
+
+    # The permission question went out and the host's answer came back in.
+    asks = [
+        e
+        for e in events
+        if e.direction == "out"
+        and e.type == "control_request"
+        and e.obj["request"]["subtype"] == "can_use_tool"
+    ]
+    assert [a.obj["request"]["tool_name"] for a in asks] == ["mcp__calc__add"]
+    answers = [
+        e
+        for e in events
+        if e.direction == "in"
+        and e.type == "control_response"
+        and e.request_id == asks[0].request_id
+    ]
+    assert [a.obj["response"]["response"]["behavior"] for a in answers] == ["allow"]
+    assert_causal_order(events)
+    prompts = [e for e in events if e.direction == "in" and e.type == "user"]
+    assert len(prompts) == 1 and b"Add 2 and 40." in prompts[0].data
+
+    # Byte for byte what the capture wrapper saw below the proxy.
+    for direction, file in (("in", "in.bin"), ("out", "out.bin"), ("err", "err.bin")):
+        witnessed = (run.capture / file).read_bytes()
+        assert stream_bytes(events, direction) == witnessed, direction
+        assert witnessed or direction == "err", f"the capture saw no {direction} bytes"
+
+
+def test_typescript_sdk_sees_the_cli_die(
+    ts: TsRig, store: Store, fake_api: FakeAPI, real_claude: Path
+) -> None:
+    # The tool's shell kills its parent, the CLI; the capture wrapper's pipeline
+    # would hide the signal, so this goes through the plain shim.
+    fake_api.reset(
+        tool_use("Bash", {"command": "kill -9 $PPID", "description": "Stop the CLI"}, say="Stop.")
+    )
+    known = {r.id for r in store.list_recordings()}
+    run = run_host(ts, fake_api, "killed", ts.shim, real_claude, "Stop yourself.")
+
+    assert run.returncode == 1, run.stderr[-2000:]
+    assert [c["tool"] for c in run.callbacks()] == ["Bash"]
+    assert run.messages("result") == []
+    (message,) = run.errors()
+    assert re.search(r"\b137\b|SIGKILL", message), message
+
+    rec = store.get(wait_for_recording(store, known))
+    assert (rec.exit_code, rec.signal, rec.status) == (137, 9, "error")
