@@ -250,7 +250,8 @@ class _Builder:
             kind: Literal["permission", "hook"] = (
                 "permission" if subtype == "can_use_tool" else "hook"
             )
-            hook_input = req.get("input") if isinstance(req.get("input"), dict) else {}
+            raw_input = req.get("input")
+            hook_input: dict[str, Any] = raw_input if isinstance(raw_input, dict) else {}
             name = (
                 _str(req.get("tool_name"))
                 if kind == "permission"

@@ -135,11 +135,11 @@ class TurnPair:
 
     @property
     def cost_delta(self) -> float | None:
-        return _delta(self.a and self.a.cost_usd, self.b and self.b.cost_usd)
+        return _delta(self.a.cost_usd if self.a else None, self.b.cost_usd if self.b else None)
 
     @property
     def duration_delta(self) -> float | None:
-        return _delta(self.a and self.a.duration_s, self.b and self.b.duration_s)
+        return _delta(self.a.duration_s if self.a else None, self.b.duration_s if self.b else None)
 
     def as_dict(self) -> dict[str, Any]:
         """A row of the diff overview table."""

@@ -84,7 +84,9 @@ def _contains(store: Store, needle: str) -> ColumnElement[bool]:
     forms = {needle, json.dumps(needle)[1:-1], json.dumps(needle, ensure_ascii=False)[1:-1]}
     if store.engine.dialect.name == "sqlite":
         # LIKE on the text of the blob: case-insensitive for ASCII, as users expect.
-        clauses = [cast(_E.data, Text).like(f"%{_escape_like(f)}%", escape="\\") for f in forms]
+        clauses: list[ColumnElement[bool]] = [
+            cast(_E.data, Text).like(f"%{_escape_like(f)}%", escape="\\") for f in forms
+        ]
     else:
         clauses = [func.position(literal(f.encode("utf-8")).op("IN")(_E.data)) > 0 for f in forms]
     return or_(*clauses)
@@ -182,7 +184,7 @@ def _event_filter(recording_id: str, directions: Sequence[str], types: Sequence[
         where.append(_E.direction.in_(list(directions)))
     if types:
         wanted = [t for t in types if t != "(not JSON)"]
-        clause = _E.type.in_(wanted)
+        clause: ColumnElement[bool] = _E.type.in_(wanted)
         if len(wanted) != len(types):
             clause = or_(clause, _E.is_json.is_(False))
         where.append(clause)

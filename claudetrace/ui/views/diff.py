@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import streamlit as st
 
 from claudetrace.errors import ClaudeTraceError
@@ -61,7 +63,7 @@ def page() -> None:
 
 def _pickers(db: Store, ids: list[str]) -> tuple[Recording, Recording] | None:
     recent = queries.list_sessions(db, Filters(), limit=200)
-    options = [r.id for r in recent]
+    options: list[Any] = [r.id for r in recent]
     labels = {r.id: f"{r.id} · {r.name or r.model or ''}" for r in recent}
     resolved: list[Recording] = []
     for wanted in ids[:2]:
@@ -80,10 +82,18 @@ def _pickers(db: Store, ids: list[str]) -> tuple[Recording, Recording] | None:
     defaults = [r.id for r in resolved] + [o for o in options if o not in {r.id for r in resolved}]
     c1, c2 = st.columns(2)
     a_id = c1.selectbox(
-        "Session A", options, index=options.index(defaults[0]), format_func=labels.get, key="diff_a"
+        "Session A",
+        options,
+        index=options.index(defaults[0]),
+        format_func=lambda i: labels.get(i, str(i)),
+        key="diff_a",
     )
     b_id = c2.selectbox(
-        "Session B", options, index=options.index(defaults[1]), format_func=labels.get, key="diff_b"
+        "Session B",
+        options,
+        index=options.index(defaults[1]),
+        format_func=lambda i: labels.get(i, str(i)),
+        key="diff_b",
     )
     common.set_params(diff=f"{a_id},{b_id}")
     if a_id == b_id:

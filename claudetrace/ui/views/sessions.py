@@ -40,7 +40,7 @@ def _filters_from_widgets(current: Filters, model_options: list[str]) -> Filters
         today = dt.datetime.now(dt.timezone.utc).date()
         picked = st.date_input(
             "Started between (UTC)",
-            value=(current.since, current.until) if current.since and current.until else (),
+            value=[current.since, current.until] if current.since and current.until else [],
             max_value=today + dt.timedelta(days=1),
             key="f_dates",
         )
