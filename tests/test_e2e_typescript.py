@@ -43,7 +43,8 @@ TS_DIR = Path(__file__).parent / "ts"
 HOST = TS_DIR / "host.mjs"
 #: The SDK's engines field asks for Node.js >= 18.14.
 MIN_NODE = (18, 14)
-NPM_TIMEOUT = 600
+#: Below pytest-timeout's 300 s, so a stuck install fails with its own message.
+NPM_TIMEOUT = 240
 HOST_TIMEOUT = 90
 
 #: Sits between the host and the shim and logs each invocation's argv (one
@@ -115,14 +116,19 @@ def npm_ci(npm: str) -> None:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if npm_installed():
             return
-        done = subprocess.run(
-            [npm, "ci", "--omit=optional", "--no-audit", "--no-fund"],
-            cwd=TS_DIR,
-            capture_output=True,
-            text=True,
-            timeout=NPM_TIMEOUT,
-            check=False,
-        )
+        try:
+            done = subprocess.run(
+                [npm, "ci", "--omit=optional", "--no-audit", "--no-fund"],
+                cwd=TS_DIR,
+                capture_output=True,
+                text=True,
+                timeout=NPM_TIMEOUT,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            pytest.fail(
+                f"npm ci in tests/ts took more than {NPM_TIMEOUT} s (is the registry reachable?)"
+            )
         if done.returncode != 0:
             pytest.fail(f"npm ci in tests/ts failed:\n{done.stderr[-3000:]}")
 
