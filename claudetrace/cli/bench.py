@@ -44,3 +44,26 @@ def replay_bench(lines: int, sdk_lines: int) -> None:
             f"sdk: {sdk.lines}-line recording, {sdk.messages} messages received by "
             f"ClaudeSDKClient in {sdk.seconds:.3f} s"
         )
+
+
+@bench.command("proxy")
+@click.option("--lines", default=100_000, show_default=True, help="Lines of input (~1.5 KB each).")
+@click.option("--round-trips", default=5_000, show_default=True, help="Ping-pong lines (latency).")
+@click.option(
+    "--from", "cassette", metavar="CASSETTE",
+    help="Build the input from this recording [default: the demo session].",
+)
+@click.option(
+    "--db", "db_url", metavar="URL", help="Record here [default: a fresh SQLite file]."
+)
+@reports_errors
+def proxy_bench(lines: int, round_trips: int, cassette: str | None, db_url: str | None) -> None:
+    """Proxy vs cat vs tee FILE: throughput, added latency per line, peak RSS.
+
+    Targets: at least 50% of tee throughput; added latency p50 < 0.1 ms, p99 < 1 ms.
+    """
+    from ..bench.proxy import run_proxy_bench
+
+    report = run_proxy_bench(lines=lines, round_trips=round_trips, cassette=cassette, db=db_url)
+    for line in report.lines():
+        click.echo(line)

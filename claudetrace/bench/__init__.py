@@ -1,0 +1,1 @@
+"""Benchmarks that measure claudetrace on this machine (see ``claudetrace bench``)."""

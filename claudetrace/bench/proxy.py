@@ -1,0 +1,269 @@
+"""The proxy benchmark: throughput against ``cat`` and ``tee FILE``, added latency, memory.
+
+Everything runs side by side in one invocation on the same input, a stream-json
+mix made by cycling the lines of a recording (the shipped demo session unless
+another cassette is given):
+
+- **throughput**: ``cat IN | X > /dev/null`` where X is ``cat``, ``tee FILE`` or
+  ``claudetrace proxy --db DB -- cat``, timed until the process
+  exits, which for the proxy is after every event is stored (both directions:
+  the input lines are recorded as ``in`` and again as ``out``).  Includes the
+  proxy's Python start-up and final flush.
+- **latency**: a ping-pong host writes one line to ``cat`` and waits for it to
+  come back, first directly over pipes, then through the proxy; the added
+  latency per line is the difference of the round-trip percentiles (each line
+  crosses the proxy twice, in and out).
+- **memory**: the proxy's peak RSS (``VmHWM``) during the throughput run.
+
+Targets (DESIGN.md): at least 50% of ``tee`` throughput; added latency p50 < 0.1 ms
+and p99 < 1 ms.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..cassette import read_cassette
+
+#: The recording whose lines make the benchmark's input by default.
+DEMO_CASSETTE = Path(__file__).resolve().parent.parent / "demo_data" / "session.cassette.ndjson"
+
+
+@dataclass
+class Throughput:
+    """One tool's run over the whole input."""
+
+    name: str
+    seconds: float
+    bytes: int
+    lines: int
+    peak_rss_kib: int | None = None
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.bytes / 1e6 / self.seconds
+
+    @property
+    def lines_per_s(self) -> float:
+        return self.lines / self.seconds
+
+
+@dataclass
+class Latency:
+    """Round-trip times (ns) of a ping-pong through one path."""
+
+    name: str
+    round_trips_ns: list[int] = field(default_factory=list)
+
+    def percentile(self, q: float) -> float:
+        """The ``q`` quantile (0..1) in milliseconds."""
+        return percentile(self.round_trips_ns, q) / 1e6
+
+
+@dataclass
+class ProxyBenchReport:
+    """Everything one run measured."""
+
+    input_bytes: int
+    input_lines: int
+    throughput: list[Throughput]
+    direct: Latency
+    proxied: Latency
+
+    def by_name(self, name: str) -> Throughput:
+        return next(t for t in self.throughput if t.name == name)
+
+    @property
+    def ratio_to_tee(self) -> float:
+        return self.by_name("proxy").mb_per_s / self.by_name("tee FILE").mb_per_s
+
+    def added_ms(self, q: float) -> float:
+        """Added round-trip latency at quantile ``q``, in milliseconds."""
+        return self.proxied.percentile(q) - self.direct.percentile(q)
+
+    def lines(self) -> list[str]:
+        """The report for people."""
+        out = [f"input: {self.input_lines:,} lines, {self.input_bytes / 1e6:.1f} MB", ""]
+        out.append(f"{'':<10} {'seconds':>8} {'MB/s':>9} {'lines/s':>11} {'peak RSS':>10}")
+        for t in self.throughput:
+            rss = f"{t.peak_rss_kib / 1024:.0f} MiB" if t.peak_rss_kib else ""
+            out.append(
+                f"{t.name:<10} {t.seconds:>8.2f} {t.mb_per_s:>9.1f} "
+                f"{t.lines_per_s:>11,.0f} {rss:>10}"
+            )
+        out.append("")
+        out.append(f"{'round trip':<10} {'p50 ms':>8} {'p99 ms':>9} {'max ms':>11}")
+        for lat in (self.direct, self.proxied):
+            out.append(
+                f"{lat.name:<10} {lat.percentile(0.5):>8.3f} {lat.percentile(0.99):>9.3f} "
+                f"{lat.percentile(1.0):>11.3f}"
+            )
+        p50, p99 = self.added_ms(0.5), self.added_ms(0.99)
+        out += [
+            "",
+            f"proxy throughput: {self.ratio_to_tee:.0%} of tee "
+            f"(target >= 50%: {'met' if self.ratio_to_tee >= 0.5 else 'MISSED'})",
+            f"added latency per round trip: p50 {p50:.3f} ms (target < 0.1: "
+            f"{'met' if p50 < 0.1 else 'MISSED'}), p99 {p99:.3f} ms (target < 1: "
+            f"{'met' if p99 < 1.0 else 'MISSED'})",
+        ]
+        return out
+
+
+def percentile(values: Sequence[int] | Sequence[float], q: float) -> float:
+    """The ``q`` quantile (0..1) of ``values`` by the nearest-rank method."""
+    if not values:
+        raise ValueError("no values")
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), int(-(-q * len(ordered) // 1))))
+    return float(ordered[rank - 1])
+
+
+def sample_lines(cassette: str | os.PathLike[str] | None = None) -> list[bytes]:
+    """The lines of a recording (both directions, stderr left out), in order."""
+    recorded = read_cassette(cassette or DEMO_CASSETTE)
+    lines = [e.data for e in recorded.events if e.direction != "err" and e.data]
+    if not lines:
+        raise ValueError("the cassette has no lines to build the benchmark input from")
+    return lines
+
+
+def build_input(lines: Iterable[bytes], count: int) -> bytes:
+    """``count`` lines cycled from ``lines``, each ending with a newline."""
+    return b"".join(line + b"\n" for line in itertools.islice(itertools.cycle(lines), count))
+
+
+def _peak_rss_kib(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def time_command(name: str, argv: list[str], input_path: Path, lines: int) -> Throughput:
+    """Time ``cat INPUT | argv > /dev/null`` (watching argv's peak RSS).
+
+    The input comes through a pipe, as the CLI's output does, for every tool
+    alike (``cat`` straight from a file would use in-kernel copies).
+    """
+    size = input_path.stat().st_size
+    peak: list[int] = []
+    with open(os.devnull, "wb") as sink:
+        start = time.perf_counter()
+        producer = subprocess.Popen(["cat", str(input_path)], stdout=subprocess.PIPE)
+        assert producer.stdout is not None
+        proc = subprocess.Popen(argv, stdin=producer.stdout, stdout=sink)
+        producer.stdout.close()
+
+        def watch() -> None:
+            while proc.poll() is None:
+                value = _peak_rss_kib(proc.pid)
+                if value:
+                    peak.append(value)
+                time.sleep(0.02)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        code = proc.wait()
+        producer.wait()
+        seconds = time.perf_counter() - start
+        watcher.join()
+    if code != 0:
+        raise RuntimeError(f"{name} exited with status {code}")
+    return Throughput(name, seconds, size, lines, max(peak) if peak else None)
+
+
+def ping_pong(
+    name: str, argv: list[str], lines: Sequence[bytes], round_trips: int, warmup: int = 200
+) -> Latency:
+    """Send one line at a time through ``argv`` (an echoing child), timing each round trip."""
+    result = Latency(name)
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+    assert proc.stdin is not None and proc.stdout is not None
+    out_fd, in_fd = proc.stdout.fileno(), proc.stdin.fileno()
+    try:
+        for i, line in enumerate(itertools.islice(itertools.cycle(lines), warmup + round_trips)):
+            data = line + b"\n"
+            start = time.perf_counter_ns()
+            os.write(in_fd, data)
+            got = 0
+            while got < len(data):
+                chunk = os.read(out_fd, 1 << 20)
+                if not chunk:
+                    raise RuntimeError(f"{name}: the echo child closed its output")
+                got += len(chunk)
+            if i >= warmup:
+                result.round_trips_ns.append(time.perf_counter_ns() - start)
+    finally:
+        proc.stdin.close()
+        proc.stdout.read()
+        proc.stdout.close()
+        proc.wait()
+    return result
+
+
+def run_proxy_bench(
+    *,
+    lines: int = 100_000,
+    round_trips: int = 5_000,
+    cassette: str | None = None,
+    db: str | None = None,
+    workdir: str | None = None,
+) -> ProxyBenchReport:
+    """Measure cat, tee FILE and the proxy on the same input (see the module doc)."""
+    for tool in ("cat", "tee"):
+        if shutil.which(tool) is None:
+            raise RuntimeError(f"the benchmark needs `{tool}` on PATH")
+    source = sample_lines(cassette)
+    with tempfile.TemporaryDirectory(prefix="claudetrace-bench-", dir=workdir) as tmp:
+        folder = Path(tmp)
+        input_path = folder / "input.ndjson"
+        input_path.write_bytes(build_input(source, lines))
+        db_url = db or str(folder / "bench.db")
+        proxy = [sys.executable, "-m", "claudetrace", "proxy", "--db", db_url, "--name", "bench"]
+        # Create the schema first, so migration is not part of the timing.
+        from ..store import open_store
+
+        open_store(db_url).close()
+        results = [
+            time_command("cat", ["cat"], input_path, lines),
+            time_command("tee FILE", ["tee", str(folder / "tee.out")], input_path, lines),
+            time_command("proxy", [*proxy, "--", "cat"], input_path, lines),
+        ]
+        _check_stored(db_url, 2 * lines)
+        direct = ping_pong("direct", ["cat"], source, round_trips)
+        proxied = ping_pong("proxy", [*proxy, "--", "cat"], source, round_trips)
+        return ProxyBenchReport(
+            input_bytes=input_path.stat().st_size,
+            input_lines=lines,
+            throughput=results,
+            direct=direct,
+            proxied=proxied,
+        )
+
+
+def _check_stored(db_url: str, expected: int) -> None:
+    """The throughput figure only counts if every line really was stored."""
+    from ..store import open_store
+
+    store = open_store(db_url)
+    try:
+        stored = store.count_events(store.resolve("latest").id)
+    finally:
+        store.close()
+    if stored != expected:
+        raise RuntimeError(f"the proxy stored {stored} of {expected} events")
