@@ -1,0 +1,257 @@
+"""The recording store (claudetrace.store): import/export, resolution, queries, status."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sqlite3
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from claudetrace.cassette import Cassette, new_header, read_cassette, write_cassette
+from claudetrace.errors import AmbiguousSession, BadDatabaseURL, SessionNotFound, StoreError
+from claudetrace.events import Event
+from claudetrace.recording import RecordingInfo
+from claudetrace.store import EventTool, Recording, Store, open_store, resolve_url
+from claudetrace.store.models import STALE_AFTER_NS
+
+SAMPLES = sorted((Path(__file__).parent / "fixtures" / "samples").glob("*.cassette.ndjson"))
+
+
+@pytest.fixture
+def store(db_path: Path) -> Iterator[Store]:
+    opened = open_store(str(db_path))
+    yield opened
+    opened.close()
+
+
+def _export_lines(store: Store, rid: str) -> list[str]:
+    cassette = store.load_cassette(rid)
+    out = io.StringIO()
+    write_cassette(out, cassette.header, cassette.events)
+    return out.getvalue().splitlines()
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=lambda p: p.name)
+def test_import_then_export_reproduces_every_event_line(store: Store, sample: Path) -> None:
+    rid = store.import_cassette(read_cassette(sample))
+    original = sample.read_text(encoding="utf-8").splitlines()
+    exported = _export_lines(store, rid)
+    assert exported[1:] == original[1:]
+    header = json.loads(exported[0])
+    for key, value in json.loads(original[0]).items():
+        assert header[key] == value
+    rec = store.get(rid)
+    assert rec.source == "import" and rec.status == "ok"
+    assert rec.event_count == len(original) - 1
+
+
+def test_import_fills_summary_and_stream_columns(store: Store) -> None:
+    rid = store.import_cassette(read_cassette(SAMPLES[1]))
+    rec = store.get(rid)
+    assert rec.cli_session_id and rec.claude_code_version == "2.1.330"
+    assert rec.model and rec.permission_mode
+    assert rec.turns >= 1 and rec.tool_calls >= 1
+    assert rec.input_tokens + rec.output_tokens > 0
+    with store.session() as s:
+        tools = s.query(EventTool).filter_by(recording_id=rid).all()
+    assert {t.kind for t in tools} >= {"use", "result"}
+    assert all(t.tool_use_id for t in tools)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["in", "out", "err"]),
+            st.binary(max_size=30).filter(lambda b: b"\n" not in b),
+        ),
+        max_size=10,
+    ),
+    st.booleans(),
+)
+def test_store_round_trip_is_exact_for_any_bytes(
+    store: Store, lines: list[tuple[str, bytes]], last_eol: bool
+) -> None:
+    events = [Event(i, d, i * 1000, data) for i, (d, data) in enumerate(lines)]  # type: ignore[arg-type]
+    if events:
+        events[-1].eol = last_eol
+    rid = store.import_cassette(Cassette(new_header(argv=["x"], exit_code=0), events))
+    back = list(store.iter_events(rid))
+    assert [(e.seq, e.direction, e.t_ns, e.data, e.eol) for e in back] == [
+        (e.seq, e.direction, e.t_ns, e.data, e.eol) for e in events
+    ]
+
+
+def test_resolve_by_id_prefix_session_and_latest(store: Store) -> None:
+    first = store.import_cassette(read_cassette(SAMPLES[0]))
+    second = store.import_cassette(read_cassette(SAMPLES[1]))
+    assert store.resolve(first).id == first
+    assert store.resolve(first.lower()).id == first
+    assert store.resolve(first[:-2]).id == first
+    assert store.resolve("latest").id in (first, second)
+    session_id = store.get(second).cli_session_id
+    assert session_id and store.resolve(session_id).id in (first, second)
+    with pytest.raises(AmbiguousSession) as info:
+        store.resolve(first[:2])
+    assert set(info.value.candidates) == {first, second}
+    with pytest.raises(SessionNotFound):
+        store.resolve("ZZZZ")
+    with pytest.raises(SessionNotFound):
+        store.resolve("  ")
+    with pytest.raises(SessionNotFound):
+        store.resolve("%")  # LIKE wildcards are literal
+
+
+def test_latest_on_an_empty_store(store: Store) -> None:
+    with pytest.raises(SessionNotFound, match="no recordings"):
+        store.resolve("latest")
+
+
+def test_iter_events_pages_and_filters(store: Store) -> None:
+    rid = store.import_cassette(read_cassette(SAMPLES[1]))
+    everything = list(store.iter_events(rid))
+    assert [e.seq for e in store.iter_events(rid, chunk=3)] == [e.seq for e in everything]
+    assert [e.seq for e in store.iter_events(rid, start_seq=5, limit=4, chunk=3)] == [5, 6, 7, 8]
+    ins = list(store.iter_events(rid, directions=["in"]))
+    assert ins and all(e.direction == "in" for e in ins)
+    results = list(store.iter_events(rid, types=["result"]))
+    assert results and all(e.type == "result" for e in results)
+    assert store.count_events(rid) == len(everything)
+
+
+def test_list_recordings_order_and_window(store: Store) -> None:
+    ids = []
+    for k in range(3):
+        header = new_header(argv=["x"], exit_code=0, started_ns=1_000_000_000 * (k + 1))
+        ids.append(store.import_cassette(Cassette(header, [])))
+    assert [r.id for r in store.list_recordings()] == ids[::-1]
+    assert [r.id for r in store.list_recordings(newest_first=False, limit=2)] == ids[:2]
+    window = store.list_recordings(since_ns=2_000_000_000, until_ns=3_000_000_000)
+    assert [r.id for r in window] == [ids[1]]
+    assert store.count_recordings() == 3
+    store.delete_recording(ids[0])
+    assert store.count_recordings() == 2
+
+
+def _recording(**values: object) -> Recording:
+    base: dict[str, object] = {
+        "id": "01TEST",
+        "started_ns": time.time_ns(),
+        "host": "elsewhere",
+        "pid": None,
+        "source": "proxy",
+        "event_count": 1,
+        "is_error": False,
+    }
+    base.update(values)
+    return Recording(**base)
+
+
+def test_status_of_recordings() -> None:
+    now = time.time_ns()
+    assert _recording(ended_ns=now, exit_code=0).status == "ok"
+    assert _recording(ended_ns=now, exit_code=2).status == "error"
+    assert _recording(ended_ns=now, exit_code=130, signal=2).status == "error"
+    assert _recording(ended_ns=now, exit_code=0, is_error=True).status == "error"
+    assert (
+        _recording(ended_ns=now, exit_code=127, error="cannot start", event_count=0).status
+        == "failed"
+    )
+    assert _recording(last_seen_ns=now).status == "running"
+    assert _recording(last_seen_ns=now - STALE_AFTER_NS - 1).status == "incomplete"
+
+
+def test_a_dead_local_proxy_is_incomplete_at_once(store: Store) -> None:
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    rec = _recording(host=os.uname().nodename, pid=gone.pid, last_seen_ns=time.time_ns())
+    assert rec.status == "incomplete"
+    rec = _recording(host=os.uname().nodename, pid=os.getpid(), last_seen_ns=time.time_ns())
+    assert rec.status == "running"
+
+
+def test_write_batch_and_live_recording(store: Store) -> None:
+    info = RecordingInfo.start(["claude", "-p"], name="live")
+    store.create_recording(info)
+    assert store.get(info.id).status == "running"
+    store.write_batch(
+        info.id,
+        [Event(0, "out", 1, b'{"type":"system","subtype":"init"}')],
+        {"event_count": 1, "last_seen_ns": time.time_ns()},
+    )
+    store.write_batch(info.id, [], {"ended_ns": time.time_ns(), "exit_code": 0})
+    rec = store.get(info.id)
+    assert rec.status == "ok" and rec.name == "live"
+    assert [e.type for e in store.iter_events(info.id)] == ["system"]
+    with pytest.raises(Exception):  # noqa: B017 - the primary key (recording, seq) holds
+        store.write_batch(info.id, [Event(0, "out", 2, b"dup")])
+    assert store.count_events(info.id) == 1
+
+
+def test_long_field_values_are_clipped_not_rejected(store: Store) -> None:
+    line = json.dumps({"type": "t" * 300, "request_id": "r" * 500, "session_id": "s" * 100})
+    rid = store.import_cassette(Cassette(new_header(), [Event(0, "out", 0, line.encode())]))
+    with sqlite3.connect(store.engine.url.database) as conn:
+        row = conn.execute(
+            "SELECT type, request_id, session_id FROM events WHERE recording_id = ?", (rid,)
+        ).fetchone()
+    assert [len(v) for v in row] == [64, 128, 64]
+    assert next(store.iter_events(rid)).data == line.encode()
+
+
+def test_resolve_url_forms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert resolve_url(str(tmp_path / "x.db")) == f"sqlite:///{tmp_path / 'x.db'}"
+    assert resolve_url("postgresql://u@h/db") == "postgresql://u@h/db"
+    monkeypatch.setenv("CLAUDETRACE_DB", str(tmp_path / "env.db"))
+    assert resolve_url(None).endswith("env.db")
+    monkeypatch.delenv("CLAUDETRACE_DB")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    assert resolve_url(None) == f"sqlite:///{tmp_path / 'data' / 'claudetrace' / 'claudetrace.db'}"
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_bad_urls_and_missing_drivers() -> None:
+    with pytest.raises(BadDatabaseURL):
+        open_store("nosuchdialect://x/y")
+    with pytest.raises(BadDatabaseURL):
+        open_store("postgresql+nosuchdriver://u@127.0.0.1/db")
+    with pytest.raises(BadDatabaseURL):
+        open_store("mysql://u@127.0.0.1/db")  # driver not installed
+
+
+def test_foreign_tables_without_history_are_refused(db_path: Path) -> None:
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("CREATE TABLE recordings (id TEXT)")
+    with pytest.raises(StoreError, match="no migration history"):
+        open_store(str(db_path))
+
+
+def test_migration_is_idempotent_and_concurrent_safe(db_path: Path) -> None:
+    errors: list[BaseException] = []
+
+    def opener() -> None:
+        try:
+            open_store(str(db_path)).close()
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=opener) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("SELECT count(*) FROM alembic_version").fetchone() == (1,)
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
