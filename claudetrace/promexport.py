@@ -36,8 +36,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final, Literal, NamedTuple
 
 from sqlalchemy import Engine, and_, case, func, literal, or_, select
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, aliased
 
+from .errors import ClaudeTraceError, StoreError
 from .events import Event
 from .store.models import STALE_AFTER_NS, EventRow, EventTool, Recording
 
@@ -256,7 +258,7 @@ class ControlRow(NamedTuple):
 
     seq: int
     direction: str
-    type: str
+    type: str | None
     subtype: str | None
     request_id: str | None
     t_ns: int
@@ -301,14 +303,14 @@ def recording_figures(
 
     requests: dict[str, ControlRow] = {}
     responses: dict[tuple[str, str], ControlRow] = {}
-    for row in sorted(controls, key=lambda r: r.seq):
-        if row.request_id is None:
+    for ctl in sorted(controls, key=lambda r: r.seq):
+        if ctl.request_id is None:
             continue
-        if row.type == "control_request":
-            requests.setdefault(row.request_id, row)
-        elif row.type == "control_response":
+        if ctl.type == "control_request":
+            requests.setdefault(ctl.request_id, ctl)
+        elif ctl.type == "control_response":
             # An answer travels the other way: key it by the stream it came on.
-            responses.setdefault((row.request_id, row.direction), row)
+            responses.setdefault((ctl.request_id, ctl.direction), ctl)
     decisions = decisions or {}
     for request_id, req in requests.items():
         subtype = req.subtype or UNKNOWN
@@ -483,9 +485,13 @@ class StoreMetrics:
         """All families of :data:`METRICS`, freshly computed."""
         with self._lock:
             started = time.perf_counter()
-            with self.engine.connect() as conn, Session(bind=conn) as session:
-                families = self._summary_families(session)
-                families += event_families(self._event_figures(session))
+            try:
+                with self.engine.connect() as conn, Session(bind=conn) as session:
+                    families = self._summary_families(session)
+                    families += event_families(self._event_figures(session))
+            except SQLAlchemyError as exc:
+                reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+                raise StoreError(f"cannot read the store: {reason[0] if reason else exc}") from exc
             scrape = Family(SCRAPE_DURATION)
             scrape.add((), time.perf_counter() - started)
             families.append(scrape)
@@ -499,9 +505,9 @@ class StoreMetrics:
     def _summary_families(self, session: Session) -> list[Family]:
         now = self._clock()
         status = status_expression(now)
-        counts: Counter[str] = Counter(
-            dict(session.execute(select(status, func.count()).group_by(status)).tuples().all())
-        )
+        counts: Counter[str] = Counter()
+        for name, n in session.execute(select(status, func.count()).group_by(status)):
+            counts[name] = n
         # The pid check of Recording.status cannot run in SQL; apply it to the few
         # recordings the heartbeat calls running.
         running = session.scalars(select(Recording).where(status == "running")).all()
@@ -586,18 +592,18 @@ class StoreMetrics:
         tools: dict[str, list[ToolRow]] = {rid: [] for rid in ids}
         controls: dict[str, list[ControlRow]] = {rid: [] for rid in ids}
         et, ev = EventTool, EventRow
-        for rid, *row in session.execute(
+        for rid, seq, tool_use_id, name, kind, t_ns in session.execute(
             select(et.recording_id, et.seq, et.tool_use_id, et.tool_name, et.kind, ev.t_ns)
             .join(ev, and_(ev.recording_id == et.recording_id, ev.seq == et.seq))
             .where(et.recording_id.in_(ids), et.kind.in_(("use", "result", "permission")))
         ):
-            tools[rid].append(ToolRow(*row))
-        for rid, *row in session.execute(
+            tools[rid].append(ToolRow(seq, tool_use_id, name, kind, t_ns))
+        for rid, seq, direction, line_type, subtype, request_id, t_ns in session.execute(
             select(
                 ev.recording_id, ev.seq, ev.direction, ev.type, ev.subtype, ev.request_id, ev.t_ns
             ).where(ev.recording_id.in_(ids), ev.type.in_(("control_request", "control_response")))
         ):
-            controls[rid].append(ControlRow(*row))
+            controls[rid].append(ControlRow(seq, direction, line_type, subtype, request_id, t_ns))
 
         decisions: dict[str, dict[str, str]] = {rid: {} for rid in ids}
         req, resp = aliased(EventRow), aliased(EventRow)
@@ -617,7 +623,7 @@ class StoreMetrics:
             )
         ):
             decision = permission_decision(Event(seq, "in", 0, data))
-            if decision is not None:
+            if decision is not None and request_id is not None:
                 decisions[rid].setdefault(request_id, decision)
 
         failed: dict[str, set[str]] = {rid: set() for rid in ids}
@@ -653,7 +659,12 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
         if path == "/metrics":
-            body = self.metrics.exposition().encode("utf-8")
+            try:
+                body = self.metrics.exposition().encode("utf-8")
+            except ClaudeTraceError as exc:
+                # Prometheus records a failed scrape (up == 0); the server goes on.
+                self._reply(500, "text/plain; charset=utf-8", f"{exc}\n".encode())
+                return
             self._reply(200, CONTENT_TYPE, body)
         elif path == "/":
             body = b'claudetrace store metrics: <a href="/metrics">/metrics</a>\n'

@@ -44,8 +44,7 @@ def serve(db_url: str | None, host: str, port: int) -> None:
         server = make_server(StoreMetrics(store.engine), host, port)
     except OSError as exc:
         raise ClaudeTraceError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
-    bound_host, bound_port = server.server_address[:2]
-    url = f"http://{bound_host}:{bound_port}/metrics"
+    url = f"http://{host}:{server.server_port}/metrics"
     click.echo(f"claudetrace: serving store metrics on {url}", err=True)
     try:
         server.serve_forever()

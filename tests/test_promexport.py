@@ -1,0 +1,446 @@
+"""The store-backed Prometheus endpoint: figures, exposition format, HTTP, CLI.
+
+The end-to-end tests import the real-CLI recordings of ``tests/fixtures/telemetry``
+into a temporary SQLite store, serve it on 127.0.0.1 port 0, scrape it over real
+HTTP and parse what comes back.  Expected values are computed independently: the
+session statuses with :attr:`Recording.status`, the summary sums with the ORM, and
+tool calls, permission decisions and control round trips with the telemetry
+package's own span builder and measurements on the same recordings.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import func, select
+
+from claudetrace import promexport
+from claudetrace.cassette import read_cassette
+from claudetrace.cli import cli
+from claudetrace.events import Event
+from claudetrace.promexport import (
+    BUCKETS,
+    ControlRow,
+    Family,
+    Histogram,
+    StoreMetrics,
+    ToolRow,
+    make_server,
+    recording_figures,
+    render,
+)
+from claudetrace.recording import RecordingInfo, new_recording_id
+from claudetrace.store import Recording, Store, info_from_header, open_store
+from claudetrace.telemetry import conventions as c
+from claudetrace.telemetry.metrics import measurements
+from claudetrace.telemetry.spans import build_spans
+
+FIXTURES = Path(__file__).parent / "fixtures" / "telemetry"
+CASSETTES = sorted(FIXTURES.glob("*.ndjson"))
+S = 1_000_000_000
+
+# --------------------------------------------------------------------------- exposition parser
+
+_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})? (\S+)$")
+_LABEL = re.compile(r'([A-Za-z_]\w*)="((?:\\.|[^"\\])*)"')
+
+
+def _unescape(value: str) -> str:
+    return re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), value)
+
+
+Key = tuple[str, frozenset[tuple[str, str]]]
+
+
+def parse_exposition(text: str) -> tuple[dict[str, str], dict[Key, float]]:
+    """``({family: type}, {(sample name, labels): value})``; strict about the format."""
+    types: dict[str, str] = {}
+    helps: set[str] = set()
+    samples: dict[Key, float] = {}
+    assert text.endswith("\n")
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            helps.add(line.split(" ", 3)[2])
+        elif line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ")
+            assert kind in ("counter", "gauge", "histogram"), line
+            types[name] = kind
+        else:
+            match = _SAMPLE.match(line)
+            assert match, f"malformed sample line: {line!r}"
+            name, labels, value = match.groups()
+            pairs = _LABEL.findall(labels or "")
+            assert ",".join(f'{k}="{v}"' for k, v in pairs) == (labels or ""), line
+            key = (name, frozenset((k, _unescape(v)) for k, v in pairs))
+            assert key not in samples, f"duplicate sample {line!r}"
+            family = re.sub(r"_(bucket|sum|count)$", "", name) if name not in types else name
+            assert family in types, f"sample before its TYPE: {line!r}"
+            samples[key] = float(value.replace("+Inf", "inf"))
+    assert helps == set(types)
+    return types, samples
+
+
+def values(samples: dict[Key, float], name: str, *label_names: str) -> dict[tuple[str, ...], float]:
+    """The samples of ``name`` keyed by the values of ``label_names``."""
+    out = {}
+    for (sample, labels), value in samples.items():
+        if sample == name:
+            d = dict(labels)
+            out[tuple(d[n] for n in label_names)] = value
+    return out
+
+
+# --------------------------------------------------------------------------- pure parts
+
+
+def test_render_escapes_and_formats() -> None:
+    fam = Family(promexport.TOOL_CALLS)
+    fam.add(('Bash "quoted"\\path\nnext', "ok"), 3)
+    fam.add(("x", "error"), 0.25)
+    text = render([fam])
+    assert text.splitlines() == [
+        f"# HELP claudetrace_store_tool_calls_total {promexport.TOOL_CALLS.help}",
+        "# TYPE claudetrace_store_tool_calls_total counter",
+        'claudetrace_store_tool_calls_total{tool="Bash \\"quoted\\"\\\\path\\nnext",'
+        'outcome="ok"} 3',
+        'claudetrace_store_tool_calls_total{tool="x",outcome="error"} 0.25',
+    ]
+    _, samples = parse_exposition(text)
+    assert values(samples, "claudetrace_store_tool_calls_total", "tool", "outcome") == {
+        ('Bash "quoted"\\path\nnext', "ok"): 3,
+        ("x", "error"): 0.25,
+    }
+
+
+def test_histogram_buckets_are_cumulative_and_inclusive() -> None:
+    hist = Histogram()
+    for seconds in (0.005, 0.0051, 2.0, 10_000.0):
+        hist.observe(seconds)
+    fam = Family(promexport.TOOL_DURATION)
+    fam.add_histogram(("Bash",), hist)
+    _, samples = parse_exposition(render([fam]))
+    buckets = values(samples, "claudetrace_store_tool_duration_seconds_bucket", "le")
+    assert buckets[("0.005",)] == 1  # le is inclusive
+    assert buckets[("0.01",)] == 2
+    assert buckets[("1",)] == 2
+    assert buckets[("2.5",)] == 3
+    assert buckets[(promexport._number(BUCKETS[-1]),)] == 3
+    assert buckets[("+Inf",)] == 4
+    assert list(buckets.values()) == sorted(buckets.values())
+    assert values(samples, "claudetrace_store_tool_duration_seconds_count")[()] == 4
+    assert values(samples, "claudetrace_store_tool_duration_seconds_sum")[()] == pytest.approx(
+        10_002.0101
+    )
+
+
+def test_recording_figures_pairs_tools_controls_and_permissions() -> None:
+    tools = [
+        ToolRow(3, "t1", "Bash", "use", 1 * S),  # streamed content_block_start
+        ToolRow(4, "t1", "Bash", "use", 2 * S),  # the assistant message repeats it
+        ToolRow(5, "t1", "Bash", "permission", 3 * S),
+        ToolRow(8, "t1", None, "result", 6 * S),
+        ToolRow(9, "t2", "Read", "use", 7 * S),
+        ToolRow(11, "t2", None, "result", 7 * S + S // 2),
+        ToolRow(12, "t3", "Write", "use", 8 * S),  # never answered
+    ]
+    controls = [
+        ControlRow(0, "in", "control_request", "initialize", "req_1", 0),
+        ControlRow(1, "out", "control_response", "success", "req_1", S // 10),
+        ControlRow(5, "out", "control_request", "can_use_tool", "p1", 3 * S),
+        ControlRow(6, "in", "control_response", "success", "p1", 5 * S),
+        ControlRow(13, "in", "control_request", "interrupt", "req_2", 9 * S),
+        # The request's own id echoed on its own stream is not an answer.
+        ControlRow(14, "in", "control_response", "success", "req_2", 9 * S),
+        ControlRow(15, "out", "control_request", "hook_callback", "h1", 9 * S),
+        ControlRow(16, "in", "control_response", "error", "h1", 9 * S + S // 100),
+    ]
+    figures = recording_figures(tools, controls, {"p1": "deny"}, {"t2"})
+    assert figures.tool_calls == Counter(
+        {("Bash", "ok"): 1, ("Read", "error"): 1, ("Write", "unfinished"): 1}
+    )
+    assert figures.tool_duration[("Bash",)].sum == 5.0  # first mention to result
+    assert figures.tool_duration[("Read",)].sum == 0.5
+    assert ("Write",) not in figures.tool_duration
+    assert figures.control_requests == Counter(
+        {
+            ("initialize", "host", "success"): 1,
+            ("can_use_tool", "cli", "success"): 1,
+            ("interrupt", "host", "unanswered"): 1,
+            ("hook_callback", "cli", "error"): 1,
+        }
+    )
+    assert figures.control_duration[("initialize", "host", "success")].sum == 0.1
+    assert ("interrupt", "host", "unanswered") not in figures.control_duration
+    assert figures.permission_wait[("Bash",)].sum == 2.0
+    assert figures.permission_decisions == Counter({("Bash", "deny"): 1})
+
+
+def test_decision_and_failed_tools_read_from_the_parsed_line() -> None:
+    allow = Event(
+        0,
+        "in",
+        0,
+        b'{"type":"control_response","response":{"subtype":"success",'
+        b'"request_id":"p","response":{"behavior":"allow","updatedInput":{}}}}',
+    )
+    assert promexport.permission_decision(allow) == "allow"
+    assert promexport.permission_decision(Event(0, "in", 0, b"not json")) is None
+    user = Event(
+        1,
+        "out",
+        0,
+        b'{"type":"user","message":{"role":"user","content":['
+        b'{"type":"tool_result","tool_use_id":"a","is_error":true,"content":"x"},'
+        b'{"type":"tool_result","tool_use_id":"b","content":"y"}]}}',
+    )
+    assert promexport.failed_tool_ids(user) == {"a"}
+
+
+# --------------------------------------------------------------------------- store + HTTP
+
+
+def add_recording(store: Store, now_ns: int, **columns: object) -> str:
+    """A recording with no events and the given columns (status scenarios)."""
+    info = RecordingInfo(id=new_recording_id(now_ns), argv=["claude"], started_ns=now_ns)
+    store.create_recording(info)
+    if columns:
+        store.update_recording(info.id, **columns)
+    return info.id
+
+
+@pytest.fixture
+def store(db_path: Path) -> Iterator[Store]:
+    store = open_store(str(db_path))
+    for path in CASSETTES:
+        store.import_cassette(read_cassette(path))
+    now = time.time_ns()
+    add_recording(store, now, last_seen_ns=now)  # running: fresh heartbeat
+    add_recording(store, now - 60 * S, last_seen_ns=now - 60 * S)  # incomplete
+    add_recording(store, now, error="no such file", exit_code=127, ended_ns=now)  # failed
+    add_recording(store, now, ended_ns=now, signal=9, model="claude-x", cost_usd=0.5)
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def server(store: Store) -> Iterator[str]:
+    httpd = make_server(StoreMetrics(store.engine), "127.0.0.1", 0)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(5)
+
+
+def scrape(base: str) -> tuple[dict[str, str], dict[Key, float]]:
+    with urllib.request.urlopen(f"{base}/metrics", timeout=10) as response:
+        assert response.status == 200
+        assert response.headers["Content-Type"] == promexport.CONTENT_TYPE
+        return parse_exposition(response.read().decode("utf-8"))
+
+
+def telemetry_counts() -> Counter[tuple[str, ...]]:
+    """Tool calls, decisions and control round trips as the telemetry measures them."""
+    counts: Counter[tuple[str, ...]] = Counter()
+    for path in CASSETTES:
+        cassette = read_cassette(path)
+        for span in build_spans(info_from_header(cassette.header), cassette.events):
+            for m in measurements(span):
+                a = m.attributes
+                if m.instrument == c.METRIC_TOOL_CALLS:
+                    counts["tool", a[c.GEN_AI_TOOL_NAME], a[c.TOOL_OUTCOME]] += int(m.value)
+                elif m.instrument == c.METRIC_PERMISSION_DECISIONS:
+                    counts["decision", a[c.GEN_AI_TOOL_NAME], a[c.PERMISSION_DECISION]] += 1
+                elif m.instrument == c.METRIC_CONTROL_DURATION:
+                    key = (a[c.CONTROL_SUBTYPE], a[c.CONTROL_INITIATOR], a[c.CONTROL_OUTCOME])
+                    counts[("control", *key)] += 1
+    return counts
+
+
+def test_scrape_over_http_matches_independent_figures(store: Store, server: str) -> None:
+    types, samples = scrape(server)
+    assert set(types) == {spec.name for spec in promexport.METRICS}
+    assert {name for name, _ in samples} <= promexport.sample_names()
+    for spec in promexport.METRICS:
+        assert types[spec.name] == spec.kind
+
+    with store.session() as session:
+        recordings = session.scalars(select(Recording)).all()
+        expected_status = Counter(r.status for r in recordings)
+        cost = dict(
+            session.execute(
+                select(Recording.model, func.sum(Recording.cost_usd)).group_by(Recording.model)
+            ).all()
+        )
+        output_tokens = session.scalar(select(func.sum(Recording.output_tokens)))
+        event_count = session.scalar(select(func.sum(Recording.event_count)))
+    assert {"running", "incomplete", "failed", "error", "ok"} <= set(expected_status)
+    assert values(samples, "claudetrace_store_sessions", "status") == {
+        (s,): expected_status.get(s, 0) for s in ("running", "ok", "error", "failed", "incomplete")
+    }
+    assert values(samples, "claudetrace_store_cost_usd_total", "model") == pytest.approx(
+        {(m or "unknown",): v for m, v in cost.items()}
+    )
+    tokens = values(samples, "claudetrace_store_tokens_total", "model", "type")
+    assert sum(v for (_, kind), v in tokens.items() if kind == "output") == output_tokens > 0
+    assert values(samples, "claudetrace_store_events_total")[()] == event_count
+    started = values(samples, "claudetrace_store_sessions_started_total", "source")
+    assert started == {("import",): len(CASSETTES), ("proxy",): 4}
+
+    telemetry = telemetry_counts()
+    tool_calls = values(samples, "claudetrace_store_tool_calls_total", "tool", "outcome")
+    assert tool_calls == {k[1:]: v for k, v in telemetry.items() if k[0] == "tool"}
+    assert {o for _, o in tool_calls} == {"ok", "error", "unfinished"}
+    decisions = values(samples, "claudetrace_store_permission_decisions_total", "tool", "decision")
+    assert decisions == {k[1:]: v for k, v in telemetry.items() if k[0] == "decision"}
+    assert {d for _, d in decisions} == {"allow", "deny"}
+    controls = values(
+        samples, "claudetrace_store_control_requests_total", "subtype", "initiator", "outcome"
+    )
+    assert controls == {k[1:]: v for k, v in telemetry.items() if k[0] == "control"}
+
+    # Histograms: every answered round trip is observed once, with a plausible sum.
+    answered = {k: v for k, v in controls.items() if k[2] != "unanswered"}
+    counts = values(
+        samples,
+        "claudetrace_store_control_duration_seconds_count",
+        "subtype",
+        "initiator",
+        "outcome",
+    )
+    assert counts == answered
+    waits = values(samples, "claudetrace_store_permission_wait_seconds_count", "tool")
+    assert waits == {("Bash",): controls[("can_use_tool", "cli", "success")]}
+    wait_sum = values(samples, "claudetrace_store_permission_wait_seconds_sum", "tool")[("Bash",)]
+    assert 0 < wait_sum < 60
+    inf = values(samples, "claudetrace_store_tool_duration_seconds_bucket", "tool", "le")
+    finished = Counter()
+    for (tool, outcome), n in tool_calls.items():
+        if outcome != "unfinished":
+            finished[tool] += n
+    assert {t: n for (t, le), n in inf.items() if le == "+Inf"} == dict(finished)
+
+
+def test_other_paths(server: str) -> None:
+    with urllib.request.urlopen(f"{server}/", timeout=10) as response:
+        assert b"/metrics" in response.read()
+    with pytest.raises(urllib.error.HTTPError) as excinfo:
+        urllib.request.urlopen(f"{server}/nope", timeout=10)
+    assert excinfo.value.code == 404
+    excinfo.value.close()
+
+
+def test_an_unreadable_store_answers_500(db_path: Path) -> None:
+    from sqlalchemy import create_engine
+
+    engine = create_engine(f"sqlite:///{db_path}")  # never migrated: no tables
+    httpd = make_server(StoreMetrics(engine), "127.0.0.1", 0)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(urllib.error.HTTPError) as excinfo:
+            urllib.request.urlopen(
+                f"http://127.0.0.1:{httpd.server_address[1]}/metrics", timeout=10
+            )
+        assert excinfo.value.code == 500
+        assert b"cannot read the store" in excinfo.value.read()
+        excinfo.value.close()
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(5)
+        engine.dispose()
+
+
+def test_ended_recordings_are_read_once_and_new_ones_are_added(store: Store) -> None:
+    metrics = StoreMetrics(store.engine)
+    _, before = parse_exposition(metrics.exposition())
+    with store.session() as session:
+        ended = set(session.scalars(select(Recording.id).where(Recording.ended_ns.is_not(None))))
+    assert metrics._folded == ended
+
+    # A running recording is read on every scrape; once it ends it is folded in.
+    cassette = read_cassette(FIXTURES / "permission_deny.cassette.ndjson")
+    header = {k: v for k, v in cassette.header.items() if k != "ended_ns"}
+    rid = store.import_cassette((header, cassette.events))
+    store.update_recording(rid, ended_ns=None, last_seen_ns=time.time_ns())
+    _, running = parse_exposition(metrics.exposition())
+    assert rid not in metrics._folded
+    store.update_recording(rid, ended_ns=time.time_ns())
+    _, after = parse_exposition(metrics.exposition())
+    assert rid in metrics._folded
+    for snapshot in (running, after):
+        key = (
+            "claudetrace_store_permission_decisions_total",
+            frozenset({("tool", "Bash"), ("decision", "deny")}),
+        )
+        assert snapshot[key] == before[key] + 1
+    # Folding did not count the recording twice.
+    _, again = parse_exposition(metrics.exposition())
+    assert {k: v for k, v in again.items() if "scrape_duration" not in k[0]} == {
+        k: v for k, v in after.items() if "scrape_duration" not in k[0]
+    }
+
+
+def test_status_sql_agrees_with_the_model(store: Store) -> None:
+    now = time.time_ns()
+    with store.session() as session:
+        rows = session.execute(select(Recording, promexport.status_expression(now))).all()
+    assert rows
+    for recording, sql_status in rows:
+        assert sql_status == recording.status, recording.id
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def test_metrics_dump(store: Store, db_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["metrics", "dump", "--db", str(db_path)])
+    assert result.exit_code == 0, result.output
+    types, samples = parse_exposition(result.output)
+    assert set(types) == {spec.name for spec in promexport.METRICS}
+    assert values(samples, "claudetrace_store_sessions_started_total", "source")[
+        ("import",)
+    ] == len(CASSETTES)
+
+
+def test_metrics_serve_subprocess(store: Store, db_path: Path) -> None:
+    argv = [sys.executable, "-m", "claudetrace", "metrics", "serve", "--db", str(db_path)]
+    with subprocess.Popen([*argv, "--port", "0"], stderr=subprocess.PIPE, text=True) as proc:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        match = re.search(r"http://127\.0\.0\.1:(\d+)/metrics", line)
+        assert match, line
+        _, samples = scrape(f"http://127.0.0.1:{match.group(1)}")
+        assert values(samples, "claudetrace_store_sessions", "status")[("failed",)] == 1
+        proc.terminate()
+        assert proc.wait(10) is not None
+
+
+def test_metrics_serve_reports_a_busy_port(db_path: Path) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        result = CliRunner().invoke(
+            cli, ["metrics", "serve", "--db", str(db_path), "--port", str(port)]
+        )
+    assert result.exit_code == 1
+    assert "cannot listen on 127.0.0.1" in result.output
+    assert "Traceback" not in result.output
