@@ -1,0 +1,167 @@
+"""`sessions`, `show`, `export`, `import`, `db`: through click's CliRunner and a subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from claudetrace.cli import cli
+
+SAMPLES = sorted((Path(__file__).parent / "fixtures" / "samples").glob("*.cassette.ndjson"))
+
+pytestmark = pytest.mark.usefixtures("ct_env")
+
+
+def invoke(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def one_line_error(result: Result, *needles: str) -> None:
+    """A user mistake: non-zero exit, one line on stderr, no traceback."""
+    assert result.exit_code != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("claudetrace: ")
+    assert "Traceback" not in result.output + result.stderr
+    for needle in needles:
+        assert needle in lines[0]
+
+
+@pytest.fixture
+def imported(db_path: Path) -> list[str]:
+    ids = []
+    for sample in SAMPLES:
+        result = invoke("import", str(sample), "--db", str(db_path), "--tag", "suite=cli")
+        assert result.exit_code == 0, result.stderr
+        ids.append(result.stdout.strip())
+    return ids
+
+
+def test_import_prints_the_id_and_export_reproduces_the_events(
+    db_path: Path, imported: list[str], tmp_path: Path
+) -> None:
+    for rid, sample in zip(imported, SAMPLES, strict=True):
+        out = tmp_path / f"{rid}.ndjson"
+        result = invoke("export", rid, "--db", str(db_path), "-o", str(out))
+        assert result.exit_code == 0
+        assert f"to {out}" in result.stderr
+        original = sample.read_text(encoding="utf-8").splitlines()
+        assert out.read_text(encoding="utf-8").splitlines()[1:] == original[1:]
+        to_stdout = invoke("export", rid, "--db", str(db_path))
+        assert to_stdout.stdout.splitlines()[1:] == original[1:]
+        header = json.loads(to_stdout.stdout.splitlines()[0])
+        assert header["recording_id"] == rid and header["tags"] == {"suite": "cli"}
+
+
+def test_sessions_table_and_json(db_path: Path, imported: list[str]) -> None:
+    table = invoke("sessions", "--db", str(db_path))
+    assert table.exit_code == 0
+    for rid in imported:
+        assert rid in table.stdout
+    assert "ok" in table.stdout
+    listed = json.loads(invoke("sessions", "--db", str(db_path), "--json").stdout)
+    assert {r["id"] for r in listed} == set(imported)
+    assert all(r["status"] == "ok" and r["tags"] == {"suite": "cli"} for r in listed)
+    assert {r["claude_code_version"] for r in listed} == {"2.1.330"}
+    assert (
+        len(json.loads(invoke("sessions", "--db", str(db_path), "--json", "-n", "1").stdout)) == 1
+    )
+
+
+def test_sessions_on_an_empty_database(db_path: Path) -> None:
+    result = invoke("sessions", "--db", str(db_path))
+    assert result.exit_code == 0 and "No recordings yet" in result.stdout
+    assert json.loads(invoke("sessions", "--db", str(db_path), "--json").stdout) == []
+
+
+def test_show_summary_transcript_and_raw(db_path: Path, imported: list[str]) -> None:
+    rid = imported[1]
+    result = invoke("show", rid[:12], "--db", str(db_path))
+    assert result.exit_code == 0
+    assert rid in result.stdout and "2.1.330" in result.stdout and "suite=cli" in result.stdout
+    assert "result" in result.stdout
+    raw = invoke("show", rid, "--db", str(db_path), "--raw")
+    assert raw.exit_code == 0
+    assert '"type":"system"' in raw.stdout.replace(" ", "")
+    latest = invoke("show", "latest", "--db", str(db_path))
+    assert latest.exit_code == 0
+
+
+def test_db_upgrade_and_url(db_path: Path) -> None:
+    first = invoke("db", "upgrade", "--db", str(db_path))
+    assert first.exit_code == 0 and "upgraded from empty" in first.stdout
+    again = invoke("db", "upgrade", "--db", str(db_path))
+    assert again.exit_code == 0 and "already at revision" in again.stdout
+    assert invoke("db", "url", "--db", str(db_path)).stdout.strip() == f"sqlite:///{db_path}"
+
+
+def test_db_comes_from_the_environment(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CLAUDETRACE_DB", str(db_path))
+    result = invoke("import", str(SAMPLES[0]))
+    assert result.exit_code == 0
+    assert db_path.exists()
+    assert result.stdout.strip() in invoke("sessions").stdout
+
+
+def test_unknown_and_ambiguous_sessions(db_path: Path, imported: list[str]) -> None:
+    one_line_error(invoke("show", "NOPE", "--db", str(db_path)), "no recording matches 'NOPE'")
+    one_line_error(invoke("export", "NOPE", "--db", str(db_path)), "NOPE")
+    one_line_error(
+        invoke("show", imported[0][:2], "--db", str(db_path)), "matches several", imported[0]
+    )
+
+
+def test_malformed_and_unreadable_cassettes(db_path: Path, tmp_path: Path) -> None:
+    missing = tmp_path / "missing.ndjson"
+    one_line_error(invoke("import", str(missing), "--db", str(db_path)), "cannot read cassette")
+    bad_header = tmp_path / "header.ndjson"
+    bad_header.write_text('{"hello": 1}\n')
+    one_line_error(
+        invoke("import", str(bad_header), "--db", str(db_path)), "not a claudetrace cassette"
+    )
+    bad_line = tmp_path / "line.ndjson"
+    bad_line.write_text(
+        '{"claudetrace": "cassette", "version": 1}\n'
+        '{"seq": 0, "t": 0, "dir": "in", "line": "ok"}\n'
+        '{"seq": 1, "t": 0, "dir": "sideways", "line": "x"}\n'
+    )
+    one_line_error(invoke("import", str(bad_line), "--db", str(db_path)), "line.ndjson:3", '"dir"')
+    binary = tmp_path / "binary.ndjson"
+    binary.write_bytes(b'{"claudetrace": "cassette", "version": 1}\n\xff\xfe\n')
+    one_line_error(invoke("import", str(binary), "--db", str(db_path)), "binary.ndjson:2", "UTF-8")
+    # Nothing was stored from the bad files: a malformed line must not leave half a recording.
+    assert json.loads(invoke("sessions", "--db", str(db_path), "--json").stdout) == []
+
+
+def test_bad_database_url_and_missing_driver(tmp_path: Path) -> None:
+    one_line_error(invoke("sessions", "--db", "nosuchdialect://x"), "unsupported database URL")
+    one_line_error(invoke("sessions", "--db", "mysql://u@127.0.0.1/db"), "unsupported database URL")
+    one_line_error(invoke("import", str(SAMPLES[0]), "--db", "postgresql+nosuch://u@127.0.0.1/d"))
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    one_line_error(
+        invoke("sessions", "--db", str(blocker / "sub" / "x.db")), "cannot create database folder"
+    )
+
+
+def test_bad_tag_is_a_usage_error(db_path: Path) -> None:
+    result = invoke("import", str(SAMPLES[0]), "--db", str(db_path), "--tag", "novalue")
+    assert result.exit_code == 2 and "KEY=VALUE" in result.stderr
+
+
+def test_errors_in_a_real_process_have_no_traceback(tmp_path: Path, db_path: Path) -> None:
+    for args in (
+        ["show", "NOPE", "--db", str(db_path)],
+        ["import", str(tmp_path / "none.ndjson"), "--db", str(db_path)],
+        ["sessions", "--db", "nosuchdialect://x"],
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "claudetrace", *args], capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 1, args
+        assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
