@@ -1,0 +1,198 @@
+"""The shim file and argv[0] dispatch (claudetrace.shim), with a fake `claude`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from claudetrace.shim import ShimError, find_real_cli, shim_script
+
+pytestmark = pytest.mark.usefixtures("ct_env")
+
+FAKE_CLAUDE = """#!/bin/sh
+# A stand-in for the claude CLI: a version answer, else echo stdin.
+if [ "$1" = "-v" ] || [ "$1" = "--version" ]; then
+  echo "2.1.330 (Claude Code)"
+  exit 0
+fi
+echo "args: $*" >&2
+cat
+exit 3
+"""
+
+
+@pytest.fixture
+def fake_claude(tmp_path: Path) -> Path:
+    folder = tmp_path / "real-bin"
+    folder.mkdir()
+    path = folder / "claude"
+    path.write_text(FAKE_CLAUDE)
+    path.chmod(0o755)
+    return path
+
+
+def sessions(db: Path) -> list[dict[str, object]]:
+    done = subprocess.run(
+        [sys.executable, "-m", "claudetrace", "sessions", "--json", "--db", str(db)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+def console_script() -> Path:
+    script = Path(sys.executable).parent / "claudetrace"
+    if not script.exists():
+        pytest.skip("the claudetrace console script is not installed next to the interpreter")
+    return script
+
+
+def test_shim_is_executable_answers_version_unrecorded_and_records_runs(
+    tmp_path: Path, db_path: Path, fake_claude: Path
+) -> None:
+    out = tmp_path / "shims" / "claude-shim"
+    made = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "claudetrace",
+            "shim",
+            str(out),
+            "--real",
+            str(fake_claude),
+            "--db",
+            str(db_path),
+            "--name",
+            "via-shim",
+            "--tag",
+            "k=v",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.strip() == str(out)
+    assert os.access(out, os.X_OK)
+    assert "claudetrace shim" in out.read_text()
+
+    version = subprocess.run([str(out), "-v"], capture_output=True, text=True, timeout=30)
+    assert (version.returncode, version.stdout) == (0, "2.1.330 (Claude Code)\n")
+    assert not db_path.exists() or sessions(db_path) == []
+
+    run = subprocess.run(
+        [str(out), "--output-format", "stream-json"],
+        input=b'{"type":"user"}\n',
+        capture_output=True,
+        timeout=60,
+    )
+    assert run.returncode == 3
+    assert run.stdout == b'{"type":"user"}\n'
+    assert run.stderr == b"args: --output-format stream-json\n"
+    [rec] = sessions(db_path)
+    assert rec["argv"] == [str(fake_claude), "--output-format", "stream-json"]
+    assert rec["name"] == "via-shim" and rec["tags"] == {"k": "v"} and rec["exit_code"] == 3
+    assert rec["events"] == 3  # in, out, err
+
+
+def test_shim_refuses_a_missing_real_cli_and_a_directory(tmp_path: Path) -> None:
+    missing = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "claudetrace",
+            "shim",
+            str(tmp_path / "s"),
+            "--real",
+            str(tmp_path / "nope"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert missing.returncode == 1 and "is not an executable file" in missing.stderr
+    assert len(missing.stderr.splitlines()) == 1
+
+
+def test_shim_script_quotes_paths() -> None:
+    text = shim_script(["/opt/my tools/python", "-m", "claudetrace"], real="/x y/claude")
+    assert "'/opt/my tools/python' -m claudetrace \"$@\"" in text
+    assert "exec '/x y/claude' \"$@\"" in text
+
+
+def _symlinked_claude(tmp_path: Path) -> Path:
+    folder = tmp_path / "shim-bin"
+    folder.mkdir()
+    link = folder / "claude"
+    link.symlink_to(console_script())
+    return link
+
+
+def test_argv0_dispatch_with_claudetrace_real_cli(
+    tmp_path: Path, db_path: Path, fake_claude: Path
+) -> None:
+    link = _symlinked_claude(tmp_path)
+    env = {**os.environ, "CLAUDETRACE_REAL_CLI": str(fake_claude), "CLAUDETRACE_DB": str(db_path)}
+    version = subprocess.run(
+        [str(link), "--version"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+    )
+    assert version.stdout == "2.1.330 (Claude Code)\n"
+    run = subprocess.run(
+        [str(link), "-p"], input=b"hello\n", capture_output=True, env=env, timeout=60
+    )
+    assert (run.returncode, run.stdout) == (3, b"hello\n")
+    [rec] = sessions(db_path)
+    assert rec["argv"] == [str(fake_claude), "-p"]
+
+
+def test_argv0_dispatch_finds_the_next_claude_on_path(
+    tmp_path: Path, db_path: Path, fake_claude: Path
+) -> None:
+    link = _symlinked_claude(tmp_path)
+    path = os.pathsep.join([str(link.parent), str(fake_claude.parent), os.environ.get("PATH", "")])
+    env = {**os.environ, "PATH": path, "CLAUDETRACE_DB": str(db_path)}
+    run = subprocess.run(["claude", "--x"], input=b"hi\n", capture_output=True, env=env, timeout=60)
+    assert (run.returncode, run.stdout, run.stderr) == (3, b"hi\n", b"args: --x\n")
+    [rec] = sessions(db_path)
+    assert rec["argv"] == [str(fake_claude), "--x"]
+
+
+def test_argv0_dispatch_without_a_real_claude_is_exit_127(tmp_path: Path) -> None:
+    link = _symlinked_claude(tmp_path)
+    env = {**os.environ, "PATH": str(link.parent)}
+    run = subprocess.run(
+        [str(link)], capture_output=True, text=True, env=env, timeout=30, stdin=subprocess.DEVNULL
+    )
+    assert run.returncode == 127
+    assert run.stderr.startswith("claudetrace: cannot find the real claude CLI")
+    assert len(run.stderr.splitlines()) == 1
+
+
+def test_find_real_cli_skips_itself_and_other_shims(
+    tmp_path: Path, fake_claude: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shim_dir = tmp_path / "other-shim"
+    shim_dir.mkdir()
+    other = shim_dir / "claude"
+    other.write_text(shim_script(["claudetrace", "proxy", "--", str(fake_claude)]))
+    other.chmod(0o755)
+    monkeypatch.setenv("PATH", os.pathsep.join([str(shim_dir), str(fake_claude.parent)]))
+    assert find_real_cli() == str(fake_claude)
+    monkeypatch.setenv("PATH", str(shim_dir))
+    with pytest.raises(ShimError):
+        find_real_cli()
+    monkeypatch.setenv("CLAUDETRACE_REAL_CLI", str(tmp_path / "missing"))
+    with pytest.raises(ShimError, match="not an executable file"):
+        find_real_cli()
