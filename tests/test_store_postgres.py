@@ -1,0 +1,163 @@
+"""The store on PostgreSQL: a throwaway cluster (initdb/pg_ctl) on a free local port.
+
+Skipped when the PostgreSQL server binaries or psycopg are missing.  As root, the
+cluster runs as the ``postgres`` system user (the server refuses to run as root).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import json
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from claudetrace.cassette import read_cassette
+from claudetrace.store import open_store
+
+pytest.importorskip("psycopg")
+
+SAMPLES = sorted((Path(__file__).parent / "fixtures" / "samples").glob("*.cassette.ndjson"))
+
+
+def _server_bin() -> Path | None:
+    found = shutil.which("initdb")
+    if found:
+        return Path(found).parent
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    return Path(candidates[-1]).parent if candidates else None
+
+
+def _free_port() -> int:
+    with contextlib.closing(socket.socket()) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def pg_url() -> Iterator[str]:
+    bindir = _server_bin()
+    if bindir is None:
+        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) are not installed")
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        try:
+            user = pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.skip("running as root and there is no 'postgres' user to run the server")
+        runuser = shutil.which("runuser")
+        if runuser is None:
+            pytest.skip("running as root without runuser to drop to the 'postgres' user")
+        prefix = [runuser, "-u", "postgres", "--"]
+    folder = Path(tempfile.mkdtemp(prefix="claudetrace-pg-"))
+    if prefix:
+        os.chown(folder, user.pw_uid, user.pw_gid)
+    data, port = folder / "data", _free_port()
+    subprocess.run(
+        [
+            *prefix,
+            str(bindir / "initdb"),
+            "-D",
+            str(data),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off"
+    subprocess.run(
+        [
+            *prefix,
+            str(bindir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-o",
+            options,
+            "-l",
+            str(folder / "log"),
+            "-w",
+            "start",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    try:
+        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run(
+            [*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_migrations_import_export_on_postgres(pg_url: str) -> None:
+    store = open_store(pg_url)
+    try:
+        for sample in SAMPLES:
+            rid = store.import_cassette(read_cassette(sample))
+            back = store.load_cassette(rid)
+            original = read_cassette(sample)
+            assert [(e.seq, e.direction, e.t_ns, e.data, e.eol) for e in back.events] == [
+                (e.seq, e.direction, e.t_ns, e.data, e.eol) for e in original.events
+            ]
+            assert store.resolve(rid[:20]).id == rid
+        assert store.get(rid).claude_code_version == "2.1.330"
+    finally:
+        store.close()
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_a_proxied_recording_and_cli_export_on_postgres(pg_url: str, tmp_path: Path) -> None:
+    data = b'{"type":"system","subtype":"init","session_id":"pg-1"}\n\xff raw\n\nlast'
+    done = subprocess.run(
+        [sys.executable, "-m", "claudetrace", "proxy", "--db", pg_url, "--name", "pg", "--", "cat"],
+        input=data,
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == data
+    out = tmp_path / "pg.ndjson"
+    exported = subprocess.run(
+        [sys.executable, "-m", "claudetrace", "export", "pg-1", "--db", pg_url, "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert exported.returncode == 0, exported.stderr
+    events = read_cassette(out).events
+    assert [(e.data, e.eol) for e in events if e.direction == "out"] == [
+        (b'{"type":"system","subtype":"init","session_id":"pg-1"}', True),
+        (b"\xff raw", True),
+        (b"", True),
+        (b"last", False),
+    ]
+    listed = subprocess.run(
+        [sys.executable, "-m", "claudetrace", "sessions", "--json", "--db", pg_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    rec = next(r for r in json.loads(listed.stdout) if r["name"] == "pg")
+    assert rec["status"] == "ok" and rec["session_id"] == "pg-1" and rec["events"] == 8
