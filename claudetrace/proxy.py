@@ -121,12 +121,15 @@ class _Pump(threading.Thread):
             self.waiting_since = None
             if not chunk:
                 break
+            # Record before forwarding: the other side cannot answer a line it has
+            # not seen yet, so an answer is never recorded ahead of its request
+            # (feed() only appends to a queue, so this costs the line nothing).
+            self.recorder.feed(self.direction, chunk)
             if dst is not None:
                 try:
                     _write_all(dst, chunk)
                 except OSError:
                     dst = None
-            self.recorder.feed(self.direction, chunk)
         if self.on_eof is not None:
             self.on_eof()
 
