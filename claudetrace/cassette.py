@@ -113,7 +113,8 @@ def parse_header(text: str, *, path: str | None = None) -> dict[str, Any]:
     try:
         header = json.loads(text)
     except ValueError as exc:
-        raise CassetteError(f"header is not JSON ({exc.msg})", path=path, line=1) from exc
+        reason = getattr(exc, "msg", str(exc))  # e.g. the int digit limit is no JSONDecodeError
+        raise CassetteError(f"header is not JSON ({reason})", path=path, line=1) from exc
     if not isinstance(header, dict) or header.get("claudetrace") != MAGIC:
         raise CassetteError(
             'not a claudetrace cassette (first line lacks "claudetrace": "cassette")',
@@ -135,7 +136,8 @@ def parse_record(text: str, *, path: str | None = None, line: int | None = None)
     try:
         record = json.loads(text)
     except ValueError as exc:
-        raise CassetteError(f"event is not JSON ({exc.msg})", path=path, line=line) from exc
+        reason = getattr(exc, "msg", str(exc))
+        raise CassetteError(f"event is not JSON ({reason})", path=path, line=line) from exc
     if not isinstance(record, dict):
         raise CassetteError("event is not a JSON object", path=path, line=line)
     seq = record.get("seq")

@@ -92,6 +92,7 @@ def test_samples_are_present() -> None:
     ("body", "message"),
     [
         ("not json", "event is not JSON"),
+        ('{"seq": ' + "9" * 5000 + "}", "event is not JSON (Exceeds the limit"),
         ("[1]", "not a JSON object"),
         ('{"t": 0, "dir": "in", "line": ""}', '"seq" must be'),
         ('{"seq": -1, "t": 0, "dir": "in", "line": ""}', '"seq" must be'),
