@@ -1,6 +1,7 @@
 """OpenTelemetry traces and metrics for recordings (live from the proxy, or backfilled).
 
 - :mod:`.spans` — the pure span builder (events → :class:`~.records.SpanRecord`)
+- :mod:`.spantree` — the builder's bookkeeping of open spans, turns and lanes
 - :mod:`.conventions` — attribute and metric names (semantic conventions v1.44.0)
 - :mod:`.metrics` — metric measurements derived from finished spans
 - :mod:`.config` — OTLP settings from flags and the standard ``OTEL_*`` variables

@@ -18,19 +18,20 @@ derived from the recording id, so the same events always give the same spans.
 Spans are handed to ``on_end`` as soon as they finish (children before parents;
 the root last, from :meth:`SpanBuilder.close`).  Per-event work is kept small:
 the builder sees every ``stream_event`` delta of a streaming session.
+
+The handlers here read each kind of line; the bookkeeping of open spans, turns
+and lanes they share lives in :mod:`.spantree`.
 """
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import Any
 
 from ..events import Event
 from ..recording import RecordingInfo
 from . import conventions as c
-from .content import ContentPolicy, assistant_output, block_text, jsonish, scalar_fields, user_input
+from .content import ContentPolicy, assistant_output, block_text, user_input
 from .protocol import (
     error_text,
     exit_reason,
@@ -40,201 +41,21 @@ from .protocol import (
     opt_str,
     usage_attributes,
 )
-from .records import Attributes, SpanEvent, SpanKind, SpanRecord, span_id_for, trace_id_for
+from .records import Attributes, SpanKind, SpanRecord
+from .spantree import PendingRequest, SpanTree
 
-Lane = str | None  # a parent_tool_use_id: None is the main agent, else a subagent
 _TASK_SUBTYPES = frozenset({"task_started", "task_updated", "task_notification"})
 _TASK_DONE = frozenset({"completed", "failed", "killed", "stopped", "cancelled"})
 _CHUNKS = frozenset({"content_block_delta", "content_block_start", "content_block_stop"})
 
 
-@dataclass(slots=True, eq=False)
-class _Open:
-    """Bookkeeping for a span that has not ended yet."""
-
-    span: SpanRecord
-    turn: SpanRecord | None  # the turn it belongs to, closed with it
-    lane: Lane = None
-    deferred: bool = False  # a chat built from assistant lines: ends when its lane moves on
-    last_ns: int = 0
-
-
-@dataclass(slots=True, eq=False)
-class _Request:
-    """An unanswered control request (either direction)."""
-
-    span: SpanRecord
-    kind: str  # "permission" | "hook" | "mcp" | "control"
-    subtype: str
-
-
-class SpanBuilder:
+class SpanBuilder(SpanTree):
     """Turns one recording's events into finished :class:`SpanRecord` s.
 
     ``on_end`` receives each span when it ends; without it finished spans collect
     in :attr:`finished`.  Call :meth:`feed` for every event in sequence order,
     then :meth:`close` once.
     """
-
-    def __init__(
-        self,
-        info: RecordingInfo,
-        *,
-        content: ContentPolicy | None = None,
-        on_end: Callable[[SpanRecord], None] | None = None,
-    ) -> None:
-        self.info = info
-        self.content = content or ContentPolicy()
-        self.finished: list[SpanRecord] = []
-        self._emit = on_end or self.finished.append
-        self._rid = info.id
-        self.trace_id = trace_id_for(info.id)
-        self._keys: dict[str, int] = {}
-        self._last_ns = info.started_ns
-        self._model: str | None = info.model
-        self._session_id: str | None = info.cli_session_id
-        self._turn_count = 0
-        self._turns: deque[SpanRecord] = deque()
-        self._open: dict[int, _Open] = {}
-        self._chats: dict[str, _Open] = {}
-        self._lane_chat: dict[Lane, _Open] = {}
-        self._tools: dict[str, SpanRecord] = {}
-        self._subagent_types: dict[str, str] = {}
-        self._agents: dict[str, SpanRecord] = {}
-        self._requests: dict[str, _Request] = {}
-        self._early: dict[str, tuple[Event, int]] = {}
-        self._marks: dict[Lane, int] = {}
-        self._interrupt_pending = False
-        self._interrupted = False
-        self._cost_total = 0.0
-        self._tasks: dict[str, str] = {}  # task_id -> tool_use_id of a subagent
-        self._any_error = False
-        self._saw_output = False
-        self._closed = False
-        self.root = SpanRecord(
-            key="root",
-            name=f"{c.OP_INVOKE_AGENT} {c.AGENT_NAME}",
-            trace_id=self.trace_id,
-            span_id=span_id_for(info.id, "root"),
-            parent_id=None,
-            start_ns=info.started_ns,
-            attributes={
-                c.GEN_AI_OPERATION_NAME: c.OP_INVOKE_AGENT,
-                c.GEN_AI_PROVIDER_NAME: c.PROVIDER,
-                c.GEN_AI_AGENT_NAME: c.AGENT_NAME,
-                c.RECORDING_ID: info.id,
-            },
-        )
-        if info.name:
-            self.root.attributes[c.RECORDING_NAME] = info.name
-
-    # -- span plumbing -----------------------------------------------------------
-
-    def _new(
-        self,
-        key: str,
-        name: str,
-        parent: SpanRecord,
-        start_ns: int,
-        attributes: Attributes,
-        *,
-        kind: SpanKind = "internal",
-        turn: SpanRecord | None = None,
-        lane: Lane = None,
-        deferred: bool = False,
-    ) -> _Open:
-        # A key can legitimately repeat (a request id reused); number the repeats so
-        # ids stay unique and stay the same on every run.
-        seen = self._keys.get(key, 0)
-        self._keys[key] = seen + 1
-        if seen:
-            key = f"{key}#{seen}"
-        span = SpanRecord(
-            key=key,
-            name=name,
-            trace_id=self.trace_id,
-            span_id=span_id_for(self._rid, key),
-            parent_id=parent.span_id,
-            start_ns=start_ns,
-            kind=kind,
-            attributes=attributes,
-        )
-        entry = _Open(span, turn, lane, deferred, start_ns)
-        self._open[span.span_id] = entry
-        return entry
-
-    def _end(self, span: SpanRecord, end_ns: int, error: str | None = None) -> None:
-        if self._open.pop(span.span_id, None) is None:
-            return
-        span.end_ns = max(end_ns, span.start_ns)
-        if error:
-            span.set_error(error)
-        self._emit(span)
-
-    def _turn(self, now: int, *, create: bool = True) -> SpanRecord | None:
-        if self._turns:
-            return self._turns[0]
-        if not create:
-            return None
-        # Output with no user message before it (a prompt given in argv, a
-        # recording that starts mid-session): an implicit turn keeps the tree whole.
-        return self._start_turn(now, implicit=True)
-
-    def _start_turn(self, now: int, *, implicit: bool = False) -> SpanRecord:
-        self._turn_count += 1
-        n = self._turn_count
-        attrs: Attributes = {c.TURN_NUMBER: n}
-        if implicit:
-            attrs[c.TURN_IMPLICIT] = True
-        if self._session_id:
-            attrs[c.GEN_AI_CONVERSATION_ID] = self._session_id
-        span = self._new(f"turn/{n}", f"turn {n}", self.root, now, attrs).span
-        self._turns.append(span)
-        self._marks[None] = now
-        return span
-
-    def _lane_parent(self, lane: Lane, now: int) -> tuple[SpanRecord, SpanRecord | None]:
-        """The span new work in ``lane`` nests under, and the turn it belongs to."""
-        turn = self._turn(now)
-        if lane is None:
-            assert turn is not None
-            return turn, turn
-        assert turn is not None
-        agent = self._agents.get(lane)
-        tool = self._tools.get(lane)
-        tool_open = tool is not None and tool.span_id in self._open
-        if agent is not None:
-            # One subagent span per tool use: late messages nest under what is open.
-            if agent.span_id in self._open:
-                return agent, turn
-            return (tool if tool is not None and tool_open else turn), turn
-        if tool is None or not tool_open:
-            return turn, turn
-        name = self._subagent_types.get(lane, "subagent")
-        agent = self._new(
-            f"agent/{lane}",
-            f"{c.OP_INVOKE_AGENT} {name}",
-            tool,
-            now,
-            {
-                c.GEN_AI_OPERATION_NAME: c.OP_INVOKE_AGENT,
-                c.GEN_AI_PROVIDER_NAME: c.PROVIDER,
-                c.GEN_AI_AGENT_NAME: name,
-                c.GEN_AI_TOOL_CALL_ID: lane,
-            },
-            turn=turn,
-            lane=lane,
-        ).span
-        self._agents[lane] = agent
-        return agent, turn
-
-    def _context_span(self, lane: Lane) -> SpanRecord:
-        """Where a span event about ``lane`` goes: its subagent, the turn, or the root."""
-        if lane is not None:
-            agent = self._agents.get(lane)
-            if agent is not None and agent.span_id in self._open:
-                return agent
-        return self._turns[0] if self._turns else self.root
 
     # -- feeding -------------------------------------------------------------------
 
@@ -282,26 +103,6 @@ class SpanBuilder:
             self._cancel(event, now)
         else:
             self._span_event(event, now)
-
-    def _span_event(self, event: Event, now: int, lane: Lane = None) -> None:
-        fields = event.fields
-        lane = lane or fields.parent_tool_use_id
-        attrs: Attributes = {c.EVENT_SEQ: event.seq, c.EVENT_DIRECTION: event.direction}
-        if event.direction == "err" or not fields.is_json:
-            name = "stderr" if event.direction == "err" else "unparsed line"
-            attrs[c.EVENT_SIZE] = len(event.data)
-            attrs[c.EVENT_LINE] = self.content.clip(event.text)
-        else:
-            name = fields.type or "json"
-            if fields.subtype:
-                name = f"{name}/{fields.subtype}"
-                attrs[c.EVENT_SUBTYPE] = fields.subtype
-            if fields.type:
-                attrs[c.EVENT_TYPE] = fields.type
-            msg = event.message
-            if msg is not None:
-                attrs.update(scalar_fields(msg))
-        self._context_span(lane).events.append(SpanEvent(name, now, attrs))
 
     # -- turns ---------------------------------------------------------------------
 
@@ -351,8 +152,11 @@ class SpanBuilder:
         2.1.330); ``model_usage_since_last_result`` is the per-turn delta by model.
         """
         total = msg.get("total_cost_usd")
-        total = float(total) if isinstance(total, (int, float)) and not isinstance(total, bool) \
+        total = (
+            float(total)
+            if isinstance(total, (int, float)) and not isinstance(total, bool)
             else None
+        )
         per_model = msg.get("model_usage_since_last_result")
         turn_cost: float | None = None
         if isinstance(per_model, dict) and per_model:
@@ -368,53 +172,6 @@ class SpanBuilder:
         if total is not None:
             self._cost_total = total
         return None if turn_cost is None else round(turn_cost, 9)
-
-    def _close_children(self, owner: SpanRecord, now: int, reason: str) -> None:
-        # Deepest first (reverse creation order), so children end before parents.
-        for entry in sorted(self._open.values(), key=lambda e: e.span.start_ns, reverse=True):
-            if entry.turn is owner and entry.span is not owner:
-                if entry.deferred:
-                    self._end_chat(entry)
-                else:
-                    self._end(entry.span, now, reason)
-
-    # -- model calls ---------------------------------------------------------------
-
-    def _open_chat(self, msg_id: str, lane: Lane, now: int, model: Any, *, deferred: bool) -> _Open:
-        parent, turn = self._lane_parent(lane, now)
-        start = self._marks.pop(lane, None)
-        if start is None or start > now:
-            start = now
-        response_model = model if isinstance(model, str) else None
-        request_model = self._model or response_model
-        attrs: Attributes = {
-            c.GEN_AI_OPERATION_NAME: c.OP_CHAT,
-            c.GEN_AI_PROVIDER_NAME: c.PROVIDER,
-            c.GEN_AI_RESPONSE_ID: msg_id,
-        }
-        if request_model:
-            attrs[c.GEN_AI_REQUEST_MODEL] = request_model
-        if response_model:
-            attrs[c.GEN_AI_RESPONSE_MODEL] = response_model
-        if self._session_id:
-            attrs[c.GEN_AI_CONVERSATION_ID] = self._session_id
-        if not deferred:
-            attrs[c.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (now - start) / 1e9
-        name = f"{c.OP_CHAT} {request_model or 'unknown'}"
-        entry = self._new(
-            f"chat/{msg_id}", name, parent, start, attrs, kind="client", turn=turn, lane=lane,
-            deferred=deferred,
-        )
-        entry.last_ns = now
-        self._chats[msg_id] = entry
-        self._lane_chat[lane] = entry
-        return entry
-
-    def _end_chat(self, entry: _Open, error: str | None = None) -> None:
-        self._chats.pop(str(entry.span.attributes.get(c.GEN_AI_RESPONSE_ID)), None)
-        if self._lane_chat.get(entry.lane) is entry:
-            del self._lane_chat[entry.lane]
-        self._end(entry.span, entry.last_ns, error)
 
     def _stream_event(self, event: Event, now: int) -> None:
         sub = event.fields.subtype
@@ -498,29 +255,6 @@ class SpanBuilder:
 
     # -- tools -------------------------------------------------------------------
 
-    def _open_tool(
-        self, tool_use_id: str, name: str | None, block: dict[str, Any] | None, lane: Lane, now: int
-    ) -> SpanRecord:
-        parent, turn = self._lane_parent(lane, now)
-        tool_name = name or "unknown"
-        attrs: Attributes = {
-            c.GEN_AI_OPERATION_NAME: c.OP_EXECUTE_TOOL,
-            c.GEN_AI_TOOL_NAME: tool_name,
-            c.GEN_AI_TOOL_CALL_ID: tool_use_id,
-            c.GEN_AI_TOOL_TYPE: "extension" if tool_name.startswith("mcp__") else "function",
-        }
-        tool_input = block.get("input") if block else None
-        if isinstance(tool_input, dict) and isinstance(tool_input.get("subagent_type"), str):
-            self._subagent_types[tool_use_id] = tool_input["subagent_type"]
-        if self.content.enabled and tool_input is not None:
-            attrs[c.GEN_AI_TOOL_CALL_ARGUMENTS] = self.content.clip(jsonish(tool_input))
-        span = self._new(
-            f"tool/{tool_use_id}", f"{c.OP_EXECUTE_TOOL} {tool_name}", parent, now, attrs,
-            turn=turn, lane=lane,
-        ).span
-        self._tools[tool_use_id] = span
-        return span
-
     def _user_out(self, event: Event, now: int) -> None:
         results = [ref for ref in event.fields.tools if ref.kind == "result"]
         lane = event.fields.parent_tool_use_id
@@ -574,18 +308,6 @@ class SpanBuilder:
             if agent is not None and status != "completed":
                 agent.set_error(f"subagent {status}")
             self._end_subagent(tool_use_id, now)
-
-    def _end_subagent(self, tool_use_id: str, now: int) -> None:
-        agent = self._agents.get(tool_use_id)
-        if agent is None or agent.span_id not in self._open:
-            return
-        for entry in sorted(self._open.values(), key=lambda e: e.span.start_ns, reverse=True):
-            if entry.lane == tool_use_id and entry.span is not agent:
-                if entry.deferred:
-                    self._end_chat(entry)
-                else:
-                    self._end(entry.span, now, "subagent ended before it finished")
-        self._end(agent, now)
 
     # -- control requests ------------------------------------------------------------
 
@@ -649,7 +371,7 @@ class SpanBuilder:
             span_kind = "client" if initiator == "host" else "internal"
         turn = parent if parent in self._turns else self._open_turn_of(parent)
         entry = self._new(key, name, parent, now, attrs, kind=span_kind, turn=turn)
-        pending = _Request(entry.span, kind, subtype)
+        pending = PendingRequest(entry.span, kind, subtype)
         early = self._early.pop(request_id, None)
         if early is None:
             self._requests[request_id] = pending
@@ -660,10 +382,6 @@ class SpanBuilder:
         entry.span.start_ns = min(answered_ns, now)
         entry.span.attributes["claudetrace.control.reordered"] = True
         self._answer(pending, answer, entry.span.start_ns)
-
-    def _open_turn_of(self, span: SpanRecord) -> SpanRecord | None:
-        entry = self._open.get(span.span_id)
-        return entry.turn if entry is not None else None
 
     def _control_response(self, event: Event, now: int) -> None:
         request_id = event.fields.request_id
@@ -677,7 +395,7 @@ class SpanBuilder:
         else:
             self._span_event(event, now)
 
-    def _answer(self, pending: _Request, event: Event, now: int) -> None:
+    def _answer(self, pending: PendingRequest, event: Event, now: int) -> None:
         span = pending.span
         response = (event.message or {}).get("response")
         response = response if isinstance(response, dict) else {}
