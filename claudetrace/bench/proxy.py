@@ -14,6 +14,9 @@ another cassette is given):
   latency per line is the difference of the round-trip percentiles (each line
   crosses the proxy twice, in and out).
 - **memory**: the proxy's peak RSS (``VmHWM``) during the throughput run.
+- **telemetry**: the proxy runs again with live OpenTelemetry export on (OTLP
+  over HTTP to a local endpoint that accepts and discards), for its CPU time
+  (user + system, from ``wait4``) and latency against the run with it off.
 
 Targets (DESIGN.md): at least 50% of ``tee`` throughput; added latency p50 < 0.1 ms
 and p99 < 1 ms.
@@ -21,6 +24,8 @@ and p99 < 1 ms.
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import itertools
 import os
 import shutil
@@ -29,7 +34,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,6 +53,7 @@ class Throughput:
     bytes: int
     lines: int
     peak_rss_kib: int | None = None
+    cpu_seconds: float | None = None
 
     @property
     def mb_per_s(self) -> float:
@@ -79,6 +85,7 @@ class ProxyBenchReport:
     throughput: list[Throughput]
     direct: Latency
     proxied: Latency
+    proxied_otel: Latency | None = None
 
     def by_name(self, name: str) -> Throughput:
         return next(t for t in self.throughput if t.name == name)
@@ -87,6 +94,15 @@ class ProxyBenchReport:
     def ratio_to_tee(self) -> float:
         return self.by_name("proxy").mb_per_s / self.by_name("tee FILE").mb_per_s
 
+    @property
+    def otel_cpu_overhead(self) -> float | None:
+        """Extra proxy CPU time with live telemetry on, as a fraction of it off."""
+        names = {t.name: t for t in self.throughput}
+        off, on = names.get("proxy"), names.get("proxy+otel")
+        if not (off and on and off.cpu_seconds and on.cpu_seconds):
+            return None
+        return on.cpu_seconds / off.cpu_seconds - 1
+
     def added_ms(self, q: float) -> float:
         """Added round-trip latency at quantile ``q``, in milliseconds."""
         return self.proxied.percentile(q) - self.direct.percentile(q)
@@ -94,16 +110,21 @@ class ProxyBenchReport:
     def lines(self) -> list[str]:
         """The report for people."""
         out = [f"input: {self.input_lines:,} lines, {self.input_bytes / 1e6:.1f} MB", ""]
-        out.append(f"{'':<10} {'seconds':>8} {'MB/s':>9} {'lines/s':>11} {'peak RSS':>10}")
+        out.append(
+            f"{'':<10} {'seconds':>8} {'MB/s':>9} {'lines/s':>11} {'peak RSS':>10} {'CPU s':>7}"
+        )
         for t in self.throughput:
             rss = f"{t.peak_rss_kib / 1024:.0f} MiB" if t.peak_rss_kib else ""
+            cpu = f"{t.cpu_seconds:.2f}" if t.cpu_seconds is not None else ""
             out.append(
                 f"{t.name:<10} {t.seconds:>8.2f} {t.mb_per_s:>9.1f} "
-                f"{t.lines_per_s:>11,.0f} {rss:>10}"
+                f"{t.lines_per_s:>11,.0f} {rss:>10} {cpu:>7}"
             )
         out.append("")
         out.append(f"{'round trip':<10} {'p50 ms':>8} {'p99 ms':>9} {'max ms':>11}")
-        for lat in (self.direct, self.proxied):
+        for lat in (self.direct, self.proxied, self.proxied_otel):
+            if lat is None:
+                continue
             out.append(
                 f"{lat.name:<10} {lat.percentile(0.5):>8.3f} {lat.percentile(0.99):>9.3f} "
                 f"{lat.percentile(1.0):>11.3f}"
@@ -117,6 +138,13 @@ class ProxyBenchReport:
             f"{'met' if p50 < 0.1 else 'MISSED'}), p99 {p99:.3f} ms (target < 1: "
             f"{'met' if p99 < 1.0 else 'MISSED'})",
         ]
+        overhead = self.otel_cpu_overhead
+        if overhead is not None and self.proxied_otel is not None:
+            delta = self.proxied_otel.percentile(0.5) - self.proxied.percentile(0.5)
+            out.append(
+                f"live telemetry: {overhead:+.1%} proxy CPU (target < 10%: "
+                f"{'met' if overhead < 0.10 else 'MISSED'}), round-trip p50 {delta:+.3f} ms"
+            )
         return out
 
 
@@ -154,7 +182,13 @@ def _peak_rss_kib(pid: int) -> int | None:
     return None
 
 
-def time_command(name: str, argv: list[str], input_path: Path, lines: int) -> Throughput:
+def time_command(
+    name: str,
+    argv: list[str],
+    input_path: Path,
+    lines: int,
+    env: dict[str, str] | None = None,
+) -> Throughput:
     """Time ``cat INPUT | argv > /dev/null`` (watching argv's peak RSS).
 
     The input comes through a pipe, as the CLI's output does, for every tool
@@ -166,7 +200,7 @@ def time_command(name: str, argv: list[str], input_path: Path, lines: int) -> Th
         start = time.perf_counter()
         producer = subprocess.Popen(["cat", str(input_path)], stdout=subprocess.PIPE)
         assert producer.stdout is not None
-        proc = subprocess.Popen(argv, stdin=producer.stdout, stdout=sink)
+        proc = subprocess.Popen(argv, stdin=producer.stdout, stdout=sink, env=env)
         producer.stdout.close()
 
         def watch() -> None:
@@ -178,21 +212,31 @@ def time_command(name: str, argv: list[str], input_path: Path, lines: int) -> Th
 
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
-        code = proc.wait()
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = code = os.waitstatus_to_exitcode(status)
         producer.wait()
         seconds = time.perf_counter() - start
         watcher.join()
     if code != 0:
         raise RuntimeError(f"{name} exited with status {code}")
-    return Throughput(name, seconds, size, lines, max(peak) if peak else None)
+    return Throughput(
+        name, seconds, size, lines, max(peak) if peak else None, usage.ru_utime + usage.ru_stime
+    )
 
 
 def ping_pong(
-    name: str, argv: list[str], lines: Sequence[bytes], round_trips: int, warmup: int = 200
+    name: str,
+    argv: list[str],
+    lines: Sequence[bytes],
+    round_trips: int,
+    warmup: int = 200,
+    env: dict[str, str] | None = None,
 ) -> Latency:
     """Send one line at a time through ``argv`` (an echoing child), timing each round trip."""
     result = Latency(name)
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0, env=env
+    )
     assert proc.stdin is not None and proc.stdout is not None
     out_fd, in_fd = proc.stdout.fileno(), proc.stdin.fileno()
     try:
@@ -239,21 +283,61 @@ def run_proxy_bench(
         from ..store import open_store
 
         open_store(db_url).close()
-        results = [
-            time_command("cat", ["cat"], input_path, lines),
-            time_command("tee FILE", ["tee", str(folder / "tee.out")], input_path, lines),
-            time_command("proxy", [*proxy, "--", "cat"], input_path, lines),
-        ]
-        _check_stored(db_url, 2 * lines)
-        direct = ping_pong("direct", ["cat"], source, round_trips)
-        proxied = ping_pong("proxy", [*proxy, "--", "cat"], source, round_trips)
+        plain = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+        with discarding_otlp_endpoint() as endpoint:
+            otel = {
+                **plain,
+                "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+                "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+            }
+            results = [
+                time_command("cat", ["cat"], input_path, lines),
+                time_command("tee FILE", ["tee", str(folder / "tee.out")], input_path, lines),
+                time_command("proxy", [*proxy, "--", "cat"], input_path, lines, plain),
+            ]
+            _check_stored(db_url, 2 * lines)
+            results.append(
+                time_command("proxy+otel", [*proxy, "--", "cat"], input_path, lines, otel)
+            )
+            _check_stored(db_url, 2 * lines)
+            direct = ping_pong("direct", ["cat"], source, round_trips)
+            proxied = ping_pong("proxy", [*proxy, "--", "cat"], source, round_trips, env=plain)
+            proxied_otel = ping_pong(
+                "proxy+otel", [*proxy, "--", "cat"], source, round_trips, env=otel
+            )
         return ProxyBenchReport(
             input_bytes=input_path.stat().st_size,
             input_lines=lines,
             throughput=results,
             direct=direct,
             proxied=proxied,
+            proxied_otel=proxied_otel,
         )
+
+
+@contextlib.contextmanager
+def discarding_otlp_endpoint() -> Iterator[str]:
+    """An OTLP/HTTP endpoint on 127.0.0.1 that accepts every export and keeps nothing."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def _check_stored(db_url: str, expected: int) -> None:
