@@ -93,7 +93,9 @@ def write_cassette(
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        raise CassetteError(f"cannot write cassette: {exc.strerror or exc}", path=str(path)) from exc
+        raise CassetteError(
+            f"cannot write cassette: {exc.strerror or exc}", path=str(path)
+        ) from exc
     return count
 
 
@@ -144,16 +146,15 @@ def parse_record(text: str, *, path: str | None = None, line: int | None = None)
     t = record.get("t")
     direction = record.get("dir")
     if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
-        raise CassetteError(f'"seq" must be a non-negative integer, not {seq!r}', path=path, line=line)
-    if (
-        not isinstance(t, (int, float))
-        or isinstance(t, bool)
-        or not math.isfinite(t)
-        or t < 0
-    ):
+        raise CassetteError(
+            f'"seq" must be a non-negative integer, not {seq!r}', path=path, line=line
+        )
+    if not isinstance(t, (int, float)) or isinstance(t, bool) or not math.isfinite(t) or t < 0:
         raise CassetteError(f'"t" must be a non-negative number, not {t!r}', path=path, line=line)
     if direction not in DIRECTIONS:
-        raise CassetteError(f'"dir" must be in, out or err, not {direction!r}', path=path, line=line)
+        raise CassetteError(
+            f'"dir" must be in, out or err, not {direction!r}', path=path, line=line
+        )
     if "line" in record:
         text_line = record["line"]
         if not isinstance(text_line, str):
@@ -215,7 +216,9 @@ def iter_cassette(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Iterato
                     last_seq = event.seq
                     yield event
             except UnicodeDecodeError as exc:
-                raise CassetteError(f"not UTF-8 text ({exc.reason})", path=name, line=lineno) from exc
+                raise CassetteError(
+                    f"not UTF-8 text ({exc.reason})", path=name, line=lineno
+                ) from exc
 
     return header, events()
 

@@ -66,16 +66,22 @@ class RecorderReport:
         """One line per problem the user must hear about."""
         lines: list[str] = []
         if self.unsaved:
-            where = f"saved to {self.unsaved_path}" if self.unsaved_path else "and could not be saved"
+            where = (
+                f"saved to {self.unsaved_path}" if self.unsaved_path else "and could not be saved"
+            )
             lines.append(
                 f"{self.unsaved} of {self.events} events could not be stored "
                 f"({self.store_error or 'store unavailable'}); {where}"
-                + (f" — load them with `claudetrace import {self.unsaved_path}`" if self.unsaved_path else "")
+                + (
+                    f" — load them with `claudetrace import {self.unsaved_path}`"
+                    if self.unsaved_path
+                    else ""
+                )
             )
         if self.lost_chunks:
             lines.append(
-                f"{self.lost_chunks} chunks ({self.lost_bytes} bytes) were forwarded but not recorded "
-                "(spool file unwritable)"
+                f"{self.lost_chunks} chunks ({self.lost_bytes} bytes) were forwarded but "
+                "not recorded (spool file unwritable)"
             )
         lines.extend(self.sink_errors)
         return lines
@@ -287,12 +293,15 @@ class Recorder:
 
     def _maybe_flush(self, *, busy: bool) -> None:
         now = time.monotonic()
-        if (self._pending and (
-            not busy
-            or len(self._pending) >= BATCH_EVENTS
-            or self._pending_bytes >= BATCH_BYTES
-            or now - self._pending_since >= MAX_LATENCY_S
-        )) or (not self._pending and now - self._last_beat >= HEARTBEAT_S):
+        if (
+            self._pending
+            and (
+                not busy
+                or len(self._pending) >= BATCH_EVENTS
+                or self._pending_bytes >= BATCH_BYTES
+                or now - self._pending_since >= MAX_LATENCY_S
+            )
+        ) or (not self._pending and now - self._last_beat >= HEARTBEAT_S):
             self._flush()
 
     def _flush(self, *, final: bool = False) -> None:

@@ -81,10 +81,15 @@ class RecordingInfo:
             return False
         fields = event.fields
         changed = False
-        if fields.session_id and self.cli_session_id is None and fields.type in (
-            "system",
-            "assistant",
-            "result",
+        if (
+            fields.session_id
+            and self.cli_session_id is None
+            and fields.type
+            in (
+                "system",
+                "assistant",
+                "result",
+            )
         ):
             self.cli_session_id = fields.session_id
             changed = True

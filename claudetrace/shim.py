@@ -63,9 +63,7 @@ def find_real_cli(explicit: str | None = None) -> str:
         path = os.path.join(folder or ".", "claude")
         if os.path.isfile(path) and os.access(path, os.X_OK) and not _is_self(path):
             return os.path.abspath(path)
-    raise ShimError(
-        "cannot find the real claude CLI: set CLAUDETRACE_REAL_CLI or pass --real PATH"
-    )
+    raise ShimError("cannot find the real claude CLI: set CLAUDETRACE_REAL_CLI or pass --real PATH")
 
 
 def shim_script(command: list[str], *, real: str | None = None) -> str:
@@ -86,8 +84,9 @@ def shim_script(command: list[str], *, real: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def proxy_command(real: str, *, db: str | None = None, name: str | None = None,
-                  tags: dict[str, str] | None = None) -> list[str]:
+def proxy_command(
+    real: str, *, db: str | None = None, name: str | None = None, tags: dict[str, str] | None = None
+) -> list[str]:
     """The argv prefix of a recording shim (the host's arguments follow)."""
     command = [*self_command(), "proxy"]
     if db:

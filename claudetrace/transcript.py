@@ -44,7 +44,9 @@ def _blocks(message: Any) -> list[Any]:
     return content if isinstance(content, list) else []
 
 
-def entries(events: Iterable[Event], *, width: int = 300, include_deltas: bool = False) -> list[Entry]:
+def entries(
+    events: Iterable[Event], *, width: int = 300, include_deltas: bool = False
+) -> list[Entry]:
     """The transcript of an event stream."""
     out: list[Entry] = []
 
@@ -80,7 +82,9 @@ def entries(events: Iterable[Event], *, width: int = 300, include_deltas: bool =
             add(ev, "result", " · ".join(b for b in bits if b), bool(msg.get("is_error")))
         elif kind == "control_request":
             req = msg.get("request") or {}
-            detail = {k: v for k, v in req.items() if k != "subtype"} if isinstance(req, dict) else req
+            detail = (
+                {k: v for k, v in req.items() if k != "subtype"} if isinstance(req, dict) else req
+            )
             who = "host → cli" if ev.direction == "in" else "cli → host"
             add(ev, "control", f"{who} {ev.subtype} [{ev.request_id}] {_short(detail, width)}")
         elif kind == "control_response":
@@ -95,7 +99,9 @@ def entries(events: Iterable[Event], *, width: int = 300, include_deltas: bool =
         elif kind == "control_cancel_request":
             add(ev, "control", f"cancel [{ev.request_id}]")
         elif kind == "system":
-            rest = {k: v for k, v in msg.items() if k not in ("type", "subtype", "uuid", "session_id")}
+            rest = {
+                k: v for k, v in msg.items() if k not in ("type", "subtype", "uuid", "session_id")
+            }
             add(ev, "system", f"{ev.subtype}: {_short(rest, width)}")
         else:
             add(ev, "system", f"{kind}: {_short(msg, width)}")

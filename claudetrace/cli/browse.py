@@ -73,7 +73,9 @@ def session_record(rec: Any) -> dict[str, Any]:
 @click.command()
 @db_option
 @click.option("--json", "as_json", is_flag=True, help="JSON (one array) for scripts.")
-@click.option("-n", "--limit", default=50, show_default=True, help="How many, newest first (0: all).")
+@click.option(
+    "-n", "--limit", default=50, show_default=True, help="How many, newest first (0: all)."
+)
 def sessions(db_url: str | None, as_json: bool, limit: int) -> None:
     """List recordings, newest first."""
     _sessions(db_url, as_json, limit)
@@ -94,12 +96,32 @@ def _sessions(db_url: str | None, as_json: bool, limit: int) -> None:
         console.print(f"No recordings yet in {store.url}. Try `claudetrace demo`.")
         return
     table = Table(box=None, header_style="bold")
-    for col in ("id", "started", "dur", "status", "name", "model", "turns", "tools", "tokens in/out", "cost", "exit"):
+    for col in (
+        "id",
+        "started",
+        "dur",
+        "status",
+        "name",
+        "model",
+        "turns",
+        "tools",
+        "tokens in/out",
+        "cost",
+        "exit",
+    ):
         table.add_column(col, no_wrap=col in ("id", "started"))
-    styles = {"ok": "green", "error": "red", "failed": "red", "incomplete": "yellow", "running": "cyan"}
+    styles = {
+        "ok": "green",
+        "error": "red",
+        "failed": "red",
+        "incomplete": "yellow",
+        "running": "cyan",
+    }
     for r in recs:
         tokens = r.input_tokens + r.cache_read_tokens + r.cache_creation_tokens
-        exit_text = f"sig {r.signal}" if r.signal else ("—" if r.exit_code is None else str(r.exit_code))
+        exit_text = (
+            f"sig {r.signal}" if r.signal else ("—" if r.exit_code is None else str(r.exit_code))
+        )
         table.add_row(
             r.id,
             _when(r.started_ns),
@@ -120,8 +142,16 @@ def _sessions(db_url: str | None, as_json: bool, limit: int) -> None:
 @click.argument("session")
 @db_option
 @click.option("--raw", is_flag=True, help="Print every line as recorded instead of a transcript.")
-@click.option("--deltas", is_flag=True, help="Include streaming deltas (stream_event) in the transcript.")
-@click.option("-w", "--width", default=300, show_default=True, help="Truncate long texts to this many characters.")
+@click.option(
+    "--deltas", is_flag=True, help="Include streaming deltas (stream_event) in the transcript."
+)
+@click.option(
+    "-w",
+    "--width",
+    default=300,
+    show_default=True,
+    help="Truncate long texts to this many characters.",
+)
 def show(session: str, db_url: str | None, raw: bool, deltas: bool, width: int) -> None:
     """Summary and transcript of one recording."""
     _show(session, db_url, raw, deltas, width)
@@ -146,7 +176,10 @@ def _show(session: str, db_url: str | None, raw: bool, deltas: bool, width: int)
         ("exit", f"signal {rec.signal}" if rec.signal else str(rec.exit_code)),
         ("cli session", f"{rec.cli_session_id or '—'}  claude {rec.claude_code_version or '?'}"),
         ("model / mode", f"{rec.model or '—'} / {rec.permission_mode or '—'}"),
-        ("turns / tools", f"{rec.turns} turns, {rec.tool_calls} tool calls ({rec.tool_errors} failed)"),
+        (
+            "turns / tools",
+            f"{rec.turns} turns, {rec.tool_calls} tool calls ({rec.tool_errors} failed)",
+        ),
         (
             "tokens",
             f"in {rec.input_tokens} (+cache read {rec.cache_read_tokens}, "
@@ -164,8 +197,16 @@ def _show(session: str, db_url: str | None, raw: bool, deltas: bool, width: int)
         for ev in store.iter_events(rec.id):
             console.print(f"[dim]{ev.seq:>6} {ev.t:9.3f} {ev.direction:>3}[/] {escape(ev.text)}")
         return
-    colours = {"user": "cyan", "assistant": "green", "tool": "yellow", "result": "magenta",
-               "control": "blue", "system": "dim", "stderr": "red", "raw": "red"}
+    colours = {
+        "user": "cyan",
+        "assistant": "green",
+        "tool": "yellow",
+        "result": "magenta",
+        "control": "blue",
+        "system": "dim",
+        "stderr": "red",
+        "raw": "red",
+    }
     for entry in entries(store.iter_events(rec.id), width=width, include_deltas=deltas):
         base = entry.role.split()[0]
         style = "bold red" if entry.is_error else colours.get(base, "")
@@ -177,9 +218,16 @@ def _show(session: str, db_url: str | None, raw: bool, deltas: bool, width: int)
 @click.command()
 @click.argument("session")
 @db_option
-@click.option("--format", "fmt", type=click.Choice(["cassette"]), default="cassette", show_default=True)
-@click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-",
-              help="File to write [default: stdout].")
+@click.option(
+    "--format", "fmt", type=click.Choice(["cassette"]), default="cassette", show_default=True
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    default="-",
+    help="File to write [default: stdout].",
+)
 def export(session: str, db_url: str | None, fmt: str, output: str) -> None:
     """Write a recording as a cassette (NDJSON, version 1)."""
     _export(session, db_url, output)

@@ -36,7 +36,9 @@ def telemetry_factory(
             if not (exc.name or "").startswith("claudetrace.telemetry"):
                 raise
             return None
-        return live_sink(info, endpoint=endpoint, protocol=protocol, capture_content=capture_content)
+        return live_sink(
+            info, endpoint=endpoint, protocol=protocol, capture_content=capture_content
+        )
 
     return make
 
@@ -71,9 +73,7 @@ def run_and_exit(
     os._exit(status)  # daemon threads (stdin) may still block in read()
 
 
-@click.command(
-    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
-)
+@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @db_option
 @click.option("--name", help="A name for this recording.")
 @click.option("--tag", "tags", multiple=True, metavar="K=V", help="A tag (repeatable).")
@@ -114,17 +114,32 @@ def proxy(
         db=db_url,
         name=name,
         tags=_parse_tags(tags),
-        otel={"endpoint": otel_endpoint, "protocol": otel_protocol, "capture_content": otel_content},
+        otel={
+            "endpoint": otel_endpoint,
+            "protocol": otel_protocol,
+            "capture_content": otel_content,
+        },
     )
 
 
 @click.command()
 @click.argument("out", type=click.Path(dir_okay=False))
-@click.option("--real", metavar="PATH", help="The real claude CLI [default: $CLAUDETRACE_REAL_CLI, else PATH].")
+@click.option(
+    "--real",
+    metavar="PATH",
+    help="The real claude CLI [default: $CLAUDETRACE_REAL_CLI, else PATH].",
+)
 @db_option
 @click.option("--name", help="Name every recording made through this shim.")
-@click.option("--tag", "tags", multiple=True, metavar="K=V", help="Tag every recording (repeatable).")
-@click.option("--replay", "replay_source", metavar="SOURCE", help="Replay SOURCE (cassette or SESSION) instead of recording.")
+@click.option(
+    "--tag", "tags", multiple=True, metavar="K=V", help="Tag every recording (repeatable)."
+)
+@click.option(
+    "--replay",
+    "replay_source",
+    metavar="SOURCE",
+    help="Replay SOURCE (cassette or SESSION) instead of recording.",
+)
 @reports_errors
 def shim(
     out: str,

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Engine, delete, func, insert, or_, select, update
+from sqlalchemy import Engine, Table, delete, func, insert, or_, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -25,13 +25,27 @@ from .models import Base, EventRow, EventTool, Recording
 
 __all__ = ["Base", "EventRow", "EventTool", "Recording", "Store", "open_store", "resolve_url"]
 
-_EVENTS = EventRow.__table__
-_TOOLS = EventTool.__table__
+_EVENTS = cast(Table, EventRow.__table__)
+_TOOLS = cast(Table, EventTool.__table__)
+_RECORDINGS = cast(Table, Recording.__table__)
 #: Column order of the row dicts built by :func:`event_rows`.
 _COLUMNS = {
     "events": (
-        "recording_id", "seq", "direction", "t_ns", "wall_ns", "data", "eol", "size", "is_json",
-        "type", "subtype", "request_id", "uuid", "session_id", "parent_tool_use_id",
+        "recording_id",
+        "seq",
+        "direction",
+        "t_ns",
+        "wall_ns",
+        "data",
+        "eol",
+        "size",
+        "is_json",
+        "type",
+        "subtype",
+        "request_id",
+        "uuid",
+        "session_id",
+        "parent_tool_use_id",
     ),
     "event_tools": ("recording_id", "seq", "tool_use_id", "tool_name", "kind"),
 }
@@ -46,7 +60,9 @@ def open_store(db: str | None = None, *, migrate: bool = True) -> Store:
     return Store(engine)
 
 
-def event_rows(recording_id: str, events: Iterable[Event]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def event_rows(
+    recording_id: str, events: Iterable[Event]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Rows for ``events`` and ``event_tools`` from parsed events."""
     rows: list[dict[str, Any]] = []
     tools: list[dict[str, Any]] = []
@@ -124,7 +140,7 @@ class Store:
         values = _info_columns(info)
         values["last_seen_ns"] = info.started_ns
         with self._writing("create recording"), self.engine.begin() as conn:
-            conn.execute(insert(Recording.__table__).values(**values))
+            conn.execute(insert(_RECORDINGS).values(**values))
 
     def write_batch(
         self,
@@ -143,8 +159,8 @@ class Store:
                 conn.exec_driver_sql(self._insert_sql(_TOOLS), [tuple(r.values()) for r in tools])
             if recording_updates:
                 conn.execute(
-                    update(Recording.__table__)
-                    .where(Recording.__table__.c.id == recording_id)
+                    update(_RECORDINGS)
+                    .where(_RECORDINGS.c.id == recording_id)
                     .values(**recording_updates)
                 )
 
@@ -160,9 +176,7 @@ class Store:
     def update_recording(self, recording_id: str, **values: Any) -> None:
         with self._writing("update recording"), self.engine.begin() as conn:
             conn.execute(
-                update(Recording.__table__)
-                .where(Recording.__table__.c.id == recording_id)
-                .values(**values)
+                update(_RECORDINGS).where(_RECORDINGS.c.id == recording_id).values(**values)
             )
 
     def import_cassette(
@@ -214,7 +228,7 @@ class Store:
         with self._writing("delete"), self.engine.begin() as conn:
             conn.execute(delete(_TOOLS).where(_TOOLS.c.recording_id == recording_id))
             conn.execute(delete(_EVENTS).where(_EVENTS.c.recording_id == recording_id))
-            conn.execute(delete(Recording.__table__).where(Recording.__table__.c.id == recording_id))
+            conn.execute(delete(_RECORDINGS).where(_RECORDINGS.c.id == recording_id))
 
     class _Writing:
         def __init__(self, what: str) -> None:
@@ -226,7 +240,9 @@ class Store:
         def __exit__(self, et: Any, exc: Any, tb: Any) -> None:
             if isinstance(exc, SQLAlchemyError):
                 orig = getattr(exc, "orig", None) or exc
-                first = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
+                first = (
+                    str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
+                )
                 raise StoreError(f"{self.what} failed: {first}") from exc
 
     def _writing(self, what: str) -> Store._Writing:
@@ -246,22 +262,35 @@ class Store:
         q = query.strip()
         if not q:
             raise SessionNotFound("empty session id", query=query)
-        table = Recording.__table__.c
+        table = _RECORDINGS.c
         with self._writing("read"), self.session() as s:
             if q.lower() == "latest":
-                rec = s.scalars(select(Recording).order_by(table.started_ns.desc(), table.id.desc()).limit(1)).first()
+                rec = s.scalars(
+                    select(Recording).order_by(table.started_ns.desc(), table.id.desc()).limit(1)
+                ).first()
                 if rec is None:
                     raise SessionNotFound("there are no recordings yet", query=query)
                 return rec
             exact = s.get(Recording, q.upper())
             if exact is not None:
                 return exact
-            by_prefix = list(s.scalars(select(Recording).where(table.id.like(_like_prefix(q.upper()), escape="\\")).limit(6)))
+            by_prefix = list(
+                s.scalars(
+                    select(Recording)
+                    .where(table.id.like(_like_prefix(q.upper()), escape="\\"))
+                    .limit(6)
+                )
+            )
             if not by_prefix:
                 by_prefix = list(
                     s.scalars(
                         select(Recording)
-                        .where(or_(table.cli_session_id == q, table.cli_session_id.like(_like_prefix(q), escape="\\")))
+                        .where(
+                            or_(
+                                table.cli_session_id == q,
+                                table.cli_session_id.like(_like_prefix(q), escape="\\"),
+                            )
+                        )
                         .order_by(table.started_ns.desc())
                         .limit(6)
                     )
@@ -274,7 +303,8 @@ class Store:
             )
         ids = [r.id for r in by_prefix[:5]]
         raise AmbiguousSession(
-            f"{query!r} matches several recordings: {', '.join(ids)}{', …' if len(by_prefix) > 5 else ''}",
+            f"{query!r} matches several recordings: {', '.join(ids)}"
+            + (", …" if len(by_prefix) > 5 else ""),
             query=query,
             candidates=ids,
         )
@@ -288,13 +318,17 @@ class Store:
         until_ns: int | None = None,
         newest_first: bool = True,
     ) -> list[Recording]:
-        table = Recording.__table__.c
+        table = _RECORDINGS.c
         stmt = select(Recording)
         if since_ns is not None:
             stmt = stmt.where(table.started_ns >= since_ns)
         if until_ns is not None:
             stmt = stmt.where(table.started_ns < until_ns)
-        order = (table.started_ns.desc(), table.id.desc()) if newest_first else (table.started_ns, table.id)
+        order = (
+            (table.started_ns.desc(), table.id.desc())
+            if newest_first
+            else (table.started_ns, table.id)
+        )
         stmt = stmt.order_by(*order).offset(offset)
         if limit is not None:
             stmt = stmt.limit(limit)
@@ -345,7 +379,9 @@ class Store:
         with self._writing("read"), self.engine.connect() as conn:
             return int(
                 conn.execute(
-                    select(func.count()).select_from(_EVENTS).where(_EVENTS.c.recording_id == recording_id)
+                    select(func.count())
+                    .select_from(_EVENTS)
+                    .where(_EVENTS.c.recording_id == recording_id)
                 ).scalar_one()
             )
 
