@@ -135,7 +135,7 @@ def test_histogram_buckets_are_cumulative_and_inclusive() -> None:
     assert buckets[("0.01",)] == 2
     assert buckets[("1",)] == 2
     assert buckets[("2.5",)] == 3
-    assert buckets[(promexport._number(BUCKETS[-1]),)] == 3
+    assert buckets[(promexport.exposition._number(BUCKETS[-1]),)] == 3
     assert buckets[("+Inf",)] == 4
     assert list(buckets.values()) == sorted(buckets.values())
     assert values(samples, "claudetrace_store_tool_duration_seconds_count")[()] == 4

@@ -1,0 +1,114 @@
+"""Fleet metrics computed from the store, served in the Prometheus text format.
+
+``claudetrace metrics serve`` answers ``GET /metrics`` with aggregates over every
+recording in the store; Prometheus scrapes it next to the OpenTelemetry Collector
+(see ``dashboards/``).  The live OTLP metrics describe what happens *now*, in the
+processes that export them; these describe everything the store holds, including
+sessions recorded with telemetry off and imported cassettes.
+
+Figures come from two places, so that a scrape stays fast with 10k sessions:
+
+- the summary columns of ``recordings`` (sessions by status, cost, tokens, turns,
+  events, bytes): a few ``GROUP BY`` queries per scrape;
+- the indexed columns of ``events`` and ``event_tools`` (tool calls and durations,
+  control round trips, permission decisions and waits), read per recording.  A
+  recording that has ended never changes, so its figures are folded into running
+  totals once and later scrapes only read recordings that are new or still
+  running.  Only two kinds of lines are ever loaded and parsed: the host's answers
+  to ``can_use_tool`` (allow or deny) and, in recordings whose summary counts tool
+  errors, the tool results (which tool failed).
+
+Every name is prefixed ``claudetrace_store_``; :data:`METRICS` lists them and the
+dashboards test checks the PromQL of every panel against it.  Counters restart from
+zero when the server restarts or recordings are deleted, which Prometheus'
+``rate``/``increase`` treat as a counter reset.
+
+The package's modules: :mod:`.exposition` (the text format), :mod:`.figures`
+(the families served and the figures derived from events), :mod:`.store` (the
+queries) and :mod:`.server` (HTTP).
+"""
+
+from __future__ import annotations
+
+from .exposition import (
+    BUCKETS,
+    CONTENT_TYPE,
+    Family,
+    Histogram,
+    Labels,
+    MetricKind,
+    MetricSpec,
+    Sample,
+    render,
+)
+from .figures import (
+    BYTES,
+    CONTROL_DURATION,
+    CONTROL_REQUESTS,
+    COST,
+    EVENTS,
+    LAST_SESSION_START,
+    METRICS,
+    PERMISSION_DECISIONS,
+    PERMISSION_WAIT,
+    SCRAPE_DURATION,
+    SESSIONS,
+    SESSIONS_STARTED,
+    TOKENS,
+    TOOL_CALLS,
+    TOOL_DURATION,
+    TURNS,
+    UNKNOWN,
+    ControlRow,
+    EventFigures,
+    ToolRow,
+    event_families,
+    failed_tool_ids,
+    permission_decision,
+    recording_figures,
+    sample_names,
+)
+from .server import DEFAULT_PORT, make_server
+from .store import CHUNK, StoreMetrics, status_expression
+
+__all__ = [
+    "BUCKETS",
+    "BYTES",
+    "CHUNK",
+    "CONTENT_TYPE",
+    "CONTROL_DURATION",
+    "CONTROL_REQUESTS",
+    "COST",
+    "DEFAULT_PORT",
+    "EVENTS",
+    "LAST_SESSION_START",
+    "METRICS",
+    "PERMISSION_DECISIONS",
+    "PERMISSION_WAIT",
+    "SCRAPE_DURATION",
+    "SESSIONS",
+    "SESSIONS_STARTED",
+    "TOKENS",
+    "TOOL_CALLS",
+    "TOOL_DURATION",
+    "TURNS",
+    "UNKNOWN",
+    "ControlRow",
+    "EventFigures",
+    "Family",
+    "Histogram",
+    "Labels",
+    "MetricKind",
+    "MetricSpec",
+    "Sample",
+    "StoreMetrics",
+    "ToolRow",
+    "event_families",
+    "failed_tool_ids",
+    "make_server",
+    "permission_decision",
+    "recording_figures",
+    "render",
+    "sample_names",
+    "status_expression",
+]
