@@ -55,6 +55,8 @@ class RecorderReport:
 
     events: int = 0
     stored: int = 0
+    #: Chunks that went through the spool file because the store was behind.
+    spooled_chunks: int = 0
     unsaved: int = 0
     unsaved_path: str | None = None
     lost_chunks: int = 0
@@ -171,6 +173,7 @@ class Recorder:
             self._spool.write(_SPOOL_HEAD.pack(code, t_ns, wall_ns, len(chunk)))
             self._spool.write(chunk)
             self._spooling = True
+            self.report.spooled_chunks += 1
         except OSError:
             self.report.lost_chunks += 1
             self.report.lost_bytes += len(chunk)

@@ -100,8 +100,8 @@ def test_a_slow_store_spools_and_loses_nothing(tmp_path: Path) -> None:
     recorder = make(store, tmp_path, queue_limit=64 * 1024)
     expected = lines(20000)
     feed_in_chunks(recorder, b"\n".join(expected) + b"\n")
-    spools = list(tmp_path.glob("*.spool"))
-    assert spools, "a slow store must spill to the spool file"
+    # (The file itself may already be taken and unlinked by the recorder thread.)
+    assert recorder.report.spooled_chunks > 0, "a slow store must spill to the spool file"
     report = recorder.close(timeout=30)
     assert report.problems() == []
     assert [e.data for e in store.events] == expected
