@@ -30,6 +30,7 @@ queries) and :mod:`.server` (HTTP).
 
 from __future__ import annotations
 
+from ..protocol import failed_tool_ids, permission_decision
 from .exposition import (
     BUCKETS,
     CONTENT_TYPE,
@@ -63,8 +64,6 @@ from .figures import (
     EventFigures,
     ToolRow,
     event_families,
-    failed_tool_ids,
-    permission_decision,
     recording_figures,
     sample_names,
 )

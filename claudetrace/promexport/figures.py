@@ -13,7 +13,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
-from ..events import Event
 from .exposition import Family, Histogram, Labels, MetricSpec
 
 #: The label value when a tool, model or source is not known.
@@ -237,32 +236,6 @@ def recording_figures(
             if decision is not None:
                 figures.permission_decisions[(tool, decision)] += 1
     return figures
-
-
-def permission_decision(event: Event) -> str | None:
-    """``allow`` or ``deny`` from the host's answer to ``can_use_tool``."""
-    msg = event.message or {}
-    response = msg.get("response")
-    inner = response.get("response") if isinstance(response, dict) else None
-    behavior = inner.get("behavior") if isinstance(inner, dict) else None
-    return behavior if behavior in ("allow", "deny") else None
-
-
-def failed_tool_ids(event: Event) -> set[str]:
-    """Ids of the tool uses whose ``tool_result`` in this ``user`` line has ``is_error``."""
-    msg = event.message or {}
-    message = msg.get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    if not isinstance(content, list):
-        return set()
-    return {
-        block["tool_use_id"]
-        for block in content
-        if isinstance(block, dict)
-        and block.get("type") == "tool_result"
-        and block.get("is_error")
-        and isinstance(block.get("tool_use_id"), str)
-    }
 
 
 def event_families(figures: EventFigures) -> list[Family]:

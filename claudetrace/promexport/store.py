@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, aliased
 
 from ..errors import StoreError
 from ..events import Event
+from ..protocol import failed_tool_ids, permission_decision
 from ..store.models import STALE_AFTER_NS, EventRow, EventTool, Recording
 from .exposition import Family, render
 from .figures import (
@@ -37,8 +38,6 @@ from .figures import (
     EventFigures,
     ToolRow,
     event_families,
-    failed_tool_ids,
-    permission_decision,
     recording_figures,
 )
 

@@ -29,18 +29,27 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..events import Event
+from ..protocol import (
+    control_request,
+    control_response,
+    hook_event_name,
+    hook_permission_decision,
+    opt_str,
+    permission_behavior,
+    request_tool_name,
+    tool_result_failed,
+)
 from ..recording import RecordingInfo
 from . import conventions as c
-from .content import ContentPolicy, assistant_output, block_text, user_input
-from .protocol import (
+from .attributes import (
     error_text,
     exit_reason,
     find_block,
     mcp_error,
     mcp_request,
-    opt_str,
     usage_attributes,
 )
+from .content import ContentPolicy, assistant_output, block_text, user_input
 from .records import Attributes, SpanKind, SpanRecord
 from .spantree import PendingRequest, SpanTree
 
@@ -273,7 +282,7 @@ class SpanBuilder(SpanTree):
             if span is None or span.span_id not in self._open:
                 continue
             block = find_block(message, "tool_use_id", ref.tool_use_id) or {}
-            error = block.get("is_error") is True
+            error = tool_result_failed(block)
             span.attributes[c.TOOL_OUTCOME] = "error" if error else "ok"
             if self.content.enabled:
                 result = self.content.clip(block_text(block.get("content")))
@@ -312,9 +321,7 @@ class SpanBuilder(SpanTree):
     # -- control requests ------------------------------------------------------------
 
     def _control_request(self, event: Event, now: int) -> None:
-        msg = event.message or {}
-        request = msg.get("request")
-        request = request if isinstance(request, dict) else {}
+        request = control_request(event)
         request_id = event.fields.request_id or f"seq{event.seq}"
         subtype = event.fields.subtype or "unknown"
         initiator = "host" if event.direction == "in" else "cli"
@@ -323,28 +330,23 @@ class SpanBuilder(SpanTree):
             c.CONTROL_INITIATOR: initiator,
             c.CONTROL_REQUEST_ID: request_id,
         }
-        tool_use_id = request.get("tool_use_id")
-        tool_use_id = tool_use_id if isinstance(tool_use_id, str) else None
+        tool_use_id = opt_str(request.get("tool_use_id"))
         key = f"request/{request_id}"
         if initiator == "cli" and subtype in ("can_use_tool", "hook_callback"):
             kind = "permission" if subtype == "can_use_tool" else "hook"
-            tool_name = request.get("tool_name")
-            hook_input = request.get("input")
-            hook_input = hook_input if isinstance(hook_input, dict) else {}
-            if not isinstance(tool_name, str):
-                tool_name = hook_input.get("tool_name")
+            tool_name = request_tool_name(request)
             tool = self._tools.get(tool_use_id) if tool_use_id else None
             if tool is None and tool_use_id and kind == "permission":
-                tool = self._open_tool(tool_use_id, opt_str(tool_name), None, None, now)
+                tool = self._open_tool(tool_use_id, tool_name, None, None, now)
             parent = tool or self._turn(now, create=False) or self.root
             if tool_use_id:
                 attrs[c.GEN_AI_TOOL_CALL_ID] = tool_use_id
-            if isinstance(tool_name, str):
+            if tool_name is not None:
                 attrs[c.GEN_AI_TOOL_NAME] = tool_name
             if kind == "permission":
                 name = "can_use_tool"
             else:
-                hook_event = opt_str(hook_input.get("hook_event_name")) or "unknown"
+                hook_event = hook_event_name(request) or "unknown"
                 attrs[c.HOOK_EVENT] = hook_event
                 if isinstance(request.get("callback_id"), str):
                     attrs[c.HOOK_CALLBACK_ID] = request["callback_id"]
@@ -397,8 +399,7 @@ class SpanBuilder(SpanTree):
 
     def _answer(self, pending: PendingRequest, event: Event, now: int) -> None:
         span = pending.span
-        response = (event.message or {}).get("response")
-        response = response if isinstance(response, dict) else {}
+        response = control_response(event)
         body = response.get("response")
         body = body if isinstance(body, dict) else {}
         error: str | None = None
@@ -406,13 +407,13 @@ class SpanBuilder(SpanTree):
             error = error_text(response.get("error")) or "control request failed"
         span.attributes[c.CONTROL_OUTCOME] = "error" if error else "success"
         if pending.kind == "permission":
-            behavior = body.get("behavior")
-            if isinstance(behavior, str):
+            behavior = permission_behavior(body)
+            if behavior is not None:
                 span.attributes[c.PERMISSION_DECISION] = behavior
         elif pending.kind == "hook":
-            specific = body.get("hookSpecificOutput")
-            if isinstance(specific, dict) and isinstance(specific.get("permissionDecision"), str):
-                span.attributes[c.HOOK_PERMISSION_DECISION] = specific["permissionDecision"]
+            decision = hook_permission_decision(body)
+            if decision is not None:
+                span.attributes[c.HOOK_PERMISSION_DECISION] = decision
         elif pending.kind == "mcp":
             error = error or mcp_error(body.get("mcp_response"), span.attributes)
         elif pending.subtype == "set_model" and not error:

@@ -19,6 +19,17 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..events import Event
+from ..protocol import (
+    control_request,
+    control_response,
+    hook_event_name,
+    hook_permission_decision,
+    message_content,
+    opt_str,
+    permission_behavior,
+    request_tool_name,
+    tool_result_failed,
+)
 
 ItemKind = Literal["user", "assistant", "thinking", "tool", "result", "system", "error", "stderr"]
 
@@ -74,10 +85,6 @@ class Item:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
 def block_text(content: Any) -> str:
     """The text of a message or tool result ``content`` (a string or a list of blocks)."""
     if isinstance(content, str):
@@ -101,11 +108,10 @@ def decision_outcome(kind: str, response: Any) -> str:
     if not isinstance(response, dict):
         return "error"
     if kind == "permission":
-        behavior = _str(response.get("behavior"))
-        return behavior or "answered"
-    specific = response.get("hookSpecificOutput")
-    if isinstance(specific, dict) and isinstance(specific.get("permissionDecision"), str):
-        return str(specific["permissionDecision"])
+        return permission_behavior(response) or "answered"
+    decision = hook_permission_decision(response)
+    if decision is not None:
+        return decision
     if isinstance(response.get("decision"), str):
         return str(response["decision"])
     if response.get("continue") is False:
@@ -168,8 +174,7 @@ class _Builder:
             self.add(ev, "system", f"{kind}: {_compact(msg)}", data=msg)
 
     def user(self, ev: Event, msg: dict[str, Any]) -> None:
-        message = msg.get("message")
-        content = message.get("content") if isinstance(message, dict) else None
+        content = message_content(ev)
         blocks = (
             content
             if isinstance(content, list)
@@ -178,13 +183,13 @@ class _Builder:
         texts: list[str] = []
         for block in blocks:
             if isinstance(block, dict) and block.get("type") == "tool_result":
-                tid = _str(block.get("tool_use_id"))
+                tid = opt_str(block.get("tool_use_id"))
                 if tid:
                     unseen = tid not in self.tools
                     call = self.tool(tid, None)
                     call.result = block_text(block.get("content"))
                     call.result_seq = ev.seq
-                    call.is_error = bool(block.get("is_error"))
+                    call.is_error = tool_result_failed(block)
                     if unseen:
                         # A result whose tool_use is outside the window shown.
                         self.add(ev, "tool", call.name, tool=call)
@@ -201,8 +206,7 @@ class _Builder:
             self.add(ev, "system", text, data={"role": "user"})
 
     def assistant(self, ev: Event, msg: dict[str, Any]) -> None:
-        message = msg.get("message")
-        content = message.get("content") if isinstance(message, dict) else None
+        content = message_content(ev)
         if isinstance(msg.get("error"), str):
             self.add(ev, "error", f"assistant error: {msg['error']}", is_error=True)
         for block in content if isinstance(content, list) else []:
@@ -214,8 +218,8 @@ class _Builder:
             elif btype in ("thinking", "redacted_thinking"):
                 self.add(ev, "thinking", str(block.get("thinking", "[redacted]")))
             elif btype in ("tool_use", "server_tool_use", "mcp_tool_use"):
-                tid = _str(block.get("id")) or f"seq{ev.seq}"
-                call = self.tool(tid, _str(block.get("name")))
+                tid = opt_str(block.get("id")) or f"seq{ev.seq}"
+                call = self.tool(tid, opt_str(block.get("name")))
                 call.input = block.get("input")
                 self.add(ev, "tool", call.name, tool=call)
             else:
@@ -223,7 +227,7 @@ class _Builder:
 
     def result(self, ev: Event, msg: dict[str, Any]) -> None:
         is_error = bool(msg.get("is_error")) or str(msg.get("subtype", "")).startswith("error")
-        text = _str(msg.get("result")) or ""
+        text = opt_str(msg.get("result")) or ""
         errors = msg.get("errors")
         if not text and isinstance(errors, list):
             text = "\n".join(str(e) for e in errors)
@@ -242,31 +246,23 @@ class _Builder:
         self.add(ev, "result", text, is_error=is_error, data=data)
 
     def control_request(self, ev: Event, msg: dict[str, Any]) -> None:
-        request = msg.get("request")
-        req = request if isinstance(request, dict) else {}
+        req = control_request(ev)
         subtype = ev.subtype or "?"
         rid = ev.request_id
         if subtype in ("can_use_tool", "hook_callback"):
             kind: Literal["permission", "hook"] = (
                 "permission" if subtype == "can_use_tool" else "hook"
             )
-            raw_input = req.get("input")
-            hook_input: dict[str, Any] = raw_input if isinstance(raw_input, dict) else {}
-            name = (
-                _str(req.get("tool_name"))
-                if kind == "permission"
-                else _str(hook_input.get("hook_event_name"))
-            )
+            name = opt_str(req.get("tool_name")) if kind == "permission" else hook_event_name(req)
             decision = Decision(kind, ev.seq, ev.t, rid, name or subtype, req)
             if rid:
                 self.pending[rid] = decision
                 answer = self.early.pop(rid, None)
                 if answer is not None:
                     self.control_response(answer, answer.message or {})
-            tid = _str(req.get("tool_use_id"))
+            tid = opt_str(req.get("tool_use_id"))
             if tid:
-                tool_name = _str(req.get("tool_name")) or _str(hook_input.get("tool_name"))
-                self.tool(tid, tool_name).decisions.append(decision)
+                self.tool(tid, request_tool_name(req)).decisions.append(decision)
             else:
                 self.add(ev, "system", f"{kind} {decision.name}", decision=decision)
         elif subtype not in _QUIET_CONTROL:
@@ -286,8 +282,7 @@ class _Builder:
             if rid:
                 self.early[rid] = ev
             return
-        response = msg.get("response")
-        resp = response if isinstance(response, dict) else {}
+        resp = control_response(ev)
         if ev.subtype == "error":
             decision.outcome = "error"
             decision.detail = resp.get("error")

@@ -21,6 +21,7 @@ from sqlalchemy.orm import load_only
 
 from ..errors import StoreError
 from ..events import Event
+from ..protocol import failed_tool_ids
 from ..store import EventRow, EventTool, Recording, Store
 from .sessions import Filters
 
@@ -297,7 +298,7 @@ def tool_usage(
         failed_ids: list[str] = []
         for row in conn.execute(failing.limit(20000)):
             ev = Event(row.seq, row.direction, row.t_ns, bytes(row.data))
-            failed_ids.extend(_failed_tool_ids(ev))
+            failed_ids.extend(failed_tool_ids(ev))
         failures: dict[str, int] = {}
         for start in range(0, len(failed_ids), 500):
             chunk = failed_ids[start : start + 500]
@@ -314,18 +315,3 @@ def tool_usage(
         name: (calls.get(name, 0), failures.get(name, 0))
         for name in sorted(set(calls) | set(failures))
     }
-
-
-def _failed_tool_ids(ev: Event) -> list[str]:
-    message = (ev.message or {}).get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    if not isinstance(content, list):
-        return []
-    return [
-        str(block["tool_use_id"])
-        for block in content
-        if isinstance(block, dict)
-        and block.get("type") == "tool_result"
-        and block.get("is_error")
-        and block.get("tool_use_id")
-    ]

@@ -1,20 +1,19 @@
-"""Reading values out of protocol lines: usage, errors, MCP requests, exit reasons.
+"""Span attributes read out of protocol lines: usage, errors, MCP requests, exit reasons.
 
 Pure helpers for the span builder; each takes parsed JSON (never raw bytes) and
-tolerates missing or mistyped fields, since the CLI's output evolves.
+tolerates missing or mistyped fields, since the CLI's output evolves.  Facts that
+other consumers need too (permission decisions, failed tool results) are read by
+:mod:`claudetrace.protocol` instead.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..protocol import opt_str
 from ..recording import RecordingInfo
 from . import conventions as c
 from .records import Attributes
-
-
-def opt_str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 def _int(value: Any) -> int:

@@ -1,0 +1,119 @@
+"""What a protocol line says, read one way: pure accessors over parsed events.
+
+:mod:`claudetrace.events` parses each line once and extracts the fields every
+consumer indexes (type, subtype, request id, tool references).  The deeper facts
+that several consumers need — what the host decided on a ``can_use_tool``
+request, what a hook answered, which hook event a ``hook_callback`` is about,
+which tool results failed — are read here, so that the span builder, the
+Prometheus figures and the UI cannot disagree about them.
+
+Every accessor takes an :class:`~claudetrace.events.Event` (or a piece of its
+parsed JSON) and tolerates missing or mistyped fields, since the CLI's output
+evolves: a field of the wrong type reads as absent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .events import Event
+
+#: The answers to ``can_use_tool`` the SDKs define.
+PERMISSION_DECISIONS = frozenset({"allow", "deny"})
+
+
+def opt_str(value: Any) -> str | None:
+    """``value`` if it is a string, else ``None``."""
+    return value if isinstance(value, str) else None
+
+
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+# --------------------------------------------------------------------------- control
+
+
+def control_request(event: Event) -> dict[str, Any]:
+    """The ``request`` object of a ``control_request`` line (empty when missing)."""
+    return _object((event.message or {}).get("request"))
+
+
+def control_response(event: Event) -> dict[str, Any]:
+    """The ``response`` object of a ``control_response`` line (empty when missing).
+
+    It carries ``subtype`` (``success``/``error``), ``request_id`` and either the
+    answer itself under ``response`` or an ``error``.
+    """
+    return _object((event.message or {}).get("response"))
+
+
+def hook_input(request: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``input`` of a ``can_use_tool`` / ``hook_callback`` request (empty when missing)."""
+    return _object(request.get("input"))
+
+
+def hook_event_name(request: Mapping[str, Any]) -> str | None:
+    """The hook event (``PreToolUse`` …) a ``hook_callback`` request is about."""
+    return opt_str(hook_input(request).get("hook_event_name"))
+
+
+def request_tool_name(request: Mapping[str, Any]) -> str | None:
+    """The tool a ``can_use_tool`` or ``hook_callback`` request is about.
+
+    ``can_use_tool`` names it at the top level; a hook names it in its input.
+    """
+    return opt_str(request.get("tool_name")) or opt_str(hook_input(request).get("tool_name"))
+
+
+def permission_behavior(answer: Any) -> str | None:
+    """The ``behavior`` of the host's answer to ``can_use_tool`` (``allow``, ``deny`` …).
+
+    ``answer`` is the answer object (``response.response`` of the control response).
+    """
+    return opt_str(answer.get("behavior")) if isinstance(answer, dict) else None
+
+
+def permission_decision(event: Event) -> str | None:
+    """``allow`` or ``deny`` from a ``control_response`` answering ``can_use_tool``."""
+    behavior = permission_behavior(control_response(event).get("response"))
+    return behavior if behavior in PERMISSION_DECISIONS else None
+
+
+def hook_permission_decision(answer: Any) -> str | None:
+    """The ``hookSpecificOutput.permissionDecision`` of a hook's answer, if it made one."""
+    specific = answer.get("hookSpecificOutput") if isinstance(answer, dict) else None
+    return opt_str(specific.get("permissionDecision")) if isinstance(specific, dict) else None
+
+
+# --------------------------------------------------------------------------- messages
+
+
+def message_content(event: Event) -> Any:
+    """The ``message.content`` of a ``user`` or ``assistant`` line (``None`` when missing).
+
+    A string for a plain prompt, else a list of content blocks.
+    """
+    message = (event.message or {}).get("message")
+    return message.get("content") if isinstance(message, dict) else None
+
+
+def tool_result_failed(block: Mapping[str, Any]) -> bool:
+    """Whether a ``tool_result`` block reports a failed tool run (``is_error``)."""
+    return bool(block.get("is_error"))
+
+
+def failed_tool_ids(event: Event) -> set[str]:
+    """Ids of the tool uses whose ``tool_result`` in this ``user`` line failed."""
+    content = message_content(event)
+    if not isinstance(content, list):
+        return set()
+    return {
+        block["tool_use_id"]
+        for block in content
+        if isinstance(block, dict)
+        and block.get("type") == "tool_result"
+        and tool_result_failed(block)
+        and isinstance(block.get("tool_use_id"), str)
+    }

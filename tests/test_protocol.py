@@ -1,0 +1,118 @@
+"""The shared protocol accessors: what a line says, read the same way by every consumer."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from claudetrace.events import Direction, Event
+from claudetrace.protocol import (
+    control_request,
+    control_response,
+    failed_tool_ids,
+    hook_event_name,
+    hook_permission_decision,
+    message_content,
+    opt_str,
+    permission_behavior,
+    permission_decision,
+    request_tool_name,
+    tool_result_failed,
+)
+
+
+def line(obj: Any, direction: Direction = "out") -> Event:
+    return Event(0, direction, 0, json.dumps(obj).encode())
+
+
+def answer(body: Any, subtype: str = "success") -> Event:
+    return line(
+        {
+            "type": "control_response",
+            "response": {"subtype": subtype, "request_id": "r1", "response": body},
+        },
+        "in",
+    )
+
+
+def test_opt_str_keeps_only_strings() -> None:
+    assert opt_str("x") == "x"
+    assert opt_str("") == ""
+    assert opt_str(3) is None and opt_str(None) is None
+
+
+def test_control_request_and_response_objects() -> None:
+    req = line({"type": "control_request", "request_id": "r1", "request": {"subtype": "x"}})
+    assert control_request(req) == {"subtype": "x"}
+    assert control_request(line({"type": "control_request", "request": "nope"})) == {}
+    assert control_response(answer({"behavior": "allow"}))["response"] == {"behavior": "allow"}
+    assert control_response(Event(0, "in", 0, b"not json")) == {}
+
+
+def test_permission_decision_is_allow_or_deny_only() -> None:
+    assert permission_decision(answer({"behavior": "allow", "updatedInput": {}})) == "allow"
+    assert permission_decision(answer({"behavior": "deny", "message": "no"})) == "deny"
+    # A behaviour the SDKs do not define is still read, but is not a decision.
+    assert permission_behavior({"behavior": "ask"}) == "ask"
+    assert permission_decision(answer({"behavior": "ask"})) is None
+    assert permission_decision(answer(None, "error")) is None
+    assert permission_decision(Event(0, "in", 0, b"not json")) is None
+    assert permission_behavior("allow") is None
+    assert permission_behavior({"behavior": 1}) is None
+
+
+def test_hook_answers_and_requests() -> None:
+    answer_body = {
+        "hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny"}
+    }
+    assert hook_permission_decision(answer_body) == "deny"
+    assert hook_permission_decision({"continue": True}) is None
+    assert hook_permission_decision({"hookSpecificOutput": "deny"}) is None
+    assert hook_permission_decision(None) is None
+    request = {
+        "subtype": "hook_callback",
+        "callback_id": "hook_0",
+        "input": {"hook_event_name": "PreToolUse", "tool_name": "Bash"},
+    }
+    assert hook_event_name(request) == "PreToolUse"
+    assert hook_event_name({"input": []}) is None
+
+
+@pytest.mark.parametrize(
+    ("request_obj", "expected"),
+    [
+        ({"tool_name": "Write", "input": {"tool_name": "Bash"}}, "Write"),  # can_use_tool
+        ({"input": {"tool_name": "Bash"}}, "Bash"),  # hook_callback
+        ({"tool_name": 7, "input": {"tool_name": "Bash"}}, "Bash"),
+        ({"input": "Bash"}, None),
+        ({}, None),
+    ],
+)
+def test_request_tool_name(request_obj: dict[str, Any], expected: str | None) -> None:
+    assert request_tool_name(request_obj) == expected
+
+
+def test_failed_tool_results() -> None:
+    user = line(
+        {
+            "type": "user",
+            "message": {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "a", "is_error": True, "content": "x"},
+                    {"type": "tool_result", "tool_use_id": "b", "content": "y"},
+                    {"type": "tool_result", "tool_use_id": "c", "is_error": False},
+                    {"type": "tool_result", "tool_use_id": 5, "is_error": True},
+                    {"type": "text", "text": "is_error", "is_error": True},
+                ],
+            },
+        }
+    )
+    assert failed_tool_ids(user) == {"a"}
+    assert tool_result_failed({"is_error": True}) and not tool_result_failed({})
+    prompt = line({"type": "user", "message": {"role": "user", "content": "hi"}}, "in")
+    assert message_content(prompt) == "hi"
+    assert failed_tool_ids(prompt) == set()
+    assert message_content(line({"type": "user"})) is None
