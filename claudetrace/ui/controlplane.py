@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..events import Event
+from ..protocol import control_request, control_response, hook_input
 from .conversation import decision_outcome
 
 
@@ -54,11 +55,8 @@ def _request_detail(subtype: str, req: dict[str, Any]) -> str:
     if subtype == "can_use_tool":
         return str(req.get("tool_name", ""))
     if subtype == "hook_callback":
-        hook_input = req.get("input")
-        if isinstance(hook_input, dict):
-            return " ".join(
-                str(hook_input.get(k, "")) for k in ("hook_event_name", "tool_name")
-            ).strip()
+        given = hook_input(req)
+        return " ".join(str(given.get(k, "")) for k in ("hook_event_name", "tool_name")).strip()
     if subtype == "mcp_message":
         message = req.get("message")
         method = message.get("method") if isinstance(message, dict) else None
@@ -100,8 +98,7 @@ def control_rows(events: Iterable[Event]) -> list[ControlRow]:
             continue
         rid = ev.request_id
         if kind == "control_request":
-            request = (ev.message or {}).get("request")
-            req = request if isinstance(request, dict) else {}
+            req = control_request(ev)
             subtype = ev.subtype or "?"
             initiator = "host" if ev.direction == "in" else "cli"
             detail = _request_detail(subtype, req)
@@ -148,8 +145,7 @@ def _answer(row: ControlRow, ev: Event) -> None:
     if ev.type == "control_cancel_request":
         row.outcome = "cancelled"
         return
-    response = (ev.message or {}).get("response")
-    resp = response if isinstance(response, dict) else {}
+    resp = control_response(ev)
     row.outcome = ev.subtype or "answered"
     answer = _response_detail(row.subtype, resp)
     row.detail = f"{row.detail} → {answer}" if row.detail and answer else row.detail or answer

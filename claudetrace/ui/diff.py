@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..events import Event
+from ..protocol import message_content
 from .conversation import block_text
 
 
@@ -64,8 +65,7 @@ def turn_summaries(events: Iterable[Event]) -> list[TurnSummary]:
         if ev.direction == "in":
             if kind == "user":
                 turn = new_turn(ev.t)
-                message = msg.get("message")
-                text = block_text(message.get("content") if isinstance(message, dict) else None)
+                text = block_text(message_content(ev))
                 if text:
                     turn.sent.append(text)
             elif kind == "control_request":
@@ -76,8 +76,7 @@ def turn_summaries(events: Iterable[Event]) -> list[TurnSummary]:
             continue
         if kind == "assistant":
             turn = oldest(ev.t)
-            message = msg.get("message")
-            content = message.get("content") if isinstance(message, dict) else None
+            content = message_content(ev)
             for block in content if isinstance(content, list) else []:
                 if not isinstance(block, dict):
                     continue
