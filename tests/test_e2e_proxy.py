@@ -11,83 +11,34 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from claude_agent_sdk import ResultMessage, SystemMessage
 
-from claudetrace.events import Event
 from claudetrace.store import Store, open_store
 from claudetrace.testing import FakeAPI
 from claudetrace.testing.harness import bundled_cli_version
+from tests.capture_rig import (
+    Rig,
+    assert_causal_order,
+    make_rig,
+    stream_bytes,
+    wait_for_recording,
+)
 from tests.scenarios import SCENARIOS, ScenarioResult, check_scenario, run_scenario
 
 pytestmark = pytest.mark.slow
-
-#: Runs the CLI with its three streams teed to files in $CT_CAPTURE.  Version
-#: checks go straight through (tee would wait on a stdin nobody closes).
-CAPTURE_SCRIPT = """#!/bin/bash
-if [ "$#" -eq 1 ] && [ "$1" = "-v" ]; then exec "$CT_REAL" "$@"; fi
-tee "$CT_CAPTURE/in.bin" \\
-  | "$CT_REAL" "$@" 2> >(tee "$CT_CAPTURE/err.bin" >&2) \\
-  | tee "$CT_CAPTURE/out.bin"
-"""
 
 #: A scenario that kills its CLI: the capture wrapper's pipeline would hide
 #: the signal, so it goes through the plain shim and checks the exit status.
 KILLED = "cli_dies"
 
 
-@dataclass
-class Rig:
-    """Shims and the database shared by the tests of this module."""
-
-    root: Path
-    db: Path
-    shim: Path
-    capture_shim: Path
-
-
-def write_shim(out: Path, real: Path, db: Path) -> Path:
-    """Write a recording shim with the real ``claudetrace shim`` command."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "claudetrace",
-            "shim",
-            str(out),
-            "--real",
-            str(real),
-            "--db",
-            str(db),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == str(out)
-    return out
-
-
 @pytest.fixture(scope="module")
 def rig(tmp_path_factory: pytest.TempPathFactory, real_claude: Path) -> Rig:
-    root = tmp_path_factory.mktemp("e2e")
-    db = root / "claudetrace.db"
-    capture = root / "capture.sh"
-    capture.write_text(CAPTURE_SCRIPT)
-    capture.chmod(0o755)
-    return Rig(
-        root=root,
-        db=db,
-        shim=write_shim(root / "claude", real_claude, db),
-        capture_shim=write_shim(root / "claude-captured", capture, db),
-    )
+    return make_rig(tmp_path_factory.mktemp("e2e"), real_claude)
 
 
 @pytest.fixture
@@ -97,37 +48,8 @@ def store(rig: Rig) -> Iterator[Store]:
     opened.close()
 
 
-def stream_bytes(events: list[Event], direction: str) -> bytes:
-    """The byte stream of one direction, rebuilt from its events."""
-    return b"".join(e.data + (b"\n" if e.eol else b"") for e in events if e.direction == direction)
-
-
-def wait_for_recording(store: Store, known: set[str], timeout: float = 15.0) -> str:
-    """The id of the one new recording, once the proxy has finished it."""
-    deadline = time.monotonic() + timeout
-    while True:
-        new = [r for r in store.list_recordings() if r.id not in known]
-        if len(new) == 1 and new[0].ended_ns is not None:
-            return new[0].id
-        assert len(new) <= 1, f"expected one new recording, got {len(new)}"
-        assert time.monotonic() < deadline, "the proxy did not finish its recording"
-        time.sleep(0.05)
-
-
 def init_messages(result: ScenarioResult) -> list[dict[str, object]]:
     return [m.data for m in result.messages if isinstance(m, SystemMessage) and m.subtype == "init"]
-
-
-def assert_causal_order(events: list[Event]) -> None:
-    """Every control response comes after its request, on the opposite stream."""
-    requests: dict[str, Event] = {}
-    for event in events:
-        if event.type == "control_request" and event.request_id:
-            requests[event.request_id] = event
-        elif event.type == "control_response" and event.request_id in requests:
-            request = requests[event.request_id]
-            assert request.seq < event.seq
-            assert request.direction != event.direction, event.request_id
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))

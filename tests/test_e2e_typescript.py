@@ -5,8 +5,9 @@
 MCP tool, and prints every message it receives as a JSON line.  Its
 ``pathToClaudeCodeExecutable`` is a recording shim in front of the CLI bundled
 with the *Python* SDK, so both SDKs drive the same CLI.  As in
-``test_e2e_proxy.py``, the CLI runs inside a capture wrapper that tees its three
-streams below the proxy: the stored events must be exactly those bytes.
+``test_e2e_proxy.py`` (both use ``tests/capture_rig.py``), the CLI runs inside a
+capture wrapper that tees its three streams below the proxy: the stored events
+must be exactly those bytes.
 
 The npm packages are installed once (``npm ci`` into ``tests/ts/node_modules``)
 when missing or older than the lock file; without ``node``/``npm`` the tests skip.
@@ -29,12 +30,13 @@ import pytest
 from claudetrace.store import Store, open_store
 from claudetrace.testing import FakeAPI, text, tool_use
 from claudetrace.testing.harness import PROJECT_DIR, bundled_cli_version, make_home, subprocess_env
-from tests.test_e2e_proxy import (
-    CAPTURE_SCRIPT,
+from tests.capture_rig import (
+    Rig,
     assert_causal_order,
+    make_rig,
     stream_bytes,
     wait_for_recording,
-    write_shim,
+    write_script,
 )
 
 pytestmark = pytest.mark.slow
@@ -56,14 +58,10 @@ exec "$CT_SHIM" "$@"
 
 
 @dataclass
-class TsRig:
+class TsRig(Rig):
     """The npm-installed host, shims and the database shared by this module."""
 
     node: str
-    root: Path
-    db: Path
-    shim: Path
-    capture_shim: Path
     spy: Path
 
 
@@ -141,22 +139,9 @@ def ts(tmp_path_factory: pytest.TempPathFactory, real_claude: Path) -> TsRig:
     if node_version(node) < MIN_NODE:
         pytest.skip(f"Node.js {node_version(node)} is too old for the TypeScript SDK (>= 18.14)")
     npm_ci(npm)
-    root = tmp_path_factory.mktemp("e2e-ts")
-    db = root / "claudetrace.db"
-    capture = root / "capture.sh"
-    capture.write_text(CAPTURE_SCRIPT)
-    capture.chmod(0o755)
-    spy = root / "spy.sh"
-    spy.write_text(SPY_SCRIPT)
-    spy.chmod(0o755)
-    return TsRig(
-        node=node,
-        root=root,
-        db=db,
-        shim=write_shim(root / "claude", real_claude, db),
-        capture_shim=write_shim(root / "claude-captured", capture, db),
-        spy=spy,
-    )
+    rig = make_rig(tmp_path_factory.mktemp("e2e-ts"), real_claude)
+    spy = write_script(rig.root / "spy.sh", SPY_SCRIPT)
+    return TsRig(**vars(rig), node=node, spy=spy)
 
 
 @pytest.fixture
