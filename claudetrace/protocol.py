@@ -28,6 +28,13 @@ def opt_str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def json_number(value: Any) -> float | None:
+    """``value`` as a float if it is a JSON number (``true`` is not one), else ``None``."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
 def _object(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
@@ -97,6 +104,15 @@ def message_content(event: Event) -> Any:
     """
     message = (event.message or {}).get("message")
     return message.get("content") if isinstance(message, dict) else None
+
+
+def total_cost_usd(event: Event) -> float | None:
+    """The ``total_cost_usd`` of a ``result`` line.
+
+    It is the CLI process's running total over the session, not the turn's cost
+    (verified with CLI 2.1.330): a turn's cost is the difference to the previous one.
+    """
+    return json_number((event.message or {}).get("total_cost_usd"))
 
 
 def tool_result_failed(block: Mapping[str, Any]) -> bool:

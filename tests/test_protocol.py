@@ -14,12 +14,14 @@ from claudetrace.protocol import (
     failed_tool_ids,
     hook_event_name,
     hook_permission_decision,
+    json_number,
     message_content,
     opt_str,
     permission_behavior,
     permission_decision,
     request_tool_name,
     tool_result_failed,
+    total_cost_usd,
 )
 
 
@@ -116,3 +118,13 @@ def test_failed_tool_results() -> None:
     assert message_content(prompt) == "hi"
     assert failed_tool_ids(prompt) == set()
     assert message_content(line({"type": "user"})) is None
+
+
+def test_json_numbers_and_the_running_total_cost() -> None:
+    assert json_number(2) == 2.0 and isinstance(json_number(2), float)
+    assert json_number(0.5) == 0.5
+    assert json_number(True) is None and json_number("1") is None and json_number(None) is None
+    result = line({"type": "result", "subtype": "success", "total_cost_usd": 0.0123})
+    assert total_cost_usd(result) == 0.0123
+    assert total_cost_usd(line({"type": "result", "total_cost_usd": False})) is None
+    assert total_cost_usd(Event(0, "out", 0, b"[]")) is None

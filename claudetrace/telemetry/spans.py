@@ -34,10 +34,12 @@ from ..protocol import (
     control_response,
     hook_event_name,
     hook_permission_decision,
+    json_number,
     opt_str,
     permission_behavior,
     request_tool_name,
     tool_result_failed,
+    total_cost_usd,
 )
 from ..recording import RecordingInfo
 from . import conventions as c
@@ -134,7 +136,7 @@ class SpanBuilder(SpanTree):
         if self._session_id:
             attrs[c.GEN_AI_CONVERSATION_ID] = self._session_id
         attrs.update(usage_attributes(msg.get("usage")))
-        turn_cost = self._add_costs(msg)
+        turn_cost = self._add_costs(msg, total_cost_usd(event))
         if turn_cost is not None:
             attrs[c.COST_USD] = turn_cost
         num_turns = msg.get("num_turns")
@@ -154,26 +156,20 @@ class SpanBuilder(SpanTree):
             turn.set_error(f"result {subtype or 'error'}")
         self._end(turn, now)
 
-    def _add_costs(self, msg: dict[str, Any]) -> float | None:
+    def _add_costs(self, msg: dict[str, Any], total: float | None) -> float | None:
         """Add a result's cost to the session's per-model costs; the turn's cost.
 
-        ``total_cost_usd`` is cumulative over the session (verified with CLI
-        2.1.330); ``model_usage_since_last_result`` is the per-turn delta by model.
+        ``total`` (``total_cost_usd``) is cumulative over the session;
+        ``model_usage_since_last_result`` is the per-turn delta by model.
         """
-        total = msg.get("total_cost_usd")
-        total = (
-            float(total)
-            if isinstance(total, (int, float)) and not isinstance(total, bool)
-            else None
-        )
         per_model = msg.get("model_usage_since_last_result")
         turn_cost: float | None = None
         if isinstance(per_model, dict) and per_model:
             for model, usage in per_model.items():
-                cost = usage.get("costUSD") if isinstance(usage, dict) else None
-                if isinstance(cost, (int, float)) and not isinstance(cost, bool):
-                    self.root.costs[model] = self.root.costs.get(model, 0.0) + float(cost)
-                    turn_cost = (turn_cost or 0.0) + float(cost)
+                cost = json_number(usage.get("costUSD")) if isinstance(usage, dict) else None
+                if cost is not None:
+                    self.root.costs[model] = self.root.costs.get(model, 0.0) + cost
+                    turn_cost = (turn_cost or 0.0) + cost
         elif total is not None:
             turn_cost = max(0.0, total - self._cost_total)
             model = self._model or "unknown"

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..events import Event
-from ..protocol import message_content
+from ..protocol import message_content, total_cost_usd
 from .conversation import block_text
 
 
@@ -91,11 +91,10 @@ def turn_summaries(events: Iterable[Event]) -> list[TurnSummary]:
             turn.result = msg.get("result") if isinstance(msg.get("result"), str) else None
             turn.result_subtype = ev.subtype
             turn.is_error = bool(msg.get("is_error"))
-            total = msg.get("total_cost_usd")
-            if isinstance(total, (int, float)) and not isinstance(total, bool):
-                # total_cost_usd is the CLI process's running total.
-                turn.cost_usd = max(0.0, float(total) - last_total)
-                last_total = float(total)
+            total = total_cost_usd(ev)
+            if total is not None:
+                turn.cost_usd = max(0.0, total - last_total)
+                last_total = total
             duration = msg.get("duration_ms")
             turn.duration_s = (
                 duration / 1000 if isinstance(duration, (int, float)) else ev.t - turn.start_t
