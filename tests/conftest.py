@@ -65,7 +65,8 @@ def ui_db(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     for cassette in sorted((Path(__file__).parent / "fixtures" / "cassettes").glob("*.ndjson")):
         ids[cassette.stem] = store.import_cassette(read_cassette(cassette), name=cassette.stem)
     plain = read_cassette(Path(__file__).parent / "fixtures" / "cassettes" / "plain.ndjson")
-    broken = list(plain.events[:3]) + [
+    broken = [
+        *plain.events[:3],
         Event(3, "out", plain.events[2].t_ns + 1000, b"{not json <b>bold</b>"),
         Event(4, "out", plain.events[2].t_ns + 2000, b"\xff\xfe binary"),
     ]
@@ -73,7 +74,8 @@ def ui_db(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     info = RecordingInfo.start(["claude", "--output-format", "stream-json"], name="still-running")
     info.pid = os.getpid()  # a live pid on this host: the recording counts as running
     store.create_recording(info)
-    store.write_batch(info.id, plain.events[:2], {"last_seen_ns": time.time_ns() + 3_600_000_000_000})
+    heartbeat = {"last_seen_ns": time.time_ns() + 3_600_000_000_000}
+    store.write_batch(info.id, plain.events[:2], heartbeat)
     ids["running"] = info.id
     store.close()
     return ids
