@@ -25,10 +25,18 @@ def test_input_cycles_the_recorded_lines() -> None:
 
 
 @pytest.mark.usefixtures("ct_env")
-def test_a_tiny_run_measures_all_three_and_checks_storage() -> None:
+def test_a_tiny_run_measures_all_four_and_checks_storage() -> None:
     report = run_proxy_bench(lines=300, round_trips=50)
-    assert [t.name for t in report.throughput] == ["cat", "tee FILE", "proxy"]
+    assert [t.name for t in report.throughput] == ["cat", "tee FILE", "proxy", "proxy+otel"]
     assert all(t.seconds > 0 and t.bytes == report.input_bytes for t in report.throughput)
-    assert len(report.direct.round_trips_ns) == len(report.proxied.round_trips_ns) == 50
+    assert all(t.cpu_seconds is not None for t in report.throughput)
+    assert report.proxied_otel is not None
+    assert (
+        len(report.direct.round_trips_ns)
+        == len(report.proxied.round_trips_ns)
+        == len(report.proxied_otel.round_trips_ns)
+        == 50
+    )
+    assert report.otel_cpu_overhead is not None
     text = "\n".join(report.lines())
-    assert "of tee" in text and "p99" in text
+    assert "of tee" in text and "p99" in text and "live telemetry:" in text
