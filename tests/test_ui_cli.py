@@ -1,4 +1,4 @@
-"""``claudetrace ui`` / ``ui-bench`` command lines (no server started here)."""
+"""``claudetrace ui`` / ``bench ui`` command lines (no server started here)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def test_help_lists_the_options() -> None:
     result = CliRunner().invoke(cli, ["ui", "--help"])
     assert result.exit_code == 0
     assert "--db" in result.output and "--host" in result.output and "--port" in result.output
-    assert "ui-bench" in CliRunner().invoke(cli, ["--help"]).output
+    assert "ui" in CliRunner().invoke(cli, ["bench", "--help"]).output.split("Commands:")[1]
 
 
 def test_streamlit_command_binds_where_asked() -> None:

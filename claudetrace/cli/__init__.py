@@ -33,7 +33,6 @@ COMMANDS: dict[str, str] = {
     "metrics": "claudetrace.cli.metrics:metrics",
     "otel": "claudetrace.cli.otel:otel",
     "ui": "claudetrace.cli.ui:ui",
-    "ui-bench": "claudetrace.cli.ui:ui_bench",
 }
 
 

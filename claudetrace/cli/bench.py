@@ -67,3 +67,13 @@ def proxy_bench(lines: int, round_trips: int, cassette: str | None, db_url: str 
     report = run_proxy_bench(lines=lines, round_trips=round_trips, cassette=cassette, db=db_url)
     for line in report.lines():
         click.echo(line)
+
+
+def _add_ui_bench() -> None:
+    # The UI benchmark lives with the UI command (it needs the ui extra only when run).
+    from .ui import ui_bench
+
+    bench.add_command(ui_bench, "ui")
+
+
+_add_ui_bench()

@@ -1,4 +1,4 @@
-"""``claudetrace ui`` (the Streamlit session browser) and ``claudetrace ui-bench``."""
+"""``claudetrace ui`` (the Streamlit session browser) and ``claudetrace bench ui``."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def ui(db_url: str | None, host: str, port: int | None, headless: bool) -> None:
     sys.exit(code)
 
 
-@click.command("ui-bench")
+@click.command("ui")
 @click.option(
     "--db",
     "db_url",

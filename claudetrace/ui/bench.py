@@ -1,4 +1,4 @@
-"""Seed a large database and time the session browser on it (``claudetrace ui-bench``).
+"""Seed a large database and time the session browser on it (``claudetrace bench ui``).
 
 The seed is built from a real recording (shipped with the package tests or the
 built-in template below): ``sessions`` small recordings spread over 30 days
