@@ -32,6 +32,9 @@ def streamlit_argv(app: Path, host: str, port: int | None, headless: bool) -> li
         # The browser is the store's UI, not a place to upload files into.
         "--server.maxUploadSize",
         "1",
+        # A browser for recordings: no "Deploy" button or developer menu.
+        "--client.toolbarMode",
+        "minimal",
     ]
     if port is not None:
         argv += ["--server.port", str(port)]
