@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from claudetrace.cli import cli
 
-SAMPLE = Path(__file__).parent / "fixtures" / "replay" / "basic.cassette.ndjson"
+SAMPLE = Path(__file__).parent / "fixtures" / "samples" / "basic.cassette.ndjson"
 
 
 def test_replay_help_documents_exit_codes() -> None:

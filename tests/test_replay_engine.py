@@ -17,7 +17,7 @@ from claudetrace.cassette import Cassette, new_header, read_cassette, write_cass
 from claudetrace.events import Event
 from claudetrace.replay import ReplayEngine, ReplayOptions, argv_drift, replay_command
 
-FIXTURES = Path(__file__).parent / "fixtures" / "replay"
+FIXTURES = Path(__file__).parent / "fixtures" / "samples"
 MCP = FIXTURES / "mcp_hooks.cassette.ndjson"
 SDK_ARGS = ["--output-format", "stream-json", "--verbose", "--input-format", "stream-json"]
 

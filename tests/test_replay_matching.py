@@ -13,7 +13,7 @@ from claudetrace.cassette import Cassette, new_header, read_cassette
 from claudetrace.events import Event
 from claudetrace.replay import DivergenceKind, Matcher, compile_script, lane_of
 
-FIXTURES = Path(__file__).parent / "fixtures" / "replay"
+FIXTURES = Path(__file__).parent / "fixtures" / "samples"
 
 
 def line(obj: Any) -> bytes:

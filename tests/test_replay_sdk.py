@@ -149,7 +149,7 @@ MCP_PROMPT = "[[MCP]] Add 2 and 40 with the calc tool."
 
 
 def test_shared_sample_replays_with_tool_and_hook(fake_api: FakeAPI, tmp_path: Path) -> None:
-    source = FIXTURES / "replay" / "mcp_hooks.cassette.ndjson"
+    source = FIXTURES / "samples" / "mcp_hooks.cassette.ndjson"
     messages, calls, error, _elapsed, report = run_app(source, ask(MCP_PROMPT), fake_api, tmp_path)
     assert error is None and report is None
     assert calls == [("PreToolUse", "mcp__calc__add"), ("add", {"a": 2, "b": 40})]
@@ -161,7 +161,7 @@ def test_shared_sample_replays_with_tool_and_hook(fake_api: FakeAPI, tmp_path: P
 
 
 def test_different_prompt_fails_fast(fake_api: FakeAPI, tmp_path: Path) -> None:
-    source = FIXTURES / "replay" / "mcp_hooks.cassette.ndjson"
+    source = FIXTURES / "samples" / "mcp_hooks.cassette.ndjson"
     prompt = MCP_PROMPT.replace("40", "41")
     messages, calls, error, elapsed, report = run_app(source, ask(prompt), fake_api, tmp_path)
     assert elapsed < 2.0 + 1.0  # generous: includes starting the SDK and the replay
@@ -174,7 +174,7 @@ def test_different_prompt_fails_fast(fake_api: FakeAPI, tmp_path: Path) -> None:
 
 
 def test_extra_turn_is_recording_exhausted(fake_api: FakeAPI, tmp_path: Path) -> None:
-    source = FIXTURES / "replay" / "mcp_hooks.cassette.ndjson"
+    source = FIXTURES / "samples" / "mcp_hooks.cassette.ndjson"
     messages, _, error, elapsed, report = run_app(
         source, ask(MCP_PROMPT, "And again?"), fake_api, tmp_path
     )
