@@ -43,6 +43,10 @@ class PendingRequest:
     subtype: str
 
 
+def _start_ns(entry: OpenSpan) -> int:
+    return entry.span.start_ns
+
+
 class SpanTree:
     """The open spans of one recording's trace and the plumbing that opens and ends them.
 
@@ -232,12 +236,13 @@ class SpanTree:
 
     def _close_children(self, owner: SpanRecord, now: int, reason: str) -> None:
         # Deepest first (reverse creation order), so children end before parents.
-        for entry in sorted(self._open.values(), key=lambda e: e.span.start_ns, reverse=True):
-            if entry.turn is owner and entry.span is not owner:
-                if entry.deferred:
-                    self._end_chat(entry)
-                else:
-                    self._end(entry.span, now, reason)
+        # Filter before sorting: spans left open elsewhere must not make this O(n log n).
+        children = [e for e in self._open.values() if e.turn is owner and e.span is not owner]
+        for entry in sorted(children, key=_start_ns, reverse=True):
+            if entry.deferred:
+                self._end_chat(entry)
+            else:
+                self._end(entry.span, now, reason)
 
     # -- model calls ---------------------------------------------------------------
 
@@ -320,12 +325,12 @@ class SpanTree:
         agent = self._agents.get(tool_use_id)
         if agent is None or agent.span_id not in self._open:
             return
-        for entry in sorted(self._open.values(), key=lambda e: e.span.start_ns, reverse=True):
-            if entry.lane == tool_use_id and entry.span is not agent:
-                if entry.deferred:
-                    self._end_chat(entry)
-                else:
-                    self._end(entry.span, now, "subagent ended before it finished")
+        in_lane = [e for e in self._open.values() if e.lane == tool_use_id and e.span is not agent]
+        for entry in sorted(in_lane, key=_start_ns, reverse=True):
+            if entry.deferred:
+                self._end_chat(entry)
+            else:
+                self._end(entry.span, now, "subagent ended before it finished")
         self._end(agent, now)
 
     def _open_turn_of(self, span: SpanRecord) -> SpanRecord | None:
