@@ -25,6 +25,7 @@ and lanes they share lives in :mod:`.spantree`.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from typing import Any
 
@@ -388,8 +389,9 @@ class SpanBuilder(SpanTree):
             self._answer(pending, event, now)
         elif request_id and request_id not in self._early:
             # The proxy reads the two directions on separate threads, so a fast
-            # answer can be recorded just before the request it answers.
-            self._early[request_id] = (event, now)
+            # answer can be recorded just before the request it answers.  A shallow
+            # copy keeps the parsed line, which the recorder drops after this call.
+            self._early[request_id] = (copy.copy(event), now)
         else:
             self._span_event(event, now)
 
