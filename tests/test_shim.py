@@ -196,3 +196,50 @@ def test_find_real_cli_skips_itself_and_other_shims(
     monkeypatch.setenv("CLAUDETRACE_REAL_CLI", str(tmp_path / "missing"))
     with pytest.raises(ShimError, match="not an executable file"):
         find_real_cli()
+
+
+SAMPLE = Path(__file__).parent / "fixtures" / "samples" / "basic.cassette.ndjson"
+
+
+def test_replay_shim_answers_the_recorded_version_and_replays(tmp_path: Path) -> None:
+    out = tmp_path / "claude-replay"
+    made = subprocess.run(
+        [sys.executable, "-m", "claudetrace", "shim", str(out), "--replay", str(SAMPLE)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert made.returncode == 0, made.stderr
+    assert os.access(out, os.X_OK)
+    version = subprocess.run([str(out), "-v"], capture_output=True, text=True, timeout=60)
+    assert version.returncode == 0
+    assert version.stdout.strip() == "2.1.330 (Claude Code)"
+    # Play the host's side of the recording (each line once the CLI lines it
+    # waited for are out), with a fresh request id for the host's initialize: the
+    # replay answers with the live id and ends with the recorded result.
+    from claudetrace.cassette import read_cassette
+    from claudetrace.demo import host_steps
+
+    steps = host_steps(read_cassette(SAMPLE))
+    received: list[dict[str, object]] = []
+    with subprocess.Popen(
+        [str(out), "--output-format", "stream-json", "--verbose", "--input-format", "stream-json"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    ) as run:
+        assert run.stdin is not None and run.stdout is not None
+        for number, step in enumerate(steps):
+            while len(received) < step.after:
+                received.append(json.loads(run.stdout.readline()))
+            data = step.data
+            if number == 0:
+                data = data.replace(b"req_1_9c3ad989", b"req_1_feedbeef")
+            run.stdin.write(data + b"\n")
+            run.stdin.flush()
+        run.stdin.close()
+        received += [json.loads(line) for line in run.stdout]
+        assert run.wait(timeout=60) == 0
+    answers = [m for m in received if m.get("type") == "control_response"]
+    assert answers[0]["response"]["request_id"] == "req_1_feedbeef"  # type: ignore[index]
+    assert received[-2]["type"] == "result" and received[-2]["subtype"] == "success"
