@@ -36,6 +36,10 @@ from .summary import Summary
 
 #: Longest time an event waits in memory before its batch is committed.
 MAX_LATENCY_S: Final = 0.2
+#: When input pauses, pending events are committed once the oldest is this old:
+#: a trickle of lines makes a few commits a second, not one per line (each commit
+#: is CPU the forwarding threads would wait on for the GIL).
+IDLE_FLUSH_S: Final = 0.05
 #: Bytes held in the in-memory queue before chunks spill to the spool file.
 QUEUE_LIMIT_BYTES: Final = 16 * 1024 * 1024
 #: Events (or bytes) per database transaction under sustained load.
@@ -240,7 +244,7 @@ class Recorder:
 
     def _wait_timeout(self) -> float:
         if self._pending:
-            return max(0.0, MAX_LATENCY_S - (time.monotonic() - self._pending_since))
+            return max(0.0, IDLE_FLUSH_S - (time.monotonic() - self._pending_since))
         return HEARTBEAT_S
 
     def _take_spool(self) -> IO[bytes] | None:
@@ -299,10 +303,9 @@ class Recorder:
         if (
             self._pending
             and (
-                not busy
-                or len(self._pending) >= BATCH_EVENTS
+                len(self._pending) >= BATCH_EVENTS
                 or self._pending_bytes >= BATCH_BYTES
-                or now - self._pending_since >= MAX_LATENCY_S
+                or now - self._pending_since >= (MAX_LATENCY_S if busy else IDLE_FLUSH_S)
             )
         ) or (not self._pending and now - self._last_beat >= HEARTBEAT_S):
             self._flush()
