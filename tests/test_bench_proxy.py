@@ -38,5 +38,10 @@ def test_a_tiny_run_measures_all_four_and_checks_storage() -> None:
         == 50
     )
     assert report.otel_cpu_overhead is not None
+    assert report.otel_total_cpu_overhead is not None
+    # The worker is a process of its own: its start-up alone is measurable CPU.
+    worker = report.otel_worker_cpu_seconds
+    assert worker is not None and worker > 0.05
     text = "\n".join(report.lines())
     assert "of tee" in text and "p99" in text and "live telemetry:" in text
+    assert "proxy process" in text and "proxy + worker" in text

@@ -11,9 +11,10 @@ by :data:`~.live.FLUSH_TIMEOUT_S`), or at end of input: a proxy that died
 without closing still gets its spans exported, ended as "recording ended
 without the process exit".  Terminal signals (Ctrl-C, hang-up) are meant for
 the proxy, which forwards them to the CLI and keeps recording; the worker
-ignores them so that it can export what the proxy goes on to record.
+ignores them so that it can export what the proxy goes on to record.  It runs
+in the idle scheduling class, on CPU time nobody else wants (see :func:`_yield_cpu`).
 
-Exit status: 0 when done, :data:`GAVE_UP` when it stopped after printing its own
+Exit status: 0 when done, :data:`~.live.GAVE_UP` when it stopped after printing its own
 warning (so the proxy does not add another), anything else is a crash.
 """
 
