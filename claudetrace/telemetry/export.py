@@ -131,9 +131,12 @@ def _record_exporter(
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
-        class GrpcRecordExporter(OTLPSpanExporter):  # type: ignore[misc]
+        class GrpcRecordExporter(OTLPSpanExporter):  # type: ignore[misc,unused-ignore]
             def _translate_data(self, data: Any) -> ExportTraceServiceRequest:
-                return ExportTraceServiceRequest.FromString(encoder.encode(q.record for q in data))
+                request: ExportTraceServiceRequest = ExportTraceServiceRequest.FromString(
+                    encoder.encode(q.record for q in data)
+                )
+                return request
 
         return GrpcRecordExporter
 
@@ -141,11 +144,12 @@ def _record_exporter(
         OTLPSpanExporter as HttpSpanExporter,
     )
 
-    class HttpRecordExporter(HttpSpanExporter):  # type: ignore[misc]
+    class HttpRecordExporter(HttpSpanExporter):  # type: ignore[misc,unused-ignore]
         def export(self, spans: Any) -> SpanExportResult:
-            client = getattr(self, "_client", None)
+            client: Any = getattr(self, "_client", None)
             if not hasattr(client, "export"):
-                return super().export([to_sdk(q.record) for q in spans])  # type: ignore[no-any-return]
+                fallback: SpanExportResult = super().export([to_sdk(q.record) for q in spans])
+                return fallback
             if self._shutdown:
                 return SpanExportResult.FAILURE
             result = client.export(encoder.encode(q.record for q in spans))
@@ -251,7 +255,7 @@ class OtlpExporter:
         """An encoder of this exporter's spans (its resource and scope) as OTLP requests."""
         return TraceRequestEncoder(
             dict(self.resource.attributes), self.resource.schema_url,
-            self.scope.name, self.scope.version, self.scope.schema_url,
+            self.scope.name, self.scope.version, self.scope.schema_url or "",
         )
 
     def _watch(self, exporter: Any, endpoint: str) -> None:

@@ -147,7 +147,7 @@ class TraceRequestEncoder:
     def _attributes(self, tag: bytes, attributes: Mapping[str, Any]) -> bytes:
         """Every attribute as a repeated ``KeyValue`` field with ``tag``."""
         pairs = self._pairs
-        out = []
+        out: list[bytes] = []
         for key, value in attributes.items():
             cacheable = type(value) in _SCALARS
             # The type is part of the key: True == 1 == 1.0 encode differently.

@@ -100,7 +100,11 @@ def serve(fd: int, timeout_s: float) -> int:
             return 0
 
 
-def _yield_cpu() -> None:
+#: ``$CLAUDETRACE_OTEL_WORKER_PRIORITY``: ``idle`` (default), ``low`` (nice 10) or ``normal``.
+PRIORITY_ENV = "CLAUDETRACE_OTEL_WORKER_PRIORITY"
+
+
+def _yield_cpu(priority: str | None = None) -> None:
     """Run on otherwise idle CPU time only (``SCHED_IDLE``; threads started later inherit it).
 
     On a machine with few cores the worker would otherwise take a core from the
@@ -108,13 +112,20 @@ def _yield_cpu() -> None:
     with plain scheduling (even at nice 19) that added about a millisecond to
     the proxy's 99th-percentile round trip; an idle-class task is preempted at
     once.  The price: on a machine with no idle CPU at all, export falls behind
-    (and may be cut short at exit, with a warning).
+    (and may be cut short at exit, with a warning) — there, set
+    ``$CLAUDETRACE_OTEL_WORKER_PRIORITY`` to ``low`` or ``normal``.
     """
-    try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    except (AttributeError, OSError):  # not Linux
-        with contextlib.suppress(OSError):
-            os.nice(19)
+    choice = (priority or os.environ.get(PRIORITY_ENV) or "idle").strip().lower()
+    if choice == "normal":
+        return
+    if choice == "idle":
+        try:
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+            return
+        except (AttributeError, OSError):  # not Linux: the next best thing
+            pass
+    with contextlib.suppress(OSError):
+        os.nice(19 if choice == "idle" else 10)
 
 
 def main() -> int:
