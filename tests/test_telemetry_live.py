@@ -64,18 +64,19 @@ def test_a_worker_that_cannot_start_costs_one_warning(
     assert err.count("warning") == 1 and "telemetry worker" in err
 
 
-def test_a_stuck_worker_never_blocks_events_and_costs_one_warning(
+def test_a_stuck_worker_blocks_events_only_briefly_and_costs_one_warning(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     info = RecordingInfo(id="01STUCKWORKER", argv=[], started_ns=time.time_ns())
     settings = resolve_settings(endpoint="http://127.0.0.1:9", environ={})
     sink = LiveTelemetry(info, settings, command=STUCK, backlog_limit=256 * 1024,
-                         flush_timeout=0.5)
+                         flush_timeout=0.5, stall_timeout=0.3)
     line = b"x" * 10_000
     began = time.monotonic()
     for seq in range(400):  # 4 MB: more than the pipe and the backlog hold
         sink.on_event(Event(seq, "out", seq, line, True, info.started_ns + seq))
-    assert time.monotonic() - began < 1.0
+    # One stall timeout while the backlog is full, then events are dropped at once.
+    assert time.monotonic() - began < 0.3 + 1.0
     assert sink.stopped is not None and "behind" in sink.stopped
     info.ended_ns, info.exit_code = time.time_ns(), 0
     sink.on_close(info)
@@ -84,6 +85,35 @@ def test_a_stuck_worker_never_blocks_events_and_costs_one_warning(
     assert err.count("warning") == 1
     assert "behind" in err and "of 400 events were not exported" in err
     assert 0 < 400 - sink.delivered < 400
+
+
+SLOW = [
+    sys.executable,
+    "-c",
+    "import sys, time\n"
+    "while True:\n"
+    "    chunk = sys.stdin.buffer.read1(65536)\n"
+    "    if not chunk:\n"
+    "        break\n"
+    "    time.sleep(0.01)\n",
+]
+
+
+def test_a_slow_worker_that_keeps_reading_gets_every_event(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    info = RecordingInfo(id="01SLOWWORKER", argv=[], started_ns=time.time_ns())
+    settings = resolve_settings(endpoint="http://127.0.0.1:9", environ={})
+    sink = LiveTelemetry(info, settings, command=SLOW, backlog_limit=256 * 1024,
+                         flush_timeout=5.0, stall_timeout=2.0)
+    line = b"y" * 10_000
+    for seq in range(400):  # 4 MB through a 256 KiB backlog: the recorder waits
+        sink.on_event(Event(seq, "out", seq, line, True, info.started_ns + seq))
+    assert sink.stopped is None
+    info.ended_ns, info.exit_code = time.time_ns(), 0
+    sink.on_close(info)
+    assert sink.delivered == 400
+    assert "warning" not in capsys.readouterr().err
 
 
 def _children(pid: int) -> list[tuple[int, str]]:

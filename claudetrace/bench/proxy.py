@@ -262,16 +262,20 @@ def time_command(
         proc = subprocess.Popen(argv, stdin=producer.stdout, stdout=sink, env=env)
         producer.stdout.close()
 
+        exited = threading.Event()
+
         def watch() -> None:
-            while proc.poll() is None:
+            # Never poll()/wait here: the process must stay unreaped until
+            # _own_cpu_at_exit has read its own CPU time.
+            while not exited.wait(0.02):
                 value = _peak_rss_kib(proc.pid)
                 if value:
                     peak.append(value)
-                time.sleep(0.02)
 
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
         own = _own_cpu_at_exit(proc.pid)
+        exited.set()
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = code = os.waitstatus_to_exitcode(status)
         producer.wait()

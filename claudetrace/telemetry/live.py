@@ -9,10 +9,13 @@ forwarding threads for its GIL.  The child gets ``TRACEPARENT`` (computed here
 from the recording id, as the worker's span ids are) so the CLI's own telemetry
 nests under our root span.
 
-The sink never blocks the recorder thread: events go to a bounded in-memory
-backlog that a writer thread pipes to the worker.  A worker that falls
-:data:`BACKLOG_LIMIT_BYTES` behind, dies or cannot be started costs the rest of
-the session's telemetry and one warning line — never recording data.  On close
+Events go to a bounded in-memory backlog that a writer thread pipes to the
+worker.  When a burst fills the backlog (:data:`BACKLOG_LIMIT_BYTES`), the
+recorder thread waits for the worker as long as it keeps reading, so telemetry
+stays complete; that delays storing, never forwarding (the proxy spools).  A
+worker that reads nothing for :data:`STALL_S` with the backlog full, dies or
+cannot be started costs the rest of the session's telemetry and one warning
+line — never recording data.  On close
 the sink waits a bounded time for the worker to export, and relays the worker's
 own warnings (an unreachable collector…) to stderr.
 """
@@ -40,11 +43,14 @@ from .records import traceparent
 FLUSH_TIMEOUT_S: Final = 3.0
 #: Beyond the flush, how long the worker may take to finish its last events and exit.
 EXIT_GRACE_S: Final = 2.0
-#: Bytes of events waiting for the worker past which it is considered far
-#: behind (or hung) and telemetry is dropped for the rest of the session.
+#: Bytes of events waiting for the worker past which the recorder thread waits
+#: for it (see :data:`STALL_S`).
 BACKLOG_LIMIT_BYTES: Final = 64 * 1024 * 1024
 #: The writer waits this long after an event arrives, so a burst goes in one write.
 COALESCE_S: Final = 0.005
+#: A full backlog waits this long for the worker to read anything before
+#: telemetry is given up for the session.
+STALL_S: Final = 5.0
 #: Pipe buffer asked for (Linux caps it at /proc/sys/fs/pipe-max-size, 1 MiB by default).
 PIPE_SIZE: Final = 1024 * 1024
 #: Worker exit status meaning "stopped after warning on stderr itself" (see .worker).
@@ -114,6 +120,7 @@ class LiveTelemetry:
         command: list[str] | None = None,
         backlog_limit: int = BACKLOG_LIMIT_BYTES,
         flush_timeout: float = FLUSH_TIMEOUT_S,
+        stall_timeout: float = STALL_S,
     ) -> None:
         self.info = info
         self.settings = settings
@@ -122,7 +129,10 @@ class LiveTelemetry:
         self.delivered = 0
         self._limit = backlog_limit
         self._flush_timeout = flush_timeout
+        self._stall_timeout = stall_timeout
         self._lock = threading.Lock()
+        #: Signalled when the writer has finished a batch (backlog space freed).
+        self._space = threading.Condition(self._lock)
         self._wake = threading.Event()
         self._frames: list[bytes] = [encode_start(info, settings)]
         self._frame_events = 0
@@ -173,19 +183,34 @@ class LiveTelemetry:
     # -- the recorder thread -----------------------------------------------------------
 
     def on_event(self, event: Event) -> None:
-        """Queue the event for the worker (never waits for it)."""
+        """Queue the event for the worker.
+
+        When the backlog is full the recorder thread waits for the worker, as
+        long as the worker keeps reading (a burst delays storing, never
+        forwarding: the proxy spools); a worker that reads nothing for
+        :data:`STALL_S` costs the rest of the session's telemetry.
+        """
         self.events += 1
         if not self._feeding:
             return
         head = event_head(event)
         size = len(head) + len(event.data)
         with self._lock:
+            progress = self._written
+            while self._feeding and self._queued + self._inflight + size > self._limit:
+                if self._queued and not self._wake.is_set():
+                    self._wake.set()
+                self._space.wait(self._stall_timeout)
+                if self._queued + self._inflight + size <= self._limit:
+                    break
+                if self._written == progress:
+                    self._stop_locked(
+                        f"the telemetry worker fell {self._limit / 2**20:g} MiB behind "
+                        f"and read nothing for {self._stall_timeout:g} s"
+                    )
+                    return
+                progress = self._written
             if not self._feeding:
-                return
-            if self._queued + self._inflight + size > self._limit:
-                self._stop_locked(
-                    f"the telemetry worker fell {self._limit / 2**20:g} MiB behind"
-                )
                 return
             self._frames.append(head)
             self._frames.append(event.data)
@@ -270,6 +295,7 @@ class LiveTelemetry:
                     with self._lock:
                         self._inflight = 0
                         self.delivered += done
+                        self._space.notify_all()
                 if frames:
                     start = 0
                 if last:
@@ -283,6 +309,7 @@ class LiveTelemetry:
                 self._frames = []
                 self._queued = 0
                 self._frame_events = 0
+                self._space.notify_all()
         finally:
             with contextlib.suppress(OSError):
                 self._proc.stdin.close()  # type: ignore[union-attr]
