@@ -76,13 +76,9 @@ def session_record(rec: Any) -> dict[str, Any]:
 @click.option(
     "-n", "--limit", default=50, show_default=True, help="How many, newest first (0: all)."
 )
+@reports_errors
 def sessions(db_url: str | None, as_json: bool, limit: int) -> None:
     """List recordings, newest first."""
-    _sessions(db_url, as_json, limit)
-
-
-@reports_errors
-def _sessions(db_url: str | None, as_json: bool, limit: int) -> None:
     store = _store(db_url)
     recs = store.list_recordings(limit=limit or None)
     if as_json:
@@ -152,13 +148,9 @@ def _sessions(db_url: str | None, as_json: bool, limit: int) -> None:
     show_default=True,
     help="Truncate long texts to this many characters.",
 )
+@reports_errors
 def show(session: str, db_url: str | None, raw: bool, deltas: bool, width: int) -> None:
     """Summary and transcript of one recording."""
-    _show(session, db_url, raw, deltas, width)
-
-
-@reports_errors
-def _show(session: str, db_url: str | None, raw: bool, deltas: bool, width: int) -> None:
     from rich.console import Console
     from rich.markup import escape
 
@@ -228,13 +220,9 @@ def _show(session: str, db_url: str | None, raw: bool, deltas: bool, width: int)
     default="-",
     help="File to write [default: stdout].",
 )
+@reports_errors
 def export(session: str, db_url: str | None, fmt: str, output: str) -> None:
     """Write a recording as a cassette (NDJSON, version 1)."""
-    _export(session, db_url, output)
-
-
-@reports_errors
-def _export(session: str, db_url: str | None, output: str) -> None:
     from ..cassette import write_cassette
 
     store = _store(db_url)
@@ -253,13 +241,9 @@ def _export(session: str, db_url: str | None, output: str) -> None:
 @db_option
 @click.option("--name", help="Name for the imported recording.")
 @click.option("--tag", "tags", multiple=True, metavar="K=V", help="Tag (repeatable).")
+@reports_errors
 def import_(path: str, db_url: str | None, name: str | None, tags: tuple[str, ...]) -> None:
     """Store a cassette file as a new recording; prints its id."""
-    _import(path, db_url, name, tags)
-
-
-@reports_errors
-def _import(path: str, db_url: str | None, name: str | None, tags: tuple[str, ...]) -> None:
     from ..cassette import iter_cassette
     from .record import _parse_tags
 
@@ -280,13 +264,9 @@ def db() -> None:
 
 @db.command("upgrade")
 @db_option
+@reports_errors
 def db_upgrade(db_url: str | None) -> None:
     """Apply the Alembic migrations (the store also does this on first use)."""
-    _db_upgrade(db_url)
-
-
-@reports_errors
-def _db_upgrade(db_url: str | None) -> None:
     from ..store.engine import create_store_engine, head_revision, resolve_url, upgrade
 
     url = resolve_url(db_url)
