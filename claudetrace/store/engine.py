@@ -13,6 +13,7 @@ import contextlib
 import fcntl
 import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -145,29 +146,45 @@ def _migration_lock(engine: Engine) -> Iterator[None]:
 
 
 def upgrade(engine: Engine, *, only_if_needed: bool = True) -> str | None:
-    """Bring the schema to the newest revision; returns the revision it was at."""
+    """Bring the schema to the newest revision; returns the revision it was at.
+
+    On a brand-new SQLite file, concurrent first users can get "database is
+    locked" at once (SQLite refuses to wait where waiting could deadlock, e.g.
+    while one of them switches the file to WAL), so a locked database is retried
+    for up to :data:`BUSY_TIMEOUT_S`.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    delay = 0.02
+    while True:
+        try:
+            return _upgrade_once(engine, only_if_needed=only_if_needed)
+        except OperationalError as exc:
+            if "locked" not in _reason(exc) or time.monotonic() + delay > deadline:
+                raise StoreError(f"cannot open database {engine.url!r}: {_reason(exc)}") from exc
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot migrate database {engine.url!r}: {_reason(exc)}") from exc
+        time.sleep(delay)
+        delay = min(delay * 2, 0.5)
+
+
+def _upgrade_once(engine: Engine, *, only_if_needed: bool) -> str | None:
     from alembic import command
 
     head = head_revision()
-    try:
-        if only_if_needed:
-            with engine.connect() as conn:
-                if current_revision(conn) == head:
-                    return head
-        with _migration_lock(engine), engine.begin() as conn:
-            before = current_revision(conn)
-            if before != head:
-                if before is None and inspect(conn).has_table("recordings"):
-                    raise StoreError(
-                        "the database has claudetrace tables but no migration history; "
-                        "it was not created by claudetrace"
-                    )
-                command.upgrade(alembic_config(conn), "head")
-            return before
-    except OperationalError as exc:
-        raise StoreError(f"cannot open database {engine.url!r}: {_reason(exc)}") from exc
-    except SQLAlchemyError as exc:
-        raise StoreError(f"cannot migrate database {engine.url!r}: {_reason(exc)}") from exc
+    if only_if_needed:
+        with engine.connect() as conn:
+            if current_revision(conn) == head:
+                return head
+    with _migration_lock(engine), engine.begin() as conn:
+        before = current_revision(conn)
+        if before != head:
+            if before is None and inspect(conn).has_table("recordings"):
+                raise StoreError(
+                    "the database has claudetrace tables but no migration history; "
+                    "it was not created by claudetrace"
+                )
+            command.upgrade(alembic_config(conn), "head")
+        return before
 
 
 def _reason(exc: SQLAlchemyError) -> str:
