@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from .events import Event
+from .protocol import failed_tool_ids
 
 
 def _int(value: Any) -> int:
@@ -47,7 +48,7 @@ class Summary:
         if kind == "assistant":
             self.tool_calls += sum(1 for ref in event.fields.tools if ref.kind == "use")
         elif kind == "user":
-            self.tool_errors += _count_tool_errors(event.message)
+            self.tool_errors += len(failed_tool_ids(event))
         elif kind == "result":
             self._add_result(event.message or {})
 
@@ -72,14 +73,3 @@ class Summary:
         """The summary as ``recordings`` column values."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
-
-def _count_tool_errors(msg: dict[str, Any] | None) -> int:
-    message = (msg or {}).get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    if not isinstance(content, list):
-        return 0
-    return sum(
-        1
-        for block in content
-        if isinstance(block, dict) and block.get("type") == "tool_result" and block.get("is_error")
-    )
