@@ -86,63 +86,16 @@ def unused_cassettes(cassette_dir: Path, used: Iterable[Path]) -> list[Path]:
 
 def format_divergence(report: Mapping[str, Any], cassette: Path | str | None = None) -> str:
     """The failure message for a divergence, from the replay engine's ``--report`` JSON."""
-    kind = report.get("kind", "divergence")
-    lines = [f"claude cassette divergence ({kind}): {report.get('message', '')}"]
+    from .replay.report import render_report
+
+    doc = dict(report)
     if cassette is not None:
-        lines.append(f"  cassette: {cassette}")
-    where = report.get("where") or {}
-    spots = [f"turn {where.get('turn', 0)}"]
-    if where.get("lane"):
-        spots.append(f"lane {where['lane']}")
-    if where.get("seq") is not None:
-        spots.append(f"recorded seq {where['seq']}")
-    if where.get("live_line") is not None:
-        spots.append(f"host line {where['live_line']}")
-    lines.append("  where: " + ", ".join(spots))
-    if report.get("actual") is not None:
-        lines.append(f"  host sent: {_clip(str(report['actual']), 300)}")
-    diff = report.get("diff") or []
-    if diff:
-        lines.append("  diff (expected vs actual):")
-        lines.extend(f"    {_describe_change(change)}" for change in diff)
-    candidates = report.get("candidates") or []
-    if candidates:
-        lines.append("  nearest recorded inputs:")
-        for cand in candidates:
-            lines.append(
-                f"    seq {cand.get('seq')} (turn {cand.get('turn')}, lane {cand.get('lane')}): "
-                f"{cand.get('reason')}"
-            )
-    never = report.get("never_sent") or []
-    if never:
-        lines.append("  recorded input never sent:")
-        lines.extend(f"    seq {u.get('seq')}: {u.get('summary')}" for u in never)
-    upcoming = report.get("next") or []
-    if upcoming:
-        lines.append("  the recording would have continued with:")
-        lines.extend(
-            f"    seq {u.get('seq')} {u.get('direction')}: {u.get('summary')}" for u in upcoming
-        )
-    if report.get("rerecord"):
-        lines.append(f"  to re-record: {report['rerecord']}")
-    return "\n".join(lines)
-
-
-def _describe_change(change: Mapping[str, Any]) -> str:
-    path = change.get("path", "$")
-    if "expected" not in change:
-        return f"{path}: unexpected {_short(change.get('actual'))}"
-    if "actual" not in change:
-        return f"{path}: missing (expected {_short(change.get('expected'))})"
-    return f"{path}: expected {_short(change['expected'])}, got {_short(change['actual'])}"
-
-
-def _short(value: Any, limit: int = 80) -> str:
-    return _clip(json.dumps(value, ensure_ascii=False), limit)
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+        doc["source"] = str(cassette)
+    return render_report(
+        doc,
+        title=f"claude cassette divergence ({report.get('kind', 'divergence')})",
+        origin="cassette",
+    )
 
 
 # -- the per-test state --------------------------------------------------------------

@@ -54,11 +54,7 @@ class Change:
 
     def describe(self) -> str:
         """One line such as ``$.message.content: expected 'a', got 'b'``."""
-        if self.expected is MISSING:
-            return f"{self.path}: unexpected {_short(self.actual)}"
-        if self.actual is MISSING:
-            return f"{self.path}: missing (expected {_short(self.expected)})"
-        return f"{self.path}: expected {_short(self.expected)}, got {_short(self.actual)}"
+        return describe_change(self.to_json())
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready form (absent sides are omitted)."""
@@ -68,6 +64,16 @@ class Change:
         if self.actual is not MISSING:
             out["actual"] = plain(self.actual)
         return out
+
+
+def describe_change(change: Mapping[str, Any]) -> str:
+    """One line for a change in its JSON form (a ``diff`` entry of a report)."""
+    path = change.get("path", "$")
+    if "expected" not in change:
+        return f"{path}: unexpected {_short(change.get('actual'))}"
+    if "actual" not in change:
+        return f"{path}: missing (expected {_short(change.get('expected'))})"
+    return f"{path}: expected {_short(change['expected'])}, got {_short(change['actual'])}"
 
 
 def _short(value: Any, limit: int = 80) -> str:

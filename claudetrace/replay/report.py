@@ -19,11 +19,12 @@ kind                          exit  meaning
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Final
 
-from .normalize import Change, plain
+from .normalize import Change, describe_change, plain
 
 
 class DivergenceKind(str, Enum):
@@ -126,6 +127,7 @@ class Divergence:
             "actual": self.live_line,
             "expected": plain(self.expected),
             "diff": [c.to_json() for c in self.changes[:MAX_CHANGES]],
+            "diff_more": max(0, len(self.changes) - MAX_CHANGES),
             "candidates": [c.to_json() for c in self.candidates],
             "next": [u.__dict__ for u in self.upcoming],
             "never_sent": [u.__dict__ for u in self.pending],
@@ -134,39 +136,9 @@ class Divergence:
 
     def render(self) -> str:
         """The multi-line text written to stderr."""
-        out = [f"claudetrace replay: {self.kind.value}: {self.message}"]
-        if self.source:
-            out.append(f"  recording: {self.source}")
-        where = [f"turn {self.turn}"]
-        if self.lane:
-            where.append(f"lane {self.lane}")
-        if self.seq is not None:
-            where.append(f"recorded seq {self.seq}")
-        if self.live_index is not None:
-            where.append(f"host line {self.live_index}")
-        out.append("  where: " + ", ".join(where))
-        if self.live_line is not None:
-            out.append(f"  host sent: {_clip(self.live_line, 300)}")
-        if self.changes:
-            out.append("  diff (expected vs actual):")
-            out.extend(f"    {c.describe()}" for c in self.changes[:MAX_CHANGES])
-            if len(self.changes) > MAX_CHANGES:
-                out.append(f"    … {len(self.changes) - MAX_CHANGES} more")
-        if self.candidates:
-            out.append("  nearest recorded inputs:")
-            for cand in self.candidates:
-                out.append(
-                    f"    seq {cand.seq} (turn {cand.turn}, lane {cand.lane}): {cand.reason}"
-                )
-        if self.pending:
-            out.append("  recorded input never sent:")
-            out.extend(f"    seq {u.seq}: {u.summary}" for u in self.pending)
-        if self.upcoming:
-            out.append("  the recording would have continued with:")
-            out.extend(f"    seq {u.seq} {u.direction}: {u.summary}" for u in self.upcoming)
-        if self.rerecord:
-            out.append(f"  to re-record: {self.rerecord}")
-        return "\n".join(out)
+        return render_report(
+            self.to_json(), title=f"claudetrace replay: {self.kind.value}", origin="recording"
+        )
 
     def result_line(self, session_id: str | None, num_turns: int) -> bytes:
         """A well-formed error ``result`` message carrying the report's first line."""
@@ -185,6 +157,56 @@ class Divergence:
             "usage": {"input_tokens": 0, "output_tokens": 0},
         }
         return json.dumps(result, ensure_ascii=False).encode("utf-8")
+
+
+def render_report(doc: Mapping[str, Any], *, title: str, origin: str) -> str:
+    """The text of a divergence from its ``--report`` document.
+
+    One rendering for the engine's stderr and for anything that reads the JSON
+    later (the pytest plugin's failure message): ``title`` starts the first line,
+    and the document's ``source`` is shown as ``origin``.
+    """
+    out = [f"{title}: {doc.get('message', '')}"]
+    if doc.get("source"):
+        out.append(f"  {origin}: {doc['source']}")
+    where = doc.get("where") or {}
+    spots = [f"turn {where.get('turn', 0)}"]
+    if where.get("lane"):
+        spots.append(f"lane {where['lane']}")
+    if where.get("seq") is not None:
+        spots.append(f"recorded seq {where['seq']}")
+    if where.get("live_line") is not None:
+        spots.append(f"host line {where['live_line']}")
+    out.append("  where: " + ", ".join(spots))
+    if doc.get("actual") is not None:
+        out.append(f"  host sent: {_clip(str(doc['actual']), 300)}")
+    diff = doc.get("diff") or []
+    if diff:
+        out.append("  diff (expected vs actual):")
+        out.extend(f"    {describe_change(change)}" for change in diff)
+        if doc.get("diff_more"):
+            out.append(f"    … {doc['diff_more']} more")
+    candidates = doc.get("candidates") or []
+    if candidates:
+        out.append("  nearest recorded inputs:")
+        for cand in candidates:
+            out.append(
+                f"    seq {cand.get('seq')} (turn {cand.get('turn')}, lane {cand.get('lane')}): "
+                f"{cand.get('reason')}"
+            )
+    never = doc.get("never_sent") or []
+    if never:
+        out.append("  recorded input never sent:")
+        out.extend(f"    seq {u.get('seq')}: {u.get('summary')}" for u in never)
+    upcoming = doc.get("next") or []
+    if upcoming:
+        out.append("  the recording would have continued with:")
+        out.extend(
+            f"    seq {u.get('seq')} {u.get('direction')}: {u.get('summary')}" for u in upcoming
+        )
+    if doc.get("rerecord"):
+        out.append(f"  to re-record: {doc['rerecord']}")
+    return "\n".join(out)
 
 
 def _clip(text: str, limit: int) -> str:
