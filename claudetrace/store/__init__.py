@@ -7,6 +7,7 @@ proxy, the commands, telemetry backfill, replay and the UI use.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, cast
@@ -20,7 +21,7 @@ from ..errors import AmbiguousSession, SessionNotFound, StoreError
 from ..events import Event
 from ..recording import RecordingInfo, new_recording_id
 from ..summary import Summary
-from .engine import create_store_engine, resolve_url, upgrade
+from .engine import create_store_engine, error_reason, resolve_url, upgrade
 from .models import Base, EventRow, EventTool, Recording
 
 __all__ = ["Base", "EventRow", "EventTool", "Recording", "Store", "open_store", "resolve_url"]
@@ -139,7 +140,7 @@ class Store:
         """Insert the row of a recording that is starting."""
         values = _info_columns(info)
         values["last_seen_ns"] = info.started_ns
-        with self._writing("create recording"), self.engine.begin() as conn:
+        with _store_errors("create recording"), self.engine.begin() as conn:
             conn.execute(insert(_RECORDINGS).values(**values))
 
     def write_batch(
@@ -174,7 +175,7 @@ class Store:
         )
 
     def update_recording(self, recording_id: str, **values: Any) -> None:
-        with self._writing("update recording"), self.engine.begin() as conn:
+        with _store_errors("update recording"), self.engine.begin() as conn:
             conn.execute(
                 update(_RECORDINGS).where(_RECORDINGS.c.id == recording_id).values(**values)
             )
@@ -201,7 +202,7 @@ class Store:
         summary = Summary()
         pending: list[Event] = []
         last_t = 0
-        with self._writing("import"):
+        with _store_errors("import"):
             for ev in events:
                 summary.add(ev)
                 info.observe(ev)
@@ -225,33 +226,15 @@ class Store:
         return info.id
 
     def delete_recording(self, recording_id: str) -> None:
-        with self._writing("delete"), self.engine.begin() as conn:
+        with _store_errors("delete"), self.engine.begin() as conn:
             conn.execute(delete(_TOOLS).where(_TOOLS.c.recording_id == recording_id))
             conn.execute(delete(_EVENTS).where(_EVENTS.c.recording_id == recording_id))
             conn.execute(delete(_RECORDINGS).where(_RECORDINGS.c.id == recording_id))
 
-    class _Writing:
-        def __init__(self, what: str) -> None:
-            self.what = what
-
-        def __enter__(self) -> None:
-            return None
-
-        def __exit__(self, et: Any, exc: Any, tb: Any) -> None:
-            if isinstance(exc, SQLAlchemyError):
-                orig = getattr(exc, "orig", None) or exc
-                first = (
-                    str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
-                )
-                raise StoreError(f"{self.what} failed: {first}") from exc
-
-    def _writing(self, what: str) -> Store._Writing:
-        return Store._Writing(what)
-
     # -- reading -----------------------------------------------------------------
 
     def get(self, recording_id: str) -> Recording:
-        with self._writing("read"), self.session() as s:
+        with _store_errors("read"), self.session() as s:
             rec = s.get(Recording, recording_id)
         if rec is None:
             raise SessionNotFound(f"no recording {recording_id!r}", query=recording_id)
@@ -263,7 +246,7 @@ class Store:
         if not q:
             raise SessionNotFound("empty session id", query=query)
         table = _RECORDINGS.c
-        with self._writing("read"), self.session() as s:
+        with _store_errors("read"), self.session() as s:
             if q.lower() == "latest":
                 rec = s.scalars(
                     select(Recording).order_by(table.started_ns.desc(), table.id.desc()).limit(1)
@@ -332,11 +315,11 @@ class Store:
         stmt = stmt.order_by(*order).offset(offset)
         if limit is not None:
             stmt = stmt.limit(limit)
-        with self._writing("read"), self.session() as s:
+        with _store_errors("read"), self.session() as s:
             return list(s.scalars(stmt))
 
     def count_recordings(self) -> int:
-        with self._writing("read"), self.session() as s:
+        with _store_errors("read"), self.session() as s:
             return int(s.scalar(select(func.count()).select_from(Recording)) or 0)
 
     def iter_events(
@@ -365,7 +348,7 @@ class Store:
                 stmt = stmt.where(c.direction.in_(list(directions)))
             if types:
                 stmt = stmt.where(c.type.in_(list(types)))
-            with self._writing("read"), self.engine.connect() as conn:
+            with _store_errors("read"), self.engine.connect() as conn:
                 rows = conn.execute(stmt).all()
             for row in rows:
                 yield _row_event(row)
@@ -376,7 +359,7 @@ class Store:
                 remaining -= len(rows)
 
     def count_events(self, recording_id: str) -> int:
-        with self._writing("read"), self.engine.connect() as conn:
+        with _store_errors("read"), self.engine.connect() as conn:
             return int(
                 conn.execute(
                     select(func.count())
@@ -419,6 +402,15 @@ class Store:
     def load_cassette(self, recording_id: str) -> Cassette:
         rec = self.get(recording_id)
         return Cassette(header=self.cassette_header(rec), events=list(self.iter_events(rec.id)))
+
+
+@contextlib.contextmanager
+def _store_errors(what: str) -> Iterator[None]:
+    """Turn a database error into a one-line :class:`StoreError` saying what failed."""
+    try:
+        yield
+    except SQLAlchemyError as exc:
+        raise StoreError(f"{what} failed: {error_reason(exc)}") from exc
 
 
 def _like_prefix(prefix: str) -> str:

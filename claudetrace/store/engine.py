@@ -159,10 +159,12 @@ def upgrade(engine: Engine, *, only_if_needed: bool = True) -> str | None:
         try:
             return _upgrade_once(engine, only_if_needed=only_if_needed)
         except OperationalError as exc:
-            if "locked" not in _reason(exc) or time.monotonic() + delay > deadline:
-                raise StoreError(f"cannot open database {engine.url!r}: {_reason(exc)}") from exc
+            reason = error_reason(exc)
+            if "locked" not in reason or time.monotonic() + delay > deadline:
+                raise StoreError(f"cannot open database {engine.url!r}: {reason}") from exc
         except SQLAlchemyError as exc:
-            raise StoreError(f"cannot migrate database {engine.url!r}: {_reason(exc)}") from exc
+            reason = error_reason(exc)
+            raise StoreError(f"cannot migrate database {engine.url!r}: {reason}") from exc
         time.sleep(delay)
         delay = min(delay * 2, 0.5)
 
@@ -187,6 +189,8 @@ def _upgrade_once(engine: Engine, *, only_if_needed: bool) -> str | None:
         return before
 
 
-def _reason(exc: SQLAlchemyError) -> str:
-    orig = getattr(exc, "orig", None)
-    return str(orig if orig is not None else exc).strip().splitlines()[0]
+def error_reason(exc: SQLAlchemyError) -> str:
+    """The first line of the driver's message (or the error's type when it has none)."""
+    orig = getattr(exc, "orig", None) or exc
+    text = str(orig).strip()
+    return text.splitlines()[0] if text else type(orig).__name__
