@@ -47,13 +47,7 @@ class LazyGroup(click.Group):
         if target is None:
             return None
         module_name, attr = target.split(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            return None  # a command whose module is not part of this build
-        command: click.Command = getattr(module, attr)
+        command: click.Command = getattr(importlib.import_module(module_name), attr)
         return command
 
 

@@ -30,12 +30,8 @@ def telemetry_factory(
     """A sink factory for live OpenTelemetry export (None when not configured)."""
 
     def make(info: RecordingInfo) -> EventSink | None:
-        try:
-            from ..telemetry.live import live_sink
-        except ModuleNotFoundError as exc:  # built without telemetry
-            if not (exc.name or "").startswith("claudetrace.telemetry"):
-                raise
-            return None
+        from ..telemetry.live import live_sink
+
         return live_sink(
             info, endpoint=endpoint, protocol=protocol, capture_content=capture_content
         )
