@@ -3,18 +3,23 @@
 Three forwarding threads copy stdin → child stdin, child stdout → stdout and child
 stderr → stderr with unbuffered ``os.read``/``os.write``, so a line the child
 writes is on our stdout at once.  Each chunk is also handed to the
-:class:`~claudetrace.recorder.Recorder`, which never blocks them.
+:class:`~claudetrace.capture.CaptureWriter`, which appends it to the session's
+capture file from a thread of its own; an indexer process
+(:mod:`claudetrace.indexer`) follows that file and stores the events.
 
 Process semantics are those of a drop-in executable: stdin EOF closes the child's
 stdin; SIGINT, SIGTERM and SIGHUP are forwarded to the child; the proxy exits when
-the child exits (after draining its output) with the child's exit code, or
-128+N when the child died of signal N; a child that cannot be started gives one
-line on stderr and exit 127, and is recorded as a failed session.
+the child exits (after draining its output and writing the capture file) with
+the child's exit code, or 128+N when the child died of signal N; a child that
+cannot be started gives one line on stderr and exit 127, and is recorded as a
+failed session.  The proxy does not wait for the indexer: whatever it has not
+stored yet is in the capture file, which every reader settles first.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import gc
 import os
 import signal
@@ -24,12 +29,13 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from pathlib import Path
+from typing import Any, Final
 
+from . import capture as cap
 from .errors import ChildStartError
 from .events import Direction
-from .recorder import Recorder, RecorderReport
-from .recording import EventSink, RecordingInfo
+from .recording import RecordingInfo
 from .redact import redact_argv, redact_env
 
 READ_SIZE: Final = 256 * 1024
@@ -41,19 +47,6 @@ FORWARDED_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 DRAIN_TIMEOUT_S: Final = 2.0
 #: GIL switch interval in the proxy process (see run_proxy).
 SWITCH_INTERVAL_S: Final = 0.0002
-#: How long, at exit, the recorder may keep trying to store what is left before
-#: it saves it to an unsaved-events cassette instead ($CLAUDETRACE_FLUSH_TIMEOUT).
-FLUSH_TIMEOUT_S: Final = 5.0
-
-
-def flush_timeout_from_env() -> float:
-    """``$CLAUDETRACE_FLUSH_TIMEOUT`` in seconds, else :data:`FLUSH_TIMEOUT_S`."""
-    value = os.environ.get("CLAUDETRACE_FLUSH_TIMEOUT", "").strip()
-    try:
-        seconds = float(value) if value else FLUSH_TIMEOUT_S
-    except ValueError:
-        return FLUSH_TIMEOUT_S
-    return seconds if seconds >= 0 else FLUSH_TIMEOUT_S
 
 
 @dataclass
@@ -65,21 +58,27 @@ class ProxyOptions:
     name: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
     env: Mapping[str, str] | None = None
-    sinks: list[EventSink] = field(default_factory=list)
-    sink_factories: list[Callable[[RecordingInfo], EventSink | None]] = field(default_factory=list)
-    flush_timeout: float = field(default_factory=flush_timeout_from_env)
+    #: Live telemetry flags (``endpoint``, ``protocol``, ``capture_content``); the
+    #: ``OTEL_*`` variables apply as well.
+    otel: dict[str, Any] | None = None
     stdin_fd: int = 0
     stdout_fd: int = 1
     stderr_fd: int = 2
 
 
-def _open_store_factory(db: str | None) -> Callable[[], object]:
-    def open_it() -> object:
-        from .store import open_store
+@dataclass
+class ProxyReport:
+    """What the user must hear about at exit."""
 
-        return open_store(db)
+    capture: cap.CaptureReport | None = None
+    capture_path: Path | None = None
+    problems_seen: list[str] = field(default_factory=list)
 
-    return open_it
+    def problems(self) -> list[str]:
+        lines = list(self.problems_seen)
+        if self.capture is not None:
+            lines.extend(self.capture.problems())
+        return lines
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -103,12 +102,12 @@ class _Pump(threading.Thread):
         src: int,
         dst: int | None,
         direction: Direction,
-        recorder: Recorder,
+        feed: Callable[[Direction, bytes], None],
         on_eof: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(name=f"claudetrace-{direction}", daemon=True)
         self.src, self.dst, self.direction = src, dst, direction
-        self.recorder, self.on_eof = recorder, on_eof
+        self.feed, self.on_eof = feed, on_eof
         self.waiting_since: float | None = None
 
     def run(self) -> None:
@@ -127,7 +126,7 @@ class _Pump(threading.Thread):
             # Record before forwarding: the other side cannot answer a line it has
             # not seen yet, so an answer is never recorded ahead of its request
             # (feed() only appends to a queue, so this costs the line nothing).
-            self.recorder.feed(self.direction, chunk)
+            self.feed(self.direction, chunk)
             if dst is not None:
                 try:
                     _write_all(dst, chunk)
@@ -157,11 +156,10 @@ def exit_status(returncode: int) -> tuple[int, int | None]:
     return returncode, None
 
 
-def run_proxy(options: ProxyOptions) -> tuple[int, RecorderReport]:
-    """Run one proxied session; returns the exit status and the recorder's report."""
+def run_proxy(options: ProxyOptions) -> tuple[int, ProxyReport]:
+    """Run one proxied session; returns the exit status and what went wrong recording it."""
     # A forwarding thread woken by a read must get the GIL back quickly while the
-    # recorder thread is busy parsing and storing: hand it over every 0.2 ms
-    # instead of Python's default 5 ms.
+    # capture thread runs: hand it over every 0.2 ms instead of Python's default 5 ms.
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     environ = dict(os.environ if options.env is None else options.env)
     info = RecordingInfo.start(
@@ -170,29 +168,14 @@ def run_proxy(options: ProxyOptions) -> tuple[int, RecorderReport]:
         tags=dict(options.tags),
         env=redact_env(environ),
     )
-    sinks = list(options.sinks)
-    for factory in options.sink_factories:
-        sink = factory(info)
-        if sink is not None:
-            sinks.append(sink)
-    for sink in sinks:
-        environ.update(sink.child_env())
-
-    from .store.engine import data_dir
-
+    environ.update(_telemetry_child_env(info, options.otel, environ))
+    report = ProxyReport()
     t0 = time.monotonic_ns()
-    # The modules loaded by now (SQLAlchemy, OpenTelemetry…) are hundreds of
-    # thousands of long-lived objects; freezing them keeps full garbage
-    # collections from walking them all and stalling forwarding for milliseconds.
+    writer = _start_recording(info, options, t0, report)
+    feed = writer.feed if writer is not None else _unrecorded
+    # The modules loaded by now are many long-lived objects; freezing them keeps
+    # full garbage collections from walking them all and stalling forwarding.
     gc.freeze()
-    recorder = Recorder(
-        info,
-        _open_store_factory(options.db),
-        sinks=sinks,
-        t0_ns=t0,
-        unsaved_dir=data_dir() / "unsaved",
-    )
-    recorder.start()
     # Installed before the child starts: a signal that arrives while it starts
     # is delivered to it once it runs, instead of killing the proxy.
     forwarder = _SignalForwarder()
@@ -207,12 +190,13 @@ def run_proxy(options: ProxyOptions) -> tuple[int, RecorderReport]:
         )
     except (OSError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        info.exit_code = 127
-        info.error = f"cannot start {options.argv[0]!r}: {reason}"
-        info.ended_ns = time.time_ns()
-        report_problems(recorder.close(timeout=options.flush_timeout))
+        error = f"cannot start {options.argv[0]!r}: {reason}"
+        _finish_recording(writer, report, {"exit_code": 127, "error": error,
+                                           "ended_ns": time.time_ns()})
         forwarder.restore()
-        raise ChildStartError(info.error, argv=options.argv) from exc
+        for line in report.problems():
+            print(f"claudetrace: {line}", file=sys.stderr)
+        raise ChildStartError(error, argv=options.argv) from exc
 
     assert child.stdin is not None and child.stdout is not None and child.stderr is not None
     child_stdin = child.stdin.fileno()
@@ -222,9 +206,9 @@ def run_proxy(options: ProxyOptions) -> tuple[int, RecorderReport]:
             child.stdin.close()  # type: ignore[union-attr]
 
     threads = [
-        _Pump(options.stdin_fd, child_stdin, "in", recorder, close_child_stdin),
-        _Pump(child.stdout.fileno(), options.stdout_fd, "out", recorder),
-        _Pump(child.stderr.fileno(), options.stderr_fd, "err", recorder),
+        _Pump(options.stdin_fd, child_stdin, "in", feed, close_child_stdin),
+        _Pump(child.stdout.fileno(), options.stdout_fd, "out", feed),
+        _Pump(child.stderr.fileno(), options.stderr_fd, "err", feed),
     ]
     for thread in threads:
         thread.start()
@@ -233,18 +217,120 @@ def run_proxy(options: ProxyOptions) -> tuple[int, RecorderReport]:
     returncode = child.wait()
     _drain(threads[1:])
     status, signum = exit_status(returncode)
-    info.exit_code = status
-    info.signal = signum
-    info.ended_ns = time.time_ns()
     # stdin may still be open (the host keeps it); its thread is a daemon.
-    # The handlers stay until the recording is flushed: a late Ctrl-C must not
-    # turn the child's exit status into ours or cut the flush short.
-    report = recorder.close(timeout=options.flush_timeout)
+    # The handlers stay until the capture file is complete: a late Ctrl-C must
+    # not turn the child's exit status into ours or cut the recording short.
+    _finish_recording(writer, report, {"exit_code": status, "signal": signum,
+                                       "ended_ns": time.time_ns()})
     forwarder.restore()
     for handle in (child.stdout, child.stderr):
         with contextlib.suppress(OSError):
             handle.close()
     return status, report
+
+
+def _telemetry_child_env(
+    info: RecordingInfo, otel: dict[str, Any] | None, environ: Mapping[str, str]
+) -> dict[str, str]:
+    """``TRACEPARENT`` of the session's root span when traces are exported live.
+
+    A bad telemetry setting is left for the indexer to report (once).
+    """
+    if not otel and not any(k.startswith("OTEL_") for k in environ):
+        return {}
+    from .errors import TelemetryError
+    from .telemetry.config import resolve_settings
+    from .telemetry.records import traceparent
+
+    try:
+        settings = resolve_settings(environ=environ, **(otel or {}))
+    except TelemetryError:
+        return {}
+    if not settings.enabled or not settings.traces_endpoint:
+        return {}
+    return {"TRACEPARENT": traceparent(info.id)}
+
+
+def _start_recording(
+    info: RecordingInfo, options: ProxyOptions, t0: int, report: ProxyReport
+) -> cap.CaptureWriter | None:
+    """Open the capture file and start the indexer that stores it (None: cannot record)."""
+    from .store.engine import capture_url, resolve_url
+
+    try:
+        writer = cap.CaptureWriter.create(capture_url(options.db), info, t0_ns=t0)
+    except OSError as exc:
+        _say(f"cannot record this session: cannot write a capture file ({exc.strerror or exc})",
+             options.stderr_fd)
+        report.problems_seen.append("the session was forwarded but not recorded")
+        return None
+    report.capture_path = writer.path
+    try:
+        lock_fd = cap.open_lock(writer.path)
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+    except OSError as exc:
+        _say(f"cannot lock {cap.lock_path(writer.path)} ({exc.strerror or exc})",
+             options.stderr_fd)
+        return writer
+    wake_r, wake_w = os.pipe()
+    from .indexer import indexer_command
+
+    env = dict(os.environ)
+    env["CLAUDETRACE_DB"] = resolve_url(options.db)
+    try:
+        indexer = subprocess.Popen(
+            indexer_command(writer.path, lock_fd, wake_r, options.otel),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            pass_fds=(lock_fd, wake_r),
+            start_new_session=True,
+            env=env,
+        )
+    except OSError as exc:
+        _say(f"cannot start the indexer ({exc.strerror or exc}); the recording is kept in "
+             f"{writer.path} and stored by the next claudetrace command", options.stderr_fd)
+        os.close(wake_w)
+    else:
+        writer.notify_to(wake_w)
+        assert indexer.stderr is not None
+        threading.Thread(
+            target=_relay, args=(indexer.stderr.fileno(), options.stderr_fd),
+            name="claudetrace-indexer-stderr", daemon=True,
+        ).start()
+    finally:
+        os.close(lock_fd)
+        os.close(wake_r)
+    return writer
+
+
+def _finish_recording(
+    writer: cap.CaptureWriter | None, report: ProxyReport, end: dict[str, Any]
+) -> None:
+    if writer is not None:
+        report.capture = writer.close(end)
+
+
+def _unrecorded(direction: Direction, chunk: bytes) -> None:
+    """Forwarding without a capture file (the user was told at start)."""
+
+
+def _relay(src: int, dst: int) -> None:
+    """Pass the indexer's messages on to our stderr while we run."""
+    while True:
+        try:
+            chunk = os.read(src, 65536)
+        except OSError:
+            return
+        if not chunk:
+            return
+        with contextlib.suppress(OSError):
+            _write_all(dst, chunk)
+
+
+def _say(message: str, fd: int) -> None:
+    with contextlib.suppress(OSError):
+        _write_all(fd, f"claudetrace: {message}\n".encode())
 
 
 class _SignalForwarder:
@@ -284,7 +370,7 @@ class _SignalForwarder:
         self.previous = {}
 
 
-def report_problems(report: RecorderReport) -> None:
+def report_problems(report: ProxyReport) -> None:
     """Tell the user, on stderr, about anything that was not recorded."""
     for line in report.problems():
         print(f"claudetrace: {line}", file=sys.stderr)

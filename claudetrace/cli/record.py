@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
 from typing import Any, NoReturn
 
 import click
 
 from ..errors import ClaudeTraceError
-from ..recording import EventSink, RecordingInfo
 from ._common import db_option, fail, reports_errors
 
 
@@ -22,21 +20,6 @@ def _parse_tags(values: tuple[str, ...]) -> dict[str, str]:
             raise click.BadParameter(f"{value!r} is not KEY=VALUE", param_hint="--tag")
         tags[key.strip()] = val
     return tags
-
-
-def telemetry_factory(
-    endpoint: str | None = None, protocol: str | None = None, capture_content: bool | None = None
-) -> Callable[[RecordingInfo], EventSink | None]:
-    """A sink factory for live OpenTelemetry export (None when not configured)."""
-
-    def make(info: RecordingInfo) -> EventSink | None:
-        from ..telemetry.live import live_sink
-
-        return live_sink(
-            info, endpoint=endpoint, protocol=protocol, capture_content=capture_content
-        )
-
-    return make
 
 
 def run_and_exit(
@@ -59,7 +42,7 @@ def run_and_exit(
             db=db,
             name=name,
             tags=tags or {},
-            sink_factories=[telemetry_factory(**(otel or {}))],
+            otel={k: v for k, v in (otel or {}).items() if v is not None} or None,
         )
         status, report = run_proxy(options)
     except ClaudeTraceError as exc:

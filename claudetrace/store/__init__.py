@@ -21,7 +21,7 @@ from ..errors import AmbiguousSession, SessionNotFound, StoreError
 from ..events import Event
 from ..recording import RecordingInfo, new_recording_id
 from ..summary import Summary
-from .engine import create_store_engine, error_reason, resolve_url, upgrade
+from .engine import capture_url, create_store_engine, error_reason, resolve_url, upgrade
 from .models import Base, EventRow, EventTool, Recording
 
 __all__ = ["Base", "EventRow", "EventTool", "Recording", "Store", "open_store", "resolve_url"]
@@ -52,13 +52,27 @@ _COLUMNS = {
 }
 
 
-def open_store(db: str | None = None, *, migrate: bool = True) -> Store:
-    """Open (and by default migrate) the store named by ``db`` / ``$CLAUDETRACE_DB``."""
+def open_store(db: str | None = None, *, migrate: bool = True, settle: bool = True) -> Store:
+    """Open the store named by ``db`` / ``$CLAUDETRACE_DB``.
+
+    By default it is migrated to the newest schema, and finished recordings still
+    waiting in capture files are stored first (see :func:`claudetrace.indexer.settle`),
+    so what a command reads of a finished session is complete.
+    """
     url = resolve_url(db)
     engine = create_store_engine(url)
     if migrate:
         upgrade(engine)
-    return Store(engine)
+    store = Store(engine)
+    if settle:
+        from ..indexer import settle as settle_captures
+
+        try:
+            settle_captures(store)
+        except BaseException:
+            store.close()
+            raise
+    return store
 
 
 def event_rows(
@@ -127,6 +141,11 @@ class Store:
     @property
     def url(self) -> str:
         return self.engine.url.render_as_string(hide_password=True)
+
+    @property
+    def capture_url(self) -> str:
+        """The URL naming this database's capture directories (:mod:`claudetrace.capture`)."""
+        return capture_url(self.url)
 
     def session(self) -> Session:
         return Session(self.engine, expire_on_commit=False)

@@ -1,0 +1,414 @@
+"""Capture files: the proxy's durable, append-only journal of what it forwarded.
+
+The proxy never parses or stores lines itself.  Every chunk it forwards is
+appended, with its direction and timestamps, to a *capture file* beside the
+database: one sequential write per batch of chunks, as cheap as ``tee FILE``.
+An indexer process (:mod:`claudetrace.indexer`) follows the file, splits it into
+lines, parses each once and stores the events; when it has stored everything it
+deletes the file.  A capture file left behind (an indexer that was killed, a
+store that was locked or unreachable) is stored by the next claudetrace command
+that opens the database (:func:`claudetrace.indexer.settle`): recorded data is
+never lost, only stored later.
+
+Layout: the line :data:`MAGIC`, one JSON line with the recording's metadata,
+then records of ``<kind u8, t_ns i64, wall_ns i64, length u32>`` plus ``length``
+bytes.  Kinds 0, 1, 2 are chunks (``in``, ``out``, ``err``); :data:`END` carries
+the exit (JSON); :data:`LOST` counts bytes that were forwarded but could not be
+written (JSON).  A record cut short by a crash is ignored.
+
+Two ``flock`` locks tell readers what is going on: the proxy holds one on the
+capture file while it runs (a live session: leave it to its indexer), and the
+indexer holds one on ``ID.lock`` while it stores (wait for it).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from .events import Direction
+from .recording import RecordingInfo
+
+MAGIC: Final = b"claudetrace capture 1\n"
+SUFFIX: Final = ".capture"
+LOCK_SUFFIX: Final = ".lock"
+RECORD: Final = struct.Struct("<BqqI")
+CHUNK_KINDS: Final[tuple[Direction, ...]] = ("in", "out", "err")
+KIND_CODE: Final[dict[str, int]] = {"in": 0, "out": 1, "err": 2}
+END: Final = 3
+LOST: Final = 4
+#: Bytes waiting in memory for the capture thread before chunks are dropped (and
+#: counted): only reached when the disk itself stalls.
+QUEUE_LIMIT_BYTES: Final = 64 * 1024 * 1024
+_IOV_MAX: Final = 1024
+
+
+def data_dir() -> Path:
+    """The per-user data directory for claudetrace (XDG on Linux, Library on macOS)."""
+    import sys
+
+    if sys.platform == "darwin":
+        base = Path.home() / "Library" / "Application Support"
+    else:
+        base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "claudetrace"
+
+
+def _sqlite_file(url: str) -> Path | None:
+    """The database file of a SQLite URL (None for other databases and memory)."""
+    if not url.startswith("sqlite"):
+        return None
+    _, sep, rest = url.partition(":///")
+    path = rest.split("?", 1)[0]
+    if not sep or not path or path == ":memory:":
+        return None
+    return Path(path)
+
+
+def _url_key(url: str) -> str:
+    """A short stable directory name for a database URL (passwords are hidden in it)."""
+    return hashlib.sha256(url.encode()).hexdigest()[:16]
+
+
+def capture_dirs(url: str) -> list[Path]:
+    """Where capture files for the database ``url`` live, preferred first.
+
+    Beside a SQLite file (``NAME.capture/``), so every user of the file finds
+    them whatever its ``HOME``; for other databases, and when that directory
+    cannot be written, under the user's data directory, keyed by the URL.
+    """
+    dirs: list[Path] = []
+    db_file = _sqlite_file(url)
+    if db_file is not None:
+        dirs.append(db_file.with_name(db_file.name + SUFFIX))
+    dirs.append(data_dir() / "capture" / _url_key(url))
+    return dirs
+
+
+def capture_files(url: str) -> list[Path]:
+    """The capture files waiting for the database ``url``, oldest recording first."""
+    found: list[Path] = []
+    for folder in capture_dirs(url):
+        with contextlib.suppress(OSError):
+            found.extend(p for p in folder.iterdir() if p.name.endswith(SUFFIX))
+    return sorted(found, key=lambda p: p.name)
+
+
+def lock_path(capture: Path) -> Path:
+    return capture.with_name(capture.name[: -len(SUFFIX)] + LOCK_SUFFIX)
+
+
+def writer_alive(capture: Path) -> bool:
+    """True while a proxy is still writing ``capture`` (it holds the file's lock)."""
+    try:
+        fd = os.open(capture, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def open_lock(capture: Path) -> int:
+    """A descriptor of ``capture``'s indexer lock file (created if needed)."""
+    return os.open(lock_path(capture), os.O_RDWR | os.O_CREAT, 0o600)
+
+
+def remove(capture: Path) -> None:
+    """Delete a capture file once everything in it is stored, and its lock file."""
+    for path in (capture, lock_path(capture)):
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+# -- reading -----------------------------------------------------------------------------
+
+
+@dataclass
+class Record:
+    """One record of a capture file."""
+
+    kind: int
+    t_ns: int
+    wall_ns: int
+    data: bytes
+
+    @property
+    def direction(self) -> Direction:
+        return CHUNK_KINDS[self.kind]
+
+    def json(self) -> dict[str, Any]:
+        value = json.loads(self.data)
+        return value if isinstance(value, dict) else {}
+
+
+class CaptureError(Exception):
+    """A file that is not a capture file."""
+
+
+def info_to_json(info: RecordingInfo) -> bytes:
+    return json.dumps(dataclasses.asdict(info), separators=(",", ":")).encode() + b"\n"
+
+
+def info_from_json(line: bytes) -> RecordingInfo:
+    fields = {f.name for f in dataclasses.fields(RecordingInfo)}
+    try:
+        value = json.loads(line)
+        return RecordingInfo(**{k: v for k, v in value.items() if k in fields})
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise CaptureError(f"bad capture header: {exc}") from exc
+
+
+class CaptureReader:
+    """Reads a capture file from the start, as far as it has been written.
+
+    :meth:`read` returns the complete records written since the last call (a
+    record still being written stays for the next call), so an indexer can
+    follow a file that a proxy is still appending to.
+    """
+
+    def __init__(self, path: Path, block_size: int = 4 * 1024 * 1024) -> None:
+        self.path = path
+        self._file = open(path, "rb")  # noqa: SIM115 - closed by close()
+        self._block = block_size
+        self._buffer = bytearray()
+        self._pos = 0
+        header = self._file.readline(len(MAGIC) + 1)
+        if header != MAGIC:
+            self._file.close()
+            raise CaptureError(f"{path.name} is not a claudetrace capture file")
+        line = self._file.readline()
+        if not line.endswith(b"\n"):
+            self._file.close()
+            raise CaptureError(f"{path.name}: the header is incomplete")
+        self.info = info_from_json(line)
+
+    def read(self, limit: int | None = None) -> list[Record]:
+        """Complete records available now (at most about ``limit`` bytes of them)."""
+        data = self._file.read(min(self._block, limit or self._block))
+        if data:
+            self._buffer += data
+        records: list[Record] = []
+        buf, pos, size = self._buffer, 0, RECORD.size
+        while len(buf) - pos >= size:
+            kind, t_ns, wall_ns, length = RECORD.unpack_from(buf, pos)
+            end = pos + size + length
+            if end > len(buf):
+                break
+            records.append(Record(kind, t_ns, wall_ns, bytes(buf[pos + size : end])))
+            pos = end
+        del buf[:pos]
+        return records
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes of a record not complete yet (a torn tail after a crash)."""
+        return len(self._buffer)
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __iter__(self) -> Iterator[Record]:
+        while records := self.read():
+            yield from records
+
+
+# -- writing (the proxy) ----------------------------------------------------------------
+
+
+@dataclass
+class CaptureReport:
+    """What the capture thread could not write, for the proxy's exit message."""
+
+    chunks: int = 0
+    bytes: int = 0
+    lost_chunks: int = 0
+    lost_bytes: int = 0
+    error: str | None = None
+
+    def problems(self) -> list[str]:
+        if not self.lost_chunks:
+            return []
+        why = f" ({self.error})" if self.error else ""
+        return [
+            f"{self.lost_chunks} chunks ({self.lost_bytes} bytes) were forwarded but "
+            f"not recorded{why}"
+        ]
+
+
+class CaptureWriter:
+    """Appends forwarded chunks to a capture file from a thread of its own.
+
+    :meth:`feed` only stamps the chunk and queues it; it never blocks on the
+    disk.  If the disk stalls until :data:`QUEUE_LIMIT_BYTES` are waiting, or a
+    write fails (disk full), chunks are dropped and counted, and a ``LOST``
+    record is written as soon as writing works again.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        info: RecordingInfo,
+        *,
+        t0_ns: int | None = None,
+        queue_limit: int = QUEUE_LIMIT_BYTES,
+    ) -> None:
+        self.path = path
+        self.info = info
+        self.t0_ns = time.monotonic_ns() if t0_ns is None else t0_ns
+        self.report = CaptureReport()
+        self._limit = queue_limit
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        self._write(MAGIC + info_to_json(info))
+        self._notify: int | None = None
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._queue: collections.deque[tuple[int, int, int, bytes]] = collections.deque()
+        self._queued = 0
+        self._lost_pending: dict[str, int] = {}
+        self._closing = False
+        self._thread = threading.Thread(target=self._run, name="claudetrace-capture", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def create(cls, url: str, info: RecordingInfo, **kwargs: Any) -> CaptureWriter:
+        """A new capture file for ``info`` in the first usable directory for ``url``."""
+        failure: OSError | None = None
+        for folder in capture_dirs(url):
+            try:
+                folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+                return cls(folder / f"{info.id}{SUFFIX}", info, **kwargs)
+            except OSError as exc:
+                failure = failure or exc
+        assert failure is not None
+        raise failure
+
+    def notify_to(self, fd: int) -> None:
+        """After each write, poke ``fd`` (the indexer's wake-up pipe, non-blocking)."""
+        os.set_blocking(fd, False)
+        self._notify = fd
+
+    # -- the hot path (forwarding threads) ---------------------------------------------
+
+    def feed(self, direction: Direction, chunk: bytes) -> None:
+        """Queue a forwarded chunk with its timestamps; never waits on the disk."""
+        with self._lock:
+            if self._queued + len(chunk) > self._limit:
+                self.report.lost_chunks += 1
+                self.report.lost_bytes += len(chunk)
+                self._lost_pending[direction] = self._lost_pending.get(direction, 0) + len(chunk)
+                return
+            self._queue.append(
+                (KIND_CODE[direction], time.monotonic_ns() - self.t0_ns, time.time_ns(), chunk)
+            )
+            self._queued += len(chunk)
+            self._wake.notify()
+
+    # -- the capture thread -------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._queue and not self._closing:
+                    self._wake.wait()
+                batch, self._queue = self._queue, collections.deque()
+                lost, self._lost_pending = self._lost_pending, {}
+                closing = self._closing
+            if lost:
+                self._write_record(LOST, json.dumps(lost).encode())
+            if batch:
+                self._write_batch(batch)
+                with self._lock:
+                    self._queued -= sum(len(item[3]) for item in batch)
+                self._poke()
+            if closing and not batch:
+                return
+
+    def _write_batch(self, batch: collections.deque[tuple[int, int, int, bytes]]) -> None:
+        parts: list[bytes] = []
+        items = 0
+        for kind, t_ns, wall_ns, chunk in batch:
+            parts.append(RECORD.pack(kind, t_ns, wall_ns, len(chunk)))
+            parts.append(chunk)
+            items += 1
+            if len(parts) >= _IOV_MAX:
+                self._write_parts(parts, items)
+                parts, items = [], 0
+        if parts:
+            self._write_parts(parts, items)
+
+    def _write_parts(self, parts: list[bytes], items: int) -> None:
+        size = sum(len(p) for p in parts)
+        try:
+            written = os.writev(self._fd, parts)
+            if written < size:  # only on a full disk or a signal: finish it plainly
+                self._write(b"".join(parts)[written:])
+            self.report.chunks += items
+            self.report.bytes += size
+        except OSError as exc:
+            self.report.error = os.strerror(exc.errno) if exc.errno else str(exc)
+            self.report.lost_chunks += items
+            self.report.lost_bytes += size - RECORD.size * items
+            # Whatever part of the batch reached the file stays readable: a torn
+            # record at the end is skipped by readers.
+
+    def _write_record(self, kind: int, data: bytes) -> None:
+        with contextlib.suppress(OSError):
+            self._write(RECORD.pack(kind, time.monotonic_ns() - self.t0_ns, time.time_ns(),
+                                    len(data)) + data)
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+
+    def _poke(self) -> None:
+        if self._notify is None:
+            return
+        try:
+            os.write(self._notify, b"\0")
+        except BlockingIOError:
+            pass  # the indexer has wake-ups pending already
+        except OSError as exc:
+            if exc.errno in (errno.EPIPE, errno.EBADF):
+                self._notify = None  # the indexer is gone; the file is kept for later
+
+    # -- the end ----------------------------------------------------------------------------
+
+    def close(self, end: dict[str, Any] | None) -> CaptureReport:
+        """Write everything queued, then ``end`` (the exit), and release the file.
+
+        ``end`` is None when the proxy gives up without an exit to record.
+        """
+        with self._lock:
+            self._closing = True
+            self._wake.notify()
+        self._thread.join()
+        if end is not None:
+            self._write_record(END, json.dumps(end).encode())
+        self._poke()
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+        if self._notify is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._notify)
+            self._notify = None
+        return self.report

@@ -1,0 +1,495 @@
+"""The indexer: from a capture file to stored events, in a process of its own.
+
+The proxy starts ``python -m claudetrace.indexer`` next to the CLI and hands it
+the capture file's lock and a wake-up pipe.  The indexer follows the file as the
+proxy appends to it: it splits chunks into lines, parses each line once, feeds
+the sinks (live telemetry) and writes batches to the store, committing at least
+every :data:`MAX_LATENCY_S` while the session runs.  When the proxy has gone
+(the wake-up pipe reaches end of file) it stores the rest, records the exit and
+deletes the capture file.
+
+The proxy does not wait for it: under a burst the index trails the session and
+completes after the proxy has exited.  Readers never see a half-stored
+recording of a finished session: :func:`settle`, run whenever a command opens
+the store, waits for a running indexer, and stores itself any capture file
+whose indexer is gone (killed, or gave up on a locked or unreachable store).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import json
+import os
+import select
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from . import capture as cap
+from .errors import ClaudeTraceError, StoreError
+from .events import Direction, Event, LineSplitter
+from .recording import EventSink, RecordingInfo
+from .summary import Summary
+
+#: Longest time an event waits in memory before its batch is committed.
+MAX_LATENCY_S: Final = 0.2
+#: When input pauses, pending events are committed once the oldest is this old.
+IDLE_FLUSH_S: Final = 0.05
+#: Events (or bytes) per database transaction under sustained load.
+BATCH_EVENTS: Final = 5000
+BATCH_BYTES: Final = 8 * 1024 * 1024
+#: Quiet recordings still refresh their heartbeat this often.
+HEARTBEAT_S: Final = 1.0
+#: Once the proxy has gone, how long a failing store is retried before the
+#: capture file is left for the next command ($CLAUDETRACE_FLUSH_TIMEOUT).
+GIVE_UP_S: Final = 30.0
+#: How long a reader waits for another process storing a finished recording.
+SETTLE_WAIT_S: Final = 300.0
+
+_DIRECTIONS: Final[tuple[Direction, ...]] = cap.CHUNK_KINDS
+
+
+def give_up_from_env() -> float:
+    """``$CLAUDETRACE_FLUSH_TIMEOUT`` in seconds, else :data:`GIVE_UP_S`."""
+    value = os.environ.get("CLAUDETRACE_FLUSH_TIMEOUT", "").strip()
+    try:
+        seconds = float(value) if value else GIVE_UP_S
+    except ValueError:
+        return GIVE_UP_S
+    return seconds if seconds >= 0 else GIVE_UP_S
+
+
+class GaveUp(Exception):
+    """The store kept failing after the proxy had gone; the capture file stays."""
+
+
+@dataclass
+class IndexReport:
+    events: int = 0
+    stored: int = 0
+    lost_bytes: int = 0
+    store_error: str | None = None
+    sink_errors: list[str] = field(default_factory=list)
+
+
+class Indexer:
+    """Capture records in, stored events out (one recording)."""
+
+    def __init__(
+        self,
+        info: RecordingInfo,
+        store: Any,
+        *,
+        sinks: Iterable[EventSink] = (),
+        writer_gone: Callable[[], bool] = lambda: True,
+        give_up_s: float = GIVE_UP_S,
+    ) -> None:
+        self.info = info
+        self.store = store
+        self.sinks = list(sinks)
+        self.report = IndexReport()
+        self._writer_gone = writer_gone
+        self._give_up_s = give_up_s
+        self._splitters = {d: LineSplitter() for d in _DIRECTIONS}
+        #: Times of the last chunk per direction: a final partial line keeps them.
+        self._last_times = {d: (0, 0) for d in _DIRECTIONS}
+        self._seq = 0
+        self._pending: list[Event] = []
+        self._pending_bytes = 0
+        self._pending_since = 0.0
+        self._summary = Summary()
+        self._meta_dirty = False
+        self._created = False
+        self._last_beat = 0.0
+        self.ended = False
+
+    # -- input ------------------------------------------------------------------------------
+
+    def feed(self, record: cap.Record) -> None:
+        """One capture record, in file order."""
+        if record.kind < len(_DIRECTIONS):
+            direction = record.direction
+            self._last_times[direction] = (record.t_ns, record.wall_ns)
+            for line in self._splitters[direction].feed(record.data):
+                self._add(Event(self._seq, direction, record.t_ns, line, True, record.wall_ns))
+            self.maybe_flush(busy=True)
+        elif record.kind == cap.END:
+            end = record.json()
+            for key in ("exit_code", "signal", "error", "ended_ns"):
+                if key in end:
+                    setattr(self.info, key, end[key])
+            self.ended = True
+        elif record.kind == cap.LOST:
+            self.report.lost_bytes += sum(v for v in record.json().values() if isinstance(v, int))
+
+    def _add(self, event: Event) -> None:
+        self._seq += 1
+        self.report.events += 1
+        event.fields  # parse once, here  # noqa: B018
+        if self.info.observe(event):
+            self._meta_dirty = True
+        self._summary.add(event)
+        for sink in list(self.sinks):
+            self._call_sink(sink, "on_event", event)
+        event.forget_parsed()
+        if not self._pending:
+            self._pending_since = time.monotonic()
+        self._pending.append(event)
+        self._pending_bytes += len(event.data)
+
+    def _call_sink(self, sink: EventSink, method: str, arg: object) -> None:
+        try:
+            getattr(sink, method)(arg)
+        except Exception as exc:  # a broken sink must not cost the recording
+            self.sinks.remove(sink)
+            self.report.sink_errors.append(
+                f"{type(sink).__name__} disabled after error: {type(exc).__name__}: {exc}"
+            )
+
+    # -- output -----------------------------------------------------------------------------
+
+    def wait_timeout(self) -> float:
+        """How long the caller may wait for input before :meth:`maybe_flush` is due."""
+        if self._pending:
+            return max(0.0, IDLE_FLUSH_S - (time.monotonic() - self._pending_since))
+        return HEARTBEAT_S
+
+    def maybe_flush(self, *, busy: bool) -> None:
+        now = time.monotonic()
+        if (
+            self._pending
+            and (
+                len(self._pending) >= BATCH_EVENTS
+                or self._pending_bytes >= BATCH_BYTES
+                or now - self._pending_since >= (MAX_LATENCY_S if busy else IDLE_FLUSH_S)
+            )
+        ) or (not self._pending and now - self._last_beat >= HEARTBEAT_S):
+            self.flush()
+
+    def finish(self) -> None:
+        """Store the last partial lines, the summary and the exit (if recorded)."""
+        for direction in _DIRECTIONS:
+            rest = self._splitters[direction].finish()
+            if rest is not None:
+                # The partial line was complete when its last bytes were read.
+                t_ns, wall_ns = self._last_times[direction]
+                self._add(Event(self._seq, direction, t_ns, rest, False, wall_ns))
+        self.flush(final=True)
+        for sink in list(self.sinks):
+            self._call_sink(sink, "on_close", self.info)
+
+    def flush(self, *, final: bool = False) -> None:
+        """Write pending events; while the store fails, retry with backoff.
+
+        While the proxy runs there is no deadline (the capture file holds
+        everything meanwhile); once it has gone, :class:`GaveUp` after
+        ``give_up_s`` of failures.
+        """
+        delay = 0.1
+        failing_since: float | None = None
+        while True:
+            try:
+                self._write(final=final)
+                self.report.store_error = None
+                return
+            except ClaudeTraceError as exc:
+                self.report.store_error = str(exc)
+            except Exception as exc:
+                self.report.store_error = f"{type(exc).__name__}: {exc}"
+            now = time.monotonic()
+            if self._writer_gone():
+                failing_since = failing_since or now
+                if now - failing_since >= self._give_up_s:
+                    raise GaveUp(self.report.store_error)
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+    def _write(self, *, final: bool) -> None:
+        store = self.store
+        if not self._created:
+            store.create_recording(self.info)
+            self._created = True
+        updates: dict[str, object] = {"last_seen_ns": time.time_ns()}
+        if self._pending or self._meta_dirty or final:
+            updates.update(self._summary.as_columns())
+            updates.update(
+                cli_session_id=self.info.cli_session_id,
+                claude_code_version=self.info.claude_code_version,
+                model=self.info.model,
+                permission_mode=self.info.permission_mode,
+            )
+        if final and self.ended:
+            updates.update(
+                ended_ns=self.info.ended_ns or time.time_ns(),
+                exit_code=self.info.exit_code,
+                signal=self.info.signal,
+                error=self.info.error,
+            )
+        batch = self._pending
+        store.write_batch(self.info.id, batch, updates)
+        self.report.stored += len(batch)
+        self._pending = []
+        self._pending_bytes = 0
+        self._meta_dirty = False
+        self._last_beat = time.monotonic()
+
+
+# -- following a live capture (the indexer process) -----------------------------------------
+
+
+class _Wakeups:
+    """The proxy's wake-up pipe: readable when there is news, EOF when it has gone."""
+
+    def __init__(self, fd: int | None) -> None:
+        self.fd = fd
+        self.gone = fd is None
+        if fd is not None:
+            os.set_blocking(fd, False)
+
+    def drain(self) -> None:
+        while self.fd is not None and not self.gone:
+            try:
+                if not os.read(self.fd, 65536):
+                    self.gone = True
+            except BlockingIOError:
+                return
+            except OSError:
+                self.gone = True
+
+    def wait(self, timeout: float) -> None:
+        if self.fd is None or self.gone:
+            return
+        with contextlib.suppress(InterruptedError, OSError, ValueError):
+            select.select([self.fd], [], [], timeout)
+        self.drain()
+
+    def writer_gone(self) -> bool:
+        self.drain()
+        return self.gone
+
+
+def follow(
+    capture: Path,
+    store: Any,
+    *,
+    wakeup_fd: int | None = None,
+    sinks_for: Callable[[RecordingInfo], list[EventSink]] | None = None,
+    give_up_s: float = GIVE_UP_S,
+    replace: bool = False,
+) -> IndexReport:
+    """Store everything in ``capture`` (following it while its proxy runs), then delete it.
+
+    ``replace`` first deletes what an earlier, interrupted indexer stored of the
+    same recording.  Raises :class:`GaveUp` (the file stays) when the store
+    cannot be written.
+    """
+    reader = cap.CaptureReader(capture)
+    wakeups = _Wakeups(wakeup_fd)
+    try:
+        info = reader.info
+        if replace:
+            _forget(store, info.id)
+        sinks = sinks_for(info) if sinks_for else []
+        indexer = Indexer(
+            info, store, sinks=sinks, writer_gone=wakeups.writer_gone, give_up_s=give_up_s
+        )
+        while True:
+            records = reader.read()
+            for record in records:
+                indexer.feed(record)
+            if records:
+                wakeups.drain()
+                continue
+            if wakeups.gone:
+                break
+            indexer.maybe_flush(busy=False)
+            wakeups.wait(indexer.wait_timeout())
+        indexer.finish()
+    finally:
+        reader.close()
+    cap.remove(capture)
+    return indexer.report
+
+
+def _forget(store: Any, recording_id: str) -> None:
+    with contextlib.suppress(ClaudeTraceError):
+        store.delete_recording(recording_id)
+
+
+# -- settling leftover captures (every reader) ------------------------------------------------
+
+
+def settle(store: Any, *, wait_s: float = SETTLE_WAIT_S, quiet: bool = False) -> int:
+    """Store every finished recording still waiting in a capture file; returns how many.
+
+    Captures of running proxies are left to their indexers.  A finished one
+    whose indexer is still at work is waited for (up to ``wait_s``); one whose
+    indexer is gone is stored here.
+    """
+    done = 0
+    for capture in cap.capture_files(store.capture_url):
+        if cap.writer_alive(capture):
+            continue
+        try:
+            fd = cap.open_lock(capture)
+        except OSError:
+            continue
+        try:
+            if not _lock(fd, wait_s, capture, quiet):
+                continue
+            if not capture.exists():
+                done += 1  # its indexer finished while we waited
+                continue
+            try:
+                follow(capture, store, replace=True, give_up_s=0.0)
+            except cap.CaptureError as exc:
+                _set_aside(capture, str(exc), quiet)
+                continue
+            except GaveUp as exc:
+                raise StoreError(
+                    f"cannot store the recording kept in {capture}: {exc}"
+                ) from None
+            done += 1
+        finally:
+            os.close(fd)
+    return done
+
+
+def _lock(fd: int, wait_s: float, capture: Path, quiet: bool) -> bool:
+    deadline = time.monotonic() + wait_s
+    told = False
+    start = time.monotonic()
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            pass
+        now = time.monotonic()
+        if now >= deadline:
+            if not quiet:
+                print(
+                    f"claudetrace: warning: recording {capture.stem} is still being stored "
+                    "by another process; its newest events may be missing",
+                    file=sys.stderr,
+                )
+            return False
+        if not told and not quiet and now - start > 2.0:
+            told = True
+            print(
+                f"claudetrace: waiting for recording {capture.stem} to be stored…",
+                file=sys.stderr,
+            )
+        time.sleep(0.02)
+
+
+def _set_aside(capture: Path, reason: str, quiet: bool) -> None:
+    """A damaged capture file is renamed, never deleted, and reported once."""
+    target = capture.with_name(capture.name + ".damaged")
+    with contextlib.suppress(OSError):
+        capture.rename(target)
+        cap.lock_path(capture).unlink(missing_ok=True)
+    if not quiet:
+        print(f"claudetrace: warning: {reason}; set aside as {target}", file=sys.stderr)
+
+
+# -- the process ----------------------------------------------------------------------------
+
+
+def indexer_command(
+    capture: Path, lock_fd: int, wakeup_fd: int, otel: dict[str, Any] | None
+) -> list[str]:
+    """The indexer's command line; the database comes in ``$CLAUDETRACE_DB`` (not argv,
+    where other users could read a password)."""
+    argv = [
+        sys.executable, "-m", "claudetrace.indexer", str(capture),
+        "--lock-fd", str(lock_fd), "--wakeup-fd", str(wakeup_fd),
+    ]
+    if otel:
+        argv += ["--otel", json.dumps(otel)]
+    return argv
+
+
+def _telemetry_sinks(otel: dict[str, Any] | None) -> Callable[[RecordingInfo], list[EventSink]]:
+    def make(info: RecordingInfo) -> list[EventSink]:
+        from .telemetry.live import live_sink
+
+        sink = live_sink(info, **(otel or {}))
+        return [sink] if sink is not None else []
+
+    return make
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m claudetrace.indexer CAPTURE --db URL --lock-fd N --wakeup-fd N``."""
+    parser = argparse.ArgumentParser(prog="claudetrace.indexer")
+    parser.add_argument("capture", type=Path)
+    parser.add_argument("--db", help="[default: $CLAUDETRACE_DB]")
+    parser.add_argument("--lock-fd", type=int)
+    parser.add_argument("--wakeup-fd", type=int)
+    parser.add_argument("--otel")
+    args = parser.parse_args(argv)
+    # The session's end is the proxy's business: a Ctrl-C meant for the CLI must
+    # not stop us storing what it said.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)
+    if args.lock_fd is None:
+        lock_fd = cap.open_lock(args.capture)
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+    otel = json.loads(args.otel) if args.otel else None
+    give_up = give_up_from_env()
+    try:
+        store = _open_with_retry(args.db, args.capture, args.wakeup_fd, give_up)
+        report = follow(
+            args.capture, store, wakeup_fd=args.wakeup_fd,
+            sinks_for=_telemetry_sinks(otel), give_up_s=give_up,
+        )
+    except (GaveUp, ClaudeTraceError, cap.CaptureError) as exc:
+        _say(f"the recording is kept in {args.capture} and will be stored by the next "
+             f"claudetrace command that opens this database ({exc})")
+        return 3
+    for problem in report.sink_errors:
+        _say(problem)
+    return 0
+
+
+def _open_with_retry(db: str | None, capture: Path, wakeup_fd: int | None, give_up_s: float) -> Any:
+    """Open the store, retrying while the proxy runs (a locked, busy or missing database)."""
+    from .store import open_store
+
+    wakeups = _Wakeups(wakeup_fd)
+    failing_since: float | None = None
+    told = False
+    delay = 0.1
+    while True:
+        try:
+            return open_store(db, settle=False)
+        except ClaudeTraceError as exc:
+            if not told and "locked" not in str(exc).lower():
+                told = True
+                _say(f"cannot open the store ({exc}); the recording is kept in {capture} "
+                     "meanwhile")
+            now = time.monotonic()
+            failing_since = failing_since or now
+            if wakeups.writer_gone() and now - failing_since >= give_up_s:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+
+def _say(message: str) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        print(f"claudetrace: {message}", file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    status = main()
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.flush()
+    os._exit(status)
