@@ -22,6 +22,7 @@ import contextlib
 import fcntl
 import json
 import os
+import resource
 import select
 import signal
 import sys
@@ -439,9 +440,11 @@ def main(argv: list[str] | None = None) -> int:
     # not stop us storing what it said.
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, signal.SIG_IGN)
+    _yield_cpu()
     if args.lock_fd is None:
         lock_fd = cap.open_lock(args.capture)
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
+    started = time.monotonic()
     otel = json.loads(args.otel) if args.otel else None
     give_up = give_up_from_env()
     try:
@@ -454,9 +457,56 @@ def main(argv: list[str] | None = None) -> int:
         _say(f"the recording is kept in {args.capture} and will be stored by the next "
              f"claudetrace command that opens this database ({exc})")
         return 3
+    finally:
+        _write_stats(started)
     for problem in report.sink_errors:
         _say(problem)
     return 0
+
+
+#: ``$CLAUDETRACE_INDEXER_PRIORITY``: ``idle`` (default), ``low`` (nice 10) or ``normal``.
+PRIORITY_ENV: Final = "CLAUDETRACE_INDEXER_PRIORITY"
+#: ``$CLAUDETRACE_INDEXER_STATS``: a file the indexer appends its CPU time to at
+#: exit, one JSON line (``claudetrace bench proxy`` reads it: the indexer
+#: outlives the proxy, so the proxy's own resource usage cannot include it).
+STATS_ENV: Final = "CLAUDETRACE_INDEXER_STATS"
+
+
+def _yield_cpu(priority: str | None = None) -> None:
+    """Run on otherwise idle CPU time (``SCHED_IDLE``) unless told otherwise.
+
+    On a machine with few cores the indexer would otherwise take a core from
+    the host, the proxy or the CLI just when one of them wakes up to pass a line
+    on; an idle-class task is preempted at once.  Nothing is lost when the
+    indexer falls behind: the capture file holds everything, and readers wait
+    for it.  Where there is no idle CPU at all for long stretches, set
+    ``$CLAUDETRACE_INDEXER_PRIORITY`` to ``low`` or ``normal``.
+    """
+    choice = (priority or os.environ.get(PRIORITY_ENV) or "idle").strip().lower()
+    if choice == "normal":
+        return
+    if choice == "idle":
+        try:
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+            return
+        except (AttributeError, OSError):  # not Linux: the next best thing
+            pass
+    with contextlib.suppress(OSError):
+        os.nice(19 if choice == "idle" else 10)
+
+
+def _write_stats(started: float) -> None:
+    path = os.environ.get(STATS_ENV)
+    if not path:
+        return
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    line = json.dumps({
+        "pid": os.getpid(),
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "wall_s": time.monotonic() - started,
+    })
+    with contextlib.suppress(OSError), open(path, "a") as handle:
+        handle.write(line + "\n")
 
 
 def _open_with_retry(db: str | None, capture: Path, wakeup_fd: int | None, give_up_s: float) -> Any:

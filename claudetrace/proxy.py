@@ -240,15 +240,12 @@ def _telemetry_child_env(
         return {}
     from .errors import TelemetryError
     from .telemetry.config import resolve_settings
-    from .telemetry.records import traceparent
+    from .telemetry.live import child_env
 
     try:
-        settings = resolve_settings(environ=environ, **(otel or {}))
+        return child_env(info, resolve_settings(environ=environ, **(otel or {})))
     except TelemetryError:
         return {}
-    if not settings.enabled or not settings.traces_endpoint:
-        return {}
-    return {"TRACEPARENT": traceparent(info.id)}
 
 
 def _start_recording(

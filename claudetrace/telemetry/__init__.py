@@ -6,9 +6,8 @@
 - :mod:`.metrics` — metric measurements derived from finished spans
 - :mod:`.config` — OTLP settings from flags and the standard ``OTEL_*`` variables
 - :mod:`.export` — the OpenTelemetry SDK side (imported only when exporting)
-- :mod:`.live` — the proxy's :class:`~claudetrace.recording.EventSink`, feeding…
-- :mod:`.worker` — …the process that builds and exports the spans live, through
-- :mod:`.frames` — the framed event stream between the two
+- :mod:`.live` — the :class:`~claudetrace.recording.EventSink` the indexer process
+  feeds while a proxied session runs (live export)
 - :mod:`.backfill` — exporting stored recordings
 
 Nothing here imports OpenTelemetry at import time except :mod:`.export`.
