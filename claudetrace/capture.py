@@ -50,8 +50,8 @@ CHUNK_KINDS: Final[tuple[Direction, ...]] = ("in", "out", "err")
 KIND_CODE: Final[dict[str, int]] = {"in": 0, "out": 1, "err": 2}
 END: Final = 3
 LOST: Final = 4
-#: Bytes waiting in memory for the capture thread before chunks are dropped (and
-#: counted): only reached when the disk itself stalls.
+#: Bytes waiting in memory for the capture thread before forwarding waits for
+#: the disk (as ``tee`` does): memory stays bounded, nothing is dropped.
 QUEUE_LIMIT_BYTES: Final = 64 * 1024 * 1024
 _IOV_MAX: Final = 1024
 
@@ -256,10 +256,10 @@ class CaptureReport:
 class CaptureWriter:
     """Appends forwarded chunks to a capture file from a thread of its own.
 
-    :meth:`feed` only stamps the chunk and queues it; it never blocks on the
-    disk.  If the disk stalls until :data:`QUEUE_LIMIT_BYTES` are waiting, or a
-    write fails (disk full), chunks are dropped and counted, and a ``LOST``
-    record is written as soon as writing works again.
+    :meth:`feed` stamps the chunk and queues it; the capture thread writes
+    batches with one ``writev`` each.  While a write fails (disk full) chunks are
+    counted as lost instead of queued — the proxy reports the count at exit —
+    and a ``LOST`` record is written as soon as writing works again.
     """
 
     def __init__(
@@ -281,6 +281,9 @@ class CaptureWriter:
         self._notify: int | None = None
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
+        self._space = threading.Condition(self._lock)
+        #: Set while writes fail (disk full): chunks are counted, not queued.
+        self._failed = False
         self._queue: collections.deque[tuple[int, int, int, bytes]] = collections.deque()
         self._queued = 0
         self._lost_pending: dict[str, int] = {}
@@ -309,12 +312,21 @@ class CaptureWriter:
     # -- the hot path (forwarding threads) ---------------------------------------------
 
     def feed(self, direction: Direction, chunk: bytes) -> None:
-        """Queue a forwarded chunk with its timestamps; never waits on the disk."""
+        """Queue a forwarded chunk with its timestamps.
+
+        Only when the disk falls :data:`QUEUE_LIMIT_BYTES` behind does this wait
+        for it, as ``tee`` would: the capture file is the record, and dropping
+        chunks to keep forwarding would lose it.  (The database is never waited
+        for: the indexer stores the file behind us.)
+        """
         with self._lock:
-            if self._queued + len(chunk) > self._limit:
+            while self._queued and self._queued + len(chunk) > self._limit and not self._failed:
+                self._space.wait()
+            if self._failed:
                 self.report.lost_chunks += 1
                 self.report.lost_bytes += len(chunk)
                 self._lost_pending[direction] = self._lost_pending.get(direction, 0) + len(chunk)
+                self._wake.notify()  # the thread retries with the LOST record
                 return
             self._queue.append(
                 (KIND_CODE[direction], time.monotonic_ns() - self.t0_ns, time.time_ns(), chunk)
@@ -327,7 +339,7 @@ class CaptureWriter:
     def _run(self) -> None:
         while True:
             with self._lock:
-                while not self._queue and not self._closing:
+                while not self._queue and not self._lost_pending and not self._closing:
                     self._wake.wait()
                 batch, self._queue = self._queue, collections.deque()
                 lost, self._lost_pending = self._lost_pending, {}
@@ -338,6 +350,7 @@ class CaptureWriter:
                 self._write_batch(batch)
                 with self._lock:
                     self._queued -= sum(len(item[3]) for item in batch)
+                    self._space.notify_all()
                 self._poke()
             if closing and not batch:
                 return
@@ -363,17 +376,24 @@ class CaptureWriter:
                 self._write(b"".join(parts)[written:])
             self.report.chunks += items
             self.report.bytes += size
+            self._failed = False
         except OSError as exc:
             self.report.error = os.strerror(exc.errno) if exc.errno else str(exc)
             self.report.lost_chunks += items
             self.report.lost_bytes += size - RECORD.size * items
+            # Forwarding must not wait on a disk that refuses writes: until one
+            # succeeds again, chunks are counted as lost instead of queued.
+            self._failed = True
             # Whatever part of the batch reached the file stays readable: a torn
             # record at the end is skipped by readers.
 
     def _write_record(self, kind: int, data: bytes) -> None:
-        with contextlib.suppress(OSError):
+        try:
             self._write(RECORD.pack(kind, time.monotonic_ns() - self.t0_ns, time.time_ns(),
                                     len(data)) + data)
+        except OSError:
+            return
+        self._failed = False
 
     def _write(self, data: bytes) -> None:
         view = memoryview(data)
