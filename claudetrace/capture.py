@@ -67,20 +67,37 @@ def data_dir() -> Path:
     return base / "claudetrace"
 
 
+def resolve_url(db: str | None = None) -> str:
+    """A SQLAlchemy URL from ``--db``, ``$CLAUDETRACE_DB`` or the default file."""
+    value = db or os.environ.get("CLAUDETRACE_DB") or ""
+    if not value.strip():
+        return f"sqlite:///{data_dir() / 'claudetrace.db'}"
+    if "://" in value:
+        return value
+    return f"sqlite:///{Path(value).expanduser().absolute()}"
+
+
 def _sqlite_file(url: str) -> Path | None:
     """The database file of a SQLite URL (None for other databases and memory)."""
-    if not url.startswith("sqlite"):
+    scheme, sep, rest = url.partition(":///")
+    if not sep or scheme.split("+", 1)[0] != "sqlite":
         return None
-    _, sep, rest = url.partition(":///")
     path = rest.split("?", 1)[0]
-    if not sep or not path or path == ":memory:":
+    if not path or path == ":memory:" or path.startswith("file:"):
         return None
-    return Path(path)
+    return Path(path).absolute()
 
 
 def _url_key(url: str) -> str:
-    """A short stable directory name for a database URL (passwords are hidden in it)."""
-    return hashlib.sha256(url.encode()).hexdigest()[:16]
+    """A short stable directory name for a database (its URL without the password)."""
+    db_file = _sqlite_file(url)
+    if db_file is not None:
+        name = str(db_file)
+    else:
+        from sqlalchemy.engine import make_url  # only for server databases
+
+        name = make_url(url).render_as_string(hide_password=True)
+    return hashlib.sha256(name.encode()).hexdigest()[:16]
 
 
 def capture_dirs(url: str) -> list[Path]:
@@ -88,7 +105,9 @@ def capture_dirs(url: str) -> list[Path]:
 
     Beside a SQLite file (``NAME.capture/``), so every user of the file finds
     them whatever its ``HOME``; for other databases, and when that directory
-    cannot be written, under the user's data directory, keyed by the URL.
+    cannot be written, under the user's data directory, keyed by the database.
+    Plain SQLite paths need no SQLAlchemy here, which keeps the proxy's start-up
+    light.
     """
     dirs: list[Path] = []
     db_file = _sqlite_file(url)

@@ -252,10 +252,9 @@ def _start_recording(
     info: RecordingInfo, options: ProxyOptions, t0: int, report: ProxyReport
 ) -> cap.CaptureWriter | None:
     """Open the capture file and start the indexer that stores it (None: cannot record)."""
-    from .store.engine import capture_url, resolve_url
-
+    url = cap.resolve_url(options.db)
     try:
-        writer = cap.CaptureWriter.create(capture_url(options.db), info, t0_ns=t0)
+        writer = cap.CaptureWriter.create(url, info, t0_ns=t0)
     except OSError as exc:
         _say(f"cannot record this session: cannot write a capture file ({exc.strerror or exc})",
              options.stderr_fd)
@@ -273,7 +272,7 @@ def _start_recording(
     from .indexer import indexer_command
 
     env = dict(os.environ)
-    env["CLAUDETRACE_DB"] = resolve_url(options.db)
+    env["CLAUDETRACE_DB"] = url
     try:
         indexer = subprocess.Popen(
             indexer_command(writer.path, lock_fd, wake_r, options.otel),

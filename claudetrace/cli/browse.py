@@ -267,7 +267,8 @@ def db() -> None:
 @reports_errors
 def db_upgrade(db_url: str | None) -> None:
     """Apply the Alembic migrations (the store also does this on first use)."""
-    from ..store.engine import create_store_engine, head_revision, resolve_url, upgrade
+    from ..capture import resolve_url
+    from ..store.engine import create_store_engine, head_revision, upgrade
 
     url = resolve_url(db_url)
     engine = create_store_engine(url)
@@ -284,6 +285,6 @@ def db_upgrade(db_url: str | None) -> None:
 @db_option
 def db_url_cmd(db_url: str | None) -> None:
     """Print the database URL claudetrace would use."""
-    from ..store.engine import resolve_url
+    from ..capture import resolve_url
 
     click.echo(resolve_url(db_url))

@@ -17,8 +17,8 @@ def demo(db_url: str | None) -> None:
     from Claude Code as the child, plays the host's side of it, and leaves the
     recording in the database. No API key, no network.
     """
+    from ..capture import resolve_url
     from ..demo import DEMO_CASSETTE, next_steps, run_demo
-    from ..store.engine import resolve_url
 
     click.echo(f"Replaying {DEMO_CASSETTE.name} (an SDK MCP tool call) through the proxy…")
     result = run_demo(db_url)

@@ -31,12 +31,17 @@ def run_and_exit(
     otel: dict[str, Any] | None = None,
 ) -> NoReturn:
     """Run the proxy and exit with the child's status (the drop-in contract)."""
+    from ..capture import resolve_url
     from ..proxy import ProxyOptions, report_problems, run_proxy
-    from ..store.engine import create_store_engine, resolve_url
 
     try:
-        # Validate the URL before starting anything, so a typo is one clear line.
-        create_store_engine(resolve_url(db)).dispose()
+        url = resolve_url(db)
+        if not url.startswith("sqlite:///"):
+            # Validate a server URL before starting anything, so a typo is one
+            # clear line (a plain SQLite path needs no SQLAlchemy: a light start).
+            from ..store.engine import create_store_engine
+
+            create_store_engine(url).dispose()
         options = ProxyOptions(
             argv=argv,
             db=db,

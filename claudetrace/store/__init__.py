@@ -16,12 +16,13 @@ from sqlalchemy import Engine, Table, delete, func, insert, or_, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
+from ..capture import resolve_url
 from ..cassette import Cassette, new_header
 from ..errors import AmbiguousSession, SessionNotFound, StoreError
 from ..events import Event
 from ..recording import RecordingInfo, new_recording_id
 from ..summary import Summary
-from .engine import capture_url, create_store_engine, error_reason, resolve_url, upgrade
+from .engine import create_store_engine, error_reason, upgrade
 from .models import Base, EventRow, EventTool, Recording
 
 __all__ = ["Base", "EventRow", "EventTool", "Recording", "Store", "open_store", "resolve_url"]
@@ -145,7 +146,7 @@ class Store:
     @property
     def capture_url(self) -> str:
         """The URL naming this database's capture directories (:mod:`claudetrace.capture`)."""
-        return capture_url(self.url)
+        return self.engine.url.render_as_string(hide_password=False)
 
     def session(self) -> Session:
         return Session(self.engine, expire_on_commit=False)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,29 +20,10 @@ from sqlalchemy import Engine, create_engine, event, inspect
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
 
-from ..capture import data_dir
 from ..errors import BadDatabaseURL, StoreError
 
 #: How long SQLite waits on a lock held by another writer before giving up.
 BUSY_TIMEOUT_S = 30.0
-
-
-def resolve_url(db: str | None = None) -> str:
-    """A SQLAlchemy URL from ``--db``, ``$CLAUDETRACE_DB`` or the default file."""
-    value = db or os.environ.get("CLAUDETRACE_DB") or ""
-    if not value.strip():
-        return f"sqlite:///{data_dir() / 'claudetrace.db'}"
-    if "://" in value:
-        return value
-    return f"sqlite:///{Path(value).expanduser().absolute()}"
-
-
-def capture_url(db: str | None = None) -> str:
-    """The database's URL as capture directories are named by it (password hidden)."""
-    try:
-        return make_url(resolve_url(db)).render_as_string(hide_password=True)
-    except ArgumentError as exc:
-        raise BadDatabaseURL(f"not a database URL or path: {db!r}", url=db or "") from exc
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
