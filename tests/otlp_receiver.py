@@ -5,7 +5,8 @@ Decodes ``ExportTraceServiceRequest`` / ``ExportMetricsServiceRequest`` with
 
     with OtlpReceiver("http") as receiver:
         ...export to receiver.endpoint...
-        spans = receiver.wait_for_spans(lambda spans: len(spans) >= 3)
+        receiver.wait_for(lambda: len(receiver.spans()) >= 3)
+        assert wire_spans(receiver) == ...
 """
 
 from __future__ import annotations
@@ -35,6 +36,42 @@ def any_value(value: AnyValue) -> Any:
 def attrs(key_values: Any) -> dict[str, Any]:
     """OTLP attributes as a dict."""
     return {kv.key: any_value(kv.value) for kv in key_values}
+
+
+def wire_spans(receiver: OtlpReceiver) -> dict[str, dict[str, Any]]:
+    """Received spans by hex span id, as comparable dicts (ids, names, times, attributes)."""
+    out = {}
+    for span in receiver.spans():
+        out[span.span_id.hex()] = {
+            "name": span.name,
+            "trace": span.trace_id.hex(),
+            "parent": span.parent_span_id.hex(),
+            "start": span.start_time_unix_nano,
+            "end": span.end_time_unix_nano,
+            "attributes": attrs(span.attributes),
+            "status": span.status.code,
+            "events": [(e.name, e.time_unix_nano, attrs(e.attributes)) for e in span.events],
+        }
+    return out
+
+
+def wire_metrics(receiver: OtlpReceiver) -> dict[tuple[str, frozenset[Any]], Any]:
+    """The latest value of every received metric series: (name, attributes) -> value.
+
+    Sums give their value, histograms ``(count, sum, bucket counts)``; with
+    cumulative temporality the latest export holds the totals, whenever and
+    however often the exporter sent them.
+    """
+    out: dict[tuple[str, frozenset[Any]], Any] = {}
+    for metric in receiver.metrics():
+        kind = metric.WhichOneof("data")
+        for point in getattr(metric, kind).data_points:
+            key = (metric.name, frozenset(attrs(point.attributes).items()))
+            if kind == "histogram":
+                out[key] = (point.count, point.sum, tuple(point.bucket_counts))
+            else:
+                out[key] = getattr(point, point.WhichOneof("value"))
+    return out
 
 
 class OtlpReceiver:

@@ -1,26 +1,22 @@
-"""OTLP over the wire: backfill and live export to a receiver on 127.0.0.1 (HTTP and gRPC)."""
+"""OTLP over the wire: backfill (``claudetrace otel``) to a receiver on 127.0.0.1 (HTTP and gRPC).
+
+Live export from a proxied session is in ``test_telemetry_live.py``.
+"""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from claudetrace.cassette import read_cassette
 from claudetrace.cli import cli
-from claudetrace.recording import RecordingInfo
 from claudetrace.store import open_store
 from claudetrace.telemetry import build_spans
 from claudetrace.telemetry import conventions as c
-from claudetrace.telemetry.live import LiveTelemetry, live_sink
-from tests.otlp_receiver import OtlpReceiver, attrs
+from tests.otlp_receiver import OtlpReceiver, attrs, wire_spans
 
 FIXTURES = Path(__file__).parent / "fixtures" / "telemetry"
 CONTRACT = {
@@ -28,23 +24,6 @@ CONTRACT = {
     c.METRIC_SESSION_COUNT, c.METRIC_TOOL_CALLS, c.METRIC_TOOL_DURATION,
     c.METRIC_CONTROL_DURATION, c.METRIC_PERMISSION_DECISIONS, c.METRIC_PERMISSION_WAIT,
 }
-
-
-def wire_spans(receiver: OtlpReceiver) -> dict[str, dict[str, Any]]:
-    """Received spans by hex span id, as comparable dicts."""
-    out = {}
-    for span in receiver.spans():
-        out[span.span_id.hex()] = {
-            "name": span.name,
-            "trace": span.trace_id.hex(),
-            "parent": span.parent_span_id.hex(),
-            "start": span.start_time_unix_nano,
-            "end": span.end_time_unix_nano,
-            "attributes": attrs(span.attributes),
-            "status": span.status.code,
-            "events": [e.name for e in span.events],
-        }
-    return out
 
 
 @pytest.fixture
@@ -120,67 +99,3 @@ def test_no_endpoint_is_one_clear_error(stored: tuple[str, str],
     assert result.exit_code == 1
     assert "no OTLP endpoint" in result.output
     assert "Traceback" not in result.output
-
-
-def _fake_cli(tmp_path: Path, cassette: Path) -> Path:
-    """A script that plays a recording's CLI side: waits for each host line, prints its own."""
-    script = tmp_path / "fake_claude.py"
-    script.write_text(
-        "import json, sys\n"
-        f"lines = [json.loads(l) for l in open({str(cassette)!r}, encoding='utf-8')][1:]\n"
-        "for rec in lines:\n"
-        "    if rec['dir'] == 'in':\n"
-        "        sys.stdin.readline()\n"
-        "    elif rec['dir'] == 'out':\n"
-        "        sys.stdout.write(rec['line'] + '\\n'); sys.stdout.flush()\n",
-        encoding="utf-8",
-    )
-    return script
-
-
-@pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
-def test_live_proxy_export_equals_backfill(tmp_path: Path, db_path: Path, protocol: str) -> None:
-    cassette = FIXTURES / "mcp_tool.cassette.ndjson"
-    host_lines = "".join(
-        json.loads(line)["line"] + "\n"
-        for line in cassette.read_text(encoding="utf-8").splitlines()[1:]
-        if json.loads(line)["dir"] == "in"
-    )
-    kind = "grpc" if protocol == "grpc" else "http"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    with OtlpReceiver(kind) as live:
-        env.update(OTEL_EXPORTER_OTLP_ENDPOINT=live.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL=protocol)
-        proc = subprocess.run(
-            [sys.executable, "-m", "claudetrace", "proxy", "--db", str(db_path), "--",
-             sys.executable, str(_fake_cli(tmp_path, cassette))],
-            input=host_lines.encode(), capture_output=True, env=env, timeout=60,
-        )
-        assert proc.returncode == 0, proc.stderr.decode()
-        assert b"warning" not in proc.stderr
-        live_spans = wire_spans(live)
-    assert any(s["name"] == "tools/call calc" for s in live_spans.values())
-    store = open_store(str(db_path))
-    rid = store.resolve("latest").id
-    with OtlpReceiver(kind) as again:
-        result = CliRunner().invoke(cli, [
-            "otel", rid, "--db", str(db_path), "--endpoint", again.endpoint, "--protocol", protocol,
-        ])
-        assert result.exit_code == 0, result.output
-        assert wire_spans(again) == live_spans
-
-
-def test_unreachable_collector_costs_one_warning(capsys: pytest.CaptureFixture[str]) -> None:
-    cassette = read_cassette(FIXTURES / "plain.cassette.ndjson")
-    info = RecordingInfo(id="01UNREACHABLE", argv=[], started_ns=time.time_ns())
-    sink = live_sink(info, endpoint="http://127.0.0.1:9", environ={})
-    assert isinstance(sink, LiveTelemetry)
-    began = time.monotonic()
-    for event in cassette.events:
-        sink.on_event(event)
-    fed = time.monotonic() - began
-    info.ended_ns, info.exit_code = time.time_ns(), 0
-    sink.on_close(info)
-    assert fed < 1.0  # exporting never blocks the events
-    assert time.monotonic() - began < 6.0  # bounded flush
-    err = capsys.readouterr().err
-    assert err.count("warning") == 1 and "127.0.0.1:9" in err

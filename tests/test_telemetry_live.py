@@ -1,185 +1,486 @@
-"""The proxy's telemetry sink and its worker process: what is lost, and when we say so."""
+"""Live telemetry: the indexer exports a proxied session over OTLP while it stores it.
+
+The sessions here are real processes: ``claudetrace proxy`` over a scripted
+child that plays the CLI side of a fixture recording, exporting over real OTLP
+HTTP and gRPC to a receiver on 127.0.0.1.  The indexer may finish after the
+proxy has exited, so the tests wait on the receiver (or on ``open_store``,
+which waits for the indexer), never on the proxy alone.
+"""
 
 from __future__ import annotations
 
+import json
 import os
-import signal
+import socket
+import sqlite3
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
-from claudetrace.events import Event
+from claudetrace import capture as cap
+from claudetrace.cassette import read_cassette
+from claudetrace.cli import cli
 from claudetrace.recording import RecordingInfo
 from claudetrace.store import open_store
-from claudetrace.telemetry import live
 from claudetrace.telemetry.config import resolve_settings
-from claudetrace.telemetry.live import GAVE_UP, LiveTelemetry, live_sink, shortfall_message
+from claudetrace.telemetry.live import LiveTelemetry, child_env, live_sink
 from claudetrace.telemetry.records import traceparent
-from tests.otlp_receiver import OtlpReceiver
+from tests.otlp_receiver import OtlpReceiver, wire_metrics, wire_spans
 
-#: A "worker" that never reads its input: the sink must not wait for it.
-STUCK = [sys.executable, "-c", "import time; time.sleep(60)"]
-
-
-def test_shortfall_message() -> None:
-    assert shortfall_message(10, 10, 0, None) is None
-    assert shortfall_message(10, 4, GAVE_UP, None) is None  # the worker said why itself
-    assert shortfall_message(10, 6, 0, "it fell behind") == (
-        "live telemetry incomplete: it fell behind; 4 of 10 events were not exported")
-    assert shortfall_message(10, 6, -9, None) == (
-        "live telemetry incomplete: the telemetry worker was killed by signal 9; "
-        "at least 4 of 10 events were not exported")
-    assert shortfall_message(10, 10, 1, None) == (
-        "live telemetry incomplete: the telemetry worker exited with status 1; "
-        "spans it had not exported yet are lost")
+FIXTURES = Path(__file__).parent / "fixtures" / "telemetry"
+CASSETTE = FIXTURES / "mcp_tool.cassette.ndjson"
+#: Generous: the machine running the tests may be busy.
+WAIT_S = 60.0
 
 
-def test_traceparent_without_importing_opentelemetry() -> None:
-    code = (
-        "import sys\n"
-        "from claudetrace.recording import RecordingInfo\n"
-        "from claudetrace.telemetry.live import live_sink\n"
-        "from claudetrace.telemetry.records import traceparent\n"
-        "info = RecordingInfo(id='01JTRACEPARENT', argv=[], started_ns=0)\n"
-        "sink = live_sink(info, endpoint='http://127.0.0.1:9', environ={})\n"
-        "assert sink.child_env() == {'TRACEPARENT': traceparent(info.id)}\n"
-        "assert not [m for m in sys.modules if m.startswith('opentelemetry')], 'imported'\n"
-        "info.ended_ns, info.exit_code = 1, 0\n"
-        "sink.on_close(info)\n"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=60, capture_output=True)
-    assert traceparent("01JTRACEPARENT").startswith("00-")
+def _records(cassette: Path = CASSETTE) -> list[dict[str, Any]]:
+    lines = cassette.read_text(encoding="utf-8").splitlines()[1:]
+    return [json.loads(line) for line in lines]
 
 
-def test_a_worker_that_cannot_start_costs_one_warning(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.setattr(live, "worker_command", lambda: ["/nonexistent/claudetrace-worker"])
-    info = RecordingInfo(id="01NOWORKER", argv=[], started_ns=time.time_ns())
-    assert live_sink(info, endpoint="http://127.0.0.1:9", environ={}) is None
-    err = capsys.readouterr().err
-    assert err.count("warning") == 1 and "telemetry worker" in err
+def _host_input(cassette: Path = CASSETTE) -> bytes:
+    """What the SDK host said in the recording: the proxy's stdin."""
+    return "".join(r["line"] + "\n" for r in _records(cassette) if r["dir"] == "in").encode()
 
 
-def test_a_stuck_worker_blocks_events_only_briefly_and_costs_one_warning(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    info = RecordingInfo(id="01STUCKWORKER", argv=[], started_ns=time.time_ns())
-    settings = resolve_settings(endpoint="http://127.0.0.1:9", environ={})
-    sink = LiveTelemetry(info, settings, command=STUCK, backlog_limit=256 * 1024,
-                         flush_timeout=0.5, stall_timeout=0.3)
-    line = b"x" * 10_000
-    began = time.monotonic()
-    for seq in range(400):  # 4 MB: more than the pipe and the backlog hold
-        sink.on_event(Event(seq, "out", seq, line, True, info.started_ns + seq))
-    # One stall timeout while the backlog is full, then events are dropped at once.
-    assert time.monotonic() - began < 0.3 + 1.0
-    assert sink.stopped is not None and "behind" in sink.stopped
-    info.ended_ns, info.exit_code = time.time_ns(), 0
-    sink.on_close(info)
-    assert time.monotonic() - began < 5.0
-    err = capsys.readouterr().err
-    assert err.count("warning") == 1
-    assert "behind" in err and "of 400 events were not exported" in err
-    assert 0 < 400 - sink.delivered < 400
+def _session_events(cassette: Path = CASSETTE) -> int:
+    """How many events a replayed session stores (host and CLI lines; no stderr)."""
+    return sum(r["dir"] in ("in", "out") for r in _records(cassette))
 
 
-SLOW = [
-    sys.executable,
-    "-c",
-    "import sys, time\n"
-    "while True:\n"
-    "    chunk = sys.stdin.buffer.read1(65536)\n"
-    "    if not chunk:\n"
-    "        break\n"
-    "    time.sleep(0.01)\n",
-]
+FAKE_CLI = """\
+import json, os, sys
+cassette, seen, status = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with open(seen, "w", encoding="utf-8") as out:
+    out.write(os.environ.get("TRACEPARENT", "<none>"))
+records = [json.loads(line) for line in open(cassette, encoding="utf-8")][1:]
+for rec in records:
+    if rec["dir"] == "in":
+        sys.stdin.readline()
+    elif rec["dir"] == "out":
+        sys.stdout.write(rec["line"] + "\\n")
+        sys.stdout.flush()
+sys.stdin.read()  # like the CLI: run until the host closes our stdin
+sys.exit(status)
+"""
 
 
-def test_a_slow_worker_that_keeps_reading_gets_every_event(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    info = RecordingInfo(id="01SLOWWORKER", argv=[], started_ns=time.time_ns())
-    settings = resolve_settings(endpoint="http://127.0.0.1:9", environ={})
-    sink = LiveTelemetry(info, settings, command=SLOW, backlog_limit=256 * 1024,
-                         flush_timeout=5.0, stall_timeout=2.0)
-    line = b"y" * 10_000
-    for seq in range(400):  # 4 MB through a 256 KiB backlog: the recorder waits
-        sink.on_event(Event(seq, "out", seq, line, True, info.started_ns + seq))
-    assert sink.stopped is None
-    info.ended_ns, info.exit_code = time.time_ns(), 0
-    sink.on_close(info)
-    assert sink.delivered == 400
-    assert "warning" not in capsys.readouterr().err
+@pytest.fixture
+def fake_cli(tmp_path: Path) -> Callable[..., list[str]]:
+    """argv of a child that plays the CLI side of a recording and exits with ``status``.
+
+    It writes the ``TRACEPARENT`` it was given (``<none>``) to ``tmp_path/traceparent``.
+    """
+    script = tmp_path / "fake_claude.py"
+    script.write_text(FAKE_CLI, encoding="utf-8")
+
+    def argv(status: int = 0, cassette: Path = CASSETTE) -> list[str]:
+        return [sys.executable, str(script), str(cassette), str(tmp_path / "traceparent"),
+                str(status)]
+
+    return argv
 
 
-def _children(pid: int) -> list[tuple[int, str]]:
-    """(pid, command line) of the processes whose parent is ``pid``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            found.append((int(entry.name), cmdline))
-    return found
+def _env(**extra: str) -> dict[str, str]:
+    """The test's environment without OTEL_* and TRACEPARENT, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("OTEL_") and k != "TRACEPARENT"}
+    # What is exported does not depend on the indexer's scheduling class; on a
+    # busy test machine an idle-class indexer could wait a long time for a core.
+    env["CLAUDETRACE_INDEXER_PRIORITY"] = "normal"
+    env.update(extra)
+    return env
 
 
-def _worker_of(proxy_pid: int) -> int:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        for pid, cmdline in _children(proxy_pid):
-            if "claudetrace.telemetry.worker" in cmdline:
-                return pid
-        time.sleep(0.05)
-    raise AssertionError("the proxy started no telemetry worker")
+def _proxy(db: Path, child: list[str], *flags: str) -> list[str]:
+    return [sys.executable, "-m", "claudetrace", "proxy", "--db", str(db), *flags, "--", *child]
 
 
-ECHO_THEN_EXIT_7 = (
-    "import sys\n"
-    "for line in sys.stdin:\n"
-    "    sys.stdout.write(line); sys.stdout.flush()\n"
-    "sys.exit(7)\n"
-)
+def _backfill(db: Path, rid: str, kind: str) -> tuple[dict[str, Any], dict[Any, Any]]:
+    """Spans and metrics ``claudetrace otel`` sends for a stored recording."""
+    protocol = "grpc" if kind == "grpc" else "http/protobuf"
+    with OtlpReceiver(kind) as receiver:
+        result = CliRunner().invoke(cli, [
+            "otel", rid, "--db", str(db), "--endpoint", receiver.endpoint, "--protocol", protocol,
+        ])
+        assert result.exit_code == 0, result.output
+        assert receiver.wait_for(lambda: bool(receiver.metrics()), WAIT_S)
+        return wire_spans(receiver), wire_metrics(receiver)
 
 
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
-def test_worker_killed_mid_session(db_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    with OtlpReceiver("http") as receiver:
-        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.endpoint
-        with subprocess.Popen(
-            [sys.executable, "-m", "claudetrace", "proxy", "--db", str(db_path), "--",
-             sys.executable, "-c", ECHO_THEN_EXIT_7],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-        ) as proxy:
-            assert proxy.stdin is not None and proxy.stdout is not None
-            try:
-                for i in range(50):
-                    if i == 20:
-                        os.kill(_worker_of(proxy.pid), signal.SIGKILL)
-                    line = f'{{"type":"user","n":{i}}}\n'.encode()
-                    proxy.stdin.write(line)
-                    proxy.stdin.flush()
-                    assert proxy.stdout.readline() == line
-                _, err_bytes = proxy.communicate(timeout=30)
-            finally:
-                if proxy.poll() is None:
-                    proxy.kill()
-        err = err_bytes.decode()
-    assert proxy.returncode == 7, err
-    warnings = [line for line in err.splitlines() if "warning" in line]
-    assert len(warnings) == 1, err
-    assert "killed by signal 9" in warnings[0] and "of 100 events were not exported" in warnings[0]
-    store = open_store(str(db_path))
+def _latest(db: Path) -> Any:
+    """The newest recording, once its indexer has finished (open_store settles)."""
+    store = open_store(str(db))
     try:
-        assert store.count_events(store.resolve("latest").id) == 100
+        info = store.resolve("latest")
+        return info, store.count_events(info.id)
     finally:
         store.close()
+
+
+def _root(spans: Mapping[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    roots = [(sid, s) for sid, s in spans.items() if s["parent"] == ""]
+    assert len(roots) == 1, roots
+    return roots[0]
+
+
+@pytest.mark.parametrize("kind", ["http", "grpc"])
+def test_proxied_session_exports_what_backfill_sends(
+    db_path: Path, tmp_path: Path, fake_cli: Callable[..., list[str]], kind: str
+) -> None:
+    with OtlpReceiver(kind) as live:
+        if kind == "grpc":  # the flags ...
+            argv = _proxy(db_path, fake_cli(), "--otel-endpoint", live.endpoint,
+                          "--otel-protocol", "grpc")
+            env = _env()
+        else:  # ... and the standard variables
+            argv = _proxy(db_path, fake_cli())
+            env = _env(OTEL_EXPORTER_OTLP_ENDPOINT=live.endpoint,
+                       OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf")
+        proc = subprocess.run(argv, input=_host_input(), capture_output=True, env=env,
+                              timeout=WAIT_S)
+        assert proc.returncode == 0, proc.stderr.decode()
+        assert b"warning" not in proc.stderr, proc.stderr.decode()
+        info, stored = _latest(db_path)
+        assert stored == _session_events()
+        spans, metrics = _backfill(db_path, info.id, kind)
+        # The indexer may still be flushing: wait for what the backfill sent.
+        assert live.wait_for(lambda: len(live.spans()) >= len(spans), WAIT_S), wire_spans(live)
+        assert live.wait_for(lambda: wire_metrics(live).keys() >= metrics.keys(), WAIT_S)
+        assert len(live.spans()) == len(spans)  # nothing sent twice
+        assert wire_spans(live) == spans
+        assert wire_metrics(live) == metrics
+    names = sorted(s["name"] for s in spans.values())
+    assert "tools/call calc" in names and "invoke_agent claude-code" in names
+    root_id, root = _root(spans)
+    # The CLI was told where its own spans belong: under our root span.
+    assert (tmp_path / "traceparent").read_text() == traceparent(info.id)
+    assert traceparent(info.id) == f"00-{root['trace']}-{root_id}-01"
+
+
+def test_no_traceparent_when_telemetry_is_off(
+    db_path: Path, tmp_path: Path, fake_cli: Callable[..., list[str]]
+) -> None:
+    proc = subprocess.run(_proxy(db_path, fake_cli(status=3)), input=_host_input(),
+                          capture_output=True, env=_env(), timeout=WAIT_S)
+    assert proc.returncode == 3, proc.stderr.decode()
+    assert proc.stderr == b""
+    assert (tmp_path / "traceparent").read_text() == "<none>"
+    info, stored = _latest(db_path)
+    assert (stored, info.exit_code) == (_session_events(), 3)
+
+
+def test_traceparent_only_when_traces_are_exported() -> None:
+    info = RecordingInfo(id="01JTRACEPARENT", argv=[], started_ns=0)
+    on = resolve_settings(endpoint="http://127.0.0.1:4318", environ={})
+    assert child_env(info, on) == {"TRACEPARENT": traceparent(info.id)}
+    metrics_only = resolve_settings(endpoint="http://127.0.0.1:4318",
+                                    environ={"OTEL_TRACES_EXPORTER": "none"})
+    assert metrics_only.enabled and child_env(info, metrics_only) == {}
+    assert child_env(info, resolve_settings(environ={})) == {}
+    disabled = {"OTEL_SDK_DISABLED": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:4318"}
+    assert child_env(info, resolve_settings(environ=disabled)) == {}
+
+
+# -- telemetry off costs nothing ---------------------------------------------------------------
+
+INDEX_A_CAPTURE = """\
+import json, sys, time
+from claudetrace import capture as cap
+from claudetrace.indexer import main
+from claudetrace.recording import RecordingInfo
+
+db, cassette, otel = sys.argv[1], sys.argv[2], sys.argv[3]
+info = RecordingInfo.start(["claude", "--output-format", "stream-json"])
+writer = cap.CaptureWriter.create(cap.resolve_url(db), info)
+for line in open(cassette, encoding="utf-8").readlines()[1:]:
+    rec = json.loads(line)
+    writer.feed(rec["dir"], (rec["line"] + "\\n").encode())
+writer.close({"exit_code": 0, "ended_ns": time.time_ns()})
+assert main([str(writer.path), "--db", db] + (["--otel", otel] if otel else [])) == 0
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "opentelemetry")))
+"""
+
+
+@pytest.mark.parametrize("on", [False, True])
+def test_the_indexer_imports_opentelemetry_only_when_telemetry_is_on(
+    db_path: Path, on: bool
+) -> None:
+    with OtlpReceiver("http") as receiver:
+        otel = json.dumps({"endpoint": receiver.endpoint}) if on else ""
+        proc = subprocess.run(
+            [sys.executable, "-c", INDEX_A_CAPTURE, str(db_path), str(CASSETTE), otel],
+            capture_output=True, env=_env(), timeout=WAIT_S,
+        )
+        assert proc.returncode == 0, proc.stderr.decode()
+        loaded = json.loads(proc.stdout)
+        if on:  # the check can tell
+            assert "opentelemetry.sdk.trace" in loaded
+            assert receiver.spans()
+        else:
+            assert loaded == [], loaded
+    _, stored = _latest(db_path)
+    assert stored == _session_events()
+
+
+RUN_A_PROXY = """\
+import json, sys
+from claudetrace.proxy import ProxyOptions, run_proxy
+status, _ = run_proxy(ProxyOptions(argv=[sys.executable, "-c", "print('{}')"], db=sys.argv[1]))
+assert status == 0
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "opentelemetry")))
+"""
+
+
+def test_the_proxy_never_imports_opentelemetry(db_path: Path) -> None:
+    """Not even with telemetry on: it computes TRACEPARENT itself; the indexer exports."""
+    with OtlpReceiver("http") as receiver:
+        proc = subprocess.run(
+            [sys.executable, "-c", RUN_A_PROXY, str(db_path)], stdin=subprocess.DEVNULL,
+            capture_output=True, env=_env(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint),
+            timeout=WAIT_S,
+        )
+        assert proc.returncode == 0, proc.stderr.decode()
+        assert json.loads(proc.stdout.splitlines()[-1]) == []
+        _latest(db_path)
+        assert receiver.wait_for(lambda: bool(receiver.spans()), WAIT_S)
+
+
+# -- failures cost one warning, never the session ----------------------------------------------
+
+
+class Session:
+    """A proxied session whose stdin the test closes when it chooses."""
+
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, env=env)
+        self.stdout: list[bytes] = []
+        self.stderr: list[bytes] = []
+        self._cond = threading.Condition()
+        self._readers = [
+            threading.Thread(target=self._read, args=(self.proc.stdout, self.stdout), daemon=True),
+            threading.Thread(target=self._read, args=(self.proc.stderr, self.stderr), daemon=True),
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    def _read(self, pipe: Any, into: list[bytes]) -> None:
+        for line in pipe:
+            with self._cond:
+                into.append(line)
+                self._cond.notify_all()
+
+    def send(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def wait_for_stderr(self, text: bytes, timeout: float = WAIT_S) -> bool:
+        """Wait until a line containing ``text`` is on the proxy's stderr."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not any(text in line for line in self.stderr):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+        return True
+
+    def finish(self) -> tuple[int, str]:
+        """Close stdin, wait for the proxy; (exit status, its stderr)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        status = self.proc.wait(WAIT_S)
+        for reader in self._readers:
+            reader.join(WAIT_S)
+        return status, b"".join(self.stderr).decode(errors="replace")
+
+    def close(self) -> None:
+        """Kill the proxy if it still runs; close our ends of its pipes."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for reader in self._readers:
+            reader.join(WAIT_S)
+        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+@pytest.fixture
+def refusing_port() -> Iterator[int]:
+    """A port on 127.0.0.1 that refuses connections (bound, never listening)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("kind", ["http", "grpc"])
+def test_an_unreachable_collector_costs_one_warning(
+    db_path: Path, fake_cli: Callable[..., list[str]], refusing_port: int, kind: str
+) -> None:
+    env = _env(
+        OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{refusing_port}",
+        OTEL_EXPORTER_OTLP_PROTOCOL="grpc" if kind == "grpc" else "http/protobuf",
+        OTEL_BSP_SCHEDULE_DELAY="50",  # export the first spans during the session
+    )
+    session = Session(_proxy(db_path, fake_cli(status=7)), env)
+    try:
+        session.send(_host_input())
+        # The collector's failure is reported while the session runs.
+        assert session.wait_for_stderr(b"warning"), session.stderr
+        status, err = session.finish()
+    finally:
+        session.close()
+    assert status == 7, err
+    warnings = [line for line in err.splitlines() if "warning" in line]
+    assert len(warnings) == 1, err
+    assert f"127.0.0.1:{refusing_port}" in warnings[0]
+    assert len(session.stdout) == sum(r["dir"] == "out" for r in _records())
+    info, stored = _latest(db_path)
+    assert (stored, info.exit_code) == (_session_events(), 7)
+
+
+def test_a_bad_setting_costs_one_warning(
+    db_path: Path, tmp_path: Path, fake_cli: Callable[..., list[str]]
+) -> None:
+    env = _env(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:4318",
+               OTEL_EXPORTER_OTLP_PROTOCOL="carrier-pigeon")
+    session = Session(_proxy(db_path, fake_cli(status=5)), env)
+    try:
+        session.send(_host_input())
+        assert session.wait_for_stderr(b"warning"), session.stderr
+        status, err = session.finish()
+    finally:
+        session.close()
+    assert status == 5, err
+    warnings = [line for line in err.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "carrier-pigeon" in warnings[0], err
+    assert (tmp_path / "traceparent").read_text() == "<none>"
+    info, stored = _latest(db_path)
+    assert (stored, info.exit_code) == (_session_events(), 5)
+
+
+def test_a_bad_setting_is_reported_even_when_the_session_is_short(db_path: Path) -> None:
+    """The proxy does not wait for the indexer: the warning must not depend on it."""
+    env = _env(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:4318",
+               OTEL_EXPORTER_OTLP_PROTOCOL="carrier-pigeon")
+    proc = subprocess.run(_proxy(db_path, [sys.executable, "-c", "pass"]),
+                          stdin=subprocess.DEVNULL, capture_output=True, env=env, timeout=WAIT_S)
+    assert proc.returncode == 0
+    err = proc.stderr.decode()
+    assert err.count("warning") == 1 and "carrier-pigeon" in err, err
+
+
+# -- the indexer outlives the proxy ------------------------------------------------------------
+
+
+def test_spans_are_exported_after_the_proxy_has_exited(
+    db_path: Path, fake_cli: Callable[..., list[str]]
+) -> None:
+    open_store(str(db_path)).close()
+    # Hold the database's write lock: the indexer cannot store (so cannot finish)
+    # until we let go, and by then the proxy is long gone.
+    blocker = sqlite3.connect(db_path, isolation_level=None)
+    blocker.execute("BEGIN EXCLUSIVE")
+    try:
+        with OtlpReceiver("http") as live:
+            proc = subprocess.run(
+                _proxy(db_path, fake_cli()), input=_host_input(), capture_output=True,
+                env=_env(OTEL_EXPORTER_OTLP_ENDPOINT=live.endpoint), timeout=WAIT_S,
+            )
+            assert proc.returncode == 0, proc.stderr.decode()
+            assert cap.capture_files(cap.resolve_url(str(db_path))), "the indexer finished early"
+            # The root span ends when the indexer has stored the session's end.
+            assert not any(s.name.startswith("invoke_agent") for s in live.spans())
+            blocker.rollback()
+            blocker.close()
+            assert live.wait_for(
+                lambda: any(s.name.startswith("invoke_agent") for s in live.spans()), WAIT_S
+            ), wire_spans(live)
+            info, stored = _latest(db_path)
+            spans, _ = _backfill(db_path, info.id, "http")
+            assert live.wait_for(lambda: len(live.spans()) >= len(spans), WAIT_S)
+            assert wire_spans(live) == spans
+    finally:
+        blocker.close()
+    assert stored == _session_events()
+    assert not cap.capture_files(cap.resolve_url(str(db_path)))
+
+
+# -- the real CLI ---------------------------------------------------------------------------
+
+#: Notes the TRACEPARENT of every invocation (the SDK may ask for ``-v`` first), then
+#: runs the real CLI.
+TRACEPARENT_WITNESS = """#!/bin/sh
+printf '%s %s\\n' "${TRACEPARENT:-<none>}" "$*" >> "$CT_SEEN"
+exec "$CT_REAL" "$@"
+"""
+
+
+@pytest.mark.slow
+def test_a_real_cli_session_exports_what_backfill_sends(
+    tmp_path: Path, db_path: Path, real_claude: Path, fake_api: Any
+) -> None:
+    from tests.capture_rig import write_script, write_shim
+    from tests.scenarios import check_scenario, run_scenario
+
+    witness = write_script(tmp_path / "claude-witness", TRACEPARENT_WITNESS)
+    shim = write_shim(tmp_path / "claude", witness, db_path)
+    seen = tmp_path / "seen"
+    with OtlpReceiver("http") as live:
+        result = run_scenario("mcp_tool", shim, fake_api, env={
+            "OTEL_EXPORTER_OTLP_ENDPOINT": live.endpoint, "CT_REAL": str(real_claude),
+            "CT_SEEN": str(seen), "CLAUDETRACE_INDEXER_PRIORITY": "normal",
+        })
+        check_scenario(result)
+        info, stored = _latest(db_path)
+        assert stored > 0
+        spans, metrics = _backfill(db_path, info.id, "http")
+        assert live.wait_for(lambda: len(live.spans()) >= len(spans), WAIT_S), wire_spans(live)
+        assert live.wait_for(lambda: wire_metrics(live).keys() >= metrics.keys(), WAIT_S)
+        assert wire_spans(live) == spans
+        assert wire_metrics(live) == metrics
+    assert any(s["name"] == "tools/call calc" for s in spans.values())
+    sessions = [line for line in seen.read_text().splitlines() if "stream-json" in line]
+    assert len(sessions) == 1 and sessions[0].startswith(traceparent(info.id) + " ")
+
+
+# -- the sink in-process -----------------------------------------------------------------------
+
+
+def test_an_unreachable_collector_never_blocks_the_events(
+    capsys: pytest.CaptureFixture[str], refusing_port: int
+) -> None:
+    cassette = read_cassette(FIXTURES / "plain.cassette.ndjson")
+    info = RecordingInfo(id="01UNREACHABLE", argv=[], started_ns=time.time_ns())
+    sink = live_sink(info, endpoint=f"http://127.0.0.1:{refusing_port}", environ={})
+    assert isinstance(sink, LiveTelemetry)
+    began = time.monotonic()
+    for event in cassette.events:
+        sink.on_event(event)
+    fed = time.monotonic() - began
+    info.ended_ns, info.exit_code = time.time_ns(), 0
+    sink.on_close(info)
+    assert fed < 1.0  # exporting never blocks the events
+    assert time.monotonic() - began < 3.0 + WAIT_S / 4  # a bounded flush
+    err = capsys.readouterr().err
+    assert err.count("warning") == 1 and f"127.0.0.1:{refusing_port}" in err
+
+
+def test_a_bad_setting_is_no_sink_and_one_warning(capsys: pytest.CaptureFixture[str]) -> None:
+    info = RecordingInfo(id="01BADSETTING", argv=[], started_ns=time.time_ns())
+    assert live_sink(info, endpoint="http://127.0.0.1:4318", protocol="smoke-signals",
+                     environ={}) is None
+    err = capsys.readouterr().err
+    assert err.count("warning") == 1 and "smoke-signals" in err
+    assert live_sink(info, environ={}) is None  # off: no sink, nothing said
+    assert capsys.readouterr().err == ""
