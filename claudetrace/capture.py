@@ -217,23 +217,34 @@ class CaptureReader:
         if not line.endswith(b"\n"):
             self._file.close()
             raise CaptureError(f"{path.name}: the header is incomplete")
-        self.info = info_from_json(line)
+        try:
+            self.info = info_from_json(line)
+        except CaptureError:
+            self._file.close()
+            raise
 
     def read(self, limit: int | None = None) -> list[Record]:
-        """Complete records available now (at most about ``limit`` bytes of them)."""
-        data = self._file.read(min(self._block, limit or self._block))
-        if data:
-            self._buffer += data
+        """Complete records available now (at most about ``limit`` bytes of them).
+
+        Empty only when no complete record is in the file yet: a record larger
+        than a block is read on until it is complete (or the file ends).
+        """
         records: list[Record] = []
-        buf, pos, size = self._buffer, 0, RECORD.size
-        while len(buf) - pos >= size:
-            kind, t_ns, wall_ns, length = RECORD.unpack_from(buf, pos)
-            end = pos + size + length
-            if end > len(buf):
+        buf, size = self._buffer, RECORD.size
+        while not records:
+            data = self._file.read(min(self._block, limit or self._block))
+            if not data:
                 break
-            records.append(Record(kind, t_ns, wall_ns, bytes(buf[pos + size : end])))
-            pos = end
-        del buf[:pos]
+            buf += data
+            pos = 0
+            while len(buf) - pos >= size:
+                kind, t_ns, wall_ns, length = RECORD.unpack_from(buf, pos)
+                end = pos + size + length
+                if end > len(buf):
+                    break
+                records.append(Record(kind, t_ns, wall_ns, bytes(buf[pos + size : end])))
+                pos = end
+            del buf[:pos]
         return records
 
     @property
@@ -250,6 +261,44 @@ class CaptureReader:
 
 
 # -- writing (the proxy) ----------------------------------------------------------------
+
+
+def _create_locked(path: Path, header: bytes) -> int:
+    """Create ``path`` with ``header``, already locked by us, in one step for readers.
+
+    The file is made under a temporary name and renamed into place once it holds
+    the writer's lock and its header: a reader settling leftover captures must
+    never find a new one unlocked (it would take it for a dead proxy's) or
+    without a header (it would set it aside as damaged).
+    """
+    temp = path.with_name(path.name + ".new")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        view = memoryview(header)
+        while view:
+            view = view[os.write(fd, view) :]
+        if path.exists():
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path))
+        os.rename(temp, path)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            temp.unlink()
+        raise
+    return fd
+
+
+def _complete_records(parts: list[bytes], done: int) -> tuple[int, int]:
+    """How many whole records (and their bytes) the first ``done`` bytes of ``parts`` hold."""
+    whole = whole_bytes = 0
+    for header, data in zip(parts[::2], parts[1::2], strict=True):
+        size = len(header) + len(data)
+        if whole_bytes + size > done:
+            break
+        whole += 1
+        whole_bytes += size
+    return whole, whole_bytes
 
 
 @dataclass
@@ -294,9 +343,12 @@ class CaptureWriter:
         self.t0_ns = time.monotonic_ns() if t0_ns is None else t0_ns
         self.report = CaptureReport()
         self._limit = queue_limit
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
-        self._write(MAGIC + info_to_json(info))
+        self._fd = _create_locked(path, MAGIC + info_to_json(info))
+        #: End of the last complete record: after a failed write the file is cut
+        #: back to it, so a torn record never sits between complete ones.
+        self._size = os.fstat(self._fd).st_size
+        #: Set when a torn record could not be cut off: nothing more is written.
+        self._broken = False
         self._notify: int | None = None
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
@@ -306,6 +358,8 @@ class CaptureWriter:
         self._queue: collections.deque[tuple[int, int, int, bytes]] = collections.deque()
         self._queued = 0
         self._lost_pending: dict[str, int] = {}
+        #: New losses since the capture thread last tried to write a LOST record.
+        self._lost_news = False
         self._closing = False
         self._thread = threading.Thread(target=self._run, name="claudetrace-capture", daemon=True)
         self._thread.start()
@@ -345,6 +399,7 @@ class CaptureWriter:
                 self.report.lost_chunks += 1
                 self.report.lost_bytes += len(chunk)
                 self._lost_pending[direction] = self._lost_pending.get(direction, 0) + len(chunk)
+                self._lost_news = True
                 self._wake.notify()  # the thread retries with the LOST record
                 return
             self._queue.append(
@@ -358,13 +413,19 @@ class CaptureWriter:
     def _run(self) -> None:
         while True:
             with self._lock:
-                while not self._queue and not self._lost_pending and not self._closing:
+                while not self._queue and not self._lost_news and not self._closing:
                     self._wake.wait()
                 batch, self._queue = self._queue, collections.deque()
                 lost, self._lost_pending = self._lost_pending, {}
+                self._lost_news = False
                 closing = self._closing
-            if lost:
-                self._write_record(LOST, json.dumps(lost).encode())
+            if lost and not self._write_record(LOST, json.dumps(lost).encode()):
+                # Still failing: keep the counts for the next attempt (the next
+                # chunk forwarded, or the close), so the file tells of them once
+                # writing works again.
+                with self._lock:
+                    for direction, count in lost.items():
+                        self._lost_pending[direction] = self._lost_pending.get(direction, 0) + count
             if batch:
                 self._write_batch(batch)
                 with self._lock:
@@ -388,36 +449,71 @@ class CaptureWriter:
             self._write_parts(parts, items)
 
     def _write_parts(self, parts: list[bytes], items: int) -> None:
+        """Append ``items`` records (header and data parts alternating)."""
         size = sum(len(p) for p in parts)
+        done = 0
         try:
-            written = os.writev(self._fd, parts)
-            if written < size:  # only on a full disk or a signal: finish it plainly
-                self._write(b"".join(parts)[written:])
-            self.report.chunks += items
-            self.report.bytes += size
-            self._failed = False
+            if self._broken:
+                raise OSError(errno.EIO, "an earlier write failure left the file unusable")
+            done = os.writev(self._fd, parts)
+            if done < size:  # only on a full disk or a signal: finish it plainly
+                rest = memoryview(b"".join(parts))
+                while done < size:
+                    done += os.write(self._fd, rest[done:])
         except OSError as exc:
             self.report.error = os.strerror(exc.errno) if exc.errno else str(exc)
-            self.report.lost_chunks += items
-            self.report.lost_bytes += size - RECORD.size * items
+            # Records that reached the file whole stay (they are stored); the
+            # rest are lost, and a torn one is cut off.
+            whole, whole_bytes = _complete_records(parts, done)
+            self._truncate(self._size + whole_bytes)
+            self._size += whole_bytes
+            self.report.chunks += whole
+            self.report.bytes += whole_bytes
+            with self._lock:
+                lost = parts[2 * whole :]
+                for header, data in zip(lost[::2], lost[1::2], strict=True):
+                    direction = CHUNK_KINDS[RECORD.unpack(header)[0]]
+                    self._lost_pending[direction] = (
+                        self._lost_pending.get(direction, 0) + len(data)
+                    )
+                    self.report.lost_chunks += 1
+                    self.report.lost_bytes += len(data)
             # Forwarding must not wait on a disk that refuses writes: until one
             # succeeds again, chunks are counted as lost instead of queued.
             self._failed = True
-            # Whatever part of the batch reached the file stays readable: a torn
-            # record at the end is skipped by readers.
-
-    def _write_record(self, kind: int, data: bytes) -> None:
-        try:
-            self._write(RECORD.pack(kind, time.monotonic_ns() - self.t0_ns, time.time_ns(),
-                                    len(data)) + data)
-        except OSError:
             return
+        self._size += size
+        self.report.chunks += items
+        self.report.bytes += size
         self._failed = False
 
-    def _write(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self._fd, view) :]
+    def _write_record(self, kind: int, data: bytes) -> bool:
+        """Append one record that is not a chunk; False when the write failed."""
+        record = RECORD.pack(kind, time.monotonic_ns() - self.t0_ns, time.time_ns(), len(data))
+        done = 0
+        try:
+            if self._broken:
+                return False
+            view = memoryview(record + data)
+            while done < len(view):
+                done += os.write(self._fd, view[done:])
+        except OSError:
+            if done:
+                self._truncate(self._size)
+            return False
+        self._size += done
+        self._failed = False
+        return True
+
+    def _truncate(self, size: int) -> None:
+        """Cut the file back to ``size`` (the end of its last complete record)."""
+        try:
+            if os.fstat(self._fd).st_size != size:
+                os.ftruncate(self._fd, size)
+        except OSError:
+            # A torn record we cannot remove must stay the last thing in the
+            # file, or readers would take what follows for its bytes.
+            self._broken = True
 
     def _poke(self) -> None:
         if self._notify is None:
