@@ -1,0 +1,313 @@
+"""Capture files (claudetrace.capture): the proxy's append-only journal of what it forwarded."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from claudetrace import capture as cap
+from claudetrace.recording import RecordingInfo
+
+
+def new_info(**fields: object) -> RecordingInfo:
+    return RecordingInfo.start(["claude", "--output-format", "stream-json"], **fields)
+
+
+def write_capture(
+    path: Path, chunks: list[tuple[str, bytes]], end: dict[str, object] | None = None
+) -> RecordingInfo:
+    """A complete capture file holding ``chunks`` (and ``end``, if given)."""
+    info = new_info(name="rt")
+    writer = cap.CaptureWriter(path, info)
+    for direction, chunk in chunks:
+        writer.feed(direction, chunk)  # type: ignore[arg-type]
+    report = writer.close(end)
+    assert report.problems() == []
+    assert report.chunks == len(chunks)
+    return info
+
+
+def read_all(path: Path, block_size: int = 4 * 1024 * 1024) -> list[cap.Record]:
+    reader = cap.CaptureReader(path, block_size=block_size)
+    try:
+        return list(reader)
+    finally:
+        reader.close()
+
+
+def test_round_trip_keeps_header_chunks_order_and_end(tmp_path: Path) -> None:
+    path = tmp_path / "a.capture"
+    chunks = [
+        ("in", b'{"type":"user"}\n'),
+        ("out", b'{"type":"system"'),
+        ("out", b',"subtype":"init"}\n\xff\xfe'),
+        ("err", b"warning\n"),
+        ("out", b""),  # an empty chunk is still a record
+        ("in", b"\x00" * 70000),
+    ]
+    before = time.time_ns()
+    info = write_capture(path, chunks, {"exit_code": 3, "signal": None})
+    after = time.time_ns()
+
+    reader = cap.CaptureReader(path)
+    assert reader.info == info
+    records = list(reader)
+    reader.close()
+    assert [(r.direction, r.data) for r in records[:-1]] == chunks
+    assert records[-1].kind == cap.END and records[-1].json() == {"exit_code": 3, "signal": None}
+    stamps = [r.t_ns for r in records]
+    assert stamps == sorted(stamps) and stamps[0] >= 0
+    assert all(before <= r.wall_ns <= after for r in records)
+
+
+def test_a_torn_tail_is_ignored_and_completed_later(tmp_path: Path) -> None:
+    path = tmp_path / "t.capture"
+    write_capture(path, [("out", b"one\n"), ("out", b"two\n"), ("err", b"three\n")])
+    whole = path.read_bytes()
+    last = cap.RECORD.size + len(b"three\n")
+    for cut in (1, cap.RECORD.size - 1, cap.RECORD.size, last - 1):
+        torn = tmp_path / f"torn-{cut}.capture"
+        torn.write_bytes(whole[: len(whole) - last + cut])
+        reader = cap.CaptureReader(torn)
+        assert [r.data for r in reader.read()] == [b"one\n", b"two\n"]
+        assert reader.pending_bytes == cut
+        # The writer finishes the record: a follower picks it up on its next read.
+        with open(torn, "ab") as handle:
+            handle.write(whole[len(whole) - last + cut :])
+        assert [(r.direction, r.data) for r in reader.read()] == [("err", b"three\n")]
+        assert reader.pending_bytes == 0
+        reader.close()
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "not a claudetrace capture file"),
+        (b"claudetrace capture 9\n{}\n", "not a claudetrace capture file"),
+        (b'{"type":"user"}\n', "not a claudetrace capture file"),
+        (cap.MAGIC, "header is incomplete"),
+        (cap.MAGIC + b'{"id": "x", "argv"', "header is incomplete"),
+        (cap.MAGIC + b"not json\n", "bad capture header"),
+        (cap.MAGIC + b"[1, 2]\n", "bad capture header"),
+        (cap.MAGIC + b'{"id": "x"}\n', "bad capture header"),  # argv, started_ns missing
+    ],
+)
+def test_bad_magic_or_header_is_a_capture_error(
+    tmp_path: Path, content: bytes, message: str
+) -> None:
+    path = tmp_path / "bad.capture"
+    path.write_bytes(content)
+    with pytest.raises(cap.CaptureError, match=message):
+        cap.CaptureReader(path)
+
+
+def test_unknown_header_fields_are_ignored(tmp_path: Path) -> None:
+    # A newer claudetrace may add metadata; an older reader still stores the rest.
+    info = new_info()
+    header = json.loads(cap.info_to_json(info))
+    header["added_later"] = {"x": 1}
+    path = tmp_path / "newer.capture"
+    path.write_bytes(cap.MAGIC + json.dumps(header).encode() + b"\n")
+    reader = cap.CaptureReader(path)
+    assert reader.info == info and reader.read() == []
+    reader.close()
+
+
+chunk_lists = st.lists(
+    st.tuples(
+        st.sampled_from(cap.CHUNK_KINDS),
+        st.one_of(
+            st.binary(max_size=64),
+            st.just(b"\n"),
+            st.binary(min_size=1000, max_size=5000),
+        ),
+    ),
+    max_size=40,
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(chunks=chunk_lists, block=st.integers(1, 9000), end=st.booleans())
+def test_any_chunk_sequence_reads_back_the_same(
+    tmp_path: Path, chunks: list[tuple[str, bytes]], block: int, end: bool
+) -> None:
+    path = tmp_path / f"h-{time.monotonic_ns()}.capture"
+    write_capture(path, chunks, {"exit_code": 0} if end else None)
+    # A small block size splits records across reads: the reader must join them.
+    records = read_all(path, block_size=block)
+    assert [(r.direction, r.data) for r in records if r.kind != cap.END] == chunks
+    assert [r.kind for r in records].count(cap.END) == int(end)
+    assert [r.t_ns for r in records] == sorted(r.t_ns for r in records)
+    path.unlink()
+
+
+def test_a_reader_follows_a_file_while_it_is_written(tmp_path: Path) -> None:
+    path = tmp_path / "live.capture"
+    writer = cap.CaptureWriter(path, new_info())
+    reader = cap.CaptureReader(path)
+    got: list[bytes] = []
+    for i in range(50):
+        writer.feed("out", b"line %d\n" % i)
+        deadline = time.monotonic() + 30
+        while len(got) < i + 1:
+            got += [r.data for r in reader.read()]
+            assert time.monotonic() < deadline, "the chunk never reached the file"
+    writer.close({"exit_code": 0})
+    assert got == [b"line %d\n" % i for i in range(50)]
+    assert [r.kind for r in reader.read()] == [cap.END]
+    reader.close()
+
+
+def test_writer_lock_tells_readers_a_proxy_is_still_writing(tmp_path: Path) -> None:
+    path = tmp_path / "lock.capture"
+    writer = cap.CaptureWriter(path, new_info())
+    assert cap.writer_alive(path)
+    # Another process sees it too (flock is per open file, not per process).
+    probe = [sys.executable, "-c",
+             f"from claudetrace.capture import writer_alive; from pathlib import Path;"
+             f"print(writer_alive(Path({str(path)!r})))"]
+    assert subprocess.run(probe, capture_output=True, text=True, check=True).stdout == "True\n"
+    writer.close(None)
+    assert not cap.writer_alive(path)
+    assert subprocess.run(probe, capture_output=True, text=True, check=True).stdout == "False\n"
+    assert not cap.writer_alive(tmp_path / "missing.capture")
+
+
+def test_a_capture_file_never_appears_without_its_writer_lock_and_header(tmp_path: Path) -> None:
+    # A reader that settles leftovers must never find a new capture file that is
+    # not yet locked (it would take it for a dead proxy's) or has no header yet
+    # (it would set it aside as damaged).
+    folder = tmp_path / "captures"
+    folder.mkdir()
+    stop = threading.Event()
+    seen_bad: list[str] = []
+
+    def watch() -> None:
+        while not stop.is_set():
+            for path in folder.glob("*" + cap.SUFFIX):
+                try:
+                    size = path.stat().st_size
+                except FileNotFoundError:
+                    continue
+                alive = cap.writer_alive(path)
+                if path.exists() and (not alive or size < len(cap.MAGIC)):
+                    seen_bad.append(f"{path.name}: alive={alive} size={size}")
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        writers = []
+        for _ in range(200):
+            info = new_info()
+            writers.append(cap.CaptureWriter(folder / f"{info.id}{cap.SUFFIX}", info))
+    finally:
+        stop.set()
+        watcher.join()
+    for writer in writers:
+        writer.close(None)
+    assert seen_bad == []
+
+
+def test_capture_dirs_beside_sqlite_then_data_dir(tmp_path: Path, ct_env: Path) -> None:
+    db = tmp_path / "x.db"
+    assert cap.capture_dirs(f"sqlite:///{db}") == [
+        tmp_path / "x.db.capture",
+        ct_env / "capture" / cap.capture_dirs(f"sqlite:///{db}")[1].name,
+    ]
+    assert cap.resolve_url(str(db)) == f"sqlite:///{db}"
+    # Server databases have only the data directory, keyed without the password.
+    one = cap.capture_dirs("postgresql+psycopg://u:secret1@db.example:5432/ct")
+    two = cap.capture_dirs("postgresql+psycopg://u:secret2@db.example:5432/ct")
+    other = cap.capture_dirs("postgresql+psycopg://u:secret1@db.example:5432/other")
+    assert one == two != other
+    assert len(one) == 1 and one[0].parent == ct_env / "capture"
+    assert "secret" not in str(one[0])
+    [memory] = cap.capture_dirs("sqlite://")
+    assert memory.parent == ct_env / "capture"
+
+
+def test_create_falls_back_to_the_data_dir(tmp_path: Path, ct_env: Path) -> None:
+    # A regular file where the database's directory should be: nothing can be
+    # created beside the database (this holds for root too, unlike permissions).
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    url = f"sqlite:///{blocker / 'x.db'}"
+    writer = cap.CaptureWriter.create(url, new_info())
+    try:
+        assert writer.path.parent == cap.capture_dirs(url)[1]
+        assert writer.path.parent.is_relative_to(ct_env)
+        assert cap.capture_files(url) == [writer.path]
+    finally:
+        writer.close(None)
+    cap.remove(writer.path)
+    assert cap.capture_files(url) == []
+
+
+FULL_DISK = """
+import json, resource, signal, time
+from pathlib import Path
+from claudetrace import capture as cap
+from claudetrace.recording import RecordingInfo
+
+# A real write failure: past the file size limit, writes fail with EFBIG.
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (FSIZE_LIMIT, resource.RLIM_INFINITY))
+writer = cap.CaptureWriter(Path(PATH), RecordingInfo.start(["x"]))
+for i in range(100):
+    writer.feed("out", b"%03d" % i + b"x" * 96 + b"\\n")
+deadline = time.monotonic() + 30
+while writer.report.chunks + writer.report.lost_chunks < 100 and time.monotonic() < deadline:
+    time.sleep(0.01)
+lost = writer.report.lost_chunks
+# Space again.  The next chunk is still counted as lost (the writer learns that
+# writing works from the LOST record it then writes); once that record is in
+# the file, chunks are written again.
+resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+writer.feed("out", b"100" + b"x" * 96 + b"\\n")
+reader = cap.CaptureReader(Path(PATH))
+while not any(r.kind == cap.LOST for r in reader.read()) and time.monotonic() < deadline:
+    time.sleep(0.01)
+for i in range(101, 110):
+    writer.feed("out", b"%03d" % i + b"x" * 96 + b"\\n")
+report = writer.close({"exit_code": 0})
+print(json.dumps({"lost_while_full": lost, "lost": report.lost_chunks,
+                  "problems": report.problems()}))
+"""
+
+
+def test_a_failing_disk_loses_whole_chunks_counts_them_and_recovers(tmp_path: Path) -> None:
+    path = tmp_path / "full.capture"
+    limit = 4096 + 37  # not on a record boundary: one record is torn by the limit
+    code = FULL_DISK.replace("FSIZE_LIMIT", str(limit)).replace("PATH", repr(str(path)))
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["lost_while_full"] > 0
+    [problem] = result["problems"]
+    assert f"{result['lost']} chunks" in problem and "forwarded but not recorded" in problem
+    assert "too large" in problem.lower()  # the reason, from the OS
+    records = read_all(path)
+    chunks = [r.data for r in records if r.kind < len(cap.CHUNK_KINDS)]
+    # Every record is whole: a torn one was cut off, not left mid-file.
+    assert all(len(c) == 100 and c.endswith(b"x\n") for c in chunks)
+    numbers = [int(c[:3]) for c in chunks]
+    assert numbers == sorted(numbers) and numbers[-9:] == list(range(101, 110))
+    assert len(chunks) + result["lost"] == 110
+    # The file says how much is missing, and where: after the last chunk before the gap.
+    lost = [r for r in records if r.kind == cap.LOST]
+    assert sum(r.json()["out"] for r in lost) == 100 * result["lost"]
+    before_gap = max(n for n in numbers if n < 100)
+    assert records.index(lost[0]) == numbers.index(before_gap) + 1
+    assert records[-1].kind == cap.END
