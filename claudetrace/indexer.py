@@ -412,16 +412,20 @@ def indexer_command(
         sys.executable, "-m", "claudetrace.indexer", str(capture),
         "--lock-fd", str(lock_fd), "--wakeup-fd", str(wakeup_fd),
     ]
-    if otel:
+    if otel is not None:
         argv += ["--otel", json.dumps(otel)]
     return argv
 
 
 def _telemetry_sinks(otel: dict[str, Any] | None) -> Callable[[RecordingInfo], list[EventSink]]:
+    """Live telemetry when the proxy passed ``--otel`` (its flags; ``OTEL_*`` apply too)."""
+
     def make(info: RecordingInfo) -> list[EventSink]:
+        if otel is None:
+            return []
         from .telemetry.live import live_sink
 
-        sink = live_sink(info, **(otel or {}))
+        sink = live_sink(info, **otel)
         return [sink] if sink is not None else []
 
     return make
