@@ -448,6 +448,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.lock_fd is None:
         lock_fd = cap.open_lock(args.capture)
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        if not args.capture.exists():
+            # Stored (and deleted) by whoever held the lock before us.
+            cap.lock_path(args.capture).unlink(missing_ok=True)
+            return 0
     started = time.monotonic()
     otel = json.loads(args.otel) if args.otel else None
     give_up = give_up_from_env()
