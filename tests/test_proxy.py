@@ -7,6 +7,7 @@ end-to-end tests elsewhere.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import select
 import signal
@@ -15,11 +16,13 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from claudetrace import capture as cap
+from claudetrace.errors import StoreError
 from claudetrace.events import Event, iter_lines
 from claudetrace.store import open_store
 
@@ -68,6 +71,50 @@ def latest_events(db: Path) -> tuple[object, list[Event]]:
         return rec, list(store.iter_events(rec.id))
     finally:
         store.close()
+
+
+def settle(db: Path) -> None:
+    """Store what the indexers have not stored yet, before reading the file directly."""
+    open_store(str(db)).close()
+
+
+def capture_dir(db: Path) -> Path:
+    return db.with_name(db.name + cap.SUFFIX)
+
+
+def indexer_pids(marker: Path) -> list[int]:
+    """Indexer processes working on a capture file under ``marker`` (a test's tmp dir).
+
+    Found by command line: an indexer runs in a session of its own and outlives
+    its proxy, so it is no child of anything the test started.
+    """
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"claudetrace.indexer" in argv and any(str(marker).encode() in a for a in argv):
+            pids.append(int(entry.name))
+    return pids
+
+
+def wait_until(predicate: Callable[[], object], what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def stored_count(db: Path) -> int:
+    """Events stored so far, read directly (the indexer may still be writing)."""
+    try:
+        with contextlib.closing(sqlite3.connect(db, timeout=30)) as conn:
+            return int(conn.execute("SELECT count(*) FROM events").fetchone()[0])
+    except sqlite3.OperationalError:  # no schema yet
+        return 0
 
 
 def by_direction(events: list[Event], direction: str) -> list[tuple[bytes, bool]]:
@@ -229,6 +276,7 @@ def test_64_mib_line_is_forwarded_and_stored_exactly(db_path: Path) -> None:
     assert done.returncode == 0
     assert len(done.stdout) == size + 5 and done.stdout == line + b"\ntail"
     del done
+    settle(db_path)
     with sqlite3.connect(db_path) as conn:
         rows = conn.execute(
             "SELECT direction, size, eol, is_json, type, data = ? FROM events ORDER BY seq", (line,)
@@ -273,7 +321,7 @@ def test_a_grandchild_holding_the_pipes_does_not_keep_the_proxy_alive(db_path: P
     assert time.monotonic() - start < 20
 
 
-def test_sigkill_of_the_proxy_loses_at_most_half_a_second(db_path: Path) -> None:
+def test_sigkill_of_the_proxy_mid_stream_stores_it_incomplete_without_gaps(db_path: Path) -> None:
     child = py_child(
         """
         import sys, time
@@ -281,19 +329,18 @@ def test_sigkill_of_the_proxy_loses_at_most_half_a_second(db_path: Path) -> None
         while True:
             sys.stdout.write(f'{{"type":"tick","n":{i}}}\\n'); sys.stdout.flush()
             i += 1
-            time.sleep(0.005)
+            time.sleep(0.002)
         """
     )
     argv = proxy_argv(db_path, *child)
     received: list[tuple[float, int]] = []
     with spawn(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True) as proc:
         assert proc.stdout is not None
-        deadline = time.monotonic() + 2.5
         fd = proc.stdout.fileno()
         buf = b""
+        deadline = time.monotonic() + 2.0
         while time.monotonic() < deadline:
-            ready, _, _ = select.select([fd], [], [], 0.05)
-            if ready:
+            if select.select([fd], [], [], 0.05)[0]:
                 buf += os.read(fd, 65536)
                 *lines, buf = buf.split(b"\n")
                 now = time.monotonic()
@@ -302,14 +349,90 @@ def test_sigkill_of_the_proxy_loses_at_most_half_a_second(db_path: Path) -> None
         killed_at = time.monotonic()
         proc.wait()
         os.killpg(proc.pid, signal.SIGKILL)  # the orphaned child
-    must_have = max(n for t, n in received if t <= killed_at - 0.5)
+    assert [n for _, n in received] == list(range(len(received)))
+    settle(db_path)
     with sqlite3.connect(db_path) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-        stored = conn.execute("SELECT count(*) FROM events WHERE direction = 'out'").fetchone()[0]
-    assert stored >= must_have + 1
     rec, events = latest_events(db_path)
-    assert [e.data for e in events] == [b'{"type":"tick","n":%d}' % i for i in range(len(events))]
-    assert rec.status == "incomplete"
+    ticks = [e.data for e in events]
+    assert ticks == [b'{"type":"tick","n":%d}' % i for i in range(len(ticks))]
+    # The capture thread writes a chunk to the file within moments of its
+    # forwarding; only what it still had queued at the kill can be missing.
+    must_have = max(n for t, n in received if t <= killed_at - 0.5)
+    assert len(ticks) >= must_have + 1
+    assert rec.status == "incomplete" and rec.ended_ns is None and rec.exit_code is None
+    assert not list(capture_dir(db_path).glob("*" + cap.SUFFIX))
+
+
+STAGED = """
+import sys
+for stage in range(2):
+    for i in range(STAGE_LINES):
+        sys.stdout.write('{"type":"assistant","stage":%d,"n":%d}\\n' % (stage, i))
+    sys.stdout.flush()
+    if stage == 0:
+        sys.stdin.readline()  # wait for the test
+"""
+STAGE_LINES = 2000
+
+
+def staged_lines() -> list[bytes]:
+    return [
+        b'{"type":"assistant","stage":%d,"n":%d}' % (stage, i)
+        for stage in range(2)
+        for i in range(STAGE_LINES)
+    ]
+
+
+def read_lines(fd: int, count: int, pending: bytes = b"") -> tuple[list[bytes], bytes]:
+    lines: list[bytes] = []
+    while len(lines) < count:
+        ready, _, _ = select.select([fd], [], [], 60)
+        assert ready, "the proxy stopped forwarding"
+        chunk = os.read(fd, 1 << 16)
+        assert chunk, "the proxy closed its stdout early"
+        pending += chunk
+        *more, pending = pending.split(b"\n")
+        lines += more
+    return lines, pending
+
+
+def test_sigkill_of_the_indexer_mid_session_the_next_reader_stores_it_all(
+    db_path: Path, tmp_path: Path
+) -> None:
+    child = py_child(STAGED.replace("STAGE_LINES", str(STAGE_LINES)))
+    with spawn(
+        proxy_argv(db_path, *child), stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    ) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        first, pending = read_lines(proc.stdout.fileno(), STAGE_LINES)
+        wait_until(lambda: indexer_pids(tmp_path), "the indexer to start")
+        # Kill it once it has stored part of the session: those rows must be
+        # replaced, not duplicated.
+        wait_until(lambda: stored_count(db_path) > 0, "the indexer to store something")
+        [pid] = indexer_pids(tmp_path)
+        os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: not indexer_pids(tmp_path), "the indexer to die")
+        partial = stored_count(db_path)
+        proc.stdin.write(b"go\n")
+        proc.stdin.close()
+        second, pending = read_lines(proc.stdout.fileno(), STAGE_LINES, pending)
+        assert proc.wait(timeout=60) == 0
+        assert pending == b"" and proc.stdout.read() == b""
+    assert first + second == staged_lines()
+    # Nobody stored the rest yet: the capture file holds it.
+    assert stored_count(db_path) == partial
+    [capture] = capture_dir(db_path).glob("*" + cap.SUFFIX)
+
+    rec, events = latest_events(db_path)  # opening the store settles
+    assert [e.data for e in events if e.direction == "out"] == staged_lines()
+    assert [e.data for e in events if e.direction == "in"] == [b"go"]
+    assert [e.seq for e in events] == list(range(len(events)))
+    assert rec.event_count == len(events) == 2 * STAGE_LINES + 1
+    assert rec.status == "ok"
+    assert not capture.exists()
+    settle(db_path)
+    assert stored_count(db_path) == 2 * STAGE_LINES + 1
 
 
 def test_eight_concurrent_proxies_on_one_sqlite_file(db_path: Path) -> None:
@@ -414,9 +537,9 @@ def test_locked_database_forwarding_continues_memory_bounded_all_lands_later(
     size = len(b'{"type":"stream_event","pad":""}\n') + 8000
     lines = total_mb * 1024 * 1024 // size
     assert got == lines * size + len(b"done\n")
-    # 120 MB went through while nothing could be stored: the in-memory queue is
-    # bounded (16 MiB) and the rest went to the spool file.  The proxy itself
-    # (Python, SQLAlchemy, Alembic) is about 65 MB.
+    # 120 MB went through while nothing could be stored: it waited in the
+    # capture file, not in the proxy's memory (whose queue only fills, up to
+    # 64 MiB, when the disk itself falls behind).
     assert 0 < peak < 110 * 1024
     rec, events = latest_events(db_path)
     assert len(events) == lines + 1
@@ -424,44 +547,90 @@ def test_locked_database_forwarding_continues_memory_bounded_all_lands_later(
     assert rec.status == "ok"
 
 
-def test_store_that_cannot_be_written_saves_an_importable_cassette(
-    db_path: Path, ct_env: Path
+def test_a_locked_database_does_not_hold_the_session_up(
+    db_path: Path, tmp_path: Path
 ) -> None:
-    open_store(str(db_path)).close()
+    settle(db_path)
     lock = ExclusiveLock(db_path)
     try:
+        # The indexer would retry for ten minutes: a proxy that waited for it
+        # would not return within the timeout.
         done = run(
             db_path,
             "sh",
             "-c",
-            "printf 'a\\nb\\nc'",
-            env={**os.environ, "CLAUDETRACE_FLUSH_TIMEOUT": "1"},
+            "printf 'a\\nb\\nc'; exit 3",
+            env={**os.environ, "CLAUDETRACE_FLUSH_TIMEOUT": "600"},
             timeout=60,
         )
+        assert done.returncode == 3 and done.stdout == b"a\nb\nc"
+        assert b"Traceback" not in done.stderr and len(done.stderr.splitlines()) <= 1
+        # Nothing could be stored yet; the indexer is still at it.
+        assert indexer_pids(tmp_path)
+        [capture] = capture_dir(db_path).glob("*" + cap.SUFFIX)
     finally:
         lock.release()
-    assert done.returncode == 0 and done.stdout == b"a\nb\nc"
-    err = done.stderr.decode()
-    assert "3 of 3 events could not be stored" in err
-    saved = list(ct_env.glob("unsaved/*.unsaved.cassette.ndjson"))
-    assert len(saved) == 1 and str(saved[0]) in err
-    imported = subprocess.run(
-        [PY, "-m", "claudetrace", "import", str(saved[0]), "--db", str(db_path)],
-        capture_output=True,
-        check=False,
-        timeout=60,
+    rec, events = latest_events(db_path)  # waits for the indexer, now unblocked
+    assert [(e.data, e.eol) for e in events] == [(b"a", True), (b"b", True), (b"c", False)]
+    assert (rec.exit_code, rec.status) == (3, "error")
+    assert not capture.exists()
+    wait_until(lambda: not indexer_pids(tmp_path), "the indexer to exit")
+
+
+def test_an_unwritable_database_location_still_forwards_and_records_later(
+    tmp_path: Path, ct_env: Path
+) -> None:
+    # A regular file where the database's directory should be: neither the
+    # database nor a capture directory beside it can be created (even as root).
+    blocker = tmp_path / "dbdir"
+    blocker.write_text("not a directory")
+    db = blocker / "claudetrace.db"
+    done = run(
+        db, "cat", data=MIXED, env={**os.environ, "CLAUDETRACE_FLUSH_TIMEOUT": "0.5"}, timeout=60
     )
-    assert imported.returncode == 0, imported.stderr
-    store = open_store(str(db_path))
-    try:
-        rec = store.resolve(imported.stdout.decode().strip())
-        assert [(e.data, e.eol) for e in store.iter_events(rec.id)] == [
-            (b"a", True),
-            (b"b", True),
-            (b"c", False),
-        ]
-    finally:
-        store.close()
+    assert done.returncode == 0 and done.stdout == MIXED
+    err = done.stderr.decode()
+    assert "Traceback" not in err and len(err.splitlines()) <= 1
+    if err:
+        assert err.startswith("claudetrace: ") and "kept in" in err
+    # The capture went to the data directory; the indexer gives up and leaves it.
+    url = cap.resolve_url(str(db))
+    [capture] = cap.capture_files(url)
+    assert capture.is_relative_to(ct_env)
+    wait_until(lambda: not indexer_pids(tmp_path), "the indexer to give up")
+    assert capture.exists()
+    with pytest.raises(StoreError):
+        open_store(str(db))
+
+    blocker.unlink()
+    blocker.mkdir()
+    rec, events = latest_events(db)
+    assert by_direction(events, "in") == list(iter_lines(MIXED))
+    assert by_direction(events, "out") == list(iter_lines(MIXED))
+    assert rec.status == "ok"
+    assert cap.capture_files(url) == [] and not capture.exists()
+
+
+def test_a_damaged_capture_is_set_aside_by_the_next_command(db_path: Path) -> None:
+    run(db_path, "true")
+    folder = capture_dir(db_path)
+    junk = folder / "01JUNK.capture"
+    junk.write_bytes(b"\x00\x01 not a capture")
+    listed = subprocess.run(
+        [PY, "-m", "claudetrace", "sessions", "--json", "--db", str(db_path)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert len(json.loads(listed.stdout)) == 1
+    [warning] = listed.stderr.splitlines()
+    assert "warning" in warning and "01JUNK.capture.damaged" in warning
+    assert (folder / "01JUNK.capture.damaged").read_bytes() == b"\x00\x01 not a capture"
+    again = subprocess.run(
+        [PY, "-m", "claudetrace", "sessions", "--json", "--db", str(db_path)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert again.returncode == 0 and again.stderr == ""
+    assert (folder / "01JUNK.capture.damaged").exists()
 
 
 def test_secrets_in_argv_and_env_do_not_reach_the_database(db_path: Path) -> None:
@@ -472,6 +641,7 @@ def test_secrets_in_argv_and_env_do_not_reach_the_database(db_path: Path) -> Non
         db_path, "sh", "-c", "exit 0", "--api-key", key, f"--token={token}", f"x{key}", env=env
     )
     assert done.returncode == 0
+    settle(db_path)
     blob = db_path.read_bytes()
     wal = Path(f"{db_path}-wal")
     if wal.exists():
@@ -480,6 +650,22 @@ def test_secrets_in_argv_and_env_do_not_reach_the_database(db_path: Path) -> Non
     assert b"QQQQQQQQQQQQ" not in blob
     rec, _ = latest_events(db_path)
     assert "ANTHROPIC_API_KEY" in rec.env and "MY_TOKEN" in rec.env
+
+
+def test_secrets_do_not_reach_the_capture_file_either(db_path: Path) -> None:
+    key = "sk-ant-api03-" + "R" * 40
+    env = {**os.environ, "ANTHROPIC_API_KEY": key}
+    argv = proxy_argv(db_path, "sh", "-c", "echo ready; read x", "--api-key", key)
+    with spawn(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        assert proc.stdout.readline() == b"ready\n"
+        [capture] = capture_dir(db_path).glob("*" + cap.SUFFIX)
+        header = capture.read_bytes().split(b"\n", 2)[1]
+        proc.stdin.write(b"bye\n")
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+    assert b"RRRRRRRRRRRR" not in header
+    assert b"ANTHROPIC_API_KEY" in header and b"--api-key" in header
 
 
 def test_output_and_exit_are_unaffected_when_stdout_reader_goes_away(db_path: Path) -> None:
