@@ -85,10 +85,18 @@ def stream_bytes(events: list[Event], direction: str) -> bytes:
     return b"".join(e.data + (b"\n" if e.eol else b"") for e in events if e.direction == direction)
 
 
-def wait_for_recording(store: Store, known: set[str], timeout: float = 15.0) -> str:
-    """The id of the one new recording, once the proxy has finished it."""
+def wait_for_recording(store: Store, known: set[str], timeout: float = 60.0) -> str:
+    """The id of the one new recording, once it is completely stored.
+
+    The proxy exits before its indexer has stored everything; settling waits for
+    the indexer of a finished session (as every command that opens the store
+    does), so the recording read afterwards is complete.
+    """
+    from claudetrace.indexer import settle
+
     deadline = time.monotonic() + timeout
     while True:
+        settle(store, quiet=True)
         new = [r for r in store.list_recordings() if r.id not in known]
         if len(new) == 1 and new[0].ended_ns is not None:
             return new[0].id

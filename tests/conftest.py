@@ -15,7 +15,8 @@ from claudetrace.testing.harness import bundled_cli
 def ct_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A scrubbed claudetrace environment: no $CLAUDETRACE_DB, data dir under tmp.
 
-    Returns the data directory (where unsaved-events cassettes land).
+    Returns the data directory (where capture files go when they cannot be kept
+    beside the database).
     """
     data_home = tmp_path / "xdg-data"
     monkeypatch.setenv("XDG_DATA_HOME", str(data_home))
