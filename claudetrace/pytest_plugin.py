@@ -382,10 +382,22 @@ def _save_recording(cassette: ClaudeCassette) -> None:
 
 
 def _settled_recordings(store: Any) -> list[Any]:
-    """The store's recordings once every one has ended (the proxy may still be flushing)."""
+    """The store's recordings once none is still running.
+
+    Opening the store stored every finished session; a CLI the test left
+    running (a host that did not wait for it) gets a few seconds to finish, and
+    its recording is settled as soon as it has.
+    """
+    from .capture import capture_files, writer_alive
+    from .indexer import settle
+
     deadline = time.monotonic() + SETTLE_TIMEOUT_S
     while True:
         recordings = store.list_recordings(newest_first=False)
-        if all(r.ended_ns is not None for r in recordings) or time.monotonic() > deadline:
+        running = any(r.status == "running" for r in recordings) or any(
+            writer_alive(path) for path in capture_files(store.capture_url)
+        )
+        if not running or time.monotonic() > deadline:
             return list(recordings)
         time.sleep(0.05)
+        settle(store, quiet=True)
