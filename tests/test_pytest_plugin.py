@@ -50,6 +50,9 @@ for line in sys.stdin:
               "text": "echo: " + prompt}}]}}}})
         send({{"type": "result", "subtype": "success", "is_error": False,
               "session_id": "s-1", "result": "echo: " + prompt}})
+if os.environ.get("FAKE_LINGER"):
+    import time
+    time.sleep(float(os.environ["FAKE_LINGER"]))
 sys.stderr.write("fake claude: bye\\n")
 """
 
@@ -275,6 +278,44 @@ def test_failed_recording_writes_nothing(
     monkeypatch.setenv("PLUGIN_TEST_FAIL", "1")
     run(pytester, "--claude-record-mode=once").assert_outcomes(failed=1)
     assert not app.exists()
+
+
+DETACHED_TEST = """\
+import json, os
+
+
+def test_detached(claude_cli):
+    # A host that does not wait for the CLI to exit after its last result
+    # (spawned without a Popen, which would complain about that).
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+    quiet = os.open(os.devnull, os.O_WRONLY)
+    argv = [claude_cli, "--output-format", "stream-json", "--input-format", "stream-json"]
+    os.posix_spawn(claude_cli, argv, dict(os.environ), file_actions=[
+        (os.POSIX_SPAWN_DUP2, in_r, 0), (os.POSIX_SPAWN_DUP2, out_w, 1),
+        (os.POSIX_SPAWN_DUP2, quiet, 2)])
+    for fd in (in_r, out_w, quiet):
+        os.close(fd)
+    os.write(in_w, json.dumps({"type": "user", "session_id": "", "parent_tool_use_id": None,
+        "message": {"role": "user", "content": "hi"}}).encode() + b"\\n")
+    os.close(in_w)
+    with os.fdopen(out_r, "rb") as out:
+        assert any(json.loads(line)["type"] == "result" for line in out)
+"""
+
+
+def test_a_cli_still_running_after_the_test_is_waited_for(
+    pytester: pytest.Pytester, app: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The recording only reaches the store after the CLI (and so the proxy)
+    # has exited: the plugin must wait for it, not report that claude never ran.
+    monkeypatch.setenv("FAKE_LINGER", "1.5")
+    pytester.makepyfile(test_detached=DETACHED_TEST)
+    run(pytester, "test_detached.py", "--claude-record-mode=once").assert_outcomes(passed=1)
+    cassette = pytester.path / "tests" / "cassettes" / "test_detached" / "test_detached.ndjson"
+    events = read_cassette(cassette).events
+    assert any(e.direction == "err" and e.data == b"fake claude: bye" for e in events)
+    assert read_cassette(cassette).header.get("exit_code") == 0
 
 
 def test_unused_cassettes_are_listed(pytester: pytest.Pytester, app: Path) -> None:
