@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from pathlib import Path
+
 import pytest
 
-from claudetrace.bench.proxy import build_input, percentile, run_proxy_bench, sample_lines
+from claudetrace.bench.proxy import (
+    STREAMING_CASSETTE,
+    build_input,
+    percentile,
+    run_proxy_bench,
+    sample_lines,
+)
+from claudetrace.cassette import read_cassette
+from claudetrace.events import Event
+
+#: The shipped demo session (small and control-heavy), still usable with --from.
+DEMO_SESSION = Path(__file__).parent.parent / "claudetrace/demo_data/session.cassette.ndjson"
 
 
 def test_percentile_nearest_rank() -> None:
@@ -22,6 +36,46 @@ def test_input_cycles_the_recorded_lines() -> None:
     data = build_input(lines, len(lines) + 2)
     assert data.split(b"\n")[:-1] == [*lines, lines[0], lines[1]]
     assert all(b"\n" not in line for line in lines)
+
+
+def test_the_default_input_is_the_streaming_session() -> None:
+    recorded = read_cassette(STREAMING_CASSETTE)
+    assert sample_lines() == [e.data for e in recorded.events if e.direction != "err" and e.data]
+    # --from still picks another recording, like the demo session.
+    assert sample_lines(DEMO_SESSION) != sample_lines()
+    assert len(sample_lines(DEMO_SESSION)) < 100 < len(sample_lines())
+
+
+def test_the_streaming_session_is_mostly_deltas_with_tools_and_control_round_trips() -> None:
+    events = [Event(i, "out", 0, line) for i, line in enumerate(sample_lines())]
+    assert 1_000 <= len(events) <= 3_000
+    fields = [e.fields for e in events]
+    assert all(f.is_json for f in fields)
+    kinds = Counter((f.type, f.subtype) for f in fields)
+    stream_events = sum(n for (kind, _), n in kinds.items() if kind == "stream_event")
+    assert stream_events > len(events) / 2
+    assert kinds["stream_event", "content_block_delta"] > len(events) / 2
+    # Two user turns, each ending with a result.
+    assert kinds["user", None] >= 2 and kinds["result", "success"] == 2
+    # Tool calls, their results, and the permission and hook round trips about them.
+    refs = [ref for f in fields for ref in f.tools]
+    used = {ref.name for ref in refs if ref.kind == "use"}
+    assert {"Bash", "mcp__tasks__add_task"} <= used
+    assert {ref.kind for ref in refs} == {"use", "result", "permission", "hook"}
+    for subtype in ("initialize", "can_use_tool", "hook_callback", "mcp_message"):
+        assert kinds["control_request", subtype] >= 1, subtype
+    requests = {f.request_id for f in fields if f.type == "control_request"}
+    answered = {f.request_id for f in fields if f.type == "control_response"}
+    assert requests and requests <= answered
+
+
+def test_the_streaming_session_is_sanitised() -> None:
+    header = read_cassette(STREAMING_CASSETTE).header
+    assert header["sanitized"]["secrets"] is True
+    assert header["cwd"] == "/home/dev/project" and header["argv"][0] == "claude"
+    text = STREAMING_CASSETTE.read_text()
+    assert str(Path(__file__).resolve().parent.parent) not in text
+    assert "sk-ant-fake-key" not in text and "ct-bench-input-" not in text
 
 
 @pytest.mark.usefixtures("ct_env")

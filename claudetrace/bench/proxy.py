@@ -1,8 +1,13 @@
 """The proxy benchmark: throughput against ``cat`` and ``tee FILE``, added latency, memory.
 
 Everything runs side by side in one invocation on the same input, a stream-json
-mix made by cycling the lines of a recording (the shipped demo session unless
-another cassette is given):
+mix made by cycling the lines of a recording.  Unless another cassette is given
+that is the shipped streaming session (``bench/data/streaming.cassette.ndjson``):
+two turns of the real CLI with ``include_partial_messages``, so most lines are
+``stream_event`` deltas of a few words, as in sustained real traffic, with
+assistant messages, three tool calls, permission and hook round trips and
+results in between.  The small, control-heavy demo session is available with
+``--from claudetrace/demo_data/session.cassette.ndjson``.
 
 - **throughput**: ``cat IN | X > /dev/null`` where X is ``cat``, ``tee FILE`` or
   ``claudetrace proxy --db DB -- cat``, timed until the process exits.  For the
@@ -54,8 +59,9 @@ from pathlib import Path
 from ..cassette import read_cassette
 from ..indexer import STATS_ENV as INDEXER_STATS_ENV
 
-#: The recording whose lines make the benchmark's input by default.
-DEMO_CASSETTE = Path(__file__).resolve().parent.parent / "demo_data" / "session.cassette.ndjson"
+#: The recording whose lines make the benchmark's input by default: a streaming
+#: session of the real CLI (recorded by ``python -m tests.record_bench_input``).
+STREAMING_CASSETTE = Path(__file__).resolve().parent / "data" / "streaming.cassette.ndjson"
 
 
 @dataclass
@@ -222,7 +228,7 @@ def percentile(values: Sequence[int] | Sequence[float], q: float) -> float:
 
 def sample_lines(cassette: str | os.PathLike[str] | None = None) -> list[bytes]:
     """The lines of a recording (both directions, stderr left out), in order."""
-    recorded = read_cassette(cassette or DEMO_CASSETTE)
+    recorded = read_cassette(cassette or STREAMING_CASSETTE)
     lines = [e.data for e in recorded.events if e.direction != "err" and e.data]
     if not lines:
         raise ValueError("the cassette has no lines to build the benchmark input from")

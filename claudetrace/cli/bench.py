@@ -47,11 +47,11 @@ def replay_bench(lines: int, sdk_lines: int) -> None:
 
 
 @bench.command("proxy")
-@click.option("--lines", default=100_000, show_default=True, help="Lines of input (~1.5 KB each).")
+@click.option("--lines", default=100_000, show_default=True, help="Lines of input (~0.3 KB each).")
 @click.option("--round-trips", default=5_000, show_default=True, help="Ping-pong lines (latency).")
 @click.option(
     "--from", "cassette", metavar="CASSETTE",
-    help="Build the input from this recording [default: the demo session].",
+    help="Build the input from this recording [default: the streaming session].",
 )
 @click.option(
     "--db", "db_url", metavar="URL", help="Record here [default: a fresh SQLite file]."
