@@ -24,7 +24,8 @@ user turns against the real bundled CLI and the fake API
 The fake API splits a block into only a handful of deltas; the real API
 streams a few tokens at a time.  While recording, blocks are therefore split
 into pieces of one to three words (about a dozen characters), deterministically,
-so a re-recording differs only in ids and timings.
+so a re-recording differs only in ids, timings and the order of lines that
+cross each other in the two directions.
 
 Recording, export and sanitising are those of :mod:`tests.record_fixtures`:
 the CLI runs through a recording shim into a temporary SQLite store, the
