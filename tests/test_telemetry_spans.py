@@ -385,3 +385,25 @@ def test_tree_on_the_harness_recordings(path: Path) -> None:
                          ended_ns=h.get("ended_ns"), exit_code=h.get("exit_code"),
                          signal=h.get("signal"), model=h.get("model"))
     assert shape(build_spans(info, cassette.events)) == EXPECTED[path.stem]
+
+
+def test_thinking_progress_lines_are_counted_on_the_model_call_not_one_event_each() -> None:
+    from claudetrace.bench.proxy import STREAMING_CASSETTE
+    from claudetrace.store import info_from_header
+
+    cassette = read_cassette(STREAMING_CASSETTE)
+    progress = [
+        e for e in cassette.events
+        if e.direction == "out" and e.fields.type == "system"
+        and e.fields.subtype == "thinking_tokens"
+    ]
+    assert len(progress) > 100  # a real CLI streaming extended thinking
+    spans = build_spans(info_from_header(cassette.header), cassette.events)
+    assert not any(ev.name == "system/thinking_tokens" for s in spans for ev in s.events)
+    counted = [s for s in spans if c.THINKING_UPDATES in s.attributes]
+    assert counted and all(s.name.startswith("chat") for s in counted)
+    assert sum(s.attributes[c.THINKING_UPDATES] for s in counted) == len(progress)
+    last = progress[-1].message or {}
+    assert any(
+        s.attributes.get(c.THINKING_ESTIMATED_TOKENS) == last["estimated_tokens"] for s in counted
+    )

@@ -87,6 +87,10 @@ EVENT_TYPE: Final = "claudetrace.event.type"
 EVENT_SUBTYPE: Final = "claudetrace.event.subtype"
 EVENT_LINE: Final = "claudetrace.event.line"
 EVENT_SIZE: Final = "claudetrace.event.size"
+#: ``system/thinking_tokens`` progress lines, coalesced onto the model call (or
+#: turn) span instead of one span event each: how many, and the last estimate.
+THINKING_UPDATES: Final = "claudetrace.thinking.updates"
+THINKING_ESTIMATED_TOKENS: Final = "claudetrace.thinking.estimated_tokens"
 
 # --- metrics (see the metric names contract; do not rename) ---------------------
 METRIC_TOKEN_USAGE: Final = "gen_ai.client.token.usage"

@@ -98,6 +98,9 @@ class SpanBuilder(SpanTree):
                 msg = event.message or {}
                 if msg.get("status") == "requesting":
                     self._marks[fields.parent_tool_use_id] = now
+            elif mtype == "system" and fields.subtype == "thinking_tokens":
+                self._thinking_tokens(event)
+                return
             elif mtype == "system" and fields.subtype in _TASK_SUBTYPES:
                 self._task(event, now)
             elif mtype == "system" and fields.subtype == "init":
@@ -178,6 +181,18 @@ class SpanBuilder(SpanTree):
         if total is not None:
             self._cost_total = total
         return None if turn_cost is None else round(turn_cost, 9)
+
+    def _thinking_tokens(self, event: Event) -> None:
+        """A thinking progress line: one per thinking delta, so counted, not a span event each."""
+        lane = event.fields.parent_tool_use_id
+        chat = self._lane_chat.get(lane)
+        span = chat.span if chat is not None else self._context_span(lane)
+        attrs = span.attributes
+        count = attrs.get(c.THINKING_UPDATES, 0)
+        attrs[c.THINKING_UPDATES] = (count if isinstance(count, int) else 0) + 1
+        estimate = (event.message or {}).get("estimated_tokens")
+        if isinstance(estimate, int):
+            attrs[c.THINKING_ESTIMATED_TOKENS] = estimate
 
     def _stream_event(self, event: Event, now: int) -> None:
         sub = event.fields.subtype
