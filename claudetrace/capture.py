@@ -2,7 +2,7 @@
 
 The proxy never parses or stores lines itself.  Every chunk it forwards is
 appended, with its direction and timestamps, to a *capture file* beside the
-database: one sequential write per batch of chunks, as cheap as ``tee FILE``.
+database, before it is forwarded: one ``writev`` per chunk, as ``tee FILE`` does it.
 An indexer process (:mod:`claudetrace.indexer`) follows the file, splits it into
 lines, parses each once and stores the events; when it has stored everything it
 deletes the file.  A capture file left behind (an indexer that was killed, a
@@ -23,7 +23,6 @@ indexer holds one on ``ID.lock`` while it stores (wait for it).
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import errno
@@ -50,10 +49,6 @@ CHUNK_KINDS: Final[tuple[Direction, ...]] = ("in", "out", "err")
 KIND_CODE: Final[dict[str, int]] = {"in": 0, "out": 1, "err": 2}
 END: Final = 3
 LOST: Final = 4
-#: Bytes waiting in memory for the capture thread before forwarding waits for
-#: the disk (as ``tee`` does): memory stays bounded, nothing is dropped.
-QUEUE_LIMIT_BYTES: Final = 64 * 1024 * 1024
-_IOV_MAX: Final = 1024
 
 
 def data_dir() -> Path:
@@ -289,21 +284,9 @@ def _create_locked(path: Path, header: bytes) -> int:
     return fd
 
 
-def _complete_records(parts: list[bytes], done: int) -> tuple[int, int]:
-    """How many whole records (and their bytes) the first ``done`` bytes of ``parts`` hold."""
-    whole = whole_bytes = 0
-    for header, data in zip(parts[::2], parts[1::2], strict=True):
-        size = len(header) + len(data)
-        if whole_bytes + size > done:
-            break
-        whole += 1
-        whole_bytes += size
-    return whole, whole_bytes
-
-
 @dataclass
 class CaptureReport:
-    """What the capture thread could not write, for the proxy's exit message."""
+    """What could not be written to the capture file, for the proxy's exit message."""
 
     chunks: int = 0
     bytes: int = 0
@@ -322,12 +305,17 @@ class CaptureReport:
 
 
 class CaptureWriter:
-    """Appends forwarded chunks to a capture file from a thread of its own.
+    """Appends forwarded chunks to a capture file, in the forwarding threads.
 
-    :meth:`feed` stamps the chunk and queues it; the capture thread writes
-    batches with one ``writev`` each.  While a write fails (disk full) chunks are
-    counted as lost instead of queued — the proxy reports the count at exit —
-    and a ``LOST`` record is written as soon as writing works again.
+    :meth:`feed` stamps the chunk and appends it with one ``writev`` (header and
+    data) before the caller forwards it, as ``tee`` writes its file before its
+    output: a chunk that was forwarded is in the file, whatever happens to the
+    proxy next.  Writes go to the page cache (a few µs); a disk that stalls
+    holds forwarding up as it would hold ``tee``.  The database is never waited
+    for: the indexer stores the file behind us.  While writes fail (disk full)
+    chunks are forwarded but counted as lost — the proxy reports the count at
+    exit — and a ``LOST`` record says how many bytes as soon as writing works
+    again.
     """
 
     def __init__(
@@ -336,13 +324,11 @@ class CaptureWriter:
         info: RecordingInfo,
         *,
         t0_ns: int | None = None,
-        queue_limit: int = QUEUE_LIMIT_BYTES,
     ) -> None:
         self.path = path
         self.info = info
         self.t0_ns = time.monotonic_ns() if t0_ns is None else t0_ns
         self.report = CaptureReport()
-        self._limit = queue_limit
         self._fd = _create_locked(path, MAGIC + info_to_json(info))
         #: End of the last complete record: after a failed write the file is cut
         #: back to it, so a torn record never sits between complete ones.
@@ -350,19 +336,12 @@ class CaptureWriter:
         #: Set when a torn record could not be cut off: nothing more is written.
         self._broken = False
         self._notify: int | None = None
+        #: Serialises appends from the forwarding threads: file order is the
+        #: order of the timestamps, hence of the stored sequence numbers.
         self._lock = threading.Lock()
-        self._wake = threading.Condition(self._lock)
-        self._space = threading.Condition(self._lock)
-        #: Set while writes fail (disk full): chunks are counted, not queued.
-        self._failed = False
-        self._queue: collections.deque[tuple[int, int, int, bytes]] = collections.deque()
-        self._queued = 0
+        #: Bytes per direction forwarded but not written, not yet in a LOST record.
         self._lost_pending: dict[str, int] = {}
-        #: New losses since the capture thread last tried to write a LOST record.
-        self._lost_news = False
-        self._closing = False
-        self._thread = threading.Thread(target=self._run, name="claudetrace-capture", daemon=True)
-        self._thread.start()
+        self._closed = False
 
     @classmethod
     def create(cls, url: str, info: RecordingInfo, **kwargs: Any) -> CaptureWriter:
@@ -385,71 +364,26 @@ class CaptureWriter:
     # -- the hot path (forwarding threads) ---------------------------------------------
 
     def feed(self, direction: Direction, chunk: bytes) -> None:
-        """Queue a forwarded chunk with its timestamps.
-
-        Only when the disk falls :data:`QUEUE_LIMIT_BYTES` behind does this wait
-        for it, as ``tee`` would: the capture file is the record, and dropping
-        chunks to keep forwarding would lose it.  (The database is never waited
-        for: the indexer stores the file behind us.)
-        """
+        """Append a chunk about to be forwarded, with its timestamps."""
         with self._lock:
-            while self._queued and self._queued + len(chunk) > self._limit and not self._failed:
-                self._space.wait()
-            if self._failed:
+            if self._closed:
+                return
+            if self._lost_pending:
+                self._write_lost()
+            header = RECORD.pack(
+                KIND_CODE[direction], time.monotonic_ns() - self.t0_ns, time.time_ns(), len(chunk)
+            )
+            if not self._append([header, chunk]):
                 self.report.lost_chunks += 1
                 self.report.lost_bytes += len(chunk)
                 self._lost_pending[direction] = self._lost_pending.get(direction, 0) + len(chunk)
-                self._lost_news = True
-                self._wake.notify()  # the thread retries with the LOST record
                 return
-            self._queue.append(
-                (KIND_CODE[direction], time.monotonic_ns() - self.t0_ns, time.time_ns(), chunk)
-            )
-            self._queued += len(chunk)
-            self._wake.notify()
+            self.report.chunks += 1
+            self.report.bytes += len(chunk)
+        self._poke()
 
-    # -- the capture thread -------------------------------------------------------------------
-
-    def _run(self) -> None:
-        while True:
-            with self._lock:
-                while not self._queue and not self._lost_news and not self._closing:
-                    self._wake.wait()
-                batch, self._queue = self._queue, collections.deque()
-                lost, self._lost_pending = self._lost_pending, {}
-                self._lost_news = False
-                closing = self._closing
-            if lost and not self._write_record(LOST, json.dumps(lost).encode()):
-                # Still failing: keep the counts for the next attempt (the next
-                # chunk forwarded, or the close), so the file tells of them once
-                # writing works again.
-                with self._lock:
-                    for direction, count in lost.items():
-                        self._lost_pending[direction] = self._lost_pending.get(direction, 0) + count
-            if batch:
-                self._write_batch(batch)
-                with self._lock:
-                    self._queued -= sum(len(item[3]) for item in batch)
-                    self._space.notify_all()
-                self._poke()
-            if closing and not batch:
-                return
-
-    def _write_batch(self, batch: collections.deque[tuple[int, int, int, bytes]]) -> None:
-        parts: list[bytes] = []
-        items = 0
-        for kind, t_ns, wall_ns, chunk in batch:
-            parts.append(RECORD.pack(kind, t_ns, wall_ns, len(chunk)))
-            parts.append(chunk)
-            items += 1
-            if len(parts) >= _IOV_MAX:
-                self._write_parts(parts, items)
-                parts, items = [], 0
-        if parts:
-            self._write_parts(parts, items)
-
-    def _write_parts(self, parts: list[bytes], items: int) -> None:
-        """Append ``items`` records (header and data parts alternating)."""
+    def _append(self, parts: list[bytes]) -> bool:
+        """Append one record (its parts) whole, or nothing; False when the write failed."""
         size = sum(len(p) for p in parts)
         done = 0
         try:
@@ -462,48 +396,17 @@ class CaptureWriter:
                     done += os.write(self._fd, rest[done:])
         except OSError as exc:
             self.report.error = os.strerror(exc.errno) if exc.errno else str(exc)
-            # Records that reached the file whole stay (they are stored); the
-            # rest are lost, and a torn one is cut off.
-            whole, whole_bytes = _complete_records(parts, done)
-            self._truncate(self._size + whole_bytes)
-            self._size += whole_bytes
-            self.report.chunks += whole
-            self.report.bytes += whole_bytes
-            with self._lock:
-                lost = parts[2 * whole :]
-                for header, data in zip(lost[::2], lost[1::2], strict=True):
-                    direction = CHUNK_KINDS[RECORD.unpack(header)[0]]
-                    self._lost_pending[direction] = (
-                        self._lost_pending.get(direction, 0) + len(data)
-                    )
-                    self.report.lost_chunks += 1
-                    self.report.lost_bytes += len(data)
-            # Forwarding must not wait on a disk that refuses writes: until one
-            # succeeds again, chunks are counted as lost instead of queued.
-            self._failed = True
-            return
-        self._size += size
-        self.report.chunks += items
-        self.report.bytes += size
-        self._failed = False
-
-    def _write_record(self, kind: int, data: bytes) -> bool:
-        """Append one record that is not a chunk; False when the write failed."""
-        record = RECORD.pack(kind, time.monotonic_ns() - self.t0_ns, time.time_ns(), len(data))
-        done = 0
-        try:
-            if self._broken:
-                return False
-            view = memoryview(record + data)
-            while done < len(view):
-                done += os.write(self._fd, view[done:])
-        except OSError:
             if done:
                 self._truncate(self._size)
             return False
-        self._size += done
-        self._failed = False
+        self._size += size
         return True
+
+    def _write_lost(self) -> None:
+        data = json.dumps(self._lost_pending).encode()
+        header = RECORD.pack(LOST, time.monotonic_ns() - self.t0_ns, time.time_ns(), len(data))
+        if self._append([header, data]):
+            self._lost_pending = {}
 
     def _truncate(self, size: int) -> None:
         """Cut the file back to ``size`` (the end of its last complete record)."""
@@ -516,10 +419,11 @@ class CaptureWriter:
             self._broken = True
 
     def _poke(self) -> None:
-        if self._notify is None:
+        notify = self._notify
+        if notify is None:
             return
         try:
-            os.write(self._notify, b"\0")
+            os.write(notify, b"\0")
         except BlockingIOError:
             pass  # the indexer has wake-ups pending already
         except OSError as exc:
@@ -529,19 +433,23 @@ class CaptureWriter:
     # -- the end ----------------------------------------------------------------------------
 
     def close(self, end: dict[str, Any] | None) -> CaptureReport:
-        """Write everything queued, then ``end`` (the exit), and release the file.
+        """Write ``end`` (the exit) and release the file; later chunks are not recorded.
 
         ``end`` is None when the proxy gives up without an exit to record.
         """
         with self._lock:
-            self._closing = True
-            self._wake.notify()
-        self._thread.join()
-        if end is not None:
-            self._write_record(END, json.dumps(end).encode())
+            if self._lost_pending:
+                self._write_lost()
+            if end is not None:
+                data = json.dumps(end).encode()
+                self._append(
+                    [RECORD.pack(END, time.monotonic_ns() - self.t0_ns, time.time_ns(),
+                                 len(data)), data]
+                )
+            self._closed = True
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
         self._poke()
-        with contextlib.suppress(OSError):
-            os.close(self._fd)
         if self._notify is not None:
             with contextlib.suppress(OSError):
                 os.close(self._notify)

@@ -346,7 +346,6 @@ def test_sigkill_of_the_proxy_mid_stream_stores_it_incomplete_without_gaps(db_pa
                 now = time.monotonic()
                 received += [(now, int(line.split(b":")[-1].rstrip(b"}"))) for line in lines]
         proc.kill()
-        killed_at = time.monotonic()
         proc.wait()
         os.killpg(proc.pid, signal.SIGKILL)  # the orphaned child
     assert [n for _, n in received] == list(range(len(received)))
@@ -356,10 +355,9 @@ def test_sigkill_of_the_proxy_mid_stream_stores_it_incomplete_without_gaps(db_pa
     rec, events = latest_events(db_path)
     ticks = [e.data for e in events]
     assert ticks == [b'{"type":"tick","n":%d}' % i for i in range(len(ticks))]
-    # The capture thread writes a chunk to the file within moments of its
-    # forwarding; only what it still had queued at the kill can be missing.
-    must_have = max(n for t, n in received if t <= killed_at - 0.5)
-    assert len(ticks) >= must_have + 1
+    # Each chunk is in the capture file before it is forwarded: everything the
+    # host received was recorded (a line read after the last one we saw may be too).
+    assert received and len(ticks) >= len(received)
     assert rec.status == "incomplete" and rec.ended_ns is None and rec.exit_code is None
     assert not list(capture_dir(db_path).glob("*" + cap.SUFFIX))
 
