@@ -4,7 +4,7 @@ Three forwarding threads copy stdin → child stdin, child stdout → stdout and
 stderr → stderr with unbuffered ``os.read``/``os.write``, so a line the child
 writes is on our stdout at once.  Each chunk is also handed to the
 :class:`~claudetrace.capture.CaptureWriter`, which appends it to the session's
-capture file from a thread of its own; an indexer process
+capture file before it is forwarded; an indexer process
 (:mod:`claudetrace.indexer`) follows that file and stores the events.
 
 Process semantics are those of a drop-in executable: stdin EOF closes the child's
@@ -127,7 +127,7 @@ class _Pump(threading.Thread):
                 break
             # Record before forwarding: the other side cannot answer a line it has
             # not seen yet, so an answer is never recorded ahead of its request
-            # (feed() only appends to a queue, so this costs the line nothing).
+            # (feed() is one writev into the page cache: a few µs).
             self.feed(self.direction, chunk)
             if dst is not None:
                 try:
@@ -160,8 +160,8 @@ def exit_status(returncode: int) -> tuple[int, int | None]:
 
 def run_proxy(options: ProxyOptions) -> tuple[int, ProxyReport]:
     """Run one proxied session; returns the exit status and what went wrong recording it."""
-    # A forwarding thread woken by a read must get the GIL back quickly while the
-    # capture thread runs: hand it over every 0.2 ms instead of Python's default 5 ms.
+    # A forwarding thread woken by a read must get the GIL back quickly while
+    # another one runs: hand it over every 0.2 ms instead of Python's default 5 ms.
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     environ = dict(os.environ if options.env is None else options.env)
     info = RecordingInfo.start(
