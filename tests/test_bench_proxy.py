@@ -81,8 +81,10 @@ def test_the_streaming_session_is_sanitised() -> None:
 @pytest.mark.usefixtures("ct_env")
 def test_a_tiny_run_measures_all_four_and_checks_storage() -> None:
     report = run_proxy_bench(lines=300, round_trips=50)
-    assert [t.name for t in report.throughput] == ["cat", "tee FILE", "proxy", "proxy+otel"]
-    assert all(t.seconds > 0 and t.bytes == report.input_bytes for t in report.throughput)
+    names = [t.name for t in report.throughput]
+    assert names == ["cat", "tee FILE", "proxy", "standin", "standin+otel"]
+    assert all(t.seconds > 0 for t in report.throughput)
+    assert all(t.bytes == report.input_bytes for t in report.throughput[:3])
     assert all(t.cpu_seconds is not None for t in report.throughput)
     assert report.proxied_otel is not None
     assert (
@@ -93,7 +95,7 @@ def test_a_tiny_run_measures_all_four_and_checks_storage() -> None:
     )
     assert report.otel_cpu_overhead is not None
     assert report.otel_total_cpu_overhead is not None
-    for name in ("proxy", "proxy+otel"):
+    for name in ("proxy", "standin", "standin+otel"):
         run = report.by_name(name)
         # The indexer is a process of its own (it imports SQLAlchemy): its
         # start-up alone is measurable CPU, reported through the stats file.
@@ -104,3 +106,22 @@ def test_a_tiny_run_measures_all_four_and_checks_storage() -> None:
     text = "\n".join(report.lines())
     assert "of tee" in text and "p99" in text and "live telemetry:" in text
     assert "proxy + child + indexer" in text and "stored +s" in text
+
+
+def test_the_standin_plays_the_cli_side_in_the_recorded_order(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from claudetrace.bench.proxy import sample_records
+    from claudetrace.bench.standin import write_script
+
+    records = sample_records()
+    script = tmp_path / "script"
+    host, count = write_script(script, records)
+    assert count == len(records)
+    assert host.splitlines() == [line for d, line in records if d == "in"]
+    done = subprocess.run(
+        [sys.executable, "-m", "claudetrace.bench.standin", str(script)],
+        input=host, capture_output=True, timeout=60, check=True,
+    )
+    assert done.stdout.splitlines() == [line for d, line in records if d == "out"]

@@ -23,9 +23,12 @@ results in between.  The small, control-heavy demo session is available with
   latency per line is the difference of the round-trip percentiles (each line
   crosses the proxy twice, in and out).
 - **memory**: the proxy's peak RSS (``VmHWM``) during the throughput run.
-- **telemetry**: the proxy runs again with live OpenTelemetry export on (OTLP
-  over HTTP to a local endpoint that accepts and discards), for CPU time and
-  latency against the run with it off.
+- **telemetry**: a real conversation in both directions — the host sends the
+  session's host lines and a stand-in child (:mod:`.standin`) plays the CLI's
+  lines in the recorded order (``cat`` would echo the CLI's lines back as host
+  input) — through the proxy with live OpenTelemetry export off, then on (OTLP
+  over HTTP to a local endpoint that accepts and discards), for CPU time; and
+  the ping-pong again with export on, for latency.
 
 CPU time (user + system) is counted for the proxy process itself, its child
 (``cat``) and its indexer.  The proxy's own time is read from the zombie before
@@ -58,6 +61,7 @@ from pathlib import Path
 
 from ..cassette import read_cassette
 from ..indexer import STATS_ENV as INDEXER_STATS_ENV
+from .standin import write_script
 
 #: The recording whose lines make the benchmark's input by default: a streaming
 #: session of the real CLI (recorded by ``python -m tests.record_bench_input``).
@@ -133,7 +137,7 @@ class ProxyBenchReport:
 
     def _otel_runs(self) -> tuple[Throughput, Throughput] | None:
         names = {t.name: t for t in self.throughput}
-        off, on = names.get("proxy"), names.get("proxy+otel")
+        off, on = names.get("standin"), names.get("standin+otel")
         if not (off and on and off.cpu_seconds and on.cpu_seconds):
             return None
         return off, on
@@ -181,7 +185,9 @@ class ProxyBenchReport:
             "(seconds: until the process exited, for the proxy with everything in its capture",
             " file; CPU s: the process itself; child: its child command; indexer: the process",
             " that stores the capture file; stored +s: the last line was in the database this",
-            " long after the proxy's exit)",
+            " long after the proxy's exit.  standin rows: the proxy in front of a stand-in",
+            " that plays the CLI's side of the session, telemetry off and on; their MB/s",
+            " count the host's lines only)",
             "",
             f"{'round trip':<10} {'p50 ms':>8} {'p99 ms':>9} {'max ms':>11}",
         ]
@@ -233,6 +239,12 @@ def sample_lines(cassette: str | os.PathLike[str] | None = None) -> list[bytes]:
     if not lines:
         raise ValueError("the cassette has no lines to build the benchmark input from")
     return lines
+
+
+def sample_records(cassette: str | os.PathLike[str] | None = None) -> list[tuple[str, bytes]]:
+    """The lines of a recording with their direction (stderr left out), in order."""
+    recorded = read_cassette(cassette or STREAMING_CASSETTE)
+    return [(e.direction, e.data) for e in recorded.events if e.direction != "err" and e.data]
 
 
 def build_input(lines: Iterable[bytes], count: int) -> bytes:
@@ -354,7 +366,7 @@ def ping_pong(
 
 def run_proxy_bench(
     *,
-    lines: int = 100_000,
+    lines: int = 500_000,
     round_trips: int = 5_000,
     cassette: str | None = None,
     db: str | None = None,
@@ -386,11 +398,30 @@ def run_proxy_bench(
                 time_command("cat", ["cat"], input_path, lines),
                 time_command("tee FILE", ["tee", str(folder / "tee.out")], input_path, lines),
             ]
-            for name, env in (("proxy", plain), ("proxy+otel", otel)):
+            stats = folder / "indexer.json"
+            run = time_command(
+                "proxy", [*proxy, "--", "cat"], input_path, lines,
+                {**plain, INDEXER_STATS_ENV: str(stats)},
+            )
+            run.stored_after_seconds = _check_stored(db_url, 2 * lines)
+            run.indexer_cpu_seconds = _indexer_cpu(stats)
+            results.append(run)
+            # Telemetry: a real conversation in both directions (the CLI played
+            # by a stand-in, see claudetrace.bench.standin), with export off and on.
+            script = folder / "standin.script"
+            host_input, events = write_script(
+                script, itertools.islice(itertools.cycle(sample_records(cassette)), lines)
+            )
+            host_path = folder / "host.ndjson"
+            host_path.write_bytes(host_input)
+            standin = [sys.executable, "-m", "claudetrace.bench.standin", str(script)]
+            for name, env in (("standin", plain), ("standin+otel", otel)):
                 stats = folder / f"{name}.indexer.json"
-                env = {**env, INDEXER_STATS_ENV: str(stats)}
-                run = time_command(name, [*proxy, "--", "cat"], input_path, lines, env)
-                run.stored_after_seconds = _check_stored(db_url, 2 * lines)
+                run = time_command(
+                    name, [*proxy, "--", *standin], host_path, lines,
+                    {**env, INDEXER_STATS_ENV: str(stats)},
+                )
+                run.stored_after_seconds = _check_stored(db_url, events)
                 run.indexer_cpu_seconds = _indexer_cpu(stats)
                 results.append(run)
             direct = ping_pong("direct", ["cat"], source, round_trips)
@@ -439,10 +470,12 @@ def _check_stored(db_url: str, expected: int) -> float:
 
     The throughput figure only counts if every line really was stored.
     """
+    from ..indexer import settle
     from ..store import open_store
 
     start = time.perf_counter()
-    store = open_store(db_url)  # waits for the indexer (see claudetrace.indexer.settle)
+    store = open_store(db_url, settle=False)
+    settle(store, quiet=True)  # waits for the indexer
     waited = time.perf_counter() - start
     try:
         stored = store.count_events(store.resolve("latest").id)

@@ -47,7 +47,7 @@ def replay_bench(lines: int, sdk_lines: int) -> None:
 
 
 @bench.command("proxy")
-@click.option("--lines", default=100_000, show_default=True, help="Lines of input (~0.3 KB each).")
+@click.option("--lines", default=500_000, show_default=True, help="Lines of input (~0.3 KB each).")
 @click.option("--round-trips", default=5_000, show_default=True, help="Ping-pong lines (latency).")
 @click.option(
     "--from", "cassette", metavar="CASSETTE",
