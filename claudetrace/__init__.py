@@ -5,13 +5,9 @@ The public pieces are re-exported here; see the README for the command line.
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("claudetrace")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.0.0+unknown"
-
+# A constant, not importlib.metadata: the proxy starts for every session and
+# looking the distribution up costs it tens of milliseconds.
+from ._version import __version__
 from .cassette import Cassette, read_cassette, write_cassette
 from .errors import ClaudeTraceError
 from .events import Event, LineFields, ToolRef
