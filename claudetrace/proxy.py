@@ -253,7 +253,7 @@ def _telemetry(
         return {}, None
     from .errors import TelemetryError
     from .telemetry.config import resolve_settings
-    from .telemetry.live import child_env
+    from .telemetry.records import traceparent
 
     try:
         settings = resolve_settings(environ=environ, **(otel or {}))
@@ -262,7 +262,9 @@ def _telemetry(
         return {}, None
     if not settings.enabled:
         return {}, None
-    return child_env(info, settings), dict(otel or {})
+    # As telemetry.live.child_env, without loading the span builder here.
+    extra = {"TRACEPARENT": traceparent(info.id)} if settings.traces_endpoint else {}
+    return extra, dict(otel or {})
 
 
 def _start_recording(

@@ -15,9 +15,35 @@ Nothing here imports OpenTelemetry at import time except :mod:`.export`.
 
 from __future__ import annotations
 
-from .content import ContentPolicy
-from .records import SpanEvent, SpanRecord, render_tree, span_id_for, trace_id_for, traceparent
-from .spans import SpanBuilder, build_spans
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the real names for type checkers; loaded lazily at run time
+    from .content import ContentPolicy
+    from .records import SpanEvent, SpanRecord, render_tree, span_id_for, trace_id_for, traceparent
+    from .spans import SpanBuilder, build_spans
+
+#: Public names and the module that defines them: loaded on first use, so the
+#: proxy can read the settings (``.config``) without loading the span builder.
+_EXPORTS = {
+    "ContentPolicy": ".content",
+    "SpanBuilder": ".spans",
+    "build_spans": ".spans",
+    "SpanEvent": ".records",
+    "SpanRecord": ".records",
+    "render_tree": ".records",
+    "span_id_for": ".records",
+    "trace_id_for": ".records",
+    "traceparent": ".records",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(module, __name__), name)
+
 
 __all__ = [
     "ContentPolicy",
