@@ -252,8 +252,7 @@ def _telemetry(
     if not otel and not any(k.startswith("OTEL_") for k in environ):
         return {}, None
     from .errors import TelemetryError
-    from .telemetry.config import resolve_settings
-    from .telemetry.records import traceparent
+    from .telemetry.config import child_env, resolve_settings
 
     try:
         settings = resolve_settings(environ=environ, **(otel or {}))
@@ -262,9 +261,7 @@ def _telemetry(
         return {}, None
     if not settings.enabled:
         return {}, None
-    # As telemetry.live.child_env, without loading the span builder here.
-    extra = {"TRACEPARENT": traceparent(info.id)} if settings.traces_endpoint else {}
-    return extra, dict(otel or {})
+    return child_env(info, settings), dict(otel or {})
 
 
 def _start_recording(

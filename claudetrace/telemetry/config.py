@@ -19,7 +19,9 @@ from typing import Final
 from urllib.parse import unquote
 
 from ..errors import TelemetryError
+from ..recording import RecordingInfo
 from .content import ContentPolicy
+from .records import traceparent
 
 PROTOCOLS: Final = ("grpc", "http/protobuf")
 DEFAULT_PROTOCOL: Final = "http/protobuf"
@@ -122,3 +124,10 @@ def resolve_settings(
         resource=resource,
         content=ContentPolicy.from_env(env, capture_content),
     )
+
+
+def child_env(info: RecordingInfo, settings: OtelSettings) -> dict[str, str]:
+    """The CLI's ``TRACEPARENT`` for a recording, when its traces are exported."""
+    if not settings.enabled or not settings.traces_endpoint:
+        return {}
+    return {"TRACEPARENT": traceparent(info.id)}

@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING, Final
 from ..errors import TelemetryError
 from ..events import Event
 from ..recording import EventSink, RecordingInfo
-from .config import OtelSettings, resolve_settings
-from .records import traceparent
+from .config import OtelSettings, child_env, resolve_settings
 from .spans import SpanBuilder
 
 if TYPE_CHECKING:
@@ -86,13 +85,6 @@ class LiveTelemetry:
 
     def on_close(self, info: RecordingInfo) -> None:
         self.pipeline.close(info, self._flush_timeout)
-
-
-def child_env(info: RecordingInfo, settings: OtelSettings) -> dict[str, str]:
-    """The CLI's ``TRACEPARENT`` for a recording, when its traces are exported."""
-    if not settings.enabled or not settings.traces_endpoint:
-        return {}
-    return {"TRACEPARENT": traceparent(info.id)}
 
 
 def live_sink(
