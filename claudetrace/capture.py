@@ -370,10 +370,7 @@ class CaptureWriter:
                 return
             if self._lost_pending:
                 self._write_lost()
-            header = RECORD.pack(
-                KIND_CODE[direction], time.monotonic_ns() - self.t0_ns, time.time_ns(), len(chunk)
-            )
-            if not self._append([header, chunk]):
+            if not self._append(KIND_CODE[direction], chunk):
                 self.report.lost_chunks += 1
                 self.report.lost_bytes += len(chunk)
                 self._lost_pending[direction] = self._lost_pending.get(direction, 0) + len(chunk)
@@ -382,9 +379,11 @@ class CaptureWriter:
             self.report.bytes += len(chunk)
         self._poke()
 
-    def _append(self, parts: list[bytes]) -> bool:
-        """Append one record (its parts) whole, or nothing; False when the write failed."""
-        size = sum(len(p) for p in parts)
+    def _append(self, kind: int, data: bytes) -> bool:
+        """Append one record, stamped now, whole or not at all; False when the write failed."""
+        header = RECORD.pack(kind, time.monotonic_ns() - self.t0_ns, time.time_ns(), len(data))
+        parts = [header, data]
+        size = len(header) + len(data)
         done = 0
         try:
             if self._broken:
@@ -403,9 +402,7 @@ class CaptureWriter:
         return True
 
     def _write_lost(self) -> None:
-        data = json.dumps(self._lost_pending).encode()
-        header = RECORD.pack(LOST, time.monotonic_ns() - self.t0_ns, time.time_ns(), len(data))
-        if self._append([header, data]):
+        if self._append(LOST, json.dumps(self._lost_pending).encode()):
             self._lost_pending = {}
 
     def _truncate(self, size: int) -> None:
@@ -441,11 +438,7 @@ class CaptureWriter:
             if self._lost_pending:
                 self._write_lost()
             if end is not None:
-                data = json.dumps(end).encode()
-                self._append(
-                    [RECORD.pack(END, time.monotonic_ns() - self.t0_ns, time.time_ns(),
-                                 len(data)), data]
-                )
+                self._append(END, json.dumps(end).encode())
             self._closed = True
             with contextlib.suppress(OSError):
                 os.close(self._fd)
