@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from . import capture as cap
 from .errors import ClaudeTraceError, StoreError
@@ -54,6 +54,7 @@ GIVE_UP_S: Final = 30.0
 SETTLE_WAIT_S: Final = 300.0
 
 _DIRECTIONS: Final[tuple[Direction, ...]] = cap.CHUNK_KINDS
+T = TypeVar("T")
 
 
 def give_up_from_env() -> float:
@@ -192,24 +193,17 @@ class Indexer:
         everything meanwhile); once it has gone, :class:`GaveUp` after
         ``give_up_s`` of failures.
         """
-        delay = 0.1
-        failing_since: float | None = None
-        while True:
-            try:
-                self._write(final=final)
-                self.report.store_error = None
-                return
-            except ClaudeTraceError as exc:
-                self.report.store_error = str(exc)
-            except Exception as exc:
-                self.report.store_error = f"{type(exc).__name__}: {exc}"
-            now = time.monotonic()
-            if self._writer_gone():
-                failing_since = failing_since or now
-                if now - failing_since >= self._give_up_s:
-                    raise GaveUp(self.report.store_error)
-            time.sleep(delay)
-            delay = min(delay * 2, 2.0)
+        def failed(exc: Exception) -> None:
+            self.report.store_error = (
+                str(exc) if isinstance(exc, ClaudeTraceError) else f"{type(exc).__name__}: {exc}"
+            )
+
+        try:
+            _retry(lambda: self._write(final=final), Exception, failed,
+                   self._writer_gone, self._give_up_s)
+        except Exception:
+            raise GaveUp(self.report.store_error) from None
+        self.report.store_error = None
 
     def _write(self, *, final: bool) -> None:
         store = self.store
@@ -521,24 +515,45 @@ def _open_with_retry(db: str | None, capture: Path, wakeup_fd: int | None, give_
     """Open the store, retrying while the proxy runs (a locked, busy or missing database)."""
     from .store import open_store
 
-    wakeups = _Wakeups(wakeup_fd)
-    failing_since: float | None = None
     told = False
+
+    def failed(exc: Exception) -> None:
+        nonlocal told
+        if not told and "locked" not in str(exc).lower():
+            told = True
+            _say(f"cannot open the store ({exc}); the recording is kept in {capture} meanwhile")
+
+    return _retry(lambda: open_store(db, settle=False), ClaudeTraceError, failed,
+                  _Wakeups(wakeup_fd).writer_gone, give_up_s)
+
+
+def _retry(
+    attempt: Callable[[], T],
+    errors: type[Exception],
+    failed: Callable[[Exception], None],
+    writer_gone: Callable[[], bool],
+    give_up_s: float,
+) -> T:
+    """``attempt()`` until it succeeds, with backoff, telling ``failed`` of each error.
+
+    While the proxy runs there is no deadline (the capture file holds everything
+    meanwhile); once it has gone, the last error is raised after ``give_up_s``
+    more seconds of failures.
+    """
     delay = 0.1
+    failing_since: float | None = None
     while True:
         try:
-            return open_store(db, settle=False)
-        except ClaudeTraceError as exc:
-            if not told and "locked" not in str(exc).lower():
-                told = True
-                _say(f"cannot open the store ({exc}); the recording is kept in {capture} "
-                     "meanwhile")
+            return attempt()
+        except errors as exc:
+            failed(exc)
             now = time.monotonic()
-            failing_since = failing_since or now
-            if wakeups.writer_gone() and now - failing_since >= give_up_s:
-                raise
-            time.sleep(delay)
-            delay = min(delay * 2, 2.0)
+            if writer_gone():
+                failing_since = failing_since or now
+                if now - failing_since >= give_up_s:
+                    raise
+        time.sleep(delay)
+        delay = min(delay * 2, 2.0)
 
 
 def _say(message: str) -> None:
