@@ -95,6 +95,8 @@ class Indexer:
         self.info = info
         self.store = store
         self.sinks = list(sinks)
+        #: Each sink with its ``on_event`` bound once: they are called for every line.
+        self._feeds = tuple((sink, sink.on_event) for sink in self.sinks)
         self.report = IndexReport()
         self._writer_gone = writer_gone
         self._give_up_s = give_up_s
@@ -137,22 +139,24 @@ class Indexer:
         if self.info.observe(event):
             self._meta_dirty = True
         self._summary.add(event)
-        for sink in list(self.sinks):
-            self._call_sink(sink, "on_event", event)
+        for sink, on_event in self._feeds:
+            try:
+                on_event(event)
+            except Exception as exc:  # a broken sink must not cost the recording
+                self._disable(sink, exc)
         event.forget_parsed()
         if not self._pending:
             self._pending_since = time.monotonic()
         self._pending.append(event)
         self._pending_bytes += len(event.data)
 
-    def _call_sink(self, sink: EventSink, method: str, arg: object) -> None:
-        try:
-            getattr(sink, method)(arg)
-        except Exception as exc:  # a broken sink must not cost the recording
-            self.sinks.remove(sink)
-            self.report.sink_errors.append(
-                f"{type(sink).__name__} disabled after error: {type(exc).__name__}: {exc}"
-            )
+    def _disable(self, sink: EventSink, exc: Exception) -> None:
+        """Stop calling a sink that raised, and report why."""
+        self.sinks.remove(sink)
+        self._feeds = tuple(feed for feed in self._feeds if feed[0] is not sink)
+        self.report.sink_errors.append(
+            f"{type(sink).__name__} disabled after error: {type(exc).__name__}: {exc}"
+        )
 
     # -- output -----------------------------------------------------------------------------
 
@@ -184,7 +188,10 @@ class Indexer:
                 self._add(Event(self._seq, direction, t_ns, rest, False, wall_ns))
         self.flush(final=True)
         for sink in list(self.sinks):
-            self._call_sink(sink, "on_close", self.info)
+            try:
+                sink.on_close(self.info)
+            except Exception as exc:  # a broken sink must not cost the recording
+                self._disable(sink, exc)
 
     def flush(self, *, final: bool = False) -> None:
         """Write pending events; while the store fails, retry with backoff.

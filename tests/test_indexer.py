@@ -458,13 +458,38 @@ def test_a_broken_sink_is_dropped_and_reported() -> None:
         def on_close(self, info: RecordingInfo) -> None:
             raise AssertionError("not called once disabled")
 
+    class Working:
+        def __init__(self) -> None:
+            self.seen: list[bytes] = []
+            self.closed = False
+
+        def child_env(self) -> dict[str, str]:
+            return {}
+
+        def on_event(self, event: Event) -> None:
+            self.seen.append(event.data)
+
+        def on_close(self, info: RecordingInfo) -> None:
+            self.closed = True
+
+    class BreaksOnClose(Working):
+        def on_close(self, info: RecordingInfo) -> None:
+            raise OSError("gone")
+
     store = FakeStore()
-    indexer = ix.Indexer(new_info(), store, sinks=[Broken()])
-    for record in records((1, b"x\ny\n")):
+    before, after, late = Working(), Working(), BreaksOnClose()
+    indexer = ix.Indexer(new_info(), store, sinks=[before, Broken(), after, late])
+    for record in records((1, b"x\ny\n"), (0, b"z\n")):
         indexer.feed(record)
     indexer.finish()
-    assert [e.data for e in store.events] == [b"x", b"y"]
-    assert indexer.report.sink_errors == ["Broken disabled after error: ValueError: boom"]
+    assert [e.data for e in store.events] == [b"x", b"y", b"z"]
+    # The sinks on either side of the broken one see every line and the close.
+    assert before.seen == after.seen == late.seen == [b"x", b"y", b"z"]
+    assert before.closed and after.closed
+    assert indexer.report.sink_errors == [
+        "Broken disabled after error: ValueError: boom",
+        "BreaksOnClose disabled after error: OSError: gone",
+    ]
 
 
 def test_the_indexer_process_stores_a_capture_on_its_own(db_path: Path) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final
 
 from ..errors import TelemetryError
@@ -43,7 +43,13 @@ def warn(message: str) -> None:
 
 
 class ExportPipeline:
-    """Span builder → OTLP exporter for one recording."""
+    """Span builder → OTLP exporter for one recording.
+
+    :attr:`feed` takes one event, in sequence order; spans that end are queued
+    for export.  It is the builder's own method: it runs for every line.
+    """
+
+    feed: Callable[[Event], None]
 
     def __init__(self, info: RecordingInfo, settings: OtelSettings,
                  exporter: OtlpExporter | None = None) -> None:
@@ -54,10 +60,7 @@ class ExportPipeline:
         self.info = info
         self.exporter = exporter
         self.builder = SpanBuilder(info, content=settings.content, on_end=exporter.span_ended)
-
-    def feed(self, event: Event) -> None:
-        """One event, in sequence order; spans that end are queued for export."""
-        self.builder.feed(event)
+        self.feed = self.builder.feed
 
     def close(self, info: RecordingInfo | None, timeout_s: float) -> None:
         """End every open span, then flush with a bounded timeout."""
@@ -66,7 +69,13 @@ class ExportPipeline:
 
 
 class LiveTelemetry:
-    """The indexer's telemetry sink: spans and metrics for one recording, exported live."""
+    """The indexer's telemetry sink: spans and metrics for one recording, exported live.
+
+    :attr:`on_event` is the span builder's ``feed`` itself, not a method calling
+    it: the indexer calls it for every line.
+    """
+
+    on_event: Callable[[Event], None]
 
     def __init__(self, info: RecordingInfo, settings: OtelSettings,
                  *, flush_timeout: float = FLUSH_TIMEOUT_S,
@@ -75,13 +84,11 @@ class LiveTelemetry:
         self.settings = settings
         self._flush_timeout = flush_timeout
         self.pipeline = ExportPipeline(info, settings, exporter)
+        self.on_event = self.pipeline.feed
 
     def child_env(self) -> dict[str, str]:
         """``TRACEPARENT`` of our root span, when traces are exported."""
         return child_env(self.info, self.settings)
-
-    def on_event(self, event: Event) -> None:
-        self.pipeline.feed(event)
 
     def on_close(self, info: RecordingInfo) -> None:
         self.pipeline.close(info, self._flush_timeout)

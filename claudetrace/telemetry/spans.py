@@ -54,7 +54,7 @@ from .attributes import (
 )
 from .content import ContentPolicy, assistant_output, block_text, user_input
 from .records import Attributes, SpanKind, SpanRecord
-from .spantree import PendingRequest, SpanTree
+from .spantree import Lane, PendingRequest, SpanTree
 
 _TASK_SUBTYPES = frozenset({"task_started", "task_updated", "task_notification"})
 _TASK_DONE = frozenset({"completed", "failed", "killed", "stopped", "cancelled"})
@@ -73,40 +73,44 @@ class SpanBuilder(SpanTree):
 
     def feed(self, event: Event) -> None:
         """Advance the state machine by one event."""
-        now = self.info.started_ns + event.t_ns
+        now = self._started_ns + event.t_ns
         if now > self._last_ns:
             self._last_ns = now
         fields = event.fields
         mtype = fields.type
         if event.direction == "out":
             self._saw_output = True
-            if fields.session_id and self._session_id is None:
+            if self._session_id is None and fields.session_id:
                 self._session_id = fields.session_id
+            # Most lines of a streaming session are stream_event chunks, most of the
+            # rest thinking progress: both are decided here, before any other test.
             if mtype == "stream_event":
-                self._stream_event(event, now)
+                if fields.subtype not in _CHUNKS:  # a chunk changes no span
+                    self._stream_event(event, now)
                 return
-            if mtype == "assistant":
+            if mtype == "system":
+                subtype = fields.subtype
+                if subtype == "thinking_tokens":
+                    self._thinking_tokens(event, fields.parent_tool_use_id)
+                    return
+                if subtype == "status":
+                    if event.obj.get("status") == "requesting":
+                        self._marks[fields.parent_tool_use_id] = now
+                elif subtype in _TASK_SUBTYPES:
+                    self._task(event, now)
+                elif subtype == "init":
+                    model = event.obj.get("model")
+                    if isinstance(model, str):
+                        self._model = model
+            elif mtype == "assistant":
                 self._assistant(event, now)
                 return
-            if mtype == "user":
+            elif mtype == "user":
                 self._user_out(event, now)
                 return
-            if mtype == "result":
+            elif mtype == "result":
                 self._result(event, now)
                 return
-            if mtype == "system" and fields.subtype == "status":
-                msg = event.message or {}
-                if msg.get("status") == "requesting":
-                    self._marks[fields.parent_tool_use_id] = now
-            elif mtype == "system" and fields.subtype == "thinking_tokens":
-                self._thinking_tokens(event)
-                return
-            elif mtype == "system" and fields.subtype in _TASK_SUBTYPES:
-                self._task(event, now)
-            elif mtype == "system" and fields.subtype == "init":
-                model = (event.message or {}).get("model")
-                if isinstance(model, str):
-                    self._model = model
         elif event.direction == "in" and mtype == "user":
             self._user_in(event, now)
             return
@@ -182,22 +186,32 @@ class SpanBuilder(SpanTree):
             self._cost_total = total
         return None if turn_cost is None else round(turn_cost, 9)
 
-    def _thinking_tokens(self, event: Event) -> None:
-        """A thinking progress line: one per thinking delta, so counted, not a span event each."""
-        lane = event.fields.parent_tool_use_id
+    def _thinking_tokens(self, event: Event, lane: Lane) -> None:
+        """A thinking progress line: one per thinking delta, so counted, not a span event each.
+
+        On a model call (the common case) the count and the latest estimate are
+        kept in plain ints until the span ends (:meth:`~.spantree.SpanTree._end`
+        writes them); the first line sets each attribute, so it keeps its place.
+        """
+        estimate = event.obj.get("estimated_tokens")  # a "system" line is a JSON object
         chat = self._lane_chat.get(lane)
-        span = chat.span if chat is not None else self._context_span(lane)
-        attrs = span.attributes
+        if chat is not None:
+            chat.thinking_updates += 1
+            if chat.thinking_updates == 1:
+                chat.span.attributes[c.THINKING_UPDATES] = 1
+            if isinstance(estimate, int):
+                if chat.thinking_tokens is None:
+                    chat.span.attributes[c.THINKING_ESTIMATED_TOKENS] = estimate
+                chat.thinking_tokens = estimate
+            return
+        attrs = self._context_span(lane).attributes
         count = attrs.get(c.THINKING_UPDATES, 0)
         attrs[c.THINKING_UPDATES] = (count if isinstance(count, int) else 0) + 1
-        estimate = (event.message or {}).get("estimated_tokens")
         if isinstance(estimate, int):
             attrs[c.THINKING_ESTIMATED_TOKENS] = estimate
 
     def _stream_event(self, event: Event, now: int) -> None:
         sub = event.fields.subtype
-        if sub in _CHUNKS:
-            return  # the hot path: nothing to do per chunk
         msg = event.message or {}
         inner = msg.get("event")
         if not isinstance(inner, dict):

@@ -32,6 +32,9 @@ class OpenSpan:
     lane: Lane = None
     deferred: bool = False  # a chat built from assistant lines: ends when its lane moves on
     last_ns: int = 0
+    #: Thinking progress on a model call, written to its attributes when it ends.
+    thinking_updates: int = 0
+    thinking_tokens: int | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -68,6 +71,7 @@ class SpanTree:
         self._rid = info.id
         self.trace_id = trace_id_for(info.id)
         self._keys: dict[str, int] = {}
+        self._started_ns = info.started_ns  # event times are offsets from it
         self._last_ns = info.started_ns
         self._model: str | None = info.model
         self._session_id: str | None = info.cli_session_id
@@ -142,8 +146,13 @@ class SpanTree:
         return entry
 
     def _end(self, span: SpanRecord, end_ns: int, error: str | None = None) -> None:
-        if self._open.pop(span.span_id, None) is None:
+        entry = self._open.pop(span.span_id, None)
+        if entry is None:
             return
+        if entry.thinking_updates:
+            span.attributes[c.THINKING_UPDATES] = entry.thinking_updates
+            if entry.thinking_tokens is not None:
+                span.attributes[c.THINKING_ESTIMATED_TOKENS] = entry.thinking_tokens
         span.end_ns = max(end_ns, span.start_ns)
         if error:
             span.set_error(error)
