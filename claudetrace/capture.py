@@ -2,7 +2,8 @@
 
 The proxy never parses or stores lines itself.  Every chunk it forwards is
 appended, with its direction and timestamps, to a *capture file* beside the
-database, before it is forwarded: one ``writev`` per chunk, as ``tee FILE`` does it.
+database, before it is forwarded, as ``tee FILE`` does it: one ``writev`` per
+chunk, or, for a chunk the proxy holds in a pipe, a header and a ``splice``.
 An indexer process (:mod:`claudetrace.indexer`) follows the file, splits it into
 lines, parses each once and stores the events; when it has stored everything it
 deletes the file.  A capture file left behind (an indexer that was killed, a
@@ -23,6 +24,7 @@ indexer holds one on ``ID.lock`` while it stores (wait for it).
 
 from __future__ import annotations
 
+import array
 import contextlib
 import dataclasses
 import errno
@@ -30,7 +32,9 @@ import fcntl
 import hashlib
 import json
 import os
+import select
 import struct
+import termios
 import threading
 import time
 from collections.abc import Iterator
@@ -267,12 +271,13 @@ def _create_locked(path: Path, header: bytes) -> int:
     without a header (it would set it aside as damaged).
     """
     temp = path.with_name(path.name + ".new")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
+    # Not O_APPEND: splice(2) refuses files opened for appending.  Only the
+    # writer's own threads write here, one record at a time under its lock,
+    # so the file position is always the end.
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        view = memoryview(header)
-        while view:
-            view = view[os.write(fd, view) :]
+        write_all(fd, header)
         if path.exists():
             raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path))
         os.rename(temp, path)
@@ -282,6 +287,36 @@ def _create_locked(path: Path, header: bytes) -> int:
             temp.unlink()
         raise
     return fd
+
+
+def read_exactly(fd: int, length: int) -> bytes:
+    """``length`` bytes from ``fd`` (a pipe known to hold them)."""
+    parts = []
+    while length > 0:
+        part = os.read(fd, length)
+        if not part:
+            raise OSError(errno.EIO, "the chunk's pipe ran dry")
+        parts.append(part)
+        length -= len(part)
+    return b"".join(parts)
+
+
+def _drain(pipe: int) -> None:
+    """Drop whatever is waiting in ``pipe`` (without waiting for more)."""
+    waiting = array.array("i", [0])
+    with contextlib.suppress(OSError):
+        fcntl.ioctl(pipe, termios.FIONREAD, waiting)
+        read_exactly(pipe, waiting[0])
+
+
+def write_all(fd: int, data: bytes | memoryview) -> None:
+    """Write all of ``data`` to ``fd``, waiting while a non-blocking ``fd`` is full."""
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view) :]
+        except BlockingIOError:
+            select.select([], [fd], [])
 
 
 @dataclass
@@ -310,7 +345,9 @@ class CaptureWriter:
     :meth:`feed` stamps the chunk and appends it with one ``writev`` (header and
     data) before the caller forwards it, as ``tee`` writes its file before its
     output: a chunk that was forwarded is in the file, whatever happens to the
-    proxy next.  Writes go to the page cache (a few µs); a disk that stalls
+    proxy next.  :meth:`feed_pipe` does the same for a chunk waiting in a pipe,
+    which the kernel moves into the file (``splice``) without a copy through
+    Python.  Writes go to the page cache (a few µs); a disk that stalls
     holds forwarding up as it would hold ``tee``.  The database is never waited
     for: the indexer stores the file behind us.  While writes fail (disk full)
     chunks are forwarded but counted as lost — the proxy reports the count at
@@ -342,6 +379,9 @@ class CaptureWriter:
         #: Bytes per direction forwarded but not written, not yet in a LOST record.
         self._lost_pending: dict[str, int] = {}
         self._closed = False
+        #: False once splice(2) into this file has been refused (another system,
+        #: a file system without it): chunks from pipes are then read and written.
+        self._splice = hasattr(os, "splice")
 
     @classmethod
     def create(cls, url: str, info: RecordingInfo, **kwargs: Any) -> CaptureWriter:
@@ -365,41 +405,87 @@ class CaptureWriter:
 
     def feed(self, direction: Direction, chunk: bytes) -> None:
         """Append a chunk about to be forwarded, with its timestamps."""
+        self._feed(direction, chunk, None, len(chunk))
+
+    def feed_pipe(self, direction: Direction, pipe: int, length: int) -> None:
+        """Append the ``length`` bytes waiting in the pipe ``pipe``; it is empty afterwards.
+
+        The proxy duplicates each chunk into a pipe of its own with ``tee(2)``,
+        so the chunk reaches the file without ever being copied into Python.
+        """
+        self._feed(direction, b"", pipe, length)
+
+    def _feed(self, direction: Direction, chunk: bytes, pipe: int | None, length: int) -> None:
         with self._lock:
             if self._closed:
+                if pipe is not None:
+                    _drain(pipe)
                 return
             if self._lost_pending:
                 self._write_lost()
-            if not self._append(KIND_CODE[direction], chunk):
+            if not self._append(KIND_CODE[direction], chunk, pipe, length):
                 self.report.lost_chunks += 1
-                self.report.lost_bytes += len(chunk)
-                self._lost_pending[direction] = self._lost_pending.get(direction, 0) + len(chunk)
+                self.report.lost_bytes += length
+                self._lost_pending[direction] = self._lost_pending.get(direction, 0) + length
                 return
             self.report.chunks += 1
-            self.report.bytes += len(chunk)
+            self.report.bytes += length
         self._poke()
 
-    def _append(self, kind: int, data: bytes) -> bool:
-        """Append one record, stamped now, whole or not at all; False when the write failed."""
-        header = RECORD.pack(kind, time.monotonic_ns() - self.t0_ns, time.time_ns(), len(data))
-        parts = [header, data]
-        size = len(header) + len(data)
-        done = 0
+    def _append(
+        self, kind: int, data: bytes, pipe: int | None = None, length: int | None = None
+    ) -> bool:
+        """Append one record, stamped now, whole or not at all; False when the write failed.
+
+        The record's bytes are ``data``, or the ``length`` bytes waiting in
+        ``pipe``, which is empty afterwards either way.
+        """
+        length = len(data) if length is None else length
+        header = RECORD.pack(kind, time.monotonic_ns() - self.t0_ns, time.time_ns(), length)
         try:
-            if self._broken:
-                raise OSError(errno.EIO, "an earlier write failure left the file unusable")
-            done = os.writev(self._fd, parts)
-            if done < size:  # only on a full disk or a signal: finish it plainly
-                rest = memoryview(b"".join(parts))
-                while done < size:
-                    done += os.write(self._fd, rest[done:])
+            self._check_usable()
+            if pipe is None or not self._splice or not self._splice_record(header, pipe, length):
+                if pipe is not None:
+                    data = read_exactly(pipe, length)
+                size = len(header) + length
+                done = os.writev(self._fd, [header, data])
+                if done < size:  # only on a full disk or a signal: finish it plainly
+                    write_all(self._fd, memoryview(header + data)[done:])
         except OSError as exc:
             self.report.error = os.strerror(exc.errno) if exc.errno else str(exc)
-            if done:
-                self._truncate(self._size)
+            if pipe is not None:
+                _drain(pipe)
+            self._truncate(self._size)
             return False
-        self._size += size
+        self._size += len(header) + length
         return True
+
+    def _splice_record(self, header: bytes, pipe: int, length: int) -> bool:
+        """Write ``header``, then splice ``length`` bytes from ``pipe`` after it.
+
+        False, with nothing written, when the kernel refuses to splice into this
+        file at all: chunks are then read and written, from now on.
+        """
+        write_all(self._fd, header)
+        moved = 0
+        while moved < length:
+            try:
+                step = os.splice(pipe, self._fd, length - moved)
+            except OSError as exc:
+                if exc.errno != errno.EINVAL or moved:
+                    raise
+                self._splice = False
+                self._truncate(self._size)
+                self._check_usable()
+                return False
+            if step == 0:
+                raise OSError(errno.EIO, "the chunk's pipe ran dry")
+            moved += step
+        return True
+
+    def _check_usable(self) -> None:
+        if self._broken:
+            raise OSError(errno.EIO, "an earlier write failure left the file unusable")
 
     def _write_lost(self) -> None:
         if self._append(LOST, json.dumps(self._lost_pending).encode()):
@@ -410,6 +496,7 @@ class CaptureWriter:
         try:
             if os.fstat(self._fd).st_size != size:
                 os.ftruncate(self._fd, size)
+            os.lseek(self._fd, size, os.SEEK_SET)
         except OSError:
             # A torn record we cannot remove must stay the last thing in the
             # file, or readers would take what follows for its bytes.

@@ -1,8 +1,9 @@
 """The tee proxy: run the CLI as a child, forward every byte, record everything.
 
-Three forwarding threads copy stdin → child stdin, child stdout → stdout and child
-stderr → stderr with unbuffered ``os.read``/``os.write``, so a line the child
-writes is on our stdout at once.  Each chunk is also handed to the
+Three forwarding threads pass stdin → child stdin, child stdout → stdout and child
+stderr → stderr chunk by chunk, unbuffered, so a line the child writes is on our
+stdout at once; between pipes on Linux the bytes stay in the kernel
+(``tee``/``splice``).  Each chunk goes to the
 :class:`~claudetrace.capture.CaptureWriter`, which appends it to the session's
 capture file before it is forwarded; an indexer process
 (:mod:`claudetrace.indexer`) follows that file and stores the events.
@@ -19,9 +20,13 @@ stored yet is in the capture file, which every reader settles first.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import fcntl
+import functools
 import gc
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -39,7 +44,7 @@ from .recording import RecordingInfo
 from .redact import redact_argv, redact_env
 
 READ_SIZE: Final = 1024 * 1024
-#: Buffer size asked for the pipes to the child (Linux's default cap for users).
+#: Buffer size asked for the child's stdout pipe (Linux's default cap for users).
 CHILD_PIPE_SIZE: Final = 1024 * 1024
 FORWARDED_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: After the child exits, how long its output pipes may stay open with nothing to
@@ -83,20 +88,20 @@ class ProxyReport:
         return lines
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
 class _Pump(threading.Thread):
     """Copies src → dst until EOF, recording every chunk.
 
+    Where the kernel allows it (Linux, src a pipe) the bytes never enter
+    Python: ``tee(2)`` duplicates each chunk from src into a scratch pipe,
+    the capture writer splices it from there into the capture file, and only
+    then ``splice(2)`` moves it on from src to dst, so recording still comes
+    before forwarding.  Otherwise, or once dst refuses splicing, chunks are
+    read into Python and written.
+
     If dst goes away (EPIPE), it keeps reading and recording: what the other
     side said is still worth having.  ``waiting_since`` is when the current
-    ``read`` started (None while writing), so the proxy can tell a pipe held
-    open by a grandchild from a host that is slow to read.
+    wait for input started (None while writing), so the proxy can tell a pipe
+    held open by a grandchild from a host that is slow to read.
     """
 
     def __init__(
@@ -104,21 +109,90 @@ class _Pump(threading.Thread):
         src: int,
         dst: int | None,
         direction: Direction,
-        feed: Callable[[Direction, bytes], None],
+        writer: cap.CaptureWriter | None,
         on_eof: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(name=f"claudetrace-{direction}", daemon=True)
         self.src, self.dst, self.direction = src, dst, direction
-        self.feed, self.on_eof = feed, on_eof
+        self.writer, self.on_eof = writer, on_eof
         self.waiting_since: float | None = None
+        #: Set when the spliced run already reached the end of src.
+        self.eof = False
 
     def run(self) -> None:
-        dst = self.dst
+        tee = _tee_call()
+        if tee is not None and self.writer is not None:
+            self._run_spliced(tee, self.writer)
+        self._run_copying()
+        if self.on_eof is not None:
+            self.on_eof()
+
+    def _run_spliced(self, tee: Callable[[int, int, int, int], int],
+                     writer: cap.CaptureWriter) -> None:
+        """Forward in the kernel until EOF, or until splicing is refused (then return early)."""
+        scratch_r, scratch_w = os.pipe()
+        with contextlib.suppress(OSError):  # as big as src, so one tee takes all there is
+            fcntl.fcntl(scratch_w, fcntl.F_SETPIPE_SZ, fcntl.fcntl(self.src, fcntl.F_GETPIPE_SZ))
+        try:
+            while True:
+                self.waiting_since = time.monotonic()
+                size = tee(self.src, scratch_w, READ_SIZE, 0)
+                if size < 0:
+                    error = ctypes.get_errno()
+                    if error == errno.EINTR:
+                        continue
+                    if error == errno.EAGAIN:
+                        select.select([self.src], [], [])
+                        continue
+                    # EINVAL: src is no pipe, or was never one: read it instead.
+                    # Any other error ends the stream, as a failed read does.
+                    self.eof = error != errno.EINVAL
+                    return
+                self.waiting_since = None
+                if size == 0:
+                    self.eof = True
+                    return
+                writer.feed_pipe(self.direction, scratch_r, size)
+                if not self._splice_on(size):
+                    return
+        finally:
+            os.close(scratch_r)
+            os.close(scratch_w)
+
+    def _splice_on(self, size: int) -> bool:
+        """Move the ``size`` recorded bytes from src to dst; False to copy from now on."""
+        moved = 0
+        while self.dst is not None and moved < size:
+            try:
+                moved += os.splice(self.src, self.dst, size - moved)
+            except BlockingIOError:
+                select.select([], [self.dst], [])
+            except OSError as exc:
+                rest = cap.read_exactly(self.src, size - moved)
+                if exc.errno == errno.EINVAL:
+                    # dst takes no splicing (a terminal, a file opened for
+                    # appending): forward the ordinary way, from now on.
+                    self._forward(rest)
+                else:  # EPIPE and the like: dst has gone
+                    self.dst = None
+                return False
+        if self.dst is None:  # nobody to forward to: consume what was recorded
+            cap.read_exactly(self.src, size - moved)
+            return False
+        return True
+
+    def _run_copying(self) -> None:
+        """Read each chunk into Python, record it, write it on."""
+        if self.eof:
+            return
         while True:
             self.waiting_since = time.monotonic()
             try:
                 chunk = os.read(self.src, READ_SIZE)
             except InterruptedError:
+                continue
+            except BlockingIOError:
+                select.select([self.src], [], [])
                 continue
             except OSError:
                 break
@@ -128,19 +202,35 @@ class _Pump(threading.Thread):
             # Record before forwarding: the other side cannot answer a line it has
             # not seen yet, so an answer is never recorded ahead of its request
             # (feed() is one writev into the page cache: a few µs).
-            self.feed(self.direction, chunk)
-            if dst is not None:
-                try:
-                    _write_all(dst, chunk)
-                except OSError:
-                    dst = None
-        if self.on_eof is not None:
-            self.on_eof()
+            if self.writer is not None:
+                self.writer.feed(self.direction, chunk)
+            self._forward(chunk)
+
+    def _forward(self, chunk: bytes) -> None:
+        if self.dst is not None:
+            try:
+                cap.write_all(self.dst, chunk)
+            except OSError:
+                self.dst = None
 
     def idle_since(self, start: float) -> float:
         """Seconds this pump has waited for input since ``start`` (0 while forwarding)."""
         since = self.waiting_since
         return 0.0 if since is None else time.monotonic() - max(since, start)
+
+
+@functools.cache
+def _tee_call() -> Callable[[int, int, int, int], int] | None:
+    """libc's ``tee(2)``, where the system has it and ``os.splice`` as well (Linux)."""
+    if not hasattr(os, "splice"):
+        return None
+    try:
+        tee = ctypes.CDLL(None, use_errno=True).tee
+    except (OSError, AttributeError):
+        return None
+    tee.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_uint)
+    tee.restype = ctypes.c_ssize_t
+    return tee
 
 
 def _drain(pumps: list[_Pump]) -> None:
@@ -175,7 +265,6 @@ def run_proxy(options: ProxyOptions) -> tuple[int, ProxyReport]:
     report = ProxyReport()
     t0 = time.monotonic_ns()
     writer = _start_recording(info, options, otel, t0, report)
-    feed = writer.feed if writer is not None else _unrecorded
     # The modules loaded by now are many long-lived objects; freezing them keeps
     # full garbage collections from walking them all and stalling forwarding.
     gc.freeze()
@@ -203,22 +292,24 @@ def run_proxy(options: ProxyOptions) -> tuple[int, ProxyReport]:
 
     assert child.stdin is not None and child.stdout is not None and child.stderr is not None
     child_stdin = child.stdin.fileno()
-    # Bigger pipes to the child: under a burst each read and write moves up to
-    # READ_SIZE instead of 64 KiB, which halves the proxy's system time.  Only
-    # our own pipes: the host's are not ours to change.  (Refused past the
-    # per-user pipe quota: then the default size does.)
-    for fd in (child_stdin, child.stdout.fileno(), child.stderr.fileno()):
-        with contextlib.suppress(OSError, AttributeError):
-            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, CHILD_PIPE_SIZE)
+    # A bigger pipe for the child's stdout, the heavy direction (the CLI's
+    # stream): under a burst each tee and splice moves up to 1 MiB instead of
+    # 64 KiB.  Only this one: enlarged pipes count against the user's pipe quota
+    # (fs.pipe-user-pages-soft, 64 MiB by default), past which Linux gives
+    # every new pipe of that user two pages, so concurrent sessions must not
+    # use it up.  The host's pipes are not ours to change.  (Refused past the
+    # quota: then the default size does.)
+    with contextlib.suppress(OSError, AttributeError):
+        fcntl.fcntl(child.stdout.fileno(), fcntl.F_SETPIPE_SZ, CHILD_PIPE_SIZE)
 
     def close_child_stdin() -> None:
         with contextlib.suppress(OSError):
             child.stdin.close()  # type: ignore[union-attr]
 
     threads = [
-        _Pump(options.stdin_fd, child_stdin, "in", feed, close_child_stdin),
-        _Pump(child.stdout.fileno(), options.stdout_fd, "out", feed),
-        _Pump(child.stderr.fileno(), options.stderr_fd, "err", feed),
+        _Pump(options.stdin_fd, child_stdin, "in", writer, close_child_stdin),
+        _Pump(child.stdout.fileno(), options.stdout_fd, "out", writer),
+        _Pump(child.stderr.fileno(), options.stderr_fd, "err", writer),
     ]
     for thread in threads:
         thread.start()
@@ -324,10 +415,6 @@ def _finish_recording(
         report.capture = writer.close(end)
 
 
-def _unrecorded(direction: Direction, chunk: bytes) -> None:
-    """Forwarding without a capture file (the user was told at start)."""
-
-
 def _relay(src: int, dst: int) -> None:
     """Pass the indexer's messages on to our stderr while we run."""
     while True:
@@ -338,12 +425,12 @@ def _relay(src: int, dst: int) -> None:
         if not chunk:
             return
         with contextlib.suppress(OSError):
-            _write_all(dst, chunk)
+            cap.write_all(dst, chunk)
 
 
 def _say(message: str, fd: int) -> None:
     with contextlib.suppress(OSError):
-        _write_all(fd, f"claudetrace: {message}\n".encode())
+        cap.write_all(fd, f"claudetrace: {message}\n".encode())
 
 
 class _SignalForwarder:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -22,13 +25,28 @@ def new_info(**fields: object) -> RecordingInfo:
 
 
 def write_capture(
-    path: Path, chunks: list[tuple[str, bytes]], end: dict[str, object] | None = None
+    path: Path, chunks: list[tuple[str, bytes]], end: dict[str, object] | None = None,
+    *, spliced: Iterable[bool] = (),
 ) -> RecordingInfo:
-    """A complete capture file holding ``chunks`` (and ``end``, if given)."""
+    """A complete capture file holding ``chunks`` (and ``end``, if given).
+
+    Chunks whose flag in ``spliced`` is true go in as the proxy passes them
+    between pipes: waiting in a pipe, spliced into the file.
+    """
     info = new_info(name="rt")
     writer = cap.CaptureWriter(path, info)
-    for direction, chunk in chunks:
-        writer.feed(direction, chunk)  # type: ignore[arg-type]
+    pipe_r, pipe_w = os.pipe()
+    try:
+        flags = itertools.chain(spliced, itertools.repeat(False))
+        for (direction, chunk), from_pipe in zip(chunks, flags, strict=False):
+            if from_pipe and chunk:
+                os.write(pipe_w, chunk)  # small enough for the pipe's buffer
+                writer.feed_pipe(direction, pipe_r, len(chunk))
+            else:
+                writer.feed(direction, chunk)  # type: ignore[arg-type]
+    finally:
+        os.close(pipe_r)
+        os.close(pipe_w)
     report = writer.close(end)
     assert report.problems() == []
     assert report.chunks == len(chunks)
@@ -137,12 +155,13 @@ chunk_lists = st.lists(
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(chunks=chunk_lists, block=st.integers(1, 9000), end=st.booleans())
+@given(chunks=chunk_lists, block=st.integers(1, 9000), end=st.booleans(),
+       spliced=st.lists(st.booleans(), max_size=40))
 def test_any_chunk_sequence_reads_back_the_same(
-    tmp_path: Path, chunks: list[tuple[str, bytes]], block: int, end: bool
+    tmp_path: Path, chunks: list[tuple[str, bytes]], block: int, end: bool, spliced: list[bool]
 ) -> None:
     path = tmp_path / f"h-{time.monotonic_ns()}.capture"
-    write_capture(path, chunks, {"exit_code": 0} if end else None)
+    write_capture(path, chunks, {"exit_code": 0} if end else None, spliced=spliced)
     # A small block size splits records across reads: the reader must join them.
     records = read_all(path, block_size=block)
     assert [(r.direction, r.data) for r in records if r.kind != cap.END] == chunks
@@ -254,7 +273,7 @@ def test_create_falls_back_to_the_data_dir(tmp_path: Path, ct_env: Path) -> None
 
 
 FULL_DISK = """
-import json, resource, signal, time
+import json, os, resource, signal, time
 from pathlib import Path
 from claudetrace import capture as cap
 from claudetrace.recording import RecordingInfo
@@ -263,8 +282,27 @@ from claudetrace.recording import RecordingInfo
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 resource.setrlimit(resource.RLIMIT_FSIZE, (FSIZE_LIMIT, resource.RLIM_INFINITY))
 writer = cap.CaptureWriter(Path(PATH), RecordingInfo.start(["x"]))
+FROM_PIPE = FROM_PIPE_FLAG
+pipe_r, pipe_w = os.pipe()
+
+def feed(chunk):
+    # As the proxy does: the chunk waits in a pipe and is spliced into the
+    # file, or it is handed over as bytes.  Either way the pipe is left empty.
+    if FROM_PIPE:
+        os.write(pipe_w, chunk)
+        writer.feed_pipe("out", pipe_r, len(chunk))
+        os.set_blocking(pipe_r, False)
+        try:
+            left = os.read(pipe_r, 1)
+        except BlockingIOError:
+            left = b""
+        os.set_blocking(pipe_r, True)
+        assert left == b"", "the pipe was not emptied"
+    else:
+        writer.feed("out", chunk)
+
 for i in range(100):
-    writer.feed("out", b"%03d" % i + b"x" * 96 + b"\\n")
+    feed(b"%03d" % i + b"x" * 96 + b"\\n")
 deadline = time.monotonic() + 30
 while writer.report.chunks + writer.report.lost_chunks < 100 and time.monotonic() < deadline:
     time.sleep(0.01)
@@ -273,22 +311,29 @@ lost = writer.report.lost_chunks
 # writing works from the LOST record it then writes); once that record is in
 # the file, chunks are written again.
 resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
-writer.feed("out", b"100" + b"x" * 96 + b"\\n")
+feed(b"100" + b"x" * 96 + b"\\n")
 reader = cap.CaptureReader(Path(PATH))
 while not any(r.kind == cap.LOST for r in reader.read()) and time.monotonic() < deadline:
     time.sleep(0.01)
 for i in range(101, 110):
-    writer.feed("out", b"%03d" % i + b"x" * 96 + b"\\n")
+    feed(b"%03d" % i + b"x" * 96 + b"\\n")
 report = writer.close({"exit_code": 0})
 print(json.dumps({"lost_while_full": lost, "lost": report.lost_chunks,
                   "problems": report.problems()}))
 """
 
 
-def test_a_failing_disk_loses_whole_chunks_counts_them_and_recovers(tmp_path: Path) -> None:
+@pytest.mark.parametrize("from_pipe", [False, True], ids=["bytes", "spliced"])
+def test_a_failing_disk_loses_whole_chunks_counts_them_and_recovers(
+    tmp_path: Path, from_pipe: bool
+) -> None:
     path = tmp_path / "full.capture"
     limit = 4096 + 37  # not on a record boundary: one record is torn by the limit
-    code = FULL_DISK.replace("FSIZE_LIMIT", str(limit)).replace("PATH", repr(str(path)))
+    code = (
+        FULL_DISK.replace("FSIZE_LIMIT", str(limit))
+        .replace("PATH", repr(str(path)))
+        .replace("FROM_PIPE_FLAG", str(from_pipe))
+    )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )

@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -688,3 +689,103 @@ def test_output_and_exit_are_unaffected_when_stdout_reader_goes_away(db_path: Pa
         assert proc.wait(timeout=30) == 0
     _rec, events = latest_events(db_path)
     assert [e.data for e in events] == [str(i).encode() for i in range(2000)]
+
+
+# -- what the proxy's stdin and stdout are -------------------------------------------------
+#
+# Between pipes the bytes never enter Python (tee(2) into a scratch pipe, splice(2)
+# into the capture file, splice on to the other side); a regular file, a file
+# opened for appending or a terminal takes the ordinary read/write path instead.
+# Either way: the same bytes out, the same lines stored.
+
+LINES = b"".join(b'{"type":"stream_event","n":%d,"pad":"%s"}\n' % (i, b"x" * (i % 300))
+                 for i in range(20_000))
+
+
+def _stdin(kind: str, tmp_path: Path) -> object:
+    if kind == "pipe":
+        return subprocess.PIPE
+    path = tmp_path / "input.ndjson"
+    path.write_bytes(LINES)
+    return open(path, "rb")  # closed by the test below
+
+
+@pytest.mark.parametrize("stdin_kind", ["pipe", "file"])
+@pytest.mark.parametrize("stdout_kind", ["pipe", "file", "append", "terminal"])
+def test_any_stdin_and_stdout_forward_and_record_every_byte(
+    db_path: Path, tmp_path: Path, stdin_kind: str, stdout_kind: str
+) -> None:
+    stdin = _stdin(stdin_kind, tmp_path)
+    out_path = tmp_path / "output"
+    terminal: tuple[int, int] | None = None
+    if stdout_kind == "pipe":
+        stdout: object = subprocess.PIPE
+    elif stdout_kind == "terminal":
+        import pty
+        import tty
+
+        terminal = pty.openpty()
+        tty.setraw(terminal[1])  # bytes as they are: no newline translation
+        stdout = terminal[1]
+    else:
+        out_path.write_bytes(b"kept\n" if stdout_kind == "append" else b"")
+        stdout = open(out_path, "ab" if stdout_kind == "append" else "wb")  # noqa: SIM115
+    received = bytearray()
+    with spawn(proxy_argv(db_path, "cat"), stdin=stdin, stdout=stdout) as proc:
+        if stdin_kind == "pipe":
+            assert proc.stdin is not None
+            threading.Thread(target=_feed_and_close, args=(proc.stdin,), daemon=True).start()
+        if terminal is not None:
+            os.close(terminal[1])
+            while len(received) < len(LINES):
+                ready, _, _ = select.select([terminal[0]], [], [], 60)
+                assert ready, "no output on the terminal"
+                received += os.read(terminal[0], 1 << 20)
+        elif stdout_kind == "pipe":
+            assert proc.stdout is not None
+            received += proc.stdout.read()
+        assert proc.wait(timeout=60) == 0
+    for handle in (stdin, stdout):
+        if hasattr(handle, "close"):
+            handle.close()  # type: ignore[union-attr]
+    if terminal is not None:
+        os.close(terminal[0])
+    elif stdout_kind != "pipe":
+        received += out_path.read_bytes()
+    expected = (b"kept\n" if stdout_kind == "append" else b"") + LINES
+    assert bytes(received) == expected
+    _rec, events = latest_events(db_path)
+    assert by_direction(events, "in") == list(iter_lines(LINES))
+    assert by_direction(events, "out") == list(iter_lines(LINES))
+
+
+def _feed_and_close(pipe: object) -> None:
+    pipe.write(LINES)  # type: ignore[attr-defined]
+    pipe.close()  # type: ignore[attr-defined]
+
+
+def test_a_non_blocking_stdout_is_waited_for_not_dropped(db_path: Path) -> None:
+    # A host may hand us a pipe in non-blocking mode; when it is full the
+    # proxy must wait for the host to read, not give the output up.
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    size = 4 * 1024 * 1024
+    child = py_child(
+        f"""
+        import sys
+        for i in range({size} // 64):
+            sys.stdout.buffer.write(b"%063d\\n" % i)
+        """
+    )
+    with spawn(proxy_argv(db_path, *child), stdin=subprocess.DEVNULL, stdout=write_end) as proc:
+        os.close(write_end)
+        time.sleep(1.0)  # the pipe fills up while we do not read
+        received = bytearray()
+        while chunk := os.read(read_end, 1 << 20):
+            received += chunk
+        assert proc.wait(timeout=60) == 0
+    os.close(read_end)
+    assert len(received) == size
+    assert received.endswith(b"%063d\n" % (size // 64 - 1))
+    _rec, events = latest_events(db_path)
+    assert len(events) == size // 64
