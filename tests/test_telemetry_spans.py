@@ -7,6 +7,7 @@ from the scenarios in ``tests/scenarios.py`` (real SDK, real CLI, fake API);
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -406,4 +407,35 @@ def test_thinking_progress_lines_are_counted_on_the_model_call_not_one_event_eac
     last = progress[-1].message or {}
     assert any(
         s.attributes.get(c.THINKING_ESTIMATED_TOKENS) == last["estimated_tokens"] for s in counted
+    )
+
+
+def test_thinking_counts_reach_a_model_call_however_it_ends_in_first_seen_order() -> None:
+    # Counted in ints while the call streams, written when it ends: here by close()
+    # (the CLI died mid-thinking), with an estimate first seen on the second line.
+    lines = [
+        ("in", {"type": "user", "message": {"role": "user", "content": "hi"}}),
+        ("out", {"type": "stream_event", "event": {"type": "message_start", "message": {
+            "id": "msg_1", "model": "m", "usage": {"input_tokens": 3}}}}),
+        ("out", {"type": "system", "subtype": "thinking_tokens"}),
+        ("out", {"type": "system", "subtype": "thinking_tokens", "estimated_tokens": 5}),
+        ("out", {"type": "stream_event", "event": {"type": "message_delta",
+                                                  "delta": {"stop_reason": "end_turn"}}}),
+        ("out", {"type": "system", "subtype": "thinking_tokens", "estimated_tokens": 9}),
+        ("out", {"type": "system", "subtype": "thinking_tokens", "estimated_tokens": "?"}),
+    ]
+    events = [
+        Event(n, d, (n + 1) * 1000, json.dumps(obj).encode())  # type: ignore[arg-type]
+        for n, (d, obj) in enumerate(lines)
+    ]
+    info = RecordingInfo(id="01THINK", argv=[], started_ns=START)
+    chat = named(build_spans(info, events), "chat m")[0]
+    attrs = chat.attributes
+    assert (attrs[c.THINKING_UPDATES], attrs[c.THINKING_ESTIMATED_TOKENS]) == (4, 9)
+    keys = list(attrs)
+    assert (
+        keys.index(c.GEN_AI_USAGE_INPUT_TOKENS)
+        < keys.index(c.THINKING_UPDATES)
+        < keys.index(c.THINKING_ESTIMATED_TOKENS)
+        < keys.index(c.GEN_AI_RESPONSE_FINISH_REASONS)
     )
