@@ -448,6 +448,7 @@ def run_proxy_bench(
         host_path.write_bytes(host_input)
         standin = [sys.executable, "-m", "claudetrace.bench.standin", str(script)]
         runs: list[Throughput] = []
+        numbers = itertools.count()  # each proxy run's indexer reports to a file of its own
         with discarding_otlp_endpoint() as endpoint:
             otel = {
                 **plain,
@@ -458,7 +459,7 @@ def run_proxy_bench(
             def recorded(name: str, argv: list[str], source: Path, env: dict[str, str],
                          stored: int, *, piped: bool = True) -> Throughput:
                 """One proxy run; waits until the indexer stored all ``stored`` events."""
-                stats = folder / f"indexer-{len(runs)}.json"
+                stats = folder / f"indexer-{next(numbers)}.json"
                 run = time_command(name, argv, source, lines,
                                    {**env, INDEXER_STATS_ENV: str(stats)}, piped=piped)
                 run.stored_after_seconds = _check_stored(db_url, stored)
@@ -540,9 +541,11 @@ def _check_stored(db_url: str, expected: int) -> float:
 
 
 def _indexer_cpu(stats: Path) -> float | None:
-    """CPU seconds the indexer reported at exit (see ``$CLAUDETRACE_INDEXER_STATS``)."""
+    """CPU seconds the run's indexer reported at exit (see ``$CLAUDETRACE_INDEXER_STATS``)."""
     try:
-        lines = stats.read_text().splitlines()
+        lines = [line for line in stats.read_text().splitlines() if line.strip()]
     except OSError:
         return None
-    return sum(float(json.loads(line)["cpu_s"]) for line in lines if line.strip())
+    if len(lines) != 1:  # one proxy run, one indexer
+        raise RuntimeError(f"{stats.name}: {len(lines)} indexer reports, expected one")
+    return float(json.loads(lines[0])["cpu_s"])
