@@ -144,12 +144,21 @@ class Event:
         return True
 
 
+#: First bytes after which ``json.loads`` would guess an encoding other than
+#: UTF-8 (a byte order mark, or the NUL bytes of UTF-16 and UTF-32).
+_NOT_PLAIN_UTF8_START: Final = frozenset({0x00, 0xEF, 0xFE, 0xFF})
+
+
 def parse_json(data: bytes) -> Any:
     """Parse one line as JSON; ``None`` when it is empty, not UTF-8 or not JSON."""
     if not data:
         return None
     try:
-        return json.loads(data)
+        if data[0] in _NOT_PLAIN_UTF8_START or (len(data) > 1 and not data[1]):
+            return json.loads(data)
+        # What json.loads(bytes) does for UTF-8, without its encoding guess
+        # (a sizeable share of the parse for short lines).
+        return json.loads(data.decode("utf-8", "surrogatepass"))
     except (ValueError, RecursionError):
         return None
 

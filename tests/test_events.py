@@ -57,6 +57,37 @@ def test_splitter_keeps_pending_count_and_empty_lines() -> None:
     assert splitter.finish() is None
 
 
+def _stdlib_parse(data: bytes) -> object:
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+
+
+_json_texts = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda children: st.lists(children) | st.dictionaries(st.text(), children),
+    max_leaves=8,
+).map(json.dumps)
+
+
+@given(
+    st.one_of(
+        st.binary(max_size=40),
+        _json_texts.map(lambda t: t.encode("utf-8")),
+        st.tuples(
+            st.sampled_from(["utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32",
+                             "utf-32-le", "utf-32-be"]),
+            _json_texts,
+        ).map(lambda pair: pair[1].encode(pair[0])),
+    )
+)
+def test_parse_json_agrees_with_json_loads_on_any_bytes(data: bytes) -> None:
+    # parse_json skips json.loads' encoding guess for plain UTF-8: same results,
+    # including for byte order marks, UTF-16/32 and bytes that are not text.
+    assert parse_json(data) == _stdlib_parse(data) if data else parse_json(data) is None
+
+
 def test_parse_json_never_raises() -> None:
     assert parse_json(b"") is None
     assert parse_json(b"\xff\xfe") is None
