@@ -150,10 +150,37 @@ def open_lock(capture: Path) -> int:
 
 
 def remove(capture: Path) -> None:
-    """Delete a capture file once everything in it is stored, and its lock file."""
+    """Delete a capture file once everything in it is stored, its lock file, and
+    its directory when that is left empty (a proxy about to create a file there
+    makes it again)."""
     for path in (capture, lock_path(capture)):
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
+    with contextlib.suppress(OSError):  # not empty: other sessions are recording
+        capture.parent.rmdir()
+
+
+#: A ``*.capture.new`` file is a capture being created (it is renamed within
+#: microseconds); one this old, and unlocked, was left by a proxy killed right then.
+STALE_NEW_S: Final = 60.0
+
+
+def remove_stale_new(url: str, now: float | None = None) -> int:
+    """Delete capture files that a killed proxy left half-created; returns how many.
+
+    They hold the recording's header at most: nothing was forwarded before the
+    rename, so nothing recorded is lost with them.
+    """
+    removed = 0
+    now = time.time() if now is None else now
+    for folder in capture_dirs(url):
+        with contextlib.suppress(OSError):
+            for path in folder.glob(f"*{SUFFIX}.new"):
+                with contextlib.suppress(OSError):
+                    if now - path.stat().st_mtime > STALE_NEW_S and not writer_alive(path):
+                        path.unlink()
+                        removed += 1
+    return removed
 
 
 # -- reading -----------------------------------------------------------------------------
@@ -388,11 +415,15 @@ class CaptureWriter:
         """A new capture file for ``info`` in the first usable directory for ``url``."""
         failure: OSError | None = None
         for folder in capture_dirs(url):
-            try:
-                folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-                return cls(folder / f"{info.id}{SUFFIX}", info, **kwargs)
-            except OSError as exc:
-                failure = failure or exc
+            for _attempt in range(2):  # an indexer may remove the folder, once empty, meanwhile
+                try:
+                    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+                    return cls(folder / f"{info.id}{SUFFIX}", info, **kwargs)
+                except FileNotFoundError as exc:
+                    failure = failure or exc
+                except OSError as exc:
+                    failure = failure or exc
+                    break
         assert failure is not None
         raise failure
 

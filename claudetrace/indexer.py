@@ -120,8 +120,11 @@ class Indexer:
         if record.kind < len(_DIRECTIONS):
             direction = record.direction
             self._last_times[direction] = (record.t_ns, record.wall_ns)
-            for line in self._splitters[direction].feed(record.data):
-                self._add(Event(self._seq, direction, record.t_ns, line, True, record.wall_ns))
+            lines = self._splitters[direction].feed(record.data)
+            if lines:
+                seq, t_ns, wall_ns = self._seq, record.t_ns, record.wall_ns
+                self._add([Event(seq + i, direction, t_ns, line, True, wall_ns)
+                           for i, line in enumerate(lines)])
             self.maybe_flush(busy=True)
         elif record.kind == cap.END:
             end = record.json()
@@ -132,23 +135,31 @@ class Indexer:
         elif record.kind == cap.LOST:
             self.report.lost_bytes += sum(v for v in record.json().values() if isinstance(v, int))
 
-    def _add(self, event: Event) -> None:
-        self._seq += 1
-        self.report.events += 1
-        event.fields  # parse once, here  # noqa: B018
-        if self.info.observe(event):
-            self._meta_dirty = True
-        self._summary.add(event)
+    def _add(self, events: list[Event]) -> None:
+        """Parse and summarise a chunk's events, show them to the sinks, queue them to store."""
+        info, summary = self.info, self._summary
+        for event in events:
+            event.fields  # parse once, here  # noqa: B018
+            if info.observe(event):
+                self._meta_dirty = True
+            summary.add(event)
+        # Each sink takes the chunk's events in one go rather than one between
+        # the parsing of others: its code and state stay in the CPU's caches,
+        # which makes live telemetry several times cheaper per line.
         for sink, on_event in self._feeds:
             try:
-                on_event(event)
+                for event in events:
+                    on_event(event)
             except Exception as exc:  # a broken sink must not cost the recording
                 self._disable(sink, exc)
-        event.forget_parsed()
+        for event in events:
+            event.forget_parsed()
         if not self._pending:
             self._pending_since = time.monotonic()
-        self._pending.append(event)
-        self._pending_bytes += len(event.data)
+        self._pending.extend(events)
+        self._pending_bytes += sum(len(event.data) for event in events)
+        self._seq += len(events)
+        self.report.events += len(events)
 
     def _disable(self, sink: EventSink, exc: Exception) -> None:
         """Stop calling a sink that raised, and report why."""
@@ -185,7 +196,7 @@ class Indexer:
             if rest is not None:
                 # The partial line was complete when its last bytes were read.
                 t_ns, wall_ns = self._last_times[direction]
-                self._add(Event(self._seq, direction, t_ns, rest, False, wall_ns))
+                self._add([Event(self._seq, direction, t_ns, rest, False, wall_ns)])
         self.flush(final=True)
         for sink in list(self.sinks):
             try:
@@ -335,6 +346,7 @@ def settle(store: Any, *, wait_s: float = SETTLE_WAIT_S, quiet: bool = False) ->
     indexer is gone is stored here.
     """
     done = 0
+    cap.remove_stale_new(store.capture_url)
     for capture in cap.capture_files(store.capture_url):
         if cap.writer_alive(capture):
             continue
@@ -447,7 +459,10 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signum, signal.SIG_IGN)
     _yield_cpu()
     if args.lock_fd is None:
-        lock_fd = cap.open_lock(args.capture)
+        try:
+            lock_fd = cap.open_lock(args.capture)
+        except FileNotFoundError:  # stored and deleted, and its folder with it
+            return 0
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
         if not args.capture.exists():
             # Stored (and deleted) by whoever held the lock before us.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import json
 import os
@@ -356,3 +357,40 @@ def test_a_failing_disk_loses_whole_chunks_counts_them_and_recovers(
     before_gap = max(n for n in numbers if n < 100)
     assert records.index(lost[0]) == numbers.index(before_gap) + 1
     assert records[-1].kind == cap.END
+
+
+def test_removing_the_last_capture_removes_its_empty_folder_too(tmp_path: Path) -> None:
+    folder = tmp_path / "x.db.capture"
+    folder.mkdir()
+    first, second = (folder / f"{name}{cap.SUFFIX}" for name in ("A", "B"))
+    for path in (first, second):
+        write_capture(path, [("out", b"x\n")])
+        cap.open_lock(path)
+    cap.remove(first)
+    assert folder.is_dir() and not first.exists() and not cap.lock_path(first).exists()
+    cap.remove(second)
+    assert not folder.exists()
+    # A proxy starting afterwards makes the folder again.
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    writer = cap.CaptureWriter.create(url, new_info())
+    assert writer.path.parent == folder
+    writer.close(None)
+
+
+def test_half_created_captures_of_killed_proxies_are_removed_once_stale(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    folder = cap.capture_dirs(url)[0]
+    folder.mkdir()
+    stale, fresh, held = (folder / f"{name}{cap.SUFFIX}.new" for name in ("A", "B", "C"))
+    for path in (stale, fresh, held):
+        path.write_bytes(cap.MAGIC)
+    old = time.time() - cap.STALE_NEW_S - 10
+    os.utime(stale, (old, old))
+    os.utime(held, (old, old))
+    fd = os.open(held, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # a proxy still between create and rename
+    try:
+        assert cap.remove_stale_new(url) == 1
+    finally:
+        os.close(fd)
+    assert not stale.exists() and fresh.exists() and held.exists()
