@@ -419,11 +419,10 @@ class CaptureWriter:
                 try:
                     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
                     return cls(folder / f"{info.id}{SUFFIX}", info, **kwargs)
-                except FileNotFoundError as exc:
-                    failure = failure or exc
                 except OSError as exc:
                     failure = failure or exc
-                    break
+                    if not isinstance(exc, FileNotFoundError):
+                        break
         assert failure is not None
         raise failure
 

@@ -144,8 +144,8 @@ class Indexer:
                 self._meta_dirty = True
             summary.add(event)
         # Each sink takes the chunk's events in one go rather than one between
-        # the parsing of others: its code and state stay in the CPU's caches,
-        # which makes live telemetry several times cheaper per line.
+        # the parsing of others, so its code and state stay in the CPU's caches
+        # (cachegrind, telemetry on: about a tenth fewer L1 data misses).
         for sink, on_event in self._feeds:
             try:
                 for event in events:

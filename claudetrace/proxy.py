@@ -116,20 +116,17 @@ class _Pump(threading.Thread):
         self.src, self.dst, self.direction = src, dst, direction
         self.writer, self.on_eof = writer, on_eof
         self.waiting_since: float | None = None
-        #: Set when the spliced run already reached the end of src.
-        self.eof = False
 
     def run(self) -> None:
         tee = _tee_call()
-        if tee is not None and self.writer is not None:
-            self._run_spliced(tee, self.writer)
-        self._run_copying()
+        if tee is None or self.writer is None or not self._run_spliced(tee, self.writer):
+            self._run_copying()
         if self.on_eof is not None:
             self.on_eof()
 
     def _run_spliced(self, tee: Callable[[int, int, int, int], int],
-                     writer: cap.CaptureWriter) -> None:
-        """Forward in the kernel until EOF, or until splicing is refused (then return early)."""
+                     writer: cap.CaptureWriter) -> bool:
+        """Forward in the kernel; True at the end of src, False when the rest must be copied."""
         scratch_r, scratch_w = os.pipe()
         with contextlib.suppress(OSError):  # as big as src, so one tee takes all there is
             fcntl.fcntl(scratch_w, fcntl.F_SETPIPE_SZ, fcntl.fcntl(self.src, fcntl.F_GETPIPE_SZ))
@@ -146,15 +143,13 @@ class _Pump(threading.Thread):
                         continue
                     # EINVAL: src is no pipe, or was never one: read it instead.
                     # Any other error ends the stream, as a failed read does.
-                    self.eof = error != errno.EINVAL
-                    return
+                    return error != errno.EINVAL
                 self.waiting_since = None
                 if size == 0:
-                    self.eof = True
-                    return
+                    return True
                 writer.feed_pipe(self.direction, scratch_r, size)
                 if not self._splice_on(size):
-                    return
+                    return False
         finally:
             os.close(scratch_r)
             os.close(scratch_w)
@@ -183,8 +178,6 @@ class _Pump(threading.Thread):
 
     def _run_copying(self) -> None:
         """Read each chunk into Python, record it, write it on."""
-        if self.eof:
-            return
         while True:
             self.waiting_since = time.monotonic()
             try:
