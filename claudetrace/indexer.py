@@ -95,8 +95,8 @@ class Indexer:
         self.info = info
         self.store = store
         self.sinks = list(sinks)
-        #: Each sink with its ``on_event`` bound once: they are called for every line.
-        self._feeds = tuple((sink, sink.on_event) for sink in self.sinks)
+        #: Each sink with its ``on_events`` bound once: they are called for every chunk.
+        self._feeds = tuple((sink, sink.on_events) for sink in self.sinks)
         self.report = IndexReport()
         self._writer_gone = writer_gone
         self._give_up_s = give_up_s
@@ -146,10 +146,9 @@ class Indexer:
         # Each sink takes the chunk's events in one go rather than one between
         # the parsing of others, so its code and state stay in the CPU's caches
         # (cachegrind, telemetry on: about a tenth fewer L1 data misses).
-        for sink, on_event in self._feeds:
+        for sink, on_events in self._feeds:
             try:
-                for event in events:
-                    on_event(event)
+                on_events(events)
             except Exception as exc:  # a broken sink must not cost the recording
                 self._disable(sink, exc)
         for event in events:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import secrets
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
@@ -108,18 +109,18 @@ class RecordingInfo:
 
 
 class EventSink(Protocol):
-    """A live consumer of a recording's events (the store writer, live telemetry).
+    """A live consumer of a recording's events (live telemetry).
 
-    Sinks are called from the proxy's recorder thread, never from a forwarding
-    thread, so a slow sink delays recording but never the host or the CLI.
+    Sinks run in the session's indexer process (:mod:`claudetrace.indexer`),
+    never in the proxy, so a slow sink delays storing but never the host or the CLI.
     """
 
     def child_env(self) -> dict[str, str]:
         """Variables to add to the child's environment (e.g. ``TRACEPARENT``)."""
         ...
 
-    def on_event(self, event: Event) -> None:
-        """One event, in sequence order, with its parsed fields available."""
+    def on_events(self, events: Sequence[Event]) -> None:
+        """The next events (a chunk's lines), in sequence order, their fields parsed."""
         ...
 
     def on_close(self, info: RecordingInfo) -> None:

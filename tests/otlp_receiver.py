@@ -11,8 +11,11 @@ Decodes ``ExportTraceServiceRequest`` / ``ExportMetricsServiceRequest`` with
 
 from __future__ import annotations
 
+import gzip
+import ssl
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -82,6 +85,14 @@ class OtlpReceiver:
         self.trace_requests: list[trace_service_pb2.ExportTraceServiceRequest] = []
         self.metric_requests: list[metrics_service_pb2.ExportMetricsServiceRequest] = []
         self.paths: list[str] = []
+        #: Headers of every HTTP request, in arrival order.
+        self.headers: list[dict[str, str]] = []
+        #: HTTP statuses to answer the next requests with (then 200 again), and a
+        #: ``Retry-After`` to send with them.
+        self.fail_with: list[int] = []
+        self.retry_after: str | None = None
+        #: ``(certfile, keyfile)``: serve HTTPS instead of HTTP.
+        self.tls: tuple[str, str] | None = None
         self._cond = threading.Condition()
         self._http: ThreadingHTTPServer | None = None
         self._grpc: Any = None
@@ -131,7 +142,7 @@ class OtlpReceiver:
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     def __enter__(self) -> OtlpReceiver:
         if self.protocol == "grpc":
@@ -154,6 +165,19 @@ class OtlpReceiver:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 receiver.paths.append(self.path)
+                receiver.headers.append({k.lower(): v for k, v in self.headers.items()})
+                if receiver.fail_with:
+                    self.send_response(receiver.fail_with.pop(0))
+                    if receiver.retry_after is not None:
+                        self.send_header("Retry-After", receiver.retry_after)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                encoding = self.headers.get("Content-Encoding", "")
+                if encoding == "gzip":
+                    body = gzip.decompress(body)
+                elif encoding == "deflate":
+                    body = zlib.decompress(body)
                 if self.path == "/v1/traces":
                     request: Any = trace_service_pb2.ExportTraceServiceRequest()
                     request.ParseFromString(body)
@@ -178,6 +202,10 @@ class OtlpReceiver:
                 pass
 
         self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if self.tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*self.tls)
+            self._http.socket = context.wrap_socket(self._http.socket, server_side=True)
         self.port = self._http.server_address[1]
         threading.Thread(target=self._http.serve_forever, daemon=True).start()
 

@@ -432,8 +432,8 @@ def test_sinks_see_every_event_with_fields_then_close() -> None:
         def child_env(self) -> dict[str, str]:
             return {}
 
-        def on_event(self, event: Event) -> None:
-            seen.append((event.seq, event.fields.type))
+        def on_events(self, events: Sequence[Event]) -> None:
+            seen.extend((event.seq, event.fields.type) for event in events)
 
         def on_close(self, info: RecordingInfo) -> None:
             closed.append(info)
@@ -452,7 +452,7 @@ def test_a_broken_sink_is_dropped_and_reported() -> None:
         def child_env(self) -> dict[str, str]:
             return {}
 
-        def on_event(self, event: Event) -> None:
+        def on_events(self, events: Sequence[Event]) -> None:
             raise ValueError("boom")
 
         def on_close(self, info: RecordingInfo) -> None:
@@ -466,8 +466,8 @@ def test_a_broken_sink_is_dropped_and_reported() -> None:
         def child_env(self) -> dict[str, str]:
             return {}
 
-        def on_event(self, event: Event) -> None:
-            self.seen.append(event.data)
+        def on_events(self, events: Sequence[Event]) -> None:
+            self.seen.extend(event.data for event in events)
 
         def on_close(self, info: RecordingInfo) -> None:
             self.closed = True

@@ -13,7 +13,7 @@ from claudetrace.errors import TelemetryError
 from claudetrace.recording import RecordingInfo
 from claudetrace.telemetry import build_spans
 from claudetrace.telemetry import conventions as c
-from claudetrace.telemetry.config import parse_resource_attributes, resolve_settings
+from claudetrace.telemetry.config import parse_key_values, resolve_settings
 from claudetrace.telemetry.metrics import INSTRUMENTS, measurements
 
 FIXTURES = Path(__file__).parent / "fixtures" / "telemetry"
@@ -67,7 +67,7 @@ def test_service_name_resource_and_content() -> None:
     assert s.content.enabled and s.content.limit == 100
     assert not resolve_settings(capture_content=False, environ={
         "CLAUDETRACE_OTEL_CAPTURE_CONTENT": "1"}).content.enabled
-    assert parse_resource_attributes("broken,k=v") == {"k": "v"}
+    assert parse_key_values("broken,k=v") == {"k": "v"}
 
 
 def test_bad_protocol_is_a_telemetry_error() -> None:

@@ -1,4 +1,5 @@
-"""OTLP over the wire: backfill (``claudetrace otel``) to a receiver on 127.0.0.1 (HTTP and gRPC).
+"""OTLP over the wire to a receiver on 127.0.0.1 (HTTP and gRPC): backfill (``claudetrace
+otel``) and the exporter's batching, settings, retries and failures.
 
 Live export from a proxied session is in ``test_telemetry_live.py``.
 """
@@ -6,6 +7,7 @@ Live export from a proxied session is in ``test_telemetry_live.py``.
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,9 +15,13 @@ from click.testing import CliRunner
 
 from claudetrace.cassette import read_cassette
 from claudetrace.cli import cli
+from claudetrace.errors import TelemetryError
 from claudetrace.store import open_store
 from claudetrace.telemetry import build_spans
 from claudetrace.telemetry import conventions as c
+from claudetrace.telemetry.config import OtelSettings, resolve_settings
+from claudetrace.telemetry.export import OtlpExporter
+from claudetrace.telemetry.records import SpanRecord
 from tests.otlp_receiver import OtlpReceiver, attrs, wire_spans
 
 FIXTURES = Path(__file__).parent / "fixtures" / "telemetry"
@@ -99,3 +105,144 @@ def test_no_endpoint_is_one_clear_error(stored: tuple[str, str],
     assert result.exit_code == 1
     assert "no OTLP endpoint" in result.output
     assert "Traceback" not in result.output
+
+
+# -- the exporter: batching, HTTP settings, retries, failures -----------------------------------
+
+
+def _spans(n: int = 3) -> list[SpanRecord]:
+    return [SpanRecord(key=f"tool/{i}", name=f"execute_tool T{i}", trace_id=7, span_id=i + 1,
+                       parent_id=None, start_ns=1_000 + i, end_ns=2_000 + i,
+                       attributes={c.GEN_AI_TOOL_NAME: f"T{i}"}) for i in range(n)]
+
+
+def _settings(endpoint: str, env: dict[str, str] | None = None) -> OtelSettings:
+    return resolve_settings(endpoint=endpoint, environ=env or {})
+
+
+def _export(receiver: OtlpReceiver, spans: list[SpanRecord], **env: str) -> OtlpExporter:
+    exporter = OtlpExporter(_settings(receiver.endpoint, env), environ=env)
+    for span in spans:
+        exporter.span_ended(span)
+    exporter.shutdown(10.0)
+    return exporter
+
+
+def test_http_headers_and_compression_reach_the_collector() -> None:
+    for compression in ("gzip", "deflate", "none"):
+        with OtlpReceiver("http") as receiver:
+            exporter = _export(receiver, _spans(),
+                               OTEL_EXPORTER_OTLP_HEADERS="api-key=s%20ecret,x=1",
+                               OTEL_EXPORTER_OTLP_METRICS_HEADERS="only=metrics",
+                               OTEL_EXPORTER_OTLP_COMPRESSION=compression)
+            assert exporter.failures == 0
+            assert sorted(s["name"] for s in wire_spans(receiver).values()) == [
+                "execute_tool T0", "execute_tool T1", "execute_tool T2"]
+            by_path = dict(zip(receiver.paths, receiver.headers, strict=True))
+            traces, metrics = by_path["/v1/traces"], by_path["/v1/metrics"]
+            assert (traces["api-key"], traces["x"]) == ("s ecret", "1")
+            assert metrics["only"] == "metrics" and "api-key" not in metrics  # its own wins
+            assert traces["content-type"] == "application/x-protobuf"
+            assert traces.get("content-encoding", "none") == compression
+            calls = {m.name: m for m in receiver.metrics()}[c.METRIC_TOOL_CALLS]
+            assert calls.sum.aggregation_temporality == 2  # cumulative by default
+
+
+def test_spans_go_in_batches_of_the_batch_size() -> None:
+    with OtlpReceiver("http") as receiver:
+        _export(receiver, _spans(7), OTEL_BSP_MAX_EXPORT_BATCH_SIZE="3",
+                OTEL_METRICS_EXPORTER="none")
+        assert [len(r.resource_spans[0].scope_spans[0].spans)
+                for r in receiver.trace_requests] == [3, 3, 1]
+
+
+def test_delta_temporality_and_the_metric_interval() -> None:
+    with OtlpReceiver("http") as receiver:
+        exporter = OtlpExporter(
+            _settings(receiver.endpoint),
+            environ={"OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE": "delta",
+                     "OTEL_METRIC_EXPORT_INTERVAL": "100"},
+        )
+        exporter.span_ended(_spans(1)[0])
+        # Sent at the interval, while the exporter runs:
+        assert receiver.wait_for(lambda: bool(receiver.metrics()))
+        exporter.span_ended(_spans(1)[0])
+        exporter.shutdown(10.0)
+        calls = [m for m in receiver.metrics() if m.name == c.METRIC_TOOL_CALLS]
+        assert [m.sum.aggregation_temporality for m in calls] == [1, 1]  # delta
+        assert [p.as_int for m in calls for p in m.sum.data_points] == [1, 1]
+
+
+def test_a_busy_collector_is_retried() -> None:
+    with OtlpReceiver("http") as receiver:
+        receiver.fail_with = [503, 429]
+        receiver.retry_after = "0"
+        exporter = _export(receiver, _spans(), OTEL_METRICS_EXPORTER="none")
+        assert exporter.failures == 0
+        assert len(receiver.paths) == 3 and len(wire_spans(receiver)) == 3
+
+
+def test_a_rejected_export_is_one_failure_not_retried() -> None:
+    warnings: list[str] = []
+    with OtlpReceiver("http") as receiver:
+        receiver.fail_with = [400]
+        env = {"OTEL_METRICS_EXPORTER": "none"}
+        exporter = OtlpExporter(_settings(receiver.endpoint, env), warn=warnings.append,
+                                environ=env)
+        for span in _spans():
+            exporter.span_ended(span)
+        assert not exporter.shutdown(10.0)
+        assert receiver.paths == ["/v1/traces"]
+    where = f"{receiver.endpoint}/v1/traces"
+    assert warnings == [f"OTLP export to {where} failed: HTTP 400 Bad Request"]
+
+
+def test_a_full_queue_drops_live_and_waits_in_a_backfill() -> None:
+    env = {"OTEL_BSP_MAX_QUEUE_SIZE": "4", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "4",
+           "OTEL_BSP_SCHEDULE_DELAY": "60000", "OTEL_METRICS_EXPORTER": "none"}
+    with OtlpReceiver("http") as receiver:
+        receiver.fail_with = [503]  # hold the first batch up for a second
+        warnings: list[str] = []
+        live = OtlpExporter(_settings(receiver.endpoint, env), warn=warnings.append, environ=env)
+        for span in _spans(40):
+            live.span_ended(span)
+        assert live.dropped_spans > 0
+        live.shutdown(10.0)
+        assert len(warnings) == 1 and "dropping spans" in warnings[0]
+        assert len(wire_spans(receiver)) == 40 - live.dropped_spans
+    with OtlpReceiver("http") as receiver:
+        receiver.fail_with = [503]
+        backfill = OtlpExporter(_settings(receiver.endpoint, env), block=True, environ=env)
+        for span in _spans(40):
+            backfill.span_ended(span)
+        assert backfill.shutdown(10.0) and backfill.dropped_spans == 0
+        assert len(wire_spans(receiver)) == 40
+
+
+def test_https_with_the_configured_certificate(tmp_path: Path) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    receiver = OtlpReceiver("http")
+    receiver.tls = (str(cert), str(key))
+    with receiver:
+        assert receiver.endpoint.startswith("https://")
+        exporter = _export(receiver, _spans(), OTEL_EXPORTER_OTLP_CERTIFICATE=str(cert))
+        assert exporter.failures == 0 and len(wire_spans(receiver)) == 3
+        # Without it, the self-signed certificate is refused: one failure, no data.
+        refused = _export(receiver, _spans(), OTEL_METRICS_EXPORTER="none")
+        assert refused.failures == 1 and "CERTIFICATE_VERIFY_FAILED" in (refused.first_error or "")
+
+
+@pytest.mark.parametrize("env, wrong", [
+    ({"OTEL_EXPORTER_OTLP_COMPRESSION": "zstd"}, "zstd"),
+    ({"OTEL_EXPORTER_OTLP_CERTIFICATE": "/nonexistent/ca.pem"}, "TLS"),
+    ({"OTEL_BSP_SCHEDULE_DELAY": "soon"}, "OTEL_BSP_SCHEDULE_DELAY"),
+    ({"OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE": "sideways"}, "sideways"),
+])
+def test_a_setting_it_cannot_use_is_a_clear_error(env: dict[str, str], wrong: str) -> None:
+    endpoint = "https://127.0.0.1:1" if "CERTIFICATE" in str(env) else "http://127.0.0.1:1"
+    with pytest.raises(TelemetryError, match=wrong):
+        OtlpExporter(_settings(endpoint), environ=env)

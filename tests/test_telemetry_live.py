@@ -209,23 +209,25 @@ print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "openteleme
 """
 
 
-@pytest.mark.parametrize("on", [False, True])
-def test_the_indexer_imports_opentelemetry_only_when_telemetry_is_on(
-    db_path: Path, on: bool
+@pytest.mark.parametrize("protocol", [None, "http/protobuf", "grpc"])
+def test_the_indexer_imports_opentelemetry_only_for_grpc(
+    db_path: Path, protocol: str | None
 ) -> None:
-    with OtlpReceiver("http") as receiver:
-        otel = json.dumps({"endpoint": receiver.endpoint}) if on else ""
+    """Off: nothing.  OTLP/HTTP: our encoder and the standard library.  gRPC: the SDK's channel."""
+    with OtlpReceiver("grpc" if protocol == "grpc" else "http") as receiver:
+        otel = json.dumps({"endpoint": receiver.endpoint, "protocol": protocol}) if protocol else ""
         proc = subprocess.run(
             [sys.executable, "-c", INDEX_A_CAPTURE, str(db_path), str(CASSETTE), otel],
             capture_output=True, env=_env(), timeout=WAIT_S,
         )
         assert proc.returncode == 0, proc.stderr.decode()
         loaded = json.loads(proc.stdout)
-        if on:  # the check can tell
-            assert "opentelemetry.sdk.trace" in loaded
-            assert receiver.spans()
+        if protocol == "grpc":  # the check can tell
+            assert "opentelemetry.exporter.otlp.proto.grpc.trace_exporter" in loaded
         else:
             assert loaded == [], loaded
+        if protocol:
+            assert receiver.spans() and receiver.metrics()
     _, stored = _latest(db_path)
     assert stored == _session_events()
 
@@ -466,7 +468,7 @@ def test_an_unreachable_collector_never_blocks_the_events(
     assert isinstance(sink, LiveTelemetry)
     began = time.monotonic()
     for event in cassette.events:
-        sink.on_event(event)
+        sink.on_events([event])
     fed = time.monotonic() - began
     info.ended_ns, info.exit_code = time.time_ns(), 0
     sink.on_close(info)

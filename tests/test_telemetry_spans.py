@@ -8,10 +8,12 @@ from the scenarios in ``tests/scenarios.py`` (real SDK, real CLI, fake API);
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
 
+import claudetrace
 from claudetrace.cassette import read_cassette
 from claudetrace.events import Event
 from claudetrace.recording import RecordingInfo
@@ -439,3 +441,43 @@ def test_thinking_counts_reach_a_model_call_however_it_ends_in_first_seen_order(
         < keys.index(c.THINKING_ESTIMATED_TOKENS)
         < keys.index(c.GEN_AI_RESPONSE_FINISH_REASONS)
     )
+
+
+TELEMETRY_FIXTURES = (FIXTURES / "telemetry").glob("*.cassette.ndjson")
+ALL_FIXTURES = ["basic", "mcp_hooks", "streaming",
+                *sorted(p.name.split(".")[0] for p in TELEMETRY_FIXTURES)]
+STREAMING = Path(claudetrace.__file__).parent / "bench" / "data" / "streaming.cassette.ndjson"
+
+
+def _as_data(spans: list[SpanRecord]) -> list[tuple[object, ...]]:
+    return [(s.key, s.name, s.span_id, s.parent_id, s.start_ns, s.end_ns, s.kind, s.attributes,
+             [(e.name, e.time_ns, e.attributes) for e in s.events], s.status, s.status_message,
+             s.costs) for s in spans]
+
+
+@pytest.mark.parametrize("name", ALL_FIXTURES)
+def test_feeding_in_chunks_gives_the_same_spans(name: str) -> None:
+    """``feed_many`` (the indexer's and the backfill's path) decides the commonest lines
+    inline: whatever the chunking, the spans are exactly those of ``feed``."""
+    if name == "streaming":  # thinking, text deltas: the lines decided inline
+        cassette = read_cassette(STREAMING)
+        info = RecordingInfo(id="01STREAMING", argv=cassette.argv, started_ns=START,
+                             ended_ns=START + 10**10, exit_code=0)
+        # Killed mid-answer: the last lines are deltas, and open spans end at the last one.
+        deltas = [i for i, e in enumerate(cassette.events) if b"content_block_delta" in e.data]
+        events = cassette.events[:deltas[len(deltas) // 2] + 1]
+    else:
+        info, events = load(name)
+    if name in ("streaming", "interrupt"):  # as if killed: open spans end at the last line
+        info.ended_ns = None
+    expected = _as_data(build_spans(info, events))
+    rng = random.Random(name)
+    for _ in range(5):
+        builder = SpanBuilder(info)
+        at = 0
+        while at < len(events):
+            size = rng.choice([1, 2, 7, 50, len(events)])
+            builder.feed_many(events[at:at + size])
+            at += size
+        builder.close(info)
+        assert _as_data(builder.finished) == expected

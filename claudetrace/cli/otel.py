@@ -66,7 +66,7 @@ def otel(
         return
     from ..telemetry.export import OtlpExporter
 
-    exporter = OtlpExporter(settings)
+    exporter = OtlpExporter(settings, block=True)  # a backfill waits rather than drops
     count = backfill(store, ids, exporter, content=settings.content)
     if not exporter.shutdown(timeout_s=15.0):
         raise TelemetryError(exporter.first_error or "OTLP export failed")

@@ -66,8 +66,7 @@ def recording_spans(
     """Build the spans of one stored recording (handed to ``on_end`` when given)."""
     info = store.recording_info(recording_id)
     builder = SpanBuilder(info, content=content, on_end=on_end)
-    for event in store.iter_events(recording_id):
-        builder.feed(event)
+    builder.feed_many(store.iter_events(recording_id))
     builder.close(info)
     return builder.finished
 

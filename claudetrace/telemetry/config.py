@@ -49,8 +49,9 @@ class OtelSettings:
         return self.resource.get("service.name", DEFAULT_SERVICE_NAME)
 
 
-def parse_resource_attributes(value: str) -> dict[str, str]:
-    """``OTEL_RESOURCE_ATTRIBUTES`` (``k=v,k2=v2``, percent-encoded) as a dict."""
+def parse_key_values(value: str) -> dict[str, str]:
+    """``k=v,k2=v2`` (percent-encoded) as a dict: ``OTEL_RESOURCE_ATTRIBUTES``, the
+    exporters' ``OTEL_EXPORTER_OTLP_*HEADERS``."""
     attrs: dict[str, str] = {}
     for item in value.split(","):
         key, sep, val = item.partition("=")
@@ -112,7 +113,7 @@ def resolve_settings(
             traces = _signal_endpoint("traces", endpoint, chosen, env)
         if "none" not in _exporters(env, "OTEL_METRICS_EXPORTER"):
             metrics = _signal_endpoint("metrics", endpoint, chosen, env)
-    resource = parse_resource_attributes(env.get("OTEL_RESOURCE_ATTRIBUTES", ""))
+    resource = parse_key_values(env.get("OTEL_RESOURCE_ATTRIBUTES", ""))
     service = env.get("OTEL_SERVICE_NAME", "").strip()
     if service:
         resource["service.name"] = service

@@ -1,51 +1,53 @@
-"""The OpenTelemetry SDK side: span records and measurements out over OTLP.
+"""Span records and their metrics out over OTLP, on one background thread.
 
-Span records go straight to a ``BatchSpanProcessor`` (no tracer: the spans
-already happened) and are encoded on its thread by
-:class:`~.otlp_wire.TraceRequestEncoder`, which writes the same OTLP message the
-SDK would write for the equivalent ``ReadableSpan`` (:func:`to_readable_span`)
-at a small fraction of the cost.  Measurements go to SDK instruments read by a
-``PeriodicExportingMetricReader``.  Both export on background threads, so
-callers never wait on the network; :meth:`OtlpExporter.shutdown` flushes with
-a bounded timeout.  A failing collector is reported once through ``warn``,
-and the SDK's own retry logging is kept off the user's terminal.
+:meth:`OtlpExporter.span_ended` only appends the record to a queue and adds
+its measurements (:func:`~.metrics.measurements`) to a
+:class:`~.metrics.MetricAggregator`: a few microseconds, never I/O.  The
+exporter's thread encodes spans in batches (:mod:`.otlp_wire`) and the metrics
+at each interval, and sends them with the protocol's
+:mod:`~.transport` — the standard library for OTLP/HTTP, so live telemetry
+over HTTP loads no OpenTelemetry package at all.  What arrives is what the
+OpenTelemetry SDK would send for the same spans and measurements
+(``tests/test_telemetry_otlp_wire.py`` compares both encodings).
+
+The batching settings are the SDK's: ``OTEL_BSP_SCHEDULE_DELAY`` (ms, default
+5000), ``OTEL_BSP_MAX_EXPORT_BATCH_SIZE`` (512), ``OTEL_BSP_MAX_QUEUE_SIZE``
+(65536 here: spans past it are dropped and reported), ``OTEL_METRIC_EXPORT_INTERVAL``
+(ms, 60000) and ``OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE``
+(``cumulative``, or ``delta`` / ``lowmemory``, which mean delta for our counters
+and histograms).  A failing collector is reported once through ``warn``;
+:meth:`OtlpExporter.shutdown` flushes with a bounded timeout.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
+import time
 import uuid
-from collections.abc import Callable
-from typing import Any
-
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import Event as OtelEvent
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Final
 
 from .. import __version__
+from ..errors import TelemetryError
 from . import conventions as c
 from .config import OtelSettings
-from .metrics import INSTRUMENTS, measurements
-from .otlp_wire import TraceRequestEncoder
+from .metrics import MetricAggregator, Temporality, measurements
+from .otlp_wire import MetricsRequestEncoder, TraceRequestEncoder
 from .records import SpanRecord
+from .transport import Transport, transport_for
 
-_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
-_KINDS = {"internal": SpanKind.INTERNAL, "client": SpanKind.CLIENT}
-_STATUS = {"unset": StatusCode.UNSET, "ok": StatusCode.OK, "error": StatusCode.ERROR}
 #: Seconds one export request may take, retries included (the SDK default is 10).
-EXPORT_TIMEOUT_S = 5.0
-_SDK_LOGGERS = ("opentelemetry.exporter.otlp", "opentelemetry.sdk._shared_internal",
-                "opentelemetry.sdk.metrics")
+EXPORT_TIMEOUT_S: Final = 5.0
+DEFAULT_QUEUE_SIZE: Final = 65536
+_SDK_LOGGERS: Final = ("opentelemetry.exporter.otlp", "opentelemetry.sdk._shared_internal",
+                       "opentelemetry.sdk.metrics")
 
 
 class _LastMessage(logging.Handler):
-    """Keeps the SDK's last warning, to explain a failure in one line."""
+    """Keeps the SDK's last warning, to explain a failed gRPC export in one line."""
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
@@ -58,139 +60,39 @@ class _LastMessage(logging.Handler):
             self.last = str(record.msg)
 
 
-_sdk_log = _LastMessage()
+sdk_log = _LastMessage()
 
 
 def _capture_sdk_logs() -> None:
-    # The exporters log every retry; we report a failure once, ourselves.
+    # The SDK's gRPC exporter logs every retry; we report a failure once, ourselves.
     for name in _SDK_LOGGERS:
         logger = logging.getLogger(name)
-        if _sdk_log not in logger.handlers:
-            logger.addHandler(_sdk_log)
+        if sdk_log not in logger.handlers:
+            logger.addHandler(sdk_log)
             logger.propagate = False
 
 
-def _context(trace_id: int, span_id: int) -> SpanContext:
-    return SpanContext(trace_id, span_id, is_remote=False, trace_flags=_SAMPLED)
+def _positive_int(environ: Mapping[str, str], name: str, default: int) -> int:
+    value = environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        number = int(float(value))
+    except ValueError:
+        raise TelemetryError(f"{name}={value!r} is not a number") from None
+    if number <= 0:
+        raise TelemetryError(f"{name}={value!r} must be positive")
+    return number
 
 
-def to_readable_span(
-    record: SpanRecord, resource: Resource, scope: InstrumentationScope
-) -> ReadableSpan:
-    """An SDK span with the record's ids, times, attributes, events and status."""
-    context = _context(record.trace_id, record.span_id)
-    parent = None if record.parent_id is None else _context(record.trace_id, record.parent_id)
-    events = [OtelEvent(e.name, e.attributes, e.time_ns) for e in record.events]
-    if record.status == "error":
-        status = Status(StatusCode.ERROR, record.status_message or None)
-    else:
-        status = Status(_STATUS[record.status])
-    return ReadableSpan(
-        name=record.name,
-        context=context,
-        parent=parent,
-        resource=resource,
-        attributes=record.attributes,
-        events=events,
-        kind=_KINDS[record.kind],
-        status=status,
-        start_time=record.start_ns,
-        end_time=record.end_ns if record.end_ns is not None else record.start_ns,
-        instrumentation_scope=scope,
-    )
-
-
-class _Queued:
-    """A span record waiting in the SDK's batch processor.
-
-    The processor reads nothing but the sampled flag of what it queues; the
-    exporters below encode the records themselves, on the processor's thread.
-    """
-
-    __slots__ = ("record",)
-    context = _context(1, 1)
-
-    def __init__(self, record: SpanRecord) -> None:
-        self.record = record
-
-
-def _record_exporter(
-    protocol: str, encoder: TraceRequestEncoder, to_sdk: Callable[[SpanRecord], ReadableSpan]
-) -> type:
-    """The span exporter class for ``protocol``, taking :class:`_Queued` records.
-
-    It keeps the SDK exporter's transport, retries, headers and TLS settings and
-    replaces only the encoding.  Should an SDK version lack the hook used for
-    HTTP, it falls back to the SDK's own encoding of :func:`to_readable_span` spans.
-    """
-    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-        ExportTraceServiceRequest,
-    )
-    from opentelemetry.sdk.trace.export import SpanExportResult
-
-    if protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-
-        class GrpcRecordExporter(OTLPSpanExporter):  # type: ignore[misc,unused-ignore]
-            def _translate_data(self, data: Any) -> ExportTraceServiceRequest:
-                request: ExportTraceServiceRequest = ExportTraceServiceRequest.FromString(
-                    encoder.encode(q.record for q in data)
-                )
-                return request
-
-        return GrpcRecordExporter
-
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
-        OTLPSpanExporter as HttpSpanExporter,
-    )
-
-    class HttpRecordExporter(HttpSpanExporter):  # type: ignore[misc,unused-ignore]
-        def export(self, spans: Any) -> SpanExportResult:
-            client: Any = getattr(self, "_client", None)
-            if not hasattr(client, "export"):
-                fallback: SpanExportResult = super().export([to_sdk(q.record) for q in spans])
-                return fallback
-            if self._shutdown:
-                return SpanExportResult.FAILURE
-            result = client.export(encoder.encode(q.record for q in spans))
-            return SpanExportResult.SUCCESS if result.success else SpanExportResult.FAILURE
-
-    return HttpRecordExporter
-
-
-def _make_exporters(
-    settings: OtelSettings,
-    encoder: TraceRequestEncoder,
-    to_sdk: Callable[[SpanRecord], ReadableSpan],
-) -> tuple[Any, Any]:
-    """OTLP span and metric exporters for the settings (``None`` when off)."""
-    timeout = EXPORT_TIMEOUT_S
-    spans: Any = None
-    metrics: Any = None
-    if settings.protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
-
-        if settings.traces_endpoint:
-            insecure = settings.traces_endpoint.startswith("http://") or None
-            spans = _record_exporter("grpc", encoder, to_sdk)(
-                settings.traces_endpoint, insecure=insecure, timeout=timeout
-            )
-        if settings.metrics_endpoint:
-            insecure = settings.metrics_endpoint.startswith("http://") or None
-            metrics = OTLPMetricExporter(
-                settings.metrics_endpoint, insecure=insecure, timeout=timeout
-            )
-    else:
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
-            OTLPMetricExporter as HttpMetricExporter,
-        )
-
-        if settings.traces_endpoint:
-            exporter_class = _record_exporter("http", encoder, to_sdk)
-            spans = exporter_class(settings.traces_endpoint, timeout=timeout)
-        if settings.metrics_endpoint:
-            metrics = HttpMetricExporter(settings.metrics_endpoint, timeout=timeout)
-    return spans, metrics
+def _temporality(environ: Mapping[str, str]) -> Temporality:
+    name = "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE"
+    value = environ.get(name, "").strip().lower() or "cumulative"
+    if value == "cumulative":
+        return "cumulative"
+    if value in ("delta", "lowmemory"):
+        return "delta"
+    raise TelemetryError(f"{name}={value!r} (use cumulative, delta or lowmemory)")
 
 
 class OtlpExporter:
@@ -198,7 +100,9 @@ class OtlpExporter:
 
     ``instance_id`` becomes the metrics' ``service.instance.id`` so cumulative
     series from concurrent proxies never collide.  ``warn`` gets one line the
-    first time an export fails.
+    first time an export fails.  With ``block`` (a backfill), :meth:`span_ended`
+    waits for room in a full queue instead of dropping the span.  Raises
+    :class:`~claudetrace.errors.TelemetryError` for a setting it cannot use.
     """
 
     def __init__(
@@ -208,118 +112,164 @@ class OtlpExporter:
         instance_id: str | None = None,
         warn: Callable[[str], None] | None = None,
         metric_interval_ms: int | None = None,
+        block: bool = False,
+        environ: Mapping[str, str] | None = None,
     ) -> None:
-        _capture_sdk_logs()
+        env = os.environ if environ is None else environ
         self.settings = settings
         self.failures = 0
         self.exported_spans = 0
+        self.dropped_spans = 0
         self.first_error: str | None = None
         self._warn = warn
-        self._lock = threading.Lock()
-        base = {"telemetry.sdk.name": "opentelemetry", "telemetry.sdk.language": "python",
-                "service.version": __version__, **settings.resource}
-        self.resource = Resource(base, c.SCHEMA_URL)
-        self.scope = InstrumentationScope(c.SCOPE_NAME, __version__, c.SCHEMA_URL)
-        span_exporter, metric_exporter = _make_exporters(
-            settings, self.trace_encoder(),
-            lambda record: to_readable_span(record, self.resource, self.scope),
-        )
-        self._processor: BatchSpanProcessor | None = None
-        if span_exporter is not None:
-            self._watch(span_exporter, settings.traces_endpoint or "")
-            self._processor = BatchSpanProcessor(span_exporter, max_queue_size=65536)
-        self._meter_provider: MeterProvider | None = None
-        self._instruments: dict[str, Any] = {}
-        if metric_exporter is not None:
-            self._watch(metric_exporter, settings.metrics_endpoint or "")
-            reader = PeriodicExportingMetricReader(
-                metric_exporter, export_interval_millis=metric_interval_ms
+        self._block = block
+        self.resource_attributes: dict[str, str] = {
+            # The resource attributes the SDK would add; the SDK here is ours.
+            "telemetry.sdk.name": "claudetrace", "telemetry.sdk.language": "python",
+            "telemetry.sdk.version": __version__, "service.version": __version__,
+            **settings.resource,
+        }
+        self._delay_s = _positive_int(env, "OTEL_BSP_SCHEDULE_DELAY", 5000) / 1000
+        self._batch = _positive_int(env, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512)
+        self._queue_size = max(self._batch,
+                               _positive_int(env, "OTEL_BSP_MAX_QUEUE_SIZE", DEFAULT_QUEUE_SIZE))
+        interval = metric_interval_ms or _positive_int(env, "OTEL_METRIC_EXPORT_INTERVAL", 60000)
+        self._interval_s = interval / 1000
+        temporality = _temporality(env)
+        self._spans: deque[SpanRecord] = deque()
+        self._cond = threading.Condition()
+        self._closing = False
+        self._traces: Transport | None = None
+        self._metrics: Transport | None = None
+        self._aggregator: MetricAggregator | None = None
+        if settings.protocol == "grpc":
+            _capture_sdk_logs()
+        if settings.traces_endpoint:
+            self._traces = transport_for("traces", settings.protocol, settings.traces_endpoint,
+                                         env, EXPORT_TIMEOUT_S)
+        if settings.metrics_endpoint:
+            self._metrics = transport_for("metrics", settings.protocol,
+                                          settings.metrics_endpoint, env, EXPORT_TIMEOUT_S)
+            self._aggregator = MetricAggregator(temporality)
+            self._metric_encoder = MetricsRequestEncoder(
+                {**self.resource_attributes,
+                 "service.instance.id": instance_id or str(uuid.uuid4())},
+                c.SCHEMA_URL, c.SCOPE_NAME, __version__, c.SCHEMA_URL,
             )
-            resource = Resource(
-                {**base, "service.instance.id": instance_id or str(uuid.uuid4())}, c.SCHEMA_URL
-            )
-            self._meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
-            meter = self._meter_provider.get_meter(c.SCOPE_NAME, __version__, c.SCHEMA_URL)
-            for inst in INSTRUMENTS:
-                if inst.kind == "counter":
-                    self._instruments[inst.name] = meter.create_counter(
-                        inst.name, unit=inst.unit, description=inst.description
-                    )
-                else:
-                    self._instruments[inst.name] = meter.create_histogram(
-                        inst.name, unit=inst.unit, description=inst.description,
-                        explicit_bucket_boundaries_advisory=inst.buckets,
-                    )
+        self._thread: threading.Thread | None = None
+        if self._traces is not None or self._metrics is not None:
+            self._thread = threading.Thread(target=self._run, name="claudetrace-otlp",
+                                            daemon=True)
+            self._thread.start()
 
     def trace_encoder(self) -> TraceRequestEncoder:
         """An encoder of this exporter's spans (its resource and scope) as OTLP requests."""
-        return TraceRequestEncoder(
-            dict(self.resource.attributes), self.resource.schema_url,
-            self.scope.name, self.scope.version, self.scope.schema_url or "",
-        )
+        return TraceRequestEncoder(self.resource_attributes, c.SCHEMA_URL,
+                                   c.SCOPE_NAME, __version__, c.SCHEMA_URL)
 
-    def _watch(self, exporter: Any, endpoint: str) -> None:
-        """Count failed exports of ``exporter`` and warn about the first one."""
-        original = exporter.export
+    @property
+    def traces(self) -> bool:
+        return self._traces is not None
 
-        def export(*args: Any, **kwargs: Any) -> Any:
-            try:
-                result = original(*args, **kwargs)
-            except Exception as exc:
-                self._failed(endpoint, f"{type(exc).__name__}: {exc}")
-                raise
-            if getattr(result, "name", "") == "FAILURE":
-                self._failed(endpoint, _sdk_log.last or "export failed")
-            return result
+    @property
+    def metrics(self) -> bool:
+        return self._metrics is not None
 
-        exporter.export = export
+    # -- the caller's side ---------------------------------------------------------------
+
+    def span_ended(self, record: SpanRecord) -> None:
+        """Queue one finished span and count its metrics (never waits on I/O)."""
+        if self._traces is not None:
+            spans = self._spans
+            if len(spans) >= self._queue_size:
+                self._queue_full()
+            if len(spans) < self._queue_size:
+                spans.append(record)
+                self.exported_spans += 1
+                if len(spans) == self._batch:
+                    with self._cond:
+                        self._cond.notify()
+        if self._aggregator is not None:
+            for m in measurements(record):
+                self._aggregator.add(m)
+
+    def _queue_full(self) -> None:
+        if self._block:
+            with self._cond:
+                self._cond.notify()
+                while len(self._spans) >= self._queue_size and not self._closing:
+                    self._cond.wait(0.1)
+            return
+        self.dropped_spans += 1
+        if self.dropped_spans == 1:
+            self._failed(self.settings.traces_endpoint or "",
+                         f"more than {self._queue_size} spans waiting, dropping spans")
+
+    def shutdown(self, timeout_s: float = 5.0) -> bool:
+        """Send what is left and stop, waiting at most about ``timeout_s``; True if all was sent."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            if self._thread.is_alive():
+                where = self.settings.traces_endpoint or self.settings.metrics_endpoint or ""
+                self._failed(where, f"flush did not finish within {timeout_s:g} s")
+        return self.failures == 0
+
+    # -- the exporting thread -------------------------------------------------------------
+
+    def _run(self) -> None:
+        encoder = self.trace_encoder()
+        next_metrics = time.monotonic() + self._interval_s
+        while True:
+            with self._cond:
+                if not self._closing and len(self._spans) < self._batch:
+                    now = time.monotonic()
+                    self._cond.wait(max(0.0, min(self._delay_s, next_metrics - now)))
+                closing = self._closing
+            self._send_spans(encoder)
+            if closing or time.monotonic() >= next_metrics:
+                self._send_metrics()
+                next_metrics = time.monotonic() + self._interval_s
+            if closing and not self._spans:
+                break
+        for transport in (self._traces, self._metrics):
+            if transport is not None:
+                transport.close()
+
+    def _send_spans(self, encoder: TraceRequestEncoder) -> None:
+        """Every queued span, in batches of at most the batch size."""
+        spans = self._spans
+        while spans:
+            batch = [spans.popleft() for _ in range(min(self._batch, len(spans)))]
+            if self._block:
+                with self._cond:
+                    self._cond.notify_all()
+            assert self._traces is not None
+            self._sent(self._traces, encoder.encode(batch))
+
+    def _send_metrics(self) -> None:
+        if self._aggregator is None or self._metrics is None:
+            return
+        now, series = self._aggregator.collect()
+        if series:
+            payload = self._metric_encoder.encode(now, series, self._aggregator.temporality)
+            self._sent(self._metrics, payload)
+
+    def _sent(self, transport: Transport, payload: bytes) -> None:
+        try:
+            why = transport.send(payload)
+        except Exception as exc:  # a transport bug must not end the thread silently
+            why = f"{type(exc).__name__}: {exc}"
+        if why is not None:
+            self._failed(transport.endpoint, why)
 
     def _failed(self, endpoint: str, why: str) -> None:
-        with self._lock:
+        with self._cond:
             self.failures += 1
             first = self.first_error is None
             if first:
                 self.first_error = f"OTLP export to {endpoint} failed: {why}"
         if first and self._warn is not None:
             self._warn(self.first_error or "")
-
-    @property
-    def traces(self) -> bool:
-        return self._processor is not None
-
-    @property
-    def metrics(self) -> bool:
-        return self._meter_provider is not None
-
-    def span_ended(self, record: SpanRecord) -> None:
-        """Queue one finished span and record its metrics (never blocks on I/O)."""
-        if self._processor is not None:
-            self._processor.on_end(_Queued(record))  # type: ignore[arg-type]
-            self.exported_spans += 1
-        if self._meter_provider is not None:
-            for m in measurements(record):
-                instrument = self._instruments[m.instrument]
-                if hasattr(instrument, "add"):
-                    instrument.add(m.value, m.attributes)
-                else:
-                    instrument.record(m.value, m.attributes)
-
-    def shutdown(self, timeout_s: float = 5.0) -> bool:
-        """Flush and stop, waiting at most about ``timeout_s``; True if all was sent.
-
-        The SDK's span processor has no shutdown timeout of its own, so the flush
-        runs on a daemon thread that we stop waiting for after ``timeout_s``.
-        """
-        def flush() -> None:
-            if self._processor is not None:
-                self._processor.shutdown()  # type: ignore[no-untyped-call]
-            if self._meter_provider is not None:
-                self._meter_provider.shutdown(timeout_millis=int(timeout_s * 1000))
-
-        worker = threading.Thread(target=flush, name="claudetrace-otlp-flush", daemon=True)
-        worker.start()
-        worker.join(timeout_s)
-        if worker.is_alive():
-            where = self.settings.traces_endpoint or self.settings.metrics_endpoint or ""
-            self._failed(where, f"flush did not finish within {timeout_s:g} s")
-        return self.failures == 0

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Final
 
 from ..errors import TelemetryError
@@ -45,11 +45,11 @@ def warn(message: str) -> None:
 class ExportPipeline:
     """Span builder → OTLP exporter for one recording.
 
-    :attr:`feed` takes one event, in sequence order; spans that end are queued
-    for export.  It is the builder's own method: it runs for every line.
+    :attr:`feed_many` takes the next events, in sequence order; spans that end
+    are queued for export.  It is the builder's own method: it runs for every chunk.
     """
 
-    feed: Callable[[Event], None]
+    feed_many: Callable[[Iterable[Event]], None]
 
     def __init__(self, info: RecordingInfo, settings: OtelSettings,
                  exporter: OtlpExporter | None = None) -> None:
@@ -60,7 +60,7 @@ class ExportPipeline:
         self.info = info
         self.exporter = exporter
         self.builder = SpanBuilder(info, content=settings.content, on_end=exporter.span_ended)
-        self.feed = self.builder.feed
+        self.feed_many = self.builder.feed_many
 
     def close(self, info: RecordingInfo | None, timeout_s: float) -> None:
         """End every open span, then flush with a bounded timeout."""
@@ -71,11 +71,11 @@ class ExportPipeline:
 class LiveTelemetry:
     """The indexer's telemetry sink: spans and metrics for one recording, exported live.
 
-    :attr:`on_event` is the span builder's ``feed`` itself, not a method calling
-    it: the indexer calls it for every line.
+    :attr:`on_events` is the span builder's ``feed_many`` itself, not a method
+    calling it: the indexer calls it for every chunk of lines.
     """
 
-    on_event: Callable[[Event], None]
+    on_events: Callable[[Iterable[Event]], None]
 
     def __init__(self, info: RecordingInfo, settings: OtelSettings,
                  *, flush_timeout: float = FLUSH_TIMEOUT_S,
@@ -84,7 +84,7 @@ class LiveTelemetry:
         self.settings = settings
         self._flush_timeout = flush_timeout
         self.pipeline = ExportPipeline(info, settings, exporter)
-        self.on_event = self.pipeline.feed
+        self.on_events = self.pipeline.feed_many
 
     def child_env(self) -> dict[str, str]:
         """``TRACEPARENT`` of our root span, when traces are exported."""

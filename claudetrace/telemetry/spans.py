@@ -123,6 +123,40 @@ class SpanBuilder(SpanTree):
         else:
             self._span_event(event, now)
 
+    def feed_many(self, events: Iterable[Event]) -> None:
+        """:meth:`feed` each event in order, deciding the commonest lines inline.
+
+        Once the session id is known, a ``stream_event`` chunk out of the CLI
+        changes nothing but the latest time, and a thinking progress line only
+        counts: most lines of a streaming session are one or the other, so they
+        are handled here without a call.  Anything else goes to :meth:`feed`.
+        """
+        feed, chunks, base = self.feed, _CHUNKS, self._started_ns
+        last = self._last_ns
+        settled = self._saw_output and self._session_id is not None
+        for event in events:
+            if settled and event.direction == "out":
+                fields = event.fields
+                mtype = fields.type
+                if mtype == "stream_event" and fields.subtype in chunks:
+                    now = base + event.t_ns
+                    if now > last:
+                        last = now
+                    continue
+                if mtype == "system" and fields.subtype == "thinking_tokens":
+                    now = base + event.t_ns
+                    if now > last:
+                        last = now
+                    self._thinking_tokens(event, fields.parent_tool_use_id)
+                    continue
+            if last > self._last_ns:
+                self._last_ns = last
+            feed(event)
+            last = self._last_ns
+            settled = self._saw_output and self._session_id is not None
+        if last > self._last_ns:
+            self._last_ns = last
+
     # -- turns ---------------------------------------------------------------------
 
     def _user_in(self, event: Event, now: int) -> None:
