@@ -431,12 +431,25 @@ def run_proxy_bench(
         folder = Path(tmp)
         input_path = folder / "input.ndjson"
         input_path.write_bytes(build_input(source, lines))
-        db_url = db or str(folder / "bench.db")
-        proxy = [sys.executable, "-m", "claudetrace", "proxy", "--db", db_url, "--name", "bench"]
-        # Create the schema first, so migration is not part of the timing.
         from ..store import open_store
 
-        open_store(db_url).close()
+        databases = itertools.count()
+
+        def fresh_db() -> str:
+            """Where the next proxy run records: a new SQLite file, as each tee writes a
+            new file, so that no run stores into bigger indexes than another (``--db``:
+            every run shares that one).  The schema is made first, outside the timing."""
+            url = db or str(folder / f"bench-{next(databases)}.db")
+            open_store(url).close()
+            return url
+
+        def done_with(url: str) -> None:
+            if not db:
+                for path in folder.glob(f"{Path(url).name}*"):  # the file, its WAL, its captures
+                    shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+        def proxy(url: str) -> list[str]:
+            return [sys.executable, "-m", "claudetrace", "proxy", "--db", url, "--name", "bench"]
         plain = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
         # Telemetry: a real conversation in both directions (the CLI played by
         # a stand-in, see claudetrace.bench.standin), with export off and on.
@@ -456,34 +469,41 @@ def run_proxy_bench(
                 "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
             }
 
-            def recorded(name: str, argv: list[str], source: Path, env: dict[str, str],
+            def recorded(name: str, child: list[str], source: Path, env: dict[str, str],
                          stored: int, *, piped: bool = True) -> Throughput:
                 """One proxy run; waits until the indexer stored all ``stored`` events."""
                 stats = folder / f"indexer-{next(numbers)}.json"
-                run = time_command(name, argv, source, lines,
+                url = fresh_db()
+                run = time_command(name, [*proxy(url), "--", *child], source, lines,
                                    {**env, INDEXER_STATS_ENV: str(stats)}, piped=piped)
-                run.stored_after_seconds = _check_stored(db_url, stored)
+                run.stored_after_seconds = _check_stored(url, stored)
                 run.indexer_cpu_seconds = _indexer_cpu(stats)
+                done_with(url)
                 return run
 
             tee_file = folder / "tee.out"
-            for _ in range(repeat):
+            for round_ in range(repeat):
                 tee_file.unlink(missing_ok=True)  # each tee writes a new file, as the proxy does
                 runs += [
                     time_command("cat", ["cat"], input_path, lines),
                     time_command("tee FILE", ["tee", str(tee_file)], input_path, lines),
-                    recorded("proxy", [*proxy, "--", "cat", str(input_path)], input_path,
-                             plain, lines, piped=False),
-                    recorded("proxy echo", [*proxy, "--", "cat"], input_path, plain, 2 * lines),
-                    recorded("standin", [*proxy, "--", *standin], host_path, plain, events),
-                    recorded("standin+otel", [*proxy, "--", *standin], host_path, otel, events),
+                    recorded("proxy", ["cat", str(input_path)], input_path, plain, lines,
+                             piped=False),
+                    recorded("proxy echo", ["cat"], input_path, plain, 2 * lines),
                 ]
+                # Telemetry off and on take turns at going first (with a shared --db,
+                # the second run stores into bigger indexes).
+                pair = [("standin", plain), ("standin+otel", otel)][::1 - 2 * (round_ % 2)]
+                runs += [recorded(name, standin, host_path, env, events) for name, env in pair]
             direct = ping_pong("direct", ["cat"], source, round_trips)
-            proxied = ping_pong("proxy", [*proxy, "--", "cat"], source, round_trips, env=plain)
-            proxied_otel = ping_pong(
-                "proxy+otel", [*proxy, "--", "cat"], source, round_trips, env=otel
-            )
-            _check_stored(db_url, 2 * round_trips + 2 * 200)  # the warm-up lines too
+            latency: list[Latency] = []
+            for name, env in (("proxy", plain), ("proxy+otel", otel)):
+                url = fresh_db()
+                latency.append(ping_pong(name, [*proxy(url), "--", "cat"], source, round_trips,
+                                         env=env))
+                _check_stored(url, 2 * round_trips + 2 * 200)  # the warm-up lines too
+                done_with(url)
+            proxied, proxied_otel = latency
         return ProxyBenchReport(
             input_bytes=input_path.stat().st_size,
             input_lines=lines,
