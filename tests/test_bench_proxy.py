@@ -112,6 +112,9 @@ def test_a_tiny_run_measures_all_four_and_checks_storage() -> None:
     assert "of tee" in text and "p99" in text and "live telemetry:" in text
     assert "echoed, every byte recorded twice" in text and "median of 2 runs" in text
     assert "proxy + child + indexer" in text and "stored +s" in text
+    each = [f"{t.total_cpu_seconds:.2f}" for name in ("standin", "standin+otel")
+            for t in report.runs if t.name == name]
+    assert f"in order: off {each[0]} {each[1]}; on {each[2]} {each[3]}" in text
 
 
 def test_the_standin_plays_the_cli_side_in_the_recorded_order(tmp_path: Path) -> None:

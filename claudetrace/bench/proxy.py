@@ -252,8 +252,14 @@ class ProxyBenchReport:
                 f"{'met' if total < 0.10 else 'MISSED'}); the proxy process alone "
                 f"{overhead:+.1%}",
                 f"live telemetry round trip: {deltas}",
+                "  CPU s of each run, proxy + child + indexer, in order: off "
+                + self._cpu_runs("standin") + "; on " + self._cpu_runs("standin+otel"),
             ]
         return out
+
+    def _cpu_runs(self, name: str) -> str:
+        return " ".join(f"{t.total_cpu_seconds:.2f}" for t in self.runs
+                        if t.name == name and t.total_cpu_seconds is not None)
 
 
 def percentile(values: Sequence[int] | Sequence[float], q: float) -> float:
