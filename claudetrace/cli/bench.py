@@ -78,6 +78,26 @@ def proxy_bench(
         click.echo(line)
 
 
+@bench.command("telemetry")
+@click.option("--lines", default=100_000, show_default=True,
+              help="Lines of the streaming session the indexer stores.")
+@click.option("--rounds", default=3, show_default=True, type=click.IntRange(min=1),
+              help="Runs per mode (off and on take turns); CPU time is the median.")
+@click.option("--valgrind", is_flag=True,
+              help="Also count instructions and cache misses under cachegrind (slow: ~50x).")
+@reports_errors
+def telemetry_bench(lines: int, rounds: int, valgrind: bool) -> None:
+    """Live telemetry's cost in the indexer: the same capture file stored with it off and on.
+
+    CPU time, and with --valgrind the instruction count, which does not vary
+    with the machine's load.
+    """
+    from ..bench.telemetry import run_telemetry_bench
+
+    for line in run_telemetry_bench(lines=lines, rounds=rounds, valgrind=valgrind).lines_out():
+        click.echo(line)
+
+
 def _add_ui_bench() -> None:
     # The UI benchmark lives with the UI command (it needs the ui extra only when run).
     from .ui import ui_bench

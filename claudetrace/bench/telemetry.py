@@ -1,0 +1,180 @@
+"""``claudetrace bench telemetry``: what live telemetry costs the indexer, off against on.
+
+Live telemetry runs in the session's indexer (:mod:`claudetrace.indexer`), on
+the events it has parsed for the store.  This benchmark writes one capture file
+of the streaming session (as the proxy writes it: chunks of up to 64 KiB per
+direction) and has the indexer store a copy of it into a fresh SQLite file,
+telemetry off and on (exporting over OTLP/HTTP to a local endpoint that
+discards), taking turns for ``rounds`` rounds:
+
+- CPU time of the indexer process, each mode's median;
+- with ``valgrind``, one run of each under cachegrind: instructions executed and
+  an estimate of cycles from the simulated cache misses (Ir + 10 x L1 misses +
+  100 x last-level misses).  Unlike CPU time on a shared machine, these counts
+  come out the same every time, so they tell telemetry's own work apart from
+  the machine's noise; they do not see what a real CPU adds (branch
+  mispredictions, the other core, the scheduler).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import capture as cap
+from ..events import Direction
+from ..indexer import STATS_ENV
+from ..recording import RecordingInfo
+from .proxy import discarding_otlp_endpoint, sample_records
+
+CHUNK_BYTES = 65536
+MODES = ("off", "on")
+
+
+@dataclass
+class Counts:
+    """Cachegrind's totals for one run."""
+
+    instructions: int
+    l1_misses: int
+    ll_misses: int
+
+    @property
+    def cycles_estimate(self) -> int:
+        return self.instructions + 10 * self.l1_misses + 100 * self.ll_misses
+
+
+@dataclass
+class TelemetryBenchReport:
+    lines: int
+    cpu_s: dict[str, list[float]] = field(default_factory=dict)
+    counts: dict[str, Counts] = field(default_factory=dict)
+
+    def cpu_overhead(self) -> float:
+        off, on = (statistics.median(self.cpu_s[m]) for m in MODES)
+        return on / off - 1
+
+    def lines_out(self) -> list[str]:
+        rounds = len(self.cpu_s["off"])
+        out = [f"indexer storing {self.lines:,} lines of the streaming session, telemetry "
+               f"off and on, {rounds} rounds", ""]
+        for mode in MODES:
+            runs = " ".join(f"{s:.2f}" for s in self.cpu_s[mode])
+            median = statistics.median(self.cpu_s[mode])
+            out.append(f"CPU s, telemetry {mode:<3}  median {median:6.2f}   runs: {runs}")
+        out.append(f"live telemetry: {self.cpu_overhead():+.1%} CPU time")
+        if self.counts:
+            off, on = self.counts["off"], self.counts["on"]
+            out.append(
+                f"cachegrind: instructions {off.instructions / 1e9:.2f} G -> "
+                f"{on.instructions / 1e9:.2f} G ({on.instructions / off.instructions - 1:+.1%}); "
+                f"estimated cycles {on.cycles_estimate / off.cycles_estimate - 1:+.1%}"
+            )
+        return out
+
+
+def write_capture(folder: Path, lines: int) -> Path:
+    """A capture file of ``lines`` lines of the streaming session, in ``folder``."""
+    info = RecordingInfo.start(["claude"])
+    path = folder / f"{info.id}.capture"
+    writer = cap.CaptureWriter(path, info)
+    pending: dict[Direction, list[bytes]] = {"in": [], "out": []}
+    size = dict.fromkeys(pending, 0)
+
+    def flush(direction: Direction) -> None:
+        if pending[direction]:
+            writer.feed(direction, b"".join(pending[direction]))
+            pending[direction], size[direction] = [], 0
+
+    for name, line in itertools.islice(itertools.cycle(sample_records()), lines):
+        direction: Direction = "in" if name == "in" else "out"
+        flush("out" if direction == "in" else "in")  # a pipe delivers one direction at a time
+        pending[direction].append(line + b"\n")
+        size[direction] += len(line) + 1
+        if size[direction] >= CHUNK_BYTES:
+            flush(direction)
+    for direction in pending:
+        flush(direction)
+    writer.close({"exit_code": 0})
+    return path
+
+
+def _index(source: Path, folder: Path, run: str, otel: str | None,
+           wrapper: list[str]) -> tuple[float, Path]:
+    """Store a copy of ``source`` into a fresh database; (indexer CPU s, its work folder)."""
+    from ..store import open_store
+
+    work = folder / run
+    work.mkdir()
+    db = work / "bench.db"
+    open_store(str(db)).close()  # the schema first, outside the measurement
+    capture_dir = cap.capture_dirs(f"sqlite:///{db}")[0]
+    capture_dir.mkdir(exist_ok=True)
+    capture = capture_dir / source.name
+    shutil.copyfile(source, capture)
+    stats = work / "stats.json"
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
+           "CLAUDETRACE_DB": str(db), STATS_ENV: str(stats),
+           "CLAUDETRACE_INDEXER_PRIORITY": "normal"}
+    argv = [*wrapper, sys.executable, "-m", "claudetrace.indexer", str(capture)]
+    if otel is not None:
+        argv += ["--otel", json.dumps({"endpoint": otel, "protocol": "http/protobuf"})]
+    proc = subprocess.run(argv, env=env, capture_output=True)
+    if proc.returncode != 0 or capture.exists():
+        raise RuntimeError(f"the indexer failed ({proc.returncode}): "
+                           f"{proc.stderr.decode(errors='replace').strip()[-300:]}")
+    report = json.loads(stats.read_text().splitlines()[-1])
+    return float(report["cpu_s"]), work
+
+
+def _cachegrind(log: Path) -> Counts:
+    text = log.read_text()
+
+    def total(label: str) -> int:
+        match = re.search(label + r":\s+([\d,]+)", text)
+        if match is None:
+            raise RuntimeError(f"no {label.strip()!r} in cachegrind's output")
+        return int(match.group(1).replace(",", ""))
+
+    return Counts(total("I   refs"), total("I1  misses") + total("D1  misses"),
+                  total("LL misses"))
+
+
+def run_telemetry_bench(*, lines: int = 100_000, rounds: int = 3, valgrind: bool = False,
+                        workdir: str | None = None) -> TelemetryBenchReport:
+    if rounds < 1:
+        raise ValueError("rounds must be at least 1")
+    if valgrind and shutil.which("valgrind") is None:
+        raise RuntimeError("--valgrind needs valgrind on PATH")
+    report = TelemetryBenchReport(lines, {m: [] for m in MODES})
+    with tempfile.TemporaryDirectory(prefix="claudetrace-bench-", dir=workdir) as tmp, \
+            discarding_otlp_endpoint() as endpoint:
+        folder = Path(tmp)
+        source = write_capture(folder, lines)
+        runs: Iterator[int] = itertools.count()
+        for round_ in range(rounds):
+            for mode in MODES[::1 - 2 * (round_ % 2)]:  # each mode goes first every other round
+                cpu, work = _index(source, folder, f"run{next(runs)}",
+                                   endpoint if mode == "on" else None, [])
+                report.cpu_s[mode].append(cpu)
+                shutil.rmtree(work)
+        if valgrind:
+            for mode in MODES:
+                log = folder / f"cachegrind-{mode}.log"
+                wrapper = ["valgrind", "--tool=cachegrind", "--cache-sim=yes",
+                           "--cachegrind-out-file=/dev/null", f"--log-file={log}"]
+                _, work = _index(source, folder, f"cachegrind-{mode}",
+                                 endpoint if mode == "on" else None, wrapper)
+                report.counts[mode] = _cachegrind(log)
+                shutil.rmtree(work)
+    return report
