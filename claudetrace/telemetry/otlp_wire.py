@@ -6,12 +6,14 @@ about 80 µs per span, which made live export cost more CPU than the proxy
 itself.  :class:`TraceRequestEncoder` writes the protobuf wire format of an
 ``ExportTraceServiceRequest`` directly and caches the encoding of attribute
 key/value pairs that repeat (operation names, models, subtypes), so a span costs
-a few microseconds.  The result is field for field what the SDK's
-``encode_spans`` produces for the same spans (``tests/test_telemetry_otlp_wire.py``
-parses both and compares them).
+a few microseconds.  :class:`MetricsRequestEncoder` does the same for the
+aggregates of :class:`~.metrics.MetricAggregator`.  The results are field for
+field what the SDK's ``encode_spans`` and ``encode_metrics`` produce for the same
+spans and measurements (``tests/test_telemetry_otlp_wire.py`` parses both and
+compares them).
 
-Field numbers are those of ``opentelemetry/proto/trace/v1/trace.proto`` and
-``common/v1/common.proto``.
+Field numbers are those of ``opentelemetry/proto/trace/v1/trace.proto``,
+``metrics/v1/metrics.proto`` and ``common/v1/common.proto``.
 """
 
 from __future__ import annotations
