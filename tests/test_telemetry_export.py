@@ -158,11 +158,9 @@ def test_spans_go_in_batches_of_the_batch_size() -> None:
 
 def test_delta_temporality_and_the_metric_interval() -> None:
     with OtlpReceiver("http") as receiver:
-        exporter = OtlpExporter(
-            _settings(receiver.endpoint),
-            environ={"OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE": "delta",
-                     "OTEL_METRIC_EXPORT_INTERVAL": "100"},
-        )
+        env = {"OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE": "delta",
+               "OTEL_METRIC_EXPORT_INTERVAL": "100"}
+        exporter = OtlpExporter(_settings(receiver.endpoint, env), environ=env)
         exporter.span_ended(_spans(1)[0])
         # Sent at the interval, while the exporter runs:
         assert receiver.wait_for(lambda: bool(receiver.metrics()))
@@ -245,4 +243,8 @@ def test_https_with_the_configured_certificate(tmp_path: Path) -> None:
 def test_a_setting_it_cannot_use_is_a_clear_error(env: dict[str, str], wrong: str) -> None:
     endpoint = "https://127.0.0.1:1" if "CERTIFICATE" in str(env) else "http://127.0.0.1:1"
     with pytest.raises(TelemetryError, match=wrong):
-        OtlpExporter(_settings(endpoint), environ=env)
+        OtlpExporter(_settings(endpoint, env), environ=env)
+    if "CERTIFICATE" not in str(env):  # found when the settings are resolved, by the proxy
+        with pytest.raises(TelemetryError, match=wrong):
+            _settings(endpoint, env)
+    assert not _settings(endpoint, {**env, "OTEL_SDK_DISABLED": "true"}).enabled  # off: unread

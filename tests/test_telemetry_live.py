@@ -371,15 +371,22 @@ def test_a_bad_setting_costs_one_warning(
     assert (stored, info.exit_code) == (_session_events(), 5)
 
 
-def test_a_bad_setting_is_reported_even_when_the_session_is_short(db_path: Path) -> None:
+@pytest.mark.parametrize("name, value", [
+    ("OTEL_EXPORTER_OTLP_PROTOCOL", "carrier-pigeon"),
+    ("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "zstd"),
+    ("OTEL_BSP_SCHEDULE_DELAY", "soon"),
+    ("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "sideways"),
+])
+def test_a_bad_setting_is_reported_even_when_the_session_is_short(
+    db_path: Path, name: str, value: str
+) -> None:
     """The proxy does not wait for the indexer: the warning must not depend on it."""
-    env = _env(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:4318",
-               OTEL_EXPORTER_OTLP_PROTOCOL="carrier-pigeon")
+    env = _env(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:4318", **{name: value})
     proc = subprocess.run(_proxy(db_path, [sys.executable, "-c", "pass"]),
                           stdin=subprocess.DEVNULL, capture_output=True, env=env, timeout=WAIT_S)
     assert proc.returncode == 0
     err = proc.stderr.decode()
-    assert err.count("warning") == 1 and "carrier-pigeon" in err, err
+    assert err.count("warning") == 1 and value in err, err
 
 
 # -- the indexer outlives the proxy ------------------------------------------------------------

@@ -24,9 +24,23 @@ from .content import ContentPolicy
 from .records import traceparent
 
 PROTOCOLS: Final = ("grpc", "http/protobuf")
+COMPRESSIONS: Final = ("gzip", "deflate", "none")
 DEFAULT_PROTOCOL: Final = "http/protobuf"
 DEFAULT_SERVICE_NAME: Final = "claudetrace"
 _PATHS: Final = {"traces": "/v1/traces", "metrics": "/v1/metrics"}
+_SIGNAL_PREFIX: Final = {"traces": "TRACES_", "metrics": "METRICS_"}
+
+
+@dataclass(frozen=True)
+class Batching:
+    """When the exporter sends: the SDK's ``OTEL_BSP_*`` and metric reader settings."""
+
+    schedule_delay_s: float = 5.0
+    max_export_batch_size: int = 512
+    max_queue_size: int = 65536
+    metric_interval_s: float = 60.0
+    #: ``cumulative`` or ``delta`` (``lowmemory`` means delta for our instruments).
+    temporality: str = "cumulative"
 
 
 @dataclass(frozen=True)
@@ -38,6 +52,7 @@ class OtelSettings:
     metrics_endpoint: str | None
     resource: dict[str, str] = field(default_factory=dict)
     content: ContentPolicy = field(default_factory=ContentPolicy)
+    batching: Batching = field(default_factory=Batching)
 
     @property
     def enabled(self) -> bool:
@@ -58,6 +73,48 @@ def parse_key_values(value: str) -> dict[str, str]:
         if sep and key.strip():
             attrs[unquote(key.strip())] = unquote(val.strip())
     return attrs
+
+
+def exporter_setting(environ: Mapping[str, str], signal: str, name: str) -> str:
+    """``OTEL_EXPORTER_OTLP_{SIGNAL}_{NAME}``, else ``OTEL_EXPORTER_OTLP_{NAME}``."""
+    specific = environ.get(f"OTEL_EXPORTER_OTLP_{_SIGNAL_PREFIX[signal]}{name}", "").strip()
+    return specific or environ.get(f"OTEL_EXPORTER_OTLP_{name}", "").strip()
+
+
+def compression(environ: Mapping[str, str], signal: str) -> str:
+    """The signal's ``…COMPRESSION``: gzip, deflate or none (raises for anything else)."""
+    value = (exporter_setting(environ, signal, "COMPRESSION") or "none").lower()
+    if value not in COMPRESSIONS:
+        raise TelemetryError(f"unsupported OTLP compression {value!r} (use gzip, deflate or none)")
+    return value
+
+
+def _positive_int(environ: Mapping[str, str], name: str, default: int) -> int:
+    value = environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        number = int(float(value))
+    except ValueError:
+        raise TelemetryError(f"{name}={value!r} is not a number") from None
+    if number <= 0:
+        raise TelemetryError(f"{name}={value!r} must be positive")
+    return number
+
+
+def _batching(environ: Mapping[str, str]) -> Batching:
+    name = "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE"
+    temporality = environ.get(name, "").strip().lower() or "cumulative"
+    if temporality not in ("cumulative", "delta", "lowmemory"):
+        raise TelemetryError(f"{name}={temporality!r} (use cumulative, delta or lowmemory)")
+    batch = _positive_int(environ, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512)
+    return Batching(
+        schedule_delay_s=_positive_int(environ, "OTEL_BSP_SCHEDULE_DELAY", 5000) / 1000,
+        max_export_batch_size=batch,
+        max_queue_size=max(batch, _positive_int(environ, "OTEL_BSP_MAX_QUEUE_SIZE", 65536)),
+        metric_interval_s=_positive_int(environ, "OTEL_METRIC_EXPORT_INTERVAL", 60000) / 1000,
+        temporality="cumulative" if temporality == "cumulative" else "delta",
+    )
 
 
 def _exporters(environ: Mapping[str, str], name: str) -> set[str]:
@@ -92,8 +149,9 @@ def resolve_settings(
 ) -> OtelSettings:
     """Export settings from flags (``None`` = not given) and ``environ``.
 
-    Raises :class:`~claudetrace.errors.TelemetryError` for an unknown protocol.
-    The result may be disabled (see :attr:`OtelSettings.enabled`).
+    Raises :class:`~claudetrace.errors.TelemetryError` for an unknown protocol
+    or a batching or compression setting it cannot use (so the proxy reports it
+    at start).  The result may be disabled (see :attr:`OtelSettings.enabled`).
     """
     env = os.environ if environ is None else environ
     chosen = (
@@ -118,12 +176,16 @@ def resolve_settings(
     if service:
         resource["service.name"] = service
     resource.setdefault("service.name", DEFAULT_SERVICE_NAME)
+    for signal, endpoint in (("traces", traces), ("metrics", metrics)):
+        if endpoint:
+            compression(env, signal)
     return OtelSettings(
         protocol=chosen,
         traces_endpoint=traces,
         metrics_endpoint=metrics,
         resource=resource,
         content=ContentPolicy.from_env(env, capture_content),
+        batching=_batching(env) if traces or metrics else Batching(),
     )
 
 

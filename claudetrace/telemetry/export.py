@@ -31,7 +31,6 @@ from collections.abc import Callable, Mapping
 from typing import Final
 
 from .. import __version__
-from ..errors import TelemetryError
 from . import conventions as c
 from .config import OtelSettings
 from .metrics import MetricAggregator, Temporality, measurements
@@ -41,7 +40,6 @@ from .transport import Transport, transport_for
 
 #: Seconds one export request may take, retries included (the SDK default is 10).
 EXPORT_TIMEOUT_S: Final = 5.0
-DEFAULT_QUEUE_SIZE: Final = 65536
 _SDK_LOGGERS: Final = ("opentelemetry.exporter.otlp", "opentelemetry.sdk._shared_internal",
                        "opentelemetry.sdk.metrics")
 
@@ -72,36 +70,15 @@ def _capture_sdk_logs() -> None:
             logger.propagate = False
 
 
-def _positive_int(environ: Mapping[str, str], name: str, default: int) -> int:
-    value = environ.get(name, "").strip()
-    if not value:
-        return default
-    try:
-        number = int(float(value))
-    except ValueError:
-        raise TelemetryError(f"{name}={value!r} is not a number") from None
-    if number <= 0:
-        raise TelemetryError(f"{name}={value!r} must be positive")
-    return number
-
-
-def _temporality(environ: Mapping[str, str]) -> Temporality:
-    name = "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE"
-    value = environ.get(name, "").strip().lower() or "cumulative"
-    if value == "cumulative":
-        return "cumulative"
-    if value in ("delta", "lowmemory"):
-        return "delta"
-    raise TelemetryError(f"{name}={value!r} (use cumulative, delta or lowmemory)")
-
-
 class OtlpExporter:
     """Exports span records and their metrics for one process (live or backfill).
 
     ``instance_id`` becomes the metrics' ``service.instance.id`` so cumulative
     series from concurrent proxies never collide.  ``warn`` gets one line the
     first time an export fails.  With ``block`` (a backfill), :meth:`span_ended`
-    waits for room in a full queue instead of dropping the span.  Raises
+    waits for room in a full queue instead of dropping the span.  ``environ``
+    holds the transport settings (headers, certificates, compression); the
+    batching ones come resolved in ``settings``.  Raises
     :class:`~claudetrace.errors.TelemetryError` for a setting it cannot use.
     """
 
@@ -129,13 +106,13 @@ class OtlpExporter:
             "telemetry.sdk.version": __version__, "service.version": __version__,
             **settings.resource,
         }
-        self._delay_s = _positive_int(env, "OTEL_BSP_SCHEDULE_DELAY", 5000) / 1000
-        self._batch = _positive_int(env, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512)
-        self._queue_size = max(self._batch,
-                               _positive_int(env, "OTEL_BSP_MAX_QUEUE_SIZE", DEFAULT_QUEUE_SIZE))
-        interval = metric_interval_ms or _positive_int(env, "OTEL_METRIC_EXPORT_INTERVAL", 60000)
-        self._interval_s = interval / 1000
-        temporality = _temporality(env)
+        batching = settings.batching
+        self._delay_s = batching.schedule_delay_s
+        self._batch = batching.max_export_batch_size
+        self._queue_size = batching.max_queue_size
+        self._interval_s = (metric_interval_ms / 1000 if metric_interval_ms
+                            else batching.metric_interval_s)
+        temporality: Temporality = "delta" if batching.temporality == "delta" else "cumulative"
         self._spans: deque[SpanRecord] = deque()
         self._cond = threading.Condition()
         self._closing = False

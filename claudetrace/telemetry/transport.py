@@ -28,16 +28,15 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 from urllib.parse import urlsplit
 
 from ..errors import TelemetryError
-from .config import parse_key_values
+from .config import compression as compression_setting
+from .config import exporter_setting, parse_key_values
 
 if TYPE_CHECKING:
     import ssl
 
 #: Status codes the OTLP specification calls retryable.
 RETRYABLE: Final = frozenset({429, 502, 503, 504})
-COMPRESSIONS: Final = ("gzip", "deflate", "none")
 _FIRST_BACKOFF_S: Final = 1.0
-_SIGNALS: Final = {"traces": "TRACES_", "metrics": "METRICS_"}
 
 
 class Transport(Protocol):
@@ -50,12 +49,6 @@ class Transport(Protocol):
     def close(self) -> None: ...
 
 
-def _setting(environ: Mapping[str, str], signal: str, name: str) -> str:
-    """``OTEL_EXPORTER_OTLP_{SIGNAL}_{NAME}``, else ``OTEL_EXPORTER_OTLP_{NAME}``."""
-    specific = environ.get(f"OTEL_EXPORTER_OTLP_{_SIGNALS[signal]}{name}", "").strip()
-    return specific or environ.get(f"OTEL_EXPORTER_OTLP_{name}", "").strip()
-
-
 def transport_for(
     signal: str, protocol: str, endpoint: str, environ: Mapping[str, str], timeout_s: float
 ) -> Transport:
@@ -65,19 +58,15 @@ def transport_for(
     use (an unknown compression, a URL that is not http or https, a certificate
     file that cannot be read).
     """
-    compression = (_setting(environ, signal, "COMPRESSION") or "none").lower()
-    if compression not in COMPRESSIONS:
-        raise TelemetryError(
-            f"unsupported OTLP compression {compression!r} (use gzip, deflate or none)"
-        )
+    compression = compression_setting(environ, signal)
     if protocol == "grpc":
         return GrpcTransport(signal, endpoint, timeout_s)
-    headers = parse_key_values(_setting(environ, signal, "HEADERS"))
+    headers = parse_key_values(exporter_setting(environ, signal, "HEADERS"))
     return HttpTransport(
         endpoint, headers=headers, compression=compression, timeout_s=timeout_s,
-        certificate=_setting(environ, signal, "CERTIFICATE") or None,
-        client_certificate=_setting(environ, signal, "CLIENT_CERTIFICATE") or None,
-        client_key=_setting(environ, signal, "CLIENT_KEY") or None,
+        certificate=exporter_setting(environ, signal, "CERTIFICATE") or None,
+        client_certificate=exporter_setting(environ, signal, "CLIENT_CERTIFICATE") or None,
+        client_key=exporter_setting(environ, signal, "CLIENT_KEY") or None,
     )
 
 
