@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Literal
 from urllib.parse import unquote
 
 from ..errors import TelemetryError
@@ -29,6 +29,8 @@ DEFAULT_PROTOCOL: Final = "http/protobuf"
 DEFAULT_SERVICE_NAME: Final = "claudetrace"
 _PATHS: Final = {"traces": "/v1/traces", "metrics": "/v1/metrics"}
 _SIGNAL_PREFIX: Final = {"traces": "TRACES_", "metrics": "METRICS_"}
+#: How metric points add up between exports (``lowmemory`` means delta for our instruments).
+Temporality = Literal["cumulative", "delta"]
 
 
 @dataclass(frozen=True)
@@ -39,8 +41,7 @@ class Batching:
     max_export_batch_size: int = 512
     max_queue_size: int = 65536
     metric_interval_s: float = 60.0
-    #: ``cumulative`` or ``delta`` (``lowmemory`` means delta for our instruments).
-    temporality: str = "cumulative"
+    temporality: Temporality = "cumulative"
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,6 @@ and histograms).  A failing collector is reported once through ``warn``;
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import time
@@ -33,41 +32,13 @@ from typing import Final
 from .. import __version__
 from . import conventions as c
 from .config import OtelSettings
-from .metrics import MetricAggregator, Temporality, measurements
+from .metrics import MetricAggregator, measurements
 from .otlp_wire import MetricsRequestEncoder, TraceRequestEncoder
 from .records import SpanRecord
 from .transport import Transport, transport_for
 
 #: Seconds one export request may take, retries included (the SDK default is 10).
 EXPORT_TIMEOUT_S: Final = 5.0
-_SDK_LOGGERS: Final = ("opentelemetry.exporter.otlp", "opentelemetry.sdk._shared_internal",
-                       "opentelemetry.sdk.metrics")
-
-
-class _LastMessage(logging.Handler):
-    """Keeps the SDK's last warning, to explain a failed gRPC export in one line."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.last: str | None = None
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            self.last = record.getMessage()
-        except Exception:  # a malformed log record must not break export
-            self.last = str(record.msg)
-
-
-sdk_log = _LastMessage()
-
-
-def _capture_sdk_logs() -> None:
-    # The SDK's gRPC exporter logs every retry; we report a failure once, ourselves.
-    for name in _SDK_LOGGERS:
-        logger = logging.getLogger(name)
-        if sdk_log not in logger.handlers:
-            logger.addHandler(sdk_log)
-            logger.propagate = False
 
 
 class OtlpExporter:
@@ -88,14 +59,12 @@ class OtlpExporter:
         *,
         instance_id: str | None = None,
         warn: Callable[[str], None] | None = None,
-        metric_interval_ms: int | None = None,
         block: bool = False,
         environ: Mapping[str, str] | None = None,
     ) -> None:
         env = os.environ if environ is None else environ
         self.settings = settings
         self.failures = 0
-        self.exported_spans = 0
         self.dropped_spans = 0
         self.first_error: str | None = None
         self._warn = warn
@@ -110,24 +79,20 @@ class OtlpExporter:
         self._delay_s = batching.schedule_delay_s
         self._batch = batching.max_export_batch_size
         self._queue_size = batching.max_queue_size
-        self._interval_s = (metric_interval_ms / 1000 if metric_interval_ms
-                            else batching.metric_interval_s)
-        temporality: Temporality = "delta" if batching.temporality == "delta" else "cumulative"
+        self._interval_s = batching.metric_interval_s
         self._spans: deque[SpanRecord] = deque()
         self._cond = threading.Condition()
         self._closing = False
         self._traces: Transport | None = None
         self._metrics: Transport | None = None
         self._aggregator: MetricAggregator | None = None
-        if settings.protocol == "grpc":
-            _capture_sdk_logs()
         if settings.traces_endpoint:
             self._traces = transport_for("traces", settings.protocol, settings.traces_endpoint,
                                          env, EXPORT_TIMEOUT_S)
         if settings.metrics_endpoint:
             self._metrics = transport_for("metrics", settings.protocol,
                                           settings.metrics_endpoint, env, EXPORT_TIMEOUT_S)
-            self._aggregator = MetricAggregator(temporality)
+            self._aggregator = MetricAggregator(batching.temporality)
             self._metric_encoder = MetricsRequestEncoder(
                 {**self.resource_attributes,
                  "service.instance.id": instance_id or str(uuid.uuid4())},
@@ -144,14 +109,6 @@ class OtlpExporter:
         return TraceRequestEncoder(self.resource_attributes, c.SCHEMA_URL,
                                    c.SCOPE_NAME, __version__, c.SCHEMA_URL)
 
-    @property
-    def traces(self) -> bool:
-        return self._traces is not None
-
-    @property
-    def metrics(self) -> bool:
-        return self._metrics is not None
-
     # -- the caller's side ---------------------------------------------------------------
 
     def span_ended(self, record: SpanRecord) -> None:
@@ -162,7 +119,6 @@ class OtlpExporter:
                 self._queue_full()
             if len(spans) < self._queue_size:
                 spans.append(record)
-                self.exported_spans += 1
                 if len(spans) == self._batch:
                     with self._cond:
                         self._cond.notify()

@@ -19,16 +19,13 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from ..errors import TelemetryError
 from ..events import Event
 from ..recording import EventSink, RecordingInfo
 from .config import OtelSettings, child_env, resolve_settings
 from .spans import SpanBuilder
-
-if TYPE_CHECKING:
-    from .export import OtlpExporter
 
 #: Seconds the exporter may spend flushing spans and metrics at the end.
 FLUSH_TIMEOUT_S: Final = 3.0
@@ -42,56 +39,37 @@ def warn(message: str) -> None:
               file=sys.stderr, flush=True)
 
 
-class ExportPipeline:
-    """Span builder → OTLP exporter for one recording.
-
-    :attr:`feed_many` takes the next events, in sequence order; spans that end
-    are queued for export.  It is the builder's own method: it runs for every chunk.
-    """
-
-    feed_many: Callable[[Iterable[Event]], None]
-
-    def __init__(self, info: RecordingInfo, settings: OtelSettings,
-                 exporter: OtlpExporter | None = None) -> None:
-        if exporter is None:
-            from .export import OtlpExporter
-
-            exporter = OtlpExporter(settings, instance_id=info.id, warn=warn)
-        self.info = info
-        self.exporter = exporter
-        self.builder = SpanBuilder(info, content=settings.content, on_end=exporter.span_ended)
-        self.feed_many = self.builder.feed_many
-
-    def close(self, info: RecordingInfo | None, timeout_s: float) -> None:
-        """End every open span, then flush with a bounded timeout."""
-        self.builder.close(info or self.info)
-        self.exporter.shutdown(timeout_s)
-
-
 class LiveTelemetry:
-    """The indexer's telemetry sink: spans and metrics for one recording, exported live.
+    """The indexer's telemetry sink: span builder → OTLP exporter for one recording.
 
     :attr:`on_events` is the span builder's ``feed_many`` itself, not a method
-    calling it: the indexer calls it for every chunk of lines.
+    calling it: the indexer calls it for every chunk of lines.  Spans that end
+    are queued for export.
     """
 
     on_events: Callable[[Iterable[Event]], None]
 
     def __init__(self, info: RecordingInfo, settings: OtelSettings,
                  *, flush_timeout: float = FLUSH_TIMEOUT_S,
-                 exporter: OtlpExporter | None = None) -> None:
+                 environ: Mapping[str, str] = os.environ) -> None:
+        from .export import OtlpExporter
+
         self.info = info
         self.settings = settings
         self._flush_timeout = flush_timeout
-        self.pipeline = ExportPipeline(info, settings, exporter)
-        self.on_events = self.pipeline.feed_many
+        self.exporter = OtlpExporter(settings, instance_id=info.id, warn=warn, environ=environ)
+        self.builder = SpanBuilder(info, content=settings.content,
+                                   on_end=self.exporter.span_ended)
+        self.on_events = self.builder.feed_many
 
     def child_env(self) -> dict[str, str]:
         """``TRACEPARENT`` of our root span, when traces are exported."""
         return child_env(self.info, self.settings)
 
     def on_close(self, info: RecordingInfo) -> None:
-        self.pipeline.close(info, self._flush_timeout)
+        """End every open span, then flush with a bounded timeout."""
+        self.builder.close(info)
+        self.exporter.shutdown(self._flush_timeout)
 
 
 def live_sink(
@@ -119,7 +97,7 @@ def live_sink(
     if not settings.enabled:
         return None
     try:
-        return LiveTelemetry(info, settings)
+        return LiveTelemetry(info, settings, environ=environ)
     except Exception as exc:  # a missing or broken SDK must not cost the session
         warn(f"cannot start OpenTelemetry export: {type(exc).__name__}: {exc}")
         return None

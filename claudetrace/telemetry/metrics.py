@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from . import conventions as c
+from .config import Temporality
 from .records import Attributes, AttrValue, SpanRecord
 
 InstrumentKind = Literal["counter", "histogram"]
@@ -141,7 +142,6 @@ def measurements(span: SpanRecord) -> list[Measurement]:
 
 # -- aggregation -------------------------------------------------------------------------------
 
-Temporality = Literal["cumulative", "delta"]
 _KINDS: Final = {inst.name: inst for inst in INSTRUMENTS}
 
 

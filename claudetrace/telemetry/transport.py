@@ -20,6 +20,7 @@ raises for a network failure.
 from __future__ import annotations
 
 import http.client
+import logging
 import random
 import time
 import zlib
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
 #: Status codes the OTLP specification calls retryable.
 RETRYABLE: Final = frozenset({429, 502, 503, 504})
 _FIRST_BACKOFF_S: Final = 1.0
+#: Where the SDK's gRPC exporter logs its retries and failures.
+_GRPC_LOGGER: Final = "opentelemetry.exporter.otlp"
 
 
 class Transport(Protocol):
@@ -58,12 +61,12 @@ def transport_for(
     use (an unknown compression, a URL that is not http or https, a certificate
     file that cannot be read).
     """
-    compression = compression_setting(environ, signal)
     if protocol == "grpc":
         return GrpcTransport(signal, endpoint, timeout_s)
     headers = parse_key_values(exporter_setting(environ, signal, "HEADERS"))
     return HttpTransport(
-        endpoint, headers=headers, compression=compression, timeout_s=timeout_s,
+        endpoint, headers=headers, compression=compression_setting(environ, signal),
+        timeout_s=timeout_s,
         certificate=exporter_setting(environ, signal, "CERTIFICATE") or None,
         client_certificate=exporter_setting(environ, signal, "CLIENT_CERTIFICATE") or None,
         client_key=exporter_setting(environ, signal, "CLIENT_KEY") or None,
@@ -188,10 +191,35 @@ def _tls_context(
     return context
 
 
+class _LastMessage(logging.Handler):
+    """Keeps the SDK's last warning, to explain a failed gRPC export in one line."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.last: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.last = record.getMessage()
+        except Exception:  # a malformed log record must not break export
+            self.last = str(record.msg)
+
+
+_grpc_log = _LastMessage()
+
+
 class GrpcTransport:
-    """OTLP/gRPC through the SDK's exporter, which sends our bytes as they are."""
+    """OTLP/gRPC through the SDK's exporter, which sends our bytes as they are.
+
+    The exporter logs every retry; its messages are kept off the user's terminal
+    and the last one explains a failure, which is reported once, by us.
+    """
 
     def __init__(self, signal: str, endpoint: str, timeout_s: float) -> None:
+        logger = logging.getLogger(_GRPC_LOGGER)
+        if _grpc_log not in logger.handlers:
+            logger.addHandler(_grpc_log)
+            logger.propagate = False
         self.endpoint = endpoint
         # Headers, compression and certificates: the SDK reads the same variables.
         self._exporter = _raw_grpc_exporter(signal)(
@@ -199,12 +227,10 @@ class GrpcTransport:
         )
 
     def send(self, payload: bytes) -> str | None:
-        from .export import sdk_log
-
         result: Any = self._exporter._export(_Encoded(payload))  # retries until the timeout
         if getattr(result, "name", "") == "SUCCESS":
             return None
-        return sdk_log.last or "export failed"
+        return _grpc_log.last or "export failed"
 
     def close(self) -> None:
         self._exporter.shutdown()
