@@ -70,10 +70,13 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from ..cassette import read_cassette
 from ..indexer import STATS_ENV as INDEXER_STATS_ENV
 from .standin import write_script
+
+T = TypeVar("T")
 
 #: The recording whose lines make the benchmark's input by default: a streaming
 #: session of the real CLI (recorded by ``python -m tests.record_bench_input``).
@@ -260,6 +263,12 @@ class ProxyBenchReport:
     def _cpu_runs(self, name: str) -> str:
         return " ".join(f"{t.total_cpu_seconds:.2f}" for t in self.runs
                         if t.name == name and t.total_cpu_seconds is not None)
+
+
+def taking_turns(items: Sequence[T], round_: int) -> list[T]:
+    """``items`` in order in even rounds, reversed in odd ones: each goes first every
+    other round, so whatever favours a position favours each alike."""
+    return list(items) if round_ % 2 == 0 else list(reversed(items))
 
 
 def percentile(values: Sequence[int] | Sequence[float], q: float) -> float:
@@ -456,6 +465,7 @@ def run_proxy_bench(
 
         def proxy(url: str) -> list[str]:
             return [sys.executable, "-m", "claudetrace", "proxy", "--db", url, "--name", "bench"]
+
         plain = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
         # Telemetry: a real conversation in both directions (the CLI played by
         # a stand-in, see claudetrace.bench.standin), with export off and on.
@@ -497,9 +507,8 @@ def run_proxy_bench(
                              piped=False),
                     recorded("proxy echo", ["cat"], input_path, plain, 2 * lines),
                 ]
-                # Telemetry off and on take turns at going first (with a shared --db,
-                # the second run stores into bigger indexes).
-                pair = [("standin", plain), ("standin+otel", otel)][::1 - 2 * (round_ % 2)]
+                # With a shared --db, the second run stores into bigger indexes.
+                pair = taking_turns([("standin", plain), ("standin+otel", otel)], round_)
                 runs += [recorded(name, standin, host_path, env, events) for name, env in pair]
             direct = ping_pong("direct", ["cat"], source, round_trips)
             latency: list[Latency] = []

@@ -35,7 +35,7 @@ from .. import capture as cap
 from ..events import Direction
 from ..indexer import STATS_ENV
 from ..recording import RecordingInfo
-from .proxy import discarding_otlp_endpoint, sample_records
+from .proxy import discarding_otlp_endpoint, sample_records, taking_turns
 
 CHUNK_BYTES = 65536
 MODES = ("off", "on")
@@ -163,7 +163,7 @@ def run_telemetry_bench(*, lines: int = 100_000, rounds: int = 3, valgrind: bool
         source = write_capture(folder, lines)
         runs: Iterator[int] = itertools.count()
         for round_ in range(rounds):
-            for mode in MODES[::1 - 2 * (round_ % 2)]:  # each mode goes first every other round
+            for mode in taking_turns(MODES, round_):
                 cpu, work = _index(source, folder, f"run{next(runs)}",
                                    endpoint if mode == "on" else None, [])
                 report.cpu_s[mode].append(cpu)
