@@ -317,6 +317,18 @@ class Session:
                 pipe.close()
 
 
+def _run_until_a_warning(argv: list[str], env: dict[str, str]) -> tuple[int, str, Session]:
+    """Run a proxied session that must warn while it runs; (status, stderr, session)."""
+    session = Session(argv, env)
+    try:
+        session.send(_host_input())
+        assert session.wait_for_stderr(b"warning"), session.stderr
+        status, err = session.finish()
+    finally:
+        session.close()
+    return status, err, session
+
+
 @pytest.fixture
 def refusing_port() -> Iterator[int]:
     """A port on 127.0.0.1 that refuses connections (bound, never listening)."""
@@ -334,14 +346,8 @@ def test_an_unreachable_collector_costs_one_warning(
         OTEL_EXPORTER_OTLP_PROTOCOL="grpc" if kind == "grpc" else "http/protobuf",
         OTEL_BSP_SCHEDULE_DELAY="50",  # export the first spans during the session
     )
-    session = Session(_proxy(db_path, fake_cli(status=7)), env)
-    try:
-        session.send(_host_input())
-        # The collector's failure is reported while the session runs.
-        assert session.wait_for_stderr(b"warning"), session.stderr
-        status, err = session.finish()
-    finally:
-        session.close()
+    # The collector's failure is reported while the session runs.
+    status, err, session = _run_until_a_warning(_proxy(db_path, fake_cli(status=7)), env)
     assert status == 7, err
     warnings = [line for line in err.splitlines() if "warning" in line]
     assert len(warnings) == 1, err
@@ -356,13 +362,7 @@ def test_a_bad_setting_costs_one_warning(
 ) -> None:
     env = _env(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:4318",
                OTEL_EXPORTER_OTLP_PROTOCOL="carrier-pigeon")
-    session = Session(_proxy(db_path, fake_cli(status=5)), env)
-    try:
-        session.send(_host_input())
-        assert session.wait_for_stderr(b"warning"), session.stderr
-        status, err = session.finish()
-    finally:
-        session.close()
+    status, err, _ = _run_until_a_warning(_proxy(db_path, fake_cli(status=5)), env)
     assert status == 5, err
     warnings = [line for line in err.splitlines() if "warning" in line]
     assert len(warnings) == 1 and "carrier-pigeon" in warnings[0], err
