@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from claudetrace.bench.cachegrind import Counts
 from claudetrace.bench.proxy import (
     STREAMING_CASSETTE,
+    Latency,
+    ProxyBenchReport,
+    Throughput,
     build_input,
     percentile,
     run_proxy_bench,
     sample_lines,
 )
 from claudetrace.cassette import read_cassette
+from claudetrace.cli import cli
 from claudetrace.events import Event
 
 #: The shipped demo session (small and control-heavy), still usable with --from.
@@ -115,6 +122,54 @@ def test_a_tiny_run_measures_all_four_and_checks_storage() -> None:
     each = [f"{t.total_cpu_seconds:.2f}" for name in ("standin", "standin+otel")
             for t in report.runs if t.name == name]
     assert f"in order: off {each[0]} {each[1]}; on {each[2]} {each[3]}" in text
+    # Telemetry's figure pairs the runs of each round, not the medians of all runs.
+    off = [t for t in report.runs if t.name == "standin"]
+    on = [t for t in report.runs if t.name == "standin+otel"]
+    changes = report.otel_changes()
+    assert changes is not None and len(changes) == 2
+    for change, a, b in zip(changes, off, on, strict=True):
+        assert a.total_cpu_seconds is not None and b.total_cpu_seconds is not None
+        assert change == pytest.approx(b.total_cpu_seconds / a.total_cpu_seconds - 1)
+    assert report.otel_total_cpu_overhead == min(changes)  # nearest rank: the lower of two
+    assert "each round, on against off: " + " ".join(f"{c:+.1%}" for c in changes) in text
+    assert "cachegrind" not in text
+
+
+def test_telemetry_pairs_each_round_and_reports_cachegrind_counts() -> None:
+    def run(name: str, cpu: float) -> Throughput:
+        return Throughput(name, 1.0, 100, 10, cpu_seconds=cpu, children_cpu_seconds=0.0,
+                          indexer_cpu_seconds=0.0)
+
+    # Round one ran on a slow stretch of the machine, round two on a fast one, and
+    # round three changed from fast to slow between its runs: the medians of all
+    # runs (1.0 against 2.1) would say +110%, the median round says +5%.
+    runs = [run(name, 0.1) for name in ("cat", "tee FILE", "proxy", "proxy echo")]
+    runs += [run("standin", 2.0), run("standin+otel", 2.1),
+             run("standin+otel", 1.05), run("standin", 1.0),
+             run("standin", 1.0), run("standin+otel", 2.1)]
+    latency = Latency("x", [1_000, 2_000])
+    report = ProxyBenchReport(100, 10, runs, latency, latency, latency,
+                              {"off": Counts(1_000_000_000, 0, 0),
+                               "on": Counts(1_040_000_000, 0, 0)}, 5000)
+    assert report.otel_changes() == pytest.approx([0.05, 0.05, 1.1])
+    assert report.otel_total_cpu_overhead == pytest.approx(0.05)
+    text = "\n".join(report.lines()[-4:])
+    assert "under cachegrind (5,000 lines, proxy + child + indexer): instructions 1.00 G -> " \
+           "1.04 G (+4.0%); estimated cycles +4.0%" in text
+    # A run whose CPU time is unknown leaves the figure unknown, not wrong.
+    runs[4].cpu_seconds = None
+    assert report.otel_changes() is None and report.otel_total_cpu_overhead is None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
+@pytest.mark.usefixtures("ct_env")
+def test_the_command_counts_every_process_under_valgrind() -> None:
+    result = CliRunner().invoke(cli, ["bench", "proxy", "--lines", "200", "--round-trips", "20",
+                                      "--repeat", "1", "--valgrind", "--valgrind-lines", "300"])
+    assert result.exit_code == 0, result.output
+    line = next(x for x in result.output.splitlines() if "under cachegrind" in x)
+    assert "(300 lines, proxy + child + indexer): instructions" in line, line
 
 
 def test_the_standin_plays_the_cli_side_in_the_recorded_order(tmp_path: Path) -> None:

@@ -9,13 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from claudetrace import capture as cap
-from claudetrace.bench.telemetry import (
-    Counts,
-    TelemetryBenchReport,
-    _cachegrind,
-    run_telemetry_bench,
-    write_capture,
-)
+from claudetrace.bench.cachegrind import Counts, read_log, read_logs
+from claudetrace.bench.telemetry import TelemetryBenchReport, run_telemetry_bench, write_capture
 from claudetrace.cli import cli
 
 
@@ -47,15 +42,22 @@ def test_cachegrind_totals_and_the_cycle_estimate(tmp_path: Path) -> None:
     log = tmp_path / "cg.log"
     log.write_text("==1== I   refs:      1,000,000\n==1== I1  misses:  10\n"
                    "==1== D1  misses:       20  (15 rd + 5 wr)\n==1== LL misses:  3  (2 + 1)\n")
-    counts = _cachegrind(log)
+    counts = read_log(log)
     assert counts == Counts(1_000_000, 30, 3)
     assert counts.cycles_estimate == 1_000_000 + 300 + 300
+    # A run of several processes: their logs add up.
+    other = tmp_path / "cg2.log"
+    other.write_text("==2== I   refs:      500\n==2== I1  misses:  1\n"
+                     "==2== D1  misses:       2  (1 rd + 1 wr)\n==2== LL misses:  1  (1 + 0)\n")
+    assert read_logs([log, other]) == Counts(1_000_500, 33, 4)
     report = TelemetryBenchReport(10, {"off": [1.0], "on": [1.1]},
                                   {"off": counts, "on": Counts(1_100_000, 30, 3)})
     assert "instructions 0.00 G -> 0.00 G (+10.0%)" in "\n".join(report.lines_out())
     log.write_text("valgrind: failed to start\n")
     with pytest.raises(RuntimeError, match="I   refs"):
-        _cachegrind(log)
+        read_log(log)
+    with pytest.raises(RuntimeError, match="no log"):
+        read_logs([])
 
 
 @pytest.mark.slow

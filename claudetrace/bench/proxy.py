@@ -48,7 +48,13 @@ it is reaped (``waitid(WNOWAIT)``, then ``/proc/PID/stat``), the child's from
 ``wait4``.  The indexer outlives the proxy (it runs in a session of its own),
 so it appends its CPU time to the file named by ``$CLAUDETRACE_INDEXER_STATS``
 when it exits.  Live telemetry's cost is the total with it on against the
-total with it off.
+total with it off, run by run: the two runs of a round come one after the
+other, so each round gives a ratio taken under the same conditions, and the
+figure is the median of the rounds' ratios.  CPU time on a shared virtual
+machine swings by up to a factor of two from one few-second stretch to the
+next, so with ``valgrind_lines`` one more pair of runs (that many lines) goes
+under cachegrind (:mod:`.cachegrind`), every process of the run counted:
+instructions and estimated cycles, the same every time.
 
 Targets (DESIGN.md): sustained recording at least 50% of ``tee`` throughput;
 added latency p50 < 0.1 ms and p99 < 1 ms; live telemetry adds < 10% CPU.
@@ -74,6 +80,8 @@ from typing import TypeVar
 
 from ..cassette import read_cassette
 from ..indexer import STATS_ENV as INDEXER_STATS_ENV
+from . import cachegrind
+from .cachegrind import Counts, change
 from .standin import write_script
 
 T = TypeVar("T")
@@ -143,6 +151,9 @@ class ProxyBenchReport:
     direct: Latency
     proxied: Latency
     proxied_otel: Latency | None = None
+    #: Telemetry off and on under cachegrind: proxy + child + indexer, and the lines.
+    telemetry_counts: dict[str, Counts] = field(default_factory=dict)
+    telemetry_counts_lines: int = 0
 
     @property
     def names(self) -> list[str]:
@@ -169,20 +180,28 @@ class ProxyBenchReport:
         """The target's figure: the proxy recording a CLI-shaped stream, against tee."""
         return self.ratio("proxy")
 
-    def _median_cpu(self, name: str, total: bool) -> float | None:
-        values = [t.total_cpu_seconds if total else t.cpu_seconds
-                  for t in self.runs if t.name == name]
-        known = [v for v in values if v]
-        return percentile(known, 0.5) if known and len(known) == len(values) else None
+    def otel_changes(self, *, total: bool = True) -> list[float] | None:
+        """Each round's CPU time with live telemetry on against off (on / off - 1).
+
+        ``total``: proxy + child + indexer, else the proxy process alone.  None
+        when a run's CPU time is unknown.
+        """
+        def cpu(name: str) -> list[float | None]:
+            return [t.total_cpu_seconds if total else t.cpu_seconds
+                    for t in self.runs if t.name == name]
+
+        off, on = cpu("standin"), cpu("standin+otel")
+        if not off or len(off) != len(on) or not all(off) or not all(on):
+            return None
+        return [b / a - 1 for a, b in zip(off, on, strict=True) if a is not None and b is not None]
 
     def _otel_overhead(self, total: bool) -> float | None:
-        off = self._median_cpu("standin", total)
-        on = self._median_cpu("standin+otel", total)
-        return None if off is None or on is None else on / off - 1
+        changes = self.otel_changes(total=total)
+        return None if changes is None else percentile(changes, 0.5)
 
     @property
     def otel_cpu_overhead(self) -> float | None:
-        """Extra CPU time of the proxy process alone with live telemetry on (medians)."""
+        """Extra CPU time of the proxy process alone with live telemetry on (median round)."""
         return self._otel_overhead(total=False)
 
     @property
@@ -250,14 +269,22 @@ class ProxyBenchReport:
                 f"{label} {on.percentile(q) - off.percentile(q):+.3f} ms"
                 for label, q in (("p50", 0.5), ("p99", 0.99), ("max", 1.0))
             )
+            changes = " ".join(f"{c:+.1%}" for c in self.otel_changes() or [])
             out += [
-                f"live telemetry: proxy + child + indexer {total:+.1%} CPU (target < 10%: "
-                f"{'met' if total < 0.10 else 'MISSED'}); the proxy process alone "
-                f"{overhead:+.1%}",
-                f"live telemetry round trip: {deltas}",
+                f"live telemetry: proxy + child + indexer {total:+.1%} CPU, the median round "
+                f"(target < 10%: {'met' if total < 0.10 else 'MISSED'}); the proxy process "
+                f"alone {overhead:+.1%}",
+                f"  each round, on against off: {changes}",
                 "  CPU s of each run, proxy + child + indexer, in order: off "
                 + self._cpu_runs("standin") + "; on " + self._cpu_runs("standin+otel"),
+                f"live telemetry round trip: {deltas}",
             ]
+        if self.telemetry_counts:
+            out.append(
+                f"live telemetry under cachegrind ({self.telemetry_counts_lines:,} lines, "
+                "proxy + child + indexer): "
+                + change(self.telemetry_counts["off"], self.telemetry_counts["on"])
+            )
         return out
 
     def _cpu_runs(self, name: str) -> str:
@@ -429,18 +456,22 @@ def run_proxy_bench(
     db: str | None = None,
     workdir: str | None = None,
     repeat: int = 3,
+    valgrind_lines: int = 0,
 ) -> ProxyBenchReport:
     """Measure cat, tee FILE and the proxy on the same input (see the module doc).
 
     The throughput runs go round ``repeat`` times, each tool once per round, so a
     machine that is busier for a while slows every tool alike; the report takes
-    each tool's median.
+    each tool's median.  With ``valgrind_lines``, telemetry off and on also run
+    under cachegrind on that many lines.
     """
     for tool in ("cat", "tee"):
         if shutil.which(tool) is None:
             raise RuntimeError(f"the benchmark needs `{tool}` on PATH")
     if repeat < 1:
         raise ValueError("repeat must be at least 1")
+    if valgrind_lines:
+        cachegrind.require()
     source = sample_lines(cassette)
     with tempfile.TemporaryDirectory(prefix="claudetrace-bench-", dir=workdir) as tmp:
         folder = Path(tmp)
@@ -469,13 +500,7 @@ def run_proxy_bench(
         plain = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
         # Telemetry: a real conversation in both directions (the CLI played by
         # a stand-in, see claudetrace.bench.standin), with export off and on.
-        script = folder / "standin.script"
-        host_input, events = write_script(
-            script, itertools.islice(itertools.cycle(sample_records(cassette)), lines)
-        )
-        host_path = folder / "host.ndjson"
-        host_path.write_bytes(host_input)
-        standin = [sys.executable, "-m", "claudetrace.bench.standin", str(script)]
+        host_path, standin, events = _standin(folder, "standin", cassette, lines)
         runs: list[Throughput] = []
         numbers = itertools.count()  # each proxy run's indexer reports to a file of its own
         with discarding_otlp_endpoint() as endpoint:
@@ -519,6 +544,20 @@ def run_proxy_bench(
                 _check_stored(url, 2 * round_trips + 2 * 200)  # the warm-up lines too
                 done_with(url)
             proxied, proxied_otel = latency
+            counts: dict[str, Counts] = {}
+            if valgrind_lines:
+                vg_host, vg_standin, vg_events = _standin(folder, "valgrind", cassette,
+                                                          valgrind_lines)
+                for name, env in (("off", plain), ("on", otel)):
+                    logs = folder / f"cachegrind-{name}"
+                    logs.mkdir()
+                    url = fresh_db()
+                    counted = [*cachegrind.wrapper(logs / "%p.log", children=True), *proxy(url)]
+                    time_command(f"cachegrind {name}", [*counted, "--", *vg_standin], vg_host,
+                                 valgrind_lines, env)
+                    _check_stored(url, vg_events)
+                    counts[name] = cachegrind.read_logs(cachegrind.finished_logs(logs))
+                    done_with(url)
         return ProxyBenchReport(
             input_bytes=input_path.stat().st_size,
             input_lines=lines,
@@ -526,7 +565,22 @@ def run_proxy_bench(
             direct=direct,
             proxied=proxied,
             proxied_otel=proxied_otel,
+            telemetry_counts=counts,
+            telemetry_counts_lines=valgrind_lines,
         )
+
+
+def _standin(folder: Path, name: str, cassette: str | None,
+             lines: int) -> tuple[Path, list[str], int]:
+    """The host's input, the stand-in's command and the events a run stores, for ``lines``
+    lines of the recording played as a conversation (see :mod:`.standin`)."""
+    script = folder / f"{name}.script"
+    host_input, events = write_script(
+        script, itertools.islice(itertools.cycle(sample_records(cassette)), lines)
+    )
+    host_path = folder / f"{name}-host.ndjson"
+    host_path.write_bytes(host_input)
+    return host_path, [sys.executable, "-m", "claudetrace.bench.standin", str(script)], events
 
 
 @contextlib.contextmanager

@@ -8,12 +8,9 @@ telemetry off and on (exporting over OTLP/HTTP to a local endpoint that
 discards), taking turns for ``rounds`` rounds:
 
 - CPU time of the indexer process, each mode's median;
-- with ``valgrind``, one run of each under cachegrind: instructions executed and
-  an estimate of cycles from the simulated cache misses (Ir + 10 x L1 misses +
-  100 x last-level misses).  Unlike CPU time on a shared machine, these counts
-  come out the same every time, so they tell telemetry's own work apart from
-  the machine's noise; they do not see what a real CPU adds (branch
-  mispredictions, the other core, the scheduler).
+- with ``valgrind``, one run of each under cachegrind (:mod:`.cachegrind`):
+  instructions executed and an estimate of cycles from the simulated cache
+  misses, which come out the same every time.
 """
 
 from __future__ import annotations
@@ -21,7 +18,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -35,23 +31,11 @@ from .. import capture as cap
 from ..events import Direction
 from ..indexer import STATS_ENV
 from ..recording import RecordingInfo
+from .cachegrind import Counts, change, read_log, require, wrapper
 from .proxy import discarding_otlp_endpoint, sample_records, taking_turns
 
 CHUNK_BYTES = 65536
 MODES = ("off", "on")
-
-
-@dataclass
-class Counts:
-    """Cachegrind's totals for one run."""
-
-    instructions: int
-    l1_misses: int
-    ll_misses: int
-
-    @property
-    def cycles_estimate(self) -> int:
-        return self.instructions + 10 * self.l1_misses + 100 * self.ll_misses
 
 
 @dataclass
@@ -74,12 +58,7 @@ class TelemetryBenchReport:
             out.append(f"CPU s, telemetry {mode:<3}  median {median:6.2f}   runs: {runs}")
         out.append(f"live telemetry: {self.cpu_overhead():+.1%} CPU time")
         if self.counts:
-            off, on = self.counts["off"], self.counts["on"]
-            out.append(
-                f"cachegrind: instructions {off.instructions / 1e9:.2f} G -> "
-                f"{on.instructions / 1e9:.2f} G ({on.instructions / off.instructions - 1:+.1%}); "
-                f"estimated cycles {on.cycles_estimate / off.cycles_estimate - 1:+.1%}"
-            )
+            out.append("cachegrind: " + change(self.counts["off"], self.counts["on"]))
         return out
 
 
@@ -137,25 +116,12 @@ def _index(source: Path, folder: Path, run: str, otel: str | None,
     return float(report["cpu_s"]), work
 
 
-def _cachegrind(log: Path) -> Counts:
-    text = log.read_text()
-
-    def total(label: str) -> int:
-        match = re.search(label + r":\s+([\d,]+)", text)
-        if match is None:
-            raise RuntimeError(f"no {label.strip()!r} in cachegrind's output")
-        return int(match.group(1).replace(",", ""))
-
-    return Counts(total("I   refs"), total("I1  misses") + total("D1  misses"),
-                  total("LL misses"))
-
-
 def run_telemetry_bench(*, lines: int = 100_000, rounds: int = 3, valgrind: bool = False,
                         workdir: str | None = None) -> TelemetryBenchReport:
     if rounds < 1:
         raise ValueError("rounds must be at least 1")
-    if valgrind and shutil.which("valgrind") is None:
-        raise RuntimeError("--valgrind needs valgrind on PATH")
+    if valgrind:
+        require()
     report = TelemetryBenchReport(lines, {m: [] for m in MODES})
     with tempfile.TemporaryDirectory(prefix="claudetrace-bench-", dir=workdir) as tmp, \
             discarding_otlp_endpoint() as endpoint:
@@ -171,10 +137,8 @@ def run_telemetry_bench(*, lines: int = 100_000, rounds: int = 3, valgrind: bool
         if valgrind:
             for mode in MODES:
                 log = folder / f"cachegrind-{mode}.log"
-                wrapper = ["valgrind", "--tool=cachegrind", "--cache-sim=yes",
-                           "--cachegrind-out-file=/dev/null", f"--log-file={log}"]
                 _, work = _index(source, folder, f"cachegrind-{mode}",
-                                 endpoint if mode == "on" else None, wrapper)
-                report.counts[mode] = _cachegrind(log)
+                                 endpoint if mode == "on" else None, wrapper(log))
+                report.counts[mode] = read_log(log)
                 shutil.rmtree(work)
     return report

@@ -60,19 +60,26 @@ def replay_bench(lines: int, sdk_lines: int) -> None:
     "--repeat", default=3, show_default=True, type=click.IntRange(min=1),
     help="Throughput runs per tool (taking turns); each row is the median.",
 )
+@click.option("--valgrind", is_flag=True,
+              help="Also count telemetry off and on under cachegrind (slow: ~50x).")
+@click.option("--valgrind-lines", default=50_000, show_default=True,
+              type=click.IntRange(min=1), help="Lines of the runs under cachegrind.")
 @reports_errors
 def proxy_bench(
-    lines: int, round_trips: int, cassette: str | None, db_url: str | None, repeat: int
+    lines: int, round_trips: int, cassette: str | None, db_url: str | None, repeat: int,
+    valgrind: bool, valgrind_lines: int,
 ) -> None:
     """Proxy vs cat vs tee FILE: throughput, added latency per line, peak RSS, telemetry CPU.
 
     Targets: at least 50% of tee throughput; added latency p50 < 0.1 ms, p99 < 1 ms;
-    live telemetry < 10% CPU.
+    live telemetry < 10% CPU.  With --valgrind, telemetry's cost is also counted in
+    instructions, which do not vary with the machine's load.
     """
     from ..bench.proxy import run_proxy_bench
 
     report = run_proxy_bench(
-        lines=lines, round_trips=round_trips, cassette=cassette, db=db_url, repeat=repeat
+        lines=lines, round_trips=round_trips, cassette=cassette, db=db_url, repeat=repeat,
+        valgrind_lines=valgrind_lines if valgrind else 0,
     )
     for line in report.lines():
         click.echo(line)
