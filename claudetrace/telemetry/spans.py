@@ -173,7 +173,7 @@ class SpanBuilder(SpanTree):
                     thinking(event, fields.parent_tool_use_id)
                 continue
             feed(event)
-        latest = self._started_ns + max(map(_T_NS, events))
+        latest = self._started_ns + max(map(_T_NS, events), default=0)
         if latest > self._last_ns:
             self._last_ns = latest
 
