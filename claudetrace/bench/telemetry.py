@@ -89,8 +89,9 @@ def write_capture(folder: Path, lines: int) -> Path:
 
 
 def _index(source: Path, folder: Path, run: str, otel: str | None,
-           wrapper: list[str]) -> tuple[float, Path]:
-    """Store a copy of ``source`` into a fresh database; (indexer CPU s, its work folder)."""
+           prefix: list[str]) -> tuple[float, Path]:
+    """Store a copy of ``source`` into a fresh database, the indexer's command after
+    ``prefix`` (cachegrind's, or none); (indexer CPU s, its work folder)."""
     from ..store import open_store
 
     work = folder / run
@@ -105,7 +106,7 @@ def _index(source: Path, folder: Path, run: str, otel: str | None,
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
            "CLAUDETRACE_DB": str(db), STATS_ENV: str(stats),
            "CLAUDETRACE_INDEXER_PRIORITY": "normal"}
-    argv = [*wrapper, sys.executable, "-m", "claudetrace.indexer", str(capture)]
+    argv = [*prefix, sys.executable, "-m", "claudetrace.indexer", str(capture)]
     if otel is not None:
         argv += ["--otel", json.dumps({"endpoint": otel, "protocol": "http/protobuf"})]
     proc = subprocess.run(argv, env=env, capture_output=True)
