@@ -7,6 +7,7 @@ Live export from a proxied session is in ``test_telemetry_live.py``.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -217,6 +218,7 @@ def test_a_full_queue_drops_live_and_waits_in_a_backfill() -> None:
         assert len(wire_spans(receiver)) == 40
 
 
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
 def test_https_with_the_configured_certificate(tmp_path: Path) -> None:
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(
