@@ -27,7 +27,7 @@ import select
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -165,7 +165,8 @@ class Indexer:
         self.sinks.remove(sink)
         self._feeds = tuple(feed for feed in self._feeds if feed[0] is not sink)
         self.report.sink_errors.append(
-            f"{type(sink).__name__} disabled after error: {type(exc).__name__}: {exc}"
+            f"{type(getattr(sink, 'metered', sink)).__name__} disabled after error: "
+            f"{type(exc).__name__}: {exc}"
         )
 
     # -- output -----------------------------------------------------------------------------
@@ -470,18 +471,21 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     otel = json.loads(args.otel) if args.otel else None
     give_up = give_up_from_env()
+    sinks_for = _telemetry_sinks(otel)
+    meter = SinkMeter() if os.environ.get(STATS_ENV) else None
+    if meter is not None:
+        sinks_for = meter.metered(sinks_for)
     try:
         store = _open_with_retry(args.db, args.capture, args.wakeup_fd, give_up)
         report = follow(
-            args.capture, store, wakeup_fd=args.wakeup_fd,
-            sinks_for=_telemetry_sinks(otel), give_up_s=give_up,
+            args.capture, store, wakeup_fd=args.wakeup_fd, sinks_for=sinks_for, give_up_s=give_up,
         )
     except (GaveUp, ClaudeTraceError, cap.CaptureError) as exc:
         _say(f"the recording is kept in {args.capture} and will be stored by the next "
              f"claudetrace command that opens this database ({exc})")
         return 3
     finally:
-        _write_stats(started)
+        _write_stats(started, meter)
     for problem in report.sink_errors:
         _say(problem)
     return 0
@@ -491,7 +495,8 @@ def main(argv: list[str] | None = None) -> int:
 PRIORITY_ENV: Final = "CLAUDETRACE_INDEXER_PRIORITY"
 #: ``$CLAUDETRACE_INDEXER_STATS``: a file the indexer appends its CPU time to at
 #: exit, one JSON line (``claudetrace bench proxy`` reads it: the indexer
-#: outlives the proxy, so the proxy's own resource usage cannot include it).
+#: outlives the proxy, so the proxy's own resource usage cannot include it),
+#: with the share of it its live sinks took (:class:`SinkMeter`).
 STATS_ENV: Final = "CLAUDETRACE_INDEXER_STATS"
 
 
@@ -518,7 +523,70 @@ def _yield_cpu(priority: str | None = None) -> None:
         os.nice(19 if choice == "idle" else 10)
 
 
-def _write_stats(started: float) -> None:
+class SinkMeter:
+    """The CPU time the live sinks cost this process, measured inside the run.
+
+    Benchmarks only (``$CLAUDETRACE_INDEXER_STATS``).  The main thread's CPU
+    time in the sinks (their setup, every ``on_events`` and ``on_close``) is
+    read before and after each call; :meth:`cpu_seconds` adds the CPU time of
+    every other thread, which only sinks start (the OTLP exporter's), since the
+    meter was made (make it and read it on the same thread).  Both parts come
+    from the same run as the rest of the indexer's work, interleaved chunk by
+    chunk, so a machine whose speed drifts during the run slows the two alike —
+    which comparing a run with telemetry against one without cannot promise.
+    """
+
+    def __init__(self) -> None:
+        self.main_thread_s = 0.0
+        self._others_before = self._others()
+
+    def metered(self, sinks_for: Callable[[RecordingInfo], list[EventSink]],
+                ) -> Callable[[RecordingInfo], list[EventSink]]:
+        """``sinks_for`` whose setup and sinks are timed."""
+        def make(info: RecordingInfo) -> list[EventSink]:
+            start = time.thread_time()
+            try:
+                return [_MeteredSink(sink, self) for sink in sinks_for(info)]
+            finally:
+                self.main_thread_s += time.thread_time() - start
+        return make
+
+    def cpu_seconds(self) -> float:
+        """The sinks' CPU time so far: their main-thread share plus every other thread."""
+        return self.main_thread_s + max(0.0, self._others() - self._others_before)
+
+    @staticmethod
+    def _others() -> float:
+        """CPU time of every thread of the process but the calling one."""
+        return time.process_time() - time.thread_time()
+
+
+class _MeteredSink:
+    """A sink whose calls add their main-thread CPU time to a :class:`SinkMeter`."""
+
+    def __init__(self, sink: EventSink, meter: SinkMeter) -> None:
+        self.metered = sink  # the name the indexer's reports use
+        self._meter = meter
+
+    def child_env(self) -> dict[str, str]:
+        return self.metered.child_env()
+
+    def on_events(self, events: Sequence[Event]) -> None:
+        start = time.thread_time()
+        try:
+            self.metered.on_events(events)
+        finally:
+            self._meter.main_thread_s += time.thread_time() - start
+
+    def on_close(self, info: RecordingInfo) -> None:
+        start = time.thread_time()
+        try:
+            self.metered.on_close(info)
+        finally:
+            self._meter.main_thread_s += time.thread_time() - start
+
+
+def _write_stats(started: float, meter: SinkMeter | None) -> None:
     path = os.environ.get(STATS_ENV)
     if not path:
         return
@@ -527,6 +595,7 @@ def _write_stats(started: float) -> None:
         "pid": os.getpid(),
         "cpu_s": usage.ru_utime + usage.ru_stime,
         "wall_s": time.monotonic() - started,
+        "sinks_cpu_s": meter.cpu_seconds() if meter is not None else 0.0,
     })
     with contextlib.suppress(OSError), open(path, "a") as handle:
         handle.write(line + "\n")

@@ -116,7 +116,7 @@ def test_a_tiny_run_measures_all_four_and_checks_storage() -> None:
         assert run.total_cpu_seconds is not None
         assert run.total_cpu_seconds > run.cpu_seconds + run.indexer_cpu_seconds - 1e-9
     text = "\n".join(report.lines())
-    assert "of tee" in text and "p99" in text and "live telemetry:" in text
+    assert "of tee" in text and "p99" in text and "live telemetry, on against off:" in text
     assert "echoed, every byte recorded twice" in text and "median of 2 runs" in text
     assert "proxy + child + indexer" in text and "stored +s" in text
     each = [f"{t.total_cpu_seconds:.2f}" for name in ("standin", "standin+otel")
@@ -132,13 +132,27 @@ def test_a_tiny_run_measures_all_four_and_checks_storage() -> None:
         assert change == pytest.approx(b.total_cpu_seconds / a.total_cpu_seconds - 1)
     assert report.otel_total_cpu_overhead == min(changes)  # nearest rank: the lower of two
     assert "each round, on against off: " + " ".join(f"{c:+.1%}" for c in changes) in text
+    # Timed inside each run: the off runs' indexers have no sink and no thread
+    # of theirs; the on runs' pay at least for loading the telemetry modules.
+    assert all(t.sinks_cpu_seconds is not None and t.sinks_cpu_seconds < 0.005 for t in off)
+    assert all(t.sinks_cpu_seconds is not None and t.sinks_cpu_seconds > 0.005 for t in on)
+    shares = report.otel_shares()
+    assert shares is not None and len(shares) == 2
+    for share, t in zip(shares, on, strict=True):
+        assert t.total_cpu_seconds is not None and t.sinks_cpu_seconds is not None
+        assert share == pytest.approx(
+            t.sinks_cpu_seconds / (t.total_cpu_seconds - t.sinks_cpu_seconds))
+    assert "timed inside each run: " in text
+    assert "each run, the telemetry's CPU time against the rest of the run's: " + " ".join(
+        f"{s:+.1%}" for s in shares) in text
     assert "cachegrind" not in text
 
 
 def test_telemetry_pairs_each_round_and_reports_cachegrind_counts() -> None:
     def run(name: str, cpu: float) -> Throughput:
         return Throughput(name, 1.0, 100, 10, cpu_seconds=cpu, children_cpu_seconds=0.0,
-                          indexer_cpu_seconds=0.0)
+                          indexer_cpu_seconds=0.0,
+                          sinks_cpu_seconds=cpu / 21 if name == "standin+otel" else 0.0)
 
     # Round one ran on a slow stretch of the machine, round two on a fast one, and
     # round three changed from fast to slow between its runs: the medians of all
@@ -153,12 +167,20 @@ def test_telemetry_pairs_each_round_and_reports_cachegrind_counts() -> None:
                                "on": Counts(1_040_000_000, 0, 0)}, 5000)
     assert report.otel_changes() == pytest.approx([0.05, 0.05, 1.1])
     assert report.otel_total_cpu_overhead == pytest.approx(0.05)
+    # Timed inside the on runs, each run's telemetry took 1/21 of it: +5% of the rest,
+    # whichever stretch of the machine the run fell in.
+    assert report.otel_shares() == pytest.approx([0.05] * 3)
+    assert "timed inside each run: +5.0% CPU, the median run (target < 10%: met)" in "\n".join(
+        report.lines())
     text = "\n".join(report.lines()[-4:])
     assert "under cachegrind (5,000 lines, proxy + child + indexer): instructions 1.00 G -> " \
            "1.04 G (+4.0%); estimated cycles +4.0%" in text
     # A run whose CPU time is unknown leaves the figure unknown, not wrong.
     runs[4].cpu_seconds = None
     assert report.otel_changes() is None and report.otel_total_cpu_overhead is None
+    runs[4].cpu_seconds = 2.0
+    runs[5].sinks_cpu_seconds = None
+    assert report.otel_shares() is None
 
 
 @pytest.mark.slow
