@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,12 @@ from claudetrace.errors import TelemetryError
 from claudetrace.recording import RecordingInfo
 from claudetrace.telemetry import build_spans
 from claudetrace.telemetry import conventions as c
-from claudetrace.telemetry.config import parse_key_values, resolve_settings
+from claudetrace.telemetry.config import (
+    DEFAULT_EXPORT_TIMEOUT_S,
+    export_timeout,
+    parse_key_values,
+    resolve_settings,
+)
 from claudetrace.telemetry.metrics import INSTRUMENTS, measurements
 
 FIXTURES = Path(__file__).parent / "fixtures" / "telemetry"
@@ -73,6 +79,31 @@ def test_service_name_resource_and_content() -> None:
 def test_bad_protocol_is_a_telemetry_error() -> None:
     with pytest.raises(TelemetryError, match="unsupported OTLP protocol"):
         resolve_settings(protocol="thrift", environ={})
+
+
+def test_the_export_timeout_is_read_in_milliseconds_the_signals_own_first() -> None:
+    assert export_timeout({}, "traces") == DEFAULT_EXPORT_TIMEOUT_S == 5.0
+    env = {"OTEL_EXPORTER_OTLP_TIMEOUT": "2500", "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT": " 750 "}
+    assert export_timeout(env, "traces") == 2.5
+    assert export_timeout(env, "metrics") == 0.75
+
+
+@pytest.mark.parametrize("env, named", [
+    ({"OTEL_EXPORTER_OTLP_TIMEOUT": "soon"}, "OTEL_EXPORTER_OTLP_TIMEOUT='soon'"),
+    ({"OTEL_EXPORTER_OTLP_TIMEOUT": "0"}, "OTEL_EXPORTER_OTLP_TIMEOUT='0'"),
+    ({"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "-5"}, "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT='-5'"),
+    ({"OTEL_EXPORTER_OTLP_TIMEOUT": "1", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "inf"},
+     "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT='inf'"),
+    ({"OTEL_EXPORTER_OTLP_METRICS_TIMEOUT": "nan"}, "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT='nan'"),
+])
+def test_a_bad_export_timeout_is_named_when_the_settings_are_resolved(
+    env: dict[str, str], named: str
+) -> None:
+    with pytest.raises(TelemetryError, match=re.escape(named) + " is not a positive number"):
+        resolve_settings(endpoint="http://127.0.0.1:4318", environ=env)
+    # Unread while its signal is off.
+    off = {**env, "OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "none"}
+    assert not resolve_settings(endpoint="http://127.0.0.1:4318", environ=off).enabled
 
 
 def test_live_sink_off_does_not_import_opentelemetry() -> None:

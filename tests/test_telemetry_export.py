@@ -181,6 +181,20 @@ def test_a_busy_collector_is_retried() -> None:
         assert len(receiver.paths) == 3 and len(wire_spans(receiver)) == 3
 
 
+@pytest.mark.parametrize("env, requests", [
+    ({}, 5),  # 5 s by default: at 0, 1, 2, 3 and 4 s
+    ({"OTEL_EXPORTER_OTLP_TIMEOUT": "2500"}, 3),  # at 0, 1 and 2 s
+    ({"OTEL_EXPORTER_OTLP_TIMEOUT": "2500", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "500"}, 1),
+])
+def test_the_export_timeout_bounds_the_retries(env: dict[str, str], requests: int) -> None:
+    with OtlpReceiver("http") as receiver:
+        receiver.fail_with = [503] * 10  # busy for good, asking for a second's pause each time
+        receiver.retry_after = "1"
+        exporter = _export(receiver, _spans(), OTEL_METRICS_EXPORTER="none", **env)
+        assert exporter.failures == 1 and "HTTP 503" in (exporter.first_error or "")
+        assert receiver.paths == ["/v1/traces"] * requests
+
+
 def test_a_rejected_export_is_one_failure_not_retried() -> None:
     warnings: list[str] = []
     with OtlpReceiver("http") as receiver:

@@ -376,6 +376,7 @@ def test_a_bad_setting_costs_one_warning(
     ("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "zstd"),
     ("OTEL_BSP_SCHEDULE_DELAY", "soon"),
     ("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "sideways"),
+    ("OTEL_EXPORTER_OTLP_TIMEOUT", "whenever"),
 ])
 def test_a_bad_setting_is_reported_even_when_the_session_is_short(
     db_path: Path, name: str, value: str

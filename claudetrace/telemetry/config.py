@@ -12,6 +12,7 @@ or per signal when ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER`` is ``non
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,6 +30,11 @@ DEFAULT_PROTOCOL: Final = "http/protobuf"
 DEFAULT_SERVICE_NAME: Final = "claudetrace"
 _PATHS: Final = {"traces": "/v1/traces", "metrics": "/v1/metrics"}
 _SIGNAL_PREFIX: Final = {"traces": "TRACES_", "metrics": "METRICS_"}
+#: Seconds one export request may take, retries included, unless
+#: ``OTEL_EXPORTER_OTLP_[TRACES_|METRICS_]TIMEOUT`` says otherwise.  The SDK's
+#: default is 10 s; ours is shorter so that a session's last export does not hold
+#: its indexer for long after a collector has gone.
+DEFAULT_EXPORT_TIMEOUT_S: Final = 5.0
 #: How metric points add up between exports (``lowmemory`` means delta for our instruments).
 Temporality = Literal["cumulative", "delta"]
 
@@ -88,6 +94,23 @@ def compression(environ: Mapping[str, str], signal: str) -> str:
     if value not in COMPRESSIONS:
         raise TelemetryError(f"unsupported OTLP compression {value!r} (use gzip, deflate or none)")
     return value
+
+
+def export_timeout(environ: Mapping[str, str], signal: str) -> float:
+    """The signal's ``…TIMEOUT`` in seconds (the variables hold milliseconds, as the
+    OTLP exporter specification says); raises for anything but a positive number."""
+    value = exporter_setting(environ, signal, "TIMEOUT")
+    if not value:
+        return DEFAULT_EXPORT_TIMEOUT_S
+    specific = f"OTEL_EXPORTER_OTLP_{_SIGNAL_PREFIX[signal]}TIMEOUT"
+    name = specific if environ.get(specific, "").strip() else "OTEL_EXPORTER_OTLP_TIMEOUT"
+    try:
+        milliseconds = float(value)
+    except ValueError:
+        milliseconds = math.nan
+    if not 0 < milliseconds < math.inf:
+        raise TelemetryError(f"{name}={value!r} is not a positive number of milliseconds")
+    return milliseconds / 1000
 
 
 def _positive_int(environ: Mapping[str, str], name: str, default: int) -> int:
@@ -151,7 +174,7 @@ def resolve_settings(
     """Export settings from flags (``None`` = not given) and ``environ``.
 
     Raises :class:`~claudetrace.errors.TelemetryError` for an unknown protocol
-    or a batching or compression setting it cannot use (so the proxy reports it
+    or a batching, compression or timeout setting it cannot use (so the proxy reports it
     at start).  The result may be disabled (see :attr:`OtelSettings.enabled`).
     """
     env = os.environ if environ is None else environ
@@ -180,6 +203,7 @@ def resolve_settings(
     for signal, endpoint in (("traces", traces), ("metrics", metrics)):
         if endpoint:
             compression(env, signal)
+            export_timeout(env, signal)
     return OtelSettings(
         protocol=chosen,
         traces_endpoint=traces,

@@ -27,18 +27,14 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import Final
 
 from .. import __version__
 from . import conventions as c
-from .config import OtelSettings
+from .config import OtelSettings, export_timeout
 from .metrics import MetricAggregator, measurements
 from .otlp_wire import MetricsRequestEncoder, TraceRequestEncoder
 from .records import SpanRecord
 from .transport import Transport, transport_for
-
-#: Seconds one export request may take, retries included (the SDK default is 10).
-EXPORT_TIMEOUT_S: Final = 5.0
 
 
 class OtlpExporter:
@@ -86,12 +82,18 @@ class OtlpExporter:
         self._traces: Transport | None = None
         self._metrics: Transport | None = None
         self._aggregator: MetricAggregator | None = None
+        #: The longest an export request may take (``OTEL_EXPORTER_OTLP_*TIMEOUT``).
+        self.export_timeout_s = 0.0
         if settings.traces_endpoint:
+            timeout = export_timeout(env, "traces")
+            self.export_timeout_s = timeout
             self._traces = transport_for("traces", settings.protocol, settings.traces_endpoint,
-                                         env, EXPORT_TIMEOUT_S)
+                                         env, timeout)
         if settings.metrics_endpoint:
+            timeout = export_timeout(env, "metrics")
+            self.export_timeout_s = max(self.export_timeout_s, timeout)
             self._metrics = transport_for("metrics", settings.protocol,
-                                          settings.metrics_endpoint, env, EXPORT_TIMEOUT_S)
+                                          settings.metrics_endpoint, env, timeout)
             self._aggregator = MetricAggregator(batching.temporality)
             self._metric_encoder = MetricsRequestEncoder(
                 {**self.resource_attributes,

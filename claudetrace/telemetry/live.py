@@ -67,9 +67,10 @@ class LiveTelemetry:
         return child_env(self.info, self.settings)
 
     def on_close(self, info: RecordingInfo) -> None:
-        """End every open span, then flush with a bounded timeout."""
+        """End every open span, then flush with a bounded timeout (longer if one
+        export request may take longer)."""
         self.builder.close(info)
-        self.exporter.shutdown(self._flush_timeout)
+        self.exporter.shutdown(max(self._flush_timeout, self.exporter.export_timeout_s))
 
 
 def live_sink(
