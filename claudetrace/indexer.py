@@ -95,6 +95,7 @@ class Indexer:
         self.info = info
         self.store = store
         self.sinks = list(sinks)
+        self._all_sinks = tuple(self.sinks)  # the disabled ones' warnings are kept too
         #: Each sink with its ``on_events`` bound once: they are called for every chunk.
         self._feeds = tuple((sink, sink.on_events) for sink in self.sinks)
         self.report = IndexReport()
@@ -203,6 +204,25 @@ class Indexer:
                 sink.on_close(self.info)
             except Exception as exc:  # a broken sink must not cost the recording
                 self._disable(sink, exc)
+        self._keep_warnings()
+
+    def _keep_warnings(self) -> None:
+        """Store what went wrong in the sinks with the recording (``extra["warnings"]``).
+
+        They were printed as well, but the last ones — a collector that failed the
+        final flush, say — come after the proxy has gone, when stderr reaches no one.
+        Best effort: the events are stored already.
+        """
+        warnings = list(self.report.sink_errors)
+        for sink in self._all_sinks:
+            warnings += getattr(sink, "warnings", ())
+        if not warnings:
+            return
+        self.info.extra["warnings"] = warnings
+        try:
+            self.store.update_recording(self.info.id, extra=dict(self.info.extra))
+        except ClaudeTraceError as exc:
+            _say(f"cannot store the telemetry warnings ({exc})")
 
     def flush(self, *, final: bool = False) -> None:
         """Write pending events; while the store fails, retry with backoff.
@@ -570,6 +590,10 @@ class _MeteredSink:
 
     def child_env(self) -> dict[str, str]:
         return self.metered.child_env()
+
+    @property
+    def warnings(self) -> Sequence[str]:
+        return getattr(self.metered, "warnings", ())
 
     def on_events(self, events: Sequence[Event]) -> None:
         start = time.thread_time()

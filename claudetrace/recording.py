@@ -113,6 +113,8 @@ class EventSink(Protocol):
 
     Sinks run in the session's indexer process (:mod:`claudetrace.indexer`),
     never in the proxy, so a slow sink delays storing but never the host or the CLI.
+    A sink may also have ``warnings``, a sequence of one-line messages the indexer
+    stores with the recording once the sink is closed.
     """
 
     def child_env(self) -> dict[str, str]:

@@ -368,6 +368,9 @@ class FakeStore:
         self.events.extend(events)
         self.updates.append(dict(updates or {}))
 
+    def update_recording(self, recording_id: str, **values: Any) -> None:
+        self.updates.append(values)
+
 
 def records(*chunks: tuple[int, bytes]) -> list[cap.Record]:
     return [cap.Record(kind, i, 1_700_000_000_000_000_000 + i, data)
@@ -438,13 +441,14 @@ def test_sinks_see_every_event_with_fields_then_close() -> None:
         def on_close(self, info: RecordingInfo) -> None:
             closed.append(info)
 
-    info = new_info()
-    indexer = ix.Indexer(info, FakeStore(), sinks=[Sink()])
+    info, store = new_info(), FakeStore()
+    indexer = ix.Indexer(info, store, sinks=[Sink()])
     for record in records((0, b'{"type":"user"}\n'), (1, b'{"type":"result"}\nnot json\n')):
         indexer.feed(record)
     indexer.finish()
     assert seen == [(0, "user"), (1, "result"), (2, None)]
     assert closed == [info]
+    assert "extra" not in info.extra and not any("extra" in u for u in store.updates)
 
 
 def test_a_broken_sink_is_dropped_and_reported() -> None:
@@ -462,6 +466,7 @@ def test_a_broken_sink_is_dropped_and_reported() -> None:
         def __init__(self) -> None:
             self.seen: list[bytes] = []
             self.closed = False
+            self.warnings: list[str] = []
 
         def child_env(self) -> dict[str, str]:
             return {}
@@ -474,10 +479,16 @@ def test_a_broken_sink_is_dropped_and_reported() -> None:
 
     class BreaksOnClose(Working):
         def on_close(self, info: RecordingInfo) -> None:
+            self.warnings.append("flush failed")
             raise OSError("gone")
 
+    class Warns(Working):
+        def on_events(self, events: Sequence[Event]) -> None:
+            super().on_events(events)
+            self.warnings.append(f"saw {len(self.seen)}")
+
     store = FakeStore()
-    before, after, late = Working(), Working(), BreaksOnClose()
+    before, after, late = Warns(), Working(), BreaksOnClose()
     indexer = ix.Indexer(new_info(), store, sinks=[before, Broken(), after, late])
     for record in records((1, b"x\ny\n"), (0, b"z\n")):
         indexer.feed(record)
@@ -486,10 +497,15 @@ def test_a_broken_sink_is_dropped_and_reported() -> None:
     # The sinks on either side of the broken one see every line and the close.
     assert before.seen == after.seen == late.seen == [b"x", b"y", b"z"]
     assert before.closed and after.closed
-    assert indexer.report.sink_errors == [
+    errors = [
         "Broken disabled after error: ValueError: boom",
         "BreaksOnClose disabled after error: OSError: gone",
     ]
+    assert indexer.report.sink_errors == errors
+    # They are stored with the recording once every sink is closed, with the
+    # sinks' own warnings (a disabled sink's too): stderr may reach no one by then.
+    assert store.updates[-1] == {"extra": {"warnings": [*errors, "saw 2", "saw 3",
+                                                        "flush failed"]}}
 
 
 def _burn(seconds: float) -> None:

@@ -357,6 +357,30 @@ def test_an_unreachable_collector_costs_one_warning(
     assert (stored, info.exit_code) == (_session_events(), 7)
 
 
+def test_a_failure_after_the_proxy_has_gone_is_kept_with_the_recording(
+    db_path: Path, fake_cli: Callable[..., list[str]], refusing_port: int
+) -> None:
+    # A short session exports nothing before its end (the batch delay is long), so
+    # the collector fails the final flush, when the proxy may have exited already
+    # and the indexer's stderr reaches no one: the warning is stored instead.
+    endpoint = f"http://127.0.0.1:{refusing_port}"
+    env = _env(OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_BSP_SCHEDULE_DELAY="60000",
+               OTEL_EXPORTER_OTLP_TIMEOUT="1500")
+    proc = subprocess.run(_proxy(db_path, fake_cli()), input=_host_input(),
+                          capture_output=True, env=env, timeout=WAIT_S)
+    assert proc.returncode == 0, proc.stderr.decode()
+    info, stored = _latest(db_path)  # once the indexer has finished
+    assert stored == _session_events()
+    warnings = info.extra["warnings"]
+    assert len(warnings) == 1, warnings
+    assert warnings[0].startswith(f"OTLP export to {endpoint}/v1/traces failed: "), warnings
+    shown = CliRunner().invoke(cli, ["show", info.id, "--db", str(db_path)])
+    assert shown.exit_code == 0, shown.output
+    assert f"       warning  {warnings[0]}\n" in shown.output, shown.output
+    listed = CliRunner().invoke(cli, ["sessions", "--json", "--db", str(db_path)])
+    assert json.loads(listed.output)[0]["warnings"] == warnings
+
+
 def test_a_bad_setting_costs_one_warning(
     db_path: Path, tmp_path: Path, fake_cli: Callable[..., list[str]]
 ) -> None:

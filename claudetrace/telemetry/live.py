@@ -57,10 +57,17 @@ class LiveTelemetry:
         self.info = info
         self.settings = settings
         self._flush_timeout = flush_timeout
-        self.exporter = OtlpExporter(settings, instance_id=info.id, warn=warn, environ=environ)
+        #: What went wrong exporting, kept with the recording by the indexer.
+        self.warnings: list[str] = []
+        self.exporter = OtlpExporter(settings, instance_id=info.id, warn=self._warn,
+                                     environ=environ)
         self.builder = SpanBuilder(info, content=settings.content,
                                    on_end=self.exporter.span_ended)
         self.on_events = self.builder.feed_many
+
+    def _warn(self, message: str) -> None:
+        self.warnings.append(message)
+        warn(message)
 
     def child_env(self) -> dict[str, str]:
         """``TRACEPARENT`` of our root span, when traces are exported."""
