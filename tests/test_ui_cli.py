@@ -1,9 +1,17 @@
-"""``claudetrace ui`` / ``bench ui`` command lines (no server started here)."""
+"""``claudetrace ui`` / ``bench ui`` command lines, and stopping the server."""
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from claudetrace.cli import cli
@@ -46,3 +54,38 @@ def test_seed_builds_what_the_benchmark_measures(tmp_path: Path) -> None:
     assert rec.turns > 10 and rec.tool_calls == rec.turns and rec.status == "ok"
     small = [r for r in store.list_recordings() if r.id != big]
     assert {r.event_count for r in small} == {3 + len(template_turn("x", 0))}
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_to_the_command_stops_the_server(tmp_path: Path, signum: int) -> None:
+    """Stopping ``claudetrace ui`` must not leave Streamlit listening behind it."""
+    db = tmp_path / "ui.db"
+    open_store(str(db)).close()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "HOME": str(tmp_path)}  # keep Streamlit's first-run prompt away
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "claudetrace", "ui", "--db", str(db), "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+    )
+    health = f"http://127.0.0.1:{port}/_stcore/health"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(health, timeout=2) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.3)
+        proc.send_signal(signum)
+        proc.wait(timeout=30)
+        with pytest.raises(OSError):  # nothing answers on the port any more
+            urllib.request.urlopen(health, timeout=2)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

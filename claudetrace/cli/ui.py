@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -72,13 +71,16 @@ def ui(db_url: str | None, host: str, port: int | None, headless: bool) -> None:
     app = Path(__file__).resolve().parent.parent / "ui" / "app.py"
     env = {**os.environ, "CLAUDETRACE_DB": url}
     click.echo(f"claudetrace ui: {url} on http://{host}:{port or 8501}", err=True)
+    argv = streamlit_argv(app, host, port, headless)
+    sys.stdout.flush()
+    sys.stderr.flush()
     try:
-        code = subprocess.call(streamlit_argv(app, host, port, headless), env=env)
-    except KeyboardInterrupt:
-        code = 130
+        # Become the server rather than wait for it: a signal meant for
+        # `claudetrace ui` (a service manager's SIGTERM, a closed terminal's
+        # SIGHUP) then stops Streamlit too instead of leaving it listening.
+        os.execve(argv[0], argv, env)
     except OSError as exc:
         raise ClaudeTraceError(f"cannot start streamlit: {exc}") from exc
-    sys.exit(code)
 
 
 @click.command("ui")
