@@ -55,6 +55,8 @@ SETTLE_WAIT_S: Final = 300.0
 
 _DIRECTIONS: Final[tuple[Direction, ...]] = cap.CHUNK_KINDS
 T = TypeVar("T")
+A = TypeVar("A")
+R = TypeVar("R")
 
 
 def give_up_from_env() -> float:
@@ -564,12 +566,16 @@ class SinkMeter:
                 ) -> Callable[[RecordingInfo], list[EventSink]]:
         """``sinks_for`` whose setup and sinks are timed."""
         def make(info: RecordingInfo) -> list[EventSink]:
-            start = time.thread_time()
-            try:
-                return [_MeteredSink(sink, self) for sink in sinks_for(info)]
-            finally:
-                self.main_thread_s += time.thread_time() - start
+            return [_MeteredSink(sink, self) for sink in self.timed(sinks_for, info)]
         return make
+
+    def timed(self, call: Callable[[A], R], arg: A) -> R:
+        """``call(arg)``, its CPU time on this thread added to :attr:`main_thread_s`."""
+        start = time.thread_time()
+        try:
+            return call(arg)
+        finally:
+            self.main_thread_s += time.thread_time() - start
 
     def cpu_seconds(self) -> float:
         """The sinks' CPU time so far: their main-thread share plus every other thread."""
@@ -596,18 +602,10 @@ class _MeteredSink:
         return getattr(self.metered, "warnings", ())
 
     def on_events(self, events: Sequence[Event]) -> None:
-        start = time.thread_time()
-        try:
-            self.metered.on_events(events)
-        finally:
-            self._meter.main_thread_s += time.thread_time() - start
+        self._meter.timed(self.metered.on_events, events)
 
     def on_close(self, info: RecordingInfo) -> None:
-        start = time.thread_time()
-        try:
-            self.metered.on_close(info)
-        finally:
-            self._meter.main_thread_s += time.thread_time() - start
+        self._meter.timed(self.metered.on_close, info)
 
 
 def _write_stats(started: float, meter: SinkMeter | None) -> None:

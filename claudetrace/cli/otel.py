@@ -68,7 +68,7 @@ def otel(
 
     exporter = OtlpExporter(settings, block=True)  # a backfill waits rather than drops
     count = backfill(store, ids, exporter, content=settings.content)
-    if not exporter.shutdown(timeout_s=max(15.0, exporter.export_timeout_s)):
+    if not exporter.shutdown(timeout_s=15.0):
         raise TelemetryError(exporter.first_error or "OTLP export failed")
     where = settings.traces_endpoint or settings.metrics_endpoint
     click.echo(f"exported {count} spans from {len(ids)} recording(s) to {where}", err=True)

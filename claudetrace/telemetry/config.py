@@ -60,6 +60,9 @@ class OtelSettings:
     resource: dict[str, str] = field(default_factory=dict)
     content: ContentPolicy = field(default_factory=ContentPolicy)
     batching: Batching = field(default_factory=Batching)
+    #: Seconds one export request of each signal may take, retries included.
+    traces_timeout_s: float = DEFAULT_EXPORT_TIMEOUT_S
+    metrics_timeout_s: float = DEFAULT_EXPORT_TIMEOUT_S
 
     @property
     def enabled(self) -> bool:
@@ -82,10 +85,20 @@ def parse_key_values(value: str) -> dict[str, str]:
     return attrs
 
 
+def _exporter_variable(environ: Mapping[str, str], signal: str, name: str) -> tuple[str, str]:
+    """(variable, value): ``OTEL_EXPORTER_OTLP_{SIGNAL}_{NAME}`` when it is set, else
+    ``OTEL_EXPORTER_OTLP_{NAME}``."""
+    specific = f"OTEL_EXPORTER_OTLP_{_SIGNAL_PREFIX[signal]}{name}"
+    value = environ.get(specific, "").strip()
+    if value:
+        return specific, value
+    generic = f"OTEL_EXPORTER_OTLP_{name}"
+    return generic, environ.get(generic, "").strip()
+
+
 def exporter_setting(environ: Mapping[str, str], signal: str, name: str) -> str:
     """``OTEL_EXPORTER_OTLP_{SIGNAL}_{NAME}``, else ``OTEL_EXPORTER_OTLP_{NAME}``."""
-    specific = environ.get(f"OTEL_EXPORTER_OTLP_{_SIGNAL_PREFIX[signal]}{name}", "").strip()
-    return specific or environ.get(f"OTEL_EXPORTER_OTLP_{name}", "").strip()
+    return _exporter_variable(environ, signal, name)[1]
 
 
 def compression(environ: Mapping[str, str], signal: str) -> str:
@@ -99,11 +112,9 @@ def compression(environ: Mapping[str, str], signal: str) -> str:
 def export_timeout(environ: Mapping[str, str], signal: str) -> float:
     """The signal's ``…TIMEOUT`` in seconds (the variables hold milliseconds, as the
     OTLP exporter specification says); raises for anything but a positive number."""
-    value = exporter_setting(environ, signal, "TIMEOUT")
+    name, value = _exporter_variable(environ, signal, "TIMEOUT")
     if not value:
         return DEFAULT_EXPORT_TIMEOUT_S
-    specific = f"OTEL_EXPORTER_OTLP_{_SIGNAL_PREFIX[signal]}TIMEOUT"
-    name = specific if environ.get(specific, "").strip() else "OTEL_EXPORTER_OTLP_TIMEOUT"
     try:
         milliseconds = float(value)
     except ValueError:
@@ -200,10 +211,11 @@ def resolve_settings(
     if service:
         resource["service.name"] = service
     resource.setdefault("service.name", DEFAULT_SERVICE_NAME)
+    timeouts = dict.fromkeys(("traces", "metrics"), DEFAULT_EXPORT_TIMEOUT_S)
     for signal, endpoint in (("traces", traces), ("metrics", metrics)):
         if endpoint:
             compression(env, signal)
-            export_timeout(env, signal)
+            timeouts[signal] = export_timeout(env, signal)
     return OtelSettings(
         protocol=chosen,
         traces_endpoint=traces,
@@ -211,6 +223,8 @@ def resolve_settings(
         resource=resource,
         content=ContentPolicy.from_env(env, capture_content),
         batching=_batching(env) if traces or metrics else Batching(),
+        traces_timeout_s=timeouts["traces"],
+        metrics_timeout_s=timeouts["metrics"],
     )
 
 

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 
 from .. import __version__
 from . import conventions as c
-from .config import OtelSettings, export_timeout
+from .config import OtelSettings
 from .metrics import MetricAggregator, measurements
 from .otlp_wire import MetricsRequestEncoder, TraceRequestEncoder
 from .records import SpanRecord
@@ -82,18 +82,13 @@ class OtlpExporter:
         self._traces: Transport | None = None
         self._metrics: Transport | None = None
         self._aggregator: MetricAggregator | None = None
-        #: The longest an export request may take (``OTEL_EXPORTER_OTLP_*TIMEOUT``).
-        self.export_timeout_s = 0.0
         if settings.traces_endpoint:
-            timeout = export_timeout(env, "traces")
-            self.export_timeout_s = timeout
             self._traces = transport_for("traces", settings.protocol, settings.traces_endpoint,
-                                         env, timeout)
+                                         env, settings.traces_timeout_s)
         if settings.metrics_endpoint:
-            timeout = export_timeout(env, "metrics")
-            self.export_timeout_s = max(self.export_timeout_s, timeout)
             self._metrics = transport_for("metrics", settings.protocol,
-                                          settings.metrics_endpoint, env, timeout)
+                                          settings.metrics_endpoint, env,
+                                          settings.metrics_timeout_s)
             self._aggregator = MetricAggregator(batching.temporality)
             self._metric_encoder = MetricsRequestEncoder(
                 {**self.resource_attributes,
@@ -141,11 +136,14 @@ class OtlpExporter:
                          f"more than {self._queue_size} spans waiting, dropping spans")
 
     def shutdown(self, timeout_s: float = 5.0) -> bool:
-        """Send what is left and stop, waiting at most about ``timeout_s``; True if all was sent."""
+        """Send what is left and stop, waiting at most about ``timeout_s`` — or as long as
+        one export may take, if that is longer; True if all was sent."""
         with self._cond:
             self._closing = True
             self._cond.notify_all()
         if self._thread is not None:
+            timeout_s = max(timeout_s, self.settings.traces_timeout_s if self._traces else 0.0,
+                            self.settings.metrics_timeout_s if self._metrics else 0.0)
             self._thread.join(timeout_s)
             if self._thread.is_alive():
                 where = self.settings.traces_endpoint or self.settings.metrics_endpoint or ""

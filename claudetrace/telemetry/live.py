@@ -77,7 +77,7 @@ class LiveTelemetry:
         """End every open span, then flush with a bounded timeout (longer if one
         export request may take longer)."""
         self.builder.close(info)
-        self.exporter.shutdown(max(self._flush_timeout, self.exporter.export_timeout_s))
+        self.exporter.shutdown(self._flush_timeout)
 
 
 def live_sink(
