@@ -47,9 +47,11 @@ def real_claude() -> Path:
 @pytest.fixture(scope="session")
 def ui_db(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """A store for the session-browser tests: every real-CLI fixture cassette, one
-    recording with a malformed and a non-UTF-8 line, one still running.
+    recording with a malformed and a non-UTF-8 line, one with a stored warning, one
+    still running.
 
-    Returns ``{"url": …, <cassette stem>: recording id, "malformed": id, "running": id}``.
+    Returns ``{"url": …, <cassette stem>: recording id, "malformed": id, "warned": id,
+    "running": id}`` (``warned`` has a stored telemetry warning).
     The database is shared by the whole test session: treat it as read-only.
     """
     import os
@@ -72,6 +74,10 @@ def ui_db(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         Event(4, "out", plain.events[2].t_ns + 2000, b"\xff\xfe binary"),
     ]
     ids["malformed"] = store.import_cassette(Cassette(dict(plain.header), broken), name="malformed")
+    ids["warned"] = store.import_cassette(plain, name="warned")
+    store.update_recording(ids["warned"], extra={"warnings": [
+        "OTLP export to http://127.0.0.1:9/v1/traces failed: <urlopen error refused>",
+    ]})
     info = RecordingInfo.start(["claude", "--output-format", "stream-json"], name="still-running")
     info.pid = os.getpid()  # a live pid on this host: the recording counts as running
     store.create_recording(info)

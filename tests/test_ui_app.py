@@ -126,6 +126,14 @@ def test_conversation_tab(app: AppTest, ui_db: dict[str, str]) -> None:
     assert "Not in this test." in [c.value for c in tool.code]
 
 
+def test_stored_warnings_are_shown_on_the_session_page(app: AppTest, ui_db: dict[str, str]) -> None:
+    at = run(app, session=ui_db["warned"])
+    warnings = [unescape(w.value) for w in at.warning]
+    assert any("OTLP export to http://127.0.0.1:9/v1/traces failed" in w for w in warnings)
+    at = run(AppTest.from_file(APP, default_timeout=60), session=ui_db["plain"])
+    assert not any("OTLP export" in unescape(w.value) for w in at.warning)
+
+
 def test_malformed_lines_are_shown_as_text(app: AppTest, ui_db: dict[str, str]) -> None:
     at = run(app, session=ui_db["malformed"])
     codes = [c.value for c in at.code]

@@ -67,13 +67,8 @@ def session_record(rec: Any) -> dict[str, Any]:
         "cost_usd": rec.cost_usd,
         "is_error": rec.is_error,
         "result_subtype": rec.result_subtype,
-        "warnings": _warnings(rec),
+        "warnings": rec.warnings,
     }
-
-
-def _warnings(rec: Any) -> list[str]:
-    """What went wrong around the recording (live telemetry), as the indexer stored it."""
-    return list((rec.extra or {}).get("warnings") or [])
 
 
 @click.command()
@@ -188,7 +183,7 @@ def show(session: str, db_url: str | None, raw: bool, deltas: bool, width: int) 
     ]
     if rec.tags:
         rows.insert(1, ("tags", ", ".join(f"{k}={v}" for k, v in rec.tags.items())))
-    rows += [("warning", warning) for warning in _warnings(rec)]
+    rows += [("warning", warning) for warning in rec.warnings]
     for key, value in rows:
         console.print(f"[bold]{key:>14}[/]  {escape(value)}")
     console.print()

@@ -95,6 +95,12 @@ class Recording(Base):
             return "error"
         return "ok"
 
+    @property
+    def warnings(self) -> list[str]:
+        """What went wrong around the recording (live telemetry's export, a sink the
+        indexer disabled), as the indexer stored it in ``extra["warnings"]``."""
+        return [str(w) for w in (self.extra or {}).get("warnings") or ()]
+
     def is_live(self, now_ns: int | None = None) -> bool:
         """True while a proxy is still recording this session."""
         if self.ended_ns is not None:

@@ -123,6 +123,8 @@ def _header(rec: Recording) -> None:
     st.caption(" · ".join(facts))
     if rec.error:
         st.error(plain(rec.error, 500))
+    for warning in rec.warnings:
+        st.warning(plain(warning, 500))
     if status == "running":
         st.info("This session is being recorded; the view refreshes while auto-refresh is on.")
     elif status == "incomplete":
