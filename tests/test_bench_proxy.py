@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import threading
 from collections import Counter
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from claudetrace.bench.proxy import (
     percentile,
     run_proxy_bench,
     sample_lines,
+    side_by_side,
 )
 from claudetrace.cassette import read_cassette
 from claudetrace.cli import cli
@@ -36,6 +38,37 @@ def test_percentile_nearest_rank() -> None:
     assert percentile([7], 0.5) == 7
     with pytest.raises(ValueError):
         percentile([], 0.5)
+
+
+def test_side_by_side_runs_the_calls_at_the_same_time() -> None:
+    # Each call waits for the other at a barrier: run one after the other, the
+    # first would time out there and break it.
+    barrier = threading.Barrier(2, timeout=10)
+    started: list[str] = []
+
+    def call(name: str) -> str:
+        started.append(name)
+        barrier.wait()
+        return name.upper()
+
+    assert side_by_side([lambda: call("off"), lambda: call("on")]) == ["OFF", "ON"]
+    assert sorted(started) == ["off", "on"]
+
+
+def test_side_by_side_raises_a_calls_error_after_all_are_done() -> None:
+    finished = threading.Event()
+
+    def slow() -> int:
+        finished.wait(0.2)
+        finished.set()
+        return 1
+
+    def broken() -> int:
+        raise RuntimeError("the stand-in exited with status 1")
+
+    with pytest.raises(RuntimeError, match="status 1"):
+        side_by_side([broken, slow])
+    assert finished.is_set()
 
 
 def test_input_cycles_the_recorded_lines() -> None:

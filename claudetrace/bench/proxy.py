@@ -67,7 +67,9 @@ added latency p50 < 0.1 ms and p99 < 1 ms; live telemetry adds < 10% CPU.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
+import functools
 import http.server
 import itertools
 import json
@@ -78,7 +80,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -260,8 +262,9 @@ class ProxyBenchReport:
             " file; CPU s: the process itself; child: its child command; indexer: the process",
             " that stores the capture file; stored +s: the last line was in the database this",
             " long after the proxy's exit.  standin rows: the proxy in front of a stand-in",
-            " that plays the CLI's side of the session, telemetry off and on; their MB/s",
-            " count the host's lines only)",
+            " that plays the CLI's side of the session, telemetry off and on, the two",
+            " sessions running side by side (at the same time); their MB/s count the",
+            " host's lines only)",
             "",
             f"{'round trip':<10} {'p50 ms':>8} {'p99 ms':>9} {'max ms':>11}",
         ]
@@ -318,6 +321,14 @@ class ProxyBenchReport:
     def _cpu_runs(self, name: str) -> str:
         return " ".join(f"{t.total_cpu_seconds:.2f}" for t in self.runs
                         if t.name == name and t.total_cpu_seconds is not None)
+
+
+def side_by_side(calls: Sequence[Callable[[], T]]) -> list[T]:
+    """Each call on a thread of its own, started in order and run at the same time;
+    their results in the same order (the first error is raised once all are done)."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(calls)) as pool:
+        futures = [pool.submit(call) for call in calls]
+    return [future.result() for future in futures]
 
 
 def taking_turns(items: Sequence[T], round_: int) -> list[T]:
@@ -539,10 +550,12 @@ def run_proxy_bench(
             }
 
             def recorded(name: str, child: list[str], source: Path, env: dict[str, str],
-                         stored: int, *, piped: bool = True) -> Throughput:
-                """One proxy run; waits until the indexer stored all ``stored`` events."""
+                         stored: int, *, piped: bool = True, url: str | None = None,
+                         ) -> Throughput:
+                """One proxy run (into ``url``, else a fresh database); waits until the
+                indexer stored all ``stored`` events."""
                 stats = folder / f"indexer-{next(numbers)}.json"
-                url = fresh_db()
+                url = url or fresh_db()
                 run = time_command(name, [*proxy(url), "--", *child], source, lines,
                                    {**env, INDEXER_STATS_ENV: str(stats)}, piped=piped)
                 run.stored_after_seconds = _check_stored(url, stored)
@@ -560,9 +573,17 @@ def run_proxy_bench(
                              piped=False),
                     recorded("proxy echo", ["cat"], input_path, plain, 2 * lines),
                 ]
-                # With a shared --db, the second run stores into bigger indexes.
+                # Telemetry off and on side by side: both sessions at once, one
+                # starting first in even rounds, the other in odd ones, so that the
+                # machine's speed, which drifts here by a fifth within seconds,
+                # is the same for both halves of a round.  (With a shared --db,
+                # both store into the same, growing indexes.)
                 pair = taking_turns([("standin", plain), ("standin+otel", otel)], round_)
-                runs += [recorded(name, standin, host_path, env, events) for name, env in pair]
+                urls = [fresh_db() for _ in pair]  # the schema, outside the threads
+                runs += side_by_side([
+                    functools.partial(recorded, name, standin, host_path, env, events, url=url)
+                    for (name, env), url in zip(pair, urls, strict=True)
+                ])
             direct = ping_pong("direct", ["cat"], source, round_trips)
             latency: list[Latency] = []
             for name, env in (("proxy", plain), ("proxy+otel", otel)):
