@@ -38,8 +38,9 @@ results in between.  The small, control-heavy demo session is available with
 - **telemetry**: a real conversation in both directions — the host sends the
   session's host lines and a stand-in child (:mod:`.standin`) plays the CLI's
   lines in the recorded order (``cat`` would echo the CLI's lines back as host
-  input) — through the proxy with live OpenTelemetry export off, then on (OTLP
-  over HTTP to a local endpoint that accepts and discards), for CPU time; and
+  input) — through the proxy with live OpenTelemetry export off and on, side by
+  side (OTLP over HTTP to a local endpoint that accepts and discards), for CPU
+  time; and
   the ping-pong again with export on, for latency.
 
 CPU time (user + system) is counted for the proxy process itself, its child
@@ -49,17 +50,18 @@ it is reaped (``waitid(WNOWAIT)``, then ``/proc/PID/stat``), the child's from
 so it appends its CPU time to the file named by ``$CLAUDETRACE_INDEXER_STATS``
 when it exits.  Live telemetry's cost is measured three ways.  On against off,
 the target's figure: the total with it on against the total with it off, run
-by run — the two runs of a round come one after the other, so each round gives
-a ratio taken under similar conditions, and the figure is the median round.
+by run — the two sessions of a round run at the same time (:func:`side_by_side`),
+so both meet the same machine, and the figure is the median round.
 Timed inside each run with telemetry on: the indexer adds up the CPU time its
 sinks take (:class:`~claudetrace.indexer.SinkMeter`: span building, metrics,
 export and its thread) and reports it with its total; interleaved chunk by
 chunk with the rest of the run, this direct cost does not feel the VM's speed
 swinging by up to a factor of two between few-second stretches, but it misses
-what telemetry costs the rest of the run (its objects' share of garbage
-collection, say).  And with ``valgrind_lines`` one more pair of runs (that many
-lines) goes under cachegrind (:mod:`.cachegrind`), every process of the run
-counted: instructions and estimated cycles, the same every time.
+what telemetry costs the rest of the run (the indexer's own work slows down
+beside the span builder, see the README).  And with ``valgrind_lines`` one
+more pair of runs (that many lines) goes under cachegrind (:mod:`.cachegrind`),
+every process of the run counted: instructions and estimated cycles, the same
+every time.
 
 Targets (DESIGN.md): sustained recording at least 50% of ``tee`` throughput;
 added latency p50 < 0.1 ms and p99 < 1 ms; live telemetry adds < 10% CPU.
@@ -306,7 +308,7 @@ class ProxyBenchReport:
                 out += [
                     f"  timed inside each on run, span building, metrics and export took "
                     f"{percentile(shares, 0.5):+.1%} (the median run; what they cost the rest "
-                    "of the run, as its garbage collection, is not in it): "
+                    "of the run, slowing its own work, is not in it): "
                     + " ".join(f"{s:+.1%}" for s in shares),
                 ]
             out.append(f"live telemetry round trip: {deltas}")
