@@ -452,16 +452,23 @@ def indexer_command(
     return argv
 
 
-def _telemetry_sinks(otel: dict[str, Any] | None) -> Callable[[RecordingInfo], list[EventSink]]:
-    """Live telemetry when the proxy passed ``--otel`` (its flags; ``OTEL_*`` apply too)."""
+def _telemetry_sinks(
+    otel: dict[str, Any] | None, capture: Path,
+) -> Callable[[RecordingInfo], list[EventSink]]:
+    """Live telemetry when the proxy passed ``--otel`` (its flags; ``OTEL_*`` apply too):
+    a worker process that reads ``capture`` beside us (:mod:`claudetrace.telemetry.worker`)."""
 
     def make(info: RecordingInfo) -> list[EventSink]:
         if otel is None:
             return []
-        from .telemetry.live import live_sink
+        from .telemetry.worker import TelemetryWorker
 
-        sink = live_sink(info, **otel)
-        return [sink] if sink is not None else []
+        try:
+            return [TelemetryWorker(capture, otel, TELEMETRY_WAIT_S)]
+        except OSError as exc:
+            _say(f"warning: cannot start live telemetry ({exc.strerror or exc}); "
+                 "the session continues without telemetry")
+            return []
 
     return make
 
@@ -493,7 +500,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     otel = json.loads(args.otel) if args.otel else None
     give_up = give_up_from_env()
-    sinks_for = _telemetry_sinks(otel)
+    sinks_for = _telemetry_sinks(otel, args.capture)
     meter = SinkMeter() if os.environ.get(STATS_ENV) else None
     if meter is not None:
         sinks_for = meter.metered(sinks_for)
@@ -513,6 +520,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+#: How long the indexer waits at the end for live telemetry's worker to catch up
+#: and flush its export (it has its own, shorter, timeouts for the flush).
+TELEMETRY_WAIT_S: Final = 60.0
 #: ``$CLAUDETRACE_INDEXER_PRIORITY``: ``idle`` (default), ``low`` (nice 10) or ``normal``.
 PRIORITY_ENV: Final = "CLAUDETRACE_INDEXER_PRIORITY"
 #: ``$CLAUDETRACE_INDEXER_STATS``: a file the indexer appends its CPU time to at
@@ -613,11 +623,14 @@ def _write_stats(started: float, meter: SinkMeter | None) -> None:
     if not path:
         return
     usage = resource.getrusage(resource.RUSAGE_SELF)
+    # The only child is live telemetry's worker, reaped by now.
+    worker = resource.getrusage(resource.RUSAGE_CHILDREN)
+    worker_s = worker.ru_utime + worker.ru_stime
     line = json.dumps({
         "pid": os.getpid(),
-        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "cpu_s": usage.ru_utime + usage.ru_stime + worker_s,
         "wall_s": time.monotonic() - started,
-        "sinks_cpu_s": meter.cpu_seconds() if meter is not None else 0.0,
+        "sinks_cpu_s": (meter.cpu_seconds() if meter is not None else 0.0) + worker_s,
     })
     with contextlib.suppress(OSError), open(path, "a") as handle:
         handle.write(line + "\n")

@@ -111,8 +111,9 @@ class RecordingInfo:
 class EventSink(Protocol):
     """A live consumer of a recording's events (live telemetry).
 
-    Sinks run in the session's indexer process (:mod:`claudetrace.indexer`),
-    never in the proxy, so a slow sink delays storing but never the host or the CLI.
+    Sinks run in the session's indexer process (:mod:`claudetrace.indexer`), or in
+    a process it starts (live telemetry's worker), never in the proxy, so a slow
+    sink delays storing but never the host or the CLI.
     A sink may also have ``warnings``, a sequence of one-line messages the indexer
     stores with the recording once the sink is closed.
     """

@@ -210,14 +210,48 @@ print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "openteleme
 
 
 @pytest.mark.parametrize("protocol", [None, "http/protobuf", "grpc"])
-def test_the_indexer_imports_opentelemetry_only_for_grpc(
-    db_path: Path, protocol: str | None
-) -> None:
-    """Off: nothing.  OTLP/HTTP: our encoder and the standard library.  gRPC: the SDK's channel."""
+def test_the_indexer_never_imports_opentelemetry(db_path: Path, protocol: str | None) -> None:
+    """Live telemetry runs in a worker process of its own: the indexer stores, that is all."""
     with OtlpReceiver("grpc" if protocol == "grpc" else "http") as receiver:
         otel = json.dumps({"endpoint": receiver.endpoint, "protocol": protocol}) if protocol else ""
         proc = subprocess.run(
             [sys.executable, "-c", INDEX_A_CAPTURE, str(db_path), str(CASSETTE), otel],
+            capture_output=True, env=_env(), timeout=WAIT_S,
+        )
+        assert proc.returncode == 0, proc.stderr.decode()
+        assert json.loads(proc.stdout) == []
+        if protocol:  # the worker sent them
+            assert receiver.spans() and receiver.metrics()
+    _, stored = _latest(db_path)
+    assert stored == _session_events()
+
+
+FOLLOW_A_CAPTURE = """\
+import json, sys, time
+from pathlib import Path
+from claudetrace import capture as cap
+from claudetrace.recording import RecordingInfo
+from claudetrace.telemetry.worker import run
+
+db, cassette, otel = sys.argv[1], sys.argv[2], sys.argv[3]
+info = RecordingInfo.start(["claude", "--output-format", "stream-json"])
+writer = cap.CaptureWriter.create(cap.resolve_url(db), info)
+for line in open(cassette, encoding="utf-8").readlines()[1:]:
+    rec = json.loads(line)
+    writer.feed(rec["dir"], (rec["line"] + "\\n").encode())
+writer.close({"exit_code": 0, "ended_ns": time.time_ns()})
+assert run(Path(writer.path), json.loads(otel), None) == []
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "opentelemetry")))
+"""
+
+
+@pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
+def test_the_worker_imports_opentelemetry_only_for_grpc(db_path: Path, protocol: str) -> None:
+    """OTLP/HTTP: our encoder and the standard library.  gRPC: the SDK's channel."""
+    with OtlpReceiver("grpc" if protocol == "grpc" else "http") as receiver:
+        otel = json.dumps({"endpoint": receiver.endpoint, "protocol": protocol})
+        proc = subprocess.run(
+            [sys.executable, "-c", FOLLOW_A_CAPTURE, str(db_path), str(CASSETTE), otel],
             capture_output=True, env=_env(), timeout=WAIT_S,
         )
         assert proc.returncode == 0, proc.stderr.decode()
@@ -226,10 +260,7 @@ def test_the_indexer_imports_opentelemetry_only_for_grpc(
             assert "opentelemetry.exporter.otlp.proto.grpc.trace_exporter" in loaded
         else:
             assert loaded == [], loaded
-        if protocol:
-            assert receiver.spans() and receiver.metrics()
-    _, stored = _latest(db_path)
-    assert stored == _session_events()
+        assert receiver.spans() and receiver.metrics()
 
 
 RUN_A_PROXY = """\

@@ -1,14 +1,16 @@
 """``claudetrace bench telemetry``: what live telemetry costs the indexer, off against on.
 
-Live telemetry runs in the session's indexer (:mod:`claudetrace.indexer`), on
-the events it has parsed for the store.  This benchmark writes one capture file
+Live telemetry runs in a worker process the session's indexer
+(:mod:`claudetrace.indexer`) starts beside itself (:mod:`claudetrace.telemetry.worker`);
+the indexer's CPU time includes its worker's.  This benchmark writes one capture file
 of the streaming session (as the proxy writes it: chunks of up to 64 KiB per
 direction) and has the indexer store a copy of it into a fresh SQLite file,
 telemetry off and on (exporting over OTLP/HTTP to a local endpoint that
 discards), taking turns for ``rounds`` rounds:
 
-- CPU time of the indexer process, each mode's median;
-- with ``valgrind``, one run of each under cachegrind (:mod:`.cachegrind`):
+- CPU time of the indexer process (and its worker), each mode's median;
+- with ``valgrind``, one run of each under cachegrind (:mod:`.cachegrind`, both
+  processes counted):
   instructions executed and an estimate of cycles from the simulated cache
   misses, which come out the same every time.
 """
@@ -31,7 +33,7 @@ from .. import capture as cap
 from ..events import Direction
 from ..indexer import STATS_ENV
 from ..recording import RecordingInfo
-from .cachegrind import Counts, change, read_log, require, wrapper
+from .cachegrind import Counts, change, finished_logs, read_logs, require, wrapper
 from .proxy import discarding_otlp_endpoint, sample_records, taking_turns
 
 CHUNK_BYTES = 65536
@@ -137,9 +139,12 @@ def run_telemetry_bench(*, lines: int = 100_000, rounds: int = 3, valgrind: bool
                 shutil.rmtree(work)
         if valgrind:
             for mode in MODES:
-                log = folder / f"cachegrind-{mode}.log"
+                # The indexer and, telemetry on, the worker it starts: a log each.
+                logs = folder / f"cachegrind-logs-{mode}"
+                logs.mkdir()
                 _, work = _index(source, folder, f"cachegrind-{mode}",
-                                 endpoint if mode == "on" else None, wrapper(log))
-                report.counts[mode] = read_log(log)
+                                 endpoint if mode == "on" else None,
+                                 wrapper(logs / "%p.log", children=True))
+                report.counts[mode] = read_logs(finished_logs(logs))
                 shutil.rmtree(work)
     return report

@@ -1,10 +1,11 @@
-"""Live telemetry: an :class:`~claudetrace.recording.EventSink` the indexer feeds.
+"""Live telemetry: an :class:`~claudetrace.recording.EventSink` of a session's events.
 
-The indexer process (:mod:`claudetrace.indexer`) follows the proxy's capture
-file, parses each line once and hands the events to this sink, which runs the
-same span builder, metrics and OTLP exporter as a backfill — so the collector
-receives exactly what ``claudetrace otel`` would send, while the proxy's
-forwarding threads never share a process, let alone a GIL, with OpenTelemetry.
+Its events come from the telemetry worker (:mod:`.worker`), a process the
+indexer starts beside itself, which follows the proxy's capture file too.  The
+sink runs the same span builder, metrics and OTLP exporter as a backfill — so
+the collector receives exactly what ``claudetrace otel`` would send, while the
+proxy's forwarding threads never share a process, let alone a GIL, with
+OpenTelemetry, nor the indexer its memory.
 
 :func:`live_sink` returns ``None`` — without importing OpenTelemetry — when no
 OTLP endpoint is configured, so telemetry off costs nothing.  A bad setting or a

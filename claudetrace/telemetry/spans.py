@@ -146,12 +146,12 @@ class SpanBuilder(SpanTree):
     def _feed_list(self, events: list[Event]) -> None:
         feed = self.feed
         at = 0
-        while not (self._saw_output and self._session_id is not None):
+        while not self.passes_over_chunks:
             if at == len(events):
                 return
             feed(events[at])
             at += 1
-        chunks, thinking, lane_chat = _CHUNKS, self._thinking_tokens, self._lane_chat
+        chunks, thinking, count = _CHUNKS, self._thinking_tokens, self.count_thinking
         for event in events[at:] if at else events:
             # The slot, not the property: the indexer has parsed every line, and
             # the property's call would be a fifth of this loop's cost.
@@ -162,18 +162,34 @@ class SpanBuilder(SpanTree):
                     continue
             elif subtype == "thinking_tokens" and fields.type == "system" \
                     and event.direction == "out":
-                chat = lane_chat.get(fields.parent_tool_use_id)
-                if chat is not None and chat.thinking_tokens is not None:
-                    # What _thinking_tokens does once the call has an estimate.
-                    chat.thinking_updates += 1
-                    estimate = event.obj.get("estimated_tokens")
-                    if isinstance(estimate, int):
-                        chat.thinking_tokens = estimate
-                else:
-                    thinking(event, fields.parent_tool_use_id)
+                lane = fields.parent_tool_use_id
+                if not count(lane, event.obj.get("estimated_tokens")):
+                    thinking(event, lane)
                 continue
             feed(event)
-        latest = self._started_ns + max(map(_T_NS, events), default=0)
+        self.advance_to(max(map(_T_NS, events), default=0))
+
+    @property
+    def passes_over_chunks(self) -> bool:
+        """True once a ``content_block_*`` chunk out of the CLI changes no span (the
+        session id is known): a reader may then leave such lines out."""
+        return self._saw_output and self._session_id is not None
+
+    def count_thinking(self, lane: Lane, estimate: Any) -> bool:
+        """Count one thinking progress line on ``lane``'s model call, if that call
+        has an estimate already (else False: the line needs :meth:`feed`)."""
+        chat = self._lane_chat.get(lane)
+        if chat is None or chat.thinking_tokens is None:
+            return False
+        # What _thinking_tokens does once the call has an estimate.
+        chat.thinking_updates += 1
+        if isinstance(estimate, int):
+            chat.thinking_tokens = estimate
+        return True
+
+    def advance_to(self, t_ns: int) -> None:
+        """Lines up to ``t_ns`` (ns since the child started) were read, fed or not."""
+        latest = self._started_ns + t_ns
         if latest > self._last_ns:
             self._last_ns = latest
 

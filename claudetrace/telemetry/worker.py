@@ -1,0 +1,227 @@
+"""Live telemetry in a process of its own, beside the indexer.
+
+``python -m claudetrace.telemetry.worker CAPTURE --otel JSON``: the indexer
+starts it (:class:`TelemetryWorker`) when the proxy exports telemetry.  It reads
+the same capture file as the indexer, on its own, and feeds the same
+:class:`~claudetrace.telemetry.live.LiveTelemetry` sink the indexer used to host.
+
+Why a process: the span builder keeps objects alive from one line to the next
+(open spans, their ids and attributes), and in the indexer's process those sat
+among the JSON parser's short-lived objects and slowed the indexer's own work
+by more than the builder itself cost (README, "Cost").  Here the builder's
+memory is its own, and the lines that change no span once the session id is
+known — a streaming session's ``content_block_delta`` chunks, most of its lines —
+are passed over by their first bytes, never parsed; thinking progress lines are
+counted from two fields read from their bytes.  What is sent is what the
+in-process sink sent (the tests compare both with a backfill).
+
+It follows the file until the capture's end record, or until the indexer
+closes its stdin (the proxy died without one); then it closes the sink
+(flushing the export) and prints the sink's warnings as one JSON list on
+stdout, for the indexer to store with the recording.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import IO, Any, Final
+
+from .. import capture as cap
+from ..events import Event, LineSplitter
+from ..recording import RecordingInfo
+
+#: How long the worker sleeps when the capture has nothing new (no wakeups here).
+POLL_S: Final = 0.05
+#: A streaming chunk's line, as the CLI writes it: it changes no span.
+_DELTA: Final = b'{"type":"stream_event","event":{"type":"content_block_delta"'
+#: A thinking progress line, as the CLI writes it.
+_THINKING: Final = b'{"type":"system","subtype":"thinking_tokens",'
+_LANE = re.compile(rb'"parent_tool_use_id":(?:null|"([A-Za-z0-9_.:-]*)")')
+_ESTIMATE = re.compile(rb'"estimated_tokens":(\d{1,15})[,}]')
+_DIRECTIONS: Final = ("in", "out")
+
+
+def _thinking_fields(line: bytes) -> tuple[str | None, int] | None:
+    """(lane, estimated tokens) of a thinking progress line, read from its bytes, or
+    None when they cannot be read for certain (then the line is parsed).
+
+    The main agent's lines have no ``parent_tool_use_id``; a key can only appear
+    unescaped as a key, so one occurrence of each, with a plain value, is certain.
+    """
+    estimate = _ESTIMATE.search(line)
+    if estimate is None or line.count(b'"estimated_tokens":') != 1:
+        return None
+    if b'"parent_tool_use_id":' not in line:
+        return None, int(estimate[1])
+    lanes = _LANE.findall(line)
+    if len(lanes) != 1 or line.count(b'"parent_tool_use_id":') != 1:
+        return None
+    return (lanes[0].decode() or None), int(estimate[1])
+
+
+class _Follower:
+    """The capture's lines, as the indexer makes events of them, into the sink."""
+
+    def __init__(self, info: RecordingInfo, sink: Any) -> None:
+        self.info = info
+        self.sink = sink
+        self.builder = sink.builder
+        self._splitters = {d: LineSplitter() for d in _DIRECTIONS}
+        self._last_times = {d: (0, 0) for d in _DIRECTIONS}
+        self._seq = 0
+        self.ended = False
+
+    def feed(self, record: cap.Record) -> None:
+        if record.kind < len(_DIRECTIONS):
+            direction = record.direction
+            self._last_times[direction] = (record.t_ns, record.wall_ns)
+            lines = self._splitters[direction].feed(record.data)
+            if lines:
+                self._lines(lines, direction, record.t_ns, record.wall_ns)
+        elif record.kind == cap.END:
+            end = record.json()
+            for key in ("exit_code", "signal", "error", "ended_ns"):
+                if key in end:
+                    setattr(self.info, key, end[key])
+            self.ended = True
+
+    def _lines(self, lines: list[bytes], direction: str, t_ns: int, wall_ns: int) -> None:
+        builder, info, sink, seq = self.builder, self.info, self.sink, self._seq
+        self._seq += len(lines)
+        # What the indexer's info.observe would pick up from a skipped line is known.
+        quick = direction == "out" and builder.passes_over_chunks \
+            and info.cli_session_id is not None
+        events: list[Event] = []
+        for i, line in enumerate(lines):
+            if quick:
+                if line.startswith(_DELTA):
+                    continue  # changes no span: not even parsed
+                if line.startswith(_THINKING):
+                    fields = _thinking_fields(line)
+                    if fields is not None:
+                        if events:  # in order: a call may start or end before it
+                            sink.on_events(events)
+                            events = []
+                        if builder.count_thinking(*fields):
+                            continue
+            event = Event(seq + i, direction, t_ns, line, True, wall_ns)  # type: ignore[arg-type]
+            info.observe(event)
+            events.append(event)
+        if events:
+            sink.on_events(events)
+        builder.advance_to(t_ns)
+
+    def finish(self) -> None:
+        for direction in _DIRECTIONS:
+            rest = self._splitters[direction].finish()
+            if rest is not None:
+                t_ns, wall_ns = self._last_times[direction]
+                event = Event(self._seq, direction, t_ns, rest, False, wall_ns)
+                self.info.observe(event)
+                self.sink.on_events([event])
+                self._seq += 1
+
+
+def _stdin_closed(stdin: IO[bytes] | None, timeout: float) -> bool:
+    """Wait up to ``timeout`` for the indexer; True once it has closed our stdin."""
+    if stdin is None:
+        select.select([], [], [], timeout)
+        return False
+    ready, _, _ = select.select([stdin], [], [], timeout)
+    return bool(ready) and not os.read(stdin.fileno(), 4096)
+
+
+def run(capture: Path, otel: dict[str, Any], stdin: IO[bytes] | None) -> list[str]:
+    """Follow ``capture`` into live telemetry; the warnings to keep."""
+    from .live import live_sink
+
+    reader = cap.CaptureReader(capture)
+    try:
+        info = reader.info
+        sink = live_sink(info, **otel)
+        if sink is None:  # telemetry off, or a bad setting (said on stderr)
+            return []
+        follower = _Follower(info, sink)
+        closed = False
+        while True:
+            records = reader.read()
+            for record in records:
+                follower.feed(record)
+            if records:
+                continue
+            if follower.ended or closed:
+                break
+            closed = _stdin_closed(stdin, POLL_S)  # then read once more, to the end
+        follower.finish()
+    finally:
+        reader.close()
+    sink.on_close(info)
+    return list(getattr(sink, "warnings", ()))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="claudetrace.telemetry.worker")
+    parser.add_argument("capture", type=Path)
+    parser.add_argument("--otel", required=True)
+    args = parser.parse_args(argv)
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)  # the indexer decides when we stop
+    try:
+        warnings = run(args.capture, json.loads(args.otel), sys.stdin.buffer)
+    except Exception as exc:  # one line for the recording, never a traceback
+        warnings = [f"live telemetry stopped: {type(exc).__name__}: {exc}"]
+    print(json.dumps(warnings), flush=True)
+    return 0
+
+
+class TelemetryWorker:
+    """The indexer's side of the worker: an event sink that starts it and waits for it.
+
+    ``on_events`` does nothing — the worker reads the capture itself.  ``on_close``
+    tells it the indexer has read everything (closing its stdin), waits for it
+    to flush (its own timeout plus a margin) and keeps its warnings.  Raises
+    ``OSError`` when the worker cannot be started.
+    """
+
+    def __init__(self, capture: Path, otel: dict[str, Any], flush_wait_s: float) -> None:
+        self.warnings: list[str] = []
+        self._wait_s = flush_wait_s
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "claudetrace.telemetry.worker", str(capture),
+             "--otel", json.dumps(otel)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        )
+
+    def child_env(self) -> dict[str, str]:
+        return {}  # the proxy gives the CLI its TRACEPARENT itself
+
+    def on_events(self, events: Any) -> None:
+        pass
+
+    def on_close(self, info: RecordingInfo) -> None:
+        proc = self.proc
+        try:
+            out, _ = proc.communicate(timeout=self._wait_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+            self.warnings.append(f"live telemetry did not finish within {self._wait_s:g} s")
+        with contextlib.suppress(ValueError):
+            kept = json.loads(out.decode("utf-8", "replace").strip().splitlines()[-1]) \
+                if out.strip() else []
+            self.warnings += [str(w) for w in kept] if isinstance(kept, list) else []
+        if proc.returncode:
+            self.warnings.append(f"live telemetry exited with status {proc.returncode}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
