@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from .events import Direction
+from .events import Direction, Event, LineSplitter
 from .recording import RecordingInfo
 
 MAGIC: Final = b"claudetrace capture 1\n"
@@ -202,6 +202,57 @@ class Record:
     def json(self) -> dict[str, Any]:
         value = json.loads(self.data)
         return value if isinstance(value, dict) else {}
+
+
+class RecordLines:
+    """A capture's records as its lines, numbered, for whoever reads a capture through.
+
+    Give :meth:`feed` each record in file order: a chunk record yields the lines
+    it completes (in all directions, lines are numbered in file order); the end
+    record sets the recording's exit on ``info`` and :attr:`ended`.  Once no
+    record is left, :meth:`rests` gives the last lines that had no newline.  The
+    indexer and the telemetry worker both read captures through it, so both
+    number every line alike.
+    """
+
+    def __init__(self, info: RecordingInfo) -> None:
+        self.info = info
+        #: The number the next line gets.
+        self.seq = 0
+        self.ended = False
+        self._splitters = {d: LineSplitter() for d in CHUNK_KINDS}
+        #: Times of the last chunk per direction: a final partial line keeps them.
+        self._last_times = {d: (0, 0) for d in CHUNK_KINDS}
+
+    def feed(self, record: Record) -> tuple[int, list[bytes]]:
+        """(number of the first line, the lines ``record`` completes): none but for
+        a chunk record."""
+        first = self.seq
+        if record.kind < len(CHUNK_KINDS):
+            direction = record.direction
+            self._last_times[direction] = (record.t_ns, record.wall_ns)
+            lines = self._splitters[direction].feed(record.data)
+            self.seq += len(lines)
+            return first, lines
+        if record.kind == END:
+            end = record.json()
+            for key in ("exit_code", "signal", "error", "ended_ns"):
+                if key in end:
+                    setattr(self.info, key, end[key])
+            self.ended = True
+        return first, []
+
+    def rests(self) -> list[Event]:
+        """The final lines without a newline, as events, each complete when its last
+        bytes were read."""
+        events = []
+        for direction in CHUNK_KINDS:
+            rest = self._splitters[direction].finish()
+            if rest is not None:
+                t_ns, wall_ns = self._last_times[direction]
+                events.append(Event(self.seq, direction, t_ns, rest, False, wall_ns))
+                self.seq += 1
+        return events
 
 
 class CaptureError(Exception):

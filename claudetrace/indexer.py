@@ -34,7 +34,7 @@ from typing import Any, Final, TypeVar
 
 from . import capture as cap
 from .errors import ClaudeTraceError, StoreError
-from .events import Direction, Event, LineSplitter
+from .events import Direction, Event
 from .recording import EventSink, RecordingInfo
 from .summary import Summary
 
@@ -103,10 +103,7 @@ class Indexer:
         self.report = IndexReport()
         self._writer_gone = writer_gone
         self._give_up_s = give_up_s
-        self._splitters = {d: LineSplitter() for d in _DIRECTIONS}
-        #: Times of the last chunk per direction: a final partial line keeps them.
-        self._last_times = {d: (0, 0) for d in _DIRECTIONS}
-        self._seq = 0
+        self._lines = cap.RecordLines(info)
         self._pending: list[Event] = []
         self._pending_bytes = 0
         self._pending_since = 0.0
@@ -114,29 +111,26 @@ class Indexer:
         self._meta_dirty = False
         self._created = False
         self._last_beat = 0.0
-        self.ended = False
+
+    @property
+    def ended(self) -> bool:
+        """True once the capture's end record (the exit) was read."""
+        return self._lines.ended
 
     # -- input ------------------------------------------------------------------------------
 
     def feed(self, record: cap.Record) -> None:
         """One capture record, in file order."""
-        if record.kind < len(_DIRECTIONS):
-            direction = record.direction
-            self._last_times[direction] = (record.t_ns, record.wall_ns)
-            lines = self._splitters[direction].feed(record.data)
-            if lines:
-                seq, t_ns, wall_ns = self._seq, record.t_ns, record.wall_ns
-                self._add([Event(seq + i, direction, t_ns, line, True, wall_ns)
-                           for i, line in enumerate(lines)])
-            self.maybe_flush(busy=True)
-        elif record.kind == cap.END:
-            end = record.json()
-            for key in ("exit_code", "signal", "error", "ended_ns"):
-                if key in end:
-                    setattr(self.info, key, end[key])
-            self.ended = True
-        elif record.kind == cap.LOST:
+        if record.kind == cap.LOST:
             self.report.lost_bytes += sum(v for v in record.json().values() if isinstance(v, int))
+            return
+        seq, lines = self._lines.feed(record)
+        if lines:
+            direction, t_ns, wall_ns = record.direction, record.t_ns, record.wall_ns
+            self._add([Event(seq + i, direction, t_ns, line, True, wall_ns)
+                       for i, line in enumerate(lines)])
+        if record.kind < len(_DIRECTIONS):
+            self.maybe_flush(busy=True)
 
     def _add(self, events: list[Event]) -> None:
         """Parse and summarise a chunk's events, show them to the sinks, queue them to store."""
@@ -160,7 +154,6 @@ class Indexer:
             self._pending_since = time.monotonic()
         self._pending.extend(events)
         self._pending_bytes += sum(len(event.data) for event in events)
-        self._seq += len(events)
         self.report.events += len(events)
 
     def _disable(self, sink: EventSink, exc: Exception) -> None:
@@ -194,12 +187,8 @@ class Indexer:
 
     def finish(self) -> None:
         """Store the last partial lines, the summary and the exit (if recorded)."""
-        for direction in _DIRECTIONS:
-            rest = self._splitters[direction].finish()
-            if rest is not None:
-                # The partial line was complete when its last bytes were read.
-                t_ns, wall_ns = self._last_times[direction]
-                self._add([Event(self._seq, direction, t_ns, rest, False, wall_ns)])
+        for rest in self._lines.rests():
+            self._add([rest])
         self.flush(final=True)
         for sink in list(self.sinks):
             try:

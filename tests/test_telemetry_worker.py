@@ -32,9 +32,11 @@ def _write_capture(tmp_path: Path, *, end: bool = True, repeat: int = 1) -> cap.
     writer = cap.CaptureWriter.create(cap.resolve_url(str(tmp_path / "w.db")), info)
     recorded = read_cassette(STREAMING_CASSETTE)
     for _ in range(repeat):
-        for event in recorded.events:
+        for n, event in enumerate(recorded.events):
             if event.direction != "err":
                 writer.feed(event.direction, event.data + b"\n")
+            if n == 5:  # the CLI's stderr: lines of the recording too, numbered in order
+                writer.feed("err", b"[warn] a line on stderr\n")
     if end:
         writer.close({"exit_code": 0, "ended_ns": time.time_ns()})
     return writer

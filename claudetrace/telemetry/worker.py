@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 from .. import capture as cap
-from ..events import Event, LineSplitter
+from ..events import Direction, Event
 from ..recording import RecordingInfo
 
 #: How long the worker sleeps when the capture has nothing new (no wakeups here).
@@ -47,7 +47,6 @@ _DELTA: Final = b'{"type":"stream_event","event":{"type":"content_block_delta"'
 _THINKING: Final = b'{"type":"system","subtype":"thinking_tokens",'
 _LANE = re.compile(rb'"parent_tool_use_id":(?:null|"([A-Za-z0-9_.:-]*)")')
 _ESTIMATE = re.compile(rb'"estimated_tokens":(\d{1,15})[,}]')
-_DIRECTIONS: Final = ("in", "out")
 
 
 def _thinking_fields(line: bytes) -> tuple[str | None, int] | None:
@@ -75,28 +74,20 @@ class _Follower:
         self.info = info
         self.sink = sink
         self.builder = sink.builder
-        self._splitters = {d: LineSplitter() for d in _DIRECTIONS}
-        self._last_times = {d: (0, 0) for d in _DIRECTIONS}
-        self._seq = 0
-        self.ended = False
+        self._lines = cap.RecordLines(info)
+
+    @property
+    def ended(self) -> bool:
+        return self._lines.ended
 
     def feed(self, record: cap.Record) -> None:
-        if record.kind < len(_DIRECTIONS):
-            direction = record.direction
-            self._last_times[direction] = (record.t_ns, record.wall_ns)
-            lines = self._splitters[direction].feed(record.data)
-            if lines:
-                self._lines(lines, direction, record.t_ns, record.wall_ns)
-        elif record.kind == cap.END:
-            end = record.json()
-            for key in ("exit_code", "signal", "error", "ended_ns"):
-                if key in end:
-                    setattr(self.info, key, end[key])
-            self.ended = True
+        seq, lines = self._lines.feed(record)
+        if lines:
+            self._feed(seq, lines, record.direction, record.t_ns, record.wall_ns)
 
-    def _lines(self, lines: list[bytes], direction: str, t_ns: int, wall_ns: int) -> None:
-        builder, info, sink, seq = self.builder, self.info, self.sink, self._seq
-        self._seq += len(lines)
+    def _feed(self, seq: int, lines: list[bytes], direction: Direction, t_ns: int,
+              wall_ns: int) -> None:
+        builder, info, sink = self.builder, self.info, self.sink
         # What the indexer's info.observe would pick up from a skipped line is known.
         quick = direction == "out" and builder.passes_over_chunks \
             and info.cli_session_id is not None
@@ -113,7 +104,7 @@ class _Follower:
                             events = []
                         if builder.count_thinking(*fields):
                             continue
-            event = Event(seq + i, direction, t_ns, line, True, wall_ns)  # type: ignore[arg-type]
+            event = Event(seq + i, direction, t_ns, line, True, wall_ns)
             info.observe(event)
             events.append(event)
         if events:
@@ -121,14 +112,9 @@ class _Follower:
         builder.advance_to(t_ns)
 
     def finish(self) -> None:
-        for direction in _DIRECTIONS:
-            rest = self._splitters[direction].finish()
-            if rest is not None:
-                t_ns, wall_ns = self._last_times[direction]
-                event = Event(self._seq, direction, t_ns, rest, False, wall_ns)
-                self.info.observe(event)
-                self.sink.on_events([event])
-                self._seq += 1
+        for rest in self._lines.rests():
+            self.info.observe(rest)
+            self.sink.on_events([rest])
 
 
 def _stdin_closed(stdin: IO[bytes] | None, timeout: float) -> bool:
