@@ -191,10 +191,13 @@ def test_traceparent_only_when_traces_are_exported() -> None:
 
 # -- telemetry off costs nothing ---------------------------------------------------------------
 
-INDEX_A_CAPTURE = """\
+#: A script's start: argv DB CASSETTE OTEL, the cassette written as a finished
+#: capture file (``writer``); what follows reads it, then prints the OpenTelemetry
+#: modules it loaded.
+_WRITE_A_CAPTURE = """\
 import json, sys, time
+from pathlib import Path
 from claudetrace import capture as cap
-from claudetrace.indexer import main
 from claudetrace.recording import RecordingInfo
 
 db, cassette, otel = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -204,9 +207,15 @@ for line in open(cassette, encoding="utf-8").readlines()[1:]:
     rec = json.loads(line)
     writer.feed(rec["dir"], (rec["line"] + "\\n").encode())
 writer.close({"exit_code": 0, "ended_ns": time.time_ns()})
-assert main([str(writer.path), "--db", db] + (["--otel", otel] if otel else [])) == 0
+"""
+_PRINT_OPENTELEMETRY_MODULES = """
 print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "opentelemetry")))
 """
+
+INDEX_A_CAPTURE = _WRITE_A_CAPTURE + """
+from claudetrace.indexer import main
+assert main([str(writer.path), "--db", db] + (["--otel", otel] if otel else [])) == 0
+""" + _PRINT_OPENTELEMETRY_MODULES
 
 
 @pytest.mark.parametrize("protocol", [None, "http/protobuf", "grpc"])
@@ -226,23 +235,10 @@ def test_the_indexer_never_imports_opentelemetry(db_path: Path, protocol: str | 
     assert stored == _session_events()
 
 
-FOLLOW_A_CAPTURE = """\
-import json, sys, time
-from pathlib import Path
-from claudetrace import capture as cap
-from claudetrace.recording import RecordingInfo
+FOLLOW_A_CAPTURE = _WRITE_A_CAPTURE + """
 from claudetrace.telemetry.worker import run
-
-db, cassette, otel = sys.argv[1], sys.argv[2], sys.argv[3]
-info = RecordingInfo.start(["claude", "--output-format", "stream-json"])
-writer = cap.CaptureWriter.create(cap.resolve_url(db), info)
-for line in open(cassette, encoding="utf-8").readlines()[1:]:
-    rec = json.loads(line)
-    writer.feed(rec["dir"], (rec["line"] + "\\n").encode())
-writer.close({"exit_code": 0, "ended_ns": time.time_ns()})
 assert run(Path(writer.path), json.loads(otel), None) == []
-print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "opentelemetry")))
-"""
+""" + _PRINT_OPENTELEMETRY_MODULES
 
 
 @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
