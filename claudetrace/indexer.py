@@ -550,8 +550,9 @@ class SinkMeter:
     Benchmarks only (``$CLAUDETRACE_INDEXER_STATS``).  The main thread's CPU
     time in the sinks (their setup, every ``on_events`` and ``on_close``) is
     read before and after each call; :meth:`cpu_seconds` adds the CPU time of
-    every other thread, which only sinks start (the OTLP exporter's), since the
-    meter was made (make it and read it on the same thread).  Both parts come
+    every other thread and of every child process reaped, which only sinks start
+    (live telemetry's worker), since the meter was made (make it and read it on
+    the same thread).  Both parts come
     from the same run as the rest of the indexer's work, interleaved chunk by
     chunk, so a machine whose speed drifts during the run slows the two alike —
     which comparing a run with telemetry against one without cannot promise.
@@ -582,8 +583,14 @@ class SinkMeter:
 
     @staticmethod
     def _others() -> float:
-        """CPU time of every thread of the process but the calling one."""
-        return time.process_time() - time.thread_time()
+        """CPU time of every thread of the process but the calling one, and of the
+        child processes reaped."""
+        return time.process_time() - time.thread_time() + _children_cpu_s()
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 class _MeteredSink:
@@ -612,14 +619,12 @@ def _write_stats(started: float, meter: SinkMeter | None) -> None:
     if not path:
         return
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    # The only child is live telemetry's worker, reaped by now.
-    worker = resource.getrusage(resource.RUSAGE_CHILDREN)
-    worker_s = worker.ru_utime + worker.ru_stime
     line = json.dumps({
         "pid": os.getpid(),
-        "cpu_s": usage.ru_utime + usage.ru_stime + worker_s,
+        # With live telemetry's worker (reaped by now), which works for us.
+        "cpu_s": usage.ru_utime + usage.ru_stime + _children_cpu_s(),
         "wall_s": time.monotonic() - started,
-        "sinks_cpu_s": (meter.cpu_seconds() if meter is not None else 0.0) + worker_s,
+        "sinks_cpu_s": meter.cpu_seconds() if meter is not None else 0.0,
     })
     with contextlib.suppress(OSError), open(path, "a") as handle:
         handle.write(line + "\n")
