@@ -313,14 +313,15 @@ class CaptureReader:
             if not data:
                 break
             buf += data
-            pos = 0
-            while len(buf) - pos >= size:
-                kind, t_ns, wall_ns, length = RECORD.unpack_from(buf, pos)
-                end = pos + size + length
-                if end > len(buf):
-                    break
-                records.append(Record(kind, t_ns, wall_ns, bytes(buf[pos + size : end])))
-                pos = end
+            pos, filled = 0, len(buf)
+            with memoryview(buf) as view:  # one copy of each record's bytes, not two
+                while filled - pos >= size:
+                    kind, t_ns, wall_ns, length = RECORD.unpack_from(buf, pos)
+                    end = pos + size + length
+                    if end > filled:
+                        break
+                    records.append(Record(kind, t_ns, wall_ns, bytes(view[pos + size : end])))
+                    pos = end
             del buf[:pos]
         return records
 
