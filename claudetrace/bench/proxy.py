@@ -636,9 +636,12 @@ def _standin(folder: Path, name: str, cassette: str | None,
 
 @contextlib.contextmanager
 def discarding_otlp_endpoint() -> Iterator[str]:
-    """An OTLP/HTTP endpoint on 127.0.0.1 that accepts every export and keeps nothing."""
+    """An OTLP/HTTP endpoint on 127.0.0.1 that accepts every export and keeps nothing,
+    keeping the connection alive as a collector does."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
             self.send_response(200)
