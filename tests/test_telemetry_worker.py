@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 import socket
 import time
 from collections.abc import Iterator
@@ -11,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from claudetrace import capture as cap
 from claudetrace.bench.proxy import STREAMING_CASSETTE
@@ -20,7 +23,12 @@ from claudetrace.indexer import Indexer
 from claudetrace.recording import RecordingInfo
 from claudetrace.telemetry.records import SpanRecord
 from claudetrace.telemetry.spans import SpanBuilder
-from claudetrace.telemetry.worker import TelemetryWorker, _Follower, _thinking_fields
+from claudetrace.telemetry.worker import (
+    TelemetryWorker,
+    _Follower,
+    _run_fields,
+    _thinking_fields,
+)
 from tests.otlp_receiver import OtlpReceiver, wire_spans
 
 WAIT_S = 60.0
@@ -66,12 +74,11 @@ def _as_dicts(spans: list[SpanRecord]) -> list[dict[str, Any]]:
     return [dataclasses.asdict(span) for span in spans]
 
 
-def test_the_worker_builds_the_spans_the_indexer_built_reading_far_fewer_lines(
-    tmp_path: Path,
-) -> None:
-    writer = _write_capture(tmp_path, repeat=3)
+def _both_ways(path: Path) -> tuple[SpanBuilder, _Spans, int]:
+    """The spans of the capture at ``path`` as the indexer built them in process (every
+    line parsed and fed) and as the worker builds them; and how many lines there are."""
     # The worker's way: its own reading, chunks and thinking lines passed over.
-    reader = cap.CaptureReader(writer.path)
+    reader = cap.CaptureReader(path)
     info = reader.info
     sink = _Spans(info)
     follower = _Follower(info, sink)
@@ -83,7 +90,7 @@ def test_the_worker_builds_the_spans_the_indexer_built_reading_far_fewer_lines(
     assert follower.ended and info.exit_code == 0
     sink.builder.close(info)
     # The indexer's way: every line parsed and fed, as the in-process sink was.
-    reader = cap.CaptureReader(writer.path)
+    reader = cap.CaptureReader(path)
     theirs = SpanBuilder(reader.info)
 
     class Feed:
@@ -95,12 +102,118 @@ def test_the_worker_builds_the_spans_the_indexer_built_reading_far_fewer_lines(
             indexer.feed(record)
     reader.close()
     theirs.close(indexer.info)
-    lines = indexer.report.events
+    return theirs, sink, indexer.report.events
+
+
+def test_the_worker_builds_the_spans_the_indexer_built_reading_far_fewer_lines(
+    tmp_path: Path,
+) -> None:
+    writer = _write_capture(tmp_path, repeat=3)
+    theirs, sink, lines = _both_ways(writer.path)
     assert lines > 1000 and sink.fed < lines / 3  # most lines were never parsed
     assert sink.builder.finished and _as_dicts(sink.builder.finished) == _as_dicts(
         theirs.finished)
     thinking = [s for s in theirs.finished if "claudetrace.thinking.updates" in s.attributes]
     assert thinking  # the counted thinking lines are in the comparison
+
+
+_THINKING_PREFIX = b'{"type":"system","subtype":"thinking_tokens",'
+#: Thinking progress lines as the CLI might also write them: with a lane (none, a
+#: subagent's, or a lane opened below), the estimate elsewhere or not an integer,
+#: a lane key nested once more.
+_THINKING_VARIANTS = (
+    lambda rest: b'"parent_tool_use_id":null,' + rest,
+    lambda rest: b'"parent_tool_use_id":"toolu_elsewhere",' + rest,
+    lambda rest: b'"parent_tool_use_id":"toolu_sub",' + rest,
+    lambda rest: rest.replace(b'"estimated_tokens":', b'"estimated_tokens":0.5,"was":', 1),
+    lambda rest: rest.replace(b'"estimated_tokens":', b'"estimated_tokens":"7","was":', 1),
+    lambda rest: b'"x":{"parent_tool_use_id":"toolu_sub"},' + rest,
+    lambda rest: rest[:-1] + b',"parent_tool_use_id":"toolu_sub"}',
+)
+
+
+def _varied_session(rng: random.Random, odd: float) -> list[tuple[str, bytes]]:
+    """The streaming session's lines, each thinking line turned into a variant with
+    chance ``odd``, and one model call in two moved to a subagent's lane."""
+    lines = []
+    lane = False
+    for event in read_cassette(STREAMING_CASSETTE).events:
+        data = event.data
+        if b'"type":"message_start"' in data:
+            lane = rng.random() < 0.5
+        if lane and data.startswith(b'{"type":"stream_event"'):
+            data = data.replace(b'"parent_tool_use_id":null', b'"parent_tool_use_id":"toolu_sub"')
+        if data.startswith(_THINKING_PREFIX):
+            rest = data[len(_THINKING_PREFIX):]
+            if lane:
+                rest = b'"parent_tool_use_id":"toolu_sub",' + rest
+            elif rng.random() < odd:
+                rest = rng.choice(_THINKING_VARIANTS)(rest)
+            data = _THINKING_PREFIX + rest
+        lines.append((event.direction, data))
+    return lines
+
+
+def _write_chunked(tmp_path: Path, lines: list[tuple[str, bytes]], rng: random.Random) -> Path:
+    """A capture of ``lines`` in chunks as a proxy reads them: runs of one direction
+    cut at random places, mid-line too, up to a few kilobytes."""
+    info = RecordingInfo.start(["claude", "--output-format", "stream-json"])
+    writer = cap.CaptureWriter.create(cap.resolve_url(str(tmp_path / "w.db")), info)
+    at = 0
+    while at < len(lines):
+        direction = lines[at][0]
+        run = []
+        while at < len(lines) and lines[at][0] == direction:
+            run.append(lines[at][1] + b"\n")
+            at += 1
+        data = b"".join(run)
+        while data:
+            cut = rng.randint(1, 4096)
+            writer.feed(direction, data[:cut])  # type: ignore[arg-type]
+            data = data[cut:]
+    writer.close({"exit_code": 0, "ended_ns": time.time_ns()})
+    return writer.path
+
+
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), odd=st.sampled_from([0.0, 0.02, 0.3, 1.0]))
+def test_the_worker_builds_the_indexers_spans_whatever_the_chunks_and_thinking_lines(
+    tmp_path_factory: pytest.TempPathFactory, seed: int, odd: float,
+) -> None:
+    # Runs of thinking lines counted at once, line by line, or fed; subagent lanes;
+    # chunks that end anywhere: the spans must not tell.
+    rng = random.Random(seed)
+    path = _write_chunked(tmp_path_factory.mktemp("chunked"), _varied_session(rng, odd), rng)
+    theirs, sink, lines = _both_ways(path)
+    assert _as_dicts(sink.builder.finished) == _as_dicts(theirs.finished)
+    assert sink.fed < lines / 2
+
+
+def test_a_run_of_thinking_lines_is_read_at_once_only_when_every_line_is_certain() -> None:
+    def line(middle: bytes) -> bytes:
+        return _THINKING_PREFIX + middle + b'"session_id":"s"}'
+
+    plain = [line(b'"estimated_tokens":%d,' % n) for n in (1, 5, 9)]
+    assert _run_fields(plain) == (None, 9)
+    nulls = [line(b'"estimated_tokens":%d,"parent_tool_use_id":null,' % n) for n in (1, 2)]
+    assert _run_fields(nulls) == (None, 2)
+    sub = [line(b'"parent_tool_use_id":"toolu_1","estimated_tokens":%d,' % n) for n in (3, 4)]
+    assert _run_fields(sub) == ("toolu_1", 4)
+    # Only the last line's estimate counts; an earlier one may be anything.
+    assert _run_fields([line(b'"estimated_tokens":"x",'), *plain]) == (None, 9)
+    other = line(b'"parent_tool_use_id":"toolu_2","estimated_tokens":1,')
+    twice = line(b'"parent_tool_use_id":"toolu_1","x":{"parent_tool_use_id":"toolu_1"},'
+                 b'"estimated_tokens":1,')
+    for unsure in (
+        [*plain[:2], other, plain[2]],  # another lane among them
+        [other, *plain],  # the same, first
+        [*sub, plain[0]],  # the last has no lane, the others have one
+        [plain[0], *sub],  # the last has a lane, another has none
+        [twice, plain[0], sub[1]],  # as many lane keys as lines, not one per line
+        [*plain, line(b'"estimated_tokens":2.5,')],  # the last estimate is no integer
+    ):
+        assert _run_fields(unsure) is None, unsure
 
 
 def test_thinking_fields_are_read_only_when_certain() -> None:

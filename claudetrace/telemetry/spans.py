@@ -175,14 +175,15 @@ class SpanBuilder(SpanTree):
         session id is known): a reader may then leave such lines out."""
         return self._saw_output and self._session_id is not None
 
-    def count_thinking(self, lane: Lane, estimate: Any) -> bool:
-        """Count one thinking progress line on ``lane``'s model call, if that call
-        has an estimate already (else False: the line needs :meth:`feed`)."""
+    def count_thinking(self, lane: Lane, estimate: Any, lines: int = 1) -> bool:
+        """Count ``lines`` thinking progress lines on ``lane``'s model call, the last
+        of them with ``estimate``, if that call has an estimate already (else False:
+        the lines need :meth:`feed`)."""
         chat = self._lane_chat.get(lane)
         if chat is None or chat.thinking_tokens is None:
             return False
-        # What _thinking_tokens does once the call has an estimate.
-        chat.thinking_updates += 1
+        # What _thinking_tokens does, line by line, once the call has an estimate.
+        chat.thinking_updates += lines
         if isinstance(estimate, int):
             chat.thinking_tokens = estimate
         return True

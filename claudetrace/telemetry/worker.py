@@ -32,6 +32,8 @@ import select
 import signal
 import subprocess
 import sys
+from itertools import compress, count, repeat
+from operator import not_
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -41,10 +43,14 @@ from ..recording import RecordingInfo
 
 #: How long the worker sleeps when the capture has nothing new (no wakeups here).
 POLL_S: Final = 0.05
-#: A streaming chunk's line, as the CLI writes it: it changes no span.
-_DELTA: Final = b'{"type":"stream_event","event":{"type":"content_block_delta"'
+#: The lines of a content block's stream (start, deltas, stop), as the CLI writes
+#: them: they change no span once the session id is known.
+_CHUNKS: Final = tuple(
+    b'{"type":"stream_event","event":{"type":"content_block_%s"' % kind
+    for kind in (b"delta", b"start", b"stop"))
 #: A thinking progress line, as the CLI writes it.
 _THINKING: Final = b'{"type":"system","subtype":"thinking_tokens",'
+_LANE_KEY: Final = b'"parent_tool_use_id":'
 _LANE = re.compile(rb'"parent_tool_use_id":(?:null|"([A-Za-z0-9_.:-]*)")')
 _ESTIMATE = re.compile(rb'"estimated_tokens":(\d{1,15})[,}]')
 
@@ -67,6 +73,28 @@ def _thinking_fields(line: bytes) -> tuple[str | None, int] | None:
     return (lanes[0].decode() or None), int(estimate[1])
 
 
+def _run_fields(run: list[bytes]) -> tuple[str | None, int] | None:
+    """(lane, last estimate) of a run of thinking progress lines, or None unless
+    every line is certainly on the last line's lane and the last line's estimate
+    is certain; read at once, without a call per line.
+
+    Counting a run only needs each line's lane and the last line's estimate (an
+    earlier estimate is overwritten by the next).  No line has a lane key, or
+    every line has exactly one, with the same value.
+    """
+    last = _thinking_fields(run[-1])
+    if last is None:
+        return None
+    keys = b"".join(run).count(_LANE_KEY)
+    if not keys:
+        return last
+    lane = _LANE.search(run[-1])  # the last line's one lane key, with its value
+    if lane is None or keys != len(run) \
+            or not all(map(bytes.__contains__, run, repeat(lane[0]))):
+        return None
+    return last
+
+
 class _Follower:
     """The capture's lines, as the indexer makes events of them, into the sink."""
 
@@ -87,29 +115,81 @@ class _Follower:
 
     def _feed(self, seq: int, lines: list[bytes], direction: Direction, t_ns: int,
               wall_ns: int) -> None:
-        builder, info, sink = self.builder, self.info, self.sink
-        # What the indexer's info.observe would pick up from a skipped line is known.
-        quick = direction == "out" and builder.passes_over_chunks \
-            and info.cli_session_id is not None
-        events: list[Event] = []
-        for i, line in enumerate(lines):
-            if quick:
-                if line.startswith(_DELTA):
-                    continue  # changes no span: not even parsed
-                if line.startswith(_THINKING):
-                    fields = _thinking_fields(line)
-                    if fields is not None:
-                        if events:  # in order: a call may start or end before it
-                            sink.on_events(events)
-                            events = []
-                        if builder.count_thinking(*fields):
-                            continue
-            event = Event(seq + i, direction, t_ns, line, True, wall_ns)
-            info.observe(event)
-            events.append(event)
-        if events:
-            sink.on_events(events)
+        builder, info = self.builder, self.info
+        # What the indexer's info.observe would pick up from a passed line is known.
+        if direction == "out" and builder.passes_over_chunks \
+                and info.cli_session_id is not None:
+            self._feed_passing(seq, lines, t_ns, wall_ns)
+        else:
+            events = [Event(seq + i, direction, t_ns, line, True, wall_ns)
+                      for i, line in enumerate(lines)]
+            for event in events:
+                info.observe(event)
+            self.sink.on_events(events)
         builder.advance_to(t_ns)
+
+    def _feed_passing(self, seq: int, lines: list[bytes], t_ns: int, wall_ns: int) -> None:
+        """Feed the lines of an output chunk that change spans; count the thinking
+        progress lines between them, a run at a time; pass over the rest unparsed.
+
+        No Python step is taken per line passed over or counted: ``map`` s of
+        ``startswith`` sort them (the content block lines first, two in three,
+        then the thinking lines among the rest) and ``compress`` picks them.
+        """
+        rest = list(compress(range(len(lines)),
+                             map(not_, map(bytes.startswith, lines, repeat(_CHUNKS)))))
+        rest_lines = list(map(lines.__getitem__, rest))
+        thinking = map(bytes.startswith, rest_lines, repeat(_THINKING))
+        events: list[Event] = []
+        done = 0
+        for k in compress(count(), map(not_, thinking)):
+            if k > done:
+                events = self._thinking(seq, rest[done:k], rest_lines[done:k], t_ns,
+                                        wall_ns, events)
+            events.append(self._event(seq + rest[k], rest_lines[k], t_ns, wall_ns))
+            done = k + 1
+        if done < len(rest):
+            events = self._thinking(seq, rest[done:], rest_lines[done:], t_ns, wall_ns,
+                                    events)
+        if events:
+            self.sink.on_events(events)
+
+    def _thinking(self, seq: int, numbers: list[int], run: list[bytes], t_ns: int,
+                  wall_ns: int, events: list[Event]) -> list[Event]:
+        """Count a run of thinking progress lines (``numbers``: their places in the
+        chunk; only passed-over lines lie between them).  When :func:`_run_fields`
+        reads them all, they are counted at once, the first fed before if its model
+        call has no estimate yet; else line by line, feeding those that cannot be
+        counted.  Returns the events still to feed."""
+        builder, sink = self.builder, self.sink
+        if events:  # in order: a call may start or end before these lines
+            sink.on_events(events)
+            events = []
+        fields = _run_fields(run)
+        if fields is not None:
+            if builder.count_thinking(*fields, lines=len(run)):
+                return events
+            sink.on_events([self._event(seq + numbers[0], run[0], t_ns, wall_ns)])
+            # That line gave the call its estimate: the rest is one run.
+            if len(run) == 1 or builder.count_thinking(*fields, lines=len(run) - 1):
+                return events
+            numbers, run = numbers[1:], run[1:]
+        for i, line in zip(numbers, run, strict=True):
+            line_fields = _thinking_fields(line)
+            if line_fields is not None:
+                if events:
+                    sink.on_events(events)
+                    events = []
+                if builder.count_thinking(*line_fields):
+                    continue
+            events.append(self._event(seq + i, line, t_ns, wall_ns))
+        return events
+
+    def _event(self, seq: int, line: bytes, t_ns: int, wall_ns: int) -> Event:
+        """The output line ``seq`` as an event, observed as the indexer would."""
+        event = Event(seq, "out", t_ns, line, True, wall_ns)
+        self.info.observe(event)
+        return event
 
     def finish(self) -> None:
         for rest in self._lines.rests():
