@@ -41,8 +41,12 @@ from .. import capture as cap
 from ..events import Direction, Event
 from ..recording import RecordingInfo
 
-#: How long the worker sleeps when the capture has nothing new (no wakeups here).
-POLL_S: Final = 0.05
+#: How long the worker sleeps when the capture has nothing new (no wakeups here;
+#: the indexer's closing our stdin ends the wait).  Spans leave in batches every
+#: few seconds (``OTEL_BSP_SCHEDULE_DELAY``, 5 s), so a shorter wait would only
+#: wake the worker more often, each time taking the CPU, and its caches, from
+#: the indexer beside it.
+POLL_S: Final = 0.5
 #: The lines of a content block's stream (start, deltas, stop), as the CLI writes
 #: them: they change no span once the session id is known.
 _CHUNKS: Final = tuple(
