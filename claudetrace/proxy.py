@@ -118,6 +118,7 @@ class _Pump(threading.Thread):
         self.waiting_since: float | None = None
 
     def run(self) -> None:
+        _leave_signals_to_the_main_thread()
         tee = _tee_call()
         if tee is None or self.writer is None or not self._run_spliced(tee, self.writer):
             self._run_copying()
@@ -410,6 +411,7 @@ def _finish_recording(
 
 def _relay(src: int, dst: int) -> None:
     """Pass the indexer's messages on to our stderr while we run."""
+    _leave_signals_to_the_main_thread()
     while True:
         try:
             chunk = os.read(src, 65536)
@@ -424,6 +426,20 @@ def _relay(src: int, dst: int) -> None:
 def _say(message: str, fd: int) -> None:
     with contextlib.suppress(OSError):
         cap.write_all(fd, f"claudetrace: {message}\n".encode())
+
+
+def _leave_signals_to_the_main_thread() -> None:
+    """Block the forwarded signals in the calling (helper) thread.
+
+    The kernel hands a process's signal to any thread that does not block it.
+    Python runs handlers only in the main thread, which waits for the child in
+    ``waitpid``: a signal taken by a pump thread set the handler's flag without
+    interrupting that wait, so it was forwarded only when the child exited on
+    its own (one run in a few dozen of the signal test).  Blocked here, each goes
+    to the main thread, whose wait it interrupts.
+    """
+    with contextlib.suppress(AttributeError, OSError, ValueError):  # not on every system
+        signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
 
 
 class _SignalForwarder:

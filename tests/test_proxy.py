@@ -249,6 +249,34 @@ def test_sigint_sighup_sigterm_are_forwarded_to_the_child(db_path: Path) -> None
     assert rec.exit_code == 3
 
 
+def _blocked_signals(pid: int, tid: int) -> set[int]:
+    """The signals thread ``tid`` of process ``pid`` blocks, from /proc."""
+    status = Path(f"/proc/{pid}/task/{tid}/status").read_text()
+    mask = int(next(line.split()[1] for line in status.splitlines()
+                    if line.startswith("SigBlk:")), 16)
+    return {n for n in range(1, 65) if mask >> (n - 1) & 1}
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+def test_only_the_proxys_main_thread_takes_the_signals_it_forwards(db_path: Path) -> None:
+    # Python runs handlers in the main thread; a signal the kernel gave a pump
+    # thread would wait until the child exited on its own to be forwarded.
+    argv = proxy_argv(db_path, *py_child(TRAPPER))
+    with spawn(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as proc:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == b"ready\n"
+        threads = [int(t) for t in os.listdir(f"/proc/{proc.pid}/task")]
+        forwarded = {int(s) for s in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM)}
+        helpers = [tid for tid in threads if tid != proc.pid]
+        assert len(helpers) >= 3  # the three pumps, and the indexer's stderr relay
+        assert not forwarded & _blocked_signals(proc.pid, proc.pid)
+        for tid in helpers:
+            assert forwarded <= _blocked_signals(proc.pid, tid), tid
+        proc.send_signal(signal.SIGTERM)
+        assert proc.stdout.readline() == b"got 15\n"
+        assert proc.wait(timeout=10) == 3
+
+
 def test_child_that_cannot_start_is_one_line_exit_127_and_a_failed_session(
     db_path: Path, tmp_path: Path
 ) -> None:
