@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable, Mapping
 
@@ -92,7 +91,7 @@ class OtlpExporter:
             self._aggregator = MetricAggregator(batching.temporality)
             self._metric_encoder = MetricsRequestEncoder(
                 {**self.resource_attributes,
-                 "service.instance.id": instance_id or str(uuid.uuid4())},
+                 "service.instance.id": instance_id or _new_instance_id()},
                 c.SCHEMA_URL, c.SCOPE_NAME, __version__, c.SCHEMA_URL,
             )
         self._thread: threading.Thread | None = None
@@ -206,3 +205,9 @@ class OtlpExporter:
                 self.first_error = f"OTLP export to {endpoint} failed: {why}"
         if first and self._warn is not None:
             self._warn(self.first_error or "")
+
+
+def _new_instance_id() -> str:
+    import uuid  # only a backfill needs one; live export names the recording
+
+    return str(uuid.uuid4())

@@ -20,7 +20,6 @@ raises for a network failure.
 from __future__ import annotations
 
 import http.client
-import logging
 import random
 import time
 import zlib
@@ -191,21 +190,34 @@ def _tls_context(
     return context
 
 
-class _LastMessage(logging.Handler):
-    """Keeps the SDK's last warning, to explain a failed gRPC export in one line."""
+def _grpc_log() -> Any:
+    """The handler that keeps the SDK's last gRPC warning (logging is loaded for
+    gRPC only: OTLP/HTTP, the common case, logs nothing)."""
+    global _GRPC_LOG
+    if _GRPC_LOG is None:
+        import logging
 
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.last: str | None = None
+        class LastMessage(logging.Handler):
+            """Keeps the SDK's last warning, to explain a failed gRPC export in one line."""
 
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            self.last = record.getMessage()
-        except Exception:  # a malformed log record must not break export
-            self.last = str(record.msg)
+            def __init__(self) -> None:
+                super().__init__(logging.WARNING)
+                self.last: str | None = None
+
+            def emit(self, record: logging.LogRecord) -> None:
+                try:
+                    self.last = record.getMessage()
+                except Exception:  # a malformed log record must not break export
+                    self.last = str(record.msg)
+
+        _GRPC_LOG = LastMessage()
+        logger = logging.getLogger(_GRPC_LOGGER)
+        logger.addHandler(_GRPC_LOG)
+        logger.propagate = False
+    return _GRPC_LOG
 
 
-_grpc_log = _LastMessage()
+_GRPC_LOG: Any = None
 
 
 class GrpcTransport:
@@ -216,10 +228,7 @@ class GrpcTransport:
     """
 
     def __init__(self, signal: str, endpoint: str, timeout_s: float) -> None:
-        logger = logging.getLogger(_GRPC_LOGGER)
-        if _grpc_log not in logger.handlers:
-            logger.addHandler(_grpc_log)
-            logger.propagate = False
+        self._log = _grpc_log()
         self.endpoint = endpoint
         # Headers, compression and certificates: the SDK reads the same variables.
         self._exporter = _raw_grpc_exporter(signal)(
@@ -230,7 +239,7 @@ class GrpcTransport:
         result: Any = self._exporter._export(_Encoded(payload))  # retries until the timeout
         if getattr(result, "name", "") == "SUCCESS":
             return None
-        return _grpc_log.last or "export failed"
+        return self._log.last or "export failed"
 
     def close(self) -> None:
         self._exporter.shutdown()

@@ -23,14 +23,12 @@ stdout, for the indexer to store with the recording.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
 import re
 import select
 import signal
-import subprocess
 import sys
 from itertools import compress, count, repeat
 from operator import not_
@@ -239,6 +237,8 @@ def run(capture: Path, otel: dict[str, Any], stdin: IO[bytes] | None) -> list[st
 
 
 def main(argv: list[str] | None = None) -> int:
+    import argparse
+
     parser = argparse.ArgumentParser(prog="claudetrace.telemetry.worker")
     parser.add_argument("capture", type=Path)
     parser.add_argument("--otel", required=True)
@@ -263,6 +263,8 @@ class TelemetryWorker:
     """
 
     def __init__(self, capture: Path, otel: dict[str, Any], flush_wait_s: float) -> None:
+        import subprocess  # here: the worker process itself starts none
+
         self.warnings: list[str] = []
         self._wait_s = flush_wait_s
         self.proc = subprocess.Popen(
@@ -278,6 +280,8 @@ class TelemetryWorker:
         pass
 
     def on_close(self, info: RecordingInfo) -> None:
+        import subprocess
+
         proc = self.proc
         try:
             out, _ = proc.communicate(timeout=self._wait_s)
