@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -136,6 +137,44 @@ def test_malformed_and_unreadable_cassettes(db_path: Path, tmp_path: Path) -> No
     one_line_error(invoke("import", str(binary), "--db", str(db_path)), "binary.ndjson:2", "UTF-8")
     # Nothing was stored from the bad files: a malformed line must not leave half a recording.
     assert json.loads(invoke("sessions", "--db", str(db_path), "--json").stdout) == []
+
+
+def _big_cassette(path: Path, events: int, *, bad_at: int | None = None) -> int:
+    """A cassette of ``events`` 1 KB lines (the one at ``bad_at`` malformed); its size."""
+    payload = "x" * 1000
+    with path.open("w") as out:
+        out.write('{"claudetrace": "cassette", "version": 1}\n')
+        for seq in range(events):
+            direction = "sideways" if seq == bad_at else "out"
+            out.write(json.dumps({"seq": seq, "t": seq / 1000, "dir": direction,
+                                  "line": f'{{"type":"x","p":"{payload}"}}'}) + "\n")
+    return path.stat().st_size
+
+
+def test_a_malformed_line_after_stored_batches_leaves_no_recording(
+    db_path: Path, tmp_path: Path,
+) -> None:
+    cassette = tmp_path / "late.ndjson"
+    _big_cassette(cassette, 5000, bad_at=4500)  # two batches of 2000 stored before it
+    one_line_error(invoke("import", str(cassette), "--db", str(db_path)), "late.ndjson:4502",
+                   '"dir"')
+    assert json.loads(invoke("sessions", "--db", str(db_path), "--json").stdout) == []
+
+
+def test_import_takes_a_batchs_memory_not_the_files(db_path: Path, tmp_path: Path) -> None:
+    cassette = tmp_path / "big.ndjson"
+    size = _big_cassette(cassette, 20_000)
+    invoke("sessions", "--db", str(db_path))  # the schema, outside the measurement
+    tracemalloc.start()
+    try:
+        result = invoke("import", str(cassette), "--db", str(db_path))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result.exit_code == 0, result.stderr
+    assert size > 20_000_000 and peak < size / 3, (size, peak)
+    shown = json.loads(invoke("sessions", "--db", str(db_path), "--json").stdout)
+    assert [s["events"] for s in shown] == [20_000]
 
 
 def test_bad_database_url_and_missing_driver(tmp_path: Path) -> None:

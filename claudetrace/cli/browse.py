@@ -251,11 +251,10 @@ def import_(path: str, db_url: str | None, name: str | None, tags: tuple[str, ..
 
     parsed_tags = _parse_tags(tags)
     header, events = iter_cassette(path)
-    # Validate the whole file before writing anything: a malformed line half way
-    # must not leave half a recording behind.
-    all_events = list(events)
     store = _store(db_url)
-    rid = store.import_cassette((header, all_events), name=name, tags=parsed_tags)
+    # Read as it is stored, in the memory of a batch; a malformed line half way
+    # deletes what was stored of it, so no half recording is left behind.
+    rid = store.import_cassette((header, events), name=name, tags=parsed_tags)
     click.echo(rid)
 
 

@@ -208,7 +208,12 @@ class Store:
         tags: dict[str, str] | None = None,
         batch: int = 2000,
     ) -> str:
-        """Store a cassette as a new recording; returns its id."""
+        """Store a cassette as a new recording; returns its id.
+
+        The events are read as they are stored, a batch at a time, so a cassette
+        of any size takes a batch's memory.  If reading them fails half way (a
+        malformed line, Ctrl-C), the half-stored recording is deleted again.
+        """
         if isinstance(cassette, Cassette):
             header, events = cassette.header, iter(cassette.events)
         else:
@@ -219,6 +224,16 @@ class Store:
         if tags:
             info.tags = {**info.tags, **tags}
         self.create_recording(info)
+        try:
+            self._import_events(info, header, events, batch)
+        except BaseException:
+            with contextlib.suppress(Exception):  # the first error is the one to tell
+                self.delete_recording(info.id)
+            raise
+        return info.id
+
+    def _import_events(self, info: RecordingInfo, header: dict[str, Any],
+                       events: Iterator[Event], batch: int) -> None:
         summary = Summary()
         pending: list[Event] = []
         last_t = 0
@@ -243,7 +258,6 @@ class Store:
                     "last_seen_ns": ended_ns,
                 },
             )
-        return info.id
 
     def delete_recording(self, recording_id: str) -> None:
         with _store_errors("delete"), self.engine.begin() as conn:
