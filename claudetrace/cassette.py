@@ -173,8 +173,28 @@ def parse_record(text: str, *, path: str | None = None, line: int | None = None)
     return Event(seq=seq, direction=direction, t_ns=round(t * 1e9), data=data, eol=eol)
 
 
-def iter_cassette(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Iterator[Event]]:
-    """Open a cassette: its header now, its events lazily (for big files)."""
+class CassetteEvents(Iterator[Event]):
+    """The events of an open cassette, read as they are iterated.  The file closes
+    at the end, or on :meth:`close` — also before the first event was read, which
+    closing a generator that never started would not do."""
+
+    def __init__(self, handle: Any, events: Iterator[Event]) -> None:
+        self._handle = handle
+        self._events = events
+
+    def __next__(self) -> Event:
+        return next(self._events)
+
+    def close(self) -> None:
+        close = getattr(self._events, "close", None)
+        if close is not None:
+            close()
+        self._handle.close()
+
+
+def iter_cassette(path: str | os.PathLike[str]) -> tuple[dict[str, Any], CassetteEvents]:
+    """Open a cassette: its header now, its events lazily (for big files).  Close the
+    events (``contextlib.closing``) if they may not all be read."""
     name = os.fspath(path)
     try:
         # Binary, decoded line by line: a text decoder reads ahead, and would
@@ -220,7 +240,7 @@ def iter_cassette(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Iterato
                     f"not UTF-8 text ({exc.reason})", path=name, line=lineno
                 ) from exc
 
-    return header, events()
+    return header, CassetteEvents(handle, events())
 
 
 def read_cassette(path: str | os.PathLike[str]) -> Cassette:

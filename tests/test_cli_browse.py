@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
@@ -186,6 +187,14 @@ def test_bad_database_url_and_missing_driver(tmp_path: Path) -> None:
     one_line_error(
         invoke("sessions", "--db", str(blocker / "sub" / "x.db")), "cannot create database folder"
     )
+
+
+def test_an_import_that_fails_before_reading_leaves_no_file_open(tmp_path: Path) -> None:
+    # The cassette is opened (its header read) before the database is: when that
+    # fails, the file must still be closed (pytest fails a test on the warning).
+    one_line_error(invoke("import", str(SAMPLES[0]), "--db", "nosuchdialect://x"),
+                   "unsupported database URL")
+    gc.collect()
 
 
 def test_bad_tag_is_a_usage_error(db_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import sys
@@ -251,10 +252,11 @@ def import_(path: str, db_url: str | None, name: str | None, tags: tuple[str, ..
 
     parsed_tags = _parse_tags(tags)
     header, events = iter_cassette(path)
-    store = _store(db_url)
-    # Read as it is stored, in the memory of a batch; a malformed line half way
-    # deletes what was stored of it, so no half recording is left behind.
-    rid = store.import_cassette((header, events), name=name, tags=parsed_tags)
+    with contextlib.closing(events):
+        store = _store(db_url)
+        # Read as it is stored, in the memory of a batch; a malformed line half way
+        # deletes what was stored of it, so no half recording is left behind.
+        rid = store.import_cassette((header, events), name=name, tags=parsed_tags)
     click.echo(rid)
 
 
