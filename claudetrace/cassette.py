@@ -20,7 +20,7 @@ import binascii
 import json
 import math
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Final
@@ -178,7 +178,7 @@ class CassetteEvents(Iterator[Event]):
     at the end, or on :meth:`close` — also before the first event was read, which
     closing a generator that never started would not do."""
 
-    def __init__(self, handle: Any, events: Iterator[Event]) -> None:
+    def __init__(self, handle: IO[bytes], events: Generator[Event, None, None]) -> None:
         self._handle = handle
         self._events = events
 
@@ -186,9 +186,7 @@ class CassetteEvents(Iterator[Event]):
         return next(self._events)
 
     def close(self) -> None:
-        close = getattr(self._events, "close", None)
-        if close is not None:
-            close()
+        self._events.close()
         self._handle.close()
 
 
@@ -216,7 +214,7 @@ def iter_cassette(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Cassett
         handle.close()
         raise
 
-    def events() -> Iterator[Event]:
+    def events() -> Generator[Event, None, None]:
         last_seq = -1
         with handle:
             lineno = 1

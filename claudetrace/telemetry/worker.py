@@ -129,11 +129,8 @@ class _Follower:
                 and info.cli_session_id is not None:
             self._feed_passing(seq, lines, t_ns, wall_ns)
         else:
-            events = [Event(seq + i, direction, t_ns, line, True, wall_ns)
-                      for i, line in enumerate(lines)]
-            for event in events:
-                info.observe(event)
-            self.sink.on_events(events)
+            self.sink.on_events([self._event(seq + i, line, t_ns, wall_ns, direction)
+                                 for i, line in enumerate(lines)])
         builder.advance_to(t_ns)
 
     def _feed_passing(self, seq: int, lines: list[bytes], t_ns: int, wall_ns: int) -> None:
@@ -159,8 +156,7 @@ class _Follower:
         if done < len(rest):
             events = self._thinking(seq, rest[done:], rest_lines[done:], t_ns, wall_ns,
                                     events)
-        if events:
-            self.sink.on_events(events)
+        self._flushed(events)
 
     def _thinking(self, seq: int, numbers: list[int], run: list[bytes], t_ns: int,
                   wall_ns: int, events: list[Event]) -> list[Event]:
@@ -170,9 +166,7 @@ class _Follower:
         call has no estimate yet; else line by line, feeding those that cannot be
         counted.  Returns the events still to feed."""
         builder, sink = self.builder, self.sink
-        if events:  # in order: a call may start or end before these lines
-            sink.on_events(events)
-            events = []
+        events = self._flushed(events)  # in order: a call may start or end before these
         fields = _run_fields(run)
         if fields is not None:
             if builder.count_thinking(*fields, lines=len(run)):
@@ -185,19 +179,24 @@ class _Follower:
         for i, line in zip(numbers, run, strict=True):
             line_fields = _thinking_fields(line)
             if line_fields is not None:
-                if events:
-                    sink.on_events(events)
-                    events = []
+                events = self._flushed(events)
                 if builder.count_thinking(*line_fields):
                     continue
             events.append(self._event(seq + i, line, t_ns, wall_ns))
         return events
 
-    def _event(self, seq: int, line: bytes, t_ns: int, wall_ns: int) -> Event:
-        """The output line ``seq`` as an event, observed as the indexer would."""
-        event = Event(seq, "out", t_ns, line, True, wall_ns)
+    def _event(self, seq: int, line: bytes, t_ns: int, wall_ns: int,
+               direction: Direction = "out") -> Event:
+        """Line ``seq`` as an event, observed as the indexer would."""
+        event = Event(seq, direction, t_ns, line, True, wall_ns)
         self.info.observe(event)
         return event
+
+    def _flushed(self, events: list[Event]) -> list[Event]:
+        """Feed ``events`` now, if any; an empty list for the next ones."""
+        if events:
+            self.sink.on_events(events)
+        return []
 
     def finish(self) -> None:
         for rest in self._lines.rests():
