@@ -285,7 +285,8 @@ class CaptureReader:
         self._file = open(path, "rb")  # noqa: SIM115 - closed by close()
         self._block = block_size
         self._buffer = bytearray()
-        self._pos = 0
+        #: How much of the buffer holds bytes read (the start of a record not complete yet).
+        self._filled = 0
         header = self._file.readline(len(MAGIC) + 1)
         if header != MAGIC:
             self._file.close()
@@ -309,12 +310,18 @@ class CaptureReader:
         records: list[Record] = []
         buf, size = self._buffer, RECORD.size
         while not records:
-            data = self._file.read(min(self._block, limit or self._block))
-            if not data:
-                break
-            buf += data
-            pos, filled = 0, len(buf)
-            with memoryview(buf) as view:  # one copy of each record's bytes, not two
+            # Read straight into the buffer, after what is left of the last read: one
+            # copy of each record's bytes (into its Record), no block allocated per read.
+            start = self._filled
+            want = min(self._block, limit or self._block)
+            if len(buf) < start + want:
+                buf.extend(bytes(start + want - len(buf)))
+            with memoryview(buf) as view:
+                got = self._file.readinto(view[start : start + want])
+                if not got:
+                    break
+                filled = start + got
+                pos = 0
                 while filled - pos >= size:
                     kind, t_ns, wall_ns, length = RECORD.unpack_from(buf, pos)
                     end = pos + size + length
@@ -322,13 +329,15 @@ class CaptureReader:
                         break
                     records.append(Record(kind, t_ns, wall_ns, bytes(view[pos + size : end])))
                     pos = end
-            del buf[:pos]
+            if pos:  # a record still being written moves to the front
+                buf[: filled - pos] = buf[pos:filled]
+            self._filled = filled - pos
         return records
 
     @property
     def pending_bytes(self) -> int:
         """Bytes of a record not complete yet (a torn tail after a crash)."""
-        return len(self._buffer)
+        return self._filled
 
     def close(self) -> None:
         self._file.close()
