@@ -80,6 +80,12 @@ _json_texts = st.recursive(
                              "utf-32-le", "utf-32-be"]),
             _json_texts,
         ).map(lambda pair: pair[1].encode(pair[0])),
+        # Space around a value, two values, a value cut short: json.loads decides.
+        st.tuples(st.sampled_from(["", " ", "\t", "\r", "\ufeff", "x", "1", "{}", "]"]),
+                  _json_texts,
+                  st.sampled_from(["", " ", "\r", "\t\n", "x", "1", "{}", ",", "]"]),
+                  st.integers(0, 3))
+        .map(lambda t: (t[0] + (t[1][:-t[3]] if t[3] else t[1]) + t[2]).encode("utf-8")),
     )
 )
 def test_parse_json_agrees_with_json_loads_on_any_bytes(data: bytes) -> None:
