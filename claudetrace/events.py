@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import json.scanner
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -151,7 +151,8 @@ _NOT_PLAIN_UTF8_START: Final = frozenset({0x00, 0xEF, 0xFE, 0xFF})
 
 
 #: The C scanner ``json.loads`` ends in, with its default settings, called directly.
-_scan_once: Final = json.scanner.make_scanner(json.JSONDecoder())
+_scan_once: Final[Callable[[str, int], tuple[Any, int]]] = json.scanner.make_scanner(
+    json.JSONDecoder())  # type: ignore[arg-type]  # typeshed: the context is the decoder
 
 
 def parse_json(data: bytes) -> Any:
