@@ -32,9 +32,9 @@ _STATUS_CODE: Final = {"unset": 0, "ok": 1, "error": 2}
 _FLAGS: Final = b"\x85\x01" + struct.pack("<I", 0x100)
 _INT64_MIN: Final = -(1 << 63)
 _INT64_MAX: Final = (1 << 63) - 1
-#: Attribute pairs whose encoding is remembered; unique values (request ids,
-#: sequence numbers) would otherwise grow the cache without bound.
+#: Attribute pairs whose encoding is remembered, at most, and of one key.
 _CACHE_LIMIT: Final = 4096
+_VALUES_PER_KEY: Final = 256
 _SCALARS: Final = frozenset({str, int, float, bool})
 _pack_fixed64 = struct.Struct("<Q").pack
 _pack_double = struct.Struct("<d").pack
@@ -43,9 +43,13 @@ _pack_sfixed64 = struct.Struct("<q").pack
 _TEMPORALITY: Final = {"delta": 1, "cumulative": 2}
 
 
+#: The one-byte varints (most lengths here).
+_SMALL: Final = tuple(bytes((n,)) for n in range(0x80))
+
+
 def _varint(n: int) -> bytes:
     if n < 0x80:
-        return bytes((n,))
+        return _SMALL[n]
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
@@ -106,43 +110,57 @@ class _RequestEncoder:
         scope_version: str | None,
         scope_schema_url: str,
     ) -> None:
-        self._pairs: dict[tuple[str, type, Any], bytes] = {}
+        self._pairs: dict[tuple[str, Any], tuple[type, bytes]] = {}
+        self._per_key: dict[str, int] = {}
         self._resource = _len_field(b"\x0a", self._attributes(b"\x0a", resource))
         scope = _str_field(b"\x0a", scope_name) + _str_field(b"\x12", scope_version or "")
         self._scope = _len_field(b"\x0a", scope)
         self._scope_schema = _str_field(b"\x1a", scope_schema_url)
         self._resource_schema = _str_field(b"\x1a", resource_schema_url)
 
-    def _request(self, items: bytes) -> bytes:
+    def _request(self, items: list[bytes]) -> bytes:
         """``Export*ServiceRequest`` { Resource* { resource, Scope* { scope, items } } }.
 
         Spans and metrics requests nest alike: field 1 of the request, then the
         resource (1), the scope list (2) and schema URL (3), then the scope (1),
-        its items (2) and schema URL (3).
+        its items (2) and schema URL (3).  ``items`` are the encoded items' parts,
+        joined once, here.
         """
-        scoped = self._scope + items + self._scope_schema
-        resource = self._resource + _len_field(b"\x12", scoped) + self._resource_schema
-        return _len_field(b"\x0a", resource)
+        scoped = len(self._scope) + sum(map(len, items)) + len(self._scope_schema)
+        scoped_head = b"\x12" + _varint(scoped)
+        resource = len(self._resource) + len(scoped_head) + scoped + len(self._resource_schema)
+        return b"".join((b"\x0a", _varint(resource), self._resource, scoped_head, self._scope,
+                         *items, self._scope_schema, self._resource_schema))
 
     def _attributes(self, tag: bytes, attributes: Mapping[str, Any]) -> bytes:
-        """Every attribute as a repeated ``KeyValue`` field with ``tag``."""
+        """Every attribute as a repeated ``KeyValue`` field with ``tag``.
+
+        The dict's own ``(key, value)`` items are the cache's keys, and each entry
+        keeps the value's type (``True == 1 == 1.0`` encode differently).  A key
+        caches at most :data:`_VALUES_PER_KEY` values, so the keys whose values
+        never repeat (request ids, line numbers) stop filling the cache early
+        instead of emptying it for the pairs that do repeat.
+        """
         pairs = self._pairs
         out: list[bytes] = []
-        for key, value in attributes.items():
-            cacheable = type(value) in _SCALARS
-            # The type is part of the key: True == 1 == 1.0 encode differently.
-            encoded = pairs.get((key, type(value), value)) if cacheable else None
-            if encoded is None:
-                try:
-                    message = key_value(key, value)
-                except (ValueError, TypeError):
-                    continue  # the SDK logs and drops what it cannot encode
-                encoded = _varint(len(message)) + message
-                if cacheable:
-                    if len(pairs) >= _CACHE_LIMIT:
-                        pairs.clear()
-                    pairs[(key, type(value), value)] = encoded
+        for item in attributes.items():
+            kind = type(item[1])
+            cached = pairs.get(item) if kind in _SCALARS else None
+            if cached is not None and cached[0] is kind:
+                out += (tag, cached[1])
+                continue
+            key, value = item
+            try:
+                message = key_value(key, value)
+            except (ValueError, TypeError):
+                continue  # the SDK logs and drops what it cannot encode
+            encoded = _varint(len(message)) + message
             out += (tag, encoded)
+            if cached is None and kind in _SCALARS and len(pairs) < _CACHE_LIMIT:
+                seen = self._per_key.get(key, 0)
+                if seen < _VALUES_PER_KEY:
+                    self._per_key[key] = seen + 1
+                    pairs[item] = (kind, encoded)
         return b"".join(out)
 
 
@@ -152,10 +170,15 @@ class TraceRequestEncoder(_RequestEncoder):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
         self._trace_ids: dict[int, bytes] = {}
+        self._names: dict[tuple[bytes, str], bytes] = {}
 
     def encode(self, records: Iterable[SpanRecord]) -> bytes:
         """One request holding ``records`` (one resource, one scope)."""
-        return self._request(b"".join(_len_field(b"\x12", self.span(r)) for r in records))
+        out: list[bytes] = []
+        for record in records:
+            span = self.span(record)
+            out += (b"\x12", _varint(len(span)), span)
+        return self._request(out)
 
     def span(self, record: SpanRecord) -> bytes:
         """The ``Span`` message of one record (what ``to_readable_span`` would export)."""
@@ -166,7 +189,7 @@ class TraceRequestEncoder(_RequestEncoder):
         parts = [trace, b"\x12\x08", record.span_id.to_bytes(8, "big")]
         if record.parent_id is not None:
             parts += (b"\x22\x08", record.parent_id.to_bytes(8, "big"))
-        parts += (_str_field(b"\x2a", record.name), _KIND[record.kind])
+        parts += (self._name(b"\x2a", record.name), _KIND[record.kind])
         end = record.end_ns if record.end_ns is not None else record.start_ns
         if record.start_ns:
             parts += (b"\x39", _pack_fixed64(record.start_ns))
@@ -174,17 +197,27 @@ class TraceRequestEncoder(_RequestEncoder):
             parts += (b"\x41", _pack_fixed64(end))
         parts.append(self._attributes(b"\x4a", record.attributes))
         for event in record.events:
-            body = b"\x09" + _pack_fixed64(event.time_ns) if event.time_ns else b""
-            body += _str_field(b"\x12", event.name) + self._attributes(b"\x1a", event.attributes)
-            parts.append(_len_field(b"\x5a", body))
+            body = b"".join((b"\x09" + _pack_fixed64(event.time_ns) if event.time_ns else b"",
+                             self._name(b"\x12", event.name),
+                             self._attributes(b"\x1a", event.attributes)))
+            parts += (b"\x5a", _varint(len(body)), body)
         code = _STATUS_CODE[record.status]
         status = b""
         if code == 2 and record.status_message:
             status = _str_field(b"\x12", record.status_message)
         if code:
-            status += b"\x18" + bytes((code,))
+            status += b"\x18" + _SMALL[code]
         parts += (b"\x7a", _varint(len(status)), status, _FLAGS)
         return b"".join(parts)
+
+    def _name(self, tag: bytes, name: str) -> bytes:
+        """A span's or an event's name field (names repeat: their encodings are kept)."""
+        field = self._names.get((tag, name))
+        if field is None:
+            field = _str_field(tag, name)
+            if len(self._names) < _CACHE_LIMIT:
+                self._names[(tag, name)] = field
+        return field
 
 
 class MetricsRequestEncoder(_RequestEncoder):
@@ -211,7 +244,7 @@ class MetricsRequestEncoder(_RequestEncoder):
                                 for p in points)
                 data = _len_field(b"\x4a", body + b"\x10" + bytes((code,)))
             out.append(_len_field(b"\x12", header + data))
-        return self._request(b"".join(out))
+        return self._request(out)
 
     def _number(self, point: Point, now: bytes) -> bytes:
         """A ``NumberDataPoint``: an int sum as ``as_int``, any other as ``as_double``."""
