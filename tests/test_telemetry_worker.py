@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from claudetrace import capture as cap
 from claudetrace.bench.proxy import STREAMING_CASSETTE
 from claudetrace.cassette import read_cassette
-from claudetrace.events import Event
+from claudetrace.events import Direction, Event
 from claudetrace.indexer import Indexer
 from claudetrace.recording import RecordingInfo
 from claudetrace.telemetry.records import SpanRecord
@@ -28,6 +28,7 @@ from claudetrace.telemetry.worker import (
     _Follower,
     _run_fields,
     _thinking_fields,
+    run,
 )
 from tests.otlp_receiver import OtlpReceiver, wire_spans
 
@@ -132,7 +133,7 @@ _THINKING_VARIANTS = (
 )
 
 
-def _varied_session(rng: random.Random, odd: float) -> list[tuple[str, bytes]]:
+def _varied_session(rng: random.Random, odd: float) -> list[tuple[Direction, bytes]]:
     """The streaming session's lines, each thinking line turned into a variant with
     chance ``odd``, and one model call in two moved to a subagent's lane."""
     lines = []
@@ -154,7 +155,8 @@ def _varied_session(rng: random.Random, odd: float) -> list[tuple[str, bytes]]:
     return lines
 
 
-def _write_chunked(tmp_path: Path, lines: list[tuple[str, bytes]], rng: random.Random) -> Path:
+def _write_chunked(tmp_path: Path, lines: list[tuple[Direction, bytes]],
+                   rng: random.Random) -> Path:
     """A capture of ``lines`` in chunks as a proxy reads them: runs of one direction
     cut at random places, mid-line too, up to a few kilobytes."""
     info = RecordingInfo.start(["claude", "--output-format", "stream-json"])
@@ -169,7 +171,7 @@ def _write_chunked(tmp_path: Path, lines: list[tuple[str, bytes]], rng: random.R
         data = b"".join(run)
         while data:
             cut = rng.randint(1, 4096)
-            writer.feed(direction, data[:cut])  # type: ignore[arg-type]
+            writer.feed(direction, data[:cut])
             data = data[cut:]
     writer.close({"exit_code": 0, "ended_ns": time.time_ns()})
     return writer.path
@@ -276,3 +278,16 @@ def test_a_worker_that_cannot_read_the_capture_is_one_warning(tmp_path: Path) ->
     assert len(worker.warnings) == 1
     assert worker.warnings[0].startswith("live telemetry stopped: "), worker.warnings
     assert json.dumps(worker.warnings)  # storable as they are
+
+
+def test_set_up_runs_once_the_sink_is_ready_and_before_any_line(tmp_path: Path) -> None:
+    # The worker's main freezes what is set up by then (gc.freeze): the modules and
+    # the exporter, not the lines' objects.
+    writer = _write_capture(tmp_path)
+    calls: list[int] = []
+    with OtlpReceiver("http") as receiver:
+        warnings = run(writer.path, {"endpoint": receiver.endpoint}, None,
+                       set_up=lambda: calls.append(len(receiver.trace_requests)))
+        assert warnings == [] and calls == [0] and receiver.trace_requests
+    assert run(writer.path, {"environ": {}}, None, set_up=lambda: calls.append(-1)) == []
+    assert calls == [0]  # telemetry off: no sink, nothing set up

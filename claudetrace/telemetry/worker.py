@@ -24,12 +24,14 @@ stdout, for the indexer to store with the recording.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import re
 import select
 import signal
 import sys
+from collections.abc import Callable
 from itertools import compress, count, repeat
 from operator import not_
 from pathlib import Path
@@ -213,8 +215,12 @@ def _stdin_closed(stdin: IO[bytes] | None, timeout: float) -> bool:
     return bool(ready) and not os.read(stdin.fileno(), 4096)
 
 
-def run(capture: Path, otel: dict[str, Any], stdin: IO[bytes] | None) -> list[str]:
-    """Follow ``capture`` into live telemetry; the warnings to keep."""
+def run(capture: Path, otel: dict[str, Any], stdin: IO[bytes] | None,
+        *, set_up: Callable[[], object] | None = None) -> list[str]:
+    """Follow ``capture`` into live telemetry; the warnings to keep.
+
+    ``set_up`` is called once the sink is ready, before the first line is read.
+    """
     from .live import live_sink
 
     reader = cap.CaptureReader(capture, READ_BYTES)
@@ -223,6 +229,8 @@ def run(capture: Path, otel: dict[str, Any], stdin: IO[bytes] | None) -> list[st
         sink = live_sink(info, **otel)
         if sink is None:  # telemetry off, or a bad setting (said on stderr)
             return []
+        if set_up is not None:
+            set_up()
         follower = _Follower(info, sink)
         closed = False
         while True:
@@ -251,7 +259,11 @@ def main(argv: list[str] | None = None) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, signal.SIG_IGN)  # the indexer decides when we stop
     try:
-        warnings = run(args.capture, json.loads(args.otel), sys.stdin.buffer)
+        # What is set up before the first line (modules, the exporter) lives as long
+        # as the process: frozen, the garbage collector's full passes no longer walk
+        # it (cachegrind, 100k lines: -1.3% instructions).
+        warnings = run(args.capture, json.loads(args.otel), sys.stdin.buffer,
+                       set_up=gc.freeze)
     except Exception as exc:  # one line for the recording, never a traceback
         warnings = [f"live telemetry stopped: {type(exc).__name__}: {exc}"]
     print(json.dumps(warnings), flush=True)
