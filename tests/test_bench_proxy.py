@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sys
 import threading
 from collections import Counter
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from claudetrace.bench import compile_bytecode
 from claudetrace.bench.cachegrind import Counts
 from claudetrace.bench.proxy import (
     STREAMING_CASSETTE,
@@ -246,3 +248,14 @@ def test_the_standin_plays_the_cli_side_in_the_recorded_order(tmp_path: Path) ->
         input=host, capture_output=True, timeout=60, check=True,
     )
     assert done.stdout.splitlines() == [line for d, line in records if d == "out"]
+
+
+def test_benchmarks_time_compiled_modules_as_an_installed_package_has(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "a.py").write_text("X = 1\n")
+    (package / "sub" / "b.py").write_text("Y = 2\n")
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # PYTHONDONTWRITEBYTECODE
+    compile_bytecode(package)
+    assert len(list(package.rglob("__pycache__/*.pyc"))) == 2

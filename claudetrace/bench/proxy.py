@@ -89,7 +89,7 @@ from typing import TypeVar
 
 from ..cassette import read_cassette
 from ..indexer import STATS_ENV as INDEXER_STATS_ENV
-from . import cachegrind
+from . import cachegrind, compile_bytecode
 from .cachegrind import Counts, change
 from .standin import write_script
 
@@ -512,6 +512,7 @@ def run_proxy_bench(
         raise ValueError("repeat must be at least 1")
     if valgrind_lines:
         cachegrind.require()
+    compile_bytecode()
     source = sample_lines(cassette)
     with tempfile.TemporaryDirectory(prefix="claudetrace-bench-", dir=workdir) as tmp:
         folder = Path(tmp)

@@ -33,6 +33,7 @@ from .. import capture as cap
 from ..events import Direction
 from ..indexer import STATS_ENV
 from ..recording import RecordingInfo
+from . import compile_bytecode
 from .cachegrind import Counts, change, finished_logs, read_logs, require, wrapper
 from .proxy import discarding_otlp_endpoint, sample_records, taking_turns
 
@@ -125,6 +126,7 @@ def run_telemetry_bench(*, lines: int = 100_000, rounds: int = 3, valgrind: bool
         raise ValueError("rounds must be at least 1")
     if valgrind:
         require()
+    compile_bytecode()
     report = TelemetryBenchReport(lines, {m: [] for m in MODES})
     with tempfile.TemporaryDirectory(prefix="claudetrace-bench-", dir=workdir) as tmp, \
             discarding_otlp_endpoint() as endpoint:
