@@ -98,8 +98,10 @@ class Indexer:
         self.store = store
         self.sinks = list(sinks)
         self._all_sinks = tuple(self.sinks)  # the disabled ones' warnings are kept too
-        #: Each sink with its ``on_events`` bound once: they are called for every chunk.
-        self._feeds = tuple((sink, sink.on_events) for sink in self.sinks)
+        #: Each sink with its ``on_events`` bound once: they are called for every chunk
+        #: (but for a sink that reads the capture itself: live telemetry's worker).
+        self._feeds = tuple((sink, sink.on_events) for sink in self.sinks
+                            if not getattr(sink, "reads_capture", False))
         self.report = IndexReport()
         self._writer_gone = writer_gone
         self._give_up_s = give_up_s
@@ -602,6 +604,10 @@ class _MeteredSink:
 
     def child_env(self) -> dict[str, str]:
         return self.metered.child_env()
+
+    @property
+    def reads_capture(self) -> bool:
+        return bool(getattr(self.metered, "reads_capture", False))
 
     @property
     def warnings(self) -> Sequence[str]:

@@ -115,7 +115,9 @@ class EventSink(Protocol):
     a process it starts (live telemetry's worker), never in the proxy, so a slow
     sink delays storing but never the host or the CLI.
     A sink may also have ``warnings``, a sequence of one-line messages the indexer
-    stores with the recording once the sink is closed.
+    stores with the recording once the sink is closed, and ``reads_capture = True``
+    when it reads the capture file itself (live telemetry's worker): the indexer
+    then does not call its ``on_events``.
     """
 
     def child_env(self) -> dict[str, str]:

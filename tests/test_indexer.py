@@ -451,6 +451,35 @@ def test_sinks_see_every_event_with_fields_then_close() -> None:
     assert "extra" not in info.extra and not any("extra" in u for u in store.updates)
 
 
+def test_a_sink_that_reads_the_capture_itself_is_not_shown_the_events() -> None:
+    # Live telemetry's worker reads the capture file on its own: calling it for
+    # every chunk would only cost the indexer (and, metered, two clock reads each).
+    class Reader:
+        reads_capture = True
+
+        def __init__(self) -> None:
+            self.calls = 0
+            self.closed = False
+
+        def child_env(self) -> dict[str, str]:
+            return {}
+
+        def on_events(self, events: Sequence[Event]) -> None:
+            self.calls += 1
+
+        def on_close(self, info: RecordingInfo) -> None:
+            self.closed = True
+
+    plain, metered = Reader(), Reader()
+    sinks = [plain, *ix.SinkMeter().metered(lambda info: [metered])(new_info())]
+    indexer = ix.Indexer(new_info(), FakeStore(), sinks=sinks)
+    for record in records((1, b"x\n"), (0, b"y\n")):
+        indexer.feed(record)
+    indexer.finish()
+    assert indexer.report.events == 2
+    assert (plain.calls, metered.calls) == (0, 0) and plain.closed and metered.closed
+
+
 def test_a_broken_sink_is_dropped_and_reported() -> None:
     class Broken:
         def child_env(self) -> dict[str, str]:

@@ -273,7 +273,9 @@ def main(argv: list[str] | None = None) -> int:
 class TelemetryWorker:
     """The indexer's side of the worker: an event sink that starts it and waits for it.
 
-    ``on_events`` does nothing — the worker reads the capture itself.  ``on_close``
+    The worker reads the capture itself: the sink says so (``reads_capture``), so
+    the indexer does not call its ``on_events`` (which does nothing) for every
+    chunk.  ``on_close``
     tells it the indexer has read everything (closing its stdin), waits for it
     to flush (its own timeout plus a margin) and keeps its warnings.  Raises
     ``OSError`` when the worker cannot be started.
@@ -289,6 +291,9 @@ class TelemetryWorker:
              "--otel", json.dumps(otel)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         )
+
+    #: The indexer need not show us its events (see :class:`~claudetrace.indexer.Indexer`).
+    reads_capture = True
 
     def child_env(self) -> dict[str, str]:
         return {}  # the proxy gives the CLI its TRACEPARENT itself
