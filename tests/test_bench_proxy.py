@@ -259,3 +259,26 @@ def test_benchmarks_time_compiled_modules_as_an_installed_package_has(
     monkeypatch.setattr(sys, "dont_write_bytecode", True)  # PYTHONDONTWRITEBYTECODE
     compile_bytecode(package)
     assert len(list(package.rglob("__pycache__/*.pyc"))) == 2
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_the_host_and_the_standin_record_the_conversation_in_its_order(tmp_path: Path) -> None:
+    # A host piped from a file would have every line of its recorded first, before
+    # the CLI asked anything; the stand-in host waits for the CLI's lines before each.
+    from claudetrace.bench.proxy import _standin, sample_records, time_command
+    from claudetrace.store import open_store
+
+    records = sample_records()
+    host_input, standin, host, events = _standin(tmp_path, "order", None, len(records))
+    db = str(tmp_path / "order.db")
+    open_store(db).close()
+    run = time_command("standin", [sys.executable, "-m", "claudetrace", "proxy", "--db", db,
+                                   "--", *standin], host_input, events, host=host)
+    assert run.cpu_seconds is not None
+    store = open_store(db)
+    try:
+        recording = store.resolve("latest").id
+        stored = [(e.direction, e.data) for e in store.iter_events(recording)]
+    finally:
+        store.close()
+    assert stored == [(d, line) for d, line in records]

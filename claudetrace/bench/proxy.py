@@ -386,20 +386,29 @@ def time_command(
     env: dict[str, str] | None = None,
     *,
     piped: bool = True,
+    host: list[str] | None = None,
 ) -> Throughput:
     """Time ``cat INPUT | argv > /dev/null`` (watching argv's peak RSS).
 
     The input comes through a pipe, as the CLI's output does, for every tool
     alike (``cat`` straight from a file would use in-kernel copies).  With
     ``piped=False`` argv makes the stream itself (``proxy -- cat INPUT``, the
-    child writing into the proxy's pipe) and its stdin is empty.
+    child writing into the proxy's pipe) and its stdin is empty.  With ``host``,
+    that command talks with argv instead: its stdout is argv's stdin and argv's
+    stdout its stdin (INPUT only gives the size).
     """
     size = input_path.stat().st_size
     peak: list[int] = []
     with open(os.devnull, "wb") as sink:
         start = time.perf_counter()
         producer: subprocess.Popen[bytes] | None = None
-        if piped:
+        if host is not None:
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+            assert proc.stdin is not None and proc.stdout is not None
+            producer = subprocess.Popen(host, stdin=proc.stdout, stdout=proc.stdin)
+            proc.stdin.close()
+            proc.stdout.close()
+        elif piped:
             producer = subprocess.Popen(["cat", str(input_path)], stdout=subprocess.PIPE)
             assert producer.stdout is not None
             proc = subprocess.Popen(argv, stdin=producer.stdout, stdout=sink, env=env)
@@ -423,8 +432,8 @@ def time_command(
         exited.set()
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = code = os.waitstatus_to_exitcode(status)
-        if producer is not None:
-            producer.wait()
+        if producer is not None and producer.wait() and host is not None:
+            code = code or 1  # the host missed lines: the conversation went wrong
         seconds = time.perf_counter() - start
         watcher.join()
     if code != 0:
@@ -541,7 +550,7 @@ def run_proxy_bench(
         plain = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
         # Telemetry: a real conversation in both directions (the CLI played by
         # a stand-in, see claudetrace.bench.standin), with export off and on.
-        host_path, standin, events = _standin(folder, "standin", cassette, lines)
+        host_path, standin, host, events = _standin(folder, "standin", cassette, lines)
         runs: list[Throughput] = []
         numbers = itertools.count()  # each proxy run's indexer reports to a file of its own
         with discarding_otlp_endpoint() as endpoint:
@@ -553,13 +562,14 @@ def run_proxy_bench(
 
             def recorded(name: str, child: list[str], source: Path, env: dict[str, str],
                          stored: int, *, piped: bool = True, url: str | None = None,
-                         ) -> Throughput:
+                         host: list[str] | None = None) -> Throughput:
                 """One proxy run (into ``url``, else a fresh database); waits until the
                 indexer stored all ``stored`` events."""
                 stats = folder / f"indexer-{next(numbers)}.json"
                 url = url or fresh_db()
                 run = time_command(name, [*proxy(url), "--", *child], source, lines,
-                                   {**env, INDEXER_STATS_ENV: str(stats)}, piped=piped)
+                                   {**env, INDEXER_STATS_ENV: str(stats)}, piped=piped,
+                                   host=host)
                 run.stored_after_seconds = _check_stored(url, stored)
                 run.indexer_cpu_seconds, run.sinks_cpu_seconds = _indexer_cpu(stats)
                 done_with(url)
@@ -583,7 +593,8 @@ def run_proxy_bench(
                 pair = taking_turns([("standin", plain), ("standin+otel", otel)], round_)
                 urls = [fresh_db() for _ in pair]  # the schema, outside the threads
                 runs += side_by_side([
-                    functools.partial(recorded, name, standin, host_path, env, events, url=url)
+                    functools.partial(recorded, name, standin, host_path, env, events, url=url,
+                                      host=host)
                     for (name, env), url in zip(pair, urls, strict=True)
                 ])
             direct = ping_pong("direct", ["cat"], source, round_trips)
@@ -597,15 +608,15 @@ def run_proxy_bench(
             proxied, proxied_otel = latency
             counts: dict[str, Counts] = {}
             if valgrind_lines:
-                vg_host, vg_standin, vg_events = _standin(folder, "valgrind", cassette,
-                                                          valgrind_lines)
+                vg_input, vg_standin, vg_host, vg_events = _standin(
+                    folder, "valgrind", cassette, valgrind_lines)
                 for name, env in (("off", plain), ("on", otel)):
                     logs = folder / f"cachegrind-{name}"
                     logs.mkdir()
                     url = fresh_db()
                     counted = [*cachegrind.wrapper(logs / "%p.log", children=True), *proxy(url)]
-                    time_command(f"cachegrind {name}", [*counted, "--", *vg_standin], vg_host,
-                                 valgrind_lines, env)
+                    time_command(f"cachegrind {name}", [*counted, "--", *vg_standin], vg_input,
+                                 valgrind_lines, env, host=vg_host)
                     _check_stored(url, vg_events)
                     counts[name] = cachegrind.read_logs(cachegrind.finished_logs(logs))
                     done_with(url)
@@ -622,16 +633,18 @@ def run_proxy_bench(
 
 
 def _standin(folder: Path, name: str, cassette: str | None,
-             lines: int) -> tuple[Path, list[str], int]:
-    """The host's input, the stand-in's command and the events a run stores, for ``lines``
-    lines of the recording played as a conversation (see :mod:`.standin`)."""
+             lines: int) -> tuple[Path, list[str], list[str], int]:
+    """The host's lines (for their size), the stand-in's command, the host's command
+    and the events a run stores, for ``lines`` lines of the recording played as a
+    conversation (see :mod:`.standin`)."""
     script = folder / f"{name}.script"
     host_input, events = write_script(
         script, itertools.islice(itertools.cycle(sample_records(cassette)), lines)
     )
     host_path = folder / f"{name}-host.ndjson"
     host_path.write_bytes(host_input)
-    return host_path, [sys.executable, "-m", "claudetrace.bench.standin", str(script)], events
+    play = [sys.executable, "-m", "claudetrace.bench.standin"]
+    return host_path, [*play, str(script)], [*play, "--host", str(script)], events
 
 
 @contextlib.contextmanager

@@ -1,12 +1,16 @@
-"""A stand-in for the CLI in the telemetry benchmark: plays one side of a session.
+"""Stand-ins for the CLI and its host in the telemetry benchmark: one session, replayed.
 
 ``python -m claudetrace.bench.standin SCRIPT`` reads SCRIPT, lines prefixed with
 ``i`` (a line the host sends) or ``o`` (a line the CLI writes), and plays the
 CLI: for each ``i`` line it reads one line from stdin, for each ``o`` line it
-writes it to stdout.  Through the proxy the recording then holds a real
-conversation in both directions, in the recorded order — unlike ``cat``, which
-echoes the CLI's lines back as if the host had sent them, so that the span
-builder would see every line twice and half of them from the wrong side.
+writes it to stdout.  ``python -m claudetrace.bench.standin --host SCRIPT`` plays
+the host: it sends each ``i`` line once every ``o`` line before it has come back
+through the proxy, as an SDK answers a request once it has read it.  Between the
+two, the recording holds a real conversation in both directions, in the recorded
+order — unlike ``cat``, which echoes the CLI's lines back as if the host had sent
+them (the span builder would see every line twice and half of them from the wrong
+side), or a host piped from a file, whose lines would all be recorded first, before
+the CLI had asked anything.
 """
 
 from __future__ import annotations
@@ -44,5 +48,28 @@ def play(script: Path) -> int:
     return 0
 
 
+def host(script: Path) -> int:
+    """Play the host's side of ``script``: each of its lines once the CLI's lines
+    before it have arrived on stdin (counted in bytes, read whole); 1 if the CLI's
+    output ends before that."""
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    due = 0  # bytes of the CLI's lines still to come before the next host line
+    with open(script, "rb") as handle:
+        for record in handle:
+            if record[:1] != b"i":
+                due += len(record) - 1
+                continue
+            if due and len(stdin.read(due)) < due:
+                return 1
+            due = 0
+            stdout.write(record[1:])
+            stdout.flush()
+    while stdin.read(1 << 20):  # the rest of the CLI's output, until it exits
+        pass
+    return 0
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--host"]:
+        sys.exit(host(Path(sys.argv[2])))
     sys.exit(play(Path(sys.argv[1])))
