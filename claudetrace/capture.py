@@ -300,6 +300,8 @@ class CaptureReader:
         except CaptureError:
             self._file.close()
             raise
+        #: Where the next read starts in the file.
+        self._offset = self._file.tell()
 
     def read(self, limit: int | None = None) -> list[Record]:
         """Complete records available now (at most about ``limit`` bytes of them).
@@ -311,15 +313,20 @@ class CaptureReader:
         buf, size = self._buffer, RECORD.size
         while not records:
             # Read straight into the buffer, after what is left of the last read: one
-            # copy of each record's bytes (into its Record), no block allocated per read.
+            # copy of each record's bytes (into its Record), no block allocated per
+            # read.  The buffer grows only as far as the file has bytes to read.
             start = self._filled
-            want = min(self._block, limit or self._block)
+            want = min(self._block, limit or self._block,
+                       os.fstat(self._file.fileno()).st_size - self._offset)
+            if want <= 0:
+                break
             if len(buf) < start + want:
                 buf.extend(bytes(start + want - len(buf)))
             with memoryview(buf) as view:
                 got = self._file.readinto(view[start : start + want])
                 if not got:
                     break
+                self._offset += got
                 filled = start + got
                 pos = 0
                 while filled - pos >= size:
@@ -332,6 +339,8 @@ class CaptureReader:
             if pos:  # a record still being written moves to the front
                 buf[: filled - pos] = buf[pos:filled]
             self._filled = filled - pos
+            if len(buf) > self._filled + self._block:  # a large record went: its memory too
+                del buf[self._filled + self._block :]
         return records
 
     @property

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import tracemalloc
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -169,6 +170,28 @@ def test_any_chunk_sequence_reads_back_the_same(
     assert [r.kind for r in records].count(cap.END) == int(end)
     assert [r.t_ns for r in records] == sorted(r.t_ns for r in records)
     path.unlink()
+
+
+def test_a_reader_holds_no_more_memory_than_the_file_needs(tmp_path: Path) -> None:
+    # It reads into one buffer: grown only as far as the file has bytes, and given
+    # back once a record larger than a block has been read.
+    small, large = tmp_path / "small.capture", tmp_path / "large.capture"
+    write_capture(small, [("out", b"small\n")])
+    write_capture(large, [("out", b"x" * (8 << 20)), ("out", b"y\n")])
+    tracemalloc.start()
+    try:
+        reader = cap.CaptureReader(small)  # a 4 MiB block, the indexer's
+        assert [r.data for r in reader.read()] == [b"small\n"]
+        assert tracemalloc.get_traced_memory()[0] < 256 * 1024
+        reader.close()
+        reader = cap.CaptureReader(large)
+        records = reader.read()  # the large one read over three blocks
+        assert [len(r.data) for r in records] == [8 << 20, 2]
+        del records
+        assert tracemalloc.get_traced_memory()[0] < 5 << 20  # a block, not the record
+        reader.close()
+    finally:
+        tracemalloc.stop()
 
 
 def test_a_reader_follows_a_file_while_it_is_written(tmp_path: Path) -> None:
