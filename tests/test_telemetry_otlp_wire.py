@@ -3,6 +3,7 @@ measurements."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -106,6 +107,24 @@ def test_edge_values_encode_like_the_sdk() -> None:
                     end_ns=9, status="ok")
     sdk, ours = _sdk_and_ours([record, ok])
     assert ExportTraceServiceRequest.FromString(ours) == sdk
+
+
+def test_values_equal_in_python_but_not_on_the_wire_are_never_confused() -> None:
+    # One encoder, one key: True == 1 == 1.0 and 0.0 == -0.0 to a dict, not to OTLP.
+    values: list[object] = [0.0, -0.0, 1, True, 1.0, -0.0, True]
+    records = [SpanRecord(key=f"k{i}", name="s", trace_id=1, span_id=i + 1, parent_id=None,
+                          start_ns=1, end_ns=2, attributes={"v": v})
+               for i, v in enumerate(values)]
+    sdk, ours = _sdk_and_ours(records)
+    decoded = ExportTraceServiceRequest.FromString(ours)
+    assert decoded == sdk
+    got = [span.attributes[0].value for span in
+           decoded.resource_spans[0].scope_spans[0].spans]
+    assert [v.WhichOneof("value") for v in got] == [
+        "double_value", "double_value", "int_value", "bool_value", "double_value",
+        "double_value", "bool_value"]
+    signs = [math.copysign(1.0, v.double_value) for v in got if v.HasField("double_value")]
+    assert signs == [1.0, -1.0, 1.0, -1.0]
 
 
 def test_unencodable_values_raise() -> None:

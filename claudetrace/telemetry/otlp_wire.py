@@ -32,10 +32,13 @@ _STATUS_CODE: Final = {"unset": 0, "ok": 1, "error": 2}
 _FLAGS: Final = b"\x85\x01" + struct.pack("<I", 0x100)
 _INT64_MIN: Final = -(1 << 63)
 _INT64_MAX: Final = (1 << 63) - 1
-#: Attribute pairs whose encoding is remembered, at most, and of one key.
+#: How many attribute pairs' encodings are remembered (then forgotten, all at once).
 _CACHE_LIMIT: Final = 4096
+#: How many values of one key are remembered: ids, which never repeat, stop early.
 _VALUES_PER_KEY: Final = 256
-_SCALARS: Final = frozenset({str, int, float, bool})
+#: The values whose pairs are remembered.  Not floats: ``0.0 == -0.0`` would
+#: share an entry, and a float attribute (a duration, a cost) seldom repeats.
+_CACHED: Final = frozenset({str, int, bool})
 _pack_fixed64 = struct.Struct("<Q").pack
 _pack_double = struct.Struct("<d").pack
 _pack_sfixed64 = struct.Struct("<q").pack
@@ -123,8 +126,8 @@ class _RequestEncoder:
 
         Spans and metrics requests nest alike: field 1 of the request, then the
         resource (1), the scope list (2) and schema URL (3), then the scope (1),
-        its items (2) and schema URL (3).  ``items`` are the encoded items' parts,
-        joined once, here.
+        its items (2) and schema URL (3).  ``items`` are the encoded items' parts
+        (a list: it is gone through twice), joined once, here.
         """
         scoped = len(self._scope) + sum(map(len, items)) + len(self._scope_schema)
         scoped_head = b"\x12" + _varint(scoped)
@@ -145,7 +148,7 @@ class _RequestEncoder:
         out: list[bytes] = []
         for item in attributes.items():
             kind = type(item[1])
-            cached = pairs.get(item) if kind in _SCALARS else None
+            cached = pairs.get(item) if kind in _CACHED else None
             if cached is not None and cached[0] is kind:
                 out += (tag, cached[1])
                 continue
@@ -156,9 +159,11 @@ class _RequestEncoder:
                 continue  # the SDK logs and drops what it cannot encode
             encoded = _varint(len(message)) + message
             out += (tag, encoded)
-            if cached is None and kind in _SCALARS and len(pairs) < _CACHE_LIMIT:
+            if cached is None and kind in _CACHED:
                 seen = self._per_key.get(key, 0)
-                if seen < _VALUES_PER_KEY:
+                if seen < _VALUES_PER_KEY and (seen or len(self._per_key) < _CACHE_LIMIT):
+                    if len(pairs) >= _CACHE_LIMIT:
+                        pairs.clear()  # the keys' counts stay: ids stay out
                     self._per_key[key] = seen + 1
                     pairs[item] = (kind, encoded)
         return b"".join(out)
