@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import threading
@@ -23,6 +24,7 @@ from claudetrace.bench.proxy import (
     run_proxy_bench,
     sample_lines,
     side_by_side,
+    time_command,
 )
 from claudetrace.cassette import read_cassette
 from claudetrace.cli import cli
@@ -250,22 +252,56 @@ def test_the_standin_plays_the_cli_side_in_the_recorded_order(tmp_path: Path) ->
     assert done.stdout.splitlines() == [line for d, line in records if d == "out"]
 
 
-def test_benchmarks_time_compiled_modules_as_an_installed_package_has(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_benchmarks_time_compiled_modules_as_an_installed_package_has(tmp_path: Path) -> None:
     package = tmp_path / "pkg"
     (package / "sub").mkdir(parents=True)
     (package / "a.py").write_text("X = 1\n")
     (package / "sub" / "b.py").write_text("Y = 2\n")
-    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # PYTHONDONTWRITEBYTECODE
     compile_bytecode(package)
-    assert len(list(package.rglob("__pycache__/*.pyc"))) == 2
+    compiled = sorted(package.rglob("__pycache__/*.pyc"))
+    assert [p.name.split(".")[0] for p in compiled] == ["a", "b"]
+    stamps = [p.stat().st_mtime_ns for p in compiled]
+    (package / "a.py").write_text("X = 2  # changed\n")
+    later = (package / "a.py").stat().st_mtime + 2  # bytecode records whole seconds
+    os.utime(package / "a.py", (later, later))
+    compile_bytecode(package)  # the changed module again, the other left alone
+    assert compiled[0].stat().st_mtime_ns != stamps[0]
+    assert compiled[1].stat().st_mtime_ns == stamps[1]
+
+
+def test_a_host_that_cannot_start_leaves_nothing_running(tmp_path: Path) -> None:
+    source = tmp_path / "in"
+    source.write_bytes(b"x\n")
+    before = {p.name for p in Path("/proc").iterdir() if p.name.isdigit()}
+    with pytest.raises(FileNotFoundError):
+        time_command("x", ["sleep", "30"], source, 1, host=[str(tmp_path / "no-such-host")])
+    # The command it talked to was killed and reaped: no sleep of ours is left.
+    left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and p.name not in before
+            and (p / "cmdline").read_bytes().startswith(b"sleep\x0030")]
+    assert left == []
+
+
+def test_a_host_that_misses_lines_fails_the_run(tmp_path: Path) -> None:
+    script = tmp_path / "script"
+    script.write_bytes(b"ofirst\nihello\n")  # the CLI never writes "first"
+    source = tmp_path / "in"
+    source.write_bytes(b"hello\n")
+    host = [sys.executable, "-m", "claudetrace.bench.standin", "--host", str(script)]
+    with pytest.raises(RuntimeError, match="the host exited with status 1"):
+        time_command("quiet", ["true"], source, 1, host=host)
+
+
+def test_the_standin_says_how_to_call_it() -> None:
+    from claudetrace.bench.standin import main
+
+    assert main([]) == 2 and main(["--host"]) == 2 and main(["a", "b"]) == 2
 
 
 @pytest.mark.usefixtures("ct_env")
 def test_the_host_and_the_standin_record_the_conversation_in_its_order(tmp_path: Path) -> None:
     # A host piped from a file would have every line of its recorded first, before
     # the CLI asked anything; the stand-in host waits for the CLI's lines before each.
-    from claudetrace.bench.proxy import _standin, sample_records, time_command
+    from claudetrace.bench.proxy import _standin, sample_records
     from claudetrace.store import open_store
 
     records = sample_records()

@@ -405,9 +405,15 @@ def time_command(
         if host is not None:
             proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
             assert proc.stdin is not None and proc.stdout is not None
-            producer = subprocess.Popen(host, stdin=proc.stdout, stdout=proc.stdin)
-            proc.stdin.close()
-            proc.stdout.close()
+            try:
+                producer = subprocess.Popen(host, stdin=proc.stdout, stdout=proc.stdin)
+            except BaseException:
+                proc.kill()
+                proc.wait()
+                raise
+            finally:
+                proc.stdin.close()
+                proc.stdout.close()
         elif piped:
             producer = subprocess.Popen(["cat", str(input_path)], stdout=subprocess.PIPE)
             assert producer.stdout is not None
@@ -432,12 +438,13 @@ def time_command(
         exited.set()
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = code = os.waitstatus_to_exitcode(status)
-        if producer is not None and producer.wait() and host is not None:
-            code = code or 1  # the host missed lines: the conversation went wrong
+        hosted = producer.wait() if producer is not None else 0
         seconds = time.perf_counter() - start
         watcher.join()
     if code != 0:
         raise RuntimeError(f"{name} exited with status {code}")
+    if hosted and host is not None:  # it missed lines of the CLI's: the talk went wrong
+        raise RuntimeError(f"{name}: the host exited with status {hosted}")
     total = usage.ru_utime + usage.ru_stime
     return Throughput(
         name, seconds, size, lines, max(peak) if peak else None,

@@ -69,7 +69,15 @@ def host(script: Path) -> int:
     return 0
 
 
+def main(argv: list[str]) -> int:
+    """``[--host] SCRIPT``: play the CLI's side of SCRIPT, or with ``--host`` the host's."""
+    as_host = argv[:1] == ["--host"]
+    args = argv[1:] if as_host else argv
+    if len(args) != 1:
+        print("usage: python -m claudetrace.bench.standin [--host] SCRIPT", file=sys.stderr)
+        return 2
+    return host(Path(args[0])) if as_host else play(Path(args[0]))
+
+
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--host"]:
-        sys.exit(host(Path(sys.argv[2])))
-    sys.exit(play(Path(sys.argv[1])))
+    sys.exit(main(sys.argv[1:]))
