@@ -280,14 +280,19 @@ def test_a_worker_that_cannot_read_the_capture_is_one_warning(tmp_path: Path) ->
     assert json.dumps(worker.warnings)  # storable as they are
 
 
-def test_set_up_runs_once_the_sink_is_ready_and_before_any_line(tmp_path: Path) -> None:
+def test_set_up_runs_once_the_sink_is_ready_and_before_any_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The worker's main freezes what is set up by then (gc.freeze): the modules and
     # the exporter, not the lines' objects.
     writer = _write_capture(tmp_path)
+    fed: list[int] = []
+    feed = _Follower.feed
+    monkeypatch.setattr(_Follower, "feed", lambda self, record: (fed.append(1),
+                                                                 feed(self, record))[1])
     calls: list[int] = []
     with OtlpReceiver("http") as receiver:
         warnings = run(writer.path, {"endpoint": receiver.endpoint}, None,
-                       set_up=lambda: calls.append(len(receiver.trace_requests)))
-        assert warnings == [] and calls == [0] and receiver.trace_requests
+                       set_up=lambda: calls.append(len(fed)))
+        assert warnings == [] and calls == [0] and fed and receiver.trace_requests
     assert run(writer.path, {"environ": {}}, None, set_up=lambda: calls.append(-1)) == []
     assert calls == [0]  # telemetry off: no sink, nothing set up
