@@ -300,8 +300,6 @@ class CaptureReader:
         except CaptureError:
             self._file.close()
             raise
-        #: Where the next read starts in the file.
-        self._offset = self._file.tell()
 
     def read(self, limit: int | None = None) -> list[Record]:
         """Complete records available now (at most about ``limit`` bytes of them).
@@ -317,7 +315,7 @@ class CaptureReader:
             # read.  The buffer grows only as far as the file has bytes to read.
             start = self._filled
             want = min(self._block, limit or self._block,
-                       os.fstat(self._file.fileno()).st_size - self._offset)
+                       os.fstat(self._file.fileno()).st_size - self._file.tell())
             if want <= 0:
                 break
             if len(buf) < start + want:
@@ -326,7 +324,6 @@ class CaptureReader:
                 got = self._file.readinto(view[start : start + want])
                 if not got:
                     break
-                self._offset += got
                 filled = start + got
                 pos = 0
                 while filled - pos >= size:

@@ -148,7 +148,8 @@ class _RequestEncoder:
         out: list[bytes] = []
         for item in attributes.items():
             kind = type(item[1])
-            cached = pairs.get(item) if kind in _CACHED else None
+            cacheable = kind in _CACHED
+            cached = pairs.get(item) if cacheable else None
             if cached is not None and cached[0] is kind:
                 out += (tag, cached[1])
                 continue
@@ -159,7 +160,7 @@ class _RequestEncoder:
                 continue  # the SDK logs and drops what it cannot encode
             encoded = _varint(len(message)) + message
             out += (tag, encoded)
-            if cached is None and kind in _CACHED:
+            if cached is None and cacheable:
                 seen = self._per_key.get(key, 0)
                 if seen < _VALUES_PER_KEY and (seen or len(self._per_key) < _CACHE_LIMIT):
                     if len(pairs) >= _CACHE_LIMIT:

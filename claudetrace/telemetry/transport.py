@@ -19,6 +19,7 @@ raises for a network failure.
 
 from __future__ import annotations
 
+import functools
 import http.client
 import random
 import time
@@ -190,34 +191,30 @@ def _tls_context(
     return context
 
 
+@functools.cache
 def _grpc_log() -> Any:
-    """The handler that keeps the SDK's last gRPC warning (logging is loaded for
-    gRPC only: OTLP/HTTP, the common case, logs nothing)."""
-    global _GRPC_LOG
-    if _GRPC_LOG is None:
-        import logging
+    """The handler that keeps the SDK's last gRPC warning, made and installed once
+    (logging is loaded for gRPC only: OTLP/HTTP, the common case, logs nothing)."""
+    import logging
 
-        class LastMessage(logging.Handler):
-            """Keeps the SDK's last warning, to explain a failed gRPC export in one line."""
+    class LastMessage(logging.Handler):
+        """Keeps the SDK's last warning, to explain a failed gRPC export in one line."""
 
-            def __init__(self) -> None:
-                super().__init__(logging.WARNING)
-                self.last: str | None = None
+        def __init__(self) -> None:
+            super().__init__(logging.WARNING)
+            self.last: str | None = None
 
-            def emit(self, record: logging.LogRecord) -> None:
-                try:
-                    self.last = record.getMessage()
-                except Exception:  # a malformed log record must not break export
-                    self.last = str(record.msg)
+        def emit(self, record: logging.LogRecord) -> None:
+            try:
+                self.last = record.getMessage()
+            except Exception:  # a malformed log record must not break export
+                self.last = str(record.msg)
 
-        _GRPC_LOG = LastMessage()
-        logger = logging.getLogger(_GRPC_LOGGER)
-        logger.addHandler(_GRPC_LOG)
-        logger.propagate = False
-    return _GRPC_LOG
-
-
-_GRPC_LOG: Any = None
+    handler = LastMessage()
+    logger = logging.getLogger(_GRPC_LOGGER)
+    logger.addHandler(handler)
+    logger.propagate = False
+    return handler
 
 
 class GrpcTransport:
