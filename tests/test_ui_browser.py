@@ -13,19 +13,11 @@ from pathlib import Path
 
 import pytest
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+from tests.browsing import launched, needs_chromium
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian's chromium package"),
+    needs_chromium,
 ]
 
 
@@ -74,14 +66,8 @@ def server(ui_db: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> I
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with launched() as chromium:
+        yield chromium
 
 
 def test_browse_list_session_tabs_and_diff(

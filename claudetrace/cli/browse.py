@@ -10,6 +10,8 @@ from typing import Any
 
 import click
 
+from ..formats.facts import duration as _duration
+from ..formats.facts import when as _when
 from ._common import db_option, reports_errors
 
 
@@ -17,19 +19,6 @@ def _store(db_url: str | None) -> Any:
     from ..store import open_store
 
     return open_store(db_url)
-
-
-def _when(ns: int | None) -> str:
-    if ns is None:
-        return "—"
-    return dt.datetime.fromtimestamp(ns / 1e9).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _duration(ns: int | None) -> str:
-    if ns is None:
-        return "—"
-    seconds = ns / 1e9
-    return f"{seconds:.1f}s" if seconds < 120 else f"{seconds / 60:.1f}m"
 
 
 def session_record(rec: Any) -> dict[str, Any]:
@@ -156,35 +145,13 @@ def show(session: str, db_url: str | None, raw: bool, deltas: bool, width: int) 
     from rich.console import Console
     from rich.markup import escape
 
+    from ..formats.facts import facts
     from ..transcript import entries
 
     store = _store(db_url)
     rec = store.resolve(session)
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
-    rows = [
-        ("recording", rec.id + (f"  ({rec.name})" if rec.name else "")),
-        ("status", rec.status + (f" — {rec.error}" if rec.error else "")),
-        ("started", f"{_when(rec.started_ns)}  duration {_duration(rec.duration_ns)}"),
-        ("command", " ".join(rec.argv or [])),
-        ("cwd / host", f"{rec.cwd}  on {rec.host} (pid {rec.pid})"),
-        ("exit", f"signal {rec.signal}" if rec.signal else str(rec.exit_code)),
-        ("cli session", f"{rec.cli_session_id or '—'}  claude {rec.claude_code_version or '?'}"),
-        ("model / mode", f"{rec.model or '—'} / {rec.permission_mode or '—'}"),
-        (
-            "turns / tools",
-            f"{rec.turns} turns, {rec.tool_calls} tool calls ({rec.tool_errors} failed)",
-        ),
-        (
-            "tokens",
-            f"in {rec.input_tokens} (+cache read {rec.cache_read_tokens}, "
-            f"cache write {rec.cache_creation_tokens}), out {rec.output_tokens}",
-        ),
-        ("cost", f"${rec.cost_usd:.6f}"),
-        ("events", f"{rec.event_count} lines, {rec.byte_count} bytes"),
-    ]
-    if rec.tags:
-        rows.insert(1, ("tags", ", ".join(f"{k}={v}" for k, v in rec.tags.items())))
-    rows += [("warning", warning) for warning in rec.warnings]
+    rows = facts(rec)
     for key, value in rows:
         console.print(f"[bold]{key:>14}[/]  {escape(value)}")
     console.print()
@@ -214,7 +181,12 @@ def show(session: str, db_url: str | None, raw: bool, deltas: bool, width: int) 
 @click.argument("session")
 @db_option
 @click.option(
-    "--format", "fmt", type=click.Choice(["cassette"]), default="cassette", show_default=True
+    "--format",
+    "fmt",
+    type=click.Choice(["cassette", "html"]),
+    default="cassette",
+    show_default=True,
+    help="cassette: NDJSON for tests and import; html: one self-contained report page.",
 )
 @click.option(
     "-o",
@@ -225,11 +197,14 @@ def show(session: str, db_url: str | None, raw: bool, deltas: bool, width: int) 
 )
 @reports_errors
 def export(session: str, db_url: str | None, fmt: str, output: str) -> None:
-    """Write a recording as a cassette (NDJSON, version 1)."""
+    """Write a recording as a cassette (NDJSON, version 1) or an HTML report."""
     from ..cassette import write_cassette
 
     store = _store(db_url)
     rec = store.resolve(session)
+    if fmt == "html":
+        _export_html(store, rec, output)
+        return
     header = store.cassette_header(rec)
     if output == "-":
         write_cassette(sys.stdout, header, store.iter_events(rec.id))
@@ -237,6 +212,19 @@ def export(session: str, db_url: str | None, fmt: str, output: str) -> None:
     else:
         count = write_cassette(output, header, store.iter_events(rec.id))
         click.echo(f"wrote {count} events of {rec.id} to {output}", err=True)
+
+
+def _export_html(store: Any, rec: Any, output: str) -> None:
+    from ..formats.html import write_report
+
+    events = store.iter_events(rec.id)
+    if output == "-":
+        write_report(sys.stdout, rec, events)
+        sys.stdout.flush()
+        return
+    with open(output, "w", encoding="utf-8") as out:
+        count = write_report(out, rec, events)
+    click.echo(f"wrote the report of {rec.id} ({count} events) to {output}", err=True)
 
 
 @click.command("import")

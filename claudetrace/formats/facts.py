@@ -1,0 +1,83 @@
+"""The summary of one recording as labelled values, shared by ``show`` and the HTML report.
+
+What a recording's source cannot know is said to be unknown, never shown as zero:
+a Claude Code transcript has no exit status, stderr or control plane.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+#: Shown for a value the recording's source cannot know.
+UNKNOWN = "unknown"
+
+
+def when(ns: int | None) -> str:
+    """A wall-clock time (local) for a Unix timestamp in nanoseconds."""
+    if ns is None:
+        return "—"
+    return dt.datetime.fromtimestamp(ns / 1e9).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def duration(ns: int | None) -> str:
+    """A short duration for nanoseconds."""
+    if ns is None:
+        return "—"
+    seconds = ns / 1e9
+    return f"{seconds:.1f}s" if seconds < 120 else f"{seconds / 60:.1f}m"
+
+
+def has_process(rec: Any) -> bool:
+    """Whether the recording saw the CLI process (exit status, stderr, control plane)."""
+    return bool(rec.source != "transcript")
+
+
+def facts(rec: Any) -> list[tuple[str, str]]:
+    """Label / value pairs describing ``rec`` (a stored :class:`~claudetrace.store.Recording`)."""
+    process = has_process(rec)
+    if not process:
+        exit_text = UNKNOWN
+    elif rec.signal:
+        exit_text = f"signal {rec.signal}"
+    else:
+        exit_text = str(rec.exit_code)
+    rows = [
+        ("recording", rec.id + (f"  ({rec.name})" if rec.name else "")),
+        ("status", rec.status + (f" — {rec.error}" if rec.error else "")),
+        ("started", f"{when(rec.started_ns)}  duration {duration(rec.duration_ns)}"),
+    ]
+    if process:
+        rows += [
+            ("command", " ".join(rec.argv or [])),
+            ("cwd / host", f"{rec.cwd}  on {rec.host} (pid {rec.pid})"),
+        ]
+    else:
+        origin = (rec.extra or {}).get("source_path") or "?"
+        rows += [
+            ("source", f"Claude Code transcript {origin}"),
+            ("cwd", rec.cwd or UNKNOWN),
+        ]
+    cost = f"${rec.cost_usd:.6f}" if process else f"{UNKNOWN} (not in a transcript)"
+    rows += [
+        ("exit", exit_text),
+        ("cli session", f"{rec.cli_session_id or '—'}  claude {rec.claude_code_version or '?'}"),
+        ("model / mode", f"{rec.model or '—'} / {rec.permission_mode or '—'}"),
+        (
+            "turns / tools",
+            f"{rec.turns} turns, {rec.tool_calls} tool calls ({rec.tool_errors} failed)",
+        ),
+        (
+            "tokens",
+            f"in {rec.input_tokens} (+cache read {rec.cache_read_tokens}, "
+            f"cache write {rec.cache_creation_tokens}), out {rec.output_tokens}",
+        ),
+        ("cost", cost),
+        ("events", f"{rec.event_count} lines, {rec.byte_count} bytes"),
+    ]
+    if not process:
+        rows.append(("not known", "control plane, stderr and exit status (not in a transcript)"))
+    if rec.tags:
+        rows.insert(1, ("tags", ", ".join(f"{k}={v}" for k, v in rec.tags.items())))
+    rows += [("warning", warning) for warning in rec.warnings]
+    return rows

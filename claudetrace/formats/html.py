@@ -1,0 +1,234 @@
+"""The one-file HTML report of a recording (``claudetrace export --format html``).
+
+:func:`report_data` shapes a recording into compact JSON: the summary
+(:mod:`.facts`), the conversation (:func:`claudetrace.ui.conversation.build_conversation`),
+the timeline waterfall (the telemetry spans, :func:`claudetrace.ui.timeline.timeline_rows`),
+the control plane (:func:`claudetrace.ui.controlplane.control_rows`) and tokens and cost
+per model (the same spans).  :func:`render_report` embeds that JSON in a page whose
+inline script draws it in the browser, so the file holds each text once instead of
+markup per line, and stays about the size of the recording's cassette.
+
+The page makes no network request of any kind: no external script, style, font or
+image, and a Content-Security-Policy that forbids them, so it works from
+``file://`` and offline.  Every recorded text is inserted as text, never as HTML.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from collections.abc import Iterable, Sequence
+from importlib import resources
+from typing import IO, Any
+
+from .._version import __version__
+from ..events import Event
+from ..recording import RecordingInfo
+from ..sanitize import Sanitizer
+from ..telemetry import build_spans
+from ..telemetry import conventions as c
+from ..telemetry.records import SpanRecord
+from ..ui.controlplane import control_rows
+from ..ui.conversation import Decision, Item, build_conversation
+from ..ui.timeline import TimelineRow, timeline_rows
+from .facts import has_process
+
+#: Where the viewer's JSON goes in the template.
+_DATA_MARK = "/*REPORT-DATA*/"
+_TITLE_MARK = "<!--REPORT-TITLE-->"
+_MISSING = object()
+#: Longest attribute value kept in a timeline bar's details.
+_DETAIL_LIMIT = 300
+
+
+def secret_redactor(environ: dict[str, str] | None = None) -> Sanitizer:
+    """The record-time secret redaction (patterns and secret environment values), no paths."""
+    return Sanitizer.for_recording(environ=dict(os.environ if environ is None else environ))
+
+
+def _round(seconds: float) -> float:
+    return round(seconds, 4)
+
+
+def _decision(d: Decision) -> list[Any]:
+    return [d.kind, d.name, d.outcome]
+
+
+def _item(item: Item) -> list[Any]:
+    """An item as ``[kind, t, text, is_error]`` plus a tool object for tool calls."""
+    row: list[Any] = [item.kind, _round(item.t), item.text, 1 if item.is_error else 0]
+    if item.tool is not None:
+        tool = item.tool
+        extra: dict[str, Any] = {"id": tool.tool_use_id}
+        if tool.input is not None:
+            extra["in"] = tool.input
+        if tool.answered:
+            extra["out"] = tool.result or ""
+            if tool.is_error:
+                extra["err"] = 1
+        if tool.decisions:
+            extra["dec"] = [_decision(d) for d in tool.decisions]
+        if tool.children:
+            extra["ch"] = [_item(child) for child in tool.children]
+        row.append(extra)
+    elif item.decision is not None:
+        row.append({"dec": [_decision(item.decision)]})
+    return row
+
+
+def _detail_text(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= _DETAIL_LIMIT else text[: _DETAIL_LIMIT - 1] + "…"
+
+
+def _detail_value(value: Any) -> Any:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    return _detail_text(value)
+
+
+def _timeline(rows: Sequence[TimelineRow], end: float) -> dict[str, Any]:
+    """The waterfall rows, their details coded compactly.
+
+    Details name their attribute by its index in ``keys``; attributes the whole
+    session shares with the root bar (conversation id, provider) and the
+    operation name (the bar's label says it) are left out.
+    """
+    keys: dict[str, int] = {}
+    shared = dict(rows[0].details) if rows else {}
+    out = []
+    for i, r in enumerate(rows):
+        details: list[Any] = []
+        for key, value in r.details.items():
+            if key == c.GEN_AI_OPERATION_NAME or (i and shared.get(key, _MISSING) == value):
+                continue
+            details += [keys.setdefault(key, len(keys)), _detail_value(value)]
+        out.append(
+            [r.label, r.category, r.depth, _round(r.start_s), _round(r.end_s), r.status, details]
+        )
+    return {"end": _round(end), "keys": list(keys), "rows": out}
+
+
+def _model_of(span: SpanRecord) -> str:
+    attrs = span.attributes
+    model = attrs.get(c.GEN_AI_RESPONSE_MODEL) or attrs.get(c.GEN_AI_REQUEST_MODEL)
+    return str(model) if model else "unknown"
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def model_usage(spans: Sequence[SpanRecord], *, costs_known: bool = True) -> list[list[Any]]:
+    """``[model, calls, input, output, cache read, cache write, cost]`` per model.
+
+    Input tokens exclude the cache (the GenAI convention's ``input_tokens`` includes
+    it); the cost is the CLI's own, from its results (``None`` when it never said).
+    """
+    rows: dict[str, list[Any]] = {}
+    costs: dict[str, float] = {}
+    for span in spans:
+        if span.parent_id is None:
+            costs = dict(span.costs)
+        if not span.key.startswith("chat"):
+            continue
+        a = span.attributes
+        row = rows.setdefault(_model_of(span), [_model_of(span), 0, 0, 0, 0, 0, None])
+        cache_read = _int(a.get(c.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS))
+        cache_write = _int(a.get(c.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS))
+        row[1] += 1
+        row[2] += max(0, _int(a.get(c.GEN_AI_USAGE_INPUT_TOKENS)) - cache_read - cache_write)
+        row[3] += _int(a.get(c.GEN_AI_USAGE_OUTPUT_TOKENS))
+        row[4] += cache_read
+        row[5] += cache_write
+    for model, cost in costs.items():
+        row = rows.setdefault(model, [model, 0, 0, 0, 0, 0, None])
+        row[6] = round(cost, 6)
+    if costs_known:
+        for row in rows.values():
+            row[6] = 0.0 if row[6] is None else row[6]
+    return sorted(rows.values(), key=lambda r: (-(r[6] or 0), -r[1], r[0]))
+
+
+def report_data(
+    rec: Any, events: Sequence[Event], *, generated: str | None = None
+) -> dict[str, Any]:
+    """The report of ``rec`` (a stored recording) and its ``events`` as JSON-ready data."""
+    from .facts import facts
+
+    info: RecordingInfo = rec.info()
+    spans = build_spans(info, events)
+    rows = timeline_rows(spans, info.started_ns)
+    process = has_process(rec)
+    end = max((r.end_s for r in rows), default=0.0)
+    if events:
+        end = max(end, events[-1].t)
+    return {
+        "v": 1,
+        "title": rec.name or rec.cli_session_id or rec.id,
+        "generated": generated or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "tool": f"claudetrace {__version__}",
+        "status": rec.status,
+        "facts": [list(pair) for pair in facts(rec)],
+        "process": process,
+        "conv": [_item(item) for item in build_conversation(events)],
+        "tl": _timeline(rows, end),
+        "cp": [
+            [
+                None if row.t is None else _round(row.t),
+                row.initiator,
+                row.subtype,
+                row.request_id,
+                None if row.latency_ms is None else round(row.latency_ms, 2),
+                row.outcome,
+                row.detail,
+            ]
+            for row in control_rows(events)
+        ]
+        if process
+        else None,
+        "models": model_usage(spans, costs_known=process),
+    }
+
+
+def _script_json(data: Any) -> str:
+    # Inside <script> only "</" (and "<!--") could end or confuse the element;
+    # escaping every "<" keeps the JSON valid and the page inert.
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def template() -> str:
+    """The viewer page (inline CSS and script, no external resource)."""
+    return resources.files(__package__).joinpath("report.html").read_text(encoding="utf-8")
+
+
+def render_report(data: dict[str, Any]) -> str:
+    """The complete HTML page for ``data`` from :func:`report_data`."""
+    from html import escape
+
+    page = template()
+    page = page.replace(_TITLE_MARK, escape(f"{data['title']} — claudetrace report"))
+    return page.replace(_DATA_MARK, _script_json(data))
+
+
+def write_report(
+    out: IO[str],
+    rec: Any,
+    events: Iterable[Event],
+    *,
+    redactor: Sanitizer | None = None,
+) -> int:
+    """Write the report of ``rec`` to ``out``; returns the number of events shown.
+
+    ``redactor`` (default :func:`secret_redactor`) is applied to every event first;
+    pass ``Sanitizer(secrets=False)`` for the events as recorded.
+    """
+    clean = secret_redactor() if redactor is None else redactor
+    shown = [clean.event(ev) for ev in events]
+    out.write(render_report(report_data(rec, shown)))
+    return len(shown)
+
+
+__all__ = ["model_usage", "render_report", "report_data", "secret_redactor", "write_report"]

@@ -1,0 +1,252 @@
+"""The one-file HTML report: its data, its size, the command, and the page in Chromium."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from claudetrace.cassette import read_cassette, write_cassette
+from claudetrace.cli import cli
+from claudetrace.events import Event
+from claudetrace.formats.html import render_report, report_data, write_report
+from claudetrace.sanitize import Sanitizer
+from claudetrace.store import Store, open_store
+from tests.browsing import launched, needs_chromium
+
+CASSETTES = Path(__file__).parent / "fixtures" / "cassettes"
+#: What the viewer (CSS and script) may add to the size of the session's cassette.
+VIEWER_OVERHEAD = 24_000
+
+
+def embedded(page: str) -> dict[str, Any]:
+    match = re.search(
+        r'<script type="application/json" id="report-data">(.*?)</script>', page, re.S
+    )
+    assert match is not None
+    data: dict[str, Any] = json.loads(match.group(1))
+    return data
+
+
+def stored(store: Store, name: str) -> tuple[Any, list[Event]]:
+    rid = store.import_cassette(read_cassette(CASSETTES / f"{name}.ndjson"), name=name)
+    return store.get(rid), list(store.iter_events(rid))
+
+
+@pytest.fixture
+def store(db_path: Path) -> Iterator[Store]:
+    s = open_store(str(db_path))
+    yield s
+    s.close()
+
+
+def test_report_data_of_a_permission_denial(store: Store) -> None:
+    rec, events = stored(store, "permission_deny")
+    data = report_data(rec, events)
+    texts = [item[2] for item in data["conv"]]
+    assert "Create created.txt with touch." in texts
+    assert "I was not allowed to." in texts
+    tools = [item for item in data["conv"] if item[0] == "tool"]
+    assert tools and tools[0][2] == "Bash"
+    assert tools[0][4]["dec"] == [["permission", "Bash", "deny"]]
+    assert tools[0][4]["err"] == 1  # the denial comes back as an error result
+    assert any(row[2] == "can_use_tool" and row[4] is not None for row in data["cp"])
+    model, calls = data["models"][0][:2]
+    assert model.startswith("claude-") and calls == 2
+    assert data["models"][0][6] == pytest.approx(rec.cost_usd, abs=1e-6)
+    categories = {row[1] for row in data["tl"]["rows"]}
+    assert {"session", "turn", "model", "tool", "permission"} <= categories
+    assert ["exit", "0"] in data["facts"]
+
+
+def test_subagent_items_nest_under_their_tool_call(store: Store) -> None:
+    rec, events = stored(store, "subagent")
+    data = report_data(rec, events)
+    nested = [item for item in data["conv"] if item[0] == "tool" and item[4].get("ch")]
+    assert nested, "the Task/Agent call carries the subagent's items"
+
+
+def test_recorded_markup_and_secrets_do_not_reach_the_page(store: Store) -> None:
+    rec, events = stored(store, "plain")
+    hostile = json.dumps(
+        {
+            "type": "assistant",
+            "message": {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "text",
+                        "text": "</script><script>alert(1)</script> key "
+                        "sk-ant-api03-abcdefghijklmnop",
+                    }
+                ],
+            },
+            "session_id": rec.cli_session_id,
+        }
+    ).encode()
+    events.append(Event(len(events), "out", events[-1].t_ns + 1, hostile))
+    out = io.StringIO()
+    write_report(out, rec, events)
+    page = out.getvalue()
+    assert "sk-ant-api03" not in page
+    assert "<script>alert" not in page
+    assert page.count("</script>") == 2  # the data block and the viewer, nothing recorded
+    texts = [item[2] for item in embedded(page)["conv"]]
+    assert "</script><script>alert(1)</script> key [REDACTED]" in texts
+    raw = io.StringIO()
+    write_report(raw, rec, events, redactor=Sanitizer(secrets=False))
+    assert "sk-ant-api03-abcdefghijklmnop" in raw.getvalue()
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in CASSETTES.glob("*.ndjson")))
+def test_report_is_at_most_the_cassette_plus_the_viewer(store: Store, name: str) -> None:
+    rec, events = stored(store, name)
+    cassette = io.StringIO()
+    write_cassette(cassette, store.cassette_header(rec), events)
+    page = render_report(report_data(rec, events))
+    assert len(page.encode()) <= len(cassette.getvalue().encode()) + VIEWER_OVERHEAD
+
+
+def big_session(store: Store, lines: int) -> str:
+    from claudetrace.ui.bench import seed
+
+    return seed(store, sessions=0, lines=lines)
+
+
+def test_big_report_stays_within_the_size_budget(store: Store) -> None:
+    rid = big_session(store, 20_000)
+    rec = store.get(rid)
+    events = list(store.iter_events(rid))
+    cassette = io.StringIO()
+    write_cassette(cassette, store.cassette_header(rec), events)
+    page = render_report(report_data(rec, events))
+    assert len(page.encode()) <= len(cassette.getvalue().encode()) + VIEWER_OVERHEAD
+
+
+def test_export_html_command(tmp_path: Path, db_path: Path) -> None:
+    runner = CliRunner()
+    db = str(db_path)
+    imported = runner.invoke(
+        cli, ["import", str(CASSETTES / "hooks.ndjson"), "--db", db, "--name", "hooks"]
+    )
+    assert imported.exit_code == 0, imported.output
+    rid = imported.stdout.strip()
+    target = tmp_path / "report.html"
+    done = runner.invoke(cli, ["export", rid, "--db", db, "--format", "html", "-o", str(target)])
+    assert done.exit_code == 0, done.output
+    assert f"wrote the report of {rid}" in done.stderr
+    page = target.read_text()
+    assert page.startswith("<!DOCTYPE html>")
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", page)
+    assert embedded(page)["facts"][0] == ["recording", f"{rid}  (hooks)"]
+    to_stdout = runner.invoke(cli, ["export", rid, "--db", db, "--format", "html"])
+    assert to_stdout.exit_code == 0
+    assert to_stdout.stdout.startswith("<!DOCTYPE html>")
+    bad = runner.invoke(cli, ["export", "01NOTHERE", "--db", db, "--format", "html"])
+    assert bad.exit_code != 0 and "Traceback" not in bad.output
+
+
+# -- in a browser ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with launched() as chromium:
+        yield chromium
+
+
+class Offline:
+    """A page that refuses every request but its own file, and keeps what went wrong."""
+
+    def __init__(self, browser: Any, path: Path) -> None:
+        self.url = path.resolve().as_uri()
+        self.context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        self.requests: list[str] = []
+        self.errors: list[str] = []
+        self.context.route("**/*", self._route)
+        self.page = self.context.new_page()
+        self.page.on("request", lambda req: self.requests.append(req.url))
+        self.page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+        self.page.on(
+            "console",
+            lambda msg: self.errors.append(msg.text) if msg.type == "error" else None,
+        )
+
+    def _route(self, route: Any) -> None:
+        if route.request.url == self.url:
+            route.continue_()
+        else:
+            route.abort()
+
+    def open(self) -> Any:
+        self.page.goto(self.url)
+        return self.page
+
+    def check(self) -> None:
+        assert [u for u in self.requests if u != self.url] == []
+        assert self.errors == []
+
+    def close(self) -> None:
+        self.context.close()
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_report_in_chromium_offline(browser: Any, store: Store, tmp_path: Path) -> None:
+    rec, events = stored(store, "permission_deny")
+    path = tmp_path / "report.html"
+    with path.open("w") as out:
+        write_report(out, rec, events)
+    view = Offline(browser, path)
+    try:
+        page = view.open()
+        page.get_by_text("I was not allowed to.").first.wait_for(timeout=10_000)
+        assert page.get_by_text("Create created.txt with touch.").first.is_visible()
+        assert page.get_by_text("permission Bash: deny").first.is_visible()
+        page.get_by_text("Bash", exact=True).first.click()  # opens the tool call
+        assert page.get_by_text("touch created.txt").first.is_visible()
+        page.get_by_role("tab", name="Timeline").click()
+        assert page.locator("#timeline").get_by_text("invoke_agent claude-code").first.is_visible()
+        page.get_by_role("tab", name="Control plane").click()
+        assert page.locator("#control").get_by_text("can_use_tool").first.is_visible()
+        page.get_by_role("tab", name="Tokens & cost").click()
+        assert page.locator("#tokens").get_by_text(f"${rec.cost_usd:.6f}").first.is_visible()
+        page.get_by_role("tab", name="Conversation").click()
+        page.get_by_label("Filter the conversation").fill("not allowed")
+        assert re.fullmatch(r"\d+ of \d+ items", page.locator("#convcount").inner_text())
+        assert page.get_by_text("I was not allowed to.").first.is_visible()
+        assert not page.get_by_text("Create created.txt with touch.").first.is_visible()
+        page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+        view.check()
+    finally:
+        view.close()
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_50k_line_report_opens_in_under_3_s(browser: Any, store: Store, tmp_path: Path) -> None:
+    rid = big_session(store, 50_000)
+    rec = store.get(rid)
+    path = tmp_path / "big.html"
+    with path.open("w") as out:
+        write_report(out, rec, store.iter_events(rid))
+    view = Offline(browser, path)
+    try:
+        page = view.open()
+        page.locator("html[data-shown]").wait_for(state="attached", timeout=30_000)
+        # The page's own clock, from navigation start to the first screenful drawn
+        # (Playwright's round trips on a loaded machine are not the page's time).
+        shown_ms = int(page.locator("html").get_attribute("data-shown"))
+        assert shown_ms < 3000, f"first screenful after {shown_ms} ms"
+        assert page.get_by_text("big turn 0", exact=True).first.is_visible()
+        page.get_by_role("tab", name="Timeline").click()
+        page.locator("#timeline").get_by_text("invoke_agent claude-code").wait_for(timeout=10_000)
+        view.check()
+    finally:
+        view.close()
