@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from claudetrace.store import Store, open_store
 from claudetrace.testing import FakeAPI
 from claudetrace.testing.harness import bundled_cli
 
@@ -29,6 +30,14 @@ def ct_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def db_path(tmp_path: Path, ct_env: Path) -> Path:
     """A fresh SQLite database file path (not created yet)."""
     return tmp_path / "claudetrace.db"
+
+
+@pytest.fixture
+def store(db_path: Path) -> Iterator[Store]:
+    """An open store on a fresh SQLite file (closed afterwards)."""
+    opened = open_store(str(db_path))
+    yield opened
+    opened.close()
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ from claudetrace.cli import cli
 from claudetrace.events import Event
 from claudetrace.formats.html import render_report, report_data, write_report
 from claudetrace.sanitize import Sanitizer
-from claudetrace.store import Store, open_store
+from claudetrace.store import Store
 from tests.browsing import launched, needs_chromium
 
 CASSETTES = Path(__file__).parent / "fixtures" / "cassettes"
@@ -37,13 +37,6 @@ def embedded(page: str) -> dict[str, Any]:
 def stored(store: Store, name: str) -> tuple[Any, list[Event]]:
     rid = store.import_cassette(read_cassette(CASSETTES / f"{name}.ndjson"), name=name)
     return store.get(rid), list(store.iter_events(rid))
-
-
-@pytest.fixture
-def store(db_path: Path) -> Iterator[Store]:
-    s = open_store(str(db_path))
-    yield s
-    s.close()
 
 
 def test_report_data_of_a_permission_denial(store: Store) -> None:

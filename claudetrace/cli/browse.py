@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 import sys
@@ -228,24 +227,74 @@ def _export_html(store: Any, rec: Any, output: str) -> None:
 
 
 @click.command("import")
-@click.argument("path", type=click.Path(dir_okay=False, allow_dash=False))
+@click.argument("paths", nargs=-1, required=True, metavar="PATH…", type=click.Path())
 @db_option
-@click.option("--name", help="Name for the imported recording.")
+@click.option("--name", help="Name for the imported recording(s).")
 @click.option("--tag", "tags", multiple=True, metavar="K=V", help="Tag (repeatable).")
+@click.option(
+    "--watch",
+    is_flag=True,
+    help="Keep importing transcripts that appear or grow under PATH… (Ctrl-C to stop).",
+)
+@click.option(
+    "--interval", default=2.0, show_default=True, help="Seconds between looks with --watch."
+)
 @reports_errors
-def import_(path: str, db_url: str | None, name: str | None, tags: tuple[str, ...]) -> None:
-    """Store a cassette file as a new recording; prints its id."""
-    from ..cassette import iter_cassette
+def import_(
+    paths: tuple[str, ...],
+    db_url: str | None,
+    name: str | None,
+    tags: tuple[str, ...],
+    watch: bool,
+    interval: float,
+) -> None:
+    """Store cassettes and Claude Code transcripts; prints each recording's id.
+
+    PATH is a cassette, a Claude Code session transcript, or a folder of
+    transcripts, such as ~/.claude/projects (all your Claude Code sessions) or
+    one project's folder in it.  The format is told by content.  Importing a
+    transcript again skips it when unchanged and updates its recording when it
+    grew; --watch keeps doing so as Claude Code writes.
+    """
+    from ..formats.imports import expand, import_file
     from .record import _parse_tags
 
     parsed_tags = _parse_tags(tags)
-    header, events = iter_cassette(path)
-    with contextlib.closing(events):
-        store = _store(db_url)
-        # Read as it is stored, in the memory of a batch; a malformed line half way
-        # deletes what was stored of it, so no half recording is left behind.
-        rid = store.import_cassette((header, events), name=name, tags=parsed_tags)
-    click.echo(rid)
+    files = list(expand(paths))
+    store = _store(db_url)
+    for path in files:
+        done = import_file(store, path, name=name, tags=parsed_tags)
+        if done.action == "unchanged":
+            click.echo(f"{path}: unchanged, recording {done.recording_id}", err=True)
+        else:
+            click.echo(done.recording_id)
+            if done.kind == "transcript":
+                click.echo(f"{path}: {done.action} session {done.session_id}", err=True)
+    if watch:
+        _watch(store, paths, interval)
+
+
+def _watch(store: Any, paths: tuple[str, ...], interval: float) -> None:
+    import time
+
+    from ..formats.imports import Watcher
+
+    watcher = Watcher(store, paths)
+
+    def report(done: Any) -> None:
+        click.echo(done.recording_id)
+        click.echo(f"{done.path}: {done.action} session {done.session_id}", err=True)
+
+    def failed(path: Any, exc: Exception) -> None:
+        click.echo(f"claudetrace: {exc}", err=True)
+
+    click.echo(f"watching {', '.join(paths)} (Ctrl-C to stop)", err=True)
+    try:
+        while True:
+            watcher.poll(report, failed)
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        pass
 
 
 @click.group()

@@ -33,6 +33,11 @@ def has_process(rec: Any) -> bool:
     return bool(rec.source != "transcript")
 
 
+def cost_known(rec: Any) -> bool:
+    """Whether the recording says what the session cost (a transcript may not)."""
+    return has_process(rec) or bool((rec.extra or {}).get("cost_known"))
+
+
 def facts(rec: Any) -> list[tuple[str, str]]:
     """Label / value pairs describing ``rec`` (a stored :class:`~claudetrace.store.Recording`)."""
     process = has_process(rec)
@@ -58,7 +63,7 @@ def facts(rec: Any) -> list[tuple[str, str]]:
             ("source", f"Claude Code transcript {origin}"),
             ("cwd", rec.cwd or UNKNOWN),
         ]
-    cost = f"${rec.cost_usd:.6f}" if process else f"{UNKNOWN} (not in a transcript)"
+    cost = f"${rec.cost_usd:.6f}" if cost_known(rec) else f"{UNKNOWN} (not in this transcript)"
     rows += [
         ("exit", exit_text),
         ("cli session", f"{rec.cli_session_id or '—'}  claude {rec.claude_code_version or '?'}"),

@@ -32,7 +32,7 @@ from ..telemetry.records import SpanRecord
 from ..ui.controlplane import control_rows
 from ..ui.conversation import Decision, Item, build_conversation
 from ..ui.timeline import TimelineRow, timeline_rows
-from .facts import has_process
+from .facts import cost_known, has_process
 
 #: Where the viewer's JSON goes in the template.
 _DATA_MARK = "/*REPORT-DATA*/"
@@ -188,7 +188,7 @@ def report_data(
         ]
         if process
         else None,
-        "models": model_usage(spans, costs_known=process),
+        "models": model_usage(spans, costs_known=cost_known(rec)),
     }
 
 

@@ -207,8 +207,12 @@ class Store:
         name: str | None = None,
         tags: dict[str, str] | None = None,
         batch: int = 2000,
+        info: RecordingInfo | None = None,
     ) -> str:
         """Store a cassette as a new recording; returns its id.
+
+        ``info`` describes the recording instead of the header (an importer that
+        knows better: a Claude Code transcript, a recording id to keep).
 
         The events are read as they are stored, a batch at a time, so a cassette
         of any size takes a batch's memory.  If reading them fails half way (a
@@ -218,7 +222,7 @@ class Store:
             header, events = cassette.header, iter(cassette.events)
         else:
             header, events = cassette[0], iter(cassette[1])
-        info = info_from_header(header)
+        info = info_from_header(header) if info is None else info
         if name:
             info.name = name
         if tags:

@@ -1,0 +1,204 @@
+"""``claudetrace import``: cassettes and Claude Code transcripts, told apart by content.
+
+:func:`detect` reads a file's first line: a cassette header, a Claude Code
+transcript line, or neither (a clear error).  :func:`import_file` stores one
+file; transcripts are imported idempotently: the recording of a session is found
+again by its CLI session id, an unchanged transcript is skipped, and one that
+grew replaces the events of the same recording (its id stays).  :func:`expand`
+turns folders into the transcript files under them, and :class:`Watcher`
+imports what is new or has grown, again and again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from sqlalchemy import select
+
+from ..errors import ClaudeTraceError
+from .claude_code import SOURCE, fingerprint, is_transcript_line, read_transcript, sidechain_files
+
+Kind = Literal["cassette", "transcript"]
+Action = Literal["imported", "updated", "unchanged"]
+
+
+class ImportFormatError(ClaudeTraceError):
+    """A file that is neither a cassette nor a Claude Code transcript."""
+
+
+@dataclass(frozen=True)
+class Imported:
+    """What became of one file."""
+
+    path: Path
+    kind: Kind
+    action: Action
+    recording_id: str | None
+    session_id: str | None = None
+
+
+def detect(path: Path) -> Kind:
+    """Whether ``path`` holds a cassette or a Claude Code transcript (by its first line)."""
+    try:
+        with path.open("rb") as handle:
+            first = b""
+            for raw in handle:
+                if raw.strip():
+                    first = raw
+                    break
+    except OSError as exc:
+        raise ImportFormatError(
+            f"cannot read cassette or transcript {path}: {exc.strerror or exc}"
+        ) from exc
+    try:
+        obj: Any = json.loads(first) if first else None
+    except ValueError:
+        obj = None
+    if isinstance(obj, dict) and obj.get("claudetrace") == "cassette":
+        return "cassette"
+    if is_transcript_line(obj):
+        return "transcript"
+    what = (
+        "an empty file" if not first else "not a claudetrace cassette or a Claude Code transcript"
+    )
+    raise ImportFormatError(f"{path}: {what}")
+
+
+def expand(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Path]:
+    """Files named, and the session transcripts (``*.jsonl``) under folders named.
+
+    Subagent transcripts (``…/subagents/agent-*.jsonl``) are read with their
+    session, not on their own.
+    """
+    for given in paths:
+        path = Path(given).expanduser()
+        if path.is_dir():
+            for found in sorted(path.rglob("*.jsonl")):
+                if found.parent.name != "subagents" and found.is_file():
+                    yield found
+        elif path.exists():
+            yield path
+        else:
+            raise ImportFormatError(
+                f"cannot read cassette or transcript {path}: no such file or folder"
+            )
+
+
+def _transcript_recording(store: Any, session_id: str) -> Any:
+    from ..store.models import Recording
+
+    with store.session() as s:
+        return s.scalars(
+            select(Recording)
+            .where(Recording.source == SOURCE, Recording.cli_session_id == session_id)
+            .order_by(Recording.started_ns)
+            .limit(1)
+        ).first()
+
+
+def import_transcript(
+    store: Any, path: Path, *, name: str | None = None, tags: dict[str, str] | None = None
+) -> Imported:
+    """Store (or bring up to date) the recording of the session transcript ``path``."""
+    files = [path, *sidechain_files(path)]
+    digest = fingerprint(files)
+    known = _transcript_recording(store, path.stem)
+    if known is not None and (known.extra or {}).get("fingerprint") == digest:
+        return Imported(path, "transcript", "unchanged", known.id, known.cli_session_id)
+    transcript = read_transcript(path)
+    sid = transcript.info.cli_session_id
+    if known is None or known.cli_session_id != sid:
+        known = _transcript_recording(store, sid) if sid else None
+    info = transcript.info
+    info.extra["fingerprint"] = digest
+    if known is not None:
+        if (known.extra or {}).get("fingerprint") == digest:
+            return Imported(path, "transcript", "unchanged", known.id, sid)
+        info.id = known.id
+        info.name = known.name
+        info.tags = dict(known.tags or {})
+        store.delete_recording(known.id)
+    if name:
+        info.name = name
+    if tags:
+        info.tags = {**info.tags, **tags}
+    rid = store.import_cassette(({}, transcript.events), info=info)
+    # The import closes the recording at its last event; a turn still under
+    # way leaves it open, seen last when the file was last written.
+    if not transcript.finished:
+        seen = max(path.stat().st_mtime_ns, info.started_ns)
+        store.update_recording(rid, ended_ns=None, last_seen_ns=seen)
+    action: Action = "updated" if known is not None else "imported"
+    return Imported(path, "transcript", action, rid, sid)
+
+
+def import_file(
+    store: Any, path: Path, *, name: str | None = None, tags: dict[str, str] | None = None
+) -> Imported:
+    """Store the cassette or transcript ``path``."""
+    kind = detect(path)
+    if kind == "transcript":
+        return import_transcript(store, path, name=name, tags=tags)
+    from contextlib import closing
+
+    from ..cassette import iter_cassette
+
+    header, events = iter_cassette(path)
+    with closing(events):
+        rid = store.import_cassette((header, events), name=name, tags=tags)
+    session_id = header.get("session_id")
+    return Imported(
+        path, "cassette", "imported", rid, session_id if isinstance(session_id, str) else None
+    )
+
+
+class Watcher:
+    """Imports the transcripts under some paths that are new or changed since last look."""
+
+    def __init__(self, store: Any, paths: Iterable[str | os.PathLike[str]]) -> None:
+        self.store = store
+        self.paths = list(paths)
+        self.seen: dict[Path, tuple[int, int]] = {}
+
+    def _stamp(self, path: Path) -> tuple[int, int]:
+        stamps = [(p.stat().st_size, p.stat().st_mtime_ns) for p in [path, *sidechain_files(path)]]
+        return sum(s for s, _ in stamps), max(m for _, m in stamps)
+
+    def poll(
+        self, report: Callable[[Imported], None], errors: Callable[[Path, Exception], None]
+    ) -> None:
+        """Look once; ``report`` each file imported or updated, ``errors`` each failure."""
+        for path in expand(self.paths):
+            try:
+                stamp = self._stamp(path)
+            except OSError:
+                continue  # removed while we looked
+            if self.seen.get(path) == stamp:
+                continue
+            try:
+                if detect(path) != "transcript":
+                    self.seen[path] = stamp
+                    continue
+                done = import_transcript(self.store, path)
+            except ClaudeTraceError as exc:
+                errors(path, exc)
+            else:
+                if done.action != "unchanged":
+                    report(done)
+            self.seen[path] = stamp
+
+
+__all__ = [
+    "ImportFormatError",
+    "Imported",
+    "Watcher",
+    "detect",
+    "expand",
+    "import_file",
+    "import_transcript",
+]

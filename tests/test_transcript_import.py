@@ -1,0 +1,381 @@
+"""Importing Claude Code transcripts: format detection, conversion, idempotence, --watch,
+and the comparison with the proxied recording of the same real-CLI session."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from claudetrace.cli import cli
+from claudetrace.formats.claude_code import TranscriptError, read_transcript
+from claudetrace.formats.imports import ImportFormatError, detect, expand, import_file
+from claudetrace.store import Store, open_store
+from claudetrace.telemetry import build_spans
+
+SID = "5d0f3c1e-8a52-4a55-9c3e-0c2f4b7a9e11"
+CASSETTES = Path(__file__).parent / "fixtures" / "cassettes"
+
+
+def stamp(ms: int) -> str:
+    return f"2026-11-24T10:00:{ms // 1000:02d}.{ms % 1000:03d}Z"
+
+
+def usage(inp: int, out: int) -> dict[str, int]:
+    return {
+        "input_tokens": inp,
+        "cache_creation_input_tokens": 10,
+        "cache_read_input_tokens": 50,
+        "output_tokens": out,
+    }
+
+
+def user(text: Any, ms: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "parentUuid": None,
+        "isSidechain": False,
+        "type": "user",
+        "message": {"role": "user", "content": text},
+        "uuid": f"u-{ms}",
+        "timestamp": stamp(ms),
+        "permissionMode": "default",
+        "cwd": "/home/dev/project",
+        "sessionId": SID,
+        "version": "2.1.330",
+        **extra,
+    }
+
+
+def assistant(msg_id: str, block: dict[str, Any], ms: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "parentUuid": None,
+        "isSidechain": False,
+        "type": "assistant",
+        "message": {
+            "id": msg_id,
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-opus-5-5",
+            "content": [block],
+            "stop_reason": "tool_use" if block["type"] == "tool_use" else "end_turn",
+            "usage": usage(100, 25),
+        },
+        "uuid": f"a-{ms}",
+        "timestamp": stamp(ms),
+        "cwd": "/home/dev/project",
+        "sessionId": SID,
+        "version": "2.1.330",
+        **extra,
+    }
+
+
+def text(value: str) -> dict[str, Any]:
+    return {"type": "text", "text": value}
+
+
+def tool_use(tid: str, name: str, **inp: Any) -> dict[str, Any]:
+    return {"type": "tool_use", "id": tid, "name": name, "input": inp}
+
+
+def tool_result(tid: str, content: str, ms: int, **extra: Any) -> dict[str, Any]:
+    block = {"type": "tool_result", "tool_use_id": tid, "content": content}
+    return user([block], ms, **extra)
+
+
+def session_lines() -> list[dict[str, Any]]:
+    """Two turns: a tool call (one API message written as two lines), then a plain answer."""
+    return [
+        {"type": "queue-operation", "operation": "enqueue", "sessionId": SID, "content": "x"},
+        user("List the files.", 0),
+        {"type": "attachment", "attachment": {"type": "date"}, "sessionId": SID},
+        assistant("msg_1", text("Let me look."), 100),
+        assistant("msg_1", tool_use("toolu_1", "Bash", command="ls"), 110),
+        tool_result("toolu_1", "a.txt\nb.txt", 200),
+        assistant("msg_2", text("Two files."), 300),
+        user("Thanks!", 1000),
+        assistant("msg_3", text("You're welcome."), 1100),
+        {
+            "type": "cost-state",
+            "sessionId": SID,
+            "totalCostUSD": 0.0042,
+            "modelUsage": {"claude-opus-5-5": {"inputTokens": 300, "costUSD": 0.0042}},
+        },
+    ]
+
+
+def write(path: Path, lines: list[dict[str, Any]], tail: str = "") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines) + tail)
+    return path
+
+
+def test_detects_the_format_by_content(tmp_path: Path) -> None:
+    transcript = write(tmp_path / "renamed.ndjson", session_lines())
+    assert detect(transcript) == "transcript"
+    assert detect(CASSETTES / "plain.ndjson") == "cassette"
+    other = tmp_path / "other.jsonl"
+    other.write_text('{"hello": "world"}\n')
+    with pytest.raises(ImportFormatError, match="not a claudetrace cassette or a Claude"):
+        detect(other)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    with pytest.raises(ImportFormatError, match="empty file"):
+        detect(empty)
+
+
+def test_a_transcript_becomes_the_stream_the_cli_would_have_written(tmp_path: Path) -> None:
+    path = write(tmp_path / f"{SID}.jsonl", session_lines())
+    got = read_transcript(path)
+    kinds = [(e.direction, e.type, e.subtype) for e in got.events]
+    assert kinds == [
+        ("in", "user", None),
+        ("out", "system", "init"),
+        ("out", "assistant", None),
+        ("out", "assistant", None),
+        ("out", "user", None),
+        ("out", "assistant", None),
+        ("out", "result", "success"),
+        ("in", "user", None),
+        ("out", "system", "init"),
+        ("out", "assistant", None),
+        ("out", "result", "success"),
+    ]
+    first = got.events[6].message or {}
+    # msg_1 is two lines but one API message: its usage counts once.
+    assert first["usage"]["input_tokens"] == 200 and first["num_turns"] == 2
+    assert first["result"] == "Two files." and "total_cost_usd" not in first
+    last = got.events[-1].message or {}
+    assert last["total_cost_usd"] == 0.0042  # the cost-state line came after turn 2
+    assert [e.t_ns for e in got.events][:3] == [0, 100_000_000, 100_000_000]
+    assert got.finished and got.cost_known
+    assert got.info.source == "transcript" and got.info.cli_session_id == SID
+    assert got.info.exit_code is None and got.info.argv == []
+
+
+def test_an_interrupted_turn_and_a_turn_still_running(tmp_path: Path) -> None:
+    lines = [
+        user("Write a long story.", 0),
+        user([text("[Request interrupted by user]")], 500),
+        user("Shorter, please.", 900),
+        assistant("msg_1", tool_use("toolu_1", "Bash", command="sleep 100"), 1000),
+    ]
+    got = read_transcript(write(tmp_path / f"{SID}.jsonl", lines))
+    results = [e.message for e in got.events if e.type == "result"]
+    assert len(results) == 1 and results[0] is not None
+    assert results[0]["subtype"] == "error_during_execution" and results[0]["is_error"]
+    assert not got.finished and got.info.ended_ns is None  # the tool is still running
+
+
+def test_a_partial_last_line_waits_and_a_bad_line_is_named(tmp_path: Path) -> None:
+    path = write(tmp_path / f"{SID}.jsonl", session_lines(), tail='{"type": "user", "mess')
+    assert len(read_transcript(path).events) == 11
+    bad = write(tmp_path / "bad" / f"{SID}.jsonl", session_lines()[:3])
+    with bad.open("a") as out:
+        out.write("{not json\n")
+    with pytest.raises(TranscriptError, match=r"bad/.*\.jsonl:4: not a JSON line"):
+        read_transcript(bad)
+
+
+def test_subagent_side_chains_nest_under_the_tool_call(tmp_path: Path) -> None:
+    main = [
+        user("Ask the counter.", 0),
+        assistant("msg_1", tool_use("toolu_a", "Agent", prompt="Count", subagent_type="c"), 100),
+        tool_result("toolu_a", "3 words", 400, toolUseResult={"agentId": "a1b2"}),
+        assistant("msg_3", text("It says 3."), 500),
+    ]
+    path = write(tmp_path / f"{SID}.jsonl", main)
+    side = [
+        {**user("Count", 150), "isSidechain": True, "agentId": "a1b2"},
+        {**assistant("msg_2", text("3 words"), 300), "isSidechain": True, "agentId": "a1b2"},
+    ]
+    write(tmp_path / SID / "subagents" / "agent-a1b2.jsonl", side)
+    got = read_transcript(path)
+    nested = [
+        (e.type, e.fields.parent_tool_use_id) for e in got.events if e.fields.parent_tool_use_id
+    ]
+    assert nested == [("user", "toolu_a"), ("assistant", "toolu_a")]
+    assert [e.t_ns for e in got.events] == sorted(e.t_ns for e in got.events)
+    spans = build_spans(got.info, got.events)
+    assert any(s.name == "invoke_agent c" for s in spans)
+
+
+def test_import_is_idempotent_and_follows_a_growing_transcript(
+    tmp_path: Path, store: Store
+) -> None:
+    lines = session_lines()
+    path = write(tmp_path / "projects" / "-home-dev-project" / f"{SID}.jsonl", lines[:7])
+    first = import_file(store, path)
+    assert first.action == "imported" and first.kind == "transcript"
+    rec = store.get(first.recording_id or "")
+    assert (rec.turns, rec.tool_calls, rec.source, rec.exit_code) == (1, 1, "transcript", None)
+    again = import_file(store, path)
+    assert again.action == "unchanged" and again.recording_id == first.recording_id
+    write(path, lines)  # the session went on
+    grown = import_file(store, path)
+    assert grown.action == "updated" and grown.recording_id == first.recording_id
+    rec = store.get(first.recording_id or "")
+    assert rec.turns == 2 and rec.cost_usd == pytest.approx(0.0042)
+    assert store.count_recordings() == 1
+    assert store.resolve(SID).id == first.recording_id
+
+
+def test_import_command_on_folders_and_files(tmp_path: Path, db_path: Path) -> None:
+    projects = tmp_path / "projects"
+    write(projects / "-home-dev-a" / f"{SID}.jsonl", session_lines())
+    write(projects / "-home-dev-a" / SID / "subagents" / "agent-x.jsonl", [])
+    runner = CliRunner()
+    db = ["--db", str(db_path)]
+    done = runner.invoke(cli, ["import", str(projects), str(CASSETTES / "plain.ndjson"), *db])
+    assert done.exit_code == 0, done.output
+    ids = done.stdout.split()
+    assert len(ids) == 2
+    assert f"imported session {SID}" in done.stderr
+    again = runner.invoke(cli, ["import", str(projects), *db])
+    assert again.exit_code == 0 and again.stdout == "" and "unchanged" in again.stderr
+    shown = runner.invoke(cli, ["show", SID, *db])
+    assert shown.exit_code == 0, shown.output
+    assert "exit  unknown" in shown.stdout and "Claude Code transcript" in shown.stdout
+    assert "cost  $0.004200" in shown.stdout
+    assert "You're welcome." in shown.stdout
+    listed = json.loads(runner.invoke(cli, ["sessions", "--json", *db]).stdout)
+    assert {r["source"] for r in listed} == {"transcript", "import"}
+    bad = tmp_path / "notes.txt"
+    bad.write_text("hello\n")
+    failed = runner.invoke(cli, ["import", str(bad), *db])
+    assert failed.exit_code != 0
+    assert "not a claudetrace cassette or a Claude Code transcript" in failed.stderr
+    missing = runner.invoke(cli, ["import", str(tmp_path / "nope"), *db])
+    assert missing.exit_code != 0 and "no such file or folder" in missing.stderr
+    helped = runner.invoke(cli, ["import", "--help"])
+    assert "~/.claude/projects" in helped.stdout
+
+
+def test_expand_leaves_subagent_files_to_their_session(tmp_path: Path) -> None:
+    write(tmp_path / "p" / f"{SID}.jsonl", session_lines())
+    write(tmp_path / "p" / SID / "subagents" / "agent-x.jsonl", [])
+    assert [p.name for p in expand([tmp_path])] == [f"{SID}.jsonl"]
+
+
+def test_watch_imports_new_and_growing_sessions(tmp_path: Path, db_path: Path) -> None:
+    projects = tmp_path / "projects"
+    projects.mkdir()
+    lines = session_lines()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    cmd = [
+        sys.executable,
+        "-m",
+        "claudetrace",
+        "import",
+        "--watch",
+        "--interval",
+        "0.2",
+        "--db",
+        str(db_path),
+        str(projects),
+    ]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as proc:
+        try:
+            path = write(projects / "-home-dev-a" / f"{SID}.jsonl", lines[:7])
+            first = wait_for_line(proc)
+            write(path, lines)
+            second = wait_for_line(proc)
+            assert first == second  # the same recording, updated
+        finally:
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert b"updated session" in err
+    check = open_store(str(db_path))
+    try:
+        assert check.get(first.decode()).turns == 2
+    finally:
+        check.close()
+
+
+def wait_for_line(proc: subprocess.Popen[bytes], stream: Any = None, timeout: float = 20) -> bytes:
+    """The next line the watcher prints on ``stream`` (its stdout by default)."""
+    stream = proc.stdout if stream is None else stream
+    assert stream is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([stream], [], [], 0.2)
+        if ready:
+            return bytes(stream.readline().strip())
+        assert proc.poll() is None, "the watcher stopped"
+    raise AssertionError("nothing imported")
+
+
+# -- the real CLI -------------------------------------------------------------------------
+
+COMPARED = ["plain", "permission_allow", "hooks", "mcp_tool", "subagent", "multi_turn"]
+
+
+@pytest.mark.slow
+def test_transcripts_of_the_real_cli_match_its_proxied_recordings(
+    tmp_path: Path, fake_api: Any, real_claude: Path
+) -> None:
+    from claudetrace.testing.harness import make_home
+    from tests.record_fixtures import claudetrace, newest_recording, recording_ids
+    from tests.scenarios import run_scenario
+
+    proxied_db = tmp_path / "proxied.db"
+    shim = tmp_path / "claude"
+    claudetrace("shim", str(shim), "--real", str(real_claude), "--db", str(proxied_db))
+    homes = {}
+    proxied = {}
+    for name in COMPARED:
+        homes[name] = make_home(tmp_path / f"home-{name}")
+        known = recording_ids(proxied_db)
+        run_scenario(name, shim, fake_api, home=homes[name])
+        proxied[name] = newest_recording(proxied_db, known)
+    imported_db = tmp_path / "imported.db"
+    runner = CliRunner()
+    for name in COMPARED:
+        projects = homes[name] / ".claude" / "projects"
+        done = runner.invoke(cli, ["import", str(projects), "--db", str(imported_db)])
+        assert done.exit_code == 0, done.output
+    a, b = open_store(str(proxied_db)), open_store(str(imported_db))
+    try:
+        for name in COMPARED:
+            want = a.get(proxied[name])
+            got = b.resolve(want.cli_session_id)
+            assert got.source == "transcript"
+            for column in (
+                "turns",
+                "tool_calls",
+                "tool_errors",
+                "model",
+                "input_tokens",
+                "output_tokens",
+                "cache_read_tokens",
+                "cache_creation_tokens",
+                "claude_code_version",
+                "permission_mode",
+                "is_error",
+            ):
+                assert getattr(got, column) == getattr(want, column), (name, column)
+            assert got.cost_usd == pytest.approx(want.cost_usd), name
+            assert tool_names(a, want.id) == tool_names(b, got.id), name
+            assert got.exit_code is None and got.status == "ok"
+            spans = build_spans(got.info(), list(b.iter_events(got.id)))
+            assert sum(s.name.startswith("turn ") for s in spans) == want.turns
+    finally:
+        a.close()
+        b.close()
+
+
+def tool_names(store: Store, rid: str) -> list[str]:
+    names = []
+    for ev in store.iter_events(rid):
+        if ev.direction == "out" and ev.type == "assistant" and not ev.fields.parent_tool_use_id:
+            names += [ref.name or "" for ref in ev.fields.tools if ref.kind == "use"]
+    return names
