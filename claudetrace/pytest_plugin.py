@@ -38,7 +38,9 @@ from typing import Any, Final
 
 import pytest
 
+from .cassette import Cassette, read_cassette
 from .recordmode import BadRecordMode, RecordMode, choose_mode, plan
+from .replay.settings import BadSetting, ReplaySettings, settings_from
 
 #: The marker a test uses to configure its cassette.
 MARKER: Final = "claude_cassette"
@@ -46,12 +48,16 @@ DEFAULT_DIR: Final = "tests/cassettes"
 SUFFIX: Final = ".ndjson"
 #: How long to wait, after a recorded test, for the proxy to finish its recording.
 SETTLE_TIMEOUT_S: Final = 10.0
+#: Default bound (seconds) on a recording's wait for an unreachable or failing API
+#: (ini ``claude_record_timeout``), and the retries the CLI gets within it.
+RECORD_TIMEOUT_S: Final = 120.0
+RECORD_RETRIES: Final = 2
 
 _CASSETTE_KEY = pytest.StashKey["ClaudeCassette"]()
 _REPORTS_KEY = pytest.StashKey[dict[str, pytest.TestReport]]()
 _FORCE_RECORD_KEY = pytest.StashKey[bool]()
 _USED_KEY = pytest.StashKey[set[Path]]()
-_RERECORDED_KEY = pytest.StashKey[list[str]]()
+_RERECORDED_KEY = pytest.StashKey[list[tuple[str, bool]]]()
 
 
 # -- pure helpers ------------------------------------------------------------------
@@ -115,6 +121,11 @@ class ClaudeCassette:
     db_path: Path | None = None
     redact: tuple[str, ...] = ()
     basetemp: Path | None = None
+    settings: ReplaySettings = field(default_factory=ReplaySettings)
+    #: The cassette before a re-recording replaces it (re-recording keeps what did not change).
+    previous: Cassette | None = None
+    #: Set once a recording has been saved to :attr:`path`.
+    saved: bool = False
     _divergence: dict[str, Any] | None = field(default=None, repr=False)
 
     @property
@@ -158,17 +169,54 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("claude_record_mode", "Default record mode for claude cassettes.", default="")
     parser.addini(
         "claude_cassette_redact",
-        "Regular expressions redacted from recorded cassettes (one a line).",
+        "Regular expressions redacted from recorded cassettes and from live host lines "
+        "before they are compared (one a line).",
         type="linelist",
         default=[],
+    )
+    parser.addini(
+        "claude_volatile_paths",
+        "JSON paths of host lines not compared on replay (one a line, e.g. $.message.content).",
+        type="linelist",
+        default=[],
+    )
+    parser.addini(
+        "claude_match_regex",
+        "PATH=REGEX rules: host values at PATH must fully match REGEX (one a line).",
+        type="linelist",
+        default=[],
+    )
+    parser.addini(
+        "claude_matcher",
+        "A function match(recorded, live) -> bool (module:function) for host lines that differ.",
+        default="",
+    )
+    parser.addini(
+        "claude_match_argv",
+        "Compare the CLI options that change behaviour with the recording (default true).",
+        type="bool",
+        default=True,
+    )
+    parser.addini(
+        "claude_ignore_argv",
+        "CLI options not compared on replay (one a line, e.g. model).",
+        type="linelist",
+        default=[],
+    )
+    parser.addini(
+        "claude_record_timeout",
+        "Seconds a recording may wait on an unreachable or failing API before the CLI "
+        f"gives up (default {RECORD_TIMEOUT_S:g}).",
+        default="",
     )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        f"{MARKER}(path=None, record_mode=None, redact=()): the claude cassette of this test "
-        "(see the claudetrace pytest plugin).",
+        f"{MARKER}(path=None, record_mode=None, redact=(), volatile_paths=(), match_regex={{}}, "
+        "match=None, match_argv=True, ignore_argv=(), fault=()): the claude cassette of this "
+        "test (see the claudetrace pytest plugin).",
     )
     option = config.getoption("--claude-record-mode", default=None)
     if option:
@@ -195,6 +243,12 @@ def pytest_runtest_makereport(
     report: pytest.TestReport = yield
     item.stash.setdefault(_REPORTS_KEY, {})[report.when] = report
     cassette = item.stash.get(_CASSETTE_KEY, None)
+    if report.when == "call" and cassette is not None and cassette.recording and report.failed:
+        reason = _recording_failure(cassette)
+        if reason:
+            report.longrepr = (
+                f"claude cassette recording failed on the API: {reason}\n\n{report.longrepr}"
+            )
     if report.when == "call" and cassette is not None and not cassette.recording:
         divergence = cassette.divergence()
         if divergence is not None:
@@ -221,8 +275,10 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     ):
         item.stash[_FORCE_RECORD_KEY] = True
         item.stash[_REPORTS_KEY] = {}
-        item.config.stash[_RERECORDED_KEY].append(item.nodeid)
         reports = runtestprotocol(item, nextitem=nextitem, log=False)
+        again = item.stash.get(_CASSETTE_KEY, None)
+        saved = again is not None and again.saved
+        item.config.stash[_RERECORDED_KEY].append((item.nodeid, saved))
     for report in reports:
         item.ihook.pytest_runtest_logreport(report=report)
     item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
@@ -237,8 +293,14 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     rerecorded = config.stash.get(_RERECORDED_KEY, [])
     if rerecorded:
         terminalreporter.section("claude cassettes re-recorded (new_episodes)")
-        for nodeid in rerecorded:
-            terminalreporter.line(f"{nodeid}: diverged from its cassette, recorded again")
+        for nodeid, saved in rerecorded:
+            if saved:
+                terminalreporter.line(f"{nodeid}: diverged from its cassette, recorded again")
+            else:
+                terminalreporter.line(
+                    f"{nodeid}: diverged from its cassette; the new recording failed, "
+                    "so the old cassette is kept"
+                )
     if not config.getoption("--claude-cassettes-unused", default=False):
         return
     folder = cassette_dir(config)
@@ -266,12 +328,15 @@ def claude_cassette(
     if marker is not None and marker.args:
         kwargs.setdefault("path", marker.args[0])
     try:
+        settings = settings_from(kwargs, _ini_settings(config))
+        if kwargs.get("record_mode") is not None:
+            RecordMode.parse(kwargs["record_mode"])  # a typo fails even when overridden
         mode = choose_mode(
             option=config.getoption("--claude-record-mode", default=None),
             marker=kwargs.get("record_mode"),
             ini=str(config.getini("claude_record_mode") or ""),
         )
-    except BadRecordMode as exc:
+    except (BadRecordMode, BadSetting) as exc:
         pytest.fail(str(exc), pytrace=False)
     folder = cassette_dir(config)
     path = cassette_path(folder, Path(str(item.path)), item.nodeid, kwargs.get("path"))
@@ -283,20 +348,29 @@ def claude_cassette(
             "(record it with --claude-record-mode=once)",
             pytrace=False,
         )
-    redact = (*config.getini("claude_cassette_redact"), *kwargs.get("redact", ()))
+    if settings.faults and action == "record":
+        # A fault is injected by the replay; the real CLI cannot be told to crash.
+        pytest.fail(
+            f"claude_cassette fault= replays an existing cassette, and {path} is "
+            f"{'being re-recorded' if path.is_file() else 'missing'} (mode {mode}): record it "
+            "with a test without fault= (share it with path=)",
+            pytrace=False,
+        )
     cassette = ClaudeCassette(
         path=path,
         mode=mode,
         action=action,
         nodeid=item.nodeid,
         workdir=tmp_path_factory.mktemp("claude-cassette"),
-        redact=tuple(str(p) for p in redact),
+        redact=settings.redact,
         basetemp=tmp_path_factory.getbasetemp(),
+        settings=settings,
     )
     if action == "record":
+        cassette.previous = _read_previous(path)
         if mode is RecordMode.REWRITE:
             path.unlink(missing_ok=True)
-        _prepare_recording(cassette)
+        _prepare_recording(cassette, config)
     else:
         _prepare_replay(cassette)
     item.stash[_CASSETTE_KEY] = cassette
@@ -325,11 +399,68 @@ def _prepare_replay(cassette: ClaudeCassette) -> None:
 
     cassette.report_path = cassette.workdir / "divergence.json"
     cassette.cli_path = write_replay_shim(
-        cassette.workdir / "claude", cassette.path, report=cassette.report_path
+        cassette.workdir / "claude",
+        cassette.path,
+        report=cassette.report_path,
+        extra=cassette.settings.replay_args(),
     )
 
 
-def _prepare_recording(cassette: ClaudeCassette) -> None:
+def _ini_settings(config: pytest.Config) -> dict[str, Any]:
+    """The ini options, under the marker's key names (see :mod:`claudetrace.replay.settings`)."""
+    return {
+        "redact": list(config.getini("claude_cassette_redact")),
+        "volatile_paths": list(config.getini("claude_volatile_paths")),
+        "match_regex": list(config.getini("claude_match_regex")),
+        "match": str(config.getini("claude_matcher") or "") or None,
+        "match_argv": config.getini("claude_match_argv"),
+        "ignore_argv": list(config.getini("claude_ignore_argv")),
+    }
+
+
+def _read_previous(path: Path) -> Cassette | None:
+    from .errors import CassetteError
+
+    if not path.is_file():
+        return None
+    try:
+        return read_cassette(path)
+    except CassetteError:
+        return None  # a broken cassette is simply replaced
+
+
+def record_env(timeout: float) -> dict[str, str]:
+    """Environment defaults that bound how long the CLI waits on a failing API.
+
+    The CLI retries a refused or failing request with backoff, by default for
+    minutes.  Recording allows :data:`RECORD_RETRIES` retries, each request at
+    most a third of ``timeout`` seconds, so a recording against an unreachable
+    or failing API ends with the CLI's error result within about ``timeout``
+    seconds.  A variable the caller sets wins.
+    """
+    per_try = max(1.0, timeout / (RECORD_RETRIES + 1))
+    return {
+        "CLAUDE_CODE_MAX_RETRIES": str(RECORD_RETRIES),
+        "API_TIMEOUT_MS": str(int(per_try * 1000)),
+    }
+
+
+def _record_timeout(config: pytest.Config) -> float:
+    value = str(config.getini("claude_record_timeout") or "").strip()
+    if not value:
+        return RECORD_TIMEOUT_S
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if seconds <= 0:
+        pytest.fail(
+            f"claude_record_timeout must be a number of seconds, not {value!r}", pytrace=False
+        )
+    return seconds
+
+
+def _prepare_recording(cassette: ClaudeCassette, config: pytest.Config) -> None:
     from .errors import ClaudeTraceError
     from .shim import find_real_cli, proxy_command, write_shim
 
@@ -342,7 +473,45 @@ def _prepare_recording(cassette: ClaudeCassette) -> None:
         )
     cassette.db_path = cassette.workdir / "recording.db"
     command = proxy_command(real, db=str(cassette.db_path), name=cassette.nodeid)
-    cassette.cli_path = write_shim(cassette.workdir / "claude", command, real=real)
+    cassette.cli_path = write_shim(
+        cassette.workdir / "claude",
+        command,
+        real=real,
+        env_defaults=record_env(_record_timeout(config)),
+    )
+
+
+def api_failure(cassette: Cassette) -> str | None:
+    """The CLI's own one-line reason when a recorded session failed on the API."""
+    for event in cassette.events:
+        if event.direction != "out" or b'"api_error' not in event.data:
+            continue
+        msg = event.message
+        if msg and msg.get("type") == "result" and msg.get("is_error"):
+            reason = msg.get("result") or msg.get("api_error") or "API error"
+            return str(reason).splitlines()[0]
+    return None
+
+
+def _recording_failure(cassette: ClaudeCassette) -> str | None:
+    """Why a failed recording failed, when the API was the cause (one line)."""
+    from .errors import ClaudeTraceError
+    from .store import open_store
+
+    if cassette.db_path is None or not cassette.db_path.exists():
+        return None
+    try:
+        store = open_store(str(cassette.db_path))
+    except ClaudeTraceError:
+        return None
+    try:
+        for recording in _settled_recordings(store):
+            reason = api_failure(store.load_cassette(recording.id))
+            if reason:
+                return reason
+    finally:
+        store.close()
+    return None
 
 
 def _save_recording(cassette: ClaudeCassette) -> None:
@@ -357,8 +526,7 @@ def _save_recording(cassette: ClaudeCassette) -> None:
         recordings = _settled_recordings(store)
         if not recordings:
             pytest.fail(
-                f"the test passed but never ran claude_cli; no cassette written to "
-                f"{cassette.path}",
+                f"the test passed but never ran claude_cli; no cassette written to {cassette.path}",
                 pytrace=False,
             )
         if len(recordings) != 1:
@@ -377,8 +545,16 @@ def _save_recording(cassette: ClaudeCassette) -> None:
         recorded, environ=environ, extra_paths=extra, patterns=cassette.redact
     )
     clean.header["rerecord"] = cassette.rerecord_hint()
+    if cassette.redact:
+        # Replay hides the same patterns in live host lines before comparing.
+        clean.header["redact"] = list(cassette.redact)
+    if cassette.previous is not None:
+        from .replay.stable import stabilize
+
+        clean = stabilize(cassette.previous, clean)
     cassette.path.parent.mkdir(parents=True, exist_ok=True)
     write_cassette(cassette.path, clean.header, clean.events)
+    cassette.saved = True
 
 
 def _settled_recordings(store: Any) -> list[Any]:

@@ -19,6 +19,7 @@ import shlex
 import shutil
 import stat
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from .errors import ClaudeTraceError
@@ -66,13 +67,25 @@ def find_real_cli(explicit: str | None = None) -> str:
     raise ShimError("cannot find the real claude CLI: set CLAUDETRACE_REAL_CLI or pass --real PATH")
 
 
-def shim_script(command: list[str], *, real: str | None = None) -> str:
-    """The text of a shim that execs ``command`` followed by the host's arguments."""
+def shim_script(
+    command: list[str],
+    *,
+    real: str | None = None,
+    env_defaults: Mapping[str, str] | None = None,
+) -> str:
+    """The text of a shim that execs ``command`` followed by the host's arguments.
+
+    ``env_defaults`` are exported unless the caller's environment sets them.
+    """
     quoted = " ".join(shlex.quote(part) for part in command)
     lines = [
         "#!/bin/sh",
         "# claudetrace shim: written by `claudetrace shim`; usable as the SDK's cli_path.",
     ]
+    for name, value in (env_defaults or {}).items():
+        if not name.isidentifier():
+            raise ShimError(f"not an environment variable name: {name!r}")
+        lines.append(f": ${{{name}:={shlex.quote(value)}}}; export {name}")
     if real is not None:
         # The SDK's version check goes straight to the real CLI, unrecorded.
         lines += [
@@ -98,7 +111,13 @@ def proxy_command(
     return [*command, "--", real]
 
 
-def write_shim(out: str | os.PathLike[str], command: list[str], *, real: str | None = None) -> Path:
+def write_shim(
+    out: str | os.PathLike[str],
+    command: list[str],
+    *,
+    real: str | None = None,
+    env_defaults: Mapping[str, str] | None = None,
+) -> Path:
     """Write an executable shim at ``out`` (0755) and return its path."""
     path = Path(out).expanduser().absolute()
     if path.is_dir():
@@ -106,7 +125,7 @@ def write_shim(out: str | os.PathLike[str], command: list[str], *, real: str | N
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-        tmp.write_text(shim_script(command, real=real), encoding="utf-8")
+        tmp.write_text(shim_script(command, real=real, env_defaults=env_defaults), encoding="utf-8")
         tmp.chmod(tmp.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH | stat.S_IRUSR)
         os.replace(tmp, path)
     except OSError as exc:

@@ -29,16 +29,11 @@ def run(
     cli: list[str] | None = None,
     cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
-    command = [
-        sys.executable,
-        "-m",
-        "claudetrace",
-        "replay",
-        str(source),
-        *args,
-        "--",
-        *(SDK_ARGS if cli is None else cli),
-    ]
+    if cli is None:
+        # The host starts the CLI as the recording did (other options diverge).
+        recorded = read_cassette(source).header.get("argv") if Path(source).is_file() else None
+        cli = list(recorded[1:]) if recorded else SDK_ARGS
+    command = [sys.executable, "-m", "claudetrace", "replay", str(source), *args, "--", *cli]
     return subprocess.run(command, input=stdin, capture_output=True, timeout=30, cwd=cwd)
 
 
@@ -115,16 +110,30 @@ def test_sample_replays_with_fresh_request_id() -> None:
     assert lines[-1] == expected[-1]
 
 
-def test_argv_drift_warns(tmp_path: Path) -> None:
+def test_a_changed_model_is_an_argv_divergence_reported_first() -> None:
     recorded = read_cassette(MCP)
-    proc = run(
-        MCP,
-        host_lines(recorded),
-        cli=["--output-format", "stream-json", "--input-format", "stream-json", "--model", "other"],
-    )
-    assert proc.returncode == 0
-    assert b"warning: CLI arguments differ from the recording" in proc.stderr
-    assert b"live --model other" in proc.stderr
+    argv = list(recorded.header["argv"][1:])
+    live = [*argv, "--model", "claude-haiku-9"]
+    proc = run(MCP, host_lines(recorded), cli=live)
+    assert proc.returncode == 84, proc.stderr.decode()
+    report = proc.stderr.decode()
+    assert report.startswith("claudetrace replay: argv-mismatch: ")
+    assert 'argv --model: unexpected "claude-haiku-9"' in report
+    # The host's initialize gets an error answer and the session an error result.
+    first, result = (json.loads(line) for line in proc.stdout.splitlines())
+    assert first["response"]["subtype"] == "error"
+    assert result["is_error"] and "argv-mismatch" in result["result"]
+
+
+def test_argv_divergence_is_relaxed_per_key_or_altogether() -> None:
+    recorded = read_cassette(MCP)
+    argv = list(recorded.header["argv"][1:])
+    live = [*argv, "--model", "other"]
+    assert run(MCP, host_lines(recorded), "--ignore-argv", "model", cli=live).returncode == 0
+    relaxed = run(MCP, host_lines(recorded), "--no-match-argv", cli=live)
+    assert relaxed.returncode == 0
+    assert b"warning: CLI arguments differ from the recording" in relaxed.stderr
+    assert b"live --model other" in relaxed.stderr
 
 
 def test_argv_drift_lists_both_sides() -> None:
@@ -253,7 +262,8 @@ def test_replay_from_store_session(tmp_path: Path) -> None:
     recording_id = store.import_cassette(read_cassette(MCP))
     store.close()
     recorded = read_cassette(MCP)
-    proc = run(recording_id[:12], host_lines(recorded), "--db", db)
+    argv = list(recorded.header["argv"][1:])
+    proc = run(recording_id[:12], host_lines(recorded), "--db", db, cli=argv)
     assert proc.returncode == 0, proc.stderr.decode()
     assert len(proc.stdout.splitlines()) == sum(e.direction == "out" for e in recorded.events)
     missing = run("nosuchsession", b"", "--db", db)

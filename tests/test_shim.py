@@ -220,10 +220,12 @@ def test_replay_shim_answers_the_recorded_version_and_replays(tmp_path: Path) ->
     from claudetrace.cassette import read_cassette
     from claudetrace.demo import host_steps
 
-    steps = host_steps(read_cassette(SAMPLE))
+    recorded = read_cassette(SAMPLE)
+    steps = host_steps(recorded)
     received: list[dict[str, object]] = []
     with subprocess.Popen(
-        [str(out), "--output-format", "stream-json", "--verbose", "--input-format", "stream-json"],
+        # The host passes the options it was recorded with (others diverge).
+        [str(out), *recorded.header["argv"][1:]],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

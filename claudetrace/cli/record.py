@@ -124,6 +124,14 @@ def proxy(
     metavar="SOURCE",
     help="Replay SOURCE (cassette or SESSION) instead of recording.",
 )
+@click.option(
+    "--fault",
+    "faults",
+    multiple=True,
+    metavar="SPEC",
+    help="With --replay: inject a fault (crash@N, signal=SIG@N, exit=CODE@N, hang@N, "
+    "delay=SECONDS@N, garbage@N, truncate@N, stderr=TEXT@N; repeatable).",
+)
 @reports_errors
 def shim(
     out: str,
@@ -132,6 +140,7 @@ def shim(
     name: str | None,
     tags: tuple[str, ...],
     replay_source: str | None,
+    faults: tuple[str, ...],
 ) -> None:
     """Write an executable OUT to use as the SDK's cli_path.
 
@@ -142,10 +151,14 @@ def shim(
     """
     from ..shim import find_real_cli, proxy_command, write_shim
 
+    if faults and not replay_source:
+        raise click.UsageError("--fault needs --replay (faults are injected by the replay)")
     if replay_source:
-        from ..replay import replay_command
+        from ..replay import parse_faults, replay_command
 
-        command = replay_command(replay_source, db=db_url)
+        # Checked now, so a typo fails here and not inside the host's test.
+        extra = [arg for fault in parse_faults(faults) for arg in ("--fault", fault.spec())]
+        command = replay_command(replay_source, db=db_url, extra=extra)
         path = write_shim(out, command)
     else:
         real_cli = find_real_cli(real)

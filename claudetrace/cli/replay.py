@@ -43,6 +43,54 @@ from ._common import db_option, reports_errors
     metavar="REGEX",
     help="Treat host strings matching REGEX as generated afresh each run.",
 )
+@click.option(
+    "--volatile-path",
+    "volatile_paths",
+    multiple=True,
+    metavar="PATH",
+    help="Do not compare the value at this JSON path of host lines ($.message.content, "
+    "$.request.hooks.*, [*] for any list item).",
+)
+@click.option(
+    "--match-regex",
+    "regex_rules",
+    multiple=True,
+    metavar="PATH=REGEX",
+    help="Accept any host value at PATH that fully matches REGEX.",
+)
+@click.option(
+    "--matcher",
+    metavar="MODULE:FUNC",
+    help="A function match(recorded, live) -> bool asked about host lines that still "
+    "differ (MODULE:FUNC or FILE.py:FUNC).",
+)
+@click.option(
+    "--redact",
+    "redact",
+    multiple=True,
+    metavar="REGEX",
+    help="Hide REGEX in host lines before comparing them (as when the cassette was saved).",
+)
+@click.option(
+    "--match-argv/--no-match-argv",
+    default=True,
+    help="Compare the CLI options that change behaviour with the recording [default: on].",
+)
+@click.option(
+    "--ignore-argv",
+    "ignore_argv",
+    multiple=True,
+    metavar="KEY",
+    help="Do not compare this CLI option (e.g. model, mcp-config).",
+)
+@click.option(
+    "--fault",
+    "faults",
+    multiple=True,
+    metavar="SPEC",
+    help="Inject a fault: crash@N, signal=SIG@N, exit=CODE@N, hang@N, delay=SECONDS@N, "
+    "garbage@N, truncate@N, stderr=TEXT@N (N: stdout lines written first).",
+)
 @click.argument("cli_args", nargs=-1, type=click.UNPROCESSED)
 @reports_errors
 def replay(
@@ -54,6 +102,13 @@ def replay(
     rerecord: str | None,
     volatile_keys: tuple[str, ...],
     volatile_patterns: tuple[str, ...],
+    volatile_paths: tuple[str, ...],
+    regex_rules: tuple[str, ...],
+    matcher: str | None,
+    redact: tuple[str, ...],
+    match_argv: bool,
+    ignore_argv: tuple[str, ...],
+    faults: tuple[str, ...],
     cli_args: tuple[str, ...],
 ) -> None:
     """Act as `claude` on stdin/stdout, replaying SOURCE (a cassette file or a SESSION).
@@ -62,9 +117,10 @@ def replay(
     in the recording; every host line is checked against the recording. Arguments
     after `--` are the CLI arguments the host passed (`-v` prints the recorded
     version). Exit status: the recorded one, or 80 cassette missing, 81 unmatched
-    message, 82 recording exhausted, 83 recorded input never sent.
+    message, 82 recording exhausted, 83 recorded input never sent, 84 a CLI option
+    that changes behaviour differs from the recording.
     """
-    from ..replay import ReplayOptions, VolatileSpec, run_replay
+    from ..replay import MatchRules, ReplayOptions, VolatileSpec, parse_faults, run_replay
 
     if speed is not None and realtime:
         raise click.UsageError("--speed and --realtime exclude each other")
@@ -80,6 +136,13 @@ def replay(
         report_path=report_path,
         rerecord=rerecord,
         spec=spec,
+        rules=MatchRules.build(
+            volatile_paths=volatile_paths, regex_rules=regex_rules, matcher=matcher
+        ),
+        redact=redact,
+        match_argv=match_argv,
+        ignore_argv=ignore_argv,
+        faults=tuple(parse_faults(faults)),
     )
     code = run_replay(source, list(cli_args), db=db_url, options=options)
     sys.stdout.flush()

@@ -12,10 +12,12 @@ import contextlib
 import difflib
 import json
 import os
+import re
 import select
+import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -23,9 +25,12 @@ from typing import Final
 from ..cassette import Cassette, read_cassette
 from ..errors import CassetteError, ReplayError, SessionNotFound, StoreError
 from ..events import Event, LineSplitter
+from .argv import argv_changes
+from .faults import GARBAGE, Fault, FaultPlan
 from .matching import RACE_WINDOW_NS, Matcher, OutputLine, Script, compile_script
 from .normalize import VolatileSpec, live_paths
 from .report import Divergence, DivergenceKind, error_response
+from .rules import MatchRules
 
 #: Read size for the host's stdin.
 _CHUNK: Final = 1 << 16
@@ -88,7 +93,13 @@ def version_text(script: Script) -> str:
 
 @dataclass
 class ReplayOptions:
-    """How to replay: timing, where reports go, how to say 're-record'."""
+    """How to replay: timing, where reports go, how to say 're-record', how to match.
+
+    ``redact`` are extra patterns hidden from host lines before they are
+    compared (those of the cassette's header are always used); ``match_argv``
+    False or ``ignore_argv`` keys relax the comparison of CLI options;
+    ``faults`` are injected on purpose (:mod:`claudetrace.replay.faults`).
+    """
 
     speed: float | None = None
     report_path: str | None = None
@@ -96,6 +107,24 @@ class ReplayOptions:
     source_label: str | None = None
     stall_seconds: float = STALL_SECONDS
     spec: VolatileSpec | None = None
+    rules: MatchRules | None = None
+    redact: tuple[str, ...] = ()
+    match_argv: bool = True
+    ignore_argv: tuple[str, ...] = ()
+    faults: tuple[Fault, ...] = ()
+
+
+class _Stop(Exception):
+    """A fault ends the fake CLI with ``code`` (or by ``signal``)."""
+
+    def __init__(self, code: int, signal: int | None = None) -> None:
+        super().__init__(code)
+        self.code = code
+        self.signal = signal
+
+
+class _Hang(Exception):
+    """A fault stops the output for good."""
 
 
 class ReplayEngine:
@@ -105,10 +134,19 @@ class ReplayEngine:
         self.script = script
         self.options = options or ReplayOptions()
         self.matcher = Matcher(
-            script, source=self.options.source_label, rerecord=self.options.rerecord
+            script,
+            source=self.options.source_label,
+            rerecord=self.options.rerecord,
+            rules=self.options.rules,
+            redact=live_redactor(script.header, self.options.redact),
         )
+        self.faults = FaultPlan(self.options.faults)
         self.divergence: Divergence | None = None
         self.released = 0
+        #: Complete lines written to stdout (what fault SPECs count).
+        self.written = 0
+        #: The signal a fault asks the process to die of.
+        self.kill_signal: int | None = None
 
     @classmethod
     def from_cassette(
@@ -140,6 +178,8 @@ class ReplayEngine:
         eof = False
         last_input = time.monotonic()
         try:
+            if not wait_eof and matcher.argv_changes:
+                return self._diverge(matcher.argv_divergence(), None, stdout, stderr)
             while True:
                 timeout: float | None = None
                 if speed is None:
@@ -157,10 +197,12 @@ class ReplayEngine:
                             break
                         self._write(matcher.pop_ready(1), stdout, stderr)
                         anchor_rec, anchor_wall = line.t_ns, max(due, anchor_wall)
+                if matcher.done_output and self.faults:
+                    self._fire(self.faults.remaining(), stdout, stderr, None)
                 if matcher.done_output and (
-                    eof or not wait_eof or (self.script.signal and matcher.done_input)
+                    eof or not wait_eof or (self.script.died and not matcher.owed_input())
                 ):
-                    # A CLI that was killed is gone without waiting for the host.
+                    # A CLI that was killed or failed is gone without waiting for the host.
                     return self._finish(stdout, stderr)
                 if eof:
                     if not matcher.done_input:
@@ -203,6 +245,52 @@ class ReplayEngine:
         except BrokenPipeError:
             # The host stopped reading: nothing more can be delivered.
             return self._finish(None, stderr)
+        except _Stop as stop:
+            self.kill_signal = stop.signal
+            return stop.code
+        except _Hang:
+            return self._hang(stdin)
+
+    def _hang(self, stdin: int) -> int:
+        """Say nothing more; swallow the host's input until it gives up."""
+        with contextlib.suppress(OSError):
+            while os.read(stdin, _CHUNK):
+                pass
+        return 1
+
+    def _fire(
+        self, faults: list[Fault], stdout: int, stderr: int, next_line: OutputLine | None
+    ) -> None:
+        """Inject ``faults`` before ``next_line`` (None: at the end of the recording)."""
+        if not faults:
+            return
+        # The host stops early on purpose: what it never sends is not a divergence.
+        self.matcher.lenient = True
+        for fault in faults:
+            if fault.kind == "stderr":
+                _write_all(stderr, f"{fault.value}\n".encode("utf-8", "surrogateescape"))
+            elif fault.kind == "garbage":
+                _write_all(stdout, GARBAGE)
+            elif fault.kind == "delay":
+                time.sleep(float(fault.value or 0))
+            elif fault.kind == "crash":
+                _write_all(
+                    stderr,
+                    f"claudetrace replay: injected crash after {self.written} line(s)\n".encode(),
+                )
+                raise _Stop(1)
+            elif fault.kind == "exit":
+                raise _Stop(int(fault.value or 0))
+            elif fault.kind == "signal":
+                number = int(fault.value or 0)
+                raise _Stop(128 + number, number)
+            elif fault.kind == "truncate":
+                if next_line is not None:
+                    data = self.matcher.render(next_line).rstrip(b"\n")
+                    _write_all(stdout, data[: max(1, len(data) // 2)])
+                raise _Stop(1)
+            elif fault.kind == "hang":
+                raise _Hang
 
     def _stall_timeout(self, last_input: float) -> float | None:
         """Seconds until a suspected recording race is resolved (None: no race)."""
@@ -223,6 +311,15 @@ class ReplayEngine:
         return line.t_ns - blocker.event.t_ns <= RACE_WINDOW_NS
 
     def _write(self, lines: list[OutputLine], stdout: int, stderr: int) -> None:
+        if self.faults:
+            for line in lines:
+                if not line.stderr:
+                    self._fire(self.faults.due(self.written), stdout, stderr, line)
+                _write_all(stderr if line.stderr else stdout, self.matcher.render(line))
+                self.released += 1
+                self.written += 0 if line.stderr else 1
+            return
+        self.written += sum(1 for line in lines if not line.stderr)
         render = self.matcher.render
         run: list[bytes] = []
         run_err = False
@@ -247,11 +344,13 @@ class ReplayEngine:
                 _write_all(stdout, self._result(divergence) + b"\n")
         return divergence.exit_code
 
-    def _diverge(self, divergence: Divergence, event: Event, stdout: int, stderr: int) -> int:
+    def _diverge(
+        self, divergence: Divergence, event: Event | None, stdout: int, stderr: int
+    ) -> int:
         self.divergence = divergence
         self._report(divergence, stderr)
         out = []
-        msg = event.message
+        msg = event.message if event is not None else None
         if msg is not None and msg.get("type") == "control_request":
             request_id = msg.get("request_id")
             if isinstance(request_id, str):
@@ -272,6 +371,25 @@ class ReplayEngine:
                 json.dumps(divergence.to_json(), indent=2, ensure_ascii=False) + "\n",
                 encoding="utf-8",
             )
+
+
+def live_redactor(header: dict[str, object], extra: Sequence[str] = ()) -> Callable[[bytes], bytes]:
+    """What hides secrets in live host lines the way the cassette's were hidden.
+
+    The built-in secret shapes, the values of this process's secret-looking
+    environment variables (the host's, which the fake CLI inherits) and the
+    patterns named in the header's ``redact`` field or in ``extra``.
+    """
+    from ..redact import secret_values
+    from ..sanitize import Sanitizer
+
+    recorded = header.get("redact")
+    patterns = [p for p in recorded if isinstance(p, str)] if isinstance(recorded, list) else []
+    try:
+        compiled = tuple(re.compile(p) for p in (*patterns, *extra))
+    except re.error as exc:
+        raise ReplayError(f"bad redaction pattern: {exc}") from None
+    return Sanitizer(literals=tuple(secret_values(os.environ)), patterns=compiled).line
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -302,8 +420,12 @@ def run_replay(
         sys.stdout.flush()
         return 0
     recorded = [script.paths.text(arg) for arg in script.argv[1:]]
+    if options.match_argv and script.argv:
+        engine.matcher.argv_changes = argv_changes(
+            script.argv[1:], list(cli_args), ignore=options.ignore_argv, map_path=script.paths.text
+        )
     drift = argv_drift(recorded, list(cli_args))
-    if drift and script.argv:
+    if drift and script.argv and not engine.matcher.argv_changes:
         sys.stderr.write(
             "claudetrace replay: warning: CLI arguments differ from the recording: "
             + "; ".join(drift)
@@ -313,10 +435,23 @@ def run_replay(
     wait_eof = _streams_input(cli_args) or bool(script.inputs)
     sys.stdout.flush()
     code = engine.run(0, 1, 2, wait_eof=wait_eof)
-    if engine.divergence is None and script.signal:
+    if engine.kill_signal is not None:
+        _die_of(engine.kill_signal)
+    elif engine.divergence is None and script.signal:
         # Die as the recorded CLI died, so the host sees the same end.
-        os.kill(os.getpid(), script.signal)
+        _die_of(script.signal)
     return code
+
+
+def _die_of(number: int) -> None:
+    """Kill this process with signal ``number`` (its default action, not a handler)."""
+    with contextlib.suppress(OSError, ValueError):
+        signal.signal(number, signal.SIG_DFL)
+    sys.stdout.flush()
+    os.kill(os.getpid(), number)
+    # A signal whose default action is to be ignored leaves us running: exit as
+    # a shell reports a death by that signal.
+    time.sleep(0.05)
 
 
 def _streams_input(cli_args: Sequence[str]) -> bool:

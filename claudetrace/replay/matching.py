@@ -27,7 +27,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -44,6 +44,7 @@ from .report import (
     lane_name,
     summarize,
 )
+from .rules import MatchRules
 
 Lane = tuple[str, ...]
 
@@ -126,6 +127,11 @@ class Script:
     def exit_code(self) -> int:
         code = self.header.get("exit_code")
         return code if isinstance(code, int) and not isinstance(code, bool) else 0
+
+    @property
+    def died(self) -> bool:
+        """The recorded CLI ended on its own accord: killed, or a failing exit status."""
+        return self.signal is not None or self.exit_code != 0
 
 
 _HOME_HINT: Final = re.compile(rb'"(/[^"\\]*?)/\.claude/')
@@ -311,10 +317,27 @@ def _markers(template: Any) -> set[int]:
 class Matcher:
     """The state of one live replay of a :class:`Script`."""
 
-    def __init__(self, script: Script, *, source: str | None = None, rerecord: str | None = None):
+    def __init__(
+        self,
+        script: Script,
+        *,
+        source: str | None = None,
+        rerecord: str | None = None,
+        rules: MatchRules | None = None,
+        redact: Callable[[bytes], bytes] | None = None,
+        argv: Sequence[Change] = (),
+    ):
         self.script = script
         self.source = source
         self.rerecord = rerecord
+        self.rules = rules if rules else None
+        self._path_rules = self.rules if self.rules and self.rules.has_path_rules else None
+        self.redact = redact
+        #: Behaviour-changing CLI options that differ: reported at the host's first line.
+        self.argv_changes = list(argv)
+        #: Set when recorded input the host can no longer send is not to be reported
+        #: (a fault was injected, so the host stopped early on purpose).
+        self.lenient = False
         self.bindings = Bindings()
         self._matched = [False] * len(script.inputs)
         self._lanes: dict[Lane, deque[int]] = {}
@@ -333,19 +356,32 @@ class Matcher:
     def offer(self, event: Event) -> Divergence | None:
         """Match one live host line; ``None`` on success, else the divergence."""
         self._live_count += 1
+        if self.argv_changes:
+            return self.argv_divergence(self.redacted(event))
         lane = lane_of(event.fields)
         queue = self._lanes.get(lane)
         if not queue:
-            return self._unmatched(event, lane, None, [])
+            return self._unmatched(self.redacted(event), lane, None, [])
         index = queue[0]
         rec = self.script.inputs[index]
         if event.data == rec.event.data and not self.script.paths and self._bound_to_self(rec):
             fresh = {i: self.script.values[i] for i in rec.markers if i not in self.bindings.live}
         else:
-            actual = event.obj if event.fields.is_json else event.text
-            changes, fresh = unify(rec.template, actual, self.bindings)
+            changes, fresh = self._compare(rec, event)
+            shown = event
             if changes:
-                return self._unmatched(event, lane, index, changes)
+                # The cassette was sanitised when saved: compare what the host
+                # sent after the same redaction (and never show the secret).
+                shown = self.redacted(event)
+                if shown is not event:
+                    changes, fresh = self._compare(rec, shown)
+            reason = None
+            if changes and self.rules is not None and self.rules.matcher is not None:
+                accepted, reason = self.rules.accepts(rec.event.obj, shown.obj)
+                if accepted:
+                    changes = []
+            if changes:
+                return self._unmatched(shown, lane, index, changes, reason)
         for marker, value in fresh.items():
             self.bindings.bind(marker, value)
             self._table[self.script.values[marker].encode()] = value.encode()
@@ -358,6 +394,34 @@ class Matcher:
         while self._gate < len(by_gate) and matched[by_gate[self._gate]]:
             self._gate += 1
         return None
+
+    def _compare(self, rec: RecordedInput, event: Event) -> tuple[list[Change], dict[int, str]]:
+        actual = event.obj if event.fields.is_json else event.text
+        return unify(rec.template, actual, self.bindings, self._path_rules)
+
+    def redacted(self, event: Event) -> Event:
+        """``event`` after the cassette's redaction (itself when nothing is hidden)."""
+        if self.redact is None:
+            return event
+        data = self.redact(event.data)
+        if data == event.data:
+            return event
+        return Event(event.seq, event.direction, event.t_ns, data, event.eol)
+
+    def argv_divergence(self, event: Event | None = None) -> Divergence:
+        """The divergence for behaviour-changing CLI options that differ."""
+        changes, self.argv_changes = self.argv_changes, []
+        options = ", ".join(c.path.removeprefix("argv ") for c in changes)
+        return Divergence(
+            kind=DivergenceKind.ARGV_MISMATCH,
+            message=f"the host started the CLI with different options: {options}",
+            lane="argv",
+            live_line=event.text if event is not None else None,
+            live_index=self._live_count if event is not None else None,
+            changes=changes,
+            rerecord=self.rerecord,
+            source=self.source,
+        )
 
     def _bound_to_self(self, rec: RecordedInput) -> bool:
         values = self.script.values
@@ -424,6 +488,12 @@ class Matcher:
         """Every recorded input line has been matched."""
         return self._gate >= len(self.script.by_gate)
 
+    def owed_input(self) -> bool:
+        """Whether recorded input sent before the recording's last output is still unmatched."""
+        last = self.script.outputs[-1].pos if self.script.outputs else -1
+        inputs, matched = self.script.inputs, self._matched
+        return any(not matched[i] and inputs[i].pos < last for i in range(len(inputs)))
+
     def blocker(self) -> RecordedInput | None:
         """The unmatched recorded input holding back the next output line."""
         if self.done_output or self.ready() or self.done_input:
@@ -439,7 +509,16 @@ class Matcher:
 
     def finish(self) -> Divergence | None:
         """The host closed stdin: report recorded input it never sent, if any."""
+        if self.argv_changes:
+            return self.argv_divergence()
+        if self.lenient:
+            return None
         pending = [rec for rec, ok in zip(self.script.inputs, self._matched, strict=True) if not ok]
+        if self.script.died:
+            # Sent to a CLI that had already died: a host that saw it die sooner,
+            # as it does on replay, cannot send them.
+            last = self.script.outputs[-1].pos if self.script.outputs else -1
+            pending = [rec for rec in pending if rec.pos < last]
         if not pending:
             return None
         first = pending[0]
@@ -464,7 +543,12 @@ class Matcher:
     # -- reports -------------------------------------------------------------
 
     def _unmatched(
-        self, event: Event, lane: Lane, index: int | None, changes: list[Change]
+        self,
+        event: Event,
+        lane: Lane,
+        index: int | None,
+        changes: list[Change],
+        reason: str | None = None,
     ) -> Divergence:
         pending_any = not self.done_input
         if index is None and not pending_any:
@@ -480,6 +564,8 @@ class Matcher:
                 f"host line differs from recorded seq {rec.event.seq} "
                 f"({len(changes)} difference(s), first at {changes[0].path})"
             )
+            if reason:
+                message += f"; {reason}"
         rec_or_none = self.script.inputs[index] if index is not None else None
         return Divergence(
             kind=kind,
@@ -500,18 +586,29 @@ class Matcher:
     def _candidates(self, event: Event, skip: int | None) -> list[Candidate]:
         """Recorded inputs still pending, nearest (fewest differences) first.
 
-        Inputs of another message type are listed only when none of the same type
-        is pending; each says why it did not match (its differences, or the input
-        its lane must receive first).
+        Only inputs of the live line's lane are listed, or, when its lane has
+        none pending, inputs of the same message type and subtype that differ in
+        more than the request id; each says why it did not match (its
+        differences, or the input its lane must receive first).
         """
         actual = event.obj if event.fields.is_json else event.text
-        kind = event.fields.type
+        fields = event.fields
+        inputs = self.script.inputs
         pending = [i for i, ok in enumerate(self._matched) if not ok and i != skip]
-        same = [i for i in pending if self.script.inputs[i].event.fields.type == kind]
+        lane = lane_of(fields)
+        pool = [i for i in pending if inputs[i].lane == lane] or [
+            i
+            for i in pending
+            if inputs[i].event.fields.type == fields.type
+            and inputs[i].event.fields.subtype == fields.subtype
+        ]
         scored: list[tuple[int, Candidate]] = []
-        for index in (same or pending)[:_CANDIDATE_SCAN]:
-            rec = self.script.inputs[index]
-            changes, _ = unify(rec.template, actual, self.bindings)
+        for index in pool[:_CANDIDATE_SCAN]:
+            rec = inputs[index]
+            changes, _ = unify(rec.template, actual, self.bindings, self._path_rules)
+            if changes and all(c.path.endswith(".request_id") for c in changes):
+                # Another round trip's answer: the same words for another request.
+                continue
             head = self._lanes[rec.lane][0]
             if changes:
                 reason = changes[0].describe()

@@ -18,7 +18,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 #: Default shapes of host-generated ids: SDK control request ids (``req_1_9c3ad989``).
 DEFAULT_VOLATILE_PATTERNS: Final = (r"req_\d+_[0-9a-f]+",)
@@ -257,17 +257,28 @@ class Bindings:
         self.reverse[value] = index
 
 
-def unify(template: Any, actual: Any, bindings: Bindings) -> tuple[list[Change], dict[int, str]]:
+class PathRules(Protocol):
+    """User rules consulted at each JSON path (:class:`~claudetrace.replay.rules.MatchRules`)."""
+
+    def ignored(self, path: str) -> bool: ...
+
+    def regex(self, path: str) -> re.Pattern[str] | None: ...
+
+
+def unify(
+    template: Any, actual: Any, bindings: Bindings, rules: PathRules | None = None
+) -> tuple[list[Change], dict[int, str]]:
     """Compare a template with a live value.
 
     Returns the differences (empty when they match) and the new bindings the match
     implies; ``bindings`` itself is not changed, so a failed comparison leaves no
     trace.  A marker matches the value it is bound to, or, when unbound, any string
     not already bound to another marker (consistently within one comparison).
+    ``rules`` name paths that are not compared or are compared by a regex.
     """
     changes: list[Change] = []
     fresh: dict[int, str] = {}
-    _unify(template, actual, "$", bindings, fresh, changes)
+    _unify(template, actual, "$", bindings, fresh, changes, rules)
     return changes, fresh
 
 
@@ -278,7 +289,16 @@ def _unify(
     bindings: Bindings,
     fresh: dict[int, str],
     changes: list[Change],
+    rules: PathRules | None = None,
 ) -> None:
+    if rules is not None:
+        if rules.ignored(path):
+            return
+        pattern = rules.regex(path)
+        if pattern is not None:
+            if actual is MISSING or not pattern.fullmatch(_value_text(actual)):
+                changes.append(Change(path, f"/{pattern.pattern}/", actual))
+            return
     if isinstance(expected, Volatile):
         bound = bindings.live.get(expected.index, fresh.get(expected.index))
         if bound is not None:
@@ -299,13 +319,14 @@ def _unify(
         for key, value in expected.items():
             sub = f"{path}.{key}" if _PLAIN_KEY.fullmatch(key) else f"{path}[{json.dumps(key)}]"
             if key in actual:
-                _unify(value, actual[key], sub, bindings, fresh, changes)
-            else:
+                _unify(value, actual[key], sub, bindings, fresh, changes, rules)
+            elif rules is None or not rules.ignored(sub):
                 changes.append(Change(sub, value, MISSING))
         for key in actual:
             if key not in expected:
                 sub = f"{path}.{key}" if _PLAIN_KEY.fullmatch(key) else f"{path}[{json.dumps(key)}]"
-                changes.append(Change(sub, MISSING, actual[key]))
+                if rules is None or not rules.ignored(sub):
+                    changes.append(Change(sub, MISSING, actual[key]))
         return
     if isinstance(expected, list) and isinstance(actual, list):
         for i in range(max(len(expected), len(actual))):
@@ -316,6 +337,7 @@ def _unify(
                 bindings,
                 fresh,
                 changes,
+                rules,
             )
         return
     if expected is MISSING or actual is MISSING:
@@ -335,6 +357,10 @@ def _unify(
 
 
 _PLAIN_KEY: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _value_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def live_paths(environ: Mapping[str, str], cwd: str) -> dict[str, str]:

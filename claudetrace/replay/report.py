@@ -4,7 +4,7 @@ A :class:`Divergence` is pure data built by the matcher; this module renders it
 as text for stderr, as JSON for ``--report``, and as the error ``result`` line the
 fake CLI sends so that the host fails at once instead of waiting out a timeout.
 
-The four kinds and the exit codes the replay command uses for them:
+The kinds and the exit codes the replay command uses for them:
 
 ============================  ====  ==================================================
 kind                          exit  meaning
@@ -13,6 +13,8 @@ kind                          exit  meaning
 ``unmatched-message``         81    the host sent a line that differs from the recording
 ``recording-exhausted``       82    the host sent a line after the recording's last input
 ``input-never-sent``          83    the host closed stdin before sending recorded input
+``argv-mismatch``             84    a CLI option that changes behaviour differs from the
+                                    recording (``--model``, ``--mcp-config`` servers …)
 ============================  ====  ==================================================
 """
 
@@ -34,6 +36,7 @@ class DivergenceKind(str, Enum):
     UNMATCHED_MESSAGE = "unmatched-message"
     RECORDING_EXHAUSTED = "recording-exhausted"
     INPUT_NEVER_SENT = "input-never-sent"
+    ARGV_MISMATCH = "argv-mismatch"
 
     @property
     def exit_code(self) -> int:
@@ -46,6 +49,7 @@ EXIT_CODES: Final = {
     DivergenceKind.UNMATCHED_MESSAGE: 81,
     DivergenceKind.RECORDING_EXHAUSTED: 82,
     DivergenceKind.INPUT_NEVER_SENT: 83,
+    DivergenceKind.ARGV_MISMATCH: 84,
 }
 
 #: How many nearest candidates and upcoming lines a report lists.
