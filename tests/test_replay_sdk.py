@@ -98,6 +98,9 @@ def _sample_options(cli_path: str, api: FakeAPI, home: Path, calls: list[Any]) -
     options.allowed_tools = ["mcp__calc__add"]
     options.hooks = {"PreToolUse": [HookMatcher(matcher=None, hooks=[pre])]}
     options.include_partial_messages = True
+    # The recording host took permission prompts itself (--permission-prompt-tool
+    # stdio); its allowed_tools meant none reached it.
+    options.permission_prompt_tool_name = "stdio"
     return options
 
 
