@@ -7,14 +7,16 @@ start for every session and import only what they need.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
 # A constant, not importlib.metadata: the proxy starts for every session and
 # looking the distribution up costs it tens of milliseconds.
 from ._version import __version__
 
+# Not typing.TYPE_CHECKING: importing typing alone costs the proxy's start-up
+# more than starting its child (type checkers know this spelling too).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from .cassette import Cassette, read_cassette, write_cassette
     from .errors import ClaudeTraceError
     from .events import Event, LineFields, ToolRef
@@ -46,6 +48,8 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'claudetrace' has no attribute {name!r}")
+    import importlib
+
     value = getattr(importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value

@@ -88,15 +88,41 @@ def _sqlite_file(url: str) -> Path | None:
 
 
 def _url_key(url: str) -> str:
-    """A short stable directory name for a database (its URL without the password)."""
+    """A short stable directory name for a database (its URL without the password).
+
+    Worked out without SQLAlchemy: the proxy opens its capture file before it
+    forwards a byte, and importing SQLAlchemy would hold its first lines up.
+    """
     db_file = _sqlite_file(url)
     if db_file is not None:
         name = str(db_file)
     else:
-        from sqlalchemy.engine import make_url  # only for server databases
+        from urllib.parse import urlsplit, urlunsplit
+
+        name = url
+        with contextlib.suppress(ValueError):  # not parseable: the URL as it is
+            parts = urlsplit(url)
+            if parts.password is not None:
+                userinfo, _, hostport = parts.netloc.rpartition("@")
+                netloc = f"{userinfo.partition(':')[0]}:***@{hostport}"
+                name = urlunsplit(parts._replace(netloc=netloc))
+    return hashlib.sha256(name.encode()).hexdigest()[:16]
+
+
+def _legacy_url_key(url: str) -> str | None:
+    """The directory name earlier builds gave a server database (the URL as
+    SQLAlchemy renders it without the password), where capture files they left
+    behind wait; None where it is :func:`_url_key`'s too, and for SQLite."""
+    if _sqlite_file(url) is not None:
+        return None
+    try:
+        from sqlalchemy.engine import make_url
 
         name = make_url(url).render_as_string(hide_password=True)
-    return hashlib.sha256(name.encode()).hexdigest()[:16]
+    except Exception:  # not a URL SQLAlchemy reads: nothing was left there
+        return None
+    key = hashlib.sha256(name.encode()).hexdigest()[:16]
+    return None if key == _url_key(url) else key
 
 
 def capture_dirs(url: str) -> list[Path]:
@@ -119,7 +145,9 @@ def capture_dirs(url: str) -> list[Path]:
 def capture_files(url: str) -> list[Path]:
     """The capture files waiting for the database ``url``, oldest recording first."""
     found: list[Path] = []
-    for folder in capture_dirs(url):
+    legacy = _legacy_url_key(url)
+    folders = capture_dirs(url) + ([data_dir() / "capture" / legacy] if legacy else [])
+    for folder in folders:
         with contextlib.suppress(OSError):
             found.extend(p for p in folder.iterdir() if p.name.endswith(SUFFIX))
     return sorted(found, key=lambda p: p.name)

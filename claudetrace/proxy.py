@@ -20,7 +20,6 @@ stored yet is in the capture file, which every reader settles first.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import fcntl
 import functools
@@ -28,7 +27,6 @@ import gc
 import os
 import select
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -42,11 +40,11 @@ from .errors import ChildStartError
 from .events import Direction
 from .recording import RecordingInfo
 from .redact import redact_argv, redact_env
+from .spawn import FORWARDED_SIGNALS, Started, launch
 
 READ_SIZE: Final = 1024 * 1024
 #: Buffer size asked for the child's stdout pipe (Linux's default cap for users).
 CHILD_PIPE_SIZE: Final = 1024 * 1024
-FORWARDED_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: After the child exits, how long its output pipes may stay open with nothing to
 #: read before we stop waiting for EOF (a grandchild may hold them open).  Time
 #: spent writing to a host that reads slowly does not count: that output is
@@ -136,7 +134,7 @@ class _Pump(threading.Thread):
                 self.waiting_since = time.monotonic()
                 size = tee(self.src, scratch_w, READ_SIZE, 0)
                 if size < 0:
-                    error = ctypes.get_errno()
+                    error = _errno()
                     if error == errno.EINTR:
                         continue
                     if error == errno.EAGAIN:
@@ -213,11 +211,19 @@ class _Pump(threading.Thread):
         return 0.0 if since is None else time.monotonic() - max(since, start)
 
 
+def _errno() -> int:
+    import ctypes
+
+    return ctypes.get_errno()
+
+
 @functools.cache
 def _tee_call() -> Callable[[int, int, int, int], int] | None:
     """libc's ``tee(2)``, where the system has it and ``os.splice`` as well (Linux)."""
     if not hasattr(os, "splice"):
         return None
+    import ctypes
+
     try:
         tee = ctypes.CDLL(None, use_errno=True).tee
     except (OSError, AttributeError):
@@ -242,50 +248,44 @@ def exit_status(returncode: int) -> tuple[int, int | None]:
     return returncode, None
 
 
-def run_proxy(options: ProxyOptions) -> tuple[int, ProxyReport]:
-    """Run one proxied session; returns the exit status and what went wrong recording it."""
+def run_proxy(
+    options: ProxyOptions,
+    started: Started | None = None,
+    prepared: tuple[RecordingInfo, dict[str, Any] | None] | None = None,
+) -> tuple[int, ProxyReport]:
+    """Run one proxied session; returns the exit status and what went wrong recording it.
+
+    ``started``: the child, already launched (:func:`claudetrace.spawn.launch`) by a
+    caller that starts it before importing this module; with ``prepared``, the
+    recording's metadata and telemetry flags from :func:`prepare` when they had to
+    exist first (telemetry puts the recording's trace id in the child's
+    environment).  Without ``started``, the child is launched here.
+    """
+    environ = dict(os.environ if options.env is None else options.env)
+    if started is None:
+        info, extra_env, otel = prepare(options, environ)
+        started = launch(options.argv, {**environ, **extra_env})
+    elif prepared is None:
+        info, otel = _describe(options, environ), None
+    else:
+        info, otel = prepared
     # A forwarding thread woken by a read must get the GIL back quickly while
     # another one runs: hand it over every 0.2 ms instead of Python's default 5 ms.
     sys.setswitchinterval(SWITCH_INTERVAL_S)
-    environ = dict(os.environ if options.env is None else options.env)
-    info = RecordingInfo.start(
-        redact_argv(options.argv),
-        name=options.name,
-        tags=dict(options.tags),
-        env=redact_env(environ),
-    )
-    extra_env, otel = _telemetry(info, options.otel, environ, options.stderr_fd)
-    environ.update(extra_env)
     report = ProxyReport()
-    t0 = time.monotonic_ns()
-    writer = _start_recording(info, options, otel, t0, report)
-    # The modules loaded by now are many long-lived objects; freezing them keeps
-    # full garbage collections from walking them all and stalling forwarding.
-    gc.freeze()
-    # Installed before the child starts: a signal that arrives while it starts
-    # is delivered to it once it runs, instead of killing the proxy.
-    forwarder = _SignalForwarder()
-    try:
-        child = subprocess.Popen(
-            options.argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            bufsize=0,
-            env=environ,
-        )
-    except (OSError, ValueError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        error = f"cannot start {options.argv[0]!r}: {reason}"
+    child, forwarder = started.child, started.forwarder
+    if child is None:
+        error = started.error or "cannot start the command"
+        writer = _open_capture(info, options, started.t0_ns, report)
+        if writer is not None:
+            _start_indexer(writer, options, otel)
         _finish_recording(writer, report, {"exit_code": 127, "error": error,
                                            "ended_ns": time.time_ns()})
         forwarder.restore()
         for line in report.problems():
             print(f"claudetrace: {line}", file=sys.stderr)
-        raise ChildStartError(error, argv=options.argv) from exc
+        raise ChildStartError(error, argv=options.argv)
 
-    assert child.stdin is not None and child.stdout is not None and child.stderr is not None
-    child_stdin = child.stdin.fileno()
     # A bigger pipe for the child's stdout, the heavy direction (the CLI's
     # stream): under a burst each tee and splice moves up to 1 MiB instead of
     # 64 KiB.  Only this one: enlarged pipes count against the user's pipe quota
@@ -294,21 +294,30 @@ def run_proxy(options: ProxyOptions) -> tuple[int, ProxyReport]:
     # use it up.  The host's pipes are not ours to change.  (Refused past the
     # quota: then the default size does.)
     with contextlib.suppress(OSError, AttributeError):
-        fcntl.fcntl(child.stdout.fileno(), fcntl.F_SETPIPE_SZ, CHILD_PIPE_SIZE)
+        fcntl.fcntl(child.stdout, fcntl.F_SETPIPE_SZ, CHILD_PIPE_SIZE)
+    writer = _open_capture(info, options, started.t0_ns, report)
+    stdin_closed = threading.Event()
 
     def close_child_stdin() -> None:
+        stdin_closed.set()
         with contextlib.suppress(OSError):
-            child.stdin.close()  # type: ignore[union-attr]
+            os.close(child.stdin)
 
+    # Forwarding starts as soon as the capture file is there; the indexer, which
+    # only reads that file, is started behind it.
     threads = [
-        _Pump(options.stdin_fd, child_stdin, "in", writer, close_child_stdin),
-        _Pump(child.stdout.fileno(), options.stdout_fd, "out", writer),
-        _Pump(child.stderr.fileno(), options.stderr_fd, "err", writer),
+        _Pump(options.stdin_fd, child.stdin, "in", writer, close_child_stdin),
+        _Pump(child.stdout, options.stdout_fd, "out", writer),
+        _Pump(child.stderr, options.stderr_fd, "err", writer),
     ]
     for thread in threads:
         thread.start()
+    if writer is not None:
+        _start_indexer(writer, options, otel)
+    # The modules loaded by now are many long-lived objects; freezing them keeps
+    # full garbage collections from walking them all and stalling forwarding.
+    gc.freeze()
 
-    forwarder.attach(child)
     returncode = child.wait()
     _drain(threads[1:])
     status, signum = exit_status(returncode)
@@ -318,10 +327,35 @@ def run_proxy(options: ProxyOptions) -> tuple[int, ProxyReport]:
     _finish_recording(writer, report, {"exit_code": status, "signal": signum,
                                        "ended_ns": time.time_ns()})
     forwarder.restore()
-    for handle in (child.stdout, child.stderr):
+    for fd in (child.stdout, child.stderr):
         with contextlib.suppress(OSError):
-            handle.close()
+            os.close(fd)
+    if not threads[0].is_alive() and not stdin_closed.is_set():
+        # Its pump is done with it (the host went away); one still reading
+        # keeps it, lest the number be reused under it.
+        with contextlib.suppress(OSError):
+            os.close(child.stdin)
     return status, report
+
+
+def _describe(options: ProxyOptions, environ: Mapping[str, str]) -> RecordingInfo:
+    """The recording's metadata (argv and environment with secrets redacted)."""
+    return RecordingInfo.start(
+        redact_argv(options.argv),
+        name=options.name,
+        tags=dict(options.tags),
+        env=redact_env(dict(environ)),
+    )
+
+
+def prepare(
+    options: ProxyOptions, environ: Mapping[str, str]
+) -> tuple[RecordingInfo, dict[str, str], dict[str, Any] | None]:
+    """What must exist before the child starts: the recording's metadata, the child's
+    extra environment (``TRACEPARENT``) and the indexer's telemetry flags."""
+    info = _describe(options, environ)
+    extra_env, otel = _telemetry(info, options.otel, environ, options.stderr_fd)
+    return info, extra_env, otel
 
 
 def _telemetry(
@@ -349,11 +383,10 @@ def _telemetry(
     return child_env(info, settings), dict(otel or {})
 
 
-def _start_recording(
-    info: RecordingInfo, options: ProxyOptions, otel: dict[str, Any] | None, t0: int,
-    report: ProxyReport,
+def _open_capture(
+    info: RecordingInfo, options: ProxyOptions, t0: int, report: ProxyReport,
 ) -> cap.CaptureWriter | None:
-    """Open the capture file and start the indexer that stores it (None: cannot record)."""
+    """Open the capture file (None: cannot record)."""
     url = cap.resolve_url(options.db)
     try:
         writer = cap.CaptureWriter.create(url, info, t0_ns=t0)
@@ -363,18 +396,27 @@ def _start_recording(
         report.problems_seen.append("the session was forwarded but not recorded")
         return None
     report.capture_path = writer.path
+    return writer
+
+
+def _start_indexer(
+    writer: cap.CaptureWriter, options: ProxyOptions, otel: dict[str, Any] | None,
+) -> None:
+    """Start the indexer process that stores the capture file behind us."""
+    import subprocess
+
     try:
         lock_fd = cap.open_lock(writer.path)
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
     except OSError as exc:
         _say(f"cannot lock {cap.lock_path(writer.path)} ({exc.strerror or exc})",
              options.stderr_fd)
-        return writer
+        return
     wake_r, wake_w = os.pipe()
     from .indexer import indexer_command
 
     env = dict(os.environ)
-    env["CLAUDETRACE_DB"] = url
+    env["CLAUDETRACE_DB"] = cap.resolve_url(options.db)
     try:
         indexer = subprocess.Popen(
             indexer_command(writer.path, lock_fd, wake_r, otel),
@@ -399,7 +441,6 @@ def _start_recording(
     finally:
         os.close(lock_fd)
         os.close(wake_r)
-    return writer
 
 
 def _finish_recording(
@@ -440,43 +481,6 @@ def _leave_signals_to_the_main_thread() -> None:
     """
     with contextlib.suppress(AttributeError, OSError, ValueError):  # not on every system
         signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
-
-
-class _SignalForwarder:
-    """Forwards SIGINT/SIGTERM/SIGHUP to the child (from the main thread only).
-
-    Signals that arrive before the child exists are held and sent as soon as it
-    is attached; once it has been reaped they are ignored.
-    """
-
-    def __init__(self) -> None:
-        self.child: subprocess.Popen[bytes] | None = None
-        self.early: list[int] = []
-        self.previous: dict[int, object] = {}
-        if threading.current_thread() is threading.main_thread():
-            for signum in FORWARDED_SIGNALS:
-                self.previous[signum] = signal.signal(signum, self._handle)
-
-    def _handle(self, signum: int, _frame: object) -> None:
-        if self.child is None:
-            self.early.append(signum)
-            return
-        with contextlib.suppress(ProcessLookupError):
-            self.child.send_signal(signum)  # a no-op once the child is reaped
-
-    def attach(self, child: subprocess.Popen[bytes]) -> None:
-        """The child now runs: deliver what arrived while it was starting."""
-        self.child = child
-        early, self.early = self.early, []
-        for signum in early:
-            with contextlib.suppress(ProcessLookupError):
-                child.send_signal(signum)
-
-    def restore(self) -> None:
-        """Put the previous handlers back."""
-        for signum, handler in self.previous.items():
-            signal.signal(signum, handler)  # type: ignore[arg-type]
-        self.previous = {}
 
 
 def report_problems(report: ProxyReport) -> None:

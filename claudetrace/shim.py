@@ -135,11 +135,11 @@ def write_shim(
 
 def dispatch_as_claude(args: list[str]) -> int:
     """Behave as ``claude`` (argv[0] dispatch): proxy to the real CLI, recording."""
-    from .cli._common import fail
-
     try:
         real = find_real_cli()
     except ClaudeTraceError as exc:
+        from .cli._common import fail
+
         fail(str(exc), 127)
         return 127
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
@@ -147,6 +147,6 @@ def dispatch_as_claude(args: list[str]) -> int:
         # Version checks and interactive terminal sessions are not stream-json
         # traffic: hand over to the real CLI untouched.
         os.execv(real, [real, *args])
-    from .cli.record import run_and_exit
+    from .cli.launch import run_and_exit
 
     return run_and_exit([real, *args], db=os.environ.get("CLAUDETRACE_DB"))

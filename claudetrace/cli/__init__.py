@@ -1,65 +1,20 @@
 """The ``claudetrace`` command line: a thin layer over the library.
 
-Commands live in small modules and are imported only when used, so that
-``claudetrace proxy`` (on the host's critical path) starts fast and does not pay
-for Streamlit or OpenTelemetry imports it does not need.  Every
-:class:`~claudetrace.errors.ClaudeTraceError` becomes one line on stderr and its
-exit code.
+Commands live in small modules and are imported only when used (the click group
+is :mod:`claudetrace.cli.commands`).  ``claudetrace proxy`` is on the host's
+critical path, started for every session: its usual command line is read
+without click (:mod:`claudetrace.cli.launch`), and the child is started before
+anything else is imported.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
-from typing import Any
 
-import click
-
-from .. import __version__
-
-#: command name -> "module:attribute" of its click command, loaded on first use.
-COMMANDS: dict[str, str] = {
-    "proxy": "claudetrace.cli.record:proxy",
-    "shim": "claudetrace.cli.record:shim",
-    "sessions": "claudetrace.cli.browse:sessions",
-    "show": "claudetrace.cli.browse:show",
-    "export": "claudetrace.cli.browse:export",
-    "import": "claudetrace.cli.browse:import_",
-    "db": "claudetrace.cli.browse:db",
-    "replay": "claudetrace.cli.replay:replay",
-    "demo": "claudetrace.cli.demo:demo",
-    "bench": "claudetrace.cli.bench:bench",
-    "metrics": "claudetrace.cli.metrics:metrics",
-    "otel": "claudetrace.cli.otel:otel",
-    "ui": "claudetrace.cli.ui:ui",
-}
-
-
-class LazyGroup(click.Group):
-    """A click group whose subcommands are imported on demand."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        target = COMMANDS.get(cmd_name)
-        if target is None:
-            return None
-        module_name, attr = target.split(":")
-        command: click.Command = getattr(importlib.import_module(module_name), attr)
-        return command
-
-
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "-V", "--version", prog_name="claudetrace")
-def cli() -> None:
-    """Record, replay and observe the traffic between Claude Agent SDK hosts and `claude`.
-
-    The database is --db, else $CLAUDETRACE_DB, else a SQLite file in the user's
-    data directory; a SQLAlchemy URL or a plain file path.  SESSION is a recording
-    id, a unique prefix of one, the CLI's own session_id, or `latest`.
-    """
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def main(argv: list[str] | None = None) -> Any:
@@ -70,4 +25,21 @@ def main(argv: list[str] | None = None) -> Any:
         from ..shim import dispatch_as_claude
 
         return dispatch_as_claude(args)
+    if args[:1] == ["proxy"]:
+        from .launch import parse_proxy_args, run_and_exit
+
+        parsed = parse_proxy_args(args[1:])
+        if parsed is not None:  # else click reads it, and says what is wrong
+            run_and_exit(**parsed)
+    from .commands import cli
+
     return cli.main(args=args, prog_name="claudetrace")
+
+
+def __getattr__(name: str) -> Any:
+    # The click group and its table, for whoever imports them from here.
+    if name in ("cli", "COMMANDS", "LazyGroup"):
+        from . import commands
+
+        return getattr(commands, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import os
-import sys
-from typing import Any, NoReturn
 
 import click
 
-from ..errors import ClaudeTraceError
-from ._common import db_option, fail, reports_errors
+from ._common import db_option, reports_errors
+from .launch import run_and_exit
 
 
 def _parse_tags(values: tuple[str, ...]) -> dict[str, str]:
@@ -20,41 +18,6 @@ def _parse_tags(values: tuple[str, ...]) -> dict[str, str]:
             raise click.BadParameter(f"{value!r} is not KEY=VALUE", param_hint="--tag")
         tags[key.strip()] = val
     return tags
-
-
-def run_and_exit(
-    argv: list[str],
-    *,
-    db: str | None,
-    name: str | None = None,
-    tags: dict[str, str] | None = None,
-    otel: dict[str, Any] | None = None,
-) -> NoReturn:
-    """Run the proxy and exit with the child's status (the drop-in contract)."""
-    from ..capture import resolve_url
-    from ..proxy import ProxyOptions, report_problems, run_proxy
-
-    try:
-        url = resolve_url(db)
-        if not url.startswith("sqlite:///"):
-            # Validate a server URL before starting anything, so a typo is one
-            # clear line (a plain SQLite path needs no SQLAlchemy: a light start).
-            from ..store.engine import create_store_engine
-
-            create_store_engine(url).dispose()
-        options = ProxyOptions(
-            argv=argv,
-            db=db,
-            name=name,
-            tags=tags or {},
-            otel={k: v for k, v in (otel or {}).items() if v is not None} or None,
-        )
-        status, report = run_proxy(options)
-    except ClaudeTraceError as exc:
-        fail(str(exc), exc.exit_code)
-    report_problems(report)
-    sys.stdout.flush()
-    os._exit(status)  # daemon threads (stdin) may still block in read()
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})

@@ -1,0 +1,125 @@
+"""``claudetrace proxy`` without click: the child starts before anything else loads.
+
+The proxy starts for every session, and the host waits for the CLI behind it.
+Importing click (with ``re``, ``enum``, ``typing``…) took longer than starting
+the child itself, so the usual command line — what shims and hosts write:
+known options, ``--``, the command — is read here by hand, and anything else
+(``--help``, an unknown or malformed option, no ``--``) goes to the click
+command in :mod:`claudetrace.cli.record`, which says what is wrong.  The two
+agree on every command line this reads (tests/test_launch.py holds them to it);
+:data:`VALUE_OPTIONS` and :data:`FLAGS` must name every option that command has.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
+
+#: The proxy's options that take a value, and the keyword each becomes.
+VALUE_OPTIONS = {
+    "--db": "db",
+    "--name": "name",
+    "--tag": "tags",
+    "--otel-endpoint": "otel_endpoint",
+    "--otel-protocol": "otel_protocol",
+}
+#: Its flags, and the value each sets for ``otel_content``.
+FLAGS = {"--otel-content": True, "--no-otel-content": False}
+OTEL_PROTOCOLS = ("grpc", "http/protobuf")
+
+
+def parse_proxy_args(args: list[str]) -> dict[str, Any] | None:
+    """``run_and_exit``'s keywords from the arguments after ``proxy``; None when they are
+    not of the plain form ``[OPTION VALUE | --OPTION=VALUE | FLAG]… -- COMMAND…``,
+    or a value is not valid (click then reads them and reports)."""
+    values: dict[str, Any] = {"db": None, "name": None, "otel_endpoint": None,
+                              "otel_protocol": None}
+    tags: dict[str, str] = {}
+    content: bool | None = None
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            command = args[i + 1 :]
+            if not command:
+                return None
+            if values["otel_protocol"] not in (None, *OTEL_PROTOCOLS):
+                return None
+            db = values["db"] if values["db"] is not None else os.environ.get("CLAUDETRACE_DB")
+            otel = {"endpoint": values["otel_endpoint"], "protocol": values["otel_protocol"],
+                    "capture_content": content}
+            return {"argv": command, "db": db or None, "name": values["name"], "tags": tags,
+                    "otel": otel}
+        if arg in FLAGS:
+            content = FLAGS[arg]
+            i += 1
+            continue
+        option, equals, value = arg.partition("=")
+        key = VALUE_OPTIONS.get(option)
+        if key is None:
+            return None
+        if not equals:
+            if i + 1 >= len(args):
+                return None
+            value = args[i + 1]
+            i += 1
+        i += 1
+        if key == "tags":
+            tag, sep, tag_value = value.partition("=")
+            if not sep or not tag.strip():
+                return None
+            tags[tag.strip()] = tag_value
+        else:
+            values[key] = value
+    return None
+
+
+def run_and_exit(
+    argv: list[str],
+    *,
+    db: str | None,
+    name: str | None = None,
+    tags: dict[str, str] | None = None,
+    otel: dict[str, Any] | None = None,
+) -> NoReturn:
+    """Run the proxy and exit with the child's status (the drop-in contract).
+
+    The child is started first; the store is not looked at here at all (the
+    indexer opens it, and a database that is wrong or down never keeps the
+    child from starting: its capture file waits, and the problem is one line
+    on stderr).
+    """
+    from .. import spawn
+
+    flags = {k: v for k, v in (otel or {}).items() if v is not None} or None
+    environ = dict(os.environ)
+    prepared = None
+    if flags or any(key.startswith("OTEL_") for key in environ):
+        # Telemetry puts the recording's trace id in the child's environment: the
+        # recording must be described first (telemetry sessions only).
+        from ..proxy import ProxyOptions, prepare
+
+        info, extra_env, otel_flags = prepare(
+            ProxyOptions(argv=argv, db=db, name=name, tags=tags or {}, otel=flags), environ)
+        started = spawn.launch(argv, {**environ, **extra_env})
+        prepared = (info, otel_flags)
+    else:
+        started = spawn.launch(argv, environ)
+    from ..errors import ClaudeTraceError
+    from ..proxy import ProxyOptions, report_problems, run_proxy
+
+    options = ProxyOptions(argv=argv, db=db, name=name, tags=tags or {}, otel=flags)
+    try:
+        status, report = run_proxy(options, started, prepared)
+    except ClaudeTraceError as exc:
+        print(f"claudetrace: {exc}", file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(exc.exit_code)
+    report_problems(report)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)  # daemon threads (stdin) may still block in read()

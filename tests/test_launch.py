@@ -1,0 +1,183 @@
+"""The proxy's start-up: the child first, read without click, nothing about the store
+in the way (claudetrace.cli.launch, claudetrace.spawn)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import select
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from claudetrace import capture as cap
+from claudetrace.cli import cli, record
+from claudetrace.cli import launch as launch_mod
+from claudetrace.spawn import start_child
+
+pytestmark = pytest.mark.usefixtures("ct_env")
+
+PY = sys.executable
+
+
+def click_reads(args: list[str], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any] | None:
+    """What the click command passes to run_and_exit for ``proxy ARGS`` (None: an error)."""
+    seen: list[dict[str, Any]] = []
+
+    def fake(argv: list[str], **kw: Any) -> None:
+        seen.append({"argv": argv, **kw})
+
+    monkeypatch.setattr(record, "run_and_exit", fake)
+    result = CliRunner().invoke(cli, ["proxy", *args])
+    return seen[0] if result.exit_code == 0 and seen else None
+
+
+@pytest.mark.parametrize("args", [
+    ["--", "claude", "--verbose"],
+    ["--db", "x.db", "--", "claude", "--", "-v"],
+    ["--db=x.db", "--name", "n", "--tag", "a=1", "--tag", " b =2=3", "--", "c"],
+    ["--name", "--", "--", "c"],
+    ["--otel-endpoint", "http://h:4318", "--otel-protocol", "grpc", "--otel-content", "--", "c"],
+    ["--no-otel-content", "--otel-protocol=http/protobuf", "--", "c", "--db", "y"],
+    ["--db", "a", "--db", "b", "--", "c"],
+])
+def test_the_fast_reading_agrees_with_click(args: list[str],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    fast = launch_mod.parse_proxy_args(args)
+    assert fast is not None
+    assert fast == click_reads(args, monkeypatch)
+
+
+def test_the_environment_names_the_database_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CLAUDETRACE_DB", "env.db")
+    args = ["--", "c"]
+    assert launch_mod.parse_proxy_args(args) == click_reads(args, monkeypatch)
+    assert launch_mod.parse_proxy_args(args)["db"] == "env.db"  # type: ignore[index]
+
+
+@pytest.mark.parametrize("args", [
+    ["claude"],  # no --: click decides what is an option
+    ["--help"],
+    ["--verbose", "--", "c"],
+    ["--tag", "novalue", "--", "c"],
+    ["--otel-protocol", "carrier-pigeon", "--", "c"],
+    ["--db", "x.db", "--"],
+    ["--db"],
+])
+def test_anything_else_is_left_to_click(args: list[str]) -> None:
+    assert launch_mod.parse_proxy_args(args) is None
+
+
+def test_the_fast_reading_knows_every_option_of_the_command() -> None:
+    names = {opt for param in record.proxy.params for opt in (*param.opts, *param.secondary_opts)
+             if opt.startswith("--")}
+    assert names == set(launch_mod.VALUE_OPTIONS) | set(launch_mod.FLAGS)
+
+
+def test_nothing_heavy_is_imported_before_the_child_starts(tmp_path: Path) -> None:
+    # The modules loaded when the child is started, seen from inside the proxy.
+    seen = tmp_path / "modules"
+    code = textwrap.dedent(f"""
+        import sys
+        import claudetrace.spawn as spawn
+        real = spawn.start_child
+        def start_child(argv, env):
+            with open({str(seen)!r}, "w") as out:
+                out.write("\\n".join(sorted(sys.modules)))
+            return real(argv, env)
+        spawn.start_child = start_child
+        from claudetrace.cli import main
+        main(["proxy", "--db", {str(tmp_path / "t.db")!r}, "--", "true"])
+    """)
+    done = subprocess.run([PY, "-c", code], capture_output=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    loaded = set(seen.read_text().split())
+    heavy = {"click", "sqlalchemy", "typing", "subprocess", "dataclasses", "re", "json",
+             "claudetrace.capture", "claudetrace.store", "claudetrace.proxy",
+             "claudetrace.telemetry", "claudetrace.events"}
+    assert not loaded & heavy, loaded & heavy
+
+
+def proxy(db: str, *child: str, **kw: Any) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([PY, "-m", "claudetrace", "proxy", "--db", db, "--", *child],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, **kw)
+
+
+@pytest.mark.parametrize("url", ["nosuchdialect://x", "postgresql+psycopg://u@127.0.0.1:1/ct"])
+def test_a_bad_or_unreachable_database_never_stops_the_child(url: str) -> None:
+    # The child starts and forwarding goes on; the problem is one line on stderr
+    # while the session runs, and the recording waits in its capture file.
+    env = {**os.environ, "CLAUDETRACE_FLUSH_TIMEOUT": "0"}
+    with proxy(url, "cat", env=env) as proc:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        proc.stdin.write(b'{"type":"user"}\n')
+        proc.stdin.flush()
+        assert proc.stdout.readline() == b'{"type":"user"}\n'
+        ready, _, _ = select.select([proc.stderr], [], [], 60)
+        assert ready, "no word about the database"
+        line = proc.stderr.readline().decode()
+        assert line.startswith("claudetrace: cannot open the store") and "kept in" in line
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+        assert "Traceback" not in proc.stderr.read().decode()
+    [capture] = cap.capture_files(url)
+    assert capture.exists()
+
+
+def test_the_command_is_looked_up_on_path_as_execvp_does(tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    (first / "tool").write_text("#!/bin/sh\necho first\n")  # not executable: passed over
+    (second / "tool").write_text("#!/bin/sh\necho second\n")
+    (second / "tool").chmod(0o755)
+    (first / "only").write_text("#!/bin/sh\n")
+    env = {"PATH": f"{first}{os.pathsep}{second}"}
+    child = start_child(["tool"], env)
+    try:
+        os.close(child.stdin)
+        assert os.read(child.stdout, 100) == b"second\n"
+        assert child.wait() == 0
+    finally:
+        os.close(child.stdout)
+        os.close(child.stderr)
+    with pytest.raises(PermissionError):
+        start_child(["only"], env)
+    with pytest.raises(FileNotFoundError):
+        start_child(["nowhere"], env)
+
+
+def test_the_child_gets_sigpipe_at_its_default(tmp_path: Path) -> None:
+    # Python ignores SIGPIPE in itself; a child writing to a closed pipe must die
+    # of it, as under a shell, not get EPIPE errors.
+    child = start_child(["sh", "-c", "sleep 0.2; exec yes"], os.environ)
+    os.close(child.stdout)
+    os.close(child.stdin)
+    try:
+        assert child.wait() == -13
+    finally:
+        os.close(child.stderr)
+
+
+def test_captures_left_by_earlier_builds_for_a_server_database_are_still_found(
+    ct_env: Path,
+) -> None:
+    # Earlier builds named a server database's capture folder by SQLAlchemy's
+    # rendering of its URL; the proxy now names it without SQLAlchemy.
+    from sqlalchemy.engine import make_url
+
+    url = "postgresql+psycopg://u:secret@db.example:5432/ct?sslmode=require&a=b"
+    old = hashlib.sha256(make_url(url).render_as_string(hide_password=True).encode())
+    folder = ct_env / "capture" / old.hexdigest()[:16]
+    folder.mkdir(parents=True)
+    left = folder / f"01ABC{cap.SUFFIX}"
+    left.write_bytes(cap.MAGIC)
+    assert folder not in cap.capture_dirs(url)
+    assert cap.capture_files(url) == [left]
+    assert cap.capture_dirs(url)[0] == cap.capture_dirs(url.replace("secret", "other"))[0]
