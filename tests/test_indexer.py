@@ -209,7 +209,7 @@ def test_a_final_line_without_newline_keeps_the_time_its_bytes_arrived(
     [
         ({"exit_code": 0, "signal": None}, "ok"),
         ({"exit_code": 3, "signal": None}, "error"),
-        ({"exit_code": 137, "signal": 9}, "error"),
+        ({"exit_code": 137, "signal": 9}, "killed"),
     ],
 )
 def test_the_end_record_gives_the_exit(

@@ -29,6 +29,7 @@ from claudetrace import promexport
 from claudetrace.cassette import read_cassette
 from claudetrace.cli import cli
 from claudetrace.events import Event
+from claudetrace.model import STATUSES
 from claudetrace.promexport import (
     BUCKETS,
     ControlRow,
@@ -227,8 +228,10 @@ def store(db_path: Path) -> Iterator[Store]:
     now = time.time_ns()
     add_recording(store, now, last_seen_ns=now)  # running: fresh heartbeat
     add_recording(store, now - 60 * S, last_seen_ns=now - 60 * S)  # incomplete
-    add_recording(store, now, error="no such file", exit_code=127, ended_ns=now)  # failed
-    add_recording(store, now, ended_ns=now, signal=9, model="claude-x", cost_usd=0.5)
+    add_recording(store, now, error="no such file", exit_code=127, ended_ns=now,
+                  outcome="error", outcome_reason="the CLI did not start: no such file")
+    add_recording(store, now, ended_ns=now, signal=9, model="claude-x", cost_usd=0.5,
+                  outcome="killed", outcome_reason="killed by SIGKILL")
     yield store
     store.close()
 
@@ -288,9 +291,9 @@ def test_scrape_over_http_matches_independent_figures(store: Store, server: str)
         )
         output_tokens = session.scalar(select(func.sum(Recording.output_tokens)))
         event_count = session.scalar(select(func.sum(Recording.event_count)))
-    assert {"running", "incomplete", "failed", "error", "ok"} <= set(expected_status)
+    assert set(STATUSES) == set(expected_status)
     assert values(samples, "claudetrace_store_sessions", "status") == {
-        (s,): expected_status.get(s, 0) for s in ("running", "ok", "error", "failed", "incomplete")
+        (s,): expected_status.get(s, 0) for s in STATUSES
     }
     assert values(samples, "claudetrace_store_cost_usd_total", "model") == pytest.approx(
         {(m or "unknown",): v for m, v in cost.items()}
@@ -426,7 +429,7 @@ def test_metrics_serve_subprocess(store: Store, db_path: Path) -> None:
         match = re.search(r"http://127\.0\.0\.1:(\d+)/metrics", line)
         assert match, line
         _, samples = scrape(f"http://127.0.0.1:{match.group(1)}")
-        assert values(samples, "claudetrace_store_sessions", "status")[("failed",)] == 1
+        assert values(samples, "claudetrace_store_sessions", "status")[("killed",)] == 2
         proc.terminate()
         assert proc.wait(10) is not None
 

@@ -159,17 +159,18 @@ def _recording(**values: object) -> Recording:
 
 
 def test_status_of_recordings() -> None:
+    """An ended recording shows the status the session model stored; one that has not
+    ended is running while its proxy beats, else incomplete."""
     now = time.time_ns()
-    assert _recording(ended_ns=now, exit_code=0).status == "ok"
-    assert _recording(ended_ns=now, exit_code=2).status == "error"
-    assert _recording(ended_ns=now, exit_code=130, signal=2).status == "error"
-    assert _recording(ended_ns=now, exit_code=0, is_error=True).status == "error"
-    assert (
-        _recording(ended_ns=now, exit_code=127, error="cannot start", event_count=0).status
-        == "failed"
-    )
+    assert _recording(ended_ns=now, outcome="ok").status == "ok"
+    killed = _recording(ended_ns=now, exit_code=137, signal=9, outcome="killed",
+                        outcome_reason="killed by SIGKILL during turn 1")
+    assert (killed.status, killed.status_reason) == ("killed", "killed by SIGKILL during turn 1")
+    assert _recording(ended_ns=now, outcome="interrupted").status == "interrupted"
     assert _recording(last_seen_ns=now).status == "running"
-    assert _recording(last_seen_ns=now - STALE_AFTER_NS - 1).status == "incomplete"
+    stale = _recording(last_seen_ns=now - STALE_AFTER_NS - 1)
+    assert stale.status == "incomplete"
+    assert stale.status_reason == "the recording stopped before the CLI exited"
 
 
 def test_a_dead_local_proxy_is_incomplete_at_once(store: Store) -> None:

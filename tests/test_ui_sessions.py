@@ -40,13 +40,16 @@ def test_session_row_from_summary_columns() -> None:
     assert row["duration (s)"] == 2.0 and row["tokens"] == 115
     assert row["tags"] == "a=1, b=2"
     assert row["started"] == dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=dt.timezone.utc)
-    assert session_row(rec(exit_code=1))["error"] is True
+    failed = session_row(rec(exit_code=1, outcome="error", outcome_reason="exit code 1"))
+    assert failed["error"] is True and failed["reason"] == "exit code 1"
+    assert list(row)[:3] == ["id", "status", "exit"]
     assert session_row(rec(signal=9, exit_code=None))["exit"] == -9
 
 
 def test_tiles() -> None:
     rows = [
-        session_row(rec(cost_usd=c, ended_ns=1_700_000_000_000_000_000 + d * 10**9, exit_code=e))
+        session_row(rec(cost_usd=c, ended_ns=1_700_000_000_000_000_000 + d * 10**9, exit_code=e,
+                        outcome="error" if e else "ok"))
         for c, d, e in [(1.0, 1, 0), (2.0, 2, 0), (0.5, 10, 1), (0.0, 3, 0)]
     ]
     t = tiles(rows)

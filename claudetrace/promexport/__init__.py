@@ -31,6 +31,7 @@ queries) and :mod:`.server` (HTTP).
 from __future__ import annotations
 
 from ..protocol import failed_tool_ids, permission_decision
+from ..store.models import status_expression
 from .exposition import (
     BUCKETS,
     CONTENT_TYPE,
@@ -68,7 +69,7 @@ from .figures import (
     sample_names,
 )
 from .server import DEFAULT_PORT, make_server
-from .store import CHUNK, StoreMetrics, status_expression
+from .store import CHUNK, StoreMetrics
 
 __all__ = [
     "BUCKETS",

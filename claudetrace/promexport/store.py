@@ -11,16 +11,17 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Final
+from typing import Final
 
-from sqlalchemy import Engine, and_, case, func, literal, or_, select
+from sqlalchemy import Engine, and_, func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, aliased
 
 from ..errors import StoreError
 from ..events import Event
+from ..model import STATUSES
 from ..protocol import failed_tool_ids, permission_decision
-from ..store.models import STALE_AFTER_NS, EventRow, EventTool, Recording
+from ..store.models import EventRow, EventTool, Recording, status_expression
 from .exposition import Family, render
 from .figures import (
     BYTES,
@@ -48,25 +49,6 @@ CHUNK: Final = 500
 def _chunks(items: Sequence[str], size: int = CHUNK) -> Iterator[Sequence[str]]:
     for i in range(0, len(items), size):
         yield items[i : i + size]
-
-
-def status_expression(now_ns: int) -> Any:
-    """SQL mirror of :attr:`Recording.status`, minus its same-host pid check."""
-    r = Recording
-    heartbeat = func.coalesce(r.last_seen_ns, r.started_ns)
-    return case(
-        (
-            and_(r.error.is_not(None), r.error != "", r.exit_code == 127, r.event_count == 0),
-            literal("failed"),
-        ),
-        (and_(r.ended_ns.is_(None), heartbeat > now_ns - STALE_AFTER_NS), literal("running")),
-        (r.ended_ns.is_(None), literal("incomplete")),
-        (
-            or_(r.signal.is_not(None), func.coalesce(r.exit_code, 0) != 0, r.is_error),
-            literal("error"),
-        ),
-        else_=literal("ok"),
-    )
 
 
 class StoreMetrics:
@@ -118,7 +100,7 @@ class StoreMetrics:
                 counts["running"] -= 1
                 counts[actual] += 1
         sessions = Family(SESSIONS)
-        for name in ("running", "ok", "error", "failed", "incomplete"):
+        for name in STATUSES:
             sessions.add((name,), counts.get(name, 0))
 
         started = Family(SESSIONS_STARTED)

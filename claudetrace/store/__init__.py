@@ -20,8 +20,9 @@ from ..capture import resolve_url
 from ..cassette import Cassette, new_header
 from ..errors import AmbiguousSession, SessionNotFound, StoreError
 from ..events import Event
+from ..model import Session as SessionModel
+from ..model.summary import outcome_columns, summary_columns
 from ..recording import RecordingInfo, new_recording_id
-from ..summary import Summary
 from .engine import create_store_engine, error_reason, upgrade
 from .models import Base, EventRow, EventTool, Recording
 
@@ -238,12 +239,12 @@ class Store:
 
     def _import_events(self, info: RecordingInfo, header: dict[str, Any],
                        events: Iterator[Event], batch: int) -> None:
-        summary = Summary()
+        session = SessionModel(model=info.model, session_id=info.cli_session_id)
         pending: list[Event] = []
         last_t = 0
         with _store_errors("import"):
             for ev in events:
-                summary.add(ev)
+                session.add(ev)
                 info.observe(ev)
                 last_t = ev.t_ns
                 pending.append(ev)
@@ -256,7 +257,10 @@ class Store:
                 info.id,
                 pending,
                 {
-                    **summary.as_columns(),
+                    **summary_columns(session),
+                    **outcome_columns(session.outcome(
+                        ended=True, exit_code=info.exit_code, signal=info.signal,
+                        error=info.error)),
                     **_stream_columns(info),
                     "ended_ns": ended_ns,
                     "last_seen_ns": ended_ns,

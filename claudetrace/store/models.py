@@ -24,6 +24,10 @@ from sqlalchemy import (
     MetaData,
     String,
     Text,
+    and_,
+    case,
+    func,
+    literal,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -69,10 +73,13 @@ class Recording(Base):
     claude_code_version: Mapped[str | None] = mapped_column(String(40))
     model: Mapped[str | None] = mapped_column(String(100))
     permission_mode: Mapped[str | None] = mapped_column(String(40))
-    # Summary, kept up to date while recording (see claudetrace.summary).
+    # Summary, kept up to date while recording (see claudetrace.model.summary).
     event_count: Mapped[int] = mapped_column(Integer, default=0)
     byte_count: Mapped[int] = mapped_column(BigInteger, default=0)
     turns: Mapped[int] = mapped_column(Integer, default=0)
+    #: The CLI's own ``num_turns`` summed over its results (API round trips).
+    num_turns: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    model_calls: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     tool_calls: Mapped[int] = mapped_column(Integer, default=0)
     tool_errors: Mapped[int] = mapped_column(Integer, default=0)
     input_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
@@ -82,18 +89,30 @@ class Recording(Base):
     cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
     is_error: Mapped[bool] = mapped_column(Boolean, default=False)
     result_subtype: Mapped[str | None] = mapped_column(String(64))
+    #: Per model: tokens by type, ``cost_usd`` and ``calls`` (see claudetrace.model.summary).
+    models: Mapped[dict[str, dict[str, Any]] | None] = mapped_column(JSON)
+    #: The session model's status once the recording ended, and why.
+    outcome: Mapped[str | None] = mapped_column(String(16))
+    outcome_reason: Mapped[str | None] = mapped_column(Text)
     extra: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
 
     @property
     def status(self) -> str:
-        """``running``, ``ok``, ``error``, ``failed`` (never started) or ``incomplete``."""
-        if self.error and self.exit_code == 127 and not self.event_count:
-            return "failed"
+        """The session model's status (:data:`claudetrace.model.STATUSES`).
+
+        An ended recording has it stored; one that has not ended is ``running``
+        while its proxy lives, else ``incomplete``.
+        """
         if self.ended_ns is None:
             return "running" if self.is_live() else "incomplete"
-        if self.signal is not None or (self.exit_code not in (0, None)) or self.is_error:
-            return "error"
-        return "ok"
+        return self.outcome or "ok"
+
+    @property
+    def status_reason(self) -> str:
+        """Why the recording has its :attr:`status` (empty for ``ok`` and ``running``)."""
+        if self.ended_ns is None:
+            return "" if self.is_live() else "the recording stopped before the CLI exited"
+        return self.outcome_reason or ""
 
     @property
     def warnings(self) -> list[str]:
@@ -144,6 +163,17 @@ class Recording(Base):
             permission_mode=self.permission_mode,
             extra=dict(self.extra or {}),
         )
+
+
+def status_expression(now_ns: int) -> Any:
+    """:attr:`Recording.status` in SQL (for ``GROUP BY``), minus its same-host pid check."""
+    r = Recording
+    heartbeat = func.coalesce(r.last_seen_ns, r.started_ns)
+    return case(
+        (and_(r.ended_ns.is_(None), heartbeat > now_ns - STALE_AFTER_NS), literal("running")),
+        (r.ended_ns.is_(None), literal("incomplete")),
+        else_=func.coalesce(r.outcome, literal("ok")),
+    )
 
 
 class EventRow(Base):

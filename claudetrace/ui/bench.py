@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from ..events import Event
+from ..model import Session
+from ..model.summary import outcome_columns, summary_columns
 from ..recording import RecordingInfo, new_recording_id
 from ..store import Store, open_store
-from ..summary import Summary
 
 DAY_NS = 86_400_000_000_000
 MODELS = ("claude-opus-4-5", "claude-sonnet-4-5", "claude-haiku-4-5")
@@ -227,16 +228,17 @@ def _store_recording(
     store: Store, info: RecordingInfo, events: list[Event], *, batch: int = 5000
 ) -> None:
     store.create_recording(info)
-    summary = Summary()
+    session = Session()
     for ev in events:
-        summary.add(ev)
+        session.add(ev)
         info.observe(ev)
     for start in range(0, len(events), batch):
         store.write_batch(info.id, events[start : start + batch])
     end = info.started_ns + (events[-1].t_ns if events else 0)
     store.update_recording(
         info.id,
-        **summary.as_columns(),
+        **summary_columns(session),
+        **outcome_columns(session.outcome(ended=True, exit_code=info.exit_code)),
         ended_ns=end,
         last_seen_ns=end,
         exit_code=info.exit_code,

@@ -15,12 +15,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Text, and_, cast, func, literal, or_, select
+from sqlalchemy import ColumnElement, Text, cast, func, literal, or_, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import load_only
 
 from ..errors import StoreError
 from ..events import Event
+from ..model import FAILED
 from ..protocol import failed_tool_ids
 from ..store import EventRow, EventTool, Recording, Store
 from .sessions import Filters
@@ -56,6 +57,8 @@ SUMMARY_COLUMNS = (
     Recording.source,
     Recording.event_count,
     Recording.turns,
+    Recording.num_turns,
+    Recording.model_calls,
     Recording.tool_calls,
     Recording.tool_errors,
     Recording.input_tokens,
@@ -65,6 +68,9 @@ SUMMARY_COLUMNS = (
     Recording.cost_usd,
     Recording.is_error,
     Recording.result_subtype,
+    Recording.models,
+    Recording.outcome,
+    Recording.outcome_reason,
 )
 
 
@@ -112,10 +118,7 @@ def _filtered(store: Store, filters: Filters) -> Any:
     if filters.errors_only:
         stmt = stmt.where(
             or_(
-                _R.is_error.is_(True),
-                _R.signal.is_not(None),
-                and_(_R.exit_code.is_not(None), _R.exit_code != 0),
-                _R.error.is_not(None),
+                _R.outcome.in_(sorted(FAILED)),
                 _R.tool_errors > 0,
                 _R.ended_ns.is_(None),  # running or incomplete; running ones are dropped below
             )
@@ -145,7 +148,7 @@ def list_sessions(store: Store, filters: Filters, *, limit: int | None = None) -
     with _guard("list recordings"), store.session() as s:
         recs = list(s.scalars(stmt))
     if filters.errors_only:
-        recs = [r for r in recs if r.status != "running" and (r.status != "ok" or r.tool_errors)]
+        recs = [r for r in recs if r.status in FAILED or (r.status != "running" and r.tool_errors)]
     return recs
 
 

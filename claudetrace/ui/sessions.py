@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..model import FAILED
 from ..store.models import Recording
 
 
@@ -105,12 +106,14 @@ def session_row(rec: Recording) -> dict[str, Any]:
     duration = rec.duration_ns
     status = rec.status
     tags = ", ".join(f"{k}={v}" for k, v in sorted((rec.tags or {}).items()))
+    # Status and exit come first: the columns people look for (visible at 1280 px).
     return {
         "id": rec.id,
+        "status": status,
+        "exit": rec.exit_code if rec.signal is None else -rec.signal,
         "started": started_at(rec.started_ns),
         "duration (s)": None if duration is None else round(duration / 1e9, 2),
         "name": rec.name or "",
-        "tags": tags,
         "model": rec.model or "",
         "turns": rec.turns,
         "tool calls": rec.tool_calls,
@@ -120,9 +123,9 @@ def session_row(rec: Recording) -> dict[str, Any]:
         + rec.cache_read_tokens
         + rec.cache_creation_tokens,
         "cost ($)": round(rec.cost_usd or 0.0, 6),
-        "status": status,
-        "exit": rec.exit_code if rec.signal is None else -rec.signal,
-        "error": status in ("error", "failed", "incomplete"),
+        "tags": tags,
+        "reason": rec.status_reason,
+        "error": status in FAILED,
         "lines": rec.event_count,
         "CLI": rec.claude_code_version or "",
         "session_id": rec.cli_session_id or "",

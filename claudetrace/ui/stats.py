@@ -11,6 +11,7 @@ import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..model import FAILED
 from ..store.models import Recording
 from .sessions import percentile, started_at
 
@@ -37,7 +38,7 @@ def daily_usage(recordings: Iterable[Recording]) -> list[dict[str, Any]]:
         row["input tokens"] += rec.input_tokens or 0
         row["output tokens"] += rec.output_tokens or 0
         row["cache read tokens"] += rec.cache_read_tokens or 0
-        row["errors"] += 1 if rec.status in ("error", "failed", "incomplete") else 0
+        row["errors"] += 1 if rec.status in FAILED else 0
     return [days[d] for d in sorted(days)]
 
 

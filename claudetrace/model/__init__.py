@@ -1,0 +1,41 @@
+"""The session model: what a recording's events mean, computed once for every view.
+
+:mod:`.session` folds events into a :class:`Session` (turns, model calls with
+usage, tool calls with their permission and hook round trips, subagents,
+control round trips, system events, status); :mod:`.usage` reads token usage;
+:mod:`.summary` turns a session into the ``recordings`` summary columns.
+Pure: no I/O, no database, no OpenTelemetry.
+"""
+
+from __future__ import annotations
+
+from .session import (
+    FAILED,
+    STATUSES,
+    ControlRoundTrip,
+    ModelCall,
+    Outcome,
+    Session,
+    Status,
+    Subagent,
+    ToolCall,
+    Turn,
+    fold,
+)
+from .usage import TOKEN_TYPES, Usage
+
+__all__ = [
+    "FAILED",
+    "STATUSES",
+    "TOKEN_TYPES",
+    "ControlRoundTrip",
+    "ModelCall",
+    "Outcome",
+    "Session",
+    "Status",
+    "Subagent",
+    "ToolCall",
+    "Turn",
+    "Usage",
+    "fold",
+]

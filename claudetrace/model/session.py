@@ -1,0 +1,905 @@
+"""The session model: one pure, incremental fold from a recording's events to a :class:`Session`.
+
+This is the one place that knows what the protocol means.  Fed the events of one
+recording in sequence order — live, a chunk at a time, or read back from the
+store, with the same result — :class:`Session` keeps:
+
+- **turns**: a user message to its ``result`` (queued messages wait their turn;
+  output before any user message opens an implicit turn).  The CLI's own
+  ``num_turns`` (API round trips) is kept apart, as :attr:`Session.cli_num_turns`;
+- **model calls**, one per API message id, with usage from the most complete
+  source: a ``message_delta`` when streamed, else the result's per-model usage
+  (``model_usage_since_last_result`` / ``modelUsage``, the main agent's share from
+  ``usage``) apportioned over the turn's calls, so that per model the calls add
+  up to what the CLI reported.  Usage the CLI counted for calls the host never
+  saw (a subagent's, by default) becomes an *unobserved* call;
+- **tool calls**: ``tool_use`` → ``tool_result``, with their permission
+  (``can_use_tool``) and hook round trips;
+- **control round trips** in both directions (initialize, interrupt, set_model,
+  ``mcp_message`` …), paired by request id even when the answer was recorded
+  before the request;
+- **subagents** (the tool use that runs them, their type and task status) and
+  **system events** (counted by subtype);
+- the **status** and its reason (:meth:`Session.outcome`), the one definition
+  every view shows.
+
+Only pure Python over :class:`~claudetrace.events.Event`; no I/O.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from ..events import Event
+from ..protocol import (
+    control_request,
+    control_response,
+    hook_event_name,
+    hook_permission_decision,
+    opt_str,
+    permission_behavior,
+    request_tool_name,
+    tool_result_failed,
+)
+from .usage import TOKEN_TYPES, Usage, apportion, number
+
+Status = Literal["running", "ok", "interrupted", "error", "incomplete", "killed"]
+#: Every status, in the order lists and dashboards show them.
+STATUSES: Final[tuple[Status, ...]] = (
+    "running", "ok", "interrupted", "error", "incomplete", "killed",
+)
+#: Statuses that are a failure (red in every view, an ERROR root span).
+FAILED: Final = frozenset({"error", "incomplete", "killed"})
+
+Initiator = Literal["host", "cli"]
+ControlOutcome = Literal["success", "error", "unanswered", "cancelled"]
+UsageSource = Literal["stream", "message", "result", "unobserved"]
+
+#: ``stream_event`` chunks that change nothing in the model.
+_CHUNKS: Final = frozenset({"content_block_delta", "content_block_start", "content_block_stop"})
+_TASK_SUBTYPES: Final = frozenset({"task_started", "task_updated", "task_notification"})
+_TASK_DONE: Final = frozenset({"completed", "failed", "killed", "stopped", "cancelled"})
+#: The tool whose ``tool_use`` runs a subagent (``Task`` in older CLIs).
+SUBAGENT_TOOLS: Final = frozenset({"Agent", "Task"})
+
+
+@dataclass(slots=True, eq=False)
+class ControlRoundTrip:
+    """A control request and its answer (either direction).  Times are ns offsets."""
+
+    request_id: str
+    subtype: str
+    initiator: Initiator
+    request_seq: int
+    request_ns: int
+    turn: int | None = None
+    response_seq: int | None = None
+    response_ns: int | None = None
+    outcome: ControlOutcome = "unanswered"
+    error: str | None = None
+    #: Answered before it was asked (the proxy reads the two directions apart).
+    reordered: bool = False
+    tool_use_id: str | None = None
+    tool_name: str | None = None
+    #: ``allow``/``deny`` for ``can_use_tool``; a hook's ``permissionDecision``.
+    decision: str | None = None
+    hook_event: str | None = None
+    callback_id: str | None = None
+    mcp_server: str | None = None
+    mcp_method: str | None = None
+    #: ``set_model``'s model, ``set_permission_mode``'s mode.
+    model: str | None = None
+    mode: str | None = None
+    request: dict[str, Any] = field(default_factory=dict, repr=False)
+    answer: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def kind(self) -> str:
+        """``permission``, ``hook``, ``mcp`` or ``control``."""
+        if self.initiator == "cli":
+            if self.subtype == "can_use_tool":
+                return "permission"
+            if self.subtype == "hook_callback":
+                return "hook"
+            if self.subtype == "mcp_message":
+                return "mcp"
+        return "control"
+
+    @property
+    def answered(self) -> bool:
+        return self.response_ns is not None
+
+    @property
+    def duration_ns(self) -> int | None:
+        if self.response_ns is None:
+            return None
+        return 0 if self.reordered else max(0, self.response_ns - self.request_ns)
+
+
+@dataclass(slots=True, eq=False)
+class ToolCall:
+    """A ``tool_use`` and its ``tool_result``, with the round trips about it."""
+
+    id: str
+    name: str
+    lane: str | None
+    turn: int
+    start_seq: int
+    start_ns: int
+    input: Any = None
+    end_seq: int | None = None
+    end_ns: int | None = None
+    is_error: bool = False
+    permission: ControlRoundTrip | None = None
+    hooks: list[ControlRoundTrip] = field(default_factory=list)
+
+    @property
+    def outcome(self) -> str:
+        """``ok``, ``error`` or ``unfinished`` (no result seen)."""
+        if self.end_ns is None:
+            return "unfinished"
+        return "error" if self.is_error else "ok"
+
+    @property
+    def duration_ns(self) -> int | None:
+        return None if self.end_ns is None else max(0, self.end_ns - self.start_ns)
+
+    @property
+    def subagent_type(self) -> str | None:
+        return opt_str(self.input.get("subagent_type")) if isinstance(self.input, dict) else None
+
+
+@dataclass(slots=True, eq=False)
+class ModelCall:
+    """One API message (``message_start``…``message_stop`` or assistant lines of one id)."""
+
+    id: str
+    model: str | None
+    lane: str | None
+    turn: int
+    start_seq: int
+    start_ns: int
+    end_ns: int
+    streamed: bool
+    usage: Usage = field(default_factory=Usage)
+    #: Where :attr:`usage` comes from: a ``message_delta`` (``stream``), the
+    #: assistant message only (``message``, provisional), the turn's result
+    #: (``result``), or the result alone for a call the host never saw.
+    usage_source: UsageSource = "message"
+    stop_reason: str | None = None
+    error: str | None = None
+    stopped: bool = False
+    interrupted: bool = False
+
+    @property
+    def observed(self) -> bool:
+        return self.usage_source != "unobserved"
+
+    @property
+    def final(self) -> bool:
+        """True once :attr:`usage` will not change any more."""
+        return self.usage_source in ("stream", "result", "unobserved")
+
+
+@dataclass(slots=True, eq=False)
+class Turn:
+    """A user message (or output with none before it) to its ``result``."""
+
+    number: int
+    start_seq: int
+    start_ns: int
+    implicit: bool = False
+    end_seq: int | None = None
+    end_ns: int | None = None
+    interrupted: bool = False
+    result_subtype: str | None = None
+    is_error: bool = False
+    #: The CLI's ``num_turns`` for this turn (API round trips).
+    num_turns: int | None = None
+    #: The result's ``usage`` (the main agent's tokens, as the CLI printed them).
+    result_usage: Usage | None = None
+    #: ``total_cost_usd`` of the result: the CLI's running total.
+    total_cost_usd: float | None = None
+    usage_by_model: dict[str, Usage] = field(default_factory=dict)
+    cost_by_model: dict[str, float] = field(default_factory=dict)
+    calls: list[ModelCall] = field(default_factory=list)
+
+    @property
+    def done(self) -> bool:
+        return self.end_ns is not None
+
+    @property
+    def cost_usd(self) -> float:
+        return sum(self.cost_by_model.values())
+
+    @property
+    def failed(self) -> bool:
+        """The result is an error the user did not cause by interrupting."""
+        return self.is_error and not self.interrupted
+
+
+@dataclass(slots=True, eq=False)
+class Subagent:
+    """Work delegated through an Agent/Task tool use (``parent_tool_use_id`` lane)."""
+
+    tool_use_id: str
+    turn: int
+    start_ns: int
+    subagent_type: str | None = None
+    task_id: str | None = None
+    status: str | None = None
+    end_ns: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A session's status and why (the reason is empty for ``ok``)."""
+
+    status: Status
+    reason: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.status in FAILED
+
+
+def _signal_name(signal: int) -> str:
+    import signal as signals
+
+    try:
+        return signals.Signals(signal).name
+    except ValueError:
+        return f"signal {signal}"
+
+
+class Session:
+    """The interpretation of one recording, built event by event (see the module doc)."""
+
+    def __init__(self, *, model: str | None = None, session_id: str | None = None) -> None:
+        self.session_id = session_id
+        #: The model the CLI uses now (``system/init``, then ``set_model``).
+        self.model = model
+        self.claude_code_version: str | None = None
+        self.permission_mode: str | None = None
+        self.event_count = 0
+        self.byte_count = 0
+        self.stderr_lines = 0
+        self.unparsed_lines = 0
+        self.last_ns = 0
+        self.saw_output = False
+        self.turns: list[Turn] = []
+        self.calls: dict[str, ModelCall] = {}
+        self.tools: dict[str, ToolCall] = {}
+        self.controls: list[ControlRoundTrip] = []
+        self.subagents: dict[str, Subagent] = {}
+        self.system: Counter[str] = Counter()
+        self._open: deque[Turn] = deque()
+        self._lane_call: dict[str | None, ModelCall] = {}
+        self._pending: dict[str, ControlRoundTrip] = {}
+        self._early: dict[str, tuple[Event, int]] = {}
+        self._tasks: dict[str, str] = {}
+        self._cumulative: dict[str, tuple[Usage, float]] = {}
+        self._cost_total = 0.0
+
+    # -- feeding -----------------------------------------------------------------------
+
+    def add_many(self, events: Iterable[Event]) -> None:
+        for event in events:
+            self.add(event)
+
+    def add(self, event: Event) -> None:
+        """Account for one event (in sequence order)."""
+        self.event_count += 1
+        self.byte_count += len(event.data) + (1 if event.eol else 0)
+        t = event.t_ns
+        if t > self.last_ns:
+            self.last_ns = t
+        if event.direction == "err":
+            self.stderr_lines += 1
+            return
+        fields = event.fields
+        if not fields.is_json:
+            self.unparsed_lines += 1
+            return
+        kind = fields.type
+        if event.direction == "out":
+            self.saw_output = True
+            if kind == "stream_event":
+                if fields.subtype not in _CHUNKS:
+                    self._stream_event(event)
+                return
+            if self.session_id is None and fields.session_id and kind in (
+                "system", "assistant", "result",
+            ):
+                self.session_id = fields.session_id
+            if kind == "assistant":
+                self._assistant(event)
+            elif kind == "user":
+                self._user_out(event)
+            elif kind == "result":
+                self._result(event)
+            elif kind == "system":
+                self._system(event)
+        elif kind == "user":
+            self._start_turn(event.seq, t)
+            return
+        if kind == "control_request":
+            self._control_request(event)
+        elif kind == "control_response":
+            self._control_response(event)
+        elif kind == "control_cancel_request":
+            self._cancel(event)
+
+    # -- turns -------------------------------------------------------------------------
+
+    def _start_turn(self, seq: int, t_ns: int, *, implicit: bool = False) -> Turn:
+        turn = Turn(len(self.turns) + 1, seq, t_ns, implicit=implicit)
+        self.turns.append(turn)
+        self._open.append(turn)
+        return turn
+
+    def current_turn(self, seq: int, t_ns: int) -> Turn:
+        """The turn output at ``seq`` belongs to: the oldest open one, else a new implicit one."""
+        if self._open:
+            return self._open[0]
+        return self._start_turn(seq, t_ns, implicit=True)
+
+    @property
+    def open_turn(self) -> Turn | None:
+        return self._open[0] if self._open else None
+
+    def _result(self, event: Event) -> None:
+        msg = event.message or {}
+        turn = self.current_turn(event.seq, event.t_ns)
+        self._open.popleft()
+        turn.end_seq, turn.end_ns = event.seq, event.t_ns
+        subtype = opt_str(msg.get("subtype"))
+        turn.result_subtype = subtype
+        turn.is_error = msg.get("is_error") is True or bool(subtype and subtype.startswith("error"))
+        num_turns = msg.get("num_turns")
+        if isinstance(num_turns, int) and not isinstance(num_turns, bool):
+            turn.num_turns = num_turns
+        if isinstance(msg.get("usage"), dict):
+            turn.result_usage = Usage.from_api(msg["usage"])
+        total = number(msg.get("total_cost_usd"))
+        turn.total_cost_usd = total
+        for lane, call in list(self._lane_call.items()):  # the turn's calls end with it
+            if call.turn == turn.number:
+                del self._lane_call[lane]
+        self._reconcile(turn, self._turn_deltas(msg, turn, total))
+        if total is not None:
+            self._cost_total = total
+
+    def _turn_deltas(
+        self, msg: Mapping[str, Any], turn: Turn, total: float | None
+    ) -> dict[str, tuple[Usage, float | None]]:
+        """Per model, the usage and cost the CLI counted for this turn."""
+        since = msg.get("model_usage_since_last_result")
+        cumulative = msg.get("modelUsage")
+        deltas: dict[str, tuple[Usage, float | None]] = {}
+        if isinstance(cumulative, dict):
+            for model, entry in cumulative.items():
+                usage = Usage.from_model_usage(entry)
+                cost = number(entry.get("costUSD")) if isinstance(entry, dict) else None
+                before = self._cumulative.get(model)
+                self._cumulative[model] = (usage, cost or 0.0)
+                if not isinstance(since, dict):
+                    if before is not None:
+                        usage = usage.minus(before[0])
+                        cost = None if cost is None else cost - before[1]
+                    deltas[model] = (usage, cost)
+        if isinstance(since, dict):
+            deltas = {}
+            for model, entry in since.items():
+                cost = number(entry.get("costUSD")) if isinstance(entry, dict) else None
+                deltas[model] = (Usage.from_model_usage(entry), cost)
+        deltas = {m: d for m, d in deltas.items() if d[0] or d[1]}
+        if not deltas and turn.result_usage is not None:
+            model = self._main_model(turn) or self.model or "unknown"
+            cost = None if total is None else max(0.0, total - self._cost_total)
+            if turn.result_usage or cost:
+                deltas[model] = (turn.result_usage, cost)
+        return deltas
+
+    def _main_model(self, turn: Turn) -> str | None:
+        models = {c.model for c in turn.calls if c.lane is None and c.model}
+        return models.pop() if len(models) == 1 else None
+
+    def _reconcile(self, turn: Turn, deltas: dict[str, tuple[Usage, float | None]]) -> None:
+        """Make the turn's calls add up, per model, to what the CLI reported."""
+        main_model = self._main_model(turn)
+        for model, (want, cost) in deltas.items():
+            if cost is not None:
+                turn.cost_by_model[model] = round(cost, 9)
+            calls = [c for c in turn.calls if (c.model or self.model or "unknown") == model]
+            rest = want.minus(_sum(c.usage for c in calls if c.final))
+            loose_main = [c for c in calls if not c.final and c.lane is None]
+            loose_sub = [c for c in calls if not c.final and c.lane is not None]
+            if loose_main and model == main_model and turn.result_usage is not None:
+                fixed_main = _sum(c.usage for c in calls if c.final and c.lane is None)
+                main = turn.result_usage.minus(fixed_main)
+                share = Usage(*(max(0, min(main.get(k), rest.get(k))) for k in TOKEN_TYPES))
+                _spread(share, loose_main)
+                rest = rest.minus(share)
+                loose = loose_sub
+            else:
+                loose = loose_main + loose_sub
+            if loose:
+                _spread(Usage(*(max(0, rest.get(k)) for k in TOKEN_TYPES)), loose)
+            elif any(rest.get(k) > 0 for k in TOKEN_TYPES):
+                lanes = {c.lane for c in turn.calls if c.lane is not None} or {
+                    s.tool_use_id for s in self.subagents.values() if s.turn == turn.number
+                }
+                extra = ModelCall(
+                    id=f"unobserved/{turn.number}/{model}",
+                    model=model,
+                    lane=lanes.pop() if len(lanes) == 1 else None,
+                    turn=turn.number,
+                    start_seq=turn.start_seq,
+                    start_ns=turn.start_ns,
+                    end_ns=turn.end_ns or turn.start_ns,
+                    streamed=False,
+                    usage=Usage(*(max(0, rest.get(k)) for k in TOKEN_TYPES)),
+                    usage_source="unobserved",
+                )
+                turn.calls.append(extra)
+                self.calls[extra.id] = extra
+        for call in turn.calls:
+            if not call.final:
+                call.usage_source = "result"
+        turn.usage_by_model = _by_model(turn.calls, self.model)
+
+    # -- model calls -------------------------------------------------------------------
+
+    def _open_call(
+        self, msg_id: str, model: Any, lane: str | None, event: Event, *, streamed: bool
+    ) -> ModelCall:
+        turn = self.current_turn(event.seq, event.t_ns)
+        call = ModelCall(
+            id=msg_id,
+            model=model if isinstance(model, str) else self.model,
+            lane=lane,
+            turn=turn.number,
+            start_seq=event.seq,
+            start_ns=event.t_ns,
+            end_ns=event.t_ns,
+            streamed=streamed,
+        )
+        self.calls[msg_id] = call
+        self._lane_call[lane] = call
+        turn.calls.append(call)
+        return call
+
+    def _stream_event(self, event: Event) -> None:
+        inner = (event.message or {}).get("event")
+        if not isinstance(inner, dict):
+            return
+        sub = event.fields.subtype
+        lane = event.fields.parent_tool_use_id
+        if sub == "message_start":
+            message = inner.get("message")
+            message = message if isinstance(message, dict) else {}
+            msg_id = opt_str(message.get("id")) or f"seq{event.seq}"
+            started = self.calls.get(msg_id) or self._open_call(
+                msg_id, message.get("model"), lane, event, streamed=True
+            )
+            started.streamed = True
+            started.usage = Usage.from_api(message.get("usage"))
+            return
+        call = self._lane_call.get(lane)
+        if call is None:
+            return
+        call.end_ns = event.t_ns
+        if sub == "message_delta":
+            delta = inner.get("delta")
+            if isinstance(delta, dict) and isinstance(delta.get("stop_reason"), str):
+                call.stop_reason = delta["stop_reason"]
+            usage = inner.get("usage")
+            if isinstance(usage, dict):
+                call.usage.update_from_api(usage)
+                call.usage_source = "stream"
+        elif sub == "message_stop":
+            call.stopped = True
+            turn = self.open_turn
+            abandoned = "abandoned_blocks" in (event.message or {})
+            if abandoned or (turn is not None and turn.interrupted):
+                call.interrupted = True
+        elif sub == "error":
+            error = inner.get("error")
+            call.error = _error_text(error) or "stream error"
+
+    def _assistant(self, event: Event) -> None:
+        obj = event.message or {}
+        message = obj.get("message")
+        message = message if isinstance(message, dict) else {}
+        lane = event.fields.parent_tool_use_id
+        msg_id = opt_str(message.get("id")) or f"seq{event.seq}"
+        call = self.calls.get(msg_id)
+        if call is None:
+            call = self._open_call(msg_id, message.get("model"), lane, event, streamed=False)
+        call.end_ns = event.t_ns
+        if not call.streamed and call.usage_source == "message":
+            # Partial messages off: each assistant line of a message repeats its
+            # usage as of message_start; keep the largest figure of each type.
+            seen = Usage.from_api(message.get("usage"))
+            for kind in TOKEN_TYPES:
+                if seen.get(kind) > call.usage.get(kind):
+                    setattr(call.usage, kind, seen.get(kind))
+            if isinstance(message.get("stop_reason"), str):
+                call.stop_reason = message["stop_reason"]
+        error = obj.get("error") or message.get("error")
+        if error:
+            call.error = _error_text(error) or "assistant error"
+        content = message.get("content")
+        for ref in event.fields.tools:
+            if ref.kind == "use" and ref.tool_use_id not in self.tools:
+                block = _find_block(content, "id", ref.tool_use_id)
+                self._open_tool(ref.tool_use_id, ref.name, block, lane, event)
+
+    # -- tools -------------------------------------------------------------------------
+
+    def _open_tool(
+        self, tool_use_id: str, name: str | None, block: dict[str, Any] | None,
+        lane: str | None, event: Event,
+    ) -> ToolCall:
+        turn = self.current_turn(event.seq, event.t_ns)
+        tool = ToolCall(
+            id=tool_use_id,
+            name=name or "unknown",
+            lane=lane,
+            turn=turn.number,
+            start_seq=event.seq,
+            start_ns=event.t_ns,
+            input=block.get("input") if block else None,
+        )
+        self.tools[tool_use_id] = tool
+        if tool.subagent_type is not None or tool.name in SUBAGENT_TOOLS:
+            self._subagent(tool_use_id, event.t_ns).subagent_type = tool.subagent_type
+        return tool
+
+    def _subagent(self, tool_use_id: str, t_ns: int) -> Subagent:
+        agent = self.subagents.get(tool_use_id)
+        if agent is None:
+            tool = self.tools.get(tool_use_id)
+            turn = tool.turn if tool else (self.open_turn.number if self.open_turn else 0)
+            agent = self.subagents[tool_use_id] = Subagent(tool_use_id, turn, t_ns)
+        return agent
+
+    def _user_out(self, event: Event) -> None:
+        lane = event.fields.parent_tool_use_id
+        if lane is not None and lane in self.subagents:
+            self.subagents[lane]  # a subagent's prompt
+        results = [ref for ref in event.fields.tools if ref.kind == "result"]
+        if not results:
+            return
+        message = (event.message or {}).get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        for ref in results:
+            tool = self.tools.get(ref.tool_use_id)
+            if tool is None or tool.end_ns is not None:
+                continue
+            block = _find_block(content, "tool_use_id", ref.tool_use_id) or {}
+            tool.end_seq, tool.end_ns = event.seq, event.t_ns
+            tool.is_error = tool_result_failed(block)
+            agent = self.subagents.get(ref.tool_use_id)
+            if agent is not None and agent.end_ns is None:
+                agent.end_ns = event.t_ns
+                agent.status = agent.status or ("failed" if tool.is_error else "completed")
+
+    # -- system ------------------------------------------------------------------------
+
+    def _system(self, event: Event) -> None:
+        subtype = event.fields.subtype or "unknown"
+        self.system[subtype] += 1
+        msg = event.message or {}
+        if subtype == "init":
+            for attr, key in (
+                ("model", "model"),
+                ("claude_code_version", "claude_code_version"),
+                ("permission_mode", "permissionMode"),
+            ):
+                if isinstance(msg.get(key), str):
+                    setattr(self, attr, msg[key])
+        elif subtype == "status" and isinstance(msg.get("permissionMode"), str):
+            self.permission_mode = msg["permissionMode"]
+        elif subtype in _TASK_SUBTYPES:
+            task_id = opt_str(msg.get("task_id"))
+            tool_use_id = opt_str(msg.get("tool_use_id"))
+            if tool_use_id and task_id:
+                self._tasks[task_id] = tool_use_id
+            elif task_id:
+                tool_use_id = self._tasks.get(task_id)
+            if not tool_use_id:
+                return
+            agent = self._subagent(tool_use_id, event.t_ns)
+            agent.task_id = agent.task_id or task_id
+            agent.subagent_type = agent.subagent_type or opt_str(msg.get("subagent_type"))
+            status = msg.get("status")
+            patch = msg.get("patch")
+            if isinstance(patch, dict) and isinstance(patch.get("status"), str):
+                status = patch["status"]
+            if isinstance(status, str):
+                agent.status = status
+                if status in _TASK_DONE and agent.end_ns is None:
+                    agent.end_ns = event.t_ns
+
+    # -- control -----------------------------------------------------------------------
+
+    def _control_request(self, event: Event) -> None:
+        request = control_request(event)
+        request_id = event.fields.request_id or f"seq{event.seq}"
+        subtype = event.fields.subtype or "unknown"
+        initiator: Initiator = "host" if event.direction == "in" else "cli"
+        turn = self.open_turn
+        trip = ControlRoundTrip(
+            request_id=request_id,
+            subtype=subtype,
+            initiator=initiator,
+            request_seq=event.seq,
+            request_ns=event.t_ns,
+            turn=turn.number if turn else None,
+            request=request,
+        )
+        if initiator == "cli" and subtype in ("can_use_tool", "hook_callback"):
+            trip.tool_use_id = opt_str(request.get("tool_use_id"))
+            trip.tool_name = request_tool_name(request)
+            if subtype == "hook_callback":
+                trip.hook_event = hook_event_name(request) or "unknown"
+                trip.callback_id = opt_str(request.get("callback_id"))
+            if trip.tool_use_id:
+                tool = self.tools.get(trip.tool_use_id)
+                if tool is None and subtype == "can_use_tool":
+                    tool = self._open_tool(trip.tool_use_id, trip.tool_name, None, None, event)
+                if tool is not None:
+                    if subtype == "can_use_tool":
+                        tool.permission = trip
+                    else:
+                        tool.hooks.append(trip)
+        elif initiator == "cli" and subtype == "mcp_message":
+            trip.mcp_server = opt_str(request.get("server_name")) or "unknown"
+            message = request.get("message")
+            if isinstance(message, dict):
+                trip.mcp_method = opt_str(message.get("method")) or "unknown"
+        elif subtype == "set_model":
+            trip.model = opt_str(request.get("model"))
+        elif subtype == "set_permission_mode":
+            trip.mode = opt_str(request.get("mode"))
+        elif subtype == "interrupt" and turn is not None:
+            turn.interrupted = True
+        self.controls.append(trip)
+        early = self._early.pop(request_id, None)
+        if early is None:
+            self._pending[request_id] = trip
+            return
+        answer, answered_ns = early
+        trip.reordered = True
+        trip.request_ns = min(trip.request_ns, answered_ns)
+        self._answer(trip, answer)
+
+    def _control_response(self, event: Event) -> None:
+        request_id = event.fields.request_id
+        if not request_id:
+            return
+        trip = self._pending.pop(request_id, None)
+        if trip is not None:
+            self._answer(trip, event)
+        elif request_id not in self._early:
+            self._early[request_id] = (event, event.t_ns)
+
+    def _answer(self, trip: ControlRoundTrip, event: Event) -> None:
+        response = control_response(event)
+        body = response.get("response")
+        body = body if isinstance(body, dict) else {}
+        trip.response_seq, trip.response_ns = event.seq, event.t_ns
+        trip.answer = body
+        if event.fields.subtype == "error":
+            trip.outcome = "error"
+            trip.error = _error_text(response.get("error")) or "control request failed"
+        else:
+            trip.outcome = "success"
+        if trip.subtype == "can_use_tool":
+            trip.decision = permission_behavior(body)
+        elif trip.subtype == "hook_callback":
+            trip.decision = hook_permission_decision(body)
+        elif trip.subtype == "mcp_message":
+            error = _mcp_error(body.get("mcp_response"))
+            if error and trip.outcome == "success":
+                trip.outcome, trip.error = "error", error
+        elif trip.subtype == "set_model" and trip.outcome == "success" and trip.model:
+            self.model = trip.model
+        elif trip.subtype == "set_permission_mode" and trip.outcome == "success" and trip.mode:
+            self.permission_mode = trip.mode
+
+    def _cancel(self, event: Event) -> None:
+        request_id = event.fields.request_id
+        trip = self._pending.pop(request_id, None) if request_id else None
+        if trip is not None:
+            trip.outcome = "cancelled"
+            trip.response_seq, trip.response_ns = event.seq, event.t_ns
+
+    # -- figures -----------------------------------------------------------------------
+
+    @property
+    def results(self) -> int:
+        """Turns that got their ``result``."""
+        return sum(1 for turn in self.turns if turn.done)
+
+    @property
+    def cli_num_turns(self) -> int:
+        """The CLI's ``num_turns`` summed over its results (API round trips, not turns)."""
+        return sum(turn.num_turns or 0 for turn in self.turns)
+
+    @property
+    def usage_by_model(self) -> dict[str, Usage]:
+        """Tokens per model: the sum of the model calls (which match the CLI's totals)."""
+        return _by_model(self.calls.values(), self.model)
+
+    @property
+    def usage(self) -> Usage:
+        return _sum(self.calls.values())
+
+    @property
+    def cost_by_model(self) -> dict[str, float]:
+        costs: dict[str, float] = {}
+        for turn in self.turns:
+            for model, cost in turn.cost_by_model.items():
+                costs[model] = costs.get(model, 0.0) + cost
+        return {m: round(c, 9) for m, c in sorted(costs.items())}
+
+    @property
+    def cost_usd(self) -> float:
+        """What the CLI charged: its last ``total_cost_usd`` (the per-model costs add up to it)."""
+        return round(max(self._cost_total, sum(self.cost_by_model.values())), 9)
+
+    @property
+    def models(self) -> list[str]:
+        return sorted(self.usage_by_model)
+
+    @property
+    def tool_errors(self) -> int:
+        return sum(1 for tool in self.tools.values() if tool.outcome == "error")
+
+    @property
+    def last_result(self) -> Turn | None:
+        for turn in reversed(self.turns):
+            if turn.done:
+                return turn
+        return None
+
+    @property
+    def interrupted(self) -> bool:
+        return any(turn.interrupted for turn in self.turns)
+
+    def outcome(
+        self,
+        *,
+        ended: bool,
+        exit_code: int | None = None,
+        signal: int | None = None,
+        error: str | None = None,
+        live: bool = False,
+        lost_bytes: int = 0,
+    ) -> Outcome:
+        """The status of the session and why: the one definition every view shows.
+
+        - ``running``: not ended and still being recorded;
+        - ``incomplete``: the recording stopped without the CLI's exit, lost bytes
+          of its capture, or the CLI exited with a turn still waiting for its result;
+        - ``killed``: the CLI died of a signal;
+        - ``error``: it could not start, exited non-zero, or a turn's result is an
+          error that no interrupt explains;
+        - ``interrupted``: the host interrupted a turn and the session went on to
+          exit 0 (recovered; not a failure);
+        - ``ok``: everything else.
+        """
+        if not ended:
+            if live:
+                return Outcome("running")
+            return Outcome("incomplete", "the recording stopped before the CLI exited")
+        if signal:
+            turn = self.open_turn
+            during = f" during turn {turn.number}" if turn else ""
+            return Outcome("killed", f"killed by {_signal_name(signal)}{during}")
+        if error and not self.saw_output:
+            return Outcome("error", f"the CLI did not start: {error}")
+        if lost_bytes:
+            return Outcome("incomplete", f"{lost_bytes} bytes of the capture were lost")
+        if exit_code not in (0, None):
+            last = self.last_result
+            why = f" after turn {last.number} ended with {last.result_subtype}" if (
+                last is not None and last.failed) else ""
+            return Outcome("error", f"exit code {exit_code}{why}")
+        failed = [turn for turn in self.turns if turn.failed]
+        if failed:
+            first = failed[0]
+            what = first.result_subtype or "an error"
+            return Outcome("error", f"turn {first.number} ended with {what}")
+        if error:
+            return Outcome("error", error)
+        waiting = [turn for turn in self.turns if not turn.done and not turn.implicit]
+        if waiting:
+            return Outcome("incomplete", f"turn {waiting[0].number} got no result")
+        interrupted = [turn.number for turn in self.turns if turn.interrupted]
+        if interrupted:
+            which = ", ".join(map(str, interrupted))
+            return Outcome("interrupted", f"turn {which} interrupted; the session went on")
+        return Outcome("ok")
+
+    def outcome_of(self, info: Any, *, live: bool = False, lost_bytes: int = 0) -> Outcome:
+        """:meth:`outcome` from a recording's metadata (``ended_ns``, ``exit_code`` …)."""
+        return self.outcome(
+            ended=info.ended_ns is not None,
+            exit_code=info.exit_code,
+            signal=info.signal,
+            error=info.error,
+            live=live,
+            lost_bytes=lost_bytes,
+        )
+
+
+def fold(events: Iterable[Event], *, model: str | None = None) -> Session:
+    """The :class:`Session` of a recording's events."""
+    session = Session(model=model)
+    session.add_many(events)
+    return session
+
+
+# -- helpers ---------------------------------------------------------------------------
+
+
+def _sum(calls: Iterable[Any]) -> Usage:
+    total = Usage()
+    for call in calls:
+        total.add(call.usage if isinstance(call, ModelCall) else call)
+    return total
+
+
+def _by_model(calls: Iterable[ModelCall], default: str | None) -> dict[str, Usage]:
+    out: dict[str, Usage] = {}
+    for call in calls:
+        model = call.model or default or "unknown"
+        out.setdefault(model, Usage()).add(call.usage)
+    return dict(sorted(out.items()))
+
+
+def _spread(total: Usage, calls: list[ModelCall]) -> None:
+    """Set the calls' usage to ``total``, split in proportion to what each had."""
+    for kind in TOKEN_TYPES:
+        parts = apportion(total.get(kind), [c.usage.get(kind) for c in calls])
+        for call, part in zip(calls, parts, strict=True):
+            setattr(call.usage, kind, part)
+    for call in calls:
+        call.usage_source = "result"
+
+
+def _find_block(content: Any, key: str, value: str) -> dict[str, Any] | None:
+    if isinstance(content, list):
+        for block in content:
+            if isinstance(block, dict) and block.get(key) == value:
+                return block
+    return None
+
+
+def _error_text(error: Any) -> str | None:
+    if isinstance(error, str):
+        return error
+    if isinstance(error, dict):
+        for key in ("type", "message", "code"):
+            if isinstance(error.get(key), (str, int)):
+                return str(error[key])
+    return None
+
+
+def _mcp_error(mcp_response: Any) -> str | None:
+    if not isinstance(mcp_response, dict):
+        return None
+    error = mcp_response.get("error")
+    if isinstance(error, dict):
+        return opt_str(error.get("message")) or "JSON-RPC error"
+    result = mcp_response.get("result")
+    if isinstance(result, dict) and result.get("isError") is True:
+        return "tool_error"
+    return None

@@ -1,0 +1,57 @@
+"""A session as the summary columns of ``recordings``, so lists never read events.
+
+The recorder (live, after every batch) and ``import`` (once) store what
+:func:`summary_columns` computes from the :class:`~.session.Session` they fold;
+:func:`outcome_columns` adds the status once the recording has ended.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .session import Outcome, Session
+
+
+def model_figures(session: Session) -> dict[str, dict[str, Any]]:
+    """Per model: tokens by type, cost and number of calls (the ``models`` column)."""
+    costs = session.cost_by_model
+    calls: dict[str, int] = {}
+    for call in session.calls.values():
+        model = call.model or session.model or "unknown"
+        calls[model] = calls.get(model, 0) + 1
+    figures: dict[str, dict[str, Any]] = {}
+    for model, usage in session.usage_by_model.items():
+        figures[model] = {**usage.as_dict(), "cost_usd": costs.get(model, 0.0),
+                          "calls": calls.get(model, 0)}
+    for model, cost in costs.items():  # a cost with no tokens seen still counts
+        figures.setdefault(model, {"input": 0, "output": 0, "cache_read": 0,
+                                   "cache_creation": 0, "cost_usd": cost, "calls": 0})
+    return dict(sorted(figures.items()))
+
+
+def summary_columns(session: Session) -> dict[str, Any]:
+    """The summary columns of ``recordings`` for ``session`` as it stands."""
+    usage = session.usage
+    last = session.last_result
+    return {
+        "event_count": session.event_count,
+        "byte_count": session.byte_count,
+        "turns": len(session.turns),
+        "num_turns": session.cli_num_turns,
+        "model_calls": sum(1 for call in session.calls.values() if call.observed),
+        "tool_calls": len(session.tools),
+        "tool_errors": session.tool_errors,
+        "input_tokens": usage.input,
+        "output_tokens": usage.output,
+        "cache_read_tokens": usage.cache_read,
+        "cache_creation_tokens": usage.cache_creation,
+        "cost_usd": session.cost_usd,
+        "is_error": any(turn.failed for turn in session.turns),
+        "result_subtype": None if last is None else last.result_subtype,
+        "models": model_figures(session),
+    }
+
+
+def outcome_columns(outcome: Outcome) -> dict[str, Any]:
+    """The status columns of an ended recording."""
+    return {"outcome": outcome.status, "outcome_reason": outcome.reason or None}
