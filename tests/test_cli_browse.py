@@ -213,3 +213,31 @@ def test_errors_in_a_real_process_have_no_traceback(tmp_path: Path, db_path: Pat
         )
         assert done.returncode == 1, args
         assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+CASSETTES = Path(__file__).parent / "fixtures" / "cassettes"
+
+
+def test_show_names_turns_and_the_clis_num_turns_apart(db_path: Path) -> None:
+    """One user turn with two API round trips: "1 turn", and the CLI's 2 named as its own."""
+    rid = invoke("import", str(CASSETTES / "permission_allow.ndjson"), "--db", str(db_path))
+    shown = invoke("show", rid.stdout.strip(), "--db", str(db_path)).stdout
+    assert "1 turn (the CLI's num_turns: 2), 2 model calls, 1 tool call (0 failed)" in shown
+    assert "1 turns" not in shown
+
+
+def test_show_and_sessions_json_give_status_reason_and_cost_per_model(db_path: Path) -> None:
+    for name in ("cli_dies", "set_model_and_mode", "interrupt"):
+        assert invoke("import", str(CASSETTES / f"{name}.ndjson"), "--db", str(db_path)).exit_code == 0
+    listed = {r["name"] or r["session_id"]: r for r in json.loads(
+        invoke("sessions", "--json", "--db", str(db_path)).stdout)}
+    by_status = {r["status"]: r for r in listed.values()}
+    assert by_status["killed"]["status_reason"] == "killed by SIGKILL during turn 1"
+    assert by_status["interrupted"]["status_reason"] == "turn 1 interrupted; the session went on"
+    models = by_status["ok"]["models"]
+    assert {m: f["cost_usd"] for m, f in models.items()} == {
+        "claude-opus-5-5": 0.00096, "claude-sonnet-5": 0.000509}
+    shown = invoke("show", by_status["ok"]["id"], "--db", str(db_path)).stdout
+    assert "claude-sonnet-5" in shown and "$0.000509" in shown
+    killed = invoke("show", by_status["killed"]["id"], "--db", str(db_path)).stdout
+    assert "killed — killed by SIGKILL during turn 1" in killed

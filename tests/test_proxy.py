@@ -292,7 +292,8 @@ def test_child_that_cannot_start_is_one_line_exit_127_and_a_failed_session(
     store = open_store(str(db_path))
     try:
         recs = store.list_recordings()
-        assert [r.status for r in recs] == ["failed", "failed"]
+        assert [r.status for r in recs] == ["error", "error"]
+        assert all(r.status_reason.startswith("the CLI did not start: ") for r in recs)
         assert all(r.exit_code == 127 and r.error for r in recs)
     finally:
         store.close()

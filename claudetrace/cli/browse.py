@@ -27,6 +27,7 @@ def session_record(rec: Any) -> dict[str, Any]:
         "name": rec.name,
         "tags": rec.tags or {},
         "status": rec.status,
+        "status_reason": rec.status_reason,
         "started_at": dt.datetime.fromtimestamp(rec.started_ns / 1e9, dt.timezone.utc).isoformat(),
         "started_ns": rec.started_ns,
         "ended_ns": rec.ended_ns,
@@ -47,6 +48,8 @@ def session_record(rec: Any) -> dict[str, Any]:
         "events": rec.event_count,
         "bytes": rec.byte_count,
         "turns": rec.turns,
+        "num_turns": rec.num_turns,
+        "model_calls": rec.model_calls,
         "tool_calls": rec.tool_calls,
         "tool_errors": rec.tool_errors,
         "input_tokens": rec.input_tokens,
@@ -56,6 +59,7 @@ def session_record(rec: Any) -> dict[str, Any]:
         "cost_usd": rec.cost_usd,
         "is_error": rec.is_error,
         "result_subtype": rec.result_subtype,
+        "models": rec.models or {},
         "warnings": rec.warnings,
     }
 
@@ -99,8 +103,9 @@ def sessions(db_url: str | None, as_json: bool, limit: int) -> None:
     styles = {
         "ok": "green",
         "error": "red",
-        "failed": "red",
+        "killed": "red",
         "incomplete": "yellow",
+        "interrupted": "yellow",
         "running": "cyan",
     }
     for r in recs:

@@ -28,6 +28,11 @@ def duration(ns: int | None) -> str:
     return f"{seconds:.1f}s" if seconds < 120 else f"{seconds / 60:.1f}m"
 
 
+def plural(n: int, noun: str) -> str:
+    """``1 turn``, ``2 turns``."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def has_process(rec: Any) -> bool:
     """Whether the recording saw the CLI process (exit status, stderr, control plane)."""
     return bool(rec.source != "transcript")
@@ -49,7 +54,7 @@ def facts(rec: Any) -> list[tuple[str, str]]:
         exit_text = str(rec.exit_code)
     rows = [
         ("recording", rec.id + (f"  ({rec.name})" if rec.name else "")),
-        ("status", rec.status + (f" — {rec.error}" if rec.error else "")),
+        ("status", rec.status + (f" — {rec.status_reason}" if rec.status_reason else "")),
         ("started", f"{when(rec.started_ns)}  duration {duration(rec.duration_ns)}"),
     ]
     if process:
@@ -70,7 +75,9 @@ def facts(rec: Any) -> list[tuple[str, str]]:
         ("model / mode", f"{rec.model or '—'} / {rec.permission_mode or '—'}"),
         (
             "turns / tools",
-            f"{rec.turns} turns, {rec.tool_calls} tool calls ({rec.tool_errors} failed)",
+            f"{plural(rec.turns, 'turn')} (the CLI's num_turns: {rec.num_turns}), "
+            f"{plural(rec.model_calls, 'model call')}, "
+            f"{plural(rec.tool_calls, 'tool call')} ({rec.tool_errors} failed)",
         ),
         (
             "tokens",
@@ -78,6 +85,7 @@ def facts(rec: Any) -> list[tuple[str, str]]:
             f"cache write {rec.cache_creation_tokens}), out {rec.output_tokens}",
         ),
         ("cost", cost),
+        *_per_model(rec),
         ("events", f"{rec.event_count} lines, {rec.byte_count} bytes"),
     ]
     if not process:
@@ -85,4 +93,20 @@ def facts(rec: Any) -> list[tuple[str, str]]:
     if rec.tags:
         rows.insert(1, ("tags", ", ".join(f"{k}={v}" for k, v in rec.tags.items())))
     rows += [("warning", warning) for warning in rec.warnings]
+    return rows
+
+
+def _per_model(rec: Any) -> list[tuple[str, str]]:
+    """One row per model when the session used several (after ``set_model``)."""
+    models = rec.models or {}
+    if len(models) < 2:
+        return []
+    rows = []
+    for model, f in models.items():
+        cost = f"${f.get('cost_usd', 0.0):.6f}" if cost_known(rec) else UNKNOWN
+        rows.append((
+            f"  {model}",
+            f"in {f.get('input', 0)} (+cache read {f.get('cache_read', 0)}, cache write "
+            f"{f.get('cache_creation', 0)}), out {f.get('output', 0)}, {cost}",
+        ))
     return rows

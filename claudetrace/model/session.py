@@ -281,7 +281,8 @@ class Session:
         self._pending: dict[str, ControlRoundTrip] = {}
         self._early: dict[str, tuple[Event, int]] = {}
         self._tasks: dict[str, str] = {}
-        self._cumulative: dict[str, tuple[Usage, float]] = {}
+        #: Per model, the usage and cost the turns so far were charged.
+        self._accounted: dict[str, tuple[Usage, float]] = {}
         self._cost_total = 0.0
 
     # -- feeding -----------------------------------------------------------------------
@@ -376,32 +377,40 @@ class Session:
     def _turn_deltas(
         self, msg: Mapping[str, Any], turn: Turn, total: float | None
     ) -> dict[str, tuple[Usage, float | None]]:
-        """Per model, the usage and cost the CLI counted for this turn."""
-        since = msg.get("model_usage_since_last_result")
+        """Per model, the usage and cost the CLI counted for this turn.
+
+        ``modelUsage`` is the CLI process's running total per model: the turn's
+        share is what it adds to what earlier turns accounted for (so a turn
+        whose result lacked it is not counted twice).  Without it, the
+        result's ``model_usage_since_last_result``; without both, its ``usage``
+        and the growth of ``total_cost_usd``, charged to the turn's model.
+        """
         cumulative = msg.get("modelUsage")
+        since = msg.get("model_usage_since_last_result")
         deltas: dict[str, tuple[Usage, float | None]] = {}
-        if isinstance(cumulative, dict):
+        if isinstance(cumulative, dict) and cumulative:
             for model, entry in cumulative.items():
-                usage = Usage.from_model_usage(entry)
-                cost = number(entry.get("costUSD")) if isinstance(entry, dict) else None
-                before = self._cumulative.get(model)
-                self._cumulative[model] = (usage, cost or 0.0)
-                if not isinstance(since, dict):
-                    if before is not None:
-                        usage = usage.minus(before[0])
-                        cost = None if cost is None else cost - before[1]
-                    deltas[model] = (usage, cost)
-        if isinstance(since, dict):
-            deltas = {}
+                if not isinstance(entry, dict):
+                    continue
+                seen, spent = self._accounted.get(model, (Usage(), 0.0))
+                grown = Usage.from_model_usage(entry).minus(seen)
+                usage = Usage(*(max(0, grown.get(k)) for k in TOKEN_TYPES))
+                cost = number(entry.get("costUSD"))
+                deltas[model] = (usage, None if cost is None else max(0.0, cost - spent))
+        elif isinstance(since, dict) and since:
             for model, entry in since.items():
-                cost = number(entry.get("costUSD")) if isinstance(entry, dict) else None
-                deltas[model] = (Usage.from_model_usage(entry), cost)
-        deltas = {m: d for m, d in deltas.items() if d[0] or d[1]}
-        if not deltas and turn.result_usage is not None:
+                if isinstance(entry, dict):
+                    deltas[model] = (Usage.from_model_usage(entry), number(entry.get("costUSD")))
+        elif turn.result_usage is not None:
             model = self._main_model(turn) or self.model or "unknown"
             cost = None if total is None else max(0.0, total - self._cost_total)
-            if turn.result_usage or cost:
-                deltas[model] = (turn.result_usage, cost)
+            deltas[model] = (turn.result_usage, cost)
+        deltas = {m: d for m, d in deltas.items() if d[0] or d[1]}
+        for model, (usage, cost) in deltas.items():
+            seen, spent = self._accounted.get(model, (Usage(), 0.0))
+            seen = seen.copy()
+            seen.add(usage)
+            self._accounted[model] = (seen, spent + (cost or 0.0))
         return deltas
 
     def _main_model(self, turn: Turn) -> str | None:
