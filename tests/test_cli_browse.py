@@ -228,7 +228,8 @@ def test_show_names_turns_and_the_clis_num_turns_apart(db_path: Path) -> None:
 
 def test_show_and_sessions_json_give_status_reason_and_cost_per_model(db_path: Path) -> None:
     for name in ("cli_dies", "set_model_and_mode", "interrupt"):
-        assert invoke("import", str(CASSETTES / f"{name}.ndjson"), "--db", str(db_path)).exit_code == 0
+        imported = invoke("import", str(CASSETTES / f"{name}.ndjson"), "--db", str(db_path))
+        assert imported.exit_code == 0
     listed = {r["name"] or r["session_id"]: r for r in json.loads(
         invoke("sessions", "--json", "--db", str(db_path)).stdout)}
     by_status = {r["status"]: r for r in listed.values()}
