@@ -106,6 +106,24 @@ def test_report_is_at_most_the_cassette_plus_the_viewer(store: Store, name: str)
     assert len(page.encode()) <= len(cassette.getvalue().encode()) + VIEWER_OVERHEAD
 
 
+@pytest.mark.parametrize("name", ["plain", "set_model_and_mode", "subagent", "multi_turn"])
+def test_tokens_and_cost_per_model_are_the_clis_own(store: Store, name: str) -> None:
+    rec, events = stored(store, name)
+    models = report_data(rec, events)["models"]
+    if name == "subagent":
+        # The CLI's per-model figures count the subagent's calls; its turn usage does not.
+        assert sum(m[2] for m in models) > rec.input_tokens
+        assert sum(m[6] for m in models) == pytest.approx(rec.cost_usd, abs=1e-6)
+        return
+    assert sum(m[2] for m in models) == rec.input_tokens
+    assert sum(m[3] for m in models) == rec.output_tokens
+    assert sum(m[4] for m in models) == rec.cache_read_tokens
+    assert sum(m[5] for m in models) == rec.cache_creation_tokens
+    assert sum(m[6] for m in models) == pytest.approx(rec.cost_usd, abs=1e-6)
+    if name == "set_model_and_mode":
+        assert len(models) == 2  # the model changed mid-session
+
+
 def big_session(store: Store, lines: int) -> str:
     from claudetrace.ui.bench import seed
 

@@ -284,6 +284,7 @@ def test_watch_imports_new_and_growing_sessions(tmp_path: Path, db_path: Path) -
     ]
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as proc:
         try:
+            assert b"watching" in wait_for_line(proc, proc.stderr)
             path = write(projects / "-home-dev-a" / f"{SID}.jsonl", lines[:7])
             first = wait_for_line(proc)
             write(path, lines)

@@ -272,9 +272,9 @@ def import_(
         if done.action == "unchanged":
             click.echo(f"{path}: unchanged, recording {done.recording_id}", err=True)
         else:
-            click.echo(done.recording_id)
             if done.kind == "transcript":
                 click.echo(f"{path}: {done.action} session {done.session_id}", err=True)
+            click.echo(done.recording_id)
     if watch:
         _watch(store, paths, interval)
 
@@ -287,8 +287,8 @@ def _watch(store: Any, paths: tuple[str, ...], interval: float) -> None:
     watcher = Watcher(store, paths)
 
     def report(done: Any) -> None:
-        click.echo(done.recording_id)
         click.echo(f"{done.path}: {done.action} session {done.session_id}", err=True)
+        click.echo(done.recording_id)
 
     def failed(path: Any, exc: Exception) -> None:
         click.echo(f"claudetrace: {exc}", err=True)

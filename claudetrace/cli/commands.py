@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "bench": "claudetrace.cli.bench:bench",
     "metrics": "claudetrace.cli.metrics:metrics",
     "otel": "claudetrace.cli.otel:otel",
+    "tail": "claudetrace.cli.tail:tail",
     "ui": "claudetrace.cli.ui:ui",
 }
 

@@ -165,7 +165,7 @@ class _Converter:
         self.facts: dict[str, Any] = {}
         self.cost_total: float | None = None
         self.cost_models: dict[str, dict[str, Any]] = {}
-        self.cost_reported: dict[str, float] = {}
+        self.cost_reported: dict[str, dict[str, Any]] = {}
         self.cost_known = False
 
     # -- output -------------------------------------------------------------------
@@ -221,14 +221,21 @@ class _Converter:
         if self.cost_total is not None and self.cost_models:
             result["total_cost_usd"] = self.cost_total
             result["modelUsage"] = self.cost_models
+            # cost-state figures are the session's running totals; a result
+            # reports the turn's share of them since the last one.
             delta: dict[str, dict[str, Any]] = {}
             for model, usage in self.cost_models.items():
-                cost = usage.get("costUSD")
-                if isinstance(cost, (int, float)):
-                    spent = cost - self.cost_reported.get(model, 0.0)
-                    if spent > 0:
-                        delta[model] = {**usage, "costUSD": round(spent, 9)}
-                    self.cost_reported[model] = float(cost)
+                before = self.cost_reported.get(model, {})
+                change = {
+                    k: round(v - before.get(k, 0), 9)
+                    if isinstance(v, float)
+                    else v - before.get(k, 0)
+                    for k, v in usage.items()
+                    if isinstance(v, (int, float)) and not isinstance(v, bool)
+                }
+                if any(change.values()):
+                    delta[model] = change
+                self.cost_reported[model] = usage
             result["model_usage_since_last_result"] = delta
         self.emit("out", result, turn.end_ns)
 

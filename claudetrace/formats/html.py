@@ -120,34 +120,81 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def model_usage(spans: Sequence[SpanRecord], *, costs_known: bool = True) -> list[list[Any]]:
+_USAGE_KEYS = ("inputTokens", "outputTokens", "cacheReadInputTokens", "cacheCreationInputTokens")
+
+
+def _reported_usage(events: Sequence[Event]) -> dict[str, list[float]]:
+    """Per model: the CLI's own input, output, cache read, cache write tokens and cost.
+
+    Results carry the turn's share (``model_usage_since_last_result``); older CLIs
+    only the running total (``modelUsage``), of which the last one counts.
+    """
+    turns: dict[str, list[float]] = {}
+    last_total: dict[str, Any] = {}
+    for event in events:
+        if event.direction != "out" or event.type != "result":
+            continue
+        msg = event.message or {}
+        per_turn = msg.get("model_usage_since_last_result")
+        if isinstance(msg.get("modelUsage"), dict):
+            last_total = msg["modelUsage"]
+        if not isinstance(per_turn, dict):
+            continue
+        for model, usage in per_turn.items():
+            if isinstance(usage, dict):
+                row = turns.setdefault(str(model), [0, 0, 0, 0, 0.0])
+                for i, key in enumerate((*_USAGE_KEYS, "costUSD")):
+                    value = usage.get(key)
+                    row[i] += value if isinstance(value, (int, float)) else 0
+    if turns:
+        return turns
+    return {
+        str(model): [
+            *(_int(usage.get(k)) for k in _USAGE_KEYS),
+            float(usage.get("costUSD") or 0.0),
+        ]
+        for model, usage in last_total.items()
+        if isinstance(usage, dict)
+    }
+
+
+def model_usage(
+    spans: Sequence[SpanRecord], events: Sequence[Event], *, costs_known: bool = True
+) -> list[list[Any]]:
     """``[model, calls, input, output, cache read, cache write, cost]`` per model.
 
-    Input tokens exclude the cache (the GenAI convention's ``input_tokens`` includes
-    it); the cost is the CLI's own, from its results (``None`` when it never said).
+    Calls are the model-call spans; tokens and cost are what the CLI reported in
+    its results (the spans' own figures when it reported none: an unfinished
+    session).  Input tokens exclude the cache; the cost is ``None`` when unknown.
     """
     rows: dict[str, list[Any]] = {}
-    costs: dict[str, float] = {}
+    reported = _reported_usage(events)
     for span in spans:
-        if span.parent_id is None:
-            costs = dict(span.costs)
         if not span.key.startswith("chat"):
             continue
         a = span.attributes
         row = rows.setdefault(_model_of(span), [_model_of(span), 0, 0, 0, 0, 0, None])
+        row[1] += 1
+        if reported:
+            continue
         cache_read = _int(a.get(c.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS))
         cache_write = _int(a.get(c.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS))
-        row[1] += 1
         row[2] += max(0, _int(a.get(c.GEN_AI_USAGE_INPUT_TOKENS)) - cache_read - cache_write)
         row[3] += _int(a.get(c.GEN_AI_USAGE_OUTPUT_TOKENS))
         row[4] += cache_read
         row[5] += cache_write
-    for model, cost in costs.items():
+    for model, (inp, out, read, write, cost) in reported.items():
         row = rows.setdefault(model, [model, 0, 0, 0, 0, 0, None])
-        row[6] = round(cost, 6)
-    if costs_known:
-        for row in rows.values():
-            row[6] = 0.0 if row[6] is None else row[6]
+        row[2:7] = [int(inp), int(out), int(read), int(write), round(cost, 6)]
+    if not reported:
+        root = next((s for s in spans if s.parent_id is None), None)
+        for model, cost in (root.costs if root is not None else {}).items():
+            rows.setdefault(model, [model, 0, 0, 0, 0, 0, None])[6] = round(cost, 6)
+    for row in rows.values():
+        if not costs_known:
+            row[6] = None
+        elif row[6] is None:
+            row[6] = 0.0
     return sorted(rows.values(), key=lambda r: (-(r[6] or 0), -r[1], r[0]))
 
 
@@ -188,7 +235,7 @@ def report_data(
         ]
         if process
         else None,
-        "models": model_usage(spans, costs_known=cost_known(rec)),
+        "models": model_usage(spans, events, costs_known=cost_known(rec)),
     }
 
 

@@ -1,0 +1,171 @@
+"""``claudetrace tail``: the fold over recorded sessions, and a live tail of real sessions."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from claudetrace.cassette import read_cassette
+from claudetrace.cli import cli
+from claudetrace.events import Event
+from claudetrace.recording import RecordingInfo
+from claudetrace.store import Store
+from claudetrace.tail import TailFold, TailLine, printable, raw_line
+
+CASSETTES = Path(__file__).parent / "fixtures" / "cassettes"
+
+
+def tail_of(name: str) -> list[TailLine]:
+    cassette = read_cassette(CASSETTES / f"{name}.ndjson")
+    info = RecordingInfo(id="01TAIL", argv=[], started_ns=1_000_000_000_000)
+    fold = TailFold(info)
+    lines = [line for event in cassette.events for line in fold.feed(event)]
+    info.ended_ns = info.started_ns + cassette.events[-1].t_ns
+    info.exit_code = cassette.exit_code
+    return lines + fold.close(info)
+
+
+def texts(lines: list[TailLine], kind: str) -> list[str]:
+    return [line.text for line in lines if line.kind == kind]
+
+
+def test_a_tool_call_with_its_permission_wait() -> None:
+    lines = tail_of("permission_allow")
+    assert texts(lines, "prompt") == ["Create created.txt with touch."]
+    tools = texts(lines, "tool")
+    assert tools[0] == "▶ Bash touch created.txt"
+    assert tools[1].startswith("✓ Bash ok after ")
+    (permission,) = texts(lines, "permission")
+    assert permission.startswith("Bash: allow after waiting ")
+    assert len(texts(lines, "model")) == 2
+    (turn,) = texts(lines, "turn")
+    assert turn.startswith("turn 1 success after ")
+    assert "2 model calls, tokens 321 in / 51 out, $0.0019" in turn
+    assert lines[-1].kind == "session" and lines[-1].text.startswith("ended ok")
+    assert [line.t for line in lines if line.kind != "model"] == sorted(
+        line.t for line in lines if line.kind != "model"
+    )
+
+
+def test_hooks_mcp_denials_and_a_dying_cli() -> None:
+    hooks = texts(tail_of("hooks"), "hook")
+    assert [h.split()[0] for h in hooks] == ["PreToolUse", "PostToolUse"]
+    assert all("round trip" in h for h in hooks)
+    mcp = texts(tail_of("mcp_tool"), "mcp")
+    assert any(m.startswith("tools/call calc") for m in mcp)
+    denied = tail_of("permission_deny")
+    assert texts(denied, "permission")[0].startswith("Bash: deny")
+    assert [line.status for line in denied if line.kind == "tool"][-1] == "error"
+    dying = tail_of("cli_dies")
+    assert "✗ Bash unfinished" in texts(dying, "tool")[-1]
+    assert dying[-1].status == "error" and "cost not reported" in dying[-1].text
+
+
+def test_recorded_control_characters_are_shown_not_obeyed() -> None:
+    assert printable("red \x1b[31mtext\x07\nnext") == "red \\x1b[31mtext\\x07 ⏎ next"
+    event = Event(0, "err", 1_500_000_000, b"\x1b[2Jwiped", wall_ns=1_700_000_000_000_000_000)
+    line = raw_line(event, 0)
+    assert line.endswith("  1.500 err \\x1b[2Jwiped") and "\x1b" not in line
+
+
+def test_tail_of_a_finished_session_and_without_one(store: Store, db_path: Path) -> None:
+    rid = store.import_cassette(read_cassette(CASSETTES / "hooks.ndjson"), name="hooks")
+    runner = CliRunner()
+    done = runner.invoke(cli, ["tail", rid, "--db", str(db_path)])
+    assert done.exit_code == 0, done.output
+    assert "\x1b" not in done.stdout
+    assert "PreToolUse round trip" in done.stdout
+    assert done.stdout.splitlines()[-1] == f"── {rid} ok"
+    raw = runner.invoke(cli, ["tail", rid, "--raw", "--db", str(db_path)])
+    assert raw.exit_code == 0
+    assert sum(1 for line in raw.stdout.splitlines() if " in {" in line) >= 3
+    none = runner.invoke(cli, ["tail", "--db", str(db_path)])
+    assert none.exit_code != 0
+    assert "no session is running" in none.stderr and "Traceback" not in none.output
+
+
+# -- live, against the real CLI --------------------------------------------------------
+
+
+class Reader(threading.Thread):
+    """Collects a process's output lines as they come."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(daemon=True)
+        self.stream = stream
+        self.lines: list[tuple[float, str]] = []
+
+    def run(self) -> None:
+        for raw in iter(self.stream.readline, b""):
+            self.lines.append((time.monotonic(), raw.decode("utf-8", "replace")))
+
+    def wait_for(self, needle: str, count: int = 1, timeout: float = 30) -> float:
+        """When the ``count``-th line containing ``needle`` arrived."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            hits = [when for when, line in list(self.lines) if needle in line]
+            if len(hits) >= count:
+                return hits[count - 1]
+            time.sleep(0.05)
+        raise AssertionError(f"{needle!r} (x{count}) not seen in:\n{self.text()}")
+
+    def text(self) -> str:
+        return "".join(line for _, line in self.lines)
+
+
+@pytest.mark.slow
+def test_tail_follows_real_sessions_as_they_run(
+    tmp_path: Path, fake_api: Any, real_claude: Path
+) -> None:
+    from claudetrace.testing.harness import make_home
+    from tests.record_fixtures import claudetrace
+    from tests.scenarios import run_scenario
+
+    db = tmp_path / "live.db"
+    shim = tmp_path / "claude"
+    claudetrace("shim", str(shim), "--real", str(real_claude), "--db", str(db))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env.pop("CLAUDETRACE_DB", None)
+    cmd = [sys.executable, "-m", "claudetrace", "tail", "--follow", "--db", str(db)]
+    raw_cmd = [*cmd, "--raw"]
+    with (
+        subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as tail,
+        subprocess.Popen(raw_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as raw,
+    ):
+        out, raw_out = Reader(tail.stdout), Reader(raw.stdout)
+        out.start()
+        raw_out.start()
+        try:
+            time.sleep(1.0)  # both tails are waiting for a session
+            for count, name in enumerate(("permission_allow", "hooks"), 1):
+                run_scenario(name, shim, fake_api, home=make_home(tmp_path / f"home-{name}"))
+                finished = time.monotonic()
+                seen = out.wait_for(" session    ended ok", count)
+                assert seen - finished < 5  # the tail keeps up with the session
+            raw_out.wait_for("── ", 4)
+        finally:
+            for proc in (tail, raw):
+                proc.send_signal(signal.SIGINT)
+                proc.wait(timeout=20)
+    text_all = out.text()
+    assert "prompt     Create created.txt with touch." in text_all
+    assert "permission Bash: allow after waiting" in text_all
+    assert "prompt     Echo hooked." in text_all
+    assert "hook       PreToolUse round trip" in text_all
+    assert "tool       ✓ Bash ok after" in text_all
+    assert "turn       turn 1 success after" in text_all and "$0.0019" in text_all
+    assert "\x1b" not in text_all
+    raw_text = raw_out.text()
+    assert raw_text.count("── ") == 4  # two sessions, each opened and closed
+    lines = raw_text.splitlines()
+    assert any(" in {" in line and '"type": "user"' in line for line in lines)
+    assert any(" out {" in line and '"type":"result"' in line for line in lines)
