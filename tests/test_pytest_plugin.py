@@ -63,8 +63,10 @@ import json, os, secrets, subprocess
 def run_host(cli, cwd):
     \"\"\"Drive `cli` like an SDK host; returns the parsed stdout messages.\"\"\"
     prompt = os.environ.get("PLUGIN_TEST_PROMPT", "hello")
+    extra = json.loads(os.environ.get("PLUGIN_TEST_ARGS", "[]"))
     proc = subprocess.Popen(
-        [cli, "--output-format", "stream-json", "--verbose", "--input-format", "stream-json"],
+        [cli, "--output-format", "stream-json", "--verbose", "--input-format", "stream-json",
+         *extra],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
     )
     def send(obj):
@@ -143,6 +145,7 @@ def app(
     monkeypatch.delenv("CI", raising=False)
     monkeypatch.delenv("PLUGIN_TEST_PROMPT", raising=False)
     monkeypatch.delenv("PLUGIN_TEST_FAIL", raising=False)
+    monkeypatch.delenv("PLUGIN_TEST_ARGS", raising=False)
     pytester.makepyfile(host=HOST)
     write_test(pytester)
     return pytester.path / "tests" / "cassettes" / "test_app" / "test_echo.ndjson"
@@ -412,10 +415,8 @@ def test_hello(claude_cli, tmp_path):
 """
 
 
-@pytest.mark.slow
-def test_real_sdk_records_through_the_real_cli_then_replays_offline(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, _store_imported: None
-) -> None:
+def record_sdk_test(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Record ``SDK_TEST`` with the real SDK and CLI against the fake API; its cassette."""
     from claudetrace.testing.harness import bundled_cli
 
     monkeypatch.delenv("CI", raising=False)
@@ -423,11 +424,23 @@ def test_real_sdk_records_through_the_real_cli_then_replays_offline(
     monkeypatch.setenv("PLUGIN_TEST_API", "1")
     pytester.makepyfile(test_sdk=SDK_TEST)
     run(pytester, "--claude-record-mode=once").assert_outcomes(passed=1)
-    cassette = pytester.path / "tests" / "cassettes" / "test_sdk" / "test_hello.ndjson"
+    return pytester.path / "tests" / "cassettes" / "test_sdk" / "test_hello.ndjson"
+
+
+def replay_sdk_test_offline(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run ``SDK_TEST`` again with no API and no real CLI: it must replay green."""
+    monkeypatch.setenv("PLUGIN_TEST_API", "0")
+    monkeypatch.setenv("CLAUDETRACE_REAL_CLI", str(pytester.path / "no-such-claude"))
+    run(pytester, "--claude-record-mode=none").assert_outcomes(passed=1)
+
+
+@pytest.mark.slow
+def test_real_sdk_records_through_the_real_cli_then_replays_offline(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, _store_imported: None
+) -> None:
+    cassette = record_sdk_test(pytester, monkeypatch)
     text = cassette.read_text(encoding="utf-8")
     assert str(pytester.path) not in text and "sk-ant-fake-key" not in text
     assert read_cassette(cassette).header["claude_code_version"]
 
-    monkeypatch.setenv("PLUGIN_TEST_API", "0")
-    monkeypatch.setenv("CLAUDETRACE_REAL_CLI", str(pytester.path / "no-such-claude"))
-    run(pytester, "--claude-record-mode=none").assert_outcomes(passed=1)
+    replay_sdk_test_offline(pytester, monkeypatch)

@@ -10,7 +10,7 @@ import pytest
 
 from claudetrace.cassette import Cassette, new_header
 from claudetrace.events import Event
-from claudetrace.replay import DivergenceKind, Matcher, MatchRules, compile_script
+from claudetrace.replay import Matcher, MatchRules, compile_script
 from claudetrace.replay.engine import live_redactor
 from claudetrace.replay.rules import BadRule, compile_path
 from claudetrace.replay.settings import MARKER_KEYS, BadSetting, settings_from

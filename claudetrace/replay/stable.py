@@ -36,8 +36,10 @@ VOLATILE_IDS: Final = re.compile(
 )
 
 #: JSON keys whose (number or string) values vary from run to run: durations,
-#: timings and timestamps.
+#: timings, timestamps, the CLI's process id and the socket named after it.
 VOLATILE_KEYS: Final = (
+    "pid",
+    "messaging_socket_path",
     "duration_ms",
     "duration_api_ms",
     "ttft_ms",
@@ -110,6 +112,14 @@ def stabilize(old: Cassette, new: Cassette) -> Cassette:
     if _inverse_conflicts(ids):
         return new
     rename = _renamer(ids)
+    # A changed line's time stamp moves onto the old time line, between the kept
+    # lines around it, so that kept lines keep theirs exactly.
+    ceiling = [0] * len(new.events)
+    limit: int | None = None
+    for j in range(len(new.events) - 1, -1, -1):
+        if j in same:
+            limit = old.events[same[j]].t_ns
+        ceiling[j] = limit if limit is not None else -1
     events: list[Event] = []
     shift = 0
     for j, event in enumerate(new.events):
@@ -119,8 +129,10 @@ def stabilize(old: Cassette, new: Cassette) -> Cassette:
             data, t_ns, wall = before.data, before.t_ns, before.wall_ns
         else:
             data, t_ns, wall = rename(event.data), max(0, event.t_ns + shift), event.wall_ns
-        if events and t_ns < events[-1].t_ns:
-            t_ns = events[-1].t_ns
+            if events:
+                t_ns = max(t_ns, events[-1].t_ns)
+            if ceiling[j] >= 0:
+                t_ns = min(t_ns, ceiling[j])
         events.append(Event(j, event.direction, t_ns, data, event.eol, wall))
     return Cassette(header=_header(old.header, new.header), events=events)
 
