@@ -4,9 +4,10 @@
 (:mod:`.facts`), the conversation (:func:`claudetrace.ui.conversation.build_conversation`),
 the timeline waterfall (the telemetry spans, :func:`claudetrace.ui.timeline.timeline_rows`),
 the control plane (:func:`claudetrace.ui.controlplane.control_rows`) and tokens and cost
-per model (the same spans).  :func:`render_report` embeds that JSON in a page whose
-inline script draws it in the browser, so the file holds each text once instead of
-markup per line, and stays about the size of the recording's cassette.
+per model (the session model, :mod:`claudetrace.model`).  :func:`render_report`
+embeds that JSON in a page whose inline script draws it in the browser, so the
+file holds each text once instead of markup per line, and stays about the size of
+the recording's cassette.
 
 The page makes no network request of any kind: no external script, style, font or
 image, and a Content-Security-Policy that forbids them, so it works from
@@ -24,11 +25,12 @@ from typing import IO, Any
 
 from .._version import __version__
 from ..events import Event
+from ..model import Session, fold
+from ..model.summary import model_figures
 from ..recording import RecordingInfo
 from ..sanitize import Sanitizer
 from ..telemetry import build_spans
 from ..telemetry import conventions as c
-from ..telemetry.records import SpanRecord
 from ..ui.controlplane import control_rows
 from ..ui.conversation import Decision, Item, build_conversation
 from ..ui.timeline import TimelineRow, timeline_rows
@@ -110,92 +112,25 @@ def _timeline(rows: Sequence[TimelineRow], end: float) -> dict[str, Any]:
     return {"end": _round(end), "keys": list(keys), "rows": out}
 
 
-def _model_of(span: SpanRecord) -> str:
-    attrs = span.attributes
-    model = attrs.get(c.GEN_AI_RESPONSE_MODEL) or attrs.get(c.GEN_AI_REQUEST_MODEL)
-    return str(model) if model else "unknown"
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-_USAGE_KEYS = ("inputTokens", "outputTokens", "cacheReadInputTokens", "cacheCreationInputTokens")
-
-
-def _reported_usage(events: Sequence[Event]) -> dict[str, list[float]]:
-    """Per model: the CLI's own input, output, cache read, cache write tokens and cost.
-
-    Results carry the turn's share (``model_usage_since_last_result``); older CLIs
-    only the running total (``modelUsage``), of which the last one counts.
-    """
-    turns: dict[str, list[float]] = {}
-    last_total: dict[str, Any] = {}
-    for event in events:
-        if event.direction != "out" or event.type != "result":
-            continue
-        msg = event.message or {}
-        per_turn = msg.get("model_usage_since_last_result")
-        if isinstance(msg.get("modelUsage"), dict):
-            last_total = msg["modelUsage"]
-        if not isinstance(per_turn, dict):
-            continue
-        for model, usage in per_turn.items():
-            if isinstance(usage, dict):
-                row = turns.setdefault(str(model), [0, 0, 0, 0, 0.0])
-                for i, key in enumerate((*_USAGE_KEYS, "costUSD")):
-                    value = usage.get(key)
-                    row[i] += value if isinstance(value, (int, float)) else 0
-    if turns:
-        return turns
-    return {
-        str(model): [
-            *(_int(usage.get(k)) for k in _USAGE_KEYS),
-            float(usage.get("costUSD") or 0.0),
-        ]
-        for model, usage in last_total.items()
-        if isinstance(usage, dict)
-    }
-
-
-def model_usage(
-    spans: Sequence[SpanRecord], events: Sequence[Event], *, costs_known: bool = True
-) -> list[list[Any]]:
+def model_usage(session: Session, *, costs_known: bool = True) -> list[list[Any]]:
     """``[model, calls, input, output, cache read, cache write, cost]`` per model.
 
-    Calls are the model-call spans; tokens and cost are what the CLI reported in
-    its results (the spans' own figures when it reported none: an unfinished
-    session).  Input tokens exclude the cache; the cost is ``None`` when unknown.
+    The session model's figures (what the CLI reported; input excludes the
+    cache); the cost is ``None`` when the recording cannot know it.
     """
-    rows: dict[str, list[Any]] = {}
-    reported = _reported_usage(events)
-    for span in spans:
-        if not span.key.startswith("chat"):
-            continue
-        a = span.attributes
-        row = rows.setdefault(_model_of(span), [_model_of(span), 0, 0, 0, 0, 0, None])
-        row[1] += 1
-        if reported:
-            continue
-        cache_read = _int(a.get(c.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS))
-        cache_write = _int(a.get(c.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS))
-        row[2] += max(0, _int(a.get(c.GEN_AI_USAGE_INPUT_TOKENS)) - cache_read - cache_write)
-        row[3] += _int(a.get(c.GEN_AI_USAGE_OUTPUT_TOKENS))
-        row[4] += cache_read
-        row[5] += cache_write
-    for model, (inp, out, read, write, cost) in reported.items():
-        row = rows.setdefault(model, [model, 0, 0, 0, 0, 0, None])
-        row[2:7] = [int(inp), int(out), int(read), int(write), round(cost, 6)]
-    if not reported:
-        root = next((s for s in spans if s.parent_id is None), None)
-        for model, cost in (root.costs if root is not None else {}).items():
-            rows.setdefault(model, [model, 0, 0, 0, 0, 0, None])[6] = round(cost, 6)
-    for row in rows.values():
-        if not costs_known:
-            row[6] = None
-        elif row[6] is None:
-            row[6] = 0.0
-    return sorted(rows.values(), key=lambda r: (-(r[6] or 0), -r[1], r[0]))
+    rows = [
+        [
+            model,
+            f["calls"],
+            f["input"],
+            f["output"],
+            f["cache_read"],
+            f["cache_creation"],
+            round(f["cost_usd"], 6) if costs_known else None,
+        ]
+        for model, f in model_figures(session).items()
+    ]
+    return sorted(rows, key=lambda r: (-(r[6] or 0), -r[1], r[0]))
 
 
 def report_data(
@@ -235,7 +170,7 @@ def report_data(
         ]
         if process
         else None,
-        "models": model_usage(spans, events, costs_known=cost_known(rec)),
+        "models": model_usage(fold(events, model=info.model), costs_known=cost_known(rec)),
     }
 
 
