@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+import msgspec
+
 Direction = Literal["in", "out", "err"]
 DIRECTIONS: Final[tuple[Direction, ...]] = ("in", "out", "err")
 
@@ -104,9 +106,14 @@ class Event:
 
     @property
     def fields(self) -> LineFields:
-        """Fields extracted from the line (parsed on first use, then cached)."""
+        """Fields extracted from the line (parsed on first use, then cached).
+
+        When the whole object has not been parsed yet, only the fields are read
+        (:func:`line_fields`), which is many times faster.
+        """
         if self._fields is None:
-            self._fields = extract_fields(self.obj)
+            obj = self._obj
+            self._fields = line_fields(self.data) if obj is _UNSET else extract_fields(obj)
         return self._fields
 
     @property
@@ -256,6 +263,127 @@ def extract_fields(obj: Any) -> LineFields:
         parent_tool_use_id=_str(obj.get("parent_tool_use_id")),
         tools=tuple(refs),
     )
+
+
+def line_fields(data: bytes) -> LineFields:
+    """``extract_fields(parse_json(data))``, without building the whole object.
+
+    msgspec decodes the line straight into the few members :func:`extract_fields`
+    reads, skipping (while still checking) everything else: most lines are
+    read at a few times the speed of ``json.loads`` alone.  A line it does not
+    take — not a JSON object, a member of another type than those fields have
+    in the protocol, a value ``json.loads`` reads but strict JSON does not
+    (``NaN``), text that is not strict UTF-8 — goes the general way, so the
+    result is that of :func:`extract_fields` (but for lines nested about a
+    thousand levels deep, where even ``json.loads`` succeeds or not depending on
+    how deep its caller's stack is).
+    """
+    try:
+        # msgspec checks the UTF-8 of the strings it keeps, not of those it skips.
+        if not data.isascii():
+            data.decode("utf-8")
+        return _from_fast(_decode_line(data))
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        return extract_fields(parse_json(data))  # refused: the general way decides
+
+
+_CONTENT_USE: Final = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
+
+
+def _from_fast(line: _Line) -> LineFields:
+    """:func:`extract_fields` over what :func:`line_fields` decoded (the same rules)."""
+    mtype, subtype, request_id = line.type, line.subtype, line.request_id
+    refs: list[ToolRef] = []
+    if mtype == "control_request":
+        request = line.request
+        if request is not None:
+            subtype = subtype or request.subtype
+            tid = request.tool_use_id
+            if tid and subtype == "can_use_tool":
+                refs.append(ToolRef(tid, request.tool_name, "permission"))
+            elif tid and subtype == "hook_callback":
+                hook_input = request.input
+                refs.append(ToolRef(tid, hook_input.tool_name if hook_input else None, "hook"))
+    elif mtype == "control_response":
+        response = line.response
+        if response is not None:
+            subtype = subtype or response.subtype
+            request_id = request_id or response.request_id
+    elif mtype == "stream_event":
+        event = line.event
+        if event is not None:
+            subtype = subtype or event.type
+            block = event.content_block
+            if block is not None and block.type in _CONTENT_USE and block.id:
+                refs.append(ToolRef(block.id, block.name, "use"))
+    elif mtype in ("assistant", "user"):
+        message = line.message
+        if message is not None and isinstance(message.content, list):
+            for block in message.content:
+                kind = block.type
+                if kind in _CONTENT_USE:
+                    if block.id:
+                        refs.append(ToolRef(block.id, block.name, "use"))
+                elif block.tool_use_id and (kind in ("tool_result", "mcp_tool_result") or (
+                    kind is not None and kind.endswith("_tool_result")
+                )):
+                    refs.append(ToolRef(block.tool_use_id, None, "result"))
+    return LineFields(True, mtype, subtype, request_id, line.uuid, line.session_id,
+                      line.parent_tool_use_id, tuple(refs))
+
+
+# What :func:`line_fields` decodes: the members :func:`extract_fields` reads, each
+# with the type the protocol gives it.  A line where one has another type (a
+# number where a string belongs, a block that is not an object…) is refused and
+# goes the general way.
+
+
+class _Block(msgspec.Struct):
+    type: str | None = None
+    id: str | None = None
+    name: str | None = None
+    tool_use_id: str | None = None
+
+
+class _Message(msgspec.Struct):
+    content: str | list[_Block] | None = None
+
+
+class _StreamEvent(msgspec.Struct):
+    type: str | None = None
+    content_block: _Block | None = None
+
+
+class _HookInput(msgspec.Struct):
+    tool_name: str | None = None
+
+
+class _Request(msgspec.Struct):
+    subtype: str | None = None
+    tool_use_id: str | None = None
+    tool_name: str | None = None
+    input: _HookInput | None = None
+
+
+class _Response(msgspec.Struct):
+    subtype: str | None = None
+    request_id: str | None = None
+
+
+class _Line(msgspec.Struct):
+    type: str | None = None
+    subtype: str | None = None
+    request_id: str | None = None
+    uuid: str | None = None
+    session_id: str | None = None
+    parent_tool_use_id: str | None = None
+    event: _StreamEvent | None = None
+    request: _Request | None = None
+    response: _Response | None = None
+    message: _Message | None = None
+
+
+_decode_line: Final = msgspec.json.Decoder(_Line).decode
 
 
 class LineSplitter:

@@ -161,3 +161,48 @@ def test_a_proxied_recording_and_cli_export_on_postgres(pg_url: str, tmp_path: P
     )
     rec = next(r for r in json.loads(listed.stdout) if r["name"] == "pg")
     assert rec["status"] == "ok" and rec["session_id"] == "pg-1" and rec["events"] == 8
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_a_batch_goes_in_by_copy_and_comes_back_exactly(pg_url: str) -> None:
+    # write_batch takes psycopg's COPY: every byte that COPY's text format escapes
+    # (backslash, tab, carriage return, NUL, bytes that are not UTF-8) and every
+    # field of the row must come back as it went in, tool references too.
+    from claudetrace.events import Event
+    from claudetrace.recording import RecordingInfo
+    from claudetrace.store import event_rows
+
+    lines = [
+        b'{"type":"assistant","message":{"content":[{"type":"tool_use","id":"tu_1","name":"B"}]}}',
+        b'{"type":"control_request","request_id":"r\\\\1","request":{"subtype":"can_use_tool",'
+        b'"tool_use_id":"tu_1","tool_name":"Bash"}}',
+        b"tab\there \\N back\\slash\r",
+        b"\x00\xff\xfe not utf-8 \\x00",
+        b"",
+        b'{"type":"' + b"t" * 100 + b'"}',
+    ]
+    events = [Event(i, ("in", "out", "err")[i % 3], 1000 * i, line, i != 5, 17 + i)
+              for i, line in enumerate(lines)]
+    store = open_store(pg_url)
+    try:
+        info = RecordingInfo.start(["copy"])
+        store.create_recording(info)
+        store.write_batch(info.id, events[:3])
+        store.write_batch(info.id, events[3:], {"last_seen_ns": 5})
+        back = list(store.iter_events(info.id))
+        assert [(e.seq, e.direction, e.t_ns, e.data, e.eol, e.wall_ns) for e in back] == [
+            (e.seq, e.direction, e.t_ns, e.data, e.eol, e.wall_ns) for e in events]
+        with store.engine.connect() as conn:
+            rows = conn.exec_driver_sql(
+                "SELECT recording_id, seq, direction, t_ns, wall_ns, data, eol, size, is_json,"
+                " type, subtype, request_id, uuid, session_id, parent_tool_use_id"
+                " FROM events WHERE recording_id = %s ORDER BY seq", (info.id,)).all()
+            tools = conn.exec_driver_sql(
+                "SELECT recording_id, seq, tool_use_id, tool_name, kind FROM event_tools"
+                " WHERE recording_id = %s ORDER BY seq, kind", (info.id,)).all()
+        want_rows, want_tools = event_rows(info.id, events)
+        assert [(*r[:5], bytes(r[5]), *r[6:]) for r in rows] == want_rows
+        assert sorted(tuple(t) for t in tools) == sorted(want_tools)
+        assert rows[5][9] == "t" * 64  # an indexed value is clipped to its column
+    finally:
+        store.close()
