@@ -729,6 +729,16 @@ class Session:
             trip.outcome = "cancelled"
             trip.response_seq, trip.response_ns = event.seq, event.t_ns
 
+    def holds_answer(self, event: Event) -> bool:
+        """Whether ``event`` is a control answer kept for a request not seen yet."""
+        held = self._early.get(event.fields.request_id or "")
+        return held is not None and held[0] is event
+
+    @property
+    def orphan_answers(self) -> list[Event]:
+        """Control answers whose request never came."""
+        return [event for event, _ in self._early.values()]
+
     # -- figures -----------------------------------------------------------------------
 
     @property

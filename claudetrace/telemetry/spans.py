@@ -25,25 +25,14 @@ and lanes they share lives in :mod:`.spantree`.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable
 from itertools import islice
 from operator import attrgetter
 from typing import Any
 
 from ..events import Event
-from ..protocol import (
-    control_request,
-    control_response,
-    hook_event_name,
-    hook_permission_decision,
-    json_number,
-    opt_str,
-    permission_behavior,
-    request_tool_name,
-    tool_result_failed,
-    total_cost_usd,
-)
+from ..model import Usage
+from ..protocol import opt_str
 from ..recording import RecordingInfo
 from . import conventions as c
 from .attributes import (
@@ -52,11 +41,10 @@ from .attributes import (
     find_block,
     mcp_error,
     mcp_request,
-    usage_attributes,
 )
 from .content import ContentPolicy, assistant_output, block_text, user_input
 from .records import Attributes, SpanKind, SpanRecord
-from .spantree import Lane, PendingRequest, SpanTree
+from .spantree import Lane, PendingRequest, SpanTree, usage_of
 
 _TASK_SUBTYPES = frozenset({"task_started", "task_updated", "task_notification"})
 _TASK_DONE = frozenset({"completed", "failed", "killed", "stopped", "cancelled"})
@@ -79,6 +67,7 @@ class SpanBuilder(SpanTree):
         now = self._started_ns + event.t_ns
         if now > self._last_ns:
             self._last_ns = now
+        self.session.add(event)  # the protocol's meaning: read from it below
         fields = event.fields
         mtype = fields.type
         if event.direction == "out":
@@ -101,10 +90,6 @@ class SpanBuilder(SpanTree):
                         self._marks[fields.parent_tool_use_id] = now
                 elif subtype in _TASK_SUBTYPES:
                     self._task(event, now)
-                elif subtype == "init":
-                    model = event.obj.get("model")
-                    if isinstance(model, str):
-                        self._model = model
             elif mtype == "assistant":
                 self._assistant(event, now)
                 return
@@ -203,59 +188,35 @@ class SpanBuilder(SpanTree):
 
     def _result(self, event: Event, now: int) -> None:
         msg = event.message or {}
-        turn = self._turn(now)
-        assert turn is not None
+        span = self._turn(now)
+        assert span is not None
         self._turns.popleft()
-        attrs = turn.attributes
-        subtype = msg.get("subtype")
-        if isinstance(subtype, str):
-            attrs[c.RESULT_SUBTYPE] = subtype
-        is_error = msg.get("is_error") is True
-        attrs[c.IS_ERROR] = is_error
+        turn = self._model_turn(span)
+        attrs = span.attributes
+        if turn.result_subtype is not None:
+            attrs[c.RESULT_SUBTYPE] = turn.result_subtype
+        attrs[c.IS_ERROR] = turn.is_error
         if self._session_id:
             attrs[c.GEN_AI_CONVERSATION_ID] = self._session_id
-        attrs.update(usage_attributes(msg.get("usage")))
-        turn_cost = self._add_costs(msg, total_cost_usd(event))
-        if turn_cost is not None:
-            attrs[c.COST_USD] = turn_cost
-        num_turns = msg.get("num_turns")
-        if isinstance(num_turns, int):
-            attrs[c.NUM_TURNS] = num_turns
+        usage = Usage()
+        for model_usage in turn.usage_by_model.values():
+            usage.add(model_usage)
+        attrs.update(usage_of(usage))
+        if turn.cost_by_model:
+            attrs[c.COST_USD] = round(turn.cost_usd, 9)
+        if turn.num_turns is not None:
+            attrs[c.NUM_TURNS] = turn.num_turns
         if self.content.enabled and isinstance(msg.get("result"), str):
             output = assistant_output({"content": msg["result"]})
             attrs[c.GEN_AI_OUTPUT_MESSAGES] = self.content.clip(output)
-        reason = "interrupted" if self._interrupt_pending else "turn ended before it finished"
-        if self._interrupt_pending:
-            attrs["claudetrace.interrupted"] = True
-            self._interrupted = True
-            self._interrupt_pending = False
-        self._close_children(turn, now, reason)
-        if is_error:
-            self._any_error = True
-            turn.set_error(f"result {subtype or 'error'}")
-        self._end(turn, now)
-
-    def _add_costs(self, msg: dict[str, Any], total: float | None) -> float | None:
-        """Add a result's cost to the session's per-model costs; the turn's cost.
-
-        ``total`` (``total_cost_usd``) is cumulative over the session;
-        ``model_usage_since_last_result`` is the per-turn delta by model.
-        """
-        per_model = msg.get("model_usage_since_last_result")
-        turn_cost: float | None = None
-        if isinstance(per_model, dict) and per_model:
-            for model, usage in per_model.items():
-                cost = json_number(usage.get("costUSD")) if isinstance(usage, dict) else None
-                if cost is not None:
-                    self.root.costs[model] = self.root.costs.get(model, 0.0) + cost
-                    turn_cost = (turn_cost or 0.0) + cost
-        elif total is not None:
-            turn_cost = max(0.0, total - self._cost_total)
-            model = self._model or "unknown"
-            self.root.costs[model] = self.root.costs.get(model, 0.0) + turn_cost
-        if total is not None:
-            self._cost_total = total
-        return None if turn_cost is None else round(turn_cost, 9)
+        reason = "interrupted" if turn.interrupted else "turn ended before it finished"
+        if turn.interrupted:
+            attrs[c.INTERRUPTED] = True
+        self._close_children(span, now, reason)
+        self._release_chats(turn.number)
+        if turn.failed:
+            span.set_error(f"result {turn.result_subtype or 'error'}")
+        self._end(span, now)
 
     def _thinking_tokens(self, event: Event, lane: Lane) -> None:
         """A thinking progress line: one per thinking delta, so counted, not a span event each.
@@ -297,8 +258,7 @@ class SpanBuilder(SpanTree):
             previous = self._lane_chat.get(lane)
             if previous is not None:
                 self._end_chat(previous, "superseded by a new message before message_stop")
-            entry = self._open_chat(msg_id, lane, now, message.get("model"), deferred=False)
-            entry.span.attributes.update(usage_attributes(message.get("usage")))
+            self._open_chat(msg_id, lane, now, message.get("model"), deferred=False)
             return
         current = self._lane_chat.get(lane)
         if current is None:
@@ -309,12 +269,9 @@ class SpanBuilder(SpanTree):
             delta = inner.get("delta")
             if isinstance(delta, dict) and isinstance(delta.get("stop_reason"), str):
                 entry.span.attributes[c.GEN_AI_RESPONSE_FINISH_REASONS] = (delta["stop_reason"],)
-            usage = inner.get("usage")
-            if isinstance(usage, dict):
-                entry.span.attributes.update(usage_attributes(usage, partial=True))
         elif sub == "message_stop":
-            abandoned = "abandoned_blocks" in msg or self._interrupt_pending
-            self._end_chat(entry, "interrupted" if abandoned else None)
+            call = self.session.calls.get(str(entry.span.attributes.get(c.GEN_AI_RESPONSE_ID)))
+            self._end_chat(entry, "interrupted" if call is not None and call.interrupted else None)
         elif sub == "error":
             self._end_chat(entry, error_text(inner.get("error")) or "stream error")
 
@@ -336,11 +293,6 @@ class SpanBuilder(SpanTree):
         if entry.deferred:
             entry.last_ns = now
             attrs = entry.span.attributes
-            usage = usage_attributes(message.get("usage"))
-            for key, value in usage.items():
-                old = attrs.get(key)
-                if not isinstance(old, int) or (isinstance(value, int) and value > old):
-                    attrs[key] = value
             if isinstance(message.get("stop_reason"), str):
                 attrs[c.GEN_AI_RESPONSE_FINISH_REASONS] = (message["stop_reason"],)
         if self.content.enabled:
@@ -379,7 +331,7 @@ class SpanBuilder(SpanTree):
             if span is None or span.span_id not in self._open:
                 continue
             block = find_block(message, "tool_use_id", ref.tool_use_id) or {}
-            error = tool_result_failed(block)
+            error = self.session.tools[ref.tool_use_id].is_error
             span.attributes[c.TOOL_OUTCOME] = "error" if error else "ok"
             if self.content.enabled:
                 result = self.content.clip(block_text(block.get("content")))
@@ -418,106 +370,78 @@ class SpanBuilder(SpanTree):
     # -- control requests ------------------------------------------------------------
 
     def _control_request(self, event: Event, now: int) -> None:
-        request = control_request(event)
-        request_id = event.fields.request_id or f"seq{event.seq}"
-        subtype = event.fields.subtype or "unknown"
-        initiator = "host" if event.direction == "in" else "cli"
+        trip = self.session.controls[-1]  # the round trip this line opened
         attrs: Attributes = {
-            c.CONTROL_SUBTYPE: subtype,
-            c.CONTROL_INITIATOR: initiator,
-            c.CONTROL_REQUEST_ID: request_id,
+            c.CONTROL_SUBTYPE: trip.subtype,
+            c.CONTROL_INITIATOR: trip.initiator,
+            c.CONTROL_REQUEST_ID: trip.request_id,
         }
-        tool_use_id = opt_str(request.get("tool_use_id"))
-        key = f"request/{request_id}"
-        if initiator == "cli" and subtype in ("can_use_tool", "hook_callback"):
-            kind = "permission" if subtype == "can_use_tool" else "hook"
-            tool_name = request_tool_name(request)
+        kind = trip.kind
+        if kind in ("permission", "hook"):
+            tool_use_id = trip.tool_use_id
             tool = self._tools.get(tool_use_id) if tool_use_id else None
             if tool is None and tool_use_id and kind == "permission":
-                tool = self._open_tool(tool_use_id, tool_name, None, None, now)
+                tool = self._open_tool(tool_use_id, trip.tool_name, None, None, now)
             parent = tool or self._turn(now, create=False) or self.root
             if tool_use_id:
                 attrs[c.GEN_AI_TOOL_CALL_ID] = tool_use_id
-            if tool_name is not None:
-                attrs[c.GEN_AI_TOOL_NAME] = tool_name
+            if trip.tool_name is not None:
+                attrs[c.GEN_AI_TOOL_NAME] = trip.tool_name
             if kind == "permission":
                 name = "can_use_tool"
             else:
-                hook_event = hook_event_name(request) or "unknown"
-                attrs[c.HOOK_EVENT] = hook_event
-                if isinstance(request.get("callback_id"), str):
-                    attrs[c.HOOK_CALLBACK_ID] = request["callback_id"]
-                name = f"hook_callback {hook_event}"
+                attrs[c.HOOK_EVENT] = trip.hook_event or "unknown"
+                if trip.callback_id is not None:
+                    attrs[c.HOOK_CALLBACK_ID] = trip.callback_id
+                name = f"hook_callback {trip.hook_event or 'unknown'}"
             span_kind: SpanKind = "internal"
-        elif initiator == "cli" and subtype == "mcp_message":
-            kind = "mcp"
+        elif kind == "mcp":
             parent = self._turn(now, create=False) or self.root
-            name, mcp_attrs = mcp_request(request)
+            name, mcp_attrs = mcp_request(trip.request)
             attrs.update(mcp_attrs)
             span_kind = "client"
         else:
-            kind = "control"
-            name = f"control {subtype}"
+            name = f"control {trip.subtype}"
             parent = self.root
-            if initiator == "cli":
+            if trip.initiator == "cli":
                 parent = self._turn(now, create=False) or self.root
-            if subtype == "set_model" and isinstance(request.get("model"), str):
-                attrs["claudetrace.control.model"] = request["model"]
-            if subtype == "set_permission_mode" and isinstance(request.get("mode"), str):
-                attrs[c.PERMISSION_MODE] = request["mode"]
-            if subtype == "interrupt":
-                self._interrupt_pending = True
-            span_kind = "client" if initiator == "host" else "internal"
+            if trip.model is not None:
+                attrs["claudetrace.control.model"] = trip.model
+            if trip.mode is not None:
+                attrs[c.PERMISSION_MODE] = trip.mode
+            span_kind = "client" if trip.initiator == "host" else "internal"
         turn = parent if parent in self._turns else self._open_turn_of(parent)
-        entry = self._new(key, name, parent, now, attrs, kind=span_kind, turn=turn)
-        pending = PendingRequest(entry.span, kind, subtype)
-        early = self._early.pop(request_id, None)
-        if early is None:
-            self._requests[request_id] = pending
+        entry = self._new(f"request/{trip.request_id}", name, parent, now, attrs,
+                          kind=span_kind, turn=turn)
+        pending = PendingRequest(entry.span, trip)
+        if not trip.answered:
+            self._requests[trip.request_id] = pending
             return
         # Answered before we saw it asked: the true request time lies between the
         # two records, so the round trip is reported as zero at the answer's time.
-        answer, answered_ns = early
-        entry.span.start_ns = min(answered_ns, now)
+        entry.span.start_ns = self._started_ns + trip.request_ns
         entry.span.attributes["claudetrace.control.reordered"] = True
-        self._answer(pending, answer, entry.span.start_ns)
+        self._answer(pending, entry.span.start_ns)
 
     def _control_response(self, event: Event, now: int) -> None:
         request_id = event.fields.request_id
-        pending = self._requests.pop(request_id, None) if request_id else None
-        if pending is not None:
-            self._answer(pending, event, now)
-        elif request_id and request_id not in self._early:
-            # The proxy reads the two directions on separate threads, so a fast
-            # answer can be recorded just before the request it answers.  A shallow
-            # copy keeps the parsed line, which the recorder drops after this call.
-            self._early[request_id] = (copy.copy(event), now)
-        else:
-            self._span_event(event, now)
+        pending = self._requests.get(request_id) if request_id else None
+        if pending is not None and pending.trip.response_seq == event.seq:
+            del self._requests[pending.trip.request_id]
+            self._answer(pending, now)
+        elif not self.session.holds_answer(event):
+            self._span_event(event, now)  # answers nothing asked (a repeat, a stray)
 
-    def _answer(self, pending: PendingRequest, event: Event, now: int) -> None:
-        span = pending.span
-        response = control_response(event)
-        body = response.get("response")
-        body = body if isinstance(body, dict) else {}
-        error: str | None = None
-        if event.fields.subtype == "error":
-            error = error_text(response.get("error")) or "control request failed"
-        span.attributes[c.CONTROL_OUTCOME] = "error" if error else "success"
-        if pending.kind == "permission":
-            behavior = permission_behavior(body)
-            if behavior is not None:
-                span.attributes[c.PERMISSION_DECISION] = behavior
-        elif pending.kind == "hook":
-            decision = hook_permission_decision(body)
-            if decision is not None:
-                span.attributes[c.HOOK_PERMISSION_DECISION] = decision
-        elif pending.kind == "mcp":
-            error = error or mcp_error(body.get("mcp_response"), span.attributes)
-        elif pending.subtype == "set_model" and not error:
-            model = span.attributes.get("claudetrace.control.model")
-            if isinstance(model, str):
-                self._model = model
+    def _answer(self, pending: PendingRequest, now: int) -> None:
+        span, trip = pending.span, pending.trip
+        error = trip.error
+        span.attributes[c.CONTROL_OUTCOME] = trip.outcome
+        if trip.kind == "permission" and trip.decision is not None:
+            span.attributes[c.PERMISSION_DECISION] = trip.decision
+        elif trip.kind == "hook" and trip.decision is not None:
+            span.attributes[c.HOOK_PERMISSION_DECISION] = trip.decision
+        elif trip.kind == "mcp":
+            mcp_error(trip.answer.get("mcp_response"), span.attributes)  # its code
         self._end(span, now, error)
 
     def _cancel(self, event: Event, now: int) -> None:
@@ -538,9 +462,9 @@ class SpanBuilder(SpanTree):
         self._closed = True
         info = info or self.info
         now = self._last_ns
-        reason = exit_reason(info)
-        if self._interrupt_pending:
-            reason = f"interrupted; {reason}"
+        session = self.session
+        outcome = session.outcome_of(info)
+        reason = outcome.reason or exit_reason(info)
         for request in self._requests.values():
             request.span.attributes[c.CONTROL_OUTCOME] = "unanswered"
         for tool in self._tools.values():
@@ -550,19 +474,19 @@ class SpanBuilder(SpanTree):
         for entry in sorted(self._open.values(), key=lambda e: e.span.start_ns, reverse=True):
             if entry.deferred:
                 self._end_chat(entry, reason if open_turns else None)
-            else:
+            elif entry.span is not self.root:
                 self._end(entry.span, now, reason)
+        self._release_chats(None)
         self._requests.clear()
         self._turns.clear()
-        for answer, answered_ns in self._early.values():
-            self._span_event(answer, answered_ns)
-        self._early.clear()
+        for answer in session.orphan_answers:
+            self._span_event(answer, self._started_ns + answer.t_ns)
         root = self.root
         attrs = root.attributes
         if self._session_id:
             attrs[c.GEN_AI_CONVERSATION_ID] = self._session_id
-        if self._model:
-            attrs[c.GEN_AI_REQUEST_MODEL] = self._model
+        if session.model:
+            attrs[c.GEN_AI_REQUEST_MODEL] = session.model
         if info.claude_code_version:
             attrs[c.CLAUDE_CODE_VERSION] = info.claude_code_version
         if info.permission_mode:
@@ -571,29 +495,20 @@ class SpanBuilder(SpanTree):
             attrs[c.EXIT_CODE] = info.exit_code
         if info.signal is not None:
             attrs[c.SIGNAL] = info.signal
-        outcome = self._outcome(info, open_turns)
-        attrs[c.SESSION_OUTCOME] = outcome
-        if self.root.costs or self._cost_total:
-            attrs[c.COST_USD] = round(max(self._cost_total, sum(self.root.costs.values())), 9)
-        if outcome != "ok":
-            root.set_error(info.error or (reason if outcome == "incomplete" else outcome))
+        attrs[c.SESSION_OUTCOME] = outcome.status
+        if outcome.reason:
+            attrs[c.SESSION_OUTCOME_REASON] = outcome.reason
+        root.costs.update(session.cost_by_model)
+        if session.cost_by_model:
+            attrs[c.COST_USD] = session.cost_usd
+        if outcome.failed:
+            root.set_error(outcome.reason or outcome.status)
         end = now
         if info.ended_ns is not None:
             end = max(end, info.ended_ns)
         root.end_ns = max(end, root.start_ns)
         self._emit(root)
         return root
-
-    def _outcome(self, info: RecordingInfo, open_turns: bool) -> str:
-        if info.error and not self._saw_output:
-            return "failed"
-        if self._interrupted or self._interrupt_pending:
-            return "interrupted"
-        if info.ended_ns is None or open_turns:
-            return "incomplete"
-        if self._any_error or info.error or info.signal or (info.exit_code or 0) != 0:
-            return "error"
-        return "ok"
 
 
 def build_spans(

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..events import Event
+from ..model import ControlRoundTrip, ModelCall, Session, Turn, Usage
 from ..recording import RecordingInfo
 from . import conventions as c
 from .content import ContentPolicy, jsonish, scalar_fields
@@ -39,11 +40,20 @@ class OpenSpan:
 
 @dataclass(slots=True, eq=False)
 class PendingRequest:
-    """An unanswered control request (either direction)."""
+    """An unanswered control request (either direction) and its span."""
 
     span: SpanRecord
-    kind: str  # "permission" | "hook" | "mcp" | "control"
-    subtype: str
+    trip: ControlRoundTrip
+
+
+def usage_of(usage: Usage) -> Attributes:
+    """GenAI usage attributes (``input_tokens`` includes cache reads and writes)."""
+    return {
+        c.GEN_AI_USAGE_INPUT_TOKENS: usage.input_total,
+        c.GEN_AI_USAGE_OUTPUT_TOKENS: usage.output,
+        c.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: usage.cache_read,
+        c.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: usage.cache_creation,
+    }
 
 
 def _start_ns(entry: OpenSpan) -> int:
@@ -73,7 +83,8 @@ class SpanTree:
         self._keys: dict[str, int] = {}
         self._started_ns = info.started_ns  # event times are offsets from it
         self._last_ns = info.started_ns
-        self._model: str | None = info.model
+        #: The session model, fed every event first: spans read what it means.
+        self.session = Session(model=info.model, session_id=info.cli_session_id)
         self._session_id: str | None = info.cli_session_id
         self._turn_count = 0
         self._turns: deque[SpanRecord] = deque()
@@ -84,13 +95,10 @@ class SpanTree:
         self._subagent_types: dict[str, str] = {}
         self._agents: dict[str, SpanRecord] = {}
         self._requests: dict[str, PendingRequest] = {}
-        self._early: dict[str, tuple[Event, int]] = {}
+        #: Model calls ended whose usage waits for their turn's result.
+        self._parked: list[tuple[OpenSpan, ModelCall, str | None]] = []
         self._marks: dict[Lane, int] = {}
-        self._interrupt_pending = False
-        self._interrupted = False
-        self._cost_total = 0.0
         self._tasks: dict[str, str] = {}  # task_id -> tool_use_id of a subagent
-        self._any_error = False
         self._saw_output = False
         self._closed = False
         self.root = SpanRecord(
@@ -263,7 +271,7 @@ class SpanTree:
         if start is None or start > now:
             start = now
         response_model = model if isinstance(model, str) else None
-        request_model = self._model or response_model
+        request_model = self.session.model or response_model
         attrs: Attributes = {
             c.GEN_AI_OPERATION_NAME: c.OP_CHAT,
             c.GEN_AI_PROVIDER_NAME: c.PROVIDER,
@@ -290,15 +298,82 @@ class SpanTree:
             deferred=deferred,
         )
         entry.last_ns = now
+        call = self.session.calls.get(msg_id)
+        if call is not None:  # provisional until the call (or its turn) ends
+            entry.span.attributes.update(usage_of(call.usage))
         self._chats[msg_id] = entry
         self._lane_chat[lane] = entry
         return entry
 
     def _end_chat(self, entry: OpenSpan, error: str | None = None) -> None:
-        self._chats.pop(str(entry.span.attributes.get(c.GEN_AI_RESPONSE_ID)), None)
+        msg_id = str(entry.span.attributes.get(c.GEN_AI_RESPONSE_ID))
+        self._chats.pop(msg_id, None)
         if self._lane_chat.get(entry.lane) is entry:
             del self._lane_chat[entry.lane]
+        call = self.session.calls.get(msg_id)
+        if call is not None and not call.final:
+            # Its usage is known once the turn's result apportions the CLI's count.
+            self._open.pop(entry.span.span_id, None)
+            self._parked.append((entry, call, error))
+            return
+        if call is not None:
+            self._usage(entry.span, call)
         self._end(entry.span, entry.last_ns, error)
+
+    def _usage(self, span: SpanRecord, call: ModelCall) -> None:
+        span.attributes.update(usage_of(call.usage))
+        span.attributes[c.USAGE_SOURCE] = call.usage_source
+
+    def _release_chats(self, turn: int | None) -> None:
+        """Emit the parked model calls of ``turn`` (all when None) with their final usage,
+        and a span for each call the CLI counted but never showed (a subagent's)."""
+        keep = []
+        for entry, call, error in self._parked:
+            if turn is not None and call.turn != turn:
+                keep.append((entry, call, error))
+                continue
+            self._usage(entry.span, call)
+            self._open[entry.span.span_id] = entry
+            self._end(entry.span, entry.last_ns, error)
+        self._parked = keep
+        if turn is None:
+            return
+        model_turn = self._model_turn_number(turn)
+        for call in model_turn.calls if model_turn else ():
+            if not call.observed:
+                self._unobserved_chat(call)
+
+    def _unobserved_chat(self, call: ModelCall) -> None:
+        # Under the subagent that made it, else its tool call, else the turn.
+        parent = self._agents.get(call.lane or "") or self._tools.get(call.lane or "")
+        if parent is None and self._turns:
+            parent = self._turns[0]
+        attrs: Attributes = {
+            c.GEN_AI_OPERATION_NAME: c.OP_CHAT,
+            c.GEN_AI_PROVIDER_NAME: c.PROVIDER,
+            c.GEN_AI_REQUEST_MODEL: call.model or "unknown",
+        }
+        if call.lane:
+            attrs[c.GEN_AI_TOOL_CALL_ID] = call.lane
+        start = self._started_ns + call.start_ns
+        end = self._started_ns + call.end_ns
+        if parent is not None and parent is not self.root:
+            start, end = parent.start_ns, max(end, parent.start_ns)
+        entry = self._new(f"chat/{call.id}", f"{c.OP_CHAT} {call.model or 'unknown'}",
+                          parent or self.root, start, attrs, kind="client")
+        self._usage(entry.span, call)
+        self._end(entry.span, end)
+
+    def _model_turn_number(self, number: int) -> Turn | None:
+        turns = self.session.turns
+        return turns[number - 1] if 0 < number <= len(turns) else None
+
+    def _model_turn(self, span: SpanRecord) -> Turn:
+        """The session model's turn of a turn span."""
+        number = span.attributes.get(c.TURN_NUMBER)
+        turn = self._model_turn_number(number) if isinstance(number, int) else None
+        assert turn is not None, "the span tree and the session model count turns alike"
+        return turn
 
     # -- tools -------------------------------------------------------------------
 
