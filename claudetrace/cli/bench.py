@@ -105,6 +105,54 @@ def telemetry_bench(lines: int, rounds: int, valgrind: bool) -> None:
         click.echo(line)
 
 
+@bench.command("startup")
+@click.option("--runs", default=11, show_default=True, type=click.IntRange(min=1),
+              help="Runs each, direct and proxied (the figure is the median).")
+@click.option("--db", "db_urls", multiple=True, metavar="URL",
+              help="Also proxy into this database (repeatable; e.g. a PostgreSQL URL).")
+@reports_errors
+def startup_bench(runs: int, db_urls: tuple[str, ...]) -> None:
+    """How much later the child starts through the proxy than run directly.
+
+    Target: within 50 ms, on SQLite (a fresh file) and on any --db alike.
+    """
+    from ..bench.ingest import run_startup_bench
+
+    databases: dict[str, str | None] = {"SQLite": None, **{_db_name(u): u for u in db_urls}}
+    for line in run_startup_bench(runs=runs, databases=databases).lines():
+        click.echo(line)
+
+
+@bench.command("ingest")
+@click.option("--lines", default=100_000, show_default=True, type=click.IntRange(min=1),
+              help="Lines of input (~0.3 KB each), each stored in both directions.")
+@click.option("--repeat", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Rounds (rows take turns; each row is the median).")
+@click.option("--from", "cassette", metavar="CASSETTE",
+              help="Build the input from this recording [default: the streaming session].")
+@click.option("--db", "db_urls", multiple=True, metavar="URL",
+              help="Also record into this database (repeatable; e.g. a PostgreSQL URL).")
+@reports_errors
+def ingest_bench(lines: int, repeat: int, cassette: str | None, db_urls: tuple[str, ...]) -> None:
+    """Time to queryable: a burst through the proxy until stored, against a naive loop.
+
+    Targets: at least twice the naive loop's speed on SQLite; at least its speed on
+    PostgreSQL.
+    """
+    from ..bench.ingest import run_ingest_bench
+
+    databases: dict[str, str | None] = {"SQLite": None, **{_db_name(u): u for u in db_urls}}
+    report = run_ingest_bench(lines=lines, repeat=repeat, cassette=cassette, databases=databases)
+    for line in report.lines_out():
+        click.echo(line)
+
+
+def _db_name(url: str) -> str:
+    """A short name for a database row: its kind."""
+    scheme = url.partition("://")[0].split("+")[0] if "://" in url else "sqlite"
+    return {"postgresql": "PostgreSQL", "sqlite": "SQLite file"}.get(scheme, scheme)
+
+
 def _add_ui_bench() -> None:
     # The UI benchmark lives with the UI command (it needs the ui extra only when run).
     from .ui import ui_bench

@@ -1,0 +1,262 @@
+"""Start-up and time to queryable: what a session pays before and after the burst.
+
+- **start-up delay** (:func:`run_startup_bench`): how much later a child starts
+  through ``claudetrace proxy`` than when run directly.  The child is ``date
+  +%s%N``, which prints the wall clock as it starts; the delay is that time
+  minus the moment just before the bench started the process.  Direct and
+  proxied runs take turns; the figure is the median proxied delay minus the
+  median direct one.  The proxy runs as a shim runs it (``python -m claudetrace
+  proxy --db URL -- CMD``); each run's recording is stored before the next run
+  starts, so no indexer competes with it.
+- **time to queryable** (:func:`run_ingest_bench`): ``cat IN | claudetrace proxy
+  -- cat > /dev/null``, every line recorded in both directions, timed from the
+  start until the recording is complete in the database (what ``claudetrace
+  sessions`` then shows: the bench checks the count), side by side with a
+  naive loop (:data:`NAIVE_LOOP`) on the same input: a fresh Python process
+  that ``json.loads`` every line and stores it in both directions with
+  ``executemany`` into a SQLite table with four indexes.  Rows take turns.
+
+Both measure from outside, through the same commands a user runs; nothing in
+claudetrace's own code knows it is being measured.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import compile_bytecode
+from .proxy import _check_stored, build_input, sample_lines, time_command
+
+#: The naive loop the time to queryable is held against (argv: input file, database).
+NAIVE_LOOP = """
+import json, sqlite3, sys, time
+db = sqlite3.connect(sys.argv[2])
+db.execute("PRAGMA journal_mode = WAL")
+db.execute("PRAGMA synchronous = NORMAL")
+db.execute("CREATE TABLE events (recording TEXT, seq INTEGER, direction TEXT, t_ns INTEGER,"
+           " type TEXT, subtype TEXT, request_id TEXT, data BLOB, PRIMARY KEY (recording, seq))")
+db.execute("CREATE INDEX ix_type ON events (recording, type)")
+db.execute("CREATE INDEX ix_t ON events (recording, t_ns)")
+db.execute("CREATE INDEX ix_request ON events (request_id)")
+insert = "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+rows, seq = [], 0
+with open(sys.argv[1], "rb") as lines:
+    for line in lines:
+        line = line.rstrip(b"\\n")
+        for direction in ("in", "out"):
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                obj = None
+            if not isinstance(obj, dict):
+                obj = {}
+            rows.append(("r", seq, direction, time.monotonic_ns(), obj.get("type"),
+                         obj.get("subtype"), obj.get("request_id"), line))
+            seq += 1
+            if len(rows) >= 5000:
+                db.executemany(insert, rows)
+                db.commit()
+                rows = []
+db.executemany(insert, rows)
+db.commit()
+db.close()
+"""
+
+
+@dataclass
+class StartupReport:
+    """Delays (ms) a child saw, run directly and through the proxy into each database."""
+
+    direct_ms: list[float]
+    proxied_ms: dict[str, list[float]]
+
+    def added_ms(self, name: str) -> float:
+        return statistics.median(self.proxied_ms[name]) - statistics.median(self.direct_ms)
+
+    def lines(self) -> list[str]:
+        runs = len(self.direct_ms)
+        out = [f"start-up: the delay before the child runs, median of {runs} runs each (ms)", "",
+               f"{'':<22} {'median':>8} {'min':>8} {'max':>8} {'added':>8}"]
+        rows = [("direct", self.direct_ms), *((f"proxy, {k}", v)
+                                              for k, v in self.proxied_ms.items())]
+        for name, values in rows:
+            added = "" if name == "direct" else f"{self.added_ms(name[7:]):>8.1f}"
+            out.append(f"{name:<22} {statistics.median(values):>8.1f} {min(values):>8.1f} "
+                       f"{max(values):>8.1f} {added:>8}")
+        out.append("")
+        for name in self.proxied_ms:
+            ms = self.added_ms(name)
+            out.append(f"child starts {ms:.1f} ms later through the proxy ({name}; "
+                       f"target < 50 ms: {'met' if ms < 50 else 'MISSED'})")
+        return out
+
+
+def _delay_ms(argv: list[str], env: dict[str, str]) -> float:
+    start = time.time_ns()
+    done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, env=env,
+                          check=False, timeout=120)
+    if done.returncode != 0:
+        raise RuntimeError(f"{argv[0]} exited with status {done.returncode}: "
+                           f"{done.stderr.decode(errors='replace').strip()}")
+    try:
+        started = int(done.stdout.split()[-1])
+    except (ValueError, IndexError):
+        raise RuntimeError("the start-up benchmark needs GNU date (date +%s%N)") from None
+    return (started - start) / 1e6
+
+
+def run_startup_bench(*, runs: int = 11, databases: dict[str, str | None] | None = None,
+                      workdir: str | None = None) -> StartupReport:
+    """Measure the child's start-up delay directly and through the proxy into each of
+    ``databases`` (name → URL; None: a fresh SQLite file)."""
+    if shutil.which("date") is None:
+        raise RuntimeError("the start-up benchmark needs `date` on PATH")
+    compile_bytecode()
+    child = ["date", "+%s%N"]
+    env = dict(os.environ)
+    with tempfile.TemporaryDirectory(prefix="claudetrace-bench-", dir=workdir) as tmp:
+        urls = {name: url or str(Path(tmp) / f"{name}.db")
+                for name, url in (databases or {"SQLite": None}).items()}
+        report = StartupReport([], {name: [] for name in urls})
+        for _ in range(runs):
+            report.direct_ms.append(_delay_ms(child, env))
+            for name, url in urls.items():
+                proxy = [sys.executable, "-m", "claudetrace", "proxy", "--db", url,
+                         "--name", "bench-startup", "--", *child]
+                report.proxied_ms[name].append(_delay_ms(proxy, env))
+                _check_stored(url, 1)  # its indexer is done before the next run
+    return report
+
+
+@dataclass
+class IngestRun:
+    name: str
+    seconds: float
+    #: For claudetrace: when the proxy exited (the rest is the indexer finishing).
+    forwarded_seconds: float | None = None
+    peak_rss_kib: int | None = None
+
+
+@dataclass
+class IngestReport:
+    lines: int
+    bytes: int
+    runs: list[IngestRun] = field(default_factory=list)
+
+    def median(self, name: str) -> IngestRun:
+        runs = sorted((r for r in self.runs if r.name == name), key=lambda r: r.seconds)
+        return runs[(len(runs) - 1) // 2]
+
+    def lines_out(self) -> list[str]:
+        names = list(dict.fromkeys(r.name for r in self.runs))
+        repeat = max(sum(r.name == n for r in self.runs) for n in names)
+        naive = self.median("naive loop")
+        out = [f"input: {self.lines:,} lines ({self.bytes / 1e6:.1f} MB), each stored in both "
+               f"directions ({2 * self.lines:,} events); each row the median of {repeat}", "",
+               f"{'':<24} {'queryable s':>12} {'events/s':>10} {'x naive':>8} "
+               f"{'proxy exit s':>12} {'peak RSS':>9}"]
+        for name in names:
+            run = self.median(name)
+            exit_s = f"{run.forwarded_seconds:.2f}" if run.forwarded_seconds is not None else ""
+            rss = f"{run.peak_rss_kib / 1024:.0f} MiB" if run.peak_rss_kib else ""
+            out.append(f"{name:<24} {run.seconds:>12.2f} {2 * self.lines / run.seconds:>10,.0f} "
+                       f"{naive.seconds / run.seconds:>8.2f} {exit_s:>12} {rss:>9}")
+        out += ["", "(queryable s: from the start until every event is in the database; for",
+                " claudetrace, cat IN | claudetrace proxy -- cat > /dev/null until the recording",
+                " is complete, as claudetrace sessions shows it; naive loop: json.loads and",
+                " executemany into SQLite with four indexes, in a fresh Python process.  peak RSS:",
+                " the indexer's)"]
+        for name in names:
+            if name == "naive loop":
+                continue
+            ratio = naive.seconds / self.median(name).seconds
+            target = 2.0 if "SQLite" in name else 1.0
+            out.append(f"{name}: {ratio:.2f}x the naive loop (target >= {target:g}x: "
+                       f"{'met' if ratio >= target else 'MISSED'})")
+        return out
+
+
+def run_ingest_bench(*, lines: int = 100_000, repeat: int = 1, cassette: str | None = None,
+                     databases: dict[str, str | None] | None = None,
+                     workdir: str | None = None) -> IngestReport:
+    """Time to queryable through the proxy (into each of ``databases``, name → URL,
+    None: a fresh SQLite file) against the naive loop, ``repeat`` rounds."""
+    compile_bytecode()
+    with tempfile.TemporaryDirectory(prefix="claudetrace-bench-", dir=workdir) as tmp:
+        folder = Path(tmp)
+        source = folder / "input.ndjson"
+        source.write_bytes(build_input(sample_lines(cassette), lines))
+        report = IngestReport(lines, source.stat().st_size)
+        for round_ in range(repeat):
+            naive_db = folder / f"naive-{round_}.db"
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-c", NAIVE_LOOP, str(source), str(naive_db)],
+                           check=True, timeout=3600)
+            report.runs.append(IngestRun("naive loop", time.perf_counter() - start))
+            for name, url in (databases or {"SQLite": None}).items():
+                target = url or str(folder / f"claudetrace-{round_}.db")
+                report.runs.append(_through_proxy(f"claudetrace, {name}", target, source,
+                                                  lines))
+            for path in folder.glob("*.db*"):
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+    return report
+
+
+def _through_proxy(name: str, url: str, source: Path, lines: int) -> IngestRun:
+    """One ``cat IN | proxy -- cat`` run, until the recording is complete in ``url``."""
+    from .. import capture as cap
+    from ..store import open_store
+
+    open_store(url).close()  # the schema exists, as in any database in use
+    proxy = [sys.executable, "-m", "claudetrace", "proxy", "--db", url, "--name", "bench-ingest",
+             "--", "cat"]
+    peak: list[int] = []
+    start = time.perf_counter()
+    with _watch_indexers(cap.capture_dirs(cap.resolve_url(url)), peak):
+        run = time_command(name, proxy, source, lines)
+        _check_stored(url, 2 * lines)
+    return IngestRun(name, time.perf_counter() - start, run.seconds, max(peak, default=0) or None)
+
+
+class _watch_indexers:
+    """Samples the peak RSS of indexers whose capture files are in ``folders`` (found
+    by their command line), from a thread, while in use."""
+
+    def __init__(self, folders: list[Path], peak: list[int]) -> None:
+        import threading
+
+        self.markers = [str(folder).encode() for folder in folders]
+        self.peak = peak
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> None:
+        self.thread.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+    def _run(self) -> None:
+        while not self.stop.wait(0.05):
+            for entry in Path("/proc").iterdir():
+                if not entry.name.isdigit():
+                    continue
+                try:
+                    argv = (entry / "cmdline").read_bytes().split(b"\0")
+                    if b"claudetrace.indexer" not in argv or not any(
+                            marker in a for a in argv for marker in self.markers):
+                        continue
+                    for line in (entry / "status").read_text().splitlines():
+                        if line.startswith("VmHWM:"):
+                            self.peak.append(int(line.split()[1]))
+                except OSError:
+                    continue

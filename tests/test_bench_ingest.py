@@ -1,0 +1,75 @@
+"""bench startup and bench ingest: they run, print their rows, and the naive loop
+stores what it says it does (tiny inputs; nothing here is timed)."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from claudetrace.bench.ingest import (
+    NAIVE_LOOP,
+    IngestReport,
+    IngestRun,
+    StartupReport,
+    run_ingest_bench,
+)
+from claudetrace.bench.proxy import build_input, sample_lines
+from claudetrace.cli import cli
+
+pytestmark = pytest.mark.usefixtures("ct_env")
+
+
+def test_the_naive_loop_parses_and_stores_every_line_both_ways(tmp_path: Path) -> None:
+    source = tmp_path / "in.ndjson"
+    source.write_bytes(build_input(sample_lines(), 300) + b"not json\n")
+    db = tmp_path / "naive.db"
+    subprocess.run([sys.executable, "-c", NAIVE_LOOP, str(source), str(db)], check=True)
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT seq, direction, type, data FROM events ORDER BY seq").fetchall()
+        indexes = conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'index'").fetchone()
+    conn.close()
+    lines = source.read_bytes().splitlines()
+    assert [r[3] for r in rows] == [line for line in lines for _ in ("in", "out")]
+    assert {r[1] for r in rows} == {"in", "out"}
+    assert rows[-1][2] is None and rows[0][2] is not None  # parsed: the JSON lines have a type
+    assert indexes[0] == 4  # the primary key's and three more
+
+
+def test_a_tiny_ingest_run_stores_every_event_and_prints_its_rows() -> None:
+    report = run_ingest_bench(lines=400, repeat=2)
+    assert [r.name for r in report.runs] == ["naive loop", "claudetrace, SQLite"] * 2
+    assert all(r.seconds > 0 for r in report.runs)
+    text = "\n".join(report.lines_out())
+    assert "naive loop" in text and "claudetrace, SQLite" in text and "x the naive loop" in text
+
+
+def test_ingest_rows_are_medians_and_ratios_against_the_naive_loop() -> None:
+    report = IngestReport(1000, 10_000, [
+        IngestRun("naive loop", 4.0), IngestRun("claudetrace, SQLite", 1.0, 0.5, 20480),
+        IngestRun("naive loop", 2.0), IngestRun("claudetrace, SQLite", 3.0, 0.5, None),
+        IngestRun("naive loop", 3.0), IngestRun("claudetrace, SQLite", 2.0, 0.5, None),
+    ])
+    assert report.median("naive loop").seconds == 3.0
+    text = "\n".join(report.lines_out())
+    assert "claudetrace, SQLite: 1.50x the naive loop (target >= 2x: MISSED)" in text
+
+
+def test_startup_figures_are_the_difference_of_medians() -> None:
+    report = StartupReport([1.0, 2.0, 9.0], {"SQLite": [30.0, 31.0, 80.0]})
+    assert report.added_ms("SQLite") == 29.0
+    assert "29.0 ms later through the proxy (SQLite; target < 50 ms: met)" in "\n".join(
+        report.lines())
+
+
+def test_the_commands_run_and_print_their_rows() -> None:
+    result = CliRunner().invoke(cli, ["bench", "startup", "--runs", "2"])
+    assert result.exit_code == 0, result.output
+    assert "proxy, SQLite" in result.output and "later through the proxy" in result.output
+    result = CliRunner().invoke(cli, ["bench", "ingest", "--lines", "200"])
+    assert result.exit_code == 0, result.output
+    assert "claudetrace, SQLite" in result.output and "naive loop" in result.output
