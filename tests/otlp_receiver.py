@@ -80,7 +80,7 @@ def wire_metrics(receiver: OtlpReceiver) -> dict[tuple[str, frozenset[Any]], Any
 class OtlpReceiver:
     """Collects OTLP traces and metrics sent over ``protocol`` (grpc or http)."""
 
-    def __init__(self, protocol: str = "http") -> None:
+    def __init__(self, protocol: str = "http", *, refuse: dict[str, int] | None = None) -> None:
         self.protocol = protocol
         self.trace_requests: list[trace_service_pb2.ExportTraceServiceRequest] = []
         self.metric_requests: list[metrics_service_pb2.ExportMetricsServiceRequest] = []
@@ -91,6 +91,9 @@ class OtlpReceiver:
         #: ``Retry-After`` to send with them.
         self.fail_with: list[int] = []
         self.retry_after: str | None = None
+        #: HTTP status for every request to a path (``{"/v1/metrics": 405}``: a
+        #: traces-only backend); over gRPC, a signal in it is not served at all.
+        self.refuse: dict[str, int] = dict(refuse or {})
         #: ``(certfile, keyfile)``: serve HTTPS instead of HTTP.
         self.tls: tuple[str, str] | None = None
         self._cond = threading.Condition()
@@ -166,8 +169,9 @@ class OtlpReceiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 receiver.paths.append(self.path)
                 receiver.headers.append({k.lower(): v for k, v in self.headers.items()})
-                if receiver.fail_with:
-                    self.send_response(receiver.fail_with.pop(0))
+                refused = receiver.refuse.get(self.path)
+                if receiver.fail_with or refused:
+                    self.send_response(refused or receiver.fail_with.pop(0))
                     if receiver.retry_after is not None:
                         self.send_header("Retry-After", receiver.retry_after)
                     self.send_header("Content-Length", "0")
@@ -225,8 +229,10 @@ class OtlpReceiver:
                 return metrics_service_pb2.ExportMetricsServiceResponse()
 
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), server)
-        metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Metrics(), server)
+        if "/v1/traces" not in self.refuse:
+            trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), server)
+        if "/v1/metrics" not in self.refuse:
+            metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Metrics(), server)
         self.port = server.add_insecure_port("127.0.0.1:0")
         server.start()
         self._grpc = server

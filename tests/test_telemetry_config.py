@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,12 +13,7 @@ from claudetrace.errors import TelemetryError
 from claudetrace.recording import RecordingInfo
 from claudetrace.telemetry import build_spans
 from claudetrace.telemetry import conventions as c
-from claudetrace.telemetry.config import (
-    DEFAULT_EXPORT_TIMEOUT_S,
-    export_timeout,
-    parse_key_values,
-    resolve_settings,
-)
+from claudetrace.telemetry.config import resolve_settings
 from claudetrace.telemetry.metrics import INSTRUMENTS, measurements
 
 FIXTURES = Path(__file__).parent / "fixtures" / "telemetry"
@@ -27,83 +21,75 @@ FIXTURES = Path(__file__).parent / "fixtures" / "telemetry"
 
 def test_off_without_endpoint() -> None:
     assert not resolve_settings(environ={}).enabled
+    # Only the OTLP exporter needs an endpoint: console alone is on.
+    s = resolve_settings(environ={"OTEL_TRACES_EXPORTER": "console"})
+    assert s.traces.exporters == ("console",) and not s.metrics.enabled
 
 
-def test_generic_endpoint_gets_signal_paths_for_http() -> None:
+def test_an_endpoint_turns_otlp_on_for_both_signals() -> None:
     s = resolve_settings(environ={"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318/"})
-    assert s.protocol == "http/protobuf"
-    assert s.traces_endpoint == "http://collector:4318/v1/traces"
-    assert s.metrics_endpoint == "http://collector:4318/v1/metrics"
+    assert s.traces.exporters == s.metrics.exporters == ("otlp",)
+    assert s.traces.protocol == s.metrics.protocol == "http/protobuf"
+    assert s.traces.endpoint is None  # the SDK reads the variable itself
 
 
-def test_flag_beats_environment_and_grpc_keeps_the_url() -> None:
-    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://env:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}
-    s = resolve_settings(endpoint="http://flag:4317", environ=env)
-    assert (s.protocol, s.traces_endpoint, s.metrics_endpoint) == (
-        "grpc", "http://flag:4317", "http://flag:4317",
-    )
-
-
-def test_signal_specific_endpoint_is_used_as_given() -> None:
+def test_a_signals_own_endpoint_turns_on_that_signal_only() -> None:
     s = resolve_settings(environ={"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://t:1/custom"})
-    assert s.traces_endpoint == "http://t:1/custom" and s.metrics_endpoint is None
+    assert s.traces.otlp and not s.metrics.enabled
+    assert s.traces.where({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://t:1/custom"},
+                          "traces") == "http://t:1/custom"
+
+
+def test_the_signals_own_protocol_wins_then_the_generic_one_then_the_flag_over_all() -> None:
+    """The old code read OTEL_EXPORTER_OTLP_PROTOCOL before …_TRACES_PROTOCOL and never
+    …_METRICS_PROTOCOL."""
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+           "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "http/protobuf"}
+    s = resolve_settings(environ=env)
+    assert (s.traces.protocol, s.metrics.protocol) == ("grpc", "http/protobuf")
+    env["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"] = "http/protobuf"
+    env["OTEL_EXPORTER_OTLP_PROTOCOL"] = "http/protobuf"
+    env["OTEL_EXPORTER_OTLP_METRICS_PROTOCOL"] = "grpc"
+    s = resolve_settings(environ=env)
+    assert (s.traces.protocol, s.metrics.protocol) == ("http/protobuf", "grpc")
+    s = resolve_settings(endpoint="http://flag:4317", protocol="grpc", environ=env)
+    assert (s.traces.protocol, s.metrics.protocol) == ("grpc", "grpc")
+    assert s.traces.endpoint == s.metrics.endpoint == "http://flag:4317"
 
 
 @pytest.mark.parametrize(
     ("env", "traces", "metrics"),
     [
-        ({"OTEL_TRACES_EXPORTER": "none"}, False, True),
-        ({"OTEL_METRICS_EXPORTER": "none"}, True, False),
-        ({"OTEL_SDK_DISABLED": "true"}, False, False),
+        ({"OTEL_TRACES_EXPORTER": "none"}, (), ("otlp",)),
+        ({"OTEL_METRICS_EXPORTER": "none"}, ("otlp",), ()),
+        ({"OTEL_TRACES_EXPORTER": "otlp, console"}, ("otlp", "console"), ("otlp",)),
+        ({"OTEL_SDK_DISABLED": "true"}, (), ()),
     ],
 )
-def test_exporters_can_be_switched_off(env: dict[str, str], traces: bool, metrics: bool) -> None:
+def test_exporters_per_signal(env: dict[str, str], traces: tuple[str, ...],
+                              metrics: tuple[str, ...]) -> None:
     s = resolve_settings(environ={"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", **env})
-    assert (bool(s.traces_endpoint), bool(s.metrics_endpoint)) == (traces, metrics)
+    assert (s.traces.exporters, s.metrics.exporters) == (traces, metrics)
 
 
-def test_service_name_resource_and_content() -> None:
+def test_content_policy_and_hook() -> None:
     s = resolve_settings(environ={
-        "OTEL_SERVICE_NAME": "agents",
-        "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=ci,team=a%2Cb",
         "CLAUDETRACE_OTEL_CAPTURE_CONTENT": "true",
         "CLAUDETRACE_OTEL_CONTENT_LIMIT": "100",
+        "CLAUDETRACE_OTEL_HOOK": "pkg.mod:configure",
     })
-    assert s.resource == {"deployment.environment": "ci", "team": "a,b", "service.name": "agents"}
     assert s.content.enabled and s.content.limit == 100
+    assert s.hook == "pkg.mod:configure"
     assert not resolve_settings(capture_content=False, environ={
         "CLAUDETRACE_OTEL_CAPTURE_CONTENT": "1"}).content.enabled
-    assert parse_key_values("broken,k=v") == {"k": "v"}
 
 
-def test_bad_protocol_is_a_telemetry_error() -> None:
+def test_bad_protocol_is_a_telemetry_error_naming_its_variable() -> None:
     with pytest.raises(TelemetryError, match="unsupported OTLP protocol"):
-        resolve_settings(protocol="thrift", environ={})
-
-
-def test_the_export_timeout_is_read_in_milliseconds_the_signals_own_first() -> None:
-    assert export_timeout({}, "traces") == DEFAULT_EXPORT_TIMEOUT_S == 5.0
-    env = {"OTEL_EXPORTER_OTLP_TIMEOUT": "2500", "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT": " 750 "}
-    assert export_timeout(env, "traces") == 2.5
-    assert export_timeout(env, "metrics") == 0.75
-
-
-@pytest.mark.parametrize("env, named", [
-    ({"OTEL_EXPORTER_OTLP_TIMEOUT": "soon"}, "OTEL_EXPORTER_OTLP_TIMEOUT='soon'"),
-    ({"OTEL_EXPORTER_OTLP_TIMEOUT": "0"}, "OTEL_EXPORTER_OTLP_TIMEOUT='0'"),
-    ({"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "-5"}, "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT='-5'"),
-    ({"OTEL_EXPORTER_OTLP_TIMEOUT": "1", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "inf"},
-     "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT='inf'"),
-    ({"OTEL_EXPORTER_OTLP_METRICS_TIMEOUT": "nan"}, "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT='nan'"),
-])
-def test_a_bad_export_timeout_is_named_when_the_settings_are_resolved(
-    env: dict[str, str], named: str
-) -> None:
-    with pytest.raises(TelemetryError, match=re.escape(named) + " is not a positive number"):
-        resolve_settings(endpoint="http://127.0.0.1:4318", environ=env)
-    # Unread while its signal is off.
-    off = {**env, "OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "none"}
-    assert not resolve_settings(endpoint="http://127.0.0.1:4318", environ=off).enabled
+        resolve_settings(protocol="thrift", endpoint="http://c:1", environ={})
+    with pytest.raises(TelemetryError, match="OTEL_EXPORTER_OTLP_METRICS_PROTOCOL='json'"):
+        resolve_settings(environ={"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:1",
+                                  "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "json"})
 
 
 def test_live_sink_off_does_not_import_opentelemetry() -> None:

@@ -242,8 +242,8 @@ assert run(Path(writer.path), json.loads(otel), None) == []
 
 
 @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
-def test_the_worker_imports_opentelemetry_only_for_grpc(db_path: Path, protocol: str) -> None:
-    """OTLP/HTTP: our encoder and the standard library.  gRPC: the SDK's channel."""
+def test_the_worker_exports_through_the_sdk(db_path: Path, protocol: str) -> None:
+    """The SDK's tracer provider, processors and the protocol's OTLP exporters."""
     with OtlpReceiver("grpc" if protocol == "grpc" else "http") as receiver:
         otel = json.dumps({"endpoint": receiver.endpoint, "protocol": protocol})
         proc = subprocess.run(
@@ -252,10 +252,9 @@ def test_the_worker_imports_opentelemetry_only_for_grpc(db_path: Path, protocol:
         )
         assert proc.returncode == 0, proc.stderr.decode()
         loaded = json.loads(proc.stdout)
-        if protocol == "grpc":  # the check can tell
-            assert "opentelemetry.exporter.otlp.proto.grpc.trace_exporter" in loaded
-        else:
-            assert loaded == [], loaded
+        assert "opentelemetry.sdk.trace.export" in loaded
+        wire = "grpc" if protocol == "grpc" else "http"
+        assert f"opentelemetry.exporter.otlp.proto.{wire}.trace_exporter" in loaded
         assert receiver.spans() and receiver.metrics()
 
 
@@ -392,7 +391,7 @@ def test_a_failure_after_the_proxy_has_gone_is_kept_with_the_recording(
     # and the indexer's stderr reaches no one: the warning is stored instead.
     endpoint = f"http://127.0.0.1:{refusing_port}"
     env = _env(OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_BSP_SCHEDULE_DELAY="60000",
-               OTEL_EXPORTER_OTLP_TIMEOUT="1500")
+               OTEL_EXPORTER_OTLP_TIMEOUT="1.5")  # seconds, for the Python SDK
     proc = subprocess.run(_proxy(db_path, fake_cli()), input=_host_input(),
                           capture_output=True, env=env, timeout=WAIT_S)
     assert proc.returncode == 0, proc.stderr.decode()
@@ -400,7 +399,8 @@ def test_a_failure_after_the_proxy_has_gone_is_kept_with_the_recording(
     assert stored == _session_events()
     warnings = info.extra["warnings"]
     assert len(warnings) == 1, warnings
-    assert warnings[0].startswith(f"OTLP export to {endpoint}/v1/traces failed: "), warnings
+    # Only the traces' failure: the metrics' is said on stderr, not stored.
+    assert warnings[0].startswith(f"OTLP traces export to {endpoint} failed: "), warnings
     shown = CliRunner().invoke(cli, ["show", info.id, "--db", str(db_path)])
     assert shown.exit_code == 0, shown.output
     assert f"       warning  {warnings[0]}\n" in shown.output, shown.output
@@ -424,10 +424,7 @@ def test_a_bad_setting_costs_one_warning(
 
 @pytest.mark.parametrize("name, value", [
     ("OTEL_EXPORTER_OTLP_PROTOCOL", "carrier-pigeon"),
-    ("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "zstd"),
-    ("OTEL_BSP_SCHEDULE_DELAY", "soon"),
-    ("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "sideways"),
-    ("OTEL_EXPORTER_OTLP_TIMEOUT", "whenever"),
+    ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "carrier-pigeon"),
 ])
 def test_a_bad_setting_is_reported_even_when_the_session_is_short(
     db_path: Path, name: str, value: str
@@ -519,8 +516,9 @@ def test_a_real_cli_session_exports_what_backfill_sends(
 
 
 def test_an_unreachable_collector_never_blocks_the_events(
-    capsys: pytest.CaptureFixture[str], refusing_port: int
+    capsys: pytest.CaptureFixture[str], refusing_port: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")  # seconds, for the Python SDK
     cassette = read_cassette(FIXTURES / "plain.cassette.ndjson")
     info = RecordingInfo(id="01UNREACHABLE", argv=[], started_ns=time.time_ns())
     sink = live_sink(info, endpoint=f"http://127.0.0.1:{refusing_port}", environ={})
@@ -533,8 +531,37 @@ def test_an_unreachable_collector_never_blocks_the_events(
     sink.on_close(info)
     assert fed < 1.0  # exporting never blocks the events
     assert time.monotonic() - began < 3.0 + WAIT_S / 4  # a bounded flush
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(" export to ")[0] for line in lines] == [
+        "claudetrace: warning: OTLP traces", "claudetrace: warning: OTLP metrics"], lines
+    assert all(f"127.0.0.1:{refusing_port}" in line for line in lines)
+    # Only the traces' failure is the session's.
+    assert sink.warnings == [lines[0].removeprefix("claudetrace: warning: ").removesuffix(
+        "; the session continues without telemetry")]
+
+
+@pytest.mark.parametrize("name, value", [
+    ("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "zstd"),
+    ("OTEL_BSP_SCHEDULE_DELAY", "soon"),
+    ("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "sideways"),
+    ("OTEL_EXPORTER_OTLP_TIMEOUT", "whenever"),
+])
+def test_a_setting_the_sdk_cannot_use_is_one_warning(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, name: str, value: str
+) -> None:
+    """The SDK reads these itself, warns and goes on with its default: said once."""
+    monkeypatch.setenv(name, value)
+    info = RecordingInfo(id="01SDKSETTING", argv=[], started_ns=time.time_ns())
+    with OtlpReceiver("http") as receiver:
+        sink = live_sink(info, endpoint=receiver.endpoint)
+        assert isinstance(sink, LiveTelemetry)
+        for event in read_cassette(FIXTURES / "plain.cassette.ndjson").events:
+            sink.on_events([event])
+        info.ended_ns, info.exit_code = time.time_ns(), 0
+        sink.on_close(info)
+        assert receiver.spans() and sink.warnings == []
     err = capsys.readouterr().err
-    assert err.count("warning") == 1 and f"127.0.0.1:{refusing_port}" in err
+    assert err.count("warning") == 1 and (name in err or value in err), err
 
 
 def test_a_bad_setting_is_no_sink_and_one_warning(capsys: pytest.CaptureFixture[str]) -> None:

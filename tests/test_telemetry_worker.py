@@ -267,7 +267,7 @@ def test_the_workers_warnings_reach_the_indexer(tmp_path: Path, refusing_port: i
     worker = TelemetryWorker(writer.path, {"endpoint": f"http://127.0.0.1:{refusing_port}"},
                              WAIT_S)
     worker.on_close(RecordingInfo(id="ignored", argv=[], started_ns=0))
-    assert len(worker.warnings) == 1 and "OTLP export to" in worker.warnings[0]
+    assert len(worker.warnings) == 1 and "OTLP traces export to" in worker.warnings[0]
 
 
 def test_a_worker_that_cannot_read_the_capture_is_one_warning(tmp_path: Path) -> None:

@@ -16,9 +16,13 @@ from ._common import db_option, reports_errors
                    "or an ISO date.")
 @click.option("--endpoint", metavar="URL",
               help="OTLP endpoint [env: OTEL_EXPORTER_OTLP_ENDPOINT]; for http/protobuf the "
-                   "base URL, /v1/traces and /v1/metrics are appended.")
+                   "base URL, /v1/traces and /v1/metrics are appended.  Every other "
+                   "setting is the OpenTelemetry SDK's OTEL_* variables "
+                   "(OTEL_TRACES_EXPORTER, OTEL_METRICS_EXPORTER=none for a traces-only "
+                   "backend, headers, compression, timeouts…).")
 @click.option("--protocol", type=click.Choice(["grpc", "http/protobuf"]),
-              help="OTLP protocol [env: OTEL_EXPORTER_OTLP_PROTOCOL; default: http/protobuf].")
+              help="OTLP protocol [env: OTEL_EXPORTER_OTLP_[TRACES_|METRICS_]PROTOCOL; "
+                   "default: http/protobuf].")
 @click.option("--content/--no-content", default=None,
               help="Put prompts, outputs and tool inputs/results on spans "
                    "[env: CLAUDETRACE_OTEL_CAPTURE_CONTENT; default: off].")
@@ -39,7 +43,9 @@ def otel(
 
     The spans are the ones the proxy exports live (same ids, names, attributes
     and recorded times), so backfilling a recording that was already exported
-    live replaces nothing and adds nothing new to a trace backend.
+    live replaces nothing and adds nothing new to a trace backend.  Exits 0 when
+    the traces were delivered (a metrics endpoint that refuses is a warning),
+    1 when they were not.
     """
     from ..store import open_store
     from ..telemetry.backfill import backfill, parse_since, recording_spans, select_recordings
@@ -59,16 +65,23 @@ def otel(
         return
     if not settings.enabled:
         raise TelemetryError(
-            "no OTLP endpoint: pass --endpoint or set OTEL_EXPORTER_OTLP_ENDPOINT"
+            "no exporter: pass --endpoint, or set OTEL_EXPORTER_OTLP_ENDPOINT "
+            "(or OTEL_TRACES_EXPORTER=console)"
         )
     if not ids:
         click.echo("no recordings to export", err=True)
         return
-    from ..telemetry.export import OtlpExporter
+    from ..telemetry.export import Telemetry
 
-    exporter = OtlpExporter(settings, block=True)  # a backfill waits rather than drops
+    def warn(message: str, signal: str | None) -> None:
+        click.echo(f"claudetrace: warning: {message}", err=True)
+
+    exporter = Telemetry(settings, warn=warn, block=True)  # a backfill waits, never drops
     count = backfill(store, ids, exporter, content=settings.content)
-    if not exporter.shutdown(timeout_s=15.0):
-        raise TelemetryError(exporter.first_error or "OTLP export failed")
-    where = settings.traces_endpoint or settings.metrics_endpoint
-    click.echo(f"exported {count} spans from {len(ids)} recording(s) to {where}", err=True)
+    delivered = exporter.shutdown(timeout_s=30.0)
+    traces = exporter.deliveries.get("traces")
+    if not delivered:
+        why = traces.first_error if traces is not None and traces.first_error else "timed out"
+        raise TelemetryError(f"traces were not delivered: {why}")
+    where = f" to {traces.where}" if traces is not None else ""
+    click.echo(f"exported {count} spans from {len(ids)} recording(s){where}", err=True)

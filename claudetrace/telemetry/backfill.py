@@ -76,7 +76,7 @@ def backfill(
 ) -> int:
     """Export the recordings' spans and metrics through ``exporter``; the span count.
 
-    ``exporter`` is an :class:`~claudetrace.telemetry.export.OtlpExporter` (or
+    ``exporter`` is a :class:`~claudetrace.telemetry.export.Telemetry` (or
     anything with ``span_ended``); the caller shuts it down to flush.
     """
     count = 0

@@ -32,12 +32,12 @@ from .spans import SpanBuilder
 FLUSH_TIMEOUT_S: Final = 3.0
 
 
-def warn(message: str) -> None:
+def warn(message: str, *, continues: bool = True) -> None:
     """One warning line on stderr (the proxy relays it while it runs)."""
+    tail = "; the session continues without telemetry" if continues else ""
     # Once the proxy has gone, so has the pipe it relayed our stderr through.
     with contextlib.suppress(OSError, ValueError):
-        print(f"claudetrace: warning: {message}; the session continues without telemetry",
-              file=sys.stderr, flush=True)
+        print(f"claudetrace: warning: {message}{tail}", file=sys.stderr, flush=True)
 
 
 class LiveTelemetry:
@@ -53,22 +53,24 @@ class LiveTelemetry:
     def __init__(self, info: RecordingInfo, settings: OtelSettings,
                  *, flush_timeout: float = FLUSH_TIMEOUT_S,
                  environ: Mapping[str, str] = os.environ) -> None:
-        from .export import OtlpExporter
+        from .export import Telemetry
 
         self.info = info
         self.settings = settings
         self._flush_timeout = flush_timeout
-        #: What went wrong exporting, kept with the recording by the indexer.
+        #: What went wrong exporting the traces, kept with the recording by the
+        #: indexer (a metrics endpoint that refuses is only said on stderr: the
+        #: session's traces are what a trace backend shows of it).
         self.warnings: list[str] = []
-        self.exporter = OtlpExporter(settings, instance_id=info.id, warn=self._warn,
-                                     environ=environ)
+        self.exporter = Telemetry(settings, warn=self._warn, environ=environ)
         self.builder = SpanBuilder(info, content=settings.content,
                                    on_end=self.exporter.span_ended)
         self.on_events = self.builder.feed_many
 
-    def _warn(self, message: str) -> None:
-        self.warnings.append(message)
-        warn(message)
+    def _warn(self, message: str, signal: str | None = None) -> None:
+        if signal != "metrics":
+            self.warnings.append(message)
+        warn(message, continues=signal != "metrics")
 
     def child_env(self) -> dict[str, str]:
         """``TRACEPARENT`` of our root span, when traces are exported."""

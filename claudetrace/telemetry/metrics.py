@@ -3,22 +3,16 @@
 Every metric is a function of one finished span, so live export and backfill
 record the same values.  Names and attributes follow the metric names contract
 (see the README section "OpenTelemetry"); :data:`INSTRUMENTS` lists them with
-their kind and unit, and :class:`MetricAggregator` sums them up for export.
+their kind and unit; :mod:`.export` records them on the SDK's instruments.
 """
 
 from __future__ import annotations
 
-import math
-import threading
-import time
-from bisect import bisect_left
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Literal, NamedTuple
 
 from . import conventions as c
-from .config import Temporality
-from .records import Attributes, AttrValue, SpanRecord
+from .records import Attributes, SpanRecord
 
 InstrumentKind = Literal["counter", "histogram"]
 
@@ -138,96 +132,3 @@ def measurements(span: SpanRecord) -> list[Measurement]:
     if kind == "root":
         return _root(span)
     return []
-
-
-# -- aggregation -------------------------------------------------------------------------------
-
-_KINDS: Final = {inst.name: inst for inst in INSTRUMENTS}
-
-
-@dataclass(slots=True)
-class Point:
-    """One series of one instrument: its attributes, since when, and the aggregate.
-
-    A sum keeps ``value``; a histogram ``count``, ``total``, ``minimum``,
-    ``maximum`` and ``buckets`` (one count per bucket, the last one unbounded).
-    """
-
-    attributes: Attributes
-    start_ns: int
-    value: float = 0
-    count: int = 0
-    total: float = 0.0
-    minimum: float = math.inf
-    maximum: float = -math.inf
-    buckets: list[int] | None = None
-
-
-class MetricAggregator:
-    """Sums and explicit-bucket histograms of :class:`Measurement` s, per series.
-
-    It computes what the OpenTelemetry SDK's default aggregations compute for
-    the same measurements (a value ``v`` counts in the first bucket whose bound
-    is ≥ ``v``; min, max and sum are kept), for a small fraction of the SDK's
-    cost per measurement.  :meth:`add` runs on the span builder's thread and
-    :meth:`collect` on the exporter's, hence the lock.
-
-    With ``cumulative`` temporality a series starts at its first measurement and
-    accumulates for ever; with ``delta`` each collection starts afresh.
-    """
-
-    def __init__(self, temporality: Temporality = "cumulative",
-                 clock: Callable[[], int] = time.time_ns) -> None:
-        self.temporality = temporality
-        self._clock = clock
-        self._series: dict[str, dict[frozenset[tuple[str, AttrValue]], Point]] = {}
-        self._lock = threading.Lock()
-        self._since = clock()
-
-    def add(self, measurement: Measurement) -> None:
-        """Count one measurement in its series."""
-        inst = _KINDS[measurement.instrument]
-        value = measurement.value
-        key = frozenset(measurement.attributes.items())
-        with self._lock:
-            series = self._series.get(inst.name)
-            if series is None:
-                series = self._series[inst.name] = {}
-            point = series.get(key)
-            if point is None:
-                start = self._since if self.temporality == "delta" else self._clock()
-                point = series[key] = Point(dict(measurement.attributes), start)
-                if inst.buckets is not None:
-                    point.buckets = [0] * (len(inst.buckets) + 1)
-            if point.buckets is None:
-                point.value += value
-                return
-            point.count += 1
-            point.total += value
-            if value < point.minimum:
-                point.minimum = value
-            if value > point.maximum:
-                point.maximum = value
-            point.buckets[bisect_left(inst.buckets or (), value)] += 1
-
-    def collect(self) -> tuple[int, list[tuple[Instrument, list[Point]]]]:
-        """(now, every instrument's series), in :data:`INSTRUMENTS` order.
-
-        Cumulative: copies of the running totals.  Delta: what was added since
-        the last collection, which then starts over.
-        """
-        with self._lock:
-            now = self._clock()
-            if self.temporality == "delta":
-                taken, self._series, self._since = self._series, {}, now
-            else:
-                taken = {name: {k: _copy(p) for k, p in series.items()}
-                         for name, series in self._series.items()}
-        return now, [(inst, list(taken[inst.name].values()))
-                     for inst in INSTRUMENTS if taken.get(inst.name)]
-
-
-def _copy(point: Point) -> Point:
-    buckets = None if point.buckets is None else list(point.buckets)
-    return Point(point.attributes, point.start_ns, point.value, point.count, point.total,
-                 point.minimum, point.maximum, buckets)
