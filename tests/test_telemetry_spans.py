@@ -491,3 +491,81 @@ def test_feeding_in_chunks_gives_the_same_spans(name: str) -> None:
             at += size
         builder.close(info)
         assert _as_data(builder.finished) == expected
+
+
+# -- content per the GenAI schema, tokens per call, OpenInference kinds -----------------------
+
+ALL = ["basic", "mcp_hooks", "cli_dies", "hooks", "interrupt", "mcp_tool", "multi_turn",
+       "permission_allow", "permission_deny", "plain", "set_model_and_mode", "subagent"]
+ROLES = {"system", "user", "assistant", "tool"}
+
+
+def _check_messages(value: object, *, output: bool) -> None:
+    """What the GenAI input/output messages JSON schemas require: one array of messages,
+    each with a role and a list of typed parts; an output message its finish_reason."""
+    assert isinstance(value, str)
+    messages = json.loads(value)  # one JSON document: not arrays joined by newlines
+    assert isinstance(messages, list) and messages
+    for message in messages:
+        assert message["role"] in ROLES
+        assert isinstance(message["parts"], list)
+        for part in message["parts"]:
+            assert isinstance(part["type"], str)
+            if part["type"] in ("text", "reasoning"):
+                assert isinstance(part["content"], str)
+            if part["type"] == "tool_call":
+                assert isinstance(part["name"], str)
+        if output:
+            assert isinstance(message["finish_reason"], str) and message["finish_reason"]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_messages_follow_the_genai_schema(name: str) -> None:
+    info, events = load(name)
+    spans = build_spans(info, events, content=ContentPolicy(enabled=True, limit=40))
+    checked = 0
+    for span in spans:
+        for key, output in ((c.GEN_AI_INPUT_MESSAGES, False), (c.GEN_AI_OUTPUT_MESSAGES, True)):
+            if key in span.attributes:
+                _check_messages(span.attributes[key], output=output)  # even when clipped
+                checked += 1
+    # Every call the host saw an answer of (not a subagent's, counted by the CLI only).
+    seen = [s for s in spans if s.name.startswith("chat ") and s.status != "error"
+            and c.GEN_AI_CONVERSATION_ID in s.attributes]
+    assert all(c.GEN_AI_OUTPUT_MESSAGES in s.attributes for s in seen)
+    assert checked >= len(seen)
+
+
+def test_a_call_spread_over_several_assistant_lines_is_one_message() -> None:
+    info, events = load("multi_turn")  # thinking and text of one call on two lines
+    spans = build_spans(info, events, content=ContentPolicy(enabled=True))
+    second = [s for s in spans if s.attributes.get(c.GEN_AI_RESPONSE_ID) == "msg_fake_00001"]
+    (message,) = json.loads(str(second[0].attributes[c.GEN_AI_OUTPUT_MESSAGES]))
+    assert [p["type"] for p in message["parts"]] == ["reasoning", "text"]
+    assert message["finish_reason"] == "stop"
+
+
+def test_openinference_kinds() -> None:
+    from claudetrace.telemetry.openinference import attributes
+
+    kinds: dict[str, set[str]] = {}
+    texts = 0
+    for name in ("subagent", "mcp_tool", "hooks", "permission_deny", "set_model_and_mode"):
+        info, events = load(name)
+        for span in build_spans(info, events, content=ContentPolicy(enabled=True)):
+            oi = attributes(span)
+            kinds.setdefault(span.name.split(" ")[0], set()).add(str(oi["openinference.span.kind"]))
+            if oi["openinference.span.kind"] == "LLM":
+                assert oi["llm.token_count.total"] == (
+                    oi["llm.token_count.prompt"] + oi["llm.token_count.completion"])
+                texts += "llm.output_messages.0.message.content" in oi
+                assert oi.get("session.id") == span.attributes.get(c.GEN_AI_CONVERSATION_ID)
+            if span.name.startswith("tools/call"):
+                assert c.GEN_AI_OPERATION_NAME not in span.attributes
+    assert texts >= 5
+    assert kinds == {
+        "invoke_agent": {"AGENT"}, "turn": {"CHAIN"}, "chat": {"LLM"},
+        "execute_tool": {"TOOL"}, "can_use_tool": {"CHAIN"}, "hook_callback": {"CHAIN"},
+        "tools/call": {"CHAIN"}, "tools/list": {"CHAIN"}, "initialize": {"CHAIN"},
+        "notifications/initialized": {"CHAIN"}, "control": {"CHAIN"},
+    }

@@ -78,7 +78,8 @@ def mcp_request(request: dict[str, Any]) -> tuple[str, Attributes]:
     if isinstance(params.get("protocolVersion"), str):
         attrs[c.MCP_PROTOCOL_VERSION] = params["protocolVersion"]
     if method == "tools/call":
-        attrs[c.GEN_AI_OPERATION_NAME] = c.OP_EXECUTE_TOOL
+        # Not gen_ai.operation.name execute_tool: the tool call is its execute_tool
+        # span already, and this round trip is one step of it, not a second one.
         if isinstance(params.get("name"), str):
             attrs[c.GEN_AI_TOOL_NAME] = params["name"]
         meta = params.get("_meta")

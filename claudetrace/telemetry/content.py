@@ -9,7 +9,7 @@ on spans only when the user opts in (``--otel-content`` or
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -73,10 +73,11 @@ def block_text(content: Any) -> str:
     return "" if content is None else jsonish(content)
 
 
-def _parts(content: Any) -> list[dict[str, Any]]:
-    """Content blocks as GenAI message parts (text, tool_call, tool_call_response)."""
+def _parts(content: Any, clip: Callable[[str], str]) -> list[dict[str, Any]]:
+    """Content blocks as GenAI message parts (text, reasoning, tool_call,
+    tool_call_response), each text cut by ``clip`` (the JSON stays whole)."""
     if isinstance(content, str):
-        return [{"type": "text", "content": content}]
+        return [{"type": "text", "content": clip(content)}]
     parts: list[dict[str, Any]] = []
     if not isinstance(content, list):
         return parts
@@ -85,44 +86,55 @@ def _parts(content: Any) -> list[dict[str, Any]]:
             continue
         kind = block.get("type")
         if kind == "text":
-            parts.append({"type": "text", "content": block.get("text", "")})
+            parts.append({"type": "text", "content": clip(str(block.get("text", "")))})
         elif kind == "thinking":
-            parts.append({"type": "reasoning", "content": block.get("thinking", "")})
+            parts.append({"type": "reasoning", "content": clip(str(block.get("thinking", "")))})
         elif kind in ("tool_use", "server_tool_use", "mcp_tool_use"):
-            parts.append(
-                {
-                    "type": "tool_call",
-                    "id": block.get("id"),
-                    "name": block.get("name"),
-                    "arguments": block.get("input"),
-                }
-            )
+            part: dict[str, Any] = {"type": "tool_call", "id": block.get("id"),
+                                    "name": str(block.get("name"))}
+            arguments = block.get("input")
+            if arguments is not None:
+                text = jsonish(arguments)
+                part["arguments"] = arguments if len(text) <= len(clip(text)) else clip(text)
+            parts.append(part)
         elif kind == "tool_result":
-            parts.append(
-                {
-                    "type": "tool_call_response",
-                    "id": block.get("tool_use_id"),
-                    "response": block_text(block.get("content")),
-                }
-            )
+            parts.append({"type": "tool_call_response", "id": block.get("tool_use_id"),
+                          "response": clip(block_text(block.get("content")))})
         else:
             parts.append({"type": str(kind)})
     return parts
 
 
-def user_input(line: Mapping[str, Any] | None) -> str:
+#: Anthropic's ``stop_reason`` as a GenAI ``finish_reason``.
+FINISH_REASONS: Final = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length",
+                         "tool_use": "tool_call", "refusal": "content_filter"}
+
+
+def finish_reason(stop_reason: str | None, parts: list[dict[str, Any]]) -> str:
+    """The GenAI ``finish_reason`` of a model call: from its ``stop_reason``, else from its
+    content (a call that ends in a tool call stopped for it), else ``stop``."""
+    if stop_reason:
+        return FINISH_REASONS.get(stop_reason, stop_reason)
+    if parts and parts[-1].get("type") == "tool_call":
+        return "tool_call"
+    return "stop"
+
+
+def user_input(line: Mapping[str, Any] | None, policy: ContentPolicy) -> str:
     """``gen_ai.input.messages`` JSON for a host's user line."""
     message = (line or {}).get("message")
     content = message.get("content") if isinstance(message, dict) else None
-    return jsonish([{"role": "user", "parts": _parts(content)}])
+    return jsonish([{"role": "user", "parts": _parts(content, policy.clip)}])
 
 
-def assistant_output(message: Mapping[str, Any]) -> str:
-    """``gen_ai.output.messages`` JSON for one assistant line's message."""
-    out: dict[str, Any] = {"role": "assistant", "parts": _parts(message.get("content"))}
-    if isinstance(message.get("stop_reason"), str):
-        out["finish_reason"] = message["stop_reason"]
-    return jsonish([out])
+def message_parts(message: Mapping[str, Any], policy: ContentPolicy) -> list[dict[str, Any]]:
+    """The GenAI parts of one assistant line's message."""
+    return _parts(message.get("content"), policy.clip)
+
+
+def output_messages(parts: list[dict[str, Any]], reason: str) -> str:
+    """``gen_ai.output.messages`` JSON: one assistant message, every part of the call."""
+    return jsonish([{"role": "assistant", "parts": parts, "finish_reason": reason}])
 
 
 def scalar_fields(line: Mapping[str, Any]) -> Attributes:

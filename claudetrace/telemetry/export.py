@@ -25,6 +25,8 @@ insecure) and the processors ``OTEL_BSP_*`` / ``OTEL_METRIC_EXPORT_*`` themselve
   ``deltatocumulative`` processor then keeps one long-lived series per
   host/service that every short session adds to, which ``rate()`` and
   ``increase()`` read right;
+- every span carries OpenInference attributes beside the GenAI ones
+  (:mod:`.openinference`), for Phoenix;
 - a gRPC endpoint given without a scheme on a loopback address is plaintext
   (no TLS handshake with a local collector) unless ``…_INSECURE`` or a
   certificate says otherwise;
@@ -79,6 +81,7 @@ from ..errors import TelemetryError
 from . import conventions as c
 from .config import DEFAULT_SERVICE_NAME, OtelSettings, SignalSettings
 from .metrics import INSTRUMENTS, measurements
+from .openinference import attributes as openinference
 from .records import SpanRecord
 
 _PATHS: Final = {"traces": "/v1/traces", "metrics": "/v1/metrics"}
@@ -448,7 +451,8 @@ class Telemetry:
             context = trace.set_span_in_context(NonRecordingSpan(parent))
         self.ids.next = (record.trace_id, record.span_id)
         span = self.tracer.start_span(record.name, context=context, kind=_KINDS[record.kind],
-                                      attributes=record.attributes, start_time=record.start_ns)
+                                      attributes={**record.attributes, **openinference(record)},
+                                      start_time=record.start_ns)
         self.ids.next = None
         for event in record.events:
             span.add_event(event.name, event.attributes, event.time_ns)

@@ -42,7 +42,14 @@ from .attributes import (
     mcp_error,
     mcp_request,
 )
-from .content import ContentPolicy, assistant_output, block_text, user_input
+from .content import (
+    ContentPolicy,
+    block_text,
+    finish_reason,
+    message_parts,
+    output_messages,
+    user_input,
+)
 from .records import Attributes, SpanKind, SpanRecord
 from .spantree import Lane, PendingRequest, SpanTree, usage_of
 
@@ -184,7 +191,7 @@ class SpanBuilder(SpanTree):
     def _user_in(self, event: Event, now: int) -> None:
         turn = self._start_turn(now)
         if self.content.enabled:
-            turn.attributes[c.GEN_AI_INPUT_MESSAGES] = self.content.clip(user_input(event.message))
+            turn.attributes[c.GEN_AI_INPUT_MESSAGES] = user_input(event.message, self.content)
 
     def _result(self, event: Event, now: int) -> None:
         msg = event.message or {}
@@ -207,8 +214,10 @@ class SpanBuilder(SpanTree):
         if turn.num_turns is not None:
             attrs[c.NUM_TURNS] = turn.num_turns
         if self.content.enabled and isinstance(msg.get("result"), str):
-            output = assistant_output({"content": msg["result"]})
-            attrs[c.GEN_AI_OUTPUT_MESSAGES] = self.content.clip(output)
+            parts = message_parts({"content": msg["result"]}, self.content)
+            reason = finish_reason(opt_str(msg.get("stop_reason")), parts)
+            attrs[c.GEN_AI_OUTPUT_MESSAGES] = output_messages(
+                parts, "error" if turn.is_error else reason)
         reason = "interrupted" if turn.interrupted else "turn ended before it finished"
         if turn.interrupted:
             attrs[c.INTERRUPTED] = True
@@ -295,13 +304,8 @@ class SpanBuilder(SpanTree):
             attrs = entry.span.attributes
             if isinstance(message.get("stop_reason"), str):
                 attrs[c.GEN_AI_RESPONSE_FINISH_REASONS] = (message["stop_reason"],)
-        if self.content.enabled:
-            key = c.GEN_AI_OUTPUT_MESSAGES
-            previous_text = entry.span.attributes.get(key)
-            text = assistant_output(message)
-            if isinstance(previous_text, str):
-                text = previous_text + "\n" + text
-            entry.span.attributes[key] = self.content.clip(text)
+        if self.content.enabled:  # one message of all the call's lines, written at its end
+            entry.parts = (entry.parts or []) + message_parts(message, self.content)
         error = msg.get("error") or message.get("error")
         if error:
             entry.span.set_error(error_text(error) or "assistant error")

@@ -18,7 +18,7 @@ from ..events import Event
 from ..model import ControlRoundTrip, ModelCall, Session, Turn, Usage
 from ..recording import RecordingInfo
 from . import conventions as c
-from .content import ContentPolicy, jsonish, scalar_fields
+from .content import ContentPolicy, finish_reason, jsonish, output_messages, scalar_fields
 from .records import Attributes, SpanEvent, SpanKind, SpanRecord, span_id_for, trace_id_for
 
 Lane = str | None  # a parent_tool_use_id: None is the main agent, else a subagent
@@ -36,6 +36,9 @@ class OpenSpan:
     #: Thinking progress on a model call, written to its attributes when it ends.
     thinking_updates: int = 0
     thinking_tokens: int | None = None
+    #: A model call's output as GenAI message parts (content capture on), written
+    #: to its attributes when it ends, as one message.
+    parts: list[dict[str, Any]] | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -318,7 +321,18 @@ class SpanTree:
             return
         if call is not None:
             self._usage(entry.span, call)
+        self._write_output(entry)
         self._end(entry.span, entry.last_ns, error)
+
+    def _write_output(self, entry: OpenSpan) -> None:
+        """The call's output messages, when content is captured: one message of all the
+        call's parts, with its finish reason."""
+        if entry.parts is None:
+            return
+        reasons = entry.span.attributes.get(c.GEN_AI_RESPONSE_FINISH_REASONS)
+        stop_reason = reasons[0] if isinstance(reasons, tuple) and reasons else None
+        reason = finish_reason(stop_reason, entry.parts)
+        entry.span.attributes[c.GEN_AI_OUTPUT_MESSAGES] = output_messages(entry.parts, reason)
 
     def _usage(self, span: SpanRecord, call: ModelCall) -> None:
         span.attributes.update(usage_of(call.usage))
@@ -334,6 +348,7 @@ class SpanTree:
                 continue
             self._usage(entry.span, call)
             self._open[entry.span.span_id] = entry
+            self._write_output(entry)
             self._end(entry.span, entry.last_ns, error)
         self._parked = keep
         if turn is None:
