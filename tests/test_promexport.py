@@ -10,6 +10,7 @@ package's own span builder and measurements on the same recordings.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -29,20 +30,18 @@ from claudetrace import promexport
 from claudetrace.cassette import read_cassette
 from claudetrace.cli import cli
 from claudetrace.events import Event
-from claudetrace.model import STATUSES
+from claudetrace.model import STATUSES, Session
 from claudetrace.promexport import (
     BUCKETS,
-    ControlRow,
     Family,
     Histogram,
     StoreMetrics,
-    ToolRow,
     make_server,
-    recording_figures,
     render,
 )
 from claudetrace.recording import RecordingInfo, new_recording_id
 from claudetrace.store import Recording, Store, info_from_header, open_store
+from claudetrace.store.models import status_expression
 from claudetrace.telemetry import conventions as c
 from claudetrace.telemetry.metrics import measurements
 from claudetrace.telemetry.spans import build_spans
@@ -145,32 +144,56 @@ def test_histogram_buckets_are_cumulative_and_inclusive() -> None:
     )
 
 
-def test_recording_figures_pairs_tools_controls_and_permissions() -> None:
-    tools = [
-        ToolRow(3, "t1", "Bash", "use", 1 * S),  # streamed content_block_start
-        ToolRow(4, "t1", "Bash", "use", 2 * S),  # the assistant message repeats it
-        ToolRow(5, "t1", "Bash", "permission", 3 * S),
-        ToolRow(8, "t1", None, "result", 6 * S),
-        ToolRow(9, "t2", "Read", "use", 7 * S),
-        ToolRow(11, "t2", None, "result", 7 * S + S // 2),
-        ToolRow(12, "t3", "Write", "use", 8 * S),  # never answered
-    ]
-    controls = [
-        ControlRow(0, "in", "control_request", "initialize", "req_1", 0),
-        ControlRow(1, "out", "control_response", "success", "req_1", S // 10),
-        ControlRow(5, "out", "control_request", "can_use_tool", "p1", 3 * S),
-        ControlRow(6, "in", "control_response", "success", "p1", 5 * S),
-        ControlRow(13, "in", "control_request", "interrupt", "req_2", 9 * S),
+def _line(seq: int, direction: str, t_ns: int, obj: dict[str, object]) -> Event:
+    return Event(seq, direction, t_ns, json.dumps(obj).encode())  # type: ignore[arg-type]
+
+
+def _request(rid: str, **request: object) -> dict[str, object]:
+    return {"type": "control_request", "request_id": rid, "request": request}
+
+
+def _response(rid: str, subtype: str = "success", **answer: object) -> dict[str, object]:
+    return {"type": "control_response",
+            "response": {"subtype": subtype, "request_id": rid, "response": answer}}
+
+
+def _tool_use(tid: str, name: str) -> dict[str, object]:
+    return {"type": "assistant", "message": {"id": f"m_{tid}", "content": [
+        {"type": "tool_use", "id": tid, "name": name, "input": {}}]}}
+
+
+def _tool_result(tid: str, *, error: bool = False) -> dict[str, object]:
+    return {"type": "user", "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": tid, "is_error": error, "content": "x"}]}}
+
+
+def test_session_figures_pair_tools_controls_and_permissions() -> None:
+    lines = [
+        ("in", 0, _request("req_1", subtype="initialize")),
+        ("out", S // 10, _response("req_1")),
+        ("in", S // 2, {"type": "user", "message": {"role": "user", "content": "go"}}),
+        ("out", 1 * S, _tool_use("t1", "Bash")),
+        ("out", 3 * S, _request("p1", subtype="can_use_tool", tool_name="Bash",
+                                tool_use_id="t1", input={})),
+        ("in", 5 * S, _response("p1", behavior="deny", message="no")),
+        ("out", 6 * S, _tool_result("t1")),
+        ("out", 7 * S, _tool_use("t2", "Read")),
+        ("out", 7 * S + S // 2, _tool_result("t2", error=True)),
+        ("out", 8 * S, _tool_use("t3", "Write")),  # never answered
+        ("in", 9 * S, _request("req_2", subtype="interrupt")),
         # The request's own id echoed on its own stream is not an answer.
-        ControlRow(14, "in", "control_response", "success", "req_2", 9 * S),
-        ControlRow(15, "out", "control_request", "hook_callback", "h1", 9 * S),
-        ControlRow(16, "in", "control_response", "error", "h1", 9 * S + S // 100),
+        ("in", 9 * S, _response("req_2")),
+        ("out", 9 * S, _request("h1", subtype="hook_callback", tool_use_id="t3",
+                                input={"hook_event_name": "PreToolUse"})),
+        ("in", 9 * S + S // 100, _response("h1", "error")),
     ]
-    figures = recording_figures(tools, controls, {"p1": "deny"}, {"t2"})
+    session = Session()
+    session.add_many(_line(n, d, t, obj) for n, (d, t, obj) in enumerate(lines))
+    figures = promexport.session_figures(session)
     assert figures.tool_calls == Counter(
         {("Bash", "ok"): 1, ("Read", "error"): 1, ("Write", "unfinished"): 1}
     )
-    assert figures.tool_duration[("Bash",)].sum == 5.0  # first mention to result
+    assert figures.tool_duration[("Bash",)].sum == 5.0  # tool_use to tool_result
     assert figures.tool_duration[("Read",)].sum == 0.5
     assert ("Write",) not in figures.tool_duration
     assert figures.control_requests == Counter(
@@ -185,27 +208,6 @@ def test_recording_figures_pairs_tools_controls_and_permissions() -> None:
     assert ("interrupt", "host", "unanswered") not in figures.control_duration
     assert figures.permission_wait[("Bash",)].sum == 2.0
     assert figures.permission_decisions == Counter({("Bash", "deny"): 1})
-
-
-def test_decision_and_failed_tools_read_from_the_parsed_line() -> None:
-    allow = Event(
-        0,
-        "in",
-        0,
-        b'{"type":"control_response","response":{"subtype":"success",'
-        b'"request_id":"p","response":{"behavior":"allow","updatedInput":{}}}}',
-    )
-    assert promexport.permission_decision(allow) == "allow"
-    assert promexport.permission_decision(Event(0, "in", 0, b"not json")) is None
-    user = Event(
-        1,
-        "out",
-        0,
-        b'{"type":"user","message":{"role":"user","content":['
-        b'{"type":"tool_result","tool_use_id":"a","is_error":true,"content":"x"},'
-        b'{"type":"tool_result","tool_use_id":"b","content":"y"}]}}',
-    )
-    assert promexport.failed_tool_ids(user) == {"a"}
 
 
 # --------------------------------------------------------------------------- store + HTTP
@@ -238,7 +240,7 @@ def store(db_path: Path) -> Iterator[Store]:
 
 @pytest.fixture
 def server(store: Store) -> Iterator[str]:
-    httpd = make_server(StoreMetrics(store.engine), "127.0.0.1", 0)
+    httpd = make_server(StoreMetrics(store), "127.0.0.1", 0)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:
@@ -284,11 +286,10 @@ def test_scrape_over_http_matches_independent_figures(store: Store, server: str)
     with store.session() as session:
         recordings = session.scalars(select(Recording)).all()
         expected_status = Counter(r.status for r in recordings)
-        cost = dict(
-            session.execute(
-                select(Recording.model, func.sum(Recording.cost_usd)).group_by(Recording.model)
-            ).all()
-        )
+        cost: Counter[str] = Counter()
+        for rec in recordings:
+            for model, figures in (rec.models or {}).items():
+                cost[model] += figures["cost_usd"]
         output_tokens = session.scalar(select(func.sum(Recording.output_tokens)))
         event_count = session.scalar(select(func.sum(Recording.event_count)))
     assert set(STATUSES) == set(expected_status)
@@ -296,7 +297,7 @@ def test_scrape_over_http_matches_independent_figures(store: Store, server: str)
         (s,): expected_status.get(s, 0) for s in STATUSES
     }
     assert values(samples, "claudetrace_store_cost_usd_total", "model") == pytest.approx(
-        {(m or "unknown",): v for m, v in cost.items()}
+        {(m,): v for m, v in cost.items()}
     )
     tokens = values(samples, "claudetrace_store_tokens_total", "model", "type")
     assert sum(v for (_, kind), v in tokens.items() if kind == "output") == output_tokens > 0
@@ -370,7 +371,7 @@ def test_an_unreadable_store_answers_500(db_path: Path) -> None:
 
 
 def test_ended_recordings_are_read_once_and_new_ones_are_added(store: Store) -> None:
-    metrics = StoreMetrics(store.engine)
+    metrics = StoreMetrics(store)
     _, before = parse_exposition(metrics.exposition())
     with store.session() as session:
         ended = set(session.scalars(select(Recording.id).where(Recording.ended_ns.is_not(None))))
@@ -402,7 +403,7 @@ def test_ended_recordings_are_read_once_and_new_ones_are_added(store: Store) -> 
 def test_status_sql_agrees_with_the_model(store: Store) -> None:
     now = time.time_ns()
     with store.session() as session:
-        rows = session.execute(select(Recording, promexport.status_expression(now))).all()
+        rows = session.execute(select(Recording, status_expression(now))).all()
     assert rows
     for recording, sql_status in rows:
         assert sql_status == recording.status, recording.id

@@ -41,7 +41,7 @@ def serve(db_url: str | None, host: str, port: int) -> None:
 
     store = open_store(db_url)
     try:
-        server = make_server(StoreMetrics(store.engine), host, port)
+        server = make_server(StoreMetrics(store), host, port)
     except OSError as exc:
         raise ClaudeTraceError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
     url = f"http://{host}:{server.server_port}/metrics"
@@ -65,6 +65,6 @@ def dump(db_url: str | None) -> None:
 
     store = open_store(db_url)
     try:
-        click.echo(StoreMetrics(store.engine).exposition(), nl=False)
+        click.echo(StoreMetrics(store).exposition(), nl=False)
     finally:
         store.close()

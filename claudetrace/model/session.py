@@ -692,8 +692,11 @@ class Session:
         request_id = event.fields.request_id
         if not request_id:
             return
-        trip = self._pending.pop(request_id, None)
+        trip = self._pending.get(request_id)
         if trip is not None:
+            if (trip.initiator == "host") == (event.direction == "in"):
+                return  # the request's own id echoed on its own stream answers nothing
+            del self._pending[request_id]
             self._answer(trip, event)
         elif request_id not in self._early:
             self._early[request_id] = (event, event.t_ns)

@@ -9,24 +9,36 @@ from __future__ import annotations
 
 from typing import Any
 
-from .session import Outcome, Session
+from .session import Outcome, Session, Turn
+from .usage import Usage
 
 
 def model_figures(session: Session) -> dict[str, dict[str, Any]]:
-    """Per model: tokens by type, cost and number of calls (the ``models`` column)."""
+    """Per model: tokens by type, cost, calls and turns answered (the ``models`` column)."""
     costs = session.cost_by_model
     calls: dict[str, int] = {}
     for call in session.calls.values():
         model = call.model or session.model or "unknown"
         calls[model] = calls.get(model, 0) + 1
+    turns: dict[str, int] = {}
+    for turn in session.turns:
+        if turn.done:
+            model = turn_model(turn) or session.model or "unknown"
+            turns[model] = turns.get(model, 0) + 1
     figures: dict[str, dict[str, Any]] = {}
-    for model, usage in session.usage_by_model.items():
+    for model in sorted({*session.usage_by_model, *costs, *turns}):
+        usage = session.usage_by_model.get(model) or Usage()
         figures[model] = {**usage.as_dict(), "cost_usd": costs.get(model, 0.0),
-                          "calls": calls.get(model, 0)}
-    for model, cost in costs.items():  # a cost with no tokens seen still counts
-        figures.setdefault(model, {"input": 0, "output": 0, "cache_read": 0,
-                                   "cache_creation": 0, "cost_usd": cost, "calls": 0})
-    return dict(sorted(figures.items()))
+                          "calls": calls.get(model, 0), "turns": turns.get(model, 0)}
+    return figures
+
+
+def turn_model(turn: Turn) -> str | None:
+    """The model that answered a turn: its first call's in the main agent."""
+    for call in turn.calls:
+        if call.lane is None and call.observed and call.model:
+            return call.model
+    return next((call.model for call in turn.calls if call.model), None)
 
 
 def summary_columns(session: Session) -> dict[str, Any]:

@@ -8,15 +8,16 @@ sessions recorded with telemetry off and imported cassettes.
 
 Figures come from two places, so that a scrape stays fast with 10k sessions:
 
-- the summary columns of ``recordings`` (sessions by status, cost, tokens, turns,
-  events, bytes): a few ``GROUP BY`` queries per scrape;
-- the indexed columns of ``events`` and ``event_tools`` (tool calls and durations,
-  control round trips, permission decisions and waits), read per recording.  A
+- the summary the session model stored with each recording (status, cost and
+  tokens per model, turns, events, bytes): a few ``GROUP BY`` queries per scrape;
+- each recording's session model (tool calls and durations, control round trips,
+  permission decisions and waits), folded from the lines that carry them.  A
   recording that has ended never changes, so its figures are folded into running
   totals once and later scrapes only read recordings that are new or still
-  running.  Only two kinds of lines are ever loaded and parsed: the host's answers
-  to ``can_use_tool`` (allow or deny) and, in recordings whose summary counts tool
-  errors, the tool results (which tool failed).
+  running.
+
+Every query is the store's (:mod:`claudetrace.store.aggregate`); every figure is
+the session model's (:mod:`claudetrace.model`), as in ``show``, the UI and the spans.
 
 Every name is prefixed ``claudetrace_store_``; :data:`METRICS` lists them and the
 dashboards test checks the PromQL of every panel against it.  Counters restart from
@@ -30,8 +31,6 @@ queries) and :mod:`.server` (HTTP).
 
 from __future__ import annotations
 
-from ..protocol import failed_tool_ids, permission_decision
-from ..store.models import status_expression
 from .exposition import (
     BUCKETS,
     CONTENT_TYPE,
@@ -61,12 +60,10 @@ from .figures import (
     TOOL_DURATION,
     TURNS,
     UNKNOWN,
-    ControlRow,
     EventFigures,
-    ToolRow,
     event_families,
-    recording_figures,
     sample_names,
+    session_figures,
 )
 from .server import DEFAULT_PORT, make_server
 from .store import CHUNK, StoreMetrics
@@ -93,7 +90,6 @@ __all__ = [
     "TOOL_DURATION",
     "TURNS",
     "UNKNOWN",
-    "ControlRow",
     "EventFigures",
     "Family",
     "Histogram",
@@ -102,13 +98,9 @@ __all__ = [
     "MetricSpec",
     "Sample",
     "StoreMetrics",
-    "ToolRow",
     "event_families",
-    "failed_tool_ids",
     "make_server",
-    "permission_decision",
-    "recording_figures",
     "render",
     "sample_names",
-    "status_expression",
+    "session_figures",
 ]

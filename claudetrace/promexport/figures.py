@@ -1,18 +1,18 @@
 """What the endpoint measures: the metric families, and the figures derived from events.
 
 :data:`METRICS` lists every family served (the dashboards test checks the PromQL
-of every panel against it).  :func:`recording_figures` computes the event-derived
-figures of one recording from the indexed columns the store reads; it is pure, so
-it is tested on rows made by hand.
+of every panel against it).  :func:`session_figures` computes the event-derived
+figures of one recording from its session model (:mod:`claudetrace.model`); it is
+pure.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Final, NamedTuple
+from typing import Final
 
+from ..model import Session
 from .exposition import Family, Histogram, Labels, MetricSpec
 
 #: The label value when a tool, model or source is not known.
@@ -41,12 +41,13 @@ COST = MetricSpec(
 TOKENS = MetricSpec(
     "claudetrace_store_tokens_total",
     "counter",
-    "Tokens reported in result usage, by model and type "
+    "Tokens the CLI reported (result modelUsage), by model and type "
     "(input, output, cache_read, cache_creation; input excludes the cache).",
     ("model", "type"),
 )
 TURNS = MetricSpec(
-    "claudetrace_store_turns_total", "counter", "Turns (result messages), by model.", ("model",)
+    "claudetrace_store_turns_total", "counter",
+    "Turns (a user message to its result), by the model that answered.", ("model",)
 )
 EVENTS = MetricSpec("claudetrace_store_events_total", "counter", "Lines recorded, all streams.")
 BYTES = MetricSpec("claudetrace_store_bytes_total", "counter", "Bytes recorded, all streams.")
@@ -145,96 +146,33 @@ class EventFigures:
                 mine.setdefault(labels, Histogram()).merge(hist)
 
 
-def _observe(hists: dict[Labels, Histogram], labels: Labels, t0_ns: int, t1_ns: int) -> None:
-    hists.setdefault(labels, Histogram()).observe(max(0, t1_ns - t0_ns) / 1e9)
+def _observe(hists: dict[Labels, Histogram], labels: Labels, duration_ns: int) -> None:
+    hists.setdefault(labels, Histogram()).observe(duration_ns / 1e9)
 
 
-class ToolRow(NamedTuple):
-    """One ``event_tools`` row with the time of its event."""
+def session_figures(session: Session) -> EventFigures:
+    """The event figures of one recording, read from its session model.
 
-    seq: int
-    tool_use_id: str
-    tool_name: str | None
-    kind: str
-    t_ns: int
-
-
-class ControlRow(NamedTuple):
-    """The indexed columns of one ``control_request`` / ``control_response`` event."""
-
-    seq: int
-    direction: str
-    type: str | None
-    subtype: str | None
-    request_id: str | None
-    t_ns: int
-
-
-def recording_figures(
-    tools: Iterable[ToolRow],
-    controls: Iterable[ControlRow],
-    decisions: Mapping[str, str] | None = None,
-    failed_tool_ids: frozenset[str] | set[str] = frozenset(),
-) -> EventFigures:
-    """The event figures of one recording.
-
-    ``decisions`` maps the request id of a ``can_use_tool`` request to the host's
-    ``allow``/``deny``; ``failed_tool_ids`` are the tool uses whose result had
-    ``is_error``.  A tool use is timed from its first mention (the streamed
-    ``content_block_start``, else the ``assistant`` message) to its first result.
+    A tool call is timed from its ``tool_use`` to its ``tool_result``; a control
+    round trip from request to answer (zero when the answer was recorded first).
     """
     figures = EventFigures()
-    used: dict[str, int] = {}
-    names: dict[str, str] = {}
-    results: dict[str, int] = {}
-    permission_tool: dict[int, str] = {}
-    for row in sorted(tools, key=lambda r: r.seq):
-        if row.tool_name and row.tool_use_id not in names:
-            names[row.tool_use_id] = row.tool_name
-        if row.kind == "use":
-            used.setdefault(row.tool_use_id, row.t_ns)
-        elif row.kind == "result":
-            results.setdefault(row.tool_use_id, row.t_ns)
-        elif row.kind == "permission":
-            permission_tool[row.seq] = row.tool_name or ""
-    for tool_id, t_use in used.items():
-        name = names.get(tool_id, UNKNOWN)
-        t_result = results.get(tool_id)
-        if t_result is None:
-            outcome = "unfinished"
-        else:
-            outcome = "error" if tool_id in failed_tool_ids else "ok"
-            _observe(figures.tool_duration, (name,), t_use, t_result)
-        figures.tool_calls[(name, outcome)] += 1
-
-    requests: dict[str, ControlRow] = {}
-    responses: dict[tuple[str, str], ControlRow] = {}
-    for ctl in sorted(controls, key=lambda r: r.seq):
-        if ctl.request_id is None:
-            continue
-        if ctl.type == "control_request":
-            requests.setdefault(ctl.request_id, ctl)
-        elif ctl.type == "control_response":
-            # An answer travels the other way: key it by the stream it came on.
-            responses.setdefault((ctl.request_id, ctl.direction), ctl)
-    decisions = decisions or {}
-    for request_id, req in requests.items():
-        subtype = req.subtype or UNKNOWN
-        initiator = "host" if req.direction == "in" else "cli"
-        answer = responses.get((request_id, "out" if req.direction == "in" else "in"))
-        if answer is None:
-            figures.control_requests[(subtype, initiator, "unanswered")] += 1
-            continue
-        outcome = "success" if answer.subtype == "success" else "error"
-        labels = (subtype, initiator, outcome)
+    for tool in session.tools.values():
+        figures.tool_calls[(tool.name, tool.outcome)] += 1
+        if tool.duration_ns is not None:
+            _observe(figures.tool_duration, (tool.name,), tool.duration_ns)
+    for trip in session.controls:
+        outcome = "unanswered" if trip.outcome in ("unanswered", "cancelled") else trip.outcome
+        labels = (trip.subtype, trip.initiator, outcome)
         figures.control_requests[labels] += 1
-        _observe(figures.control_duration, labels, req.t_ns, answer.t_ns)
-        if subtype == "can_use_tool":
-            tool = permission_tool.get(req.seq) or UNKNOWN
-            _observe(figures.permission_wait, (tool,), req.t_ns, answer.t_ns)
-            decision = decisions.get(request_id)
-            if decision is not None:
-                figures.permission_decisions[(tool, decision)] += 1
+        if trip.duration_ns is None or outcome == "unanswered":
+            continue
+        _observe(figures.control_duration, labels, trip.duration_ns)
+        if trip.kind == "permission":
+            name = trip.tool_name or UNKNOWN
+            _observe(figures.permission_wait, (name,), trip.duration_ns)
+            if trip.decision in ("allow", "deny"):
+                figures.permission_decisions[(name, trip.decision)] += 1
     return figures
 
 

@@ -2,9 +2,9 @@
 
 Control requests flow both ways: the host asks the CLI (``initialize``,
 ``interrupt``, ``set_model`` …) and the CLI asks the host (``can_use_tool``,
-``hook_callback``, ``mcp_message``).  :func:`control_rows` pairs each request
-with the response carrying its ``request_id`` (or a ``control_cancel_request``)
-and reports latency and outcome; requests never answered are flagged.
+``hook_callback``, ``mcp_message``).  :func:`control_rows` lists the session
+model's round trips (:mod:`claudetrace.model`) with latency and outcome;
+requests never answered are flagged.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..events import Event
-from ..protocol import control_request, control_response, hook_input
+from ..model import ControlRoundTrip, Session
 from .conversation import decision_outcome
 
 
@@ -51,101 +51,52 @@ class ControlRow:
         }
 
 
-def _request_detail(subtype: str, req: dict[str, Any]) -> str:
-    if subtype == "can_use_tool":
-        return str(req.get("tool_name", ""))
-    if subtype == "hook_callback":
-        given = hook_input(req)
-        return " ".join(str(given.get(k, "")) for k in ("hook_event_name", "tool_name")).strip()
-    if subtype == "mcp_message":
-        message = req.get("message")
-        method = message.get("method") if isinstance(message, dict) else None
-        return f"{req.get('server_name', '')} {method or ''}".strip()
-    if subtype == "set_model":
-        return str(req.get("model", ""))
-    if subtype == "set_permission_mode":
-        return str(req.get("mode", ""))
-    return ""
+def _request_detail(trip: ControlRoundTrip) -> str:
+    if trip.kind == "permission":
+        return trip.tool_name or ""
+    if trip.kind == "hook":
+        return " ".join(x for x in (trip.hook_event, trip.tool_name) if x)
+    if trip.kind == "mcp":
+        return f"{trip.mcp_server or ''} {trip.mcp_method or ''}".strip()
+    return trip.model or trip.mode or ""
 
 
-def _response_detail(subtype: str, resp: dict[str, Any]) -> str:
-    if resp.get("subtype") == "error":
-        return str(resp.get("error", ""))[:200]
-    body = resp.get("response")
-    if subtype == "can_use_tool":
-        return decision_outcome("permission", body)
-    if subtype == "hook_callback":
-        return decision_outcome("hook", body)
-    if subtype == "mcp_message" and isinstance(body, dict):
-        mcp = body.get("mcp_response")
-        if isinstance(mcp, dict) and "error" in mcp:
-            return f"JSON-RPC error {mcp['error']}"[:200]
+def _response_detail(trip: ControlRoundTrip) -> str:
+    if trip.outcome == "error" and trip.kind != "mcp":
+        return (trip.error or "")[:200]
+    if trip.kind == "permission":
+        return decision_outcome("permission", trip.answer)
+    if trip.kind == "hook":
+        return decision_outcome("hook", trip.answer)
+    if trip.kind == "mcp" and trip.error:
+        return f"JSON-RPC error {trip.error}"[:200]
     return ""
 
 
 def control_rows(events: Iterable[Event]) -> list[ControlRow]:
-    """Control round trips in request order; orphan responses are listed too.
+    """Control round trips in request order (the session model's pairing); answers
+    to requests never seen are listed too, as orphan responses.
 
     The proxy reads stdin and stdout on separate threads, so an answer can be
-    recorded just before its request; such a pair is matched with zero latency.
+    recorded just before its request; such a pair has zero latency.
     """
+    session = Session()
+    session.add_many(events)
     rows: list[ControlRow] = []
-    open_: dict[str, ControlRow] = {}
-    early: dict[str, tuple[Event, ControlRow]] = {}
-    for ev in events:
-        kind = ev.type
-        if kind not in ("control_request", "control_response", "control_cancel_request"):
-            continue
-        rid = ev.request_id
-        if kind == "control_request":
-            req = control_request(ev)
-            subtype = ev.subtype or "?"
-            initiator = "host" if ev.direction == "in" else "cli"
-            detail = _request_detail(subtype, req)
-            answered = early.pop(rid, None) if rid else None
-            if answered is not None:
-                response, row = answered
-                row.subtype, row.initiator, row.request_seq, row.detail = (
-                    subtype,
-                    initiator,
-                    ev.seq,
-                    detail,
-                )
-                _answer(row, response)
-                row.latency_ms = 0.0
-                continue
-            row = ControlRow(rid, subtype, initiator, ev.seq, ev.t, detail=detail)
-            rows.append(row)
-            if rid:
-                open_[rid] = row
-            continue
-        pending = open_.pop(rid, None) if rid else None
-        if pending is not None:
-            _answer(pending, ev)
-        elif kind == "control_response":
-            # A response to a request not (yet) seen: reordered, or truly orphan.
-            orphan = ControlRow(
-                rid,
-                "?",
-                "cli" if ev.direction == "in" else "host",
-                None,
-                ev.t,
-                response_seq=ev.seq,
-                outcome="orphan response",
-            )
-            rows.append(orphan)
-            if rid:
-                early[rid] = (ev, orphan)
+    for trip in session.controls:
+        row = ControlRow(trip.request_id, trip.subtype, trip.initiator, trip.request_seq,
+                         trip.request_ns / 1e9, detail=_request_detail(trip))
+        if trip.answered:
+            row.response_seq = trip.response_seq
+            duration = trip.duration_ns or 0
+            row.latency_ms = duration / 1e6
+            row.outcome = trip.outcome
+            answer = _response_detail(trip)
+            row.detail = f"{row.detail} → {answer}" if row.detail and answer else (
+                row.detail or answer)
+        rows.append(row)
+    for orphan in session.orphan_answers:
+        rows.append(ControlRow(orphan.request_id, "?",
+                               "cli" if orphan.direction == "in" else "host", None, orphan.t,
+                               response_seq=orphan.seq, outcome="orphan response"))
     return rows
-
-
-def _answer(row: ControlRow, ev: Event) -> None:
-    row.response_seq = ev.seq
-    row.latency_ms = (ev.t - (row.t or 0.0)) * 1000
-    if ev.type == "control_cancel_request":
-        row.outcome = "cancelled"
-        return
-    resp = control_response(ev)
-    row.outcome = ev.subtype or "answered"
-    answer = _response_detail(row.subtype, resp)
-    row.detail = f"{row.detail} → {answer}" if row.detail and answer else row.detail or answer
