@@ -254,6 +254,16 @@ async def permission_allow(
 
 
 @scenario
+async def streamed_tools(
+    cli_path: str, api: FakeAPI, options: ClaudeAgentOptions, result: ScenarioResult
+) -> None:
+    """``permission_allow`` with partial messages on: every model call streams
+    (message_start … message_delta with the output tokens … message_stop)."""
+    options.include_partial_messages = True
+    await _permission(True, api, options, result)
+
+
+@scenario
 async def permission_deny(
     cli_path: str, api: FakeAPI, options: ClaudeAgentOptions, result: ScenarioResult
 ) -> None:
@@ -468,6 +478,13 @@ def _check_permission_allow(result: ScenarioResult) -> None:
     assert result.texts()[-1] == "The file is created."
 
 
+def _check_streamed_tools(result: ScenarioResult) -> None:
+    _check_permission_allow(result)
+    deltas = [m for m in result.messages if isinstance(m, StreamEvent)
+              and m.event.get("type") == "message_delta"]
+    assert len(deltas) == 2
+
+
 def _check_permission_deny(result: ScenarioResult) -> None:
     assert result.calls[0][:2] == ("can_use_tool", "Bash")
     assert result.calls[-1] == ("file_exists", False)
@@ -530,6 +547,7 @@ CHECKS: dict[str, Callable[[ScenarioResult], None]] = {
     "multi_turn": _check_multi_turn,
     "permission_allow": _check_permission_allow,
     "permission_deny": _check_permission_deny,
+    "streamed_tools": _check_streamed_tools,
     "hooks": _check_hooks,
     "mcp_tool": _check_mcp_tool,
     "subagent": _check_subagent,

@@ -393,7 +393,9 @@ def test_tree_on_the_harness_recordings(path: Path) -> None:
     info = RecordingInfo(id=h["recording_id"], argv=[], started_ns=h["started_ns"],
                          ended_ns=h.get("ended_ns"), exit_code=h.get("exit_code"),
                          signal=h.get("signal"), model=h.get("model"))
-    assert shape(build_spans(info, cassette.events)) == EXPECTED[path.stem]
+    # streamed_tools is permission_allow with partial messages on: the same tree.
+    name = "permission_allow" if path.stem == "streamed_tools" else path.stem
+    assert shape(build_spans(info, cassette.events)) == EXPECTED[name]
 
 
 def test_thinking_progress_lines_are_counted_on_the_model_call_not_one_event_each() -> None:

@@ -22,9 +22,8 @@ def model_figures(session: Session) -> dict[str, dict[str, Any]]:
         calls[model] = calls.get(model, 0) + 1
     turns: dict[str, int] = {}
     for turn in session.turns:
-        if turn.done:
-            model = turn_model(turn) or session.model or "unknown"
-            turns[model] = turns.get(model, 0) + 1
+        model = turn_model(turn) or session.model or "unknown"
+        turns[model] = turns.get(model, 0) + 1
     figures: dict[str, dict[str, Any]] = {}
     for model in sorted({*session.usage_by_model, *costs, *turns}):
         usage = session.usage_by_model.get(model) or Usage()

@@ -47,7 +47,8 @@ TOKENS = MetricSpec(
 )
 TURNS = MetricSpec(
     "claudetrace_store_turns_total", "counter",
-    "Turns (a user message to its result), by the model that answered.", ("model",)
+    "Turns (a user message to its result, or to the end), by the model that answered.",
+    ("model",)
 )
 EVENTS = MetricSpec("claudetrace_store_events_total", "counter", "Lines recorded, all streams.")
 BYTES = MetricSpec("claudetrace_store_bytes_total", "counter", "Bytes recorded, all streams.")
