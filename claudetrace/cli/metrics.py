@@ -30,7 +30,8 @@ def metrics() -> None:
 )
 @reports_errors
 def serve(db_url: str | None, host: str, port: int) -> None:
-    """Serve GET /metrics until interrupted.
+    """Serve GET /metrics until interrupted (Prometheus text, or OpenMetrics to a
+    scraper that asks for it).
 
     Prometheus in a container reaches the host through host.docker.internal, which
     is not 127.0.0.1: use --host 0.0.0.0 (or the docker bridge address) for the
@@ -57,14 +58,16 @@ def serve(db_url: str | None, host: str, port: int) -> None:
 
 @metrics.command()
 @db_option
+@click.option("--openmetrics", is_flag=True,
+              help="OpenMetrics 1.0 instead of the Prometheus text format.")
 @reports_errors
-def dump(db_url: str | None) -> None:
+def dump(db_url: str | None, openmetrics: bool) -> None:
     """Print the metrics exposition once and exit."""
     from ..promexport import StoreMetrics
     from ..store import open_store
 
     store = open_store(db_url)
     try:
-        click.echo(StoreMetrics(store).exposition(), nl=False)
+        click.echo(StoreMetrics(store).exposition(openmetrics=openmetrics), nl=False)
     finally:
         store.close()

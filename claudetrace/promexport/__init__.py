@@ -1,4 +1,4 @@
-"""Fleet metrics computed from the store, served in the Prometheus text format.
+"""Fleet metrics computed from the store, served through ``prometheus_client``.
 
 ``claudetrace metrics serve`` answers ``GET /metrics`` with aggregates over every
 recording in the store; Prometheus scrapes it next to the OpenTelemetry Collector
@@ -24,9 +24,11 @@ dashboards test checks the PromQL of every panel against it.  Counters restart f
 zero when the server restarts or recordings are deleted, which Prometheus'
 ``rate``/``increase`` treat as a counter reset.
 
-The package's modules: :mod:`.exposition` (the text format), :mod:`.figures`
-(the families served and the figures derived from events), :mod:`.store` (the
-queries) and :mod:`.server` (HTTP).
+The package's modules: :mod:`.exposition` (families, and the custom collector
+that hands them to ``prometheus_client``, which writes the Prometheus text format
+and OpenMetrics), :mod:`.figures` (the families served and the figures derived
+from events), :mod:`.store` (the queries) and :mod:`.server` (``prometheus_client``'s
+WSGI app).
 """
 
 from __future__ import annotations

@@ -1,21 +1,34 @@
-"""The Prometheus text exposition format (version 0.0.4): families, histograms, rendering.
+"""Metric families computed on scrape, exposed through ``prometheus_client``.
 
 Nothing here knows claudetrace's metrics: :class:`MetricSpec` describes a family,
-:class:`Family` collects its samples and :func:`render` writes the text a
-Prometheus server scrapes.
+:class:`Family` collects its samples, and :class:`FamiliesCollector` hands them to
+``prometheus_client`` (a custom collector), which writes the Prometheus text
+format or OpenMetrics.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Final, Literal
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 MetricKind = Literal["counter", "gauge", "histogram"]
 
 #: Content type of the text exposition format, version 0.0.4.
-CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
+CONTENT_TYPE: Final = CONTENT_TYPE_PLAIN_0_0_4
 
 #: Histogram bucket upper bounds in seconds (tool runs and permission waits can
 #: take minutes: a person answers those).
@@ -99,30 +112,49 @@ class Family:
 
 
 def _number(value: float) -> str:
-    if value != value:
-        return "NaN"
-    if value in (float("inf"), float("-inf")):
-        return "+Inf" if value > 0 else "-Inf"
-    if float(value).is_integer() and abs(value) < 2**53:
-        return str(int(value))
-    return repr(float(value))
+    """A bucket bound as Prometheus writes it (``0.005``, ``1.0``, ``+Inf``)."""
+    return str(floatToGoString(value))  # type: ignore[no-untyped-call]
 
 
-def _escape_label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+def metric_family(family: Family) -> Metric:
+    """``family`` as a ``prometheus_client`` metric family, for a collector to yield."""
+    spec = family.spec
+    metric: Metric
+    if spec.kind == "counter":
+        metric = CounterMetricFamily(spec.name, spec.help, labels=spec.labels)
+    elif spec.kind == "gauge":
+        metric = GaugeMetricFamily(spec.name, spec.help, labels=spec.labels)
+    else:
+        metric = HistogramMetricFamily(spec.name, spec.help, labels=spec.labels)
+    for name, labels, value in family.samples:
+        # The client names samples itself (``_total``, ``_bucket``…): ours are kept as
+        # they are, each under the family's type.
+        metric.add_sample(name, dict(labels), value)
+    return metric
 
 
-def render(families: Iterable[Family]) -> str:
-    """The text exposition format (version 0.0.4) of ``families``."""
-    lines: list[str] = []
-    for fam in families:
-        help_text = fam.spec.help.replace("\\", "\\\\").replace("\n", "\\n")
-        lines.append(f"# HELP {fam.spec.name} {help_text}")
-        lines.append(f"# TYPE {fam.spec.name} {fam.spec.kind}")
-        for name, labels, value in fam.samples:
-            if labels:
-                inner = ",".join(f'{k}="{_escape_label(v)}"' for k, v in labels.items())
-                lines.append(f"{name}{{{inner}}} {_number(value)}")
-            else:
-                lines.append(f"{name} {_number(value)}")
-    return "\n".join(lines) + "\n"
+class FamiliesCollector(Collector):
+    """A ``prometheus_client`` collector of the families ``source`` computes at each
+    scrape (:meth:`~.store.StoreMetrics.collect`)."""
+
+    def __init__(self, source: Callable[[], Iterable[Family]]) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._source():
+            yield metric_family(family)
+
+
+def registry(source: Callable[[], Iterable[Family]]) -> CollectorRegistry:
+    """A registry holding only a :class:`FamiliesCollector` of ``source`` (not the
+    client's default one, with its process and platform metrics)."""
+    found = CollectorRegistry(auto_describe=False)
+    found.register(FamiliesCollector(source))
+    return found
+
+
+def render(families: Iterable[Family], *, openmetrics: bool = False) -> str:
+    """The text exposition (version 0.0.4, or OpenMetrics 1.0) of ``families``."""
+    listed = list(families)
+    generate = openmetrics_latest if openmetrics else generate_latest
+    return generate(registry(lambda: listed)).decode("utf-8")

@@ -1,55 +1,58 @@
-"""The HTTP side: ``GET /metrics`` served from a :class:`~.store.StoreMetrics`."""
+"""The HTTP side: ``prometheus_client``'s WSGI app over a :class:`~.store.StoreMetrics`.
+
+The client negotiates the format (Prometheus text, or OpenMetrics when the scraper
+asks for it) and compression; a store that cannot be read answers 500 with the
+reason, so Prometheus records a failed scrape (``up == 0``) and the server goes on.
+"""
 
 from __future__ import annotations
 
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable, Iterable
 from typing import Any, Final
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
+
+from prometheus_client import make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
 
 from ..errors import ClaudeTraceError
-from .exposition import CONTENT_TYPE
+from .exposition import registry
 from .store import StoreMetrics
 
 #: Port of ``claudetrace metrics serve`` (the one dashboards/prometheus.yml scrapes).
 DEFAULT_PORT: Final = 9464
 
+StartResponse = Callable[..., Any]
 
-class _Handler(BaseHTTPRequestHandler):
-    metrics: StoreMetrics  # set on the subclass made by make_server
 
-    def do_GET(self) -> None:
-        path = self.path.split("?", 1)[0]
-        if path == "/metrics":
-            try:
-                body = self.metrics.exposition().encode("utf-8")
-            except ClaudeTraceError as exc:
-                # Prometheus records a failed scrape (up == 0); the server goes on.
-                self._reply(500, "text/plain; charset=utf-8", f"{exc}\n".encode())
-                return
-            self._reply(200, CONTENT_TYPE, body)
-        elif path == "/":
-            body = b'claudetrace store metrics: <a href="/metrics">/metrics</a>\n'
-            self._reply(200, "text/html; charset=utf-8", body)
-        else:
-            self._reply(404, "text/plain; charset=utf-8", b"not found\n")
-
-    def _reply(self, code: int, content_type: str, body: bytes) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
+class _QuietHandler(WSGIRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         # Prometheus scrapes every few seconds: one access line each would drown
         # the terminal, so requests are not logged.
         return
 
 
+def metrics_app(metrics: StoreMetrics) -> Callable[[dict[str, Any], StartResponse],
+                                                   Iterable[bytes]]:
+    """The WSGI app: the store's families on every path but ``/favicon.ico``."""
+    app = make_wsgi_app(registry(metrics.collect))
+
+    def serve(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        try:
+            body: Iterable[bytes] = app(environ, start_response)
+        except ClaudeTraceError as exc:
+            start_response("500 Internal Server Error",
+                           [("Content-Type", "text/plain; charset=utf-8")])
+            return [f"{exc}\n".encode()]
+        return body
+
+    return serve
+
+
 def make_server(
     metrics: StoreMetrics, host: str = "127.0.0.1", port: int = DEFAULT_PORT
-) -> ThreadingHTTPServer:
-    """An HTTP server answering ``/metrics`` (port 0 picks a free port)."""
-    handler = type("MetricsHandler", (_Handler,), {"metrics": metrics})
-    server = ThreadingHTTPServer((host, port), handler)
-    server.daemon_threads = True
+) -> WSGIServer:
+    """An HTTP server answering scrapes (port 0 picks a free port); ``serve_forever``
+    runs it, ``shutdown`` and ``server_close`` stop it."""
+    server = ThreadingWSGIServer((host, port), _QuietHandler)
+    server.set_app(metrics_app(metrics))
     return server

@@ -80,9 +80,9 @@ class StoreMetrics:
         order = {spec.name: i for i, spec in enumerate(METRICS)}
         return sorted(families, key=lambda fam: order[fam.spec.name])
 
-    def exposition(self) -> str:
-        """The text exposition of :meth:`collect`."""
-        return render(self.collect())
+    def exposition(self, *, openmetrics: bool = False) -> str:
+        """The text exposition (or OpenMetrics) of :meth:`collect`."""
+        return render(self.collect(), openmetrics=openmetrics)
 
     def _summary_families(self, models: dict[str, dict[str, Any]]) -> list[Family]:
         counts = aggregate.status_counts(self.store, self._clock())
