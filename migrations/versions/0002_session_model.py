@@ -33,38 +33,49 @@ def upgrade() -> None:
 
 
 def _summarise_again(conn: sa.Connection) -> None:
-    from claudetrace.events import Event
-    from claudetrace.model import Session
-    from claudetrace.model.summary import outcome_columns, summary_columns
+    from claudetrace.progress import track
 
     recordings = sa.table(
         "recordings", sa.column("id"), sa.column("ended_ns"), sa.column("exit_code"),
         sa.column("signal"), sa.column("error"), sa.column("model"),
+        # A dict is bound only through the JSON type.
+        sa.column("models", sa.JSON()),
         *(sa.column(name) for name in (
             "event_count", "byte_count", "turns", "num_turns", "model_calls", "tool_calls",
             "tool_errors", "input_tokens", "output_tokens", "cache_read_tokens",
-            "cache_creation_tokens", "cost_usd", "is_error", "result_subtype", "models",
+            "cache_creation_tokens", "cost_usd", "is_error", "result_subtype",
             "outcome", "outcome_reason")),
     )
-    events = sa.table("events", sa.column("recording_id"), sa.column("seq"),
-                      sa.column("direction"), sa.column("t_ns"), sa.column("data"),
-                      sa.column("eol"))
     rows = conn.execute(sa.select(recordings.c.id, recordings.c.ended_ns,
                                   recordings.c.exit_code, recordings.c.signal,
                                   recordings.c.error)).all()
-    for rid, ended_ns, exit_code, signal, error in rows:
-        session = Session()
-        for seq, direction, t_ns, data, eol in conn.execute(
-            sa.select(events.c.seq, events.c.direction, events.c.t_ns, events.c.data,
-                      events.c.eol)
-            .where(events.c.recording_id == rid).order_by(events.c.seq)
-        ):
-            session.add(Event(seq, direction, t_ns, bytes(data), eol))
-        values = summary_columns(session)
-        if ended_ns is not None:
-            values.update(outcome_columns(session.outcome(
-                ended=True, exit_code=exit_code, signal=signal, error=error)))
-        conn.execute(sa.update(recordings).where(recordings.c.id == rid).values(**values))
+    with track(rows, "summarising recordings", total=len(rows), unit="recordings") as shown:
+        for row in shown:
+            _summarise_one(conn, recordings, *row)
+
+
+def _summarise_one(conn: sa.Connection, recordings: sa.TableClause, rid: str,
+                   ended_ns: int | None, exit_code: int | None, signal: int | None,
+                   error: str | None) -> None:
+    from claudetrace.events import Event
+    from claudetrace.model import Session
+    from claudetrace.model.summary import outcome_columns, summary_columns
+
+    events = sa.table("events", sa.column("recording_id"), sa.column("seq"),
+                      sa.column("direction"), sa.column("t_ns"), sa.column("data"),
+                      sa.column("eol"))
+    session = Session()
+    for seq, direction, t_ns, data, eol in conn.execute(
+        sa.select(events.c.seq, events.c.direction, events.c.t_ns, events.c.data,
+                  events.c.eol)
+        .where(events.c.recording_id == rid).order_by(events.c.seq)
+    ):
+        session.add(Event(seq, direction, t_ns, bytes(data), eol))
+    values = summary_columns(session)
+    if ended_ns is not None:
+        values.update(outcome_columns(session.outcome(
+            ended=True, exit_code=exit_code, signal=signal, error=error)))
+    conn.execute(sa.update(recordings).where(recordings.c.id == rid).values(**values))
 
 
 def downgrade() -> None:
