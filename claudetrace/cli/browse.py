@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
+from contextlib import nullcontext
 from typing import Any
 
 import click
@@ -211,22 +212,33 @@ def export(session: str, db_url: str | None, fmt: str, output: str) -> None:
         return
     header = store.cassette_header(rec)
     if output == "-":
-        write_cassette(sys.stdout, header, store.iter_events(rec.id))
+        with _exported_events(store, rec) as events:
+            write_cassette(sys.stdout, header, events)
         sys.stdout.flush()
     else:
-        count = write_cassette(output, header, store.iter_events(rec.id))
+        with _exported_events(store, rec) as events:
+            count = write_cassette(output, header, events)
         click.echo(f"wrote {count} events of {rec.id} to {output}", err=True)
+
+
+def _exported_events(store: Any, rec: Any) -> Any:
+    """A recording's events, with a progress bar on a terminal (a context manager)."""
+    from ..progress import track
+
+    return track(
+        store.iter_events(rec.id), f"exporting {rec.id}", total=rec.event_count, unit="events"
+    )
 
 
 def _export_html(store: Any, rec: Any, output: str) -> None:
     from ..formats.html import write_report
 
-    events = store.iter_events(rec.id)
     if output == "-":
-        write_report(sys.stdout, rec, events)
+        with _exported_events(store, rec) as events:
+            write_report(sys.stdout, rec, events)
         sys.stdout.flush()
         return
-    with open(output, "w", encoding="utf-8") as out:
+    with open(output, "w", encoding="utf-8") as out, _exported_events(store, rec) as events:
         count = write_report(out, rec, events)
     click.echo(f"wrote the report of {rec.id} ({count} events) to {output}", err=True)
 
@@ -262,19 +274,23 @@ def import_(
     grew; --watch keeps doing so as Claude Code writes.
     """
     from ..formats.imports import expand, import_file
+    from ..progress import track
     from .record import _parse_tags
 
     parsed_tags = _parse_tags(tags)
     files = list(expand(paths))
     store = _store(db_url)
-    for path in files:
-        done = import_file(store, path, name=name, tags=parsed_tags)
-        if done.action == "unchanged":
-            click.echo(f"{path}: unchanged, recording {done.recording_id}", err=True)
-        else:
-            if done.kind == "transcript":
-                click.echo(f"{path}: {done.action} session {done.session_id}", err=True)
-            click.echo(done.recording_id)
+    # One file shows its own bar (its events); several, one bar over the files.
+    bar = track(files, "importing", total=len(files), unit="files")
+    with bar if len(files) > 1 else nullcontext(iter(files)) as shown:
+        for path in shown:
+            done = import_file(store, path, name=name, tags=parsed_tags)
+            if done.action == "unchanged":
+                click.echo(f"{path}: unchanged, recording {done.recording_id}", err=True)
+            else:
+                if done.kind == "transcript":
+                    click.echo(f"{path}: {done.action} session {done.session_id}", err=True)
+                click.echo(done.recording_id)
     if watch:
         _watch(store, paths, interval)
 

@@ -76,8 +76,11 @@ def otel(
     def warn(message: str, signal: str | None) -> None:
         click.echo(f"claudetrace: warning: {message}", err=True)
 
+    from ..progress import track
+
     exporter = Telemetry(settings, warn=warn, block=True)  # a backfill waits, never drops
-    count = backfill(store, ids, exporter, content=settings.content)
+    with track(ids, "exporting spans", total=len(ids), unit="recordings") as shown:
+        count = backfill(store, shown, exporter, content=settings.content)
     delivered = exporter.shutdown(timeout_s=30.0)
     traces = exporter.deliveries.get("traces")
     if not delivered:

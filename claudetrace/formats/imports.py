@@ -147,10 +147,13 @@ def import_file(
     from contextlib import closing
 
     from ..cassette import iter_cassette
+    from ..progress import count_lines, enabled, track
 
     header, events = iter_cassette(path)
     with closing(events):
-        rid = store.import_cassette((header, events), name=name, tags=tags)
+        total = count_lines(path) - 1 if enabled() else None
+        with track(events, f"importing {path.name}", total=total, unit="events") as shown:
+            rid = store.import_cassette((header, shown), name=name, tags=tags)
     session_id = header.get("session_id")
     return Imported(
         path, "cassette", "imported", rid, session_id if isinstance(session_id, str) else None
