@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.browsing import launched, needs_chromium
+from tests.browsing import launched, needs_chromium, ui_server
 
 pytestmark = [
     pytest.mark.slow,
@@ -21,47 +15,11 @@ pytestmark = [
 ]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server(ui_db: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``claudetrace ui`` on a free localhost port; yields its base URL."""
-    port = free_port()
-    log = tmp_path_factory.mktemp("ui-server") / "server.log"
-    env = {k: v for k, v in os.environ.items() if k != "CLAUDETRACE_DB"}
-    env["HOME"] = str(log.parent)  # keep Streamlit's config and credentials prompt away
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "claudetrace", "ui", "--db", ui_db["url"], "--port", str(port)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-        base = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as resp:
-                        if resp.status == 200:
-                            break
-                except OSError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"claudetrace ui did not start:\n{log.read_text()[-2000:]}")
-                time.sleep(0.3)
-            yield base
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    with ui_server(ui_db["url"], tmp_path_factory.mktemp("ui-server")) as base:
+        yield base
 
 
 @pytest.fixture(scope="module")
