@@ -22,8 +22,10 @@ Which of the two is decided by the record mode (:mod:`claudetrace.recordmode`):
 ``--claude-record-mode``, else the marker's ``record_mode=``, else the ini option
 ``claude_record_mode``, else ``none`` under CI and ``once`` elsewhere.
 ``--claude-cassettes-unused`` lists cassettes under the cassette directory that
-no test of the run used.  Extra redaction patterns come from the ini option
-``claude_cassette_redact`` (one regex a line) and the marker's ``redact=``.
+no test of the run used.  ``claude_fake_api`` is a running scripted fake
+Anthropic API, for recording cassettes in CI without an API key.  Matching,
+redaction and fault settings come from the marker and ini options
+(:mod:`claudetrace.replay.settings`).
 """
 
 from __future__ import annotations
@@ -385,6 +387,21 @@ def claude_cassette(
         if call is not None and call.passed:
             # The report arrived after the test body ended (at the host's exit).
             pytest.fail(format_divergence(cassette.divergence() or {}, path), pytrace=False)
+
+
+@pytest.fixture
+def claude_fake_api() -> Iterator[Any]:
+    """A running fake Anthropic API (:class:`claudetrace.testing.FakeAPI`) for this test.
+
+    Script it by prompt (``claude_fake_api.when(r"weather", tool_use(...), text(...))``)
+    or in order (``.script(...)``), and point the CLI at it with
+    ``claudetrace.testing.harness.cli_env(claude_fake_api.url, home)``: recording
+    cassettes then needs no API key, and re-records identically.
+    """
+    from .testing import FakeAPI
+
+    with FakeAPI() as api:
+        yield api
 
 
 @pytest.fixture

@@ -253,3 +253,120 @@ def test_explicit_tool_ids_and_stop_reasons() -> None:
         events = sse(post(api, message_request())[2])
     assert events[1]["content_block"]["id"] == "toolu_custom"
     assert events[-2]["delta"]["stop_reason"] == "max_tokens"
+
+
+# -- replies chosen by prompt, script files, the standalone server ------------------------------
+
+
+def turn(prompt: str, *after: dict[str, Any]) -> dict[str, Any]:
+    # The CLI ends its messages with its environment, as a system message.
+    environment = {"role": "system", "content": [{"type": "text", "text": "# Environment"}]}
+    return {
+        "stream": False,
+        "messages": [{"role": "user", "content": prompt}, *after, environment],
+    }
+
+
+def answer_text(api: FakeAPI, body: dict[str, Any]) -> str:
+    status, _, data = post(api, body)
+    assert status == 200, data
+    return str(
+        json.loads(data)["content"][-1].get("text") or json.loads(data)["content"][-1]["name"]
+    )
+
+
+def test_rules_answer_by_prompt_and_step_whatever_the_order() -> None:
+    with FakeAPI(fallback=text("?"), scripted=lambda r: True) as api:
+        api.when(r"weather in \w+", tool_use("Bash", {"command": "curl wttr.in"}), text("Sunny."))
+        api.when("hello", text("Hi!"))
+        assert answer_text(api, turn("hello there")) == "Hi!"
+        tool_result = {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "weather in Oslo: 20C"},
+                {"type": "text", "text": "<system-reminder>x</system-reminder>"},
+            ],
+        }
+        step_two = turn("weather in Oslo", {"role": "assistant", "content": "..."}, tool_result)
+        # The second step first: the answer depends on the conversation, not on order.
+        assert answer_text(api, step_two) == "Sunny."
+        assert answer_text(api, turn("weather in Oslo")) == "Bash"
+        assert answer_text(api, turn("something else")) == "?"
+
+
+def test_a_script_file_and_its_errors(tmp_path: Any) -> None:
+    from claudetrace.testing.script import BadScript, load_script
+
+    path = tmp_path / "s.json"
+    path.write_text(
+        json.dumps(
+            {
+                "rules": [
+                    {
+                        "prompt": "add",
+                        "replies": [
+                            {"tool_use": {"name": "mcp__calc__add", "input": {"a": 1}}},
+                            {"text": "2"},
+                        ],
+                    },
+                    {
+                        "prompt": "busy",
+                        "reply": {"error": {"status": 529, "type": "overloaded_error"}},
+                    },
+                ],
+                "fallback": {"text": "OK."},
+            }
+        )
+    )
+    script = load_script(path)
+    assert [r.pattern.pattern for r in script.rules] == ["add", "busy"]
+    assert script.rules[1].reply(0).status == 529
+    assert script.fallback == text("OK.")
+    path.write_text('{"rules": [{"prompt": "x", "replies": [{"txt": "typo"}]}]}')
+    with pytest.raises(BadScript, match="unknown reply field"):
+        load_script(path)
+
+
+def test_the_standalone_server_prints_its_url_and_stops_on_sigterm(tmp_path: Any) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"rules": [{"prompt": "ping", "reply": {"text": "pong"}}]}))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "claudetrace.testing.fakeapi", "--script", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        first = proc.stdout.readline().strip()
+        assert first.startswith("ANTHROPIC_BASE_URL=http://127.0.0.1:")
+        host, port = first.split("=", 1)[1].removeprefix("http://").split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=5)
+        body = json.dumps({**turn("ping"), "stream": True})
+        conn.request("POST", "/v1/messages?beta=true", body, {"Content-Type": "application/json"})
+        events = sse(conn.getresponse().read())
+        conn.close()
+        deltas = [e["delta"]["text"] for e in events if e["type"] == "content_block_delta"]
+        assert "".join(deltas) == "pong"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+        assert "answered 1 request(s)" in proc.stderr.read()
+    finally:
+        proc.kill()
+        proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+    bad = subprocess.run(
+        [sys.executable, "-m", "claudetrace", "fakeapi", "--script", str(tmp_path / "none.json")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert (
+        bad.returncode == 2 and bad.stderr.count("\n") == 1 and "cannot read script" in bad.stderr
+    )

@@ -294,3 +294,50 @@ def test_recording_against_an_unreachable_api_fails_fast_with_a_reason(
         ["*claude cassette recording failed on the API: API Error: Connection refused*"]
     )
     assert not (pytester.path / "tests" / "cassettes" / "test_down").exists()
+
+
+FIXTURE_TEST = """\
+import asyncio, os
+from claude_agent_sdk import AssistantMessage, ClaudeAgentOptions, ClaudeSDKClient, TextBlock
+from claudetrace.testing import text, tool_use
+from claudetrace.testing.harness import cli_env, make_home
+
+
+async def app(cli, home, url):
+    options = ClaudeAgentOptions(cli_path=cli, cwd=str(home / "project"), env=cli_env(url, home),
+                                 allowed_tools=["Bash"])
+    texts = []
+    async with ClaudeSDKClient(options) as client:
+        await client.query("What is the date? Use the shell.")
+        async for msg in client.receive_response():
+            if isinstance(msg, AssistantMessage):
+                texts += [b.text for b in msg.content if isinstance(b, TextBlock)]
+    return texts
+
+
+def test_date(claude_cli, claude_fake_api, tmp_path):
+    claude_fake_api.when(r"the date", tool_use("Bash", {"command": "echo 2026-01-01"}),
+                         text("It is 2026-01-01."))
+    texts = asyncio.run(app(claude_cli, make_home(tmp_path / "home"), claude_fake_api.url))
+    assert texts == ["It is 2026-01-01."], [r.last_user_text for r in claude_fake_api.requests]
+    if os.environ.get("EXPECT_REPLAY") == "1":
+        assert claude_fake_api.requests == []
+"""
+
+
+@pytest.mark.slow
+def test_the_fake_api_fixture_records_a_cassette_without_a_key(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, _store_imported: None
+) -> None:
+    from claudetrace.testing.harness import bundled_cli
+
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("EXPECT_REPLAY", raising=False)
+    monkeypatch.setenv("CLAUDETRACE_REAL_CLI", str(bundled_cli()))
+    pytester.makepyfile(test_fixture=FIXTURE_TEST)
+    run(pytester, "--claude-record-mode=once").assert_outcomes(passed=1)
+    cassette = pytester.path / "tests" / "cassettes" / "test_fixture" / "test_date.ndjson"
+    assert b"It is 2026-01-01." in cassette.read_bytes()
+    monkeypatch.setenv("EXPECT_REPLAY", "1")
+    monkeypatch.setenv("CLAUDETRACE_REAL_CLI", str(pytester.path / "no-such-claude"))
+    run(pytester, "--claude-record-mode=none").assert_outcomes(passed=1)

@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "db": "claudetrace.cli.browse:db",
     "replay": "claudetrace.cli.replay:replay",
     "demo": "claudetrace.cli.demo:demo",
+    "fakeapi": "claudetrace.cli.fakeapi:fakeapi",
     "bench": "claudetrace.cli.bench:bench",
     "metrics": "claudetrace.cli.metrics:metrics",
     "otel": "claudetrace.cli.otel:otel",

@@ -29,6 +29,11 @@ the connection open until the server closes, ``drop_after`` closes the
 connection after that many events, and ``status`` answers with an API error.
 Every request is recorded in :attr:`FakeAPI.requests`; requests for paths the
 fake does not know are answered 404 and listed in :attr:`FakeAPI.unknown`.
+
+Replies can also be chosen by prompt content (:meth:`FakeAPI.when`, and script
+files: :mod:`claudetrace.testing.script`), so that a team records cassettes in
+CI without an API key; run it standalone with ``python -m
+claudetrace.testing.fakeapi --script FILE`` (or ``claudetrace fakeapi``).
 """
 
 from __future__ import annotations
@@ -42,8 +47,11 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from .script import Rule
 
 #: The model the fake reports when a request does not name one.
 DEFAULT_MODEL: Final = "claude-opus-5-5"
@@ -352,6 +360,8 @@ class FakeAPI:
     ) -> None:
         self._lock = threading.Lock()
         self._queue: deque[Reply] = deque(replies)
+        #: Replies chosen by prompt content (:meth:`when`), tried before the queue.
+        self.rules: list[Rule] = []
         self.fallback = fallback
         self.side_reply = side_reply if side_reply is not None else text("Fake session")
         self.scripted = scripted
@@ -407,9 +417,23 @@ class FakeAPI:
         with self._lock:
             self._queue.extend(replies)
 
-    def reset(self, *replies: Reply, fallback: Reply | None = None) -> None:
-        """Forget requests and script, restart ids at ``msg_fake_00000``."""
+    def when(self, prompt: str, *replies: Reply) -> None:
+        """Answer prompts matching the regex ``prompt`` with ``replies``, one per step.
+
+        The first reply answers the prompt; each next one answers the CLI's next
+        request of that conversation (after tool results); the last repeats.
+        Rules are tried in the order given, before the queue of :meth:`script`.
+        """
+        from .script import rule
+
+        made = rule(prompt, *replies)
         with self._lock:
+            self.rules.append(made)
+
+    def reset(self, *replies: Reply, fallback: Reply | None = None) -> None:
+        """Forget requests, script and rules, restart ids at ``msg_fake_00000``."""
+        with self._lock:
+            self.rules = []
             self._queue = deque(replies)
             self.fallback = fallback
             self.requests.clear()
@@ -440,7 +464,9 @@ class FakeAPI:
         with self._lock:
             answer: Reply | None
             if self.scripted(request):
-                answer = self._queue.popleft() if self._queue else self.fallback
+                answer = self._by_prompt(request)
+                if answer is None:
+                    answer = self._queue.popleft() if self._queue else self.fallback
             else:
                 answer = self.side_reply
             number = self._message_number
@@ -448,6 +474,17 @@ class FakeAPI:
         message_id = f"msg_fake_{number:05d}"
         request.message_id = message_id
         return answer, message_id, number
+
+    def _by_prompt(self, request: RecordedRequest) -> Reply | None:
+        if not self.rules:
+            return None
+        from .script import prompt_and_step
+
+        prompt, step = prompt_and_step(request.body)
+        for candidate in self.rules:
+            if candidate.pattern.search(prompt):
+                return candidate.reply(step)
+        return None
 
     def _record(self, request: RecordedRequest, known: bool) -> None:
         with self._lock:
@@ -577,3 +614,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 def _error_body(error_type: str, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": error_type, "message": message}}
+
+
+if __name__ == "__main__":
+    from ..cli.fakeapi import fakeapi
+
+    fakeapi.main(prog_name="python -m claudetrace.testing.fakeapi")
