@@ -26,6 +26,16 @@ import msgspec
 Direction = Literal["in", "out", "err"]
 DIRECTIONS: Final[tuple[Direction, ...]] = ("in", "out", "err")
 
+#: The content block types that call a tool (the one place they are spelled).
+TOOL_USE_TYPES: Final = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
+
+
+def is_tool_result_type(kind: Any) -> bool:
+    """Whether a content block type carries a tool's result (``tool_result``,
+    ``mcp_tool_result``, ``web_search_tool_result`` …)."""
+    return isinstance(kind, str) and kind.endswith("tool_result")
+
+
 #: Kinds of tool references found in a line (see :class:`ToolRef`).
 ToolRefKind = Literal["use", "result", "permission", "hook"]
 
@@ -202,13 +212,11 @@ def _content_tool_refs(message: Any, refs: list[ToolRef]) -> None:
         if not isinstance(block, dict):
             continue
         kind = block.get("type")
-        if kind in ("tool_use", "server_tool_use", "mcp_tool_use"):
+        if kind in TOOL_USE_TYPES:
             tid = _str(block.get("id"))
             if tid:
                 refs.append(ToolRef(tid, _str(block.get("name")), "use"))
-        elif kind in ("tool_result", "mcp_tool_result") or (
-            isinstance(kind, str) and kind.endswith("_tool_result")
-        ):
+        elif is_tool_result_type(kind):
             tid = _str(block.get("tool_use_id"))
             if tid:
                 refs.append(ToolRef(tid, None, "result"))
@@ -243,11 +251,7 @@ def extract_fields(obj: Any) -> LineFields:
         if isinstance(event, dict):
             subtype = subtype or _str(event.get("type"))
             block = event.get("content_block")
-            if isinstance(block, dict) and block.get("type") in (
-                "tool_use",
-                "server_tool_use",
-                "mcp_tool_use",
-            ):
+            if isinstance(block, dict) and block.get("type") in TOOL_USE_TYPES:
                 tid = _str(block.get("id"))
                 if tid:
                     refs.append(ToolRef(tid, _str(block.get("name")), "use"))
@@ -287,7 +291,6 @@ def line_fields(data: bytes) -> LineFields:
         return extract_fields(parse_json(data))  # refused: the general way decides
 
 
-_CONTENT_USE: Final = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 
 
 def _from_fast(line: _Line) -> LineFields:
@@ -314,14 +317,14 @@ def _from_fast(line: _Line) -> LineFields:
         if event is not None:
             subtype = subtype or event.type
             block = event.content_block
-            if block is not None and block.type in _CONTENT_USE and block.id:
+            if block is not None and block.type in TOOL_USE_TYPES and block.id:
                 refs.append(ToolRef(block.id, block.name, "use"))
     elif mtype in ("assistant", "user"):
         message = line.message
         if message is not None and isinstance(message.content, list):
             for block in message.content:
                 kind = block.type
-                if kind in _CONTENT_USE:
+                if kind in TOOL_USE_TYPES:
                     if block.id:
                         refs.append(ToolRef(block.id, block.name, "use"))
                 elif block.tool_use_id and (kind in ("tool_result", "mcp_tool_result") or (

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .events import Event
+from .events import TOOL_USE_TYPES, Event
 
 #: The answers to ``can_use_tool`` the SDKs define.
 PERMISSION_DECISIONS = frozenset({"allow", "deny"})
@@ -133,3 +133,57 @@ def failed_tool_ids(event: Event) -> set[str]:
         and tool_result_failed(block)
         and isinstance(block.get("tool_use_id"), str)
     }
+
+
+def _values(value: Any, out: list[str]) -> None:
+    """The scalar values of a JSON value (not its keys), as text."""
+    if isinstance(value, dict):
+        for item in value.values():
+            _values(item, out)
+    elif isinstance(value, list):
+        for item in value:
+            _values(item, out)
+    elif isinstance(value, str):
+        out.append(value)
+    elif value is not None and not isinstance(value, bool):
+        out.append(str(value))
+
+
+def _block_text(block: Any, out: list[str]) -> None:
+    if isinstance(block, str):
+        out.append(block)
+        return
+    if not isinstance(block, dict):
+        return
+    kind = block.get("type")
+    if kind in TOOL_USE_TYPES:
+        if isinstance(block.get("name"), str):
+            out.append(block["name"])
+        _values(block.get("input"), out)
+    elif isinstance(kind, str) and kind.endswith("tool_result"):
+        content = block.get("content")
+        for part in content if isinstance(content, list) else [content]:
+            _block_text(part, out)
+    else:
+        for key in ("text", "thinking"):
+            if isinstance(block.get(key), str):
+                out.append(block[key])
+
+
+def searchable_text(event: Event) -> str:
+    """What a person reads in a line: message text, tool names and arguments, results.
+
+    Ids, JSON keys and protocol fields are left out, so a search for "fake" does
+    not find every ``msg_fake_…`` id.  Empty for lines that are not messages.
+    """
+    kind = event.fields.type
+    out: list[str] = []
+    if kind in ("user", "assistant"):
+        content = message_content(event)
+        for block in content if isinstance(content, list) else [content]:
+            _block_text(block, out)
+    elif kind == "result":
+        result = (event.message or {}).get("result")
+        if isinstance(result, str):
+            out.append(result)
+    return "\n".join(out)

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .events import Event
+from .events import TOOL_USE_TYPES, Event
 from .protocol import message_content
 from .recording import RecordingInfo
 from .telemetry import conventions as c
@@ -111,7 +111,7 @@ class TailFold:
             lines = []
             content = message_content(event)
             for block in content if isinstance(content, list) else []:
-                if isinstance(block, dict) and block.get("type") in ("tool_use", "mcp_tool_use"):
+                if isinstance(block, dict) and block.get("type") in TOOL_USE_TYPES:
                     given = block.get("input")
                     detail = _tool_input(given)
                     name = str(block.get("name", "?"))

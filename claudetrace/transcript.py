@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .events import Event
+from .events import TOOL_USE_TYPES, Event
 
 #: Types whose lines are summarised elsewhere (deltas) or pure noise in a transcript.
 _FOLDED = {"stream_event", "keep_alive"}
@@ -120,7 +120,7 @@ def _message_entries(ev: Event, msg: dict[str, Any], add: Any, width: int) -> No
             add(ev, role + sub, _short(block.get("text", ""), width))
         elif btype == "thinking":
             add(ev, role + sub, f"(thinking) {_short(block.get('thinking', ''), width)}")
-        elif btype in ("tool_use", "server_tool_use", "mcp_tool_use"):
+        elif btype in TOOL_USE_TYPES:
             add(ev, "tool" + sub, f"→ {block.get('name')} {_short(block.get('input', {}), width)}")
         elif btype == "tool_result":
             content = block.get("content")

@@ -73,3 +73,29 @@ def test_browse_list_session_tabs_and_diff(
     page.goto(f"{server}/?session=01NOTHERE")
     page.get_by_text("no recording matches").wait_for(timeout=timeout)
     page.close()
+
+
+def test_stats_token_chart_draws_over_dates(server: str, browser: object, tmp_path: Path) -> None:
+    page = browser.new_page(viewport={"width": 1280, "height": 1000})  # type: ignore[attr-defined]
+    timeout = 30_000
+    page.goto(f"{server}/stats")
+    page.get_by_text("Cost and tokens over time").wait_for(timeout=timeout)
+    charts = page.locator("[data-testid='stVegaLiteChart']")
+    charts.nth(1).wait_for(timeout=timeout)
+    page.wait_for_timeout(1500)  # vega draws after the element appears
+    page.screenshot(path=str(tmp_path / "stats.png"), full_page=True)
+    tokens = charts.nth(1)
+    # The chart's marks and axes are drawn: a time axis named for days, not an index.
+    drawn = tokens.evaluate(
+        "el => { const c = el.querySelector('canvas'); const s = el.querySelector('svg');"
+        " return {canvas: !!c && c.width > 0, text: el.innerText,"
+        " svg: s ? s.textContent : ''}; }"
+    )
+    assert drawn["canvas"] or drawn["svg"], drawn
+    assert "day index" not in str(drawn)
+    # The sessions table at 1280 px (a canvas: looked at in the screenshot).
+    page.goto(f"{server}/")
+    page.locator("[data-testid='stDataFrame']").first.wait_for(timeout=timeout)
+    page.wait_for_timeout(1000)
+    page.screenshot(path=str(tmp_path / "sessions-1280.png"))
+    page.close()

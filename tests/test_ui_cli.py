@@ -51,7 +51,9 @@ def test_seed_builds_what_the_benchmark_measures(tmp_path: Path) -> None:
     assert store.count_recordings() == 6
     assert store.count_events(big) == 300
     rec = store.get(big)
-    assert rec.turns > 10 and rec.tool_calls == rec.turns and rec.status == "ok"
+    # The session is cut at 300 lines: its last turn may be waiting for its result.
+    assert rec.turns > 10 and rec.turns - 1 <= rec.tool_calls <= rec.turns
+    assert rec.status == ("ok" if rec.tool_calls == rec.turns else "incomplete")
     small = [r for r in store.list_recordings() if r.id != big]
     assert {r.event_count for r in small} == {3 + len(template_turn("x", 0))}
 

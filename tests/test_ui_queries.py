@@ -36,6 +36,18 @@ def test_text_search_finds_messages_case_insensitively(store: Store) -> None:
     assert queries.list_sessions(store, Filters(text="100% _nothing_ like this")) == []
 
 
+def test_search_matches_what_people_read_not_ids_or_keys(store: Store) -> None:
+    # Every message id is msg_fake_…: an id is not text anyone wrote; "fake" is
+    # found only where a message says it.
+    assert queries.list_sessions(store, Filters(text="msg_fake")) == []
+    assert "plain" in names(queries.list_sessions(store, Filters(text="fake model")))
+    assert queries.list_sessions(store, Filters(text="tool_use_id")) == []  # a JSON key
+    # A tool's name and its arguments are found.
+    assert names(queries.list_sessions(store, Filters(text="touch created.txt"))) >= {
+        "permission_allow", "permission_deny"}
+    assert "mcp_tool" in names(queries.list_sessions(store, Filters(text="mcp__calc__add")))
+
+
 def test_search_matches_json_escaped_text(store: Store) -> None:
     # Hosts send JSON with ensure_ascii: quotes and non-ASCII arrive escaped.
     assert names(queries.list_sessions(store, Filters(text="Set model to `claude-sonnet-5`"))) == {

@@ -86,3 +86,22 @@ def test_bad_query_params_are_ignored() -> None:
         {"since": "yesterday", "min_cost": "lots", "max_cost": "nan", "errors": "0"}
     )
     assert f == Filters()
+
+
+def test_status_and_exit_come_first_in_the_table() -> None:
+    from claudetrace.ui.sessions import TABLE_COLUMNS
+
+    assert TABLE_COLUMNS[:3] == ("open", "status", "exit")
+    row = session_row(rec())
+    assert set(TABLE_COLUMNS) - {"open"} <= set(row)
+
+
+def test_token_chart_has_a_time_axis_and_draws_a_single_day() -> None:
+    import datetime as dt
+
+    from claudetrace.ui.stats import daily_usage, token_chart
+
+    one_day = daily_usage([rec(input_tokens=5, output_tokens=7)])
+    data = token_chart(one_day)
+    assert data["day"] == [dt.date(2023, 11, 14).isoformat()]
+    assert data["input tokens"] == [5] and data["output tokens"] == [7]

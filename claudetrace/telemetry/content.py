@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from ..events import TOOL_USE_TYPES
 from .records import Attributes
 
 CAPTURE_ENV: Final = "CLAUDETRACE_OTEL_CAPTURE_CONTENT"
@@ -89,7 +90,7 @@ def _parts(content: Any, clip: Callable[[str], str]) -> list[dict[str, Any]]:
             parts.append({"type": "text", "content": clip(str(block.get("text", "")))})
         elif kind == "thinking":
             parts.append({"type": "reasoning", "content": clip(str(block.get("thinking", "")))})
-        elif kind in ("tool_use", "server_tool_use", "mcp_tool_use"):
+        elif kind in TOOL_USE_TYPES:
             part: dict[str, Any] = {"type": "tool_call", "id": block.get("id"),
                                     "name": str(block.get("name"))}
             arguments = block.get("input")

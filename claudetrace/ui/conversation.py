@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..events import Event
+from ..events import TOOL_USE_TYPES, Event
 from ..protocol import (
     control_request,
     control_response,
@@ -217,7 +217,7 @@ class _Builder:
                 self.add(ev, "assistant", str(block.get("text", "")))
             elif btype in ("thinking", "redacted_thinking"):
                 self.add(ev, "thinking", str(block.get("thinking", "[redacted]")))
-            elif btype in ("tool_use", "server_tool_use", "mcp_tool_use"):
+            elif btype in TOOL_USE_TYPES:
                 tid = opt_str(block.get("id")) or f"seq{ev.seq}"
                 call = self.tool(tid, opt_str(block.get("name")))
                 call.input = block.get("input")

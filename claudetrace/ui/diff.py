@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..events import Event
+from ..events import TOOL_USE_TYPES, Event
 from ..protocol import message_content, total_cost_usd
 from .conversation import block_text
 
@@ -82,7 +82,7 @@ def turn_summaries(events: Iterable[Event]) -> list[TurnSummary]:
                     continue
                 if block.get("type") == "text" and isinstance(block.get("text"), str):
                     turn.received.append(block["text"])
-                elif block.get("type") in ("tool_use", "server_tool_use", "mcp_tool_use"):
+                elif block.get("type") in TOOL_USE_TYPES:
                     turn.tools.append(str(block.get("name")))
         elif kind == "result":
             turn = oldest(ev.t)

@@ -22,7 +22,7 @@ from sqlalchemy.orm import load_only
 from ..errors import StoreError
 from ..events import Event
 from ..model import FAILED
-from ..protocol import failed_tool_ids
+from ..protocol import failed_tool_ids, searchable_text
 from ..store import EventRow, EventTool, Recording, Store
 from .sessions import Filters
 
@@ -133,16 +133,7 @@ def list_sessions(store: Store, filters: Filters, *, limit: int | None = None) -
         scanned = (
             _filtered(store, filters.with_(text="")).with_only_columns(_R.id).limit(SEARCH_SCAN)
         )
-        hits = (
-            select(_E.recording_id)
-            .distinct()
-            .where(
-                _E.recording_id.in_(scanned),
-                _E.type.in_(MESSAGE_TYPES),
-                _contains(store, filters.text),
-            )
-        )
-        stmt = stmt.where(_R.id.in_(hits))
+        stmt = stmt.where(_R.id.in_(_text_hits(store, scanned, filters.text)))
     if limit is not None:
         stmt = stmt.limit(limit)
     with _guard("list recordings"), store.session() as s:
@@ -150,6 +141,22 @@ def list_sessions(store: Store, filters: Filters, *, limit: int | None = None) -
     if filters.errors_only:
         recs = [r for r in recs if r.status in FAILED or (r.status != "running" and r.tool_errors)]
     return recs
+
+
+def _text_hits(store: Store, scanned: Any, needle: str) -> list[str]:
+    """Recordings whose messages say ``needle``: the lines the database finds holding
+    it are read, and only what a person reads in them counts (message text, tool
+    names and arguments, results; not ids or JSON keys)."""
+    wanted = needle.casefold()
+    found: set[str] = set()
+    candidates = select(_E.recording_id, _E.seq, _E.direction, _E.data).where(
+        _E.recording_id.in_(scanned), _E.type.in_(MESSAGE_TYPES), _contains(store, needle))
+    with _guard("search messages"), store.engine.connect() as conn:
+        for rid, seq, direction, data in conn.execute(candidates):
+            if rid not in found and wanted in searchable_text(
+                    Event(seq, direction, 0, bytes(data))).casefold():
+                found.add(rid)
+    return sorted(found)
 
 
 def models(store: Store) -> list[str]:

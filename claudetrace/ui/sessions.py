@@ -101,6 +101,14 @@ def started_at(started_ns: int) -> dt.datetime:
     return dt.datetime.fromtimestamp(started_ns / 1e9, tz=dt.timezone.utc)
 
 
+#: The session table's columns, in order: status and exit first after the link, so
+#: they show without scrolling at 1280 px; wide, rarely read ones last.
+TABLE_COLUMNS = (
+    "open", "status", "exit", "started", "duration (s)", "model", "turns", "tool calls",
+    "tokens", "cost ($)", "name", "reason", "tags", "tool errors", "lines", "CLI", "id",
+)
+
+
 def session_row(rec: Recording) -> dict[str, Any]:
     """One row of the session table (only summary columns are read)."""
     duration = rec.duration_ns

@@ -42,6 +42,19 @@ def daily_usage(recordings: Iterable[Recording]) -> list[dict[str, Any]]:
     return [days[d] for d in sorted(days)]
 
 
+#: The token series of the usage chart, as daily_usage names them.
+TOKEN_SERIES = ("input tokens", "output tokens", "cache read tokens")
+
+
+def token_chart(daily: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
+    """Chart data for tokens per day: a ``day`` column of ISO dates (one stacked bar a
+    day, labelled with its date, so a single day draws too) and one column per series."""
+    data: dict[str, list[Any]] = {"day": [r["day"].isoformat() for r in daily]}
+    for series in TOKEN_SERIES:
+        data[series] = [r[series] for r in daily]
+    return data
+
+
 def tool_rates(usage: Mapping[str, tuple[int, int]]) -> list[dict[str, Any]]:
     """Tool calls, failures and failure rate, most used first."""
     rows = [

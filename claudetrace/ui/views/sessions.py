@@ -12,7 +12,7 @@ from typing import Any
 import streamlit as st
 
 from claudetrace.ui import queries
-from claudetrace.ui.sessions import Filters, session_row, tiles
+from claudetrace.ui.sessions import TABLE_COLUMNS, Filters, session_row, tiles
 from claudetrace.ui.views import common
 from claudetrace.ui.views.common import money, param, plain, set_params
 
@@ -145,32 +145,18 @@ def _list_body(filters: Filters) -> None:
         on_select="rerun",
         selection_mode="multi-row",
         key="sessions_table",
-        column_order=[
-            "open",
-            "started",
-            "duration (s)",
-            "name",
-            "tags",
-            "model",
-            "turns",
-            "tool calls",
-            "tool errors",
-            "tokens",
-            "cost ($)",
-            "status",
-            "exit",
-            "error",
-            "lines",
-            "CLI",
-            "id",
-        ],
+        column_order=list(TABLE_COLUMNS),
         column_config={
             "open": st.column_config.LinkColumn("open", display_text="open", width="small"),
             "started": st.column_config.DatetimeColumn(
                 "started (UTC)", format="YYYY-MM-DD HH:mm:ss"
             ),
             "cost ($)": st.column_config.NumberColumn(format="%.4f"),
-            "error": st.column_config.CheckboxColumn("error"),
+            "status": st.column_config.TextColumn("status", width="small"),
+            "exit": st.column_config.NumberColumn("exit", width="small"),
+            "duration (s)": st.column_config.NumberColumn("dur (s)", width="small"),
+            "turns": st.column_config.NumberColumn("turns", width="small"),
+            "tool calls": st.column_config.NumberColumn("tools", width="small"),
         },
     )
     _selection_actions(event, shown)

@@ -8,7 +8,14 @@ from claudetrace.store import Store
 from claudetrace.telemetry import build_spans
 from claudetrace.ui import queries
 from claudetrace.ui.sessions import Filters
-from claudetrace.ui.stats import daily_usage, latency_table, merge_samples, tool_rates
+from claudetrace.ui.stats import (
+    TOKEN_SERIES,
+    daily_usage,
+    latency_table,
+    merge_samples,
+    token_chart,
+    tool_rates,
+)
 from claudetrace.ui.timeline import latencies
 from claudetrace.ui.views import common
 
@@ -36,14 +43,8 @@ def page() -> None:
     st.subheader("Cost and tokens over time (per UTC day)")
     c1, c2 = st.columns(2)
     c1.bar_chart({str(r["day"]): r["cost ($)"] for r in daily}, x_label="day", y_label="cost ($)")
-    c2.line_chart(
-        {
-            "input tokens": [r["input tokens"] for r in daily],
-            "output tokens": [r["output tokens"] for r in daily],
-            "cache read tokens": [r["cache read tokens"] for r in daily],
-        },
-        x_label="day index",
-    )
+    c2.bar_chart(token_chart(daily), x="day", y=list(TOKEN_SERIES), x_label="day (UTC)",
+                 y_label="tokens")
     st.dataframe(daily, hide_index=True, key="daily_table")
 
     st.subheader("Tools")
