@@ -382,6 +382,9 @@ def test_collector_pipelines() -> None:
     )
     assert host_port(config["exporters"][tempo_exporter]["endpoint"])[1] == host_port(tempo_grpc)[1]
     assert pipelines["metrics"]["exporters"] == ["prometheus"]
+    # claudetrace's metrics are deltas (one series per host and service): summed up
+    # before the prometheus exporter, which wants cumulative ones.
+    assert pipelines["metrics"]["processors"][0] == "deltatocumulative"
     # The dashboards' metric names assume suffixes are added (see prometheus_name).
     assert config["exporters"]["prometheus"]["add_metric_suffixes"] is True
 
