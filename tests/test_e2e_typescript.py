@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -27,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from claudetrace.shim import self_command
 from claudetrace.store import Store, open_store
 from claudetrace.testing import FakeAPI, text, tool_use
 from claudetrace.testing.harness import PROJECT_DIR, bundled_cli_version, make_home, subprocess_env
@@ -292,3 +294,64 @@ def test_typescript_sdk_sees_the_cli_die(
 
     rec = store.get(wait_for_recording(store, known))
     assert (rec.exit_code, rec.signal, rec.status) == (137, 9, "error")
+
+
+# -- fault injection: the TypeScript SDK reports a faulty CLI promptly ---------------------------
+
+
+@pytest.fixture(scope="module")
+def ts_cassette(
+    ts: TsRig, fake_api: FakeAPI, real_claude: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """A cassette of the node host's session (calc tool, permission callback)."""
+    from claudetrace.cassette import write_cassette
+
+    fake_api.reset(tool_use("mcp__calc__add", {"a": 2, "b": 40}), text("The sum is 42."))
+    store = open_store(str(ts.db))
+    try:
+        known = {r.id for r in store.list_recordings()}
+        run = run_host(ts, fake_api, "to-replay", ts.shim, real_claude, "Add 2 and 40.")
+        assert run.returncode == 0, run.stderr[-2000:]
+        cassette = store.load_cassette(wait_for_recording(store, known))
+    finally:
+        store.close()
+    path = tmp_path_factory.mktemp("ts-cassette") / "calc.ndjson"
+    write_cassette(path, cassette.header, cassette.events)
+    return path
+
+
+@pytest.mark.parametrize(
+    "spec", ["crash@3", "exit=3@3", "signal=KILL@3", "truncate@3", "garbage@3", "hang@3"]
+)
+def test_typescript_sdk_reports_an_injected_fault_promptly(
+    ts: TsRig, ts_cassette: Path, fake_api: FakeAPI, real_claude: Path, spec: str
+) -> None:
+    import time
+
+    shim = ts.root / f"replay-{spec.split('@')[0].replace('=', '-')}"
+    made = subprocess.run(
+        [*self_command(), "shim", str(shim), "--replay", str(ts_cassette), "--fault", spec],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert made.returncode == 0, made.stderr
+    fake_api.reset()
+    os.environ["HOST_TIMEOUT_MS"] = "3000"
+    try:
+        started = time.monotonic()
+        run = run_host(ts, fake_api, f"fault-{shim.name}", shim, real_claude, "Add 2 and 40.")
+        elapsed = time.monotonic() - started
+    finally:
+        del os.environ["HOST_TIMEOUT_MS"]
+    assert elapsed < 20, elapsed
+    if spec.startswith("garbage"):
+        # The TypeScript SDK skips a line it cannot parse: the session goes on.
+        assert run.returncode == 0 and run.errors() == [], run.lines
+        assert [r["result"] for r in run.messages("result")] == ["The sum is 42."]
+        return
+    assert run.returncode == 1, (run.lines, run.stderr[-2000:])
+    assert run.errors(), run.lines
+    assert run.messages("result") == []
+    assert fake_api.message_requests() == [], "a replay must not reach the API"

@@ -167,7 +167,7 @@ def test_host_sees_the_fault(claude_cli, tmp_path):
     [
         ("crash@0", 1, "out == b''"),
         ("exit=9@1", 9, "len(out.splitlines()) == 1"),
-        ("garbage@0", 0, "out.startswith(b'<claudetrace injected garbage')"),
+        ("garbage@0", 0, "out.startswith(b'{claudetrace injected garbage')"),
     ],
 )
 def test_a_test_that_injects_a_fault_is_not_failed_for_input_it_never_sent(

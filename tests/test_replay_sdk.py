@@ -108,11 +108,18 @@ App = Callable[[ClaudeSDKClient, list[Any]], Awaitable[None]]
 
 
 def run_app(
-    source: Path, app: App, api: FakeAPI, tmp_path: Path, *, sample_host: bool = True
+    source: Path,
+    app: App,
+    api: FakeAPI,
+    tmp_path: Path,
+    *,
+    sample_host: bool = True,
+    faults: tuple[str, ...] = (),
 ) -> tuple[list[Any], list[Any], str | None, float, dict[str, Any] | None]:
     """Run ``app`` against a replay of ``source``: messages, calls, error, seconds, report."""
     report = tmp_path / "report.json"
-    shim = write_replay_shim(tmp_path / "claude", source, report=report)
+    extra = [arg for spec in faults for arg in ("--fault", spec)]
+    shim = write_replay_shim(tmp_path / "claude", source, report=report, extra=extra)
     home = make_home(tempfile.mkdtemp(prefix="ct-home-"))
     calls: list[Any] = []
     messages: list[Any] = []
@@ -222,3 +229,68 @@ def test_different_permission_decision_diverges(fake_api: FakeAPI, tmp_path: Pat
     paths = [d["path"] for d in report["diff"]]
     assert any(p.endswith(".behavior") for p in paths), paths
     assert result.error is not None or any(r.is_error for r in result.results())
+
+
+# -- fault injection: the real SDK must raise or report promptly, never hang -------------------
+
+
+@pytest.mark.parametrize(
+    ("spec", "raised"),
+    [
+        ("crash@2", "ProcessError"),
+        ("exit=3@2", "ProcessError"),
+        ("signal=KILL@2", "ProcessError"),
+        ("truncate@2", "ProcessError"),
+        ("garbage@2", "CLIJSONDecodeError"),
+    ],
+)
+def test_an_injected_fault_makes_the_sdk_raise_promptly(
+    spec: str, raised: str, fake_api: FakeAPI, tmp_path: Path
+) -> None:
+    source = FIXTURES / "cassettes" / "plain.ndjson"
+    messages, _, error, elapsed, report = run_app(
+        source, ask("Say hello."), fake_api, tmp_path, sample_host=False, faults=(spec,)
+    )
+    assert error is not None and error.startswith(raised), (error, messages)
+    assert elapsed < 10
+    assert report is None, "a faulted replay reports no divergence"
+    assert not any(isinstance(m, ResultMessage) for m in messages)
+
+
+def test_a_hung_cli_is_left_by_a_host_with_a_timeout(fake_api: FakeAPI, tmp_path: Path) -> None:
+    source = FIXTURES / "cassettes" / "plain.ndjson"
+
+    async def impatient(client: ClaudeSDKClient, messages: list[Any]) -> None:
+        await client.query("Say hello.")
+
+        async def collect() -> None:
+            async for message in client.receive_response():
+                messages.append(message)
+
+        await asyncio.wait_for(collect(), 2.0)
+
+    messages, _, error, elapsed, report = run_app(
+        source, impatient, fake_api, tmp_path, sample_host=False, faults=("hang@2",)
+    )
+    assert error is not None and error.startswith("TimeoutError"), error
+    # Two seconds of waiting, then the SDK closes the hung CLI without waiting long.
+    assert elapsed < 10, elapsed
+    assert report is None
+
+
+def test_delay_stderr_slow_the_session_without_breaking_it(
+    fake_api: FakeAPI, tmp_path: Path
+) -> None:
+    source = FIXTURES / "cassettes" / "plain.ndjson"
+    messages, _, error, elapsed, report = run_app(
+        source,
+        ask("Say hello."),
+        fake_api,
+        tmp_path,
+        sample_host=False,
+        faults=("delay=1.0@2", "stderr=warning: slow network@1"),
+    )
+    assert error is None and report is None
+    assert elapsed >= 1.0
+    final = messages[-1]
+    assert isinstance(final, ResultMessage) and not final.is_error

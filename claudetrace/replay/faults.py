@@ -47,8 +47,9 @@ FORMS: Final = {
 TERMINAL: Final = frozenset({"crash", "signal", "exit", "truncate", "hang"})
 _NEEDS_VALUE: Final = frozenset({"signal", "exit", "delay", "stderr"})
 
-#: The line ``garbage@N`` writes (not JSON, so a host's parser must cope with it).
-GARBAGE: Final = b"<claudetrace injected garbage: this line is not JSON>\n"
+#: The line ``garbage@N`` writes: it opens like a JSON object but is not one, so a
+#: host that skips non-JSON lines (as the Python SDK does) still meets it.
+GARBAGE: Final = b"{claudetrace injected garbage: this line is not JSON}\n"
 
 _SPEC: Final = re.compile(r"(?s)(?P<kind>[a-z]+)(?:=(?P<value>.*))?@(?P<at>\d+)")
 

@@ -6,7 +6,8 @@
 // callback that allows every tool and an in-process SDK MCP tool (calc/add).
 // Prints one JSON line per event on stdout: {"message": …} for every SDK
 // message, {"callback": "can_use_tool" | "add", …} when a callback runs, and
-// {"error": "…"} if the query fails (then the exit status is 1).  The CLI's
+// {"error": "…"} if the query fails (then the exit status is 1); HOST_TIMEOUT_MS
+// aborts the query after that long.  The CLI's
 // environment is this process's (the test points it at a fake API).
 
 import { createSdkMcpServer, query, tool } from "@anthropic-ai/claude-agent-sdk";
@@ -37,10 +38,17 @@ async function canUseTool(toolName, input) {
   return { behavior: "allow", updatedInput: input };
 }
 
+// HOST_TIMEOUT_MS: give up on the CLI after that long (the SDK then kills it).
+const abortController = new AbortController();
+if (process.env.HOST_TIMEOUT_MS) {
+  setTimeout(() => abortController.abort(), Number(process.env.HOST_TIMEOUT_MS)).unref();
+}
+
 try {
   for await (const message of query({
     prompt,
     options: {
+      abortController,
       pathToClaudeCodeExecutable: cliPath,
       cwd: process.cwd(),
       canUseTool,
