@@ -38,6 +38,19 @@ def test_a_tiny_run_measures_both_modes_in_turns() -> None:
     assert "400 lines" in text and "live telemetry:" in text and "cachegrind" not in text
 
 
+@pytest.mark.usefixtures("ct_env")
+def test_a_run_whose_export_failed_fails_the_benchmark(tmp_path: Path) -> None:
+    """A failed export costs less than one that went through: it must not count."""
+    from claudetrace.bench.telemetry import _index
+    from tests.otlp_receiver import OtlpReceiver
+
+    source = write_capture(tmp_path, 400)
+    with OtlpReceiver("http", refuse={"/v1/traces": 400}) as receiver:
+        with pytest.raises(RuntimeError, match="live telemetry failed: OTLP traces export"):
+            _index(source, tmp_path, "refused", receiver.endpoint, [])
+        assert receiver.paths  # it did try
+
+
 def test_cachegrind_totals_and_the_cycle_estimate(tmp_path: Path) -> None:
     log = tmp_path / "cg.log"
     log.write_text("==1== I   refs:      1,000,000\n==1== I1  misses:  10\n"

@@ -5,8 +5,9 @@ Live telemetry runs in a worker process the session's indexer
 the indexer's CPU time includes its worker's.  This benchmark writes one capture file
 of the streaming session (as the proxy writes it: chunks of up to 64 KiB per
 direction) and has the indexer store a copy of it into a fresh SQLite file,
-telemetry off and on (exporting over OTLP/HTTP to a local endpoint that
-discards), taking turns for ``rounds`` rounds:
+telemetry off and on (exporting through the OpenTelemetry SDK over OTLP/HTTP to a
+local endpoint that accepts and discards; a run whose export failed fails the
+benchmark), taking turns for ``rounds`` rounds:
 
 - CPU time of the indexer process (and its worker), each mode's median;
 - with ``valgrind``, one run of each under cachegrind (:mod:`.cachegrind`, both
@@ -117,6 +118,16 @@ def _index(source: Path, folder: Path, run: str, otel: str | None,
         raise RuntimeError(f"the indexer failed ({proc.returncode}): "
                            f"{proc.stderr.decode(errors='replace').strip()[-300:]}")
     report = json.loads(stats.read_text().splitlines()[-1])
+    if otel is not None:
+        # A failed export costs less than one that went through: that run would
+        # flatter telemetry, so it fails the benchmark instead.
+        store = open_store(str(db))
+        try:
+            warnings = store.resolve("latest").extra.get("warnings")
+        finally:
+            store.close()
+        if warnings:
+            raise RuntimeError(f"live telemetry failed: {warnings[0]}")
     return float(report["cpu_s"]), work
 
 
