@@ -124,7 +124,9 @@ def test_detects_the_format_by_content(tmp_path: Path) -> None:
     assert detect(CASSETTES / "plain.ndjson") == "cassette"
     other = tmp_path / "other.jsonl"
     other.write_text('{"hello": "world"}\n')
-    with pytest.raises(ImportFormatError, match="not a claudetrace cassette or a Claude"):
+    with pytest.raises(
+        ImportFormatError, match="not a claudetrace cassette, a Claude Code transcript"
+    ):
         detect(other)
     empty = tmp_path / "empty.jsonl"
     empty.write_text("\n")
@@ -252,7 +254,10 @@ def test_import_command_on_folders_and_files(tmp_path: Path, db_path: Path) -> N
     bad.write_text("hello\n")
     failed = runner.invoke(cli, ["import", str(bad), *db])
     assert failed.exit_code != 0
-    assert "not a claudetrace cassette or a Claude Code transcript" in failed.stderr
+    assert (
+        "not a claudetrace cassette, a Claude Code transcript or a claude-trace log"
+        in failed.stderr
+    )
     missing = runner.invoke(cli, ["import", str(tmp_path / "nope"), *db])
     assert missing.exit_code != 0 and "no such file or folder" in missing.stderr
     helped = runner.invoke(cli, ["import", "--help"])
@@ -324,24 +329,13 @@ COMPARED = ["plain", "permission_allow", "hooks", "mcp_tool", "subagent", "multi
 def test_transcripts_of_the_real_cli_match_its_proxied_recordings(
     tmp_path: Path, fake_api: Any, real_claude: Path
 ) -> None:
-    from claudetrace.testing.harness import make_home
-    from tests.record_fixtures import claudetrace, newest_recording, recording_ids
-    from tests.scenarios import run_scenario
+    from tests.comparing import FIGURES, proxied_sessions, same_figures, tool_names
 
-    proxied_db = tmp_path / "proxied.db"
-    shim = tmp_path / "claude"
-    claudetrace("shim", str(shim), "--real", str(real_claude), "--db", str(proxied_db))
-    homes = {}
-    proxied = {}
-    for name in COMPARED:
-        homes[name] = make_home(tmp_path / f"home-{name}")
-        known = recording_ids(proxied_db)
-        run_scenario(name, shim, fake_api, home=homes[name])
-        proxied[name] = newest_recording(proxied_db, known)
+    proxied_db, proxied = proxied_sessions(tmp_path, fake_api, real_claude, COMPARED)
     imported_db = tmp_path / "imported.db"
     runner = CliRunner()
     for name in COMPARED:
-        projects = homes[name] / ".claude" / "projects"
+        projects = tmp_path / f"home-{name}" / ".claude" / "projects"
         done = runner.invoke(cli, ["import", str(projects), "--db", str(imported_db)])
         assert done.exit_code == 0, done.output
     a, b = open_store(str(proxied_db)), open_store(str(imported_db))
@@ -350,20 +344,8 @@ def test_transcripts_of_the_real_cli_match_its_proxied_recordings(
             want = a.get(proxied[name])
             got = b.resolve(want.cli_session_id)
             assert got.source == "transcript"
-            for column in (
-                "turns",
-                "tool_calls",
-                "tool_errors",
-                "model",
-                "input_tokens",
-                "output_tokens",
-                "cache_read_tokens",
-                "cache_creation_tokens",
-                "claude_code_version",
-                "permission_mode",
-                "is_error",
-            ):
-                assert getattr(got, column) == getattr(want, column), (name, column)
+            more = ("claude_code_version", "permission_mode", "is_error")
+            same_figures(want, got, name, (*FIGURES, *more))
             assert got.cost_usd == pytest.approx(want.cost_usd), name
             assert tool_names(a, want.id) == tool_names(b, got.id), name
             assert got.exit_code is None and got.status == "ok"
@@ -372,11 +354,3 @@ def test_transcripts_of_the_real_cli_match_its_proxied_recordings(
     finally:
         a.close()
         b.close()
-
-
-def tool_names(store: Store, rid: str) -> list[str]:
-    names = []
-    for ev in store.iter_events(rid):
-        if ev.direction == "out" and ev.type == "assistant" and not ev.fields.parent_tool_use_id:
-            names += [ref.name or "" for ref in ev.fields.tools if ref.kind == "use"]
-    return names

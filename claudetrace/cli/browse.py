@@ -265,13 +265,15 @@ def import_(
     watch: bool,
     interval: float,
 ) -> None:
-    """Store cassettes and Claude Code transcripts; prints each recording's id.
+    """Store cassettes, Claude Code transcripts and claude-trace logs; prints each
+    recording's id.
 
-    PATH is a cassette, a Claude Code session transcript, or a folder of
-    transcripts, such as ~/.claude/projects (all your Claude Code sessions) or
-    one project's folder in it.  The format is told by content.  Importing a
-    transcript again skips it when unchanged and updates its recording when it
-    grew; --watch keeps doing so as Claude Code writes.
+    PATH is a cassette, a Claude Code session transcript, a claude-trace log, or
+    a folder of transcripts or logs, such as ~/.claude/projects (all your Claude
+    Code sessions) or one project's folder in it.  The format is told by
+    content.  Importing a transcript or log again skips it when unchanged and
+    updates its recording when it grew; --watch keeps doing so as they are
+    written.
     """
     from ..formats.imports import expand, import_file
     from ..progress import track

@@ -154,8 +154,14 @@ class Transcript:
 
 
 class _Converter:
-    def __init__(self, session_id: str) -> None:
+    def __init__(
+        self, session_id: str, source: str = SOURCE, *, sidechain_usage: bool = False
+    ) -> None:
         self.session_id = session_id
+        self.source = source
+        #: Count subagents' API messages in the turn's usage (as the CLI's modelUsage
+        #: does), for sources without the CLI's own per-model figures.
+        self.sidechain_usage = sidechain_usage
         self.events: list[Event] = []
         self.start_ns: int | None = None
         self.last_ns = 0
@@ -193,7 +199,7 @@ class _Converter:
             "model": model,
             "permissionMode": entry.get("permissionMode"),
             "claude_code_version": entry.get("version"),
-            "claudetrace_source": SOURCE,
+            "claudetrace_source": self.source,
         }
         self.emit("out", {k: v for k, v in msg.items() if v is not None}, when)
 
@@ -216,7 +222,7 @@ class _Converter:
                 "cache_read_input_tokens": turn.usage.get("cache_read_input_tokens", 0),
                 "output_tokens": turn.usage.get("output_tokens", 0),
             },
-            "claudetrace_source": SOURCE,
+            "claudetrace_source": self.source,
         }
         if self.cost_total is not None and self.cost_models:
             result["total_cost_usd"] = self.cost_total
@@ -321,23 +327,10 @@ class _Converter:
         turn = self.turn
         if parent is None:
             self.init(model, when)
+        if turn is not None and (parent is None or self.sidechain_usage):
+            self._count(turn, msg)
         if turn is not None and parent is None:
             turn.end_ns = when
-            message_id = msg.get("id")
-            usage = msg.get("usage")
-            # One transcript line per content block: usage repeats for each.
-            if isinstance(message_id, str) and message_id not in turn.messages:
-                turn.messages.add(message_id)
-                if isinstance(usage, dict):
-                    for key in (
-                        "input_tokens",
-                        "cache_creation_input_tokens",
-                        "cache_read_input_tokens",
-                        "output_tokens",
-                    ):
-                        value = usage.get(key)
-                        if isinstance(value, int):
-                            turn.usage[key] = turn.usage.get(key, 0) + value
             blocks = msg.get("content")
             if isinstance(blocks, list):
                 texts = [b.get("text") for b in blocks if isinstance(b, dict)]
@@ -347,6 +340,25 @@ class _Converter:
                     isinstance(b, dict) and b.get("type") == "tool_use" for b in blocks
                 )
         self.emit("out", self._line(entry, parent), when)
+
+    @staticmethod
+    def _count(turn: _Turn, msg: dict[str, Any]) -> None:
+        """Add an API message's usage to the turn (once: one line per content block)."""
+        message_id = msg.get("id")
+        usage = msg.get("usage")
+        if not isinstance(message_id, str) or message_id in turn.messages:
+            return
+        turn.messages.add(message_id)
+        if isinstance(usage, dict):
+            for key in (
+                "input_tokens",
+                "cache_creation_input_tokens",
+                "cache_read_input_tokens",
+                "output_tokens",
+            ):
+                value = usage.get(key)
+                if isinstance(value, int):
+                    turn.usage[key] = turn.usage.get(key, 0) + value
 
     def system(self, entry: dict[str, Any], when: int, parent: str | None) -> None:
         skip = {
@@ -429,10 +441,26 @@ def read_transcript(path: Path, *, recording_id: str | None = None) -> Transcrip
     """Read the session transcript ``path`` (and its subagents) as a recording."""
     main = read_lines(path)
     sides = [read_lines(p) for p in sidechain_files(path)]
+    return entries_recording(main, sides, path, source=SOURCE, recording_id=recording_id)
+
+
+def entries_recording(
+    main: list[dict[str, Any]],
+    sides: list[list[dict[str, Any]]],
+    path: Path,
+    *,
+    source: str,
+    recording_id: str | None = None,
+    sidechain_usage: bool = False,
+) -> Transcript:
+    """The recording of transcript entries (a session's, then its subagents').
+
+    ``sidechain_usage`` counts the subagents' API messages in each turn's usage.
+    """
     session_id = next(
         (e["sessionId"] for e in main if isinstance(e.get("sessionId"), str)), path.stem
     )
-    convert = _Converter(session_id)
+    convert = _Converter(session_id, source, sidechain_usage=sidechain_usage)
     first: dict[str, Any] = next((e for e in main if e.get("type") == "user"), {})
     for when, entry, parent in _timeline(main, sides, _agent_links(main)):
         convert.feed(entry, when, parent)
@@ -441,21 +469,21 @@ def read_transcript(path: Path, *, recording_id: str | None = None) -> Transcrip
     if turn is not None and finished:
         convert.close_turn()
     if not convert.events:
-        raise TranscriptError(f"{path}: no conversation in this transcript")
+        raise TranscriptError(f"{path}: no conversation in this file")
     started = convert.start_ns or 0
+    version = first.get("version")
+    mode = first.get("permissionMode")
     info = RecordingInfo(
         id=recording_id or new_recording_id(started),
         argv=[],
         started_ns=started,
         cwd=str(first.get("cwd") or ""),
-        source=SOURCE,
+        source=source,
         ended_ns=convert.last_ns if finished else None,
         cli_session_id=session_id,
-        claude_code_version=first.get("version") if isinstance(first.get("version"), str) else None,
+        claude_code_version=version if isinstance(version, str) else None,
         model=convert.facts.get("model"),
-        permission_mode=first.get("permissionMode")
-        if isinstance(first.get("permissionMode"), str)
-        else None,
+        permission_mode=mode if isinstance(mode, str) else None,
         extra={"source_path": str(path.resolve()), "cost_known": convert.cost_known},
     )
     from .. import __version__
@@ -468,6 +496,7 @@ __all__ = [
     "SOURCE",
     "Transcript",
     "TranscriptError",
+    "entries_recording",
     "fingerprint",
     "is_transcript_line",
     "read_lines",

@@ -33,9 +33,13 @@ def plural(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
+#: Sources that are files written beside the CLI (no process seen), and their names.
+FILE_SOURCES = {"transcript": "Claude Code transcript", "claude-trace": "claude-trace log"}
+
+
 def has_process(rec: Any) -> bool:
     """Whether the recording saw the CLI process (exit status, stderr, control plane)."""
-    return bool(rec.source != "transcript")
+    return rec.source not in FILE_SOURCES
 
 
 def cost_known(rec: Any) -> bool:
@@ -65,10 +69,10 @@ def facts(rec: Any) -> list[tuple[str, str]]:
     else:
         origin = (rec.extra or {}).get("source_path") or "?"
         rows += [
-            ("source", f"Claude Code transcript {origin}"),
+            ("source", f"{FILE_SOURCES[rec.source]} {origin}"),
             ("cwd", rec.cwd or UNKNOWN),
         ]
-    cost = f"${rec.cost_usd:.6f}" if cost_known(rec) else f"{UNKNOWN} (not in this transcript)"
+    cost = f"${rec.cost_usd:.6f}" if cost_known(rec) else f"{UNKNOWN} (not in this file)"
     rows += [
         ("exit", exit_text),
         ("cli session", f"{rec.cli_session_id or '—'}  claude {rec.claude_code_version or '?'}"),
@@ -89,7 +93,7 @@ def facts(rec: Any) -> list[tuple[str, str]]:
         ("events", f"{rec.event_count} lines, {rec.byte_count} bytes"),
     ]
     if not process:
-        rows.append(("not known", "control plane, stderr and exit status (not in a transcript)"))
+        rows.append(("not known", "control plane, stderr and exit status (not in this file)"))
     if rec.tags:
         rows.insert(1, ("tags", ", ".join(f"{k}={v}" for k, v in rec.tags.items())))
     rows += [("warning", warning) for warning in rec.warnings]

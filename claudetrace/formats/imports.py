@@ -21,9 +21,23 @@ from typing import Any, Literal
 from sqlalchemy import select
 
 from ..errors import ClaudeTraceError
-from .claude_code import SOURCE, fingerprint, is_transcript_line, read_transcript, sidechain_files
+from .claude_code import (
+    Transcript,
+    fingerprint,
+    is_transcript_line,
+    read_transcript,
+    sidechain_files,
+)
+from .claude_trace import is_claude_trace_line, read_claude_trace
 
-Kind = Literal["cassette", "transcript"]
+#: How each converted format is read: its recordings' ``source``, the reader, and
+#: the files that belong to one (a session transcript has its subagents' too).
+_CONVERTED: dict[str, tuple[str, Callable[[Path], Transcript], Callable[[Path], list[Path]]]] = {
+    "transcript": ("transcript", read_transcript, lambda path: [path, *sidechain_files(path)]),
+    "claude-trace": ("claude-trace", read_claude_trace, lambda path: [path]),
+}
+
+Kind = Literal["cassette", "transcript", "claude-trace"]
 Action = Literal["imported", "updated", "unchanged"]
 
 
@@ -43,7 +57,10 @@ class Imported:
 
 
 def detect(path: Path) -> Kind:
-    """Whether ``path`` holds a cassette or a Claude Code transcript (by its first line)."""
+    """Whether ``path`` holds a cassette, a Claude Code transcript or a claude-trace log.
+
+    The first line tells.
+    """
     try:
         with path.open("rb") as handle:
             first = b""
@@ -63,8 +80,12 @@ def detect(path: Path) -> Kind:
         return "cassette"
     if is_transcript_line(obj):
         return "transcript"
+    if is_claude_trace_line(obj):
+        return "claude-trace"
     what = (
-        "an empty file" if not first else "not a claudetrace cassette or a Claude Code transcript"
+        "an empty file"
+        if not first
+        else "not a claudetrace cassette, a Claude Code transcript or a claude-trace log"
     )
     raise ImportFormatError(f"{path}: {what}")
 
@@ -89,36 +110,41 @@ def expand(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Path]:
             )
 
 
-def _transcript_recording(store: Any, session_id: str) -> Any:
+def _converted_recording(store: Any, source: str, session_id: str) -> Any:
     from ..store.models import Recording
 
     with store.session() as s:
         return s.scalars(
             select(Recording)
-            .where(Recording.source == SOURCE, Recording.cli_session_id == session_id)
+            .where(Recording.source == source, Recording.cli_session_id == session_id)
             .order_by(Recording.started_ns)
             .limit(1)
         ).first()
 
 
-def import_transcript(
-    store: Any, path: Path, *, name: str | None = None, tags: dict[str, str] | None = None
+def import_converted(
+    store: Any,
+    path: Path,
+    kind: Kind = "transcript",
+    *,
+    name: str | None = None,
+    tags: dict[str, str] | None = None,
 ) -> Imported:
-    """Store (or bring up to date) the recording of the session transcript ``path``."""
-    files = [path, *sidechain_files(path)]
-    digest = fingerprint(files)
-    known = _transcript_recording(store, path.stem)
+    """Store (or bring up to date) the recording of a transcript or claude-trace log."""
+    source, read, files_of = _CONVERTED[kind]
+    digest = fingerprint(files_of(path))
+    known = _converted_recording(store, source, path.stem)
     if known is not None and (known.extra or {}).get("fingerprint") == digest:
-        return Imported(path, "transcript", "unchanged", known.id, known.cli_session_id)
-    transcript = read_transcript(path)
-    sid = transcript.info.cli_session_id
+        return Imported(path, kind, "unchanged", known.id, known.cli_session_id)
+    converted = read(path)
+    sid = converted.info.cli_session_id
     if known is None or known.cli_session_id != sid:
-        known = _transcript_recording(store, sid) if sid else None
-    info = transcript.info
+        known = _converted_recording(store, source, sid) if sid else None
+    info = converted.info
     info.extra["fingerprint"] = digest
     if known is not None:
         if (known.extra or {}).get("fingerprint") == digest:
-            return Imported(path, "transcript", "unchanged", known.id, sid)
+            return Imported(path, kind, "unchanged", known.id, sid)
         info.id = known.id
         info.name = known.name
         info.tags = dict(known.tags or {})
@@ -127,23 +153,23 @@ def import_transcript(
         info.name = name
     if tags:
         info.tags = {**info.tags, **tags}
-    rid = store.import_cassette(({}, transcript.events), info=info)
+    rid = store.import_cassette(({}, converted.events), info=info)
     # The import closes the recording at its last event; a turn still under
     # way leaves it open, seen last when the file was last written.
-    if not transcript.finished:
+    if not converted.finished:
         seen = max(path.stat().st_mtime_ns, info.started_ns)
         store.update_recording(rid, ended_ns=None, last_seen_ns=seen)
     action: Action = "updated" if known is not None else "imported"
-    return Imported(path, "transcript", action, rid, sid)
+    return Imported(path, kind, action, rid, sid)
 
 
 def import_file(
     store: Any, path: Path, *, name: str | None = None, tags: dict[str, str] | None = None
 ) -> Imported:
-    """Store the cassette or transcript ``path``."""
+    """Store the cassette, transcript or claude-trace log ``path``."""
     kind = detect(path)
-    if kind == "transcript":
-        return import_transcript(store, path, name=name, tags=tags)
+    if kind != "cassette":
+        return import_converted(store, path, kind, name=name, tags=tags)
     from contextlib import closing
 
     from ..cassette import iter_cassette
@@ -161,7 +187,8 @@ def import_file(
 
 
 class Watcher:
-    """Imports the transcripts under some paths that are new or changed since last look."""
+    """Imports the transcripts and claude-trace logs under some paths that are new or
+    changed since the last look."""
 
     def __init__(self, store: Any, paths: Iterable[str | os.PathLike[str]]) -> None:
         self.store = store
@@ -184,10 +211,11 @@ class Watcher:
             if self.seen.get(path) == stamp:
                 continue
             try:
-                if detect(path) != "transcript":
+                kind = detect(path)
+                if kind == "cassette":
                     self.seen[path] = stamp
                     continue
-                done = import_transcript(self.store, path)
+                done = import_converted(self.store, path, kind)
             except ClaudeTraceError as exc:
                 errors(path, exc)
             else:
@@ -202,6 +230,6 @@ __all__ = [
     "Watcher",
     "detect",
     "expand",
+    "import_converted",
     "import_file",
-    "import_transcript",
 ]
