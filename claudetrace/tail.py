@@ -1,11 +1,11 @@
 """``claudetrace tail``: a running session, line by line, as it happens.
 
 :class:`TailFold` is pure: events in, :class:`TailLine` s out.  It feeds the
-telemetry span builder (the one reading of what the protocol means) and says
-something when a prompt arrives, when a tool call starts, and whenever a span
-ends: a model call with its usage, a tool call with its duration and outcome, a
-permission wait, a hook or MCP round trip, a control request, a turn with the
-running totals of tokens and cost.  :func:`follow` reads a recording's events
+session model (the one reading of what the protocol means) and says something
+when a prompt arrives, when a tool call starts, and whenever something ends: a
+model call with its usage, a tool call with its duration and outcome, a
+permission wait, a hook or MCP round trip, a control request, a subagent, a
+turn with the running totals of tokens and cost.  :func:`follow` reads a recording's events
 from the store as the indexer stores them (the proxy's capture reaches the
 store within a fraction of a second) and hands each line to a callback.
 
@@ -21,14 +21,13 @@ import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
-from .events import TOOL_USE_TYPES, Event
+from .events import Event
+from .model import ControlRoundTrip, ModelCall, Session, ToolCall, Turn
 from .protocol import message_content
 from .recording import RecordingInfo
-from .telemetry import conventions as c
-from .telemetry.records import SpanRecord
-from .telemetry.spans import SpanBuilder
 
 _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 #: How much of a prompt, answer or tool input a line shows.
@@ -58,134 +57,167 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.2f} s"
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 class TailFold:
-    """What to say about a recording's events, one event at a time."""
+    """What to say about a recording's events, one event at a time.
+
+    It folds the events into the session model (:class:`claudetrace.model.Session`)
+    and, after each, says what started or ended since the one before.
+    """
 
     def __init__(self, info: RecordingInfo) -> None:
         self.info = info
-        self._ended: list[SpanRecord] = []
-        self._builder = SpanBuilder(info, on_end=self._ended.append)
-        self.model_calls = 0
-        self.input_tokens = 0
-        self.output_tokens = 0
-        self.cost = 0.0
-        self.cost_seen = False
+        self.session = Session(model=info.model, session_id=info.cli_session_id)
+        self._tools_seen = 0
+        self._running_tools: dict[str, ToolCall] = {}
+        self._calls_seen = 0
+        self._open_calls: list[ModelCall] = []
+        self._controls_seen = 0
+        self._open_controls: list[ControlRoundTrip] = []
+        self._turns_told = 0
+        self._agents_told: set[str] = set()
 
     def feed(self, event: Event) -> list[TailLine]:
         """The lines ``event`` gives (often none)."""
-        lines = self._started(event)
-        self._builder.feed(event)
-        lines += self._drain()
+        lines = self._said(event)
+        self.session.add(event)
+        lines += self._changes(event.t_ns, closing=False)
         return lines
 
     def close(self, info: RecordingInfo | None = None) -> list[TailLine]:
-        """The lines of the session's end (open spans closed, the totals)."""
-        self._builder.close(info or self.info)
-        return self._drain()
+        """The lines of the session's end: what never finished, the outcome, the totals."""
+        info = info or self.info
+        lines = self._changes(self.session.last_ns, closing=True)
+        outcome = self.session.outcome_of(info)
+        end = info.ended_ns - info.started_ns if info.ended_ns else self.session.last_ns
+        why = f" ({outcome.reason})" if outcome.reason else ""
+        status = "error" if outcome.failed else "ok"
+        text = f"ended {outcome.status}{why} after {_ms(end / 1e9)} │ {self.totals()}"
+        return [*lines, TailLine(end / 1e9, "session", text, status)]
 
     def totals(self) -> str:
-        """Model calls, tokens and cost so far."""
-        cost = f"${self.cost:.4f}" if self.cost_seen else "cost not reported"
-        return (
-            f"{self.model_calls} model calls, tokens {self.input_tokens:,} in / "
-            f"{self.output_tokens:,} out, {cost}"
-        )
+        """Model calls, tokens and cost so far (the CLI's figures where it gave them)."""
+        usage = self.session.usage
+        costed = any(turn.total_cost_usd is not None for turn in self.session.turns)
+        cost = f"${self.session.cost_usd:.4f}" if costed else "cost not reported"
+        calls = sum(1 for call in self.session.calls.values() if call.observed)
+        tokens_in = usage.input + usage.cache_read + usage.cache_creation
+        return f"{calls} model calls, tokens {tokens_in:,} in / {usage.output:,} out, {cost}"
 
-    # -- what starts ---------------------------------------------------------------------
+    # -- lines read from the event itself --------------------------------------------------
 
-    def _started(self, event: Event) -> list[TailLine]:
-        t = event.t
-        kind = event.type
+    def _said(self, event: Event) -> list[TailLine]:
         if event.direction == "err":
-            return [TailLine(t, "stderr", printable(event.text), "error")]
-        if kind == "user" and event.direction == "in":
+            return [TailLine(event.t, "stderr", printable(event.text), "error")]
+        if event.direction == "in" and event.type == "user":
             content = message_content(event)
             if isinstance(content, list):
                 content = " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
-            return [TailLine(t, "prompt", printable(str(content or "")))]
-        if kind == "assistant" and event.direction == "out":
-            lines = []
-            content = message_content(event)
-            for block in content if isinstance(content, list) else []:
-                if isinstance(block, dict) and block.get("type") in TOOL_USE_TYPES:
-                    given = block.get("input")
-                    detail = _tool_input(given)
-                    name = str(block.get("name", "?"))
-                    lines.append(TailLine(t, "tool", f"▶ {name} {detail}".rstrip()))
-            return lines
+            return [TailLine(event.t, "prompt", printable(str(content or "")))]
         return []
 
-    # -- what ended ----------------------------------------------------------------------
+    # -- what the session model says changed --------------------------------------------
 
-    def _drain(self) -> list[TailLine]:
-        ended, self._ended[:] = list(self._ended), []
-        out = []
-        for span in ended:
-            line = self._span_line(span)
-            if line is not None:
-                out.append(line)
+    def _changes(self, now_ns: int, *, closing: bool) -> list[TailLine]:
+        session = self.session
+        out: list[TailLine] = []
+        if len(session.tools) > self._tools_seen:
+            for tool in islice(session.tools.values(), self._tools_seen, None):
+                detail = _tool_input(tool.input)
+                out.append(
+                    TailLine(tool.start_ns / 1e9, "tool", f"▶ {tool.name} {detail}".rstrip())
+                )
+                self._running_tools[tool.id] = tool
+            self._tools_seen = len(session.tools)
+        if len(session.calls) > self._calls_seen:
+            self._open_calls += list(islice(session.calls.values(), self._calls_seen, None))
+            self._calls_seen = len(session.calls)
+        if len(session.controls) > self._controls_seen:
+            self._open_controls += session.controls[self._controls_seen :]
+            self._controls_seen = len(session.controls)
+        out += self._calls_done(closing)
+        for trip in [t for t in self._open_controls if t.answered or closing]:
+            self._open_controls.remove(trip)
+            out.append(_control_line(trip))
+        for tool in [t for t in self._running_tools.values() if t.end_ns is not None or closing]:
+            del self._running_tools[tool.id]
+            out.append(self._tool_line(tool, now_ns))
+        for sub in session.subagents.values():
+            if sub.end_ns is not None and sub.tool_use_id not in self._agents_told:
+                self._agents_told.add(sub.tool_use_id)
+                took = _ms(max(0, sub.end_ns - sub.start_ns) / 1e9)
+                name = sub.subagent_type or "subagent"
+                out.append(TailLine(sub.end_ns / 1e9, "subagent", f"{name} done after {took}"))
+        while self._turns_told < len(session.turns) and session.turns[self._turns_told].done:
+            out.append(self._turn_line(session.turns[self._turns_told]))
+            self._turns_told += 1
         return out
 
-    def _span_line(self, span: SpanRecord) -> TailLine | None:
-        a = span.attributes
-        t = (span.end_ns or span.start_ns) / 1e9 - self.info.started_ns / 1e9
-        took = _ms(span.duration_s)
-        bad = "error" if span.status == "error" else "ok"
-        kind = span.key.split("/", 1)[0].split("#", 1)[0]
-        if kind == "chat":
-            self.model_calls += 1
-            inp = _int(a.get(c.GEN_AI_USAGE_INPUT_TOKENS))
-            reasons = a.get(c.GEN_AI_RESPONSE_FINISH_REASONS)
-            reason = f" · {reasons[0]}" if isinstance(reasons, (list, tuple)) and reasons else ""
-            model = a.get(c.GEN_AI_RESPONSE_MODEL) or a.get(c.GEN_AI_REQUEST_MODEL) or "?"
-            # Output tokens are final only in the turn's result: the turn line has them.
-            return TailLine(t, "model", f"{model} · {took} · {inp:,} input tokens{reason}", bad)
-        if kind == "tool":
-            outcome = a.get(c.TOOL_OUTCOME) or ("error" if bad == "error" else "ok")
-            mark = "✓" if outcome == "ok" else "✗"
-            status = "ok" if outcome == "ok" else "error"
-            name = a.get(c.GEN_AI_TOOL_NAME, "?")
-            return TailLine(t, "tool", f"{mark} {name} {outcome} after {took}", status)
-        if kind == "agent":
-            return TailLine(t, "subagent", f"{span.name} done after {took}", bad)
-        if kind == "turn":
-            # The CLI's own figures for the turn (input includes the cache).
-            self.input_tokens += _int(a.get(c.GEN_AI_USAGE_INPUT_TOKENS))
-            self.output_tokens += _int(a.get(c.GEN_AI_USAGE_OUTPUT_TOKENS))
-            cost = a.get(c.COST_USD)
-            if isinstance(cost, (int, float)):
-                self.cost += float(cost)
-                self.cost_seen = True
-            result = a.get(c.RESULT_SUBTYPE, "no result")
-            status = "error" if a.get(c.IS_ERROR) or bad == "error" else "ok"
-            return TailLine(
-                t, "turn", f"{span.name} {result} after {took} │ {self.totals()}", status
+    def _calls_done(self, closing: bool) -> list[TailLine]:
+        lines = []
+        for call in list(self._open_calls):
+            turn = (
+                self.session.turns[call.turn - 1]
+                if 0 < call.turn <= len(self.session.turns)
+                else None
             )
-        if kind == "root":
-            outcome = a.get(c.SESSION_OUTCOME, "?")
-            status = "ok" if outcome == "ok" else "error"
-            return TailLine(t, "session", f"ended {outcome} after {took} │ {self.totals()}", status)
-        subtype = a.get(c.CONTROL_SUBTYPE)
-        outcome = str(a.get(c.CONTROL_OUTCOME, "?"))
-        status = "ok" if outcome == "success" else "error"
-        if subtype == "can_use_tool":
-            name = a.get(c.GEN_AI_TOOL_NAME, "?")
-            said = a.get(c.PERMISSION_DECISION, outcome)
-            return TailLine(t, "permission", f"{name}: {said} after waiting {took}", status)
-        if subtype == "hook_callback":
-            hook = a.get(c.HOOK_EVENT, "?")
-            verdict = a.get(c.HOOK_PERMISSION_DECISION)
-            said = f" → {verdict}" if verdict else ""
-            return TailLine(t, "hook", f"{hook}{said} round trip {took} ({outcome})", status)
-        if subtype == "mcp_message":
-            return TailLine(t, "mcp", f"{span.name} {took} ({outcome})", status)
-        if subtype:
-            return TailLine(t, "control", f"{subtype} {took} ({outcome})", status)
-        return None
+            # Done once something follows it in its lane: a newer call, or a tool
+            # it asked for (a tool runs only after the message that asked ended).
+            newer = any(
+                other.lane == call.lane and other.start_seq > call.start_seq
+                for other in self._open_calls
+            ) or any(
+                tool.lane == call.lane and tool.start_seq >= call.start_seq
+                for tool in self._running_tools.values()
+            )
+            if not (call.stopped or call.final or newer or closing or (turn and turn.done)):
+                continue
+            self._open_calls.remove(call)
+            # Without streamed events the CLI shows a call only once it is over.
+            took = f" · {_ms(max(0, call.end_ns - call.start_ns) / 1e9)}" if call.streamed else ""
+            tokens = call.usage.input + call.usage.cache_read + call.usage.cache_creation
+            out = f", {call.usage.output:,} out" if call.final else ""
+            reason = f" · {call.stop_reason}" if call.stop_reason else ""
+            seen = "" if call.observed else " (a subagent's, known from the result)"
+            status = "error" if call.error else "ok"
+            model = call.model or self.session.model or "?"
+            text = f"{model}{took} · {tokens:,} in{out}{reason}{seen}"
+            lines.append(TailLine(call.end_ns / 1e9, "model", text, status))
+        return lines
+
+    @staticmethod
+    def _tool_line(tool: ToolCall, now_ns: int) -> TailLine:
+        outcome = tool.outcome
+        end = tool.end_ns if tool.end_ns is not None else now_ns
+        took = _ms(max(0, end - tool.start_ns) / 1e9)
+        mark = "✓" if outcome == "ok" else "✗"
+        status = "ok" if outcome == "ok" else "error"
+        return TailLine(end / 1e9, "tool", f"{mark} {tool.name} {outcome} after {took}", status)
+
+    def _turn_line(self, turn: Turn) -> TailLine:
+        took = _ms(max(0, (turn.end_ns or turn.start_ns) - turn.start_ns) / 1e9)
+        what = turn.result_subtype or ("interrupted" if turn.interrupted else "no result")
+        status = "error" if turn.failed else "ok"
+        text = f"turn {turn.number} {what} after {took} │ {self.totals()}"
+        return TailLine((turn.end_ns or turn.start_ns) / 1e9, "turn", text, status)
+
+
+def _control_line(trip: ControlRoundTrip) -> TailLine:
+    took = "unanswered" if trip.duration_ns is None else _ms(trip.duration_ns / 1e9)
+    status = "ok" if trip.outcome == "success" else "error"
+    t = (trip.response_ns if trip.response_ns is not None else trip.request_ns) / 1e9
+    if trip.kind == "permission":
+        said = trip.decision or trip.outcome
+        return TailLine(
+            t, "permission", f"{trip.tool_name or '?'}: {said} after waiting {took}", status
+        )
+    if trip.kind == "hook":
+        verdict = f" → {trip.decision}" if trip.decision else ""
+        text = f"{trip.hook_event or '?'}{verdict} round trip {took} ({trip.outcome})"
+        return TailLine(t, "hook", text, status)
+    if trip.kind == "mcp":
+        text = f"{trip.mcp_method or '?'} {trip.mcp_server or ''} {took} ({trip.outcome})"
+        return TailLine(t, "mcp", text, status)
+    return TailLine(t, "control", f"{trip.subtype} {took} ({trip.outcome})", status)
 
 
 def _tool_input(given: Any) -> str:

@@ -46,7 +46,11 @@ def test_a_tool_call_with_its_permission_wait() -> None:
     assert tools[1].startswith("✓ Bash ok after ")
     (permission,) = texts(lines, "permission")
     assert permission.startswith("Bash: allow after waiting ")
-    assert len(texts(lines, "model")) == 2
+    models = texts(lines, "model")
+    assert models == ["claude-opus-5-5 · 160 in", "claude-opus-5-5 · 161 in, 26 out"]
+    kinds = [line.kind for line in lines]
+    # The call that asked for the tool is told as soon as the tool starts, not at the turn's end.
+    assert kinds.index("model") < kinds.index("permission")
     (turn,) = texts(lines, "turn")
     assert turn.startswith("turn 1 success after ")
     assert "2 model calls, tokens 321 in / 51 out, $0.0019" in turn
