@@ -296,3 +296,21 @@ def test_set_up_runs_once_the_sink_is_ready_and_before_any_line(
         assert warnings == [] and calls == [0] and fed and receiver.trace_requests
     assert run(writer.path, {"environ": {}}, None, set_up=lambda: calls.append(-1)) == []
     assert calls == [0]  # telemetry off: no sink, nothing set up
+
+
+def test_the_console_exporter_writes_where_the_session_stderr_goes(tmp_path: Path) -> None:
+    """The worker's stdout carries its warnings to the indexer; console output goes to
+    stderr, which the proxy relays."""
+    import os
+    import subprocess
+    import sys
+
+    writer = _write_capture(tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env.update(OTEL_TRACES_EXPORTER="console", OTEL_METRICS_EXPORTER="none")
+    proc = subprocess.run([sys.executable, "-m", "claudetrace.telemetry.worker",
+                           str(writer.path), "--otel", "{}"], env=env, capture_output=True,
+                          text=True, stdin=subprocess.DEVNULL, timeout=WAIT_S)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "[]\n"
+    assert proc.stderr.count('"name": "invoke_agent claude-code"') == 1

@@ -4,8 +4,9 @@
 - :mod:`.spantree` — the builder's bookkeeping of open spans, turns and lanes
 - :mod:`.conventions` — attribute and metric names (semantic conventions v1.44.0)
 - :mod:`.metrics` — metric measurements derived from finished spans
-- :mod:`.config` — OTLP settings from flags and the standard ``OTEL_*`` variables
-- :mod:`.export` — the OpenTelemetry SDK side (imported only when exporting)
+- :mod:`.openinference` — OpenInference attributes beside the GenAI ones (Phoenix)
+- :mod:`.config` — which exporters each signal gets, from flags and ``OTEL_*``
+- :mod:`.export` — the OpenTelemetry SDK pipelines (imported only when exporting)
 - :mod:`.live` — the :class:`~claudetrace.recording.EventSink` the indexer process
   feeds while a proxied session runs (live export)
 - :mod:`.backfill` — exporting stored recordings

@@ -52,7 +52,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import import_module
 from importlib.metadata import entry_points
-from typing import Any, Final
+from typing import Any, Final, TextIO
 from urllib.parse import urlsplit
 
 from opentelemetry import trace
@@ -330,7 +330,8 @@ class Telemetry:
     """One process's OpenTelemetry pipelines for span records (live or backfill).
 
     ``warn`` gets one line and the signal (``traces``, ``metrics``, or None for
-    both) the first time a signal's export fails.  With
+    both) the first time a signal's export fails.  The ``console`` exporters write to
+    ``console`` (default: stdout).  With
     ``block`` (a backfill), spans are flushed every :data:`BACKFILL_FLUSH_EVERY`
     so that none is dropped from a full queue.  Raises
     :class:`~claudetrace.errors.TelemetryError` for a setting it cannot use.
@@ -343,8 +344,10 @@ class Telemetry:
         warn: Callable[[str, str | None], None] | None = None,
         block: bool = False,
         environ: Mapping[str, str] | None = None,
+        console: TextIO | None = None,
     ) -> None:
         env: Mapping[str, str] = os.environ if environ is None else environ
+        self._console = console or sys.stdout
         self.settings = settings
         self._warn = warn
         self._block = block
@@ -401,7 +404,7 @@ class Telemetry:
             exporter: SpanExporter = cls(**_otlp_kwargs("traces", settings, environ))
             return exporter
         if name == "console":
-            return ConsoleSpanExporter()
+            return ConsoleSpanExporter(out=self._console)
         made: SpanExporter = _registered("traces", name)()
         return made
 
@@ -413,7 +416,7 @@ class Telemetry:
                            self._delivery("metrics", environ))
             exporter = cls(**_otlp_kwargs("metrics", settings, environ))
         elif name == "console":
-            exporter = ConsoleMetricExporter()
+            exporter = ConsoleMetricExporter(out=self._console)
         else:
             made = _registered("metrics", name)
             if isinstance(made, type) and issubclass(made, MetricReader):

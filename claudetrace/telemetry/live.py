@@ -62,7 +62,9 @@ class LiveTelemetry:
         #: indexer (a metrics endpoint that refuses is only said on stderr: the
         #: session's traces are what a trace backend shows of it).
         self.warnings: list[str] = []
-        self.exporter = Telemetry(settings, warn=self._warn, environ=environ)
+        # The worker's stdout carries its warnings to the indexer: the console
+        # exporters write where the proxy relays the session's stderr.
+        self.exporter = Telemetry(settings, warn=self._warn, environ=environ, console=sys.stderr)
         self.builder = SpanBuilder(info, content=settings.content,
                                    on_end=self.exporter.span_ended)
         self.on_events = self.builder.feed_many
