@@ -66,10 +66,6 @@ VARIABLES = {"$__rate_interval": "30s", "$__range": "5m", "$model": ".*"}
 #: Expressions that rightly return no data for the recorded scenarios: (dashboard,
 #: expression) -> why.
 NO_DATA: dict[tuple[str, str], str] = {
-    ("claudetrace-store", 'sum(claudetrace_store_sessions{job="claudetrace-store",'
-                          'status="failed"})'):
-        "no recorded scenario is a CLI that could not be started (the status the store "
-        "gives a recording with an error and no output)",
     ("claudetrace-overview", "sum by (claudetrace_control_subtype, claudetrace_control_outcome)"
                              " (increase(claudetrace_control_duration_seconds_count"
                              '{claudetrace_control_outcome!="success"}[30s]))'):
