@@ -422,6 +422,13 @@ def test_metrics_dump(store: Store, db_path: Path) -> None:
     ] == len(CASSETTES)
 
 
+def test_metrics_dump_openmetrics(store: Store, db_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["metrics", "dump", "--openmetrics", "--db", str(db_path)])
+    assert result.exit_code == 0, result.output
+    assert result.output.endswith("# EOF\n")
+    assert "# TYPE claudetrace_store_tool_duration_seconds histogram" in result.output
+
+
 def test_metrics_serve_subprocess(store: Store, db_path: Path) -> None:
     argv = [sys.executable, "-m", "claudetrace", "metrics", "serve", "--db", str(db_path)]
     with subprocess.Popen([*argv, "--port", "0"], stderr=subprocess.PIPE, text=True) as proc:

@@ -282,6 +282,26 @@ def test_undelivered_traces_exit_1_in_one_line(stored: tuple[str, str]) -> None:
         "claudetrace: traces were not delivered: ")
 
 
+def test_metrics_alone_that_fail_exit_1(stored: tuple[str, str]) -> None:
+    db, rid = stored
+    with OtlpReceiver("http", refuse={"/v1/metrics": 405}) as receiver:
+        env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+               "OTEL_TRACES_EXPORTER": "none"}
+        proc = subprocess.run([sys.executable, "-m", "claudetrace", "otel", rid, "--db", db],
+                              env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 1
+        assert proc.stderr.strip().splitlines()[-1].startswith(
+            "claudetrace: metrics were not delivered: ")
+        assert not receiver.spans()
+    with OtlpReceiver("http") as receiver:
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.endpoint
+        proc = subprocess.run([sys.executable, "-m", "claudetrace", "otel", rid, "--db", db],
+                              env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stderr.startswith("exported the metrics of 1 recording(s) to ")
+        assert receiver.metrics()
+
+
 def test_console_beside_otlp(stored: tuple[str, str]) -> None:
     db, rid = stored
     with OtlpReceiver("http") as receiver:

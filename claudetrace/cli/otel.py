@@ -83,8 +83,18 @@ def otel(
         count = backfill(store, shown, exporter, content=settings.content)
     delivered = exporter.shutdown(timeout_s=30.0)
     traces = exporter.deliveries.get("traces")
+    metrics = exporter.deliveries.get("metrics")
     if not delivered:
         why = traces.first_error if traces is not None and traces.first_error else "timed out"
         raise TelemetryError(f"traces were not delivered: {why}")
-    where = f" to {traces.where}" if traces is not None else ""
-    click.echo(f"exported {count} spans from {len(ids)} recording(s){where}", err=True)
+    if not settings.traces.enabled and metrics is not None and not metrics.ok:
+        # Metrics alone were asked for (OTEL_TRACES_EXPORTER=none): they are what failed.
+        raise TelemetryError(f"metrics were not delivered: {metrics.first_error}")
+    if traces is not None:
+        click.echo(f"exported {count} spans from {len(ids)} recording(s) to {traces.where}",
+                   err=True)
+    elif metrics is not None:
+        click.echo(f"exported the metrics of {len(ids)} recording(s) to {metrics.where}",
+                   err=True)
+    else:
+        click.echo(f"exported {count} spans from {len(ids)} recording(s)", err=True)
