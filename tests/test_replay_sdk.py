@@ -115,6 +115,7 @@ def run_app(
     *,
     sample_host: bool = True,
     faults: tuple[str, ...] = (),
+    change: Callable[[Any], None] | None = None,
 ) -> tuple[list[Any], list[Any], str | None, float, dict[str, Any] | None]:
     """Run ``app`` against a replay of ``source``: messages, calls, error, seconds, report."""
     report = tmp_path / "report.json"
@@ -130,6 +131,8 @@ def run_app(
             options = _sample_options(str(shim), api, home, calls)
         else:
             options = base_options(str(shim), api, home)
+        if change is not None:
+            change(options)
         async with ClaudeSDKClient(options) as client:
             await app(client, messages)
 
@@ -269,7 +272,7 @@ def test_a_hung_cli_is_left_by_a_host_with_a_timeout(fake_api: FakeAPI, tmp_path
 
         await asyncio.wait_for(collect(), 2.0)
 
-    messages, _, error, elapsed, report = run_app(
+    _messages, _, error, elapsed, report = run_app(
         source, impatient, fake_api, tmp_path, sample_host=False, faults=("hang@2",)
     )
     assert error is not None and error.startswith("TimeoutError"), error
@@ -294,3 +297,38 @@ def test_delay_stderr_slow_the_session_without_breaking_it(
     assert elapsed >= 1.0
     final = messages[-1]
     assert isinstance(final, ResultMessage) and not final.is_error
+
+
+# -- options that change behaviour ---------------------------------------------------------------
+
+
+def _rename_calc(options: Any) -> None:
+    options.mcp_servers = {"calculator": options.mcp_servers["calc"]}
+
+
+def _other_model(options: Any) -> None:
+    options.model = "claude-haiku-9"
+
+
+@pytest.mark.parametrize(
+    ("change", "diff"),
+    [
+        (_other_model, 'argv --model: unexpected "claude-haiku-9"'),
+        (_rename_calc, 'argv --mcp-config: expected {"calc": "sdk"}, got {"calculator": "sdk"}'),
+    ],
+)
+def test_a_changed_option_is_an_argv_divergence_reported_first(
+    change: Callable[[Any], None], diff: str, fake_api: FakeAPI, tmp_path: Path
+) -> None:
+    from claudetrace.replay.normalize import describe_change
+
+    source = FIXTURES / "samples" / "mcp_hooks.cassette.ndjson"
+    _messages, calls, error, elapsed, report = run_app(
+        source, ask(MCP_PROMPT), fake_api, tmp_path, change=change
+    )
+    assert report is not None and report["kind"] == "argv-mismatch", report
+    assert report["exit_code"] == 84
+    assert describe_change(report["diff"][0]) == diff
+    # The application is not shown the recorded session: it fails at once.
+    assert error is not None and "argv-mismatch" in error
+    assert calls == [] and elapsed < 5
