@@ -340,3 +340,29 @@ def test_host_line_well_before_the_answer_still_gates_it() -> None:
     matcher = Matcher(compile_script(Cassette(header=new_header(argv=["claude"]), events=events)))
     assert matcher.offer(live(init("req_1_bb"))) is None
     assert drain(matcher) == []
+
+
+def test_a_fast_cli_recording_still_waits_for_each_cause() -> None:
+    # A fast CLI: the whole session within a few milliseconds, closer than the
+    # race window.  The answer to initialize waits for (and names) the live
+    # request, and the turn's output waits for the prompt that caused it.
+    stamps = [0.2226, 0.2257, 0.2259, 0.22606, 0.22606, 0.22606]
+    items = [
+        ("in", init("req_1_541804bb")),
+        ("out", init_ok("req_1_541804bb")),
+        ("in", user("hello")),
+        ("out", {"type": "system", "subtype": "init"}),
+        ("out", {"type": "assistant", "text": "echo: hello"}),
+        ("out", result()),
+    ]
+    events = [
+        Event(seq=i, direction=d, t_ns=int(t * 1e9), data=line(obj))
+        for i, ((d, obj), t) in enumerate(zip(items, stamps, strict=True))
+    ]
+    matcher = Matcher(compile_script(Cassette(new_header(argv=["claude"]), events)))
+    assert drain(matcher) == []
+    assert matcher.offer(live(init("req_1_0000abcd"))) is None
+    assert [json.loads(b)["response"]["request_id"] for b in drain(matcher)] == ["req_1_0000abcd"]
+    assert drain(matcher) == []
+    assert matcher.offer(live(user("hello"))) is None
+    assert len(drain(matcher)) == 3

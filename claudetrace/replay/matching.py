@@ -285,10 +285,16 @@ def _defer_raced_inputs(
             if request_id not in host_request_pos:
                 continue
             floor = host_request_pos[request_id]
-        index = bisect.bisect_left(positions, pos) - 1
+        before = bisect.bisect_left(positions, pos)
+        index = before - 1
         while index >= 0:
             rec = inputs[index]
             if rec.pos <= floor or t_ns - rec.event.t_ns > RACE_WINDOW_NS:
+                break
+            # A line that raced the answer is stamped just before it, with no CLI
+            # output in between; output in between answered the line (a turn's
+            # prompt and its result), or another answer preceded it.
+            if pos - rec.pos - 1 > before - 1 - index:
                 break
             rec.gate = max(rec.gate, pos)
             index -= 1
