@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from claudetrace.shim import ShimError, find_real_cli, shim_script
+from claudetrace.shim import ShimError, find_real_cli, self_command, shim_script
 
 pytestmark = pytest.mark.usefixtures("ct_env")
 
@@ -245,3 +245,45 @@ def test_replay_shim_answers_the_recorded_version_and_replays(tmp_path: Path) ->
     answers = [m for m in received if m.get("type") == "control_response"]
     assert answers[0]["response"]["request_id"] == "req_1_feedbeef"  # type: ignore[index]
     assert received[-2]["type"] == "result" and received[-2]["subtype"] == "success"
+
+
+def test_a_replay_shim_injects_faults_and_checks_them_first(tmp_path: Path) -> None:
+    out = tmp_path / "claude-crash"
+    made = subprocess.run(
+        [*self_command(), "shim", str(out), "--replay", str(SAMPLE), "--fault", "crash@0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert made.returncode == 0, made.stderr
+    assert "--fault crash@0" in out.read_text()
+    crashed = subprocess.run(
+        [str(out), "--output-format", "stream-json"], input=b"", capture_output=True, timeout=60
+    )
+    assert crashed.returncode == 1 and crashed.stdout == b""
+    assert b"injected crash after 0 line(s)" in crashed.stderr
+    bad = subprocess.run(
+        [
+            *self_command(),
+            "shim",
+            str(tmp_path / "x"),
+            "--replay",
+            str(SAMPLE),
+            "--fault",
+            "boom@1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (
+        bad.returncode == 2 and bad.stderr.count("\n") == 1 and "unknown fault kind" in bad.stderr
+    )
+    assert not (tmp_path / "x").exists()
+    alone = subprocess.run(
+        [*self_command(), "shim", str(tmp_path / "y"), "--fault", "crash@1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert alone.returncode == 2 and "--fault needs --replay" in alone.stderr

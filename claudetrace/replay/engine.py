@@ -141,6 +141,9 @@ class ReplayEngine:
             redact=live_redactor(script.header, self.options.redact),
         )
         self.faults = FaultPlan(self.options.faults)
+        # A host tested with faults stops early on purpose: what it never sends
+        # is not a divergence.
+        self.matcher.lenient = bool(self.options.faults)
         self.divergence: Divergence | None = None
         self.released = 0
         #: Complete lines written to stdout (what fault SPECs count).
@@ -180,6 +183,7 @@ class ReplayEngine:
         try:
             if not wait_eof and matcher.argv_changes:
                 return self._diverge(matcher.argv_divergence(), None, stdout, stderr)
+            self._fire(self.faults.due(0, next_line=False), stdout, stderr, None)
             while True:
                 timeout: float | None = None
                 if speed is None:
@@ -262,10 +266,6 @@ class ReplayEngine:
         self, faults: list[Fault], stdout: int, stderr: int, next_line: OutputLine | None
     ) -> None:
         """Inject ``faults`` before ``next_line`` (None: at the end of the recording)."""
-        if not faults:
-            return
-        # The host stops early on purpose: what it never sends is not a divergence.
-        self.matcher.lenient = True
         for fault in faults:
             if fault.kind == "stderr":
                 _write_all(stderr, f"{fault.value}\n".encode("utf-8", "surrogateescape"))
@@ -317,7 +317,10 @@ class ReplayEngine:
                     self._fire(self.faults.due(self.written), stdout, stderr, line)
                 _write_all(stderr if line.stderr else stdout, self.matcher.render(line))
                 self.released += 1
-                self.written += 0 if line.stderr else 1
+                if not line.stderr:
+                    self.written += 1
+                    # Fire at once, not when a next line happens to come.
+                    self._fire(self.faults.due(self.written, next_line=False), stdout, stderr, None)
             return
         self.written += sum(1 for line in lines if not line.stderr)
         render = self.matcher.render

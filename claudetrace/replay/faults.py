@@ -19,7 +19,8 @@ spec                   what the host sees
 
 Whenever the fake CLI stops (crash, signal, exit, truncate, or a hang the host
 gives up on) its stdout is closed with the process, so the host sees EOF at once.
-A replay that injected a fault does not report recorded input the host never sent.
+A fault fires as soon as N lines are out (``truncate`` when the next line is due).
+A replay with faults does not report recorded input the host never sent.
 """
 
 from __future__ import annotations
@@ -151,11 +152,13 @@ class FaultPlan:
     def __bool__(self) -> bool:
         return bool(self.pending)
 
-    def due(self, written: int) -> list[Fault]:
-        """The faults that fire once ``written`` stdout lines are out (removed from the plan)."""
-        out = []
-        while self.pending and self.pending[0].at <= written:
-            out.append(self.pending.pop(0))
+    def due(self, written: int, *, next_line: bool = True) -> list[Fault]:
+        """The faults that fire once ``written`` stdout lines are out (removed from the plan).
+
+        Without a ``next_line`` to cut, ``truncate`` faults wait for one.
+        """
+        out = [f for f in self.pending if f.at <= written and (next_line or f.kind != "truncate")]
+        self.pending = [f for f in self.pending if f not in out]
         self.fired.extend(out)
         return out
 
