@@ -564,6 +564,9 @@ def test_openinference_kinds() -> None:
                 assert oi.get("session.id") == span.attributes.get(c.GEN_AI_CONVERSATION_ID)
             if span.name.startswith("tools/call"):
                 assert c.GEN_AI_OPERATION_NAME not in span.attributes
+            if span.parent_id is None:  # the root: the first prompt, the last answer
+                assert json.loads(str(oi["input.value"]))[0]["role"] == "user"
+                assert json.loads(str(oi["output.value"]))[0]["role"] == "assistant"
     assert texts >= 5
     assert kinds == {
         "invoke_agent": {"AGENT"}, "turn": {"CHAIN"}, "chat": {"LLM"},

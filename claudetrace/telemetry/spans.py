@@ -191,7 +191,10 @@ class SpanBuilder(SpanTree):
     def _user_in(self, event: Event, now: int) -> None:
         turn = self._start_turn(now)
         if self.content.enabled:
-            turn.attributes[c.GEN_AI_INPUT_MESSAGES] = user_input(event.message, self.content)
+            messages = user_input(event.message, self.content)
+            turn.attributes[c.GEN_AI_INPUT_MESSAGES] = messages
+            # The agent's input is the session's first prompt (what a trace list shows).
+            self.root.attributes.setdefault(c.GEN_AI_INPUT_MESSAGES, messages)
 
     def _result(self, event: Event, now: int) -> None:
         msg = event.message or {}
@@ -218,6 +221,8 @@ class SpanBuilder(SpanTree):
             reason = finish_reason(opt_str(msg.get("stop_reason")), parts)
             attrs[c.GEN_AI_OUTPUT_MESSAGES] = output_messages(
                 parts, "error" if turn.is_error else reason)
+            # ...and its output the last turn's result.
+            self.root.attributes[c.GEN_AI_OUTPUT_MESSAGES] = attrs[c.GEN_AI_OUTPUT_MESSAGES]
         reason = "interrupted" if turn.interrupted else "turn ended before it finished"
         if turn.interrupted:
             attrs[c.INTERRUPTED] = True
