@@ -275,3 +275,22 @@ def test_replay_command_is_a_usable_prefix(tmp_path: Path) -> None:
     assert command[-1] == "--" and command[command.index("replay") + 1] == str(MCP.absolute())
     proc = subprocess.run([*command, "-v"], capture_output=True, timeout=30)
     assert proc.stdout == b"2.1.330 (Claude Code)\n"
+
+
+def test_argv_is_compared_after_the_recording_s_redaction(tmp_path: Path) -> None:
+    prompt = ["--system-prompt", "Use the key [REDACTED] for the billing API."]
+    path = write(
+        tmp_path,
+        [("in", 0.0, user("one")), ("out", 0.1, RESULT)],
+        argv=["claude", *SDK_ARGS, *prompt],
+    )
+    secret = "sk-ant-api03-billingkey0123456789"
+    same = [*SDK_ARGS, "--system-prompt", f"Use the key {secret} for the billing API."]
+    proc = run(path, json.dumps(user("one")).encode() + b"\n", cli=same)
+    assert proc.returncode == 0, proc.stderr.decode()
+    other = [*SDK_ARGS, "--system-prompt", f"Use the key {secret} for the shop API."]
+    proc = run(path, json.dumps(user("one")).encode() + b"\n", cli=other)
+    assert proc.returncode == 84
+    report = proc.stderr.decode() + proc.stdout.decode()
+    assert "argv --system-prompt" in report and "shop API" in report
+    assert secret not in report

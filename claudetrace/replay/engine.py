@@ -20,15 +20,18 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from ..cassette import Cassette, read_cassette
 from ..errors import CassetteError, ReplayError, SessionNotFound, StoreError
 from ..events import Event, LineSplitter
+
+if TYPE_CHECKING:
+    from ..sanitize import Sanitizer
 from .argv import argv_changes
 from .faults import GARBAGE, Fault, FaultPlan
 from .matching import RACE_WINDOW_NS, Matcher, OutputLine, Script, compile_script
-from .normalize import VolatileSpec, live_paths
+from .normalize import Change, VolatileSpec, live_paths
 from .report import Divergence, DivergenceKind, error_response
 from .rules import MatchRules
 
@@ -133,12 +136,13 @@ class ReplayEngine:
     def __init__(self, script: Script, options: ReplayOptions | None = None) -> None:
         self.script = script
         self.options = options or ReplayOptions()
+        self.sanitizer = live_sanitizer(script.header, self.options.redact)
         self.matcher = Matcher(
             script,
             source=self.options.source_label,
             rerecord=self.options.rerecord,
             rules=self.options.rules,
-            redact=live_redactor(script.header, self.options.redact),
+            redact=self.sanitizer.line,
         )
         self.faults = FaultPlan(self.options.faults)
         # A host tested with faults stops early on purpose: what it never sends
@@ -377,11 +381,17 @@ class ReplayEngine:
 
 
 def live_redactor(header: dict[str, object], extra: Sequence[str] = ()) -> Callable[[bytes], bytes]:
-    """What hides secrets in live host lines the way the cassette's were hidden.
+    """What hides secrets in live host lines the way the cassette's were hidden."""
+    return live_sanitizer(header, extra).line
+
+
+def live_sanitizer(header: dict[str, object], extra: Sequence[str] = ()) -> Sanitizer:
+    """The record-time sanitiser's secret redaction, for what the live host sends.
 
     The built-in secret shapes, the values of this process's secret-looking
     environment variables (the host's, which the fake CLI inherits) and the
-    patterns named in the header's ``redact`` field or in ``extra``.
+    patterns named in the header's ``redact`` field or in ``extra``.  Paths are
+    left alone: the replay maps recorded paths to live ones instead.
     """
     from ..redact import secret_values
     from ..sanitize import Sanitizer
@@ -392,7 +402,7 @@ def live_redactor(header: dict[str, object], extra: Sequence[str] = ()) -> Calla
         compiled = tuple(re.compile(p) for p in (*patterns, *extra))
     except re.error as exc:
         raise ReplayError(f"bad redaction pattern: {exc}") from None
-    return Sanitizer(literals=tuple(secret_values(os.environ)), patterns=compiled).line
+    return Sanitizer(literals=tuple(secret_values(os.environ)), patterns=compiled)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -424,9 +434,7 @@ def run_replay(
         return 0
     recorded = [script.paths.text(arg) for arg in script.argv[1:]]
     if options.match_argv and script.argv:
-        engine.matcher.argv_changes = argv_changes(
-            script.argv[1:], list(cli_args), ignore=options.ignore_argv, map_path=script.paths.text
-        )
+        engine.matcher.argv_changes = _argv_changes(engine, script, list(cli_args), options)
     drift = argv_drift(recorded, list(cli_args))
     if drift and script.argv and not engine.matcher.argv_changes:
         sys.stderr.write(
@@ -455,6 +463,28 @@ def _die_of(number: int) -> None:
     # A signal whose default action is to be ignored leaves us running: exit as
     # a shell reports a death by that signal.
     time.sleep(0.05)
+
+
+def _argv_changes(
+    engine: ReplayEngine, script: Script, live: list[str], options: ReplayOptions
+) -> list[Change]:
+    """Behaviour-changing options that differ, compared as the recording was saved.
+
+    The recorded argv had its secrets hidden (``--api-key X``, key shapes, the
+    sanitiser's patterns); the live one is compared as sent and, if that
+    differs, after the same redaction, which is also what a report shows.
+    """
+    from ..redact import redact_argv
+
+    def compare(args: list[str]) -> list[Change]:
+        return argv_changes(
+            script.argv[1:], args, ignore=options.ignore_argv, map_path=script.paths.text
+        )
+
+    changes = compare(live)
+    if changes:
+        changes = compare([engine.sanitizer.text(arg) for arg in redact_argv(live)])
+    return changes
 
 
 def _streams_input(cli_args: Sequence[str]) -> bool:
