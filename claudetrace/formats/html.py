@@ -25,13 +25,13 @@ from typing import IO, Any
 
 from .._version import __version__
 from ..events import Event
-from ..model import Session, fold
+from ..model import Session
 from ..model.summary import model_figures
 from ..recording import RecordingInfo
 from ..sanitize import Sanitizer
-from ..telemetry import build_spans
 from ..telemetry import conventions as c
-from ..ui.controlplane import control_rows
+from ..telemetry.spans import SpanBuilder
+from ..ui.controlplane import session_control_rows
 from ..ui.conversation import Decision, Item, build_conversation
 from ..ui.timeline import TimelineRow, timeline_rows
 from .facts import cost_known, has_process
@@ -140,7 +140,11 @@ def report_data(
     from .facts import facts
 
     info: RecordingInfo = rec.info()
-    spans = build_spans(info, events)
+    # One fold of the session serves the spans, the control plane and the figures.
+    builder = SpanBuilder(info)
+    builder.feed_many(events)
+    builder.close(info)
+    spans, session = builder.finished, builder.session
     rows = timeline_rows(spans, info.started_ns)
     process = has_process(rec)
     end = max((r.end_s for r in rows), default=0.0)
@@ -166,11 +170,11 @@ def report_data(
                 row.outcome,
                 row.detail,
             ]
-            for row in control_rows(events)
+            for row in session_control_rows(session)
         ]
         if process
         else None,
-        "models": model_usage(fold(events, model=info.model), costs_known=cost_known(rec)),
+        "models": model_usage(session, costs_known=cost_known(rec)),
     }
 
 

@@ -82,6 +82,11 @@ def control_rows(events: Iterable[Event]) -> list[ControlRow]:
     """
     session = Session()
     session.add_many(events)
+    return session_control_rows(session)
+
+
+def session_control_rows(session: Session) -> list[ControlRow]:
+    """:func:`control_rows` of a session already folded."""
     rows: list[ControlRow] = []
     for trip in session.controls:
         row = ControlRow(trip.request_id, trip.subtype, trip.initiator, trip.request_seq,
