@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from claudetrace.cli import cli
@@ -15,6 +16,7 @@ def test_replay_help_documents_exit_codes() -> None:
     result = CliRunner().invoke(cli, ["replay", "--help"])
     assert result.exit_code == 0
     assert "81 unmatched" in result.output and "83 recorded input never sent" in result.output
+    assert "84 a CLI option" in result.output and "--fault SPEC" in result.output
 
 
 def test_speed_and_realtime_exclude_each_other() -> None:
@@ -35,3 +37,20 @@ def test_bench_replay_measures_the_engine() -> None:
     result = CliRunner().invoke(cli, ["bench", "replay", "--lines", "2000", "--sdk-lines", "0"])
     assert result.exit_code == 0, result.output
     assert "lines/s" in result.output and "sdk:" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--fault", "crash"], "bad fault 'crash'"),
+        (["--volatile-path", "message.content"], "must start with '$'"),
+        (["--match-regex", "$.a"], "expected PATH=REGEX"),
+        (["--match-regex", "$.a=("], "bad regex in rule"),
+        (["--matcher", "no_such_module_xyz:match"], "cannot load matcher"),
+        (["--redact", "("], "bad redaction pattern"),
+    ],
+)
+def test_bad_matching_options_are_one_line(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(cli, ["replay", str(SAMPLE), *args, "--", "-p", "x"])
+    assert result.exit_code in (1, 2), result.output
+    assert result.output.count("\n") == 1 and message in result.output, result.output
