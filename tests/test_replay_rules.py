@@ -4,6 +4,8 @@ matchers, candidate lists, settings from a marker (no processes)."""
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -234,3 +236,22 @@ def test_settings_become_replay_flags() -> None:
         assert args[args.index(flag) + 1] == value
     assert "--no-match-argv" in args
     assert args[args.index("--matcher") + 1].endswith("test_replay_rules.py:same_words")
+
+
+def test_a_matcher_file_inside_a_package_imports_as_under_pytest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from claudetrace.replay.rules import load_matcher
+
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    package = tmp_path / "proj" / "apptests"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "helpers.py").write_text("def same(a, b):\n    return a == b\n")
+    (package / "test_m.py").write_text(
+        "from apptests.helpers import same\n\n\n"
+        "def match(recorded, live):\n    return same(recorded, live)\n"
+    )
+    monkeypatch.delitem(sys.modules, "apptests", raising=False)
+    match = load_matcher(f"{package / 'test_m.py'}:match")
+    assert match(1, 1) and not match(1, 2)

@@ -102,16 +102,8 @@ def load_matcher(reference: str) -> UserMatcher:
             rule=reference,
         )
     try:
-        if target.endswith(".py"):
-            path = Path(target)
-            spec = importlib.util.spec_from_file_location(f"_claudetrace_matcher_{path.stem}", path)
-            if spec is None or spec.loader is None or not path.is_file():
-                raise ImportError(f"no such file {target}")
-            module = importlib.util.module_from_spec(spec)
-            # Let the file import modules beside it, as it does under pytest.
-            sys.path.insert(0, str(path.parent))
-            spec.loader.exec_module(module)
-        else:
+        module = _import_file(Path(target)) if target.endswith(".py") else None
+        if module is None:
             module = importlib.import_module(target)
         func = module
         for part in name.split("."):
@@ -120,7 +112,39 @@ def load_matcher(reference: str) -> UserMatcher:
         raise BadRule(f"cannot load matcher {reference!r}: {exc}", rule=reference) from None
     if not callable(func):
         raise BadRule(f"matcher {reference!r} is not callable", rule=reference)
-    return func
+    matcher: UserMatcher = func
+    return matcher
+
+
+def _import_file(path: Path) -> Any:
+    """Import a module by its file, as pytest's default (prepend) import mode does.
+
+    The file's package (the folders above it with an ``__init__.py``) is imported
+    by its dotted name from the first folder that is not a package, so that the
+    module's own imports (``from tests.helpers import …``, ``from host import …``)
+    work as they do under pytest.
+    """
+    if not path.is_file():
+        raise ImportError(f"no such file {path}")
+    path = path.absolute()
+    parts = [path.stem]
+    root = path.parent
+    while (root / "__init__.py").is_file():
+        parts.insert(0, root.name)
+        root = root.parent
+    for folder in {str(root), str(path.parent)}:
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+    name = ".".join(parts)
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        spec = importlib.util.spec_from_file_location(f"_claudetrace_matcher_{path.stem}", path)
+        if spec is None or spec.loader is None:
+            raise
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
 
 
 def matcher_reference(func: object) -> str:
