@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from .cassette import Cassette, read_cassette, write_cassette
     from .errors import ClaudeTraceError
-    from .events import Event, LineFields, ToolRef
+    from .model.events import Event, LineFields, ToolRef
 
 #: Each public name and the module it lives in.
 _EXPORTS = {

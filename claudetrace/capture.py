@@ -42,8 +42,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from .events import Direction, Event, LineSplitter
+from .config import data_dir, resolve_url
+from .model.events import Direction, Event, LineSplitter
 from .recording import RecordingInfo
+
+__all__ = ["data_dir", "resolve_url"]  # where captures and the database live: claudetrace.config
 
 MAGIC: Final = b"claudetrace capture 1\n"
 SUFFIX: Final = ".capture"
@@ -53,27 +56,6 @@ CHUNK_KINDS: Final[tuple[Direction, ...]] = ("in", "out", "err")
 KIND_CODE: Final[dict[str, int]] = {"in": 0, "out": 1, "err": 2}
 END: Final = 3
 LOST: Final = 4
-
-
-def data_dir() -> Path:
-    """The per-user data directory for claudetrace (XDG on Linux, Library on macOS)."""
-    import sys
-
-    if sys.platform == "darwin":
-        base = Path.home() / "Library" / "Application Support"
-    else:
-        base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-    return base / "claudetrace"
-
-
-def resolve_url(db: str | None = None) -> str:
-    """A SQLAlchemy URL from ``--db``, ``$CLAUDETRACE_DB`` or the default file."""
-    value = db or os.environ.get("CLAUDETRACE_DB") or ""
-    if not value.strip():
-        return f"sqlite:///{data_dir() / 'claudetrace.db'}"
-    if "://" in value:
-        return value
-    return f"sqlite:///{Path(value).expanduser().absolute()}"
 
 
 def _sqlite_file(url: str) -> Path | None:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 from .errors import CassetteError
-from .events import DIRECTIONS, Event
+from .model.events import DIRECTIONS, Event
 
 MAGIC: Final = "cassette"
 VERSION: Final = 1

@@ -129,7 +129,7 @@ def run_demo(
     db: str | None = None, *, cassette_path: Path = DEMO_CASSETTE, timeout: float = TIMEOUT_S
 ) -> DemoResult:
     """Record the shipped session through the real proxy; returns the new recording."""
-    from .store import open_store
+    from .indexer import open_settled_store
 
     cassette = read_cassette(cassette_path)
     steps = host_steps(cassette)
@@ -181,7 +181,7 @@ def run_demo(
         raise DemoError(
             f"the demo session exited with status {code}" + (f": {detail[-1]}" if detail else "")
         )
-    store = open_store(db)
+    store = open_settled_store(db)
     try:
         mine = [
             r

@@ -30,14 +30,18 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from . import capture as cap
+from .config import FLUSH_TIMEOUT_ENV
 from .errors import ClaudeTraceError, StoreError
-from .events import Direction, Event
 from .model import Session
+from .model.events import Direction, Event
 from .model.summary import outcome_columns, summary_columns
 from .recording import EventSink, RecordingInfo
+
+if TYPE_CHECKING:
+    from .store import Store
 
 #: Longest time an event waits in memory before its batch is committed.
 MAX_LATENCY_S: Final = 0.2
@@ -62,7 +66,7 @@ R = TypeVar("R")
 
 def give_up_from_env() -> float:
     """``$CLAUDETRACE_FLUSH_TIMEOUT`` in seconds, else :data:`GIVE_UP_S`."""
-    value = os.environ.get("CLAUDETRACE_FLUSH_TIMEOUT", "").strip()
+    value = os.environ.get(FLUSH_TIMEOUT_ENV, "").strip()
     try:
         seconds = float(value) if value else GIVE_UP_S
     except ValueError:
@@ -354,6 +358,21 @@ def _forget(store: Any, recording_id: str) -> None:
 
 
 # -- settling leftover captures (every reader) ------------------------------------------------
+
+
+def open_settled_store(db: str | None = None, *, migrate: bool = True) -> Store:
+    """The store named by ``db`` with the finished recordings still waiting in
+    capture files stored first (:func:`settle`), so what a command reads of a
+    finished session is complete."""
+    from .store import open_store
+
+    store = open_store(db, migrate=migrate)
+    try:
+        settle(store)
+    except BaseException:
+        store.close()
+        raise
+    return store
 
 
 def settle(store: Any, *, wait_s: float = SETTLE_WAIT_S, quiet: bool = False) -> int:
@@ -653,7 +672,7 @@ def _open_with_retry(db: str | None, capture: Path, wakeup_fd: int | None, give_
             told = True
             _say(f"cannot open the store ({exc}); the recording is kept in {capture} meanwhile")
 
-    return _retry(lambda: open_store(db, settle=False), ClaudeTraceError, failed,
+    return _retry(lambda: open_store(db), ClaudeTraceError, failed,
                   _Wakeups(wakeup_fd).writer_gone, give_up_s)
 
 

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
+from .config import PROGRESS_ENV
+
 T = TypeVar("T")
 
 _active = False
@@ -24,7 +26,7 @@ _active = False
 
 def enabled() -> bool:
     """Whether bars are drawn (stderr is a terminal, unless the environment says)."""
-    forced = os.environ.get("CLAUDETRACE_PROGRESS", "").strip()
+    forced = os.environ.get(PROGRESS_ENV, "").strip()
     if forced in ("0", "1"):
         return forced == "1"
     try:

@@ -36,8 +36,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from . import capture as cap
+from .config import DB_ENV
 from .errors import ChildStartError
-from .events import Direction
+from .model.events import Direction
 from .recording import RecordingInfo
 from .redact import redact_argv, redact_env
 from .spawn import FORWARDED_SIGNALS, Started, launch
@@ -416,7 +417,7 @@ def _start_indexer(
     from .indexer import indexer_command
 
     env = dict(os.environ)
-    env["CLAUDETRACE_DB"] = cap.resolve_url(options.db)
+    env[DB_ENV] = cap.resolve_url(options.db)
     try:
         indexer = subprocess.Popen(
             indexer_command(writer.path, lock_fd, wake_r, otel),

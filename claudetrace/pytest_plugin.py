@@ -513,12 +513,12 @@ def api_failure(cassette: Cassette) -> str | None:
 def _recording_failure(cassette: ClaudeCassette) -> str | None:
     """Why a failed recording failed, when the API was the cause (one line)."""
     from .errors import ClaudeTraceError
-    from .store import open_store
+    from .indexer import open_settled_store
 
     if cassette.db_path is None or not cassette.db_path.exists():
         return None
     try:
-        store = open_store(str(cassette.db_path))
+        store = open_settled_store(str(cassette.db_path))
     except ClaudeTraceError:
         return None
     try:
@@ -534,11 +534,11 @@ def _recording_failure(cassette: ClaudeCassette) -> str | None:
 def _save_recording(cassette: ClaudeCassette) -> None:
     """Export the one session the test recorded as a sanitised cassette."""
     from .cassette import write_cassette
+    from .indexer import open_settled_store
     from .sanitize import sanitize_cassette
-    from .store import open_store
 
     assert cassette.db_path is not None
-    store = open_store(str(cassette.db_path))
+    store = open_settled_store(str(cassette.db_path))
     try:
         recordings = _settled_recordings(store)
         if not recordings:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
-from .events import Event
+from .model.events import Event
 
 _CROCKFORD: Final = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
@@ -62,7 +62,7 @@ class RecordingInfo:
     @classmethod
     def start(cls, argv: list[str], **fields: Any) -> RecordingInfo:
         """A new recording starting now in this process."""
-        from . import __version__
+        from ._version import __version__
 
         now = time.time_ns()
         return cls(

@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .cassette import Cassette
-from .events import Event, parse_json
+from .model.events import Event, parse_json
+from .model.protocol import project_slug
 from .redact import REDACTED, redact_text, secret_values
-from .replay.normalize import project_slug
 
 #: Placeholder for the recording's home directory (as in the reference samples).
 HOME: Final = "/home/dev"

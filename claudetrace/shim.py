@@ -6,7 +6,7 @@ Two ways, for hosts whose ``cli_path`` takes a single executable:
   replay engine) in front of the real CLI, with the options baked in;
 - argv[0] dispatch: a symlink named ``claude`` pointing at the ``claudetrace``
   executable proxies to ``$CLAUDETRACE_REAL_CLI``, else to the next ``claude`` on
-  ``PATH`` that is not claudetrace itself (:func:`dispatch_as_claude`).
+  ``PATH`` that is not claudetrace itself (:func:`claudetrace.cli.launch.dispatch_as_claude`).
 
 Version checks (``claude -v``) go straight to the real CLI, unrecorded, so the
 SDK's version check sees the real answer and the session list stays clean.
@@ -22,6 +22,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from .config import REAL_CLI_ENV
 from .errors import ClaudeTraceError
 
 VERSION_FLAGS = ("-v", "--version")
@@ -54,7 +55,7 @@ def _is_self(path: str) -> bool:
 
 def find_real_cli(explicit: str | None = None) -> str:
     """The real ``claude``: explicit path, ``$CLAUDETRACE_REAL_CLI``, or PATH minus us."""
-    candidate = explicit or os.environ.get("CLAUDETRACE_REAL_CLI")
+    candidate = explicit or os.environ.get(REAL_CLI_ENV)
     if candidate:
         path = shutil.which(candidate) or candidate
         if not (os.path.isfile(path) and os.access(path, os.X_OK)):
@@ -131,22 +132,3 @@ def write_shim(
     except OSError as exc:
         raise ShimError(f"cannot write shim {path}: {exc.strerror or exc}") from exc
     return path
-
-
-def dispatch_as_claude(args: list[str]) -> int:
-    """Behave as ``claude`` (argv[0] dispatch): proxy to the real CLI, recording."""
-    try:
-        real = find_real_cli()
-    except ClaudeTraceError as exc:
-        from .cli._common import fail
-
-        fail(str(exc), 127)
-        return 127
-    interactive = sys.stdin.isatty() and sys.stdout.isatty()
-    if (len(args) == 1 and args[0] in VERSION_FLAGS) or interactive:
-        # Version checks and interactive terminal sessions are not stream-json
-        # traffic: hand over to the real CLI untouched.
-        os.execv(real, [real, *args])
-    from .cli.launch import run_and_exit
-
-    return run_and_exit([real, *args], db=os.environ.get("CLAUDETRACE_DB"))

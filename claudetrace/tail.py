@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
-from .events import Event
 from .model import ControlRoundTrip, ModelCall, Session, ToolCall, Turn
-from .protocol import message_content
+from .model.events import Event
+from .model.protocol import message_content
 from .recording import RecordingInfo
 
 _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")

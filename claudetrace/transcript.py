@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .events import TOOL_USE_TYPES, Event
+from .model.events import TOOL_USE_TYPES, Event
 
 #: Types whose lines are summarised elsewhere (deltas) or pure noise in a transcript.
 _FOLDED = {"stream_event", "keep_alive"}

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from claudetrace.events import Event
+from claudetrace.model.events import Event
 from claudetrace.store import Store
 
 #: Runs the CLI with its three streams teed to files in $CT_CAPTURE.  Version

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from claudetrace.store import Store, open_store
+from claudetrace.indexer import open_settled_store
+from claudetrace.store import Store
 from claudetrace.testing import FakeAPI
 from claudetrace.testing.harness import bundled_cli
 
@@ -35,7 +36,7 @@ def db_path(tmp_path: Path, ct_env: Path) -> Path:
 @pytest.fixture
 def store(db_path: Path) -> Iterator[Store]:
     """An open store on a fresh SQLite file (closed afterwards)."""
-    opened = open_store(str(db_path))
+    opened = open_settled_store(str(db_path))
     yield opened
     opened.close()
 
@@ -67,12 +68,12 @@ def ui_db(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     import time
 
     from claudetrace.cassette import Cassette, read_cassette
-    from claudetrace.events import Event
+    from claudetrace.indexer import open_settled_store
+    from claudetrace.model.events import Event
     from claudetrace.recording import RecordingInfo
-    from claudetrace.store import open_store
 
     path = tmp_path_factory.mktemp("ui") / "ui.db"
-    store = open_store(str(path))
+    store = open_settled_store(str(path))
     ids: dict[str, str] = {"url": str(path)}
     for cassette in sorted((Path(__file__).parent / "fixtures" / "cassettes").glob("*.ndjson")):
         ids[cassette.stem] = store.import_cassette(read_cassette(cassette), name=cassette.stem)

@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from claudetrace.cassette import read_cassette, write_cassette
+from claudetrace.indexer import open_settled_store
 from claudetrace.sanitize import sanitize_cassette
-from claudetrace.store import open_store
 from claudetrace.testing import FakeAPI
 from claudetrace.testing.harness import bundled_cli, make_home
 from tests.scenarios import SCENARIOS, check_scenario, run_scenario
@@ -48,7 +48,7 @@ def claudetrace(*args: str) -> str:
 
 def newest_recording(db: Path, known: set[str], timeout: float = 15.0) -> str:
     """The id of the recording made since ``known``, once the proxy has finished it."""
-    store = open_store(str(db))
+    store = open_settled_store(str(db))
     try:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -62,7 +62,7 @@ def newest_recording(db: Path, known: set[str], timeout: float = 15.0) -> str:
 
 
 def recording_ids(db: Path) -> set[str]:
-    store = open_store(str(db))
+    store = open_settled_store(str(db))
     try:
         return {r.id for r in store.list_recordings()}
     finally:

@@ -28,7 +28,7 @@ from claudetrace.bench.proxy import (
 )
 from claudetrace.cassette import read_cassette
 from claudetrace.cli import cli
-from claudetrace.events import Event
+from claudetrace.model.events import Event
 
 #: The shipped demo session (small and control-heavy), still usable with --from.
 DEMO_SESSION = Path(__file__).parent.parent / "claudetrace/demo_data/session.cassette.ndjson"
@@ -302,16 +302,16 @@ def test_the_host_and_the_standin_record_the_conversation_in_its_order(tmp_path:
     # A host piped from a file would have every line of its recorded first, before
     # the CLI asked anything; the stand-in host waits for the CLI's lines before each.
     from claudetrace.bench.proxy import _standin, sample_records
-    from claudetrace.store import open_store
+    from claudetrace.indexer import open_settled_store
 
     records = sample_records()
     host_input, standin, host, events = _standin(tmp_path, "order", None, len(records))
     db = str(tmp_path / "order.db")
-    open_store(db).close()
+    open_settled_store(db).close()
     run = time_command("standin", [sys.executable, "-m", "claudetrace", "proxy", "--db", db,
                                    "--", *standin], host_input, events, host=host)
     assert run.cpu_seconds is not None
-    store = open_store(db)
+    store = open_settled_store(db)
     try:
         recording = store.resolve("latest").id
         stored = [(e.direction, e.data) for e in store.iter_events(recording)]

@@ -18,7 +18,7 @@ from claudetrace.cassette import (
     write_cassette,
 )
 from claudetrace.errors import CassetteError
-from claudetrace.events import Event
+from claudetrace.model.events import Event
 
 SAMPLES = sorted((Path(__file__).parent / "fixtures" / "samples").glob("*.cassette.ndjson"))
 

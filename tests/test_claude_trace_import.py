@@ -12,7 +12,8 @@ import pytest
 
 from claudetrace.formats.claude_trace import assemble, read_claude_trace
 from claudetrace.formats.imports import detect, import_file
-from claudetrace.store import Store, open_store
+from claudetrace.indexer import open_settled_store
+from claudetrace.store import Store
 
 SID = "0b7c3c52-1d0e-4c4f-9d61-5c2a0e6b1f33"
 
@@ -242,7 +243,7 @@ def test_logs_of_real_sessions_match_their_proxied_recordings(
     proxied_db, proxied = proxied_sessions(tmp_path, fake_api, real_claude, COMPARED, around=logged)
     imported_db = tmp_path / "imported.db"
     claudetrace("import", str(logs), "--db", str(imported_db))
-    a, b = open_store(str(proxied_db)), open_store(str(imported_db))
+    a, b = open_settled_store(str(proxied_db)), open_settled_store(str(imported_db))
     try:
         for name in COMPARED:
             want = a.get(proxied[name])

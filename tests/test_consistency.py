@@ -22,9 +22,10 @@ from click.testing import CliRunner
 
 from claudetrace.cassette import read_cassette
 from claudetrace.cli import cli
+from claudetrace.indexer import open_settled_store
 from claudetrace.model import TOKEN_TYPES
 from claudetrace.promexport import StoreMetrics
-from claudetrace.store import Store, open_store
+from claudetrace.store import Store
 from claudetrace.telemetry import conventions as c
 from claudetrace.telemetry.metrics import measurements
 from claudetrace.telemetry.spans import build_spans
@@ -40,7 +41,7 @@ Tokens = dict[tuple[str, str], int]
 
 @pytest.fixture
 def store(db_path: Path) -> Iterator[Store]:
-    opened = open_store(str(db_path))
+    opened = open_settled_store(str(db_path))
     yield opened
     opened.close()
 

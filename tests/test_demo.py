@@ -10,8 +10,8 @@ from click.testing import CliRunner
 from claudetrace.cassette import Cassette, read_cassette
 from claudetrace.cli import cli
 from claudetrace.demo import DEMO_CASSETTE, DemoError, HostStep, host_steps, next_steps, run_demo
-from claudetrace.events import Event
-from claudetrace.store import open_store
+from claudetrace.indexer import open_settled_store
+from claudetrace.model.events import Event
 
 
 def test_shipped_cassette_is_a_real_cli_session() -> None:
@@ -65,7 +65,7 @@ def demo_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
 def test_demo_records_the_shipped_session_through_the_proxy(demo_db: tuple[str, str]) -> None:
     db, output = demo_db
     shipped = read_cassette(DEMO_CASSETTE)
-    store = open_store(db)
+    store = open_settled_store(db)
     try:
         (recording,) = store.list_recordings()
         events = list(store.iter_events(recording.id))

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from claude_agent_sdk import ResultMessage, SystemMessage
 
-from claudetrace.store import Store, open_store
+from claudetrace.indexer import open_settled_store
+from claudetrace.store import Store
 from claudetrace.testing import FakeAPI
 from claudetrace.testing.harness import bundled_cli_version
 from tests.capture_rig import (
@@ -43,7 +44,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory, real_claude: Path) -> Rig:
 
 @pytest.fixture
 def store(rig: Rig) -> Iterator[Store]:
-    opened = open_store(str(rig.db))
+    opened = open_settled_store(str(rig.db))
     yield opened
     opened.close()
 

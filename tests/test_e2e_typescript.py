@@ -28,8 +28,9 @@ from typing import Any
 
 import pytest
 
+from claudetrace.indexer import open_settled_store
 from claudetrace.shim import self_command
-from claudetrace.store import Store, open_store
+from claudetrace.store import Store
 from claudetrace.testing import FakeAPI, text, tool_use
 from claudetrace.testing.harness import PROJECT_DIR, bundled_cli_version, make_home, subprocess_env
 from tests.capture_rig import (
@@ -148,7 +149,7 @@ def ts(tmp_path_factory: pytest.TempPathFactory, real_claude: Path) -> TsRig:
 
 @pytest.fixture
 def store(ts: TsRig) -> Iterator[Store]:
-    opened = open_store(str(ts.db))
+    opened = open_settled_store(str(ts.db))
     yield opened
     opened.close()
 
@@ -307,7 +308,7 @@ def ts_cassette(
     from claudetrace.cassette import write_cassette
 
     fake_api.reset(tool_use("mcp__calc__add", {"a": 2, "b": 40}), text("The sum is 42."))
-    store = open_store(str(ts.db))
+    store = open_settled_store(str(ts.db))
     try:
         known = {r.id for r in store.list_recordings()}
         run = run_host(ts, fake_api, "to-replay", ts.shim, real_claude, "Add 2 and 40.")

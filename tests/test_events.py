@@ -1,4 +1,4 @@
-"""Line framing and field extraction (claudetrace.events)."""
+"""Line framing and field extraction (claudetrace.model.events)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from claudetrace.events import Event, LineSplitter, extract_fields, iter_lines, parse_json
+from claudetrace.model.events import Event, LineSplitter, extract_fields, iter_lines, parse_json
 
 # Streams rich in the bytes that matter to framing: newlines, CR, invalid UTF-8.
 streams = st.lists(

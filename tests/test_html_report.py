@@ -14,8 +14,8 @@ from click.testing import CliRunner
 
 from claudetrace.cassette import read_cassette, write_cassette
 from claudetrace.cli import cli
-from claudetrace.events import Event
 from claudetrace.formats.html import render_report, report_data, write_report
+from claudetrace.model.events import Event
 from claudetrace.sanitize import Sanitizer
 from claudetrace.store import Store
 from tests.browsing import launched, needs_chromium

@@ -22,16 +22,17 @@ import pytest
 from claudetrace import capture as cap
 from claudetrace import indexer as ix
 from claudetrace.errors import StoreError
-from claudetrace.events import Event, LineSplitter
+from claudetrace.indexer import open_settled_store
+from claudetrace.model.events import Event, LineSplitter
 from claudetrace.recording import EventSink, RecordingInfo
-from claudetrace.store import Store, open_store
+from claudetrace.store import Store
 
 Row = tuple[int, str, bytes, bool, int, int]
 
 
 @pytest.fixture
 def store(db_path: Path) -> Iterator[Store]:
-    opened = open_store(str(db_path))
+    opened = open_settled_store(str(db_path))
     yield opened
     opened.close()
 
@@ -233,7 +234,7 @@ def test_no_end_record_is_an_incomplete_recording_stored_by_the_next_reader(
     info = new_info(pid=dead_pid())
     path = capture_path(db_path, info)
     write_capture(path, info, [("in", b'{"type":"user"}\n'), ("out", b"a\nb\npart")], None)
-    store = open_store(str(db_path))
+    store = open_settled_store(str(db_path))
     try:
         rec = store.get(info.id)
         assert rec.status == "incomplete" and rec.ended_ns is None and rec.exit_code is None
@@ -334,13 +335,13 @@ def test_a_damaged_capture_is_set_aside_with_one_warning_never_deleted(
     path = capture_path(db_path, info)
     junk = b"this is not a capture file\n" + bytes(range(256))
     path.write_bytes(junk)
-    open_store(str(db_path)).close()
+    open_settled_store(str(db_path)).close()
     err = capsys.readouterr().err.splitlines()
     damaged = path.with_name(path.name + ".damaged")
     assert len(err) == 1 and "warning" in err[0] and str(damaged) in err[0]
     assert not path.exists() and damaged.read_bytes() == junk
     # Not reported again, and still kept.
-    open_store(str(db_path)).close()
+    open_settled_store(str(db_path)).close()
     assert capsys.readouterr().err == ""
     assert damaged.read_bytes() == junk
 
@@ -617,7 +618,7 @@ def test_the_indexer_process_stores_a_capture_on_its_own(db_path: Path) -> None:
         capture_output=True, text=True, timeout=60, check=False,
     )
     assert "Traceback" not in again.stderr
-    store = open_store(str(db_path))
+    store = open_settled_store(str(db_path))
     try:
         assert [e.data for e in store.iter_events(info.id)] == [b"one", b"two"]
     finally:

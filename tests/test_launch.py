@@ -99,7 +99,7 @@ def test_nothing_heavy_is_imported_before_the_child_starts(tmp_path: Path) -> No
     loaded = set(seen.read_text().split())
     heavy = {"click", "sqlalchemy", "typing", "subprocess", "dataclasses", "re", "json",
              "claudetrace.capture", "claudetrace.store", "claudetrace.proxy",
-             "claudetrace.telemetry", "claudetrace.events"}
+             "claudetrace.telemetry", "claudetrace.model.events"}
     assert not loaded & heavy, loaded & heavy
 
 

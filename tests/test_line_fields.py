@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import claudetrace
 from claudetrace.cassette import read_cassette
 from claudetrace.errors import CassetteError
-from claudetrace.events import Event, extract_fields, line_fields, parse_json
+from claudetrace.model.events import Event, extract_fields, line_fields, parse_json
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

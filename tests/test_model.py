@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 
 from claudetrace.cassette import read_cassette
-from claudetrace.events import Event
+from claudetrace.indexer import open_settled_store
 from claudetrace.model import Session, Usage, fold
+from claudetrace.model.events import Event
 from claudetrace.model.summary import summary_columns
 from claudetrace.model.usage import apportion
-from claudetrace.store import Store, open_store
+from claudetrace.store import Store
 
 FIXTURES = Path(__file__).parent / "fixtures" / "cassettes"
 CASSETTES = sorted(FIXTURES.glob("*.ndjson"))
@@ -22,7 +23,7 @@ CASSETTES = sorted(FIXTURES.glob("*.ndjson"))
 
 @pytest.fixture
 def store(db_path: Path) -> Iterator[Store]:
-    opened = open_store(str(db_path))
+    opened = open_settled_store(str(db_path))
     yield opened
     opened.close()
 

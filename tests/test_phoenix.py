@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from claudetrace.cassette import read_cassette
-from claudetrace.store import open_store
+from claudetrace.indexer import open_settled_store
 from claudetrace.telemetry.records import trace_id_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -127,7 +127,7 @@ def _otel(db: Path, recording_id: str, **env: str) -> subprocess.CompletedProces
 
 def _result_totals(db: Path, recording_id: str) -> tuple[int, int]:
     """(input tokens with the cached ones, output tokens) the CLI's result lines report."""
-    store = open_store(str(db))
+    store = open_settled_store(str(db))
     try:
         prompt = completion = 0
         for event in store.iter_events(recording_id):
@@ -176,7 +176,7 @@ def test_a_live_session_and_its_backfill_in_phoenix(
         "CLAUDETRACE_OTEL_CAPTURE_CONTENT": "true", "CLAUDETRACE_INDEXER_PRIORITY": "normal",
     })
     check_scenario(result)
-    store = open_store(str(db_path))
+    store = open_settled_store(str(db_path))
     try:
         info = store.resolve("latest")  # once its indexer (and telemetry worker) finished
     finally:
@@ -202,7 +202,7 @@ def test_a_live_session_and_its_backfill_in_phoenix(
 def test_backfilled_permission_and_hook_round_trips_are_not_tools(
     phoenix: Phoenix, db_path: Path, protocol: str
 ) -> None:
-    store = open_store(str(db_path))
+    store = open_settled_store(str(db_path))
     try:
         ids = [store.import_cassette(read_cassette(FIXTURES / f"{name}.cassette.ndjson"))
                for name in ("hooks", "permission_allow")]

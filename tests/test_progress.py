@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from claudetrace.indexer import open_settled_store
 from claudetrace.progress import count_lines, track
-from claudetrace.store import open_store
 from claudetrace.ui.bench import seed
 
 LINES = 20_000
@@ -64,7 +64,7 @@ def run(args: list[str], *, tty: bool) -> tuple[int, bytes]:
 def big(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
     """A store with one session of 20,000 lines and a few small ones; (path, big id)."""
     path = tmp_path_factory.mktemp("progress") / "big.db"
-    store = open_store(str(path))
+    store = open_settled_store(str(path))
     try:
         rid = seed(store, sessions=5, lines=LINES)
     finally:
@@ -153,7 +153,7 @@ def test_otel_all_and_db_upgrade_show_progress(big: tuple[Path, str], tmp_path: 
     # Summarised again, the recordings have the figures they had before.
     figures = []
     for path in (db, old):
-        opened = open_store(str(path), migrate=False)
+        opened = open_settled_store(str(path), migrate=False)
         try:
             figures.append(
                 [(r.id, r.turns, r.num_turns, r.models) for r in opened.list_recordings()]

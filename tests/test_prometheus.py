@@ -40,8 +40,9 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from claudetrace.cassette import read_cassette
+from claudetrace.indexer import open_settled_store
 from claudetrace.promexport import StoreMetrics, make_server
-from claudetrace.store import Store, info_from_header, open_store
+from claudetrace.store import Store, info_from_header
 from claudetrace.telemetry.config import resolve_settings
 from claudetrace.telemetry.export import Telemetry
 from claudetrace.telemetry.metrics import INSTRUMENTS
@@ -183,7 +184,7 @@ def _import(store: Store, paths: list[Path]) -> None:
 
 
 def test_the_store_dashboard_reads_metrics_serve(tmp_path: Path, db_path: Path) -> None:
-    store = open_store(str(db_path))
+    store = open_settled_store(str(db_path))
     httpd = make_server(StoreMetrics(store), "127.0.0.1", 0)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()

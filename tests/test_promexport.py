@@ -29,8 +29,9 @@ from sqlalchemy import func, select
 from claudetrace import promexport
 from claudetrace.cassette import read_cassette
 from claudetrace.cli import cli
-from claudetrace.events import Event
+from claudetrace.indexer import open_settled_store
 from claudetrace.model import STATUSES, Session
+from claudetrace.model.events import Event
 from claudetrace.promexport import (
     BUCKETS,
     Family,
@@ -40,7 +41,7 @@ from claudetrace.promexport import (
     render,
 )
 from claudetrace.recording import RecordingInfo, new_recording_id
-from claudetrace.store import Recording, Store, info_from_header, open_store
+from claudetrace.store import Recording, Store, info_from_header
 from claudetrace.store.models import status_expression
 from claudetrace.telemetry import conventions as c
 from claudetrace.telemetry.metrics import measurements
@@ -222,7 +223,7 @@ def add_recording(store: Store, now_ns: int, **columns: object) -> str:
 
 @pytest.fixture
 def store(db_path: Path) -> Iterator[Store]:
-    store = open_store(str(db_path))
+    store = open_settled_store(str(db_path))
     for path in CASSETTES:
         store.import_cassette(read_cassette(path))
     now = time.time_ns()

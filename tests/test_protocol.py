@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from claudetrace.events import Direction, Event
-from claudetrace.protocol import (
+from claudetrace.model.events import Direction, Event
+from claudetrace.model.protocol import (
     control_request,
     control_response,
     failed_tool_ids,

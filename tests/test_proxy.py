@@ -24,8 +24,8 @@ import pytest
 
 from claudetrace import capture as cap
 from claudetrace.errors import StoreError
-from claudetrace.events import Event, iter_lines
-from claudetrace.store import open_store
+from claudetrace.indexer import open_settled_store
+from claudetrace.model.events import Event, iter_lines
 
 pytestmark = pytest.mark.usefixtures("ct_env")
 
@@ -66,7 +66,7 @@ def spawn(argv: list[str], **kw: object) -> Iterator[subprocess.Popen[bytes]]:
 
 
 def latest_events(db: Path) -> tuple[object, list[Event]]:
-    store = open_store(str(db))
+    store = open_settled_store(str(db))
     try:
         rec = store.resolve("latest")
         return rec, list(store.iter_events(rec.id))
@@ -76,7 +76,7 @@ def latest_events(db: Path) -> tuple[object, list[Event]]:
 
 def settle(db: Path) -> None:
     """Store what the indexers have not stored yet, before reading the file directly."""
-    open_store(str(db)).close()
+    open_settled_store(str(db)).close()
 
 
 def capture_dir(db: Path) -> Path:
@@ -289,7 +289,7 @@ def test_child_that_cannot_start_is_one_line_exit_127_and_a_failed_session(
     not_exec.write_text("#!/bin/sh\n")
     done = run(db_path, str(not_exec))
     assert done.returncode == 127 and len(done.stderr.splitlines()) == 1
-    store = open_store(str(db_path))
+    store = open_settled_store(str(db_path))
     try:
         recs = store.list_recordings()
         assert [r.status for r in recs] == ["error", "error"]
@@ -474,7 +474,7 @@ def test_eight_concurrent_proxies_on_one_sqlite_file(db_path: Path) -> None:
         """
     )
     # Create the schema first so the 8 do not all start by migrating.
-    open_store(str(db_path)).close()
+    open_settled_store(str(db_path)).close()
     with contextlib.ExitStack() as stack:
         procs = [
             stack.enter_context(
@@ -490,7 +490,7 @@ def test_eight_concurrent_proxies_on_one_sqlite_file(db_path: Path) -> None:
         outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0] * 8, [o[1] for o in outs]
     assert all(o[1] == b"" for o in outs)
-    store = open_store(str(db_path))
+    store = open_settled_store(str(db_path))
     try:
         recs = store.list_recordings()
         assert sorted(r.name for r in recs) == [f"p{k}" for k in range(8)]
@@ -527,7 +527,7 @@ def _peak_rss_kib(pid: int) -> int:
 def test_locked_database_forwarding_continues_memory_bounded_all_lands_later(
     db_path: Path, tmp_path: Path
 ) -> None:
-    open_store(str(db_path)).close()
+    open_settled_store(str(db_path)).close()
     total_mb = 120
     child = py_child(
         f"""
@@ -628,7 +628,7 @@ def test_an_unwritable_database_location_still_forwards_and_records_later(
     wait_until(lambda: not indexer_pids(tmp_path), "the indexer to give up")
     assert capture.exists()
     with pytest.raises(StoreError):
-        open_store(str(db))
+        open_settled_store(str(db))
 
     blocker.unlink()
     blocker.mkdir()

@@ -123,9 +123,9 @@ def _store_imported(tmp_path_factory: pytest.TempPathFactory) -> None:
     # pytester's in-process runs restore sys.modules afterwards; modules that the
     # plugin's store first imports inside an inner run would then be imported
     # twice, which SQLAlchemy does not survive.  Import them out here, once.
-    from claudetrace.store import open_store
+    from claudetrace.indexer import open_settled_store
 
-    open_store(str(tmp_path_factory.mktemp("warm") / "warm.db")).close()
+    open_settled_store(str(tmp_path_factory.mktemp("warm") / "warm.db")).close()
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from claudetrace.cassette import Cassette, new_header, read_cassette, write_cassette
-from claudetrace.events import Event
+from claudetrace.model.events import Event
 from claudetrace.replay import ReplayEngine, ReplayOptions, argv_drift, replay_command
 
 FIXTURES = Path(__file__).parent / "fixtures" / "samples"
@@ -255,10 +255,10 @@ def test_timing(tmp_path: Path, speed: float | None, low: float, high: float) ->
 
 
 def test_replay_from_store_session(tmp_path: Path) -> None:
-    from claudetrace.store import open_store
+    from claudetrace.indexer import open_settled_store
 
     db = f"sqlite:///{tmp_path / 'ct.db'}"
-    store = open_store(db)
+    store = open_settled_store(db)
     recording_id = store.import_cassette(read_cassette(MCP))
     store.close()
     recorded = read_cassette(MCP)

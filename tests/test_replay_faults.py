@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from claudetrace.cassette import new_header, write_cassette
-from claudetrace.events import Event
+from claudetrace.model.events import Event
 from claudetrace.replay import BadFault, Fault, parse_fault, parse_faults
 from claudetrace.replay.faults import GARBAGE
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from claudetrace.cassette import Cassette, new_header, read_cassette
-from claudetrace.events import Event
+from claudetrace.model.events import Event
 from claudetrace.replay import DivergenceKind, Matcher, compile_script, lane_of
 
 FIXTURES = Path(__file__).parent / "fixtures" / "samples"

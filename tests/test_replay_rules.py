@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from claudetrace.cassette import Cassette, new_header
-from claudetrace.events import Event
+from claudetrace.model.events import Event
 from claudetrace.replay import Matcher, MatchRules, compile_script
 from claudetrace.replay.engine import live_redactor
 from claudetrace.replay.rules import BadRule, compile_path

@@ -21,9 +21,9 @@ import pytest
 from claude_agent_sdk import ClaudeSDKClient, ResultMessage
 
 from claudetrace.cassette import read_cassette, write_cassette
+from claudetrace.indexer import open_settled_store
 from claudetrace.replay import write_replay_shim
 from claudetrace.shim import proxy_command, write_shim
-from claudetrace.store import open_store
 from claudetrace.testing import FakeAPI
 from claudetrace.testing.harness import make_home
 from tests.scenarios import SCENARIOS, base_options, run_scenario
@@ -56,7 +56,7 @@ def test_record_then_replay_gives_the_application_the_same_session(
 ) -> None:
     shim, db = recorder
     recorded = run_scenario(name, shim, fake_api)
-    store = open_store(db)
+    store = open_settled_store(db)
     cassette = store.load_cassette(store.resolve("latest").id)
     store.close()
     path = tmp_path / f"{name}.ndjson"

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from claudetrace.cassette import Cassette, new_header
-from claudetrace.events import Event
+from claudetrace.model.events import Event
 from claudetrace.replay.stable import line_key, stabilize
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from claudetrace.cassette import Cassette, read_cassette, write_cassette
-from claudetrace.events import Event
+from claudetrace.model.events import Event
 from claudetrace.redact import REDACTED
 from claudetrace.replay.matching import compile_script
 from claudetrace.sanitize import CWD, HOME, Sanitizer, sanitize_cassette

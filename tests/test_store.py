@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from claudetrace.cassette import Cassette, new_header, read_cassette, write_cassette
 from claudetrace.errors import AmbiguousSession, BadDatabaseURL, SessionNotFound, StoreError
-from claudetrace.events import Event
+from claudetrace.model.events import Event
 from claudetrace.recording import RecordingInfo
 from claudetrace.store import EventTool, Recording, Store, open_store, resolve_url
 from claudetrace.store.models import STALE_AFTER_NS

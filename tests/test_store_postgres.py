@@ -168,7 +168,7 @@ def test_a_batch_goes_in_by_copy_and_comes_back_exactly(pg_url: str) -> None:
     # write_batch takes psycopg's COPY: every byte that COPY's text format escapes
     # (backslash, tab, carriage return, NUL, bytes that are not UTF-8) and every
     # field of the row must come back as it went in, tool references too.
-    from claudetrace.events import Event
+    from claudetrace.model.events import Event
     from claudetrace.recording import RecordingInfo
     from claudetrace.store import event_rows
 

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from claudetrace.cassette import read_cassette
 from claudetrace.cli import cli
-from claudetrace.events import Event
+from claudetrace.model.events import Event
 from claudetrace.recording import RecordingInfo
 from claudetrace.store import Store
 from claudetrace.tail import TailFold, TailLine, printable, raw_line

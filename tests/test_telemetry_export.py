@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from claudetrace.cassette import read_cassette
 from claudetrace.cli import cli
 from claudetrace.errors import TelemetryError
-from claudetrace.store import open_store
+from claudetrace.indexer import open_settled_store
 from claudetrace.telemetry import build_spans
 from claudetrace.telemetry import conventions as c
 from claudetrace.telemetry.config import resolve_settings
@@ -49,7 +49,7 @@ def clean_otel_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 @pytest.fixture
 def stored(db_path: Path) -> tuple[str, str]:
     """A store holding the permission_deny recording: (db path, recording id)."""
-    store = open_store(str(db_path))
+    store = open_settled_store(str(db_path))
     rid = store.import_cassette(read_cassette(FIXTURES / "permission_deny.cassette.ndjson"))
     store.close()
     return str(db_path), rid
@@ -93,7 +93,7 @@ def test_backfill_sends_spans_and_metrics(stored: tuple[str, str], protocol: str
 
 def test_backfill_times_are_the_recorded_ones(stored: tuple[str, str]) -> None:
     db, rid = stored
-    store = open_store(db)
+    store = open_settled_store(db)
     info = store.recording_info(rid)
     events = list(store.iter_events(rid))
     expected = {s.span_id: s for s in build_spans(info, events)}

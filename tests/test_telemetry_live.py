@@ -27,8 +27,8 @@ from click.testing import CliRunner
 from claudetrace import capture as cap
 from claudetrace.cassette import read_cassette
 from claudetrace.cli import cli
+from claudetrace.indexer import open_settled_store
 from claudetrace.recording import RecordingInfo
-from claudetrace.store import open_store
 from claudetrace.telemetry.config import resolve_settings
 from claudetrace.telemetry.live import LiveTelemetry, child_env, live_sink
 from claudetrace.telemetry.records import traceparent
@@ -117,7 +117,7 @@ def _backfill(db: Path, rid: str, kind: str) -> tuple[dict[str, Any], dict[Any, 
 
 def _latest(db: Path) -> Any:
     """The newest recording, once its indexer has finished (open_store settles)."""
-    store = open_store(str(db))
+    store = open_settled_store(str(db))
     try:
         info = store.resolve("latest")
         return info, store.count_events(info.id)
@@ -444,7 +444,7 @@ def test_a_bad_setting_is_reported_even_when_the_session_is_short(
 def test_spans_are_exported_after_the_proxy_has_exited(
     db_path: Path, fake_cli: Callable[..., list[str]]
 ) -> None:
-    open_store(str(db_path)).close()
+    open_settled_store(str(db_path)).close()
     # Hold the database's write lock: the indexer cannot store (so cannot finish)
     # until we let go, and by then the proxy is long gone.
     blocker = sqlite3.connect(db_path, isolation_level=None)

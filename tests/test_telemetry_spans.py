@@ -15,7 +15,7 @@ import pytest
 
 import claudetrace
 from claudetrace.cassette import read_cassette
-from claudetrace.events import Event
+from claudetrace.model.events import Event
 from claudetrace.recording import RecordingInfo
 from claudetrace.telemetry import ContentPolicy, SpanBuilder, SpanRecord, build_spans, traceparent
 from claudetrace.telemetry import conventions as c

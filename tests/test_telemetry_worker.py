@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from claudetrace import capture as cap
 from claudetrace.bench.proxy import STREAMING_CASSETTE
 from claudetrace.cassette import read_cassette
-from claudetrace.events import Direction, Event
 from claudetrace.indexer import Indexer
+from claudetrace.model.events import Direction, Event
 from claudetrace.recording import RecordingInfo
 from claudetrace.telemetry.records import SpanRecord
 from claudetrace.telemetry.spans import SpanBuilder

@@ -19,7 +19,8 @@ from click.testing import CliRunner
 from claudetrace.cli import cli
 from claudetrace.formats.claude_code import TranscriptError, read_transcript
 from claudetrace.formats.imports import ImportFormatError, detect, expand, import_file
-from claudetrace.store import Store, open_store
+from claudetrace.indexer import open_settled_store
+from claudetrace.store import Store
 from claudetrace.telemetry import build_spans
 
 SID = "5d0f3c1e-8a52-4a55-9c3e-0c2f4b7a9e11"
@@ -300,7 +301,7 @@ def test_watch_imports_new_and_growing_sessions(tmp_path: Path, db_path: Path) -
             _, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
     assert b"updated session" in err
-    check = open_store(str(db_path))
+    check = open_settled_store(str(db_path))
     try:
         assert check.get(first.decode()).turns == 2
     finally:
@@ -338,7 +339,7 @@ def test_transcripts_of_the_real_cli_match_its_proxied_recordings(
         projects = tmp_path / f"home-{name}" / ".claude" / "projects"
         done = runner.invoke(cli, ["import", str(projects), "--db", str(imported_db)])
         assert done.exit_code == 0, done.output
-    a, b = open_store(str(proxied_db)), open_store(str(imported_db))
+    a, b = open_settled_store(str(proxied_db)), open_settled_store(str(imported_db))
     try:
         for name in COMPARED:
             want = a.get(proxied[name])

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from claudetrace.cli import cli
 from claudetrace.cli.ui import streamlit_argv
-from claudetrace.store import open_store
+from claudetrace.indexer import open_settled_store
 from claudetrace.ui.bench import seed, template_turn
 
 
@@ -46,7 +46,7 @@ def test_unusable_database_is_one_line_not_a_traceback(tmp_path: Path) -> None:
 
 
 def test_seed_builds_what_the_benchmark_measures(tmp_path: Path) -> None:
-    store = open_store(str(tmp_path / "bench.db"))
+    store = open_settled_store(str(tmp_path / "bench.db"))
     big = seed(store, sessions=5, lines=300, now_ns=1_800_000_000_000_000_000)
     assert store.count_recordings() == 6
     assert store.count_events(big) == 300
@@ -62,7 +62,7 @@ def test_seed_builds_what_the_benchmark_measures(tmp_path: Path) -> None:
 def test_a_signal_to_the_command_stops_the_server(tmp_path: Path, signum: int) -> None:
     """Stopping ``claudetrace ui`` must not leave Streamlit listening behind it."""
     db = tmp_path / "ui.db"
-    open_store(str(db)).close()
+    open_settled_store(str(db)).close()
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from claudetrace.cassette import read_cassette
-from claudetrace.events import Event
+from claudetrace.model.events import Event
 from claudetrace.ui.conversation import build_conversation, decision_outcome, walk
 
 CASSETTES = Path(__file__).parent / "fixtures" / "cassettes"

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from claudetrace.cassette import read_cassette
+from claudetrace.indexer import open_settled_store
 from claudetrace.model import fold
 from claudetrace.model.summary import summary_columns
 from claudetrace.recording import RecordingInfo
-from claudetrace.store import open_store
 from tests.browsing import launched, needs_chromium, ui_server
 
 pytestmark = [pytest.mark.slow, needs_chromium]
@@ -34,7 +34,7 @@ def test_a_running_session_shows_what_arrives_without_a_reload(
     cassette = read_cassette(PLAIN)
     prompt_end = 2  # initialize and the prompt "Say hello."; the answer comes later
     db = tmp_path / "live.db"
-    store = open_store(str(db))
+    store = open_settled_store(str(db))
     try:
         info = RecordingInfo.start(["claude", "--output-format", "stream-json"], name="live-one")
         info.pid = os.getpid()  # a live pid on this host: the recording counts as running

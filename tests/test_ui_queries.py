@@ -6,7 +6,8 @@ import datetime as dt
 
 import pytest
 
-from claudetrace.store import Store, open_store
+from claudetrace.indexer import open_settled_store
+from claudetrace.store import Store
 from claudetrace.ui import queries
 from claudetrace.ui.sessions import Filters
 from claudetrace.ui.stats import daily_usage, tool_rates
@@ -14,7 +15,7 @@ from claudetrace.ui.stats import daily_usage, tool_rates
 
 @pytest.fixture
 def store(ui_db: dict[str, str]) -> Store:
-    return open_store(ui_db["url"])
+    return open_settled_store(ui_db["url"])
 
 
 def names(recs: list) -> set[str]:

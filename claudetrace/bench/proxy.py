@@ -691,7 +691,7 @@ def _check_stored(db_url: str, expected: int) -> float:
     from ..store import open_store
 
     start = time.perf_counter()
-    store = open_store(db_url, settle=False)
+    store = open_store(db_url)
     settle(store, quiet=True)  # waits for the indexer
     waited = time.perf_counter() - start
     try:

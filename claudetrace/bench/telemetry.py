@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import capture as cap
-from ..events import Direction
 from ..indexer import STATS_ENV
+from ..model.events import Direction
 from ..recording import RecordingInfo
 from . import compile_bytecode
 from .cachegrind import Counts, change, finished_logs, read_logs, require, wrapper

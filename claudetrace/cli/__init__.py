@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> Any:
     args = sys.argv[1:] if argv is None else argv
     prog = os.path.basename(sys.argv[0]) if argv is None else "claudetrace"
     if prog == "claude" or prog.startswith("claude-"):
-        from ..shim import dispatch_as_claude
+        from .launch import dispatch_as_claude
 
         return dispatch_as_claude(args)
     if args[:1] == ["proxy"]:

@@ -16,9 +16,9 @@ from ._common import db_option, reports_errors
 
 
 def _store(db_url: str | None) -> Any:
-    from ..store import open_store
+    from ..indexer import open_settled_store
 
-    return open_store(db_url)
+    return open_settled_store(db_url)
 
 
 def session_record(rec: Any) -> dict[str, Any]:
@@ -330,7 +330,7 @@ def db() -> None:
 @reports_errors
 def db_upgrade(db_url: str | None) -> None:
     """Apply the Alembic migrations (the store also does this on first use)."""
-    from ..capture import resolve_url
+    from ..config import resolve_url
     from ..store.engine import create_store_engine, head_revision, upgrade
 
     url = resolve_url(db_url)
@@ -348,6 +348,6 @@ def db_upgrade(db_url: str | None) -> None:
 @db_option
 def db_url_cmd(db_url: str | None) -> None:
     """Print the database URL claudetrace would use."""
-    from ..capture import resolve_url
+    from ..config import resolve_url
 
     click.echo(resolve_url(db_url))

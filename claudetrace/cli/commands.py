@@ -6,7 +6,7 @@ import importlib
 
 import click
 
-from .. import __version__
+from .._version import __version__
 
 #: command name -> "module:attribute" of its click command, loaded on first use.
 COMMANDS: dict[str, str] = {

@@ -17,7 +17,7 @@ def demo(db_url: str | None) -> None:
     from Claude Code as the child, plays the host's side of it, and leaves the
     recording in the database. No API key, no network.
     """
-    from ..capture import resolve_url
+    from ..config import resolve_url
     from ..demo import DEMO_CASSETTE, next_steps, run_demo
 
     click.echo(f"Replaying {DEMO_CASSETTE.name} (an SDK MCP tool call) through the proxy…")

@@ -123,3 +123,24 @@ def run_and_exit(
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)  # daemon threads (stdin) may still block in read()
+
+
+def dispatch_as_claude(args: list[str]) -> int:
+    """Behave as ``claude`` (argv[0] dispatch): proxy to the real CLI, recording."""
+    from ..config import DB_ENV
+    from ..errors import ClaudeTraceError
+    from ..shim import VERSION_FLAGS, find_real_cli
+
+    try:
+        real = find_real_cli()
+    except ClaudeTraceError as exc:
+        from ._common import fail
+
+        fail(str(exc), 127)
+        return 127
+    interactive = sys.stdin.isatty() and sys.stdout.isatty()
+    if (len(args) == 1 and args[0] in VERSION_FLAGS) or interactive:
+        # Version checks and interactive terminal sessions are not stream-json
+        # traffic: hand over to the real CLI untouched.
+        os.execv(real, [real, *args])
+    return run_and_exit([real, *args], db=os.environ.get(DB_ENV))

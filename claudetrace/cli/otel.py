@@ -47,7 +47,7 @@ def otel(
     the traces were delivered (a metrics endpoint that refuses is a warning),
     1 when they were not.
     """
-    from ..store import open_store
+    from ..indexer import open_settled_store
     from ..telemetry.backfill import backfill, parse_since, recording_spans, select_recordings
     from ..telemetry.config import resolve_settings
     from ..telemetry.records import render_tree
@@ -55,7 +55,7 @@ def otel(
     if not sessions and not all_ and since is None:
         raise click.UsageError("name at least one SESSION, or use --all or --since")
     settings = resolve_settings(endpoint=endpoint, protocol=protocol, capture_content=content)
-    store = open_store(db_url)
+    store = open_settled_store(db_url)
     since_ns = parse_since(since) if since is not None else None
     ids = select_recordings(store, sessions, all_=all_, since_ns=since_ns)
     if tree:

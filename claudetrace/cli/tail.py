@@ -53,11 +53,11 @@ def tail(session: str | None, db_url: str | None, follow: bool, raw: bool, inter
     from rich.console import Console
     from rich.markup import escape
 
-    from ..store import open_store
+    from ..indexer import open_settled_store
     from ..tail import TailFold, next_session, raw_line
     from ..tail import follow as follow_events
 
-    store = open_store(db_url)
+    store = open_settled_store(db_url)
     console = Console(highlight=False, soft_wrap=True)
     plain = not console.is_terminal
 

@@ -64,10 +64,11 @@ def ui(db_url: str | None, host: str, port: int | None, headless: bool) -> None:
         import streamlit  # noqa: F401
     except ModuleNotFoundError:
         fail("the session browser needs the ui extra: pip install 'claudetrace[ui]'")
-    from ..store import open_store, resolve_url
+    from ..config import resolve_url
+    from ..indexer import open_settled_store
 
     url = resolve_url(db_url)
-    open_store(url).close()  # fail here, in one line, if the database is unusable
+    open_settled_store(url).close()  # fail here, in one line, if the database is unusable
     app = Path(__file__).resolve().parent.parent / "ui" / "app.py"
     env = {**os.environ, "CLAUDETRACE_DB": url}
     click.echo(f"claudetrace ui: {url} on http://{host}:{port or 8501}", err=True)

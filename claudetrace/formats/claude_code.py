@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..errors import ClaudeTraceError
-from ..events import Event
+from ..model.events import Event
 from ..recording import RecordingInfo, new_recording_id
 
 #: ``source`` of recordings imported from transcripts.
@@ -486,7 +486,7 @@ def entries_recording(
         permission_mode=mode if isinstance(mode, str) else None,
         extra={"source_path": str(path.resolve()), "cost_known": convert.cost_known},
     )
-    from .. import __version__
+    from .._version import __version__
 
     info.claudetrace_version = __version__
     return Transcript(info, convert.events, finished, convert.cost_known)

@@ -24,8 +24,8 @@ from importlib import resources
 from typing import IO, Any
 
 from .._version import __version__
-from ..events import Event
 from ..model import Session
+from ..model.events import Event
 from ..model.summary import model_figures
 from ..recording import RecordingInfo
 from ..sanitize import Sanitizer

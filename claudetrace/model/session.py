@@ -23,7 +23,7 @@ store, with the same result — :class:`Session` keeps:
 - the **status** and its reason (:meth:`Session.outcome`), the one definition
   every view shows.
 
-Only pure Python over :class:`~claudetrace.events.Event`; no I/O.
+Only pure Python over :class:`~claudetrace.model.events.Event`; no I/O.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from ..events import Event
-from ..protocol import (
+from .events import Event
+from .protocol import (
     control_request,
     control_response,
     hook_event_name,

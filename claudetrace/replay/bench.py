@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cassette import Cassette, new_header, write_cassette
-from ..events import Event
+from ..model.events import Event
 from .engine import ReplayEngine
 from .matching import Matcher, compile_script
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Final
 
 from ..cassette import Cassette, read_cassette
 from ..errors import CassetteError, ReplayError, SessionNotFound, StoreError
-from ..events import Event, LineSplitter
+from ..model.events import Event, LineSplitter
 
 if TYPE_CHECKING:
     from ..sanitize import Sanitizer
@@ -60,10 +60,10 @@ def load_source(source: str, db: str | None = None) -> Cassette:
         return read_cassette(path)
     if path.suffix in (".ndjson", ".jsonl", ".json") or os.sep in source:
         raise CassetteMissing(f"cassette not found: {source}", source=source)
-    from ..store import open_store
+    from ..indexer import open_settled_store
 
     try:
-        store = open_store(db)
+        store = open_settled_store(db)
     except StoreError as exc:
         raise CassetteMissing(f"{source}: no such cassette, and {exc}", source=source) from exc
     try:

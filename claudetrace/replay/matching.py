@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ..cassette import Cassette
-from ..events import Event, LineFields
+from ..model.events import Event, LineFields
 from .normalize import Bindings, Change, PathMap, Templater, VolatileSpec, substitution_regex, unify
 from .report import (
     MAX_CANDIDATES,

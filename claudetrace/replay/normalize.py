@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
+from ..model.protocol import project_slug as project_slug  # the CLI's folder naming
+
 #: Default shapes of host-generated ids: SDK control request ids (``req_1_9c3ad989``).
 DEFAULT_VOLATILE_PATTERNS: Final = (r"req_\d+_[0-9a-f]+",)
 
@@ -146,11 +148,6 @@ class PathMap:
         if isinstance(value, list):
             return [self.apply(v) for v in value]
         return value
-
-
-def project_slug(path: str) -> str:
-    """The CLI's folder name for a project directory (non-alphanumerics as ``-``)."""
-    return re.sub(r"[^A-Za-z0-9]", "-", path)
 
 
 def _json_inner(text: str) -> bytes:

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from ..cassette import Cassette
-from ..events import Event
+from ..model.events import Event
 
 #: Ids generated afresh by every run: uuids, SDK request ids, the real API's
 #: message, tool use and request ids.

@@ -16,11 +16,11 @@ from sqlalchemy import Connection, Engine, Table, delete, func, insert, or_, sel
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from ..capture import resolve_url
 from ..cassette import Cassette, new_header
+from ..config import resolve_url
 from ..errors import AmbiguousSession, SessionNotFound, StoreError
-from ..events import Event
 from ..model import Session as SessionModel
+from ..model.events import Event
 from ..model.summary import outcome_columns, summary_columns
 from ..recording import RecordingInfo, new_recording_id
 from .engine import create_store_engine, error_reason, upgrade
@@ -54,27 +54,19 @@ _COLUMNS = {
 }
 
 
-def open_store(db: str | None = None, *, migrate: bool = True, settle: bool = True) -> Store:
-    """Open the store named by ``db`` / ``$CLAUDETRACE_DB``.
+def open_store(db: str | None = None, *, migrate: bool = True) -> Store:
+    """Open the store named by ``db`` / ``$CLAUDETRACE_DB``, migrated to the newest
+    schema unless ``migrate`` is False.
 
-    By default it is migrated to the newest schema, and finished recordings still
-    waiting in capture files are stored first (see :func:`claudetrace.indexer.settle`),
-    so what a command reads of a finished session is complete.
+    Recordings still waiting in capture files are not looked at here: the
+    commands open the store with :func:`claudetrace.indexer.open_settled_store`,
+    which stores them first (the store does not import the recorder).
     """
     url = resolve_url(db)
     engine = create_store_engine(url)
     if migrate:
         upgrade(engine)
-    store = Store(engine)
-    if settle:
-        from ..indexer import settle as settle_captures
-
-        try:
-            settle_captures(store)
-        except BaseException:
-            store.close()
-            raise
-    return store
+    return Store(engine)
 
 
 def event_rows(
@@ -495,7 +487,7 @@ def _info_columns(info: RecordingInfo) -> dict[str, Any]:
 
 def info_from_header(header: dict[str, Any]) -> RecordingInfo:
     """A new recording's metadata from a cassette header (unknown fields kept)."""
-    from .. import __version__
+    from .._version import __version__
 
     def get(key: str, kind: type, default: Any = None) -> Any:
         value = header.get(key)

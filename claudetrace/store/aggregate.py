@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from sqlalchemy import func, select
 
-from ..events import Event
+from ..model.events import Event
 from . import Store, _store_errors
 from .models import EventRow, Recording, status_expression
 

@@ -177,7 +177,7 @@ def status_expression(now_ns: int) -> Any:
 
 
 class EventRow(Base):
-    """One line of one stream (see :class:`claudetrace.events.Event`)."""
+    """One line of one stream (see :class:`claudetrace.model.events.Event`)."""
 
     __tablename__ = "events"
 
@@ -206,7 +206,7 @@ class EventRow(Base):
 
 
 class EventTool(Base):
-    """A tool use id mentioned by an event (see :class:`claudetrace.events.ToolRef`)."""
+    """A tool use id mentioned by an event (see :class:`claudetrace.model.events.ToolRef`)."""
 
     __tablename__ = "event_tools"
 

@@ -3,14 +3,14 @@
 Pure helpers for the span builder; each takes parsed JSON (never raw bytes) and
 tolerates missing or mistyped fields, since the CLI's output evolves.  Facts that
 other consumers need too (permission decisions, failed tool results) are read by
-:mod:`claudetrace.protocol` instead.
+:mod:`claudetrace.model.protocol` instead.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..protocol import opt_str
+from ..model.protocol import opt_str
 from ..recording import RecordingInfo
 from . import conventions as c
 from .records import Attributes

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ..events import TOOL_USE_TYPES
+from ..model.events import TOOL_USE_TYPES
 from .records import Attributes
 
 CAPTURE_ENV: Final = "CLAUDETRACE_OTEL_CAPTURE_CONTENT"

@@ -76,7 +76,7 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 from opentelemetry.trace.status import Status, StatusCode
 
-from .. import __version__
+from .._version import __version__
 from ..errors import TelemetryError
 from . import conventions as c
 from .config import DEFAULT_SERVICE_NAME, OtelSettings, SignalSettings

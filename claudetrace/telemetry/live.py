@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
 from ..errors import TelemetryError
-from ..events import Event
+from ..model.events import Event
 from ..recording import EventSink, RecordingInfo
 from .config import OtelSettings, child_env, resolve_settings
 from .spans import SpanBuilder

@@ -1,6 +1,6 @@
 """The span builder: a pure, deterministic state machine from events to spans.
 
-Fed the :class:`~claudetrace.events.Event` stream of one recording (live from the
+Fed the :class:`~claudetrace.model.events.Event` stream of one recording (live from the
 proxy or read back from the store), it produces the span tree of the design::
 
     invoke_agent claude-code                 the recording
@@ -30,9 +30,9 @@ from itertools import islice
 from operator import attrgetter
 from typing import Any
 
-from ..events import Event
 from ..model import Usage
-from ..protocol import opt_str
+from ..model.events import Event
+from ..model.protocol import opt_str
 from ..recording import RecordingInfo
 from . import conventions as c
 from .attributes import (

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..events import Event
 from ..model import ControlRoundTrip, ModelCall, Session, Turn, Usage
+from ..model.events import Event
 from ..recording import RecordingInfo
 from . import conventions as c
 from .content import ContentPolicy, finish_reason, jsonish, output_messages, scalar_fields

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 from .. import capture as cap
-from ..events import Direction, Event
+from ..model.events import Direction, Event
 from ..recording import RecordingInfo
 
 #: How long the worker sleeps when the capture has nothing new (no wakeups here;

@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..events import Event
 from ..model import Session
+from ..model.events import Event
 from ..model.summary import outcome_columns, summary_columns
 from ..recording import RecordingInfo, new_recording_id
 from ..store import Store, open_store

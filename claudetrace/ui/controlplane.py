@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..events import Event
 from ..model import ControlRoundTrip, Session
+from ..model.events import Event
 from .conversation import decision_outcome
 
 

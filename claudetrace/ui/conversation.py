@@ -18,8 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..events import TOOL_USE_TYPES, Event
-from ..protocol import (
+from ..model.events import TOOL_USE_TYPES, Event
+from ..model.protocol import (
     control_request,
     control_response,
     hook_event_name,

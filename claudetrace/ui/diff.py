@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..events import TOOL_USE_TYPES, Event
-from ..protocol import message_content, total_cost_usd
+from ..model.events import TOOL_USE_TYPES, Event
+from ..model.protocol import message_content, total_cost_usd
 from .conversation import block_text
 
 

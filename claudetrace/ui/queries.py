@@ -20,9 +20,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import load_only
 
 from ..errors import StoreError
-from ..events import Event
 from ..model import FAILED
-from ..protocol import failed_tool_ids, searchable_text
+from ..model.events import Event
+from ..model.protocol import failed_tool_ids, searchable_text
 from ..store import EventRow, EventTool, Recording, Store
 from .sessions import Filters
 

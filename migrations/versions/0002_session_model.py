@@ -57,8 +57,8 @@ def _summarise_again(conn: sa.Connection) -> None:
 def _summarise_one(conn: sa.Connection, recordings: sa.TableClause, rid: str,
                    ended_ns: int | None, exit_code: int | None, signal: int | None,
                    error: str | None) -> None:
-    from claudetrace.events import Event
     from claudetrace.model import Session
+    from claudetrace.model.events import Event
     from claudetrace.model.summary import outcome_columns, summary_columns
 
     events = sa.table("events", sa.column("recording_id"), sa.column("seq"),

@@ -15,11 +15,12 @@ from typing import Any
 
 import streamlit as st
 
+from claudetrace.config import DB_ENV
 from claudetrace.errors import ClaudeTraceError
-from claudetrace.store import Store, open_store
+from claudetrace.indexer import open_settled_store
+from claudetrace.store import Store
 
 #: Environment variable the ``claudetrace ui`` command passes the database in.
-DB_ENV = "CLAUDETRACE_DB"
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=^])")
 
@@ -34,7 +35,7 @@ def plain(text: Any, limit: int = 200) -> str:
 
 @st.cache_resource(show_spinner=False)
 def _open(url: str | None) -> Store:
-    return open_store(url)
+    return open_settled_store(url)
 
 
 def store() -> Store:

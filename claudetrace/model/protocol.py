@@ -1,19 +1,20 @@
 """What a protocol line says, read one way: pure accessors over parsed events.
 
-:mod:`claudetrace.events` parses each line once and extracts the fields every
+:mod:`claudetrace.model.events` parses each line once and extracts the fields every
 consumer indexes (type, subtype, request id, tool references).  The deeper facts
 that several consumers need — what the host decided on a ``can_use_tool``
 request, what a hook answered, which hook event a ``hook_callback`` is about,
 which tool results failed — are read here, so that the span builder, the
 Prometheus figures and the UI cannot disagree about them.
 
-Every accessor takes an :class:`~claudetrace.events.Event` (or a piece of its
+Every accessor takes an :class:`~claudetrace.model.events.Event` (or a piece of its
 parsed JSON) and tolerates missing or mistyped fields, since the CLI's output
 evolves: a field of the wrong type reads as absent.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -133,6 +134,11 @@ def failed_tool_ids(event: Event) -> set[str]:
         and tool_result_failed(block)
         and isinstance(block.get("tool_use_id"), str)
     }
+
+
+def project_slug(path: str) -> str:
+    """The CLI's folder name for a project directory (non-alphanumerics as ``-``)."""
+    return re.sub(r"[^A-Za-z0-9]", "-", path)
 
 
 def _values(value: Any, out: list[str]) -> None:

@@ -1,0 +1,42 @@
+"""Configuration: where claudetrace keeps its data, which database it uses, and the
+environment variables it reads.
+
+The one place these are decided; every layer may import it, and it imports
+nothing of claudetrace.  Worked out without SQLAlchemy (the proxy needs the
+database URL before it forwards a byte, and must not wait for that import).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Final
+
+#: The database: a SQLAlchemy URL or a plain file path (``--db`` wins over it).
+DB_ENV: Final = "CLAUDETRACE_DB"
+#: The real ``claude`` for a shim or an argv[0] ``claude`` symlink.
+REAL_CLI_ENV: Final = "CLAUDETRACE_REAL_CLI"
+#: Seconds the indexer keeps retrying a failing store after the proxy has gone.
+FLUSH_TIMEOUT_ENV: Final = "CLAUDETRACE_FLUSH_TIMEOUT"
+#: Progress bars: ``1`` forces them on, ``0`` off (default: on a terminal).
+PROGRESS_ENV: Final = "CLAUDETRACE_PROGRESS"
+
+
+def data_dir() -> Path:
+    """The per-user data directory for claudetrace (XDG on Linux, Library on macOS)."""
+    if sys.platform == "darwin":
+        base = Path.home() / "Library" / "Application Support"
+    else:
+        base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "claudetrace"
+
+
+def resolve_url(db: str | None = None) -> str:
+    """A SQLAlchemy URL from ``--db``, ``$CLAUDETRACE_DB`` or the default file."""
+    value = db or os.environ.get(DB_ENV) or ""
+    if not value.strip():
+        return f"sqlite:///{data_dir() / 'claudetrace.db'}"
+    if "://" in value:
+        return value
+    return f"sqlite:///{Path(value).expanduser().absolute()}"
