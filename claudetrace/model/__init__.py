@@ -1,9 +1,11 @@
 """The session model: what a recording's events mean, computed once for every view.
 
+:mod:`.events` parses a line once; :mod:`.protocol` reads what a line says;
 :mod:`.session` folds events into a :class:`Session` (turns, model calls with
 usage, tool calls with their permission and hook round trips, subagents,
-control round trips, system events, status); :mod:`.usage` reads token usage;
-:mod:`.summary` turns a session into the ``recordings`` summary columns.
+control round trips, system events, status), made of the records in
+:mod:`.parts`; :mod:`.usage` reads token usage; :mod:`.summary` turns a session
+into the ``recordings`` summary columns.
 Pure: no I/O, no database, no OpenTelemetry.
 """
 

@@ -1,0 +1,216 @@
+"""The parts of a :class:`~claudetrace.model.session.Session`: turns, model calls,
+tool calls, control round trips, subagents, and the status with its reason.
+
+Plain records the fold in :mod:`.session` fills in; views read them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from .protocol import opt_str
+from .usage import Usage
+
+Status = Literal["running", "ok", "interrupted", "error", "incomplete", "killed"]
+#: Every status, in the order lists and dashboards show them.
+STATUSES: Final[tuple[Status, ...]] = (
+    "running", "ok", "interrupted", "error", "incomplete", "killed",
+)
+#: Statuses that are a failure (red in every view, an ERROR root span).
+FAILED: Final = frozenset({"error", "incomplete", "killed"})
+
+Initiator = Literal["host", "cli"]
+ControlOutcome = Literal["success", "error", "unanswered", "cancelled"]
+UsageSource = Literal["stream", "message", "result", "unobserved"]
+
+
+
+@dataclass(slots=True, eq=False)
+class ControlRoundTrip:
+    """A control request and its answer (either direction).  Times are ns offsets."""
+
+    request_id: str
+    subtype: str
+    initiator: Initiator
+    request_seq: int
+    request_ns: int
+    turn: int | None = None
+    response_seq: int | None = None
+    response_ns: int | None = None
+    outcome: ControlOutcome = "unanswered"
+    error: str | None = None
+    #: Answered before it was asked (the proxy reads the two directions apart).
+    reordered: bool = False
+    tool_use_id: str | None = None
+    tool_name: str | None = None
+    #: ``allow``/``deny`` for ``can_use_tool``; a hook's ``permissionDecision``.
+    decision: str | None = None
+    hook_event: str | None = None
+    callback_id: str | None = None
+    mcp_server: str | None = None
+    mcp_method: str | None = None
+    #: ``set_model``'s model, ``set_permission_mode``'s mode.
+    model: str | None = None
+    mode: str | None = None
+    request: dict[str, Any] = field(default_factory=dict, repr=False)
+    answer: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def kind(self) -> str:
+        """``permission``, ``hook``, ``mcp`` or ``control``."""
+        if self.initiator == "cli":
+            if self.subtype == "can_use_tool":
+                return "permission"
+            if self.subtype == "hook_callback":
+                return "hook"
+            if self.subtype == "mcp_message":
+                return "mcp"
+        return "control"
+
+    @property
+    def answered(self) -> bool:
+        return self.response_ns is not None
+
+    @property
+    def duration_ns(self) -> int | None:
+        if self.response_ns is None:
+            return None
+        return 0 if self.reordered else max(0, self.response_ns - self.request_ns)
+
+
+@dataclass(slots=True, eq=False)
+class ToolCall:
+    """A ``tool_use`` and its ``tool_result``, with the round trips about it."""
+
+    id: str
+    name: str
+    lane: str | None
+    turn: int
+    start_seq: int
+    start_ns: int
+    input: Any = None
+    end_seq: int | None = None
+    end_ns: int | None = None
+    is_error: bool = False
+    permission: ControlRoundTrip | None = None
+    hooks: list[ControlRoundTrip] = field(default_factory=list)
+
+    @property
+    def outcome(self) -> str:
+        """``ok``, ``error`` or ``unfinished`` (no result seen)."""
+        if self.end_ns is None:
+            return "unfinished"
+        return "error" if self.is_error else "ok"
+
+    @property
+    def duration_ns(self) -> int | None:
+        return None if self.end_ns is None else max(0, self.end_ns - self.start_ns)
+
+    @property
+    def subagent_type(self) -> str | None:
+        return opt_str(self.input.get("subagent_type")) if isinstance(self.input, dict) else None
+
+
+@dataclass(slots=True, eq=False)
+class ModelCall:
+    """One API message (``message_start``…``message_stop`` or assistant lines of one id)."""
+
+    id: str
+    model: str | None
+    lane: str | None
+    turn: int
+    start_seq: int
+    start_ns: int
+    end_ns: int
+    streamed: bool
+    usage: Usage = field(default_factory=Usage)
+    #: Where :attr:`usage` comes from: a ``message_delta`` (``stream``), the
+    #: assistant message only (``message``, provisional), the turn's result
+    #: (``result``), or the result alone for a call the host never saw.
+    usage_source: UsageSource = "message"
+    stop_reason: str | None = None
+    error: str | None = None
+    stopped: bool = False
+    interrupted: bool = False
+
+    @property
+    def observed(self) -> bool:
+        return self.usage_source != "unobserved"
+
+    @property
+    def final(self) -> bool:
+        """True once :attr:`usage` will not change any more."""
+        return self.usage_source in ("stream", "result", "unobserved")
+
+
+@dataclass(slots=True, eq=False)
+class Turn:
+    """A user message (or output with none before it) to its ``result``."""
+
+    number: int
+    start_seq: int
+    start_ns: int
+    implicit: bool = False
+    end_seq: int | None = None
+    end_ns: int | None = None
+    interrupted: bool = False
+    result_subtype: str | None = None
+    is_error: bool = False
+    #: The CLI's ``num_turns`` for this turn (API round trips).
+    num_turns: int | None = None
+    #: The result's ``usage`` (the main agent's tokens, as the CLI printed them).
+    result_usage: Usage | None = None
+    #: ``total_cost_usd`` of the result: the CLI's running total.
+    total_cost_usd: float | None = None
+    usage_by_model: dict[str, Usage] = field(default_factory=dict)
+    cost_by_model: dict[str, float] = field(default_factory=dict)
+    calls: list[ModelCall] = field(default_factory=list)
+
+    @property
+    def done(self) -> bool:
+        return self.end_ns is not None
+
+    @property
+    def cost_usd(self) -> float:
+        return sum(self.cost_by_model.values())
+
+    @property
+    def failed(self) -> bool:
+        """The result is an error the user did not cause by interrupting."""
+        return self.is_error and not self.interrupted
+
+
+@dataclass(slots=True, eq=False)
+class Subagent:
+    """Work delegated through an Agent/Task tool use (``parent_tool_use_id`` lane)."""
+
+    tool_use_id: str
+    turn: int
+    start_ns: int
+    subagent_type: str | None = None
+    task_id: str | None = None
+    status: str | None = None
+    end_ns: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A session's status and why (the reason is empty for ``ok``)."""
+
+    status: Status
+    reason: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.status in FAILED
+
+
+def signal_name(signal: int) -> str:
+    """``SIGKILL`` for 9 (``signal N`` for a number this system does not name)."""
+    import signal as signals
+
+    try:
+        return signals.Signals(signal).name
+    except ValueError:
+        return f"signal {signal}"
