@@ -16,6 +16,7 @@
 A module may import its own layer and the layers below it, never one above
 (imports inside functions count too: a lazy import is still a dependency).
 The model layer is pure: besides the standard library it imports only msgspec.
+All SQL is behind the store's API: only ``store/`` imports SQLAlchemy.
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 ]
 #: What the pure model layer may import from outside claudetrace.
 MODEL_THIRD_PARTY = {"msgspec"}
+#: Every query is the store's: only these modules speak SQLAlchemy (the capture
+#: module names the folders of server databases as earlier builds did, by the URL
+#: SQLAlchemy renders).
+SQL_ALLOWED = ("store", "capture")
 
 
 def module_name(path: Path) -> str:
@@ -132,6 +137,9 @@ def test_imports_run_one_way(path: Path) -> None:
     assert not upward, (
         f"claudetrace.{module} ({LAYERS[mine][0]}) imports a higher layer: "
         + ", ".join(f"{t} ({LAYERS[layer_of(t)][0]})" for t in upward))
+    if "sqlalchemy" in others:
+        assert module.split(".")[0] in SQL_ALLOWED, (
+            f"claudetrace.{module} speaks SQL: put the query behind the store's API")
     if LAYERS[mine][0] == "model":
         foreign = others - set(sys.stdlib_module_names) - MODEL_THIRD_PARTY - {"__future__"}
         assert not foreign, f"the model layer is pure, but claudetrace.{module} imports {foreign}"

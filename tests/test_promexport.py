@@ -353,7 +353,7 @@ def test_an_unreadable_store_answers_500(db_path: Path) -> None:
     from sqlalchemy import create_engine
 
     engine = create_engine(f"sqlite:///{db_path}")  # never migrated: no tables
-    httpd = make_server(StoreMetrics(engine), "127.0.0.1", 0)
+    httpd = make_server(StoreMetrics(Store(engine)), "127.0.0.1", 0)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:

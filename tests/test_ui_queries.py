@@ -8,7 +8,7 @@ import pytest
 
 from claudetrace.indexer import open_settled_store
 from claudetrace.store import Store
-from claudetrace.ui import queries
+from claudetrace.store import browse as queries
 from claudetrace.ui.sessions import Filters
 from claudetrace.ui.stats import daily_usage, tool_rates
 

@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from sqlalchemy import select
-
 from ..errors import ClaudeTraceError
 from .claude_code import (
     Transcript,
@@ -111,15 +109,7 @@ def expand(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Path]:
 
 
 def _converted_recording(store: Any, source: str, session_id: str) -> Any:
-    from ..store.models import Recording
-
-    with store.session() as s:
-        return s.scalars(
-            select(Recording)
-            .where(Recording.source == source, Recording.cli_session_id == session_id)
-            .order_by(Recording.started_ns)
-            .limit(1)
-        ).first()
+    return store.find_by_session(source, session_id)
 
 
 def import_converted(

@@ -14,8 +14,6 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
-from sqlalchemy import Engine
-
 from ..errors import StoreError
 from ..model import STATUSES, TOKEN_TYPES, Session
 from ..store import Store, aggregate
@@ -53,10 +51,8 @@ class StoreMetrics:
     Thread-safe: concurrent scrapes are serialised.
     """
 
-    def __init__(
-        self, store: Store | Engine, *, clock: Callable[[], int] = time.time_ns
-    ) -> None:
-        self.store = store if isinstance(store, Store) else Store(store)
+    def __init__(self, store: Store, *, clock: Callable[[], int] = time.time_ns) -> None:
+        self.store = store
         self._clock = clock
         self._lock = threading.Lock()
         self._folded: set[str] = set()

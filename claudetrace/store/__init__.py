@@ -355,6 +355,17 @@ class Store:
         with _store_errors("read"), self.session() as s:
             return list(s.scalars(stmt))
 
+    def find_by_session(self, source: str, cli_session_id: str) -> Recording | None:
+        """The first recording from ``source`` (``transcript`` …) of a CLI session id."""
+        table = _RECORDINGS.c
+        with _store_errors("read"), self.session() as s:
+            return s.scalars(
+                select(Recording)
+                .where(table.source == source, table.cli_session_id == cli_session_id)
+                .order_by(table.started_ns)
+                .limit(1)
+            ).first()
+
     def count_recordings(self) -> int:
         with _store_errors("read"), self.session() as s:
             return int(s.scalar(select(func.count()).select_from(Recording)) or 0)

@@ -11,89 +11,12 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from ..model import FAILED
+from ..store.browse import Filters as Filters  # the list's filters are a query
 from ..store.models import Recording
-
-
-@dataclass(frozen=True, slots=True)
-class Filters:
-    """What the session list is narrowed to (all optional)."""
-
-    since: dt.date | None = None
-    until: dt.date | None = None  # inclusive
-    models: tuple[str, ...] = ()
-    errors_only: bool = False
-    min_cost: float | None = None
-    max_cost: float | None = None
-    text: str = ""
-
-    @property
-    def since_ns(self) -> int | None:
-        return None if self.since is None else _day_ns(self.since)
-
-    @property
-    def until_ns(self) -> int | None:
-        """Exclusive upper bound: the start of the day after ``until``."""
-        return None if self.until is None else _day_ns(self.until + dt.timedelta(days=1))
-
-    def to_params(self) -> dict[str, str]:
-        """URL query parameters (empty filters are left out)."""
-        out: dict[str, str] = {}
-        if self.since:
-            out["since"] = self.since.isoformat()
-        if self.until:
-            out["until"] = self.until.isoformat()
-        if self.models:
-            out["model"] = ",".join(self.models)
-        if self.errors_only:
-            out["errors"] = "1"
-        if self.min_cost is not None:
-            out["min_cost"] = repr(self.min_cost)
-        if self.max_cost is not None:
-            out["max_cost"] = repr(self.max_cost)
-        if self.text:
-            out["q"] = self.text
-        return out
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, str]) -> Filters:
-        """Filters from query parameters; malformed values are ignored, not fatal."""
-        models = tuple(m for m in params.get("model", "").split(",") if m)
-        return cls(
-            since=_date(params.get("since")),
-            until=_date(params.get("until")),
-            models=models,
-            errors_only=params.get("errors") in ("1", "true", "yes"),
-            min_cost=_float(params.get("min_cost")),
-            max_cost=_float(params.get("max_cost")),
-            text=params.get("q", "").strip(),
-        )
-
-    def with_(self, **changes: Any) -> Filters:
-        return replace(self, **changes)
-
-
-def _day_ns(day: dt.date) -> int:
-    start = dt.datetime.combine(day, dt.time(), tzinfo=dt.timezone.utc)
-    return int(start.timestamp()) * 1_000_000_000
-
-
-def _date(value: str | None) -> dt.date | None:
-    try:
-        return dt.date.fromisoformat(value) if value else None
-    except ValueError:
-        return None
-
-
-def _float(value: str | None) -> float | None:
-    try:
-        number = float(value) if value else None
-    except ValueError:
-        return None
-    return number if number is not None and math.isfinite(number) else None
 
 
 def started_at(started_ns: int) -> dt.datetime:

@@ -1,7 +1,7 @@
 """Statistics across recordings: usage over time, tools, latencies.
 
 Usage comes from the recordings' summary columns; tool figures from
-:func:`claudetrace.ui.queries.tool_usage`; latencies from the telemetry spans of
+:func:`claudetrace.store.browse.tool_usage`; latencies from the telemetry spans of
 a bounded set of recent recordings (see :func:`claudetrace.ui.timeline.latencies`).
 """
 

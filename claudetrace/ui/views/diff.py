@@ -8,7 +8,7 @@ import streamlit as st
 
 from claudetrace.errors import ClaudeTraceError
 from claudetrace.store import Recording, Store
-from claudetrace.ui import queries
+from claudetrace.store import browse as queries
 from claudetrace.ui.diff import TurnSummary, align, first_divergence, turn_summaries
 from claudetrace.ui.sessions import Filters
 from claudetrace.ui.views import common

@@ -15,9 +15,9 @@ import streamlit as st
 from claudetrace.cassette import write_cassette
 from claudetrace.errors import ClaudeTraceError
 from claudetrace.store import Recording, Store
+from claudetrace.store import browse as queries
 from claudetrace.telemetry import build_spans
 from claudetrace.telemetry.records import SpanRecord
-from claudetrace.ui import queries
 from claudetrace.ui.controlplane import control_rows
 from claudetrace.ui.conversation import Item, build_conversation
 from claudetrace.ui.timeline import timeline_rows, waterfall_figure

@@ -11,7 +11,7 @@ from typing import Any
 
 import streamlit as st
 
-from claudetrace.ui import queries
+from claudetrace.store import browse as queries
 from claudetrace.ui.sessions import TABLE_COLUMNS, Filters, session_row, tiles
 from claudetrace.ui.views import common
 from claudetrace.ui.views.common import money, param, plain, set_params

@@ -5,8 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 from claudetrace.store import Store
+from claudetrace.store import browse as queries
 from claudetrace.telemetry import build_spans
-from claudetrace.ui import queries
 from claudetrace.ui.sessions import Filters
 from claudetrace.ui.stats import (
     TOKEN_SERIES,
