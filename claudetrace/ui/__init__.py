@@ -5,7 +5,7 @@ shows is shaped by pure functions over events and recordings, tested without
 Streamlit:
 
 - :mod:`.sessions` — the session list: table rows, summary tiles, filters
-- :mod:`.queries` — the bounded SQL the pages run (only what is shown)
+- :mod:`claudetrace.store.browse` — the bounded queries the pages run (only what is shown)
 - :mod:`.conversation` — the transcript as chat items, subagents nested
 - :mod:`.controlplane` — control requests paired with their responses
 - :mod:`.timeline` — waterfall rows from the telemetry span builder
