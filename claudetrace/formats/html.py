@@ -208,12 +208,15 @@ def write_report(
 ) -> int:
     """Write the report of ``rec`` to ``out``; returns the number of events shown.
 
-    ``redactor`` (default :func:`secret_redactor`) is applied to every event first;
-    pass ``Sanitizer(secrets=False)`` for the events as recorded.
+    ``redactor`` (default :func:`secret_redactor`) is applied to every string the
+    page holds (texts, tool inputs and results, details, the summary): what the
+    report shows of the events, rather than every event, so a session's
+    streaming deltas are not redacted one by one.  Pass
+    ``Sanitizer(secrets=False)`` for the texts as recorded.
     """
     clean = secret_redactor() if redactor is None else redactor
-    shown = [clean.event(ev) for ev in events]
-    out.write(render_report(report_data(rec, shown)))
+    shown = list(events)
+    out.write(render_report(clean.value(report_data(rec, shown))))
     return len(shown)
 
 
