@@ -103,7 +103,10 @@ def pair(
             "timestamp": t,
             "method": "POST",
             "url": url,
-            "headers": {"x-api-key": "sk-ant-api...abcd"},
+            "headers": {
+                "x-api-key": "sk-ant-api...abcd",
+                "user-agent": "claude-cli/2.1.330 (external, cli)",
+            },
             "body": {
                 "model": "claude-opus-5-5",
                 "messages": messages,
@@ -210,6 +213,7 @@ def test_a_log_becomes_a_session_of_model_calls(tmp_path: Path, store: Store) ->
     result = got.events[-1].message or {}
     assert result["usage"]["output_tokens"] == 25 and result["usage"]["input_tokens"] == 200
     assert got.info.cli_session_id == SID and got.info.source == "claude-trace"
+    assert got.info.claude_code_version == "2.1.330"
     assert not got.cost_known
 
     done = import_file(store, path)
@@ -229,7 +233,7 @@ def test_logs_of_real_sessions_match_their_proxied_recordings(
     tmp_path: Path, fake_api: Any, real_claude: Path
 ) -> None:
     from tests.claude_trace_log import ClaudeTraceRecorder
-    from tests.comparing import proxied_sessions, same_figures, tool_names
+    from tests.comparing import FIGURES, proxied_sessions, same_figures, tool_names
     from tests.record_fixtures import claudetrace
 
     logs = tmp_path / "logs"
@@ -249,7 +253,7 @@ def test_logs_of_real_sessions_match_their_proxied_recordings(
             want = a.get(proxied[name])
             got = b.resolve(want.cli_session_id)
             assert got.source == "claude-trace"
-            same_figures(want, got, name)
+            same_figures(want, got, name, (*FIGURES, "claude_code_version"))
             assert tool_names(a, want.id) == tool_names(b, got.id), name
             # The log sees every API call; the CLI's stdout does not show a subagent's.
             assert got.model_calls >= want.model_calls

@@ -181,7 +181,7 @@ def pair_entries(
             extra = {"isSidechain": True, "agentId": f"call-{thread}"}
         else:
             continue
-        base = {"sessionId": session_id, **extra}
+        base = {"sessionId": session_id, **extra, **_client_version(request)}
         sent = _iso(request.get("timestamp"))
         index, newest = _newest_user(messages)
         if newest is not None:
@@ -212,6 +212,17 @@ def pair_entries(
                 if is_agent and block.get("type") == "tool_use":
                     waiting.append(str(block.get("id")))
     return main, list(sides.values())
+
+
+_USER_AGENT = re.compile(r"claude-cli/([0-9][\w.+-]*)")
+
+
+def _client_version(request: dict[str, Any]) -> dict[str, str]:
+    """``{"version": …}`` from the CLI's ``User-Agent`` (``claude-cli/2.1.330 (…)``)."""
+    headers = request.get("headers")
+    agent = headers.get("user-agent") if isinstance(headers, dict) else None
+    found = _USER_AGENT.match(agent) if isinstance(agent, str) else None
+    return {"version": found.group(1)} if found else {}
 
 
 def _without_reminders(message: dict[str, Any]) -> dict[str, Any]:
