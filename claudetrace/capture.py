@@ -14,8 +14,9 @@ never lost, only stored later.
 Layout: the line :data:`MAGIC`, one JSON line with the recording's metadata,
 then records of ``<kind u8, t_ns i64, wall_ns i64, length u32>`` plus ``length``
 bytes.  Kinds 0, 1, 2 are chunks (``in``, ``out``, ``err``); :data:`END` carries
-the exit (JSON); :data:`LOST` counts bytes that were forwarded but could not be
-written (JSON).  A record cut short by a crash is ignored.
+the exit (JSON); :data:`LOST` counts, per direction, bytes that were forwarded but
+could not be written, and names those whose gap ends inside a line (JSON,
+``{"out": 300, "open": ["out"]}``).  A record cut short by a crash is ignored.
 
 Two ``flock`` locks tell readers what is going on: the proxy holds one on the
 capture file while it runs (a live session: leave it to its indexer), and the
@@ -107,6 +108,15 @@ def _legacy_url_key(url: str) -> str | None:
     return None if key == _url_key(url) else key
 
 
+def missing_db_folder(url: str) -> Path | None:
+    """The folder of a SQLite database ``url`` when it does not exist (it is never
+    made but for the default database's)."""
+    db_file = _sqlite_file(url)
+    if db_file is None or db_file.parent.is_dir() or db_file.parent == data_dir():
+        return None
+    return db_file.parent
+
+
 def capture_dirs(url: str) -> list[Path]:
     """Where capture files for the database ``url`` live, preferred first.
 
@@ -193,6 +203,69 @@ def remove_stale_new(url: str, now: float | None = None) -> int:
     return removed
 
 
+# -- captures set aside ---------------------------------------------------------------
+
+#: A capture that is not one (a damaged header) is renamed ``NAME.capture.damaged``;
+#: one whose recording the database refused after the indexer's retries,
+#: ``NAME.capture.failed``.  Neither is tried again by itself: ``claudetrace
+#: doctor`` lists them (with the reason kept in ``….reason``) and can retry them.
+ASIDE_SUFFIXES: Final = (".damaged", ".failed")
+REASON_SUFFIX: Final = ".reason"
+
+
+def set_aside(capture: Path, suffix: str, reason: str) -> Path:
+    """Rename ``capture`` out of the way (never delete it), with ``reason`` beside it."""
+    target = capture.with_name(capture.name + suffix)
+    with contextlib.suppress(OSError):
+        fd = os.open(target.with_name(target.name + REASON_SUFFIX),
+                     os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as out:
+            out.write(reason + "\n")
+    with contextlib.suppress(OSError):
+        capture.rename(target)
+        lock_path(capture).unlink(missing_ok=True)
+    return target
+
+
+@dataclass
+class SetAside:
+    """A capture set aside: where it is, why, and how big."""
+
+    path: Path
+    reason: str
+    size: int
+
+    @property
+    def recording_id(self) -> str:
+        return self.path.name.split(".", 1)[0]
+
+
+def set_aside_files(url: str) -> list[SetAside]:
+    """The captures set aside for the database ``url``, oldest recording first."""
+    found: list[SetAside] = []
+    for folder in capture_dirs(url):
+        with contextlib.suppress(OSError):
+            for path in sorted(folder.iterdir()):
+                if not path.name.endswith(tuple(SUFFIX + s for s in ASIDE_SUFFIXES)):
+                    continue
+                try:
+                    reason = path.with_name(path.name + REASON_SUFFIX).read_text(
+                        encoding="utf-8", errors="replace").strip()
+                except OSError:
+                    reason = "no reason was kept"
+                with contextlib.suppress(OSError):
+                    found.append(SetAside(path, reason, path.stat().st_size))
+    return found
+
+
+def restore(aside: SetAside) -> Path:
+    """Put a capture set aside back in line to be stored (``doctor --retry``)."""
+    capture = aside.path.with_name(aside.path.name.rsplit(".", 1)[0])
+    aside.path.rename(capture)
+    aside.path.with_name(aside.path.name + REASON_SUFFIX).unlink(missing_ok=True)
+    return capture
+
+
 # -- reading -----------------------------------------------------------------------------
 
 
@@ -209,9 +282,19 @@ class Record:
     def direction(self) -> Direction:
         return CHUNK_KINDS[self.kind]
 
-    def json(self) -> dict[str, Any]:
-        value = json.loads(self.data)
-        return value if isinstance(value, dict) else {}
+    def json(self) -> dict[str, Any] | None:
+        """The JSON object an end or lost record carries; None when it is damaged."""
+        try:
+            value = json.loads(self.data)
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+            return None
+        return value if isinstance(value, dict) else None
+
+
+#: The exit fields an end record may carry, and the type each must have.
+_END_FIELDS: Final[dict[str, type]] = {
+    "exit_code": int, "signal": int, "error": str, "ended_ns": int,
+}
 
 
 class RecordLines:
@@ -223,6 +306,12 @@ class RecordLines:
     record is left, :meth:`rests` gives the last lines that had no newline.  The
     indexer and the telemetry worker both read captures through it, so both
     number every line alike.
+
+    A lost record (bytes forwarded but not written: a full disk) is a gap in
+    its directions.  The line the gap cut — its head before the gap, its tail
+    after it, up to the next newline — is not one that was sent, so neither
+    piece becomes a line: both are counted in :attr:`lost_bytes` with the
+    bytes the gap itself lost.  Every line given is one that was really sent.
     """
 
     def __init__(self, info: RecordingInfo) -> None:
@@ -230,7 +319,13 @@ class RecordLines:
         #: The number the next line gets.
         self.seq = 0
         self.ended = False
+        #: Bytes of the streams not given as lines: lost, or cut by a gap.
+        self.lost_bytes = 0
+        #: What was wrong with the capture's own records (a damaged end record…).
+        self.problems: list[str] = []
         self._splitters = {d: LineSplitter() for d in CHUNK_KINDS}
+        #: Directions after a gap, whose bytes up to the next newline are a tail.
+        self._cut: set[str] = set()
         #: Times of the last chunk per direction: a final partial line keeps them.
         self._last_times = {d: (0, 0) for d in CHUNK_KINDS}
 
@@ -241,16 +336,52 @@ class RecordLines:
         if record.kind < len(CHUNK_KINDS):
             direction = record.direction
             self._last_times[direction] = (record.t_ns, record.wall_ns)
-            lines = self._splitters[direction].feed(record.data)
+            data = record.data
+            if self._cut and direction in self._cut:
+                newline = data.find(b"\n")
+                if newline < 0:
+                    self.lost_bytes += len(data)
+                    return first, []
+                self.lost_bytes += newline + 1
+                self._cut.discard(direction)
+                data = data[newline + 1 :]
+            lines = self._splitters[direction].feed(data)
             self.seq += len(lines)
             return first, lines
-        if record.kind == END:
-            end = record.json()
-            for key in ("exit_code", "signal", "error", "ended_ns"):
-                if key in end:
-                    setattr(self.info, key, end[key])
-            self.ended = True
+        if record.kind == LOST:
+            self._lose(record)
+        elif record.kind == END:
+            self._end(record)
         return first, []
+
+    def _lose(self, record: Record) -> None:
+        counts = record.json()
+        if counts is None:
+            self.problems.append("a record of lost bytes is damaged: how many is not known")
+            counts = {}
+        # The directions whose gap ends inside a line; a writer that did not say
+        # (or a damaged record) is taken to have cut every one.
+        open_ = counts.get("open")
+        for direction in CHUNK_KINDS:
+            lost = counts.get(direction)
+            if isinstance(lost, int) and not isinstance(lost, bool) and lost > 0:
+                head = self._splitters[direction].finish()
+                self.lost_bytes += lost + (len(head) if head else 0)
+                if not isinstance(open_, list) or direction in open_:
+                    self._cut.add(direction)
+
+    def _end(self, record: Record) -> None:
+        end = record.json()
+        self.ended = True
+        if end is None:
+            self.problems.append("the capture's end record is damaged: the exit is not known")
+            self.info.error = self.info.error or "the exit was not recorded (damaged end record)"
+            return
+        for key, kind in _END_FIELDS.items():
+            value = end.get(key)
+            if key in end and (value is None or (isinstance(value, kind)
+                                                 and not isinstance(value, bool))):
+                setattr(self.info, key, value)
 
     def rests(self) -> list[Event]:
         """The final lines without a newline, as events, each complete when its last
@@ -405,12 +536,13 @@ def read_exactly(fd: int, length: int) -> bytes:
     return b"".join(parts)
 
 
-def _drain(pipe: int) -> None:
-    """Drop whatever is waiting in ``pipe`` (without waiting for more)."""
+def _drain(pipe: int) -> bytes:
+    """Take whatever is waiting in ``pipe`` (without waiting for more)."""
     waiting = array.array("i", [0])
     with contextlib.suppress(OSError):
         fcntl.ioctl(pipe, termios.FIONREAD, waiting)
-        read_exactly(pipe, waiting[0])
+        return read_exactly(pipe, waiting[0])
+    return b""
 
 
 def write_all(fd: int, data: bytes | memoryview) -> None:
@@ -482,6 +614,10 @@ class CaptureWriter:
         self._lock = threading.Lock()
         #: Bytes per direction forwarded but not written, not yet in a LOST record.
         self._lost_pending: dict[str, int] = {}
+        #: Directions whose last lost chunk did not end a line (or not known to).
+        self._lost_open: set[str] = set()
+        #: The last byte of the chunk whose write failed last (empty: not known).
+        self._failed_tail = b""
         self._closed = False
         #: False once splice(2) into this file has been refused (another system,
         #: a file system without it): chunks from pipes are then read and written.
@@ -494,7 +630,14 @@ class CaptureWriter:
         for folder in capture_dirs(url):
             for _attempt in range(2):  # an indexer may remove the folder, once empty, meanwhile
                 try:
-                    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+                    # Beside the database only when its folder exists: a
+                    # mistyped --db path is not made (the store refuses it too).
+                    if folder.is_relative_to(data_dir()):
+                        data_dir().mkdir(parents=True, exist_ok=True, mode=0o700)
+                        folder.parent.mkdir(exist_ok=True, mode=0o700)
+                        folder.mkdir(exist_ok=True, mode=0o700)
+                    else:
+                        folder.mkdir(exist_ok=True, mode=0o700)
                     return cls(folder / f"{info.id}{SUFFIX}", info, **kwargs)
                 except OSError as exc:
                     failure = failure or exc
@@ -534,6 +677,12 @@ class CaptureWriter:
                 self.report.lost_chunks += 1
                 self.report.lost_bytes += length
                 self._lost_pending[direction] = self._lost_pending.get(direction, 0) + length
+                # Whether the gap ends a line tells the reader if the bytes after
+                # it start one (else they are the tail of a line it cut).
+                if self._failed_tail == b"\n":
+                    self._lost_open.discard(direction)
+                else:
+                    self._lost_open.add(direction)
                 return
             self.report.chunks += 1
             self.report.bytes += length
@@ -561,7 +710,8 @@ class CaptureWriter:
         except OSError as exc:
             self.report.error = os.strerror(exc.errno) if exc.errno else str(exc)
             if pipe is not None:
-                _drain(pipe)
+                data = _drain(pipe) or data
+            self._failed_tail = data[-1:]
             self._truncate(self._size)
             return False
         self._size += len(header) + length
@@ -595,8 +745,11 @@ class CaptureWriter:
             raise OSError(errno.EIO, "an earlier write failure left the file unusable")
 
     def _write_lost(self) -> None:
-        if self._append(LOST, json.dumps(self._lost_pending).encode()):
+        lost: dict[str, Any] = dict(self._lost_pending)
+        lost["open"] = sorted(self._lost_open & set(lost))
+        if self._append(LOST, json.dumps(lost).encode()):
             self._lost_pending = {}
+            self._lost_open = set()
 
     def _truncate(self, size: int) -> None:
         """Cut the file back to ``size`` (the end of its last complete record)."""

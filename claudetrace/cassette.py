@@ -88,7 +88,7 @@ def write_cassette(
     path = Path(target)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
-        with tmp.open("w", encoding="utf-8", newline="\n") as out:
+        with private_file(tmp) as out:
             count = _write(out, header, events)
         os.replace(tmp, path)
     except OSError as exc:
@@ -97,6 +97,13 @@ def write_cassette(
             f"cannot write cassette: {exc.strerror or exc}", path=str(path)
         ) from exc
     return count
+
+
+def private_file(path: str | os.PathLike[str]) -> IO[str]:
+    """``path`` opened to write UTF-8 text, made readable by its owner only (a
+    recording's content may be secret); an existing file keeps its mode."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    return open(fd, "w", encoding="utf-8", newline="\n")
 
 
 def _write(out: IO[str], header: dict[str, Any], events: Iterable[Event]) -> int:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from . import capture as cap
 from .config import FLUSH_TIMEOUT_ENV
-from .errors import ClaudeTraceError, StoreError
+from .errors import ClaudeTraceError
 from .model import Session
 from .model.events import Direction, Event
 from .model.summary import outcome_columns, summary_columns
@@ -75,7 +75,30 @@ def give_up_from_env() -> float:
 
 
 class GaveUp(Exception):
-    """The store kept failing after the proxy had gone; the capture file stays."""
+    """The store kept failing after the proxy had gone; the capture file stays.
+
+    ``transient`` when the database refused for now (locked, full, unreachable)
+    rather than refusing this recording's data.
+    """
+
+    def __init__(self, reason: str | None, *, transient: bool = True) -> None:
+        super().__init__(reason)
+        self.transient = transient
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for a failure that says nothing about the data: a lock, a full disk, a
+    lost connection (an ``OperationalError`` anywhere in its causes, or an ``OSError``)."""
+    from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError
+    from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, (OperationalError, InterfaceError, DisconnectionError, PoolTimeout,
+                             OSError)):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 @dataclass
@@ -129,10 +152,11 @@ class Indexer:
 
     def feed(self, record: cap.Record) -> None:
         """One capture record, in file order."""
-        if record.kind == cap.LOST:
-            self.report.lost_bytes += sum(v for v in record.json().values() if isinstance(v, int))
-            return
         seq, lines = self._lines.feed(record)
+        if record.kind == cap.LOST:
+            self.report.lost_bytes = self._lines.lost_bytes
+            self._meta_dirty = True
+            return
         if lines:
             direction, t_ns, wall_ns = record.direction, record.t_ns, record.wall_ns
             self._add([Event(seq + i, direction, t_ns, line, True, wall_ns)
@@ -212,7 +236,7 @@ class Indexer:
         final flush, say — come after the proxy has gone, when stderr reaches no one.
         Best effort: the events are stored already.
         """
-        warnings = list(self.report.sink_errors)
+        warnings = list(self._lines.problems) + list(self.report.sink_errors)
         for sink in self._all_sinks:
             warnings += getattr(sink, "warnings", ())
         if not warnings:
@@ -231,15 +255,13 @@ class Indexer:
         ``give_up_s`` of failures.
         """
         def failed(exc: Exception) -> None:
-            self.report.store_error = (
-                str(exc) if isinstance(exc, ClaudeTraceError) else f"{type(exc).__name__}: {exc}"
-            )
+            self.report.store_error = _one_line(exc)
 
         try:
             _retry(lambda: self._write(final=final), Exception, failed,
                    self._writer_gone, self._give_up_s)
-        except Exception:
-            raise GaveUp(self.report.store_error) from None
+        except Exception as exc:
+            raise GaveUp(self.report.store_error, transient=is_transient(exc)) from None
         self.report.store_error = None
 
     def _write(self, *, final: bool) -> None:
@@ -249,6 +271,9 @@ class Indexer:
             self._created = True
         updates: dict[str, object] = {"last_seen_ns": time.time_ns()}
         if self._pending or self._meta_dirty or final:
+            # A gap's cut line shows only now and then (its tail is in later chunks).
+            self.report.lost_bytes = self._lines.lost_bytes
+            updates["lost_bytes"] = self.report.lost_bytes
             updates.update(summary_columns(self.session))
             updates.update(
                 cli_session_id=self.info.cli_session_id,
@@ -360,15 +385,26 @@ def _forget(store: Any, recording_id: str) -> None:
 # -- settling leftover captures (every reader) ------------------------------------------------
 
 
-def open_settled_store(db: str | None = None, *, migrate: bool = True) -> Store:
+def open_settled_store(
+    db: str | None = None, *, migrate: bool = True, create: bool = True,
+) -> Store:
     """The store named by ``db`` with the finished recordings still waiting in
     capture files stored first (:func:`settle`), so what a command reads of a
-    finished session is complete."""
+    finished session is complete — but for those the database will not take
+    now: storing them waits on another process's write lock a couple of seconds
+    at most (:data:`~claudetrace.store.engine.SETTLE_BUSY_TIMEOUT_S`), then the
+    command goes on with what is stored.  ``create`` as for
+    :func:`~claudetrace.store.open_store` (read commands pass False)."""
     from .store import open_store
+    from .store.engine import SETTLE_BUSY_TIMEOUT_S
 
-    store = open_store(db, migrate=migrate)
+    store = open_store(db, migrate=migrate, create=create)
     try:
-        settle(store)
+        settling = open_store(db, migrate=False, busy_timeout_s=SETTLE_BUSY_TIMEOUT_S)
+        try:
+            settle(settling)
+        finally:
+            settling.close()
     except BaseException:
         store.close()
         raise
@@ -380,7 +416,11 @@ def settle(store: Any, *, wait_s: float = SETTLE_WAIT_S, quiet: bool = False) ->
 
     Captures of running proxies are left to their indexers.  A finished one
     whose indexer is still at work is waited for (up to ``wait_s``); one whose
-    indexer is gone is stored here.
+    indexer is gone is stored here, once: when the database refuses its data
+    the capture is set aside (``claudetrace doctor`` lists it) and the recording
+    marked ``incomplete``; when the database refuses any write for now (locked,
+    full, unreachable) it stays for a later command, and the rest are not tried.
+    Either way the caller goes on with what is stored.
     """
     done = 0
     cap.remove_stale_new(store.capture_url)
@@ -400,16 +440,32 @@ def settle(store: Any, *, wait_s: float = SETTLE_WAIT_S, quiet: bool = False) ->
             try:
                 follow(capture, store, replace=True, give_up_s=0.0)
             except cap.CaptureError as exc:
-                _set_aside(capture, str(exc), quiet)
+                _set_aside(capture, ".damaged", str(exc), quiet)
                 continue
             except GaveUp as exc:
-                raise StoreError(
-                    f"cannot store the recording kept in {capture}: {exc}"
-                ) from None
+                if exc.transient:
+                    if not quiet:
+                        _say(f"warning: some recordings are still waiting to be stored "
+                             f"({exc}); showing what is stored")
+                    return done
+                _quarantine(store, capture, str(exc), quiet)
+                continue
             done += 1
         finally:
             os.close(fd)
     return done
+
+
+def _quarantine(store: Any, capture: Path, reason: str, quiet: bool) -> None:
+    """Set aside a capture the database refused, and say so on its recording."""
+    target = _set_aside(capture, ".failed", f"the database refused it: {reason}", quiet)
+    with contextlib.suppress(ClaudeTraceError):
+        store.update_recording(
+            capture.name.split(".", 1)[0],
+            ended_ns=time.time_ns(), outcome="incomplete",
+            outcome_reason=f"not all of it could be stored ({reason}); the capture is kept "
+                           f"as {target.name} (see `claudetrace doctor`)",
+        )
 
 
 def _lock(fd: int, wait_s: float, capture: Path, quiet: bool) -> bool:
@@ -440,14 +496,12 @@ def _lock(fd: int, wait_s: float, capture: Path, quiet: bool) -> bool:
         time.sleep(0.02)
 
 
-def _set_aside(capture: Path, reason: str, quiet: bool) -> None:
-    """A damaged capture file is renamed, never deleted, and reported once."""
-    target = capture.with_name(capture.name + ".damaged")
-    with contextlib.suppress(OSError):
-        capture.rename(target)
-        cap.lock_path(capture).unlink(missing_ok=True)
+def _set_aside(capture: Path, suffix: str, reason: str, quiet: bool) -> Path:
+    """A capture that cannot be stored is renamed, never deleted, and reported once."""
+    target = cap.set_aside(capture, suffix, reason)
     if not quiet:
-        print(f"claudetrace: warning: {reason}; set aside as {target}", file=sys.stderr)
+        _say(f"warning: {reason}; set aside as {target} (see `claudetrace doctor`)")
+    return target
 
 
 # -- the process ----------------------------------------------------------------------------
@@ -703,6 +757,22 @@ def _retry(
                     raise
         time.sleep(delay)
         delay = min(delay * 2, 2.0)
+
+
+def _one_line(exc: BaseException) -> str:
+    """An error as one line: a database's own reason, never the statement or its
+    parameters (they hold recorded bytes)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from .store.engine import error_reason
+
+    if isinstance(exc, ClaudeTraceError):
+        text = str(exc)
+    elif isinstance(exc, SQLAlchemyError):
+        text = f"{type(getattr(exc, 'orig', None) or exc).__name__}: {error_reason(exc)}"
+    else:
+        text = f"{type(exc).__name__}: {exc}"
+    return (text.splitlines() or [type(exc).__name__])[0][:500]
 
 
 def _say(message: str) -> None:

@@ -397,6 +397,10 @@ def _open_capture(
         report.problems_seen.append("the session was forwarded but not recorded")
         return None
     report.capture_path = writer.path
+    missing = cap.missing_db_folder(url)
+    if missing is not None:
+        _say(f"the database's folder {missing} does not exist; the recording is kept in "
+             f"{writer.path} meanwhile", options.stderr_fd)
     return writer
 
 

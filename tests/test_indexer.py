@@ -405,7 +405,8 @@ def test_a_store_that_never_works_gives_up_and_keeps_the_capture(
 
 def test_lost_bytes_are_counted_from_lost_records() -> None:
     indexer = ix.Indexer(new_info(), FakeStore())
-    for record in records((1, b"a\n"), (cap.LOST, b'{"out": 300, "err": 12}'), (1, b"b\n")):
+    lost = b'{"out": 300, "err": 12, "open": []}'  # both gaps ended a line
+    for record in records((1, b"a\n"), (cap.LOST, lost), (1, b"b\n")):
         indexer.feed(record)
     indexer.finish()
     assert indexer.report.lost_bytes == 312 and indexer.report.events == 2

@@ -15,10 +15,12 @@ from ..formats.facts import when as _when
 from ._common import db_option, reports_errors
 
 
-def _store(db_url: str | None) -> Any:
+def _store(db_url: str | None, *, create: bool = False) -> Any:
+    """The store for a command; a read command (the default) refuses to make a
+    database named by --db / $CLAUDETRACE_DB that does not exist."""
     from ..indexer import open_settled_store
 
-    return open_settled_store(db_url)
+    return open_settled_store(db_url, create=create)
 
 
 def session_record(rec: Any) -> dict[str, Any]:
@@ -200,45 +202,70 @@ def show(session: str, db_url: str | None, raw: bool, deltas: bool, width: int) 
     default="-",
     help="File to write [default: stdout].",
 )
+@click.option(
+    "--no-redact",
+    is_flag=True,
+    help="Keep secrets (API keys, tokens, passwords in lines) as recorded; "
+    "by default they are redacted as the pytest plugin redacts cassettes.",
+)
 @reports_errors
-def export(session: str, db_url: str | None, fmt: str, output: str) -> None:
-    """Write a recording as a cassette (NDJSON, version 1) or an HTML report."""
+def export(session: str, db_url: str | None, fmt: str, output: str, no_redact: bool) -> None:
+    """Write a recording as a cassette (NDJSON, version 1) or an HTML report.
+
+    Secrets in the lines are redacted unless --no-redact; a file written is
+    readable by its owner only.
+    """
     from ..cassette import write_cassette
 
     store = _store(db_url)
     rec = store.resolve(session)
+    redactor = None if no_redact else _redactor(rec)
     if fmt == "html":
-        _export_html(store, rec, output)
+        _export_html(store, rec, output, redactor)
         return
     header = store.cassette_header(rec)
+    if redactor is not None:
+        header = {**redactor.value(header), "redacted": True}
     if output == "-":
-        with _exported_events(store, rec) as events:
+        with _exported_events(store, rec, redactor) as events:
             write_cassette(sys.stdout, header, events)
         sys.stdout.flush()
     else:
-        with _exported_events(store, rec) as events:
+        with _exported_events(store, rec, redactor) as events:
             count = write_cassette(output, header, events)
         click.echo(f"wrote {count} events of {rec.id} to {output}", err=True)
 
 
-def _exported_events(store: Any, rec: Any) -> Any:
-    """A recording's events, with a progress bar on a terminal (a context manager)."""
+def _redactor(rec: Any) -> Any:
+    """The pytest plugin's record-time secret redaction (secrets only: paths stay)."""
+    import os
+
+    from ..sanitize import Sanitizer
+
+    return Sanitizer.for_recording(environ={**os.environ, **(rec.env or {})})
+
+
+def _exported_events(store: Any, rec: Any, redactor: Any = None) -> Any:
+    """A recording's events (redacted by ``redactor``), with a progress bar on a
+    terminal (a context manager)."""
     from ..progress import track
 
-    return track(
-        store.iter_events(rec.id), f"exporting {rec.id}", total=rec.event_count, unit="events"
-    )
+    events = store.iter_events(rec.id)
+    if redactor is not None:
+        events = map(redactor.event, events)
+    return track(events, f"exporting {rec.id}", total=rec.event_count, unit="events")
 
 
-def _export_html(store: Any, rec: Any, output: str) -> None:
+def _export_html(store: Any, rec: Any, output: str, redactor: Any) -> None:
+    from ..cassette import private_file
     from ..formats.html import write_report
 
     if output == "-":
-        with _exported_events(store, rec) as events:
+        with _exported_events(store, rec, redactor) as events:
             write_report(sys.stdout, rec, events)
         sys.stdout.flush()
         return
-    with open(output, "w", encoding="utf-8") as out, _exported_events(store, rec) as events:
+    with private_file(output) as out, _exported_events(store, rec, redactor) as events:
         count = write_report(out, rec, events)
     click.echo(f"wrote the report of {rec.id} ({count} events) to {output}", err=True)
 
@@ -281,7 +308,7 @@ def import_(
 
     parsed_tags = _parse_tags(tags)
     files = list(expand(paths))
-    store = _store(db_url)
+    store = _store(db_url, create=True)
     # One file shows its own bar (its events); several, one bar over the files.
     bar = track(files, "importing", total=len(files), unit="files")
     with bar if len(files) > 1 else nullcontext(iter(files)) as shown:
@@ -347,7 +374,8 @@ def db_upgrade(db_url: str | None) -> None:
 @db.command("url")
 @db_option
 def db_url_cmd(db_url: str | None) -> None:
-    """Print the database URL claudetrace would use."""
+    """Print the database URL claudetrace would use (its password hidden)."""
     from ..config import resolve_url
+    from ..store.engine import hide_password
 
-    click.echo(resolve_url(db_url))
+    click.echo(hide_password(resolve_url(db_url)))

@@ -66,7 +66,7 @@ def dump(db_url: str | None, openmetrics: bool) -> None:
     from ..indexer import open_settled_store
     from ..promexport import StoreMetrics
 
-    store = open_settled_store(db_url)
+    store = open_settled_store(db_url, create=False)
     try:
         click.echo(StoreMetrics(store).exposition(openmetrics=openmetrics), nl=False)
     finally:

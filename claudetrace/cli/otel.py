@@ -55,7 +55,7 @@ def otel(
     if not sessions and not all_ and since is None:
         raise click.UsageError("name at least one SESSION, or use --all or --since")
     settings = resolve_settings(endpoint=endpoint, protocol=protocol, capture_content=content)
-    store = open_settled_store(db_url)
+    store = open_settled_store(db_url, create=False)
     since_ns = parse_since(since) if since is not None else None
     ids = select_recordings(store, sessions, all_=all_, since_ns=since_ns)
     if tree:

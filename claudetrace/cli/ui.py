@@ -68,10 +68,13 @@ def ui(db_url: str | None, host: str, port: int | None, headless: bool) -> None:
     from ..indexer import open_settled_store
 
     url = resolve_url(db_url)
-    open_settled_store(url).close()  # fail here, in one line, if the database is unusable
+    # Fail here, in one line, if the database is unusable (or named but missing).
+    open_settled_store(db_url, create=False).close()
     app = Path(__file__).resolve().parent.parent / "ui" / "app.py"
     env = {**os.environ, "CLAUDETRACE_DB": url}
-    click.echo(f"claudetrace ui: {url} on http://{host}:{port or 8501}", err=True)
+    from ..store.engine import hide_password
+
+    click.echo(f"claudetrace ui: {hide_password(url)} on http://{host}:{port or 8501}", err=True)
     argv = streamlit_argv(app, host, port, headless)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import json.scanner
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
@@ -186,16 +187,51 @@ def parse_json(data: bytes) -> Any:
     if not data:
         return None
     try:
-        if data[0] in _NOT_PLAIN_UTF8_START or (len(data) > 1 and not data[1]):
-            return json.loads(data)
-        text = data.decode("utf-8", "surrogatepass")
-        try:
-            value, end = _scan_once(text, 0)
-        except StopIteration:  # no value at the very start: space before it
-            return json.loads(text)
-        return value if end == len(text) else json.loads(text)
+        value = _parse(data)
+        # A lone surrogate (an escaped ``\ud800``, or its raw UTF-8 form) is valid
+        # JSON but no Unicode text: no database, terminal or exporter takes it.
+        # Only lines that may hold one are looked through.
+        if (b"\\u" in data or b"\xed" in data) and _SURROGATE.search(data):
+            value = _without_lone_surrogates(value)
+        return value
     except (ValueError, RecursionError):
         return None
+
+
+def _parse(data: bytes) -> Any:
+    if data[0] in _NOT_PLAIN_UTF8_START or (len(data) > 1 and not data[1]):
+        return json.loads(data)
+    text = data.decode("utf-8", "surrogatepass")
+    try:
+        value, end = _scan_once(text, 0)
+    except StopIteration:  # no value at the very start: space before it
+        return json.loads(text)
+    return value if end == len(text) else json.loads(text)
+
+
+#: An escaped surrogate code point, or one encoded raw (``surrogatepass``).
+_SURROGATE: Final = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+
+
+def text_of(value: str) -> str:
+    """``value`` with each lone surrogate written as its escape (``\\ud800``): the
+    exact line stays in the event's bytes; this is the text every view shows."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+
+def _without_lone_surrogates(value: Any) -> Any:
+    """A parsed JSON value whose strings (keys too) are :func:`text_of` theirs."""
+    if isinstance(value, str):
+        return text_of(value)
+    if isinstance(value, list):
+        return [_without_lone_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {text_of(key): _without_lone_surrogates(item) for key, item in value.items()}
+    return value
 
 
 def _str(value: Any) -> str | None:

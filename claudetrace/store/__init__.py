@@ -8,6 +8,7 @@ proxy, the commands, telemetry backfill, replay and the UI use.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, cast
@@ -23,7 +24,8 @@ from ..model import Session as SessionModel
 from ..model.events import Event
 from ..model.summary import outcome_columns, summary_columns
 from ..recording import RecordingInfo, new_recording_id
-from .engine import create_store_engine, error_reason, upgrade
+from . import values
+from .engine import BUSY_TIMEOUT_S, create_store_engine, error_reason, upgrade
 from .models import Base, EventRow, EventTool, Recording
 
 __all__ = ["Base", "EventRow", "EventTool", "Recording", "Store", "open_store", "resolve_url"]
@@ -54,18 +56,32 @@ _COLUMNS = {
 }
 
 
-def open_store(db: str | None = None, *, migrate: bool = True) -> Store:
+def open_store(
+    db: str | None = None, *, migrate: bool = True, create: bool = True,
+    busy_timeout_s: float = BUSY_TIMEOUT_S,
+) -> Store:
     """Open the store named by ``db`` / ``$CLAUDETRACE_DB``, migrated to the newest
     schema unless ``migrate`` is False.
 
     Recordings still waiting in capture files are not looked at here: the
     commands open the store with :func:`claudetrace.indexer.open_settled_store`,
     which stores them first (the store does not import the recorder).
+
+    Read commands pass ``create=False``: a SQLite file named with ``--db`` or
+    ``$CLAUDETRACE_DB`` that does not exist is an error naming it.  The default
+    database is made on first use either way.  ``busy_timeout_s`` is how long a
+    write waits on another process's lock (SQLite).
     """
     url = resolve_url(db)
-    engine = create_store_engine(url)
+    explicit = bool((db or os.environ.get("CLAUDETRACE_DB") or "").strip())
+    engine = create_store_engine(url, create=create or not explicit,
+                                 busy_timeout_s=busy_timeout_s)
     if migrate:
-        upgrade(engine)
+        try:
+            upgrade(engine)
+        except BaseException:
+            engine.dispose()
+            raise
     return Store(engine)
 
 
@@ -83,9 +99,10 @@ def event_rows(
         data = ev.data
         kind, sub, req, uuid, sid, parent = (f.type, f.subtype, f.request_id, f.uuid,
                                              f.session_id, f.parent_tool_use_id)
+        # A NUL can only be in a field when the line spells one (``\u0000``).
         if ((kind and len(kind) > 64) or (sub and len(sub) > 64) or (req and len(req) > 128)
                 or (uuid and len(uuid) > 64) or (sid and len(sid) > 64)
-                or (parent and len(parent) > 128)):
+                or (parent and len(parent) > 128) or b"\\u0000" in data):
             kind, sub, req, uuid, sid, parent = (_clip(kind, 64), _clip(sub, 64), _clip(req, 128),
                                                  _clip(uuid, 64), _clip(sid, 64),
                                                  _clip(parent, 128))
@@ -98,9 +115,9 @@ def event_rows(
 
 
 def _clip(value: str | None, size: int) -> str | None:
-    # Indexed columns are bounded (PostgreSQL enforces VARCHAR sizes); the full
-    # value is always in the event's bytes.
-    return value if value is None or len(value) <= size else value[:size]
+    # Indexed columns are bounded (PostgreSQL enforces VARCHAR sizes) and hold
+    # only text both engines take; the exact value is always in the event's bytes.
+    return values.text(value, size)
 
 
 def _row_event(row: Any) -> Event:
@@ -139,10 +156,10 @@ class Store:
 
     def create_recording(self, info: RecordingInfo) -> None:
         """Insert the row of a recording that is starting."""
-        values = _info_columns(info)
-        values["last_seen_ns"] = info.started_ns
+        columns = _info_columns(info)
+        columns["last_seen_ns"] = info.started_ns
         with _store_errors("create recording"), self.engine.begin() as conn:
-            conn.execute(insert(_RECORDINGS).values(**values))
+            conn.execute(insert(_RECORDINGS).values(**_storable(columns)))
 
     def write_batch(
         self,
@@ -161,7 +178,7 @@ class Store:
                 conn.execute(
                     update(_RECORDINGS)
                     .where(_RECORDINGS.c.id == recording_id)
-                    .values(**recording_updates)
+                    .values(**_storable(recording_updates))
                 )
 
     def _insert_rows(self, conn: Connection, table: Table, rows: list[tuple[Any, ...]]) -> None:
@@ -193,7 +210,8 @@ class Store:
     def update_recording(self, recording_id: str, **values: Any) -> None:
         with _store_errors("update recording"), self.engine.begin() as conn:
             conn.execute(
-                update(_RECORDINGS).where(_RECORDINGS.c.id == recording_id).values(**values)
+                update(_RECORDINGS).where(_RECORDINGS.c.id == recording_id)
+                .values(**_storable(values))
             )
 
     def import_cassette(
@@ -459,6 +477,12 @@ def _store_errors(what: str) -> Iterator[None]:
         yield
     except SQLAlchemyError as exc:
         raise StoreError(f"{what} failed: {error_reason(exc)}") from exc
+
+
+def _storable(columns: dict[str, Any]) -> dict[str, Any]:
+    """Column values (summary figures, metadata from the command line and the
+    stream) as every engine takes them (:mod:`.values`)."""
+    return {name: values.storable(value) for name, value in columns.items()}
 
 
 def _like_prefix(prefix: str) -> str:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,44 +26,100 @@ from ..errors import BadDatabaseURL, StoreError
 
 #: How long SQLite waits on a lock held by another writer before giving up.
 BUSY_TIMEOUT_S = 30.0
+#: How long a read command's own writes (storing leftover captures) wait on a
+#: lock another process holds before it shows what is stored instead.
+SETTLE_BUSY_TIMEOUT_S = 2.0
 
 
-def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
-    cursor = dbapi_conn.cursor()
-    try:
-        cursor.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        cursor.execute("PRAGMA journal_mode = WAL")
-        cursor.execute("PRAGMA synchronous = NORMAL")
-        cursor.execute("PRAGMA foreign_keys = ON")
-    finally:
-        cursor.close()
+def _sqlite_pragmas(busy_timeout_s: float) -> Any:
+    def set_up(dbapi_conn: Any, _record: Any) -> None:
+        cursor = dbapi_conn.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+            cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute("PRAGMA synchronous = NORMAL")
+            cursor.execute("PRAGMA foreign_keys = ON")
+        finally:
+            cursor.close()
+    return set_up
 
 
-def create_store_engine(url: str) -> Engine:
-    """An Engine for ``url``, with SQLite set up for concurrent recording."""
+def hide_password(url: str) -> str:
+    """``url`` with any password replaced by ``***``, even when it does not parse."""
+    return re.sub(r"(://[^/@:]*:)[^@/]*@", r"\1***@", url)
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of a SQLite URL; None for other databases, memory and ``file:`` URIs."""
     try:
         parsed = make_url(url)
-    except ArgumentError as exc:
-        raise BadDatabaseURL(f"not a database URL or path: {url!r}", url=url) from exc
+    except (ArgumentError, ValueError):
+        return None
+    database = parsed.database or ""
+    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:" \
+            or database.startswith("file:"):
+        return None
+    return Path(database)
+
+
+def create_store_engine(
+    url: str, *, create: bool = True, busy_timeout_s: float = BUSY_TIMEOUT_S,
+) -> Engine:
+    """An Engine for ``url``, with SQLite set up for concurrent recording.
+
+    A SQLite file is made (``create``) readable by its owner only, and so is the
+    default data directory; any other missing folder is an error, never made
+    (a mistyped ``--db`` must not start a database nobody will look in).
+    Without ``create``, a missing file is an error naming it.
+    """
+    try:
+        parsed = make_url(url)
+        parsed.get_backend_name()
+        _ = parsed.port  # "host:abc" is only found out here
+    except (ArgumentError, ValueError) as exc:
+        raise BadDatabaseURL(
+            f"not a database URL or path: {hide_password(url)!r}", url=hide_password(url)
+        ) from exc
     kwargs: dict[str, Any] = {}
     if parsed.get_backend_name() == "sqlite":
-        database = parsed.database or ""
-        if database and database != ":memory:" and not database.startswith("file:"):
-            folder = Path(database).parent
-            try:
-                folder.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise StoreError(f"cannot create database folder {folder}: {exc.strerror}") from exc
-        kwargs["connect_args"] = {"timeout": BUSY_TIMEOUT_S, "check_same_thread": False}
+        path = sqlite_path(url)
+        if path is not None:
+            _prepare_sqlite_file(path, create)
+        kwargs["connect_args"] = {"timeout": busy_timeout_s, "check_same_thread": False}
     else:
         kwargs["pool_pre_ping"] = True
     try:
         engine = create_engine(parsed, **kwargs)
-    except (NoSuchModuleError, ArgumentError, ImportError) as exc:
-        raise BadDatabaseURL(f"unsupported database URL {url!r}: {exc}", url=url) from exc
+    except (NoSuchModuleError, ArgumentError, ImportError, ValueError) as exc:
+        shown = hide_password(url)
+        reason = str(exc).replace(url, shown).splitlines()[0] if str(exc) else type(exc).__name__
+        raise BadDatabaseURL(f"unsupported database URL {shown!r}: {reason}", url=shown) from exc
     if parsed.get_backend_name() == "sqlite":
-        event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "connect", _sqlite_pragmas(busy_timeout_s))
     return engine
+
+
+def _prepare_sqlite_file(path: Path, create: bool) -> None:
+    from ..capture import data_dir
+
+    if path.exists():
+        return
+    if not create:
+        raise StoreError(f"no database at {path} (check --db or $CLAUDETRACE_DB)")
+    folder = path.parent
+    if not folder.is_dir():
+        if folder != data_dir():
+            raise StoreError(f"cannot create database {path}: folder {folder} does not exist")
+        try:
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as exc:
+            raise StoreError(f"cannot create database folder {folder}: {exc.strerror}") from exc
+    # The file (and so its WAL and shared memory, which SQLite makes alike) holds
+    # recorded content: its owner's only.
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    except OSError as exc:
+        raise StoreError(f"cannot create database {path}: {exc.strerror}") from exc
 
 
 def migrations_dir() -> Path:
@@ -106,7 +164,7 @@ def _migration_lock(engine: Engine) -> Iterator[None]:
     """Serialise migrations: a lock file beside SQLite, an advisory lock on PostgreSQL."""
     if engine.dialect.name == "sqlite" and engine.url.database not in (None, "", ":memory:"):
         lock_path = f"{engine.url.database}.migrate.lock"
-        with open(lock_path, "a") as handle:
+        with open(os.open(lock_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "a") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 yield

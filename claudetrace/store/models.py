@@ -94,6 +94,9 @@ class Recording(Base):
     #: The session model's status once the recording ended, and why.
     outcome: Mapped[str | None] = mapped_column(String(16))
     outcome_reason: Mapped[str | None] = mapped_column(Text)
+    #: Bytes forwarded but not recorded (a full disk), with the pieces of lines such
+    #: a gap cut, which are not stored: a recording that lost any is ``incomplete``.
+    lost_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     extra: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
 
     @property

@@ -1,0 +1,31 @@
+"""reliability: the bytes a recording lost (forwarded but never recorded)
+
+Revision ID: 0003_reliability
+Revises: 0002_session_model
+Create Date: 2026-11-24 19:45:00
+
+``lost_bytes`` is what the proxy forwarded but could not write to its capture
+file (a full disk), plus the pieces of lines cut by such a gap, which are not
+stored (they would be lines nobody sent).  Zero for every older recording.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0003_reliability"
+down_revision = "0002_session_model"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("recordings", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("lost_bytes", sa.BigInteger(), nullable=False,
+                                      server_default="0"))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("recordings", schema=None) as batch_op:
+        batch_op.drop_column("lost_bytes")
