@@ -395,9 +395,13 @@ def open_settled_store(
     at most (:data:`~claudetrace.store.engine.SETTLE_BUSY_TIMEOUT_S`), then the
     command goes on with what is stored.  ``create`` as for
     :func:`~claudetrace.store.open_store` (read commands pass False)."""
+    from .config import resolve_url
     from .store import open_store
     from .store.engine import SETTLE_BUSY_TIMEOUT_S
 
+    # Recordings waiting for a database not made yet (its first proxy's indexer is
+    # still starting): it is no mistyped path.
+    create = create or bool(cap.capture_files(resolve_url(db)))
     store = open_store(db, migrate=migrate, create=create)
     try:
         settling = open_store(db, migrate=False, busy_timeout_s=SETTLE_BUSY_TIMEOUT_S)

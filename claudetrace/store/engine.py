@@ -100,7 +100,7 @@ def create_store_engine(
 
 
 def _prepare_sqlite_file(path: Path, create: bool) -> None:
-    from ..capture import data_dir
+    from ..config import data_dir
 
     if path.exists():
         return
