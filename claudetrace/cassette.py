@@ -121,6 +121,8 @@ def parse_header(text: str, *, path: str | None = None) -> dict[str, Any]:
     """Parse and validate a cassette's first line."""
     try:
         header = json.loads(text)
+    except RecursionError as exc:
+        raise CassetteError("header is nested too deeply", path=path, line=1) from exc
     except ValueError as exc:
         reason = getattr(exc, "msg", str(exc))  # e.g. the int digit limit is no JSONDecodeError
         raise CassetteError(f"header is not JSON ({reason})", path=path, line=1) from exc
@@ -137,13 +139,35 @@ def parse_header(text: str, *, path: str | None = None) -> dict[str, Any]:
             path=path,
             line=1,
         )
+    for key in ("started_ns", "ended_ns"):
+        value = header.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                  or not 0 <= value <= MAX_NS):
+            raise CassetteError(f'"{key}" must be a time in nanoseconds, not {_short(value)}',
+                                path=path, line=1)
     return header
+
+
+#: The largest time in nanoseconds a cassette may give (a signed 64-bit integer,
+#: what the store keeps: about 292 years).
+MAX_NS: Final = 2**63 - 1
+#: The largest ``seq`` (the store's sequence numbers are 32-bit).
+MAX_SEQ: Final = 2**31 - 1
+
+
+def _short(value: Any) -> str:
+    """``repr(value)``, cut short: an error message stays one readable line."""
+    text = repr(value) if not isinstance(value, int) or abs(value) < 10**30 else (
+        f"an integer of {len(str(abs(value)))} digits")
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def parse_record(text: str, *, path: str | None = None, line: int | None = None) -> Event:
     """Parse one cassette event line into an :class:`Event`."""
     try:
         record = json.loads(text)
+    except RecursionError as exc:
+        raise CassetteError("event is nested too deeply", path=path, line=line) from exc
     except ValueError as exc:
         reason = getattr(exc, "msg", str(exc))
         raise CassetteError(f"event is not JSON ({reason})", path=path, line=line) from exc
@@ -152,12 +176,17 @@ def parse_record(text: str, *, path: str | None = None, line: int | None = None)
     seq = record.get("seq")
     t = record.get("t")
     direction = record.get("dir")
-    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+    if not isinstance(seq, int) or isinstance(seq, bool) or not 0 <= seq <= MAX_SEQ:
         raise CassetteError(
-            f'"seq" must be a non-negative integer, not {seq!r}', path=path, line=line
+            f'"seq" must be an integer from 0 to {MAX_SEQ}, not {_short(seq)}',
+            path=path, line=line,
         )
-    if not isinstance(t, (int, float)) or isinstance(t, bool) or not math.isfinite(t) or t < 0:
-        raise CassetteError(f'"t" must be a non-negative number, not {t!r}', path=path, line=line)
+    if (not isinstance(t, (int, float)) or isinstance(t, bool) or not math.isfinite(t)
+            or not 0 <= t <= MAX_NS / 1e9):
+        raise CassetteError(
+            f'"t" must be a number of seconds from 0 to {MAX_NS // 10**9}, not {_short(t)}',
+            path=path, line=line,
+        )
     if direction not in DIRECTIONS:
         raise CassetteError(
             f'"dir" must be in, out or err, not {direction!r}', path=path, line=line
@@ -166,7 +195,15 @@ def parse_record(text: str, *, path: str | None = None, line: int | None = None)
         text_line = record["line"]
         if not isinstance(text_line, str):
             raise CassetteError('"line" must be a string', path=path, line=line)
-        data = text_line.encode("utf-8", errors="surrogatepass")
+        try:
+            data = text_line.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            # Writers give such a line as "line_b64" (it is not UTF-8).
+            bad = text_line[exc.start].encode("utf-8", "backslashreplace").decode()
+            raise CassetteError(
+                f'"line" holds a lone surrogate ({bad}), which no UTF-8 line can; '
+                'bytes that are not UTF-8 belong in "line_b64"', path=path, line=line,
+            ) from exc
     elif "line_b64" in record:
         try:
             data = base64.b64decode(record["line_b64"], validate=True)

@@ -436,7 +436,7 @@ def settle(store: Any, *, wait_s: float = SETTLE_WAIT_S, quiet: bool = False) ->
         except OSError:
             continue
         try:
-            if not _lock(fd, wait_s, capture, quiet):
+            if not _lock(fd, wait_s, capture, quiet, store):
                 continue
             if not capture.exists():
                 done += 1  # its indexer finished while we waited
@@ -472,10 +472,14 @@ def _quarantine(store: Any, capture: Path, reason: str, quiet: bool) -> None:
         )
 
 
-def _lock(fd: int, wait_s: float, capture: Path, quiet: bool) -> bool:
+def _lock(fd: int, wait_s: float, capture: Path, quiet: bool, store: Any = None) -> bool:
+    """Wait for the indexer storing ``capture`` to finish (its lock), up to ``wait_s`` —
+    but not while the database takes no writes at all (another process's lock):
+    that indexer waits for it as well, and the reader goes on without it."""
     deadline = time.monotonic() + wait_s
     told = False
     start = time.monotonic()
+    next_probe = start + 2.0
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -483,6 +487,10 @@ def _lock(fd: int, wait_s: float, capture: Path, quiet: bool) -> bool:
         except BlockingIOError:
             pass
         now = time.monotonic()
+        if store is not None and now >= next_probe:
+            if not store.takes_writes():
+                deadline = now
+            next_probe = time.monotonic() + 2.0
         if now >= deadline:
             if not quiet:
                 print(

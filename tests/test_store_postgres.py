@@ -206,3 +206,36 @@ def test_a_batch_goes_in_by_copy_and_comes_back_exactly(pg_url: str) -> None:
         assert rows[5][9] == "t" * 64  # an indexed value is clipped to its column
     finally:
         store.close()
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_nul_and_lone_surrogates_in_indexed_fields_are_stored_on_postgres(pg_url: str) -> None:
+    """PostgreSQL refuses NUL in text: the indexed fields hold it escaped, the line
+    its exact bytes, and no error shows the recorded bytes (issue 17)."""
+    import subprocess
+    import sys
+
+    line = b'{"type":"a\\u0000b","uuid":"\\ud800","session_id":"s\\u0000"}\n'
+    done = subprocess.run(
+        [sys.executable, "-m", "claudetrace", "proxy", "--db", pg_url, "--", "cat"],
+        input=line, capture_output=True, timeout=120, check=False,
+    )
+    assert done.returncode == 0 and done.stdout == line, done.stderr
+    listed = subprocess.run(
+        [sys.executable, "-m", "claudetrace", "sessions", "--json", "--db", pg_url],
+        capture_output=True, timeout=120, check=False,
+    )
+    assert listed.returncode == 0 and b"Traceback" not in listed.stderr, listed.stderr
+    rec = json.loads(listed.stdout)[0]
+    assert rec["events"] == 2
+    store = open_store(pg_url)
+    try:
+        events = list(store.iter_events(rec["id"]))
+        assert [e.data for e in events] == [line[:-1]] * 2
+        with store.engine.connect() as conn:
+            types = conn.exec_driver_sql(
+                "SELECT type, uuid FROM events WHERE recording_id = %s", (rec["id"],)
+            ).all()
+        assert set(types) == {("a\\u0000b", "\\ud800")}
+    finally:
+        store.close()

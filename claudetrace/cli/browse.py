@@ -50,6 +50,7 @@ def session_record(rec: Any) -> dict[str, Any]:
         "permission_mode": rec.permission_mode,
         "events": rec.event_count,
         "bytes": rec.byte_count,
+        "lost_bytes": rec.lost_bytes,
         "turns": rec.turns,
         "num_turns": rec.num_turns,
         "model_calls": rec.model_calls,

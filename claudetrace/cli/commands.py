@@ -17,6 +17,7 @@ COMMANDS: dict[str, str] = {
     "export": "claudetrace.cli.browse:export",
     "import": "claudetrace.cli.browse:import_",
     "db": "claudetrace.cli.browse:db",
+    "doctor": "claudetrace.cli.doctor:doctor",
     "replay": "claudetrace.cli.replay:replay",
     "demo": "claudetrace.cli.demo:demo",
     "fakeapi": "claudetrace.cli.fakeapi:fakeapi",

@@ -90,7 +90,9 @@ def facts(rec: Any) -> list[tuple[str, str]]:
         ),
         ("cost", cost),
         *_per_model(rec),
-        ("events", f"{rec.event_count} lines, {rec.byte_count} bytes"),
+        ("events", f"{rec.event_count} lines, {rec.byte_count} bytes"
+                   + (f" ({lost} bytes lost: not recorded)"
+                      if (lost := getattr(rec, "lost_bytes", 0)) else "")),
     ]
     if not process:
         rows.append(("not known", "control plane, stderr and exit status (not in this file)"))

@@ -152,6 +152,19 @@ class Store:
     def close(self) -> None:
         self.engine.dispose()
 
+    def takes_writes(self) -> bool:
+        """False while another process holds SQLite's write lock (longer than this
+        engine's busy timeout); always True for server databases."""
+        if self.engine.dialect.name != "sqlite":
+            return True
+        try:
+            with self.engine.connect() as conn:
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+                conn.exec_driver_sql("ROLLBACK")
+        except SQLAlchemyError:
+            return False
+        return True
+
     # -- writing -----------------------------------------------------------------
 
     def create_recording(self, info: RecordingInfo) -> None:

@@ -1,0 +1,54 @@
+"""``doctor``: what the store could not take, and putting it back in line."""
+
+from __future__ import annotations
+
+import click
+
+from ._common import db_option, reports_errors
+
+
+@click.command()
+@db_option
+@click.option(
+    "--retry",
+    "retry",
+    multiple=True,
+    metavar="ID",
+    help="Put the capture of this recording back in line and store it now (repeatable; "
+    "`all` for every one).",
+)
+@reports_errors
+def doctor(db_url: str | None, retry: tuple[str, ...]) -> None:
+    """List recordings the store could not take (captures set aside, and why).
+
+    A capture file the database refused after the indexer's retries, or one
+    that is damaged, is set aside beside the others (``….capture.failed`` or
+    ``….capture.damaged``) and never tried again by itself; its recording, if
+    any of it was stored, is marked incomplete.  Exit status 1 while any is
+    set aside, so scripts can check.
+    """
+    from .. import capture as cap
+    from ..config import resolve_url
+    from ..indexer import open_settled_store
+
+    url = resolve_url(db_url)
+    if retry:
+        wanted = {r.upper() for r in retry}
+        for item in cap.set_aside_files(url):
+            if "ALL" in wanted or item.recording_id.upper() in wanted:
+                click.echo(f"retrying {item.recording_id}", err=True)
+                cap.restore(item)
+        open_settled_store(db_url, create=False).close()
+    waiting = [p for p in cap.capture_files(url) if not cap.writer_alive(p)]
+    aside = cap.set_aside_files(url)
+    for item in aside:
+        click.echo(f"{item.recording_id}  set aside ({item.size} bytes): {item.reason}")
+        click.echo(f"    {item.path}")
+    if waiting:
+        click.echo(f"{len(waiting)} finished recording(s) still waiting to be stored "
+                   "(the next command that can write the database stores them)")
+    if not aside and not waiting:
+        click.echo("nothing set aside: every finished recording is stored")
+        return
+    if aside:
+        raise SystemExit(1)

@@ -1,0 +1,281 @@
+"""Nothing a host sends, and no fault of the disk or the database, breaks or
+falsifies the store (issue 17): each reproduction of the issue, on real
+processes, files and databases."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from claudetrace import capture as cap
+from claudetrace.config import resolve_url
+from claudetrace.indexer import open_settled_store
+from claudetrace.recording import RecordingInfo
+
+PY = sys.executable
+pytestmark = pytest.mark.usefixtures("ct_env")
+
+#: Lines that once made every reader fail: a lone surrogate in indexed fields
+#: and in a reply's text (a reply cut inside an emoji), NUL, absurd numbers.
+POISON = (
+    b'{"type":"\\ud800","subtype":"\\udfff","request_id":"\\ud800","uuid":"a\\u0000b",'
+    b'"session_id":"\\ud83d","message":{"content":[{"type":"tool_use","id":"t\\ud800",'
+    b'"name":"n\\u0000"}]}}\n'
+    b'{"type":"assistant","message":{"role":"assistant","content":[{"type":"text",'
+    b'"text":"\\ud83d"}]}}\n'
+    b'{"type":"result","subtype":"success","usage":{"input_tokens":'
+    + b"1" + b"0" * 30 + b'},"total_cost_usd":1e400,"num_turns":' + b"9" * 40 + b"}\n"
+)
+
+
+def ct(*args: str, env: dict[str, str] | None = None, data: bytes = b"",
+       timeout: float = 120) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([PY, "-m", "claudetrace", *args], input=data, capture_output=True,
+                          timeout=timeout, check=False, env=env)
+
+
+def one_line(done: subprocess.CompletedProcess[bytes], *needles: str) -> str:
+    err = done.stderr.decode()
+    assert done.returncode != 0 and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("claudetrace: "), err
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+def test_a_poisoned_line_is_stored_and_every_reader_shows_it(db_path: Path) -> None:
+    done = ct("proxy", "--db", str(db_path), "--", "cat", data=POISON)
+    assert done.returncode == 0 and done.stdout == POISON
+    listed = ct("sessions", "--db", str(db_path), "--json")
+    assert listed.returncode == 0, listed.stderr
+    [rec] = json.loads(listed.stdout)
+    assert rec["events"] == 6 and rec["status"] == "ok"
+    assert rec["input_tokens"] == 2**63 - 1 and rec["cost_usd"] == 0.0
+    for args in (("show", "latest"), ("show", "latest", "--raw"), ("export", "latest"),
+                 ("export", "latest", "--format", "html"), ("otel", "latest", "--tree")):
+        shown = ct(*args, "--db", str(db_path))
+        assert shown.returncode == 0 and b"Traceback" not in shown.stderr, (args, shown.stderr)
+    assert b"\\ud83d" in ct("show", "latest", "--db", str(db_path)).stdout
+    # The exact bytes are what was stored.
+    store = open_settled_store(str(db_path))
+    try:
+        events = list(store.iter_events(rec["id"]))
+    finally:
+        store.close()
+    assert b"\n".join(e.data for e in events if e.direction == "in") + b"\n" == POISON
+
+
+def test_absurd_cassette_values_are_one_line_errors(db_path: Path, tmp_path: Path) -> None:
+    header = '{"claudetrace":"cassette","version":1}'
+    cases = {
+        '"t"': (header, '{"seq":0,"t":1e300,"dir":"out","line":"x"}'),
+        '"seq"': (header, '{"seq":' + "1" + "0" * 23 + ',"t":1,"dir":"out","line":"x"}'),
+        '"started_ns"': ('{"claudetrace":"cassette","version":1,"started_ns":1' + "0" * 30 + "}",
+                         '{"seq":0,"t":1,"dir":"out","line":"x"}'),
+        "nested too deeply": (header, "[" * 1000 + "]" * 1000),
+        "lone surrogate": (header, '{"seq":0,"t":1,"dir":"out","line":"a\\ud800"}'),
+    }
+    for needle, lines in cases.items():
+        path = tmp_path / "bad.ndjson"
+        path.write_text("\n".join(lines) + "\n")
+        one_line(ct("import", str(path), "--db", str(db_path)), needle)
+        one_line(ct("replay", str(path), "--", "true"), needle)
+
+
+def test_a_damaged_end_record_is_stored_with_a_warning(db_path: Path) -> None:
+    info = RecordingInfo.start(["claude"])
+    folder = cap.capture_dirs(resolve_url(str(db_path)))[0]
+    folder.mkdir(parents=True)
+    path = folder / f"{info.id}{cap.SUFFIX}"
+    writer = cap.CaptureWriter(path, info)
+    writer.feed("out", b'{"type":"system"}\n')
+    writer._append(cap.END, b"\xff\xfe not json")  # as a torn disk could leave it
+    writer.close(None)
+    listed = ct("sessions", "--db", str(db_path), "--json")
+    assert listed.returncode == 0 and b"Traceback" not in listed.stderr, listed.stderr
+    [rec] = json.loads(listed.stdout)
+    assert rec["events"] == 1 and any("damaged" in w for w in rec["warnings"])
+    assert not path.exists()
+
+
+def test_a_capture_the_database_refuses_is_set_aside_once(db_path: Path) -> None:
+    ct("db", "upgrade", "--db", str(db_path))
+    with sqlite3.connect(db_path) as conn:  # a database that refuses one line, for good
+        conn.execute("CREATE TRIGGER refuse BEFORE INSERT ON events WHEN NEW.data = X'626164' "
+                     "BEGIN SELECT RAISE(ABORT, 'this line is refused'); END")
+    conn.close()
+    env = {**os.environ, "CLAUDETRACE_FLUSH_TIMEOUT": "0.2"}
+    done = ct("proxy", "--db", str(db_path), "--", "cat", data=b"good\nbad\n", env=env)
+    assert done.returncode == 0 and done.stdout == b"good\nbad\n"
+    deadline = time.monotonic() + 60
+    while cap.capture_files(resolve_url(str(db_path))) and time.monotonic() < deadline:
+        first = ct("sessions", "--db", str(db_path), "--json")
+        assert first.returncode == 0, first.stderr
+        time.sleep(0.2)
+    [aside] = cap.set_aside_files(resolve_url(str(db_path)))
+    assert "this line is refused" in aside.reason
+    again = ct("sessions", "--db", str(db_path), "--json")
+    assert again.returncode == 0 and again.stderr == b""  # never tried again by itself
+    [rec] = json.loads(again.stdout)
+    assert rec["status"] == "incomplete"
+    doctor = ct("doctor", "--db", str(db_path))
+    assert doctor.returncode == 1 and b"this line is refused" in doctor.stdout
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("DROP TRIGGER refuse")
+    conn.close()
+    fixed = ct("doctor", "--db", str(db_path), "--retry", "all")
+    assert fixed.returncode == 0, fixed.stderr
+    store = open_settled_store(str(db_path))
+    try:
+        assert [e.data for e in store.iter_events(rec["id"])] == [b"good", b"bad"] * 2
+    finally:
+        store.close()
+
+
+def test_read_commands_do_not_wait_on_another_writers_lock(db_path: Path) -> None:
+    ct("db", "upgrade", "--db", str(db_path))
+    env = {**os.environ, "CLAUDETRACE_FLUSH_TIMEOUT": "0"}
+    holder = subprocess.Popen(
+        [PY, "-c", "import sqlite3, sys, time\n"
+         f"c = sqlite3.connect({str(db_path)!r}, isolation_level=None)\n"
+         "c.execute('BEGIN EXCLUSIVE'); print('held', flush=True); time.sleep(120)"],
+        stdout=subprocess.PIPE)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+        done = ct("proxy", "--db", str(db_path), "--", "cat", data=b"x\n", env=env)
+        assert done.returncode == 0 and done.stdout == b"x\n"
+        started = time.monotonic()
+        listed = ct("sessions", "--db", str(db_path), "--json", timeout=60)
+        took = time.monotonic() - started
+    finally:
+        holder.kill()
+        holder.wait()
+        assert holder.stdout is not None
+        holder.stdout.close()
+    assert listed.returncode == 0, listed.stderr
+    assert took < 15, took
+    assert b"still waiting to be stored" in listed.stderr or b"still being stored" in listed.stderr
+    # Once the lock is gone, the recording is stored by the next reader.
+    [rec] = json.loads(ct("sessions", "--db", str(db_path), "--json").stdout)
+    assert rec["events"] == 2
+
+
+def test_a_mistyped_database_path_is_an_error_and_is_not_created(tmp_path: Path) -> None:
+    missing = tmp_path / "nonexistent" / "dir" / "x.db"
+    for args in (("sessions",), ("show", "latest"), ("export", "latest"), ("metrics", "dump"),
+                 ("otel", "--all")):
+        one_line(ct(*args, "--db", str(missing)), "no database at", str(missing))
+        one_line(ct(*args, env={**os.environ, "CLAUDETRACE_DB": str(missing)}), "no database at")
+    assert not missing.parent.parent.exists()
+    # The proxy still runs the child and forwards; it says where the recording waits.
+    done = ct("proxy", "--db", str(missing), "--", "cat", data=b"hello\n")
+    assert done.returncode == 0 and done.stdout == b"hello\n"
+    assert b"does not exist" in done.stderr and b"Traceback" not in done.stderr
+    assert not missing.parent.parent.exists()
+
+
+def test_files_with_recorded_content_are_private(db_path: Path, ct_env: Path,
+                                                 tmp_path: Path) -> None:
+    os.umask(0o022)
+    assert ct("proxy", "--db", str(db_path), "--", "cat", data=b"x\n").returncode == 0
+    assert ct("sessions", "--db", str(db_path)).returncode == 0
+    for path in db_path.parent.glob("claudetrace.db*"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    out = tmp_path / "out.ndjson"
+    assert ct("export", "latest", "--db", str(db_path), "-o", str(out)).returncode == 0
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    # The default database, in a data directory made for it.
+    assert ct("proxy", "--", "cat", data=b"y\n").returncode == 0
+    assert ct("sessions").returncode == 0
+    assert stat.S_IMODE(ct_env.stat().st_mode) == 0o700
+    assert stat.S_IMODE((ct_env / "claudetrace.db").stat().st_mode) == 0o600
+
+
+def test_export_redacts_secrets_unless_told_not_to(db_path: Path, tmp_path: Path) -> None:
+    key = "sk-ant-api03-" + "Q" * 40
+    line = json.dumps({"type": "user", "message": {"role": "user", "content":
+                      f"use {key} and Authorization: Bearer abcdefghijklmnop1234"}})
+    assert ct("proxy", "--db", str(db_path), "--", "cat",
+              data=line.encode() + b"\n").returncode == 0
+    for fmt in ("cassette", "html"):
+        shown = ct("export", "latest", "--db", str(db_path), "--format", fmt)
+        assert shown.returncode == 0 and key.encode() not in shown.stdout
+        assert b"abcdefghijklmnop1234" not in shown.stdout and b"[REDACTED]" in shown.stdout
+    raw = ct("export", "latest", "--db", str(db_path), "--no-redact")
+    assert key.encode() in raw.stdout
+
+
+def test_no_command_prints_a_password_from_a_url(ct_env: Path) -> None:
+    for url in ("postgresql+nosuchdriver://user:PASSWORD@127.0.0.1/db",
+                "postgresql+psycopg://user:PASSWORD@host:abc/db"):
+        one_line(ct("sessions", "--db", url))
+        assert b"PASSWORD" not in ct("sessions", "--db", url).stderr
+        shown = ct("db", "url", "--db", url)
+        assert shown.returncode == 0 and b"PASSWORD" not in shown.stdout + shown.stderr
+    # A URL the store cannot use does not stop the child, nor forwarding.
+    done = ct("proxy", "--db", "postgresql+psycopg://u:PASSWORD@host:abc/db", "--", "cat",
+              data=b"hello\n", env={**os.environ, "CLAUDETRACE_FLUSH_TIMEOUT": "0"})
+    assert done.returncode == 0 and done.stdout == b"hello\n"
+    assert b"PASSWORD" not in done.stderr and b"Traceback" not in done.stderr
+
+
+def _tmpfs(folder: Path, size: str) -> None:
+    if shutil.which("mount") is None:
+        pytest.skip("no mount command to make a small file system")
+    folder.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                          capture_output=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.decode().strip()}")
+
+
+def test_a_full_disk_loses_bytes_but_never_invents_lines(tmp_path: Path) -> None:
+    small = tmp_path / "small"
+    _tmpfs(small, "4m")
+    try:
+        db = small / "x.db"
+        assert ct("db", "upgrade", "--db", str(db)).returncode == 0
+        # The host's lines reach the proxy many to a chunk (a gap cuts some);
+        # the child writes one line at a time.
+        lines = [(f"{i:06d} " + "x" * 4000).encode() for i in range(150)]
+        data = b"\n".join(lines) + b"\n"
+        filler = small / "filler"
+        # The child fills the disk at line 20 and frees it at line 75.
+        child = ("import os,sys,time\n"
+                 "for line in sys.stdin.buffer:\n"
+                 "    sys.stdout.buffer.write(line); sys.stdout.flush(); time.sleep(0.005)\n"
+                 "    if line.startswith(b'000020'):\n"
+                 "        fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT)\n"
+                 "        try:\n"
+                 "            while True: os.write(fd, bytes(1 << 16))\n"
+                 "        except OSError: os.close(fd)\n"
+                 "    if line.startswith(b'000075'):\n"
+                 "        os.unlink(sys.argv[1]); time.sleep(1)\n")
+        done = ct("proxy", "--db", str(db), "--", PY, "-c", child, str(filler), data=data,
+                  env={**os.environ, "CLAUDETRACE_FLUSH_TIMEOUT": "5"})
+        assert done.returncode == 0 and done.stdout == data  # forwarding never suffers
+        listed = ct("sessions", "--db", str(db), "--json")
+        assert listed.returncode == 0, listed.stderr
+        [rec] = json.loads(listed.stdout)
+        store = open_settled_store(str(db))
+        try:
+            stored = [e.data for e in store.iter_events(rec["id"])]
+        finally:
+            store.close()
+        sent = set(lines)
+        assert all(line in sent for line in stored)  # nothing glued, nothing invented
+        assert rec["lost_bytes"] > 0 and rec["status"] == "incomplete"
+        assert len(stored) < 2 * len(lines)
+        shown = ct("show", "latest", "--db", str(db))
+        assert b"bytes lost" in shown.stdout and b"were lost" in shown.stdout
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=False, capture_output=True)
