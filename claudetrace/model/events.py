@@ -188,6 +188,11 @@ def parse_json(data: bytes) -> Any:
         return None
     try:
         value = _parse(data)
+        # Deeper than any protocol line, and than the recursive code reading
+        # values (views, replay, redaction) can walk: text, not JSON.
+        if (data.count(b"[") + data.count(b"{") > MAX_DEPTH
+                and isinstance(value, (list, dict)) and _deeper_than(value, MAX_DEPTH)):
+            return None
         # A lone surrogate (an escaped ``\ud800``, or its raw UTF-8 form) is valid
         # JSON but no Unicode text: no database, terminal or exporter takes it.
         # Only lines that may hold one are looked through.
@@ -196,6 +201,23 @@ def parse_json(data: bytes) -> Any:
         return value
     except (ValueError, RecursionError):
         return None
+
+
+#: The deepest nesting a line may have to be taken for JSON (see :func:`parse_json`).
+MAX_DEPTH: Final = 200
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """True when ``value`` nests lists/objects more than ``limit`` deep (no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children
+                     if isinstance(child, (list, dict)))
+    return False
 
 
 def _parse(data: bytes) -> Any:
@@ -314,14 +336,15 @@ def line_fields(data: bytes) -> LineFields:
     take — not a JSON object, a member of another type than those fields have
     in the protocol, a value ``json.loads`` reads but strict JSON does not
     (``NaN``), text that is not strict UTF-8 — goes the general way, so the
-    result is that of :func:`extract_fields` (but for lines nested about a
-    thousand levels deep, where even ``json.loads`` succeeds or not depending on
-    how deep its caller's stack is).
+    result is that of :func:`extract_fields`.  So does a line with more brackets
+    than :data:`MAX_DEPTH` (it may be nested too deeply to be JSON).
     """
     try:
         # msgspec checks the UTF-8 of the strings it keeps, not of those it skips.
         if not data.isascii():
             data.decode("utf-8")
+        if data.count(b"[") + data.count(b"{") > MAX_DEPTH:
+            return extract_fields(parse_json(data))
         return _from_fast(_decode_line(data))
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return extract_fields(parse_json(data))  # refused: the general way decides

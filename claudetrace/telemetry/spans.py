@@ -379,7 +379,10 @@ class SpanBuilder(SpanTree):
     # -- control requests ------------------------------------------------------------
 
     def _control_request(self, event: Event, now: int) -> None:
-        trip = self.session.controls[-1]  # the round trip this line opened
+        controls = self.session.controls
+        if not controls or controls[-1].request_seq != event.seq:
+            return  # the model opened no round trip for it (no request in it, on stderr…)
+        trip = controls[-1]  # the round trip this line opened
         attrs: Attributes = {
             c.CONTROL_SUBTYPE: trip.subtype,
             c.CONTROL_INITIATOR: trip.initiator,
