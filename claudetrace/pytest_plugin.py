@@ -495,6 +495,7 @@ def _prepare_recording(cassette: ClaudeCassette, config: pytest.Config) -> None:
         command,
         real=real,
         env_defaults=record_env(_record_timeout(config)),
+        stamp=cassette.workdir / "sessions",
     )
 
 
@@ -522,7 +523,7 @@ def _recording_failure(cassette: ClaudeCassette) -> str | None:
     except ClaudeTraceError:
         return None
     try:
-        for recording in _settled_recordings(store):
+        for recording in _settled_recordings(store, _sessions_started(cassette)):
             reason = api_failure(store.load_cassette(recording.id))
             if reason:
                 return reason
@@ -540,7 +541,7 @@ def _save_recording(cassette: ClaudeCassette) -> None:
     assert cassette.db_path is not None
     store = open_settled_store(str(cassette.db_path))
     try:
-        recordings = _settled_recordings(store)
+        recordings = _settled_recordings(store, _sessions_started(cassette))
         if not recordings:
             pytest.fail(
                 f"the test passed but never ran claude_cli; no cassette written to {cassette.path}",
@@ -574,12 +575,22 @@ def _save_recording(cassette: ClaudeCassette) -> None:
     cassette.saved = True
 
 
-def _settled_recordings(store: Any) -> list[Any]:
+def _sessions_started(cassette: ClaudeCassette) -> int:
+    """How many sessions the recording shim started (it stamps one line each)."""
+    try:
+        return len((cassette.workdir / "sessions").read_text().splitlines())
+    except OSError:
+        return 0
+
+
+def _settled_recordings(store: Any, started: int = 0) -> list[Any]:
     """The store's recordings once none is still running.
 
     Opening the store stored every finished session; a CLI the test left
     running (a host that did not wait for it) gets a few seconds to finish, and
-    its recording is settled as soon as it has.
+    its recording is settled as soon as it has.  ``started`` sessions are
+    waited for even before their proxy has made its capture file (a busy
+    machine can start the proxy's recording after the host has moved on).
     """
     from .capture import capture_files, writer_alive
     from .indexer import settle
@@ -590,7 +601,8 @@ def _settled_recordings(store: Any) -> list[Any]:
         running = any(r.status == "running" for r in recordings) or any(
             writer_alive(path) for path in capture_files(store.capture_url)
         )
-        if not running or time.monotonic() > deadline:
+        missing = len(recordings) < started
+        if (not running and not missing) or time.monotonic() > deadline:
             return list(recordings)
         time.sleep(0.05)
         settle(store, quiet=True)

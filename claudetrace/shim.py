@@ -73,10 +73,12 @@ def shim_script(
     *,
     real: str | None = None,
     env_defaults: Mapping[str, str] | None = None,
+    stamp: str | os.PathLike[str] | None = None,
 ) -> str:
     """The text of a shim that execs ``command`` followed by the host's arguments.
 
-    ``env_defaults`` are exported unless the caller's environment sets them.
+    ``env_defaults`` are exported unless the caller's environment sets them;
+    ``stamp`` is a file the shim appends a line to each time it starts a session.
     """
     quoted = " ".join(shlex.quote(part) for part in command)
     lines = [
@@ -94,6 +96,9 @@ def shim_script(
             '  case "$1" in -v|--version) exec ' + shlex.quote(real) + ' "$@" ;; esac',
             "fi",
         ]
+    if stamp is not None:
+        # One line per session started through the shim (not per version check).
+        lines.append(f"echo >> {shlex.quote(str(stamp))}")
     lines.append(f'exec {quoted} "$@"')
     return "\n".join(lines) + "\n"
 
@@ -118,6 +123,7 @@ def write_shim(
     *,
     real: str | None = None,
     env_defaults: Mapping[str, str] | None = None,
+    stamp: str | os.PathLike[str] | None = None,
 ) -> Path:
     """Write an executable shim at ``out`` (0755) and return its path."""
     path = Path(out).expanduser().absolute()
@@ -126,7 +132,10 @@ def write_shim(
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-        tmp.write_text(shim_script(command, real=real, env_defaults=env_defaults), encoding="utf-8")
+        tmp.write_text(
+            shim_script(command, real=real, env_defaults=env_defaults, stamp=stamp),
+            encoding="utf-8",
+        )
         tmp.chmod(tmp.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH | stat.S_IRUSR)
         os.replace(tmp, path)
     except OSError as exc:
