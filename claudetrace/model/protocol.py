@@ -136,6 +136,18 @@ def failed_tool_ids(event: Event) -> set[str]:
     }
 
 
+def error_text(error: Any) -> str | None:
+    """A short text for an error the CLI reports (a string, or an object's type,
+    message or code)."""
+    if isinstance(error, str):
+        return error
+    if isinstance(error, dict):
+        for key in ("type", "message", "code"):
+            if isinstance(error.get(key), (str, int)):
+                return str(error[key])
+    return None
+
+
 def project_slug(path: str) -> str:
     """The CLI's folder name for a project directory (non-alphanumerics as ``-``)."""
     return re.sub(r"[^A-Za-z0-9]", "-", path)

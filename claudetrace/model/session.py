@@ -49,6 +49,7 @@ from .parts import (
 from .protocol import (
     control_request,
     control_response,
+    error_text,
     hook_event_name,
     hook_permission_decision,
     opt_str,
@@ -334,7 +335,7 @@ class Session:
                 call.interrupted = True
         elif sub == "error":
             error = inner.get("error")
-            call.error = _error_text(error) or "stream error"
+            call.error = error_text(error) or "stream error"
 
     def _assistant(self, event: Event) -> None:
         obj = event.message or {}
@@ -357,7 +358,7 @@ class Session:
                 call.stop_reason = message["stop_reason"]
         error = obj.get("error") or message.get("error")
         if error:
-            call.error = _error_text(error) or "assistant error"
+            call.error = error_text(error) or "assistant error"
         content = message.get("content")
         for ref in event.fields.tools:
             if ref.kind == "use" and ref.tool_use_id not in self.tools:
@@ -525,7 +526,7 @@ class Session:
         trip.answer = body
         if event.fields.subtype == "error":
             trip.outcome = "error"
-            trip.error = _error_text(response.get("error")) or "control request failed"
+            trip.error = error_text(response.get("error")) or "control request failed"
         else:
             trip.outcome = "success"
         if trip.subtype == "can_use_tool":
@@ -718,16 +719,6 @@ def _find_block(content: Any, key: str, value: str) -> dict[str, Any] | None:
         for block in content:
             if isinstance(block, dict) and block.get(key) == value:
                 return block
-    return None
-
-
-def _error_text(error: Any) -> str | None:
-    if isinstance(error, str):
-        return error
-    if isinstance(error, dict):
-        for key in ("type", "message", "code"):
-            if isinstance(error.get(key), (str, int)):
-                return str(error[key])
     return None
 
 

@@ -1,4 +1,4 @@
-"""Span attributes read out of protocol lines: usage, errors, MCP requests, exit reasons.
+"""Span attributes read out of protocol lines: errors, MCP requests, exit reasons.
 
 Pure helpers for the span builder; each takes parsed JSON (never raw bytes) and
 tolerates missing or mistyped fields, since the CLI's output evolves.  Facts that
@@ -10,47 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..model.protocol import error_text as error_text
 from ..model.protocol import opt_str
 from ..recording import RecordingInfo
 from . import conventions as c
 from .records import Attributes
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def usage_attributes(usage: Any, *, partial: bool = False) -> Attributes:
-    """GenAI usage attributes from an Anthropic usage object.
-
-    Anthropic reports uncached input separately from cache reads and writes; the
-    GenAI conventions' ``input_tokens`` is their sum.  A ``message_delta`` usage
-    (``partial``) only updates what it carries.
-    """
-    if not isinstance(usage, dict):
-        return {}
-    attrs: Attributes = {}
-    if "output_tokens" in usage:
-        attrs[c.GEN_AI_USAGE_OUTPUT_TOKENS] = _int(usage.get("output_tokens"))
-    if partial and "input_tokens" not in usage:
-        return attrs
-    cache_read = _int(usage.get("cache_read_input_tokens"))
-    cache_creation = _int(usage.get("cache_creation_input_tokens"))
-    uncached = _int(usage.get("input_tokens"))
-    attrs[c.GEN_AI_USAGE_INPUT_TOKENS] = uncached + cache_read + cache_creation
-    attrs[c.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = cache_read
-    attrs[c.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS] = cache_creation
-    return attrs
-
-
-def error_text(error: Any) -> str | None:
-    if isinstance(error, str):
-        return error
-    if isinstance(error, dict):
-        for key in ("type", "message", "code"):
-            if isinstance(error.get(key), (str, int)):
-                return str(error[key])
-    return None
 
 
 def find_block(message: dict[str, Any], key: str, value: str) -> dict[str, Any] | None:
