@@ -98,10 +98,13 @@ def test_scenario_through_the_proxy(
     assert_causal_order(events)
 
     if name == KILLED:
-        assert (rec.exit_code, rec.signal, rec.status) == (137, 9, "error")
+        assert (rec.exit_code, rec.signal, rec.status) == (137, 9, "killed")
+        assert rec.status_reason == "killed by SIGKILL during turn 1"
         assert getattr(proxied.exception, "exit_code", None) == 137
         return
-    assert (rec.exit_code, rec.signal, rec.status) == (0, None, "ok")
+    # An interrupted session that went on and exited 0 is interrupted, not an error.
+    status = "interrupted" if name == "interrupt" else "ok"
+    assert (rec.exit_code, rec.signal, rec.status) == (0, None, status)
     # Byte for byte what the capture wrapper saw below the proxy.
     for direction, file in (("in", "in.bin"), ("out", "out.bin"), ("err", "err.bin")):
         witnessed = (capture / file).read_bytes()

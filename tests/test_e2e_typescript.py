@@ -294,7 +294,7 @@ def test_typescript_sdk_sees_the_cli_die(
     assert re.search(r"\b137\b|SIGKILL", message), message
 
     rec = store.get(wait_for_recording(store, known))
-    assert (rec.exit_code, rec.signal, rec.status) == (137, 9, "error")
+    assert (rec.exit_code, rec.signal, rec.status) == (137, 9, "killed")
 
 
 # -- fault injection: the TypeScript SDK reports a faulty CLI promptly ---------------------------
