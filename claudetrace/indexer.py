@@ -88,17 +88,10 @@ class GaveUp(Exception):
 
 def is_transient(exc: BaseException) -> bool:
     """True for a failure that says nothing about the data: a lock, a full disk, a
-    lost connection (an ``OperationalError`` anywhere in its causes, or an ``OSError``)."""
-    from sqlalchemy.exc import DisconnectionError, InterfaceError, OperationalError
-    from sqlalchemy.exc import TimeoutError as PoolTimeout
+    lost connection (see :func:`claudetrace.store.engine.is_transient_error`)."""
+    from .store.engine import is_transient_error
 
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, (OperationalError, InterfaceError, DisconnectionError, PoolTimeout,
-                             OSError)):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+    return is_transient_error(exc)
 
 
 @dataclass
@@ -774,16 +767,12 @@ def _retry(
 def _one_line(exc: BaseException) -> str:
     """An error as one line: a database's own reason, never the statement or its
     parameters (they hold recorded bytes)."""
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from .store.engine import error_reason
+    from .store.engine import database_error_line
 
     if isinstance(exc, ClaudeTraceError):
         text = str(exc)
-    elif isinstance(exc, SQLAlchemyError):
-        text = f"{type(getattr(exc, 'orig', None) or exc).__name__}: {error_reason(exc)}"
     else:
-        text = f"{type(exc).__name__}: {exc}"
+        text = database_error_line(exc) or f"{type(exc).__name__}: {exc}"
     return (text.splitlines() or [type(exc).__name__])[0][:500]
 
 

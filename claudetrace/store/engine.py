@@ -231,3 +231,27 @@ def error_reason(exc: SQLAlchemyError) -> str:
     orig = getattr(exc, "orig", None) or exc
     text = str(orig).strip()
     return text.splitlines()[0] if text else type(orig).__name__
+
+
+def is_transient_error(exc: BaseException) -> bool:
+    """True for a database failure that says nothing about the data: a lock, a full
+    disk, a lost connection (an ``OperationalError`` and its kin anywhere in the
+    causes, or an ``OSError``)."""
+    from sqlalchemy.exc import DisconnectionError, InterfaceError
+    from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, (OperationalError, InterfaceError, DisconnectionError, PoolTimeout,
+                             OSError)):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def database_error_line(exc: BaseException) -> str | None:
+    """``Type: reason`` for a database error (never its statement or parameters:
+    they hold recorded bytes); None when ``exc`` is not one."""
+    if isinstance(exc, SQLAlchemyError):
+        return f"{type(getattr(exc, 'orig', None) or exc).__name__}: {error_reason(exc)}"
+    return None
