@@ -357,14 +357,15 @@ class RecordLines:
     def _lose(self, record: Record) -> None:
         counts = record.json()
         if counts is None:
+            # Where the gaps are is not known: every direction may have one.
             self.problems.append("a record of lost bytes is damaged: how many is not known")
-            counts = {}
+            counts = dict.fromkeys(CHUNK_KINDS, 0)
         # The directions whose gap ends inside a line; a writer that did not say
         # (or a damaged record) is taken to have cut every one.
         open_ = counts.get("open")
         for direction in CHUNK_KINDS:
             lost = counts.get(direction)
-            if isinstance(lost, int) and not isinstance(lost, bool) and lost > 0:
+            if isinstance(lost, int) and not isinstance(lost, bool) and lost >= 0:
                 head = self._splitters[direction].finish()
                 self.lost_bytes += lost + (len(head) if head else 0)
                 if not isinstance(open_, list) or direction in open_:

@@ -265,7 +265,7 @@ class Indexer:
         updates: dict[str, object] = {"last_seen_ns": time.time_ns()}
         if self._pending or self._meta_dirty or final:
             # A gap's cut line shows only now and then (its tail is in later chunks).
-            self.report.lost_bytes = self._lines.lost_bytes
+            self.report.lost_bytes = self.info.lost_bytes = self._lines.lost_bytes
             updates["lost_bytes"] = self.report.lost_bytes
             updates.update(summary_columns(self.session))
             updates.update(

@@ -58,6 +58,9 @@ class RecordingInfo:
     model: str | None = None
     permission_mode: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: Bytes forwarded but not recorded (a full disk), with the pieces of lines such
+    #: a gap cut: the recording is ``incomplete`` when any were.
+    lost_bytes: int = 0
 
     @classmethod
     def start(cls, argv: list[str], **fields: Any) -> RecordingInfo:

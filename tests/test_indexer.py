@@ -624,3 +624,29 @@ def test_the_indexer_process_stores_a_capture_on_its_own(db_path: Path) -> None:
         assert [e.data for e in store.iter_events(info.id)] == [b"one", b"two"]
     finally:
         store.close()
+
+
+@pytest.mark.parametrize(
+    ("lost", "stored", "lost_bytes"),
+    [
+        # The gap ended inside a line: its head ("par") and tail ("tial") are not lines.
+        (b'{"out": 5, "open": ["out"]}', [b"a", b"b"], 5 + 3 + 5),
+        # The gap ended a line: what follows starts one, and is kept.
+        (b'{"out": 5, "open": []}', [b"a", b"tial", b"b"], 5 + 3),
+        # A writer that did not say (or a damaged record): taken as cut.
+        (b'{"out": 5}', [b"a", b"b"], 5 + 3 + 5),
+        # A damaged record: the gap may be anywhere, in any direction.
+        (b"\xff damaged", [b"a", b"b"], 3 + 5),
+    ],
+)
+def test_a_gap_never_glues_two_lines(lost: bytes, stored: list[bytes], lost_bytes: int) -> None:
+    """Issue 17: after a full disk, the head of one sent line was stored glued to the
+    tail of another."""
+    store = FakeStore()
+    indexer = ix.Indexer(new_info(), store)
+    for record in records((1, b"a\npar"), (cap.LOST, lost), (1, b"tial\nb\n"),
+                          (cap.END, b'{"exit_code": 0}')):
+        indexer.feed(record)
+    indexer.finish()
+    assert [e.data for e in store.events] == stored
+    assert indexer.report.lost_bytes == lost_bytes

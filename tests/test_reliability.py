@@ -277,5 +277,7 @@ def test_a_full_disk_loses_bytes_but_never_invents_lines(tmp_path: Path) -> None
         assert len(stored) < 2 * len(lines)
         shown = ct("show", "latest", "--db", str(db))
         assert b"bytes lost" in shown.stdout and b"were lost" in shown.stdout
+        tree = ct("otel", "latest", "--tree", "--db", str(db))
+        assert tree.returncode == 0 and b"were lost" in tree.stdout, tree.stdout[-2000:]
     finally:
         subprocess.run(["umount", "-l", str(small)], check=False, capture_output=True)

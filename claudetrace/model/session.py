@@ -675,7 +675,7 @@ class Session:
             signal=info.signal,
             error=info.error,
             live=live,
-            lost_bytes=lost_bytes,
+            lost_bytes=lost_bytes or getattr(info, "lost_bytes", 0),
         )
 
 

@@ -165,6 +165,7 @@ class Recording(Base):
             model=self.model,
             permission_mode=self.permission_mode,
             extra=dict(self.extra or {}),
+            lost_bytes=self.lost_bytes or 0,
         )
 
 
