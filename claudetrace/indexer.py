@@ -22,12 +22,11 @@ import contextlib
 import fcntl
 import json
 import os
-import resource
 import select
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -60,8 +59,6 @@ SETTLE_WAIT_S: Final = 300.0
 
 _DIRECTIONS: Final[tuple[Direction, ...]] = cap.CHUNK_KINDS
 T = TypeVar("T")
-A = TypeVar("A")
-R = TypeVar("R")
 
 
 def give_up_from_env() -> float:
@@ -186,7 +183,7 @@ class Indexer:
         self.sinks.remove(sink)
         self._feeds = tuple(feed for feed in self._feeds if feed[0] is not sink)
         self.report.sink_errors.append(
-            f"{type(getattr(sink, 'metered', sink)).__name__} disabled after error: "
+            f"{type(sink).__name__} disabled after error: "
             f"{type(exc).__name__}: {exc}"
         )
 
@@ -571,13 +568,9 @@ def main(argv: list[str] | None = None) -> int:
             # Stored (and deleted) by whoever held the lock before us.
             cap.lock_path(args.capture).unlink(missing_ok=True)
             return 0
-    started = time.monotonic()
     otel = json.loads(args.otel) if args.otel else None
     give_up = give_up_from_env()
     sinks_for = _telemetry_sinks(otel, args.capture)
-    meter = SinkMeter() if os.environ.get(STATS_ENV) else None
-    if meter is not None:
-        sinks_for = meter.metered(sinks_for)
     try:
         store = _open_with_retry(args.db, args.capture, args.wakeup_fd, give_up)
         report = follow(
@@ -587,8 +580,6 @@ def main(argv: list[str] | None = None) -> int:
         _say(f"the recording is kept in {args.capture} and will be stored by the next "
              f"claudetrace command that opens this database ({exc})")
         return 3
-    finally:
-        _write_stats(started, meter)
     for problem in report.sink_errors:
         _say(problem)
     return 0
@@ -599,11 +590,6 @@ def main(argv: list[str] | None = None) -> int:
 TELEMETRY_WAIT_S: Final = 60.0
 #: ``$CLAUDETRACE_INDEXER_PRIORITY``: ``idle`` (default), ``low`` (nice 10) or ``normal``.
 PRIORITY_ENV: Final = "CLAUDETRACE_INDEXER_PRIORITY"
-#: ``$CLAUDETRACE_INDEXER_STATS``: a file the indexer appends its CPU time to at
-#: exit, one JSON line (``claudetrace bench proxy`` reads it: the indexer
-#: outlives the proxy, so the proxy's own resource usage cannot include it),
-#: with the share of it its live sinks took (:class:`SinkMeter`).
-STATS_ENV: Final = "CLAUDETRACE_INDEXER_STATS"
 
 
 def _yield_cpu(priority: str | None = None) -> None:
@@ -627,96 +613,6 @@ def _yield_cpu(priority: str | None = None) -> None:
             pass
     with contextlib.suppress(OSError):
         os.nice(19 if choice == "idle" else 10)
-
-
-class SinkMeter:
-    """The CPU time the live sinks cost this process, measured inside the run.
-
-    Benchmarks only (``$CLAUDETRACE_INDEXER_STATS``).  The main thread's CPU
-    time in the sinks (their setup, every ``on_events`` and ``on_close``) is
-    read before and after each call; :meth:`cpu_seconds` adds the CPU time of
-    every other thread and of every child process reaped, which only sinks start
-    (live telemetry's worker), since the meter was made (make it and read it on
-    the same thread).  Both parts come
-    from the same run as the rest of the indexer's work, interleaved chunk by
-    chunk, so a machine whose speed drifts during the run slows the two alike —
-    which comparing a run with telemetry against one without cannot promise.
-    """
-
-    def __init__(self) -> None:
-        self.main_thread_s = 0.0
-        self._others_before = self._others()
-
-    def metered(self, sinks_for: Callable[[RecordingInfo], list[EventSink]],
-                ) -> Callable[[RecordingInfo], list[EventSink]]:
-        """``sinks_for`` whose setup and sinks are timed."""
-        def make(info: RecordingInfo) -> list[EventSink]:
-            return [_MeteredSink(sink, self) for sink in self.timed(sinks_for, info)]
-        return make
-
-    def timed(self, call: Callable[[A], R], arg: A) -> R:
-        """``call(arg)``, its CPU time on this thread added to :attr:`main_thread_s`."""
-        start = time.thread_time()
-        try:
-            return call(arg)
-        finally:
-            self.main_thread_s += time.thread_time() - start
-
-    def cpu_seconds(self) -> float:
-        """The sinks' CPU time so far: their main-thread share plus every other thread."""
-        return self.main_thread_s + max(0.0, self._others() - self._others_before)
-
-    @staticmethod
-    def _others() -> float:
-        """CPU time of every thread of the process but the calling one, and of the
-        child processes reaped."""
-        return time.process_time() - time.thread_time() + _children_cpu_s()
-
-
-def _children_cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-class _MeteredSink:
-    """A sink whose calls add their main-thread CPU time to a :class:`SinkMeter`."""
-
-    def __init__(self, sink: EventSink, meter: SinkMeter) -> None:
-        self.metered = sink  # the name the indexer's reports use
-        self._meter = meter
-
-    def child_env(self) -> dict[str, str]:
-        return self.metered.child_env()
-
-    @property
-    def reads_capture(self) -> bool:
-        return bool(getattr(self.metered, "reads_capture", False))
-
-    @property
-    def warnings(self) -> Sequence[str]:
-        return getattr(self.metered, "warnings", ())
-
-    def on_events(self, events: Sequence[Event]) -> None:
-        self._meter.timed(self.metered.on_events, events)
-
-    def on_close(self, info: RecordingInfo) -> None:
-        self._meter.timed(self.metered.on_close, info)
-
-
-def _write_stats(started: float, meter: SinkMeter | None) -> None:
-    path = os.environ.get(STATS_ENV)
-    if not path:
-        return
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    line = json.dumps({
-        "pid": os.getpid(),
-        # With live telemetry's worker (reaped by now), which works for us.
-        "cpu_s": usage.ru_utime + usage.ru_stime + _children_cpu_s(),
-        "wall_s": time.monotonic() - started,
-        "sinks_cpu_s": meter.cpu_seconds() if meter is not None else 0.0,
-    })
-    with contextlib.suppress(OSError), open(path, "a") as handle:
-        handle.write(line + "\n")
 
 
 def _open_with_retry(db: str | None, capture: Path, wakeup_fd: int | None, give_up_s: float) -> Any:

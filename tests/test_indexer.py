@@ -24,7 +24,7 @@ from claudetrace import indexer as ix
 from claudetrace.errors import StoreError
 from claudetrace.indexer import open_settled_store
 from claudetrace.model.events import Event, LineSplitter
-from claudetrace.recording import EventSink, RecordingInfo
+from claudetrace.recording import RecordingInfo
 from claudetrace.store import Store
 
 Row = tuple[int, str, bytes, bool, int, int]
@@ -455,7 +455,7 @@ def test_sinks_see_every_event_with_fields_then_close() -> None:
 
 def test_a_sink_that_reads_the_capture_itself_is_not_shown_the_events() -> None:
     # Live telemetry's worker reads the capture file on its own: calling it for
-    # every chunk would only cost the indexer (and, metered, two clock reads each).
+    # every chunk would only cost the indexer.
     class Reader:
         reads_capture = True
 
@@ -472,14 +472,13 @@ def test_a_sink_that_reads_the_capture_itself_is_not_shown_the_events() -> None:
         def on_close(self, info: RecordingInfo) -> None:
             self.closed = True
 
-    plain, metered = Reader(), Reader()
-    sinks = [plain, *ix.SinkMeter().metered(lambda info: [metered])(new_info())]
-    indexer = ix.Indexer(new_info(), FakeStore(), sinks=sinks)
+    reader = Reader()
+    indexer = ix.Indexer(new_info(), FakeStore(), sinks=[reader])
     for record in records((1, b"x\n"), (0, b"y\n")):
         indexer.feed(record)
     indexer.finish()
     assert indexer.report.events == 2
-    assert (plain.calls, metered.calls) == (0, 0) and plain.closed and metered.closed
+    assert reader.calls == 0 and reader.closed
 
 
 def test_a_broken_sink_is_dropped_and_reported() -> None:
@@ -537,66 +536,6 @@ def test_a_broken_sink_is_dropped_and_reported() -> None:
     # sinks' own warnings (a disabled sink's too): stderr may reach no one by then.
     assert store.updates[-1] == {"extra": {"warnings": [*errors, "saw 2", "saw 3",
                                                         "flush failed"]}}
-
-
-def _burn(seconds: float) -> None:
-    """Spend about ``seconds`` of this thread's CPU time."""
-    end = time.thread_time() + seconds
-    while time.thread_time() < end:
-        pass
-
-
-def test_the_sink_meter_times_the_sinks_and_their_threads_inside_the_run() -> None:
-    class Busy:
-        """Costly to set up, in each call and on a thread of its own, as telemetry is."""
-
-        def __init__(self) -> None:
-            _burn(0.02)
-            self.seen = 0
-            self.thread = threading.Thread(target=_burn, args=(0.05,))
-            self.thread.start()
-
-        def child_env(self) -> dict[str, str]:
-            return {"X": "1"}
-
-        def on_events(self, events: Sequence[Event]) -> None:
-            self.seen += len(events)
-            _burn(0.01)
-
-        def on_close(self, info: RecordingInfo) -> None:
-            self.thread.join()
-            _burn(0.01)
-
-    class Broken(Busy):
-        def on_events(self, events: Sequence[Event]) -> None:
-            raise ValueError("boom")
-
-    made: list[Busy] = []
-
-    def sinks_for(info: RecordingInfo) -> list[EventSink]:
-        made.extend([Busy(), Broken()])
-        return [*made]
-
-    meter = ix.SinkMeter()
-    assert meter.cpu_seconds() < 0.01  # no sink, no thread yet
-    info = new_info()
-    sinks = meter.metered(sinks_for)(info)
-    assert [sink.child_env() for sink in sinks] == [{"X": "1"}] * 2
-    indexer = ix.Indexer(info, FakeStore(), sinks=sinks)
-    started = time.thread_time()
-    for record in records((0, b"a\n"), (1, b"b\n"), (0, b"c\n")):
-        indexer.feed(record)
-    indexer.finish()
-    ours = time.thread_time() - started
-    assert made[0].seen == 3
-    made[1].thread.join()  # the broken sink's: its close is never called
-    # On this thread: set-up 2 x 0.02, three chunks 3 x 0.01 and one close 0.01
-    # (the broken sink raised in its first chunk); on theirs, 2 x 0.05.
-    assert 0.08 <= meter.main_thread_s < 0.08 + 0.05
-    assert meter.main_thread_s - 0.04 <= ours + 1e-3  # the set-up ran before ``started``
-    assert 0.18 <= meter.cpu_seconds() < 0.18 + 0.1
-    # A broken sink's report names the sink, not the meter's wrapper.
-    assert indexer.report.sink_errors == ["Broken disabled after error: ValueError: boom"]
 
 
 def test_the_indexer_process_stores_a_capture_on_its_own(db_path: Path) -> None:

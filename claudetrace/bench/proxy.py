@@ -44,24 +44,18 @@ results in between.  The small, control-heavy demo session is available with
   the ping-pong again with export on, for latency.
 
 CPU time (user + system) is counted for the proxy process itself, its child
-(``cat``) and its indexer.  The proxy's own time is read from the zombie before
-it is reaped (``waitid(WNOWAIT)``, then ``/proc/PID/stat``), the child's from
-``wait4``.  The indexer outlives the proxy (it runs in a session of its own),
-so it appends its CPU time to the file named by ``$CLAUDETRACE_INDEXER_STATS``
-when it exits.  Live telemetry's cost is measured three ways.  On against off,
-the target's figure: the total with it on against the total with it off, run
-by run — the two sessions of a round run at the same time (:func:`side_by_side`),
-so both meet the same machine, and the figure is the median round.
-Timed inside each run with telemetry on: the indexer adds up the CPU time its
-sinks take (:class:`~claudetrace.indexer.SinkMeter`: span building, metrics,
-export and its thread) and reports it with its total; interleaved chunk by
-chunk with the rest of the run, this direct cost does not feel the VM's speed
-swinging by up to a factor of two between few-second stretches, but it misses
-what telemetry costs the rest of the run (the indexer's own work slows down
-beside the span builder, see the README).  And with ``valgrind_lines`` one
-more pair of runs (that many lines) goes under cachegrind (:mod:`.cachegrind`),
-every process of the run counted: instructions and estimated cycles, the same
-every time.
+(``cat``) and its indexer, all from outside.  The proxy's own time is read from
+the zombie before it is reaped (``waitid(WNOWAIT)``, then ``/proc/PID/stat``),
+the child's from ``wait4``.  The indexer outlives the proxy (it runs in a
+session of its own): the benchmark adopts it (:mod:`.orphans`, a child
+subreaper) and waits for it, and ``wait4`` gives its CPU time, its telemetry
+worker's included.  Live telemetry's cost is measured two ways.  On against
+off, the target's figure: the total with it on against the total with it off,
+run by run — the two sessions of a round run at the same time
+(:func:`side_by_side`), so both meet the same machine, and the figure is the
+median round.  And with ``valgrind_lines`` one more pair of runs (that many
+lines) goes under cachegrind (:mod:`.cachegrind`), every process of the run
+counted: instructions and estimated cycles, the same every time.
 
 Targets (DESIGN.md): sustained recording at least 50% of ``tee`` throughput;
 added latency p50 < 0.1 ms and p99 < 1 ms; live telemetry adds < 10% CPU.
@@ -74,7 +68,6 @@ import contextlib
 import functools
 import http.server
 import itertools
-import json
 import os
 import shutil
 import subprocess
@@ -88,9 +81,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from ..cassette import read_cassette
-from ..indexer import STATS_ENV as INDEXER_STATS_ENV
 from . import cachegrind, compile_bytecode
 from .cachegrind import Counts, change
+from .orphans import RUN_ENV, adopting
 from .standin import write_script
 
 T = TypeVar("T")
@@ -113,13 +106,10 @@ class Throughput:
     cpu_seconds: float | None = None
     #: CPU time of the descendants it reaped (its child command).
     children_cpu_seconds: float | None = None
-    #: The proxy's indexer: its CPU time, and how long after the proxy's exit
-    #: the last line was stored.
+    #: The proxy's indexer: its CPU time (with its telemetry worker's), and how
+    #: long after the proxy's exit the last line was stored.
     indexer_cpu_seconds: float | None = None
     stored_after_seconds: float | None = None
-    #: The part of the indexer's CPU time its live sinks (telemetry) took, timed
-    #: inside the run (:class:`~claudetrace.indexer.SinkMeter`).
-    sinks_cpu_seconds: float | None = None
 
     @property
     def recording_cpu_seconds(self) -> float | None:
@@ -198,25 +188,14 @@ class ProxyBenchReport:
         process alone.  None when a run's CPU time is unknown.
         """
         def cpu(name: str) -> list[float | None]:
-            return [t.recording_cpu_seconds if total else t.cpu_seconds
+            return [(t.recording_cpu_seconds if t.indexer_cpu_seconds is not None else None)
+                    if total else t.cpu_seconds
                     for t in self.runs if t.name == name]
 
         off, on = cpu("standin"), cpu("standin+otel")
         if not off or len(off) != len(on) or not all(off) or not all(on):
             return None
         return [b / a - 1 for a, b in zip(off, on, strict=True) if a is not None and b is not None]
-
-    def otel_shares(self) -> list[float] | None:
-        """Each telemetry-on run's live telemetry CPU time, timed inside the run,
-        against the rest of that run's recording CPU time (proxy + indexer)."""
-        shares = []
-        for t in self.runs:
-            if t.name == "standin+otel":
-                total, sinks = t.recording_cpu_seconds, t.sinks_cpu_seconds
-                if total is None or sinks is None or total <= sinks:
-                    return None
-                shares.append(sinks / (total - sinks))
-        return shares or None
 
     def _otel_overhead(self, total: bool) -> float | None:
         changes = self.otel_changes(total=total)
@@ -302,14 +281,6 @@ class ProxyBenchReport:
                 "  CPU s of each run, proxy + indexer, in order: off "
                 + self._cpu_runs("standin") + "; on " + self._cpu_runs("standin+otel"),
             ]
-            shares = self.otel_shares()
-            if shares is not None:
-                out += [
-                    f"  timed inside each on run, span building, metrics and export took "
-                    f"{percentile(shares, 0.5):+.1%} (the median run; what they cost the rest "
-                    "of the run, slowing its own work, is not in it): "
-                    + " ".join(f"{s:+.1%}" for s in shares),
-                ]
             out.append(f"live telemetry round trip: {deltas}")
         if self.telemetry_counts:
             out.append(
@@ -387,6 +358,7 @@ def time_command(
     *,
     piped: bool = True,
     host: list[str] | None = None,
+    on_exit: Callable[[], None] | None = None,
 ) -> Throughput:
     """Time ``cat INPUT | argv > /dev/null`` (watching argv's peak RSS).
 
@@ -395,7 +367,8 @@ def time_command(
     ``piped=False`` argv makes the stream itself (``proxy -- cat INPUT``, the
     child writing into the proxy's pipe) and its stdin is empty.  With ``host``,
     that command talks with argv instead: its stdout is argv's stdin and argv's
-    stdout its stdin (INPUT only gives the size).
+    stdout its stdin (INPUT only gives the size).  ``on_exit`` is called as soon
+    as argv has exited, before anything else.
     """
     size = input_path.stat().st_size
     peak: list[int] = []
@@ -435,6 +408,8 @@ def time_command(
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
         own = _own_cpu_at_exit(proc.pid)
+        if on_exit is not None:
+            on_exit()
         exited.set()
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = code = os.waitstatus_to_exitcode(status)
@@ -530,7 +505,8 @@ def run_proxy_bench(
         cachegrind.require()
     compile_bytecode()
     source = sample_lines(cassette)
-    with tempfile.TemporaryDirectory(prefix="claudetrace-bench-", dir=workdir) as tmp:
+    with tempfile.TemporaryDirectory(prefix="claudetrace-bench-", dir=workdir) as tmp, \
+            adopting() as orphans:
         folder = Path(tmp)
         input_path = folder / "input.ndjson"
         input_path.write_bytes(build_input(source, lines))
@@ -559,7 +535,7 @@ def run_proxy_bench(
         # a stand-in, see claudetrace.bench.standin), with export off and on.
         host_path, standin, host, events = _standin(folder, "standin", cassette, lines)
         runs: list[Throughput] = []
-        numbers = itertools.count()  # each proxy run's indexer reports to a file of its own
+        numbers = itertools.count()  # each proxy run's marker, to tell its indexer by
         with discarding_otlp_endpoint() as endpoint:
             otel = {
                 **plain,
@@ -571,14 +547,14 @@ def run_proxy_bench(
                          stored: int, *, piped: bool = True, url: str | None = None,
                          host: list[str] | None = None) -> Throughput:
                 """One proxy run (into ``url``, else a fresh database); waits until the
-                indexer stored all ``stored`` events."""
-                stats = folder / f"indexer-{next(numbers)}.json"
+                indexer stored all ``stored`` events, then for the indexer to exit."""
+                marker = str(next(numbers))
                 url = url or fresh_db()
                 run = time_command(name, [*proxy(url), "--", *child], source, lines,
-                                   {**env, INDEXER_STATS_ENV: str(stats)}, piped=piped,
-                                   host=host)
+                                   {**env, RUN_ENV: marker}, piped=piped, host=host,
+                                   on_exit=orphans.look)
                 run.stored_after_seconds = _check_stored(url, stored)
-                run.indexer_cpu_seconds, run.sinks_cpu_seconds = _indexer_cpu(stats)
+                run.indexer_cpu_seconds = orphans.cpu_seconds(marker)
                 done_with(url)
                 return run
 
@@ -701,16 +677,3 @@ def _check_stored(db_url: str, expected: int) -> float:
     if stored != expected:
         raise RuntimeError(f"the proxy stored {stored} of {expected} events")
     return waited
-
-
-def _indexer_cpu(stats: Path) -> tuple[float | None, float | None]:
-    """CPU seconds the run's indexer reported at exit, all of it and its sinks' part
-    (see ``$CLAUDETRACE_INDEXER_STATS``)."""
-    try:
-        lines = [line for line in stats.read_text().splitlines() if line.strip()]
-    except OSError:
-        return None, None
-    if len(lines) != 1:  # one proxy run, one indexer
-        raise RuntimeError(f"{stats.name}: {len(lines)} indexer reports, expected one")
-    report = json.loads(lines[0])
-    return float(report["cpu_s"]), float(report["sinks_cpu_s"])

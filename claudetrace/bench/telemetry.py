@@ -1,13 +1,14 @@
 """``claudetrace bench telemetry``: what live telemetry costs the indexer, off against on.
 
 Live telemetry runs in a worker process the session's indexer
-(:mod:`claudetrace.indexer`) starts beside itself (:mod:`claudetrace.telemetry.worker`);
-the indexer's CPU time includes its worker's.  This benchmark writes one capture file
-of the streaming session (as the proxy writes it: chunks of up to 64 KiB per
-direction) and has the indexer store a copy of it into a fresh SQLite file,
-telemetry off and on (exporting through the OpenTelemetry SDK over OTLP/HTTP to a
-local endpoint that accepts and discards; a run whose export failed fails the
-benchmark), taking turns for ``rounds`` rounds:
+(:mod:`claudetrace.indexer`) starts beside itself (:mod:`claudetrace.telemetry.worker`)
+and waits for; the indexer's CPU time (``wait4``) includes its worker's.  This
+benchmark writes one capture file of the streaming session (as the proxy writes
+it: chunks of up to 64 KiB per direction) and has the indexer store a copy of it
+into a fresh SQLite file, telemetry off and on (exporting through the
+OpenTelemetry SDK over OTLP/HTTP to a local endpoint that accepts and discards;
+a run whose export failed fails the benchmark), taking turns for ``rounds``
+rounds:
 
 - CPU time of the indexer process (and its worker), each mode's median;
 - with ``valgrind``, one run of each under cachegrind (:mod:`.cachegrind`, both
@@ -31,7 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import capture as cap
-from ..indexer import STATS_ENV
 from ..model.events import Direction
 from ..recording import RecordingInfo
 from . import compile_bytecode
@@ -106,18 +106,20 @@ def _index(source: Path, folder: Path, run: str, otel: str | None,
     capture_dir.mkdir(exist_ok=True)
     capture = capture_dir / source.name
     shutil.copyfile(source, capture)
-    stats = work / "stats.json"
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
-           "CLAUDETRACE_DB": str(db), STATS_ENV: str(stats),
-           "CLAUDETRACE_INDEXER_PRIORITY": "normal"}
+           "CLAUDETRACE_DB": str(db), "CLAUDETRACE_INDEXER_PRIORITY": "normal"}
     argv = [*prefix, sys.executable, "-m", "claudetrace.indexer", str(capture)]
     if otel is not None:
         argv += ["--otel", json.dumps({"endpoint": otel, "protocol": "http/protobuf"})]
-    proc = subprocess.run(argv, env=env, capture_output=True)
-    if proc.returncode != 0 or capture.exists():
-        raise RuntimeError(f"the indexer failed ({proc.returncode}): "
-                           f"{proc.stderr.decode(errors='replace').strip()[-300:]}")
-    report = json.loads(stats.read_text().splitlines()[-1])
+    with tempfile.TemporaryFile() as errors:
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=errors)
+        # wait4: the indexer's CPU time with that of the worker it waited for.
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = code = os.waitstatus_to_exitcode(status)
+        if code != 0 or capture.exists():
+            errors.seek(0)
+            raise RuntimeError(f"the indexer failed ({code}): "
+                               f"{errors.read().decode(errors='replace').strip()[-300:]}")
     if otel is not None:
         # A failed export costs less than one that went through: that run would
         # flatter telemetry, so it fails the benchmark instead.
@@ -128,7 +130,7 @@ def _index(source: Path, folder: Path, run: str, otel: str | None,
             store.close()
         if warnings:
             raise RuntimeError(f"live telemetry failed: {warnings[0]}")
-    return float(report["cpu_s"]), work
+    return usage.ru_utime + usage.ru_stime, work
 
 
 def run_telemetry_bench(*, lines: int = 100_000, rounds: int = 3, valgrind: bool = False,

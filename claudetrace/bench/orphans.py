@@ -1,0 +1,139 @@
+"""The CPU time of processes a benchmarked command leaves behind when it exits (Linux).
+
+The proxy starts its indexer in a session of its own and exits before it has
+stored everything: the indexer outlives the process the benchmark times, so its
+CPU time is in no resource usage the benchmark gets from its own children.
+Inside :func:`adopting`, this process is a *child subreaper*
+(``prctl(PR_SET_CHILD_SUBREAPER)``): the orphans of its descendants become its
+children instead of init's, and waiting for one with ``wait4`` returns its whole
+resource usage, the children it waited for included (live telemetry's worker).
+Nothing in the measured programs knows about it.
+
+An adopted process is told from the ones this process started by its process
+group (the indexer starts a session of its own; commands a benchmark starts stay
+in the benchmark's group), and a run's from another's by a marker in its
+environment (:data:`RUN_ENV`, inherited from the command the run started), read
+as soon as the command has exited: a process that has exited shows its
+environment no more.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import sys
+import threading
+from collections.abc import Iterator
+
+#: Set in a benchmarked command's environment; what it leaves behind inherits it.
+RUN_ENV = "CLAUDETRACE_BENCH_RUN"
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+class Orphans:
+    """The processes adopted while :func:`adopting`, told apart by their run's marker."""
+
+    def __init__(self, enabled: bool) -> None:
+        #: False where this process cannot adopt orphans (not Linux): nothing is measured.
+        self.enabled = enabled
+        self._lock = threading.Lock()
+        #: Each adopted pid seen so far and its run's marker ("" when not a run's, None
+        #: when it had exited before it was seen).
+        self._runs: dict[int, str | None] = {}
+        self._reaped: set[int] = set()
+
+    def look(self) -> None:
+        """Note the run of every orphan adopted so far (call it as soon as a benchmarked
+        command has exited, while what it left behind still runs)."""
+        if not self.enabled:
+            return
+        with self._lock:
+            for pid in _adopted():
+                if pid not in self._runs:
+                    self._runs[pid] = _marker(pid)
+
+    def cpu_seconds(self, marker: str) -> float | None:
+        """Wait for every process run ``marker`` left behind; their CPU seconds (user +
+        system, with their own children's), or None when none was seen: it had
+        exited before it could be told whose it was (it is waited for by :meth:`reap`)."""
+        self.look()
+        with self._lock:
+            pids = [pid for pid, run in self._runs.items() if run == marker]
+        if not pids:
+            return None
+        total = 0.0
+        for pid in pids:
+            _, _, usage = os.wait4(pid, 0)
+            with self._lock:
+                self._reaped.add(pid)
+            total += usage.ru_utime + usage.ru_stime
+        return total
+
+    def reap(self) -> None:
+        """Wait for every adopted process not waited for yet."""
+        self.look()
+        with self._lock:
+            pids = [pid for pid in self._runs if pid not in self._reaped]
+        for pid in pids:
+            with contextlib.suppress(ChildProcessError):
+                os.wait4(pid, 0)
+            with self._lock:
+                self._reaped.add(pid)
+
+
+@contextlib.contextmanager
+def adopting() -> Iterator[Orphans]:
+    """This process adopts its descendants' orphans while inside; on the way out
+    (without an error) it waits for those it has not waited for."""
+    enabled = _set_subreaper(True)
+    orphans = Orphans(enabled)
+    try:
+        yield orphans
+        orphans.reap()
+    finally:
+        if enabled:
+            _set_subreaper(False)
+
+
+def _set_subreaper(on: bool) -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _adopted() -> list[int]:
+    """This process's children outside its process group: not started by it."""
+    me, group = os.getpid(), os.getpgrp()
+    found = []
+    for task in os.listdir(f"/proc/{me}/task"):
+        try:
+            with open(f"/proc/{me}/task/{task}/children") as handle:
+                children = [int(pid) for pid in handle.read().split()]
+        except OSError:
+            continue
+        for pid in children:
+            with contextlib.suppress(OSError):
+                if os.getpgid(pid) != group:
+                    found.append(pid)
+    return found
+
+
+def _marker(pid: int) -> str | None:
+    """The run marker in ``pid``'s environment, "" if it has none, None if it has exited."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            environ = handle.read()
+    except OSError:
+        return None
+    if not environ:  # a zombie's environment is gone
+        return None
+    prefix = RUN_ENV.encode() + b"="
+    for entry in environ.split(b"\0"):
+        if entry.startswith(prefix):
+            return entry[len(prefix):].decode(errors="replace")
+    return ""

@@ -1,0 +1,65 @@
+"""The benchmarks' measure of what a command leaves behind: adopted, told apart, reaped."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from claudetrace.bench.orphans import RUN_ENV, adopting
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
+
+#: A command that starts a worker in a session of its own and exits at once, as the
+#: proxy leaves its indexer behind.  The worker spends ``argv[1]`` s of CPU in a child
+#: of its own that it waits for (as the indexer waits for its telemetry worker), then
+#: waits for its stdin to close.
+LEAVER = textwrap.dedent("""
+    import subprocess, sys
+    burn = ("import time\\nend = time.process_time() + " + sys.argv[1] + "\\n"
+            "while time.process_time() < end: pass\\n")
+    worker = ("import subprocess, sys\\n"
+              f"subprocess.run([sys.executable, '-c', {burn!r}])\\n"
+              "sys.stdin.buffer.read()\\n")
+    subprocess.Popen([sys.executable, "-c", worker], start_new_session=True)
+""")
+
+
+def leave(burn: float, marker: str, stdin: int) -> None:
+    """Run the command (its worker's stdin: ``stdin``) until it exits."""
+    subprocess.run([sys.executable, "-c", LEAVER, str(burn)], stdin=stdin, check=True,
+                   env={**os.environ, RUN_ENV: marker})
+
+
+def test_what_a_command_leaves_behind_is_adopted_and_its_cpu_time_counted() -> None:
+    hold, release = os.pipe()
+    try:
+        with adopting() as orphans:
+            assert orphans.enabled
+            leave(0.3, "1", hold)
+            leave(0.0, "2", hold)
+            orphans.look()  # both workers run yet: each is told by its run's marker
+            os.close(release)
+            busy, idle = orphans.cpu_seconds("1"), orphans.cpu_seconds("2")
+            assert busy is not None and idle is not None
+            assert busy >= 0.3 > idle  # the worker's own child, waited for, counts
+            assert orphans.cpu_seconds("3") is None  # no such run: unknown, not zero
+    finally:
+        os.close(hold)
+
+
+def test_orphans_not_asked_for_are_reaped_on_the_way_out() -> None:
+    hold, release = os.pipe()
+    try:
+        with adopting() as orphans:
+            leave(0.0, "x", hold)
+            orphans.look()
+            os.close(release)
+        # No zombie is left: this process has no child left to wait for.
+        with pytest.raises(ChildProcessError):
+            os.waitpid(-1, os.WNOHANG)
+    finally:
+        os.close(hold)
