@@ -32,6 +32,12 @@ def data_dir() -> Path:
     return base / "claudetrace"
 
 
+def database_named(db: str | None = None) -> bool:
+    """True when the user named the database (``--db`` or ``$CLAUDETRACE_DB``): a
+    named SQLite file is never made by a command that only reads it."""
+    return bool((db or os.environ.get(DB_ENV) or "").strip())
+
+
 def resolve_url(db: str | None = None) -> str:
     """A SQLAlchemy URL from ``--db``, ``$CLAUDETRACE_DB`` or the default file."""
     value = db or os.environ.get(DB_ENV) or ""

@@ -446,6 +446,8 @@ def test_metrics_serve_subprocess(store: Store, db_path: Path) -> None:
 def test_metrics_serve_reports_a_busy_port(db_path: Path) -> None:
     import socket
 
+    open_settled_store(str(db_path)).close()
+
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen()

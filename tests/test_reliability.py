@@ -169,13 +169,25 @@ def test_read_commands_do_not_wait_on_another_writers_lock(db_path: Path) -> Non
     assert rec["events"] == 2
 
 
+#: Every command that reads the store (a mistyped database must not become an empty one).
+READ_COMMANDS = (("sessions",), ("show", "latest"), ("export", "latest"),
+                 ("export", "latest", "--format", "html"), ("otel", "--all"), ("tail",),
+                 ("tail", "--follow"), ("metrics", "dump"), ("metrics", "serve", "--port", "0"),
+                 ("doctor",), ("db", "url"), ("replay", "latest"), ("ui", "--port", "0"))
+
+
 def test_a_mistyped_database_path_is_an_error_and_is_not_created(tmp_path: Path) -> None:
     missing = tmp_path / "nonexistent" / "dir" / "x.db"
-    for args in (("sessions",), ("show", "latest"), ("export", "latest"), ("metrics", "dump"),
-                 ("otel", "--all")):
-        one_line(ct(*args, "--db", str(missing)), "no database at", str(missing))
-        one_line(ct(*args, env={**os.environ, "CLAUDETRACE_DB": str(missing)}), "no database at")
+    typo = tmp_path / "claudetrace.bd"  # in a folder that exists
+    for args in READ_COMMANDS:
+        # A command that made the database would go on serving, following or
+        # browsing it: the timeout turns that into a failure, not a hang.
+        one_line(ct(*args, "--db", str(typo), timeout=60), "no database at", str(typo))
+        one_line(ct(*args, env={**os.environ, "CLAUDETRACE_DB": str(missing)}, timeout=60),
+                 "no database at", str(missing))
+        assert not typo.exists(), args
     assert not missing.parent.parent.exists()
+    assert list(tmp_path.iterdir()) == []
     # The proxy still runs the child and forwards; it says where the recording waits.
     done = ct("proxy", "--db", str(missing), "--", "cat", data=b"hello\n")
     assert done.returncode == 0 and done.stdout == b"hello\n"

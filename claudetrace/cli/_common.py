@@ -23,6 +23,18 @@ db_option = click.option(
 )
 
 
+def read_store(db_url: str | None) -> Any:
+    """The store for a command that reads it, with waiting recordings stored first.
+
+    A SQLite file named by --db / $CLAUDETRACE_DB that does not exist is an error
+    naming it (a mistyped path must not look like an empty store); only the
+    default database is made on first use.  Every read command opens the store
+    here."""
+    from ..indexer import open_settled_store
+
+    return open_settled_store(db_url, create=False)
+
+
 def fail(message: str, code: int = 1) -> None:
     """Print one line to stderr and exit with ``code``."""
     click.echo(f"claudetrace: {message}", err=True)

@@ -12,15 +12,7 @@ import click
 
 from ..formats.facts import duration as _duration
 from ..formats.facts import when as _when
-from ._common import db_option, reports_errors
-
-
-def _store(db_url: str | None, *, create: bool = False) -> Any:
-    """The store for a command; a read command (the default) refuses to make a
-    database named by --db / $CLAUDETRACE_DB that does not exist."""
-    from ..indexer import open_settled_store
-
-    return open_settled_store(db_url, create=create)
+from ._common import db_option, read_store, reports_errors
 
 
 def session_record(rec: Any) -> dict[str, Any]:
@@ -77,7 +69,7 @@ def session_record(rec: Any) -> dict[str, Any]:
 @reports_errors
 def sessions(db_url: str | None, as_json: bool, limit: int) -> None:
     """List recordings, newest first."""
-    store = _store(db_url)
+    store = read_store(db_url)
     recs = store.list_recordings(limit=limit or None)
     if as_json:
         click.echo(json.dumps([session_record(r) for r in recs], indent=2))
@@ -156,7 +148,7 @@ def show(session: str, db_url: str | None, raw: bool, deltas: bool, width: int) 
     from ..formats.facts import facts
     from ..transcript import entries
 
-    store = _store(db_url)
+    store = read_store(db_url)
     rec = store.resolve(session)
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
     rows = facts(rec)
@@ -218,7 +210,7 @@ def export(session: str, db_url: str | None, fmt: str, output: str, no_redact: b
     """
     from ..cassette import write_cassette
 
-    store = _store(db_url)
+    store = read_store(db_url)
     rec = store.resolve(session)
     redactor = None if no_redact else _redactor(rec)
     if fmt == "html":
@@ -309,7 +301,9 @@ def import_(
 
     parsed_tags = _parse_tags(tags)
     files = list(expand(paths))
-    store = _store(db_url, create=True)
+    from ..indexer import open_settled_store
+
+    store = open_settled_store(db_url, create=True)
     # One file shows its own bar (its events); several, one bar over the files.
     bar = track(files, "importing", total=len(files), unit="files")
     with bar if len(files) > 1 else nullcontext(iter(files)) as shown:
@@ -374,9 +368,17 @@ def db_upgrade(db_url: str | None) -> None:
 
 @db.command("url")
 @db_option
+@reports_errors
 def db_url_cmd(db_url: str | None) -> None:
-    """Print the database URL claudetrace would use (its password hidden)."""
-    from ..config import resolve_url
-    from ..store.engine import hide_password
+    """Print the database URL claudetrace would use (its password hidden).
 
-    click.echo(hide_password(resolve_url(db_url)))
+    A SQLite file named by --db / $CLAUDETRACE_DB that does not exist is an
+    error naming it, as for the commands that read it.
+    """
+    from ..config import database_named, resolve_url
+    from ..store.engine import hide_password, require_database
+
+    url = resolve_url(db_url)
+    if database_named(db_url):
+        require_database(url)
+    click.echo(hide_password(url))

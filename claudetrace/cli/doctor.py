@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ._common import db_option, reports_errors
+from ._common import db_option, read_store, reports_errors
 
 
 @click.command()
@@ -29,7 +29,7 @@ def doctor(db_url: str | None, retry: tuple[str, ...]) -> None:
     """
     from .. import capture as cap
     from ..config import resolve_url
-    from ..indexer import open_settled_store
+    from ..errors import StoreError
 
     url = resolve_url(db_url)
     if retry:
@@ -38,7 +38,15 @@ def doctor(db_url: str | None, retry: tuple[str, ...]) -> None:
             if "ALL" in wanted or item.recording_id.upper() in wanted:
                 click.echo(f"retrying {item.recording_id}", err=True)
                 cap.restore(item)
-        open_settled_store(db_url, create=False).close()
+    try:
+        # Opening it stores what waits (the retried captures among them).
+        read_store(db_url).close()
+    except StoreError as exc:
+        # A database that cannot be opened (missing, refusing) may be why
+        # captures were set aside: list them; with none, it is the answer.
+        if not cap.set_aside_files(url):
+            raise
+        click.echo(f"claudetrace: {exc}", err=True)
     waiting = [p for p in cap.capture_files(url) if not cap.writer_alive(p)]
     aside = cap.set_aside_files(url)
     for item in aside:

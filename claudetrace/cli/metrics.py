@@ -6,7 +6,7 @@ import click
 
 from ..errors import ClaudeTraceError
 from ..promexport import DEFAULT_PORT
-from ._common import db_option, reports_errors
+from ._common import db_option, read_store, reports_errors
 
 
 @click.group()
@@ -37,10 +37,9 @@ def serve(db_url: str | None, host: str, port: int) -> None:
     is not 127.0.0.1: use --host 0.0.0.0 (or the docker bridge address) for the
     compose setup in dashboards/.
     """
-    from ..indexer import open_settled_store
     from ..promexport import StoreMetrics, make_server
 
-    store = open_settled_store(db_url)
+    store = read_store(db_url)
     try:
         server = make_server(StoreMetrics(store), host, port)
     except OSError as exc:
@@ -63,10 +62,9 @@ def serve(db_url: str | None, host: str, port: int) -> None:
 @reports_errors
 def dump(db_url: str | None, openmetrics: bool) -> None:
     """Print the metrics exposition once and exit."""
-    from ..indexer import open_settled_store
     from ..promexport import StoreMetrics
 
-    store = open_settled_store(db_url, create=False)
+    store = read_store(db_url)
     try:
         click.echo(StoreMetrics(store).exposition(openmetrics=openmetrics), nl=False)
     finally:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..errors import TelemetryError
-from ._common import db_option, reports_errors
+from ._common import db_option, read_store, reports_errors
 
 
 @click.command()
@@ -47,7 +47,6 @@ def otel(
     the traces were delivered (a metrics endpoint that refuses is a warning),
     1 when they were not.
     """
-    from ..indexer import open_settled_store
     from ..telemetry.backfill import backfill, parse_since, recording_spans, select_recordings
     from ..telemetry.config import resolve_settings
     from ..telemetry.records import render_tree
@@ -55,7 +54,7 @@ def otel(
     if not sessions and not all_ and since is None:
         raise click.UsageError("name at least one SESSION, or use --all or --since")
     settings = resolve_settings(endpoint=endpoint, protocol=protocol, capture_content=content)
-    store = open_settled_store(db_url, create=False)
+    store = read_store(db_url)
     since_ns = parse_since(since) if since is not None else None
     ids = select_recordings(store, sessions, all_=all_, since_ns=since_ns)
     if tree:

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from ..errors import SessionNotFound
-from ._common import db_option, reports_errors
+from ._common import db_option, read_store, reports_errors
 
 #: Colour of each kind of line on a terminal (pipes get plain text).
 _STYLES = {
@@ -53,11 +53,10 @@ def tail(session: str | None, db_url: str | None, follow: bool, raw: bool, inter
     from rich.console import Console
     from rich.markup import escape
 
-    from ..indexer import open_settled_store
     from ..tail import TailFold, next_session, raw_line
     from ..tail import follow as follow_events
 
-    store = open_settled_store(db_url)
+    store = read_store(db_url)
     console = Console(highlight=False, soft_wrap=True)
     plain = not console.is_terminal
 

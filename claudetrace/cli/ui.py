@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from ..errors import ClaudeTraceError
-from ._common import db_option, fail, reports_errors
+from ._common import db_option, fail, read_store, reports_errors
 
 
 def streamlit_argv(app: Path, host: str, port: int | None, headless: bool) -> list[str]:
@@ -65,11 +65,10 @@ def ui(db_url: str | None, host: str, port: int | None, headless: bool) -> None:
     except ModuleNotFoundError:
         fail("the session browser needs the ui extra: pip install 'claudetrace[ui]'")
     from ..config import resolve_url
-    from ..indexer import open_settled_store
 
     url = resolve_url(db_url)
     # Fail here, in one line, if the database is unusable (or named but missing).
-    open_settled_store(db_url, create=False).close()
+    read_store(db_url).close()
     app = Path(__file__).resolve().parent.parent / "ui" / "app.py"
     env = {**os.environ, "CLAUDETRACE_DB": url}
     from ..store.engine import hide_password

@@ -63,7 +63,7 @@ def load_source(source: str, db: str | None = None) -> Cassette:
     from ..indexer import open_settled_store
 
     try:
-        store = open_settled_store(db)
+        store = open_settled_store(db, create=False)
     except StoreError as exc:
         raise CassetteMissing(f"{source}: no such cassette, and {exc}", source=source) from exc
     try:

@@ -8,7 +8,6 @@ proxy, the commands, telemetry backfill, replay and the UI use.
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, cast
@@ -18,7 +17,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from ..cassette import Cassette, new_header
-from ..config import resolve_url
+from ..config import database_named, resolve_url
 from ..errors import AmbiguousSession, SessionNotFound, StoreError
 from ..model import Session as SessionModel
 from ..model.events import Event
@@ -73,8 +72,7 @@ def open_store(
     write waits on another process's lock (SQLite).
     """
     url = resolve_url(db)
-    explicit = bool((db or os.environ.get("CLAUDETRACE_DB") or "").strip())
-    engine = create_store_engine(url, create=create or not explicit,
+    engine = create_store_engine(url, create=create or not database_named(db),
                                  busy_timeout_s=busy_timeout_s)
     if migrate:
         try:

@@ -62,6 +62,14 @@ def sqlite_path(url: str) -> Path | None:
     return Path(database)
 
 
+def require_database(url: str) -> None:
+    """Raise :class:`StoreError` naming the file when ``url`` is a SQLite file that
+    does not exist (what a read command says of a mistyped ``--db``)."""
+    path = sqlite_path(url)
+    if path is not None and not path.exists():
+        raise StoreError(f"no database at {path} (check --db or $CLAUDETRACE_DB)")
+
+
 def create_store_engine(
     url: str, *, create: bool = True, busy_timeout_s: float = BUSY_TIMEOUT_S,
 ) -> Engine:
@@ -105,7 +113,7 @@ def _prepare_sqlite_file(path: Path, create: bool) -> None:
     if path.exists():
         return
     if not create:
-        raise StoreError(f"no database at {path} (check --db or $CLAUDETRACE_DB)")
+        require_database(f"sqlite:///{path}")
     folder = path.parent
     if not folder.is_dir():
         if folder != data_dir():

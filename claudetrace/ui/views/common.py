@@ -35,7 +35,9 @@ def plain(text: Any, limit: int = 200) -> str:
 
 @st.cache_resource(show_spinner=False)
 def _open(url: str | None) -> Store:
-    return open_settled_store(url)
+    # `claudetrace ui` checked the database exists (or made the default one): one
+    # deleted or renamed since is an error on the page, not a new empty store.
+    return open_settled_store(url, create=False)
 
 
 def store() -> Store:
