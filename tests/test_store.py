@@ -7,6 +7,7 @@ import json
 import os
 import sqlite3
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -236,6 +237,42 @@ def test_foreign_tables_without_history_are_refused(db_path: Path) -> None:
         conn.execute("CREATE TABLE recordings (id TEXT)")
     with pytest.raises(StoreError, match="no migration history"):
         open_store(str(db_path))
+
+
+def test_schema_head_is_the_newest_migration() -> None:
+    from claudetrace.store.engine import SCHEMA_HEAD, head_revision
+
+    assert head_revision() == SCHEMA_HEAD
+
+
+def test_a_store_at_head_opens_without_alembic(db_path: Path) -> None:
+    """The indexer opens the store at every session's start: once the schema is
+    there, Alembic (and its migration scripts) stay unread; a schema behind is
+    migrated as before."""
+    from alembic import command
+
+    from claudetrace.store.engine import SCHEMA_HEAD, alembic_config
+
+    behind = open_store(str(db_path))
+    with behind.engine.begin() as conn:
+        command.downgrade(alembic_config(conn), "0002_session_model")
+    behind.close()
+    probe = (
+        "import sys; from claudetrace.store import open_store; "
+        f"open_store({str(db_path)!r}).close(); "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'alembic', 'mako'}))"
+    )
+
+    def opened_with() -> str:
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                              check=True)
+        return done.stdout.strip()
+
+    assert opened_with() == "['alembic', 'mako']"  # behind: migrated
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [
+            (SCHEMA_HEAD,)]
+    assert opened_with() == "[]"
 
 
 def test_migration_is_idempotent_and_concurrent_safe(db_path: Path) -> None:

@@ -239,3 +239,48 @@ def test_nul_and_lone_surrogates_in_indexed_fields_are_stored_on_postgres(pg_url
         assert set(types) == {("a\\u0000b", "\\ud800")}
     finally:
         store.close()
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_the_sparse_indexes_migrate_up_and_down_and_are_used_on_postgres(pg_url: str) -> None:
+    from alembic import command
+    from sqlalchemy import select
+
+    from claudetrace.store import EventRow
+    from claudetrace.store.browse import CONTROL_TYPES
+    from claudetrace.store.engine import alembic_config
+    from claudetrace.store.models import type_in
+
+    def indexes() -> dict[str, str]:
+        with store.engine.connect() as conn:
+            return dict(conn.exec_driver_sql(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'events'"
+                " AND indexname LIKE 'ix_%%'").all())
+
+    store = open_store(pg_url)
+    try:
+        rid = store.import_cassette(read_cassette(SAMPLES[0]))
+        at_head = indexes()
+        assert set(at_head) == {"ix_events_recording_type", "ix_events_request_id"}
+        assert "WHERE ((type)::text <> 'stream_event'::text)" in at_head[
+            "ix_events_recording_type"]
+        assert "WHERE (request_id IS NOT NULL)" in at_head["ix_events_request_id"]
+        with store.engine.begin() as conn:
+            command.downgrade(alembic_config(conn), "0003_reliability")
+        assert set(indexes()) == {"ix_events_recording_type", "ix_events_request_id",
+                                  "ix_events_recording_t"}
+        assert not any("WHERE" in sql for sql in indexes().values())
+        with store.engine.begin() as conn:
+            command.upgrade(alembic_config(conn), "head")
+        assert indexes() == at_head
+        stmt = select(EventRow.seq).where(EventRow.recording_id == rid, type_in(CONTROL_TYPES))
+        sql = str(stmt.compile(store.engine, compile_kwargs={"literal_binds": True}))
+        with store.engine.connect() as conn:
+            conn.exec_driver_sql("SET enable_seqscan = off")
+            plan = " ".join(r[0] for r in conn.exec_driver_sql(f"EXPLAIN {sql}"))
+            control = conn.execute(stmt).scalars().all()
+        assert "ix_events_recording_type" in plan, plan
+        assert sorted(control) == [e.seq for e in store.iter_events(rid) if e.type in CONTROL_TYPES]
+        assert control
+    finally:
+        store.close()

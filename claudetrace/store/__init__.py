@@ -25,7 +25,7 @@ from ..model.summary import outcome_columns, summary_columns
 from ..recording import RecordingInfo, new_recording_id
 from . import values
 from .engine import BUSY_TIMEOUT_S, create_store_engine, error_reason, upgrade
-from .models import Base, EventRow, EventTool, Recording
+from .models import Base, EventRow, EventTool, Recording, type_in
 
 __all__ = ["Base", "EventRow", "EventTool", "Recording", "Store", "open_store", "resolve_url"]
 
@@ -424,7 +424,7 @@ class Store:
             if directions:
                 stmt = stmt.where(c.direction.in_(list(directions)))
             if types:
-                stmt = stmt.where(c.type.in_(list(types)))
+                stmt = stmt.where(type_in(types))
             with _store_errors("read"), self.engine.connect() as conn:
                 rows = conn.execute(stmt).all()
             for row in rows:

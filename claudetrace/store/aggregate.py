@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 
 from ..model.events import Event
 from . import Store, _store_errors
-from .models import EventRow, Recording, status_expression
+from .models import EventRow, Recording, status_expression, type_in
 
 #: Recordings read per query (bounded IN lists).
 CHUNK: Final = 500
@@ -76,7 +76,7 @@ def events_of(
         with _store_errors("read"), store.engine.connect() as conn:
             for row in conn.execute(
                 select(e.recording_id, e.seq, e.direction, e.t_ns, e.wall_ns, e.data, e.eol)
-                .where(e.recording_id.in_(chunk), e.type.in_(list(types)))
+                .where(e.recording_id.in_(chunk), type_in(types))
                 .order_by(e.recording_id, e.seq)
             ):
                 found[row.recording_id].append(Event(

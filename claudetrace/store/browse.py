@@ -26,6 +26,7 @@ from ..model import FAILED
 from ..model.events import Event
 from ..model.protocol import failed_tool_ids, searchable_text
 from . import EventRow, EventTool, Recording, Store
+from .models import type_in
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +232,7 @@ def _text_hits(store: Store, scanned: Any, needle: str) -> list[str]:
     wanted = needle.casefold()
     found: set[str] = set()
     candidates = select(_E.recording_id, _E.seq, _E.direction, _E.data).where(
-        _E.recording_id.in_(scanned), _E.type.in_(MESSAGE_TYPES), _contains(store, needle))
+        _E.recording_id.in_(scanned), type_in(MESSAGE_TYPES), _contains(store, needle))
     with _guard("search messages"), store.engine.connect() as conn:
         for rid, seq, direction, data in conn.execute(candidates):
             if rid not in found and wanted in searchable_text(
@@ -276,7 +277,7 @@ def _event_filter(recording_id: str, directions: Sequence[str], types: Sequence[
         where.append(_E.direction.in_(list(directions)))
     if types:
         wanted = [t for t in types if t != "(not JSON)"]
-        clause: ColumnElement[bool] = _E.type.in_(wanted)
+        clause: ColumnElement[bool] = type_in(wanted)
         if len(wanted) != len(types):
             clause = or_(clause, _E.is_json.is_(False))
         where.append(clause)
@@ -372,7 +373,7 @@ def tool_usage(
     """
     uses = select(_T.tool_name, func.count()).where(_T.kind == "use").group_by(_T.tool_name)
     failing = select(_E.recording_id, _E.seq, _E.direction, _E.t_ns, _E.data).where(
-        _E.type == "user",
+        type_in(["user"]),
         _E.direction == "out",
         or_(
             cast(_E.data, Text).like('%"is\\_error":true%', escape="\\"),

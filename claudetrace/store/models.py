@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
+    ColumnElement,
     Float,
     ForeignKey,
     Index,
@@ -28,6 +30,8 @@ from sqlalchemy import (
     case,
     func,
     literal,
+    literal_column,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -180,6 +184,11 @@ def status_expression(now_ns: int) -> Any:
     )
 
 
+#: The line type left out of the ``(recording_id, type)`` index: streaming deltas,
+#: most of the lines of a session, which no query looks up by type.
+UNINDEXED_TYPE = "stream_event"
+
+
 class EventRow(Base):
     """One line of one stream (see :class:`claudetrace.model.events.Event`)."""
 
@@ -198,15 +207,33 @@ class EventRow(Base):
     is_json: Mapped[bool] = mapped_column(Boolean)
     type: Mapped[str | None] = mapped_column(String(64))
     subtype: Mapped[str | None] = mapped_column(String(64))
-    request_id: Mapped[str | None] = mapped_column(String(128), index=True)
+    request_id: Mapped[str | None] = mapped_column(String(128))
     uuid: Mapped[str | None] = mapped_column(String(64))
     session_id: Mapped[str | None] = mapped_column(String(64))
     parent_tool_use_id: Mapped[str | None] = mapped_column(String(128))
 
+    # Sparse indexes (migration 0004): a line goes into an index only when a
+    # query may look it up there, so most lines (stream events, without a
+    # request id) cost the primary key alone.
     __table_args__ = (
-        Index("ix_events_recording_type", "recording_id", "type"),
-        Index("ix_events_recording_t", "recording_id", "t_ns"),
+        Index("ix_events_recording_type", "recording_id", "type",
+              sqlite_where=text(f"type <> '{UNINDEXED_TYPE}'"),
+              postgresql_where=text(f"type <> '{UNINDEXED_TYPE}'")),
+        Index("ix_events_request_id", "request_id",
+              sqlite_where=text("request_id IS NOT NULL"),
+              postgresql_where=text("request_id IS NOT NULL")),
     )
+
+
+def type_in(types: Sequence[str]) -> ColumnElement[bool]:
+    """``events.type IN types``, in a form that can use ``ix_events_recording_type``:
+    for types other than :data:`UNINDEXED_TYPE` the condition the index is built
+    on is said too, as both engines need to see it to use a partial index."""
+    column = EventRow.__table__.c.type
+    wanted = list(types)
+    if UNINDEXED_TYPE in wanted:
+        return column.in_(wanted)
+    return and_(column.in_(wanted), column != literal_column(f"'{UNINDEXED_TYPE}'"))
 
 
 class EventTool(Base):

@@ -1,0 +1,127 @@
+"""What the store writes per event row, and the sparse indexes it keeps (migration 0004)."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from alembic import command
+from sqlalchemy import select
+
+from claudetrace.model.events import Event
+from claudetrace.recording import RecordingInfo
+from claudetrace.store import EventRow, Store, event_rows, open_store
+from claudetrace.store.browse import CONTROL_TYPES, control_events, raw_count
+from claudetrace.store.engine import alembic_config
+from claudetrace.store.models import type_in
+
+#: Lines whose fields cover each kind of value a row holds: NULLs, text, a clipped
+#: value, bytes that are not UTF-8, a line without a newline, tool references.
+LINES = [
+    b'{"type":"assistant","message":{"content":[{"type":"tool_use","id":"tu_1","name":"B"}]},'
+    b'"session_id":"s1","uuid":"u1","parent_tool_use_id":"tu_0"}',
+    b'{"type":"control_request","request_id":"r\\\\1","request":{"subtype":"can_use_tool",'
+    b'"tool_use_id":"tu_1","tool_name":"Bash"}}',
+    b'{"type":"control_response","response":{"subtype":"success","request_id":"r1"}}',
+    b'{"type":"stream_event","event":{"type":"content_block_delta"},"session_id":"s1"}',
+    b"tab\there \\N back\\slash\r",
+    b"\x00\xff\xfe not utf-8",
+    b"",
+    b'{"type":"' + b"t" * 100 + b'"}',
+]
+
+COLUMNS = ("recording_id, seq, direction, t_ns, wall_ns, data, eol, size, is_json, type, "
+           "subtype, request_id, uuid, session_id, parent_tool_use_id")
+
+
+@pytest.fixture
+def store(db_path: Path) -> Iterator[Store]:
+    opened = open_store(str(db_path))
+    yield opened
+    opened.close()
+
+
+def _events() -> list[Event]:
+    return [Event(i, ("in", "out", "err")[i % 3], 1000 * i, line, i != len(LINES) - 1, 17 + i)
+            for i, line in enumerate(LINES)]
+
+
+def _recording(store: Store) -> str:
+    info = RecordingInfo.start(["rows"])
+    store.create_recording(info)
+    events = _events()
+    store.write_batch(info.id, events[:3])
+    store.write_batch(info.id, events[3:], {"last_seen_ns": 5})
+    return info.id
+
+
+def test_every_field_of_a_row_is_stored_as_built_with_its_type(store: Store) -> None:
+    """Rows go in with sqlite3's adapters for None, bytes and bool (store/engine.py):
+    each value comes back as built, as a NULL, a BLOB and an INTEGER."""
+    rid = _recording(store)
+    with contextlib.closing(sqlite3.connect(store.engine.url.database or "")) as conn:
+        rows = conn.execute(f"SELECT {COLUMNS} FROM events WHERE recording_id = ? ORDER BY seq",
+                            (rid,)).fetchall()
+        kinds = conn.execute(
+            "SELECT typeof(data), typeof(eol), typeof(is_json), typeof(request_id) FROM events"
+            " WHERE recording_id = ? ORDER BY seq", (rid,)).fetchall()
+        tools = conn.execute("SELECT recording_id, seq, tool_use_id, tool_name, kind"
+                             " FROM event_tools WHERE recording_id = ?", (rid,)).fetchall()
+    want_rows, want_tools = event_rows(rid, _events())
+    assert rows == [tuple(int(v) if isinstance(v, bool) else v for v in row)
+                    for row in want_rows]
+    assert sorted(tools) == sorted(want_tools)
+    assert kinds[0] == ("blob", "integer", "integer", "null")
+    assert kinds[1][3] == "text"
+    assert rows[-1][9] == "t" * 64
+    back = list(store.iter_events(rid))
+    assert [(e.seq, e.direction, e.t_ns, e.data, e.eol, e.wall_ns) for e in back] == [
+        (e.seq, e.direction, e.t_ns, e.data, e.eol, e.wall_ns) for e in _events()]
+
+
+def _indexes(path: str) -> dict[str, str]:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        return {name: sql for name, sql in conn.execute(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events'"
+            " AND sql IS NOT NULL")}
+
+
+def test_the_sparse_indexes_migrate_up_and_down(store: Store) -> None:
+    rid = _recording(store)
+    path = store.engine.url.database or ""
+    at_head = _indexes(path)
+    assert set(at_head) == {"ix_events_recording_type", "ix_events_request_id"}
+    assert "WHERE type <> 'stream_event'" in at_head["ix_events_recording_type"]
+    assert "WHERE request_id IS NOT NULL" in at_head["ix_events_request_id"]
+    with store.engine.begin() as conn:
+        command.downgrade(alembic_config(conn), "0003_reliability")
+    before = _indexes(path)
+    assert set(before) == {"ix_events_recording_type", "ix_events_request_id",
+                           "ix_events_recording_t"}
+    assert not any("WHERE" in sql for sql in before.values())
+    with store.engine.begin() as conn:
+        command.upgrade(alembic_config(conn), "head")
+    assert _indexes(path) == at_head
+    assert len(list(store.iter_events(rid))) == len(LINES)
+
+
+def test_type_lookups_use_the_sparse_index(store: Store) -> None:
+    rid = _recording(store)
+    for types in (CONTROL_TYPES, ["user"], ["assistant", "result"]):
+        stmt = select(EventRow.seq).where(EventRow.recording_id == rid, type_in(types))
+        sql = str(stmt.compile(store.engine, compile_kwargs={"literal_binds": True}))
+        with store.engine.connect() as conn:
+            plan = " ".join(str(row[-1]) for row in conn.exec_driver_sql(
+                f"EXPLAIN QUERY PLAN {sql}"))
+        assert "ix_events_recording_type" in plan, plan
+    # The lines the index leaves out are still found by type, through the key.
+    with store.engine.connect() as conn:
+        found = conn.execute(select(EventRow.seq).where(
+            EventRow.recording_id == rid, type_in(["stream_event"]))).scalars().all()
+    assert found == [3]
+    assert [e.seq for e in control_events(store, rid)] == [1, 2]
+    assert raw_count(store, rid, types=["stream_event", "(not JSON)"]) == 4
+    assert [e.seq for e in store.iter_events(rid, types=["assistant"])] == [0]
