@@ -25,8 +25,8 @@ from itertools import islice
 from typing import Any
 
 from .model import ControlRoundTrip, ModelCall, Session, ToolCall, Turn
+from .model.content import content_text, message_content
 from .model.events import Event
-from .model.protocol import message_content
 from .recording import RecordingInfo
 
 _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -109,10 +109,8 @@ class TailFold:
         if event.direction == "err":
             return [TailLine(event.t, "stderr", printable(event.text), "error")]
         if event.direction == "in" and event.type == "user":
-            content = message_content(event)
-            if isinstance(content, list):
-                content = " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
-            return [TailLine(event.t, "prompt", printable(str(content or "")))]
+            text = content_text(message_content(event), " ")
+            return [TailLine(event.t, "prompt", printable(text))]
         return []
 
     # -- what the session model says changed --------------------------------------------

@@ -13,7 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .model.events import TOOL_USE_TYPES, Event
+from .model.content import message_blocks
+from .model.events import Event
 
 #: Types whose lines are summarised elsewhere (deltas) or pure noise in a transcript.
 _FOLDED = {"stream_event", "keep_alive"}
@@ -35,13 +36,6 @@ def _short(value: Any, limit: int) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _blocks(message: Any) -> list[Any]:
-    content = message.get("content") if isinstance(message, dict) else None
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    return content if isinstance(content, list) else []
 
 
 def entries(
@@ -110,24 +104,15 @@ def entries(
 
 def _message_entries(ev: Event, msg: dict[str, Any], add: Any, width: int) -> None:
     role = str(msg.get("type"))
-    sub = " (subagent)" if msg.get("parent_tool_use_id") else ""
-    for block in _blocks(msg.get("message")):
-        if not isinstance(block, dict):
-            add(ev, role, _short(block, width))
-            continue
-        btype = block.get("type")
-        if btype == "text":
-            add(ev, role + sub, _short(block.get("text", ""), width))
-        elif btype == "thinking":
-            add(ev, role + sub, f"(thinking) {_short(block.get('thinking', ''), width)}")
-        elif btype in TOOL_USE_TYPES:
-            add(ev, "tool" + sub, f"→ {block.get('name')} {_short(block.get('input', {}), width)}")
-        elif btype == "tool_result":
-            content = block.get("content")
-            if isinstance(content, list):
-                content = " ".join(
-                    str(c.get("text", "")) if isinstance(c, dict) else str(c) for c in content
-                )
-            add(ev, "tool" + sub, f"← {_short(content or '', width)}", bool(block.get("is_error")))
+    sub = " (subagent)" if ev.fields.parent_tool_use_id else ""
+    for block in message_blocks(ev):
+        if block.kind == "text":
+            add(ev, role + sub, _short(block.text, width))
+        elif block.kind == "thinking":
+            add(ev, role + sub, f"(thinking) {_short(block.text, width)}")
+        elif block.kind == "tool_use":
+            add(ev, "tool" + sub, f"→ {block.name} {_short(block.input or {}, width)}")
+        elif block.kind == "tool_result":
+            add(ev, "tool" + sub, f"← {_short(block.text, width)}", block.is_error)
         else:
-            add(ev, role + sub, f"[{btype}] {_short(block, width)}")
+            add(ev, role + sub, f"{block.label} {_short(block.raw, width)}")

@@ -7,15 +7,16 @@ from typing import Any
 
 import pytest
 
+from claudetrace.model.content import message_content
 from claudetrace.model.events import Direction, Event
 from claudetrace.model.protocol import (
+    answer_verdict,
     control_request,
     control_response,
     failed_tool_ids,
     hook_event_name,
     hook_permission_decision,
     json_number,
-    message_content,
     opt_str,
     permission_behavior,
     permission_decision,
@@ -128,3 +129,14 @@ def test_json_numbers_and_the_running_total_cost() -> None:
     assert total_cost_usd(result) == 0.0123
     assert total_cost_usd(line({"type": "result", "total_cost_usd": False})) is None
     assert total_cost_usd(Event(0, "out", 0, b"[]")) is None
+
+
+def test_what_a_permission_or_hook_answer_decided() -> None:
+    assert answer_verdict("can_use_tool", {"behavior": "deny", "message": "no"}) == "deny"
+    assert answer_verdict("can_use_tool", {}) == "answered"
+    assert answer_verdict("hook_callback",
+                          {"hookSpecificOutput": {"permissionDecision": "ask"}}) == "ask"
+    assert answer_verdict("hook_callback", {"decision": "block"}) == "block"
+    assert answer_verdict("hook_callback", {"continue": False}) == "stop"
+    assert answer_verdict("hook_callback", {}) == "continue"
+    assert answer_verdict("can_use_tool", None) == "error"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from claudetrace.cassette import read_cassette
 from claudetrace.model.events import Event
-from claudetrace.ui.conversation import build_conversation, decision_outcome, walk
+from claudetrace.ui.conversation import build_conversation, walk
 
 CASSETTES = Path(__file__).parent / "fixtures" / "cassettes"
 
@@ -178,22 +178,3 @@ def test_malformed_stderr_and_unknown_lines_are_kept() -> None:
         ("error", True),
     ]
     assert "{broken" in items[0].text and "brand_new_type" in items[2].text
-
-
-def test_decision_outcome_words() -> None:
-    assert decision_outcome("permission", {"behavior": "deny", "message": "no"}) == "deny"
-    assert decision_outcome("hook", {"hookSpecificOutput": {"permissionDecision": "ask"}}) == "ask"
-    assert decision_outcome("hook", {"decision": "block"}) == "block"
-    assert decision_outcome("hook", {"continue": False}) == "stop"
-    assert decision_outcome("hook", {}) == "continue"
-    assert decision_outcome("permission", None) == "error"
-
-
-def test_real_subagent_work_nests_under_its_agent_call() -> None:
-    items = conversation("subagent")
-    (agent,) = [i.tool for i in items if i.tool]
-    assert agent.name == "Agent" and agent.answered
-    assert [(c.kind, c.text) for c in agent.children] == [("user", "Count the words in 'a b c'.")]
-    assert [i.text for i in items if i.kind == "assistant"] == [
-        "The subagent says there are 3 words."
-    ]

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..errors import ClaudeTraceError
+from ..model.content import blocks
 from ..model.events import Event
 from ..recording import RecordingInfo, new_recording_id
 
@@ -286,18 +287,9 @@ class _Converter:
 
     def user(self, entry: dict[str, Any], when: int, parent: str | None) -> None:
         msg = entry.get("message")
-        content = msg.get("content") if isinstance(msg, dict) else None
-        blocks = content if isinstance(content, list) else []
-        results = any(isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks)
-        text = (
-            content
-            if isinstance(content, str)
-            else "\n".join(
-                str(b.get("text", ""))
-                for b in blocks
-                if isinstance(b, dict) and b.get("type") == "text"
-            )
-        )
+        found = blocks(msg.get("content") if isinstance(msg, dict) else None)
+        results = any(b.kind == "tool_result" for b in found)
+        text = "\n".join(b.text for b in found if b.kind == "text")
         own = (
             entry.get("isMeta")
             or entry.get("isCompactSummary")
@@ -331,14 +323,13 @@ class _Converter:
             self._count(turn, msg)
         if turn is not None and parent is None:
             turn.end_ns = when
-            blocks = msg.get("content")
-            if isinstance(blocks, list):
-                texts = [b.get("text") for b in blocks if isinstance(b, dict)]
-                if any(isinstance(t, str) for t in texts):
-                    turn.last_text = "".join(t for t in texts if isinstance(t, str))
-                turn.waiting_on_tools = any(
-                    isinstance(b, dict) and b.get("type") == "tool_use" for b in blocks
-                )
+            found = blocks(msg.get("content"))
+            texts = [b.text for b in found if b.kind == "text"]
+            if texts:
+                turn.last_text = "".join(texts)
+            # Server and MCP-connector tool uses run on the API's side: only a
+            # client tool use leaves the turn waiting on the CLI.
+            turn.waiting_on_tools = any(b.type == "tool_use" for b in found)
         self.emit("out", self._line(entry, parent), when)
 
     @staticmethod
@@ -392,12 +383,11 @@ def _agent_links(entries: Iterable[dict[str, Any]]) -> dict[str, str]:
             continue
         agent = extra.get("agentId")
         msg = entry.get("message")
-        blocks = msg.get("content") if isinstance(msg, dict) else None
-        if not isinstance(agent, str) or not isinstance(blocks, list):
+        if not isinstance(agent, str) or not isinstance(msg, dict):
             continue
-        for block in blocks:
-            if isinstance(block, dict) and block.get("type") == "tool_result":
-                links[agent] = str(block.get("tool_use_id"))
+        for block in blocks(msg.get("content")):
+            if block.kind == "tool_result":
+                links[agent] = str(block.id)
     return links
 
 

@@ -26,6 +26,7 @@ import re
 from pathlib import Path
 from typing import Any, Final
 
+from ..model.content import blocks
 from .claude_code import Transcript, entries_recording, read_lines
 
 #: ``source`` of recordings imported from claude-trace logs.
@@ -196,9 +197,9 @@ def pair_entries(
                 }
                 into.append(entry)
                 if thread == "main":
-                    for block in newest.get("content") or []:
-                        if isinstance(block, dict) and block.get("type") == "tool_result":
-                            done_id = str(block.get("tool_use_id"))
+                    for block in blocks(newest.get("content")):
+                        if block.kind == "tool_result":
+                            done_id = str(block.id)
                             results[done_id] = entry
                             if done_id in waiting:
                                 waiting.remove(done_id)
@@ -207,10 +208,9 @@ def pair_entries(
         answer = _answer(pair, body, _iso(_logged(pair)) or sent)
         into.append({**base, **answer, "uuid": f"pair-{number}-out"})
         if thread == "main" and answer["type"] == "assistant":
-            for block in answer["message"].get("content") or []:
-                is_agent = isinstance(block, dict) and block.get("name") in _AGENT_TOOLS
-                if is_agent and block.get("type") == "tool_use":
-                    waiting.append(str(block.get("id")))
+            for block in blocks(answer["message"].get("content")):
+                if block.type == "tool_use" and block.name in _AGENT_TOOLS:
+                    waiting.append(str(block.id))
     return main, list(sides.values())
 
 
@@ -231,13 +231,9 @@ def _without_reminders(message: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(content, list):
         return message
     kept = [
-        block
-        for block in content
-        if not (
-            isinstance(block, dict)
-            and block.get("type") == "text"
-            and str(block.get("text", "")).lstrip().startswith(_REMINDER)
-        )
+        block.raw
+        for block in blocks(content)
+        if not (block.kind == "text" and block.text.lstrip().startswith(_REMINDER))
     ]
     return {**message, "content": kept or content}
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from .protocol import opt_str
+from .protocol import answer_verdict, opt_str
 from .usage import Usage
 
 Status = Literal["running", "ok", "interrupted", "error", "incomplete", "killed"]
@@ -71,6 +71,17 @@ class ControlRoundTrip:
     @property
     def answered(self) -> bool:
         return self.response_ns is not None
+
+    @property
+    def verdict(self) -> str:
+        """What the answer decided, in a word: ``pending`` until answered, ``error``,
+        ``cancelled``; for a permission or hook, :func:`~.protocol.answer_verdict`
+        (``allow``, ``deny``, ``continue``, ``stop`` …); else ``success``."""
+        if self.outcome in ("unanswered", "error", "cancelled"):
+            return "pending" if self.outcome == "unanswered" else self.outcome
+        if self.kind in ("permission", "hook"):
+            return answer_verdict(self.subtype, self.answer)
+        return "success"
 
     @property
     def duration_ns(self) -> int | None:

@@ -18,7 +18,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .events import TOOL_USE_TYPES, Event
+from .content import Block, blocks, message_blocks
+from .events import Event
 
 #: The answers to ``can_use_tool`` the SDKs define.
 PERMISSION_DECISIONS = frozenset({"allow", "deny"})
@@ -98,13 +99,28 @@ def hook_permission_decision(answer: Any) -> str | None:
 # --------------------------------------------------------------------------- messages
 
 
-def message_content(event: Event) -> Any:
-    """The ``message.content`` of a ``user`` or ``assistant`` line (``None`` when missing).
-
-    A string for a plain prompt, else a list of content blocks.
-    """
+def message_id(event: Event) -> str | None:
+    """The API message id of an ``assistant`` line (its ``message.id``)."""
     message = (event.message or {}).get("message")
-    return message.get("content") if isinstance(message, dict) else None
+    return opt_str(message.get("id")) if isinstance(message, dict) else None
+
+
+def message_error(event: Event) -> str | None:
+    """The error an ``assistant`` line reports (the line's ``error`` or its message's)."""
+    obj = event.message or {}
+    message = _object(obj.get("message"))
+    error = obj.get("error") or message.get("error")
+    return (error_text(error) or "assistant error") if error else None
+
+
+def result_text(event: Event) -> str:
+    """What a ``result`` line says: its ``result`` text, else its ``errors`` one a line."""
+    msg = event.message or {}
+    text = opt_str(msg.get("result")) or ""
+    errors = msg.get("errors")
+    if not text and isinstance(errors, list):
+        text = "\n".join(str(e) for e in errors)
+    return text
 
 
 def total_cost_usd(event: Event) -> float | None:
@@ -123,17 +139,28 @@ def tool_result_failed(block: Mapping[str, Any]) -> bool:
 
 def failed_tool_ids(event: Event) -> set[str]:
     """Ids of the tool uses whose ``tool_result`` in this ``user`` line failed."""
-    content = message_content(event)
-    if not isinstance(content, list):
-        return set()
-    return {
-        block["tool_use_id"]
-        for block in content
-        if isinstance(block, dict)
-        and block.get("type") == "tool_result"
-        and tool_result_failed(block)
-        and isinstance(block.get("tool_use_id"), str)
-    }
+    return {b.id for b in message_blocks(event) if b.kind == "tool_result" and b.is_error and b.id}
+
+
+def answer_verdict(subtype: str, answer: Any) -> str:
+    """What the host's answer to a ``can_use_tool`` or ``hook_callback`` decided, in a word.
+
+    ``can_use_tool``: its ``behavior`` (``allow``/``deny``), else ``answered``.  A
+    hook: its ``permissionDecision``, else its ``decision``, else ``stop`` when it
+    stops the CLI, else ``continue``.  ``error`` when the answer is not an object.
+    """
+    if not isinstance(answer, dict):
+        return "error"
+    if subtype == "can_use_tool":
+        return permission_behavior(answer) or "answered"
+    decision = hook_permission_decision(answer)
+    if decision is not None:
+        return decision
+    if isinstance(answer.get("decision"), str):
+        return str(answer["decision"])
+    if answer.get("continue") is False:
+        return "stop"
+    return "continue"
 
 
 def error_text(error: Any) -> str | None:
@@ -167,25 +194,17 @@ def _values(value: Any, out: list[str]) -> None:
         out.append(str(value))
 
 
-def _block_text(block: Any, out: list[str]) -> None:
-    if isinstance(block, str):
-        out.append(block)
-        return
-    if not isinstance(block, dict):
-        return
-    kind = block.get("type")
-    if kind in TOOL_USE_TYPES:
-        if isinstance(block.get("name"), str):
-            out.append(block["name"])
-        _values(block.get("input"), out)
-    elif isinstance(kind, str) and kind.endswith("tool_result"):
-        content = block.get("content")
-        for part in content if isinstance(content, list) else [content]:
+def _block_text(block: Block, out: list[str]) -> None:
+    if block.kind == "tool_use":
+        if block.name:
+            out.append(block.name)
+        _values(block.input, out)
+    elif block.kind == "tool_result":
+        content = block.raw.get("content") if isinstance(block.raw, dict) else None
+        for part in blocks(content):
             _block_text(part, out)
-    else:
-        for key in ("text", "thinking"):
-            if isinstance(block.get(key), str):
-                out.append(block[key])
+    elif block.text:
+        out.append(block.text)
 
 
 def searchable_text(event: Event) -> str:
@@ -197,8 +216,7 @@ def searchable_text(event: Event) -> str:
     kind = event.fields.type
     out: list[str] = []
     if kind in ("user", "assistant"):
-        content = message_content(event)
-        for block in content if isinstance(content, list) else [content]:
+        for block in message_blocks(event):
             _block_text(block, out)
     elif kind == "result":
         result = (event.message or {}).get("result")

@@ -32,6 +32,7 @@ from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from .content import Block, blocks, find_block, message_blocks
 from .events import Event
 from .parts import (
     FAILED,
@@ -52,10 +53,10 @@ from .protocol import (
     error_text,
     hook_event_name,
     hook_permission_decision,
+    message_error,
     opt_str,
     permission_behavior,
     request_tool_name,
-    tool_result_failed,
 )
 from .usage import TOKEN_TYPES, Usage, apportion, number
 
@@ -356,19 +357,20 @@ class Session:
                     setattr(call.usage, kind, seen.get(kind))
             if isinstance(message.get("stop_reason"), str):
                 call.stop_reason = message["stop_reason"]
-        error = obj.get("error") or message.get("error")
+        error = message_error(event)
         if error:
-            call.error = error_text(error) or "assistant error"
-        content = message.get("content")
+            call.error = error
+        found: list[Block] | None = None
         for ref in event.fields.tools:
             if ref.kind == "use" and ref.tool_use_id not in self.tools:
-                block = _find_block(content, "id", ref.tool_use_id)
+                found = found if found is not None else blocks(message.get("content"))
+                block = find_block(found, "tool_use", ref.tool_use_id)
                 self._open_tool(ref.tool_use_id, ref.name, block, lane, event)
 
     # -- tools -------------------------------------------------------------------------
 
     def _open_tool(
-        self, tool_use_id: str, name: str | None, block: dict[str, Any] | None,
+        self, tool_use_id: str, name: str | None, block: Block | None,
         lane: str | None, event: Event,
     ) -> ToolCall:
         turn = self.current_turn(event.seq, event.t_ns)
@@ -379,7 +381,7 @@ class Session:
             turn=turn.number,
             start_seq=event.seq,
             start_ns=event.t_ns,
-            input=block.get("input") if block else None,
+            input=block.input if block else None,
         )
         self.tools[tool_use_id] = tool
         if tool.subagent_type is not None or tool.name in SUBAGENT_TOOLS:
@@ -401,15 +403,14 @@ class Session:
         results = [ref for ref in event.fields.tools if ref.kind == "result"]
         if not results:
             return
-        message = (event.message or {}).get("message")
-        content = message.get("content") if isinstance(message, dict) else None
+        found = message_blocks(event)
         for ref in results:
             tool = self.tools.get(ref.tool_use_id)
             if tool is None or tool.end_ns is not None:
                 continue
-            block = _find_block(content, "tool_use_id", ref.tool_use_id) or {}
+            block = find_block(found, "tool_result", ref.tool_use_id)
             tool.end_seq, tool.end_ns = event.seq, event.t_ns
-            tool.is_error = tool_result_failed(block)
+            tool.is_error = block is not None and block.is_error
             agent = self.subagents.get(ref.tool_use_id)
             if agent is not None and agent.end_ns is None:
                 agent.end_ns = event.t_ns
@@ -712,14 +713,6 @@ def _spread(total: Usage, calls: list[ModelCall]) -> None:
             setattr(call.usage, kind, part)
     for call in calls:
         call.usage_source = "result"
-
-
-def _find_block(content: Any, key: str, value: str) -> dict[str, Any] | None:
-    if isinstance(content, list):
-        for block in content:
-            if isinstance(block, dict) and block.get(key) == value:
-                return block
-    return None
 
 
 def _mcp_error(mcp_response: Any) -> str | None:

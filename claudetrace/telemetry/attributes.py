@@ -17,15 +17,6 @@ from . import conventions as c
 from .records import Attributes
 
 
-def find_block(message: dict[str, Any], key: str, value: str) -> dict[str, Any] | None:
-    content = message.get("content")
-    if isinstance(content, list):
-        for block in content:
-            if isinstance(block, dict) and block.get(key) == value:
-                return block
-    return None
-
-
 def mcp_request(request: dict[str, Any]) -> tuple[str, Attributes]:
     """Span name and attributes of an ``mcp_message`` request (MCP conventions)."""
     server = opt_str(request.get("server_name")) or "unknown"

@@ -13,7 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ..model.events import TOOL_USE_TYPES
+from ..model.content import blocks, message_content
+from ..model.events import Event
 from .records import Attributes
 
 CAPTURE_ENV: Final = "CLAUDETRACE_OTEL_CAPTURE_CONTENT"
@@ -59,50 +60,27 @@ def jsonish(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
-def block_text(content: Any) -> str:
-    """The text of a tool_result's ``content`` (a string or a list of blocks)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for block in content:
-            if isinstance(block, dict) and isinstance(block.get("text"), str):
-                parts.append(block["text"])
-            else:
-                parts.append(jsonish(block))
-        return "\n".join(parts)
-    return "" if content is None else jsonish(content)
-
-
 def _parts(content: Any, clip: Callable[[str], str]) -> list[dict[str, Any]]:
-    """Content blocks as GenAI message parts (text, reasoning, tool_call,
-    tool_call_response), each text cut by ``clip`` (the JSON stays whole)."""
-    if isinstance(content, str):
-        return [{"type": "text", "content": clip(content)}]
+    """Content blocks (the session model's reading) as GenAI message parts: text,
+    reasoning, tool_call, tool_call_response, else the block's type; each text cut by
+    ``clip`` (the JSON stays whole)."""
     parts: list[dict[str, Any]] = []
-    if not isinstance(content, list):
-        return parts
-    for block in content:
-        if not isinstance(block, dict):
-            continue
-        kind = block.get("type")
-        if kind == "text":
-            parts.append({"type": "text", "content": clip(str(block.get("text", "")))})
-        elif kind == "thinking":
-            parts.append({"type": "reasoning", "content": clip(str(block.get("thinking", "")))})
-        elif kind in TOOL_USE_TYPES:
-            part: dict[str, Any] = {"type": "tool_call", "id": block.get("id"),
-                                    "name": str(block.get("name"))}
-            arguments = block.get("input")
-            if arguments is not None:
-                text = jsonish(arguments)
-                part["arguments"] = arguments if len(text) <= len(clip(text)) else clip(text)
+    for block in blocks(content):
+        if block.kind == "text":
+            parts.append({"type": "text", "content": clip(block.text)})
+        elif block.kind == "thinking":
+            parts.append({"type": "reasoning", "content": clip(block.text)})
+        elif block.kind == "tool_use":
+            part: dict[str, Any] = {"type": "tool_call", "id": block.id, "name": str(block.name)}
+            if block.input is not None:
+                text = jsonish(block.input)
+                part["arguments"] = block.input if len(text) <= len(clip(text)) else clip(text)
             parts.append(part)
-        elif kind == "tool_result":
-            parts.append({"type": "tool_call_response", "id": block.get("tool_use_id"),
-                          "response": clip(block_text(block.get("content")))})
+        elif block.kind == "tool_result":
+            parts.append({"type": "tool_call_response", "id": block.id,
+                          "response": clip(block.text)})
         else:
-            parts.append({"type": str(kind)})
+            parts.append({"type": block.type})
     return parts
 
 
@@ -121,16 +99,14 @@ def finish_reason(stop_reason: str | None, parts: list[dict[str, Any]]) -> str:
     return "stop"
 
 
-def user_input(line: Mapping[str, Any] | None, policy: ContentPolicy) -> str:
+def user_input(event: Event, policy: ContentPolicy) -> str:
     """``gen_ai.input.messages`` JSON for a host's user line."""
-    message = (line or {}).get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    return jsonish([{"role": "user", "parts": _parts(content, policy.clip)}])
+    return jsonish([{"role": "user", "parts": _parts(message_content(event), policy.clip)}])
 
 
-def message_parts(message: Mapping[str, Any], policy: ContentPolicy) -> list[dict[str, Any]]:
-    """The GenAI parts of one assistant line's message."""
-    return _parts(message.get("content"), policy.clip)
+def message_parts(content: Any, policy: ContentPolicy) -> list[dict[str, Any]]:
+    """The GenAI parts of a message's ``content`` (a line's, or a result's text)."""
+    return _parts(content, policy.clip)
 
 
 def output_messages(parts: list[dict[str, Any]], reason: str) -> str:

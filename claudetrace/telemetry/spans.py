@@ -31,20 +31,19 @@ from operator import attrgetter
 from typing import Any
 
 from ..model import Usage
+from ..model.content import find_block, message_blocks
 from ..model.events import Event
-from ..model.protocol import opt_str
+from ..model.protocol import message_error, opt_str
 from ..recording import RecordingInfo
 from . import conventions as c
 from .attributes import (
     error_text,
     exit_reason,
-    find_block,
     mcp_error,
     mcp_request,
 )
 from .content import (
     ContentPolicy,
-    block_text,
     finish_reason,
     message_parts,
     output_messages,
@@ -191,7 +190,7 @@ class SpanBuilder(SpanTree):
     def _user_in(self, event: Event, now: int) -> None:
         turn = self._start_turn(now)
         if self.content.enabled:
-            messages = user_input(event.message, self.content)
+            messages = user_input(event, self.content)
             turn.attributes[c.GEN_AI_INPUT_MESSAGES] = messages
             # The agent's input is the session's first prompt (what a trace list shows).
             self.root.attributes.setdefault(c.GEN_AI_INPUT_MESSAGES, messages)
@@ -217,7 +216,7 @@ class SpanBuilder(SpanTree):
         if turn.num_turns is not None:
             attrs[c.NUM_TURNS] = turn.num_turns
         if self.content.enabled and isinstance(msg.get("result"), str):
-            parts = message_parts({"content": msg["result"]}, self.content)
+            parts = message_parts(msg["result"], self.content)
             reason = finish_reason(opt_str(msg.get("stop_reason")), parts)
             attrs[c.GEN_AI_OUTPUT_MESSAGES] = output_messages(
                 parts, "error" if turn.is_error else reason)
@@ -310,15 +309,14 @@ class SpanBuilder(SpanTree):
             if isinstance(message.get("stop_reason"), str):
                 attrs[c.GEN_AI_RESPONSE_FINISH_REASONS] = (message["stop_reason"],)
         if self.content.enabled:  # one message of all the call's lines, written at its end
-            entry.parts = (entry.parts or []) + message_parts(message, self.content)
-        error = msg.get("error") or message.get("error")
+            entry.parts = (entry.parts or []) + message_parts(message.get("content"), self.content)
+        error = message_error(event)
         if error:
-            entry.span.set_error(error_text(error) or "assistant error")
-            entry.span.attributes[c.ERROR_TYPE] = error_text(error) or "error"
+            entry.span.set_error(error)
+            entry.span.attributes[c.ERROR_TYPE] = error
         for ref in event.fields.tools:
             if ref.kind == "use" and ref.tool_use_id not in self._tools:
-                block = find_block(message, "id", ref.tool_use_id)
-                self._open_tool(ref.tool_use_id, ref.name, block, lane, now)
+                self._open_tool(ref.tool_use_id, ref.name, lane, now)
 
     # -- tools -------------------------------------------------------------------
 
@@ -330,8 +328,7 @@ class SpanBuilder(SpanTree):
                 self._lane_parent(lane, now)  # a subagent's prompt: its span starts here
             self._span_event(event, now)
             return
-        message = (event.message or {}).get("message")
-        message = message if isinstance(message, dict) else {}
+        found = message_blocks(event) if self.content.enabled else []
         chat = self._lane_chat.get(lane)
         if chat is not None and chat.deferred:
             self._end_chat(chat)
@@ -339,11 +336,11 @@ class SpanBuilder(SpanTree):
             span = self._tools.get(ref.tool_use_id)
             if span is None or span.span_id not in self._open:
                 continue
-            block = find_block(message, "tool_use_id", ref.tool_use_id) or {}
             error = self.session.tools[ref.tool_use_id].is_error
             span.attributes[c.TOOL_OUTCOME] = "error" if error else "ok"
             if self.content.enabled:
-                result = self.content.clip(block_text(block.get("content")))
+                block = find_block(found, "tool_result", ref.tool_use_id)
+                result = self.content.clip(block.text if block is not None else "")
                 span.attributes[c.GEN_AI_TOOL_CALL_RESULT] = result
             self._end_subagent(ref.tool_use_id, now)
             self._end(span, now, "tool returned an error" if error else None)
@@ -393,7 +390,7 @@ class SpanBuilder(SpanTree):
             tool_use_id = trip.tool_use_id
             tool = self._tools.get(tool_use_id) if tool_use_id else None
             if tool is None and tool_use_id and kind == "permission":
-                tool = self._open_tool(tool_use_id, trip.tool_name, None, None, now)
+                tool = self._open_tool(tool_use_id, trip.tool_name, None, now)
             parent = tool or self._turn(now, create=False) or self.root
             if tool_use_id:
                 attrs[c.GEN_AI_TOOL_CALL_ID] = tool_use_id

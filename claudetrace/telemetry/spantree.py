@@ -393,7 +393,7 @@ class SpanTree:
     # -- tools -------------------------------------------------------------------
 
     def _open_tool(
-        self, tool_use_id: str, name: str | None, block: dict[str, Any] | None, lane: Lane, now: int
+        self, tool_use_id: str, name: str | None, lane: Lane, now: int
     ) -> SpanRecord:
         parent, turn = self._lane_parent(lane, now)
         tool_name = name or "unknown"
@@ -403,9 +403,10 @@ class SpanTree:
             c.GEN_AI_TOOL_CALL_ID: tool_use_id,
             c.GEN_AI_TOOL_TYPE: "extension" if tool_name.startswith("mcp__") else "function",
         }
-        tool_input = block.get("input") if block else None
-        if isinstance(tool_input, dict) and isinstance(tool_input.get("subagent_type"), str):
-            self._subagent_types[tool_use_id] = tool_input["subagent_type"]
+        call = self.session.tools.get(tool_use_id)
+        tool_input = call.input if call is not None else None
+        if call is not None and call.subagent_type is not None:
+            self._subagent_types[tool_use_id] = call.subagent_type
         if self.content.enabled and tool_input is not None:
             attrs[c.GEN_AI_TOOL_CALL_ARGUMENTS] = self.content.clip(jsonish(tool_input))
         span = self._new(

@@ -15,7 +15,6 @@ from typing import Any
 
 from ..model import ControlRoundTrip, Session
 from ..model.events import Event
-from .conversation import decision_outcome
 
 
 @dataclass(slots=True)
@@ -64,10 +63,8 @@ def _request_detail(trip: ControlRoundTrip) -> str:
 def _response_detail(trip: ControlRoundTrip) -> str:
     if trip.outcome == "error" and trip.kind != "mcp":
         return (trip.error or "")[:200]
-    if trip.kind == "permission":
-        return decision_outcome("permission", trip.answer)
-    if trip.kind == "hook":
-        return decision_outcome("hook", trip.answer)
+    if trip.kind in ("permission", "hook"):
+        return trip.verdict
     if trip.kind == "mcp" and trip.error:
         return f"JSON-RPC error {trip.error}"[:200]
     return ""

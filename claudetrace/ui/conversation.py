@@ -18,18 +18,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..model.events import TOOL_USE_TYPES, Event
-from ..model.protocol import (
-    control_request,
-    control_response,
-    hook_event_name,
-    hook_permission_decision,
-    message_content,
-    opt_str,
-    permission_behavior,
-    request_tool_name,
-    tool_result_failed,
-)
+from ..model import ControlRoundTrip, Session, Turn
+from ..model import ToolCall as ModelToolCall
+from ..model.content import content_text, message_blocks
+from ..model.events import Event
+from ..model.protocol import message_error, result_text
 
 ItemKind = Literal["user", "assistant", "thinking", "tool", "result", "system", "error", "stderr"]
 
@@ -52,10 +45,20 @@ class Decision:
     outcome: str = "pending"  # allow / deny / approve / block / continue / error / pending
     detail: Any = None
 
+    @classmethod
+    def of(cls, trip: ControlRoundTrip) -> Decision:
+        """The session model's round trip as a decision."""
+        kind: Literal["permission", "hook"] = "permission" if trip.kind == "permission" else "hook"
+        name = trip.tool_name if kind == "permission" else trip.hook_event
+        detail: Any = trip.error if trip.outcome == "error" else (
+            trip.answer if trip.answered else None)
+        return cls(kind, trip.request_seq, trip.request_ns / 1e9, trip.request_id,
+                   name or trip.subtype, trip.request, trip.verdict, detail)
+
 
 @dataclass(slots=True)
 class ToolCall:
-    """One ``tool_use`` and what became of it."""
+    """One ``tool_use`` and what became of it (the session model's tool call)."""
 
     tool_use_id: str
     name: str
@@ -70,6 +73,17 @@ class ToolCall:
     def answered(self) -> bool:
         return self.result_seq is not None
 
+    @classmethod
+    def of(cls, call: ModelToolCall) -> ToolCall:
+        trips = ([call.permission] if call.permission is not None else []) + call.hooks
+        return cls(call.id, call.name, call.input, result_seq=call.end_seq,
+                   is_error=call.is_error,
+                   decisions=[Decision.of(t) for t in sorted(trips, key=_request_seq)])
+
+
+def _request_seq(trip: ControlRoundTrip) -> int:
+    return trip.request_seq
+
 
 @dataclass(slots=True)
 class Item:
@@ -83,50 +97,17 @@ class Item:
     tool: ToolCall | None = None
     decision: Decision | None = None
     data: dict[str, Any] = field(default_factory=dict)
-
-
-def block_text(content: Any) -> str:
-    """The text of a message or tool result ``content`` (a string or a list of blocks)."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        return "" if content is None else json.dumps(content, ensure_ascii=False)
-    parts: list[str] = []
-    for block in content:
-        if isinstance(block, dict):
-            if block.get("type") == "text" and isinstance(block.get("text"), str):
-                parts.append(block["text"])
-            else:
-                parts.append(f"[{block.get('type', 'block')}]")
-        else:
-            parts.append(str(block))
-    return "\n".join(parts)
-
-
-def decision_outcome(kind: str, response: Any) -> str:
-    """What a permission / hook response decided, in one word."""
-    if not isinstance(response, dict):
-        return "error"
-    if kind == "permission":
-        return permission_behavior(response) or "answered"
-    decision = hook_permission_decision(response)
-    if decision is not None:
-        return decision
-    if isinstance(response.get("decision"), str):
-        return str(response["decision"])
-    if response.get("continue") is False:
-        return "stop"
-    return "continue"
+    #: The turn a ``result`` item ends.
+    turn: Turn | None = None
 
 
 class _Builder:
-    def __init__(self) -> None:
+    def __init__(self, session: Session) -> None:
+        self.session = session
         self.items: list[Item] = []
         self.tools: dict[str, ToolCall] = {}
-        self.pending: dict[str, Decision] = {}
-        # Answers recorded before their request (stdin and stdout are read by
-        # separate threads, so a fast answer can win the race to the recorder).
-        self.early: dict[str, Event] = {}
+        self.controls = {trip.request_seq: trip for trip in session.controls}
+        self.results = {turn.end_seq: turn for turn in session.turns if turn.end_seq is not None}
 
     def target(self, lane: str | None) -> list[Item]:
         # Subagent lines nest under the tool call that started the subagent.
@@ -134,12 +115,12 @@ class _Builder:
         return parent.children if parent is not None else self.items
 
     def tool(self, tool_use_id: str, name: str | None) -> ToolCall:
-        call = self.tools.get(tool_use_id)
-        if call is None:
-            call = self.tools[tool_use_id] = ToolCall(tool_use_id, name or "?")
-        elif name and call.name == "?":
-            call.name = name
-        return call
+        view = self.tools.get(tool_use_id)
+        if view is None:
+            call = self.session.tools.get(tool_use_id)
+            view = ToolCall.of(call) if call is not None else ToolCall(tool_use_id, name or "?")
+            self.tools[tool_use_id] = view
+        return view
 
     def add(self, ev: Event, kind: ItemKind, text: str = "", **kw: Any) -> Item:
         item = Item(kind, ev.seq, ev.t, text, **kw)
@@ -159,42 +140,33 @@ class _Builder:
         if kind in _SKIPPED_TYPES:
             return
         if kind == "user":
-            self.user(ev, msg)
+            self.user(ev)
         elif kind == "assistant":
-            self.assistant(ev, msg)
+            self.assistant(ev)
         elif kind == "result":
-            self.result(ev, msg)
+            self.result(ev)
         elif kind == "control_request":
-            self.control_request(ev, msg)
-        elif kind == "control_response":
-            self.control_response(ev, msg)
+            self.control_request(ev)
         elif kind == "system":
             self.system(ev, msg)
-        elif kind != "control_cancel_request":
+        elif kind not in ("control_response", "control_cancel_request"):
             self.add(ev, "system", f"{kind}: {_compact(msg)}", data=msg)
 
-    def user(self, ev: Event, msg: dict[str, Any]) -> None:
-        content = message_content(ev)
-        blocks = (
-            content
-            if isinstance(content, list)
-            else [{"type": "text", "text": block_text(content)}]
-        )
+    def user(self, ev: Event) -> None:
         texts: list[str] = []
-        for block in blocks:
-            if isinstance(block, dict) and block.get("type") == "tool_result":
-                tid = opt_str(block.get("tool_use_id"))
-                if tid:
-                    unseen = tid not in self.tools
-                    call = self.tool(tid, None)
-                    call.result = block_text(block.get("content"))
+        for block in message_blocks(ev):
+            if block.kind == "tool_result":
+                if block.id:
+                    unseen = block.id not in self.tools
+                    call = self.tool(block.id, None)
+                    call.result = block.text
                     call.result_seq = ev.seq
-                    call.is_error = tool_result_failed(block)
+                    call.is_error = block.is_error
                     if unseen:
                         # A result whose tool_use is outside the window shown.
                         self.add(ev, "tool", call.name, tool=call)
                 continue
-            texts.append(block_text([block]))
+            texts.append(content_text([block.raw]))  # text, or [image] …
         text = "\n".join(t for t in texts if t)
         if not text:
             return
@@ -205,91 +177,47 @@ class _Builder:
             # The CLI's own user lines (command output after set_model, replays).
             self.add(ev, "system", text, data={"role": "user"})
 
-    def assistant(self, ev: Event, msg: dict[str, Any]) -> None:
-        content = message_content(ev)
-        if isinstance(msg.get("error"), str):
-            self.add(ev, "error", f"assistant error: {msg['error']}", is_error=True)
-        for block in content if isinstance(content, list) else []:
-            if not isinstance(block, dict):
-                continue
-            btype = block.get("type")
-            if btype == "text":
-                self.add(ev, "assistant", str(block.get("text", "")))
-            elif btype in ("thinking", "redacted_thinking"):
-                self.add(ev, "thinking", str(block.get("thinking", "[redacted]")))
-            elif btype in TOOL_USE_TYPES:
-                tid = opt_str(block.get("id")) or f"seq{ev.seq}"
-                call = self.tool(tid, opt_str(block.get("name")))
-                call.input = block.get("input")
+    def assistant(self, ev: Event) -> None:
+        error = message_error(ev)
+        if error:
+            self.add(ev, "error", f"assistant error: {error}", is_error=True)
+        for block in message_blocks(ev):
+            if block.kind == "text":
+                self.add(ev, "assistant", block.text)
+            elif block.kind == "thinking":
+                self.add(ev, "thinking", "[redacted]" if block.redacted else block.text)
+            elif block.kind == "tool_use":
+                call = self.tool(block.id or f"seq{ev.seq}", block.name)
+                if call.input is None:
+                    call.input = block.input
                 self.add(ev, "tool", call.name, tool=call)
             else:
-                self.add(ev, "system", f"[{btype}] {_compact(block)}", data=block)
+                raw = block.raw if isinstance(block.raw, dict) else {}
+                self.add(ev, "system", f"{block.label} {_compact(block.raw)}", data=raw)
 
-    def result(self, ev: Event, msg: dict[str, Any]) -> None:
-        is_error = bool(msg.get("is_error")) or str(msg.get("subtype", "")).startswith("error")
-        text = opt_str(msg.get("result")) or ""
-        errors = msg.get("errors")
-        if not text and isinstance(errors, list):
-            text = "\n".join(str(e) for e in errors)
-        data = {
-            k: msg[k]
-            for k in (
-                "subtype",
-                "num_turns",
-                "duration_ms",
-                "duration_api_ms",
-                "total_cost_usd",
-                "usage",
-            )
-            if k in msg
-        }
-        self.add(ev, "result", text, is_error=is_error, data=data)
+    def result(self, ev: Event) -> None:
+        turn = self.results.get(ev.seq)
+        is_error = turn.is_error if turn is not None else False
+        self.add(ev, "result", result_text(ev), is_error=is_error, turn=turn)
 
-    def control_request(self, ev: Event, msg: dict[str, Any]) -> None:
-        req = control_request(ev)
-        subtype = ev.subtype or "?"
-        rid = ev.request_id
-        if subtype in ("can_use_tool", "hook_callback"):
-            kind: Literal["permission", "hook"] = (
-                "permission" if subtype == "can_use_tool" else "hook"
-            )
-            name = opt_str(req.get("tool_name")) if kind == "permission" else hook_event_name(req)
-            decision = Decision(kind, ev.seq, ev.t, rid, name or subtype, req)
-            if rid:
-                self.pending[rid] = decision
-                answer = self.early.pop(rid, None)
-                if answer is not None:
-                    self.control_response(answer, answer.message or {})
-            tid = opt_str(req.get("tool_use_id"))
-            if tid:
-                self.tool(tid, request_tool_name(req)).decisions.append(decision)
-            else:
-                self.add(ev, "system", f"{kind} {decision.name}", decision=decision)
-        elif subtype not in _QUIET_CONTROL:
-            who = "host" if ev.direction == "in" else "CLI"
-            detail = {k: v for k, v in req.items() if k != "subtype"}
+    def control_request(self, ev: Event) -> None:
+        trip = self.controls.get(ev.seq)
+        if trip is None:
+            return
+        if trip.kind in ("permission", "hook"):
+            if trip.tool_use_id and trip.tool_use_id in self.session.tools:
+                return  # shown with its tool call
+            decision = Decision.of(trip)
+            self.add(ev, "system", f"{decision.kind} {decision.name}", decision=decision)
+        elif trip.subtype not in _QUIET_CONTROL:
+            who = "host" if trip.initiator == "host" else "CLI"
+            detail = {k: v for k, v in trip.request.items() if k != "subtype"}
             self.add(
                 ev,
                 "system",
-                f"{who} control request {subtype} {_compact(detail)}".rstrip(),
-                data=req,
+                f"{who} control request {trip.subtype} {_compact(detail)}".rstrip(),
+                data=trip.request,
             )
-
-    def control_response(self, ev: Event, msg: dict[str, Any]) -> None:
-        rid = ev.request_id
-        decision = self.pending.pop(rid, None) if rid else None
-        if decision is None:
-            if rid:
-                self.early[rid] = ev
-            return
-        resp = control_response(ev)
-        if ev.subtype == "error":
-            decision.outcome = "error"
-            decision.detail = resp.get("error")
-        else:
-            body = resp.get("response")
-            decision.outcome = decision_outcome(decision.kind, body)
-            decision.detail = body
 
     def system(self, ev: Event, msg: dict[str, Any]) -> None:
         subtype = ev.subtype or "?"
@@ -310,9 +238,19 @@ def _compact(value: Any, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def build_conversation(events: Iterable[Event]) -> list[Item]:
-    """The conversation of an event stream (subagent items nested under their tool call)."""
-    builder = _Builder()
+def build_conversation(events: Iterable[Event], session: Session | None = None) -> list[Item]:
+    """The conversation of an event stream (subagent items nested under their tool call).
+
+    ``session`` is the recording's :class:`~claudetrace.model.Session` when
+    ``events`` are a window of it (the tool calls' outcomes, permissions and hooks,
+    and the turns' results are the session model's); without it, ``events`` are
+    folded here.
+    """
+    events = list(events)
+    if session is None:
+        session = Session()
+        session.add_many(events)
+    builder = _Builder(session)
     for ev in events:
         builder.feed(ev)
     return builder.items

@@ -9,14 +9,14 @@ the view to open when a replay diverged from its recording.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..model.events import TOOL_USE_TYPES, Event
-from ..model.protocol import message_content, total_cost_usd
-from .conversation import block_text
+from ..model import Session
+from ..model.content import content_text, message_blocks, message_content
+from ..model.events import Event
+from ..model.protocol import message_id, result_text
 
 
 @dataclass(slots=True)
@@ -37,68 +37,51 @@ class TurnSummary:
 
 
 def turn_summaries(events: Iterable[Event]) -> list[TurnSummary]:
-    """The turns of a recording (a turn starts at a host ``user`` line, ends at ``result``).
+    """The turns of a recording, as the session model cuts them (a user message to
+    its result), with what the host sent and what the main agent answered.
 
-    The CLI answers prompts in order, so output and results belong to the oldest
-    turn still waiting for its result (a prompt can be queued behind another).
+    What the host sent before its first prompt (``initialize``…) counts as sent
+    in the first turn.
     """
-    turns: list[TurnSummary] = []
-    waiting: deque[TurnSummary] = deque()
-    early: list[str] = []  # what the host sent before its first prompt (initialize…)
-    last_total = 0.0
-
-    def new_turn(t: float) -> TurnSummary:
-        turn = TurnSummary(len(turns), t, sent=list(early))
-        early.clear()
-        turns.append(turn)
-        waiting.append(turn)
-        return turn
-
-    def oldest(t: float) -> TurnSummary:
-        return waiting[0] if waiting else new_turn(t)
-
+    events = list(events)
+    session = Session()
+    session.add_many(events)
+    turns = [TurnSummary(t.number - 1, t.start_ns / 1e9) for t in session.turns]
+    if not turns:
+        return []
+    starts = {t.start_seq: turns[t.number - 1] for t in session.turns if not t.implicit}
+    ends = {t.end_seq: t for t in session.turns if t.end_seq is not None}
+    host_controls = {c.request_seq: c for c in session.controls if c.initiator == "host"}
     for ev in events:
-        msg = ev.message
-        if msg is None:
-            continue
-        kind = ev.type
         if ev.direction == "in":
-            if kind == "user":
-                turn = new_turn(ev.t)
-                text = block_text(message_content(ev))
+            if ev.seq in starts:
+                text = content_text(message_content(ev))
                 if text:
-                    turn.sent.append(text)
-            elif kind == "control_request":
-                note = f"[control {ev.subtype}]"
-                (waiting[-1].sent if waiting else early).append(note)
-            continue
-        if ev.direction != "out" or msg.get("parent_tool_use_id"):
-            continue
-        if kind == "assistant":
-            turn = oldest(ev.t)
-            content = message_content(ev)
-            for block in content if isinstance(content, list) else []:
-                if not isinstance(block, dict):
-                    continue
-                if block.get("type") == "text" and isinstance(block.get("text"), str):
-                    turn.received.append(block["text"])
-                elif block.get("type") in TOOL_USE_TYPES:
-                    turn.tools.append(str(block.get("name")))
-        elif kind == "result":
-            turn = oldest(ev.t)
-            waiting.popleft()
+                    starts[ev.seq].sent.append(text)
+            elif ev.seq in host_controls:
+                trip = host_controls[ev.seq]
+                turn = turns[trip.turn - 1] if trip.turn else next(
+                    (t for t, m in zip(turns, session.turns, strict=True)
+                     if m.start_seq > ev.seq), turns[-1])
+                turn.sent.append(f"[control {trip.subtype}]")
+        elif ev.direction == "out" and ev.fields.type == "assistant" and (
+                ev.fields.parent_tool_use_id is None):
+            call = session.calls.get(message_id(ev) or f"seq{ev.seq}")
+            if call is not None:
+                turns[call.turn - 1].received += [
+                    b.text for b in message_blocks(ev) if b.kind == "text"]
+        elif ev.seq in ends:
+            turn, model_turn = turns[ends[ev.seq].number - 1], ends[ev.seq]
             turn.end_t = ev.t
-            turn.result = msg.get("result") if isinstance(msg.get("result"), str) else None
-            turn.result_subtype = ev.subtype
-            turn.is_error = bool(msg.get("is_error"))
-            total = total_cost_usd(ev)
-            if total is not None:
-                turn.cost_usd = max(0.0, total - last_total)
-                last_total = total
-            duration = msg.get("duration_ms")
-            turn.duration_s = (
-                duration / 1000 if isinstance(duration, (int, float)) else ev.t - turn.start_t
-            )
+            turn.result = result_text(ev) or None
+            turn.result_subtype = model_turn.result_subtype
+            turn.is_error = model_turn.is_error
+            if model_turn.total_cost_usd is not None:
+                turn.cost_usd = model_turn.cost_usd
+            turn.duration_s = ev.t - turn.start_t
+    for tool in session.tools.values():
+        if tool.lane is None and 0 < tool.turn <= len(turns):
+            turns[tool.turn - 1].tools.append(tool.name)
     return turns
 
 

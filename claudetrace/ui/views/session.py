@@ -170,14 +170,7 @@ def _item(item: Item, depth: int) -> None:
     elif item.kind == "tool" and item.tool is not None:
         _tool(item, depth)
     elif item.kind == "result":
-        data = item.data
-        bits = [str(data.get("subtype", "result"))]
-        if isinstance(data.get("duration_ms"), (int, float)):
-            bits.append(seconds(data["duration_ms"] / 1000))
-        if isinstance(data.get("total_cost_usd"), (int, float)):
-            bits.append(f"total {money(data['total_cost_usd'])}")
-        label = f"Result · {plain(' · '.join(bits))}"
-        (st.error if item.is_error else st.success)(label)
+        (st.error if item.is_error else st.success)(f"Result · {plain(_result_label(item))}")
     elif item.kind in ("error", "stderr"):
         with st.container(border=True):
             st.caption(f"{'stderr' if item.kind == 'stderr' else 'error'} · line {item.seq}")
@@ -187,6 +180,21 @@ def _item(item: Item, depth: int) -> None:
         st.caption(f"{d.kind} {plain(d.name, 80)} → {plain(d.outcome, 40)} · line {item.seq}")
     else:
         st.caption(f"{plain(item.text, 240)} · line {item.seq}")
+
+
+def _result_label(item: Item) -> str:
+    """A turn's end as the session model has it: how it ended, how long, what it cost."""
+    turn = item.turn
+    if turn is None:
+        return "result"
+    bits = [turn.result_subtype or "result"]
+    if turn.end_ns is not None:
+        bits.append(seconds((turn.end_ns - turn.start_ns) / 1e9))
+    if turn.cost_by_model:
+        bits.append(money(turn.cost_usd))
+    if turn.total_cost_usd is not None:
+        bits.append(f"total {money(turn.total_cost_usd)}")
+    return " · ".join(bits)
 
 
 def _tool(item: Item, depth: int) -> None:
