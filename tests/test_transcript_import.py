@@ -20,6 +20,7 @@ from claudetrace.cli import cli
 from claudetrace.formats.claude_code import TranscriptError, read_transcript
 from claudetrace.formats.imports import ImportFormatError, detect, expand, import_file
 from claudetrace.indexer import open_settled_store
+from claudetrace.model import Usage, fold
 from claudetrace.store import Store
 from claudetrace.telemetry import build_spans
 
@@ -355,3 +356,43 @@ def test_transcripts_of_the_real_cli_match_its_proxied_recordings(
     finally:
         a.close()
         b.close()
+
+
+def _cost_state(total: float, turns: int) -> dict[str, Any]:
+    """The running totals after ``turns`` turns of one message each (``usage(100, 25)``)."""
+    return {
+        "type": "cost-state", "sessionId": SID, "totalCostUSD": total,
+        "modelUsage": {"claude-opus-5-5": {
+            "inputTokens": 100 * turns, "outputTokens": 25 * turns,
+            "cacheReadInputTokens": 50 * turns, "cacheCreationInputTokens": 10 * turns,
+            "costUSD": total, "contextWindow": 200000, "canonicalModel": "claude-opus-5-5",
+        }},
+    }
+
+
+def test_each_result_says_what_its_turn_added_to_the_running_totals(tmp_path: Path) -> None:
+    lines = [
+        user("one", 0), assistant("msg_1", text("a"), 100), _cost_state(0.001, 1),
+        user("two", 1000), assistant("msg_2", text("b"), 1100), _cost_state(0.002, 2),
+        # No cost-state after turn 3: its result cannot know the totals.
+        user("three", 2000), assistant("msg_3", text("c"), 2100),
+        user("four", 3000), assistant("msg_4", text("d"), 3100), _cost_state(0.004, 4),
+    ]
+    got = read_transcript(write(tmp_path / "costs.jsonl", lines))
+    results = [e.message or {} for e in got.events if e.type == "result"]
+    since = [r.get("model_usage_since_last_result") for r in results]
+    # As the CLI writes it: the growth of the running counts, the constants kept.
+    assert since[1] == {"claude-opus-5-5": {
+        "inputTokens": 100, "outputTokens": 25, "cacheReadInputTokens": 50,
+        "cacheCreationInputTokens": 10, "costUSD": 0.001, "contextWindow": 200000,
+        "canonicalModel": "claude-opus-5-5"}}
+    assert since[0] is not None and since[0]["claude-opus-5-5"]["inputTokens"] == 100
+    # Turn 3's share is unknown: neither running totals (stale) nor a growth on it,
+    # nor on turn 4 (whose growth since turn 3's result is not known either).
+    assert "modelUsage" not in results[2] and "total_cost_usd" not in results[2]
+    assert since[2] is None and since[3] is None
+    assert results[3]["total_cost_usd"] == 0.004
+    # So the session model adds up to the CLI's totals.
+    session = fold(got.events)
+    assert session.usage_by_model["claude-opus-5-5"] == Usage(400, 100, 200, 40)
+    assert session.cost_usd == pytest.approx(0.004)

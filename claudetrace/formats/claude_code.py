@@ -57,6 +57,17 @@ _TRANSCRIPT_ONLY: Final = frozenset(
     }
 )
 _INTERRUPTED: Final = "[Request interrupted by user"
+#: The fields of a ``modelUsage`` entry that are running counts (the others, such
+#: as ``contextWindow`` or ``canonicalModel``, are the model's constants).
+_RUNNING_COUNTS: Final = frozenset({
+    "inputTokens", "outputTokens", "cacheReadInputTokens", "cacheCreationInputTokens",
+    "webSearchRequests", "costUSD", "thinkingTokens", "cacheCreationEphemeral5mInputTokens",
+    "cacheCreationEphemeral1hInputTokens",
+})
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 class TranscriptError(ClaudeTraceError):
@@ -174,6 +185,10 @@ class _Converter:
         self.cost_models: dict[str, dict[str, Any]] = {}
         self.cost_reported: dict[str, dict[str, Any]] = {}
         self.cost_known = False
+        #: A cost-state line came since the last result.
+        self.cost_fresh = False
+        #: A result went out without the running totals.
+        self.cost_unreported = False
 
     # -- output -------------------------------------------------------------------
 
@@ -225,25 +240,19 @@ class _Converter:
             },
             "claudetrace_source": self.source,
         }
-        if self.cost_total is not None and self.cost_models:
+        if self.cost_fresh and self.cost_total is not None and self.cost_models:
+            # cost-state figures are the session's running totals, as of the
+            # last cost-state line: only a turn that one came after knows them.
             result["total_cost_usd"] = self.cost_total
             result["modelUsage"] = self.cost_models
-            # cost-state figures are the session's running totals; a result
-            # reports the turn's share of them since the last one.
-            delta: dict[str, dict[str, Any]] = {}
-            for model, usage in self.cost_models.items():
-                before = self.cost_reported.get(model, {})
-                change = {
-                    k: round(v - before.get(k, 0), 9)
-                    if isinstance(v, float)
-                    else v - before.get(k, 0)
-                    for k, v in usage.items()
-                    if isinstance(v, (int, float)) and not isinstance(v, bool)
-                }
-                if any(change.values()):
-                    delta[model] = change
-                self.cost_reported[model] = usage
-            result["model_usage_since_last_result"] = delta
+            if not self.cost_unreported:
+                result["model_usage_since_last_result"] = self._since_last_result()
+            self.cost_reported = self.cost_models
+        else:
+            # What this turn added to the running totals is not known: a later
+            # result cannot say what it added since this one.
+            self.cost_unreported = True
+        self.cost_fresh = False
         self.emit("out", result, turn.end_ns)
 
     # -- input --------------------------------------------------------------------
@@ -275,6 +284,24 @@ class _Converter:
             self.cost_total = float(total)
             self.cost_models = {str(k): v for k, v in models.items() if isinstance(v, dict)}
             self.cost_known = True
+            self.cost_fresh = True
+
+    def _since_last_result(self) -> dict[str, dict[str, Any]]:
+        """``model_usage_since_last_result`` as the CLI writes it: per model used since
+        the last result, its ``modelUsage`` entry with the running counts replaced by
+        their growth (constants such as ``contextWindow`` and names kept)."""
+        since: dict[str, dict[str, Any]] = {}
+        for model, usage in self.cost_models.items():
+            before = self.cost_reported.get(model, {})
+            entry = dict(usage)
+            for key in _RUNNING_COUNTS & usage.keys():
+                value, was = usage[key], before.get(key, 0)
+                if _is_number(value) and _is_number(was):
+                    grown = value - was
+                    entry[key] = round(grown, 9) if isinstance(grown, float) else grown
+            if any(entry.get(key) for key in _RUNNING_COUNTS):
+                since[model] = entry
+        return since
 
     def _line(self, entry: dict[str, Any], parent: str | None) -> dict[str, Any]:
         return {
