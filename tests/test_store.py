@@ -25,6 +25,7 @@ from claudetrace.store import EventTool, Recording, Store, open_store, resolve_u
 from claudetrace.store.models import STALE_AFTER_NS
 
 SAMPLES = sorted((Path(__file__).parent / "fixtures" / "samples").glob("*.cassette.ndjson"))
+CASSETTES = Path(__file__).parent / "fixtures" / "cassettes"
 
 
 @pytest.fixture
@@ -293,3 +294,40 @@ def test_migration_is_idempotent_and_concurrent_safe(db_path: Path) -> None:
     with sqlite3.connect(db_path) as conn:
         assert conn.execute("SELECT count(*) FROM alembic_version").fetchone() == (1,)
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+@pytest.mark.parametrize("target", ["0002_session_model", "0001"])
+def test_a_downgrade_keeps_every_event(db_path: Path, target: str) -> None:
+    # SQLite cannot drop a column in place in every version, so Alembic's batch
+    # mode copies the table; dropping the old one with foreign keys on (as the
+    # store's connections have them) would delete every recording's events.
+    from alembic import command
+
+    from claudetrace.store.engine import alembic_config, create_store_engine
+
+    store = open_store(str(db_path))
+    rid = store.import_cassette(read_cassette(CASSETTES / "hooks.ndjson"))
+    events = [(e.seq, e.data) for e in store.iter_events(rid)]
+    store.close()
+    engine = create_store_engine(f"sqlite:///{db_path}")
+    try:
+        with engine.begin() as conn:
+            command.downgrade(alembic_config(conn), target)
+    finally:
+        engine.dispose()
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == (target,)
+        assert conn.execute("SELECT id FROM recordings").fetchall() == [(rid,)]
+        kept = conn.execute(
+            "SELECT seq, data FROM events WHERE recording_id = ? ORDER BY seq", (rid,)
+        ).fetchall()
+        assert [(seq, bytes(data)) for seq, data in kept] == events
+        assert conn.execute("SELECT count(*) FROM event_tools").fetchone()[0] > 0
+        assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+    # And up again: the same recording, summarised by the session model.
+    reopened = open_store(str(db_path))
+    try:
+        assert reopened.get(rid).event_count == len(events)
+        assert [(e.seq, e.data) for e in reopened.iter_events(rid)] == events
+    finally:
+        reopened.close()

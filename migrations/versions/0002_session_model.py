@@ -79,6 +79,9 @@ def _summarise_one(conn: sa.Connection, recordings: sa.TableClause, rid: str,
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("recordings", schema=None) as batch_op:
+    # In place (SQLite 3.35+ drops a column itself): a batch copy of the table
+    # would drop the old one, and with foreign keys on, as the store's connections
+    # have them, that deletes every recording's events (ON DELETE CASCADE).
+    with op.batch_alter_table("recordings", schema=None, recreate="never") as batch_op:
         for name in ("outcome_reason", "outcome", "models", "model_calls", "num_turns"):
             batch_op.drop_column(name)

@@ -27,5 +27,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("recordings", schema=None) as batch_op:
+    # In place (SQLite 3.35+ drops a column itself): a batch copy of the table
+    # would drop the old one, and with foreign keys on, as the store's connections
+    # have them, that deletes every recording's events (ON DELETE CASCADE).
+    with op.batch_alter_table("recordings", schema=None, recreate="never") as batch_op:
         batch_op.drop_column("lost_bytes")
