@@ -20,19 +20,29 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from claudetrace.cassette import read_cassette
+from claudetrace.cassette import read_cassette, write_cassette
 from claudetrace.cli import cli
+from claudetrace.formats.html import report_data
 from claudetrace.indexer import open_settled_store
-from claudetrace.model import TOKEN_TYPES
+from claudetrace.model import TOKEN_TYPES, Usage
+from claudetrace.model.events import Event
 from claudetrace.promexport import StoreMetrics
 from claudetrace.store import Store
+from claudetrace.tail import TailFold
 from claudetrace.telemetry import conventions as c
 from claudetrace.telemetry.metrics import measurements
 from claudetrace.telemetry.spans import build_spans
+from claudetrace.transcript import entries
+from claudetrace.ui.conversation import build_conversation
+from claudetrace.ui.diff import turn_summaries
 
-FIXTURES = sorted((Path(__file__).parent / "fixtures" / "cassettes").glob("*.ndjson"))
+CASSETTES = Path(__file__).parent / "fixtures" / "cassettes"
+FIXTURES = sorted(CASSETTES.glob("*.ndjson"))
 #: What the CLI's exit says, per fixture (the statuses the model must give).
-STATUS = {"cli_dies": "killed", "interrupt": "interrupted"}
+STATUS = {"cli_dies": "killed", "interrupt": "interrupted", "killed_mid_stream": "killed"}
+#: Where the interrupt recording is cut to make ``killed_mid_stream``: in the second
+#: turn's streamed answer, after three of its text deltas.
+_CUT_AFTER = 22
 
 pytestmark = pytest.mark.usefixtures("ct_env")
 
@@ -177,8 +187,48 @@ def from_prometheus(store: Store) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.stem)
-def test_every_view_reports_what_the_cli_printed(path: Path, db_path: Path, store: Store) -> None:
+def killed_mid_stream(directory: Path) -> Path:
+    """A CLI killed (SIGKILL) while a message streams, made from a real recording.
+
+    The ``interrupt`` recording (partial messages on) cut in its second turn's
+    answer, after ``message_start`` and three text deltas, with the first half of
+    the next line written and no newline after it: where the CLI was when it died.
+    """
+    cassette = read_cassette(CASSETTES / "interrupt.ndjson")
+    kept = [e for e in cassette.events if e.seq <= _CUT_AFTER]
+    torn = cassette.events[_CUT_AFTER + 1]
+    assert torn.fields.subtype == "content_block_delta"
+    kept.append(Event(torn.seq, torn.direction, torn.t_ns, torn.data[: len(torn.data) // 2],
+                      eol=False, wall_ns=torn.wall_ns))
+    header = {**cassette.header, "exit_code": 137, "signal": 9, "scenario": "killed_mid_stream",
+              "ended_ns": cassette.header["started_ns"] + kept[-1].t_ns + 1_000_000}
+    path = directory / "killed_mid_stream.ndjson"
+    write_cassette(path, header, kept)
+    return path
+
+
+def unfinished_calls(path: Path) -> Tokens:
+    """The usage of the messages that started (``message_start``) and got no result."""
+    events = read_cassette(path).events
+    last_result = max((e.seq for e in events if e.fields.type == "result"), default=-1)
+    tokens: Tokens = {}
+    for e in events:
+        if e.seq > last_result and e.fields.subtype == "message_start":
+            message = (e.message or {})["event"]["message"]
+            usage = Usage.from_api(message["usage"])
+            for kind in TOKEN_TYPES:
+                key = (message["model"], kind)
+                tokens[key] = tokens.get(key, 0) + usage.get(kind)
+    return tokens
+
+
+@pytest.mark.parametrize(
+    "name", [p.stem for p in FIXTURES] + ["killed_mid_stream"])
+def test_every_view_reports_what_the_cli_printed(
+    name: str, db_path: Path, store: Store, tmp_path: Path
+) -> None:
+    path = killed_mid_stream(tmp_path) if name == "killed_mid_stream" else CASSETTES / (
+        f"{name}.ndjson")
     cli_said = printed_by_the_cli(path)
     rid = store.import_cassette(read_cassette(path))
     listed = from_sessions_json(db_path, rid)
@@ -186,7 +236,7 @@ def test_every_view_reports_what_the_cli_printed(path: Path, db_path: Path, stor
     spans = from_spans(store, rid)
     otlp = from_otlp_metrics(store, rid)
     prom = from_prometheus(store)
-    status = STATUS.get(path.stem, "ok")
+    status = STATUS.get(name, "ok")
 
     # Turns: a user message to its result; the CLI's num_turns is its own figure.
     assert listed["turns"] == shown["turns"] == spans["turns"] == prom["turns"]
@@ -196,10 +246,14 @@ def test_every_view_reports_what_the_cli_printed(path: Path, db_path: Path, stor
     # Tool calls.
     assert listed["tool_calls"] == shown["tool_calls"] == spans["tool_calls"] == (
         otlp["tool_calls"]) == prom["tool_calls"]
-    # Tokens per model and type: what the CLI printed (when it got to print a result).
+    # Tokens per model and type: what the CLI printed (when it got to print a result),
+    # and what a message it was streaming when it died had used so far.
     assert listed["tokens"] == spans["tokens"] == prom["tokens"]
     if cli_said["tokens"]:
-        assert listed["tokens"] == cli_said["tokens"]
+        unfinished = unfinished_calls(path)
+        assert listed["tokens"] == {
+            key: n + unfinished.pop(key, 0) for key, n in cli_said["tokens"].items()
+        } | unfinished
     otlp_wanted: Counter[tuple[str, str]] = Counter()
     for (model, kind), n in listed["tokens"].items():
         otlp_wanted[model, "output" if kind == "output" else "input"] += n
@@ -218,3 +272,40 @@ def test_every_view_reports_what_the_cli_printed(path: Path, db_path: Path, stor
     assert listed["status"] == shown["status"] == spans["status"] == otlp["status"] == (
         prom["status"]) == status
     assert spans["root_error"] == (status in ("error", "killed", "incomplete"))
+
+
+def test_a_stream_broken_mid_message_reads_the_same_in_every_other_view(
+    db_path: Path, store: Store, tmp_path: Path
+) -> None:
+    # The views that show the session line by line: the conversation (UI and
+    # HTML report), show's transcript, the turn diff and tail.
+    path = killed_mid_stream(tmp_path)
+    events = read_cassette(path).events
+    rid = store.import_cassette(read_cassette(path))
+    rec = store.get(rid)
+    assert (rec.status, rec.status_reason) == ("killed", "killed by SIGKILL during turn 2")
+
+    items = build_conversation(events)
+    assert [i.text for i in items if i.kind == "user"] == [
+        "Tell me a very long story.", "Are you still there?"]
+    assert [(i.kind, i.is_error, i.turn.number if i.turn else None)
+            for i in items if i.kind == "result"] == [("result", True, 1)]
+    assert items[-1].kind == "error" and "unparsable line" in items[-1].text  # the torn line
+
+    transcript = entries(events)
+    assert [e.role for e in transcript].count("result") == 1
+    assert transcript[-1].role == "raw" and transcript[-1].is_error
+
+    turns = turn_summaries(events)
+    assert [(t.result_subtype, t.result) for t in turns][1] == (None, None)
+    assert turns[0].is_error and not turns[1].is_error
+
+    info = rec.info()
+    fold = TailFold(info)
+    said = [line for event in events for line in fold.feed(event)] + fold.close(info)
+    assert said[-1].text.startswith("ended killed (killed by SIGKILL during turn 2)")
+    assert said[-1].status == "error"
+
+    report = report_data(rec, list(store.iter_events(rid)))
+    assert report["status"] == "killed"
+    assert [row[0] for row in report["conv"]].count("result") == 1
