@@ -10,14 +10,13 @@ from the store as the indexer stores them (the proxy's capture reaches the
 store within a fraction of a second) and hands each line to a callback.
 
 Recorded text can hold terminal escape sequences (stderr of a tool, a model's
-answer); :func:`printable` shows them as ``\\x1b`` so a tail never drives the
-terminal it prints on.
+answer); :func:`printable` shows them as ``\\x1b`` (:func:`claudetrace.terminal.visible`)
+so a tail never drives the terminal it prints on.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -28,16 +27,15 @@ from .model import ControlRoundTrip, ModelCall, Session, ToolCall, Turn
 from .model.content import content_text, message_content
 from .model.events import Event
 from .recording import RecordingInfo
+from .terminal import visible
 
-_CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 #: How much of a prompt, answer or tool input a line shows.
 WIDTH = 160
 
 
 def printable(text: str, width: int | None = WIDTH) -> str:
     """``text`` on one line, control characters escaped, cut to ``width``."""
-    text = _CONTROL_CHARS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-    text = text.replace("\n", " ⏎ ").replace("\t", " ")
+    text = visible(text.replace("\n", " ⏎ ").replace("\t", " "))
     if width is not None and len(text) > width:
         text = text[: width - 1] + "…"
     return text

@@ -4,24 +4,25 @@ Pure functions from events to :class:`Entry` items, used by ``claudetrace show``
 (and reusable by any other view).  Streaming deltas are folded away (the final
 ``assistant`` message carries the text), control requests are paired with their
 responses, and anything unknown is still listed, never dropped.
+
+:func:`iter_entries` reads the events as it goes: a view of a recording of any
+size starts at once and holds one event at a time.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import Any, Final, NamedTuple
 
 from .model.content import message_blocks
 from .model.events import Event
 
 #: Types whose lines are summarised elsewhere (deltas) or pure noise in a transcript.
-_FOLDED = {"stream_event", "keep_alive"}
+FOLDED: Final = frozenset({"stream_event", "keep_alive"})
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """One transcript line: ``role`` is user/assistant/tool/result/control/system/stderr/raw."""
 
     seq: int
@@ -32,8 +33,19 @@ class Entry:
     is_error: bool = False
 
 
+#: ``json.dumps(value, ensure_ascii=False)``, with one encoder for every call.
+_dumps: Final = json.JSONEncoder(ensure_ascii=False).encode
+
+
 def _short(value: Any, limit: int) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    """``value`` on one line (runs of white space made one space), cut to ``limit``."""
+    text = value if isinstance(value, str) else _dumps(value)
+    if len(text) > 4 * limit + 8:
+        # Collapsing a prefix gives a prefix of the whole collapsed text; when it
+        # is already too long, the rest of a long text need not be looked at.
+        head = " ".join(text[: 4 * limit].split())
+        if len(head) > limit:
+            return head[: limit - 1] + "…"
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -42,12 +54,22 @@ def entries(
     events: Iterable[Event], *, width: int = 300, include_deltas: bool = False
 ) -> list[Entry]:
     """The transcript of an event stream."""
+    return list(iter_entries(events, width=width, include_deltas=include_deltas))
+
+
+def iter_entries(
+    events: Iterable[Event], *, width: int = 300, include_deltas: bool = False
+) -> Iterator[Entry]:
+    """The transcript of an event stream, entry by entry as the events are read."""
     out: list[Entry] = []
 
     def add(ev: Event, role: str, text: str, is_error: bool = False) -> None:
-        out.append(Entry(ev.seq, ev.t, ev.direction, role, text, is_error))
+        out.append(Entry(ev.seq, ev.t_ns / 1e9, ev.direction, role, text, is_error))
 
     for ev in events:
+        if out:
+            yield from out
+            out.clear()
         if ev.direction == "err":
             add(ev, "stderr", _short(ev.text, width))
             continue
@@ -56,8 +78,11 @@ def entries(
             label = "empty line" if not ev.data else f"unparsable line ({len(ev.data)} bytes)"
             add(ev, "raw", f"{label}: {_short(ev.text, width)}" if ev.data else label, True)
             continue
-        kind = ev.type
-        if kind in _FOLDED and not include_deltas:
+        # The line's own type (what ``ev.type`` says, without extracting every field).
+        kind = msg.get("type")
+        if not isinstance(kind, str):
+            kind = None
+        if kind in FOLDED and not include_deltas:
             continue
         if kind in ("user", "assistant"):
             _message_entries(ev, msg, add, width)
@@ -96,10 +121,11 @@ def entries(
             rest = {
                 k: v for k, v in msg.items() if k not in ("type", "subtype", "uuid", "session_id")
             }
-            add(ev, "system", f"{ev.subtype}: {_short(rest, width)}")
+            sub = msg.get("subtype")
+            add(ev, "system", f"{sub if isinstance(sub, str) else None}: {_short(rest, width)}")
         else:
             add(ev, "system", f"{kind}: {_short(msg, width)}")
-    return out
+    yield from out
 
 
 def _message_entries(ev: Event, msg: dict[str, Any], add: Any, width: int) -> None:

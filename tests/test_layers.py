@@ -2,7 +2,8 @@
 
 ::
 
-    views      cli/  ui/  pytest_plugin  testing/  bench/  tail  formats.html  formats.facts
+    views      cli/  ui/  pytest_plugin  testing/  bench/  tail  terminal  formats.html
+               formats.facts
        │
     services   proxy  capture  spawn  shim  indexer  replay/  telemetry/  promexport/
        │       formats/ (cassette and transcript import)  sanitize  transcript  recordmode  demo
@@ -38,8 +39,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("store", ("store",)),
     ("services", ("proxy", "capture", "spawn", "shim", "indexer", "replay", "telemetry",
                   "promexport", "formats", "sanitize", "transcript", "recordmode", "demo")),
-    ("views", ("cli", "ui", "pytest_plugin", "testing", "bench", "tail", "formats.html",
-               "formats.facts", "__main__", "")),
+    ("views", ("cli", "ui", "pytest_plugin", "testing", "bench", "tail", "terminal",
+               "formats.html", "formats.facts", "__main__", "")),
 ]
 #: What the pure model layer may import from outside claudetrace.
 MODEL_THIRD_PARTY = {"msgspec"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
+from collections.abc import Iterable, Iterator
 from contextlib import nullcontext
 from typing import Any
 
@@ -128,7 +129,12 @@ def sessions(db_url: str | None, as_json: bool, limit: int) -> None:
 @click.command()
 @click.argument("session")
 @db_option
-@click.option("--raw", is_flag=True, help="Print every line as recorded instead of a transcript.")
+@click.option(
+    "--raw",
+    is_flag=True,
+    help="Print every line as recorded instead of a transcript (on a terminal with "
+    "control characters escaped; into a pipe or file, the exact bytes).",
+)
 @click.option(
     "--deltas", is_flag=True, help="Include streaming deltas (stream_event) in the transcript."
 )
@@ -141,40 +147,102 @@ def sessions(db_url: str | None, as_json: bool, limit: int) -> None:
 )
 @reports_errors
 def show(session: str, db_url: str | None, raw: bool, deltas: bool, width: int) -> None:
-    """Summary and transcript of one recording."""
-    from rich.console import Console
-    from rich.markup import escape
+    """Summary and transcript of one recording.
 
+    Recorded text is shown with control characters escaped (``\\x1b``), so no
+    escape sequence in a recording reaches the terminal; only --raw into a pipe
+    or file writes the lines' exact bytes.
+    """
     from ..formats.facts import facts
-    from ..transcript import entries
+    from ..terminal import Painter, visible, wants_colour
 
     store = read_store(db_url)
     rec = store.resolve(session)
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
-    rows = facts(rec)
-    for key, value in rows:
-        console.print(f"[bold]{key:>14}[/]  {escape(value)}")
-    console.print()
+    out = sys.stdout
+    paint = Painter(wants_colour(out))
+    out.write("".join(f"{paint(f'{key:>14}', 'bold')}  {visible(value)}\n"
+                      for key, value in facts(rec)) + "\n")
+    out.flush()  # the summary is on screen before the transcript is read
     if raw:
-        for ev in store.iter_events(rec.id):
-            console.print(f"[dim]{ev.seq:>6} {ev.t:9.3f} {ev.direction:>3}[/] {escape(ev.text)}")
+        _show_raw(store, rec.id, out, paint)
+    else:
+        _show_transcript(store, rec.id, out, paint, width=width, deltas=deltas)
+
+
+#: How many lines ``show`` writes at once (it flushes after each batch).
+_BATCH = 2000
+
+#: Colour of each transcript role on a terminal.
+_ROLE_STYLES = {
+    "user": "cyan",
+    "assistant": "green",
+    "tool": "yellow",
+    "result": "magenta",
+    "control": "blue",
+    "system": "dim",
+    "stderr": "red",
+    "raw": "red",
+}
+
+
+def _show_transcript(store: Any, recording_id: str, out: Any, paint: Any, *, width: int,
+                     deltas: bool) -> None:
+    """The transcript, written a batch of lines at a time as the events are read."""
+    from ..model.events import Event
+    from ..terminal import visible
+    from ..transcript import FOLDED, iter_entries
+
+    rows = store.iter_event_rows(recording_id, skip_types=() if deltas else tuple(FOLDED))
+    events = (Event(*row) for row in rows)
+    styles = {role: paint(f"{role:>10}", style) for role, style in _ROLE_STYLES.items()}
+
+    def lines() -> Iterator[str]:
+        for _seq, t, _direction, role, text, is_error in iter_entries(
+                events, width=width, include_deltas=deltas):
+            if is_error:
+                shown = paint(f"{visible(role):>10}", "bold red")
+            else:
+                shown = styles.get(role) or paint(f"{visible(role):>10}",
+                                                  _ROLE_STYLES.get(role.split()[0], ""))
+            yield f"{paint(f'{t:8.3f}', 'dim')} {shown} {visible(text)}\n"
+
+    _write_batched(out, lines(), "")
+
+
+def _show_raw(store: Any, recording_id: str, out: Any, paint: Any) -> None:
+    """Every recorded line with its sequence number, time and direction.
+
+    On a terminal the text is :func:`~claudetrace.terminal.visible`; into a pipe
+    or a file the line's exact bytes follow the prefix (``--raw`` is the
+    recording itself, for grep and friends).
+    """
+    from ..terminal import visible
+
+    rows = store.iter_event_rows(recording_id)
+    if not out.isatty():
+        _write_batched(out.buffer, (
+            b"%6d %9.3f %3s %s\n" % (seq, t_ns / 1e9, direction.encode(), data)
+            for seq, direction, t_ns, data, _eol, _wall in rows), b"")
         return
-    colours = {
-        "user": "cyan",
-        "assistant": "green",
-        "tool": "yellow",
-        "result": "magenta",
-        "control": "blue",
-        "system": "dim",
-        "stderr": "red",
-        "raw": "red",
-    }
-    for entry in entries(store.iter_events(rec.id), width=width, include_deltas=deltas):
-        base = entry.role.split()[0]
-        style = "bold red" if entry.is_error else colours.get(base, "")
-        console.print(
-            f"[dim]{entry.t:8.3f}[/] [{style}]{escape(entry.role):>10}[/] {escape(entry.text)}"
-        )
+    _write_batched(out, (
+        f"{paint(f'{seq:>6} {t_ns / 1e9:9.3f} {direction:>3}', 'dim')} "
+        f"{visible(data.decode('utf-8', 'replace'))}\n"
+        for seq, direction, t_ns, data, _eol, _wall in rows), "")
+
+
+def _write_batched(out: Any, lines: Iterable[Any], joiner: str | bytes) -> None:
+    """Write ``lines`` (text or bytes, as ``joiner``) :data:`_BATCH` at a time,
+    flushing after each batch: the reader sees output as it is made, and the
+    stream is written a few hundred kilobytes at a time, not a line at a time."""
+    batch: list[Any] = []
+    for line in lines:
+        batch.append(line)
+        if len(batch) >= _BATCH:
+            out.write(joiner.join(batch))
+            out.flush()
+            batch.clear()
+    out.write(joiner.join(batch))
+    out.flush()
 
 
 @click.command()
@@ -208,7 +276,9 @@ def export(session: str, db_url: str | None, fmt: str, output: str, no_redact: b
     Secrets in the lines are redacted unless --no-redact; a file written is
     readable by its owner only.
     """
-    from ..cassette import write_cassette
+    from ..cassette import event_line, write_cassette_lines
+    from ..model.events import Event
+    from ..progress import track
 
     store = read_store(db_url)
     rec = store.resolve(session)
@@ -219,13 +289,18 @@ def export(session: str, db_url: str | None, fmt: str, output: str, no_redact: b
     header = store.cassette_header(rec)
     if redactor is not None:
         header = {**redactor.value(header), "redacted": True}
+    rows = store.iter_event_rows(rec.id)
+    if redactor is None:
+        lines = (event_line(seq, direction, t_ns, data, eol)
+                 for seq, direction, t_ns, data, eol, _wall in rows)
+    else:
+        events = map(redactor.event, (Event(*row) for row in rows))
+        lines = (event_line(e.seq, e.direction, e.t_ns, e.data, e.eol) for e in events)
+    with track(lines, f"exporting {rec.id}", total=rec.event_count, unit="events") as shown:
+        count = write_cassette_lines(sys.stdout if output == "-" else output, header, shown)
     if output == "-":
-        with _exported_events(store, rec, redactor) as events:
-            write_cassette(sys.stdout, header, events)
         sys.stdout.flush()
     else:
-        with _exported_events(store, rec, redactor) as events:
-            count = write_cassette(output, header, events)
         click.echo(f"wrote {count} events of {rec.id} to {output}", err=True)
 
 

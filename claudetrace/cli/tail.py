@@ -50,21 +50,17 @@ def tail(session: str | None, db_url: str | None, follow: bool, raw: bool, inter
     one to start and, after each session, for the next.  Output has no colours or
     control codes when it is not a terminal.
     """
-    from rich.console import Console
-    from rich.markup import escape
-
     from ..tail import TailFold, next_session, raw_line
     from ..tail import follow as follow_events
+    from ..terminal import Painter, visible, wants_colour
 
     store = read_store(db_url)
-    console = Console(highlight=False, soft_wrap=True)
-    plain = not console.is_terminal
+    paint = Painter(wants_colour(sys.stdout))
 
     def show(text: str, style: str = "") -> None:
-        if plain or not style:
-            console.print(escape(text))
-        else:
-            console.print(f"[{style}]{escape(text)}[/]")
+        # Whatever a recording holds, no control sequence of it reaches the terminal.
+        sys.stdout.write(paint(visible(text), style) + "\n")
+        sys.stdout.flush()
 
     launched = time.time_ns()
 

@@ -1,0 +1,201 @@
+"""``claudetrace show`` (and ``tail``): the same transcript as before it streamed,
+no control sequence of a recording on the terminal, and a big recording read a
+page at a time."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import sys
+import tracemalloc
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from claudetrace.cassette import read_cassette
+from claudetrace.cli import cli
+from claudetrace.store import Store
+from claudetrace.terminal import Painter, visible
+
+FIXTURES = Path(__file__).parent / "fixtures"
+#: Every fixture recording the transcript goldens were made from.
+RECORDINGS = {
+    **{p.stem: p for p in sorted((FIXTURES / "cassettes").glob("*.ndjson"))},
+    **{p.name.split(".")[0]: p for p in sorted((FIXTURES / "samples").glob("*.ndjson"))},
+    "session": Path(__file__).parent.parent / "claudetrace" / "demo_data"
+    / "session.cassette.ndjson",
+}
+
+
+def invoke(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args))
+
+
+def transcript(output: str) -> str:
+    """What ``show`` printed after the summary (which names a fresh recording id)."""
+    _head, blank, body = output.partition("\n\n")
+    assert blank, output
+    return body
+
+
+@pytest.mark.parametrize("name", sorted(RECORDINGS))
+def test_transcript_is_what_show_printed_before_it_streamed(
+    name: str, store: Store, db_path: Path,
+) -> None:
+    # The goldens are the output of the rich-based ``show`` this one replaced
+    # (with no line wrapping), for each fixture recording, with and without deltas.
+    rid = store.import_cassette(read_cassette(RECORDINGS[name]))
+    for mode, extra in (("plain", ()), ("deltas", ("--deltas",))):
+        shown = invoke("show", rid, "--db", str(db_path), *extra)
+        assert shown.exit_code == 0, shown.output
+        golden = (FIXTURES / "show" / f"{name}.{mode}.txt").read_text(encoding="utf-8")
+        assert transcript(shown.stdout) == golden, (name, mode)
+
+
+#: Lines that would drive a terminal: clear the screen, set the clipboard (OSC 52),
+#: retitle the window, a C1 CSI, a carriage return hiding what came before.
+NASTY = [
+    "\x1b[2J\x1b[Hcleared",
+    "\x1b]52;c;ZXZpbA==\x07clipboard",
+    "\x1b]0;title\x1b\\",
+    "\x9b31mC1 CSI",
+    "shown\rhidden",
+]
+
+
+def _nasty_cassette(path: Path) -> Path:
+    records = [{"claudetrace": "cassette", "version": 1, "argv": ["claude", "\x1b[2J"],
+                "exit_code": 0, "name": "evil\x1b]0;x\x07"}]
+    seq = 0
+
+    def add(direction: str, line: str) -> None:
+        nonlocal seq
+        records.append({"seq": seq, "t": seq / 10, "dir": direction, "line": line})
+        seq += 1
+
+    for text in NASTY:
+        add("err", text)
+        add("in", json.dumps({"type": "user", "message": {"role": "user", "content": text}}))
+        add("out", json.dumps({"type": "assistant", "message": {
+            "role": "assistant", "content": [{"type": "text", "text": text}]}}))
+        add("out", json.dumps({"type": "stream_event", "event": {
+            "type": "content_block_delta", "delta": {"type": "text_delta", "text": text}}}))
+        add("out", json.dumps({"type": "system", "subtype": text, "x": text}))
+        add("out", json.dumps({"type": "control_request", "request_id": text,
+                               "request": {"subtype": text}}))
+    add("out", "not json \x1b[2J")
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records),
+                    encoding="utf-8")
+    return path
+
+
+def _controls(text: str) -> set[str]:
+    """The control characters in ``text`` but newlines."""
+    return {c for c in text if (ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) <= 0x9F}
+
+
+def test_show_and_tail_escape_what_would_drive_the_terminal(
+    db_path: Path, tmp_path: Path,
+) -> None:
+    rid = invoke("import", str(_nasty_cassette(tmp_path / "evil.ndjson")),
+                 "--db", str(db_path)).stdout.strip()
+    for args in ((), ("--deltas",)):
+        shown = invoke("show", rid, "--db", str(db_path), *args)
+        assert shown.exit_code == 0, shown.output
+        assert not _controls(shown.stdout), args
+        assert "\\x1b]52;c;ZXZpbA==\\x07clipboard" in shown.stdout
+        assert "\\x9b31mC1 CSI" in shown.stdout and "shown\\x0dhidden" in shown.stdout
+        assert "evil\\x1b]0;x\\x07" in shown.stdout  # the summary too
+    tailed = invoke("tail", rid, "--db", str(db_path))
+    assert tailed.exit_code == 0, tailed.output
+    assert not _controls(tailed.stdout) and "\\x1b[2J\\x1b[Hcleared" in tailed.stdout
+    raw_tail = invoke("tail", rid, "--db", str(db_path), "--raw")
+    assert raw_tail.exit_code == 0 and not _controls(raw_tail.stdout)
+
+
+def test_raw_writes_exact_bytes_into_a_pipe_and_escapes_them_on_a_terminal(
+    db_path: Path, tmp_path: Path,
+) -> None:
+    cassette = _nasty_cassette(tmp_path / "evil.ndjson")
+    rid = invoke("import", str(cassette), "--db", str(db_path)).stdout.strip()
+    piped = invoke("show", rid, "--db", str(db_path), "--raw")
+    assert piped.exit_code == 0
+    lines = transcript(piped.stdout_bytes.decode("utf-8")).removesuffix("\n").split("\n")
+    events = read_cassette(cassette).events
+    assert len(lines) == len(events)
+    for line, event in zip(lines, events, strict=True):
+        assert line.encode("utf-8") == (
+            f"{event.seq:>6} {event.t:9.3f} {event.direction:>3} ".encode() + event.data)
+
+    # On a terminal (a pseudo-terminal here) every control character is escaped.
+    leader, follower = pty.openpty()
+    env = {**os.environ, "NO_COLOR": "1"}
+    with subprocess.Popen([sys.executable, "-m", "claudetrace", "show", rid, "--raw", "--db",
+                           str(db_path)], stdout=follower, stderr=subprocess.PIPE,
+                          env=env) as proc:
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the writer is gone
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        assert proc.wait(timeout=60) == 0
+    os.close(leader)
+    seen = b"".join(chunks).decode("utf-8").replace("\r\n", "\n")
+    assert not _controls(seen)
+    assert "\\x1b]52;c;ZXZpbA==\\x07clipboard" in seen and "not json \\x1b[2J" in seen
+
+
+def test_visible_and_painter() -> None:
+    assert visible("a\x1b[31mb\tc\nd\x7f\x85é") == "a\\x1b[31mb\\x09c\\x0ad\\x7f\\x85é"
+    assert Painter(False)("x", "bold red") == "x"
+    assert Painter(True)("x", "bold red") == "\x1b[1;31mx\x1b[0m"
+    assert Painter(True)("x", "") == "x"
+
+
+def _big(path: Path, events: int) -> int:
+    """A cassette of ``events`` lines of about 1 KB, every other one a delta; its size."""
+    payload = "y" * 1000
+    with path.open("w") as out:
+        out.write('{"claudetrace": "cassette", "version": 1}\n')
+        for seq in range(events):
+            kind = "stream_event" if seq % 2 else "assistant"
+            line = json.dumps({"type": kind, "message": {"role": "assistant", "content": [
+                {"type": "text", "text": f"{seq} {payload}"}]}})
+            out.write(json.dumps({"seq": seq, "t": seq / 1000, "dir": "out", "line": line})
+                      + "\n")
+    return path.stat().st_size
+
+
+def _peak_of_show(db_path: Path, rid: str, args: tuple[str, ...]) -> int:
+    """Peak of traced memory while ``show`` writes into /dev/null."""
+    tracemalloc.start()
+    try:
+        # CliRunner would keep what is printed in memory: print into /dev/null.
+        with open(os.devnull, "w", encoding="utf-8") as sink, redirect_stdout(sink):
+            cli.main(["show", rid, "--db", str(db_path), *args], standalone_mode=False)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("args", [(), ("--deltas",), ("--raw",)])
+def test_show_reads_a_big_recording_a_page_at_a_time(
+    args: tuple[str, ...], db_path: Path, tmp_path: Path,
+) -> None:
+    # Three times the lines take no more memory: what is read is a page at a time.
+    _big(tmp_path / "small.ndjson", 10_000)
+    big = _big(tmp_path / "big.ndjson", 30_000)
+    ids = [invoke("import", str(tmp_path / f"{name}.ndjson"), "--db", str(db_path)).stdout.strip()
+           for name in ("small", "big")]
+    invoke("show", ids[0], "--db", str(db_path))  # imports and caches, outside the measurement
+    peaks = [_peak_of_show(db_path, rid, args) for rid in ids]
+    assert big > 30_000_000 and peaks[1] < peaks[0] * 1.3 and peaks[1] < big / 3, (big, peaks)
