@@ -147,6 +147,26 @@ def ingest_bench(lines: int, repeat: int, cassette: str | None, db_urls: tuple[s
         click.echo(line)
 
 
+@bench.command("session")
+@click.option("--lines", default=200_000, show_default=True, type=click.IntRange(min=1),
+              help="Lines of the session (the streaming sample cycled).")
+@click.option("--repeat", default=3, show_default=True, type=click.IntRange(min=1),
+              help="Rounds (rows take turns; each row is the median).")
+@click.option("--from", "cassette", metavar="CASSETTE",
+              help="Build the session from this recording [default: the streaming session].")
+@reports_errors
+def session_bench(lines: int, repeat: int, cassette: str | None) -> None:
+    """Reading and moving a big session: show (first byte and total), import, export.
+
+    Targets for 200k lines: show begins within 1 s and ends within 3 s; import and
+    export within 2 s.  Reference rows: cat of the cassette and naive Python loops.
+    """
+    from ..bench.session import run_session_bench
+
+    for line in run_session_bench(lines=lines, repeat=repeat, cassette=cassette).lines_out():
+        click.echo(line)
+
+
 def _db_name(url: str) -> str:
     """A short name for a database row: its kind."""
     scheme = url.partition("://")[0].split("+")[0] if "://" in url else "sqlite"
