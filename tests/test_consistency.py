@@ -3,7 +3,8 @@
 For each real-CLI fixture recording (``tests/fixtures/cassettes``, recorded by
 ``tests/record_fixtures.py`` through the proxy from the bundled CLI), the same
 figures are read from every place a user can see them — ``sessions --json``,
-``show``, the spans, the OTLP metrics and the Prometheus figures — and compared
+``show``, the spans, the OTLP metrics, the Prometheus figures and the HTML
+report's per-model table — and compared
 with each other and with the CLI's own ``result`` lines: turns, tool calls,
 tokens per model and type, cost per model, and the status.
 """
@@ -89,6 +90,8 @@ def from_sessions_json(db: Path, rid: str) -> dict[str, Any]:
         "tokens": {(m, k): f[k] for m, f in rec["models"].items() for k in TOKEN_TYPES},
         "cost": {m: f["cost_usd"] for m, f in rec["models"].items() if f["cost_usd"]},
         "status": rec["status"],
+        "model_calls": rec["model_calls"],
+        "calls": {m: f["calls"] for m, f in rec["models"].items()},
         "totals": (rec["input_tokens"], rec["output_tokens"], rec["cache_read_tokens"],
                    rec["cache_creation_tokens"], rec["cost_usd"]),
     }
@@ -157,6 +160,17 @@ def from_otlp_metrics(store: Store, rid: str) -> dict[str, Any]:
             elif m.instrument == c.METRIC_SESSION_COUNT:
                 outcome = a[c.SESSION_OUTCOME]
     return {"tokens": dict(tokens), "cost": dict(cost), "tool_calls": tools, "status": outcome}
+
+
+def from_html_report(store: Store, rid: str) -> dict[str, Any]:
+    """The HTML report's table of tokens and cost per model."""
+    rows = report_data(store.get(rid), list(store.iter_events(rid)))["models"]
+    kinds = ("input", "output", "cache_read", "cache_creation")
+    return {
+        "tokens": {(r[0], kind): r[2 + i] for r in rows for i, kind in enumerate(kinds)},
+        "cost": {r[0]: r[6] for r in rows if r[6]},
+        "calls": {r[0]: r[1] for r in rows},
+    }
 
 
 def from_prometheus(store: Store) -> dict[str, Any]:
@@ -236,6 +250,7 @@ def test_every_view_reports_what_the_cli_printed(
     spans = from_spans(store, rid)
     otlp = from_otlp_metrics(store, rid)
     prom = from_prometheus(store)
+    html = from_html_report(store, rid)
     status = STATUS.get(name, "ok")
 
     # Turns: a user message to its result; the CLI's num_turns is its own figure.
@@ -248,7 +263,10 @@ def test_every_view_reports_what_the_cli_printed(
         otlp["tool_calls"]) == prom["tool_calls"]
     # Tokens per model and type: what the CLI printed (when it got to print a result),
     # and what a message it was streaming when it died had used so far.
-    assert listed["tokens"] == spans["tokens"] == prom["tokens"]
+    assert listed["tokens"] == spans["tokens"] == prom["tokens"] == html["tokens"]
+    # Model calls: the ones the host saw, per model and in all.
+    assert html["calls"] == listed["calls"]
+    assert sum(listed["calls"].values()) == listed["model_calls"]
     if cli_said["tokens"]:
         unfinished = unfinished_calls(path)
         assert listed["tokens"] == {
@@ -266,6 +284,7 @@ def test_every_view_reports_what_the_cli_printed(
     assert spans["cost"] == pytest.approx(cli_said["cost"])
     assert otlp["cost"] == pytest.approx(cli_said["cost"])
     assert prom["cost"] == pytest.approx(cli_said["cost"])
+    assert html["cost"] == pytest.approx({m: round(v, 6) for m, v in cli_said["cost"].items()})
     assert shown["totals"][4] == pytest.approx(cli_said["total_cost"], abs=5e-7)
     assert listed["totals"][4] == pytest.approx(cli_said["total_cost"])
     # The status, one definition everywhere.

@@ -14,12 +14,17 @@ from .usage import Usage
 
 
 def model_figures(session: Session) -> dict[str, dict[str, Any]]:
-    """Per model: tokens by type, cost, calls and turns answered (the ``models`` column)."""
+    """Per model: tokens by type, cost, calls and turns answered (the ``models`` column).
+
+    Tokens include what the CLI counted for calls the host never saw (a
+    subagent's); ``calls`` counts the calls the host saw, as ``model_calls`` does.
+    """
     costs = session.cost_by_model
     calls: dict[str, int] = {}
     for call in session.calls.values():
-        model = call.model or session.model or "unknown"
-        calls[model] = calls.get(model, 0) + 1
+        if call.observed:  # as model_calls counts them: the calls the host saw
+            model = call.model or session.model or "unknown"
+            calls[model] = calls.get(model, 0) + 1
     turns: dict[str, int] = {}
     for turn in session.turns:
         model = turn_model(turn) or session.model or "unknown"
