@@ -7,27 +7,18 @@ Playwright cannot download its own browser here, so the tests use Debian's
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from claudetrace.ui.bench import CHROMIUM_ARGS as BENCH_CHROMIUM_ARGS
+from claudetrace.ui.bench import serving
+
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+CHROMIUM_ARGS = list(BENCH_CHROMIUM_ARGS)
 
 #: Marks a test that needs the browser (skipped without Debian's chromium).
 needs_chromium = pytest.mark.skipif(
@@ -48,45 +39,12 @@ def launched() -> Iterator[Any]:
             chromium.close()
 
 
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextmanager
 def ui_server(db_url: str, workdir: Path) -> Iterator[str]:
     """``claudetrace ui`` on ``db_url`` at a free localhost port; yields its base URL."""
-    port = free_port()
-    log = workdir / "server.log"
-    env = {k: v for k, v in os.environ.items() if k != "CLAUDETRACE_DB"}
-    env["HOME"] = str(workdir)  # keep Streamlit's config and credentials prompt away
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "claudetrace", "ui", "--db", db_url, "--port", str(port)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-        base = f"http://127.0.0.1:{port}"
+    with ExitStack() as stack:
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as resp:
-                        if resp.status == 200:
-                            break
-                except OSError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"claudetrace ui did not start:\n{log.read_text()[-2000:]}")
-                time.sleep(0.3)
-            yield base
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            base = stack.enter_context(serving(db_url, workdir))
+        except RuntimeError as exc:
+            pytest.fail(str(exc))
+        yield base

@@ -123,7 +123,8 @@ def test_conversation_tab(app: AppTest, ui_db: dict[str, str]) -> None:
     assert "Create created.txt with touch." in text and "I was not allowed to." in text
     (tool,) = [e for e in at.expander if "Bash" in e.label]
     assert "failed" in tool.label and "permission deny" in tool.label
-    assert "Not in this test." in [c.value for c in tool.code]
+    (detail,) = [c.value for c in tool.code]
+    assert "permission Bash → deny" in detail and "Not in this test." in detail
 
 
 def test_stored_warnings_are_shown_on_the_session_page(app: AppTest, ui_db: dict[str, str]) -> None:

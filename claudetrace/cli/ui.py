@@ -100,9 +100,27 @@ def ui(db_url: str | None, host: str, port: int | None, headless: bool) -> None:
 )
 @click.option("--repeat", type=int, default=3, show_default=True, help="Timed runs of each page.")
 @reports_errors
-def ui_bench(db_url: str | None, n_sessions: int, lines: int, repeat: int) -> None:
+@click.option(
+    "--browser",
+    "chromium",
+    metavar="CHROMIUM",
+    default=None,
+    help="Time the pages in this headless Chromium (needs playwright), from the navigation "
+    "to the first content and to the page finished, instead of server-side.",
+)
+def ui_bench(
+    db_url: str | None, n_sessions: int, lines: int, repeat: int, chromium: str | None
+) -> None:
     """Seed a database (many sessions and one big one) and time the browser's pages."""
     from ..ui.bench import run_bench
 
-    for line in run_bench(db_url, sessions=n_sessions, lines=lines, repeat=repeat):
+    if chromium is not None:
+        try:
+            import playwright  # noqa: F401
+        except ModuleNotFoundError:
+            fail("--browser needs playwright: pip install playwright")
+        if not os.access(chromium, os.X_OK):
+            fail(f"--browser: {chromium} is not an executable")
+    for line in run_bench(db_url, sessions=n_sessions, lines=lines, repeat=repeat,
+                          browser=chromium):
         click.echo(line)

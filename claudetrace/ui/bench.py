@@ -5,7 +5,10 @@ built-in template below): ``sessions`` small recordings spread over 30 days
 with varied models, costs and outcomes, and one recording of ``lines`` lines
 made of repeated tool-using turns.  Pages are timed with Streamlit's
 ``AppTest`` (the server side of a page view: queries, shaping, element
-serialisation), which is what the UI's performance targets are about.
+serialisation) or, with ``browser``, as a person sees them: ``claudetrace ui``
+serving headless Chromium, from the navigation to the first thing the page
+shows and to the page finished (the script done and the view's last element
+drawn).
 """
 
 from __future__ import annotations
@@ -13,9 +16,14 @@ from __future__ import annotations
 import json
 import os
 import random
+import socket
+import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -306,15 +314,8 @@ def measure(db_url: str, big_id: str, *, repeat: int = 3) -> dict[str, list[floa
     warm = AppTest.from_file(app, default_timeout=120)
     warm.query_params["session"] = "none-such"
     _timed(warm, 120)
-    views: dict[str, dict[str, str]] = {
-        "session list": {},
-        "big session: conversation": {"session": big_id},
-        "big session: raw": {"session": big_id, "tab": "raw"},
-        "big session: control plane": {"session": big_id, "tab": "control"},
-        "big session: timeline": {"session": big_id, "tab": "timeline"},
-    }
     out: dict[str, list[float]] = {}
-    for label, params in views.items():
+    for label, params in _views(big_id).items():
         times = []
         for _ in range(repeat):
             at = AppTest.from_file(app, default_timeout=120)
@@ -325,8 +326,160 @@ def measure(db_url: str, big_id: str, *, repeat: int = 3) -> dict[str, list[floa
     return out
 
 
-def run_bench(db_url: str | None, *, sessions: int, lines: int, repeat: int) -> Iterator[str]:
-    """Seed (unless the database holds the bench data already), measure, report lines of text."""
+def _views(big_id: str) -> dict[str, dict[str, str]]:
+    """The views timed, as query parameters."""
+    return {
+        _FLOOR: {"session": "none-such"},
+        "session list": {},
+        "big session: conversation": {"session": big_id},
+        "big session: raw": {"session": big_id, "tab": "raw"},
+        "big session: control plane": {"session": big_id, "tab": "control"},
+        "big session: timeline": {"session": big_id, "tab": "timeline"},
+    }
+
+
+#: What a view shows first, and the element it draws last (CSS selectors).
+_FLOOR = "no such session (floor)"
+_FIRST = {"session list": "[data-testid='stMetric']", _FLOOR: "[data-testid='stAlert']"}
+_LAST = {
+    _FLOOR: "[data-testid='stAlert']",
+    "session list": "[data-testid='stDataFrame']",
+    "big session: conversation": "[data-testid='stChatMessage']",
+    "big session: raw": "[data-testid='stDataFrame']",
+    "big session: control plane": "[data-testid='stDataFrame'], [data-testid='stAlert']",
+    "big session: timeline": ".js-plotly-plot",
+}
+#: Chromium's flags to run headless in a container (no sandbox, no GPU, no network).
+CHROMIUM_ARGS = (
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+)
+#: Watches the page from its first frame: the time (ms since the navigation began)
+#: the first content is drawn, and the time the script is done and the last
+#: element drawn; checked every animation frame, so the times are the page's own.
+_WATCH_JS = """
+(() => {
+  const first = %s, last = %s;
+  const seen = window.__claudetrace = {first: null, done: null};
+  const look = () => {
+    if (seen.first === null && document.querySelector(first)) seen.first = performance.now();
+    const app = document.querySelector("[data-testid='stApp']");
+    if (seen.first !== null && app && document.querySelector(last)
+        && app.getAttribute("data-test-script-state") === "notRunning") {
+      seen.done = performance.now();
+      return;
+    }
+    requestAnimationFrame(look);
+  };
+  requestAnimationFrame(look);
+})();
+"""
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def serving(db_url: str, workdir: str | os.PathLike[str]) -> Iterator[str]:
+    """``claudetrace ui`` on ``db_url`` at a free localhost port, once it answers; yields
+    its base URL and stops it afterwards.  Its output goes to ``server.log`` in
+    ``workdir`` (also its ``HOME``, so Streamlit's config stays out of the way)."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "CLAUDETRACE_DB"}
+    env["HOME"] = os.fspath(workdir)
+    log = Path(workdir) / "server.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "claudetrace", "ui", "--db", db_url, "--port", str(port)],
+            stdout=out, stderr=subprocess.STDOUT, env=env,
+        )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 60
+            while not _answers(base):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    tail = log.read_text(errors="replace")[-2000:]
+                    raise RuntimeError(f"claudetrace ui did not start:\n{tail}")
+                time.sleep(0.2)
+            yield base
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _answers(base: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as resp:
+            return bool(resp.status == 200)
+    except OSError:
+        return False
+
+
+def measure_browser(
+    db_url: str, big_id: str, *, repeat: int = 3, chromium: str = "/usr/bin/chromium",
+    views: Sequence[str] | None = None,
+) -> dict[str, list[tuple[float, float]]]:
+    """Per view, ``(first, done)`` seconds from the navigation: to the first content
+    the view shows (the header's figures), and to the page finished (the script
+    done and the view's last element drawn), in headless Chromium.
+
+    One untimed view first pays the server's one-off costs (imports, opening the
+    store) and loads Streamlit's scripts into the browser's cache, as for a person
+    who has the browser open; each timed run is a new page (a new Streamlit
+    session).  The first run of each view is cold for the server's caches.
+    ``views`` names the views to time (all by default).
+    """
+    from playwright.sync_api import sync_playwright
+
+    workdir = tempfile.mkdtemp(prefix="claudetrace-ui-bench-")
+    out: dict[str, list[tuple[float, float]]] = {}
+    with serving(db_url, workdir) as base, sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=chromium, args=list(CHROMIUM_ARGS), headless=True)
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        warm = context.new_page()
+        warm.add_init_script(_WATCH_JS % (json.dumps(_FIRST[_FLOOR]),
+                                          json.dumps(_LAST[_FLOOR])))
+        warm.goto(f"{base}/?session=none-such")
+        warm.wait_for_function("window.__claudetrace.done !== null", timeout=120_000)
+        warm.close()
+        for label, params in _views(big_id).items():
+            if views is not None and label not in views:
+                continue
+            query = "&".join(f"{k}={v}" for k, v in params.items())
+            watch = _WATCH_JS % (json.dumps(_FIRST.get(label, "[data-testid='stMetric']")),
+                                 json.dumps(_LAST[label]))
+            times = []
+            for _ in range(repeat):
+                page = context.new_page()
+                page.add_init_script(watch)
+                page.goto(f"{base}/?{query}", wait_until="commit")
+                page.wait_for_function("window.__claudetrace.done !== null",
+                                       timeout=300_000)
+                seen = page.evaluate("window.__claudetrace")
+                times.append((seen["first"] / 1000, seen["done"] / 1000))
+                page.close()
+            out[label] = times
+        browser.close()
+    return out
+
+
+def run_bench(
+    db_url: str | None, *, sessions: int, lines: int, repeat: int, browser: str | None = None
+) -> Iterator[str]:
+    """Seed (unless the database holds the bench data already), measure, report lines of text.
+
+    ``browser`` is a Chromium executable: the views are timed in it (see
+    :func:`measure_browser`) instead of server-side.
+    """
     tmp = None
     if db_url is None:
         tmp = tempfile.mkdtemp(prefix="claudetrace-ui-bench-")
@@ -343,6 +496,14 @@ def run_bench(db_url: str | None, *, sessions: int, lines: int, repeat: int) -> 
         took = time.perf_counter() - start
         yield f"seeded {sessions:,} sessions + one of {lines:,} lines in {took:.1f} s ({url})"
     store.close()
+    if browser is not None:
+        yield "in headless Chromium: seconds to the first content / to the page finished"
+        for label, pairs in measure_browser(url, big_id, repeat=repeat, chromium=browser).items():
+            runs = " ".join(f"{a:.2f}/{b:.2f}" for a, b in pairs)
+            best = min(pairs, key=lambda p: p[1])
+            yield (f"{label:<28} first run {pairs[0][0]:5.2f} / {pairs[0][1]:5.2f} s   "
+                   f"best {best[0]:5.2f} / {best[1]:5.2f} s   (runs: {runs})")
+        return
     for label, times in measure(db_url, big_id, repeat=repeat).items():
         runs = " ".join(f"{t:.2f}" for t in times)
         yield f"{label:<28} first {times[0]:5.2f} s   best {min(times):5.2f} s   (runs: {runs})"

@@ -7,8 +7,11 @@ control lines through their index, the raw view one page of metadata.
 
 from __future__ import annotations
 
+import gc
 import io
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import streamlit as st
 
@@ -17,10 +20,9 @@ from claudetrace.errors import ClaudeTraceError
 from claudetrace.store import Recording, Store
 from claudetrace.store import browse as queries
 from claudetrace.telemetry import build_spans
-from claudetrace.telemetry.records import SpanRecord
-from claudetrace.ui.controlplane import control_rows
-from claudetrace.ui.conversation import Item, build_conversation
-from claudetrace.ui.timeline import timeline_rows, waterfall_figure
+from claudetrace.ui.controlplane import ControlRow, control_rows
+from claudetrace.ui.conversation import Item, ToolCall, build_conversation
+from claudetrace.ui.timeline import TimelineRow, timeline_rows, waterfall_figure
 from claudetrace.ui.views import common
 from claudetrace.ui.views.common import money, param, plain, seconds, set_params, when
 
@@ -31,9 +33,11 @@ TABS = {
     "raw": "Raw",
 }
 #: Lines read per conversation page (deltas excluded).
-CONVERSATION_PAGE = 1500
+CONVERSATION_PAGE = 300
 #: Bars drawn per timeline page.
 TIMELINE_PAGE = 300
+#: Rows per page of the control plane's table.
+CONTROL_PAGE = 500
 #: Lines the span builder reads at most (a longer recording's timeline is cut).
 TIMELINE_MAX_EVENTS = 200_000
 RAW_PAGE = 200
@@ -209,15 +213,8 @@ def _tool(item: Item, depth: int) -> None:
         expanded=call.is_error,
         icon=":material/error:" if call.is_error else ":material/build:",
     ):
-        st.caption("input")
-        st.code(json.dumps(call.input, indent=2, ensure_ascii=False)[:20000], language="json")
-        for d in call.decisions:
-            st.caption(f"{d.kind} {plain(d.name, 60)} → {plain(d.outcome, 30)} (line {d.seq})")
-            if d.detail is not None:
-                st.code(json.dumps(d.detail, indent=2, ensure_ascii=False)[:5000], language="json")
-        if call.result is not None:
-            st.caption("result (error)" if call.is_error else "result")
-            st.code(call.result[:20000], language=None, wrap_lines=True)
+        # One block of text, not an element per part: a page holds hundreds of calls.
+        st.code(_tool_text(call), language=None, wrap_lines=True)
         if call.children:
             st.caption(f"subagent · {len(call.children)} items")
             with st.container(border=True):
@@ -225,24 +222,57 @@ def _tool(item: Item, depth: int) -> None:
                     _item(child, depth + 1)
 
 
+def _tool_text(call: ToolCall) -> str:
+    """A tool call's input, the decisions about it and its result, as one text."""
+    parts = ["input:", json.dumps(call.input, indent=2, ensure_ascii=False)[:20000]]
+    for d in call.decisions:
+        parts.append(f"\n{d.kind} {d.name} → {d.outcome} (line {d.seq})")
+        if d.detail is not None:
+            parts.append(json.dumps(d.detail, indent=2, ensure_ascii=False)[:5000])
+    if call.result is not None:
+        parts += ["\nresult (error):" if call.is_error else "\nresult:", call.result[:20000]]
+    return "\n".join(parts)
+
+
 # -- timeline ------------------------------------------------------------------------
 
 
-@st.cache_data(show_spinner="Building spans…", max_entries=16)
-def _spans(
+# The caches below hold objects, not copies (``cache_resource``): a 200k-line
+# session has some 100k spans, which ``cache_data`` would pickle on every view.
+# They are keyed by the recording's line count, so a live session's grow.
+
+
+@contextmanager
+def _no_gc_pauses() -> Iterator[None]:
+    """Build a large structure without the cyclic collector's passes: each one walks
+    every object alive (every line of the recording), and a 200k-line session's
+    spans took a third longer with them.  What is garbage is collected afterwards."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+@st.cache_resource(show_spinner="Building spans…", max_entries=4)
+def _timeline_rows(
     _db: Store, recording_id: str, event_count: int, ended: bool
-) -> tuple[list[SpanRecord], bool]:
+) -> tuple[list[TimelineRow], bool]:
+    """The waterfall rows of a recording's spans (once per recording and line count)."""
     rec = _db.get(recording_id)
-    events = _db.iter_events(recording_id, limit=TIMELINE_MAX_EVENTS)
-    spans = build_spans(rec.info(), events)
-    return spans, event_count > TIMELINE_MAX_EVENTS
+    with _no_gc_pauses():
+        events = _db.iter_events(recording_id, limit=TIMELINE_MAX_EVENTS)
+        spans = build_spans(rec.info(), events)
+        rows = timeline_rows(spans, rec.started_ns)
+    return rows, event_count > TIMELINE_MAX_EVENTS
 
 
 def _timeline(db: Store, rec: Recording) -> None:
-    spans, cut = _spans(db, rec.id, rec.event_count, rec.ended_ns is not None)
+    rows, cut = _timeline_rows(db, rec.id, rec.event_count, rec.ended_ns is not None)
     if cut:
         st.warning(f"Only the first {TIMELINE_MAX_EVENTS:,} lines are in the timeline.")
-    rows = timeline_rows(spans, rec.started_ns)
     if not rows:
         st.info("No spans.")
         return
@@ -263,8 +293,17 @@ def _timeline(db: Store, rec: Recording) -> None:
 # -- control plane -------------------------------------------------------------------
 
 
+@st.cache_resource(show_spinner="Pairing control requests…", max_entries=8)
+def _control_rows(
+    _db: Store, recording_id: str, event_count: int, ended: bool
+) -> list[ControlRow]:
+    """The control round trips of a recording (once per recording and line count)."""
+    with _no_gc_pauses():
+        return control_rows(queries.control_events(_db, recording_id))
+
+
 def _control(db: Store, rec: Recording) -> None:
-    rows = control_rows(queries.control_events(db, rec.id))
+    rows = _control_rows(db, rec.id, rec.event_count, rec.ended_ns is not None)
     unanswered = [r for r in rows if r.unanswered]
     c1, c2, c3 = st.columns(3)
     c1.metric("Control requests", sum(1 for r in rows if r.request_seq is not None))
@@ -278,7 +317,14 @@ def _control(db: Store, rec: Recording) -> None:
     if not rows:
         st.info("No control requests in this session.")
         return
-    st.dataframe([r.as_dict() for r in rows], hide_index=True, key="control_table")
+    pages = max(1, -(-len(rows) // CONTROL_PAGE))
+    part = min(common.int_param("cpart", 1) or 1, pages)
+    if pages > 1:
+        part = int(st.number_input(
+            f"Part (of {pages}, {CONTROL_PAGE} requests each)", 1, pages, part, key="cp_part"))
+        set_params(cpart=part if part > 1 else None)
+    shown = rows[(part - 1) * CONTROL_PAGE : part * CONTROL_PAGE]
+    st.dataframe([r.as_dict() for r in shown], hide_index=True, key="control_table")
 
 
 # -- raw -------------------------------------------------------------------------------
@@ -292,9 +338,12 @@ def _raw(db: Store, rec: Recording) -> None:
         default=_list_param("dir", ["in", "out", "err"]),
         key="raw_dir",
     )
-    types = c2.multiselect("Type", queries.line_types(db, rec.id), default=None, key="raw_type")
+    types = c2.multiselect(
+        "Type", _line_types(db, rec.id, rec.event_count), default=None, key="raw_type")
     set_params(dir=",".join(dirs) if set(dirs) != {"in", "out", "err"} else None)
-    total = queries.raw_count(db, rec.id, directions=dirs, types=types)
+    unfiltered = set(dirs) == {"in", "out", "err"} and not types
+    total = (rec.event_count if unfiltered
+             else queries.raw_count(db, rec.id, directions=dirs, types=types))
     pages = max(1, -(-total // RAW_PAGE))
     page_no = min(common.int_param("page", 1) or 1, pages)
     c3, c4 = st.columns([1, 3], vertical_alignment="bottom")
@@ -313,6 +362,12 @@ def _raw(db: Store, rec: Recording) -> None:
         mime="application/x-ndjson",
         key="download",
     )
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _line_types(_db: Store, recording_id: str, event_count: int) -> list[str]:
+    """The line types of a recording (once per recording and line count)."""
+    return queries.line_types(_db, recording_id)
 
 
 def _list_param(name: str, default: list[str]) -> list[str]:
