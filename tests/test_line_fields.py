@@ -57,7 +57,17 @@ EDGES = [
     b'"content_block":{"type":"mcp_tool_use","id":"m","name":"x"}}}',
     b'{"type":"stream_event","event":[]}',
     b'{"x":' + b"[" * 300 + b"]" * 300 + b',"type":"deep"}',
+    # At the depth limit, in as few bytes as it takes (shorter lines skip the search).
+    b"[" * 200 + b"]" * 200, b"[" * 201 + b"]" * 201, b'{"x":' + b"[" * 199 + b"]" * 199 + b"}",
+    b'{"x":' + b"[" * 200 + b"]" * 200 + b"}", b"[" * 201 + b"]" * 200,
 ]
+
+
+def test_the_depth_limit_holds_at_its_shortest_lines() -> None:
+    assert parse_json(b"[" * 200 + b"]" * 200) is not None
+    assert parse_json(b"[" * 201 + b"]" * 201) is None
+    assert line_fields(b'{"x":' + b"[" * 199 + b"]" * 199 + b"}").is_json
+    assert not line_fields(b'{"x":' + b"[" * 200 + b"]" * 200 + b"}").is_json
 
 
 def test_edge_lines_read_the_same() -> None:

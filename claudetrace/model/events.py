@@ -190,7 +190,7 @@ def parse_json(data: bytes) -> Any:
         value = _parse(data)
         # Deeper than any protocol line, and than the recursive code reading
         # values (views, replay, redaction) can walk: text, not JSON.
-        if (data.count(b"[") + data.count(b"{") > MAX_DEPTH
+        if (len(data) >= _SHORTEST_TOO_DEEP and data.count(b"[") + data.count(b"{") > MAX_DEPTH
                 and isinstance(value, (list, dict)) and _deeper_than(value, MAX_DEPTH)):
             return None
         # A lone surrogate (an escaped ``\ud800``, or its raw UTF-8 form) is valid
@@ -205,6 +205,10 @@ def parse_json(data: bytes) -> Any:
 
 #: The deepest nesting a line may have to be taken for JSON (see :func:`parse_json`).
 MAX_DEPTH: Final = 200
+#: The shortest JSON nested deeper than :data:`MAX_DEPTH` (that many brackets
+#: opened and closed, and one more pair): a shorter line (most are) is not
+#: searched for brackets.
+_SHORTEST_TOO_DEEP: Final = 2 * (MAX_DEPTH + 1)
 
 
 def _deeper_than(value: Any, limit: int) -> bool:
@@ -337,13 +341,14 @@ def line_fields(data: bytes) -> LineFields:
     in the protocol, a value ``json.loads`` reads but strict JSON does not
     (``NaN``), text that is not strict UTF-8 — goes the general way, so the
     result is that of :func:`extract_fields`.  So does a line with more brackets
-    than :data:`MAX_DEPTH` (it may be nested too deeply to be JSON).
+    than :data:`MAX_DEPTH` (it may be nested too deeply to be JSON; a shorter
+    line than :data:`_SHORTEST_TOO_DEEP` cannot be, if it is JSON at all).
     """
     try:
         # msgspec checks the UTF-8 of the strings it keeps, not of those it skips.
         if not data.isascii():
             data.decode("utf-8")
-        if data.count(b"[") + data.count(b"{") > MAX_DEPTH:
+        if len(data) >= _SHORTEST_TOO_DEEP and data.count(b"[") + data.count(b"{") > MAX_DEPTH:
             return extract_fields(parse_json(data))
         return _from_fast(_decode_line(data))
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):

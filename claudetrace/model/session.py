@@ -68,6 +68,8 @@ __all__ = [
 #: ``stream_event`` chunks that change nothing in the model.
 _CHUNKS: Final = frozenset({"content_block_delta", "content_block_start", "content_block_stop"})
 _TASK_SUBTYPES: Final = frozenset({"task_started", "task_updated", "task_notification"})
+#: The system subtypes the fold reads more of than the subtype.
+_READ_SYSTEM: Final = frozenset({"init", "status"}) | _TASK_SUBTYPES
 _TASK_DONE: Final = frozenset({"completed", "failed", "killed", "stopped", "cancelled"})
 #: The tool whose ``tool_use`` runs a subagent (``Task`` in older CLIs).
 SUBAGENT_TOOLS: Final = frozenset({"Agent", "Task"})
@@ -421,6 +423,9 @@ class Session:
     def _system(self, event: Event) -> None:
         subtype = event.fields.subtype or "unknown"
         self.system[subtype] += 1
+        if subtype not in _READ_SYSTEM:
+            return  # counted, not parsed (a quarter of a streaming session's lines
+            # are system/thinking_tokens)
         msg = event.message or {}
         if subtype == "init":
             for attr, key in (
