@@ -10,8 +10,13 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
-from typing import Final
+
+# Neither typing nor pathlib at import: the proxy started as ``claude`` (argv[0]
+# dispatch) reads this module before it starts the CLI.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Final
 
 #: The database: a SQLAlchemy URL or a plain file path (``--db`` wins over it).
 DB_ENV: Final = "CLAUDETRACE_DB"
@@ -25,6 +30,8 @@ PROGRESS_ENV: Final = "CLAUDETRACE_PROGRESS"
 
 def data_dir() -> Path:
     """The per-user data directory for claudetrace (XDG on Linux, Library on macOS)."""
+    from pathlib import Path
+
     if sys.platform == "darwin":
         base = Path.home() / "Library" / "Application Support"
     else:
@@ -45,4 +52,6 @@ def resolve_url(db: str | None = None) -> str:
         return f"sqlite:///{data_dir() / 'claudetrace.db'}"
     if "://" in value:
         return value
+    from pathlib import Path
+
     return f"sqlite:///{Path(value).expanduser().absolute()}"

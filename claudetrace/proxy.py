@@ -117,7 +117,6 @@ class _Pump(threading.Thread):
         self.waiting_since: float | None = None
 
     def run(self) -> None:
-        _leave_signals_to_the_main_thread()
         tee = _tee_call()
         if tee is None or self.writer is None or not self._run_spliced(tee, self.writer):
             self._run_copying()
@@ -252,24 +251,26 @@ def exit_status(returncode: int) -> tuple[int, int | None]:
 def run_proxy(
     options: ProxyOptions,
     started: Started | None = None,
-    prepared: tuple[RecordingInfo, dict[str, Any] | None] | None = None,
+    recording_id: str | None = None,
 ) -> tuple[int, ProxyReport]:
     """Run one proxied session; returns the exit status and what went wrong recording it.
 
     ``started``: the child, already launched (:func:`claudetrace.spawn.launch`) by a
-    caller that starts it before importing this module; with ``prepared``, the
-    recording's metadata and telemetry flags from :func:`prepare` when they had to
-    exist first (telemetry puts the recording's trace id in the child's
-    environment).  Without ``started``, the child is launched here.
+    caller that starts it before importing this module, with ``recording_id`` when
+    the recording's id had to exist first (live traces put the recording's trace
+    id in the child's environment, :func:`claudetrace.telemetry.context.child_env`).
+    Without ``started``, the child is launched here.
     """
     environ = dict(os.environ if options.env is None else options.env)
     if started is None:
-        info, extra_env, otel = prepare(options, environ)
-        started = launch(options.argv, {**environ, **extra_env})
-    elif prepared is None:
-        info, otel = _describe(options, environ), None
-    else:
-        info, otel = prepared
+        from .ids import new_recording_id
+        from .telemetry.context import child_env
+
+        recording_id = new_recording_id()
+        extra = child_env(recording_id, environ, options.otel)
+        started = launch(options.argv, {**environ, **extra})
+    info = _describe(options, environ, recording_id)
+    otel = _telemetry(options.otel, environ, options.stderr_fd)
     # A forwarding thread woken by a read must get the GIL back quickly while
     # another one runs: hand it over every 0.2 ms instead of Python's default 5 ms.
     sys.setswitchinterval(SWITCH_INTERVAL_S)
@@ -312,7 +313,7 @@ def run_proxy(
         _Pump(child.stderr, options.stderr_fd, "err", writer),
     ]
     for thread in threads:
-        thread.start()
+        _start_helper(thread)
     if writer is not None:
         _start_indexer(writer, options, otel)
     # The modules loaded by now are many long-lived objects; freezing them keeps
@@ -339,49 +340,38 @@ def run_proxy(
     return status, report
 
 
-def _describe(options: ProxyOptions, environ: Mapping[str, str]) -> RecordingInfo:
+def _describe(options: ProxyOptions, environ: Mapping[str, str],
+              recording_id: str | None) -> RecordingInfo:
     """The recording's metadata (argv and environment with secrets redacted)."""
     return RecordingInfo.start(
         redact_argv(options.argv),
+        id=recording_id,
         name=options.name,
         tags=dict(options.tags),
         env=redact_env(dict(environ)),
     )
 
 
-def prepare(
-    options: ProxyOptions, environ: Mapping[str, str]
-) -> tuple[RecordingInfo, dict[str, str], dict[str, Any] | None]:
-    """What must exist before the child starts: the recording's metadata, the child's
-    extra environment (``TRACEPARENT``) and the indexer's telemetry flags."""
-    info = _describe(options, environ)
-    extra_env, otel = _telemetry(info, options.otel, environ, options.stderr_fd)
-    return info, extra_env, otel
-
-
 def _telemetry(
-    info: RecordingInfo, otel: dict[str, Any] | None, environ: Mapping[str, str],
-    stderr_fd: int,
-) -> tuple[dict[str, str], dict[str, Any] | None]:
-    """The CLI's extra environment (``TRACEPARENT``) and the indexer's telemetry flags.
+    otel: dict[str, Any] | None, environ: Mapping[str, str], stderr_fd: int,
+) -> dict[str, Any] | None:
+    """The indexer's telemetry flags; None when telemetry is off, so the indexer
+    never looks at it.
 
-    The flags are None when telemetry is off, so the indexer never looks at it.
     A bad setting is reported here, at once: the indexer may only get to it
     after a short session has ended and nobody relays its stderr any more.
     """
     if not otel and not any(k.startswith("OTEL_") for k in environ):
-        return {}, None
+        return None
     from .errors import TelemetryError
-    from .telemetry.config import child_env, resolve_settings
+    from .telemetry.config import resolve_settings
 
     try:
         settings = resolve_settings(environ=environ, **(otel or {}))
     except TelemetryError as exc:
         _say(f"warning: {exc}; the session continues without telemetry", stderr_fd)
-        return {}, None
-    if not settings.enabled:
-        return {}, None
-    return child_env(info, settings), dict(otel or {})
+        return None
+    return dict(otel or {}) if settings.enabled else None
 
 
 def _open_capture(
@@ -439,10 +429,10 @@ def _start_indexer(
     else:
         writer.notify_to(wake_w)
         assert indexer.stderr is not None
-        threading.Thread(
+        _start_helper(threading.Thread(
             target=_relay, args=(indexer.stderr.fileno(), options.stderr_fd),
             name="claudetrace-indexer-stderr", daemon=True,
-        ).start()
+        ))
     finally:
         os.close(lock_fd)
         os.close(wake_r)
@@ -457,7 +447,6 @@ def _finish_recording(
 
 def _relay(src: int, dst: int) -> None:
     """Pass the indexer's messages on to our stderr while we run."""
-    _leave_signals_to_the_main_thread()
     while True:
         try:
             chunk = os.read(src, 65536)
@@ -474,18 +463,27 @@ def _say(message: str, fd: int) -> None:
         cap.write_all(fd, f"claudetrace: {message}\n".encode())
 
 
-def _leave_signals_to_the_main_thread() -> None:
-    """Block the forwarded signals in the calling (helper) thread.
+def _start_helper(thread: threading.Thread) -> None:
+    """Start a helper thread that never takes the forwarded signals.
 
     The kernel hands a process's signal to any thread that does not block it.
     Python runs handlers only in the main thread, which waits for the child in
     ``waitpid``: a signal taken by a pump thread set the handler's flag without
     interrupting that wait, so it was forwarded only when the child exited on
-    its own (one run in a few dozen of the signal test).  Blocked here, each goes
-    to the main thread, whose wait it interrupts.
+    its own (one run in a few dozen of the signal test).  The thread starts with
+    them blocked in the main thread, so it inherits the mask from its first
+    instruction (blocked by the thread itself, one could land on it while it
+    started); each goes to the main thread, whose wait it interrupts.
     """
-    with contextlib.suppress(AttributeError, OSError, ValueError):  # not on every system
-        signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
+    try:
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
+    except (AttributeError, OSError, ValueError):  # not on every system
+        thread.start()
+        return
+    try:
+        thread.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def report_problems(report: ProxyReport) -> None:

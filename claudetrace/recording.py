@@ -7,30 +7,13 @@ proxy creates, the store persists and the span builder and replay engine read.
 from __future__ import annotations
 
 import os
-import secrets
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
+from .ids import new_recording_id as new_recording_id  # re-exported
 from .model.events import Event
-
-_CROCKFORD: Final = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-
-
-def new_recording_id(now_ns: int | None = None) -> str:
-    """A sortable, unique recording id: a ULID (26 Crockford base32 characters).
-
-    The first 10 characters encode the start time in milliseconds, so ids sort by
-    start time as text; the last 16 are random.
-    """
-    ms = (time.time_ns() if now_ns is None else now_ns) // 1_000_000
-    value = (ms << 80) | secrets.randbits(80)
-    chars = []
-    for _ in range(26):
-        chars.append(_CROCKFORD[value & 31])
-        value >>= 5
-    return "".join(reversed(chars))
 
 
 @dataclass
@@ -63,13 +46,14 @@ class RecordingInfo:
     lost_bytes: int = 0
 
     @classmethod
-    def start(cls, argv: list[str], **fields: Any) -> RecordingInfo:
-        """A new recording starting now in this process."""
+    def start(cls, argv: list[str], *, id: str | None = None, **fields: Any) -> RecordingInfo:
+        """A new recording starting now in this process (``id``: one made already, by
+        :func:`new_recording_id`; else a new one)."""
         from ._version import __version__
 
         now = time.time_ns()
         return cls(
-            id=new_recording_id(now),
+            id=id or new_recording_id(now),
             argv=list(argv),
             started_ns=now,
             cwd=os.getcwd(),

@@ -15,15 +15,17 @@ SDK's version check sees the real answer and the session list stays clean.
 from __future__ import annotations
 
 import os
-import shlex
-import shutil
-import stat
 import sys
-from collections.abc import Mapping
-from pathlib import Path
 
 from .config import REAL_CLI_ENV
 from .errors import ClaudeTraceError
+
+# The proxy started as ``claude`` (argv[0] dispatch) finds the real CLI with this
+# module before it starts it: only what that needs is imported here.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
 
 VERSION_FLAGS = ("-v", "--version")
 
@@ -33,14 +35,30 @@ class ShimError(ClaudeTraceError):
 
 
 def self_command() -> list[str]:
-    """The argv prefix that runs this claudetrace (absolute paths, no PATH lookup)."""
-    return [sys.executable, "-m", "claudetrace"]
+    """The argv prefix that runs this claudetrace (absolute paths, no PATH lookup).
+
+    ``python -c``, not ``python -m claudetrace``: a shim runs it for every session,
+    and ``-m`` imports :mod:`runpy` (with importlib.util, contextlib, collections,
+    functools), as much work again as the proxy does before it starts the CLI.
+    """
+    return [sys.executable, "-c", "import sys; from claudetrace.cli import main; sys.exit(main())"]
+
+
+def _on_path(program: str) -> str | None:
+    """The executable ``program`` names on PATH (as :func:`shutil.which`, whose import
+    would cost the ``claude`` symlink more than the rest of its start)."""
+    from .spawn import which
+
+    try:
+        return which(program, os.environ)
+    except OSError:
+        return None
 
 
 def _is_self(path: str) -> bool:
     real = os.path.realpath(path)
     ours = {os.path.realpath(sys.argv[0])} if sys.argv and sys.argv[0] else set()
-    script = shutil.which("claudetrace")
+    script = _on_path("claudetrace")
     if script:
         ours.add(os.path.realpath(script))
     if real in ours:
@@ -57,7 +75,7 @@ def find_real_cli(explicit: str | None = None) -> str:
     """The real ``claude``: explicit path, ``$CLAUDETRACE_REAL_CLI``, or PATH minus us."""
     candidate = explicit or os.environ.get(REAL_CLI_ENV)
     if candidate:
-        path = shutil.which(candidate) or candidate
+        path = (None if os.path.dirname(candidate) else _on_path(candidate)) or candidate
         if not (os.path.isfile(path) and os.access(path, os.X_OK)):
             raise ShimError(f"the real claude CLI {candidate!r} is not an executable file")
         return os.path.abspath(path)
@@ -80,6 +98,8 @@ def shim_script(
     ``env_defaults`` are exported unless the caller's environment sets them;
     ``stamp`` is a file the shim appends a line to each time it starts a session.
     """
+    import shlex
+
     quoted = " ".join(shlex.quote(part) for part in command)
     lines = [
         "#!/bin/sh",
@@ -126,6 +146,9 @@ def write_shim(
     stamp: str | os.PathLike[str] | None = None,
 ) -> Path:
     """Write an executable shim at ``out`` (0755) and return its path."""
+    import stat
+    from pathlib import Path
+
     path = Path(out).expanduser().absolute()
     if path.is_dir():
         raise ShimError(f"{path} is a directory; give the shim's file name")

@@ -3,11 +3,12 @@
 Every SDK ``query()`` starts a fresh CLI through the proxy, so whatever the
 proxy does before its child runs is paid on every session.  This module starts
 the child with nothing loaded but what the interpreter itself loads at start-up
-(``os``, ``signal``, ``time``): no click, no :mod:`subprocess` (which imports
-``locale``, ``re`` and ``enum``), no store, no telemetry.  Everything recording
-needs is imported and set up afterwards (:func:`claudetrace.proxy.run_proxy`)
-while the child starts; what it writes meanwhile waits in its pipes, and the
-host's first lines wait in ours.
+(``os``, ``_signal``, ``time``): no click, no :mod:`subprocess` (which imports
+``locale``, ``re`` and ``enum``), not even :mod:`signal` (the C module it wraps
+has the same functions and numbers; its enums cost more than the rest of the
+start), no store, no telemetry.  Everything recording needs is imported and set
+up afterwards (:func:`claudetrace.proxy.run_proxy`) while the child starts; what
+it writes meanwhile waits in its pipes, and the host's first lines wait in ours.
 
 The child is started with ``posix_spawn``: its stdin, stdout and stderr are
 pipes to us; it gets the signals Python ignores in itself (``SIGPIPE``…) at
@@ -20,12 +21,19 @@ from __future__ import annotations
 
 import errno
 import os
-import signal
 import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import signal
     from collections.abc import Mapping, Sequence
+else:
+    try:
+        # What ``signal`` re-exports, without the enums: importing them (enum,
+        # functools, collections) was a third of the proxy's work before the spawn.
+        import _signal as signal
+    except ImportError:  # an interpreter without it
+        import signal
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: Signals Python ignores in its own process, which a child gets at their defaults.
@@ -139,11 +147,11 @@ def _spawn(argv: list[str], env: Mapping[str, str], actions: list[tuple[int, int
     finds nothing costs a clone of the whole process.
     """
     program = argv[0]
-    path = program if os.path.dirname(program) else _which(program, env)
+    path = program if os.path.dirname(program) else which(program, env)
     return os.posix_spawn(path, argv, env, file_actions=actions, setsigdef=_DEFAULT_IN_CHILD)
 
 
-def _which(program: str, env: Mapping[str, str]) -> str:
+def which(program: str, env: Mapping[str, str]) -> str:
     """The first executable file called ``program`` on ``env``'s PATH (as ``execvpe``
     looks: a file there that may not be run is the error when nothing else is found)."""
     found = None

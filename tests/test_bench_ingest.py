@@ -70,6 +70,7 @@ def test_the_commands_run_and_print_their_rows() -> None:
     result = CliRunner().invoke(cli, ["bench", "startup", "--runs", "2"])
     assert result.exit_code == 0, result.output
     assert "proxy, SQLite" in result.output and "later through the proxy" in result.output
+    assert "later through the proxy (SQLite, live telemetry; target" in result.output
     result = CliRunner().invoke(cli, ["bench", "ingest", "--lines", "200"])
     assert result.exit_code == 0, result.output
     assert "claudetrace, SQLite" in result.output and "naive loop" in result.output

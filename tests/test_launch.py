@@ -79,8 +79,16 @@ def test_the_fast_reading_knows_every_option_of_the_command() -> None:
     assert names == set(launch_mod.VALUE_OPTIONS) | set(launch_mod.FLAGS)
 
 
-def test_nothing_heavy_is_imported_before_the_child_starts(tmp_path: Path) -> None:
-    # The modules loaded when the child is started, seen from inside the proxy.
+#: Modules none of the ways in may load before the child starts.
+HEAVY = {"click", "sqlalchemy", "typing", "subprocess", "dataclasses", "re", "json", "enum",
+         "signal", "pathlib", "shutil", "runpy", "claudetrace.capture", "claudetrace.store",
+         "claudetrace.proxy", "claudetrace.telemetry.config", "claudetrace.model.events",
+         "opentelemetry"}
+
+
+def loaded_when_the_child_starts(tmp_path: Path, call: str, **env: str) -> set[str]:
+    """The modules loaded when the child is started, seen from inside the proxy that
+    ``call`` (Python, with ``main`` imported) runs."""
     seen = tmp_path / "modules"
     code = textwrap.dedent(f"""
         import sys
@@ -92,15 +100,48 @@ def test_nothing_heavy_is_imported_before_the_child_starts(tmp_path: Path) -> No
             return real(argv, env)
         spawn.start_child = start_child
         from claudetrace.cli import main
-        main(["proxy", "--db", {str(tmp_path / "t.db")!r}, "--", "true"])
+        {call}
     """)
-    done = subprocess.run([PY, "-c", code], capture_output=True, timeout=60, check=False)
+    done = subprocess.run([PY, "-c", code], capture_output=True, timeout=60, check=False,
+                          stdin=subprocess.DEVNULL, env={**os.environ, **env})
     assert done.returncode == 0, done.stderr
-    loaded = set(seen.read_text().split())
-    heavy = {"click", "sqlalchemy", "typing", "subprocess", "dataclasses", "re", "json",
-             "claudetrace.capture", "claudetrace.store", "claudetrace.proxy",
-             "claudetrace.telemetry", "claudetrace.model.events"}
-    assert not loaded & heavy, loaded & heavy
+    return set(seen.read_text().split())
+
+
+def test_nothing_heavy_is_imported_before_the_child_starts(tmp_path: Path) -> None:
+    argv = ["proxy", "--db", str(tmp_path / "t.db"), "--", "true"]
+    loaded = loaded_when_the_child_starts(tmp_path, f"main({argv!r})")
+    assert not loaded & HEAVY, loaded & HEAVY
+    assert "hashlib" not in loaded
+
+
+@pytest.mark.parametrize("flags, env", [
+    (["--otel-endpoint", "http://127.0.0.1:9"], {}),
+    ([], {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9", "OTEL_SERVICE_NAME": "x"}),
+])
+def test_nor_with_live_telemetry_which_only_adds_the_trace_context(
+    tmp_path: Path, flags: list[str], env: dict[str, str]
+) -> None:
+    # The CLI gets the recording's TRACEPARENT, so the recording's id and the
+    # exporters' settings come first; the SDK, the settings in full and the
+    # proxy's own modules come after.
+    argv = ["proxy", "--db", str(tmp_path / "t.db"), *flags, "--", "true"]
+    loaded = loaded_when_the_child_starts(tmp_path, f"main({argv!r})", **env)
+    assert not loaded & HEAVY, loaded & HEAVY
+    assert {"claudetrace.ids", "claudetrace.telemetry.context"} <= loaded
+
+
+def test_nor_as_claude_through_a_symlink(tmp_path: Path) -> None:
+    # argv[0] dispatch finds the real CLI on PATH (passing over itself) first.
+    real = tmp_path / "bin" / "claude"
+    real.parent.mkdir()
+    real.write_text("#!/bin/sh\nexit 0\n")
+    real.chmod(0o755)
+    call = "sys.argv = ['claude', '-p']; main()"
+    loaded = loaded_when_the_child_starts(
+        tmp_path, call, PATH=f"{real.parent}{os.pathsep}{os.environ['PATH']}",
+        CLAUDETRACE_DB=str(tmp_path / "t.db"))
+    assert not loaded & HEAVY, loaded & HEAVY
 
 
 def proxy(db: str, *child: str, **kw: Any) -> subprocess.Popen[bytes]:

@@ -265,10 +265,17 @@ def test_only_the_proxys_main_thread_takes_the_signals_it_forwards(db_path: Path
     with spawn(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as proc:
         assert proc.stdout is not None
         assert proc.stdout.readline() == b"ready\n"
-        threads = [int(t) for t in os.listdir(f"/proc/{proc.pid}/task")]
+        # The child's line can come through while the proxy still starts its
+        # helpers: the three pumps, and the indexer's stderr relay.
+        deadline = time.monotonic() + 30
+        while True:
+            threads = [int(t) for t in os.listdir(f"/proc/{proc.pid}/task")]
+            helpers = [tid for tid in threads if tid != proc.pid]
+            if len(helpers) >= 4 or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        assert len(helpers) >= 4
         forwarded = {int(s) for s in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM)}
-        helpers = [tid for tid in threads if tid != proc.pid]
-        assert len(helpers) >= 3  # the three pumps, and the indexer's stderr relay
         assert not forwarded & _blocked_signals(proc.pid, proc.pid)
         for tid in helpers:
             assert forwarded <= _blocked_signals(proc.pid, tid), tid

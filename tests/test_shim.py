@@ -127,6 +127,19 @@ def test_shim_script_quotes_paths() -> None:
     assert "exec '/x y/claude' \"$@\"" in text
 
 
+def test_the_shims_python_runs_claudetrace_without_runpy(tmp_path: Path) -> None:
+    # A shim runs for every session: ``python -m`` would load runpy (and importlib.util,
+    # contextlib, collections, functools) before the proxy could start the CLI.
+    command = [*self_command(), "proxy", "--db", str(tmp_path / "t.db"), "--", "true"]
+    done = subprocess.run(command, env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"},
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    imported = {line.rpartition("|")[2].strip() for line in done.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "claudetrace.spawn" in imported and "runpy" not in imported
+    assert self_command()[0] == sys.executable
+
+
 def _symlinked_claude(tmp_path: Path) -> Path:
     folder = tmp_path / "shim-bin"
     folder.mkdir()

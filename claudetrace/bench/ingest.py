@@ -5,9 +5,12 @@
   +%s%N``, which prints the wall clock as it starts; the delay is that time
   minus the moment just before the bench started the process.  Direct and
   proxied runs take turns; the figure is the median proxied delay minus the
-  median direct one.  The proxy runs as a shim runs it (``python -m claudetrace
-  proxy --db URL -- CMD``); each run's recording is stored before the next run
-  starts, so no indexer competes with it.
+  median direct one.  The proxy runs as a shim runs it (the command
+  :func:`~claudetrace.shim.self_command` gives, ``proxy --db URL -- CMD``), into
+  each database, and once more into SQLite with live telemetry on (OTLP to a
+  local endpoint that discards): the child's ``TRACEPARENT`` is made before it
+  starts.  Each run's recording is stored before the next run starts, so no
+  indexer competes with it.
 - **time to queryable** (:func:`run_ingest_bench`): ``cat IN | claudetrace proxy
   -- cat > /dev/null``, every line recorded in both directions, timed from the
   start until the recording is complete in the database (what ``claudetrace
@@ -32,8 +35,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..shim import self_command
 from . import compile_bytecode
-from .proxy import _check_stored, build_input, sample_lines, time_command
+from .proxy import (
+    _check_stored,
+    build_input,
+    discarding_otlp_endpoint,
+    sample_lines,
+    time_command,
+)
 
 #: The naive loop the time to queryable is held against (argv: input file, database).
 NAIVE_LOOP = """
@@ -73,7 +83,8 @@ db.close()
 
 @dataclass
 class StartupReport:
-    """Delays (ms) a child saw, run directly and through the proxy into each database."""
+    """Delays (ms) a child saw, run directly and through the proxy into each database
+    (and with live telemetry)."""
 
     direct_ms: list[float]
     proxied_ms: dict[str, list[float]]
@@ -83,14 +94,15 @@ class StartupReport:
 
     def lines(self) -> list[str]:
         runs = len(self.direct_ms)
+        width = max(len("proxy, ") + len(name) for name in ["", *self.proxied_ms])
         out = [f"start-up: the delay before the child runs, median of {runs} runs each (ms)", "",
-               f"{'':<22} {'median':>8} {'min':>8} {'max':>8} {'added':>8}"]
-        rows = [("direct", self.direct_ms), *((f"proxy, {k}", v)
-                                              for k, v in self.proxied_ms.items())]
-        for name, values in rows:
-            added = "" if name == "direct" else f"{self.added_ms(name[7:]):>8.1f}"
-            out.append(f"{name:<22} {statistics.median(values):>8.1f} {min(values):>8.1f} "
-                       f"{max(values):>8.1f} {added:>8}")
+               f"{'':<{width}} {'median':>8} {'min':>8} {'max':>8} {'added':>8}"]
+        rows = [("direct", None, self.direct_ms),
+                *((f"proxy, {k}", k, v) for k, v in self.proxied_ms.items())]
+        for label, name, values in rows:
+            added = "" if name is None else f"{self.added_ms(name):>8.1f}"
+            out.append(f"{label:<{width}} {statistics.median(values):>8.1f} "
+                       f"{min(values):>8.1f} {max(values):>8.1f} {added:>8}")
         out.append("")
         for name in self.proxied_ms:
             ms = self.added_ms(name)
@@ -114,24 +126,30 @@ def _delay_ms(argv: list[str], env: dict[str, str]) -> float:
 
 
 def run_startup_bench(*, runs: int = 11, databases: dict[str, str | None] | None = None,
-                      workdir: str | None = None) -> StartupReport:
+                      telemetry: bool = True, workdir: str | None = None) -> StartupReport:
     """Measure the child's start-up delay directly and through the proxy into each of
-    ``databases`` (name → URL; None: a fresh SQLite file)."""
+    ``databases`` (name → URL; None: a fresh SQLite file), and with ``telemetry``
+    once more into a fresh SQLite file with live telemetry on."""
     if shutil.which("date") is None:
         raise RuntimeError("the start-up benchmark needs `date` on PATH")
     compile_bytecode()
     child = ["date", "+%s%N"]
-    env = dict(os.environ)
-    with tempfile.TemporaryDirectory(prefix="claudetrace-bench-", dir=workdir) as tmp:
-        urls = {name: url or str(Path(tmp) / f"{name}.db")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    with tempfile.TemporaryDirectory(prefix="claudetrace-bench-", dir=workdir) as tmp, \
+            discarding_otlp_endpoint() as endpoint:
+        rows = {name: (url or str(Path(tmp) / f"{name}.db"), env)
                 for name, url in (databases or {"SQLite": None}).items()}
-        report = StartupReport([], {name: [] for name in urls})
+        if telemetry:
+            rows["SQLite, live telemetry"] = (str(Path(tmp) / "telemetry.db"), {
+                **env, "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+                "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"})
+        report = StartupReport([], {name: [] for name in rows})
         for _ in range(runs):
             report.direct_ms.append(_delay_ms(child, env))
-            for name, url in urls.items():
-                proxy = [sys.executable, "-m", "claudetrace", "proxy", "--db", url,
-                         "--name", "bench-startup", "--", *child]
-                report.proxied_ms[name].append(_delay_ms(proxy, env))
+            for name, (url, row_env) in rows.items():
+                proxy = [*self_command(), "proxy", "--db", url, "--name", "bench-startup",
+                         "--", *child]
+                report.proxied_ms[name].append(_delay_ms(proxy, row_env))
                 _check_stored(url, 1)  # its indexer is done before the next run
     return report
 

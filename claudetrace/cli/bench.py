@@ -110,16 +110,20 @@ def telemetry_bench(lines: int, rounds: int, valgrind: bool) -> None:
               help="Runs each, direct and proxied (the figure is the median).")
 @click.option("--db", "db_urls", multiple=True, metavar="URL",
               help="Also proxy into this database (repeatable; e.g. a PostgreSQL URL).")
+@click.option("--telemetry/--no-telemetry", default=True, show_default=True,
+              help="Also proxy into SQLite with live telemetry on (OTLP to a local sink).")
 @reports_errors
-def startup_bench(runs: int, db_urls: tuple[str, ...]) -> None:
+def startup_bench(runs: int, db_urls: tuple[str, ...], telemetry: bool) -> None:
     """How much later the child starts through the proxy than run directly.
 
-    Target: within 50 ms, on SQLite (a fresh file) and on any --db alike.
+    The proxy runs as a shim runs it.  Target: within 50 ms, on SQLite (a fresh
+    file), on any --db and with live telemetry alike.
     """
     from ..bench.ingest import run_startup_bench
 
     databases: dict[str, str | None] = {"SQLite": None, **{_db_name(u): u for u in db_urls}}
-    for line in run_startup_bench(runs=runs, databases=databases).lines():
+    for line in run_startup_bench(runs=runs, databases=databases,
+                                  telemetry=telemetry).lines():
         click.echo(line)
 
 

@@ -97,16 +97,16 @@ def run_and_exit(
 
     flags = {k: v for k, v in (otel or {}).items() if v is not None} or None
     environ = dict(os.environ)
-    prepared = None
+    recording_id = None
     if flags or any(key.startswith("OTEL_") for key in environ):
-        # Telemetry puts the recording's trace id in the child's environment: the
-        # recording must be described first (telemetry sessions only).
-        from ..proxy import ProxyOptions, prepare
+        # Live traces put the recording's trace id in the child's environment: the
+        # recording's id comes first (telemetry sessions only; nothing heavier).
+        from ..ids import new_recording_id
+        from ..telemetry.context import child_env
 
-        info, extra_env, otel_flags = prepare(
-            ProxyOptions(argv=argv, db=db, name=name, tags=tags or {}, otel=flags), environ)
-        started = spawn.launch(argv, {**environ, **extra_env})
-        prepared = (info, otel_flags)
+        recording_id = new_recording_id()
+        extra = child_env(recording_id, environ, flags)
+        started = spawn.launch(argv, {**environ, **extra})
     else:
         started = spawn.launch(argv, environ)
     from ..errors import ClaudeTraceError
@@ -114,7 +114,7 @@ def run_and_exit(
 
     options = ProxyOptions(argv=argv, db=db, name=name, tags=tags or {}, otel=flags)
     try:
-        status, report = run_proxy(options, started, prepared)
+        status, report = run_proxy(options, started, recording_id)
     except ClaudeTraceError as exc:
         print(f"claudetrace: {exc}", file=sys.stderr)
         sys.stderr.flush()

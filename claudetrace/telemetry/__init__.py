@@ -16,12 +16,15 @@ Nothing here imports OpenTelemetry at import time except :mod:`.export`.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
-
+# Not typing.TYPE_CHECKING: the proxy imports .context before it starts the CLI,
+# and typing alone costs more than the rest of that (type checkers know this too).
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # the real names for type checkers; loaded lazily at run time
+    from typing import Any
+
     from .content import ContentPolicy
-    from .records import SpanEvent, SpanRecord, render_tree, span_id_for, trace_id_for, traceparent
+    from .context import span_id_for, trace_id_for, traceparent
+    from .records import SpanEvent, SpanRecord, render_tree
     from .spans import SpanBuilder, build_spans
 
 #: Public names and the module that defines them: loaded on first use, so the
@@ -33,9 +36,9 @@ _EXPORTS = {
     "SpanEvent": ".records",
     "SpanRecord": ".records",
     "render_tree": ".records",
-    "span_id_for": ".records",
-    "trace_id_for": ".records",
-    "traceparent": ".records",
+    "span_id_for": ".context",
+    "trace_id_for": ".context",
+    "traceparent": ".context",
 }
 
 
@@ -43,6 +46,8 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
     return getattr(import_module(module, __name__), name)
 
 

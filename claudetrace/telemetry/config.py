@@ -4,8 +4,9 @@ Pure (no OpenTelemetry import), so the proxy can decide that telemetry is off
 without paying for the SDK.  Everything about *how* an exporter sends (endpoint
 paths, headers, compression, timeouts, certificates, ``OTEL_EXPORTER_OTLP_INSECURE``,
 batching, temporality, sampling) is left to the OpenTelemetry SDK, which reads
-the standard variables itself.  Decided here, as the SDK's own auto-configuration
-decides it:
+the standard variables itself.  Decided here (the exporters and protocols by
+:func:`.context.exported`, light enough for the proxy to read before it starts
+the CLI), as the SDK's own auto-configuration decides it:
 
 - the exporters of each signal: ``OTEL_TRACES_EXPORTER`` / ``OTEL_METRICS_EXPORTER``,
   a comma-separated list (default ``otlp``; ``none`` turns the signal off;
@@ -28,14 +29,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from ..errors import TelemetryError
 from ..recording import RecordingInfo
 from .content import ContentPolicy
-from .records import traceparent
+from .context import DEFAULT_PROTOCOL, exported, traceparent
 
-PROTOCOLS: Final = ("grpc", "http/protobuf")
-DEFAULT_PROTOCOL: Final = "http/protobuf"
-SIGNALS: Final = ("traces", "metrics")
 DEFAULT_SERVICE_NAME: Final = "claudetrace"
 #: Variable naming a ``module:function`` that gets the tracer provider and the list
 #: of metric readers before telemetry starts (see :mod:`.export`).
@@ -92,33 +89,6 @@ class OtelSettings:
         return self.traces if name == "traces" else self.metrics
 
 
-def _names(environ: Mapping[str, str], variable: str) -> tuple[str, ...]:
-    value = environ.get(variable, "").strip().lower() or "otlp"
-    names = tuple(dict.fromkeys(part.strip() for part in value.split(",") if part.strip()))
-    return () if "none" in names else names
-
-
-def _protocol(environ: Mapping[str, str], signal: str, flag: str | None) -> str:
-    for name, value in (
-        ("--otel-protocol", flag),
-        (f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL", None),
-        ("OTEL_EXPORTER_OTLP_PROTOCOL", None),
-    ):
-        chosen = (value if name.startswith("--") else environ.get(name, "")) or ""
-        chosen = chosen.strip()
-        if chosen:
-            if chosen not in PROTOCOLS:
-                raise TelemetryError(
-                    f"{name}={chosen!r}: unsupported OTLP protocol (use grpc or http/protobuf)")
-            return chosen
-    return DEFAULT_PROTOCOL
-
-
-def _has_endpoint(environ: Mapping[str, str], signal: str, flag: str | None) -> bool:
-    return bool(flag or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
-                or environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT", "").strip())
-
-
 def resolve_settings(
     *,
     endpoint: str | None = None,
@@ -135,20 +105,14 @@ def resolve_settings(
     env = os.environ if environ is None else environ
     content = ContentPolicy.from_env(env, capture_content)
     hook = env.get(HOOK_ENV, "").strip() or None
-    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return OtelSettings(content=content, hook=hook)
-    signals: dict[str, SignalSettings] = {}
-    for signal in SIGNALS:
-        names = _names(env, f"OTEL_{signal.upper()}_EXPORTER")
-        if "otlp" in names and not _has_endpoint(env, signal, endpoint):
-            names = tuple(n for n in names if n != "otlp")
-        chosen = _protocol(env, signal, protocol) if "otlp" in names else DEFAULT_PROTOCOL
-        signals[signal] = SignalSettings(names, chosen, endpoint)
+    signals = {signal: SignalSettings(names, chosen, endpoint)
+               for signal, (names, chosen) in exported(env, endpoint, protocol).items()}
     return OtelSettings(signals["traces"], signals["metrics"], content, hook)
 
 
 def child_env(info: RecordingInfo, settings: OtelSettings) -> dict[str, str]:
-    """The CLI's ``TRACEPARENT`` for a recording, when its traces are exported."""
+    """The CLI's ``TRACEPARENT`` for a recording, when its traces are exported (as
+    :func:`.context.child_env` decides it before the proxy starts the CLI)."""
     if not settings.traces.enabled:
         return {}
     return {"TRACEPARENT": traceparent(info.id)}

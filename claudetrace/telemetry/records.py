@@ -2,17 +2,21 @@
 
 A :class:`SpanRecord` is what the span builder produces and the exporter turns into
 an OpenTelemetry span; keeping it free of OpenTelemetry types lets the builder be
-tested (and benchmarked) without the SDK.  Trace and span ids are hashes of the
+tested (and benchmarked) without the SDK.  Trace and span ids (made in
+:mod:`.context`, re-exported here) are hashes of the
 recording id and a stable per-span key, so a live export and a later backfill of
 the same recording produce the very same ids.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
+
+from .context import span_id_for as span_id_for  # re-exported
+from .context import trace_id_for as trace_id_for
+from .context import traceparent as traceparent
 
 AttrValue = str | bool | int | float | tuple[str, ...]
 Attributes = dict[str, AttrValue]
@@ -64,25 +68,6 @@ class SpanRecord:
         if self.status != "error":
             self.status = "error"
             self.status_message = message
-
-
-def _digest(text: str, size: int) -> int:
-    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:size], "big")
-
-
-def trace_id_for(recording_id: str) -> int:
-    """The 128-bit trace id of a recording (never zero)."""
-    return _digest(f"claudetrace/trace/{recording_id}", 16) or 1
-
-
-def span_id_for(recording_id: str, key: str) -> int:
-    """The 64-bit id of the span ``key`` in a recording (never zero)."""
-    return _digest(f"claudetrace/span/{recording_id}/{key}", 8) or 1
-
-
-def traceparent(recording_id: str) -> str:
-    """A W3C ``traceparent`` pointing at the recording's root span (sampled)."""
-    return f"00-{trace_id_for(recording_id):032x}-{span_id_for(recording_id, 'root'):016x}-01"
 
 
 def render_tree(spans: Iterable[SpanRecord]) -> str:

@@ -1,0 +1,29 @@
+"""A recording's id: a ULID, made before anything else is loaded.
+
+With live telemetry the proxy gives the CLI a ``TRACEPARENT`` derived from the
+recording's id, so the id exists before the child starts; this module imports
+nothing but :mod:`os` and :mod:`time`, which the interpreter has loaded anyway.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+def new_recording_id(now_ns: int | None = None) -> str:
+    """A sortable, unique recording id: a ULID (26 Crockford base32 characters).
+
+    The first 10 characters encode the start time in milliseconds, so ids sort by
+    start time as text; the last 16 are random (from :func:`os.urandom`, as
+    :mod:`secrets` draws them, without its imports).
+    """
+    ms = (time.time_ns() if now_ns is None else now_ns) // 1_000_000
+    value = (ms << 80) | int.from_bytes(os.urandom(10), "big")
+    chars = []
+    for _ in range(26):
+        chars.append(_CROCKFORD[value & 31])
+        value >>= 5
+    return "".join(reversed(chars))
