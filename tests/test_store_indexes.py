@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -125,3 +127,16 @@ def test_type_lookups_use_the_sparse_index(store: Store) -> None:
     assert [e.seq for e in control_events(store, rid)] == [1, 2]
     assert raw_count(store, rid, types=["stream_event", "(not JSON)"]) == 4
     assert [e.seq for e in store.iter_events(rid, types=["assistant"])] == [0]
+
+
+def test_a_host_programs_own_adapters_are_left_alone(tmp_path: Path) -> None:
+    probe = (
+        "import sqlite3\n"
+        "def mine(value): return 'yes' if value else 'no'\n"
+        "sqlite3.register_adapter(bool, mine)\n"
+        "from claudetrace.store import open_store\n"
+        f"open_store({str(tmp_path / 'x.db')!r}).close()\n"
+        "assert sqlite3.adapters[(bool, sqlite3.PrepareProtocol)] is mine\n"
+        "assert sqlite3.connect(':memory:').execute('SELECT ?', (True,)).fetchone() == ('yes',)\n"
+    )
+    subprocess.run([sys.executable, "-c", probe], check=True, timeout=120)
