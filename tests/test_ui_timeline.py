@@ -7,7 +7,7 @@ from pathlib import Path
 from claudetrace.cassette import read_cassette
 from claudetrace.store import info_from_header
 from claudetrace.telemetry import build_spans
-from claudetrace.ui.timeline import latencies, timeline_rows, waterfall_figure
+from claudetrace.ui.timeline import LazyTimeline, latencies, timeline_rows, waterfall_figure
 
 CASSETTES = Path(__file__).parent / "fixtures" / "cassettes"
 
@@ -51,3 +51,26 @@ def test_latencies_by_category() -> None:
     samples = latencies(spans_of("permission_allow")[0])
     assert len(samples["tool"]) == 1 and len(samples["permission"]) == 1
     assert all(v >= 0 for values in samples.values() for v in values)
+
+
+def test_a_lazy_timeline_reads_only_as_far_as_the_rows_asked_for() -> None:
+    cassette = read_cassette(CASSETTES / "multi_turn.ndjson")
+    info = info_from_header(cassette.header)
+    reads: list[tuple[int, int]] = []
+
+    def read(start_seq: int, limit: int) -> list:
+        reads.append((start_seq, limit))
+        return [e for e in cassette.events if e.seq >= start_seq][:limit]
+
+    timeline = LazyTimeline(info, read, step=10)
+    first = timeline.rows(1)
+    assert first and not timeline.complete
+    assert timeline.lines_read < len(cassette.events) and reads[0] == (0, 10)
+    assert all(r.category != "session" for r in first)  # the session's bar ends last
+    every = timeline.rows(10_000)
+    assert timeline.complete and timeline.lines_read == len(cassette.events)
+    assert [(r.label, r.depth, r.start_s, r.end_s) for r in every] == [
+        (r.label, r.depth, r.start_s, r.end_s)
+        for r in timeline_rows(build_spans(info, cassette.events), info.started_ns)]
+    assert timeline.rows(10_000) is every  # nothing read again
+    assert len(reads) == -(-len(cassette.events) // 10) + (len(cassette.events) % 10 == 0)

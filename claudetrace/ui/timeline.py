@@ -8,12 +8,16 @@ hook, subagent, MCP, control) and draws them with Plotly.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..model.events import Event
+from ..recording import RecordingInfo
 from ..telemetry import conventions as c
 from ..telemetry.records import SpanRecord
+from ..telemetry.spans import SpanBuilder
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -110,6 +114,53 @@ def timeline_rows(spans: Iterable[SpanRecord], started_ns: int) -> list[Timeline
 
     visit(None, 0)
     return rows
+
+
+class LazyTimeline:
+    """The timeline of one recording, built as far as it is looked at.
+
+    ``read(start_seq, limit)`` returns the recording's events from ``start_seq``.
+    The span builder is fed ``step`` lines at a time until the rows asked for have
+    ended, so the first part of a long recording shows without reading the rest;
+    the builder keeps its place for the next part.  A span appears once it has
+    ended: a turn's bar with the turn's end, the session's bar last.  Safe to share
+    between the server's threads.
+    """
+
+    def __init__(
+        self, info: RecordingInfo, read: Callable[[int, int], Sequence[Event]], *,
+        step: int = 5000,
+    ) -> None:
+        self._info = info
+        self._read = read
+        self._step = step
+        self._builder = SpanBuilder(info)
+        self._next_seq = 0
+        self._lock = threading.Lock()
+        self._rows: list[TimelineRow] = []
+        self._rows_of = -1
+        #: True once every line has been read and the spans closed.
+        self.complete = False
+        self.lines_read = 0
+
+    def rows(self, at_least: int) -> list[TimelineRow]:
+        """The rows of the spans ended so far, reading on until there are ``at_least``
+        (or the recording's end)."""
+        with self._lock:
+            finished = self._builder.finished
+            while not self.complete and len(finished) < at_least:
+                events = self._read(self._next_seq, self._step)
+                self._builder.feed_many(events)
+                if events:
+                    self._next_seq = events[-1].seq + 1
+                    self.lines_read += len(events)
+                if len(events) < self._step:
+                    self._builder.close(self._info)
+                    self.complete = True
+            if self._rows_of != len(finished):
+                self._rows = timeline_rows(finished, self._info.started_ns)
+                self._rows_of = len(finished)
+            return self._rows
 
 
 def _hover(row: TimelineRow) -> str:

@@ -17,12 +17,12 @@ import streamlit as st
 
 from claudetrace.cassette import write_cassette
 from claudetrace.errors import ClaudeTraceError
+from claudetrace.model.events import Event
 from claudetrace.store import Recording, Store
 from claudetrace.store import browse as queries
-from claudetrace.telemetry import build_spans
 from claudetrace.ui.controlplane import ControlRow, control_rows
 from claudetrace.ui.conversation import Item, ToolCall, build_conversation
-from claudetrace.ui.timeline import TimelineRow, timeline_rows, waterfall_figure
+from claudetrace.ui.timeline import LazyTimeline, waterfall_figure
 from claudetrace.ui.views import common
 from claudetrace.ui.views.common import money, param, plain, seconds, set_params, when
 
@@ -38,8 +38,8 @@ CONVERSATION_PAGE = 300
 TIMELINE_PAGE = 300
 #: Rows per page of the control plane's table.
 CONTROL_PAGE = 500
-#: Lines the span builder reads at most (a longer recording's timeline is cut).
-TIMELINE_MAX_EVENTS = 200_000
+#: Lines the timeline's span builder reads at a time (as far as the part shown needs).
+TIMELINE_STEP = 5000
 RAW_PAGE = 200
 
 
@@ -256,37 +256,39 @@ def _no_gc_pauses() -> Iterator[None]:
             gc.enable()
 
 
-@st.cache_resource(show_spinner="Building spans…", max_entries=4)
-def _timeline_rows(
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _lazy_timeline(
     _db: Store, recording_id: str, event_count: int, ended: bool
-) -> tuple[list[TimelineRow], bool]:
-    """The waterfall rows of a recording's spans (once per recording and line count)."""
+) -> LazyTimeline:
+    """The recording's timeline, built as far as it has been looked at (per line count)."""
     rec = _db.get(recording_id)
-    with _no_gc_pauses():
-        events = _db.iter_events(recording_id, limit=TIMELINE_MAX_EVENTS)
-        spans = build_spans(rec.info(), events)
-        rows = timeline_rows(spans, rec.started_ns)
-    return rows, event_count > TIMELINE_MAX_EVENTS
+
+    def read(start_seq: int, limit: int) -> list[Event]:
+        return list(_db.iter_events(recording_id, start_seq=start_seq, limit=limit))
+
+    return LazyTimeline(rec.info(), read, step=TIMELINE_STEP)
 
 
 def _timeline(db: Store, rec: Recording) -> None:
-    rows, cut = _timeline_rows(db, rec.id, rec.event_count, rec.ended_ns is not None)
-    if cut:
-        st.warning(f"Only the first {TIMELINE_MAX_EVENTS:,} lines are in the timeline.")
+    timeline = _lazy_timeline(db, rec.id, rec.event_count, rec.ended_ns is not None)
+    part = common.int_param("part", 1) or 1
+    with st.spinner("Building spans…"), _no_gc_pauses():
+        rows = timeline.rows(part * TIMELINE_PAGE + 1)
     if not rows:
         st.info("No spans.")
         return
     pages = max(1, -(-len(rows) // TIMELINE_PAGE))
-    part = min(common.int_param("part", 1) or 1, pages)
-    if pages > 1:
-        part = int(
-            st.number_input(
-                f"Part (of {pages}, {TIMELINE_PAGE} spans each)", 1, pages, part, key="tl_part"
-            )
-        )
+    more = "" if timeline.complete else " so far"
+    part = min(part, pages)
+    if pages > 1 or not timeline.complete:
+        label = f"Part (of {pages}{more}, {TIMELINE_PAGE} spans each)"
+        part = int(st.number_input(label, 1, pages + (0 if timeline.complete else 1), part,
+                                   key="tl_part"))
         set_params(part=part if part > 1 else None)
     shown = rows[(part - 1) * TIMELINE_PAGE : part * TIMELINE_PAGE]
-    st.caption(f"{len(rows):,} spans; hover a bar for details.")
+    ended = f"{len(rows):,} spans" if timeline.complete else (
+        f"{len(rows):,} spans ended by line {timeline.lines_read:,} of {rec.event_count:,}")
+    st.caption(f"{ended}; hover a bar for details.")
     st.plotly_chart(waterfall_figure(shown), key="waterfall")
 
 
