@@ -26,6 +26,8 @@ from json.encoder import encode_basestring
 from pathlib import Path
 from typing import IO, Any, Final
 
+import msgspec
+
 from .errors import CassetteError
 from .model.events import DIRECTIONS, Event
 
@@ -249,6 +251,47 @@ def parse_record(text: str, *, path: str | None = None, line: int | None = None)
     return Event(seq=seq, direction=direction, t_ns=round(t * 1e9), data=data, eol=eol)
 
 
+class _Record(msgspec.Struct):
+    """The members of an event line :func:`parse_record` reads, as their types."""
+
+    seq: int
+    t: float
+    dir: str
+    line: str | msgspec.UnsetType = msgspec.UNSET
+    eol: bool = True
+
+
+_decode_record: Final = msgspec.json.Decoder(_Record).decode
+
+
+def read_record(raw: bytes, *, path: str | None = None, line: int | None = None) -> Event:
+    """:func:`parse_record` of one line read from a file (UTF-8 bytes), faster.
+
+    msgspec reads the few members an event line has straight into their types
+    (skipping, while still checking, anything else): a line of a cassette as
+    claudetrace writes it is read at several times the speed of ``json.loads``.
+    A line it refuses, or one with anything unusual (``line_b64``, a value out of
+    range, a lone surrogate), goes the general way, which decides and says what
+    is wrong, so the result is always :func:`parse_record`'s.
+    """
+    try:
+        record = _decode_record(raw)
+    except (msgspec.DecodeError, RecursionError):
+        record = None
+    if record is not None and isinstance(text := record.line, str):
+        seq, t = record.seq, record.t
+        if (0 <= seq <= MAX_SEQ and record.dir in DIRECTIONS and math.isfinite(t)
+                and 0 <= t <= MAX_NS / 1e9):
+            try:
+                data = text.encode("utf-8")
+            except UnicodeEncodeError:
+                pass
+            else:
+                return Event(seq, record.dir, round(t * 1e9), data,
+                             record.eol)
+    return parse_record(raw.decode("utf-8"), path=path, line=line)
+
+
 class CassetteEvents(Iterator[Event]):
     """The events of an open cassette, read as they are iterated.  The file closes
     at the end, or on :meth:`close` — also before the first event was read, which
@@ -297,10 +340,12 @@ def iter_cassette(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Cassett
             try:
                 for raw in handle:
                     lineno += 1
-                    text = raw.decode("utf-8")
-                    if not text.strip():
-                        continue
-                    event = parse_record(text, path=name, line=lineno)
+                    if not raw.isascii():
+                        raw.decode("utf-8")  # all of it, not only what msgspec keeps
+                    start = raw.lstrip()[:1]
+                    if not start or (start != b"{" and not raw.decode("utf-8").strip()):
+                        continue  # a blank line (Unicode's white space too)
+                    event = read_record(raw, path=name, line=lineno)
                     if event.seq <= last_seq:
                         raise CassetteError(
                             f'"seq" {event.seq} does not increase (previous {last_seq})',

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -170,3 +171,37 @@ def test_blank_lines_between_events_are_skipped(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     assert [e.data for e in read_cassette(path).events] == [b"a"]
+
+
+@pytest.mark.parametrize("line", [
+    '{"seq": 3, "t": 0.5, "dir": "out", "line": "{\\"type\\":\\"x\\"}"}',
+    '{"seq": 3, "t": 1, "dir": "err", "line": "é \\u001b[2J", "eol": false, "extra": [1]}',
+    '{"seq": 1, "seq": 2, "t": 0, "dir": "in", "line": "dup"}',
+    '{"seq": 0, "t": 0, "dir": "in", "line_b64": "/w=="}',
+    '{"seq": 0, "t": 0, "dir": "in", "line": null}',
+    '{"seq": 0, "t": NaN, "dir": "in", "line": "x"}',
+    '{"seq": 0, "t": 1e400, "dir": "in", "line": "x"}',
+    '{"seq": true, "t": 0, "dir": "in", "line": "x"}',
+    '{"seq": 99999999999999999999999, "t": 0, "dir": "in", "line": "x"}',
+    '{"seq": 0, "t": -1, "dir": "in", "line": "x"}',
+    '{"seq": 0, "t": 0, "dir": "up", "line": "x"}',
+    '{"seq": 0, "t": 0, "dir": "in", "line": "\\ud800"}',
+    '{"seq": 0, "t": 0, "dir": "in", "line": "x", "eol": 1}',
+    '{"seq": 0, "t": 0, "dir": "in", "line": "x", "deep": ' + "[" * 5000 + "]" * 5000 + "}",
+    '{"seq": 0, "t": 0, "dir": "in", "line": "x"}\r\n',
+    "[1, 2]",
+    "not json",
+])
+def test_reading_a_record_from_bytes_is_parsing_it(line: str) -> None:
+    from claudetrace.cassette import read_record
+
+    def outcome(read: Any) -> Any:
+        try:
+            event = read()
+        except CassetteError as exc:
+            return str(exc)
+        return (event.seq, event.direction, event.t_ns, event.data, event.eol)
+
+    fast = outcome(lambda: read_record(line.encode(), path="c", line=2))
+    general = outcome(lambda: parse_record(line, path="c", line=2))
+    assert fast == general
