@@ -67,10 +67,12 @@ __all__ = [
 
 #: ``stream_event`` chunks that change nothing in the model.
 _CHUNKS: Final = frozenset({"content_block_delta", "content_block_start", "content_block_stop"})
-_TASK_SUBTYPES: Final = frozenset({"task_started", "task_updated", "task_notification"})
+#: The system lines about a subagent's task.
+TASK_SUBTYPES: Final = frozenset({"task_started", "task_updated", "task_notification"})
 #: The system subtypes the fold reads more of than the subtype.
-_READ_SYSTEM: Final = frozenset({"init", "status"}) | _TASK_SUBTYPES
-_TASK_DONE: Final = frozenset({"completed", "failed", "killed", "stopped", "cancelled"})
+_READ_SYSTEM: Final = frozenset({"init", "status"}) | TASK_SUBTYPES
+#: The statuses a task ends with.
+TASK_DONE: Final = frozenset({"completed", "failed", "killed", "stopped", "cancelled"})
 #: The tool whose ``tool_use`` runs a subagent (``Task`` in older CLIs).
 SUBAGENT_TOOLS: Final = frozenset({"Agent", "Task"})
 
@@ -437,9 +439,8 @@ class Session:
                     setattr(self, attr, msg[key])
         elif subtype == "status" and isinstance(msg.get("permissionMode"), str):
             self.permission_mode = msg["permissionMode"]
-        elif subtype in _TASK_SUBTYPES:
-            task_id = opt_str(msg.get("task_id"))
-            tool_use_id = opt_str(msg.get("tool_use_id"))
+        elif subtype in TASK_SUBTYPES:
+            task_id, tool_use_id, status = _task_line(msg)
             if tool_use_id and task_id:
                 self._tasks[task_id] = tool_use_id
             elif task_id:
@@ -449,14 +450,17 @@ class Session:
             agent = self._subagent(tool_use_id, event.t_ns)
             agent.task_id = agent.task_id or task_id
             agent.subagent_type = agent.subagent_type or opt_str(msg.get("subagent_type"))
-            status = msg.get("status")
-            patch = msg.get("patch")
-            if isinstance(patch, dict) and isinstance(patch.get("status"), str):
-                status = patch["status"]
-            if isinstance(status, str):
+            if status is not None:
                 agent.status = status
-                if status in _TASK_DONE and agent.end_ns is None:
+                if status in TASK_DONE and agent.end_ns is None:
                     agent.end_ns = event.t_ns
+
+    def task_of(self, event: Event) -> tuple[Subagent | None, str | None]:
+        """The subagent a ``task_started`` / ``task_updated`` / ``task_notification``
+        line (already added) is about, and the status the line gives it (if any)."""
+        task_id, tool_use_id, status = _task_line(event.message or {})
+        tool_use_id = tool_use_id or (self._tasks.get(task_id) if task_id else None)
+        return (self.subagents.get(tool_use_id) if tool_use_id else None), status
 
     # -- control -----------------------------------------------------------------------
 
@@ -718,6 +722,15 @@ def _spread(total: Usage, calls: list[ModelCall]) -> None:
             setattr(call.usage, kind, part)
     for call in calls:
         call.usage_source = "result"
+
+
+def _task_line(msg: Mapping[str, Any]) -> tuple[str | None, str | None, str | None]:
+    """``(task_id, tool_use_id, status)`` of a task line (a ``patch``'s status wins)."""
+    status = msg.get("status")
+    patch = msg.get("patch")
+    if isinstance(patch, dict) and isinstance(patch.get("status"), str):
+        status = patch["status"]
+    return opt_str(msg.get("task_id")), opt_str(msg.get("tool_use_id")), opt_str(status)
 
 
 def _mcp_error(mcp_response: Any) -> str | None:

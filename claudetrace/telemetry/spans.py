@@ -34,6 +34,7 @@ from ..model import Usage
 from ..model.content import find_block, message_blocks
 from ..model.events import Event
 from ..model.protocol import message_error, opt_str
+from ..model.session import TASK_DONE, TASK_SUBTYPES
 from ..recording import RecordingInfo
 from . import conventions as c
 from .attributes import (
@@ -52,8 +53,6 @@ from .content import (
 from .records import Attributes, SpanKind, SpanRecord
 from .spantree import Lane, PendingRequest, SpanTree, usage_of
 
-_TASK_SUBTYPES = frozenset({"task_started", "task_updated", "task_notification"})
-_TASK_DONE = frozenset({"completed", "failed", "killed", "stopped", "cancelled"})
 _CHUNKS = frozenset({"content_block_delta", "content_block_start", "content_block_stop"})
 _T_NS = attrgetter("t_ns")
 
@@ -94,7 +93,7 @@ class SpanBuilder(SpanTree):
                 if subtype == "status":
                     if event.obj.get("status") == "requesting":
                         self._marks[fields.parent_tool_use_id] = now
-                elif subtype in _TASK_SUBTYPES:
+                elif subtype in TASK_SUBTYPES:
                     self._task(event, now)
             elif mtype == "assistant":
                 self._assistant(event, now)
@@ -348,29 +347,19 @@ class SpanBuilder(SpanTree):
 
     def _task(self, event: Event, now: int) -> None:
         """Subagent lifecycle messages: open its span early, end it when done."""
-        msg = event.message or {}
-        task_id = opt_str(msg.get("task_id"))
-        tool_use_id = opt_str(msg.get("tool_use_id"))
-        if tool_use_id and task_id:
-            self._tasks[task_id] = tool_use_id
-        elif task_id:
-            tool_use_id = self._tasks.get(task_id)
-        if tool_use_id:
-            subagent_type = opt_str(msg.get("subagent_type"))
-            if subagent_type and tool_use_id not in self._subagent_types:
-                self._subagent_types[tool_use_id] = subagent_type
-            if tool_use_id in self._tools:
-                self._lane_parent(tool_use_id, now)
+        agent, status = self.session.task_of(event)
+        tool_use_id = agent.tool_use_id if agent is not None else None
+        if agent is not None:
+            if agent.subagent_type and agent.tool_use_id not in self._subagent_types:
+                self._subagent_types[agent.tool_use_id] = agent.subagent_type
+            if agent.tool_use_id in self._tools:
+                self._lane_parent(agent.tool_use_id, now)
         # The message itself stays visible as an event on the subagent's span.
         self._span_event(event, now, lane=tool_use_id)
-        status = msg.get("status")
-        patch = msg.get("patch")
-        if isinstance(patch, dict) and isinstance(patch.get("status"), str):
-            status = patch["status"]
-        if tool_use_id and status in _TASK_DONE:
-            agent = self._agents.get(tool_use_id)
-            if agent is not None and status != "completed":
-                agent.set_error(f"subagent {status}")
+        if tool_use_id is not None and status in TASK_DONE:
+            span = self._agents.get(tool_use_id)
+            if span is not None and status != "completed":
+                span.set_error(f"subagent {status}")
             self._end_subagent(tool_use_id, now)
 
     # -- control requests ------------------------------------------------------------

@@ -101,7 +101,6 @@ class SpanTree:
         #: Model calls ended whose usage waits for their turn's result.
         self._parked: list[tuple[OpenSpan, ModelCall, str | None]] = []
         self._marks: dict[Lane, int] = {}
-        self._tasks: dict[str, str] = {}  # task_id -> tool_use_id of a subagent
         self._saw_output = False
         self._closed = False
         self.root = SpanRecord(
