@@ -257,18 +257,28 @@ class Store:
 
     def _import_events(self, info: RecordingInfo, header: dict[str, Any],
                        events: Iterator[Event], batch: int) -> None:
+        from concurrent.futures import Future, ThreadPoolExecutor
+
         session = SessionModel(model=info.model, session_id=info.cli_session_id)
         pending: list[Event] = []
         last_t = 0
-        with _store_errors("import"):
+        # One batch is written while the next is read and folded: the database's
+        # own work runs without the GIL, beside the parsing.  An error either
+        # side ends the import once the write under way has finished.
+        with _store_errors("import"), ThreadPoolExecutor(1) as writer:
+            writing: Future[None] | None = None
             for ev in events:
                 session.add(ev)
                 info.observe(ev)
                 last_t = ev.t_ns
                 pending.append(ev)
                 if len(pending) >= batch:
-                    self.write_batch(info.id, pending)
+                    if writing is not None:
+                        writing.result()
+                    writing = writer.submit(self.write_batch, info.id, pending)
                     pending = []
+            if writing is not None:
+                writing.result()
             end = header.get("ended_ns")
             ended_ns = end if isinstance(end, int) else info.started_ns + last_t
             self.write_batch(
