@@ -9,8 +9,9 @@
   :func:`~claudetrace.shim.self_command` gives, ``proxy --db URL -- CMD``), into
   each database, and once more into SQLite with live telemetry on (OTLP to a
   local endpoint that discards): the child's ``TRACEPARENT`` is made before it
-  starts.  Each run's recording is stored before the next run starts, so no
-  indexer competes with it.
+  starts.  Each run's indexer (and its telemetry worker) has exited before the
+  next run starts (the bench adopts and waits for it, :mod:`.orphans`), so none
+  competes with it.
 - **time to queryable** (:func:`run_ingest_bench`): ``cat IN | claudetrace proxy
   -- cat > /dev/null``, every line recorded in both directions, timed from the
   start until the recording is complete in the database (what ``claudetrace
@@ -37,6 +38,7 @@ from pathlib import Path
 
 from ..shim import self_command
 from . import compile_bytecode
+from .orphans import adopting
 from .proxy import (
     _check_stored,
     build_input,
@@ -136,7 +138,7 @@ def run_startup_bench(*, runs: int = 11, databases: dict[str, str | None] | None
     child = ["date", "+%s%N"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     with tempfile.TemporaryDirectory(prefix="claudetrace-bench-", dir=workdir) as tmp, \
-            discarding_otlp_endpoint() as endpoint:
+            discarding_otlp_endpoint() as endpoint, adopting() as orphans:
         rows = {name: (url or str(Path(tmp) / f"{name}.db"), env)
                 for name, url in (databases or {"SQLite": None}).items()}
         if telemetry:
@@ -150,7 +152,8 @@ def run_startup_bench(*, runs: int = 11, databases: dict[str, str | None] | None
                 proxy = [*self_command(), "proxy", "--db", url, "--name", "bench-startup",
                          "--", *child]
                 report.proxied_ms[name].append(_delay_ms(proxy, row_env))
-                _check_stored(url, 1)  # its indexer is done before the next run
+                _check_stored(url, 1)
+                orphans.reap()  # its indexer has exited before the next run
     return report
 
 
