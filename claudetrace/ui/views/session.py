@@ -140,10 +140,22 @@ def _header(rec: Recording) -> None:
 # -- conversation ------------------------------------------------------------------
 
 
+@st.cache_resource(show_spinner=False, max_entries=32)
+def _conversation_part(
+    _db: Store, recording_id: str, start: int, event_count: int
+) -> tuple[list[Item], int | None]:
+    """One part of the conversation (``CONVERSATION_PAGE`` lines from ``start``, folded by
+    the session model): its items, and the line the next part starts at (None at the
+    end).  Kept per recording and line count, so going back and forth reads nothing."""
+    events = queries.conversation_events(_db, recording_id, start_seq=start,
+                                         limit=CONVERSATION_PAGE)
+    following = events[-1].seq + 1 if len(events) == CONVERSATION_PAGE else None
+    return build_conversation(events), following
+
+
 def _conversation(db: Store, rec: Recording) -> None:
     start = common.int_param("from")
-    events = queries.conversation_events(db, rec.id, start_seq=start, limit=CONVERSATION_PAGE)
-    items = build_conversation(events)
+    items, following = _conversation_part(db, rec.id, start, rec.event_count)
     if start:
         st.caption(f"Showing from line {start}.")
         if st.button("⟲ From the start", key="conv_start"):
@@ -153,11 +165,10 @@ def _conversation(db: Store, rec: Recording) -> None:
         st.info("Nothing to show in this part of the conversation.")
     for item in items:
         _item(item, 0)
-    if len(events) == CONVERSATION_PAGE:
-        nxt = events[-1].seq + 1
-        st.caption(f"Conversation continues after line {events[-1].seq}.")
+    if following is not None:
+        st.caption(f"Conversation continues after line {following - 1}.")
         if st.button("Next part →", key="conv_next"):
-            set_params(**{"from": nxt})
+            set_params(**{"from": following})
             st.rerun()
 
 
