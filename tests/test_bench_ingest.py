@@ -44,6 +44,7 @@ def test_a_tiny_ingest_run_stores_every_event_and_prints_its_rows() -> None:
     report = run_ingest_bench(lines=400, repeat=2)
     assert [r.name for r in report.runs] == ["naive loop", "claudetrace, SQLite"] * 2
     assert all(r.seconds > 0 for r in report.runs)
+    assert all(r.cpu_seconds for r in report.runs)  # the naive loop's; the proxy's and more
     text = "\n".join(report.lines_out())
     assert "naive loop" in text and "claudetrace, SQLite" in text and "x the naive loop" in text
 
@@ -74,3 +75,12 @@ def test_the_commands_run_and_print_their_rows() -> None:
     result = CliRunner().invoke(cli, ["bench", "ingest", "--lines", "200"])
     assert result.exit_code == 0, result.output
     assert "claudetrace, SQLite" in result.output and "naive loop" in result.output
+
+
+def test_the_cpu_column_is_held_against_the_naive_loops() -> None:
+    report = IngestReport(1000, 10_000, [
+        IngestRun("naive loop", 4.0, cpu_seconds=3.0),
+        IngestRun("claudetrace, SQLite", 2.0, 0.5, None, cpu_seconds=6.0),
+    ])
+    row = next(line for line in report.lines_out() if line.startswith("claudetrace, SQLite "))
+    assert row.split()[-2:] == ["6.00", "0.50"]

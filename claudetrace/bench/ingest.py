@@ -27,6 +27,7 @@ claudetrace's own code knows it is being measured.
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -164,6 +165,9 @@ class IngestRun:
     #: For claudetrace: when the proxy exited (the rest is the indexer finishing).
     forwarded_seconds: float | None = None
     peak_rss_kib: int | None = None
+    #: CPU time (user + system): the naive loop's; the proxy's and its indexer's
+    #: (the indexer's as last sampled, up to 50 ms before it exited).
+    cpu_seconds: float | None = None
 
 
 @dataclass
@@ -183,18 +187,24 @@ class IngestReport:
         out = [f"input: {self.lines:,} lines ({self.bytes / 1e6:.1f} MB), each stored in both "
                f"directions ({2 * self.lines:,} events); each row the median of {repeat}", "",
                f"{'':<24} {'queryable s':>12} {'events/s':>10} {'x naive':>8} "
-               f"{'proxy exit s':>12} {'peak RSS':>9}"]
+               f"{'proxy exit s':>12} {'peak RSS':>9} {'CPU s':>7} {'CPU x naive':>11}"]
         for name in names:
             run = self.median(name)
             exit_s = f"{run.forwarded_seconds:.2f}" if run.forwarded_seconds is not None else ""
             rss = f"{run.peak_rss_kib / 1024:.0f} MiB" if run.peak_rss_kib else ""
+            cpu = f"{run.cpu_seconds:.2f}" if run.cpu_seconds else ""
+            cpu_ratio = (f"{naive.cpu_seconds / run.cpu_seconds:.2f}"
+                         if run.cpu_seconds and naive.cpu_seconds else "")
             out.append(f"{name:<24} {run.seconds:>12.2f} {2 * self.lines / run.seconds:>10,.0f} "
-                       f"{naive.seconds / run.seconds:>8.2f} {exit_s:>12} {rss:>9}")
+                       f"{naive.seconds / run.seconds:>8.2f} {exit_s:>12} {rss:>9} {cpu:>7} "
+                       f"{cpu_ratio:>11}")
         out += ["", "(queryable s: from the start until every event is in the database; for",
                 " claudetrace, cat IN | claudetrace proxy -- cat > /dev/null until the recording",
                 " is complete, as claudetrace sessions shows it; naive loop: json.loads and",
                 " executemany into SQLite with four indexes, in a fresh Python process.  peak RSS:",
-                " the indexer's)"]
+                " the indexer's.  CPU s: the naive loop's; the proxy's and its indexer's, which",
+                " runs in the idle scheduling class: on a busy machine it waits for idle CPU, and",
+                " the CPU ratio is the steadier figure)"]
         for name in names:
             if name == "naive loop":
                 continue
@@ -218,10 +228,12 @@ def run_ingest_bench(*, lines: int = 100_000, repeat: int = 1, cassette: str | N
         report = IngestReport(lines, source.stat().st_size)
         for round_ in range(repeat):
             naive_db = folder / f"naive-{round_}.db"
+            before = _children_cpu_s()
             start = time.perf_counter()
             subprocess.run([sys.executable, "-c", NAIVE_LOOP, str(source), str(naive_db)],
                            check=True, timeout=3600)
-            report.runs.append(IngestRun("naive loop", time.perf_counter() - start))
+            report.runs.append(IngestRun("naive loop", time.perf_counter() - start,
+                                         cpu_seconds=_children_cpu_s() - before))
             for name, url in (databases or {"SQLite": None}).items():
                 target = url or str(folder / f"claudetrace-{round_}.db")
                 report.runs.append(_through_proxy(f"claudetrace, {name}", target, source,
@@ -240,22 +252,32 @@ def _through_proxy(name: str, url: str, source: Path, lines: int) -> IngestRun:
     proxy = [sys.executable, "-m", "claudetrace", "proxy", "--db", url, "--name", "bench-ingest",
              "--", "cat"]
     peak: list[int] = []
+    cpu: dict[int, float] = {}
     start = time.perf_counter()
-    with _watch_indexers(cap.capture_dirs(cap.resolve_url(url)), peak):
+    with _watch_indexers(cap.capture_dirs(cap.resolve_url(url)), peak, cpu):
         run = time_command(name, proxy, source, lines)
         _check_stored(url, 2 * lines)
-    return IngestRun(name, time.perf_counter() - start, run.seconds, max(peak, default=0) or None)
+    return IngestRun(name, time.perf_counter() - start, run.seconds, max(peak, default=0) or None,
+                     (run.cpu_seconds or 0.0) + sum(cpu.values()))
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 class _watch_indexers:
-    """Samples the peak RSS of indexers whose capture files are in ``folders`` (found
-    by their command line), from a thread, while in use."""
+    """Samples the peak RSS and the CPU time (``cpu``: pid → seconds) of indexers
+    whose capture files are in ``folders`` (found by their command line), from a
+    thread, while in use."""
 
-    def __init__(self, folders: list[Path], peak: list[int]) -> None:
+    def __init__(self, folders: list[Path], peak: list[int], cpu: dict[int, float]) -> None:
         import threading
 
         self.markers = [str(folder).encode() for folder in folders]
         self.peak = peak
+        self.cpu = cpu
+        self.tick = os.sysconf("SC_CLK_TCK")
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -279,5 +301,8 @@ class _watch_indexers:
                     for line in (entry / "status").read_text().splitlines():
                         if line.startswith("VmHWM:"):
                             self.peak.append(int(line.split()[1]))
-                except OSError:
+                    # utime and stime, after the command name (which may hold spaces).
+                    stat = (entry / "stat").read_bytes().rpartition(b")")[2].split()
+                    self.cpu[int(entry.name)] = (int(stat[11]) + int(stat[12])) / self.tick
+                except (OSError, ValueError, IndexError):
                     continue
