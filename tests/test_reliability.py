@@ -222,8 +222,10 @@ def test_export_redacts_secrets_unless_told_not_to(db_path: Path, tmp_path: Path
         shown = ct("export", "latest", "--db", str(db_path), "--format", fmt)
         assert shown.returncode == 0 and key.encode() not in shown.stdout
         assert b"abcdefghijklmnop1234" not in shown.stdout and b"[REDACTED]" in shown.stdout
-    raw = ct("export", "latest", "--db", str(db_path), "--no-redact")
-    assert key.encode() in raw.stdout
+    for fmt in ("cassette", "html"):
+        raw = ct("export", "latest", "--db", str(db_path), "--format", fmt, "--no-redact")
+        assert raw.returncode == 0 and key.encode() in raw.stdout, fmt
+        assert b"abcdefghijklmnop1234" in raw.stdout and b"[REDACTED]" not in raw.stdout, fmt
 
 
 def test_no_command_prints_a_password_from_a_url(ct_env: Path) -> None:

@@ -327,14 +327,18 @@ def _exported_events(store: Any, rec: Any, redactor: Any = None) -> Any:
 def _export_html(store: Any, rec: Any, output: str, redactor: Any) -> None:
     from ..cassette import private_file
     from ..formats.html import write_report
+    from ..sanitize import Sanitizer
 
+    # The report redacts the strings it shows, not every event; with --no-redact,
+    # nothing (the report's own default is to redact).
+    shown = Sanitizer(secrets=False) if redactor is None else redactor
     if output == "-":
-        with _exported_events(store, rec, redactor) as events:
-            write_report(sys.stdout, rec, events)
+        with _exported_events(store, rec) as events:
+            write_report(sys.stdout, rec, events, redactor=shown)
         sys.stdout.flush()
         return
-    with private_file(output) as out, _exported_events(store, rec, redactor) as events:
-        count = write_report(out, rec, events)
+    with private_file(output) as out, _exported_events(store, rec) as events:
+        count = write_report(out, rec, events, redactor=shown)
     click.echo(f"wrote the report of {rec.id} ({count} events) to {output}", err=True)
 
 
