@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import select
+import queue
 import signal
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -232,6 +232,34 @@ def test_import_is_idempotent_and_follows_a_growing_transcript(
     assert store.resolve(SID).id == first.recording_id
 
 
+@pytest.mark.parametrize("cut", [8, 4])  # a turn under way; a turn that looked finished
+def test_a_grown_transcript_keeps_its_events_and_an_update_cut_short_changes_nothing(
+    tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch, cut: int
+) -> None:
+    lines = session_lines()
+    path = write(tmp_path / "projects" / "-home-dev-project" / f"{SID}.jsonl", lines[:cut])
+    rid = import_file(store, path).recording_id or ""
+    before = [(e.seq, e.data) for e in store.iter_events(rid)]
+    summary = (store.get(rid).event_count, store.get(rid).output_tokens)
+    write(path, lines)
+
+    def interrupted(*_args: Any) -> None:
+        raise KeyboardInterrupt  # Ctrl-C to `import --watch` while it writes
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Store, "_insert_rows", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            import_file(store, path)
+    # The recording as it was: not deleted, not half written.
+    assert [(e.seq, e.data) for e in store.iter_events(rid)] == before
+    assert (store.get(rid).event_count, store.get(rid).output_tokens) == summary
+    grown = import_file(store, path)
+    assert grown.action == "updated" and grown.recording_id == rid
+    assert [e.data for e in store.iter_events(rid)] == events_of(path)
+    if cut == 8:  # what was stored began the grown transcript: it stayed
+        assert [(e.seq, e.data) for e in store.iter_events(rid)][: len(before)] == before
+
+
 def test_import_command_on_folders_and_files(tmp_path: Path, db_path: Path) -> None:
     projects = tmp_path / "projects"
     write(projects / "-home-dev-a" / f"{SID}.jsonl", session_lines())
@@ -289,37 +317,94 @@ def test_watch_imports_new_and_growing_sessions(tmp_path: Path, db_path: Path) -
         str(db_path),
         str(projects),
     ]
+    path = projects / "-home-dev-a" / f"{SID}.jsonl"
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as proc:
+        out, err = Lines(proc.stdout), Lines(proc.stderr)
         try:
-            assert b"watching" in wait_for_line(proc, proc.stderr)
-            path = write(projects / "-home-dev-a" / f"{SID}.jsonl", lines[:7])
-            first = wait_for_line(proc)
-            write(path, lines)
-            second = wait_for_line(proc)
+            assert "watching" in err.next(proc)
+            # Written as the CLI writes it, a line at a time: the watcher may look
+            # at any moment, and imports what it finds (each report follows a commit).
+            append(path, lines[:7])
+            first = imported_until(proc, out, db_path, events_of(path))
+            append(path, lines[7:])
+            second = imported_until(proc, out, db_path, events_of(path))
             assert first == second  # the same recording, updated
         finally:
-            proc.send_signal(signal.SIGINT)
-            _, err = proc.communicate(timeout=20)
-    assert proc.returncode == 0, err
-    assert b"updated session" in err
+            proc.send_signal(signal.SIGINT)  # Ctrl-C (a run whose SIGINT is ignored fails here)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                raise
+    assert proc.returncode == 0, err.rest()
+    assert "updated session" in err.rest()
     check = open_settled_store(str(db_path))
     try:
-        assert check.get(first.decode()).turns == 2
+        assert check.get(first).turns == 2
     finally:
         check.close()
 
 
-def wait_for_line(proc: subprocess.Popen[bytes], stream: Any = None, timeout: float = 20) -> bytes:
-    """The next line the watcher prints on ``stream`` (its stdout by default)."""
-    stream = proc.stdout if stream is None else stream
-    assert stream is not None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([stream], [], [], 0.2)
-        if ready:
-            return bytes(stream.readline().strip())
-        assert proc.poll() is None, "the watcher stopped"
-    raise AssertionError("nothing imported")
+def append(path: Path, lines: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        for line in lines:
+            handle.write(json.dumps(line) + "\n")
+            handle.flush()
+
+
+def events_of(path: Path) -> list[bytes]:
+    return [e.data for e in read_transcript(path).events]
+
+
+def imported_until(proc: subprocess.Popen[bytes], out: Lines, db_path: Path,
+                   events: list[bytes]) -> str:
+    """The recording the watcher reports, once one of its reports is of ``events``."""
+    while True:
+        rid = out.next(proc)
+        store = open_settled_store(str(db_path))
+        try:
+            if [e.data for e in store.iter_events(rid)] == events:
+                return rid
+        finally:
+            store.close()
+
+
+class Lines:
+    """The lines a child writes on a pipe, read by a thread (a select() on a
+    buffered pipe misses lines already in its buffer)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._seen: list[str] = []
+        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    def _read(self, stream: Any) -> None:
+        for raw in stream:
+            self._queue.put(raw.decode().rstrip("\n"))
+        self._queue.put(None)
+
+    def next(self, proc: subprocess.Popen[bytes], timeout: float = 120) -> str:
+        """The next line (the bound is only for a watcher that hangs or dies)."""
+        try:
+            line = self._queue.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"nothing printed in {timeout} s") from None
+        assert line is not None, f"the watcher stopped ({proc.poll()}): {self.rest()}"
+        self._seen.append(line)
+        return line
+
+    def rest(self) -> str:
+        """Every line printed so far (all of them once the child has exited)."""
+        while True:
+            try:
+                line = self._queue.get(timeout=5)
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            self._seen.append(line)
+        return "\n".join(self._seen)
 
 
 # -- the real CLI -------------------------------------------------------------------------

@@ -4,9 +4,11 @@
 transcript line, or neither (a clear error).  :func:`import_file` stores one
 file; transcripts are imported idempotently: the recording of a session is found
 again by its CLI session id, an unchanged transcript is skipped, and one that
-grew replaces the events of the same recording (its id stays).  :func:`expand`
+grew updates the same recording (its id stays).  :func:`expand`
 turns folders into the transcript files under them, and :class:`Watcher`
-imports what is new or has grown, again and again.
+imports what is new or has grown, again and again.  A recording brought up to
+date is never deleted first: it keeps its stored events and gains the new ones
+in one transaction (:meth:`~claudetrace.store.Store.put_recording`).
 """
 
 from __future__ import annotations
@@ -138,19 +140,16 @@ def import_converted(
         info.id = known.id
         info.name = known.name
         info.tags = dict(known.tags or {})
-        store.delete_recording(known.id)
     if name:
         info.name = name
     if tags:
         info.tags = {**info.tags, **tags}
-    rid = store.import_cassette(({}, converted.events), info=info)
-    # The import closes the recording at its last event; a turn still under
-    # way leaves it open, seen last when the file was last written.
-    if not converted.finished:
-        seen = max(path.stat().st_mtime_ns, info.started_ns)
-        store.update_recording(rid, ended_ns=None, last_seen_ns=seen)
+    # A turn still under way leaves the recording open, seen last when the file
+    # was last written.  One that grew keeps its id and the events it had.
+    seen = None if converted.finished else max(path.stat().st_mtime_ns, info.started_ns)
+    store.put_recording(info, converted.events, open_seen_ns=seen)
     action: Action = "updated" if known is not None else "imported"
-    return Imported(path, kind, action, rid, sid)
+    return Imported(path, kind, action, info.id, sid)
 
 
 def import_file(

@@ -295,19 +295,59 @@ class Store:
                 writing.result()
             end = header.get("ended_ns")
             ended_ns = end if isinstance(end, int) else info.started_ns + last_t
-            self.write_batch(
-                info.id,
-                pending,
-                {
-                    **summary_columns(session),
-                    **outcome_columns(session.outcome(
-                        ended=True, exit_code=info.exit_code, signal=info.signal,
-                        error=info.error)),
-                    **_stream_columns(info),
-                    "ended_ns": ended_ns,
-                    "last_seen_ns": ended_ns,
-                },
-            )
+            self.write_batch(info.id, pending, _ended_columns(session, info, ended_ns))
+
+    def put_recording(
+        self, info: RecordingInfo, events: Sequence[Event], *, open_seen_ns: int | None = None
+    ) -> int:
+        """Make recording ``info.id`` hold exactly ``events`` (numbered from 0), in one
+        transaction; returns how many of its stored events were kept.
+
+        For a recording converted from a file that grows (a Claude Code
+        transcript): the first time it is stored whole; afterwards the stored
+        events that begin ``events`` are kept and only the rest is written, so a
+        reader (``tail``, the UI) never sees the recording missing or half
+        written, and one following its events sees the new ones arrive.  It ends
+        at its last event, unless ``open_seen_ns`` says it is still going on
+        (last seen then): it stays open, ``running`` while that is recent.
+        """
+        session = SessionModel(model=info.model, session_id=info.cli_session_id)
+        for ev in events:
+            session.add(ev)
+            info.observe(ev)
+        kept = self._stored_prefix(info.id, events)
+        last_t = events[-1].t_ns if events else 0
+        ended_ns = info.started_ns + last_t
+        columns = {**_info_columns(info), **_ended_columns(session, info, ended_ns)}
+        if open_seen_ns is not None:
+            columns.update(ended_ns=None, last_seen_ns=open_seen_ns)
+        rows, tools = event_rows(info.id, events[kept:])
+        r = _RECORDINGS.c
+        with _store_errors("import"), self.engine.begin() as conn:
+            # A write first, so SQLite takes its write lock before anything is read.
+            found = conn.execute(
+                update(_RECORDINGS).where(r.id == info.id).values(**_storable(columns))
+            ).rowcount
+            if not found:
+                conn.execute(insert(_RECORDINGS).values(**_storable(columns)))
+            conn.execute(delete(_TOOLS).where(_TOOLS.c.recording_id == info.id,
+                                              _TOOLS.c.seq >= kept))
+            conn.execute(delete(_EVENTS).where(_EVENTS.c.recording_id == info.id,
+                                               _EVENTS.c.seq >= kept))
+            if rows:
+                self._insert_rows(conn, _EVENTS, rows)
+            if tools:
+                self._insert_rows(conn, _TOOLS, tools)
+        return kept
+
+    def _stored_prefix(self, recording_id: str, events: Sequence[Event]) -> int:
+        """How many of ``events`` are stored already, unchanged, at the start of the recording."""
+        kept = 0
+        for stored in self.iter_events(recording_id):
+            if kept >= len(events) or stored.seq != kept or not _same_event(stored, events[kept]):
+                break
+            kept += 1
+        return kept
 
     def delete_recording(self, recording_id: str) -> None:
         with _store_errors("delete"), self.engine.begin() as conn:
@@ -541,6 +581,23 @@ def _storable(columns: dict[str, Any]) -> dict[str, Any]:
 
 def _like_prefix(prefix: str) -> str:
     return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _same_event(a: Event, b: Event) -> bool:
+    return (a.seq, a.direction, a.t_ns, a.data, a.eol, a.wall_ns) == (
+        b.seq, b.direction, b.t_ns, b.data, b.eol, b.wall_ns)
+
+
+def _ended_columns(session: SessionModel, info: RecordingInfo, ended_ns: int) -> dict[str, Any]:
+    """What an imported recording's row says once all its events are read."""
+    return {
+        **summary_columns(session),
+        **outcome_columns(session.outcome(
+            ended=True, exit_code=info.exit_code, signal=info.signal, error=info.error)),
+        **_stream_columns(info),
+        "ended_ns": ended_ns,
+        "last_seen_ns": ended_ns,
+    }
 
 
 def _stream_columns(info: RecordingInfo) -> dict[str, Any]:
