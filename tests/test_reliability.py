@@ -176,6 +176,23 @@ READ_COMMANDS = (("sessions",), ("show", "latest"), ("export", "latest"),
                  ("doctor",), ("db", "url"), ("replay", "latest"), ("ui", "--port", "0"))
 
 
+def test_doctor_lists_recordings_that_lost_bytes_without_failing(db_path: Path) -> None:
+    from claudetrace.cassette import read_cassette
+
+    store = open_settled_store(str(db_path))
+    plain = Path(__file__).parent / "fixtures" / "cassettes" / "plain.ndjson"
+    whole = store.import_cassette(read_cassette(plain))
+    cut = store.import_cassette(read_cassette(plain))
+    # What the indexer stores of a capture that lost bytes (test_a_full_disk… makes one).
+    store.update_recording(cut, lost_bytes=4096, outcome="incomplete",
+                           outcome_reason="4096 bytes of the capture were lost")
+    store.close()
+    doctor = ct("doctor", "--db", str(db_path))
+    assert doctor.returncode == 0, doctor.stderr
+    assert f"{cut}  incomplete: 4096 bytes forwarded but not recorded".encode() in doctor.stdout
+    assert whole.encode() not in doctor.stdout
+
+
 def test_a_mistyped_database_path_is_an_error_and_is_not_created(tmp_path: Path) -> None:
     missing = tmp_path / "nonexistent" / "dir" / "x.db"
     typo = tmp_path / "claudetrace.bd"  # in a folder that exists
@@ -293,5 +310,9 @@ def test_a_full_disk_loses_bytes_but_never_invents_lines(tmp_path: Path) -> None
         assert b"bytes lost" in shown.stdout and b"were lost" in shown.stdout
         tree = ct("otel", "latest", "--tree", "--db", str(db))
         assert tree.returncode == 0 and b"were lost" in tree.stdout, tree.stdout[-2000:]
+        # doctor lists it, for information (nothing to retry: exit status 0).
+        doctor = ct("doctor", "--db", str(db))
+        assert doctor.returncode == 0, doctor.stdout
+        assert f"{rec['id']}  incomplete: {rec['lost_bytes']} bytes".encode() in doctor.stdout
     finally:
         subprocess.run(["umount", "-l", str(small)], check=False, capture_output=True)

@@ -206,3 +206,23 @@ def test_stats_page(app: AppTest) -> None:
     assert "Bash" in set(tools["tool"])
     latency = at.dataframe[2].value
     assert {"model calls", "tools"} <= set(latency["what"])
+
+
+def test_lost_bytes_are_shown_beside_the_status(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from claudetrace.cassette import read_cassette
+    from claudetrace.indexer import open_settled_store
+
+    store = open_settled_store(str(tmp_path / "ui.db"))
+    plain = Path(__file__).parent / "fixtures" / "cassettes" / "plain.ndjson"
+    rid = store.import_cassette(read_cassette(plain))
+    # What the indexer stores of a capture that lost bytes on a full disk.
+    store.update_recording(rid, lost_bytes=4096, outcome="incomplete",
+                           outcome_reason="4096 bytes of the capture were lost")
+    store.close()
+    monkeypatch.setenv("CLAUDETRACE_DB", str(tmp_path / "ui.db"))
+    at = run(AppTest.from_file(APP, default_timeout=60), session=rid)
+    [status] = [m for m in at.metric if m.label == "Status"]
+    assert status.value == "incomplete" and status.delta == "4,096 bytes lost"
+    assert "4096 bytes of the capture were lost" in all_text(at)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from ._common import db_option, read_store, reports_errors
@@ -26,6 +28,11 @@ def doctor(db_url: str | None, retry: tuple[str, ...]) -> None:
     ``….capture.damaged``) and never tried again by itself; its recording, if
     any of it was stored, is marked incomplete.  Exit status 1 while any is
     set aside, so scripts can check.
+
+    Recordings that lost bytes (forwarded to the CLI or the host but never
+    written to the capture, as on a full disk) are listed too, for
+    information: what they hold is stored and cannot be completed, so they do
+    not change the exit status.
     """
     from .. import capture as cap
     from ..config import resolve_url
@@ -38,15 +45,23 @@ def doctor(db_url: str | None, retry: tuple[str, ...]) -> None:
             if "ALL" in wanted or item.recording_id.upper() in wanted:
                 click.echo(f"retrying {item.recording_id}", err=True)
                 cap.restore(item)
+    lossy: list[Any] = []
     try:
         # Opening it stores what waits (the retried captures among them).
-        read_store(db_url).close()
+        store = read_store(db_url)
+        try:
+            lossy = store.lossy_recordings()
+        finally:
+            store.close()
     except StoreError as exc:
         # A database that cannot be opened (missing, refusing) may be why
         # captures were set aside: list them; with none, it is the answer.
         if not cap.set_aside_files(url):
             raise
         click.echo(f"claudetrace: {exc}", err=True)
+    for rec in lossy:
+        click.echo(f"{rec.id}  incomplete: {rec.lost_bytes} bytes forwarded but not recorded "
+                   "(a full disk?); the rest is stored")
     waiting = [p for p in cap.capture_files(url) if not cap.writer_alive(p)]
     aside = cap.set_aside_files(url)
     for item in aside:
@@ -56,7 +71,8 @@ def doctor(db_url: str | None, retry: tuple[str, ...]) -> None:
         click.echo(f"{len(waiting)} finished recording(s) still waiting to be stored "
                    "(the next command that can write the database stores them)")
     if not aside and not waiting:
-        click.echo("nothing set aside: every finished recording is stored")
+        click.echo("nothing set aside: every finished recording is stored"
+                   + (" (some with bytes lost, above)" if lossy else ""))
         return
     if aside:
         raise SystemExit(1)

@@ -453,6 +453,16 @@ class Store:
                 .limit(1)
             ).first()
 
+    def lossy_recordings(self) -> list[Recording]:
+        """Recordings that lost bytes of their capture (forwarded, never written:
+        a full disk), newest first."""
+        table = _RECORDINGS.c
+        with _store_errors("read"), self.session() as s:
+            return list(s.scalars(
+                select(Recording).where(table.lost_bytes > 0)
+                .order_by(table.started_ns.desc(), table.id.desc())
+            ))
+
     def count_recordings(self) -> int:
         with _store_errors("read"), self.session() as s:
             return int(s.scalar(select(func.count()).select_from(Recording)) or 0)

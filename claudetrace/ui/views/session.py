@@ -96,7 +96,14 @@ def _body(db: Store, recording_id: str, rec: Recording | None = None) -> None:
 def _header(rec: Recording) -> None:
     status = rec.status
     cols = st.columns(7)
-    cols[0].metric("Status", status)
+    lost = rec.lost_bytes or 0
+    cols[0].metric(
+        "Status",
+        status,
+        delta=f"{lost:,} bytes lost" if lost else None,
+        delta_color="inverse",
+        help="Bytes forwarded but not recorded (a full disk)" if lost else None,
+    )
     cols[1].metric("Duration", seconds(None if rec.duration_ns is None else rec.duration_ns / 1e9))
     cols[2].metric("Turns", rec.turns)
     cols[3].metric(
@@ -132,9 +139,8 @@ def _header(rec: Recording) -> None:
     if status == "running":
         st.info("This session is being recorded; the view refreshes while auto-refresh is on.")
     elif status == "incomplete":
-        st.warning(
-            "The recording stopped without an end (the proxy died?): this is what was saved."
-        )
+        why = rec.status_reason or "the recording stopped without an end (the proxy died?)"
+        st.warning(f"Incomplete: {plain(why, 500)}. This is what was saved.")
 
 
 # -- conversation ------------------------------------------------------------------
