@@ -99,7 +99,13 @@ def test_open_by_id_prefix(app: AppTest, ui_db: dict[str, str]) -> None:
 
 
 def test_empty_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from claudetrace.indexer import open_settled_store
+
     monkeypatch.setenv("CLAUDETRACE_DB", str(tmp_path / "empty.db"))
+    at = run(AppTest.from_file(APP, default_timeout=60))  # a page never makes a database
+    assert "no database at" in unescape(at.error[0].value)
+    assert not (tmp_path / "empty.db").exists()
+    open_settled_store(str(tmp_path / "empty.db")).close()  # as `claudetrace ui` leaves it
     at = run(AppTest.from_file(APP, default_timeout=60))
     assert metrics(at)["Sessions"] == "0"
     assert any("No recordings yet" in i.value for i in at.info)
