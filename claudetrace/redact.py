@@ -59,6 +59,41 @@ _PATTERNS: Final = [
     ),
 ]
 
+#: What every match of :data:`_PATTERNS` starts with, in lower case, and what
+#: must follow it in the match (None: anything): see :func:`may_hold_secret`.
+_KEY_TAIL: Final = re.compile(r"[a-z_]*[=:]")
+_HINTS: Final = (
+    *((word, None) for word in ("sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_",
+                                "xox", "akia", "eyj", "bearer")),
+    ("api", re.compile(r"[_-]?key[a-z_]*[=:]")),
+    *((word, _KEY_TAIL) for word in ("token", "secret", "passw", "auth", "credential")),
+)
+#: Characters case-insensitive matching takes for an ASCII letter that lower()
+#: does not turn into it (U+0130 and U+0131 for i, U+017F for s).
+_CASE_TWINS: Final = ("\u0130", "\u0131", "\u017f")
+
+
+def may_hold_secret(text: str) -> bool:
+    """False when :func:`redact_text` certainly finds nothing in ``text``, nor in
+    any string a JSON text holds written without ``\\u`` escapes.
+
+    Each pattern's match starts with letters, digits, ``-``, ``_``, ``=`` or ``:``,
+    which JSON writes as themselves; looking for those starts with ``str.find``
+    is many times faster than running the patterns (a regular expression that
+    may start with any of a dozen words is tried at every position).
+    """
+    if not text.isascii() and any(twin in text for twin in _CASE_TWINS):
+        return True
+    low = text.lower()
+    for word, tail in _HINTS:
+        at = low.find(word)
+        while at >= 0:
+            if tail is None or tail.match(low, at + len(word)):
+                return True
+            at = low.find(word, at + 1)
+    return False
+
+
 _SECRET_FLAG: Final = re.compile(
     r"(?i)^--?[a-z0-9-]*(api-?key|token|secret|password|passwd|credential|auth)[a-z0-9-]*$"
 )

@@ -36,7 +36,7 @@ from typing import Any, Final
 from .cassette import Cassette
 from .model.events import Event, parse_json
 from .model.protocol import project_slug
-from .redact import REDACTED, redact_text, secret_values
+from .redact import REDACTED, may_hold_secret, redact_text, secret_values
 
 #: Placeholder for the recording's home directory (as in the reference samples).
 HOME: Final = "/home/dev"
@@ -51,6 +51,8 @@ MACHINE_FIELDS: Final = ("host", "pid", "env")
 # A path starts where no path name precedes it ("/app" is not in "/usr/app") and
 # ends where a name cannot continue; a trailing '.' ends it only when no name
 # character follows ("in /x/proj." vs "/x/proj.txt").
+#: A character JSON writes escaped: a literal holding one may be spelled otherwise.
+_ESCAPED: Final = re.compile(r'["\\\x00-\x1f]')
 _PATH_START: Final = r"(?<![A-Za-z0-9_.\-])"
 _PATH_END: Final = r"(?![A-Za-z0-9_\-]|\.[A-Za-z0-9_])"
 
@@ -79,6 +81,8 @@ class Sanitizer:
     patterns: tuple[re.Pattern[str], ...] = ()
     secrets: bool = True
     _path_re: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
+    #: Whether :meth:`_untouched` may tell a clean line from its text alone.
+    _glance: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Longest first, so a cwd inside the home is replaced as a whole.
@@ -92,6 +96,11 @@ class Sanitizer:
             alternation = "|".join(re.escape(old) for old, _ in pairs)
             regex = re.compile(f"{_PATH_START}(?:{alternation}){_PATH_END}")
             object.__setattr__(self, "_path_re", regex)
+        # Secrets alone (no paths, no patterns of the user's), and literals JSON
+        # writes as themselves (no quote, backslash or control character).
+        glance = not pairs and not self.patterns and not any(
+            _ESCAPED.search(literal) for literal in self.literals)
+        object.__setattr__(self, "_glance", glance)
 
     @classmethod
     def for_recording(
@@ -158,6 +167,8 @@ class Sanitizer:
 
     def line(self, data: bytes) -> bytes:
         """One event line sanitised; the same bytes when nothing needed hiding."""
+        if self._untouched(data):
+            return data
         obj = parse_json(data)
         if obj is None or not isinstance(obj, (dict, list)):
             # Not JSON (stderr text, a partial line): plain text replacement.
@@ -176,6 +187,27 @@ class Sanitizer:
         if data is event.data:
             return event
         return Event(event.seq, event.direction, event.t_ns, data, event.eol, event.wall_ns)
+
+    def _untouched(self, data: bytes) -> bool:
+        """True when :meth:`line` certainly gives ``data`` back unchanged, told
+        from the line's text without parsing it (most lines of a session).
+
+        Every string in a JSON line without ``\\u`` or ``\\/`` escapes is
+        written in the line's text with each letter, digit, ``-``, ``_``, ``=``
+        and ``:`` as itself, so a secret pattern's match or a literal
+        (see ``_glance``) found in a string would also be found, by
+        :func:`~claudetrace.redact.may_hold_secret` or as itself, in the text.  A
+        line that is not JSON is its text.
+        """
+        if not self._glance or b"\\u" in data or b"\\/" in data:
+            return False
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+        if self.secrets and may_hold_secret(text):
+            return False
+        return not any(literal in text for literal in self.literals)
 
     def header(self, header: Mapping[str, Any]) -> dict[str, Any]:
         """A cassette header without machine details, naming the placeholders."""

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from claudetrace import redact
 from claudetrace.cassette import Cassette, read_cassette, write_cassette
 from claudetrace.model.events import Event
 from claudetrace.redact import REDACTED
@@ -140,3 +144,49 @@ def test_replay_maps_placeholders_to_the_live_directories() -> None:
     assert "/srv/ci/app" in rendered
     assert "-srv-ci-app" in rendered
     assert "/home/dev" not in rendered
+
+
+# -- telling a clean line at a glance ------------------------------------------------
+
+@pytest.mark.parametrize("pattern", redact._PATTERNS, ids=lambda p: p.pattern[:30])
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_the_hint_is_found_wherever_a_secret_pattern_matches(
+    pattern: re.Pattern[str], data: st.DataObject,
+) -> None:
+    secret = data.draw(st.from_regex(pattern, fullmatch=True))
+    around = data.draw(st.text(max_size=5))
+    assert redact.may_hold_secret(secret)
+    line = json.dumps({"k": around + secret + around}, ensure_ascii=False)
+    if "\\u" not in line and "\\/" not in line:
+        assert redact.may_hold_secret(line)
+
+
+_LINE_TEXT = st.lists(st.sampled_from(
+    [*"abcAKIJyeksk-_=:/ \\\"\n\t\x1bé\u017f\u212a", "token=", "Bearer ", "sk-ant-",
+     "ghp_", "eyJ", "passwd:", "hunter2-secret"]),
+    max_size=30).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_LINE_TEXT, key=_LINE_TEXT, as_json=st.booleans(), ascii_only=st.booleans())
+def test_a_line_seen_clean_at_a_glance_is_clean(
+    value: str, key: str, as_json: bool, ascii_only: bool,
+) -> None:
+    sanitizer = Sanitizer(literals=("hunter2-secret", "ZZZZ"))
+    glance_off = Sanitizer(literals=("hunter2-secret", "ZZZZ"), patterns=(re.compile("(?!)"),))
+    text = json.dumps({key: [value, 1]}, ensure_ascii=ascii_only) if as_json else value
+    data = text.encode("utf-8", "surrogateescape")
+    assert sanitizer.line(data) == glance_off.line(data)
+
+
+def test_clean_lines_are_given_back_unparsed() -> None:
+    sanitizer = Sanitizer(literals=("s3cr3t-value",))
+    clean = b'{"type":"assistant","message":{"usage":{"input_tokens":3}},"text":"a\\nb"}'
+    assert sanitizer._untouched(clean)
+    assert sanitizer.line(clean) is clean
+    for dirty in (b'{"t":"x s3cr3t-value"}', b'{"t":"token=abcdefgh"}',
+                  b'{"t":"\\u0073k-ant-abcdefghijk"}', '{"t":"pa\u017fsword=abcdefgh"}'.encode(),
+                  b'{"t":"Authorization: Bearer abcdefghijklmnop"}'):
+        assert not sanitizer._untouched(dirty)
+        assert sanitizer.line(dirty) != dirty
