@@ -42,7 +42,7 @@ import pytest
 
 from .cassette import Cassette, read_cassette
 from .recordmode import BadRecordMode, RecordMode, choose_mode, plan
-from .replay.settings import BadSetting, ReplaySettings, settings_from
+from .replay.settings import BadSetting, ReplaySettings, flag, settings_from
 
 #: The marker a test uses to configure its cassette.
 MARKER: Final = "claude_cassette"
@@ -195,9 +195,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     parser.addini(
         "claude_match_argv",
-        "Compare the CLI options that change behaviour with the recording (default true).",
-        type="bool",
-        default=True,
+        "Compare the CLI options that change behaviour with the recording: true (default) "
+        "or false.",
+        default="",
     )
     parser.addini(
         "claude_ignore_argv",
@@ -329,6 +329,7 @@ def claude_cassette(
     kwargs = dict(marker.kwargs) if marker is not None else {}
     if marker is not None and marker.args:
         kwargs.setdefault("path", marker.args[0])
+    problem: str | None = None
     try:
         settings = settings_from(kwargs, _ini_settings(config))
         if kwargs.get("record_mode") is not None:
@@ -339,7 +340,9 @@ def claude_cassette(
             ini=str(config.getini("claude_record_mode") or ""),
         )
     except (BadRecordMode, BadSetting) as exc:
-        pytest.fail(str(exc), pytrace=False)
+        problem = str(exc)
+    if problem is not None:  # raised outside the handler: one line, no chained exception
+        pytest.fail(problem, pytrace=False)
     folder = cassette_dir(config)
     path = cassette_path(folder, Path(str(item.path)), item.nodeid, kwargs.get("path"))
     config.stash[_USED_KEY].add(path)
@@ -430,9 +433,18 @@ def _ini_settings(config: pytest.Config) -> dict[str, Any]:
         "volatile_paths": list(config.getini("claude_volatile_paths")),
         "match_regex": list(config.getini("claude_match_regex")),
         "match": str(config.getini("claude_matcher") or "") or None,
-        "match_argv": config.getini("claude_match_argv"),
+        "match_argv": _ini_flag(config, "claude_match_argv", default=True),
         "ignore_argv": list(config.getini("claude_ignore_argv")),
     }
+
+
+def _ini_flag(config: pytest.Config, name: str, *, default: bool) -> bool:
+    """A yes/no ini option, checked here: pytest's own ``bool`` ini type fails with
+    a traceback that names neither the option nor the values it takes."""
+    value = str(config.getini(name) or "").strip()
+    if not value:
+        return default
+    return flag(value, key=name, where=f"ini option {name}")
 
 
 def _read_previous(path: Path) -> Cassette | None:

@@ -91,6 +91,18 @@ def test_unknown_marker_keys_and_bad_values_are_errors(
     result = run(pytester, "--claude-record-mode=none")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*unknown claude record mode 'sometimes'*"])
+    # An ini value is checked the same way: one line naming the option and its values.
+    write_test(pytester)
+    pytester.makeini("[pytest]\nclaude_match_argv = maybe\n")
+    result = run(pytester, "--claude-record-mode=none")
+    result.assert_outcomes(errors=1)
+    line = ("ini option claude_match_argv must be True or False "
+            "(or one of true, yes, on, 1, false, no, off, 0), not 'maybe'")
+    result.stdout.fnmatch_lines([line])
+    assert result.stdout.str().count(line) == 1, result.stdout.str()
+    assert "Traceback" not in result.stdout.str() and "UsageError" not in result.stdout.str()
+    pytester.makeini("[pytest]\nclaude_match_argv = no\n")
+    run(pytester, "--claude-record-mode=none").assert_outcomes(passed=1)
 
 
 def test_volatile_paths_from_the_marker_and_the_ini_file(

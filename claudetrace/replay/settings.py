@@ -84,14 +84,28 @@ def _regexes(key: str, values: Iterable[str]) -> tuple[str, ...]:
     return out
 
 
-def _flag(key: str, value: Any) -> bool:
+#: How a yes/no setting may be spelled (in an ini file, say).
+_TRUE: Final = ("true", "yes", "on", "1")
+_FALSE: Final = ("false", "no", "off", "0")
+
+
+def flag(value: Any, *, key: str, where: str | None = None) -> bool:
+    """A yes/no setting: a bool, or one of its usual spellings in a string.
+
+    Anything else is a :class:`BadSetting` naming the setting (``where``,
+    default the marker's ``key=``) and the valid values.
+    """
     if isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.strip().lower() in ("1", "true", "yes", "on"):
+    if isinstance(value, str) and value.strip().lower() in _TRUE:
         return True
-    if isinstance(value, str) and value.strip().lower() in ("0", "false", "no", "off"):
+    if isinstance(value, str) and value.strip().lower() in _FALSE:
         return False
-    raise BadSetting(f"claude_cassette {key}= must be True or False, not {value!r}", key=key)
+    name = where or f"claude_cassette {key}="
+    raise BadSetting(
+        f"{name} must be True or False (or one of {', '.join(_TRUE + _FALSE)}), not {value!r}",
+        key=key,
+    )
 
 
 @dataclass
@@ -180,7 +194,7 @@ def settings_from(
             )
     elif matcher is not None:
         reference = _checked(matcher_reference, "match", matcher)
-    match_argv = _flag("match_argv", marker.get("match_argv", ini.get("match_argv", True)))
+    match_argv = flag(marker.get("match_argv", ini.get("match_argv", True)), key="match_argv")
     ignore_argv = tuple(canonical(k) for k in both("ignore_argv"))
     faults = tuple(_checked(parse_faults, "fault", _strings("fault", marker.get("fault"))))
     return ReplaySettings(
@@ -205,4 +219,11 @@ def _checked(check: Callable[[Any], Any], key: str, value: Any) -> Any:
         raise BadSetting(f"claude_cassette {key}: {exc}", key=key) from None
 
 
-__all__ = ["MARKER_KEYS", "BadSetting", "ReplaySettings", "check_marker_keys", "settings_from"]
+__all__ = [
+    "MARKER_KEYS",
+    "BadSetting",
+    "ReplaySettings",
+    "check_marker_keys",
+    "flag",
+    "settings_from",
+]
