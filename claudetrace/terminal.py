@@ -31,7 +31,8 @@ def _hex(match: re.Match[str]) -> str:
 def visible(text: str) -> str:
     """``text`` with every control character written as ``\\xNN``: nothing in it
     can move the cursor, change the terminal's state or start a new line."""
-    return CONTROL.sub(_hex, text)
+    # Printable text (most of it) has no control character: a C loop tells.
+    return text if text.isprintable() else CONTROL.sub(_hex, text)
 
 
 #: SGR parameters of the styles the views use.

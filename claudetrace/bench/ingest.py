@@ -48,8 +48,9 @@ from .proxy import (
     time_command,
 )
 
-#: The naive loop the time to queryable is held against (argv: input file, database).
-NAIVE_LOOP = """
+#: The naive loops' database (argv[2]): a table of events with four indexes, and
+#: the statement that inserts one.
+NAIVE_TABLE = """
 import json, sqlite3, sys, time
 db = sqlite3.connect(sys.argv[2])
 db.execute("PRAGMA journal_mode = WAL")
@@ -60,6 +61,10 @@ db.execute("CREATE INDEX ix_type ON events (recording, type)")
 db.execute("CREATE INDEX ix_t ON events (recording, t_ns)")
 db.execute("CREATE INDEX ix_request ON events (request_id)")
 insert = "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+"""
+
+#: The naive loop the time to queryable is held against (argv: input file, database).
+NAIVE_LOOP = NAIVE_TABLE + """
 rows, seq = [], 0
 with open(sys.argv[1], "rb") as lines:
     for line in lines:

@@ -35,20 +35,11 @@ from functools import partial
 from pathlib import Path
 
 from . import compile_bytecode
+from .ingest import NAIVE_TABLE
 
 #: The naive import: every record and its line parsed, stored with executemany
 #: into a table with four indexes (argv: cassette, database).
-NAIVE_IMPORT = """
-import json, sqlite3, sys
-db = sqlite3.connect(sys.argv[2])
-db.execute("PRAGMA journal_mode = WAL")
-db.execute("PRAGMA synchronous = NORMAL")
-db.execute("CREATE TABLE events (recording TEXT, seq INTEGER, direction TEXT, t_ns INTEGER,"
-           " type TEXT, subtype TEXT, request_id TEXT, data BLOB, PRIMARY KEY (recording, seq))")
-db.execute("CREATE INDEX ix_type ON events (recording, type)")
-db.execute("CREATE INDEX ix_t ON events (recording, t_ns)")
-db.execute("CREATE INDEX ix_request ON events (request_id)")
-insert = "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+NAIVE_IMPORT = NAIVE_TABLE + """
 rows = []
 with open(sys.argv[1], "rb") as lines:
     header = json.loads(next(lines))
