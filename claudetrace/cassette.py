@@ -117,6 +117,11 @@ def write_cassette_lines(
     path = Path(target)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
+        if path.exists() and not path.is_file():
+            # /dev/null, a FIFO, /dev/stdout: written into, never replaced by a file
+            # (as root, the rename below put a regular file in /dev/null's place).
+            with open(path, "w", encoding="utf-8", newline="\n") as out:
+                return _write(out, header, lines)
         with private_file(tmp) as out:
             count = _write(out, header, lines)
         os.replace(tmp, path)

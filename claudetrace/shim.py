@@ -152,6 +152,8 @@ def write_shim(
     path = Path(out).expanduser().absolute()
     if path.is_dir():
         raise ShimError(f"{path} is a directory; give the shim's file name")
+    if path.exists() and not path.is_file():  # written beside and renamed: /dev/null would go
+        raise ShimError(f"{path} is not a regular file; give the shim's file name")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import stat
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +165,21 @@ def test_missing_file_and_unwritable_target(tmp_path: Path) -> None:
         iter_cassette(tmp_path / "nope.ndjson")
     with pytest.raises(CassetteError, match="cannot write cassette"):
         write_cassette(tmp_path / "no" / "dir" / "x.ndjson", new_header(), [])
+
+
+def test_a_cassette_written_to_a_pipe_or_device_goes_into_it(tmp_path: Path) -> None:
+    # export -o /dev/null (or a FIFO, /dev/stdout): written into, never replaced by a
+    # file (as root, the write-then-rename put a regular file in /dev/null's place).
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    assert write_cassette(fifo, new_header(), [Event(0, "out", 0, b"x")]) == 1
+    reader.join(30)
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert got and got[0].endswith(b'"dir": "out", "line": "x"}\n'), got
+    assert list(tmp_path.iterdir()) == [fifo]  # no temporary file left beside it
 
 
 def test_blank_lines_between_events_are_skipped(tmp_path: Path) -> None:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from claudetrace.shim import ShimError, find_real_cli, self_command, shim_script
+from claudetrace.shim import ShimError, find_real_cli, self_command, shim_script, write_shim
 
 pytestmark = pytest.mark.usefixtures("ct_env")
 
@@ -102,7 +103,7 @@ def test_shim_is_executable_answers_version_unrecorded_and_records_runs(
     assert rec["events"] == 3  # in, out, err
 
 
-def test_shim_refuses_a_missing_real_cli_and_a_directory(tmp_path: Path) -> None:
+def test_shim_refuses_a_missing_real_cli_a_directory_and_a_pipe(tmp_path: Path) -> None:
     missing = subprocess.run(
         [
             sys.executable,
@@ -119,6 +120,12 @@ def test_shim_refuses_a_missing_real_cli_and_a_directory(tmp_path: Path) -> None
     )
     assert missing.returncode == 1 and "is not an executable file" in missing.stderr
     assert len(missing.stderr.splitlines()) == 1
+    # A pipe or a device (/dev/null) is never replaced by a shim.
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(ShimError, match="is not a regular file"):
+        write_shim(fifo, ["true"])
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
 
 
 def test_shim_script_quotes_paths() -> None:
