@@ -149,7 +149,7 @@ def sessions(db_url: str | None, as_json: bool, limit: int) -> None:
 def show(session: str, db_url: str | None, raw: bool, deltas: bool, width: int) -> None:
     """Summary and transcript of one recording.
 
-    Recorded text is shown with control characters escaped (``\\x1b``), so no
+    Recorded text is shown with control characters escaped (as \\x1b), so no
     escape sequence in a recording reaches the terminal; only --raw into a pipe
     or file writes the lines' exact bytes.
     """
