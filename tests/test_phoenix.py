@@ -26,6 +26,7 @@ import pytest
 from claudetrace.cassette import read_cassette
 from claudetrace.indexer import open_settled_store
 from claudetrace.telemetry.records import trace_id_for
+from claudetrace.testing.serving import NotAnswering, wait_until_answering
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).parent / "fixtures" / "telemetry"
@@ -96,18 +97,11 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
         proc = subprocess.Popen([str(executable), "serve"], env=env, stdout=log, stderr=log,
                                 stdin=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + START_S
-        while True:
-            try:
-                with urllib.request.urlopen(f"{server.endpoint}/healthz", timeout=2) as reply:
-                    if reply.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                tail = (work / "phoenix.log").read_text(errors="replace")[-2000:]
-                pytest.fail(f"Phoenix did not start (status {proc.poll()}):\n{tail}")
-            time.sleep(0.5)
+        try:
+            wait_until_answering(f"{server.endpoint}/healthz", proc, timeout=START_S)
+        except NotAnswering as exc:
+            tail = (work / "phoenix.log").read_text(errors="replace")[-2000:]
+            pytest.fail(f"Phoenix did not start ({exc}):\n{tail}")
         yield server
     finally:
         proc.terminate()

@@ -7,7 +7,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from click.testing import CliRunner
 from claudetrace.cli import cli
 from claudetrace.cli.ui import streamlit_argv
 from claudetrace.indexer import open_settled_store
+from claudetrace.testing.serving import wait_until_answering
 from claudetrace.ui.bench import seed, template_turn
 
 
@@ -73,16 +73,7 @@ def test_a_signal_to_the_command_stops_the_server(tmp_path: Path, signum: int) -
     )
     health = f"http://127.0.0.1:{port}/_stcore/health"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(health, timeout=2) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, "the server did not start"
-            time.sleep(0.3)
+        wait_until_answering(health, proc)
         proc.send_signal(signum)
         proc.wait(timeout=30)
         with pytest.raises(OSError):  # nothing answers on the port any more

@@ -6,7 +6,9 @@
 - :mod:`claudetrace.testing.script` — replies chosen by prompt content
   (:meth:`FakeAPI.when`, JSON script files for ``claudetrace fakeapi``);
 - :mod:`claudetrace.testing.harness` — the bundled CLI's path and the
-  environment that makes it start fast, offline and isolated.
+  environment that makes it start fast, offline and isolated;
+- :mod:`claudetrace.testing.serving` — wait for a server a test started (the
+  session browser, Phoenix) to answer.
 
 The pytest plugin's ``claude_fake_api`` fixture is a running :class:`FakeAPI`.
 """

@@ -21,7 +21,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,6 +31,7 @@ from ..model.events import Event
 from ..model.summary import outcome_columns, summary_columns
 from ..recording import RecordingInfo, new_recording_id
 from ..store import Store, open_store
+from ..testing.serving import NotAnswering, wait_until_answering
 
 DAY_NS = 86_400_000_000_000
 MODELS = ("claude-opus-4-5", "claude-sonnet-4-5", "claude-haiku-4-5")
@@ -399,12 +399,11 @@ def serving(db_url: str, workdir: str | os.PathLike[str]) -> Iterator[str]:
         )
         base = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 60
-            while not _answers(base):
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    tail = log.read_text(errors="replace")[-2000:]
-                    raise RuntimeError(f"claudetrace ui did not start:\n{tail}")
-                time.sleep(0.2)
+            try:
+                wait_until_answering(f"{base}/_stcore/health", proc)
+            except NotAnswering as exc:
+                tail = log.read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"claudetrace ui did not start ({exc}):\n{tail}") from None
             yield base
         finally:
             proc.terminate()
@@ -413,14 +412,6 @@ def serving(db_url: str, workdir: str | os.PathLike[str]) -> Iterator[str]:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-
-
-def _answers(base: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as resp:
-            return bool(resp.status == 200)
-    except OSError:
-        return False
 
 
 def measure_browser(
