@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any
@@ -241,12 +241,14 @@ def follow(
     *,
     poll_s: float = 0.2,
     should_stop: Callable[[], bool] = lambda: False,
+    start_seq: int = 0,
 ) -> Any:
-    """Hand every event of a recording to ``on_event`` until the recording ends.
+    """Hand every event of a recording from ``start_seq`` on to ``on_event`` until
+    the recording ends.
 
     Returns the finished recording (its row as stored at the end).
     """
-    next_seq = 0
+    next_seq = start_seq
     while True:
         batch: Iterable[Event] = store.iter_events(recording_id, start_seq=next_seq)
         got = False
@@ -267,23 +269,30 @@ def follow(
         time.sleep(poll_s)
 
 
-def next_session(store: Any, *, started_after_ns: int | None, skip: Iterable[str] = ()) -> Any:
+def next_session(
+    store: Any, *, started_after_ns: int | None, shown: Mapping[str, int] | None = None
+) -> Any:
     """The session to tail next, or None.
 
-    That is the oldest recording not in ``skip`` that is running or started after
-    ``started_after_ns`` (a short session can be over before its indexer has
-    stored its first events: it is shown all the same).
+    That is the oldest recording with events not ``shown`` yet (``shown`` maps a
+    recording id to the events a tail has shown of it) that is running, or,
+    when ``started_after_ns`` is given, that started or was last active since
+    then: a short session can be over before its indexer has stored its first
+    events, and a session imported from a transcript can grow again after it
+    ended (``import --watch`` brings it up to date): it is shown all the same.
     """
-    skipped = set(skip)
-    candidates = [
-        rec
-        for rec in store.list_recordings(limit=50)
-        if rec.id not in skipped
-        and (
-            rec.status == "running"
-            or (started_after_ns is not None and rec.started_ns >= started_after_ns)
-        )
-    ]
+    seen = shown or {}
+    candidates = []
+    for rec in store.list_recordings(limit=50):
+        done = seen.get(rec.id)
+        if done is not None and rec.event_count <= done:
+            continue  # nothing new (or, running, nothing stored yet beyond it)
+        active = rec.last_seen_ns or rec.started_ns
+        if rec.status == "running" or (
+            started_after_ns is not None
+            and (rec.started_ns >= started_after_ns or active >= started_after_ns)
+        ):
+            candidates.append(rec)
     return min(candidates, key=lambda r: (r.started_ns, r.id)) if candidates else None
 
 

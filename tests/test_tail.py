@@ -137,6 +137,7 @@ def test_tail_follows_real_sessions_as_they_run(
     db = tmp_path / "live.db"
     shim = tmp_path / "claude"
     claudetrace("shim", str(shim), "--real", str(real_claude), "--db", str(db))
+    claudetrace("db", "upgrade", "--db", str(db))  # tail reads it: it must exist
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     env.pop("CLAUDETRACE_DB", None)
     cmd = [sys.executable, "-m", "claudetrace", "tail", "--follow", "--db", str(db)]
@@ -145,17 +146,17 @@ def test_tail_follows_real_sessions_as_they_run(
         subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as tail,
         subprocess.Popen(raw_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as raw,
     ):
-        out, raw_out = Reader(tail.stdout), Reader(raw.stdout)
-        out.start()
-        raw_out.start()
+        readers = [Reader(stream) for stream in (tail.stdout, raw.stdout, tail.stderr, raw.stderr)]
+        for reader in readers:
+            reader.start()
+        out, raw_out, *errs = readers
         try:
-            time.sleep(1.0)  # both tails are waiting for a session
+            for err in errs:  # both tails are waiting for a session
+                err.wait_for("waiting for the next session", timeout=120)
             for count, name in enumerate(("permission_allow", "hooks"), 1):
                 run_scenario(name, shim, fake_api, home=make_home(tmp_path / f"home-{name}"))
-                finished = time.monotonic()
-                seen = out.wait_for(" session    ended ok", count)
-                assert seen - finished < 5  # the tail keeps up with the session
-            raw_out.wait_for("── ", 4)
+                out.wait_for(" session    ended ok", count, timeout=120)
+            raw_out.wait_for("── ", 4, timeout=120)
         finally:
             for proc in (tail, raw):
                 proc.send_signal(signal.SIGINT)
@@ -173,3 +174,51 @@ def test_tail_follows_real_sessions_as_they_run(
     lines = raw_text.splitlines()
     assert any(" in {" in line and '"type": "user"' in line for line in lines)
     assert any(" out {" in line and '"type":"result"' in line for line in lines)
+
+
+def test_follow_takes_up_an_imported_session_each_time_it_grows(
+    tmp_path: Path, db_path: Path
+) -> None:
+    """A Claude Code transcript that `import --watch` brings up to date is a session
+    that goes on after it ended: ``tail --follow`` shows each new turn, and only it."""
+    import datetime as dt
+    import json
+
+    from tests.test_transcript_import import SID, assistant, session_lines, text, user, write
+
+    def now_lines(*lines: dict[str, Any]) -> list[dict[str, Any]]:
+        """Lines written now (a session that goes on is stamped by the clock)."""
+        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        return [{**line, "timestamp": stamp} if "timestamp" in line else line
+                for line in lines]
+
+    def grow(lines: list[dict[str, Any]]) -> None:
+        with path.open("a") as handle:
+            handle.writelines(json.dumps(line) + "\n" for line in lines)
+        done = CliRunner().invoke(cli, ["import", str(path), "--db", str(db_path)])
+        assert done.exit_code == 0 and "updated session" in done.stderr, done.output
+
+    path = write(tmp_path / "projects" / "-home-dev-p" / f"{SID}.jsonl", session_lines()[:7])
+    assert CliRunner().invoke(cli, ["import", str(path), "--db", str(db_path)]).exit_code == 0
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    cmd = [sys.executable, "-m", "claudetrace", "tail", "--follow", "--db", str(db_path)]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as proc:
+        out, err = Reader(proc.stdout), Reader(proc.stderr)
+        out.start()
+        err.start()
+        try:
+            err.wait_for("waiting for the next session", timeout=120)
+            grow(now_lines(user("Thanks!", 1000), assistant("msg_3", text("Welcome."), 1100)))
+            out.wait_for("── ", 2, timeout=120)  # the session, opened and closed
+            grow(now_lines(user("Once more.", 2000), assistant("msg_4", text("Sure."), 2100)))
+            out.wait_for("── ", 4, timeout=120)
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=60)
+    shown = out.text()
+    assert shown.count(", from line ") == 1, shown
+    first, second = shown.split(", from line ")
+    # The first time it is shown whole; the second, from where it was left.
+    assert "List the files." in first and "Thanks!" in first, shown
+    assert "Once more." in second and "List the files." not in second, shown
+    assert "Thanks!" not in second and "turn 3 success" in second, shown  # figures go on

@@ -64,10 +64,10 @@ def tail(session: str | None, db_url: str | None, follow: bool, raw: bool, inter
 
     launched = time.time_ns()
 
-    def session_of(query: str | None, seen: set[str]) -> Any:
+    def session_of(query: str | None) -> Any:
         if query is not None:
             return store.resolve(query)
-        rec = next_session(store, started_after_ns=launched if follow else None, skip=seen)
+        rec = next_session(store, started_after_ns=launched if follow else None, shown=shown)
         if rec is None and not follow:
             raise SessionNotFound(
                 "no session is running (name one, e.g. `claudetrace tail latest`, "
@@ -76,32 +76,47 @@ def tail(session: str | None, db_url: str | None, follow: bool, raw: bool, inter
             )
         return rec
 
-    seen: set[str] = set()
+    def show_lines(lines: list[Any]) -> None:
+        for line in lines:
+            style = "red" if line.status == "error" else _STYLES.get(line.kind, "")
+            show(f"{line.t:9.3f}s  {line.kind:<10} {line.text}", style)
+
+    #: Events shown of each recording: one that grows again (a transcript that
+    #: `import --watch` brings up to date) is taken up where it was left.
+    shown: dict[str, int] = {}
+    waiting = False
     try:
         while True:
-            rec = session_of(session, seen)
+            rec = session_of(session)
             if rec is None:
+                if not waiting:
+                    click.echo("claudetrace tail: waiting for the next session (Ctrl-C to stop)",
+                               err=True)
+                    waiting = True
                 time.sleep(interval)
                 continue
-            seen.add(rec.id)
+            waiting = False
+            start = shown.get(rec.id, 0)
             title = rec.name or rec.cli_session_id or rec.id
-            show(f"── {rec.id} {title} ({rec.status})", "bold")
+            again = f", from line {start}" if start else ""
+            show(f"── {rec.id} {title} ({rec.status}{again})", "bold")
             fold = TailFold(rec.info())
+            for event in store.iter_events(rec.id, limit=start) if start else ():
+                fold.feed(event)  # what was shown before: the running totals go on
 
-            def on_event(event: Any, fold: TailFold = fold, started: int = rec.started_ns) -> None:
+            def on_event(event: Any, fold: TailFold = fold, rid: str = rec.id,
+                         started: int = rec.started_ns) -> None:
+                shown[rid] = event.seq + 1
                 if raw:
                     colour = {"in": "cyan", "out": "", "err": "red"}[event.direction]
                     show(raw_line(event, started), colour)
                     return
-                for line in fold.feed(event):
-                    style = "red" if line.status == "error" else _STYLES.get(line.kind, "")
-                    show(f"{line.t:9.3f}s  {line.kind:<10} {line.text}", style)
+                show_lines(fold.feed(event))
 
-            ended = follow_events(store, rec.id, on_event, poll_s=interval)
+            ended = follow_events(store, rec.id, on_event, poll_s=interval, start_seq=start)
+            shown.setdefault(rec.id, start)
             if not raw:
-                for line in fold.close(ended.info()):
-                    style = "red" if line.status == "error" else _STYLES.get(line.kind, "")
-                    show(f"{line.t:9.3f}s  {line.kind:<10} {line.text}", style)
+                show_lines(fold.close(ended.info()))
             show(f"── {rec.id} {ended.status}", "bold")
             sys.stdout.flush()
             if not follow or session is not None:
