@@ -277,12 +277,11 @@ class SpanBuilder(SpanTree):
             return
         entry = current
         entry.last_ns = now
+        call = self.session.calls.get(str(entry.span.attributes.get(c.GEN_AI_RESPONSE_ID)))
         if sub == "message_delta":
-            delta = inner.get("delta")
-            if isinstance(delta, dict) and isinstance(delta.get("stop_reason"), str):
-                entry.span.attributes[c.GEN_AI_RESPONSE_FINISH_REASONS] = (delta["stop_reason"],)
+            if call is not None and call.stop_reason is not None:
+                entry.span.attributes[c.GEN_AI_RESPONSE_FINISH_REASONS] = (call.stop_reason,)
         elif sub == "message_stop":
-            call = self.session.calls.get(str(entry.span.attributes.get(c.GEN_AI_RESPONSE_ID)))
             self._end_chat(entry, "interrupted" if call is not None and call.interrupted else None)
         elif sub == "error":
             self._end_chat(entry, error_text(inner.get("error")) or "stream error")
@@ -304,9 +303,9 @@ class SpanBuilder(SpanTree):
             entry = self._open_chat(msg_id, lane, now, message.get("model"), deferred=True)
         if entry.deferred:
             entry.last_ns = now
-            attrs = entry.span.attributes
-            if isinstance(message.get("stop_reason"), str):
-                attrs[c.GEN_AI_RESPONSE_FINISH_REASONS] = (message["stop_reason"],)
+            call = self.session.calls.get(msg_id)
+            if call is not None and call.stop_reason is not None:
+                entry.span.attributes[c.GEN_AI_RESPONSE_FINISH_REASONS] = (call.stop_reason,)
         if self.content.enabled:  # one message of all the call's lines, written at its end
             entry.parts = (entry.parts or []) + message_parts(message.get("content"), self.content)
         error = message_error(event)
