@@ -269,7 +269,7 @@ def run_proxy(
         recording_id = new_recording_id()
         extra = child_env(recording_id, environ, options.otel)
         started = launch(options.argv, {**environ, **extra})
-    info = _describe(options, environ, recording_id)
+    info = _describe(options, environ, recording_id, started.wall_ns)
     otel = _telemetry(options.otel, environ, options.stderr_fd)
     # A forwarding thread woken by a read must get the GIL back quickly while
     # another one runs: hand it over every 0.2 ms instead of Python's default 5 ms.
@@ -341,11 +341,17 @@ def run_proxy(
 
 
 def _describe(options: ProxyOptions, environ: Mapping[str, str],
-              recording_id: str | None) -> RecordingInfo:
-    """The recording's metadata (argv and environment with secrets redacted)."""
+              recording_id: str | None, started_ns: int) -> RecordingInfo:
+    """The recording's metadata (argv and environment with secrets redacted).
+
+    ``started_ns`` is when the child was started, not now: the modules loaded
+    since took a good part of a second on a cold start, and the lines' times
+    count from the spawn.
+    """
     return RecordingInfo.start(
         redact_argv(options.argv),
         id=recording_id,
+        started_ns=started_ns,
         name=options.name,
         tags=dict(options.tags),
         env=redact_env(dict(environ)),

@@ -46,12 +46,14 @@ class RecordingInfo:
     lost_bytes: int = 0
 
     @classmethod
-    def start(cls, argv: list[str], *, id: str | None = None, **fields: Any) -> RecordingInfo:
-        """A new recording starting now in this process (``id``: one made already, by
-        :func:`new_recording_id`; else a new one)."""
+    def start(cls, argv: list[str], *, id: str | None = None, started_ns: int | None = None,
+              **fields: Any) -> RecordingInfo:
+        """A new recording in this process (``id``: one made already, by
+        :func:`new_recording_id`, else a new one; ``started_ns``: when its child
+        started, on the wall clock, else now)."""
         from ._version import __version__
 
-        now = time.time_ns()
+        now = time.time_ns() if started_ns is None else started_ns
         return cls(
             id=id or new_recording_id(now),
             argv=list(argv),

@@ -79,12 +79,16 @@ class Started:
         error: str | None,
         forwarder: SignalForwarder,
         t0_ns: int,
+        wall_ns: int,
     ) -> None:
         self.child = child
         self.error = error
         self.forwarder = forwarder
         #: ``time.monotonic_ns()`` just before the child started: recorded times count from it.
         self.t0_ns = t0_ns
+        #: ``time.time_ns()`` read next to ``t0_ns``: the recording's start on the wall
+        #: clock, so that ``started_ns + t`` is when a line was seen.
+        self.wall_ns = wall_ns
 
 
 def launch(argv: Sequence[str], env: Mapping[str, str]) -> Started:
@@ -94,15 +98,18 @@ def launch(argv: Sequence[str], env: Mapping[str, str]) -> Started:
     delivered to it once it runs, instead of killing the proxy.
     """
     forwarder = SignalForwarder()
+    # The wall clock first: a line's time (monotonic, from t0) added to it is
+    # then never earlier than the wall clock read when the line came.
+    wall = time.time_ns()
     t0 = time.monotonic_ns()
     try:
         child = start_child(argv, env)
     except (OSError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         name = argv[0] if argv else ""
-        return Started(None, f"cannot start {name!r}: {reason}", forwarder, t0)
+        return Started(None, f"cannot start {name!r}: {reason}", forwarder, t0, wall)
     forwarder.attach(child)
-    return Started(child, None, forwarder, t0)
+    return Started(child, None, forwarder, t0, wall)
 
 
 def start_child(argv: Sequence[str], env: Mapping[str, str]) -> Child:

@@ -216,6 +216,44 @@ def test_child_killed_by_signal_gives_128_plus_n(db_path: Path) -> None:
     assert (rec.exit_code, rec.signal) == (128 + signal.SIGKILL, signal.SIGKILL)
 
 
+def _claude_symlink(tmp_path: Path) -> Path:
+    """A ``claude`` symlink to the installed console script (argv[0] dispatch)."""
+    script = Path(sys.executable).parent / "claudetrace"
+    if not script.exists():
+        pytest.skip("the claudetrace console script is not installed next to the interpreter")
+    link = tmp_path / "bin" / "claude"
+    link.parent.mkdir()
+    link.symlink_to(script)
+    return link
+
+
+@pytest.mark.parametrize("way", ["proxy", "live telemetry", "claude symlink"])
+def test_the_recording_starts_when_the_child_started(
+    db_path: Path, tmp_path: Path, way: str
+) -> None:
+    # Line times count from the spawn; the recording's start must be that moment
+    # too, not when the proxy had loaded its modules after it: so each line's
+    # wall clock is its start plus its time, and the duration covers every line.
+    child = ["sh", "-c", 'echo "{}"; sleep 0.3; echo "{}"']
+    env = dict(os.environ)
+    if way == "claude symlink":
+        env.update(CLAUDETRACE_REAL_CLI="sh", CLAUDETRACE_DB=str(db_path))
+        argv = [str(_claude_symlink(tmp_path)), *child[1:]]
+    else:
+        argv = proxy_argv(db_path, *child)
+    if way == "live telemetry":  # the recording's id is made before the spawn
+        env.update(OTEL_TRACES_EXPORTER="console", OTEL_METRICS_EXPORTER="none")
+    done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, env=env,
+                          timeout=60, check=False)
+    assert (done.returncode, done.stdout) == (0, b"{}\n{}\n"), done.stderr
+    rec, events = latest_events(db_path)
+    assert len(events) == 2
+    for event in events:
+        # The start is read just before the clock lines count on, so never later.
+        assert event.wall_ns - event.t_ns >= rec.started_ns, (event, rec.started_ns)
+    assert rec.ended_ns - rec.started_ns >= events[-1].t_ns
+
+
 TRAPPER = """
 import signal, sys, time
 def report(signum, frame):
