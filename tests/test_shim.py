@@ -137,9 +137,14 @@ def test_shim_script_quotes_paths() -> None:
 def test_the_shims_python_runs_claudetrace_without_runpy(tmp_path: Path) -> None:
     # A shim runs for every session: ``python -m`` would load runpy (and importlib.util,
     # contextlib, collections, functools) before the proxy could start the CLI.
-    command = [*self_command(), "proxy", "--db", str(tmp_path / "t.db"), "--", "true"]
-    done = subprocess.run(command, env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"},
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    # -X importtime, not PYTHONPROFILEIMPORTTIME: the indexer the proxy starts
+    # (``python -m claudetrace.indexer``, off the critical path) would inherit the
+    # variable, and its imports reach the proxy's stderr while the session runs.
+    python, *rest = self_command()
+    command = [python, "-X", "importtime", *rest, "proxy", "--db", str(tmp_path / "t.db"),
+               "--", "true"]
+    done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=60)
     assert done.returncode == 0, done.stderr
     imported = {line.rpartition("|")[2].strip() for line in done.stderr.splitlines()
                 if line.startswith("import time:")}
