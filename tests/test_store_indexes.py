@@ -17,7 +17,7 @@ from claudetrace.model.events import Event
 from claudetrace.recording import RecordingInfo
 from claudetrace.store import EventRow, Store, event_rows, open_store
 from claudetrace.store.browse import CONTROL_TYPES, control_events, raw_count
-from claudetrace.store.engine import alembic_config
+from claudetrace.store.engine import alembic_config, bytes_unchanged
 from claudetrace.store.models import type_in
 
 #: Lines whose fields cover each kind of value a row holds: NULLs, text, a clipped
@@ -140,3 +140,11 @@ def test_a_host_programs_own_adapters_are_left_alone(tmp_path: Path) -> None:
         "assert sqlite3.connect(':memory:').execute('SELECT ?', (True,)).fetchone() == ('yes',)\n"
     )
     subprocess.run([sys.executable, "-c", probe], check=True, timeout=120)
+
+
+def test_the_bytes_adapter_gives_back_the_same_object_with_or_without_bytes_dunder() -> None:
+    """Python 3.10 has no ``bytes.__bytes__``: the adapter is then the type itself."""
+    line = b'{"type":"user"}'
+    for adapter in (bytes_unchanged(), bytes_unchanged(None)):
+        assert adapter(line) is line
+    assert bytes_unchanged(None) is bytes

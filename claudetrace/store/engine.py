@@ -66,9 +66,20 @@ def _bind_directly() -> None:
     if (type(None), sqlite3.PrepareProtocol) not in sqlite3.adapters:
         sqlite3.register_adapter(type(None), nothing.get)
     if (bytes, sqlite3.PrepareProtocol) not in sqlite3.adapters:
-        sqlite3.register_adapter(bytes, bytes.__bytes__)  # the same object
+        sqlite3.register_adapter(bytes, bytes_unchanged())
     if (bool, sqlite3.PrepareProtocol) not in sqlite3.adapters:
         sqlite3.register_adapter(bool, int.__int__)
+
+
+#: ``bytes.__bytes__``, which Python 3.10 lacks.
+_BYTES_METHOD = getattr(bytes, "__bytes__", None)
+
+
+def bytes_unchanged(method: Any = _BYTES_METHOD) -> Any:
+    """A function in C that gives back a ``bytes`` object itself: its
+    ``__bytes__`` (Python 3.11+), else the type ``bytes``, whose call gives back
+    an exact ``bytes`` object as it is (Python 3.10 has no ``bytes.__bytes__``)."""
+    return method if method is not None else bytes
 
 
 def hide_password(url: str) -> str:
