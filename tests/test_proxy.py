@@ -322,6 +322,25 @@ def test_only_the_proxys_main_thread_takes_the_signals_it_forwards(db_path: Path
         assert proc.wait(timeout=10) == 3
 
 
+@pytest.mark.parametrize("closed", [0, 1, 2])
+def test_a_proxy_started_with_a_standard_fd_closed_records_and_exits_as_the_child(
+    db_path: Path, closed: int
+) -> None:
+    # The first file the proxy opened took the free number: with fd 1 closed, the
+    # capture file became fd 1 and the child's stdout was forwarded into it.
+    child = ["sh", "-c", "echo out; echo err >&2; exit 5"]
+    redirect = {0: "<&-", 1: ">&-", 2: "2>&-"}[closed]
+    argv = ["sh", "-c", f'exec "$@" {redirect}', "sh", *proxy_argv(db_path, *child)]
+    done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=60,
+                          check=False)
+    assert done.returncode == 5, done.stderr
+    assert done.stdout == (b"" if closed == 1 else b"out\n")
+    assert done.stderr == (b"" if closed == 2 else b"err\n")
+    rec, events = latest_events(db_path)
+    assert sorted((e.direction, e.data) for e in events) == [("err", b"err"), ("out", b"out")]
+    assert (rec.status, rec.exit_code) == ("error", 5)
+
+
 def test_child_that_cannot_start_is_one_line_exit_127_and_a_failed_session(
     db_path: Path, tmp_path: Path
 ) -> None:

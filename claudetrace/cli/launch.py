@@ -93,6 +93,7 @@ def run_and_exit(
     child from starting: its capture file waits, and the problem is one line
     on stderr).
     """
+    open_closed_standard_fds()
     from .. import spawn
 
     flags = {k: v for k, v in (otel or {}).items() if v is not None} or None
@@ -123,6 +124,32 @@ def run_and_exit(
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)  # daemon threads (stdin) may still block in read()
+
+
+def open_closed_standard_fds() -> None:
+    """Put ``/dev/null`` on any of fds 0, 1 and 2 that is closed (as a shell's
+    ``>&-`` leaves them), before the proxy opens a file.
+
+    Otherwise the first file opened takes the free number: the capture file
+    became fd 1, the child's stdout was forwarded into it, and the proxy ended
+    in a traceback with the recording incomplete.  Python left the matching
+    ``sys`` stream None; it is given one on the new descriptor, so what the
+    proxy says goes to its own stream, not into another.
+    """
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        null = os.open(os.devnull, os.O_RDWR)  # the lowest free number: fd itself
+        if null != fd:
+            os.dup2(null, fd)
+            os.close(null)
+        os.set_inheritable(fd, True)
+        if getattr(sys, name) is None:
+            # Kept for the life of the process, as Python keeps its own streams.
+            setattr(sys, name, open(fd, mode, encoding="utf-8", closefd=False))  # noqa: SIM115
 
 
 def dispatch_as_claude(args: list[str]) -> int:
