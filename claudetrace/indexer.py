@@ -225,18 +225,24 @@ class Indexer:
         self._keep_warnings()
 
     def _keep_warnings(self) -> None:
-        """Store what went wrong in the sinks with the recording (``extra["warnings"]``).
+        """Store what went wrong in the sinks with the recording (``extra["warnings"]``),
+        and what a sink asks the recording to remember (its ``recording_extra``:
+        where live telemetry delivered the metrics).
 
         They were printed as well, but the last ones — a collector that failed the
         final flush, say — come after the proxy has gone, when stderr reaches no one.
         Best effort: the events are stored already.
         """
         warnings = list(self._lines.problems) + list(self.report.sink_errors)
+        kept: dict[str, object] = {}
         for sink in self._all_sinks:
             warnings += getattr(sink, "warnings", ())
-        if not warnings:
+            kept.update(getattr(sink, "recording_extra", None) or {})
+        if not warnings and not kept:
             return
-        self.info.extra["warnings"] = warnings
+        self.info.extra.update(kept)
+        if warnings:
+            self.info.extra["warnings"] = warnings
         try:
             self.store.update_recording(self.info.id, extra=dict(self.info.extra))
         except ClaudeTraceError as exc:

@@ -104,11 +104,13 @@ def _proxy(db: Path, child: list[str], *flags: str) -> list[str]:
 
 
 def _backfill(db: Path, rid: str, kind: str) -> tuple[dict[str, Any], dict[Any, Any]]:
-    """Spans and metrics ``claudetrace otel`` sends for a stored recording."""
+    """Spans and metrics ``claudetrace otel`` sends for a stored recording (its
+    metrics even when they went out live, to compare them)."""
     protocol = "grpc" if kind == "grpc" else "http/protobuf"
     with OtlpReceiver(kind) as receiver:
         result = CliRunner().invoke(cli, [
             "otel", rid, "--db", str(db), "--endpoint", receiver.endpoint, "--protocol", protocol,
+            "--metrics-again",
         ])
         assert result.exit_code == 0, result.output
         assert receiver.wait_for(lambda: bool(receiver.metrics()), WAIT_S)
@@ -163,6 +165,44 @@ def test_proxied_session_exports_what_backfill_sends(
     # The CLI was told where its own spans belong: under our root span.
     assert (tmp_path / "traceparent").read_text() == traceparent(info.id)
     assert traceparent(info.id) == f"00-{root['trace']}-{root_id}-01"
+
+
+def test_backfill_does_not_count_again_the_metrics_that_went_out_live(
+    db_path: Path, fake_cli: Callable[..., list[str]]
+) -> None:
+    with OtlpReceiver("http") as live, OtlpReceiver("http", refuse={"/v1/metrics": 503}) as no:
+        for collector in (live, no):  # one session's metrics delivered, one's refused
+            env = _env(OTEL_EXPORTER_OTLP_ENDPOINT=collector.endpoint,
+                       OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf")
+            proc = subprocess.run(_proxy(db_path, fake_cli()), input=_host_input(),
+                                  capture_output=True, env=env, timeout=WAIT_S)
+            assert proc.returncode == 0, proc.stderr.decode()
+        store = open_settled_store(str(db_path))
+        try:
+            delivered, refused = [r.id for r in store.list_recordings(newest_first=False)]
+            assert store.get(delivered).extra["live_metrics"] == live.endpoint
+            assert "live_metrics" not in store.get(refused).extra
+        finally:
+            store.close()
+
+    def backfilled(*args: str) -> tuple[str, set[str], dict[Any, Any]]:
+        with OtlpReceiver("http") as receiver:
+            result = CliRunner().invoke(
+                cli, ["otel", *args, "--db", str(db_path), "--endpoint", receiver.endpoint])
+            assert result.exit_code == 0, result.output
+            assert receiver.wait_for(lambda: bool(receiver.metrics()), WAIT_S)
+            traces = {s["trace"] for s in wire_spans(receiver).values()}
+            return result.stderr, traces, wire_metrics(receiver)
+
+    _, _, one = backfilled(refused)  # the metrics of one session (the two are alike)
+    note = "the metrics of 1 recording(s) went out live and are not sent again"
+    said, traces, metrics = backfilled("--all")
+    assert note in said, said
+    assert len(traces) == 2  # every span: a trace backend keeps one copy of each
+    assert metrics == one  # only the refused recording's metrics
+    said, traces, metrics = backfilled("--all", "--metrics-again")
+    assert note not in said and len(traces) == 2
+    assert metrics != one and metrics.keys() == one.keys()  # both sessions counted
 
 
 def test_no_traceparent_when_telemetry_is_off(
@@ -237,7 +277,7 @@ def test_the_indexer_never_imports_opentelemetry(db_path: Path, protocol: str | 
 
 FOLLOW_A_CAPTURE = _WRITE_A_CAPTURE + """
 from claudetrace.telemetry.worker import run
-assert run(Path(writer.path), json.loads(otel), None) == []
+assert run(Path(writer.path), json.loads(otel), None)["warnings"] == []
 """ + _PRINT_OPENTELEMETRY_MODULES
 
 

@@ -291,10 +291,13 @@ def test_set_up_runs_once_the_sink_is_ready_and_before_any_line(
                                                                  feed(self, record))[1])
     calls: list[int] = []
     with OtlpReceiver("http") as receiver:
-        warnings = run(writer.path, {"endpoint": receiver.endpoint}, None,
-                       set_up=lambda: calls.append(len(fed)))
-        assert warnings == [] and calls == [0] and fed and receiver.trace_requests
-    assert run(writer.path, {"environ": {}}, None, set_up=lambda: calls.append(-1)) == []
+        kept = run(writer.path, {"endpoint": receiver.endpoint}, None,
+                   set_up=lambda: calls.append(len(fed)))
+        assert kept["warnings"] == [] and calls == [0] and fed and receiver.trace_requests
+        # The metrics went out: the recording will say where (a backfill skips them).
+        assert kept["extra"] == {"live_metrics": receiver.endpoint}, kept
+    off = run(writer.path, {"environ": {}}, None, set_up=lambda: calls.append(-1))
+    assert off == {"warnings": [], "extra": {}}
     assert calls == [0]  # telemetry off: no sink, nothing set up
 
 
@@ -312,5 +315,5 @@ def test_the_console_exporter_writes_where_the_session_stderr_goes(tmp_path: Pat
                            str(writer.path), "--otel", "{}"], env=env, capture_output=True,
                           text=True, stdin=subprocess.DEVNULL, timeout=WAIT_S)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == "[]\n"
+    assert json.loads(proc.stdout) == {"warnings": [], "extra": {}}  # no OTLP metrics
     assert proc.stderr.count('"name": "invoke_agent claude-code"') == 1

@@ -27,6 +27,9 @@ from ._common import db_option, read_store, reports_errors
               help="Put prompts, outputs and tool inputs/results on spans "
                    "[env: CLAUDETRACE_OTEL_CAPTURE_CONTENT; default: off].")
 @click.option("--tree", is_flag=True, help="Print the span trees instead of exporting.")
+@click.option("--metrics-again", is_flag=True,
+              help="Send the metrics of recordings whose live export delivered them too "
+                   "(by default only their spans are sent: a collector would count them twice).")
 @db_option
 @reports_errors
 def otel(
@@ -37,13 +40,16 @@ def otel(
     protocol: str | None,
     content: bool | None,
     tree: bool,
+    metrics_again: bool,
     db_url: str | None,
 ) -> None:
     """Export stored recordings as OpenTelemetry traces and metrics over OTLP.
 
     The spans are the ones the proxy exports live (same ids, names, attributes
     and recorded times), so backfilling a recording that was already exported
-    live replaces nothing and adds nothing new to a trace backend.  Exits 0 when
+    live replaces nothing and adds nothing new to a trace backend.  Metrics are
+    not deduplicated by a collector: those of a recording whose live export
+    delivered them are not sent again unless --metrics-again.  Exits 0 when
     the traces were delivered (a metrics endpoint that refuses is a warning),
     1 when they were not.
     """
@@ -78,8 +84,10 @@ def otel(
     from ..progress import track
 
     exporter = Telemetry(settings, warn=warn, block=True)  # a backfill waits, never drops
+    live: list[str] = []
     with track(ids, "exporting spans", total=len(ids), unit="recordings") as shown:
-        count = backfill(store, shown, exporter, content=settings.content)
+        count = backfill(store, shown, exporter, content=settings.content,
+                         metrics_of_live=metrics_again, live_metrics=live)
     delivered = exporter.shutdown(timeout_s=30.0)
     traces = exporter.deliveries.get("traces")
     metrics = exporter.deliveries.get("metrics")
@@ -89,6 +97,9 @@ def otel(
     if not settings.traces.enabled and metrics is not None and not metrics.ok:
         # Metrics alone were asked for (OTEL_TRACES_EXPORTER=none): they are what failed.
         raise TelemetryError(f"metrics were not delivered: {metrics.first_error}")
+    if live and exporter.meter_provider is not None:
+        click.echo(f"the metrics of {len(live)} recording(s) went out live and are not sent "
+                   "again (--metrics-again sends them)", err=True)
     if traces is not None:
         click.echo(f"exported {count} spans from {len(ids)} recording(s) to {traces.where}",
                    err=True)

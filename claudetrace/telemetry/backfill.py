@@ -62,9 +62,10 @@ def recording_spans(
     *,
     content: ContentPolicy | None = None,
     on_end: Callable[[SpanRecord], None] | None = None,
+    info: Any = None,
 ) -> list[SpanRecord]:
     """Build the spans of one stored recording (handed to ``on_end`` when given)."""
-    info = store.recording_info(recording_id)
+    info = store.recording_info(recording_id) if info is None else info
     builder = SpanBuilder(info, content=content, on_end=on_end)
     builder.feed_many(store.iter_events(recording_id))
     builder.close(info)
@@ -72,20 +73,34 @@ def recording_spans(
 
 
 def backfill(
-    store: Any, recording_ids: Iterable[str], exporter: Any, *, content: ContentPolicy | None = None
+    store: Any, recording_ids: Iterable[str], exporter: Any, *,
+    content: ContentPolicy | None = None, metrics_of_live: bool = False,
+    live_metrics: list[str] | None = None,
 ) -> int:
     """Export the recordings' spans and metrics through ``exporter``; the span count.
 
     ``exporter`` is a :class:`~claudetrace.telemetry.export.Telemetry` (or
-    anything with ``span_ended``); the caller shuts it down to flush.
+    anything with ``span_ended``); the caller shuts it down to flush.  The
+    metrics of a recording whose live export delivered them (its ``extra``
+    says where, :data:`~claudetrace.telemetry.live.LIVE_METRICS`) are not
+    recorded again — a collector would count them twice — unless
+    ``metrics_of_live``; such recordings' ids are added to ``live_metrics``.
+    Spans have the ids of the live export, so a trace backend keeps one copy.
     """
+    from .live import LIVE_METRICS
+
     count = 0
+    measure = True
 
     def ended(span: SpanRecord) -> None:
         nonlocal count
         count += 1
-        exporter.span_ended(span)
+        exporter.span_ended(span, measure=measure)
 
     for recording_id in recording_ids:
-        recording_spans(store, recording_id, content=content, on_end=ended)
+        info = store.recording_info(recording_id)
+        measure = metrics_of_live or not info.extra.get(LIVE_METRICS)
+        if not measure and live_metrics is not None:
+            live_metrics.append(recording_id)
+        recording_spans(store, recording_id, content=content, on_end=ended, info=info)
     return count

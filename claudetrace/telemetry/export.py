@@ -437,11 +437,12 @@ class Telemetry:
 
     # -- the caller's side ----------------------------------------------------------
 
-    def span_ended(self, record: SpanRecord) -> None:
-        """Hand one finished span to the SDK and record its measurements."""
+    def span_ended(self, record: SpanRecord, *, measure: bool = True) -> None:
+        """Hand one finished span to the SDK and record its measurements (unless
+        ``measure`` is False: a backfill of metrics already exported live)."""
         if self.settings.traces.enabled:
             self._span(record)
-        if self._instruments:
+        if self._instruments and measure:
             for m in measurements(record):
                 self._instruments[m.instrument](m.value, m.attributes)
 

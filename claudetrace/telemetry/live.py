@@ -40,6 +40,10 @@ def warn(message: str, *, continues: bool = True) -> None:
         print(f"claudetrace: warning: {message}{tail}", file=sys.stderr, flush=True)
 
 
+#: The key of a recording's ``extra`` that says where its metrics went live.
+LIVE_METRICS: Final = "live_metrics"
+
+
 class LiveTelemetry:
     """The indexer's telemetry sink: span builder → OTLP exporter for one recording.
 
@@ -62,6 +66,10 @@ class LiveTelemetry:
         #: indexer (a metrics endpoint that refuses is only said on stderr: the
         #: session's traces are what a trace backend shows of it).
         self.warnings: list[str] = []
+        #: Facts kept in the recording's ``extra`` once the sink has closed:
+        #: ``live_metrics``, where the session's metrics were delivered (so a
+        #: backfill does not count them again).
+        self.recording_extra: dict[str, object] = {}
         # The worker's stdout carries its warnings to the indexer: the console
         # exporters write where the proxy relays the session's stderr.
         self.exporter = Telemetry(settings, warn=self._warn, environ=environ, console=sys.stderr)
@@ -83,6 +91,10 @@ class LiveTelemetry:
         export request may take longer)."""
         self.builder.close(info)
         self.exporter.shutdown(self._flush_timeout)
+        metrics = self.exporter.deliveries.get("metrics")
+        # Every OTLP metrics export succeeded, the last (at shutdown) among them.
+        if metrics is not None and metrics.sent and metrics.ok:
+            self.recording_extra[LIVE_METRICS] = metrics.where
 
 
 def live_sink(

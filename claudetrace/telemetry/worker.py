@@ -17,8 +17,9 @@ in-process sink sent (the tests compare both with a backfill).
 
 It follows the file until the capture's end record, or until the indexer
 closes its stdin (the proxy died without one); then it closes the sink
-(flushing the export) and prints the sink's warnings as one JSON list on
-stdout, for the indexer to store with the recording.
+(flushing the export) and prints, as one JSON object on stdout, the sink's
+warnings and what the recording should remember of the export (where its
+metrics were delivered), for the indexer to store with the recording.
 """
 
 from __future__ import annotations
@@ -216,8 +217,9 @@ def _stdin_closed(stdin: IO[bytes] | None, timeout: float) -> bool:
 
 
 def run(capture: Path, otel: dict[str, Any], stdin: IO[bytes] | None,
-        *, set_up: Callable[[], object] | None = None) -> list[str]:
-    """Follow ``capture`` into live telemetry; the warnings to keep.
+        *, set_up: Callable[[], object] | None = None) -> dict[str, Any]:
+    """Follow ``capture`` into live telemetry; what to keep with the recording:
+    ``{"warnings": [...], "extra": {...}}``.
 
     ``set_up`` is called once the sink is ready, before the first line is read.
     """
@@ -228,7 +230,7 @@ def run(capture: Path, otel: dict[str, Any], stdin: IO[bytes] | None,
         info = reader.info
         sink = live_sink(info, **otel)
         if sink is None:  # telemetry off, or a bad setting (said on stderr)
-            return []
+            return {"warnings": [], "extra": {}}
         if set_up is not None:
             set_up()
         follower = _Follower(info, sink)
@@ -246,7 +248,8 @@ def run(capture: Path, otel: dict[str, Any], stdin: IO[bytes] | None,
     finally:
         reader.close()
     sink.on_close(info)
-    return list(getattr(sink, "warnings", ()))
+    return {"warnings": list(getattr(sink, "warnings", ())),
+            "extra": dict(getattr(sink, "recording_extra", {}))}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -262,11 +265,10 @@ def main(argv: list[str] | None = None) -> int:
         # What is set up before the first line (modules, the exporter) lives as long
         # as the process: frozen, the garbage collector's full passes no longer walk
         # it (cachegrind, 100k lines: -1.3% instructions).
-        warnings = run(args.capture, json.loads(args.otel), sys.stdin.buffer,
-                       set_up=gc.freeze)
+        kept = run(args.capture, json.loads(args.otel), sys.stdin.buffer, set_up=gc.freeze)
     except Exception as exc:  # one line for the recording, never a traceback
-        warnings = [f"live telemetry stopped: {type(exc).__name__}: {exc}"]
-    print(json.dumps(warnings), flush=True)
+        kept = {"warnings": [f"live telemetry stopped: {type(exc).__name__}: {exc}"]}
+    print(json.dumps(kept), flush=True)
     return 0
 
 
@@ -285,6 +287,8 @@ class TelemetryWorker:
         import subprocess  # here: the worker process itself starts none
 
         self.warnings: list[str] = []
+        #: What the worker said the recording should keep (see ``LiveTelemetry``).
+        self.recording_extra: dict[str, Any] = {}
         self._wait_s = flush_wait_s
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "claudetrace.telemetry.worker", str(capture),
@@ -313,8 +317,11 @@ class TelemetryWorker:
             self.warnings.append(f"live telemetry did not finish within {self._wait_s:g} s")
         with contextlib.suppress(ValueError):
             kept = json.loads(out.decode("utf-8", "replace").strip().splitlines()[-1]) \
-                if out.strip() else []
-            self.warnings += [str(w) for w in kept] if isinstance(kept, list) else []
+                if out.strip() else {}
+            if isinstance(kept, dict):
+                self.warnings += [str(w) for w in kept.get("warnings") or ()]
+                extra = kept.get("extra")
+                self.recording_extra.update(extra if isinstance(extra, dict) else {})
         if proc.returncode:
             self.warnings.append(f"live telemetry exited with status {proc.returncode}")
 
