@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
+import claudetrace
 from claudetrace.cassette import read_cassette
+from claudetrace.model import fold
 from claudetrace.model.events import Event
-from claudetrace.ui.conversation import build_conversation, walk
+from claudetrace.ui.conversation import Item, LazyConversation, build_conversation, walk
 
 CASSETTES = Path(__file__).parent / "fixtures" / "cassettes"
 
@@ -178,3 +183,75 @@ def test_malformed_stderr_and_unknown_lines_are_kept() -> None:
         ("error", True),
     ]
     assert "{broken" in items[0].text and "brand_new_type" in items[2].text
+
+
+def _shown(items: list[Item]) -> list[tuple[object, ...]]:
+    """Everything an item shows (a turn by what its result line says: its model
+    calls compare by identity)."""
+    out: list[tuple[object, ...]] = []
+    for depth, i in walk(items):
+        tool = i.tool and (i.tool.tool_use_id, i.tool.name, i.tool.input, i.tool.result,
+                           i.tool.result_seq, i.tool.is_error, i.tool.decisions)
+        turn = i.turn and (i.turn.number, i.turn.end_seq, i.turn.result_subtype,
+                           i.turn.is_error, i.turn.cost_usd, i.turn.total_cost_usd)
+        out.append((depth, i.kind, i.seq, i.t, i.text, i.is_error, tool, i.decision, i.data,
+                    turn))
+    return out
+
+
+def _paged(events: Sequence[Event], cut: int, *, step: int) -> list[Item]:
+    """The conversation as the session page shows it: a part of ``cut`` lines, then
+    the rest, read ``step`` lines at a time."""
+    conversation = LazyConversation(lambda start, limit: [
+        e for e in events if e.seq >= start][:limit], step=step)
+    first, following = conversation.part(0, cut)
+    if following is None:
+        return first
+    rest, after = conversation.part(following, len(events))
+    assert after is None
+    return first + rest
+
+
+SUBAGENT_BEFORE_ITS_RESULT = [
+    _ev(0, "in", {"type": "user", "message": {"role": "user", "content": "go"}}),
+    _ev(1, "out", {"type": "assistant", "message": {"content": [
+        {"type": "tool_use", "id": "task1", "name": "Task", "input": {"subagent_type": "x"}}]}}),
+    _ev(2, "out", {"type": "assistant", "parent_tool_use_id": "task1", "message": {"content": [
+        {"type": "tool_use", "id": "inner", "name": "Bash", "input": {}}]}}),
+    _ev(3, "out", {"type": "user", "parent_tool_use_id": "task1", "message": {"content": [
+        {"type": "tool_result", "tool_use_id": "inner", "content": "boom", "is_error": True}]}}),
+    _ev(4, "out", {"type": "user", "message": {"content": [
+        {"type": "tool_result", "tool_use_id": "task1", "content": "done"}]}}),
+]
+
+
+@pytest.mark.parametrize("path", [
+    *(CASSETTES / f"{name}.ndjson" for name in (
+        "subagent", "hooks", "permission_allow", "permission_deny", "streamed_tools", "mcp_tool")),
+    Path(claudetrace.__file__).parent / "demo_data" / "session.cassette.ndjson",
+], ids=lambda path: path.name.split(".")[0])
+def test_every_part_boundary_shows_the_unpaged_conversation(path: Path) -> None:
+    events = read_cassette(path).events
+    # Each line shown against the whole fold, as the conversation was before parts.
+    whole = _shown(build_conversation(events, fold(events)))
+    assert _shown(build_conversation(events)) == whole
+    assert any(row[6] is not None for row in whole)
+    shown = sum(1 for e in events if e.type not in ("stream_event", "keep_alive"))
+    for cut in range(1, shown + 1):
+        for step in (1, 7, len(events)):
+            assert _shown(_paged(events, cut, step=step)) == whole, (cut, step)
+
+
+def test_a_part_takes_its_tool_results_and_subagent_lines_from_later_lines() -> None:
+    whole = _shown(build_conversation(SUBAGENT_BEFORE_ITS_RESULT))
+    assert [(depth, kind) for depth, kind, *_ in whole] == [(0, "user"), (0, "tool"), (1, "tool")]
+    for cut in range(1, 6):
+        assert _shown(_paged(SUBAGENT_BEFORE_ITS_RESULT, cut, step=1)) == whole, cut
+    conversation = LazyConversation(lambda start, limit: [
+        e for e in SUBAGENT_BEFORE_ITS_RESULT if e.seq >= start][:limit], step=1)
+    first, following = conversation.part(0, 2)
+    assert following == 2 and [i.kind for i in first] == ["user", "tool"]
+    task = first[1].tool
+    assert task is not None and task.name == "Task" and task.result == "done"
+    assert [c.text for c in task.children] == ["Bash"]
+    assert conversation.part(following, 300) == ([], None)  # shown in the first part

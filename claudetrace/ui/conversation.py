@@ -13,8 +13,10 @@ plain text, never as HTML.
 
 from __future__ import annotations
 
+import bisect
 import json
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -106,8 +108,23 @@ class _Builder:
         self.session = session
         self.items: list[Item] = []
         self.tools: dict[str, ToolCall] = {}
-        self.controls = {trip.request_seq: trip for trip in session.controls}
-        self.results = {turn.end_seq: turn for turn in session.turns if turn.end_seq is not None}
+        # The session may be folded as far as this builder has read, not further:
+        # its control round trips are looked up as they come.
+        self.controls: dict[int, ControlRoundTrip] = {}
+        self._controls_seen = 0
+
+    def trip(self, seq: int) -> ControlRoundTrip | None:
+        """The session's control round trip whose request is line ``seq``."""
+        controls = self.session.controls
+        if seq not in self.controls and self._controls_seen < len(controls):
+            for trip in controls[self._controls_seen :]:
+                self.controls[trip.request_seq] = trip
+            self._controls_seen = len(controls)
+        return self.controls.get(seq)
+
+    def turn_ended_at(self, seq: int) -> Turn | None:
+        """The session's turn whose result is line ``seq`` (usually the latest)."""
+        return next((t for t in reversed(self.session.turns) if t.end_seq == seq), None)
 
     def target(self, lane: str | None) -> list[Item]:
         # Subagent lines nest under the tool call that started the subagent.
@@ -127,18 +144,19 @@ class _Builder:
         self.target(ev.fields.parent_tool_use_id).append(item)
         return item
 
-    def feed(self, ev: Event) -> None:
+    def feed(self, ev: Event) -> bool:
+        """Take one line; False for a line the conversation skips (a delta)."""
         if ev.direction == "err":
             self.add(ev, "stderr", ev.text, is_error=True)
-            return
+            return True
         msg = ev.message
         if msg is None:
             what = "empty line" if not ev.data else f"unparsable line ({len(ev.data)} bytes)"
             self.add(ev, "error", f"{what}: {ev.text[:2000]}" if ev.data else what, is_error=True)
-            return
+            return True
         kind = ev.type
         if kind in _SKIPPED_TYPES:
-            return
+            return False
         if kind == "user":
             self.user(ev)
         elif kind == "assistant":
@@ -151,6 +169,7 @@ class _Builder:
             self.system(ev, msg)
         elif kind not in ("control_response", "control_cancel_request"):
             self.add(ev, "system", f"{kind}: {_compact(msg)}", data=msg)
+        return True
 
     def user(self, ev: Event) -> None:
         texts: list[str] = []
@@ -196,12 +215,12 @@ class _Builder:
                 self.add(ev, "system", f"{block.label} {_compact(block.raw)}", data=raw)
 
     def result(self, ev: Event) -> None:
-        turn = self.results.get(ev.seq)
+        turn = self.turn_ended_at(ev.seq)
         is_error = turn.is_error if turn is not None else False
         self.add(ev, "result", result_text(ev), is_error=is_error, turn=turn)
 
     def control_request(self, ev: Event) -> None:
-        trip = self.controls.get(ev.seq)
+        trip = self.trip(ev.seq)
         if trip is None:
             return
         if trip.kind in ("permission", "hook"):
@@ -238,18 +257,120 @@ def _compact(value: Any, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+class Conversation:
+    """A recording's conversation, built line by line beside the session model's fold.
+
+    Each line is folded into :attr:`session` and then shown, so a tool call takes
+    its name, input, permission and hooks from the model and its result from its
+    ``tool_result`` line wherever that falls, and subagent lines nest under the
+    call that started them however far apart they are.  :meth:`part` cuts the
+    result into parts of a few hundred lines without changing any item: a part is
+    the top-level items of its lines, each whole.
+    """
+
+    def __init__(self) -> None:
+        self.session = Session()
+        self._builder = _Builder(self.session)
+        #: The lines the conversation shows (deltas skipped), in order.
+        self.seqs: list[int] = []
+
+    @property
+    def items(self) -> list[Item]:
+        """The top-level items so far (subagent items nested under their tool call)."""
+        return self._builder.items
+
+    def feed(self, ev: Event) -> None:
+        """Fold one line (in sequence order) and show it."""
+        self.session.add(ev)
+        if self._builder.feed(ev):
+            self.seqs.append(ev.seq)
+
+    def feed_many(self, events: Iterable[Event]) -> None:
+        for ev in events:
+            self.feed(ev)
+
+    def settle(self, items: Iterable[Item]) -> bool:
+        """Bring the tool calls among ``items`` up to date with the session (permission
+        and hook decisions answered since); True when every one has its result."""
+        done = True
+        for _, item in walk(items):
+            view = item.tool
+            if view is None:
+                continue
+            call = self.session.tools.get(view.tool_use_id)
+            if call is not None:
+                view.decisions = ToolCall.of(call).decisions
+            done = done and view.answered
+        return done
+
+    def part(self, start: int, size: int) -> tuple[list[Item], int | None]:
+        """The top-level items of the ``size`` lines shown from line ``start`` on, and
+        the line the next part starts at (None if none has been read)."""
+        first = bisect.bisect_left(self.seqs, start)
+        following = self.seqs[first + size] if first + size < len(self.seqs) else None
+        items = self.items
+        lo = bisect.bisect_left(items, start, key=_seq)
+        hi = len(items) if following is None else bisect.bisect_left(items, following, key=_seq)
+        return items[lo:hi], following
+
+
+class LazyConversation:
+    """The conversation of one recording, built as far as it is looked at.
+
+    ``read(start_seq, limit)`` returns the recording's events from ``start_seq``
+    (deltas too: the session model needs them).  A part is read until its lines
+    are in and every tool call in it has its result (a subagent's work ends with
+    it), or to the recording's end, so the first part of a long recording shows
+    without reading the rest and no part shows a call without the result that a
+    later line brings.  Safe to share between the server's threads.
+    """
+
+    def __init__(self, read: Callable[[int, int], Sequence[Event]], *, step: int = 5000) -> None:
+        self._read = read
+        self._step = step
+        self._conversation = Conversation()
+        self._next_seq = 0
+        self._lock = threading.Lock()
+        #: True once every line has been read.
+        self.complete = False
+
+    def part(self, start: int, size: int) -> tuple[list[Item], int | None]:
+        """As :meth:`Conversation.part`, reading on as far as that part needs."""
+        conv = self._conversation
+        with self._lock:
+            while not self.complete:
+                first = bisect.bisect_left(conv.seqs, start)
+                if first + size < len(conv.seqs) and conv.settle(conv.part(start, size)[0]):
+                    break
+                events = self._read(self._next_seq, self._step)
+                conv.feed_many(events)
+                if events:
+                    self._next_seq = events[-1].seq + 1
+                if len(events) < self._step:
+                    self.complete = True
+            items, following = conv.part(start, size)
+            conv.settle(items)
+            return items, following
+
+
+def _seq(item: Item) -> int:
+    return item.seq
+
+
 def build_conversation(events: Iterable[Event], session: Session | None = None) -> list[Item]:
     """The conversation of an event stream (subagent items nested under their tool call).
 
-    ``session`` is the recording's :class:`~claudetrace.model.Session` when
-    ``events`` are a window of it (the tool calls' outcomes, permissions and hooks,
-    and the turns' results are the session model's); without it, ``events`` are
-    folded here.
+    ``session`` is the recording's :class:`~claudetrace.model.Session` folded whole
+    when ``events`` are a window of it (the tool calls' names, inputs, permissions
+    and hooks, and the turns' results are the session model's); without it,
+    ``events`` are folded here, line by line as they are shown
+    (:class:`Conversation`).
     """
-    events = list(events)
     if session is None:
-        session = Session()
-        session.add_many(events)
+        conversation = Conversation()
+        conversation.feed_many(events)
+        conversation.settle(conversation.items)
+        return conversation.items
     builder = _Builder(session)
     for ev in events:
         builder.feed(ev)

@@ -21,7 +21,7 @@ from claudetrace.model.events import Event
 from claudetrace.store import Recording, Store
 from claudetrace.store import browse as queries
 from claudetrace.ui.controlplane import ControlRow, control_rows
-from claudetrace.ui.conversation import Item, ToolCall, build_conversation
+from claudetrace.ui.conversation import Item, LazyConversation, ToolCall
 from claudetrace.ui.timeline import LazyTimeline, waterfall_figure
 from claudetrace.ui.views import common
 from claudetrace.ui.views.common import money, param, plain, seconds, set_params, when
@@ -40,6 +40,8 @@ TIMELINE_PAGE = 300
 CONTROL_PAGE = 500
 #: Lines the timeline's span builder reads at a time (as far as the part shown needs).
 TIMELINE_STEP = 5000
+#: Lines the conversation reads at a time (as far as the part shown needs).
+CONVERSATION_STEP = 1000
 RAW_PAGE = 200
 
 
@@ -146,22 +148,24 @@ def _header(rec: Recording) -> None:
 # -- conversation ------------------------------------------------------------------
 
 
-@st.cache_resource(show_spinner=False, max_entries=32)
-def _conversation_part(
-    _db: Store, recording_id: str, start: int, event_count: int
-) -> tuple[list[Item], int | None]:
-    """One part of the conversation (``CONVERSATION_PAGE`` lines from ``start``, folded by
-    the session model): its items, and the line the next part starts at (None at the
-    end).  Kept per recording and line count, so going back and forth reads nothing."""
-    events = queries.conversation_events(_db, recording_id, start_seq=start,
-                                         limit=CONVERSATION_PAGE)
-    following = events[-1].seq + 1 if len(events) == CONVERSATION_PAGE else None
-    return build_conversation(events), following
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _lazy_conversation(
+    _db: Store, recording_id: str, event_count: int, ended: bool
+) -> LazyConversation:
+    """The recording's conversation, folded by the session model as far as it has been
+    looked at (per line count, so a live session's grows)."""
+
+    def read(start_seq: int, limit: int) -> list[Event]:
+        return list(_db.iter_events(recording_id, start_seq=start_seq, limit=limit))
+
+    return LazyConversation(read, step=CONVERSATION_STEP)
 
 
 def _conversation(db: Store, rec: Recording) -> None:
     start = common.int_param("from")
-    items, following = _conversation_part(db, rec.id, start, rec.event_count)
+    conversation = _lazy_conversation(db, rec.id, rec.event_count, rec.ended_ns is not None)
+    with _no_gc_pauses():
+        items, following = conversation.part(start, CONVERSATION_PAGE)
     if start:
         st.caption(f"Showing from line {start}.")
         if st.button("⟲ From the start", key="conv_start"):
