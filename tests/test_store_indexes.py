@@ -148,3 +148,33 @@ def test_the_bytes_adapter_gives_back_the_same_object_with_or_without_bytes_dund
     for adapter in (bytes_unchanged(), bytes_unchanged(None)):
         assert adapter(line) is line
     assert bytes_unchanged(None) is bytes
+
+
+def test_a_host_programs_adapters_do_not_change_what_is_stored(tmp_path: Path) -> None:
+    """The adapter registry is one for the whole process: adapters of the program
+    that uses the store (for bytes, str, int, float, None) must not change what the
+    store writes or looks up, and still apply to the program's own connections."""
+    probe = (
+        "import sqlite3\n"
+        "sqlite3.register_adapter(bytes, lambda v: v.hex())\n"
+        "sqlite3.register_adapter(str, lambda v: v.upper() + '!')\n"
+        "sqlite3.register_adapter(int, lambda v: str(v + 1))\n"
+        "sqlite3.register_adapter(float, lambda v: 'f')\n"
+        "sqlite3.register_adapter(type(None), lambda v: 'none')\n"
+        "from claudetrace.model.events import Event\n"
+        "from claudetrace.store import open_store\n"
+        "lines = [b'{\"type\":\"user\",\"n\":%d}' % i for i in range(700)] + [b'\\xff not json']\n"
+        "events = [Event(i, 'out' if i % 2 else 'in', 1000 * i, line, i % 3 > 0, 7 * i)\n"
+        "          for i, line in enumerate(lines)]\n"
+        f"store = open_store({str(tmp_path / 'x.db')!r}, create=True)\n"
+        "rid = store.import_cassette(({'argv': ['claude']}, iter(events)), batch=100)\n"
+        "back = list(store.iter_events(rid))\n"
+        "assert [(e.seq, e.direction, e.t_ns, e.data, e.eol, e.wall_ns) for e in back] == [\n"
+        "    (e.seq, e.direction, e.t_ns, e.data, e.eol, e.wall_ns) for e in events], back[:2]\n"
+        "assert store.get(rid).argv == ['claude']\n"
+        "store.close()\n"
+        f"raw = sqlite3.connect({str(tmp_path / 'x.db')!r})\n"
+        "assert raw.execute('SELECT DISTINCT typeof(data) FROM events').fetchall() == [('blob',)]\n"
+        "assert raw.execute('SELECT ?, ?', (b'a', 1)).fetchone() == ('61', '2')\n"
+    )
+    subprocess.run([sys.executable, "-c", probe], check=True, timeout=120)

@@ -58,17 +58,84 @@ def _bind_directly() -> None:
     it is bound without one, so what is stored is the same; each is a function
     in C (an empty dict's ``get`` is None for None), so calling it costs less
     than a Python function would.  An adapter already registered for one of
-    these types (by the host program) is left alone.
+    these types (by the host program) is left alone, and the store's statements
+    are bound past it (:func:`host_adapters`).
     """
     import sqlite3
 
     nothing: dict[None, None] = {}
-    if (type(None), sqlite3.PrepareProtocol) not in sqlite3.adapters:
-        sqlite3.register_adapter(type(None), nothing.get)
-    if (bytes, sqlite3.PrepareProtocol) not in sqlite3.adapters:
-        sqlite3.register_adapter(bytes, bytes_unchanged())
-    if (bool, sqlite3.PrepareProtocol) not in sqlite3.adapters:
-        sqlite3.register_adapter(bool, int.__int__)
+    mine: dict[type[Any], Any] = {type(None): nothing.get, bytes: _BYTES_ADAPTER,
+                                  bool: int.__int__}
+    for kind, adapter in mine.items():
+        key = (kind, sqlite3.PrepareProtocol)
+        if key not in sqlite3.adapters:
+            sqlite3.register_adapter(kind, adapter)
+            _OURS[key] = sqlite3.adapters[key]
+
+
+class _AsIs:
+    """A parameter bound as the value it holds, past the adapter registry: its
+    adapter (ours; no other program knows the type) gives the value back, and
+    :mod:`sqlite3` binds what an adapter gives as it is."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+#: The adapters registered by the store, by key (type, protocol).
+_OURS: dict[Any, Any] = {}
+#: The types of the values the store binds (after SQLAlchemy's own processing).
+_BOUND_TYPES = frozenset({type(None), bytes, str, int, float, bool})
+
+
+def _pass_host_adapters_by() -> None:
+    import operator
+    import sqlite3
+
+    if (_AsIs, sqlite3.PrepareProtocol) not in sqlite3.adapters:
+        sqlite3.register_adapter(_AsIs, operator.attrgetter("value"))
+
+
+def host_adapters() -> bool:
+    """Whether the process has an adapter of its own for a type the store binds
+    (``sqlite3.register_adapter(bytes, ...)`` in the program that uses the store, a
+    test process running the pytest plugin…): the registry is one for the whole
+    process, and such an adapter would change what the store writes (a line
+    stored as hex text) and looks up."""
+    import sqlite3
+
+    for key, fn in sqlite3.adapters.items():
+        if key[0] in _BOUND_TYPES and _OURS.get(key) is not fn:
+            return True
+    return False
+
+
+def _as_is(parameters: Any) -> Any:
+    if isinstance(parameters, dict):
+        return {name: _AsIs(value) for name, value in parameters.items()}
+    return [_AsIs(value) for value in parameters]
+
+
+def _execute_past_host_adapters(cursor: Any, statement: str, parameters: Any,
+                                _context: Any) -> bool:
+    """Run a statement with each parameter bound as it is when the process has
+    adapters of its own for the store's types (:func:`host_adapters`); without
+    them (the usual case) leave it to SQLAlchemy, at the cost of this look."""
+    if not host_adapters():
+        return False
+    cursor.execute(statement, _as_is(parameters))
+    return True
+
+
+def _executemany_past_host_adapters(cursor: Any, statement: str, parameters: Any,
+                                    _context: Any) -> bool:
+    """:func:`_execute_past_host_adapters` for ``executemany``."""
+    if not host_adapters():
+        return False
+    cursor.executemany(statement, [_as_is(row) for row in parameters])
+    return True
 
 
 #: ``bytes.__bytes__``, which Python 3.10 lacks.
@@ -80,6 +147,9 @@ def bytes_unchanged(method: Any = _BYTES_METHOD) -> Any:
     ``__bytes__`` (Python 3.11+), else the type ``bytes``, whose call gives back
     an exact ``bytes`` object as it is (Python 3.10 has no ``bytes.__bytes__``)."""
     return method if method is not None else bytes
+
+
+_BYTES_ADAPTER = bytes_unchanged()
 
 
 def hide_password(url: str) -> str:
@@ -142,8 +212,12 @@ def create_store_engine(
         raise BadDatabaseURL(f"unsupported database URL {shown!r}: {reason}", url=shown) from exc
     if parsed.get_backend_name() == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas(busy_timeout_s))
-        if engine.dialect.driver == "pysqlite" and sys.version_info < (3, 12):
-            _bind_directly()
+        if engine.dialect.driver == "pysqlite":
+            if sys.version_info < (3, 12):
+                _bind_directly()
+            _pass_host_adapters_by()
+            event.listen(engine, "do_execute", _execute_past_host_adapters)
+            event.listen(engine, "do_executemany", _executemany_past_host_adapters)
     return engine
 
 
