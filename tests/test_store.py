@@ -331,3 +331,13 @@ def test_a_downgrade_keeps_every_event(db_path: Path, target: str) -> None:
         assert [(e.seq, e.data) for e in reopened.iter_events(rid)] == events
     finally:
         reopened.close()
+
+
+def test_import_into_a_database_in_memory_beyond_one_batch() -> None:
+    """A SQLite database in memory is one per thread: the import writes its batches
+    on the thread that made the tables, not on a second one."""
+    store = open_store("sqlite://", create=True)
+    events = [Event(i, "out", i, b'{"n":%d}' % i) for i in range(1200)]
+    rid = store.import_cassette(({"argv": []}, iter(events)), batch=500)
+    assert [e.data for e in store.iter_events(rid)] == [e.data for e in events]
+    store.close()

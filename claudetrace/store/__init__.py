@@ -278,7 +278,12 @@ class Store:
         last_t = 0
         # One batch is written while the next is read and folded: the database's
         # own work runs without the GIL, beside the parsing.  An error either
-        # side ends the import once the write under way has finished.
+        # side ends the import once the write under way has finished.  A SQLite
+        # database in memory is one per thread (its pool keeps a connection per
+        # thread): another thread would find it empty, so it is written here.
+        url = self.engine.url
+        on_this_thread = url.get_backend_name() == "sqlite" and \
+            url.database in (None, "", ":memory:")
         with _store_errors("import"), ThreadPoolExecutor(1) as writer:
             writing: Future[None] | None = None
             for ev in events:
@@ -289,7 +294,10 @@ class Store:
                 if len(pending) >= batch:
                     if writing is not None:
                         writing.result()
-                    writing = writer.submit(self.write_batch, info.id, pending)
+                    if on_this_thread:
+                        self.write_batch(info.id, pending)
+                    else:
+                        writing = writer.submit(self.write_batch, info.id, pending)
                     pending = []
             if writing is not None:
                 writing.result()
