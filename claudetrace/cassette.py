@@ -220,8 +220,10 @@ def parse_record(text: str, *, path: str | None = None, line: int | None = None)
             f'"seq" must be an integer from 0 to {MAX_SEQ}, not {_short(seq)}',
             path=path, line=line,
         )
+    # The bound is on the nanoseconds stored: MAX_NS / 1e9 as a float (the largest
+    # t accepted before) rounds to 2**63 nanoseconds, which no 64-bit column holds.
     if (not isinstance(t, (int, float)) or isinstance(t, bool) or not math.isfinite(t)
-            or not 0 <= t <= MAX_NS / 1e9):
+            or not 0 <= t <= MAX_NS / 1e9 or round(t * 1e9) > MAX_NS):
         raise CassetteError(
             f'"t" must be a number of seconds from 0 to {MAX_NS // 10**9}, not {_short(t)}',
             path=path, line=line,
@@ -286,14 +288,13 @@ def read_record(raw: bytes, *, path: str | None = None, line: int | None = None)
     if record is not None and isinstance(text := record.line, str):
         seq, t = record.seq, record.t
         if (0 <= seq <= MAX_SEQ and record.dir in DIRECTIONS and math.isfinite(t)
-                and 0 <= t <= MAX_NS / 1e9):
+                and 0 <= t <= MAX_NS / 1e9 and (t_ns := round(t * 1e9)) <= MAX_NS):
             try:
                 data = text.encode("utf-8")
             except UnicodeEncodeError:
                 pass
             else:
-                return Event(seq, record.dir, round(t * 1e9), data,
-                             record.eol)
+                return Event(seq, record.dir, t_ns, data, record.eol)
     return parse_record(raw.decode("utf-8"), path=path, line=line)
 
 

@@ -104,6 +104,8 @@ def test_samples_are_present() -> None:
         ('{"seq": 0, "dir": "in", "line": ""}', '"t" must be'),
         ('{"seq": 0, "t": -1, "dir": "in", "line": ""}', '"t" must be'),
         ('{"seq": 0, "t": NaN, "dir": "in", "line": ""}', '"t" must be'),
+        # The largest t below MAX_NS / 1e9: its nanoseconds round to 2**63.
+        ('{"seq": 0, "t": 9223372036.854775807, "dir": "in", "line": ""}', '"t" must be'),
         ('{"seq": 0, "t": "1", "dir": "in", "line": ""}', '"t" must be'),
         ('{"seq": 0, "t": 0, "dir": "up", "line": ""}', '"dir" must be'),
         ('{"seq": 0, "t": 0, "dir": "in"}', 'neither "line" nor "line_b64"'),
@@ -199,6 +201,8 @@ def test_blank_lines_between_events_are_skipped(tmp_path: Path) -> None:
     '{"seq": 0, "t": 0, "dir": "in", "line": null}',
     '{"seq": 0, "t": NaN, "dir": "in", "line": "x"}',
     '{"seq": 0, "t": 1e400, "dir": "in", "line": "x"}',
+    '{"seq": 0, "t": 9223372036.854775807, "dir": "in", "line": "x"}',
+    '{"seq": 0, "t": 9223372036.854774, "dir": "in", "line": "x"}',
     '{"seq": true, "t": 0, "dir": "in", "line": "x"}',
     '{"seq": 99999999999999999999999, "t": 0, "dir": "in", "line": "x"}',
     '{"seq": 0, "t": -1, "dir": "in", "line": "x"}',

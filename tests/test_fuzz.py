@@ -140,6 +140,7 @@ def test_replay_matcher(recorded: list[Event], offered: list[bytes]) -> None:
 @FUZZ
 @given(st.text(max_size=200) | st.sampled_from([
     '{"seq":0,"t":1e300,"dir":"out","line":"x"}',
+    '{"seq":0,"t":9223372036.854775807,"dir":"out","line":"x"}',
     '{"seq":' + "1" * 24 + ',"t":1,"dir":"out","line":"x"}',
     '{"seq":0,"t":1,"dir":"out","line":"\\ud800"}',
     '{"claudetrace":"cassette","version":1,"started_ns":' + "1" * 31 + "}",
