@@ -341,3 +341,34 @@ def test_import_into_a_database_in_memory_beyond_one_batch() -> None:
     rid = store.import_cassette(({"argv": []}, iter(events)), batch=500)
     assert [e.data for e in store.iter_events(rid)] == [e.data for e in events]
     store.close()
+
+
+def test_put_recording_reads_what_it_keeps_in_its_own_transaction(store: Store) -> None:
+    """Two importers of one transcript: one that writes between another's look at
+    what is stored and its transaction must not leave a mix of the two."""
+    from sqlalchemy import event
+
+    def lines(*texts: str) -> list[Event]:
+        return [Event(i, "out", i, b'{"n":"%s"}' % t.encode()) for i, t in enumerate(texts)]
+
+    info = RecordingInfo.start(["claude"])
+    store.put_recording(info, lines("a", "b", "c"))
+    other = lines("a", "X")
+    interleaved: list[int] = []
+
+    def the_other_importer(*args: object) -> None:
+        # Just before the importer's transaction writes (and takes SQLite's lock).
+        if not interleaved and str(args[2]).startswith("UPDATE recordings"):
+            interleaved.append(-1)  # once: its own transaction begins too
+            interleaved[0] = store.put_recording(RecordingInfo.start(["claude"], id=info.id),
+                                                 other)
+
+    event.listen(store.engine, "before_cursor_execute", the_other_importer)
+    try:
+        wanted = lines("a", "b", "c", "d", "e")
+        kept = store.put_recording(RecordingInfo.start(["claude"], id=info.id), wanted)
+    finally:
+        event.remove(store.engine, "before_cursor_execute", the_other_importer)
+    assert interleaved == [1]
+    assert kept == 1
+    assert [e.data for e in store.iter_events(info.id)] == [e.data for e in wanted]

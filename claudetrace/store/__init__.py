@@ -323,21 +323,23 @@ class Store:
         for ev in events:
             session.add(ev)
             info.observe(ev)
-        kept = self._stored_prefix(info.id, events)
         last_t = events[-1].t_ns if events else 0
         ended_ns = info.started_ns + last_t
         columns = {**_info_columns(info), **_ended_columns(session, info, ended_ns)}
         if open_seen_ns is not None:
             columns.update(ended_ns=None, last_seen_ns=open_seen_ns)
-        rows, tools = event_rows(info.id, events[kept:])
         r = _RECORDINGS.c
         with _store_errors("import"), self.engine.begin() as conn:
-            # A write first, so SQLite takes its write lock before anything is read.
+            # A write first, so SQLite takes its write lock before anything is
+            # read: what is kept is read in the transaction that keeps it, so two
+            # importers of one transcript (import --watch and an import) take turns.
             found = conn.execute(
                 update(_RECORDINGS).where(r.id == info.id).values(**_storable(columns))
             ).rowcount
             if not found:
                 conn.execute(insert(_RECORDINGS).values(**_storable(columns)))
+            kept = _stored_prefix(conn, info.id, events) if found else 0
+            rows, tools = event_rows(info.id, events[kept:])
             conn.execute(delete(_TOOLS).where(_TOOLS.c.recording_id == info.id,
                                               _TOOLS.c.seq >= kept))
             conn.execute(delete(_EVENTS).where(_EVENTS.c.recording_id == info.id,
@@ -346,15 +348,6 @@ class Store:
                 self._insert_rows(conn, _EVENTS, rows)
             if tools:
                 self._insert_rows(conn, _TOOLS, tools)
-        return kept
-
-    def _stored_prefix(self, recording_id: str, events: Sequence[Event]) -> int:
-        """How many of ``events`` are stored already, unchanged, at the start of the recording."""
-        kept = 0
-        for stored in self.iter_events(recording_id):
-            if kept >= len(events) or stored.seq != kept or not _same_event(stored, events[kept]):
-                break
-            kept += 1
         return kept
 
     def delete_recording(self, recording_id: str) -> None:
@@ -601,9 +594,21 @@ def _like_prefix(prefix: str) -> str:
     return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-def _same_event(a: Event, b: Event) -> bool:
-    return (a.seq, a.direction, a.t_ns, a.data, a.eol, a.wall_ns) == (
-        b.seq, b.direction, b.t_ns, b.data, b.eol, b.wall_ns)
+def _stored_prefix(conn: Connection, recording_id: str, events: Sequence[Event]) -> int:
+    """How many of ``events`` are stored already, unchanged, at the start of the
+    recording (read on ``conn``, in its transaction)."""
+    c = _EVENTS.c
+    stored = conn.execute(
+        select(c.seq, c.direction, c.t_ns, c.data, c.eol, c.wall_ns)
+        .where(c.recording_id == recording_id, c.seq < len(events)).order_by(c.seq))
+    kept = 0
+    for row in stored:
+        ev = events[kept]
+        if tuple(row) != (kept, ev.direction, ev.t_ns, ev.data, ev.eol, ev.wall_ns):
+            break
+        kept += 1
+    stored.close()
+    return kept
 
 
 def _ended_columns(session: SessionModel, info: RecordingInfo, ended_ns: int) -> dict[str, Any]:
