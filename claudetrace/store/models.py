@@ -213,15 +213,12 @@ class EventRow(Base):
     parent_tool_use_id: Mapped[str | None] = mapped_column(String(128))
 
     # Sparse indexes (migration 0004): a line goes into an index only when a
-    # query may look it up there, so most lines (stream events, without a
-    # request id) cost the primary key alone.
+    # query may look it up there, so most lines (stream events) cost the
+    # primary key alone.
     __table_args__ = (
         Index("ix_events_recording_type", "recording_id", "type",
               sqlite_where=text(f"type <> '{UNINDEXED_TYPE}'"),
               postgresql_where=text(f"type <> '{UNINDEXED_TYPE}'")),
-        Index("ix_events_request_id", "request_id",
-              sqlite_where=text("request_id IS NOT NULL"),
-              postgresql_where=text("request_id IS NOT NULL")),
     )
 
 

@@ -9,8 +9,8 @@ up to date was a third of the cost of storing a line.  Now:
 
 - ``ix_events_recording_t`` (recording, t_ns) is gone: no query looks events up
   by time (they are read in ``seq`` order, through the primary key);
-- ``ix_events_request_id`` holds only the lines that have a request id (control
-  requests and responses), not the NULLs of every other line;
+- ``ix_events_request_id`` is gone: no query looks events up by request id
+  (control requests and responses are paired by the session model as read);
 - ``ix_events_recording_type`` leaves out ``stream_event`` lines, two thirds of
   a streaming session, which no query looks up by type: the queries that look
   for other types say ``type <> 'stream_event'`` so that both engines use it.
@@ -27,7 +27,6 @@ branch_labels = None
 depends_on = None
 
 _NOT_STREAM = sa.text("type <> 'stream_event'")
-_HAS_REQUEST = sa.text("request_id IS NOT NULL")
 
 
 def upgrade() -> None:
@@ -36,12 +35,9 @@ def upgrade() -> None:
     op.drop_index("ix_events_request_id", table_name="events")
     op.create_index("ix_events_recording_type", "events", ["recording_id", "type"],
                     sqlite_where=_NOT_STREAM, postgresql_where=_NOT_STREAM)
-    op.create_index("ix_events_request_id", "events", ["request_id"],
-                    sqlite_where=_HAS_REQUEST, postgresql_where=_HAS_REQUEST)
 
 
 def downgrade() -> None:
-    op.drop_index("ix_events_request_id", table_name="events")
     op.drop_index("ix_events_recording_type", table_name="events")
     op.create_index("ix_events_request_id", "events", ["request_id"])
     op.create_index("ix_events_recording_type", "events", ["recording_id", "type"])
