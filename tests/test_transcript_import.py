@@ -462,6 +462,8 @@ def test_each_result_says_what_its_turn_added_to_the_running_totals(tmp_path: Pa
         # No cost-state after turn 3: its result cannot know the totals.
         user("three", 2000), assistant("msg_3", text("c"), 2100),
         user("four", 3000), assistant("msg_4", text("d"), 3100), _cost_state(0.004, 4),
+        user("five", 4000), assistant("msg_5", text("e"), 4100), _cost_state(0.005, 5),
+        user("six", 5000), assistant("msg_6", text("f"), 5100), _cost_state(0.006, 6),
     ]
     got = read_transcript(write(tmp_path / "costs.jsonl", lines))
     results = [e.message or {} for e in got.events if e.type == "result"]
@@ -477,7 +479,9 @@ def test_each_result_says_what_its_turn_added_to_the_running_totals(tmp_path: Pa
     assert "modelUsage" not in results[2] and "total_cost_usd" not in results[2]
     assert since[2] is None and since[3] is None
     assert results[3]["total_cost_usd"] == 0.004
+    # Turn 4's result carried the totals again: the turns after it say their growth.
+    assert since[4] == since[5] == since[1]
     # So the session model adds up to the CLI's totals.
     session = fold(got.events)
-    assert session.usage_by_model["claude-opus-5-5"] == Usage(400, 100, 200, 40)
-    assert session.cost_usd == pytest.approx(0.004)
+    assert session.usage_by_model["claude-opus-5-5"] == Usage(600, 150, 300, 60)
+    assert session.cost_usd == pytest.approx(0.006)

@@ -248,6 +248,8 @@ class _Converter:
             if not self.cost_unreported:
                 result["model_usage_since_last_result"] = self._since_last_result()
             self.cost_reported = self.cost_models
+            # The next result's growth is measured from this one's totals.
+            self.cost_unreported = False
         else:
             # What this turn added to the running totals is not known: a later
             # result cannot say what it added since this one.
