@@ -372,3 +372,28 @@ def test_put_recording_reads_what_it_keeps_in_its_own_transaction(store: Store) 
     assert interleaved == [1]
     assert kept == 1
     assert [e.data for e in store.iter_events(info.id)] == [e.data for e in wanted]
+
+
+def test_a_downgrade_on_a_sqlite_too_old_to_drop_columns_stops_in_one_line(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from alembic import command
+    from alembic.util import CommandError
+
+    from claudetrace.store.engine import SCHEMA_HEAD, alembic_config, create_store_engine
+
+    open_store(str(db_path)).close()
+    engine = create_store_engine(f"sqlite:///{db_path}")
+    engine.connect().close()  # the dialect reads the version on the first connection
+    monkeypatch.setattr(engine.dialect, "server_version_info", (3, 31, 1))
+    try:
+        with pytest.raises(CommandError) as info, engine.begin() as conn:
+            command.downgrade(alembic_config(conn), "0001")
+    finally:
+        engine.dispose()
+    assert str(info.value) == (
+        "downgrading 0003_reliability drops columns in place, which needs SQLite 3.35 or"
+        " newer (this one is 3.31.1)")
+    with sqlite3.connect(db_path) as conn:  # nothing done
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [
+            (SCHEMA_HEAD,)]

@@ -152,6 +152,26 @@ def bytes_unchanged(method: Any = _BYTES_METHOD) -> Any:
 _BYTES_ADAPTER = bytes_unchanged()
 
 
+#: The first SQLite that drops a column in place (``ALTER TABLE ... DROP COLUMN``).
+SQLITE_DROPS_COLUMNS = (3, 35)
+
+
+def require_drop_column(connection: Connection, revision: str) -> None:
+    """Stop a downgrade of ``revision`` in one line (Alembic's ``CommandError``) on
+    a SQLite too old to drop a column in place: the migrations drop columns in
+    place, never by copying the table (which, with foreign keys on, deletes
+    every recording's events)."""
+    dialect = connection.dialect
+    version = dialect.server_version_info or ()
+    if dialect.name == "sqlite" and tuple(version) < SQLITE_DROPS_COLUMNS:
+        from alembic.util import CommandError
+
+        shown = ".".join(map(str, version))
+        raise CommandError(
+            f"downgrading {revision} drops columns in place, which needs SQLite 3.35 or"
+            f" newer (this one is {shown})")
+
+
 def hide_password(url: str) -> str:
     """``url`` with any password replaced by ``***``, even when it does not parse."""
     return re.sub(r"(://[^/@:]*:)[^@/]*@", r"\1***@", url)

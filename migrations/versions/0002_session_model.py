@@ -14,6 +14,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from claudetrace.store.engine import require_drop_column
+
 revision = "0002_session_model"
 down_revision = "0001"
 branch_labels = None
@@ -82,6 +84,7 @@ def downgrade() -> None:
     # In place (SQLite 3.35+ drops a column itself): a batch copy of the table
     # would drop the old one, and with foreign keys on, as the store's connections
     # have them, that deletes every recording's events (ON DELETE CASCADE).
+    require_drop_column(op.get_bind(), revision)
     with op.batch_alter_table("recordings", schema=None, recreate="never") as batch_op:
         for name in ("outcome_reason", "outcome", "models", "model_calls", "num_turns"):
             batch_op.drop_column(name)

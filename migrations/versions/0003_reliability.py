@@ -14,6 +14,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from claudetrace.store.engine import require_drop_column
+
 revision = "0003_reliability"
 down_revision = "0002_session_model"
 branch_labels = None
@@ -30,5 +32,6 @@ def downgrade() -> None:
     # In place (SQLite 3.35+ drops a column itself): a batch copy of the table
     # would drop the old one, and with foreign keys on, as the store's connections
     # have them, that deletes every recording's events (ON DELETE CASCADE).
+    require_drop_column(op.get_bind(), revision)
     with op.batch_alter_table("recordings", schema=None, recreate="never") as batch_op:
         batch_op.drop_column("lost_bytes")
