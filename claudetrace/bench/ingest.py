@@ -48,8 +48,8 @@ from .proxy import (
     time_command,
 )
 
-#: The naive loops' database (argv[2]): a table of events with four indexes, and
-#: the statement that inserts one.
+#: The naive loops' database (argv[2]): a table of events with four indexes, the
+#: statement that inserts one, and flush(), which stores the rows gathered so far.
 NAIVE_TABLE = """
 import json, sqlite3, sys, time
 db = sqlite3.connect(sys.argv[2])
@@ -61,11 +61,18 @@ db.execute("CREATE INDEX ix_type ON events (recording, type)")
 db.execute("CREATE INDEX ix_t ON events (recording, t_ns)")
 db.execute("CREATE INDEX ix_request ON events (request_id)")
 insert = "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+rows = []
+
+
+def flush():
+    db.executemany(insert, rows)
+    db.commit()
+    rows.clear()
 """
 
 #: The naive loop the time to queryable is held against (argv: input file, database).
 NAIVE_LOOP = NAIVE_TABLE + """
-rows, seq = [], 0
+seq = 0
 with open(sys.argv[1], "rb") as lines:
     for line in lines:
         line = line.rstrip(b"\\n")
@@ -80,11 +87,8 @@ with open(sys.argv[1], "rb") as lines:
                          obj.get("subtype"), obj.get("request_id"), line))
             seq += 1
             if len(rows) >= 5000:
-                db.executemany(insert, rows)
-                db.commit()
-                rows = []
-db.executemany(insert, rows)
-db.commit()
+                flush()
+flush()
 db.close()
 """
 

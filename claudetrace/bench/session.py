@@ -40,7 +40,6 @@ from .ingest import NAIVE_TABLE
 #: The naive import: every record and its line parsed, stored with executemany
 #: into a table with four indexes (argv: cassette, database).
 NAIVE_IMPORT = NAIVE_TABLE + """
-rows = []
 with open(sys.argv[1], "rb") as lines:
     header = json.loads(next(lines))
     for line in lines:
@@ -55,11 +54,8 @@ with open(sys.argv[1], "rb") as lines:
         rows.append(("r", record["seq"], record["dir"], round(record["t"] * 1e9),
                      obj.get("type"), obj.get("subtype"), obj.get("request_id"), data))
         if len(rows) >= 5000:
-            db.executemany(insert, rows)
-            db.commit()
-            rows = []
-db.executemany(insert, rows)
-db.commit()
+            flush()
+flush()
 db.close()
 """
 
