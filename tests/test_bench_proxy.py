@@ -193,8 +193,8 @@ def test_telemetry_pairs_each_round_and_reports_cachegrind_counts() -> None:
     assert report.otel_changes() == pytest.approx([0.05, 0.05, 1.1])
     assert report.otel_total_cpu_overhead == pytest.approx(0.05)
     text = "\n".join(report.lines())
-    assert "on against off: proxy + indexer +5.0% CPU, the median round (target < 10%: " \
-           "met)" in text
+    assert "on against off: proxy + indexer +5.0% CPU, the median round (reported; " \
+           "forwarding does not wait for it)" in text
     text = "\n".join(report.lines()[-4:])
     assert "under cachegrind (5,000 lines, proxy + child + indexer): instructions 1.00 G -> " \
            "1.04 G (+4.0%); estimated cycles +4.0%" in text

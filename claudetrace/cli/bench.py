@@ -71,8 +71,9 @@ def proxy_bench(
 ) -> None:
     """Proxy vs cat vs tee FILE: throughput, added latency per line, peak RSS, telemetry CPU.
 
-    Targets: at least 50% of tee throughput; added latency p50 < 0.1 ms, p99 < 1 ms;
-    live telemetry < 10% CPU.  With --valgrind, telemetry's cost is also counted in
+    Targets: at least 50% of tee throughput; added latency p50 < 0.1 ms, p99 < 1 ms.
+    Live telemetry's CPU is reported (it runs on the OpenTelemetry SDK, off the
+    forwarding path).  With --valgrind, telemetry's cost is also counted in
     instructions, which do not vary with the machine's load.
     """
     from ..bench.proxy import run_proxy_bench
