@@ -2,13 +2,15 @@
 
 Every SDK ``query()`` starts a fresh CLI through the proxy, so whatever the
 proxy does before its child runs is paid on every session.  This module starts
-the child with nothing loaded but what the interpreter itself loads at start-up
-(``os``, ``_signal``, ``time``): no click, no :mod:`subprocess` (which imports
-``locale``, ``re`` and ``enum``), not even :mod:`signal` (the C module it wraps
-has the same functions and numbers; its enums cost more than the rest of the
-start), no store, no telemetry.  Everything recording needs is imported and set
-up afterwards (:func:`claudetrace.proxy.run_proxy`) while the child starts; what
-it writes meanwhile waits in its pipes, and the host's first lines wait in ours.
+the child with little loaded beyond what the interpreter itself loads at
+start-up (``os``, ``time``): :mod:`signal`, whose handlers must be in place
+before the child starts (its enums bring ``enum``, ``functools`` and
+``collections``: about 4 ms, which the proxy would load a little later anyway;
+the C module under it is private), and no click, no :mod:`subprocess` (which
+imports ``locale`` and ``re`` as well), no store, no telemetry.  Everything
+recording needs is imported and set up afterwards
+(:func:`claudetrace.proxy.run_proxy`) while the child starts; what it writes
+meanwhile waits in its pipes, and the host's first lines wait in ours.
 
 The child is started with ``posix_spawn``: its stdin, stdout and stderr are
 pipes to us; it gets the signals Python ignores in itself (``SIGPIPE``…) at
@@ -21,19 +23,12 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import signal
     from collections.abc import Mapping, Sequence
-else:
-    try:
-        # What ``signal`` re-exports, without the enums: importing them (enum,
-        # functools, collections) was a third of the proxy's work before the spawn.
-        import _signal as signal
-    except ImportError:  # an interpreter without it
-        import signal
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: Signals Python ignores in its own process, which a child gets at their defaults.

@@ -79,9 +79,11 @@ def test_the_fast_reading_knows_every_option_of_the_command() -> None:
     assert names == set(launch_mod.VALUE_OPTIONS) | set(launch_mod.FLAGS)
 
 
-#: Modules none of the ways in may load before the child starts.
-HEAVY = {"click", "sqlalchemy", "typing", "subprocess", "dataclasses", "re", "json", "enum",
-         "signal", "pathlib", "shutil", "runpy", "claudetrace.capture", "claudetrace.store",
+#: Modules none of the ways in may load before the child starts (``signal``, with
+#: ``enum``, must: the forwarding handlers are installed before the spawn, and its
+#: C half ``_signal`` is private).
+HEAVY = {"click", "sqlalchemy", "typing", "subprocess", "dataclasses", "re", "json",
+         "pathlib", "shutil", "runpy", "claudetrace.capture", "claudetrace.store",
          "claudetrace.proxy", "claudetrace.telemetry.config", "claudetrace.model.events",
          "opentelemetry"}
 

@@ -146,6 +146,15 @@ def test_imports_run_one_way(path: Path) -> None:
         assert not foreign, f"the model layer is pure, but claudetrace.{module} imports {foreign}"
 
 
+@pytest.mark.parametrize("path", MODULES, ids=module_name)
+def test_no_private_modules_of_the_standard_library(path: Path) -> None:
+    # Public APIs only: ``_signal``, ``_thread``, ``_io``… are the C halves of
+    # public modules and may change or vanish in any release.
+    private = sorted(m for m in imports(path)[1] if m in sys.stdlib_module_names
+                     and m.startswith("_") and m != "__future__")
+    assert not private, f"claudetrace.{module_name(path)} imports private modules: {private}"
+
+
 def unit(module: str) -> str:
     """The top-level module or package a module belongs to (``""``: the package itself)."""
     return module.split(".")[0]
