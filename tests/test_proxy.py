@@ -287,6 +287,34 @@ def test_sigint_sighup_sigterm_are_forwarded_to_the_child(db_path: Path) -> None
     assert rec.exit_code == 3
 
 
+def test_a_sigint_while_the_proxy_starts_ends_it_quietly(db_path: Path) -> None:
+    # Until the forwarder takes SIGINT, Python's own handler raises
+    # KeyboardInterrupt.  A Ctrl-C at any point of the start ends the proxy with
+    # 130 and no traceback: before the child started, the proxy itself; after
+    # that, the child (``sleep`` dies of the forwarded SIGINT).  Each run is
+    # signalled a little later after claudetrace.cli.main has imported
+    # claudetrace.cli.launch, as ``-X importtime`` says on stderr (before main
+    # runs, the interpreter's own start is Python's to report).
+    python = [PY, "-X", "importtime", "-c",
+              "import sys; from claudetrace.cli import main; sys.exit(main())"]
+    argv = [*python, "proxy", "--db", str(db_path), "--", "sleep", "30"]
+    for delay in (0, 0.001, 0.002, 0.003, 0.004, 0.006, 0.008, 0.012, 0.02, 0.05, 0.2):
+        with spawn(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                   stderr=subprocess.PIPE) as proc:
+            assert proc.stderr is not None
+            seen = []
+            for line in proc.stderr:
+                seen.append(line)
+                if line.rstrip().endswith(b"| claudetrace.cli.launch"):
+                    break
+            time.sleep(delay)
+            proc.send_signal(signal.SIGINT)
+            _, rest = proc.communicate(timeout=60)
+        err = b"".join(seen) + rest
+        assert proc.returncode == 130, (delay, err.decode())
+        assert b"Traceback" not in err and b"KeyboardInterrupt" not in err, (delay, err.decode())
+
+
 def _blocked_signals(pid: int, tid: int) -> set[int]:
     """The signals thread ``tid`` of process ``pid`` blocks, from /proc."""
     status = Path(f"/proc/{pid}/task/{tid}/status").read_text()

@@ -14,26 +14,37 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, NoReturn
 
 
 def main(argv: list[str] | None = None) -> Any:
     """Console entry point (also handles argv[0] dispatch as ``claude``)."""
-    args = sys.argv[1:] if argv is None else argv
-    prog = os.path.basename(sys.argv[0]) if argv is None else "claudetrace"
-    if prog == "claude" or prog.startswith("claude-"):
-        from .launch import dispatch_as_claude
+    try:
+        args = sys.argv[1:] if argv is None else argv
+        prog = os.path.basename(sys.argv[0]) if argv is None else "claudetrace"
+        if prog == "claude" or prog.startswith("claude-"):
+            from .launch import dispatch_as_claude
 
-        return dispatch_as_claude(args)
-    if args[:1] == ["proxy"]:
-        from .launch import parse_proxy_args, run_and_exit
+            return dispatch_as_claude(args)
+        if args[:1] == ["proxy"]:
+            from .launch import parse_proxy_args, run_and_exit
 
-        parsed = parse_proxy_args(args[1:])
-        if parsed is not None:  # else click reads it, and says what is wrong
-            run_and_exit(**parsed)
+            parsed = parse_proxy_args(args[1:])
+            if parsed is not None:  # else click reads it, and says what is wrong
+                run_and_exit(**parsed)
+    except KeyboardInterrupt:
+        # Ctrl-C while the proxy starts, before its forwarder takes SIGINT from
+        # Python's own handler (no child runs yet, nothing is recorded), or once
+        # the proxy has put that handler back, its recording complete.
+        interrupted()
     from .commands import cli
 
     return cli.main(args=args, prog_name="claudetrace")
+
+
+def interrupted() -> NoReturn:
+    """End quietly as a command stopped by Ctrl-C ends, with 128 + SIGINT (2)."""
+    os._exit(130)
 
 
 def __getattr__(name: str) -> Any:

@@ -93,23 +93,31 @@ def run_and_exit(
     child from starting: its capture file waits, and the problem is one line
     on stderr).
     """
-    open_closed_standard_fds()
-    from .. import spawn
+    try:
+        open_closed_standard_fds()
+        from .. import spawn
 
-    flags = {k: v for k, v in (otel or {}).items() if v is not None} or None
-    environ = dict(os.environ)
-    recording_id = None
-    if flags or any(key.startswith("OTEL_") for key in environ):
-        # Live traces put the recording's trace id in the child's environment: the
-        # recording's id comes first (telemetry sessions only; nothing heavier).
-        from ..ids import new_recording_id
-        from ..telemetry.context import child_env
+        flags = {k: v for k, v in (otel or {}).items() if v is not None} or None
+        environ = dict(os.environ)
+        recording_id = None
+        if flags or any(key.startswith("OTEL_") for key in environ):
+            # Live traces put the recording's trace id in the child's environment:
+            # the recording's id comes first (telemetry sessions only; nothing heavier).
+            from ..ids import new_recording_id
+            from ..telemetry.context import child_env
 
-        recording_id = new_recording_id()
-        extra = child_env(recording_id, environ, flags)
-        started = spawn.launch(argv, {**environ, **extra})
-    else:
-        started = spawn.launch(argv, environ)
+            recording_id = new_recording_id()
+            extra = child_env(recording_id, environ, flags)
+            started = spawn.launch(argv, {**environ, **extra})
+        else:
+            started = spawn.launch(argv, environ)
+    except KeyboardInterrupt:
+        # Python's own SIGINT handler raises this until spawn.launch installs the
+        # forwarder (which holds a Ctrl-C that comes later for the child): here no
+        # child was started (the click command line comes this way too).
+        from . import interrupted
+
+        interrupted()
     from ..errors import ClaudeTraceError
     from ..proxy import ProxyOptions, report_problems, run_proxy
 
