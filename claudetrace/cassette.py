@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import errno
 import json
 import math
 import os
+import stat
 from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring
@@ -115,22 +117,44 @@ def write_cassette_lines(
     if not isinstance(target, (str, os.PathLike)):
         return _write(target, header, lines)
     path = Path(target)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp: Path | None = None
     try:
-        if path.exists() and not path.is_file():
+        real = file_to_replace(path)
+        if real is None:
             # /dev/null, a FIFO, /dev/stdout: written into, never replaced by a file
             # (as root, the rename below put a regular file in /dev/null's place).
             with open(path, "w", encoding="utf-8", newline="\n") as out:
                 return _write(out, header, lines)
+        tmp = real.with_name(f".{real.name}.tmp{os.getpid()}")
         with private_file(tmp) as out:
             count = _write(out, header, lines)
-        os.replace(tmp, path)
+        os.replace(tmp, real)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
         raise CassetteError(
             f"cannot write cassette: {exc.strerror or exc}", path=str(path)
         ) from exc
     return count
+
+
+def file_to_replace(path: str | os.PathLike[str]) -> Path | None:
+    """The regular file that writing ``path`` beside and renaming over it replaces:
+    ``path`` with its symlinks resolved, so that a symlink keeps pointing where it
+    did and its target gets the content (``/dev/stdout`` → ``/proc/self/fd/1`` → a
+    file the shell redirected to); None when ``path`` leads to something there that
+    is no regular file (``/dev/null``, a FIFO, a terminal, a directory), which is
+    written into instead, or refused.  Raises :class:`OSError` for a symlink loop.
+    """
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+    except OSError:  # not there yet (a dangling symlink: its target is created), or
+        pass  # not to be looked at: writing says why
+    real = Path(os.path.realpath(path))
+    if real.is_symlink():  # realpath gives up on a loop
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(path))
+    return real
 
 
 def private_file(path: str | os.PathLike[str]) -> IO[str]:

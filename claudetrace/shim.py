@@ -149,20 +149,25 @@ def write_shim(
     import stat
     from pathlib import Path
 
+    from .cassette import file_to_replace
+
     path = Path(out).expanduser().absolute()
     if path.is_dir():
         raise ShimError(f"{path} is a directory; give the shim's file name")
-    if path.exists() and not path.is_file():  # written beside and renamed: /dev/null would go
-        raise ShimError(f"{path} is not a regular file; give the shim's file name")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+        # Written beside the file and renamed over it: a symlink's target gets the
+        # shim (the symlink stays); /dev/null or a FIFO would be replaced, so no.
+        target = file_to_replace(path)
+        if target is None:
+            raise ShimError(f"{path} is not a regular file; give the shim's file name")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
         tmp.write_text(
             shim_script(command, real=real, env_defaults=env_defaults, stamp=stamp),
             encoding="utf-8",
         )
         tmp.chmod(tmp.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH | stat.S_IRUSR)
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except OSError as exc:
         raise ShimError(f"cannot write shim {path}: {exc.strerror or exc}") from exc
     return path

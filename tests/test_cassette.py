@@ -184,6 +184,47 @@ def test_a_cassette_written_to_a_pipe_or_device_goes_into_it(tmp_path: Path) -> 
     assert list(tmp_path.iterdir()) == [fifo]  # no temporary file left beside it
 
 
+def test_a_cassette_written_through_a_symlink_goes_to_its_target(tmp_path: Path) -> None:
+    # The symlink stays; a regular target is replaced (written beside it, renamed),
+    # a FIFO is written into, a dangling symlink's target is created.
+    folder = tmp_path / "elsewhere"
+    folder.mkdir()
+    target = folder / "c.ndjson"
+    target.write_text("old\n")
+    dangling_target = folder / "new.ndjson"
+    fifo = folder / "pipe"
+    os.mkfifo(fifo)
+    links = {}
+    for name, to in (("file", target), ("dangling", dangling_target), ("fifo", fifo)):
+        links[name] = tmp_path / f"{name}.ndjson"
+        links[name].symlink_to(to)
+    for name in ("file", "dangling"):
+        assert write_cassette(links[name], new_header(), [Event(0, "out", 0, b"x")]) == 1
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    assert write_cassette(links["fifo"], new_header(), [Event(0, "out", 0, b"x")]) == 1
+    reader.join(30)
+    for name, to in (("file", target), ("dangling", dangling_target), ("fifo", fifo)):
+        assert links[name].is_symlink() and links[name].readlink() == to, name
+    for written in (target, dangling_target):
+        assert [e.data for e in read_cassette(written).events] == [b"x"]
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert got and got[0].endswith(b'"dir": "out", "line": "x"}\n'), got
+    # No temporary file left in either folder.
+    assert sorted(p.name for p in folder.iterdir()) == ["c.ndjson", "new.ndjson", "pipe"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "dangling.ndjson", "elsewhere", "fifo.ndjson", "file.ndjson"]
+
+
+def test_a_symlink_loop_is_one_error_and_stays(tmp_path: Path) -> None:
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    with pytest.raises(CassetteError, match="cannot write cassette"):
+        write_cassette(loop, new_header(), [])
+    assert loop.is_symlink() and list(tmp_path.iterdir()) == [loop]
+
+
 def test_blank_lines_between_events_are_skipped(tmp_path: Path) -> None:
     path = tmp_path / "c.ndjson"
     path.write_text(

@@ -44,6 +44,27 @@ def imported(db_path: Path) -> list[str]:
     return ids
 
 
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs Linux /proc")
+def test_export_to_a_symlink_to_its_own_stdout_writes_where_stdout_goes(
+    db_path: Path, imported: list[str], tmp_path: Path
+) -> None:
+    # export -o /dev/stdout > out.txt: /dev/stdout is a symlink to /proc/self/fd/1,
+    # which leads to out.txt.  The rename went over the symlink (as root, over
+    # /dev/stdout itself) and out.txt stayed empty.
+    link = tmp_path / "stdout"
+    link.symlink_to("/proc/self/fd/1")
+    out = tmp_path / "out.txt"
+    with out.open("wb") as stdout:
+        done = subprocess.run(
+            [sys.executable, "-m", "claudetrace", "export", imported[0], "--db", str(db_path),
+             "-o", str(link)],
+            stdout=stdout, stderr=subprocess.PIPE, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert link.is_symlink() and link.readlink() == Path("/proc/self/fd/1")
+    original = SAMPLES[0].read_text(encoding="utf-8").splitlines()
+    assert out.read_text(encoding="utf-8").splitlines()[1:] == original[1:]
+
+
 def test_import_prints_the_id_and_export_reproduces_the_events(
     db_path: Path, imported: list[str], tmp_path: Path
 ) -> None:

@@ -128,6 +128,27 @@ def test_shim_refuses_a_missing_real_cli_a_directory_and_a_pipe(tmp_path: Path) 
     assert stat.S_ISFIFO(fifo.stat().st_mode)
 
 
+def test_a_shim_written_through_a_symlink_goes_to_its_target(tmp_path: Path) -> None:
+    folder = tmp_path / "elsewhere"
+    folder.mkdir()
+    target = folder / "claude-shim"
+    target.write_text("old\n")
+    link = tmp_path / "claude"
+    link.symlink_to(target)
+    assert write_shim(link, ["true"]) == link
+    assert link.is_symlink() and link.readlink() == target
+    assert target.read_text().startswith("#!") and os.access(target, os.X_OK)
+    assert [p.name for p in folder.iterdir()] == ["claude-shim"]  # no temporary left
+    # A symlink to a pipe is refused like the pipe, and both stay.
+    fifo = folder / "pipe"
+    os.mkfifo(fifo)
+    to_fifo = tmp_path / "to-pipe"
+    to_fifo.symlink_to(fifo)
+    with pytest.raises(ShimError, match="is not a regular file"):
+        write_shim(to_fifo, ["true"])
+    assert to_fifo.is_symlink() and stat.S_ISFIFO(fifo.stat().st_mode)
+
+
 def test_shim_script_quotes_paths() -> None:
     text = shim_script(["/opt/my tools/python", "-m", "claudetrace"], real="/x y/claude")
     assert "'/opt/my tools/python' -m claudetrace \"$@\"" in text
