@@ -28,6 +28,10 @@ class ClaudeTraceError(Exception):
 class StoreError(ClaudeTraceError):
     """The recording store cannot be opened, migrated or written."""
 
+    #: True when the database refused for now (locked, full, unreachable) rather
+    #: than refusing the data (see :func:`claudetrace.store.engine.is_transient_error`).
+    transient: bool = False
+
 
 class BadDatabaseURL(StoreError):
     """A database URL or path that SQLAlchemy cannot use."""

@@ -299,6 +299,10 @@ class Indexer:
         self._pending_bytes = 0
         self._meta_dirty = False
         self._last_beat = time.monotonic()
+        if final:
+            # A store that writes beside us (:class:`~claudetrace.store.writer.WriterProcess`)
+            # has everything committed before the capture file may go.
+            store.wait_written()
 
 
 # -- following a live capture (the indexer process) -----------------------------------------
@@ -569,7 +573,8 @@ def main(argv: list[str] | None = None) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, signal.SIG_IGN)
     _yield_cpu()
-    if args.lock_fd is None:
+    lock_fd = args.lock_fd
+    if lock_fd is None:
         try:
             lock_fd = cap.open_lock(args.capture)
         except FileNotFoundError:  # stored and deleted, and its folder with it
@@ -582,18 +587,37 @@ def main(argv: list[str] | None = None) -> int:
     otel = json.loads(args.otel) if args.otel else None
     give_up = give_up_from_env()
     sinks_for = _telemetry_sinks(otel, args.capture)
+    from .store import open_store
+    from .store.writer import WriterProcess
+
+    told = False
+
+    def cannot_open(exc: Exception) -> None:
+        nonlocal told
+        if not told and "locked" not in str(exc).lower():
+            told = True
+            _say(f"cannot open the store ({exc}); the recording is kept in {args.capture} "
+                 "meanwhile")
+
+    # What start-up made (modules) lives as long as we do: the collector need
+    # not look through it again on every full collection.
+    gc.freeze()
+    # The database's work runs in a child, beside the parsing (before any thread starts).
+    store = WriterProcess(lambda: open_store(args.db), cannot_open)
     try:
-        store = _open_with_retry(args.db, args.capture, args.wakeup_fd, give_up)
-        # What start-up made (modules, the schema) lives as long as we do: the
-        # collector need not look through it again on every full collection.
-        gc.freeze()
         report = follow(
             args.capture, store, wakeup_fd=args.wakeup_fd, sinks_for=sinks_for, give_up_s=give_up,
         )
+        # Stored, and the capture file is gone: a reader waiting on its lock goes
+        # on now, not once the writer has tidied up (SQLite folds its log into the
+        # database as the last connection closes).
+        os.close(lock_fd)
     except (GaveUp, ClaudeTraceError, cap.CaptureError) as exc:
         _say(f"the recording is kept in {args.capture} and will be stored by the next "
              f"claudetrace command that opens this database ({exc})")
         return 3
+    finally:
+        store.close()
     for problem in report.sink_errors:
         _say(problem)
     return 0
@@ -629,22 +653,6 @@ def _yield_cpu(priority: str | None = None) -> None:
         os.nice(19 if choice == "idle" else 10)
 
 
-def _open_with_retry(db: str | None, capture: Path, wakeup_fd: int | None, give_up_s: float) -> Any:
-    """Open the store, retrying while the proxy runs (a locked, busy or missing database)."""
-    from .store import open_store
-
-    told = False
-
-    def failed(exc: Exception) -> None:
-        nonlocal told
-        if not told and "locked" not in str(exc).lower():
-            told = True
-            _say(f"cannot open the store ({exc}); the recording is kept in {capture} meanwhile")
-
-    return _retry(lambda: open_store(db), ClaudeTraceError, failed,
-                  _Wakeups(wakeup_fd).writer_gone, give_up_s)
-
-
 def _retry(
     attempt: Callable[[], T],
     errors: type[Exception],
@@ -675,15 +683,9 @@ def _retry(
 
 
 def _one_line(exc: BaseException) -> str:
-    """An error as one line: a database's own reason, never the statement or its
-    parameters (they hold recorded bytes)."""
-    from .store.engine import database_error_line
+    from .store.engine import error_line
 
-    if isinstance(exc, ClaudeTraceError):
-        text = str(exc)
-    else:
-        text = database_error_line(exc) or f"{type(exc).__name__}: {exc}"
-    return (text.splitlines() or [type(exc).__name__])[0][:500]
+    return error_line(exc)
 
 
 def _say(message: str) -> None:

@@ -372,6 +372,9 @@ class FakeStore:
     def update_recording(self, recording_id: str, **values: Any) -> None:
         self.updates.append(values)
 
+    def wait_written(self) -> None:
+        pass
+
 
 def records(*chunks: tuple[int, bytes]) -> list[cap.Record]:
     return [cap.Record(kind, i, 1_700_000_000_000_000_000 + i, data)

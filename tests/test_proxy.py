@@ -102,6 +102,19 @@ def indexer_pids(marker: Path) -> list[int]:
     return pids
 
 
+def indexer_and_writer(marker: Path) -> tuple[int, int]:
+    """The indexer's pid and its writer's (the child it forked: same command line)."""
+    pids = indexer_pids(marker)
+    parents = {pid: _parent_pid(pid) for pid in pids}
+    [writer] = [pid for pid in pids if parents[pid] in pids]
+    return parents[writer], writer
+
+
+def _parent_pid(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_bytes()
+    return int(stat.rpartition(b")")[2].split()[1])
+
+
 def wait_until(predicate: Callable[[], object], what: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -520,22 +533,34 @@ def read_lines(fd: int, count: int, pending: bytes = b"") -> tuple[list[bytes], 
     return lines, pending
 
 
-def test_sigkill_of_the_indexer_mid_session_the_next_reader_stores_it_all(
+@contextlib.contextmanager
+def staged_session_stored_in_part(
     db_path: Path, tmp_path: Path
-) -> None:
+) -> Iterator[tuple[subprocess.Popen[bytes], list[bytes], bytes]]:
+    """A proxied session that has sent its first stage, of which the indexer has
+    stored a part; the process, the lines read and what is read of the next."""
     child = py_child(STAGED.replace("STAGE_LINES", str(STAGE_LINES)))
     with spawn(
         proxy_argv(db_path, *child), stdin=subprocess.PIPE, stdout=subprocess.PIPE
     ) as proc:
         assert proc.stdin is not None and proc.stdout is not None
         first, pending = read_lines(proc.stdout.fileno(), STAGE_LINES)
-        wait_until(lambda: indexer_pids(tmp_path), "the indexer to start")
-        # Kill it once it has stored part of the session: those rows must be
-        # replaced, not duplicated.
+        wait_until(lambda: len(indexer_pids(tmp_path)) == 2, "the indexer and its writer")
         wait_until(lambda: stored_count(db_path) > 0, "the indexer to store something")
-        [pid] = indexer_pids(tmp_path)
+        yield proc, first, pending
+
+
+def test_sigkill_of_the_indexer_mid_session_the_next_reader_stores_it_all(
+    db_path: Path, tmp_path: Path
+) -> None:
+    # Killed once it has stored part of the session: those rows must be replaced,
+    # not duplicated.
+    with staged_session_stored_in_part(db_path, tmp_path) as (proc, first, pending):
+        assert proc.stdin is not None and proc.stdout is not None
+        # The indexer itself: its writer ends with it (after the batches it has).
+        pid, _writer = indexer_and_writer(tmp_path)
         os.kill(pid, signal.SIGKILL)
-        wait_until(lambda: not indexer_pids(tmp_path), "the indexer to die")
+        wait_until(lambda: not indexer_pids(tmp_path), "the indexer and its writer to end")
         partial = stored_count(db_path)
         proc.stdin.write(b"go\n")
         proc.stdin.close()
@@ -556,6 +581,28 @@ def test_sigkill_of_the_indexer_mid_session_the_next_reader_stores_it_all(
     assert not capture.exists()
     settle(db_path)
     assert stored_count(db_path) == 2 * STAGE_LINES + 1
+
+
+def test_sigkill_of_the_indexers_writer_the_indexer_writes_the_rest_itself(
+    db_path: Path, tmp_path: Path
+) -> None:
+    with staged_session_stored_in_part(db_path, tmp_path) as (proc, _first, pending):
+        assert proc.stdin is not None and proc.stdout is not None
+        indexer, writer = indexer_and_writer(tmp_path)
+        os.kill(writer, signal.SIGKILL)
+        wait_until(lambda: indexer_pids(tmp_path) == [indexer], "the writer to die")
+        proc.stdin.write(b"go\n")
+        proc.stdin.close()
+        read_lines(proc.stdout.fileno(), STAGE_LINES, pending)
+        assert proc.wait(timeout=60) == 0
+    wait_until(lambda: not indexer_pids(tmp_path), "the indexer to finish")
+    # Stored whole by the indexer alone: no capture file is left for a reader.
+    assert not list(capture_dir(db_path).glob("*" + cap.SUFFIX))
+    assert stored_count(db_path) == 2 * STAGE_LINES + 1
+    rec, events = latest_events(db_path)
+    assert [e.data for e in events if e.direction == "out"] == staged_lines()
+    assert [e.seq for e in events] == list(range(len(events)))
+    assert rec.status == "ok"
 
 
 def test_eight_concurrent_proxies_on_one_sqlite_file(db_path: Path) -> None:

@@ -70,6 +70,9 @@ class _NoStore:
     def write_batch(self, recording_id: str, batch: list[Event], updates: Any) -> None:
         pass
 
+    def wait_written(self) -> None:
+        pass
+
 
 def _as_dicts(spans: list[SpanRecord]) -> list[dict[str, Any]]:
     return [dataclasses.asdict(span) for span in spans]

