@@ -588,7 +588,7 @@ def main(argv: list[str] | None = None) -> int:
     give_up = give_up_from_env()
     sinks_for = _telemetry_sinks(otel, args.capture)
     from .store import open_store
-    from .store.writer import WriterProcess
+    from .store.writer import LOG_PAGES, WriterProcess
 
     told = False
 
@@ -603,7 +603,7 @@ def main(argv: list[str] | None = None) -> int:
     # not look through it again on every full collection.
     gc.freeze()
     # The database's work runs in a child, beside the parsing (before any thread starts).
-    store = WriterProcess(lambda: open_store(args.db), cannot_open)
+    store = WriterProcess(lambda: open_store(args.db, autocheckpoint=LOG_PAGES), cannot_open)
     try:
         report = follow(
             args.capture, store, wakeup_fd=args.wakeup_fd, sinks_for=sinks_for, give_up_s=give_up,

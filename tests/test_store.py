@@ -397,3 +397,10 @@ def test_a_downgrade_on_a_sqlite_too_old_to_drop_columns_stops_in_one_line(
     with sqlite3.connect(db_path) as conn:  # nothing done
         assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [
             (SCHEMA_HEAD,)]
+
+
+def test_events_of_a_missing_recording_are_refused(store: Store) -> None:
+    ghost = RecordingInfo.start(["claude"])
+    with pytest.raises(StoreError, match="no recording"):
+        store.write_batch(ghost.id, [Event(0, "out", 0, b'{"type":"x"}')])
+    assert store.count_events(ghost.id) == 0

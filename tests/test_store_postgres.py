@@ -22,6 +22,9 @@ from pathlib import Path
 import pytest
 
 from claudetrace.cassette import read_cassette
+from claudetrace.errors import StoreError
+from claudetrace.model.events import Event
+from claudetrace.recording import RecordingInfo
 from claudetrace.store import open_store
 
 pytest.importorskip("psycopg")
@@ -281,5 +284,23 @@ def test_the_sparse_indexes_migrate_up_and_down_and_are_used_on_postgres(pg_url:
         assert "ix_events_recording_type" in plan, plan
         assert sorted(control) == [e.seq for e in store.iter_events(rid) if e.type in CONTROL_TYPES]
         assert control
+    finally:
+        store.close()
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_events_of_a_missing_recording_are_refused_without_a_foreign_key(pg_url: str) -> None:
+    from sqlalchemy import inspect
+
+    store = open_store(pg_url)
+    try:
+        # Migration 0005: no per-row foreign key trigger on PostgreSQL…
+        for table in ("events", "event_tools"):
+            assert inspect(store.engine).get_foreign_keys(table) == []
+        # …the store checks the recording once a batch instead.
+        ghost = RecordingInfo.start(["claude"])
+        with pytest.raises(StoreError, match="no recording"):
+            store.write_batch(ghost.id, [Event(0, "out", 0, b'{"type":"x"}')])
+        assert store.count_events(ghost.id) == 0
     finally:
         store.close()

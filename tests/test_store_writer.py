@@ -14,7 +14,7 @@ import pytest
 from claudetrace.model.events import Event
 from claudetrace.recording import RecordingInfo
 from claudetrace.store import Store, open_store
-from claudetrace.store.writer import WriteFailed, WriterProcess
+from claudetrace.store.writer import LOG_PAGES, WriteFailed, WriterProcess
 
 
 def events(start: int, count: int) -> list[Event]:
@@ -134,3 +134,24 @@ def test_the_writer_holds_no_descriptor_of_its_parent(db_path: Path, tmp_path: P
     finally:
         writer.close()
         os.close(kept)
+
+
+def test_the_log_is_copied_into_the_database_beside_the_writes(db_path: Path) -> None:
+    # The connection's own checkpoint waits for LOG_PAGES (64 MiB): what reaches
+    # the database file before then was copied there by the checkpoint thread.
+    open_store(str(db_path)).close()
+    writer = WriterProcess(lambda: open_store(str(db_path), autocheckpoint=LOG_PAGES))
+    info = RecordingInfo.start(["claude", "-p"])
+    try:
+        before = db_path.stat().st_size
+        writer.create_recording(info)
+        for start in range(0, 4000, 500):
+            writer.write_batch(info.id, [Event(seq, "out", seq, b"x" * 1000)
+                                         for seq in range(start, start + 500)])
+        writer.wait_written()
+        deadline = time.monotonic() + 30
+        while db_path.stat().st_size < before + 3_000_000:
+            assert time.monotonic() < deadline, "nothing was copied into the database file"
+            time.sleep(0.05)
+    finally:
+        writer.close()

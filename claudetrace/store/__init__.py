@@ -61,7 +61,7 @@ _COLUMNS = {
 
 def open_store(
     db: str | None = None, *, migrate: bool = True, create: bool = True,
-    busy_timeout_s: float = BUSY_TIMEOUT_S,
+    busy_timeout_s: float = BUSY_TIMEOUT_S, autocheckpoint: int | None = None,
 ) -> Store:
     """Open the store named by ``db`` / ``$CLAUDETRACE_DB``, migrated to the newest
     schema unless ``migrate`` is False.
@@ -77,7 +77,8 @@ def open_store(
     """
     url = resolve_url(db)
     engine = create_store_engine(url, create=create or not database_named(db),
-                                 busy_timeout_s=busy_timeout_s)
+                                 busy_timeout_s=busy_timeout_s,
+                                 autocheckpoint=autocheckpoint)
     if migrate:
         try:
             upgrade(engine)
@@ -191,6 +192,8 @@ class Store:
         """:meth:`write_batch` of the rows :func:`event_rows` made (perhaps in
         another process: :mod:`.writer`)."""
         with self.engine.begin() as conn:
+            if rows or tools:
+                _hold_recording(conn, recording_id)
             if rows:
                 self._insert_rows(conn, _EVENTS, rows)
             if tools:
@@ -247,6 +250,15 @@ class Store:
         marker = "?" if self.engine.dialect.paramstyle == "qmark" else "%s"
         row = f"({', '.join([marker] * len(columns))})"
         return f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES {', '.join([row] * rows)}"
+
+    def checkpoint(self) -> None:
+        """Copy what SQLite's write-ahead log holds into the database file, as far
+        as no reader needs it still (``PASSIVE``: it never waits for a writer or
+        a reader); nothing to do for other databases."""
+        if self.engine.dialect.name != "sqlite":
+            return
+        with self.engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
 
     def wait_written(self) -> None:
         """Every write above is done when its call returns: nothing to wait for
@@ -608,6 +620,19 @@ def _store_errors(what: str) -> Iterator[None]:
         yield
     except SQLAlchemyError as exc:
         raise StoreError(f"{what} failed: {error_reason(exc)}") from exc
+
+
+def _hold_recording(conn: Connection, recording_id: str) -> None:
+    """Take the recording's row for the transaction (``FOR KEY SHARE``: it cannot be
+    deleted meanwhile), or refuse a batch of a recording that is not there: the
+    check a foreign key makes for every row, once a batch (on PostgreSQL the
+    events have no foreign key trigger: migration 0005)."""
+    found = conn.execute(
+        select(_RECORDINGS.c.id).where(_RECORDINGS.c.id == recording_id)
+        .with_for_update(key_share=True, read=True)
+    ).first()
+    if found is None:
+        raise StoreError(f"no recording {recording_id!r} to store events in")
 
 
 def _storable(columns: dict[str, Any]) -> dict[str, Any]:

@@ -32,7 +32,7 @@ BUSY_TIMEOUT_S = 30.0
 SETTLE_BUSY_TIMEOUT_S = 2.0
 
 
-def _sqlite_pragmas(busy_timeout_s: float) -> Any:
+def _sqlite_pragmas(busy_timeout_s: float, autocheckpoint: int | None) -> Any:
     def set_up(dbapi_conn: Any, _record: Any) -> None:
         cursor = dbapi_conn.cursor()
         try:
@@ -40,6 +40,8 @@ def _sqlite_pragmas(busy_timeout_s: float) -> Any:
             cursor.execute("PRAGMA journal_mode = WAL")
             cursor.execute("PRAGMA synchronous = NORMAL")
             cursor.execute("PRAGMA foreign_keys = ON")
+            if autocheckpoint is not None:
+                cursor.execute(f"PRAGMA wal_autocheckpoint = {int(autocheckpoint)}")
         finally:
             cursor.close()
     return set_up
@@ -200,6 +202,7 @@ def require_database(url: str) -> None:
 
 def create_store_engine(
     url: str, *, create: bool = True, busy_timeout_s: float = BUSY_TIMEOUT_S,
+    autocheckpoint: int | None = None,
 ) -> Engine:
     """An Engine for ``url``, with SQLite set up for concurrent recording.
 
@@ -231,7 +234,7 @@ def create_store_engine(
         reason = str(exc).replace(url, shown).splitlines()[0] if str(exc) else type(exc).__name__
         raise BadDatabaseURL(f"unsupported database URL {shown!r}: {reason}", url=shown) from exc
     if parsed.get_backend_name() == "sqlite":
-        event.listen(engine, "connect", _sqlite_pragmas(busy_timeout_s))
+        event.listen(engine, "connect", _sqlite_pragmas(busy_timeout_s, autocheckpoint))
         if engine.dialect.driver == "pysqlite":
             if sys.version_info < (3, 12):
                 _bind_directly()
@@ -290,7 +293,7 @@ def alembic_config(connection: Connection | None = None) -> Any:
 #: Alembic: a store that is already there opens without importing Alembic or
 #: reading the migration scripts (a third of an indexer's start-up).  A test
 #: checks it against the scripts' head.
-SCHEMA_HEAD = "0004_sparse_indexes"
+SCHEMA_HEAD = "0005_postgres_bulk_events"
 
 
 def head_revision() -> str:
