@@ -25,6 +25,7 @@ import json
 import os
 import select
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from . import capture as cap
-from .config import FLUSH_TIMEOUT_ENV
+from .config import DB_ENV, FLUSH_TIMEOUT_ENV, resolve_url
 from .errors import ClaudeTraceError
 from .model import Session
 from .model.events import Direction, Event
@@ -538,6 +539,41 @@ def indexer_command(
     return argv
 
 
+#: The writer's pipes' capacity (Linux lets a user set up to 1 MiB): a batch
+#: crosses in a few wake-ups of the writer rather than a hundred.
+PIPE_BYTES: Final = 1 << 20
+
+
+def start_writer(url: str, *, kept_in: str | None = None,
+                 busy_timeout_s: float | None = None) -> subprocess.Popen[bytes]:
+    """Start ``python -m claudetrace.store.writer`` for the database ``url`` (its
+    requests on its stdin, its replies on its stdout: see
+    :class:`~claudetrace.store.writer.WriterProcess`).  The URL goes in
+    ``$CLAUDETRACE_DB``, not argv, where other users could read a password.
+    ``kept_in``: where the data waits while the database cannot be opened."""
+    argv = [sys.executable, "-m", "claudetrace.store.writer"]
+    if kept_in is not None:
+        argv += ["--kept-in", kept_in]
+    if busy_timeout_s is not None:
+        argv += ["--busy-timeout", str(busy_timeout_s)]
+    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               env={**os.environ, DB_ENV: url})
+    for pipe in (process.stdin, process.stdout):
+        if pipe is not None:
+            with contextlib.suppress(AttributeError, OSError):
+                fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    return process
+
+
+def writer_for(db: str | None) -> subprocess.Popen[bytes] | None:
+    """The writer process ``claudetrace import`` starts for the database ``db``
+    (first, so its start-up runs beside the command's); None when it cannot."""
+    try:
+        return start_writer(resolve_url(db))
+    except OSError:
+        return None
+
+
 def _telemetry_sinks(
     otel: dict[str, Any] | None, capture: Path,
 ) -> Callable[[RecordingInfo], list[EventSink]]:
@@ -587,23 +623,21 @@ def main(argv: list[str] | None = None) -> int:
     otel = json.loads(args.otel) if args.otel else None
     give_up = give_up_from_env()
     sinks_for = _telemetry_sinks(otel, args.capture)
-    from .store import open_store
-    from .store.writer import LOG_PAGES, WriterProcess
-
-    told = False
-
-    def cannot_open(exc: Exception) -> None:
-        nonlocal told
-        if not told and "locked" not in str(exc).lower():
-            told = True
-            _say(f"cannot open the store ({exc}); the recording is kept in {args.capture} "
-                 "meanwhile")
+    # The database's work runs in a child, beside the parsing; started first, so
+    # its start-up (the database's modules) runs beside ours.  Without one, the
+    # writes are made here.
+    url = resolve_url(args.db)
+    try:
+        writer: subprocess.Popen[bytes] | None = start_writer(url, kept_in=str(args.capture))
+    except OSError as exc:
+        _say(f"cannot start the writer ({exc.strerror or exc}); storing without it")
+        writer = None
+    from .store.writer import WriterProcess
 
     # What start-up made (modules) lives as long as we do: the collector need
     # not look through it again on every full collection.
     gc.freeze()
-    # The database's work runs in a child, beside the parsing (before any thread starts).
-    store = WriterProcess(lambda: open_store(args.db, autocheckpoint=LOG_PAGES), cannot_open)
+    store = WriterProcess(url, writer)
     try:
         report = follow(
             args.capture, store, wakeup_fd=args.wakeup_fd, sinks_for=sinks_for, give_up_s=give_up,

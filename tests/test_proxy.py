@@ -84,7 +84,8 @@ def capture_dir(db: Path) -> Path:
 
 
 def indexer_pids(marker: Path) -> list[int]:
-    """Indexer processes working on a capture file under ``marker`` (a test's tmp dir).
+    """Indexer processes (and their writers) working on a capture file under
+    ``marker`` (a test's tmp dir).
 
     Found by command line: an indexer runs in a session of its own and outlives
     its proxy, so it is no child of anything the test started.
@@ -97,22 +98,18 @@ def indexer_pids(marker: Path) -> list[int]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"claudetrace.indexer" in argv and any(str(marker).encode() in a for a in argv):
+        if (b"claudetrace.indexer" in argv or b"claudetrace.store.writer" in argv) \
+                and any(str(marker).encode() in a for a in argv):
             pids.append(int(entry.name))
     return pids
 
 
 def indexer_and_writer(marker: Path) -> tuple[int, int]:
-    """The indexer's pid and its writer's (the child it forked: same command line)."""
-    pids = indexer_pids(marker)
-    parents = {pid: _parent_pid(pid) for pid in pids}
-    [writer] = [pid for pid in pids if parents[pid] in pids]
-    return parents[writer], writer
-
-
-def _parent_pid(pid: int) -> int:
-    stat = Path(f"/proc/{pid}/stat").read_bytes()
-    return int(stat.rpartition(b")")[2].split()[1])
+    """The pids of the indexer and of its writer (``claudetrace.store.writer``)."""
+    [writer] = [pid for pid in indexer_pids(marker)
+                if b"claudetrace.store.writer" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    [indexer] = [pid for pid in indexer_pids(marker) if pid != writer]
+    return indexer, writer
 
 
 def wait_until(predicate: Callable[[], object], what: str, timeout: float = 60) -> None:

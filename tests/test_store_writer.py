@@ -3,6 +3,7 @@ through a locked database and a killed child."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -11,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from claudetrace.indexer import start_writer
 from claudetrace.model.events import Event
 from claudetrace.recording import RecordingInfo
 from claudetrace.store import Store, open_store
-from claudetrace.store.writer import LOG_PAGES, WriteFailed, WriterProcess
+from claudetrace.store.writer import WriteFailed, WriterProcess
 
 
 def events(start: int, count: int) -> list[Event]:
@@ -30,7 +32,8 @@ def stored_rows(store: Store, recording_id: str) -> list[tuple[object, ...]]:
 
 
 def writer_for(db_path: Path) -> WriterProcess:
-    return WriterProcess(lambda: open_store(str(db_path), busy_timeout_s=0.2))
+    url = f"sqlite:///{db_path}"
+    return WriterProcess(url, start_writer(url, busy_timeout_s=0.2), busy_timeout_s=0.2)
 
 
 def test_the_writer_stores_what_a_store_written_directly_holds(
@@ -128,8 +131,10 @@ def test_the_writer_holds_no_descriptor_of_its_parent(db_path: Path, tmp_path: P
     try:
         writer.create_recording(RecordingInfo.start(["claude"]))  # the child is at work
         assert writer.pid is not None
-        held = {os.readlink(f"/proc/{writer.pid}/fd/{fd}")
-                for fd in os.listdir(f"/proc/{writer.pid}/fd")}
+        held = set()
+        for fd in os.listdir(f"/proc/{writer.pid}/fd"):
+            with contextlib.suppress(FileNotFoundError):  # one closed as we looked
+                held.add(os.readlink(f"/proc/{writer.pid}/fd/{fd}"))
         assert str(tmp_path / "lock") not in held
     finally:
         writer.close()
@@ -137,10 +142,10 @@ def test_the_writer_holds_no_descriptor_of_its_parent(db_path: Path, tmp_path: P
 
 
 def test_the_log_is_copied_into_the_database_beside_the_writes(db_path: Path) -> None:
-    # The connection's own checkpoint waits for LOG_PAGES (64 MiB): what reaches
+    # The writer's connection checkpoints at LOG_PAGES (64 MiB): what reaches
     # the database file before then was copied there by the checkpoint thread.
     open_store(str(db_path)).close()
-    writer = WriterProcess(lambda: open_store(str(db_path), autocheckpoint=LOG_PAGES))
+    writer = writer_for(db_path)
     info = RecordingInfo.start(["claude", "-p"])
     try:
         before = db_path.stat().st_size

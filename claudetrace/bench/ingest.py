@@ -275,10 +275,14 @@ def _children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+#: The modules of the processes that store a capture: the indexer and its writer.
+_INDEXING = frozenset({b"claudetrace.indexer", b"claudetrace.store.writer"})
+
+
 class _watch_indexers:
     """Samples the peak RSS and the CPU time (``cpu``: pid → seconds) of indexers
-    whose capture files are in ``folders`` (found by their command line), from a
-    thread, while in use."""
+    and their writers whose capture files are in ``folders`` (found by their
+    command line), from a thread, while in use."""
 
     def __init__(self, folders: list[Path], peak: list[int], cpu: dict[int, float]) -> None:
         import threading
@@ -304,7 +308,7 @@ class _watch_indexers:
                     continue
                 try:
                     argv = (entry / "cmdline").read_bytes().split(b"\0")
-                    if b"claudetrace.indexer" not in argv or not any(
+                    if not _INDEXING.intersection(argv) or not any(
                             marker in a for a in argv for marker in self.markers):
                         continue
                     for line in (entry / "status").read_text().splitlines():

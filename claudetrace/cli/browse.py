@@ -6,7 +6,7 @@ import datetime as dt
 import json
 import sys
 from collections.abc import Iterable, Iterator
-from contextlib import nullcontext
+from contextlib import closing, nullcontext
 from typing import Any
 
 import click
@@ -380,20 +380,29 @@ def import_(
 
     parsed_tags = _parse_tags(tags)
     files = list(expand(paths))
-    from ..indexer import open_settled_store
+    from ..config import resolve_url
+    from ..indexer import open_settled_store, writer_for
 
-    store = open_settled_store(db_url, create=True)
-    # One file shows its own bar (its events); several, one bar over the files.
-    bar = track(files, "importing", total=len(files), unit="files")
-    with bar if len(files) > 1 else nullcontext(iter(files)) as shown:
-        for path in shown:
-            done = import_file(store, path, name=name, tags=parsed_tags)
-            if done.action == "unchanged":
-                click.echo(f"{path}: unchanged, recording {done.recording_id}", err=True)
-            else:
-                if done.kind == "transcript":
-                    click.echo(f"{path}: {done.action} session {done.session_id}", err=True)
-                click.echo(done.recording_id)
+    # A cassette's events are written by a process of its own, beside the
+    # reading; started first, so its start-up runs beside ours.
+    process = writer_for(db_url)
+    from ..store.writer import WriterProcess
+
+    started = WriterProcess(resolve_url(db_url), process)
+    with closing(started):
+        store = open_settled_store(db_url, create=True)
+        writer = None if store.in_memory else started  # another process, another memory
+        # One file shows its own bar (its events); several, one bar over the files.
+        bar = track(files, "importing", total=len(files), unit="files")
+        with bar if len(files) > 1 else nullcontext(iter(files)) as shown:
+            for path in shown:
+                done = import_file(store, path, name=name, tags=parsed_tags, writer=writer)
+                if done.action == "unchanged":
+                    click.echo(f"{path}: unchanged, recording {done.recording_id}", err=True)
+                else:
+                    if done.kind == "transcript":
+                        click.echo(f"{path}: {done.action} session {done.session_id}", err=True)
+                    click.echo(done.recording_id)
     if watch:
         _watch(store, paths, interval)
 

@@ -153,9 +153,11 @@ def import_converted(
 
 
 def import_file(
-    store: Any, path: Path, *, name: str | None = None, tags: dict[str, str] | None = None
+    store: Any, path: Path, *, name: str | None = None, tags: dict[str, str] | None = None,
+    writer: Any = None,
 ) -> Imported:
-    """Store the cassette, transcript or claude-trace log ``path``."""
+    """Store the cassette, transcript or claude-trace log ``path`` (a cassette's
+    events through ``writer`` when given: see :meth:`~claudetrace.store.Store.import_cassette`)."""
     kind = detect(path)
     if kind != "cassette":
         return import_converted(store, path, kind, name=name, tags=tags)
@@ -168,7 +170,7 @@ def import_file(
     with closing(events):
         total = count_lines(path) - 1 if enabled() else None
         with track(events, f"importing {path.name}", total=total, unit="events") as shown:
-            rid = store.import_cassette((header, shown), name=name, tags=tags)
+            rid = store.import_cassette((header, shown), name=name, tags=tags, writer=writer)
     session_id = header.get("session_id")
     return Imported(
         path, "cassette", "imported", rid, session_id if isinstance(session_id, str) else None

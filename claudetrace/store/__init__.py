@@ -144,6 +144,12 @@ class Store:
         """The URL naming this database's capture directories (:mod:`claudetrace.capture`)."""
         return self.engine.url.render_as_string(hide_password=False)
 
+    @property
+    def in_memory(self) -> bool:
+        """A SQLite database in memory: one per connection, seen by no other."""
+        url = self.engine.url
+        return url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
+
     def session(self) -> Session:
         return Session(self.engine, expire_on_commit=False)
 
@@ -279,6 +285,7 @@ class Store:
         tags: dict[str, str] | None = None,
         batch: int = 2000,
         info: RecordingInfo | None = None,
+        writer: Any = None,
     ) -> str:
         """Store a cassette as a new recording; returns its id.
 
@@ -286,8 +293,11 @@ class Store:
         knows better: a Claude Code transcript, a recording id to keep).
 
         The events are read as they are stored, a batch at a time, so a cassette
-        of any size takes a batch's memory.  If reading them fails half way (a
-        malformed line, Ctrl-C), the half-stored recording is deleted again.
+        of any size takes a few batches' memory: one is written while the next
+        is read and folded, by ``writer`` (a :class:`~.writer.WriterProcess`:
+        the database's work in a process of its own) or else by a thread of
+        this one.  If reading them fails half way (a malformed line, Ctrl-C), the
+        half-stored recording is deleted again.
         """
         if isinstance(cassette, Cassette):
             header, events = cassette.header, iter(cassette.events)
@@ -298,50 +308,38 @@ class Store:
             info.name = name
         if tags:
             info.tags = {**info.tags, **tags}
-        self.create_recording(info)
+        target = writer if writer is not None else _WritingThread(self)
         try:
-            self._import_events(info, header, events, batch)
+            with _store_errors("import"):
+                target.create_recording(info)
+                self._import_events(info, header, events, batch, target)
         except BaseException:
+            # What the writer holds is written (or refused) before the recording goes.
+            target.close()
             with contextlib.suppress(Exception):  # the first error is the one to tell
                 self.delete_recording(info.id)
             raise
+        if writer is None:
+            target.close()
         return info.id
 
     def _import_events(self, info: RecordingInfo, header: dict[str, Any],
-                       events: Iterator[Event], batch: int) -> None:
-        from concurrent.futures import Future, ThreadPoolExecutor
-
+                       events: Iterator[Event], batch: int, writer: Any) -> None:
         session = SessionModel(model=info.model, session_id=info.cli_session_id)
         pending: list[Event] = []
         last_t = 0
-        # One batch is written while the next is read and folded: the database's
-        # own work runs without the GIL, beside the parsing.  An error either
-        # side ends the import once the write under way has finished.  A SQLite
-        # database in memory is one per thread (its pool keeps a connection per
-        # thread): another thread would find it empty, so it is written here.
-        url = self.engine.url
-        on_this_thread = url.get_backend_name() == "sqlite" and \
-            url.database in (None, "", ":memory:")
-        with _store_errors("import"), ThreadPoolExecutor(1) as writer:
-            writing: Future[None] | None = None
-            for ev in events:
-                session.add(ev)
-                info.observe(ev)
-                last_t = ev.t_ns
-                pending.append(ev)
-                if len(pending) >= batch:
-                    if writing is not None:
-                        writing.result()
-                    if on_this_thread:
-                        self.write_batch(info.id, pending)
-                    else:
-                        writing = writer.submit(self.write_batch, info.id, pending)
-                    pending = []
-            if writing is not None:
-                writing.result()
-            end = header.get("ended_ns")
-            ended_ns = end if isinstance(end, int) else info.started_ns + last_t
-            self.write_batch(info.id, pending, _ended_columns(session, info, ended_ns))
+        for ev in events:
+            session.add(ev)
+            info.observe(ev)
+            last_t = ev.t_ns
+            pending.append(ev)
+            if len(pending) >= batch:
+                writer.write_batch(info.id, pending)
+                pending = []
+        end = header.get("ended_ns")
+        ended_ns = end if isinstance(end, int) else info.started_ns + last_t
+        writer.write_batch(info.id, pending, _ended_columns(session, info, ended_ns))
+        writer.wait_written()
 
     def put_recording(
         self, info: RecordingInfo, events: Sequence[Event], *, open_seen_ns: int | None = None
@@ -620,6 +618,42 @@ def _store_errors(what: str) -> Iterator[None]:
         yield
     except SQLAlchemyError as exc:
         raise StoreError(f"{what} failed: {error_reason(exc)}") from exc
+
+
+class _WritingThread:
+    """A store's writes on a thread: one batch is written while the caller reads
+    and folds the next (the database's own work runs without the GIL).  A SQLite
+    database in memory is one per thread (its pool keeps a connection per
+    thread): another thread would find it empty, so it is written on the
+    caller's."""
+
+    def __init__(self, store: Store) -> None:
+        from concurrent.futures import Future, ThreadPoolExecutor
+
+        self._store = store
+        self._here = store.in_memory
+        self._thread = ThreadPoolExecutor(1)
+        self._writing: Future[None] | None = None
+
+    def create_recording(self, info: RecordingInfo) -> None:
+        self._store.create_recording(info)
+
+    def write_batch(self, recording_id: str, events: Sequence[Event],
+                    recording_updates: dict[str, Any] | None = None) -> None:
+        self.wait_written()
+        if self._here:
+            self._store.write_batch(recording_id, events, recording_updates)
+        else:
+            self._writing = self._thread.submit(self._store.write_batch, recording_id, events,
+                                                recording_updates)
+
+    def wait_written(self) -> None:
+        writing, self._writing = self._writing, None
+        if writing is not None:
+            writing.result()
+
+    def close(self) -> None:
+        self._thread.shutdown(wait=True)
 
 
 def _hold_recording(conn: Connection, recording_id: str) -> None:

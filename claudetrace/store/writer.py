@@ -2,10 +2,12 @@
 
 Under a burst the indexer's time goes about half to reading, parsing and folding
 lines and half to the database's own work (``executemany``, ``commit``).  A
-:class:`WriterProcess` forks a child that holds the database connection: the
-indexer builds each batch's rows (:func:`~claudetrace.store.event_rows`), hands
-them over a pipe and parses the next batch while the child writes this one, so
-the two halves run on two cores.
+:class:`WriterProcess` is a child, ``python -m claudetrace.store.writer``, that
+holds the database connection: the indexer (or ``claudetrace import``) builds
+each batch's rows (:func:`~claudetrace.store.event_rows`), hands them over a pipe
+and reads the next batch while the child writes this one, so the two halves run
+on two cores.  It is a new interpreter, not a fork: SQLite's locks belong to a
+process, and a forked child of one with a connection open cannot use the file.
 
 What is stored does not change: the same rows in the same transactions (one a
 batch, with the recording's figures), in the same order.  A batch the child
@@ -20,21 +22,20 @@ indexer deletes the capture file only after it).  When the child has gone
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import os
 import pickle
 import struct
+import subprocess
 import sys
 import threading
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import IO, Any, Final
 
 from ..errors import ClaudeTraceError, SessionNotFound, StoreError
 from ..model.events import Event
 from ..recording import RecordingInfo
 from . import Store, event_rows
-from .engine import error_line, is_transient_error
+from .engine import BUSY_TIMEOUT_S, error_line, is_transient_error
 
 #: A request's length and number, before the pickled request.
 _REQUEST: Final = struct.Struct("<QQ")
@@ -43,10 +44,6 @@ _REPLY: Final = struct.Struct("<Q")
 #: Requests sent and not answered at most: the child always has the next batch
 #: at hand, and the caller holds a few batches at most.
 WINDOW: Final = 2
-#: The pipes' capacity (Linux lets a user set up to 1 MiB): a batch crosses in a
-#: few wake-ups of the child rather than a hundred.
-PIPE_BYTES: Final = 1 << 20
-
 #: The write-ahead log's size (pages) at which a write copies it into the
 #: database itself (SQLite's ``wal_autocheckpoint``): the checkpoint thread
 #: keeps it smaller but for a long burst, and this bounds it (64 MiB in 4 KiB pages).
@@ -68,9 +65,12 @@ class WriteFailed(StoreError):
 class WriterProcess:
     """The writing half of a :class:`~claudetrace.store.Store`, run in a child.
 
-    ``opener`` opens the store; the child calls it at once (so the connection is
-    ready by the first batch) and again on each request while it fails, telling
-    ``on_open_error`` of each failure.  Fork it before starting any thread.
+    ``process`` is the child, ``python -m claudetrace.store.writer`` started for
+    the database ``url`` (:func:`claudetrace.indexer.start_writer`, which needs
+    no database module: the indexer starts it before importing them).  The child
+    opens the database at once, so the connection is ready by the first batch,
+    and again on each request while that fails.  When the child has gone (or
+    ``process`` is None), this process writes to ``url`` itself.
 
     Requests are numbered.  Up to :data:`WINDOW` of them are in the pipe or
     being written at once, so the child never waits for the next batch.  The
@@ -78,9 +78,10 @@ class WriterProcess:
     skips the rest, and the caller's next call sends them all again, in order.
     """
 
-    def __init__(self, opener: Callable[[], Store],
-                 on_open_error: Callable[[Exception], None] = lambda exc: None) -> None:
-        self._opener = opener
+    def __init__(self, url: str, process: subprocess.Popen[bytes] | None, *,
+                 busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
+        self._url = url
+        self._busy_timeout_s = busy_timeout_s
         self._local: Store | None = None
         #: Requests taken and not yet done, in order, with their numbers.
         self._pending: deque[tuple[int, bytes]] = deque()
@@ -89,37 +90,21 @@ class WriterProcess:
         self._unanswered = 0
         #: The child skipped what followed a failure: the pending go again.
         self._resend = False
-        requests_read, requests_write = os.pipe()
-        replies_read, replies_write = os.pipe()
-        for fd in (requests_write, replies_write):
-            with contextlib.suppress(AttributeError, OSError):
-                fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:  # the child: serve until the requests end, and never return
-            status = 1
-            try:
-                _close_fds_but(requests_read, replies_write)
-                with open(requests_read, "rb") as requests, open(replies_write, "wb") as replies:
-                    _serve(requests, replies, opener, on_open_error)
-                status = 0
-            except BaseException as exc:  # the parent takes over the writes
-                with contextlib.suppress(Exception):
-                    print(f"claudetrace: the indexer's writer stopped ({error_line(exc)})",
-                          file=sys.stderr, flush=True)
-            finally:
-                os._exit(status)
-        os.close(requests_read)
-        os.close(replies_write)
-        self.pid: int | None = pid
-        self._requests: IO[bytes] = open(requests_write, "wb")  # noqa: SIM115 - held until close
-        self._replies: IO[bytes] = open(replies_read, "rb")  # noqa: SIM115
+        self._process = process
+        if process is not None:
+            assert process.stdin is not None and process.stdout is not None
+            self._requests, self._replies = process.stdin, process.stdout
+
+    @property
+    def pid(self) -> int | None:
+        """The child's process id; None once it has gone."""
+        return None if self._process is None else self._process.pid
 
     # -- the store's writing methods ---------------------------------------------------------
 
     def create_recording(self, info: RecordingInfo) -> None:
+        """Taken like a batch: its failure is raised by a later call."""
         self._submit(_frame("create_recording", info))
-        self.wait_written()
 
     def write_batch(self, recording_id: str, events: Sequence[Event],
                     recording_updates: dict[str, Any] | None = None) -> None:
@@ -144,10 +129,6 @@ class WriterProcess:
 
     def close(self) -> None:
         """Let the child finish and exit, and wait for it."""
-        with contextlib.suppress(OSError):
-            self._requests.close()
-        with contextlib.suppress(OSError):
-            self._replies.close()
         self._reap()
         if self._local is not None:
             self._local.close()
@@ -222,14 +203,24 @@ class WriterProcess:
 
     def _local_store(self) -> Store:
         if self._local is None:
-            self._local = self._opener()
+            self._local = _open(self._url, self._busy_timeout_s)
         return self._local
 
     def _reap(self) -> None:
-        if self.pid is not None:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(self.pid, 0)
-            self.pid = None
+        """Close the pipes (the child ends with its requests) and wait for the child."""
+        if self._process is not None:
+            with contextlib.suppress(OSError):
+                self._requests.close()
+            self._process.wait()  # it answers what it has, then ends
+            with contextlib.suppress(OSError):
+                self._replies.close()
+            self._process = None
+
+
+def _open(url: str | None, busy_timeout_s: float) -> Store:
+    from . import open_store
+
+    return open_store(url, autocheckpoint=LOG_PAGES, busy_timeout_s=busy_timeout_s)
 
 
 def _frame(op: str, *args: Any) -> bytes:
@@ -271,16 +262,6 @@ def _written_already(store: Store, op: str, args: tuple[Any, ...]) -> bool:
     return False
 
 
-def _close_fds_but(*keep: int) -> None:
-    """Close every descriptor but stdio and ``keep``: the child must not hold
-    what its parent holds (the capture file's lock, the proxy's pipes)."""
-    low = 3
-    for fd in sorted(keep):
-        os.closerange(low, fd)
-        low = fd + 1
-    os.closerange(low, os.sysconf("SC_OPEN_MAX"))
-
-
 def _apply(store: Store, op: str, args: tuple[Any, ...]) -> None:
     if op not in _OPERATIONS:
         raise StoreError(f"the writer cannot {op!r}")
@@ -291,18 +272,25 @@ def _apply(store: Store, op: str, args: tuple[Any, ...]) -> None:
         getattr(store, op)(*args)
 
 
-def _serve(requests: IO[bytes], replies: IO[bytes], opener: Callable[[], Store],
-           on_open_error: Callable[[Exception], None]) -> None:
+def _serve(requests: IO[bytes], replies: IO[bytes], busy_timeout_s: float,
+           kept_in: str | None) -> None:
     """The child: carry out each request in order and answer it, until the
     requests end.  After a failure, the requests that follow are skipped
     until the failed one comes again."""
     store: Store | None = None
+    told = False
 
     def open_store() -> Store:
+        nonlocal told
         try:
-            return opener()
+            return _open(None, busy_timeout_s)
         except ClaudeTraceError as exc:
-            on_open_error(exc)
+            # Said once (but a lock), for a recording nobody else speaks for; an
+            # importer says its own errors.
+            if kept_in is not None and not told and "locked" not in str(exc).lower():
+                told = True
+                _say(f"cannot open the store ({exc}); the recording is kept in {kept_in} "
+                     "meanwhile")
             raise
 
     with contextlib.suppress(ClaudeTraceError):
@@ -369,3 +357,37 @@ class _Checkpoints:
                 return
             with contextlib.suppress(Exception):  # the next one, or the connection's own
                 self._store.checkpoint()
+
+
+def _say(message: str) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        print(f"claudetrace: {message}", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m claudetrace.store.writer [--busy-timeout S] [--kept-in PATH]``: serve
+    the requests on stdin, in the database of ``$CLAUDETRACE_DB``; ``--kept-in``
+    names where the data waits while the database cannot be opened (said once)."""
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(prog="claudetrace.store.writer")
+    parser.add_argument("--busy-timeout", type=float, default=BUSY_TIMEOUT_S)
+    parser.add_argument("--kept-in")
+    args = parser.parse_args(argv)
+    # Its parent decides when writing ends (by closing stdin): a Ctrl-C meant for
+    # the CLI must not stop it halfway.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)
+    try:
+        _serve(sys.stdin.buffer, sys.stdout.buffer, args.busy_timeout, args.kept_in)
+    except BrokenPipeError:  # the parent has gone: nobody waits for the answers
+        return 0
+    except BaseException as exc:  # the parent writes the rest itself
+        _say(f"the writer stopped ({error_line(exc)})")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
