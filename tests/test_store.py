@@ -404,3 +404,17 @@ def test_events_of_a_missing_recording_are_refused(store: Store) -> None:
     with pytest.raises(StoreError, match="no recording"):
         store.write_batch(ghost.id, [Event(0, "out", 0, b'{"type":"x"}')])
     assert store.count_events(ghost.id) == 0
+
+
+def test_a_database_a_newer_claudetrace_migrated_is_one_line(db_path: Path) -> None:
+    open_store(str(db_path)).close()
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = '0099_from_the_future'")
+    conn.close()
+    with pytest.raises(StoreError, match=r"\(0099_from_the_future\) is newer than this"):
+        open_store(str(db_path))
+    done = subprocess.run([sys.executable, "-m", "claudetrace", "sessions", "--db", str(db_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert done.stderr.strip().count("\n") == 0 and "upgrade this one" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -305,6 +305,14 @@ def head_revision() -> str:
     return head
 
 
+def known_revisions() -> set[str]:
+    """Every revision of this installation's migrations."""
+    from alembic.script import ScriptDirectory
+
+    return {script.revision for script in
+            ScriptDirectory.from_config(alembic_config()).walk_revisions()}
+
+
 def current_revision(connection: Connection) -> str | None:
     from alembic.runtime.migration import MigrationContext
 
@@ -388,6 +396,11 @@ def _upgrade_once(engine: Engine, *, only_if_needed: bool) -> str | None:
                 raise StoreError(
                     "the database has claudetrace tables but no migration history; "
                     "it was not created by claudetrace"
+                )
+            if before is not None and before not in known_revisions():
+                raise StoreError(
+                    f"the database's schema ({before}) is newer than this claudetrace knows "
+                    f"(up to {head}): it was opened by a newer claudetrace; upgrade this one"
                 )
             command.upgrade(alembic_config(conn), "head")
         return before
