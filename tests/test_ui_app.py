@@ -129,7 +129,7 @@ def test_conversation_tab(app: AppTest, ui_db: dict[str, str]) -> None:
     assert "Create created.txt with touch." in text and "I was not allowed to." in text
     (tool,) = [e for e in at.expander if "Bash" in e.label]
     assert "failed" in tool.label and "permission deny" in tool.label
-    (detail,) = [c.value for c in tool.code]
+    (detail,) = [t.value for t in tool.text]
     assert "permission Bash → deny" in detail and "Not in this test." in detail
 
 

@@ -235,7 +235,10 @@ def _tool(item: Item, depth: int) -> None:
         icon=":material/error:" if call.is_error else ":material/build:",
     ):
         # One block of text, not an element per part: a page holds hundreds of calls.
-        st.code(_tool_text(call), language=None, wrap_lines=True)
+        # st.text, not st.code: a code block makes the browser load and run
+        # Streamlit's syntax highlighter (a 1.5 MB script, ~0.3 s of a 200k-line
+        # session's page), for blocks that are collapsed.
+        st.text(_tool_text(call))
         if call.children:
             st.caption(f"subagent · {len(call.children)} items")
             with st.container(border=True):
