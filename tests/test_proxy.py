@@ -547,23 +547,30 @@ def staged_session_stored_in_part(
         yield proc, first, pending
 
 
+def finish_staged_session(proc: subprocess.Popen[bytes], pending: bytes) -> list[bytes]:
+    """Let the session of :func:`staged_session_stored_in_part` send its second stage
+    and end; the lines of that stage."""
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(b"go\n")
+    proc.stdin.close()
+    second, pending = read_lines(proc.stdout.fileno(), STAGE_LINES, pending)
+    assert proc.wait(timeout=60) == 0
+    assert pending == b"" and proc.stdout.read() == b""
+    return second
+
+
 def test_sigkill_of_the_indexer_mid_session_the_next_reader_stores_it_all(
     db_path: Path, tmp_path: Path
 ) -> None:
     # Killed once it has stored part of the session: those rows must be replaced,
     # not duplicated.
     with staged_session_stored_in_part(db_path, tmp_path) as (proc, first, pending):
-        assert proc.stdin is not None and proc.stdout is not None
         # The indexer itself: its writer ends with it (after the batches it has).
         pid, _writer = indexer_and_writer(tmp_path)
         os.kill(pid, signal.SIGKILL)
         wait_until(lambda: not indexer_pids(tmp_path), "the indexer and its writer to end")
         partial = stored_count(db_path)
-        proc.stdin.write(b"go\n")
-        proc.stdin.close()
-        second, pending = read_lines(proc.stdout.fileno(), STAGE_LINES, pending)
-        assert proc.wait(timeout=60) == 0
-        assert pending == b"" and proc.stdout.read() == b""
+        second = finish_staged_session(proc, pending)
     assert first + second == staged_lines()
     # Nobody stored the rest yet: the capture file holds it.
     assert stored_count(db_path) == partial
@@ -584,14 +591,10 @@ def test_sigkill_of_the_indexers_writer_the_indexer_writes_the_rest_itself(
     db_path: Path, tmp_path: Path
 ) -> None:
     with staged_session_stored_in_part(db_path, tmp_path) as (proc, _first, pending):
-        assert proc.stdin is not None and proc.stdout is not None
         indexer, writer = indexer_and_writer(tmp_path)
         os.kill(writer, signal.SIGKILL)
         wait_until(lambda: indexer_pids(tmp_path) == [indexer], "the writer to die")
-        proc.stdin.write(b"go\n")
-        proc.stdin.close()
-        read_lines(proc.stdout.fileno(), STAGE_LINES, pending)
-        assert proc.wait(timeout=60) == 0
+        finish_staged_session(proc, pending)
     wait_until(lambda: not indexer_pids(tmp_path), "the indexer to finish")
     # Stored whole by the indexer alone: no capture file is left for a reader.
     assert not list(capture_dir(db_path).glob("*" + cap.SUFFIX))

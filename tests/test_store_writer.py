@@ -31,6 +31,14 @@ def stored_rows(store: Store, recording_id: str) -> list[tuple[object, ...]]:
             for e in store.iter_events(recording_id)]
 
 
+def stored_seqs(db_path: Path, recording_id: str) -> list[object]:
+    store = open_store(str(db_path))
+    try:
+        return [row[0] for row in stored_rows(store, recording_id)]
+    finally:
+        store.close()
+
+
 def writer_for(db_path: Path) -> WriterProcess:
     url = f"sqlite:///{db_path}"
     return WriterProcess(url, start_writer(url, busy_timeout_s=0.2), busy_timeout_s=0.2)
@@ -95,11 +103,7 @@ def test_a_locked_database_fails_a_later_call_and_the_batches_go_again_in_order(
     finally:
         blocker.close()
         writer.close()
-    store = open_store(str(db_path))
-    try:
-        assert [row[0] for row in stored_rows(store, info.id)] == list(range(40))
-    finally:
-        store.close()
+    assert stored_seqs(db_path, info.id) == list(range(40))
 
 
 def test_a_killed_writer_leaves_the_rest_to_this_process(db_path: Path) -> None:
@@ -118,11 +122,7 @@ def test_a_killed_writer_leaves_the_rest_to_this_process(db_path: Path) -> None:
         assert writer.pid is None
     finally:
         writer.close()
-    store = open_store(str(db_path))
-    try:
-        assert [row[0] for row in stored_rows(store, info.id)] == list(range(150))
-    finally:
-        store.close()
+    assert stored_seqs(db_path, info.id) == list(range(150))
 
 
 def test_the_writer_holds_no_descriptor_of_its_parent(db_path: Path, tmp_path: Path) -> None:

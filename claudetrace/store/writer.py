@@ -104,7 +104,7 @@ class WriterProcess:
 
     def create_recording(self, info: RecordingInfo) -> None:
         """Taken like a batch: its failure is raised by a later call."""
-        self._submit(_frame("create_recording", info))
+        self._submit("create_recording", info)
 
     def write_batch(self, recording_id: str, events: Sequence[Event],
                     recording_updates: dict[str, Any] | None = None) -> None:
@@ -112,10 +112,10 @@ class WriterProcess:
         to write it is raised by a later call (the batch is kept and sent again);
         one raised here is an earlier batch's, and this one was not taken."""
         rows, tools = event_rows(recording_id, events)
-        self._submit(_frame("write_rows", recording_id, rows, tools, recording_updates))
+        self._submit("write_rows", recording_id, rows, tools, recording_updates)
 
     def update_recording(self, recording_id: str, **values: Any) -> None:
-        self._submit(_frame("update_recording", recording_id, values))
+        self._submit("update_recording", recording_id, values)
         self.wait_written()
 
     def wait_written(self) -> None:
@@ -136,16 +136,16 @@ class WriterProcess:
 
     # -- requests ----------------------------------------------------------------------------
 
-    def _submit(self, frame: bytes) -> None:
+    def _submit(self, op: str, *args: Any) -> None:
         """Take a request (once it is taken, its failure is raised by a later call)."""
         self._send_again()
         while self._unanswered >= WINDOW:
             self._read_reply()
-        if self.pid is None:
+        if self.pid is None:  # written here, as a store would: nothing to pickle
             self._write_here()
-            op, args = pickle.loads(frame)
             _apply(self._local_store(), op, args)
             return
+        frame = pickle.dumps((op, args), protocol=pickle.HIGHEST_PROTOCOL)
         self._pending.append((self._next, frame))
         self._send(self._next, frame)
         self._next += 1
@@ -221,10 +221,6 @@ def _open(url: str | None, busy_timeout_s: float) -> Store:
     from . import open_store
 
     return open_store(url, autocheckpoint=LOG_PAGES, busy_timeout_s=busy_timeout_s)
-
-
-def _frame(op: str, *args: Any) -> bytes:
-    return pickle.dumps((op, args), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _read_reply(stream: IO[bytes]) -> Any:
