@@ -50,10 +50,9 @@ class Child:
         self.returncode: int | None = None
 
     def wait(self) -> int:
-        """Wait for the child to exit (signal handlers run meanwhile, PEP 475)."""
+        """Wait for the child to exit, running signal handlers meanwhile."""
         if self.returncode is None:
-            _, status = os.waitpid(self.pid, 0)
-            self.returncode = os.waitstatus_to_exitcode(status)
+            self.returncode = os.waitstatus_to_exitcode(_wait_for(self.pid))
         return self.returncode
 
     def send_signal(self, signum: int) -> None:
@@ -124,6 +123,51 @@ def start_child(argv: Sequence[str], env: Mapping[str, str]) -> Child:
     for fd in theirs:
         os.close(fd)
     return Child(pid, ends[0][1], ends[1][0], ends[2][0])
+
+
+def _wait_for(pid: int) -> int:
+    """``pid``'s wait status, once it has exited; handlers of signals that come
+    meanwhile run at once.
+
+    A blocking ``waitpid`` is not enough: Python runs a handler only between
+    bytecodes, so a signal that lands after the last check and before the
+    system call (the main thread descheduled there, on a loaded machine) is
+    handled only when the wait returns, and a Ctrl-C meant for the child waited
+    for the child to end on its own.  Here the wait is a ``select`` on the
+    child's pidfd and on a wakeup pipe the signal module writes to whenever a
+    signal comes, so none slips past it.  Without pidfds (not Linux, or
+    before 5.3) or outside the main thread, it is the plain ``waitpid``.
+    """
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return os.waitpid(pid, 0)[1]
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    try:
+        previous = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+    except ValueError:  # not the main thread: no handler runs here anyway
+        for fd in (pidfd, wake_r, wake_w):
+            os.close(fd)
+        return os.waitpid(pid, 0)[1]
+    import select
+
+    try:
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return status
+            select.select([pidfd, wake_r], [], [])
+            try:
+                while os.read(wake_r, 512):
+                    pass
+            except BlockingIOError:
+                pass
+    finally:
+        signal.set_wakeup_fd(previous)
+        for fd in (pidfd, wake_r, wake_w):
+            os.close(fd)
 
 
 def _pipe() -> tuple[int, int]:

@@ -6,9 +6,11 @@ from __future__ import annotations
 import hashlib
 import os
 import select
+import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,7 @@ from click.testing import CliRunner
 from claudetrace import capture as cap
 from claudetrace.cli import cli, record
 from claudetrace.cli import launch as launch_mod
-from claudetrace.spawn import start_child
+from claudetrace.spawn import launch, start_child
 
 pytestmark = pytest.mark.usefixtures("ct_env")
 
@@ -224,3 +226,23 @@ def test_captures_left_by_earlier_builds_for_a_server_database_are_still_found(
     assert folder not in cap.capture_dirs(url)
     assert cap.capture_files(url) == [left]
     assert cap.capture_dirs(url)[0] == cap.capture_dirs(url.replace("secret", "other"))[0]
+
+
+def test_a_signal_whose_handler_could_not_interrupt_the_wait_still_reaches_the_child() -> None:
+    # Python runs a handler between bytecodes: a SIGINT that lands just before
+    # the main thread's wait system call (or that the kernel gives another
+    # thread) is only noted, and a plain waitpid slept on until the child ended
+    # by itself (CI saw the proxy exit 0 after a Ctrl-C).  A SIGINT sent to
+    # another thread is handled the same way, reliably: the wait must wake for it.
+    started = launch(["sleep", "30"], os.environ)
+    assert started.child is not None
+    timer = threading.Timer(0.2, lambda: signal.pthread_kill(threading.get_ident(), signal.SIGINT))
+    try:
+        timer.start()
+        assert started.child.wait() == -signal.SIGINT
+    finally:
+        timer.cancel()
+        started.forwarder.restore()
+        started.child.send_signal(signal.SIGKILL)
+        for fd in (started.child.stdin, started.child.stdout, started.child.stderr):
+            os.close(fd)
