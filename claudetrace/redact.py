@@ -9,7 +9,9 @@ value following flags that take secrets.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from bisect import bisect_right
+from collections.abc import Iterator, Mapping, Sequence
+from itertools import accumulate
 from typing import Final
 
 REDACTED: Final = "[REDACTED]"
@@ -92,6 +94,64 @@ def may_hold_secret(text: str) -> bool:
                 return True
             at = low.find(word, at + 1)
     return False
+
+
+#: :data:`_HINTS` as patterns over ASCII text in lower case: a hint's word and
+#: what must follow it, the five ``gh?_`` words and ``github_pat_`` in one (each
+#: pattern starts with a literal, which ``re`` looks for at the speed of ``find``).
+_HINT_PATTERNS: Final = (
+    re.compile(rb"gh(?:[pousr]_|ithub_pat_)"),
+    *(re.compile(re.escape(word.encode()) + (tail.pattern.encode() if tail else b""))
+      for word, tail in _HINTS if not word.startswith("gh")),
+)
+
+
+class LineBatch:
+    """Lines of ASCII text, none holding a newline, joined by newlines: one search
+    over all of them tells which lines hold what, instead of a search a line
+    (whose own cost, not the text's length, is most of the time of a short line).
+
+    A match of a pattern that cannot match a newline lies inside one line, so
+    :meth:`lines_matching` gives exactly the lines the pattern matches in.
+    """
+
+    def __init__(self, lines: Sequence[bytes]) -> None:
+        self.lines = lines
+        self.text = b"\n".join(lines)
+        self._lower: bytes | None = None
+        self._starts: list[int] | None = None
+
+    @property
+    def lower(self) -> bytes:
+        """The text with ASCII letters in lower case (offsets as in :attr:`text`)."""
+        if self._lower is None:
+            self._lower = self.text.lower()
+        return self._lower
+
+    def lines_matching(self, pattern: re.Pattern[bytes], *, lower: bool = False) -> Iterator[int]:
+        """Indices of the lines in which ``pattern`` (which must not match a
+        newline) matches, in order; searched in :attr:`lower` if ``lower``."""
+        text = self.lower if lower else self.text
+        search = pattern.search
+        found = search(text)
+        while found is not None:
+            if self._starts is None:
+                self._starts = [0, *accumulate(len(line) + 1 for line in self.lines)]
+            index = bisect_right(self._starts, found.start()) - 1
+            yield index
+            found = search(text, self._starts[index + 1])
+
+
+def lines_may_hold_secret(batch: LineBatch) -> set[int]:
+    """The indices of the lines of ``batch`` whose text :func:`may_hold_secret`
+    holds for: a line is ASCII (no case twins), its ``lower()`` is its part of
+    :attr:`LineBatch.lower`, and each of :data:`_HINT_PATTERNS` matches there
+    where a hint's word is followed by its tail — none of which is a newline.
+    """
+    found: set[int] = set()
+    for pattern in _HINT_PATTERNS:
+        found.update(batch.lines_matching(pattern, lower=True))
+    return found
 
 
 _SECRET_FLAG: Final = re.compile(

@@ -36,7 +36,14 @@ from typing import Any, Final
 from .cassette import Cassette
 from .model.events import Event, parse_json
 from .model.protocol import project_slug
-from .redact import REDACTED, may_hold_secret, redact_text, secret_values
+from .redact import (
+    REDACTED,
+    LineBatch,
+    lines_may_hold_secret,
+    may_hold_secret,
+    redact_text,
+    secret_values,
+)
 
 #: Placeholder for the recording's home directory (as in the reference samples).
 HOME: Final = "/home/dev"
@@ -187,6 +194,41 @@ class Sanitizer:
         if data is event.data:
             return event
         return Event(event.seq, event.direction, event.t_ns, data, event.eol, event.wall_ns)
+
+    def lines(self, lines: Sequence[bytes]) -> list[bytes]:
+        """:meth:`line` of each of ``lines``; those :meth:`_untouched` holds for
+        are told a batch at a time (:meth:`_suspects`) and given back as they are."""
+        out = list(lines)
+        for index in sorted(self._suspects(lines)):
+            out[index] = self.line(lines[index])
+        return out
+
+    def _suspects(self, lines: Sequence[bytes]) -> set[int] | range:
+        """Indices of ``lines`` that :meth:`_untouched` may not hold for; every
+        other line it holds for.  ASCII lines without a newline (nearly all) are
+        searched together, in a :class:`~claudetrace.redact.LineBatch`, for what
+        :meth:`_untouched` looks for in each: the ``\\u`` and ``\\/`` escapes,
+        the literals (ASCII text is its own UTF-8), and the secrets' hints."""
+        if not self._glance:
+            return range(len(lines))
+        batch = LineBatch(lines)
+        if batch.text.isascii() and batch.text.count(b"\n") == len(lines) - 1:
+            apart: list[int] = []
+            together = list(range(len(lines)))
+        else:
+            apart = []
+            together = []
+            for index, line in enumerate(lines):
+                (together if line.isascii() and b"\n" not in line else apart).append(index)
+            batch = LineBatch([lines[index] for index in together])
+        found: set[int] = set()
+        for needle in (b"\\u", b"\\/", *(literal.encode() for literal in self.literals)):
+            found.update(batch.lines_matching(re.compile(re.escape(needle))))
+        if self.secrets:
+            found |= lines_may_hold_secret(batch)
+        suspects = {together[index] for index in found}
+        suspects.update(index for index in apart if not self._untouched(lines[index]))
+        return suspects
 
     def _untouched(self, data: bytes) -> bool:
         """True when :meth:`line` certainly gives ``data`` back unchanged, told

@@ -190,3 +190,55 @@ def test_clean_lines_are_given_back_unparsed() -> None:
                   b'{"t":"Authorization: Bearer abcdefghijklmnop"}'):
         assert not sanitizer._untouched(dirty)
         assert sanitizer.line(dirty) != dirty
+
+
+# -- telling clean lines a batch at a time ---------------------------------------------
+
+_SANITIZERS = (
+    Sanitizer(literals=("hunter2-secret", "ZZZZ")),
+    Sanitizer(literals=("hunter2-secret",), secrets=False),
+    Sanitizer(),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts=st.lists(st.tuples(_LINE_TEXT, _LINE_TEXT, st.booleans(), st.booleans()),
+                      max_size=8),
+       which=st.sampled_from(_SANITIZERS), raw=st.booleans())
+def test_a_batch_finds_every_line_the_glance_would_not_pass(
+    texts: list[tuple[str, str, bool, bool]], which: Sanitizer, raw: bool,
+) -> None:
+    lines = [(json.dumps({key: value}, ensure_ascii=ascii_only) if as_json else value)
+             .encode("utf-8", "surrogateescape") for value, key, as_json, ascii_only in texts]
+    if raw:  # not UTF-8, or a line holding a newline of its own
+        lines.append(b"\xff token=" + b"x" * 8)
+        lines.append(b"a\nsk-ant-abcdefghij")
+    suspects = which._suspects(lines)
+    for index, line in enumerate(lines):
+        if index not in suspects:
+            assert which._untouched(line), line
+    assert which.lines(lines) == [which.line(line) for line in lines]
+
+
+def test_a_hint_is_found_at_either_end_of_a_line_and_beside_its_neighbours() -> None:
+    sanitizer = Sanitizer(literals=("hunter2-secret",))
+    clean = b'{"usage":{"input_tokens":3,"api":"x"}}'
+    dirty = [b"sk-ant-abcdefghijk", b'{"a":"x TOKEN=abcdefgh"}', b"Bearer abcdefghijklmnop",
+             b"x hunter2-secret", b'{"k":"\\u0041"}', b"eyJ", b"PASSWD:", b"ghr_", b"auth="]
+    for line in dirty:
+        lines = [clean, line, line, clean, line]
+        assert sorted(sanitizer._suspects(lines)) == [1, 2, 4], line
+        assert sanitizer.lines(lines) == [sanitizer.line(x) for x in lines]
+    # a word split by the newline between two lines is in neither
+    assert not sanitizer._suspects([b'{"a":"tok"}', b'{"b":"en=abcdefgh"}'])
+    assert not sanitizer._suspects([b"hunter2", b"-secret"])
+
+
+def test_clean_lines_of_a_batch_are_given_back_as_they_are() -> None:
+    sanitizer = Sanitizer(literals=("hunter2-secret",))
+    for sample in sorted(SAMPLES.glob("*.cassette.ndjson")):
+        lines = [event.data for event in read_cassette(sample).events]
+        cleaned = sanitizer.lines(lines)
+        assert cleaned == [sanitizer.line(line) for line in lines]
+        assert all(a is b for a, b in zip(cleaned, lines, strict=True)
+                   if sanitizer._untouched(b))
