@@ -3,8 +3,19 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from claudetrace.redact import REDACTED, redact_argv, redact_env, redact_text
+from claudetrace import redact
+from claudetrace.redact import (
+    REDACTED,
+    LineBatch,
+    lines_may_hold_secret,
+    may_hold_secret,
+    redact_argv,
+    redact_env,
+    redact_text,
+)
 
 SECRETS = [
     "sk-ant-api03-" + "a1B2" * 10,
@@ -95,3 +106,37 @@ def test_env_keeps_names_and_only_allowlisted_values() -> None:
     assert snapshot["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9999"
     assert snapshot["TERM"] == f"xterm {REDACTED}"
     assert list(snapshot) == sorted(env)
+
+
+_HINT_TEXT = st.lists(st.sampled_from(
+    [*"abcehjkpstwxy_-=:/ \"\\", "sk-", "SK-", "ghp_", "gho_", "ghx_", "github_pat_", "xox",
+     "AKIA", "eyJ", "Bearer", "api", "api_", "api-", "key", "KEY", "token", "tokens",
+     "secret", "passw", "PASSWD", "auth", "credential", "CREDENTIALS_", "ak", "ia"]),
+    max_size=24).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(texts=st.lists(_HINT_TEXT, max_size=6))
+def test_a_batch_of_ascii_lines_finds_the_lines_may_hold_secret_finds(texts: list[str]) -> None:
+    lines = [text.encode() for text in texts]
+    expected = {index for index, text in enumerate(texts) if may_hold_secret(text)}
+    assert lines_may_hold_secret(LineBatch(lines)) == expected
+
+
+@pytest.mark.parametrize("word", [word for word, _tail in redact._HINTS])
+def test_every_hint_is_found_alone_at_either_end_and_inside(word: str) -> None:
+    for tail in ("", "=", "_x:"):
+        for text in (word + tail, "x " + word + tail, word.upper() + tail + " x"):
+            lines = [b"clean", text.encode(), b"clean"]
+            assert lines_may_hold_secret(LineBatch(lines)) == (
+                {1} if may_hold_secret(text) else set()), text
+
+
+@pytest.mark.parametrize("text", [
+    "apikey=", "api_key:", "api-key=", "API-KEYS_x=", "api key=", "api--key=", "token=",
+    "tokens:", "tokens", "access_token:", "sk-", "sk", "ghs_", "gh_", "auth_header:",
+    "passwords=", "secret_", "credentials:", "bearer", "eyj", "akia", "xox"])
+def test_the_key_value_hints_are_found_as_may_hold_secret_finds_them(text: str) -> None:
+    for line in (text, f'{{"a": "x {text}"}}', text.upper()):
+        found = lines_may_hold_secret(LineBatch([b"clean", line.encode()]))
+        assert found == ({1} if may_hold_secret(line) else set()), line

@@ -132,6 +132,18 @@ def test_iter_events_pages_and_filters(store: Store) -> None:
     assert store.count_events(rid) == len(everything)
 
 
+def test_line_pages_hold_every_line_in_order(store: Store) -> None:
+    rid = store.import_cassette(read_cassette(SAMPLES[1]))
+    rows = [row[:5] for row in store.iter_event_rows(rid)]
+    pages = list(store.iter_line_pages(rid, chunk=7))
+    assert [len(page) for page in pages[:-1]] == [7] * (len(pages) - 1)
+    assert 0 < len(pages[-1]) <= 7
+    flat = [tuple(row) for page in pages for row in page]
+    assert [(s, d, t, b, bool(e)) for s, d, t, b, e in flat] == rows
+    assert [list(page) for page in store.iter_line_pages(rid, chunk=len(rows))] == [rows]
+    assert list(store.iter_line_pages("no-such-recording")) == []
+
+
 def test_list_recordings_order_and_window(store: Store) -> None:
     ids = []
     for k in range(3):

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 import json
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing, nullcontext
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +17,6 @@ from ._common import db_option, read_store, reports_errors
 
 if TYPE_CHECKING:
     from ..sanitize import Sanitizer
-    from ..store import EventTuple
 
 
 def session_record(rec: Any) -> dict[str, Any]:
@@ -293,7 +291,7 @@ def export(session: str, db_url: str | None, fmt: str, output: str, no_redact: b
     header = store.cassette_header(rec)
     if redactor is not None:
         header = {**redactor.value(header), "redacted": True}
-    lines = _cassette_lines(store.iter_event_rows(rec.id), redactor)
+    lines = _cassette_lines(store.iter_line_pages(rec.id), redactor)
     with track(lines, f"exporting {rec.id}", total=rec.event_count, unit="events") as shown:
         count = write_cassette_lines(sys.stdout if output == "-" else output, header, shown)
     if output == "-":
@@ -302,13 +300,15 @@ def export(session: str, db_url: str | None, fmt: str, output: str, no_redact: b
         click.echo(f"wrote {count} events of {rec.id} to {output}", err=True)
 
 
-def _cassette_lines(rows: Iterator[EventTuple], redactor: Sanitizer | None) -> Iterator[str]:
-    """The cassette lines of ``rows``, a page at a time: the columns taken apart at
-    once, the lines redacted together (:meth:`Sanitizer.lines`) unless no ``redactor``."""
+def _cassette_lines(pages: Iterator[Sequence[tuple[Any, ...]]], redactor: Sanitizer | None,
+                    ) -> Iterator[str]:
+    """The cassette lines of pages of ``(seq, direction, t_ns, data, eol)``: each
+    page's columns taken apart at once, its lines redacted together
+    (:meth:`Sanitizer.lines`) unless no ``redactor``."""
     from ..cassette import event_line
 
-    while page := list(itertools.islice(rows, 2000)):
-        seqs, directions, times, datas, eols, _walls = zip(*page, strict=True)
+    for page in pages:
+        seqs, directions, times, datas, eols = zip(*page, strict=True)
         if redactor is not None:
             datas = tuple(redactor.lines(datas))
         yield from map(event_line, seqs, directions, times, datas, eols)
