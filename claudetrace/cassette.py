@@ -22,8 +22,9 @@ import json
 import math
 import os
 import stat
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from json.encoder import encode_basestring
 from pathlib import Path
 from typing import IO, Any, Final
@@ -101,6 +102,20 @@ def event_line(seq: int, direction: str, t_ns: int, data: bytes, eol: bool = Tru
            f'{encode_basestring(line)}{end}'
 
 
+def event_lines(seqs: Sequence[int], directions: Sequence[str], times: Sequence[int],
+                datas: Sequence[bytes], eols: Sequence[bool]) -> list[str]:
+    """:func:`event_line` of each of a page of events given as columns, with no
+    call a line (the lines of a recording that is all UTF-8, as nearly all are)."""
+    ends = ("}\n", ', "eol": false}\n')
+    try:
+        return [f'{{"seq": {seq}, "t": {t_ns / 1e9!r}, "dir": "{direction}", "line": '
+                f'{encode_basestring(data.decode("utf-8"))}{ends[not eol]}'
+                for seq, direction, t_ns, data, eol
+                in zip(seqs, directions, times, datas, eols, strict=True)]
+    except UnicodeDecodeError:
+        return list(map(event_line, seqs, directions, times, datas, eols))
+
+
 def write_cassette(
     target: str | os.PathLike[str] | IO[str], header: dict[str, Any], events: Iterable[Event]
 ) -> int:
@@ -114,8 +129,19 @@ def write_cassette_lines(
 ) -> int:
     """:func:`write_cassette` for event lines already spelled by :func:`event_line`
     (a reader with rows, not events, at hand); returns the number of lines."""
+    lines = iter(lines)
+    # One write a thousand lines.
+    return write_cassette_pages(target, header, iter(lambda: list(islice(lines, 1000)), []))
+
+
+def write_cassette_pages(
+    target: str | os.PathLike[str] | IO[str], header: dict[str, Any],
+    pages: Iterable[Sequence[str]],
+) -> int:
+    """:func:`write_cassette_lines` for lines that come in pages (each written at
+    once, with no step of its own a line); returns the number of lines."""
     if not isinstance(target, (str, os.PathLike)):
-        return _write(target, header, lines)
+        return _write(target, header, pages)
     path = Path(target)
     tmp: Path | None = None
     try:
@@ -124,10 +150,10 @@ def write_cassette_lines(
             # /dev/null, a FIFO, /dev/stdout: written into, never replaced by a file
             # (as root, the rename below put a regular file in /dev/null's place).
             with open(path, "w", encoding="utf-8", newline="\n") as out:
-                return _write(out, header, lines)
+                return _write(out, header, pages)
         tmp = real.with_name(f".{real.name}.tmp{os.getpid()}")
         with private_file(tmp) as out:
-            count = _write(out, header, lines)
+            count = _write(out, header, pages)
         os.replace(tmp, real)
     except OSError as exc:
         if tmp is not None:
@@ -164,20 +190,15 @@ def private_file(path: str | os.PathLike[str]) -> IO[str]:
     return open(fd, "w", encoding="utf-8", newline="\n")
 
 
-def _write(out: IO[str], header: dict[str, Any], lines: Iterable[str]) -> int:
+def _write(out: IO[str], header: dict[str, Any], pages: Iterable[Sequence[str]]) -> int:
     if header.get("claudetrace") != MAGIC or header.get("version") != VERSION:
         header = {**new_header(), **header, "claudetrace": MAGIC, "version": VERSION}
     out.write(dumps_record(header) + "\n")
     count = 0
-    batch: list[str] = []
-    for line in lines:
-        batch.append(line)
-        if len(batch) >= 1000:  # one write a thousand lines
-            out.write("".join(batch))
-            count += len(batch)
-            batch.clear()
-    out.write("".join(batch))
-    return count + len(batch)
+    for page in pages:
+        out.write("".join(page))
+        count += len(page)
+    return count
 
 
 def parse_header(text: str, *, path: str | None = None) -> dict[str, Any]:

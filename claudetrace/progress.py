@@ -13,7 +13,7 @@ Only one bar is drawn at a time: a bar asked for while another is showing
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
@@ -37,9 +37,11 @@ def enabled() -> bool:
 
 @contextmanager
 def track(
-    items: Iterable[T], description: str, *, total: int | None = None, unit: str = "items"
+    items: Iterable[T], description: str, *, total: int | None = None, unit: str = "items",
+    size: Callable[[T], int] | None = None,
 ) -> Iterator[Iterator[T]]:
-    """``items`` to iterate inside the ``with``, showing a bar on a terminal.
+    """``items`` to iterate inside the ``with``, showing a bar on a terminal;
+    each item counts as ``size(item)`` units (a page of lines) if ``size`` is given.
 
     The bar shows the count done, the total, the rate and the time left; it is
     gone when the ``with`` ends, by an error too, before the error is reported::
@@ -80,9 +82,12 @@ def track(
 
             def shown() -> Iterator[T]:
                 n = 0
-                for n, item in enumerate(items, 1):
+                last = 0
+                for item in items:
                     yield item
-                    if n % step == 0:
+                    n += 1 if size is None else size(item)
+                    if n - last >= step:
+                        last = n
                         speed = bar.tasks[0].speed
                         rate = "?" if speed is None else f"{speed:,.0f}"
                         bar.update(task, completed=n, rate=rate)

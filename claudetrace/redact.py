@@ -116,12 +116,14 @@ _HINT_PATTERNS: Final = tuple(re.compile(pattern) for pattern in (
 
 
 class LineBatch:
-    """Lines of ASCII text, none holding a newline, joined by newlines: one search
-    over all of them tells which lines hold what, instead of a search a line
-    (whose own cost, not the text's length, is most of the time of a short line).
+    """Lines of ASCII text joined by newlines: one search over all of them tells
+    which lines hold what, instead of a search a line (whose own cost, not the
+    text's length, is most of the time of a short line).
 
-    A match of a pattern that cannot match a newline lies inside one line, so
-    :meth:`lines_matching` gives exactly the lines the pattern matches in.
+    A match of a pattern that cannot match a newline (nor look behind one) lies
+    inside one line and sees nothing of another, so :meth:`lines_matching` gives
+    exactly the lines the pattern matches in — a line that holds a newline of
+    its own too: a line's place is counted from the lengths of those before it.
     """
 
     def __init__(self, lines: Sequence[bytes]) -> None:

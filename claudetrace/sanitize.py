@@ -55,11 +55,13 @@ TMP: Final = "/tmp"
 #: Header fields that describe the recording machine and are dropped.
 MACHINE_FIELDS: Final = ("host", "pid", "env")
 
+#: A character JSON writes escaped: a literal holding one may be spelled otherwise.
+_ESCAPED: Final = re.compile(r'["\\\x00-\x1f]')
+#: The escapes after which a JSON string's text is not spelled as itself.
+_ESCAPES: Final = re.compile(rb"\\[u/]")
 # A path starts where no path name precedes it ("/app" is not in "/usr/app") and
 # ends where a name cannot continue; a trailing '.' ends it only when no name
 # character follows ("in /x/proj." vs "/x/proj.txt").
-#: A character JSON writes escaped: a literal holding one may be spelled otherwise.
-_ESCAPED: Final = re.compile(r'["\\\x00-\x1f]')
 _PATH_START: Final = r"(?<![A-Za-z0-9_.\-])"
 _PATH_END: Final = r"(?![A-Za-z0-9_\-]|\.[A-Za-z0-9_])"
 
@@ -205,25 +207,24 @@ class Sanitizer:
 
     def _suspects(self, lines: Sequence[bytes]) -> set[int] | range:
         """Indices of ``lines`` that :meth:`_untouched` may not hold for; every
-        other line it holds for.  ASCII lines without a newline (nearly all) are
-        searched together, in a :class:`~claudetrace.redact.LineBatch`, for what
-        :meth:`_untouched` looks for in each: the ``\\u`` and ``\\/`` escapes,
-        the literals (ASCII text is its own UTF-8), and the secrets' hints."""
+        other line it holds for.  ASCII lines (nearly all) are searched together,
+        in a :class:`~claudetrace.redact.LineBatch`, for what :meth:`_untouched`
+        looks for in each: the ``\\u`` and ``\\/`` escapes, the literals (ASCII
+        text is its own UTF-8; none holds a newline: see ``_glance``), and the
+        secrets' hints."""
         if not self._glance:
             return range(len(lines))
         batch = LineBatch(lines)
-        if batch.text.isascii() and batch.text.count(b"\n") == len(lines) - 1:
-            apart: list[int] = []
-            together = list(range(len(lines)))
-        else:
-            apart = []
+        apart: list[int] = []
+        together: Sequence[int] = range(len(lines))
+        if not batch.text.isascii():
             together = []
             for index, line in enumerate(lines):
-                (together if line.isascii() and b"\n" not in line else apart).append(index)
+                (together if line.isascii() else apart).append(index)
             batch = LineBatch([lines[index] for index in together])
-        found: set[int] = set()
-        for needle in (b"\\u", b"\\/", *(literal.encode() for literal in self.literals)):
-            found.update(batch.lines_matching(re.compile(re.escape(needle))))
+        found: set[int] = set(batch.lines_matching(_ESCAPES))
+        for literal in self.literals:
+            found.update(batch.lines_matching(re.compile(re.escape(literal.encode()))))
         if self.secrets:
             found |= lines_may_hold_secret(batch)
         suspects = {together[index] for index in found}

@@ -15,6 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from claudetrace.cassette import (
+    dumps_record,
+    event_line,
+    event_lines,
+    event_record,
     iter_cassette,
     new_header,
     parse_record,
@@ -268,3 +272,17 @@ def test_reading_a_record_from_bytes_is_parsing_it(line: str) -> None:
     fast = outcome(lambda: read_record(line.encode(), path="c", line=2))
     general = outcome(lambda: parse_record(line, path="c", line=2))
     assert fast == general
+
+
+@settings(max_examples=200, deadline=None)
+@given(page=st.lists(st.tuples(st.integers(0, 2**31 - 1), st.sampled_from(["in", "out", "err"]),
+                               st.integers(0, 2**63 - 1), line_bytes, st.booleans()),
+                     max_size=6))
+def test_a_page_of_lines_is_spelled_as_each_line_alone(
+    page: list[tuple[int, str, int, bytes, bool]],
+) -> None:
+    columns = tuple(zip(*page, strict=True)) or ((), (), (), (), ())
+    lines = event_lines(*columns)
+    assert lines == [event_line(*row) for row in page]
+    assert lines == [dumps_record(event_record(Event(*row))) + "\n"  # type: ignore[arg-type]
+                     for row in page]

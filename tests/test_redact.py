@@ -109,7 +109,7 @@ def test_env_keeps_names_and_only_allowlisted_values() -> None:
 
 
 _HINT_TEXT = st.lists(st.sampled_from(
-    [*"abcehjkpstwxy_-=:/ \"\\", "sk-", "SK-", "ghp_", "gho_", "ghx_", "github_pat_", "xox",
+    [*"abcehjkpstwxy_-=:/ \"\\\n", "sk-", "SK-", "ghp_", "gho_", "ghx_", "github_pat_", "xox",
      "AKIA", "eyJ", "Bearer", "api", "api_", "api-", "key", "KEY", "token", "tokens",
      "secret", "passw", "PASSWD", "auth", "credential", "CREDENTIALS_", "ak", "ia"]),
     max_size=24).map("".join)

@@ -279,7 +279,7 @@ def export(session: str, db_url: str | None, fmt: str, output: str, no_redact: b
     Secrets in the lines are redacted unless --no-redact; a file written is
     readable by its owner only.
     """
-    from ..cassette import write_cassette_lines
+    from ..cassette import write_cassette_pages
     from ..progress import track
 
     store = read_store(db_url)
@@ -291,27 +291,28 @@ def export(session: str, db_url: str | None, fmt: str, output: str, no_redact: b
     header = store.cassette_header(rec)
     if redactor is not None:
         header = {**redactor.value(header), "redacted": True}
-    lines = _cassette_lines(store.iter_line_pages(rec.id), redactor)
-    with track(lines, f"exporting {rec.id}", total=rec.event_count, unit="events") as shown:
-        count = write_cassette_lines(sys.stdout if output == "-" else output, header, shown)
+    pages = _cassette_pages(store.iter_line_pages(rec.id), redactor)
+    with track(pages, f"exporting {rec.id}", total=rec.event_count, unit="events",
+               size=len) as shown:
+        count = write_cassette_pages(sys.stdout if output == "-" else output, header, shown)
     if output == "-":
         sys.stdout.flush()
     else:
         click.echo(f"wrote {count} events of {rec.id} to {output}", err=True)
 
 
-def _cassette_lines(pages: Iterator[Sequence[tuple[Any, ...]]], redactor: Sanitizer | None,
-                    ) -> Iterator[str]:
-    """The cassette lines of pages of ``(seq, direction, t_ns, data, eol)``: each
-    page's columns taken apart at once, its lines redacted together
+def _cassette_pages(pages: Iterator[Sequence[tuple[Any, ...]]], redactor: Sanitizer | None,
+                    ) -> Iterator[list[str]]:
+    """The cassette lines of pages of ``(seq, direction, t_ns, data, eol)``, a page
+    at a time: its columns taken apart at once, its lines redacted together
     (:meth:`Sanitizer.lines`) unless no ``redactor``."""
-    from ..cassette import event_line
+    from ..cassette import event_lines
 
     for page in pages:
         seqs, directions, times, datas, eols = zip(*page, strict=True)
         if redactor is not None:
             datas = tuple(redactor.lines(datas))
-        yield from map(event_line, seqs, directions, times, datas, eols)
+        yield event_lines(seqs, directions, times, datas, eols)
 
 
 def _redactor(rec: Any) -> Any:
