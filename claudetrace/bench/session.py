@@ -160,6 +160,8 @@ _TARGETS = [
     ("claudetrace show --deltas", 3.0, 1.0),
     ("claudetrace import", 2.0, None),
     ("claudetrace export --no-redact", 2.0, None),
+    # What export does by default: a user exports a recording redacted.
+    ("claudetrace export (redacted)", 2.0, None),
 ]
 
 
