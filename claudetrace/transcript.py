@@ -33,13 +33,22 @@ class Entry(NamedTuple):
     is_error: bool = False
 
 
-#: ``json.dumps(value, ensure_ascii=False)``, with one encoder for every call.
-_dumps: Final = json.JSONEncoder(ensure_ascii=False).encode
+#: ``json.dumps(value, ensure_ascii=False)``, with one encoder for every call.  The
+#: values are parsed JSON, which cannot refer to itself: no check for cycles.
+_dumps: Final = json.JSONEncoder(ensure_ascii=False, check_circular=False).encode
 
 
 def _short(value: Any, limit: int) -> str:
     """``value`` on one line (runs of white space made one space), cut to ``limit``."""
-    text = value if isinstance(value, str) else _dumps(value)
+    if isinstance(value, str):
+        text = value
+    else:
+        text = _dumps(value)
+        # The encoder escapes every control character and puts one space after
+        # a separator: ASCII output without two spaces in a row has no white
+        # space to collapse (the common case, e.g. every streaming delta).
+        if text.isascii() and "  " not in text:
+            return text if len(text) <= limit else text[: limit - 1] + "…"
     if len(text) > 4 * limit + 8:
         # Collapsing a prefix gives a prefix of the whole collapsed text; when it
         # is already too long, the rest of a long text need not be looked at.

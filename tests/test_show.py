@@ -18,8 +18,10 @@ from click.testing import CliRunner, Result
 
 from claudetrace.cassette import read_cassette
 from claudetrace.cli import cli
+from claudetrace.model.events import Event
 from claudetrace.store import Store
 from claudetrace.terminal import Painter, visible
+from claudetrace.transcript import entries
 
 FIXTURES = Path(__file__).parent / "fixtures"
 #: Every fixture recording the transcript goldens were made from.
@@ -199,3 +201,27 @@ def test_show_reads_a_big_recording_a_page_at_a_time(
     invoke("show", ids[0], "--db", str(db_path))  # imports and caches, outside the measurement
     peaks = [_peak_of_show(db_path, rid, args) for rid in ids]
     assert big > 30_000_000 and peaks[1] < peaks[0] * 1.3 and peaks[1] < big / 3, (big, peaks)
+
+
+@pytest.mark.parametrize("text", [
+    "plain",
+    "two  spaces",
+    "tab\tnewline\nspaces   ",
+    "no-break\u00a0space, ideographic\u3000space, NEL\u0085",
+    "été, 日本語",
+    "x" * 2000,
+    "y " * 700,
+    "  " + "z" * 1300,
+])
+@pytest.mark.parametrize("width", [5, 40, 300])
+def test_a_delta_is_its_json_on_one_line_cut_to_the_width(text: str, width: int) -> None:
+    # The rule the quick paths keep: json.dumps of the line (non-ASCII as it is),
+    # every run of white space one space, cut to the width with an ellipsis.
+    line = {"type": "stream_event", "event": {"type": "content_block_delta", "index": 0,
+            "delta": {"type": "text_delta", "text": text}}, "n": [1, 2.5, None, True, {}]}
+    event = Event(0, "out", 1_000, json.dumps(line, separators=(",", ":")).encode())
+    whole = " ".join(json.dumps(line, ensure_ascii=False).split())
+    expected = whole if len(whole) <= width else whole[: width - 1] + "…"
+    assert [e.text for e in entries([event], width=width)] == []
+    shown = entries([event], width=width, include_deltas=True)
+    assert [(e.role, e.text) for e in shown] == [("system", f"stream_event: {expected}")]
