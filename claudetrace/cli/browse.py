@@ -195,8 +195,16 @@ def _show_transcript(store: Any, recording_id: str, out: Any, paint: Any, *, wid
     from ..terminal import visible
     from ..transcript import FOLDED, iter_entries
 
-    rows = store.iter_event_rows(recording_id, skip_types=() if deltas else tuple(FOLDED))
-    events = (Event(*row) for row in rows)
+    if deltas:
+        # Every line, as export reads them (on SQLite without SQLAlchemy's rows);
+        # the transcript needs no line's wall clock nor its end of line.
+        events: Iterable[Event] = (
+            Event(seq, direction, t_ns, data)
+            for page in store.iter_line_pages(recording_id)
+            for seq, direction, t_ns, data, _eol in page)
+    else:
+        events = (Event(*row) for row in
+                  store.iter_event_rows(recording_id, skip_types=tuple(FOLDED)))
     styles = {role: paint(f"{role:>10}", style) for role, style in _ROLE_STYLES.items()}
 
     def lines() -> Iterator[str]:
