@@ -545,19 +545,30 @@ PIPE_BYTES: Final = 1 << 20
 
 
 def start_writer(url: str, *, kept_in: str | None = None,
-                 busy_timeout_s: float | None = None) -> subprocess.Popen[bytes]:
+                 busy_timeout_s: float | None = None,
+                 lock_fd: int | None = None) -> subprocess.Popen[bytes]:
     """Start ``python -m claudetrace.store.writer`` for the database ``url`` (its
     requests on its stdin, its replies on its stdout: see
     :class:`~claudetrace.store.writer.WriterProcess`).  The URL goes in
     ``$CLAUDETRACE_DB``, not argv, where other users could read a password.
-    ``kept_in``: where the data waits while the database cannot be opened."""
+    ``kept_in``: where the data waits while the database cannot be opened.
+
+    ``lock_fd``: the capture file's lock, which the child holds too until its
+    requests end.  A writer outlives an indexer that was killed (it finishes
+    what it was sent): while it may still commit, no reader may take the
+    capture over and store it again.  The child runs in a session of its own,
+    so a Ctrl-C at the terminal (meant for ``claudetrace import``, say) does not
+    stop it halfway: its parent ends it by closing its requests."""
     argv = [sys.executable, "-m", "claudetrace.store.writer"]
     if kept_in is not None:
         argv += ["--kept-in", kept_in]
     if busy_timeout_s is not None:
         argv += ["--busy-timeout", str(busy_timeout_s)]
+    if lock_fd is not None:
+        argv += ["--lock-fd", str(lock_fd)]
     process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               env={**os.environ, DB_ENV: url})
+                               env={**os.environ, DB_ENV: url}, start_new_session=True,
+                               pass_fds=() if lock_fd is None else (lock_fd,))
     for pipe in (process.stdin, process.stdout):
         if pipe is not None:
             with contextlib.suppress(AttributeError, OSError):
@@ -628,7 +639,8 @@ def main(argv: list[str] | None = None) -> int:
     # writes are made here.
     url = resolve_url(args.db)
     try:
-        writer: subprocess.Popen[bytes] | None = start_writer(url, kept_in=str(args.capture))
+        writer: subprocess.Popen[bytes] | None = start_writer(
+            url, kept_in=str(args.capture), lock_fd=lock_fd)
     except OSError as exc:
         _say(f"cannot start the writer ({exc.strerror or exc}); storing without it")
         writer = None

@@ -304,3 +304,41 @@ def test_events_of_a_missing_recording_are_refused_without_a_foreign_key(pg_url:
         assert store.count_events(ghost.id) == 0
     finally:
         store.close()
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_a_recording_deleted_while_a_batch_is_written_leaves_no_lines(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Without the foreign key's cascade (migration 0005), the delete takes the
+    # recording's row first: the batch in flight commits, then goes with it.
+    import threading
+    import time
+
+    from claudetrace.store import Store, event_rows
+
+    writing, deleting = open_store(pg_url), open_store(pg_url)
+    info = RecordingInfo.start(["claude", "-p"])
+    writing.create_recording(info)
+    inserted = threading.Event()
+    insert_rows = Store._insert_rows
+
+    def slow_insert(self: Store, conn: object, table: object,
+                    rows: list[tuple[object, ...]]) -> None:
+        insert_rows(self, conn, table, rows)  # type: ignore[arg-type]
+        inserted.set()
+        time.sleep(0.5)  # the batch's transaction is still open
+
+    monkeypatch.setattr(Store, "_insert_rows", slow_insert)
+    rows, tools = event_rows(info.id, [Event(s, "out", s, b'{"n":%d}' % s) for s in range(100)])
+    batch = threading.Thread(target=writing.write_rows, args=(info.id, rows, tools))
+    try:
+        batch.start()
+        assert inserted.wait(30)
+        deleting.delete_recording(info.id)
+        batch.join()
+        assert deleting.count_events(info.id) == 0
+    finally:
+        batch.join()
+        writing.close()
+        deleting.close()

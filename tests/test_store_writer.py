@@ -4,18 +4,23 @@ through a locked database and a killed child."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from claudetrace.errors import StoreError
 from claudetrace.indexer import start_writer
 from claudetrace.model.events import Event
 from claudetrace.recording import RecordingInfo
 from claudetrace.store import Store, open_store
+from claudetrace.store import writer as writer_module
 from claudetrace.store.writer import WriteFailed, WriterProcess
 
 
@@ -160,3 +165,98 @@ def test_the_log_is_copied_into_the_database_beside_the_writes(db_path: Path) ->
             time.sleep(0.05)
     finally:
         writer.close()
+
+
+#: A writer child that commits each request and is killed before it answers the
+#: first batch of lines from seq $DIE_AT on (a crash between commit and reply).
+DYING_CHILD = """
+import os, pickle, signal, sys
+from claudetrace.store.writer import _read, _REQUEST, _REPLY, _apply, _open
+store = _open(None, 0.2)
+while (request := _read(sys.stdin.buffer, _REQUEST)) is not None:
+    number, body = request
+    op, args = pickle.loads(body)
+    _apply(store, op, args)
+    if op == "write_rows" and args[1][0][1] >= int(os.environ["DIE_AT"]):
+        os.kill(os.getpid(), signal.SIGKILL)
+    answer = pickle.dumps((number, True, None, False))
+    sys.stdout.buffer.write(_REPLY.pack(len(answer)) + answer)
+    sys.stdout.buffer.flush()
+"""
+
+
+def dying_writer(db_path: Path, die_at: int) -> WriterProcess:
+    url = f"sqlite:///{db_path}"
+    open_store(url).close()
+    child = subprocess.Popen([sys.executable, "-c", DYING_CHILD], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE,
+                             env={**os.environ, "CLAUDETRACE_DB": url, "DIE_AT": str(die_at)})
+    return WriterProcess(url, child, busy_timeout_s=0.2)
+
+
+def test_a_batch_committed_by_a_child_that_died_unanswered_is_not_written_twice(
+    db_path: Path,
+) -> None:
+    # A cassette's seqs need only increase (0, 10, 20…): whether the child wrote
+    # the batch is looked up by its first line, not by counting lines.
+    info = RecordingInfo.start(["claude"])
+    writer = dying_writer(db_path, die_at=100)
+    try:
+        writer.create_recording(info)
+        for start in (0, 100, 200):
+            writer.write_batch(info.id, [Event(seq, "out", seq, b"{}")
+                                         for seq in range(start, start + 100, 10)])
+        writer.wait_written()
+    finally:
+        writer.close()
+    assert stored_seqs(db_path, info.id) == list(range(0, 300, 10))
+
+
+def test_a_failure_while_looking_that_up_does_not_forget_to_look(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The database is out of reach for a moment just as the child is found gone:
+    # the retry must still ask whether the child wrote the batch.
+    info = RecordingInfo.start(["claude"])
+    writer = dying_writer(db_path, die_at=0)
+    real_open, failures = writer_module._open, [StoreError("cannot open database: refused")]
+
+    def flaky_open(url: str | None, busy_timeout_s: float) -> Store:
+        if failures:
+            raise failures.pop()
+        return real_open(url, busy_timeout_s)
+
+    monkeypatch.setattr(writer_module, "_open", flaky_open)
+    try:
+        writer.create_recording(info)
+        writer.write_batch(info.id, events(0, 10))
+        with pytest.raises(StoreError, match="refused"):
+            writer.wait_written()
+        writer.wait_written()
+    finally:
+        writer.close()
+    assert stored_seqs(db_path, info.id) == list(range(10))
+
+
+def test_the_writer_holds_the_capture_lock_until_its_requests_end(
+    db_path: Path, tmp_path: Path
+) -> None:
+    # An indexer killed mid-burst leaves its writer to finish what it was sent:
+    # until it has, no reader may take the capture over and store it again.
+    lock_path = tmp_path / "capture.lock"
+    lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(lock_fd, fcntl.LOCK_EX)
+    url = f"sqlite:///{db_path}"
+    writer = WriterProcess(url, start_writer(url, lock_fd=lock_fd))
+    os.close(lock_fd)  # the indexer is gone (or done)
+    other = os.open(lock_path, os.O_RDWR)
+    try:
+        writer.create_recording(RecordingInfo.start(["claude"]))
+        writer.wait_written()
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        writer.close()
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        writer.close()
+        os.close(other)

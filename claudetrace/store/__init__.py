@@ -388,6 +388,13 @@ class Store:
 
     def delete_recording(self, recording_id: str) -> None:
         with _store_errors("delete"), self.engine.begin() as conn:
+            # The recording's row first: a batch being written holds it (``FOR KEY
+            # SHARE``, :func:`_hold_recording`), so its lines are committed before
+            # they are deleted here, and a later batch finds no recording.  (On
+            # PostgreSQL no foreign key does this since migration 0005; SQLite
+            # locks the whole database for a write anyway.)
+            conn.execute(select(_RECORDINGS.c.id).where(_RECORDINGS.c.id == recording_id)
+                         .with_for_update())
             conn.execute(delete(_TOOLS).where(_TOOLS.c.recording_id == recording_id))
             conn.execute(delete(_EVENTS).where(_EVENTS.c.recording_id == recording_id))
             conn.execute(delete(_RECORDINGS).where(_RECORDINGS.c.id == recording_id))
@@ -607,6 +614,14 @@ class Store:
                     .where(_EVENTS.c.recording_id == recording_id)
                 ).scalar_one()
             )
+
+    def has_event(self, recording_id: str, seq: int) -> bool:
+        """Whether the recording has a line numbered ``seq``."""
+        with _store_errors("read"), self.engine.connect() as conn:
+            return conn.execute(
+                select(_EVENTS.c.seq).where(_EVENTS.c.recording_id == recording_id,
+                                            _EVENTS.c.seq == seq)
+            ).first() is not None
 
     def recording_info(self, recording_id: str) -> RecordingInfo:
         return self.get(recording_id).info()

@@ -22,6 +22,7 @@ indexer deletes the capture file only after it).  When the child has gone
 from __future__ import annotations
 
 import contextlib
+import os
 import pickle
 import struct
 import subprocess
@@ -90,6 +91,8 @@ class WriterProcess:
         self._unanswered = 0
         #: The child skipped what followed a failure: the pending go again.
         self._resend = False
+        #: The child went without answering the first pending request: it may be done.
+        self._maybe_written = False
         self._process = process
         if process is not None:
             assert process.stdin is not None and process.stdout is not None
@@ -172,7 +175,8 @@ class WriterProcess:
         if reply is None:  # the child has gone
             self._reap()
             self._unanswered = 0
-            self._write_here(maybe_written=True)
+            self._maybe_written = True
+            self._write_here()
             return
         self._unanswered -= 1
         number, done, message, transient = reply
@@ -190,15 +194,16 @@ class WriterProcess:
         self._resend = True
         raise WriteFailed(message, transient=transient)
 
-    def _write_here(self, *, maybe_written: bool = False) -> None:
+    def _write_here(self) -> None:
         """The child has gone: write what it left in this process, in order.
-        ``maybe_written``: it may have written the first before it went."""
+        The first may have been written by the child before it went: that is
+        looked up (until it succeeds; a failure here is raised and retried)."""
         while self._pending:
             op, args = pickle.loads(self._pending[0][1])
             store = self._local_store()
-            if not (maybe_written and _written_already(store, op, args)):
+            if not (self._maybe_written and _written_already(store, op, args)):
                 _apply(store, op, args)
-            maybe_written = False
+            self._maybe_written = False
             self._pending.popleft()
 
     def _local_store(self) -> Store:
@@ -254,7 +259,7 @@ def _written_already(store: Store, op: str, args: tuple[Any, ...]) -> bool:
         return True
     if op == "write_rows":
         recording_id, rows = args[0], args[1]
-        return bool(rows) and store.count_events(recording_id) > rows[0][1]
+        return bool(rows) and store.has_event(recording_id, rows[0][1])
     return False
 
 
@@ -269,10 +274,12 @@ def _apply(store: Store, op: str, args: tuple[Any, ...]) -> None:
 
 
 def _serve(requests: IO[bytes], replies: IO[bytes], busy_timeout_s: float,
-           kept_in: str | None) -> None:
+           kept_in: str | None, lock_fd: int | None = None) -> None:
     """The child: carry out each request in order and answer it, until the
     requests end.  After a failure, the requests that follow are skipped
-    until the failed one comes again."""
+    until the failed one comes again.  ``lock_fd`` (the capture file's lock,
+    shared with the indexer) is closed once the requests have ended: nothing
+    more will be committed then, whether the indexer is done or was killed."""
     store: Store | None = None
     told = False
 
@@ -312,6 +319,9 @@ def _serve(requests: IO[bytes], replies: IO[bytes], busy_timeout_s: float,
             replies.write(_REPLY.pack(len(answer)) + answer)
             replies.flush()
     finally:
+        if lock_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(lock_fd)
         checkpoints.stop()
         if store is not None:
             store.close()
@@ -370,13 +380,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="claudetrace.store.writer")
     parser.add_argument("--busy-timeout", type=float, default=BUSY_TIMEOUT_S)
     parser.add_argument("--kept-in")
+    parser.add_argument("--lock-fd", type=int)
     args = parser.parse_args(argv)
     # Its parent decides when writing ends (by closing stdin): a Ctrl-C meant for
     # the CLI must not stop it halfway.
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, signal.SIG_IGN)
     try:
-        _serve(sys.stdin.buffer, sys.stdout.buffer, args.busy_timeout, args.kept_in)
+        _serve(sys.stdin.buffer, sys.stdout.buffer, args.busy_timeout, args.kept_in,
+               args.lock_fd)
     except BrokenPipeError:  # the parent has gone: nobody waits for the answers
         return 0
     except BaseException as exc:  # the parent writes the rest itself
