@@ -57,9 +57,8 @@ RECORD_RETRIES: Final = 2
 
 _CASSETTE_KEY = pytest.StashKey["ClaudeCassette"]()
 _REPORTS_KEY = pytest.StashKey[dict[str, pytest.TestReport]]()
-_FORCE_RECORD_KEY = pytest.StashKey[bool]()
 _USED_KEY = pytest.StashKey[set[Path]]()
-_RERECORDED_KEY = pytest.StashKey[list[tuple[str, bool]]]()
+_RERECORDED_KEY = pytest.StashKey[list[tuple[str, "ClaudeCassette"]]]()
 
 
 # -- pure helpers ------------------------------------------------------------------
@@ -259,32 +258,42 @@ def pytest_runtest_makereport(
     return report
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
-    """``new_episodes``: a test whose replay diverged is run again, recording."""
-    if MARKER not in _fixturenames(item) and "claude_cli" not in _fixturenames(item):
-        return None
-    from _pytest.runner import runtestprotocol
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    """``new_episodes``: a test whose replay diverged is run again, recording.
 
-    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-    reports = runtestprotocol(item, nextitem=nextitem, log=False)
+    The test body runs a second time within the same call, against the real
+    CLI: the cassette's ``claude`` (the same path the test was given) becomes a
+    recording one, and the call's outcome is that of the second run.  The
+    test's other fixtures are those of the first run (set up once, as for any
+    call).  A divergence reported only after the body has ended (when the host
+    closes the CLI later, at a fixture's teardown) fails the test instead.
+    """
+    try:
+        result = yield
+    except (Exception, pytest.fail.Exception):
+        if not _rerecord_due(item):
+            raise
+    else:
+        if not _rerecord_due(item):
+            return result
+    cassette = item.stash[_CASSETTE_KEY]
+    cassette.action = "record"
+    cassette.previous = _read_previous(cassette.path)
+    cassette.report_path = None
+    _prepare_recording(cassette, item.config)
+    item.config.stash[_RERECORDED_KEY].append((item.nodeid, cassette))
+    item.runtest()
+
+
+def _rerecord_due(item: pytest.Item) -> bool:
     cassette = item.stash.get(_CASSETTE_KEY, None)
-    if (
+    return (
         cassette is not None
         and cassette.mode is RecordMode.NEW_EPISODES
         and not cassette.recording
         and cassette.divergence() is not None
-    ):
-        item.stash[_FORCE_RECORD_KEY] = True
-        item.stash[_REPORTS_KEY] = {}
-        reports = runtestprotocol(item, nextitem=nextitem, log=False)
-        again = item.stash.get(_CASSETTE_KEY, None)
-        saved = again is not None and again.saved
-        item.config.stash[_RERECORDED_KEY].append((item.nodeid, saved))
-    for report in reports:
-        item.ihook.pytest_runtest_logreport(report=report)
-    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
-    return True
+    )
 
 
 def _fixturenames(item: pytest.Item) -> Sequence[str]:
@@ -295,8 +304,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     rerecorded = config.stash.get(_RERECORDED_KEY, [])
     if rerecorded:
         terminalreporter.section("claude cassettes re-recorded (new_episodes)")
-        for nodeid, saved in rerecorded:
-            if saved:
+        for nodeid, cassette in rerecorded:
+            if cassette.saved:
                 terminalreporter.line(f"{nodeid}: diverged from its cassette, recorded again")
             else:
                 terminalreporter.line(
@@ -346,7 +355,7 @@ def claude_cassette(
     folder = cassette_dir(config)
     path = cassette_path(folder, Path(str(item.path)), item.nodeid, kwargs.get("path"))
     config.stash[_USED_KEY].add(path)
-    action = "record" if item.stash.get(_FORCE_RECORD_KEY, False) else plan(mode, path.is_file())
+    action = plan(mode, path.is_file())
     if action == "missing":
         pytest.fail(
             f"claude cassette {path} does not exist and the record mode is 'none' "

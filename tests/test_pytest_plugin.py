@@ -8,12 +8,14 @@ inner tests drive the CLI as an SDK host would: initialize, one user turn, EOF.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
+import claudetrace
 from claudetrace.cassette import read_cassette
 from claudetrace.pytest_plugin import cassette_name, cassette_path, format_divergence
 from claudetrace.replay import Divergence, DivergenceKind
@@ -444,3 +446,12 @@ def test_real_sdk_records_through_the_real_cli_then_replays_offline(
     assert read_cassette(cassette).header["claude_code_version"]
 
     replay_sdk_test_offline(pytester, monkeypatch)
+
+
+def test_the_package_uses_no_private_module_of_pytest() -> None:
+    # Dependencies are used through their public API only.
+    package = Path(claudetrace.__file__).parent
+    offenders = [str(path.relative_to(package)) for path in sorted(package.rglob("*.py"))
+                 if re.search(r"^\s*(from|import)\s+_pytest\b", path.read_text(encoding="utf-8"),
+                              re.MULTILINE)]
+    assert offenders == []
