@@ -48,14 +48,18 @@ def _short(value: Any, limit: int) -> str:
         # a separator: ASCII output without two spaces in a row has no white
         # space to collapse (the common case, e.g. every streaming delta).
         if text.isascii() and "  " not in text:
-            return text if len(text) <= limit else text[: limit - 1] + "…"
+            return _cut(text, limit)
     if len(text) > 4 * limit + 8:
         # Collapsing a prefix gives a prefix of the whole collapsed text; when it
         # is already too long, the rest of a long text need not be looked at.
         head = " ".join(text[: 4 * limit].split())
         if len(head) > limit:
-            return head[: limit - 1] + "…"
-    text = " ".join(text.split())
+            return _cut(head, limit)
+    return _cut(" ".join(text.split()), limit)
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, the last an ellipsis when it was longer."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain, islice
 from typing import Any, cast
 
@@ -557,20 +557,16 @@ class Store:
             # equals a type it was not).
             stmt = stmt.where(or_(c.type.is_(None), c.type.not_in(list(skip_types))))
         stmt = stmt.order_by(c.seq)
-        next_seq = start_seq
-        remaining = limit
-        while remaining is None or remaining > 0:
-            page = chunk if remaining is None else min(chunk, remaining)
+
+        def read(next_seq: int, page: int) -> Sequence[Any]:
             with _store_errors("read"), self.engine.connect() as conn:
                 rows: Sequence[Any] = conn.execute(stmt.where(c.seq >= next_seq).limit(page)).all()
             if rows and type(rows[0][3]) is not bytes:  # a driver's memoryview
                 rows = [(s, d, t, bytes(b), e, w) for s, d, t, b, e, w in rows]
+            return rows
+
+        for rows in _seq_pages(read, start_seq, limit, chunk):
             yield from rows
-            if len(rows) < page:
-                return
-            next_seq = rows[-1][0] + 1
-            if remaining is not None:
-                remaining -= len(rows)
 
     def iter_line_pages(self, recording_id: str, *, chunk: int = 2000,
                         ) -> Iterator[Sequence[tuple[int, Direction, int, bytes, Any]]]:
@@ -589,21 +585,20 @@ class Store:
             return
         sql = ("SELECT seq, direction, t_ns, data, eol FROM events"
                " WHERE recording_id = ? AND seq >= ? ORDER BY seq LIMIT ?")
-        next_seq = 0
-        while True:
+
+        def read(next_seq: int, page: int) -> Sequence[Any]:
             with _store_errors("read"), self.engine.connect() as conn:
                 driver = conn.connection.driver_connection
                 assert driver is not None
                 cursor = driver.cursor()
                 try:
-                    rows = cursor.execute(sql, (recording_id, next_seq, chunk)).fetchall()
+                    rows: Sequence[Any] = cursor.execute(
+                        sql, (recording_id, next_seq, page)).fetchall()
+                    return rows
                 finally:
                     cursor.close()
-            if rows:
-                yield rows
-            if len(rows) < chunk:
-                return
-            next_seq = rows[-1][0] + 1
+
+        yield from _seq_pages(read, 0, None, chunk)
 
     def count_events(self, recording_id: str) -> int:
         with _store_errors("read"), self.engine.connect() as conn:
@@ -702,6 +697,26 @@ class _WritingThread:
 
     def close(self) -> None:
         self._thread.shutdown(wait=True)
+
+
+def _seq_pages(read: Callable[[int, int], Sequence[Any]], start_seq: int, limit: int | None,
+               chunk: int) -> Iterator[Sequence[Any]]:
+    """Rows whose first column is ``seq``, in its order from ``start_seq`` (at most
+    ``limit`` of them), a page of up to ``chunk`` at a time: ``read(next_seq, n)``
+    gives the first ``n`` from ``next_seq`` on, each page in a short read of its
+    own, so memory stays one page whatever the recording's size."""
+    next_seq = start_seq
+    remaining = limit
+    while remaining is None or remaining > 0:
+        page = chunk if remaining is None else min(chunk, remaining)
+        rows = read(next_seq, page)
+        if rows:
+            yield rows
+        if len(rows) < page:
+            return
+        next_seq = rows[-1][0] + 1
+        if remaining is not None:
+            remaining -= len(rows)
 
 
 def _hold_recording(conn: Connection, recording_id: str) -> None:
