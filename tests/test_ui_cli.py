@@ -33,6 +33,9 @@ def test_streamlit_command_binds_where_asked() -> None:
     assert argv[argv.index("--server.address") + 1] == "127.0.0.1"
     assert argv[argv.index("--server.port") + 1] == "8600"
     assert argv[argv.index("--browser.gatherUsageStats") + 1] == "false"
+    # No per-run source watching or full collection holding back the page's elements.
+    assert argv[argv.index("--server.fileWatcherType") + 1] == "none"
+    assert argv[argv.index("--runner.postScriptGC") + 1] == "false"
     assert "--server.port" not in streamlit_argv(Path("app.py"), "127.0.0.1", None, headless=True)
 
 
