@@ -232,3 +232,36 @@ def test_lost_bytes_are_shown_beside_the_status(
     [status] = [m for m in at.metric if m.label == "Status"]
     assert status.value == "incomplete" and status.delta == "4,096 bytes lost"
     assert "4096 bytes of the capture were lost" in all_text(at)
+
+
+def _head_start_script() -> None:
+    import time
+
+    import streamlit as st
+
+    from claudetrace.ui.views import common
+
+    if st.query_params.get("listed"):
+        common.metrics_drawn()
+    start = time.monotonic()
+    with common.drawn_first(0.4):
+        pass
+    st.text(f"{time.monotonic() - start:.3f}")
+
+
+def test_a_new_browser_page_gets_a_head_start_for_its_header_once() -> None:
+    at = AppTest.from_function(_head_start_script, default_timeout=60).run()
+    assert float(at.text[0].value) >= 0.4  # a new page: what follows the header waits
+    at.run()
+    assert float(at.text[0].value) < 0.4  # the page has drawn metrics: nothing waits
+    at = AppTest.from_function(_head_start_script, default_timeout=60)
+    at.query_params["listed"] = "1"
+    at.run()
+    assert float(at.text[0].value) < 0.4  # the session list drew metrics already
+
+
+def test_the_session_list_notes_its_metrics_drawn(app: AppTest) -> None:
+    from claudetrace.ui.views.common import METRICS_DRAWN
+
+    at = run(app)
+    assert at.metric and at.session_state[METRICS_DRAWN] is True

@@ -10,7 +10,7 @@ from __future__ import annotations
 import gc
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import streamlit as st
@@ -22,7 +22,7 @@ from claudetrace.store import Recording, Store
 from claudetrace.store import browse as queries
 from claudetrace.ui.controlplane import ControlRow, control_rows
 from claudetrace.ui.conversation import Item, LazyConversation, ToolCall
-from claudetrace.ui.timeline import LazyTimeline, waterfall_figure
+from claudetrace.ui.timeline import LazyTimeline, TimelineRow, waterfall_figure
 from claudetrace.ui.views import common
 from claudetrace.ui.views.common import money, param, plain, seconds, set_params, when
 
@@ -76,6 +76,9 @@ def _body(db: Store, recording_id: str, rec: Recording | None = None) -> None:
     tab = param("tab", "conversation")
     if tab not in TABS:
         tab = "conversation"
+    with common.drawn_first():
+        # The tab's reads (kept by the caches) while the browser draws the header.
+        _READS[tab](db, rec)
     picked = st.segmented_control(
         "View",
         list(TABS),
@@ -162,11 +165,17 @@ def _lazy_conversation(
     return LazyConversation(read, step=CONVERSATION_STEP)
 
 
-def _conversation(db: Store, rec: Recording) -> None:
+def _conversation_part(db: Store, rec: Recording) -> tuple[int, list[Item], int | None]:
+    """The part of the conversation the URL asks for: its first line, items, the next part's."""
     start = common.int_param("from")
     conversation = _lazy_conversation(db, rec.id, rec.event_count, rec.ended_ns is not None)
     with _no_gc_pauses():
         items, following = conversation.part(start, CONVERSATION_PAGE)
+    return start, items, following
+
+
+def _conversation(db: Store, rec: Recording) -> None:
+    start, items, following = _conversation_part(db, rec)
     if start:
         st.caption(f"Showing from line {start}.")
         if st.button("⟲ From the start", key="conv_start"):
@@ -294,11 +303,17 @@ def _lazy_timeline(
     return LazyTimeline(rec.info(), read, step=TIMELINE_STEP)
 
 
-def _timeline(db: Store, rec: Recording) -> None:
+def _timeline_rows(db: Store, rec: Recording) -> tuple[LazyTimeline, int, list[TimelineRow]]:
+    """The timeline, the part the URL asks for and the rows built as far as it needs."""
     timeline = _lazy_timeline(db, rec.id, rec.event_count, rec.ended_ns is not None)
     part = common.int_param("part", 1) or 1
     with st.spinner("Building spans…"), _no_gc_pauses():
         rows = timeline.rows(part * TIMELINE_PAGE + 1)
+    return timeline, part, rows
+
+
+def _timeline(db: Store, rec: Recording) -> None:
+    timeline, part, rows = _timeline_rows(db, rec)
     if not rows:
         st.info("No spans.")
         return
@@ -329,8 +344,12 @@ def _control_rows(
         return control_rows(queries.control_events(_db, recording_id))
 
 
+def _control_plane_rows(db: Store, rec: Recording) -> list[ControlRow]:
+    return _control_rows(db, rec.id, rec.event_count, rec.ended_ns is not None)
+
+
 def _control(db: Store, rec: Recording) -> None:
-    rows = _control_rows(db, rec.id, rec.event_count, rec.ended_ns is not None)
+    rows = _control_plane_rows(db, rec)
     unanswered = [r for r in rows if r.unanswered]
     c1, c2, c3 = st.columns(3)
     c1.metric("Control requests", sum(1 for r in rows if r.request_seq is not None))
@@ -365,8 +384,7 @@ def _raw(db: Store, rec: Recording) -> None:
         default=_list_param("dir", ["in", "out", "err"]),
         key="raw_dir",
     )
-    types = c2.multiselect(
-        "Type", _line_types(db, rec.id, rec.event_count), default=None, key="raw_type")
+    types = c2.multiselect("Type", _raw_types(db, rec), default=None, key="raw_type")
     set_params(dir=",".join(dirs) if set(dirs) != {"in", "out", "err"} else None)
     unfiltered = set(dirs) == {"in", "out", "err"} and not types
     total = (rec.event_count if unfiltered
@@ -389,6 +407,10 @@ def _raw(db: Store, rec: Recording) -> None:
         mime="application/x-ndjson",
         key="download",
     )
+
+
+def _raw_types(db: Store, rec: Recording) -> list[str]:
+    return _line_types(db, rec.id, rec.event_count)
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
@@ -425,6 +447,16 @@ def _expand_line(db: Store, rec: Recording, first_seq: int) -> None:
         st.json(ev.obj, expanded=2)
     else:
         st.code(ev.text[:50000], language=None, wrap_lines=True)
+
+
+#: Per tab, what it reads that can take long (kept by the caches), read before the
+#: tab draws anything.
+_READS: dict[str, Callable[[Store, Recording], object]] = {
+    "conversation": _conversation_part,
+    "timeline": _timeline_rows,
+    "control": _control_plane_rows,
+    "raw": _raw_types,
+}
 
 
 def _cassette_bytes(db: Store, recording_id: str) -> bytes:

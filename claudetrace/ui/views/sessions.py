@@ -117,6 +117,7 @@ def _list_body(filters: Filters) -> None:
         "p95 duration", "—" if summary.p95_duration_s is None else f"{summary.p95_duration_s:.2f} s"
     )
     c5.metric("Running", summary.running)
+    common.metrics_drawn()  # a session opened from here shows its header at once
     if not rows:
         if db.count_recordings() == 0:
             st.info(
