@@ -12,11 +12,13 @@ size starts at once and holds one event at a time.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Final, NamedTuple
 
+import msgspec
+
 from .model.content import message_blocks
-from .model.events import Event
+from .model.events import MAX_DEPTH, Event
 
 #: Types whose lines are summarised elsewhere (deltas) or pure noise in a transcript.
 FOLDED: Final = frozenset({"stream_event", "keep_alive"})
@@ -38,12 +40,62 @@ class Entry(NamedTuple):
 _dumps: Final = json.JSONEncoder(ensure_ascii=False, check_circular=False).encode
 
 
-def _short(value: Any, limit: int) -> str:
-    """``value`` on one line (runs of white space made one space), cut to ``limit``."""
+class _Float(Exception):
+    """A float in a line :func:`_float_free_object` reads."""
+
+
+def _refuse_float(text: str) -> float:
+    raise _Float(text)
+
+
+#: msgspec's parse of a JSON text, which stops at its first float (NaN and
+#: Infinity are no JSON to it, and fail anyway).
+_fast_decode: Final = msgspec.json.Decoder(float_hook=_refuse_float).decode
+_fast_encode: Final = msgspec.json.Encoder().encode
+_format: Final = msgspec.json.format
+
+
+def _float_free_object(data: bytes) -> dict[str, Any] | None:
+    """The line's JSON object, as :func:`~claudetrace.model.events.parse_json`
+    reads it, when msgspec's parse (several times faster) is known to give the
+    same; ``None`` when the line is not shown to be such an object.
+
+    msgspec and ``json.loads`` take and refuse the same texts and read them to
+    the same values (duplicate keys too: the last value, in the first key's
+    place; escaped surrogate pairs as their character) but for what is left out
+    here: a line that does not start with ``{`` (a byte order mark, white space,
+    no object), holds a float (whose spelling the two encoders differ on), or
+    may nest deeper than parse_json takes.  A lone surrogate, escaped or not,
+    which parse_json reads and then writes as text, msgspec refuses.  Tests hold
+    the two paths to the same output.
+    """
+    if not data.startswith(b"{"):
+        return None
+    if len(data) > 2 * MAX_DEPTH and data.count(b"[") + data.count(b"{") > MAX_DEPTH:
+        return None
+    try:
+        value = _fast_decode(data)
+    except (ValueError, _Float):  # msgspec.DecodeError, UnicodeDecodeError
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _fast_dumps(value: Any) -> str:
+    """``json.dumps(value, ensure_ascii=False)`` of a part of a value
+    :func:`_float_free_object` gave (no float, no lone surrogate): msgspec's
+    compact JSON with ``json.dumps``'s separators (``, `` and ``: ``), the same
+    escapes (``\\"``, ``\\\\``, ``\\n``… and ``\\u00XX`` for other control characters,
+    nothing else) and integers of any size alike."""
+    return _format(_fast_encode(value), indent=0).decode()
+
+
+def _short(value: Any, limit: int, dumps: Callable[[Any], str] = _dumps) -> str:
+    """``value`` on one line (runs of white space made one space), cut to ``limit``;
+    ``dumps`` writes a value that is not a string as ``json.dumps`` does."""
     if isinstance(value, str):
         text = value
     else:
-        text = _dumps(value)
+        text = dumps(value)
         # The encoder escapes every control character and puts one space after
         # a separator: ASCII output without two spaces in a row has no white
         # space to collapse (the common case, e.g. every streaming delta).
@@ -74,31 +126,34 @@ def iter_entries(
     events: Iterable[Event], *, width: int = 300, include_deltas: bool = False
 ) -> Iterator[Entry]:
     """The transcript of an event stream, entry by entry as the events are read."""
-    out: list[Entry] = []
-
-    def add(ev: Event, role: str, text: str, is_error: bool = False) -> None:
-        out.append(Entry(ev.seq, ev.t_ns / 1e9, ev.direction, role, text, is_error))
-
     for ev in events:
-        if out:
-            yield from out
-            out.clear()
-        if ev.direction == "err":
-            add(ev, "stderr", _short(ev.text, width))
+        seq, t, direction = ev.seq, ev.t_ns / 1e9, ev.direction
+        if direction == "err":
+            yield Entry(seq, t, direction, "stderr", _short(ev.text, width))
             continue
-        msg = ev.message
+        msg = _float_free_object(ev.data)
+        dumps: Callable[[Any], str] = _dumps
+        if msg is None:
+            msg = ev.message
+        else:
+            dumps = _fast_dumps
         if msg is None:
             label = "empty line" if not ev.data else f"unparsable line ({len(ev.data)} bytes)"
-            add(ev, "raw", f"{label}: {_short(ev.text, width)}" if ev.data else label, True)
+            text = f"{label}: {_short(ev.text, width)}" if ev.data else label
+            yield Entry(seq, t, direction, "raw", text, True)
             continue
         # The line's own type (what ``ev.type`` says, without extracting every field).
         kind = msg.get("type")
         if not isinstance(kind, str):
             kind = None
-        if kind in FOLDED and not include_deltas:
+        if kind in FOLDED:
+            # Streaming deltas (most lines of a session) first: with no branch below.
+            if include_deltas:
+                yield Entry(seq, t, direction, "system", f"{kind}: {_short(msg, width, dumps)}")
             continue
         if kind in ("user", "assistant"):
-            _message_entries(ev, msg, add, width)
+            for role, text, is_error in _message_entries(ev, msg, width):
+                yield Entry(seq, t, direction, role, text, is_error)
         elif kind == "result":
             cost = msg.get("total_cost_usd")
             bits = [str(msg.get("subtype", ""))]
@@ -108,50 +163,54 @@ def iter_entries(
                 bits.append(f"{msg['duration_ms'] / 1000:.2f}s")
             if isinstance(cost, (int, float)):
                 bits.append(f"${cost:.6f}")
-            text = msg.get("result")
-            if isinstance(text, str) and text:
-                bits.append(_short(text, width))
-            add(ev, "result", " · ".join(b for b in bits if b), bool(msg.get("is_error")))
+            result = msg.get("result")
+            if isinstance(result, str) and result:
+                bits.append(_short(result, width))
+            yield Entry(seq, t, direction, "result", " · ".join(b for b in bits if b),
+                        bool(msg.get("is_error")))
         elif kind == "control_request":
             req = msg.get("request") or {}
             detail = (
                 {k: v for k, v in req.items() if k != "subtype"} if isinstance(req, dict) else req
             )
-            who = "host → cli" if ev.direction == "in" else "cli → host"
-            add(ev, "control", f"{who} {ev.subtype} [{ev.request_id}] {_short(detail, width)}")
+            who = "host → cli" if direction == "in" else "cli → host"
+            yield Entry(seq, t, direction, "control",
+                        f"{who} {ev.subtype} [{ev.request_id}] {_short(detail, width, dumps)}")
         elif kind == "control_response":
             resp = msg.get("response") or {}
             body = resp.get("response", resp.get("error")) if isinstance(resp, dict) else resp
-            add(
-                ev,
-                "control",
-                f"↳ {ev.subtype} [{ev.request_id}] {_short(body, width)}",
+            yield Entry(
+                seq, t, direction, "control",
+                f"↳ {ev.subtype} [{ev.request_id}] {_short(body, width, dumps)}",
                 ev.subtype == "error",
             )
         elif kind == "control_cancel_request":
-            add(ev, "control", f"cancel [{ev.request_id}]")
+            yield Entry(seq, t, direction, "control", f"cancel [{ev.request_id}]")
         elif kind == "system":
             rest = {
                 k: v for k, v in msg.items() if k not in ("type", "subtype", "uuid", "session_id")
             }
             sub = msg.get("subtype")
-            add(ev, "system", f"{sub if isinstance(sub, str) else None}: {_short(rest, width)}")
+            yield Entry(seq, t, direction, "system",
+                        f"{sub if isinstance(sub, str) else None}: {_short(rest, width, dumps)}")
         else:
-            add(ev, "system", f"{kind}: {_short(msg, width)}")
-    yield from out
+            yield Entry(seq, t, direction, "system", f"{kind}: {_short(msg, width, dumps)}")
 
 
-def _message_entries(ev: Event, msg: dict[str, Any], add: Any, width: int) -> None:
+def _message_entries(
+    ev: Event, msg: dict[str, Any], width: int
+) -> Iterator[tuple[str, str, bool]]:
+    """A user or assistant message's entries: role, text and whether it is an error."""
     role = str(msg.get("type"))
     sub = " (subagent)" if ev.fields.parent_tool_use_id else ""
     for block in message_blocks(ev):
         if block.kind == "text":
-            add(ev, role + sub, _short(block.text, width))
+            yield role + sub, _short(block.text, width), False
         elif block.kind == "thinking":
-            add(ev, role + sub, f"(thinking) {_short(block.text, width)}")
+            yield role + sub, f"(thinking) {_short(block.text, width)}", False
         elif block.kind == "tool_use":
-            add(ev, "tool" + sub, f"→ {block.name} {_short(block.input or {}, width)}")
+            yield "tool" + sub, f"→ {block.name} {_short(block.input or {}, width)}", False
         elif block.kind == "tool_result":
-            add(ev, "tool" + sub, f"← {_short(block.text, width)}", block.is_error)
+            yield "tool" + sub, f"← {_short(block.text, width)}", block.is_error
         else:
-            add(ev, role + sub, f"{block.label} {_short(block.raw, width)}")
+            yield role + sub, f"{block.label} {_short(block.raw, width)}", False

@@ -207,6 +207,9 @@ def _show_transcript(store: Any, recording_id: str, out: Any, paint: Any, *, wid
                   store.iter_event_rows(recording_id, skip_types=tuple(FOLDED)))
     styles = {role: paint(f"{role:>10}", style) for role, style in _ROLE_STYLES.items()}
 
+    # The time's style around a format: the style's codes hold no braces.
+    stamp = paint("{:8.3f}", "dim").format
+
     def lines() -> Iterator[str]:
         for _seq, t, _direction, role, text, is_error in iter_entries(
                 events, width=width, include_deltas=deltas):
@@ -215,7 +218,7 @@ def _show_transcript(store: Any, recording_id: str, out: Any, paint: Any, *, wid
             else:
                 shown = styles.get(role) or paint(f"{visible(role):>10}",
                                                   _ROLE_STYLES.get(role.split()[0], ""))
-            yield f"{paint(f'{t:8.3f}', 'dim')} {shown} {visible(text)}\n"
+            yield f"{stamp(t)} {shown} {visible(text)}\n"
 
     _write_batched(out, lines(), "")
 
