@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from playwright.sync_api import expect
 
 from claudetrace.cassette import read_cassette, write_cassette
 from claudetrace.cli import cli
@@ -212,22 +213,25 @@ def test_report_in_chromium_offline(browser: Any, store: Store, tmp_path: Path) 
     view = Offline(browser, path)
     try:
         page = view.open()
-        page.get_by_text("I was not allowed to.").first.wait_for(timeout=10_000)
-        assert page.get_by_text("Create created.txt with touch.").first.is_visible()
-        assert page.get_by_text("permission Bash: deny").first.is_visible()
+        # expect() waits for what a click or a keystroke changes (a loaded machine
+        # may draw it a frame later), and fails if it never shows.
+        expect(page.get_by_text("I was not allowed to.").first).to_be_visible(timeout=10_000)
+        expect(page.get_by_text("Create created.txt with touch.").first).to_be_visible()
+        expect(page.get_by_text("permission Bash: deny").first).to_be_visible()
         page.get_by_text("Bash", exact=True).first.click()  # opens the tool call
-        assert page.get_by_text("touch created.txt").first.is_visible()
+        expect(page.get_by_text("touch created.txt").first).to_be_visible()
         page.get_by_role("tab", name="Timeline").click()
-        assert page.locator("#timeline").get_by_text("invoke_agent claude-code").first.is_visible()
+        expect(page.locator("#timeline").get_by_text("invoke_agent claude-code").first
+               ).to_be_visible()
         page.get_by_role("tab", name="Control plane").click()
-        assert page.locator("#control").get_by_text("can_use_tool").first.is_visible()
+        expect(page.locator("#control").get_by_text("can_use_tool").first).to_be_visible()
         page.get_by_role("tab", name="Tokens & cost").click()
-        assert page.locator("#tokens").get_by_text(f"${rec.cost_usd:.6f}").first.is_visible()
+        expect(page.locator("#tokens").get_by_text(f"${rec.cost_usd:.6f}").first).to_be_visible()
         page.get_by_role("tab", name="Conversation").click()
         page.get_by_label("Filter the conversation").fill("not allowed")
-        assert re.fullmatch(r"\d+ of \d+ items", page.locator("#convcount").inner_text())
-        assert page.get_by_text("I was not allowed to.").first.is_visible()
-        assert not page.get_by_text("Create created.txt with touch.").first.is_visible()
+        expect(page.locator("#convcount")).to_have_text(re.compile(r"\d+ of \d+ items"))
+        expect(page.get_by_text("I was not allowed to.").first).to_be_visible()
+        expect(page.get_by_text("Create created.txt with touch.").first).to_be_hidden()
         page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
         view.check()
     finally:
