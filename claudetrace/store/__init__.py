@@ -97,11 +97,19 @@ def event_rows(
     rows: list[tuple[Any, ...]] = []
     tools: list[tuple[Any, ...]] = []
     add_row, add_tool = rows.append, tools.append
+    # One object for equal values of the fields lines repeat (a type, a session,
+    # a request's two lines): pickle writes an object once and then refers to it,
+    # so a batch crosses to the writer process smaller and unpickles in about
+    # half the time there, on the path that bounds the time to queryable.
+    same: dict[str | None, str | None] = {None: None}
+    one = same.setdefault
     for ev in events:
         f = ev.fields
         data = ev.data
-        kind, sub, req, uuid, sid, parent = (f.type, f.subtype, f.request_id, f.uuid,
-                                             f.session_id, f.parent_tool_use_id)
+        kind, sub, req, uuid, sid, parent = (one(f.type, f.type), one(f.subtype, f.subtype),
+                                             one(f.request_id, f.request_id), f.uuid,
+                                             one(f.session_id, f.session_id),
+                                             one(f.parent_tool_use_id, f.parent_tool_use_id))
         # A NUL can only be in a field when the line spells one (``\u0000``).
         if ((kind and len(kind) > 64) or (sub and len(sub) > 64) or (req and len(req) > 128)
                 or (uuid and len(uuid) > 64) or (sid and len(sid) > 64)
