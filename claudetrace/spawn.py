@@ -85,13 +85,15 @@ class Started:
         self.wall_ns = wall_ns
 
 
-def launch(argv: Sequence[str], env: Mapping[str, str]) -> Started:
+def launch(argv: Sequence[str], env: Mapping[str, str],
+           held: HeldInterrupts | None = None) -> Started:
     """Install the signal forwarding and start ``argv``; never raises for a bad command.
 
     The handlers come first: a signal that arrives while the child starts is
-    delivered to it once it runs, instead of killing the proxy.
+    delivered to it once it runs, instead of killing the proxy.  ``held``: the
+    Ctrl-Cs noted since the command began, for the child too.
     """
-    forwarder = SignalForwarder()
+    forwarder = SignalForwarder(held)
     # The wall clock first: a line's time (monotonic, from t0) added to it is
     # then never earlier than the wall clock read when the line came.
     wall = time.time_ns()
@@ -216,14 +218,45 @@ def which(program: str, env: Mapping[str, str]) -> str:
     raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
 
 
+class HeldInterrupts:
+    """Ctrl-C (SIGINT) noted, not raised, from the proxy's first lines until its
+    forwarder takes it (:class:`SignalForwarder`, which sends it to the child).
+
+    Python's own handler raises ``KeyboardInterrupt`` at whatever bytecode runs
+    next, and one raised in code the interpreter calls by itself is printed and
+    dropped ("Exception ignored in"): in an import, a module lock's weakref
+    callback is such code, and the Ctrl-C was lost, the child left to run to its
+    end (one start in a few hundred on a loaded machine).
+    """
+
+    def __init__(self) -> None:
+        self.signals: list[int] = []
+        self.previous: object = None
+        try:  # noqa: SIM105 - contextlib is one import more before the child starts
+            self.previous = signal.signal(signal.SIGINT, self._note)
+        except ValueError:  # not the main thread: signals are not ours to take
+            pass
+
+    def _note(self, signum: int, _frame: object) -> None:
+        self.signals.append(signum)
+
+    def release(self) -> bool:
+        """Put the handler found back; True when a Ctrl-C came meanwhile."""
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)  # type: ignore[arg-type]
+            self.previous = None
+        return bool(self.signals)
+
+
 class SignalForwarder:
     """Forwards SIGINT/SIGTERM/SIGHUP to the child (from the main thread only).
 
     Signals that arrive before the child exists are held and sent as soon as it
-    is attached; once it has been reaped they are ignored.
+    is attached, those ``held`` noted too; once it has been reaped they are
+    ignored.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, held: HeldInterrupts | None = None) -> None:
         self.child: Child | None = None
         self.early: list[int] = []
         self.previous: dict[int, object] = {}
@@ -232,6 +265,12 @@ class SignalForwarder:
                 self.previous[signum] = signal.signal(signum, self._handle)
             except ValueError:  # not the main thread: signals are not ours to take
                 break
+        if held is not None:
+            # What the noting stood in for is what goes back at the end.
+            if held.previous is not None and signal.SIGINT in self.previous:
+                self.previous[signal.SIGINT], held.previous = held.previous, None
+            self.early += held.signals
+            held.signals.clear()
 
     def _handle(self, signum: int, _frame: object) -> None:
         if self.child is None:

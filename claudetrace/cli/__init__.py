@@ -22,16 +22,24 @@ def main(argv: list[str] | None = None) -> Any:
     try:
         args = sys.argv[1:] if argv is None else argv
         prog = os.path.basename(sys.argv[0]) if argv is None else "claudetrace"
-        if prog == "claude" or prog.startswith("claude-"):
-            from .launch import dispatch_as_claude
+        as_claude = prog == "claude" or prog.startswith("claude-")
+        if as_claude or args[:1] == ["proxy"]:
+            # A Ctrl-C from here on is noted for the child, not raised (see
+            # HeldInterrupts); click, should it read the command line, gets it back.
+            from ..spawn import HeldInterrupts
 
-            return dispatch_as_claude(args)
-        if args[:1] == ["proxy"]:
+            held = HeldInterrupts()
+            if as_claude:
+                from .launch import dispatch_as_claude
+
+                return dispatch_as_claude(args, held)
             from .launch import parse_proxy_args, run_and_exit
 
             parsed = parse_proxy_args(args[1:])
             if parsed is not None:  # else click reads it, and says what is wrong
-                run_and_exit(**parsed)
+                run_and_exit(**parsed, held=held)
+            if held.release():
+                interrupted()
     except KeyboardInterrupt:
         # Ctrl-C while the proxy starts, before its forwarder takes SIGINT from
         # Python's own handler (no child runs yet, nothing is recorded), or once

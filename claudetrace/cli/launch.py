@@ -85,13 +85,15 @@ def run_and_exit(
     name: str | None = None,
     tags: dict[str, str] | None = None,
     otel: dict[str, Any] | None = None,
+    held: Any = None,
 ) -> NoReturn:
     """Run the proxy and exit with the child's status (the drop-in contract).
 
     The child is started first; the store is not looked at here at all (the
     indexer opens it, and a database that is wrong or down never keeps the
     child from starting: its capture file waits, and the problem is one line
-    on stderr).
+    on stderr).  ``held``: the Ctrl-Cs noted since the command began
+    (:class:`~claudetrace.spawn.HeldInterrupts`), delivered to the child.
     """
     try:
         open_closed_standard_fds()
@@ -108,9 +110,9 @@ def run_and_exit(
 
             recording_id = new_recording_id()
             extra = child_env(recording_id, environ, flags)
-            started = spawn.launch(argv, {**environ, **extra})
+            started = spawn.launch(argv, {**environ, **extra}, held)
         else:
-            started = spawn.launch(argv, environ)
+            started = spawn.launch(argv, environ, held)
     except KeyboardInterrupt:
         # Python's own SIGINT handler raises this until spawn.launch installs the
         # forwarder (which holds a Ctrl-C that comes later for the child): here no
@@ -160,7 +162,7 @@ def open_closed_standard_fds() -> None:
             setattr(sys, name, open(fd, mode, encoding="utf-8", closefd=False))  # noqa: SIM115
 
 
-def dispatch_as_claude(args: list[str]) -> int:
+def dispatch_as_claude(args: list[str], held: Any = None) -> int:
     """Behave as ``claude`` (argv[0] dispatch): proxy to the real CLI, recording."""
     from ..config import DB_ENV
     from ..errors import ClaudeTraceError
@@ -178,4 +180,4 @@ def dispatch_as_claude(args: list[str]) -> int:
         # Version checks and interactive terminal sessions are not stream-json
         # traffic: hand over to the real CLI untouched.
         os.execv(real, [real, *args])
-    return run_and_exit([real, *args], db=os.environ.get(DB_ENV))
+    return run_and_exit([real, *args], db=os.environ.get(DB_ENV), held=held)
