@@ -156,6 +156,13 @@ def test_tail_follows_real_sessions_as_they_run(
             for count, name in enumerate(("permission_allow", "hooks"), 1):
                 run_scenario(name, shim, fake_api, home=make_home(tmp_path / f"home-{name}"))
                 out.wait_for(" session    ended ok", count, timeout=120)
+            # Each session's own lines, before the tails are stopped: under load a
+            # short session can be stored whole before a tail looks, and an
+            # "ended ok" counted once failed the test on lines still to come
+            # (with the whole output to see, should they never come).
+            for needle in ("prompt     Create created.txt with touch.", "prompt     Echo hooked.",
+                           "hook       PreToolUse round trip", "turn       turn 1 success after"):
+                out.wait_for(needle, timeout=120)
             raw_out.wait_for("── ", 4, timeout=120)
         finally:
             for proc in (tail, raw):
