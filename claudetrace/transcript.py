@@ -18,7 +18,7 @@ from typing import Any, Final, NamedTuple
 import msgspec
 
 from .model.content import message_blocks
-from .model.events import MAX_DEPTH, Event
+from .model.events import Event, may_nest_too_deep
 
 #: Types whose lines are summarised elsewhere (deltas) or pure noise in a transcript.
 FOLDED: Final = frozenset({"stream_event", "keep_alive"})
@@ -71,7 +71,7 @@ def _float_free_object(data: bytes) -> dict[str, Any] | None:
     """
     if not data.startswith(b"{"):
         return None
-    if len(data) > 2 * MAX_DEPTH and data.count(b"[") + data.count(b"{") > MAX_DEPTH:
+    if may_nest_too_deep(data):
         return None
     try:
         value = _fast_decode(data)
@@ -146,10 +146,7 @@ def iter_entries(
         kind = msg.get("type")
         if not isinstance(kind, str):
             kind = None
-        if kind in FOLDED:
-            # Streaming deltas (most lines of a session) first: with no branch below.
-            if include_deltas:
-                yield Entry(seq, t, direction, "system", f"{kind}: {_short(msg, width, dumps)}")
+        if kind in FOLDED and not include_deltas:
             continue
         if kind in ("user", "assistant"):
             for role, text, is_error in _message_entries(ev, msg, width):

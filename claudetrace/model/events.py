@@ -192,8 +192,8 @@ def parse_json(data: bytes) -> Any:
         value = _parse(data)
         # Deeper than any protocol line, and than the recursive code reading
         # values (views, replay, redaction) can walk: text, not JSON.
-        if (len(data) >= _SHORTEST_TOO_DEEP and data.count(b"[") + data.count(b"{") > MAX_DEPTH
-                and isinstance(value, (list, dict)) and _deeper_than(value, MAX_DEPTH)):
+        if (may_nest_too_deep(data) and isinstance(value, (list, dict))
+                and _deeper_than(value, MAX_DEPTH)):
             return None
         # A lone surrogate (an escaped ``\ud800``, or its raw UTF-8 form) is valid
         # JSON but no Unicode text: no database, terminal or exporter takes it.
@@ -211,6 +211,13 @@ MAX_DEPTH: Final = 200
 #: opened and closed, and one more pair): a shorter line (most are) is not
 #: searched for brackets.
 _SHORTEST_TOO_DEEP: Final = 2 * (MAX_DEPTH + 1)
+
+
+def may_nest_too_deep(data: bytes) -> bool:
+    """Whether a line may nest deeper than :data:`MAX_DEPTH`: it is as long as
+    :data:`_SHORTEST_TOO_DEEP` and holds more brackets than that depth (a quick
+    parser that takes any depth leaves such a line to :func:`parse_json`)."""
+    return len(data) >= _SHORTEST_TOO_DEEP and data.count(b"[") + data.count(b"{") > MAX_DEPTH
 
 
 def _deeper_than(value: Any, limit: int) -> bool:
@@ -350,7 +357,7 @@ def line_fields(data: bytes) -> LineFields:
         # msgspec checks the UTF-8 of the strings it keeps, not of those it skips.
         if not data.isascii():
             data.decode("utf-8")
-        if len(data) >= _SHORTEST_TOO_DEEP and data.count(b"[") + data.count(b"{") > MAX_DEPTH:
+        if may_nest_too_deep(data):
             return extract_fields(parse_json(data))
         return _from_fast(_decode_line(data))
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
