@@ -15,7 +15,7 @@ from typing import Any, Final
 from sqlalchemy import func, select
 
 from ..model.events import Event
-from . import Store, _store_errors
+from .api import Store, _store_errors
 from .models import EventRow, Recording, status_expression, type_in
 
 #: Recordings read per query (bounded IN lists).

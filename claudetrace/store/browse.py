@@ -25,8 +25,8 @@ from ..errors import StoreError
 from ..model import FAILED
 from ..model.events import Event
 from ..model.protocol import failed_tool_ids, searchable_text
-from . import EventRow, EventTool, Recording, Store
-from .models import type_in
+from .api import Store
+from .models import EventRow, EventTool, Recording, type_in
 
 
 @dataclass(frozen=True, slots=True)

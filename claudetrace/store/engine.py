@@ -24,55 +24,18 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
 
 from ..errors import BadDatabaseURL, ClaudeTraceError, StoreError
-
-#: How long SQLite waits on a lock held by another writer before giving up.
-BUSY_TIMEOUT_S = 30.0
-#: How long a read command's own writes (storing leftover captures) wait on a
-#: lock another process holds before it shows what is stored instead.
-SETTLE_BUSY_TIMEOUT_S = 2.0
+from .sqlite import ADAPTERS, bind_directly, set_up
+from .sqlite import BUSY_TIMEOUT_S as BUSY_TIMEOUT_S
+from .sqlite import SCHEMA_HEAD as SCHEMA_HEAD
+from .sqlite import SETTLE_BUSY_TIMEOUT_S as SETTLE_BUSY_TIMEOUT_S
+from .sqlite import bytes_unchanged as bytes_unchanged
 
 
 def _sqlite_pragmas(busy_timeout_s: float, autocheckpoint: int | None) -> Any:
-    def set_up(dbapi_conn: Any, _record: Any) -> None:
-        cursor = dbapi_conn.cursor()
-        try:
-            cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-            cursor.execute("PRAGMA journal_mode = WAL")
-            cursor.execute("PRAGMA synchronous = NORMAL")
-            cursor.execute("PRAGMA foreign_keys = ON")
-            if autocheckpoint is not None:
-                cursor.execute(f"PRAGMA wal_autocheckpoint = {int(autocheckpoint)}")
-        finally:
-            cursor.close()
-    return set_up
+    def on_connect(dbapi_conn: Any, _record: Any) -> None:
+        set_up(dbapi_conn, busy_timeout_s, autocheckpoint)
 
-
-def _bind_directly() -> None:
-    """Have :mod:`sqlite3` bind ``None``, ``bytes`` and ``bool`` through its adapter
-    registry, as what they already are (NULL, a BLOB, an INTEGER 0/1).
-
-    On Python before 3.12, a parameter of any type but ``int``, ``float``, ``str``
-    and ``bytearray`` is first offered to the adapter registry, and a type with
-    no adapter costs a formatted ``AttributeError``, raised and cleared, before
-    it is bound as it would be anyway: a third of the binding of an event row
-    (six of its fifteen values are such), a tenth of the indexer's CPU time.  An
-    adapter found in the registry is called instead; these return the value as
-    it is bound without one, so what is stored is the same; each is a function
-    in C (an empty dict's ``get`` is None for None), so calling it costs less
-    than a Python function would.  An adapter already registered for one of
-    these types (by the host program) is left alone, and the store's statements
-    are bound past it (:func:`host_adapters`).
-    """
-    import sqlite3
-
-    nothing: dict[None, None] = {}
-    mine: dict[type[Any], Any] = {type(None): nothing.get, bytes: _BYTES_ADAPTER,
-                                  bool: int.__int__}
-    for kind, adapter in mine.items():
-        key = (kind, sqlite3.PrepareProtocol)
-        if key not in sqlite3.adapters:
-            sqlite3.register_adapter(kind, adapter)
-            _OURS[key] = sqlite3.adapters[key]
+    return on_connect
 
 
 class _AsIs:
@@ -86,8 +49,6 @@ class _AsIs:
         self.value = value
 
 
-#: The adapters registered by the store, by key (type, protocol).
-_OURS: dict[Any, Any] = {}
 #: The types of the values the store binds (after SQLAlchemy's own processing).
 _BOUND_TYPES = frozenset({type(None), bytes, str, int, float, bool})
 
@@ -109,7 +70,7 @@ def host_adapters() -> bool:
     import sqlite3
 
     for key, fn in sqlite3.adapters.items():
-        if key[0] in _BOUND_TYPES and _OURS.get(key) is not fn:
+        if key[0] in _BOUND_TYPES and ADAPTERS.get(key) is not fn:
             return True
     return False
 
@@ -138,20 +99,6 @@ def _executemany_past_host_adapters(cursor: Any, statement: str, parameters: Any
         return False
     cursor.executemany(statement, [_as_is(row) for row in parameters])
     return True
-
-
-#: ``bytes.__bytes__``, which Python 3.10 lacks.
-_BYTES_METHOD = getattr(bytes, "__bytes__", None)
-
-
-def bytes_unchanged(method: Any = _BYTES_METHOD) -> Any:
-    """A function in C that gives back a ``bytes`` object itself: its
-    ``__bytes__`` (Python 3.11+), else the type ``bytes``, whose call gives back
-    an exact ``bytes`` object as it is (Python 3.10 has no ``bytes.__bytes__``)."""
-    return method if method is not None else bytes
-
-
-_BYTES_ADAPTER = bytes_unchanged()
 
 
 #: The first SQLite that drops a column in place (``ALTER TABLE ... DROP COLUMN``).
@@ -237,7 +184,7 @@ def create_store_engine(
         event.listen(engine, "connect", _sqlite_pragmas(busy_timeout_s, autocheckpoint))
         if engine.dialect.driver == "pysqlite":
             if sys.version_info < (3, 12):
-                _bind_directly()
+                bind_directly()
             _pass_host_adapters_by()
             event.listen(engine, "do_execute", _execute_past_host_adapters)
             event.listen(engine, "do_executemany", _executemany_past_host_adapters)
@@ -287,13 +234,6 @@ def alembic_config(connection: Connection | None = None) -> Any:
     if connection is not None:
         config.attributes["connection"] = connection
     return config
-
-
-#: The newest migration's revision (``migrations/versions``), known without
-#: Alembic: a store that is already there opens without importing Alembic or
-#: reading the migration scripts (a third of an indexer's start-up).  A test
-#: checks it against the scripts' head.
-SCHEMA_HEAD = "0005_postgres_bulk_events"
 
 
 def head_revision() -> str:
@@ -416,7 +356,10 @@ def error_reason(exc: SQLAlchemyError) -> str:
 def is_transient_error(exc: BaseException) -> bool:
     """True for a database failure that says nothing about the data: a lock, a full
     disk, a lost connection (an ``OperationalError`` and its kin anywhere in the
-    causes, an ``OSError``, or a :class:`StoreError` that says so)."""
+    causes, sqlite3's own as :mod:`.sqlite` raises them, an ``OSError``, or a
+    :class:`StoreError` that says so)."""
+    import sqlite3
+
     from sqlalchemy.exc import DisconnectionError, InterfaceError
     from sqlalchemy.exc import TimeoutError as PoolTimeout
 
@@ -425,7 +368,7 @@ def is_transient_error(exc: BaseException) -> bool:
         if isinstance(seen, StoreError) and seen.transient:
             return True
         if isinstance(seen, (OperationalError, InterfaceError, DisconnectionError, PoolTimeout,
-                             OSError)):
+                             sqlite3.OperationalError, sqlite3.InterfaceError, OSError)):
             return True
         seen = seen.__cause__ or seen.__context__
     return False

@@ -60,3 +60,9 @@ def storable(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [storable(v) for v in value]
     return number(value)
+
+
+def storable_columns(columns: dict[str, Any]) -> dict[str, Any]:
+    """Column values (summary figures, metadata from the command line and the
+    stream) as every engine takes them: :func:`storable` each."""
+    return {name: storable(value) for name, value in columns.items()}

@@ -10,7 +10,9 @@ on two cores.  It is a new interpreter, not a fork: SQLite's locks belong to a
 process, and a forked child of one with a connection open cannot use the file.
 
 What is stored does not change: the same rows in the same transactions (one a
-batch, with the recording's figures), in the same order.  A batch the child
+batch, with the recording's figures), in the same order.  On a SQLite file at the
+newest schema the child writes through :class:`~.sqlite.SqliteWrites`, and
+neither it nor the indexer loads SQLAlchemy (:func:`_open_writes`).  A batch the child
 could not write is kept and sent again, before anything newer, when the indexer
 retries; the failure is raised by the call that finds it, so the indexer's
 retry policy is the one it has with a plain :class:`~claudetrace.store.Store`.
@@ -30,13 +32,20 @@ import sys
 import threading
 from collections import deque
 from collections.abc import Sequence
-from typing import IO, Any, Final
+from typing import IO, TYPE_CHECKING, Any, Final
 
+from ..config import resolve_url
 from ..errors import ClaudeTraceError, SessionNotFound, StoreError
 from ..model.events import Event
 from ..recording import RecordingInfo
-from . import Store, event_rows
-from .engine import BUSY_TIMEOUT_S, error_line, is_transient_error
+from .rows import event_rows
+from .sqlite import BUSY_TIMEOUT_S, NotPlain, SqliteWrites, plain_file
+
+if TYPE_CHECKING:
+    from .api import Store
+
+    #: What carries out the requests: the child's plain SQLite writes, else a store.
+    Writes = Store | SqliteWrites
 
 #: A request's length and number, before the pickled request.
 _REQUEST: Final = struct.Struct("<QQ")
@@ -223,9 +232,28 @@ class WriterProcess:
 
 
 def _open(url: str | None, busy_timeout_s: float) -> Store:
-    from . import open_store
+    from .api import open_store
 
     return open_store(url, autocheckpoint=LOG_PAGES, busy_timeout_s=busy_timeout_s)
+
+
+def _open_writes(busy_timeout_s: float) -> Writes:
+    """The child's database (``$CLAUDETRACE_DB``): a SQLite file at the newest schema
+    is written through :class:`~.sqlite.SqliteWrites`, without loading SQLAlchemy;
+    anything else is opened as a store (made or migrated as needed)."""
+    url = resolve_url(None)
+    path = plain_file(url)
+    if path is not None:
+        import sqlite3
+
+        try:
+            return SqliteWrites(path, busy_timeout_s=busy_timeout_s, autocheckpoint=LOG_PAGES)
+        except NotPlain:
+            pass
+        except sqlite3.Error as exc:
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise StoreError(f"cannot open database {path}: {reason}") from exc
+    return _open(url, busy_timeout_s)
 
 
 def _read_reply(stream: IO[bytes]) -> Any:
@@ -263,7 +291,7 @@ def _written_already(store: Store, op: str, args: tuple[Any, ...]) -> bool:
     return False
 
 
-def _apply(store: Store, op: str, args: tuple[Any, ...]) -> None:
+def _apply(store: Writes, op: str, args: tuple[Any, ...]) -> None:
     if op not in _OPERATIONS:
         raise StoreError(f"the writer cannot {op!r}")
     if op == "update_recording":
@@ -280,13 +308,13 @@ def _serve(requests: IO[bytes], replies: IO[bytes], busy_timeout_s: float,
     until the failed one comes again.  ``lock_fd`` (the capture file's lock,
     shared with the indexer) is closed once the requests have ended: nothing
     more will be committed then, whether the indexer is done or was killed."""
-    store: Store | None = None
+    store: Writes | None = None
     told = False
 
-    def open_store() -> Store:
+    def open_store() -> Writes:
         nonlocal told
         try:
-            return _open(None, busy_timeout_s)
+            return _open_writes(busy_timeout_s)
         except ClaudeTraceError as exc:
             # Said once (but a lock), for a recording nobody else speaks for; an
             # importer says its own errors.
@@ -314,6 +342,8 @@ def _serve(requests: IO[bytes], replies: IO[bytes], busy_timeout_s: float,
                     expected += 1
                     reply = (number, True, None, False)
                 except Exception as exc:  # the parent decides what to do
+                    from .engine import error_line, is_transient_error
+
                     reply = (number, False, error_line(exc), is_transient_error(exc))
             answer = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
             replies.write(_REPLY.pack(len(answer)) + answer)
@@ -336,11 +366,11 @@ class _Checkpoints:
 
     def __init__(self) -> None:
         self._wake = threading.Event()
-        self._store: Store | None = None
+        self._store: Writes | None = None
         self._stopping = False
         self._thread: threading.Thread | None = None
 
-    def after_write(self, store: Store) -> None:
+    def after_write(self, store: Writes) -> None:
         if self._thread is None:
             self._store = store
             self._thread = threading.Thread(target=self._run, name="claudetrace-checkpoints",
@@ -392,6 +422,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the parent has gone: nobody waits for the answers
         return 0
     except BaseException as exc:  # the parent writes the rest itself
+        from .engine import error_line
+
         _say(f"the writer stopped ({error_line(exc)})")
         return 1
     return 0

@@ -1,0 +1,724 @@
+"""The recording store: recordings and their events in SQLite or PostgreSQL.
+
+:func:`open_store` resolves the database (``--db``, ``$CLAUDETRACE_DB`` or the
+default file), migrates it if needed and returns a :class:`Store`, the one API the
+proxy, the commands, telemetry backfill, replay and the UI use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import islice
+from typing import Any, cast
+
+from sqlalchemy import Connection, Engine, Table, delete, func, insert, or_, select, update
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from ..cassette import Cassette, new_header
+from ..config import database_named, resolve_url
+from ..errors import AmbiguousSession, SessionNotFound, StoreError
+from ..model import Session as SessionModel
+from ..model.events import Direction, Event
+from ..model.summary import outcome_columns, summary_columns
+from ..recording import RecordingInfo, new_recording_id
+from .engine import BUSY_TIMEOUT_S, create_store_engine, error_reason, upgrade
+from .models import EventRow, EventTool, Recording, type_in
+from .rows import COLUMNS, event_rows, info_columns, insert_batches, stream_columns
+from .values import storable_columns
+
+__all__ = ["Store", "info_from_header", "open_store", "resolve_url"]
+
+_EVENTS = cast(Table, EventRow.__table__)
+_TOOLS = cast(Table, EventTool.__table__)
+_RECORDINGS = cast(Table, Recording.__table__)
+def open_store(
+    db: str | None = None, *, migrate: bool = True, create: bool = True,
+    busy_timeout_s: float = BUSY_TIMEOUT_S, autocheckpoint: int | None = None,
+) -> Store:
+    """Open the store named by ``db`` / ``$CLAUDETRACE_DB``, migrated to the newest
+    schema unless ``migrate`` is False.
+
+    Recordings still waiting in capture files are not looked at here: the
+    commands open the store with :func:`claudetrace.indexer.open_settled_store`,
+    which stores them first (the store does not import the recorder).
+
+    Read commands pass ``create=False``: a SQLite file named with ``--db`` or
+    ``$CLAUDETRACE_DB`` that does not exist is an error naming it.  The default
+    database is made on first use either way.  ``busy_timeout_s`` is how long a
+    write waits on another process's lock (SQLite).
+    """
+    url = resolve_url(db)
+    engine = create_store_engine(url, create=create or not database_named(db),
+                                 busy_timeout_s=busy_timeout_s,
+                                 autocheckpoint=autocheckpoint)
+    if migrate:
+        try:
+            upgrade(engine)
+        except BaseException:
+            engine.dispose()
+            raise
+    return Store(engine)
+
+
+#: One stored line as :meth:`Store.iter_event_rows` gives it: ``(seq, direction,
+#: t_ns, data, eol, wall_ns)``, the positional order of :class:`Event`.
+EventTuple = tuple[int, Direction, int, bytes, bool, int]
+
+
+class Store:
+    """Recordings and events in one database."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._types: dict[str, list[str]] = {}
+
+    @property
+    def url(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True)
+
+    @property
+    def capture_url(self) -> str:
+        """The URL naming this database's capture directories (:mod:`claudetrace.capture`)."""
+        return self.engine.url.render_as_string(hide_password=False)
+
+    @property
+    def in_memory(self) -> bool:
+        """A SQLite database in memory: one per connection, seen by no other."""
+        url = self.engine.url
+        return url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
+
+    def session(self) -> Session:
+        return Session(self.engine, expire_on_commit=False)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def takes_writes(self) -> bool:
+        """False while another process holds SQLite's write lock (longer than this
+        engine's busy timeout); always True for server databases."""
+        if self.engine.dialect.name != "sqlite":
+            return True
+        try:
+            with self.engine.connect() as conn:
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+                conn.exec_driver_sql("ROLLBACK")
+        except SQLAlchemyError:
+            return False
+        return True
+
+    # -- writing -----------------------------------------------------------------
+
+    def create_recording(self, info: RecordingInfo) -> None:
+        """Insert the row of a recording that is starting."""
+        columns = info_columns(info)
+        columns["last_seen_ns"] = info.started_ns
+        with _store_errors("create recording"), self.engine.begin() as conn:
+            conn.execute(insert(_RECORDINGS).values(**storable_columns(columns)))
+
+    def write_batch(
+        self,
+        recording_id: str,
+        events: Sequence[Event],
+        recording_updates: dict[str, Any] | None = None,
+    ) -> None:
+        """Insert events (and their tool refs) and update the recording, atomically."""
+        rows, tools = event_rows(recording_id, events)
+        self.write_rows(recording_id, rows, tools, recording_updates)
+
+    def write_rows(
+        self,
+        recording_id: str,
+        rows: list[tuple[Any, ...]],
+        tools: list[tuple[Any, ...]],
+        recording_updates: dict[str, Any] | None = None,
+    ) -> None:
+        """:meth:`write_batch` of the rows :func:`event_rows` made (perhaps in
+        another process: :mod:`.writer`)."""
+        with self.engine.begin() as conn:
+            if rows or tools:
+                _hold_recording(conn, recording_id)
+            if rows:
+                self._insert_rows(conn, _EVENTS, rows)
+            if tools:
+                self._insert_rows(conn, _TOOLS, tools)
+            if recording_updates:
+                conn.execute(
+                    update(_RECORDINGS)
+                    .where(_RECORDINGS.c.id == recording_id)
+                    .values(**storable_columns(recording_updates))
+                )
+
+    def _insert_rows(self, conn: Connection, table: Table, rows: list[tuple[Any, ...]]) -> None:
+        """Insert rows (tuples in :data:`~.rows.COLUMNS` order) in bulk, on the raw DBAPI
+        connection: SQLAlchemy's per-row parameter processing would cost more than
+        the database's own work.  PostgreSQL through psycopg takes them as one
+        ``COPY`` in its binary format (the text format spells each byte of a
+        line in hex, twice its size to write, send and read back); others as one
+        prepared ``executemany``."""
+        if self.engine.dialect.driver == "psycopg":
+            driver = conn.connection.driver_connection
+            assert driver is not None
+            columns = ", ".join(COLUMNS[table.name])
+            with driver.cursor() as cursor, cursor.copy(
+                f"COPY {table.name} ({columns}) FROM STDIN (FORMAT BINARY)"
+            ) as copy:
+                copy.set_types(self._copy_types(table))
+                for row in rows:
+                    copy.write_row(row)
+            return
+        marker = "?" if self.engine.dialect.paramstyle == "qmark" else "%s"
+        for statement, parameters in insert_batches(table.name, rows, marker):
+            conn.exec_driver_sql(statement, parameters)
+
+    def _copy_types(self, table: Table) -> list[str]:
+        """The PostgreSQL type of each column of :data:`~.rows.COLUMNS` (binary ``COPY``
+        sends each value as its column's type: ``varchar``, ``bigint``…)."""
+        types = self._types.get(table.name)
+        if types is None:
+            types = self._types[table.name] = [
+                table.c[name].type.compile(self.engine.dialect).split("(")[0].lower()
+                for name in COLUMNS[table.name]]
+        return types
+
+    def checkpoint(self) -> None:
+        """Copy what SQLite's write-ahead log holds into the database file, as far
+        as no reader needs it still (``PASSIVE``: it never waits for a writer or
+        a reader); nothing to do for other databases."""
+        if self.engine.dialect.name != "sqlite":
+            return
+        with self.engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
+
+    def wait_written(self) -> None:
+        """Every write above is done when its call returns: nothing to wait for
+        (a :class:`~.writer.WriterProcess` writes a batch while its caller goes on)."""
+
+    def update_recording(self, recording_id: str, **values: Any) -> None:
+        with _store_errors("update recording"), self.engine.begin() as conn:
+            conn.execute(
+                update(_RECORDINGS).where(_RECORDINGS.c.id == recording_id)
+                .values(**storable_columns(values))
+            )
+
+    def import_cassette(
+        self,
+        cassette: Cassette | tuple[dict[str, Any], Iterable[Event]],
+        *,
+        name: str | None = None,
+        tags: dict[str, str] | None = None,
+        batch: int = 2000,
+        info: RecordingInfo | None = None,
+        writer: Any = None,
+    ) -> str:
+        """Store a cassette as a new recording; returns its id.
+
+        ``info`` describes the recording instead of the header (an importer that
+        knows better: a Claude Code transcript, a recording id to keep).
+
+        The events are read as they are stored, a batch at a time, so a cassette
+        of any size takes a few batches' memory: one is written while the next
+        is read and folded, by ``writer`` (a :class:`~.writer.WriterProcess`:
+        the database's work in a process of its own) or else by a thread of
+        this one.  If reading them fails half way (a malformed line, Ctrl-C), the
+        half-stored recording is deleted again.
+        """
+        if isinstance(cassette, Cassette):
+            header, events = cassette.header, iter(cassette.events)
+        else:
+            header, events = cassette[0], iter(cassette[1])
+        info = info_from_header(header) if info is None else info
+        if name:
+            info.name = name
+        if tags:
+            info.tags = {**info.tags, **tags}
+        target = writer if writer is not None else _WritingThread(self)
+        try:
+            with _store_errors("import"):
+                target.create_recording(info)
+                self._import_events(info, header, events, batch, target)
+        except BaseException:
+            # What the writer holds is written (or refused) before the recording goes.
+            target.close()
+            with contextlib.suppress(Exception):  # the first error is the one to tell
+                self.delete_recording(info.id)
+            raise
+        if writer is None:
+            target.close()
+        return info.id
+
+    def _import_events(self, info: RecordingInfo, header: dict[str, Any],
+                       events: Iterator[Event], batch: int, writer: Any) -> None:
+        session = SessionModel(model=info.model, session_id=info.cli_session_id)
+        pending: list[Event] = []
+        last_t = 0
+        for ev in events:
+            session.add(ev)
+            info.observe(ev)
+            last_t = ev.t_ns
+            pending.append(ev)
+            if len(pending) >= batch:
+                writer.write_batch(info.id, pending)
+                pending = []
+        end = header.get("ended_ns")
+        ended_ns = end if isinstance(end, int) else info.started_ns + last_t
+        writer.write_batch(info.id, pending, _ended_columns(session, info, ended_ns))
+        writer.wait_written()
+
+    def put_recording(
+        self, info: RecordingInfo, events: Sequence[Event], *, open_seen_ns: int | None = None
+    ) -> int:
+        """Make recording ``info.id`` hold exactly ``events`` (numbered from 0), in one
+        transaction; returns how many of its stored events were kept.
+
+        For a recording converted from a file that grows (a Claude Code
+        transcript): the first time it is stored whole; afterwards the stored
+        events that begin ``events`` are kept and only the rest is written, so a
+        reader (``tail``, the UI) never sees the recording missing or half
+        written, and one following its events sees the new ones arrive.  It ends
+        at its last event, unless ``open_seen_ns`` says it is still going on
+        (last seen then): it stays open, ``running`` while that is recent.
+        """
+        session = SessionModel(model=info.model, session_id=info.cli_session_id)
+        for ev in events:
+            session.add(ev)
+            info.observe(ev)
+        last_t = events[-1].t_ns if events else 0
+        ended_ns = info.started_ns + last_t
+        columns = {**info_columns(info), **_ended_columns(session, info, ended_ns)}
+        if open_seen_ns is not None:
+            columns.update(ended_ns=None, last_seen_ns=open_seen_ns)
+        r = _RECORDINGS.c
+        with _store_errors("import"), self.engine.begin() as conn:
+            # A write first, so SQLite takes its write lock before anything is
+            # read: what is kept is read in the transaction that keeps it, so two
+            # importers of one transcript (import --watch and an import) take turns.
+            found = conn.execute(
+                update(_RECORDINGS).where(r.id == info.id).values(**storable_columns(columns))
+            ).rowcount
+            if not found:
+                conn.execute(insert(_RECORDINGS).values(**storable_columns(columns)))
+            kept = _stored_prefix(conn, info.id, events) if found else 0
+            rows, tools = event_rows(info.id, events[kept:])
+            conn.execute(delete(_TOOLS).where(_TOOLS.c.recording_id == info.id,
+                                              _TOOLS.c.seq >= kept))
+            conn.execute(delete(_EVENTS).where(_EVENTS.c.recording_id == info.id,
+                                               _EVENTS.c.seq >= kept))
+            if rows:
+                self._insert_rows(conn, _EVENTS, rows)
+            if tools:
+                self._insert_rows(conn, _TOOLS, tools)
+        return kept
+
+    def delete_recording(self, recording_id: str) -> None:
+        with _store_errors("delete"), self.engine.begin() as conn:
+            # The recording's row first: a batch being written holds it (``FOR KEY
+            # SHARE``, :func:`_hold_recording`), so its lines are committed before
+            # they are deleted here, and a later batch finds no recording.  (On
+            # PostgreSQL no foreign key does this since migration 0005; SQLite
+            # locks the whole database for a write anyway.)
+            conn.execute(select(_RECORDINGS.c.id).where(_RECORDINGS.c.id == recording_id)
+                         .with_for_update())
+            conn.execute(delete(_TOOLS).where(_TOOLS.c.recording_id == recording_id))
+            conn.execute(delete(_EVENTS).where(_EVENTS.c.recording_id == recording_id))
+            conn.execute(delete(_RECORDINGS).where(_RECORDINGS.c.id == recording_id))
+
+    # -- reading -----------------------------------------------------------------
+
+    def get(self, recording_id: str) -> Recording:
+        with _store_errors("read"), self.session() as s:
+            rec = s.get(Recording, recording_id)
+        if rec is None:
+            raise SessionNotFound(f"no recording {recording_id!r}", query=recording_id)
+        return rec
+
+    def resolve(self, query: str) -> Recording:
+        """A recording from an id, unique id prefix, CLI session_id, or ``latest``."""
+        q = query.strip()
+        if not q:
+            raise SessionNotFound("empty session id", query=query)
+        table = _RECORDINGS.c
+        with _store_errors("read"), self.session() as s:
+            if q.lower() == "latest":
+                rec = s.scalars(
+                    select(Recording).order_by(table.started_ns.desc(), table.id.desc()).limit(1)
+                ).first()
+                if rec is None:
+                    raise SessionNotFound("there are no recordings yet", query=query)
+                return rec
+            exact = s.get(Recording, q.upper())
+            if exact is not None:
+                return exact
+            by_prefix = list(
+                s.scalars(
+                    select(Recording)
+                    .where(table.id.like(_like_prefix(q.upper()), escape="\\"))
+                    .limit(6)
+                )
+            )
+            if not by_prefix:
+                by_prefix = list(
+                    s.scalars(
+                        select(Recording)
+                        .where(
+                            or_(
+                                table.cli_session_id == q,
+                                table.cli_session_id.like(_like_prefix(q), escape="\\"),
+                            )
+                        )
+                        .order_by(table.started_ns.desc())
+                        .limit(6)
+                    )
+                )
+        if len(by_prefix) == 1:
+            return by_prefix[0]
+        if not by_prefix:
+            raise SessionNotFound(
+                f"no recording matches {query!r} (try `claudetrace sessions`)", query=query
+            )
+        ids = [r.id for r in by_prefix[:5]]
+        raise AmbiguousSession(
+            f"{query!r} matches several recordings: {', '.join(ids)}"
+            + (", …" if len(by_prefix) > 5 else ""),
+            query=query,
+            candidates=ids,
+        )
+
+    def list_recordings(
+        self,
+        *,
+        limit: int | None = None,
+        offset: int = 0,
+        since_ns: int | None = None,
+        until_ns: int | None = None,
+        newest_first: bool = True,
+    ) -> list[Recording]:
+        table = _RECORDINGS.c
+        stmt = select(Recording)
+        if since_ns is not None:
+            stmt = stmt.where(table.started_ns >= since_ns)
+        if until_ns is not None:
+            stmt = stmt.where(table.started_ns < until_ns)
+        order = (
+            (table.started_ns.desc(), table.id.desc())
+            if newest_first
+            else (table.started_ns, table.id)
+        )
+        stmt = stmt.order_by(*order).offset(offset)
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        with _store_errors("read"), self.session() as s:
+            return list(s.scalars(stmt))
+
+    def find_by_session(self, source: str, cli_session_id: str) -> Recording | None:
+        """The first recording from ``source`` (``transcript`` …) of a CLI session id."""
+        table = _RECORDINGS.c
+        with _store_errors("read"), self.session() as s:
+            return s.scalars(
+                select(Recording)
+                .where(table.source == source, table.cli_session_id == cli_session_id)
+                .order_by(table.started_ns)
+                .limit(1)
+            ).first()
+
+    def lossy_recordings(self) -> list[Recording]:
+        """Recordings that lost bytes of their capture (forwarded, never written:
+        a full disk), newest first."""
+        table = _RECORDINGS.c
+        with _store_errors("read"), self.session() as s:
+            return list(s.scalars(
+                select(Recording).where(table.lost_bytes > 0)
+                .order_by(table.started_ns.desc(), table.id.desc())
+            ))
+
+    def count_recordings(self) -> int:
+        with _store_errors("read"), self.session() as s:
+            return int(s.scalar(select(func.count()).select_from(Recording)) or 0)
+
+    def iter_events(
+        self,
+        recording_id: str,
+        start_seq: int = 0,
+        limit: int | None = None,
+        *,
+        directions: Sequence[str] | None = None,
+        types: Sequence[str] | None = None,
+        chunk: int = 2000,
+    ) -> Iterator[Event]:
+        """Events of a recording in sequence order, fetched in pages."""
+        for row in self.iter_event_rows(recording_id, start_seq, limit, directions=directions,
+                                        types=types, chunk=chunk):
+            yield Event(*row)
+
+    def iter_event_rows(
+        self,
+        recording_id: str,
+        start_seq: int = 0,
+        limit: int | None = None,
+        *,
+        directions: Sequence[str] | None = None,
+        types: Sequence[str] | None = None,
+        skip_types: Sequence[str] = (),
+        chunk: int = 2000,
+    ) -> Iterator[EventTuple]:
+        """What :meth:`iter_events` gives, as plain tuples ``(seq, direction, t_ns,
+        data, eol, wall_ns)`` (:class:`Event`'s own order): for readers that go
+        through every line of a big recording (``show``, ``export``) and need no
+        object per line.  Fetched ``chunk`` rows at a time, each page in its own
+        short read, so memory stays one page whatever the recording's size.
+        ``skip_types`` leaves out the JSON lines of those types (lines that are
+        not JSON objects are always given).
+        """
+        c = _EVENTS.c
+        stmt = select(c.seq, c.direction, c.t_ns, c.data, c.eol, c.wall_ns).where(
+            c.recording_id == recording_id)
+        if directions:
+            stmt = stmt.where(c.direction.in_(list(directions)))
+        if types:
+            stmt = stmt.where(type_in(types))
+        if skip_types:
+            # The indexed type is the line's own (a clipped or escaped one never
+            # equals a type it was not).
+            stmt = stmt.where(or_(c.type.is_(None), c.type.not_in(list(skip_types))))
+        stmt = stmt.order_by(c.seq)
+
+        def read(next_seq: int, page: int) -> Sequence[Any]:
+            with _store_errors("read"), self.engine.connect() as conn:
+                rows: Sequence[Any] = conn.execute(stmt.where(c.seq >= next_seq).limit(page)).all()
+            if rows and type(rows[0][3]) is not bytes:  # a driver's memoryview
+                rows = [(s, d, t, bytes(b), e, w) for s, d, t, b, e, w in rows]
+            return rows
+
+        for rows in _seq_pages(read, start_seq, limit, chunk):
+            yield from rows
+
+    def iter_line_pages(self, recording_id: str, *, chunk: int = 2000,
+                        ) -> Iterator[Sequence[tuple[int, Direction, int, bytes, Any]]]:
+        """A recording's ``(seq, direction, t_ns, data, eol)`` in sequence order, a
+        page of up to ``chunk`` at a time, each read as :meth:`iter_event_rows`
+        reads one: for a reader that only writes every line out again (export).
+        ``eol`` is true or false as the database gives it (SQLite: 1 or 0).
+
+        On SQLite the page is read on the driver's own cursor: SQLAlchemy's rows
+        and its conversion of ``eol`` cost as much as the database's reading.
+        """
+        if self.engine.dialect.name != "sqlite":
+            rows = self.iter_event_rows(recording_id, chunk=chunk)
+            while page := list(islice(rows, chunk)):
+                yield [row[:5] for row in page]
+            return
+        sql = ("SELECT seq, direction, t_ns, data, eol FROM events"
+               " WHERE recording_id = ? AND seq >= ? ORDER BY seq LIMIT ?")
+
+        def read(next_seq: int, page: int) -> Sequence[Any]:
+            with _store_errors("read"), self.engine.connect() as conn:
+                driver = conn.connection.driver_connection
+                assert driver is not None
+                cursor = driver.cursor()
+                try:
+                    rows: Sequence[Any] = cursor.execute(
+                        sql, (recording_id, next_seq, page)).fetchall()
+                    return rows
+                finally:
+                    cursor.close()
+
+        yield from _seq_pages(read, 0, None, chunk)
+
+    def count_events(self, recording_id: str) -> int:
+        with _store_errors("read"), self.engine.connect() as conn:
+            return int(
+                conn.execute(
+                    select(func.count())
+                    .select_from(_EVENTS)
+                    .where(_EVENTS.c.recording_id == recording_id)
+                ).scalar_one()
+            )
+
+    def has_event(self, recording_id: str, seq: int) -> bool:
+        """Whether the recording has a line numbered ``seq``."""
+        with _store_errors("read"), self.engine.connect() as conn:
+            return conn.execute(
+                select(_EVENTS.c.seq).where(_EVENTS.c.recording_id == recording_id,
+                                            _EVENTS.c.seq == seq)
+            ).first() is not None
+
+    def recording_info(self, recording_id: str) -> RecordingInfo:
+        return self.get(recording_id).info()
+
+    def cassette_header(self, rec: Recording) -> dict[str, Any]:
+        """The cassette header for a stored recording (original import fields kept)."""
+        original = dict((rec.extra or {}).get("cassette_header") or {})
+        header = new_header()
+        header.update(original)
+        header.update(
+            {
+                "argv": list(rec.argv or []),
+                "exit_code": rec.exit_code,
+                "recording_id": rec.id,
+                "cwd": rec.cwd,
+                "started_ns": rec.started_ns,
+                "ended_ns": rec.ended_ns,
+                "claude_code_version": rec.claude_code_version,
+                "session_id": rec.cli_session_id,
+                "model": rec.model,
+                "permission_mode": rec.permission_mode,
+                "host": rec.host,
+                "claudetrace_version": rec.claudetrace_version,
+            }
+        )
+        for key, value in (("signal", rec.signal), ("name", rec.name), ("error", rec.error)):
+            if value is not None:
+                header[key] = value
+        if rec.tags:
+            header["tags"] = dict(rec.tags)
+        return {k: v for k, v in header.items() if v is not None or k == "exit_code"}
+
+    def load_cassette(self, recording_id: str) -> Cassette:
+        rec = self.get(recording_id)
+        return Cassette(header=self.cassette_header(rec), events=list(self.iter_events(rec.id)))
+
+
+@contextlib.contextmanager
+def _store_errors(what: str) -> Iterator[None]:
+    """Turn a database error into a one-line :class:`StoreError` saying what failed."""
+    try:
+        yield
+    except SQLAlchemyError as exc:
+        raise StoreError(f"{what} failed: {error_reason(exc)}") from exc
+
+
+class _WritingThread:
+    """A store's writes on a thread: one batch is written while the caller reads
+    and folds the next (the database's own work runs without the GIL).  A SQLite
+    database in memory is one per thread (its pool keeps a connection per
+    thread): another thread would find it empty, so it is written on the
+    caller's."""
+
+    def __init__(self, store: Store) -> None:
+        from concurrent.futures import Future, ThreadPoolExecutor
+
+        self._store = store
+        self._here = store.in_memory
+        self._thread = ThreadPoolExecutor(1)
+        self._writing: Future[None] | None = None
+
+    def create_recording(self, info: RecordingInfo) -> None:
+        self._store.create_recording(info)
+
+    def write_batch(self, recording_id: str, events: Sequence[Event],
+                    recording_updates: dict[str, Any] | None = None) -> None:
+        self.wait_written()
+        if self._here:
+            self._store.write_batch(recording_id, events, recording_updates)
+        else:
+            self._writing = self._thread.submit(self._store.write_batch, recording_id, events,
+                                                recording_updates)
+
+    def wait_written(self) -> None:
+        writing, self._writing = self._writing, None
+        if writing is not None:
+            writing.result()
+
+    def close(self) -> None:
+        self._thread.shutdown(wait=True)
+
+
+def _seq_pages(read: Callable[[int, int], Sequence[Any]], start_seq: int, limit: int | None,
+               chunk: int) -> Iterator[Sequence[Any]]:
+    """Rows whose first column is ``seq``, in its order from ``start_seq`` (at most
+    ``limit`` of them), a page of up to ``chunk`` at a time: ``read(next_seq, n)``
+    gives the first ``n`` from ``next_seq`` on, each page in a short read of its
+    own, so memory stays one page whatever the recording's size."""
+    next_seq = start_seq
+    remaining = limit
+    while remaining is None or remaining > 0:
+        page = chunk if remaining is None else min(chunk, remaining)
+        rows = read(next_seq, page)
+        if rows:
+            yield rows
+        if len(rows) < page:
+            return
+        next_seq = rows[-1][0] + 1
+        if remaining is not None:
+            remaining -= len(rows)
+
+
+def _hold_recording(conn: Connection, recording_id: str) -> None:
+    """Take the recording's row for the transaction (``FOR KEY SHARE``: it cannot be
+    deleted meanwhile), or refuse a batch of a recording that is not there: the
+    check a foreign key makes for every row, once a batch (on PostgreSQL the
+    events have no foreign key trigger: migration 0005)."""
+    found = conn.execute(
+        select(_RECORDINGS.c.id).where(_RECORDINGS.c.id == recording_id)
+        .with_for_update(key_share=True, read=True)
+    ).first()
+    if found is None:
+        raise StoreError(f"no recording {recording_id!r} to store events in")
+
+
+def _like_prefix(prefix: str) -> str:
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _stored_prefix(conn: Connection, recording_id: str, events: Sequence[Event]) -> int:
+    """How many of ``events`` are stored already, unchanged, at the start of the
+    recording (read on ``conn``, in its transaction)."""
+    c = _EVENTS.c
+    stored = conn.execute(
+        select(c.seq, c.direction, c.t_ns, c.data, c.eol, c.wall_ns)
+        .where(c.recording_id == recording_id, c.seq < len(events)).order_by(c.seq))
+    kept = 0
+    for row in stored:
+        ev = events[kept]
+        if tuple(row) != (kept, ev.direction, ev.t_ns, ev.data, ev.eol, ev.wall_ns):
+            break
+        kept += 1
+    stored.close()
+    return kept
+
+
+def _ended_columns(session: SessionModel, info: RecordingInfo, ended_ns: int) -> dict[str, Any]:
+    """What an imported recording's row says once all its events are read."""
+    return {
+        **summary_columns(session),
+        **outcome_columns(session.outcome(
+            ended=True, exit_code=info.exit_code, signal=info.signal, error=info.error)),
+        **stream_columns(info),
+        "ended_ns": ended_ns,
+        "last_seen_ns": ended_ns,
+    }
+
+
+def info_from_header(header: dict[str, Any]) -> RecordingInfo:
+    """A new recording's metadata from a cassette header (unknown fields kept)."""
+    from .._version import __version__
+
+    def get(key: str, kind: type, default: Any = None) -> Any:
+        value = header.get(key)
+        return value if isinstance(value, kind) and not isinstance(value, bool) else default
+
+    started = get("started_ns", int) or time.time_ns()
+    argv = header.get("argv")
+    tags = header.get("tags")
+    return RecordingInfo(
+        id=new_recording_id(started),
+        argv=[str(a) for a in argv] if isinstance(argv, list) else [],
+        started_ns=started,
+        cwd=get("cwd", str, ""),
+        host=get("host", str, ""),
+        name=get("name", str),
+        tags={str(k): str(v) for k, v in tags.items()} if isinstance(tags, dict) else {},
+        claudetrace_version=__version__,
+        source="import",
+        ended_ns=get("ended_ns", int),
+        exit_code=get("exit_code", int),
+        signal=get("signal", int),
+        error=get("error", str),
+        cli_session_id=get("session_id", str),
+        claude_code_version=get("claude_code_version", str),
+        model=get("model", str),
+        permission_mode=get("permission_mode", str),
+        extra={"cassette_header": header},
+    )

@@ -1,0 +1,263 @@
+"""SQLite through the :mod:`sqlite3` module alone: its set-up, and the writer's writes.
+
+The indexer's writer process (:mod:`.writer`) is on the path that bounds how soon a
+burst is queryable, and loading SQLAlchemy (with the models and the engine) is a
+fifth of its CPU time under a 200k-line burst.  On a SQLite file that is already
+at the newest schema it writes through :class:`SqliteWrites` instead: the same
+statements in the same transactions, the same values (a test holds every column
+to what :class:`~claudetrace.store.Store` writes), the same errors.  Anything
+else (another database, a file to create or migrate, a URL with options) goes
+through :func:`~claudetrace.store.open_store`.
+
+:func:`set_up` and :func:`bind_directly` are the connection set-up both use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Final
+
+from ..errors import StoreError
+from ..recording import RecordingInfo
+from . import values
+from .rows import info_columns, insert_batches
+
+#: How long SQLite waits on a lock held by another writer before giving up.
+BUSY_TIMEOUT_S: Final = 30.0
+#: How long a read command's own writes (storing leftover captures) wait on a
+#: lock another process holds before it shows what is stored instead.
+SETTLE_BUSY_TIMEOUT_S: Final = 2.0
+#: The newest migration's revision (``migrations/versions``), known without
+#: Alembic: a store that is already there opens without importing Alembic or
+#: reading the migration scripts (a third of an indexer's start-up).  A test
+#: checks it against the scripts' head.
+SCHEMA_HEAD: Final = "0005_postgres_bulk_events"
+
+#: The ``recordings`` table's columns at :data:`SCHEMA_HEAD`, with the value a new
+#: row takes where none is given (the models' defaults; None: NULL), and which
+#: columns hold JSON (as its text): a test holds them to the models.
+RECORDING_DEFAULTS: Final[dict[str, Any]] = {
+    "id": None, "name": None, "tags": {}, "argv": [], "cwd": "", "host": "", "pid": None,
+    "env": {}, "claudetrace_version": "", "source": "proxy", "started_ns": None,
+    "ended_ns": None, "last_seen_ns": None, "exit_code": None, "signal": None, "error": None,
+    "cli_session_id": None, "claude_code_version": None, "model": None,
+    "permission_mode": None, "event_count": 0, "byte_count": 0, "turns": 0, "num_turns": 0,
+    "model_calls": 0, "tool_calls": 0, "tool_errors": 0, "input_tokens": 0,
+    "output_tokens": 0, "cache_read_tokens": 0, "cache_creation_tokens": 0,
+    "cost_usd": 0.0, "is_error": False, "result_subtype": None, "models": None,
+    "outcome": None, "outcome_reason": None, "lost_bytes": 0, "extra": {},
+}
+_DEFAULTS_GIVEN: Final = {name: value for name, value in RECORDING_DEFAULTS.items()
+                           if value is not None}
+JSON_COLUMNS: Final = frozenset({"tags", "argv", "env", "models", "extra"})
+
+
+def set_up(connection: Any, busy_timeout_s: float, autocheckpoint: int | None) -> None:
+    """Set a new connection up for concurrent recording: a busy timeout, the
+    write-ahead log, foreign keys; ``autocheckpoint``: the log's size (pages) at
+    which a commit copies it into the database."""
+    cursor = connection.cursor()
+    try:
+        cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        if autocheckpoint is not None:
+            cursor.execute(f"PRAGMA wal_autocheckpoint = {int(autocheckpoint)}")
+    finally:
+        cursor.close()
+
+
+def bind_directly() -> None:
+    """Have :mod:`sqlite3` bind ``None``, ``bytes`` and ``bool`` through its adapter
+    registry, as what they already are (NULL, a BLOB, an INTEGER 0/1).
+
+    On Python before 3.12, a parameter of any type but ``int``, ``float``, ``str``
+    and ``bytearray`` is first offered to the adapter registry, and a type with
+    no adapter costs a formatted ``AttributeError``, raised and cleared, before
+    it is bound as it would be anyway: a third of the binding of an event row
+    (six of its fifteen values are such), a tenth of the indexer's CPU time.  An
+    adapter found in the registry is called instead; these return the value as
+    it is bound without one, so what is stored is the same; each is a function
+    in C (an empty dict's ``get`` is None for None), so calling it costs less
+    than a Python function would.  An adapter already registered for one of
+    these types (by the host program) is left alone, and the store's statements
+    are bound past it (:func:`~claudetrace.store.engine.host_adapters`).
+    """
+    nothing: dict[None, None] = {}
+    mine: dict[type[Any], Any] = {type(None): nothing.get, bytes: _BYTES_ADAPTER,
+                                  bool: int.__int__}
+    for kind, adapter in mine.items():
+        key = (kind, sqlite3.PrepareProtocol)
+        if key not in sqlite3.adapters:
+            sqlite3.register_adapter(kind, adapter)
+            ADAPTERS[key] = sqlite3.adapters[key]
+
+
+#: The adapters registered by :func:`bind_directly`, by key (type, protocol).
+ADAPTERS: dict[Any, Any] = {}
+
+#: ``bytes.__bytes__``, which Python 3.10 lacks.
+_BYTES_METHOD = getattr(bytes, "__bytes__", None)
+
+
+def bytes_unchanged(method: Any = _BYTES_METHOD) -> Any:
+    """A function in C that gives back a ``bytes`` object itself: its
+    ``__bytes__`` (Python 3.11+), else the type ``bytes``, whose call gives back
+    an exact ``bytes`` object as it is (Python 3.10 has no ``bytes.__bytes__``)."""
+    return method if method is not None else bytes
+
+
+_BYTES_ADAPTER = bytes_unchanged()
+
+
+def plain_file(url: str) -> Path | None:
+    """The file of ``url`` when it is a SQLite file named plainly
+    (``sqlite:///PATH``, nothing to decode, no options) and exists; else None."""
+    prefix = "sqlite:///"
+    if not url.startswith(prefix):
+        return None
+    name = url[len(prefix):]
+    if not name or name == ":memory:" or name.startswith("file:") or any(
+            c in name for c in "%?#"):
+        return None
+    path = Path(name)
+    return path if path.is_file() else None
+
+
+class NotPlain(Exception):
+    """The database is not one :class:`SqliteWrites` writes (not at the newest
+    schema): it is opened with :func:`~claudetrace.store.open_store` instead."""
+
+
+class SqliteWrites:
+    """The writing methods of :class:`~claudetrace.store.Store` on a SQLite file at
+    :data:`SCHEMA_HEAD`, through :mod:`sqlite3` alone (see the module's text).
+
+    Each write is one transaction, begun ``IMMEDIATE`` (it waits up to the busy
+    timeout for the write lock, and never fails half way for a writer that went
+    first).  :meth:`checkpoint` runs on a connection of its own, from the
+    writer's checkpoint thread.  Raises :class:`NotPlain` when the schema is not
+    at the head, ``sqlite3.Error`` when the file cannot be opened.
+    """
+
+    def __init__(self, path: Path, *, busy_timeout_s: float = BUSY_TIMEOUT_S,
+                 autocheckpoint: int | None = None) -> None:
+        self._path = path
+        self._busy_timeout_s = busy_timeout_s
+        self._lock = threading.Lock()
+        self._checkpoints: sqlite3.Connection | None = None
+        bind_directly()
+        self._conn = self._connect(autocheckpoint)
+        try:
+            heads = [row[0] for row in
+                     self._conn.execute("SELECT version_num FROM alembic_version")]
+        except sqlite3.Error:
+            heads = []
+        if heads != [SCHEMA_HEAD]:
+            self._conn.close()
+            raise NotPlain(f"the schema is at {heads!r}, not {SCHEMA_HEAD}")
+
+    def _connect(self, autocheckpoint: int | None) -> sqlite3.Connection:
+        conn = sqlite3.connect(self._path, timeout=self._busy_timeout_s, isolation_level=None,
+                               check_same_thread=False)
+        try:
+            set_up(conn, self._busy_timeout_s, autocheckpoint)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    @contextlib.contextmanager
+    def _transaction(self, what: str | None = None) -> Iterator[sqlite3.Cursor]:
+        """One transaction; a database error inside it is raised as is, or as a
+        :class:`StoreError` saying ``what`` failed (the store's words for it)."""
+        cursor = self._conn.cursor()
+        try:
+            cursor.execute("BEGIN IMMEDIATE")
+            try:
+                yield cursor
+                cursor.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.rollback()
+                raise
+        except sqlite3.Error as exc:
+            if what is None:
+                raise
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise StoreError(f"{what} failed: {reason}") from exc
+        finally:
+            cursor.close()
+
+    def create_recording(self, info: RecordingInfo) -> None:
+        columns = info_columns(info)
+        columns["last_seen_ns"] = info.started_ns
+        # A column given no value and no default is left out (NULL), as SQLAlchemy
+        # leaves it: a JSON column given None holds ``null``.
+        row = {**_DEFAULTS_GIVEN, **values.storable_columns(columns)}
+        names = list(row)
+        with self._transaction("create recording") as cursor:
+            cursor.execute(
+                f"INSERT INTO recordings ({', '.join(names)}) "
+                f"VALUES ({', '.join('?' * len(names))})",
+                [_bound(name, row[name]) for name in names])
+
+    def write_rows(self, recording_id: str, rows: list[tuple[Any, ...]],
+                   tools: list[tuple[Any, ...]],
+                   recording_updates: dict[str, Any] | None = None) -> None:
+        with self._transaction() as cursor:
+            if rows or tools:
+                found = cursor.execute("SELECT id FROM recordings WHERE id = ?",
+                                       (recording_id,)).fetchone()
+                if found is None:
+                    raise StoreError(f"no recording {recording_id!r} to store events in")
+            for table, table_rows in (("events", rows), ("event_tools", tools)):
+                for statement, parameters in insert_batches(table, table_rows):
+                    cursor.executemany(statement, parameters)
+            if recording_updates:
+                _update(cursor, recording_id, recording_updates)
+
+    def update_recording(self, recording_id: str, **columns: Any) -> None:
+        with self._transaction("update recording") as cursor:
+            _update(cursor, recording_id, columns)
+
+    def checkpoint(self) -> None:
+        """``PRAGMA wal_checkpoint(PASSIVE)`` (as :meth:`Store.checkpoint`), on a
+        connection of its own: the writes go on beside it."""
+        with self._lock:
+            if self._checkpoints is None:
+                self._checkpoints = self._connect(None)
+            self._checkpoints.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+    def wait_written(self) -> None:
+        """Every write is done when its call returns."""
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in (self._checkpoints, self._conn):
+                if conn is not None:
+                    conn.close()
+            self._checkpoints = None
+
+
+def _update(cursor: sqlite3.Cursor, recording_id: str, columns: dict[str, Any]) -> None:
+    unknown = set(columns) - RECORDING_DEFAULTS.keys()
+    if unknown:
+        raise StoreError(f"recordings has no column {sorted(unknown)[0]!r}")
+    row = values.storable_columns(columns)
+    cursor.execute(f"UPDATE recordings SET {', '.join(f'{name} = ?' for name in row)} "
+                   "WHERE id = ?", [*(_bound(name, value) for name, value in row.items()),
+                                    recording_id])
+
+
+def _bound(name: str, value: Any) -> Any:
+    """A recording's column value as SQLAlchemy's types bind it on SQLite: JSON as
+    its text (``json.dumps``; None too, as ``null``); the others as they are (a
+    boolean is an integer to :mod:`sqlite3`, as to SQLAlchemy's ``Boolean``)."""
+    return json.dumps(value) if name in JSON_COLUMNS else value

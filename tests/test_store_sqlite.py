@@ -1,0 +1,256 @@
+"""The writer's SQLite writes on sqlite3 alone (claudetrace.store.sqlite): every value
+they store is what the store writes through SQLAlchemy, and they fail alike."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import JSON
+
+from claudetrace.cassette import read_cassette
+from claudetrace.errors import StoreError
+from claudetrace.model import Session
+from claudetrace.model.events import Event
+from claudetrace.model.summary import outcome_columns, summary_columns
+from claudetrace.recording import RecordingInfo
+from claudetrace.store import Recording, Store, event_rows, open_store
+from claudetrace.store import sqlite as plain
+from claudetrace.store.engine import error_line, head_revision, is_transient_error
+from claudetrace.store.writer import _open_writes
+
+SAMPLES = Path(__file__).parent / "fixtures" / "samples"
+
+
+def test_the_recordings_columns_are_the_models() -> None:
+    table = Recording.__table__
+    assert list(plain.RECORDING_DEFAULTS) == [c.name for c in table.columns]
+    for column in table.columns:
+        default = column.default
+        expected = None if default is None else (
+            default.arg(None) if default.is_callable else default.arg)  # type: ignore[attr-defined]
+        assert plain.RECORDING_DEFAULTS[column.name] == expected, column.name
+    assert {c.name for c in table.columns if isinstance(c.type, JSON)} == plain.JSON_COLUMNS
+    assert head_revision() == plain.SCHEMA_HEAD
+
+
+def table_rows(path: Path, table: str) -> list[tuple[Any, ...]]:
+    """Every row of ``table`` with each value's storage class, in a stable order."""
+    with sqlite3.connect(path) as conn:
+        names = [row[1] for row in conn.execute(f"PRAGMA table_info({table})")
+                 if row[1] != "id" or table != "event_tools"]
+        shown = ", ".join(f"{name}, typeof({name})" for name in names)
+        return conn.execute(f"SELECT {shown} FROM {table} ORDER BY 1, 2, 3").fetchall()
+
+
+@pytest.fixture(scope="module")
+def empty_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("empty") / "empty.db"
+    open_store(str(path)).close()
+    return path
+
+
+def both(tmp_path: Path, name: str, empty: Path) -> tuple[Store, plain.SqliteWrites, Path, Path]:
+    """A store and the plain writes, each on a copy of a database at the newest schema."""
+    via_store, via_plain = tmp_path / f"{name}-store.db", tmp_path / f"{name}-plain.db"
+    for path in (via_store, via_plain):
+        shutil.copyfile(empty, path)
+    return open_store(str(via_store)), plain.SqliteWrites(via_plain), via_store, via_plain
+
+
+def assert_same(via_store: Path, via_plain: Path) -> None:
+    for table in ("recordings", "events", "event_tools"):
+        assert table_rows(via_plain, table) == table_rows(via_store, table), table
+
+
+def sample_events(name: str) -> list[Event]:
+    return list(read_cassette(SAMPLES / name).events)
+
+
+@pytest.mark.parametrize("sample", ["basic.cassette.ndjson", "mcp_hooks.cassette.ndjson"])
+def test_a_recording_is_stored_as_the_store_stores_it(tmp_path: Path, sample: str,
+                                                      empty_db: Path) -> None:
+    events = sample_events(sample)
+    info = RecordingInfo.start(["claude", "-p", "hi"], name="a name", tags={"k": "v"},
+                               env={"CLAUDE_X": "1"}, extra={"nested": {"a": [1, 2.5, None]}})
+    store, writes, via_store, via_plain = both(tmp_path, "sample", empty_db)
+    session = Session()
+    for target in (store, writes):
+        target.create_recording(info)
+    for start in range(0, len(events), 7):
+        batch = events[start:start + 7]
+        for ev in batch:
+            session.add(ev)
+        updates = {"last_seen_ns": 5, "lost_bytes": 0, **summary_columns(session),
+                   "cli_session_id": "s", "model": None}
+        rows, tools = event_rows(info.id, batch)
+        store.write_rows(info.id, rows, tools, updates)
+        writes.write_rows(info.id, rows, tools, updates)
+    ended = {"ended_ns": 9, "exit_code": 0, "signal": None, "error": None,
+             **outcome_columns(session.outcome(ended=True, exit_code=0))}
+    store.update_recording(info.id, **ended)
+    writes.update_recording(info.id, **ended)
+    store.close()
+    writes.close()
+    assert_same(via_store, via_plain)
+    if sample.startswith("mcp"):
+        assert table_rows(via_plain, "event_tools"), "the sample's tool uses are stored"
+
+
+texts = st.text(st.characters(codec=None, exclude_categories=()), max_size=30)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats() | texts,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3),
+    max_leaves=8)
+column_values = {
+    "last_seen_ns": st.integers(-2**70, 2**70), "event_count": st.integers(-2**70, 2**70),
+    "cost_usd": st.floats() | st.integers(0, 10), "is_error": st.booleans(),
+    "result_subtype": st.none() | texts, "models": json_values, "outcome": st.none() | texts,
+    "outcome_reason": st.none() | texts, "extra": st.dictionaries(texts, json_values),
+    "cli_session_id": st.none() | texts,
+}
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.none() | texts, cwd=texts, tags=st.dictionaries(texts, texts, max_size=3),
+       argv=st.lists(texts, max_size=3), pid=st.none() | st.integers(-2**40, 2**40),
+       extra=st.dictionaries(texts, json_values, max_size=3),
+       updates=st.fixed_dictionaries({}, optional=column_values))
+def test_any_value_is_stored_as_the_store_stores_it(
+    tmp_path_factory: pytest.TempPathFactory, empty_db: Path, name: str | None, cwd: str,
+    tags: dict[str, str], argv: list[str], pid: int | None, extra: dict[str, Any],
+    updates: dict[str, Any],
+) -> None:
+    tmp_path = tmp_path_factory.mktemp("values")
+    info = RecordingInfo.start(argv, name=name, tags=tags, extra=extra)
+    info.cwd, info.pid = cwd, pid
+    store, writes, via_store, via_plain = both(tmp_path, "any", empty_db)
+    try:
+        store.create_recording(info)
+        writes.create_recording(info)
+        if updates:
+            store.update_recording(info.id, **updates)
+            writes.update_recording(info.id, **updates)
+    finally:
+        store.close()
+        writes.close()
+    assert_same(via_store, via_plain)
+
+
+def test_a_float_that_is_no_number_is_stored_as_zero(tmp_path: Path, empty_db: Path) -> None:
+    store, writes, via_store, via_plain = both(tmp_path, "nan", empty_db)
+    info = RecordingInfo.start(["claude"])
+    for target in (store, writes):
+        target.create_recording(info)
+        target.update_recording(info.id, cost_usd=math.nan, models={"m": {"cost": math.inf}})
+        target.close()
+    assert_same(via_store, via_plain)
+    with sqlite3.connect(via_plain) as conn:
+        assert conn.execute("SELECT cost_usd, typeof(cost_usd), models FROM recordings"
+                            ).fetchall() == [(0.0, "real", '{"m": {"cost": 0.0}}')]
+
+
+def test_they_fail_alike(tmp_path: Path, empty_db: Path) -> None:
+    store, writes, _, _ = both(tmp_path, "fail", empty_db)
+    info = RecordingInfo.start(["claude"])
+    rows, tools = event_rows("missing", [Event(0, "out", 1, b"{}", True, 2)])
+    failures = []
+    for target in (store, writes):
+        with pytest.raises(StoreError) as missing:
+            target.write_rows("missing", rows, tools)
+        target.create_recording(info)
+        with pytest.raises(StoreError) as twice:
+            target.create_recording(info)
+        failures.append((str(missing.value), str(twice.value), is_transient_error(twice.value)))
+        target.close()
+    assert failures[0] == failures[1]
+    assert failures[1][1] == "create recording failed: UNIQUE constraint failed: recordings.id"
+    assert failures[1][2] is False
+
+
+def test_a_locked_database_is_a_transient_failure_said_alike(tmp_path: Path,
+                                                            empty_db: Path) -> None:
+    store, writes, via_store, via_plain = both(tmp_path, "locked", empty_db)
+    store.close()
+    writes.close()
+    info = RecordingInfo.start(["claude"])
+    lines = []
+    for path, opened in ((via_store, lambda p: open_store(str(p), busy_timeout_s=0.1)),
+                         (via_plain, lambda p: plain.SqliteWrites(p, busy_timeout_s=0.1))):
+        target = opened(path)
+        target.create_recording(info)
+        rows, tools = event_rows(info.id, [Event(0, "out", 1, b"{}", True, 2)])
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(Exception) as locked:
+                target.write_rows(info.id, rows, tools, {"event_count": 1})
+            assert is_transient_error(locked.value)
+            lines.append(error_line(locked.value))
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        target.write_rows(info.id, rows, tools, {"event_count": 1})  # and then it goes on
+        target.close()
+    assert lines == ["OperationalError: database is locked"] * 2
+    assert_same(via_store, via_plain)
+
+
+@pytest.mark.parametrize("url, plain_one", [
+    ("sqlite:///{}", True), ("{}", False), ("sqlite:///{}?mode=ro", False),
+    ("sqlite:///:memory:", False), ("sqlite://", False), ("sqlite:///{}.missing", False),
+    ("postgresql://u@h/db", False),
+])
+def test_which_urls_are_written_plainly(tmp_path: Path, url: str, plain_one: bool) -> None:
+    path = tmp_path / "x.db"
+    path.touch()
+    found = plain.plain_file(url.format(path))
+    assert (found == path) if plain_one else found is None
+
+
+def test_a_database_not_at_the_newest_schema_goes_through_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = tmp_path / "new.db"
+    path.touch()  # made by a proxy that has not migrated it yet
+    with pytest.raises(plain.NotPlain):
+        plain.SqliteWrites(path)
+    monkeypatch.setenv("CLAUDETRACE_DB", str(path))
+    opened = _open_writes(1.0)
+    try:
+        assert isinstance(opened, Store)  # which migrates it
+    finally:
+        opened.close()
+    again = _open_writes(1.0)
+    try:
+        assert isinstance(again, plain.SqliteWrites)
+    finally:
+        again.close()
+
+
+def test_a_file_sqlite_cannot_open_is_a_store_error_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = tmp_path / "garbage.db"
+    path.write_bytes(b"not a database at all" * 100)
+    monkeypatch.setenv("CLAUDETRACE_DB", str(path))
+    with pytest.raises(StoreError, match=f"cannot open database {path}: file is not a database"):
+        _open_writes(1.0)
+
+
+def test_the_writer_and_the_indexer_do_not_load_sqlalchemy() -> None:
+    code = ("import sys, claudetrace.indexer, claudetrace.store.writer; "
+            "from claudetrace.store.writer import WriterProcess, _open_writes; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('sqlalchemy', 'alembic')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
