@@ -10,10 +10,12 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .ids import new_recording_id as new_recording_id  # re-exported
-from .model.events import Event
+
+if TYPE_CHECKING:
+    from .model.events import Event
 
 
 @dataclass

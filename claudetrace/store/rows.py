@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from itertools import chain
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from ..model.events import Event
 from ..recording import RecordingInfo
 from . import values
+
+if TYPE_CHECKING:
+    from ..model.events import Event
 
 #: Rows an ``INSERT`` statement takes at once (at most 999 values: the oldest
 #: SQLite's limit on a statement's parameters).
@@ -57,8 +59,11 @@ def event_rows(
             kind, sub, req, uuid, sid, parent = (clip(kind, 64), clip(sub, 64), clip(req, 128),
                                                  clip(uuid, 64), clip(sid, 64),
                                                  clip(parent, 128))
-        add_row((recording_id, ev.seq, ev.direction, ev.t_ns, ev.wall_ns, data, ev.eol,
-                 len(data), f.is_json, kind, sub, req, uuid, sid, parent))
+        # The flags as integers: sqlite3 (before Python 3.12) offers a bool to its
+        # adapters first, a tenth of the writer's CPU time under a burst.
+        add_row((recording_id, ev.seq, ev.direction, ev.t_ns, ev.wall_ns, data,
+                 1 if ev.eol else 0, len(data), 1 if f.is_json else 0, kind, sub, req, uuid,
+                 sid, parent))
         for ref in f.tools:
             add_tool((recording_id, ev.seq, clip(ref.tool_use_id, 128), clip(ref.name, 200),
                       ref.kind))
