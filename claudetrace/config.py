@@ -55,3 +55,32 @@ def resolve_url(db: str | None = None) -> str:
     from pathlib import Path
 
     return f"sqlite:///{Path(value).expanduser().absolute()}"
+
+
+#: ``$CLAUDETRACE_INDEXER_PRIORITY``: ``idle`` (default), ``low`` (nice 10) or ``normal``.
+INDEXER_PRIORITY_ENV: Final = "CLAUDETRACE_INDEXER_PRIORITY"
+
+
+def yield_cpu(priority: str | None = None) -> None:
+    """Run on otherwise idle CPU time (``SCHED_IDLE``) unless told otherwise.
+
+    For the indexer and its writer.  On a machine with few cores the indexer
+    would otherwise take a core from the host, the proxy or the CLI just when one
+    of them wakes up to pass a line on; an idle-class task is preempted at once.
+    Nothing is lost when the indexer falls behind: the capture file holds
+    everything, and readers wait for it.  Where there is no idle CPU at all for long stretches, set
+    ``$CLAUDETRACE_INDEXER_PRIORITY`` to ``low`` or ``normal``.
+    """
+    import contextlib
+
+    choice = (priority or os.environ.get(INDEXER_PRIORITY_ENV) or "idle").strip().lower()
+    if choice == "normal":
+        return
+    if choice == "idle":
+        try:
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+            return
+        except (AttributeError, OSError):  # not Linux: the next best thing
+            pass
+    with contextlib.suppress(OSError):
+        os.nice(19 if choice == "idle" else 10)

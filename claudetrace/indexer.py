@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from . import capture as cap
-from .config import DB_ENV, FLUSH_TIMEOUT_ENV, resolve_url
+from .config import DB_ENV, FLUSH_TIMEOUT_ENV, resolve_url, yield_cpu
 from .errors import ClaudeTraceError
 from .model import Session
 from .model.events import Direction, Event
@@ -546,7 +546,7 @@ PIPE_BYTES: Final = 1 << 20
 
 def start_writer(url: str, *, kept_in: str | None = None,
                  busy_timeout_s: float | None = None,
-                 lock_fd: int | None = None) -> subprocess.Popen[bytes]:
+                 lock_fd: int | None = None, idle: bool = False) -> subprocess.Popen[bytes]:
     """Start ``python -m claudetrace.store.writer`` for the database ``url`` (its
     requests on its stdin, its replies on its stdout: see
     :class:`~claudetrace.store.writer.WriterProcess`).  The URL goes in
@@ -558,7 +558,9 @@ def start_writer(url: str, *, kept_in: str | None = None,
     what it was sent): while it may still commit, no reader may take the
     capture over and store it again.  The child runs in a session of its own,
     so a Ctrl-C at the terminal (meant for ``claudetrace import``, say) does not
-    stop it halfway: its parent ends it by closing its requests."""
+    stop it halfway: its parent ends it by closing its requests.  ``idle``: it
+    runs on idle CPU time as the indexer does (:func:`~claudetrace.config.yield_cpu`),
+    once started."""
     argv = [sys.executable, "-m", "claudetrace.store.writer"]
     if kept_in is not None:
         argv += ["--kept-in", kept_in]
@@ -566,6 +568,8 @@ def start_writer(url: str, *, kept_in: str | None = None,
         argv += ["--busy-timeout", str(busy_timeout_s)]
     if lock_fd is not None:
         argv += ["--lock-fd", str(lock_fd)]
+    if idle:
+        argv.append("--idle")
     process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                env={**os.environ, DB_ENV: url}, start_new_session=True,
                                pass_fds=() if lock_fd is None else (lock_fd,))
@@ -619,7 +623,6 @@ def main(argv: list[str] | None = None) -> int:
     # not stop us storing what it said.
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, signal.SIG_IGN)
-    _yield_cpu()
     lock_fd = args.lock_fd
     if lock_fd is None:
         try:
@@ -631,19 +634,22 @@ def main(argv: list[str] | None = None) -> int:
             # Stored (and deleted) by whoever held the lock before us.
             cap.lock_path(args.capture).unlink(missing_ok=True)
             return 0
-    otel = json.loads(args.otel) if args.otel else None
-    give_up = give_up_from_env()
-    sinks_for = _telemetry_sinks(otel, args.capture)
     # The database's work runs in a child, beside the parsing; started first, so
-    # its start-up (the database's modules) runs beside ours.  Without one, the
-    # writes are made here.
+    # its start-up runs beside ours, and before we yield the CPU (it yields its
+    # own once started): under a burst the proxy's forwarding takes both cores,
+    # and the writer is ready for the first batch when the forwarding ends.
+    # Without one, the writes are made here.
     url = resolve_url(args.db)
     try:
         writer: subprocess.Popen[bytes] | None = start_writer(
-            url, kept_in=str(args.capture), lock_fd=lock_fd)
+            url, kept_in=str(args.capture), lock_fd=lock_fd, idle=True)
     except OSError as exc:
         _say(f"cannot start the writer ({exc.strerror or exc}); storing without it")
         writer = None
+    yield_cpu()
+    otel = json.loads(args.otel) if args.otel else None
+    give_up = give_up_from_env()
+    sinks_for = _telemetry_sinks(otel, args.capture)
     from .store.writer import WriterProcess
 
     # What start-up made (modules) lives as long as we do: the collector need
@@ -672,33 +678,6 @@ def main(argv: list[str] | None = None) -> int:
 #: How long the indexer waits at the end for live telemetry's worker to catch up
 #: and flush its export (it has its own, shorter, timeouts for the flush).
 TELEMETRY_WAIT_S: Final = 60.0
-#: ``$CLAUDETRACE_INDEXER_PRIORITY``: ``idle`` (default), ``low`` (nice 10) or ``normal``.
-PRIORITY_ENV: Final = "CLAUDETRACE_INDEXER_PRIORITY"
-
-
-def _yield_cpu(priority: str | None = None) -> None:
-    """Run on otherwise idle CPU time (``SCHED_IDLE``) unless told otherwise.
-
-    On a machine with few cores the indexer would otherwise take a core from
-    the host, the proxy or the CLI just when one of them wakes up to pass a line
-    on; an idle-class task is preempted at once.  Nothing is lost when the
-    indexer falls behind: the capture file holds everything, and readers wait
-    for it.  Where there is no idle CPU at all for long stretches, set
-    ``$CLAUDETRACE_INDEXER_PRIORITY`` to ``low`` or ``normal``.
-    """
-    choice = (priority or os.environ.get(PRIORITY_ENV) or "idle").strip().lower()
-    if choice == "normal":
-        return
-    if choice == "idle":
-        try:
-            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-            return
-        except (AttributeError, OSError):  # not Linux: the next best thing
-            pass
-    with contextlib.suppress(OSError):
-        os.nice(19 if choice == "idle" else 10)
-
-
 def _retry(
     attempt: Callable[[], T],
     errors: type[Exception],

@@ -273,3 +273,27 @@ def test_a_batch_holds_each_repeated_field_value_once() -> None:
     for column in (9, 13, 14):  # type, session_id, parent_tool_use_id
         assert len({id(row[column]) for row in rows}) == 1, column
     assert len({row[12] for row in rows}) == 50  # uuids stay each their own
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="SCHED_IDLE is Linux's")
+def test_the_indexers_writer_runs_on_idle_cpu_time_and_an_importers_does_not(
+    db_path: Path,
+) -> None:
+    url = f"sqlite:///{db_path}"
+    idle, normal = start_writer(url, idle=True), start_writer(url)
+    try:
+        deadline = time.monotonic() + 20
+        while os.sched_getscheduler(idle.pid) != os.SCHED_IDLE:
+            assert time.monotonic() < deadline, "the writer never yielded the CPU"
+            time.sleep(0.01)
+        writer = WriterProcess(url, normal)
+        writer.create_recording(RecordingInfo.start(["claude"]))
+        writer.wait_written()  # started up and writing
+        assert os.sched_getscheduler(normal.pid) == os.SCHED_OTHER
+        writer.close()
+    finally:
+        for process in (idle, normal):
+            for pipe in (process.stdin, process.stdout):
+                if pipe is not None:
+                    pipe.close()
+            process.wait()

@@ -34,14 +34,14 @@ from collections import deque
 from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any, Final
 
-from ..config import resolve_url
+from ..config import resolve_url, yield_cpu
 from ..errors import ClaudeTraceError, SessionNotFound, StoreError
-from ..model.events import Event
 from ..recording import RecordingInfo
 from .rows import event_rows
 from .sqlite import BUSY_TIMEOUT_S, NotPlain, SqliteWrites, plain_file
 
 if TYPE_CHECKING:
+    from ..model.events import Event
     from .api import Store
 
     #: What carries out the requests: the child's plain SQLite writes, else a store.
@@ -405,17 +405,24 @@ def main(argv: list[str] | None = None) -> int:
     the requests on stdin, in the database of ``$CLAUDETRACE_DB``; ``--kept-in``
     names where the data waits while the database cannot be opened (said once)."""
     import argparse
+    import gc
     import signal
 
     parser = argparse.ArgumentParser(prog="claudetrace.store.writer")
     parser.add_argument("--busy-timeout", type=float, default=BUSY_TIMEOUT_S)
     parser.add_argument("--kept-in")
     parser.add_argument("--lock-fd", type=int)
+    parser.add_argument("--idle", action="store_true", help="run on idle CPU time")
     args = parser.parse_args(argv)
+    if args.idle:
+        yield_cpu()
     # Its parent decides when writing ends (by closing stdin): a Ctrl-C meant for
     # the CLI must not stop it halfway.
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, signal.SIG_IGN)
+    # What start-up made (modules) lives as long as we do: the collector, which
+    # each batch's rows set off, need not look through it again every time.
+    gc.freeze()
     try:
         _serve(sys.stdin.buffer, sys.stdout.buffer, args.busy_timeout, args.kept_in,
                args.lock_fd)
