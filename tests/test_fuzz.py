@@ -25,6 +25,7 @@ from claudetrace.model.events import Event, extract_fields, line_fields, parse_j
 from claudetrace.recording import RecordingInfo
 from claudetrace.replay.matching import Matcher, compile_script
 from claudetrace.store import event_rows, values
+from claudetrace.store.rows import clip
 from claudetrace.telemetry import build_spans
 from claudetrace.transcript import entries
 
@@ -97,6 +98,34 @@ def test_store_rows_hold_only_storable_values(evs: list[Event]) -> None:
                 assert "\x00" not in value
                 value.encode("utf-8")
     assert [row[5] for row in rows] == [e.data for e in evs]  # the exact bytes
+
+
+def clipped_everywhere(recording_id: str, evs: list[Event]) -> list[tuple[Any, ...]]:
+    """What event_rows gives, the plain way: every field clipped on every line."""
+    return [(recording_id, e.seq, e.direction, e.t_ns, e.wall_ns, e.data, int(e.eol),
+             len(e.data), int(e.fields.is_json), clip(e.fields.type, 64),
+             clip(e.fields.subtype, 64), clip(e.fields.request_id, 128), clip(e.fields.uuid, 64),
+             clip(e.fields.session_id, 64), clip(e.fields.parent_tool_use_id, 128))
+            for e in evs]
+
+
+long_fields = st.lists(st.tuples(
+    st.sampled_from(["type", "subtype", "request_id", "uuid", "session_id",
+                     "parent_tool_use_id"]),
+    st.sampled_from(["x" * 64, "x" * 65, "y" * 128, "y" * 129, "a\u0000b", "\u0000", "s1"])),
+    max_size=6).map(lambda pairs: ("{" + ",".join(f'"{k}":"{v}"' for k, v in pairs)
+                                   + "}").encode())
+
+
+@FUZZ
+@given(st.lists(lines | long_fields, max_size=25))
+@example([b'{"type":"x","uuid":"a\\u0000b"}', b'{"type":"x","uuid":"%s"}' % (b"u" * 65),
+          b'{"type":"x\\u0000","subtype":"%s","session_id":"\\u0000"}' % (b"s" * 65),
+          b'{"request_id":"%s","parent_tool_use_id":"%s"}' % (b"r" * 129, b"p" * 129)])
+def test_store_rows_are_every_field_clipped(datas: list[bytes]) -> None:
+    evs = [Event(i, "out", i, data) for i, data in enumerate(datas)]
+    rows, _tools = event_rows("R", evs)
+    assert rows == clipped_everywhere("R", evs)
 
 
 @FUZZ

@@ -30,6 +30,11 @@ COLUMNS: Final = {
 }
 
 
+#: The sizes of the columns of the fields lines repeat: type, subtype, request_id,
+#: session_id, parent_tool_use_id.
+_REPEATED_SIZES: Final = (64, 64, 128, 64, 128)
+
+
 def event_rows(
     recording_id: str, events: Iterable[Event]
 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
@@ -39,26 +44,27 @@ def event_rows(
     rows: list[tuple[Any, ...]] = []
     tools: list[tuple[Any, ...]] = []
     add_row, add_tool = rows.append, tools.append
-    # One object for equal values of the fields lines repeat (a type, a session,
-    # a request's two lines): pickle writes an object once and then refers to it,
+    # The fields lines repeat (type, subtype, request, session, parent tool use)
+    # are looked at once per combination a batch holds: clipped then, and made
+    # one object per value (pickle writes an object once and then refers to it,
     # so a batch crosses to the writer process smaller and unpickles in about
-    # half the time there, on the path that bounds the time to queryable.
-    same: dict[str | None, str | None] = {None: None}
+    # half the time there, on the path that bounds the time to queryable).  A
+    # line's own uuid is looked at on every line.
+    known: dict[tuple[str | None, ...], tuple[str | None, ...]] = {}
+    same: dict[str | None, str | None] = {}
     one = same.setdefault
     for ev in events:
         f = ev.fields
+        key = (f.type, f.subtype, f.request_id, f.session_id, f.parent_tool_use_id)
+        shared = known.get(key)
+        if shared is None:
+            shared = known[key] = tuple(one(value, value)
+                                        for value in map(clip, key, _REPEATED_SIZES))
+        kind, sub, req, sid, parent = shared
+        uuid = f.uuid
+        if uuid is not None and (len(uuid) > 64 or "\x00" in uuid):
+            uuid = clip(uuid, 64)
         data = ev.data
-        kind, sub, req, uuid, sid, parent = (one(f.type, f.type), one(f.subtype, f.subtype),
-                                             one(f.request_id, f.request_id), f.uuid,
-                                             one(f.session_id, f.session_id),
-                                             one(f.parent_tool_use_id, f.parent_tool_use_id))
-        # A NUL can only be in a field when the line spells one (``\u0000``).
-        if ((kind and len(kind) > 64) or (sub and len(sub) > 64) or (req and len(req) > 128)
-                or (uuid and len(uuid) > 64) or (sid and len(sid) > 64)
-                or (parent and len(parent) > 128) or b"\\u0000" in data):
-            kind, sub, req, uuid, sid, parent = (clip(kind, 64), clip(sub, 64), clip(req, 128),
-                                                 clip(uuid, 64), clip(sid, 64),
-                                                 clip(parent, 128))
         # The flags as integers: sqlite3 (before Python 3.12) offers a bool to its
         # adapters first, a tenth of the writer's CPU time under a burst.
         add_row((recording_id, ev.seq, ev.direction, ev.t_ns, ev.wall_ns, data,
