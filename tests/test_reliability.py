@@ -316,3 +316,29 @@ def test_a_full_disk_loses_bytes_but_never_invents_lines(tmp_path: Path) -> None
         assert f"{rec['id']}  incomplete: {rec['lost_bytes']} bytes".encode() in doctor.stdout
     finally:
         subprocess.run(["umount", "-l", str(small)], check=False, capture_output=True)
+
+
+def test_a_cassette_import_loads_no_sqlalchemy_and_still_stores_what_waits(
+    db_path: Path,
+) -> None:
+    sample = str(Path(__file__).parent / "fixtures" / "samples" / "basic.cassette.ndjson")
+    assert ct("db", "upgrade", "--db", str(db_path)).returncode == 0
+    # Its own process writes nothing: the writer does, through sqlite3 alone.
+    done = subprocess.run([PY, "-X", "importtime", "-m", "claudetrace", "import", sample,
+                           "--db", str(db_path)], capture_output=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    imported = [line.rsplit("|", 1)[-1].strip() for line in done.stderr.decode().splitlines()]
+    assert "claudetrace.store.ingest" in imported
+    assert not [name for name in imported if name.split(".")[0] in ("sqlalchemy", "alembic")]
+    # A finished session whose indexer is gone waits in a capture file: stored too.
+    info = RecordingInfo.start(["claude"])
+    folder = cap.capture_dirs(resolve_url(str(db_path)))[0]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{info.id}{cap.SUFFIX}"
+    writer = cap.CaptureWriter(path, info)
+    writer.feed("out", b'{"type":"system"}\n')
+    writer.close({"exit_code": 0, "ended_ns": time.time_ns()})
+    assert ct("import", sample, "--db", str(db_path)).returncode == 0
+    assert not path.exists()
+    listed = json.loads(ct("sessions", "--db", str(db_path), "--json").stdout)
+    assert len(listed) == 3 and info.id in {rec["id"] for rec in listed}

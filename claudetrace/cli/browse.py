@@ -402,18 +402,32 @@ def import_(
 
     parsed_tags = _parse_tags(tags)
     files = list(expand(paths))
+    from .. import capture as cap
     from ..config import resolve_url
     from ..indexer import open_settled_store, writer_for
+    from ..store.sqlite import plain_file
 
     # A cassette's events are written by a process of its own, beside the
     # reading; started first, so its start-up runs beside ours.
+    url = resolve_url(db_url)
     process = writer_for(db_url)
     from ..store.writer import WriterProcess
 
-    started = WriterProcess(resolve_url(db_url), process)
+    started = WriterProcess(url, process)
+    opened: list[Any] = []
+
+    def store() -> Any:
+        """The store, opened (and settled) when first needed: cassettes written
+        by the writer into a database that is there need none (nor SQLAlchemy)."""
+        if not opened:
+            opened.append(open_settled_store(db_url, create=True))
+        return opened[0]
+
     with closing(started):
-        store = open_settled_store(db_url, create=True)
-        writer = None if store.in_memory else started  # another process, another memory
+        if url.startswith("sqlite") and plain_file(url) is None:
+            store()  # a file to make, or a database in memory: opened first, as ever
+        # A database in memory is one per process: the writer's would be another.
+        writer = None if opened and opened[0].in_memory else started
         # One file shows its own bar (its events); several, one bar over the files.
         bar = track(files, "importing", total=len(files), unit="files")
         with bar if len(files) > 1 else nullcontext(iter(files)) as shown:
@@ -425,8 +439,10 @@ def import_(
                     if done.kind == "transcript":
                         click.echo(f"{path}: {done.action} session {done.session_id}", err=True)
                     click.echo(done.recording_id)
+        if not opened and cap.capture_files(url):
+            store()  # stores the finished sessions still waiting, as every command does
     if watch:
-        _watch(store, paths, interval)
+        _watch(store(), paths, interval)
 
 
 def _watch(store: Any, paths: tuple[str, ...], interval: float) -> None:

@@ -156,21 +156,32 @@ def import_file(
     store: Any, path: Path, *, name: str | None = None, tags: dict[str, str] | None = None,
     writer: Any = None,
 ) -> Imported:
-    """Store the cassette, transcript or claude-trace log ``path`` (a cassette's
-    events through ``writer`` when given: see :meth:`~claudetrace.store.Store.import_cassette`)."""
+    """Store the cassette, transcript or claude-trace log ``path``.
+
+    ``store`` is the store, or a function that opens it when first needed: a
+    cassette's events go through ``writer`` when given (a
+    :class:`~claudetrace.store.writer.WriterProcess`), which needs the store only
+    to take a half-stored recording back out (:func:`~claudetrace.store.ingest.import_cassette`).
+    """
+    opened: Callable[[], Any] = store if callable(store) else lambda: store
     kind = detect(path)
     if kind != "cassette":
-        return import_converted(store, path, kind, name=name, tags=tags)
+        return import_converted(opened(), path, kind, name=name, tags=tags)
     from contextlib import closing
 
     from ..cassette import iter_cassette
     from ..progress import count_lines, enabled, track
+    from ..store.ingest import import_cassette
 
     header, events = iter_cassette(path)
     with closing(events):
         total = count_lines(path) - 1 if enabled() else None
         with track(events, f"importing {path.name}", total=total, unit="events") as shown:
-            rid = store.import_cassette((header, shown), name=name, tags=tags, writer=writer)
+            if writer is None:
+                rid = opened().import_cassette((header, shown), name=name, tags=tags)
+            else:
+                rid = import_cassette(writer, (header, shown), name=name, tags=tags,
+                                      forget=lambda rid: opened().delete_recording(rid))
     session_id = header.get("session_id")
     return Imported(
         path, "cassette", "imported", rid, session_id if isinstance(session_id, str) else None

@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .api import Store, info_from_header, open_store, resolve_url
+    from .api import Store, open_store, resolve_url
+    from .ingest import info_from_header
     from .models import Base, EventRow, EventTool, Recording
     from .rows import event_rows
 
@@ -22,7 +23,7 @@ __all__ = ["Base", "EventRow", "EventTool", "Recording", "Store", "event_rows",
            "info_from_header", "open_store", "resolve_url"]
 
 #: Where each of the package's names is defined.
-_HOMES = {"Store": "api", "info_from_header": "api", "open_store": "api", "resolve_url": "api",
+_HOMES = {"Store": "api", "info_from_header": "ingest", "open_store": "api", "resolve_url": "api",
           "Base": "models", "EventRow": "models", "EventTool": "models", "Recording": "models",
           "event_rows": "rows"}
 

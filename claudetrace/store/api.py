@@ -8,7 +8,6 @@ proxy, the commands, telemetry backfill, replay and the UI use.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
 from typing import Any, cast
@@ -22,11 +21,11 @@ from ..config import database_named, resolve_url
 from ..errors import AmbiguousSession, SessionNotFound, StoreError
 from ..model import Session as SessionModel
 from ..model.events import Direction, Event
-from ..model.summary import outcome_columns, summary_columns
-from ..recording import RecordingInfo, new_recording_id
+from ..recording import RecordingInfo
 from .engine import BUSY_TIMEOUT_S, create_store_engine, error_reason, upgrade
+from .ingest import ended_columns, import_cassette, info_from_header
 from .models import EventRow, EventTool, Recording, type_in
-from .rows import COLUMNS, event_rows, info_columns, insert_batches, stream_columns
+from .rows import COLUMNS, event_rows, info_columns, insert_batches
 from .values import storable_columns
 
 __all__ = ["Store", "info_from_header", "open_store", "resolve_url"]
@@ -213,59 +212,17 @@ class Store:
         info: RecordingInfo | None = None,
         writer: Any = None,
     ) -> str:
-        """Store a cassette as a new recording; returns its id.
-
-        ``info`` describes the recording instead of the header (an importer that
-        knows better: a Claude Code transcript, a recording id to keep).
-
-        The events are read as they are stored, a batch at a time, so a cassette
-        of any size takes a few batches' memory: one is written while the next
-        is read and folded, by ``writer`` (a :class:`~.writer.WriterProcess`:
-        the database's work in a process of its own) or else by a thread of
-        this one.  If reading them fails half way (a malformed line, Ctrl-C), the
-        half-stored recording is deleted again.
-        """
-        if isinstance(cassette, Cassette):
-            header, events = cassette.header, iter(cassette.events)
-        else:
-            header, events = cassette[0], iter(cassette[1])
-        info = info_from_header(header) if info is None else info
-        if name:
-            info.name = name
-        if tags:
-            info.tags = {**info.tags, **tags}
+        """Store a cassette as a new recording; returns its id
+        (:func:`.ingest.import_cassette`, through ``writer``, a
+        :class:`~.writer.WriterProcess`, or else the store's writes on a thread of
+        this process)."""
         target = writer if writer is not None else _WritingThread(self)
-        try:
-            with _store_errors("import"):
-                target.create_recording(info)
-                self._import_events(info, header, events, batch, target)
-        except BaseException:
-            # What the writer holds is written (or refused) before the recording goes.
-            target.close()
-            with contextlib.suppress(Exception):  # the first error is the one to tell
-                self.delete_recording(info.id)
-            raise
+        with _store_errors("import"):
+            rid = import_cassette(target, cassette, forget=self.delete_recording, name=name,
+                                  tags=tags, batch=batch, info=info)
         if writer is None:
             target.close()
-        return info.id
-
-    def _import_events(self, info: RecordingInfo, header: dict[str, Any],
-                       events: Iterator[Event], batch: int, writer: Any) -> None:
-        session = SessionModel(model=info.model, session_id=info.cli_session_id)
-        pending: list[Event] = []
-        last_t = 0
-        for ev in events:
-            session.add(ev)
-            info.observe(ev)
-            last_t = ev.t_ns
-            pending.append(ev)
-            if len(pending) >= batch:
-                writer.write_batch(info.id, pending)
-                pending = []
-        end = header.get("ended_ns")
-        ended_ns = end if isinstance(end, int) else info.started_ns + last_t
-        writer.write_batch(info.id, pending, _ended_columns(session, info, ended_ns))
-        writer.wait_written()
+        return rid
 
     def put_recording(
         self, info: RecordingInfo, events: Sequence[Event], *, open_seen_ns: int | None = None
@@ -287,7 +244,7 @@ class Store:
             info.observe(ev)
         last_t = events[-1].t_ns if events else 0
         ended_ns = info.started_ns + last_t
-        columns = {**info_columns(info), **_ended_columns(session, info, ended_ns)}
+        columns = {**info_columns(info), **ended_columns(session, info, ended_ns)}
         if open_seen_ns is not None:
             columns.update(ended_ns=None, last_seen_ns=open_seen_ns)
         r = _RECORDINGS.c
@@ -677,48 +634,3 @@ def _stored_prefix(conn: Connection, recording_id: str, events: Sequence[Event])
         kept += 1
     stored.close()
     return kept
-
-
-def _ended_columns(session: SessionModel, info: RecordingInfo, ended_ns: int) -> dict[str, Any]:
-    """What an imported recording's row says once all its events are read."""
-    return {
-        **summary_columns(session),
-        **outcome_columns(session.outcome(
-            ended=True, exit_code=info.exit_code, signal=info.signal, error=info.error)),
-        **stream_columns(info),
-        "ended_ns": ended_ns,
-        "last_seen_ns": ended_ns,
-    }
-
-
-def info_from_header(header: dict[str, Any]) -> RecordingInfo:
-    """A new recording's metadata from a cassette header (unknown fields kept)."""
-    from .._version import __version__
-
-    def get(key: str, kind: type, default: Any = None) -> Any:
-        value = header.get(key)
-        return value if isinstance(value, kind) and not isinstance(value, bool) else default
-
-    started = get("started_ns", int) or time.time_ns()
-    argv = header.get("argv")
-    tags = header.get("tags")
-    return RecordingInfo(
-        id=new_recording_id(started),
-        argv=[str(a) for a in argv] if isinstance(argv, list) else [],
-        started_ns=started,
-        cwd=get("cwd", str, ""),
-        host=get("host", str, ""),
-        name=get("name", str),
-        tags={str(k): str(v) for k, v in tags.items()} if isinstance(tags, dict) else {},
-        claudetrace_version=__version__,
-        source="import",
-        ended_ns=get("ended_ns", int),
-        exit_code=get("exit_code", int),
-        signal=get("signal", int),
-        error=get("error", str),
-        cli_session_id=get("session_id", str),
-        claude_code_version=get("claude_code_version", str),
-        model=get("model", str),
-        permission_mode=get("permission_mode", str),
-        extra={"cassette_header": header},
-    )

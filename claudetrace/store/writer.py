@@ -155,7 +155,7 @@ class WriterProcess:
             self._read_reply()
         if self.pid is None:  # written here, as a store would: nothing to pickle
             self._write_here()
-            _apply(self._local_store(), op, args)
+            _apply_here(self._local_store(), op, args)
             return
         frame = pickle.dumps((op, args), protocol=pickle.HIGHEST_PROTOCOL)
         self._pending.append((self._next, frame))
@@ -211,7 +211,7 @@ class WriterProcess:
             op, args = pickle.loads(self._pending[0][1])
             store = self._local_store()
             if not (self._maybe_written and _written_already(store, op, args)):
-                _apply(store, op, args)
+                _apply_here(store, op, args)
             self._maybe_written = False
             self._pending.popleft()
 
@@ -299,6 +299,19 @@ def _apply(store: Writes, op: str, args: tuple[Any, ...]) -> None:
         store.update_recording(recording_id, **values)
     else:
         getattr(store, op)(*args)
+
+
+def _apply_here(store: Writes, op: str, args: tuple[Any, ...]) -> None:
+    """:func:`_apply` in the calling process: a database's failure is raised as
+    the child's would be (:class:`WriteFailed`, in one line)."""
+    try:
+        _apply(store, op, args)
+    except ClaudeTraceError:
+        raise
+    except Exception as exc:
+        from .engine import error_line, is_transient_error
+
+        raise WriteFailed(error_line(exc), transient=is_transient_error(exc)) from exc
 
 
 def _serve(requests: IO[bytes], replies: IO[bytes], busy_timeout_s: float,

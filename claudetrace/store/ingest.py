@@ -1,0 +1,138 @@
+"""A cassette into the store through a writer, without SQLAlchemy.
+
+:func:`import_cassette` reads a cassette's events and hands them to a writer
+(a :class:`~.writer.WriterProcess`, whose child stores a SQLite file with
+:mod:`.sqlite`) a batch at a time: ``claudetrace import`` of a cassette into
+SQLite loads no database module in its own process unless something fails.
+:meth:`~claudetrace.store.Store.import_cassette` is the same through a store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Protocol
+
+from ..cassette import Cassette
+from ..model import Session
+from ..model.events import Event
+from ..model.summary import outcome_columns, summary_columns
+from ..recording import RecordingInfo, new_recording_id
+from .rows import stream_columns
+
+
+class Writes(Protocol):
+    """What :func:`import_cassette` writes through (a writer process, or a store's
+    writes on a thread of its own)."""
+
+    def create_recording(self, info: RecordingInfo) -> None: ...
+    def write_batch(self, recording_id: str, events: list[Event],
+                    recording_updates: dict[str, Any] | None = None) -> None: ...
+    def wait_written(self) -> None: ...
+    def close(self) -> None: ...
+
+
+def import_cassette(
+    writer: Writes,
+    cassette: Cassette | tuple[dict[str, Any], Iterable[Event]],
+    *,
+    forget: Callable[[str], None],
+    name: str | None = None,
+    tags: dict[str, str] | None = None,
+    batch: int = 2000,
+    info: RecordingInfo | None = None,
+) -> str:
+    """Store a cassette as a new recording through ``writer``; returns its id.
+
+    ``info`` describes the recording instead of the header (an importer that
+    knows better: a Claude Code transcript, a recording id to keep).
+
+    The events are read as they are stored, a batch at a time, so a cassette of
+    any size takes a few batches' memory: the writer stores one while the next
+    is read and folded.  If reading them fails half way (a malformed line,
+    Ctrl-C), the writer is closed (what it holds is written or refused) and the
+    half-stored recording is deleted again (``forget``).
+    """
+    if isinstance(cassette, Cassette):
+        header, events = cassette.header, iter(cassette.events)
+    else:
+        header, events = cassette[0], iter(cassette[1])
+    info = info_from_header(header) if info is None else info
+    if name:
+        info.name = name
+    if tags:
+        info.tags = {**info.tags, **tags}
+    try:
+        writer.create_recording(info)
+        _write_events(info, header, events, batch, writer)
+    except BaseException:
+        writer.close()
+        with contextlib.suppress(Exception):  # the first error is the one to tell
+            forget(info.id)
+        raise
+    return info.id
+
+
+def _write_events(info: RecordingInfo, header: dict[str, Any], events: Iterator[Event],
+                  batch: int, writer: Writes) -> None:
+    session = Session(model=info.model, session_id=info.cli_session_id)
+    pending: list[Event] = []
+    last_t = 0
+    for ev in events:
+        session.add(ev)
+        info.observe(ev)
+        last_t = ev.t_ns
+        pending.append(ev)
+        if len(pending) >= batch:
+            writer.write_batch(info.id, pending)
+            pending = []
+    end = header.get("ended_ns")
+    ended_ns = end if isinstance(end, int) else info.started_ns + last_t
+    writer.write_batch(info.id, pending, ended_columns(session, info, ended_ns))
+    writer.wait_written()
+
+
+def ended_columns(session: Session, info: RecordingInfo, ended_ns: int) -> dict[str, Any]:
+    """What an imported recording's row says once all its events are read."""
+    return {
+        **summary_columns(session),
+        **outcome_columns(session.outcome(
+            ended=True, exit_code=info.exit_code, signal=info.signal, error=info.error)),
+        **stream_columns(info),
+        "ended_ns": ended_ns,
+        "last_seen_ns": ended_ns,
+    }
+
+
+def info_from_header(header: dict[str, Any]) -> RecordingInfo:
+    """A new recording's metadata from a cassette header (unknown fields kept)."""
+    from .._version import __version__
+
+    def get(key: str, kind: type, default: Any = None) -> Any:
+        value = header.get(key)
+        return value if isinstance(value, kind) and not isinstance(value, bool) else default
+
+    started = get("started_ns", int) or time.time_ns()
+    argv = header.get("argv")
+    tags = header.get("tags")
+    return RecordingInfo(
+        id=new_recording_id(started),
+        argv=[str(a) for a in argv] if isinstance(argv, list) else [],
+        started_ns=started,
+        cwd=get("cwd", str, ""),
+        host=get("host", str, ""),
+        name=get("name", str),
+        tags={str(k): str(v) for k, v in tags.items()} if isinstance(tags, dict) else {},
+        claudetrace_version=__version__,
+        source="import",
+        ended_ns=get("ended_ns", int),
+        exit_code=get("exit_code", int),
+        signal=get("signal", int),
+        error=get("error", str),
+        cli_session_id=get("session_id", str),
+        claude_code_version=get("claude_code_version", str),
+        model=get("model", str),
+        permission_mode=get("permission_mode", str),
+        extra={"cassette_header": header},
+    )
