@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from json.encoder import encode_basestring
 from pathlib import Path
-from typing import IO, Any, Final
+from typing import IO, Annotated, Any, Final, Literal
 
 import msgspec
 
@@ -304,11 +304,12 @@ def parse_record(text: str, *, path: str | None = None, line: int | None = None)
 
 
 class _Record(msgspec.Struct):
-    """The members of an event line :func:`parse_record` reads, as their types."""
+    """The members of an event line :func:`parse_record` reads, as their types and
+    within their ranges (checked by msgspec as it reads them)."""
 
-    seq: int
-    t: float
-    dir: str
+    seq: Annotated[int, msgspec.Meta(ge=0, le=MAX_SEQ)]
+    t: Annotated[float, msgspec.Meta(ge=0, le=MAX_NS / 1e9)]
+    dir: Literal["in", "out", "err"]
     line: str | msgspec.UnsetType = msgspec.UNSET
     eol: bool = True
 
@@ -330,16 +331,15 @@ def read_record(raw: bytes, *, path: str | None = None, line: int | None = None)
         record = _decode_record(raw)
     except (msgspec.DecodeError, RecursionError):
         record = None
-    if record is not None and isinstance(text := record.line, str):
-        seq, t = record.seq, record.t
-        if (0 <= seq <= MAX_SEQ and record.dir in DIRECTIONS and math.isfinite(t)
-                and 0 <= t <= MAX_NS / 1e9 and (t_ns := round(t * 1e9)) <= MAX_NS):
-            try:
-                data = text.encode("utf-8")
-            except UnicodeEncodeError:
-                pass
-            else:
-                return Event(seq, record.dir, t_ns, data, record.eol)
+    # (The last float below the largest time may round up to more than it.)
+    if (record is not None and isinstance(text := record.line, str)
+            and (t_ns := round(record.t * 1e9)) <= MAX_NS):
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:
+            pass
+        else:
+            return Event(record.seq, record.dir, t_ns, data, record.eol)
     return parse_record(raw.decode("utf-8"), path=path, line=line)
 
 
@@ -393,9 +393,10 @@ def iter_cassette(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Cassett
                     lineno += 1
                     if not raw.isascii():
                         raw.decode("utf-8")  # all of it, not only what msgspec keeps
-                    start = raw.lstrip()[:1]
-                    if not start or (start != b"{" and not raw.decode("utf-8").strip()):
-                        continue  # a blank line (Unicode's white space too)
+                    if raw[:1] != b"{":  # (a record as claudetrace writes it does)
+                        start = raw.lstrip()[:1]
+                        if not start or (start != b"{" and not raw.decode("utf-8").strip()):
+                            continue  # a blank line (Unicode's white space too)
                     event = read_record(raw, path=name, line=lineno)
                     if event.seq <= last_seq:
                         raise CassetteError(

@@ -55,8 +55,8 @@ def test_a_tiny_run_times_every_row_and_checks_the_export() -> None:
     report = run_session_bench(lines=2000, repeat=1)
     names = {r.name for r in report.runs}
     assert {"cat (the cassette)", "naive import loop", "claudetrace import",
-            "claudetrace export --no-redact", "claudetrace show", "claudetrace show --raw",
-            "claudetrace show --deltas"} <= names
+            "claudetrace import (new file)", "claudetrace export --no-redact",
+            "claudetrace show", "claudetrace show --raw", "claudetrace show --deltas"} <= names
     assert all(r.seconds > 0 for r in report.runs)
     assert all(r.first_byte is not None for r in report.runs if "show" in r.name)
     text = "\n".join(report.lines_out())
