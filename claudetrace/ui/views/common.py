@@ -23,8 +23,6 @@ from claudetrace.errors import ClaudeTraceError
 from claudetrace.indexer import open_settled_store
 from claudetrace.store import Store
 
-#: Environment variable the ``claudetrace ui`` command passes the database in.
-
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=^])")
 
 
