@@ -8,6 +8,8 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -231,6 +233,61 @@ def test_a_database_not_at_the_newest_schema_goes_through_the_store(
     finally:
         opened.close()
     again = _open_writes(1.0)
+    try:
+        assert isinstance(again, plain.SqliteWrites)
+    finally:
+        again.close()
+
+
+def held_for_a_while(path: Path, statements: list[str], seconds: float = 1.0) -> Any:
+    """Another process's write under way on ``path``: a connection that runs
+    ``statements`` in a transaction and rolls it back after ``seconds``."""
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    for statement in statements:
+        holder.execute(statement)
+
+    def release() -> None:
+        time.sleep(seconds)
+        holder.execute("ROLLBACK")
+        holder.close()
+
+    thread = threading.Thread(target=release)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("making", [True, False], ids=["being-made", "not-yet-wal"])
+def test_a_file_another_process_is_writing_is_waited_for(
+    tmp_path: Path, empty_db: Path, monkeypatch: pytest.MonkeyPatch, making: bool,
+) -> None:
+    """A file a starting proxy is still making (its migration under way), or one at
+    the newest schema but not in the write-ahead log yet, whose lock another
+    process holds: the writer waits for it as the store does (the switch to the
+    log does not wait, and failed at once: ``import`` said 'database is locked')."""
+    path = tmp_path / "busy.db"
+    if making:
+        path.touch()
+        statements = ["CREATE TABLE being_made (x)"]
+    else:
+        shutil.copy(empty_db, path)
+        with sqlite3.connect(path, isolation_level=None) as conn:
+            assert conn.execute("PRAGMA journal_mode = DELETE").fetchone() == ("delete",)
+        conn.close()
+        statements = ["CREATE TABLE other_work (x)"]
+    monkeypatch.setenv("CLAUDETRACE_DB", str(path))
+    released = held_for_a_while(path, statements)
+    try:
+        opened = _open_writes(30.0)
+    finally:
+        released.join()
+    try:
+        info = RecordingInfo.start(["claude"])
+        opened.create_recording(info)
+        assert isinstance(opened, Store)
+    finally:
+        opened.close()
+    again = _open_writes(1.0)  # made, and in the log now: written plainly
     try:
         assert isinstance(again, plain.SqliteWrites)
     finally:

@@ -130,6 +130,17 @@ def plain_file(url: str) -> Path | None:
     return path if path.is_file() else None
 
 
+def reason(exc: sqlite3.Error) -> str:
+    """SQLite's reason for ``exc``, in one line."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    """Whether ``exc`` is another connection's lock (``SQLITE_BUSY``, ``SQLITE_LOCKED``)."""
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
 class NotPlain(Exception):
     """The database is not one :class:`SqliteWrites` writes (not at the newest
     schema): it is opened with :func:`~claudetrace.store.open_store` instead."""
@@ -153,19 +164,30 @@ class SqliteWrites:
         self._lock = threading.Lock()
         self._checkpoints: sqlite3.Connection | None = None
         bind_directly()
-        self._conn = self._connect(autocheckpoint)
+        # The schema is looked at before the connection is set up: a file that
+        # another process is still making (or migrating) holds no head yet, and
+        # goes to the store, which waits for it, instead of meeting its lock in
+        # the switch to the write-ahead log (which does not wait).
+        self._conn = self._connect(None, set_up_now=False)
         try:
-            heads = [row[0] for row in
-                     self._conn.execute("SELECT version_num FROM alembic_version")]
-        except sqlite3.Error:
-            heads = []
-        if heads != [SCHEMA_HEAD]:
+            try:
+                heads = [row[0] for row in
+                         self._conn.execute("SELECT version_num FROM alembic_version")]
+            except sqlite3.OperationalError:  # no such table (a file not made yet)
+                heads = []
+            if heads != [SCHEMA_HEAD]:
+                raise NotPlain(f"the schema is at {heads!r}, not {SCHEMA_HEAD}")
+            set_up(self._conn, self._busy_timeout_s, autocheckpoint)
+        except BaseException:
             self._conn.close()
-            raise NotPlain(f"the schema is at {heads!r}, not {SCHEMA_HEAD}")
+            raise
 
-    def _connect(self, autocheckpoint: int | None) -> sqlite3.Connection:
+    def _connect(self, autocheckpoint: int | None, *, set_up_now: bool = True
+                 ) -> sqlite3.Connection:
         conn = sqlite3.connect(self._path, timeout=self._busy_timeout_s, isolation_level=None,
                                check_same_thread=False)
+        if not set_up_now:
+            return conn
         try:
             set_up(conn, self._busy_timeout_s, autocheckpoint)
         except BaseException:
@@ -190,8 +212,7 @@ class SqliteWrites:
         except sqlite3.Error as exc:
             if what is None:
                 raise
-            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise StoreError(f"{what} failed: {reason}") from exc
+            raise StoreError(f"{what} failed: {reason(exc)}") from exc
         finally:
             cursor.close()
 

@@ -38,7 +38,7 @@ from ..config import resolve_url, yield_cpu
 from ..errors import ClaudeTraceError, SessionNotFound, StoreError
 from ..recording import RecordingInfo
 from .rows import event_rows
-from .sqlite import BUSY_TIMEOUT_S, NotPlain, SqliteWrites, plain_file
+from .sqlite import BUSY_TIMEOUT_S, NotPlain, SqliteWrites, is_busy, plain_file, reason
 
 if TYPE_CHECKING:
     from ..model.events import Event
@@ -251,8 +251,10 @@ def _open_writes(busy_timeout_s: float) -> Writes:
         except NotPlain:
             pass
         except sqlite3.Error as exc:
-            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise StoreError(f"cannot open database {path}: {reason}") from exc
+            # Busy in a step that does not wait (the switch to the write-ahead
+            # log while another process writes): the store's opening waits.
+            if not is_busy(exc):
+                raise StoreError(f"cannot open database {path}: {reason(exc)}") from exc
     return _open(url, busy_timeout_s)
 
 
