@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import gc
 import json
+import signal
+import sqlite3
 import subprocess
 import sys
+import time
 import tracemalloc
 from pathlib import Path
 
@@ -182,6 +185,48 @@ def test_a_malformed_line_after_stored_batches_leaves_no_recording(
     one_line_error(invoke("import", str(cassette), "--db", str(db_path)), "late.ndjson:4502",
                    '"dir"')
     assert json.loads(invoke("sessions", "--db", str(db_path), "--json").stdout) == []
+
+
+def _counts(db_path: Path) -> tuple[int, int]:
+    with sqlite3.connect(db_path) as conn:
+        found = (conn.execute("SELECT count(*) FROM recordings").fetchone()[0],
+                 conn.execute("SELECT count(*) FROM events").fetchone()[0])
+    conn.close()
+    return found
+
+
+@pytest.mark.parametrize("again_after", [0.05, 0.15, 0.3])
+def test_ctrl_c_pressed_twice_during_an_import_leaves_no_recording(
+    db_path: Path, tmp_path: Path, again_after: float,
+) -> None:
+    """The first Ctrl-C stops the import, which takes what it stored back out; a
+    second one while it does so (the store opening, the delete) is held until
+    that is done: it left half a recording behind (found by a review)."""
+    assert invoke("import", str(SAMPLES[0]), "--db", str(db_path)).exit_code == 0
+    before = _counts(db_path)
+    cassette = tmp_path / "big.ndjson"
+    _big_cassette(cassette, 200_000)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "claudetrace", "import", str(cassette), "--db", str(db_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 60
+        while _counts(db_path)[1] <= before[1]:  # a batch of it is stored
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(again_after)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode != 0, err
+    assert "Traceback" not in err, err
+    assert _counts(db_path) == before, err
 
 
 def test_import_takes_a_batchs_memory_not_the_files(db_path: Path, tmp_path: Path) -> None:

@@ -95,6 +95,33 @@ def test_store_round_trip_is_exact_for_any_bytes(
     ]
 
 
+def test_an_import_whose_half_cannot_be_deleted_says_so(
+    store: Store, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A cassette that fails half way is taken back out; should that fail too (a
+    full disk), one line names the recording left, and the first error is raised."""
+    from claudetrace.store.ingest import import_cassette
+    from claudetrace.store.writer import WriterProcess
+
+    def events() -> Iterator[Event]:
+        for seq in range(5000):
+            yield Event(seq, "out", seq, b'{"type":"x"}')
+        raise ValueError("big.ndjson:5002: not JSON")
+
+    def forget(recording_id: str) -> None:
+        raise StoreError("delete failed: database or disk is full")
+
+    writer = WriterProcess(store.url, None)
+    with pytest.raises(ValueError, match="not JSON"):
+        import_cassette(writer, (new_header(argv=["x"]), events()), forget=forget)
+    (left,) = [r.id for r in store.list_recordings()]
+    assert capsys.readouterr().err == (
+        f"claudetrace: the half-imported recording {left} is still in the store: "
+        "delete failed: database or disk is full\n")
+    store.delete_recording(left)  # as forget does when it can
+    assert store.list_recordings() == []
+
+
 def test_resolve_by_id_prefix_session_and_latest(store: Store) -> None:
     first = store.import_cassette(read_cassette(SAMPLES[0]))
     second = store.import_cassette(read_cassette(SAMPLES[1]))

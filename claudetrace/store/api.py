@@ -560,9 +560,11 @@ class _WritingThread:
         self._here = store.in_memory
         self._thread = ThreadPoolExecutor(1)
         self._writing: Future[None] | None = None
+        self.stored_any = False
 
     def create_recording(self, info: RecordingInfo) -> None:
         self._store.create_recording(info)
+        self.stored_any = True
 
     def write_batch(self, recording_id: str, events: Sequence[Event],
                     recording_updates: dict[str, Any] | None = None) -> None:

@@ -10,6 +10,7 @@ SQLite loads no database module in its own process unless something fails.
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
@@ -25,6 +26,9 @@ from .rows import stream_columns
 class Writes(Protocol):
     """What :func:`import_cassette` writes through (a writer process, or a store's
     writes on a thread of its own)."""
+
+    #: Whether anything may have been stored (else there is nothing to take back).
+    stored_any: bool
 
     def create_recording(self, info: RecordingInfo) -> None: ...
     def write_batch(self, recording_id: str, events: list[Event],
@@ -67,11 +71,35 @@ def import_cassette(
         writer.create_recording(info)
         _write_events(info, header, events, batch, writer)
     except BaseException:
-        writer.close()
-        with contextlib.suppress(Exception):  # the first error is the one to tell
-            forget(info.id)
+        _take_back(writer, forget, info.id)
         raise
     return info.id
+
+
+def _take_back(writer: Writes, forget: Callable[[str], None], recording_id: str) -> None:
+    """Close ``writer`` and delete what it stored of ``recording_id``, a Ctrl-C
+    held meanwhile: a second one (pressed twice, or again while the store opens)
+    stopped this half way and left half a recording in the store.  Should the
+    delete fail (a full disk), that is said in one line; the first error is the
+    one the caller raises.  Nothing is deleted when nothing was stored (the
+    store could not be opened, say): the recording was never there."""
+    from ..spawn import HeldInterrupts
+
+    held = HeldInterrupts()
+    try:
+        writer.close()
+        if not writer.stored_any:
+            return
+        try:
+            forget(recording_id)
+        except Exception as exc:
+            from .engine import error_line
+
+            with contextlib.suppress(OSError, ValueError):
+                print(f"claudetrace: the half-imported recording {recording_id} is still in "
+                      f"the store: {error_line(exc)}", file=sys.stderr, flush=True)
+    finally:
+        held.release()
 
 
 def _write_events(info: RecordingInfo, header: dict[str, Any], events: Iterator[Event],

@@ -102,6 +102,8 @@ class WriterProcess:
         self._resend = False
         #: The child went without answering the first pending request: it may be done.
         self._maybe_written = False
+        #: Whether a request may have been carried out (None stored when False).
+        self.stored_any = False
         self._process = process
         if process is not None:
             assert process.stdin is not None and process.stdout is not None
@@ -141,6 +143,8 @@ class WriterProcess:
 
     def close(self) -> None:
         """Let the child finish and exit, and wait for it."""
+        # What it has not answered yet it carries out before it ends.
+        self.stored_any = self.stored_any or (self._unanswered > 0 and self.pid is not None)
         self._reap()
         if self._local is not None:
             self._local.close()
@@ -156,6 +160,7 @@ class WriterProcess:
         if self.pid is None:  # written here, as a store would: nothing to pickle
             self._write_here()
             _apply_here(self._local_store(), op, args)
+            self.stored_any = True
             return
         frame = pickle.dumps((op, args), protocol=pickle.HIGHEST_PROTOCOL)
         self._pending.append((self._next, frame))
@@ -185,6 +190,7 @@ class WriterProcess:
             self._reap()
             self._unanswered = 0
             self._maybe_written = True
+            self.stored_any = self.stored_any or bool(self._pending)
             self._write_here()
             return
         self._unanswered -= 1
@@ -192,6 +198,7 @@ class WriterProcess:
         if done:
             first, _ = self._pending.popleft()
             assert first == number, "the writer answered out of order"
+            self.stored_any = True
             return
         if message is None:
             return  # skipped after an earlier failure
@@ -213,6 +220,7 @@ class WriterProcess:
             if not (self._maybe_written and _written_already(store, op, args)):
                 _apply_here(store, op, args)
             self._maybe_written = False
+            self.stored_any = True
             self._pending.popleft()
 
     def _local_store(self) -> Store:
