@@ -294,6 +294,44 @@ def test_a_file_another_process_is_writing_is_waited_for(
         again.close()
 
 
+def test_a_new_file_has_larger_pages_and_an_older_one_keeps_its_own(tmp_path: Path) -> None:
+    """A file the store makes has pages of PAGE_BYTES; a store made with SQLite's
+    4 KiB pages (before) keeps them, written alike by both; either's log is
+    bounded at the same size in bytes."""
+    from claudetrace.store.writer import LOG_BYTES
+
+    new = tmp_path / "new.db"
+    open_store(str(new)).close()
+    older = tmp_path / "older.db"
+    with sqlite3.connect(older) as conn:
+        conn.execute("PRAGMA page_size = 4096")
+        conn.execute("PRAGMA journal_mode = WAL")
+    conn.close()
+    open_store(str(older)).close()
+    for path, page in ((new, plain.PAGE_BYTES), (older, 4096)):
+        for opened in (open_store(str(path), log_bytes=LOG_BYTES),
+                       plain.SqliteWrites(path, log_bytes=LOG_BYTES)):
+            try:
+                info = RecordingInfo.start(["claude"])
+                opened.create_recording(info)
+                rows, tools = event_rows(info.id, [Event(0, "out", 1, b"{}", True, 2)])
+                opened.write_rows(info.id, rows, tools, {"event_count": 1})
+                connection = (opened._conn if isinstance(opened, plain.SqliteWrites)
+                              else opened.engine.raw_connection())
+                try:
+                    pages = connection.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
+                finally:
+                    if not isinstance(opened, plain.SqliteWrites):
+                        connection.close()
+                assert pages * page == LOG_BYTES
+            finally:
+                opened.close()
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("PRAGMA page_size").fetchone() == (page,)
+            assert conn.execute("SELECT count(*) FROM events").fetchone() == (2,)
+        conn.close()
+
+
 def test_a_file_sqlite_cannot_open_is_a_store_error_naming_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -147,7 +147,7 @@ def test_the_writer_holds_no_descriptor_of_its_parent(db_path: Path, tmp_path: P
 
 
 def test_the_log_is_copied_into_the_database_beside_the_writes(db_path: Path) -> None:
-    # The writer's connection checkpoints at LOG_PAGES (64 MiB): what reaches
+    # The writer's connection checkpoints at LOG_BYTES (64 MiB): what reaches
     # the database file before then was copied there by the checkpoint thread.
     open_store(str(db_path)).close()
     writer = writer_for(db_path)

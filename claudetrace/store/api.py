@@ -35,7 +35,7 @@ _TOOLS = cast(Table, EventTool.__table__)
 _RECORDINGS = cast(Table, Recording.__table__)
 def open_store(
     db: str | None = None, *, migrate: bool = True, create: bool = True,
-    busy_timeout_s: float = BUSY_TIMEOUT_S, autocheckpoint: int | None = None,
+    busy_timeout_s: float = BUSY_TIMEOUT_S, log_bytes: int | None = None,
 ) -> Store:
     """Open the store named by ``db`` / ``$CLAUDETRACE_DB``, migrated to the newest
     schema unless ``migrate`` is False.
@@ -52,7 +52,7 @@ def open_store(
     url = resolve_url(db)
     engine = create_store_engine(url, create=create or not database_named(db),
                                  busy_timeout_s=busy_timeout_s,
-                                 autocheckpoint=autocheckpoint)
+                                 log_bytes=log_bytes)
     if migrate:
         try:
             upgrade(engine)

@@ -31,9 +31,9 @@ from .sqlite import SETTLE_BUSY_TIMEOUT_S as SETTLE_BUSY_TIMEOUT_S
 from .sqlite import bytes_unchanged as bytes_unchanged
 
 
-def _sqlite_pragmas(busy_timeout_s: float, autocheckpoint: int | None) -> Any:
+def _sqlite_pragmas(busy_timeout_s: float, log_bytes: int | None) -> Any:
     def on_connect(dbapi_conn: Any, _record: Any) -> None:
-        set_up(dbapi_conn, busy_timeout_s, autocheckpoint)
+        set_up(dbapi_conn, busy_timeout_s, log_bytes)
 
     return on_connect
 
@@ -149,7 +149,7 @@ def require_database(url: str) -> None:
 
 def create_store_engine(
     url: str, *, create: bool = True, busy_timeout_s: float = BUSY_TIMEOUT_S,
-    autocheckpoint: int | None = None,
+    log_bytes: int | None = None,
 ) -> Engine:
     """An Engine for ``url``, with SQLite set up for concurrent recording.
 
@@ -181,7 +181,7 @@ def create_store_engine(
         reason = str(exc).replace(url, shown).splitlines()[0] if str(exc) else type(exc).__name__
         raise BadDatabaseURL(f"unsupported database URL {shown!r}: {reason}", url=shown) from exc
     if parsed.get_backend_name() == "sqlite":
-        event.listen(engine, "connect", _sqlite_pragmas(busy_timeout_s, autocheckpoint))
+        event.listen(engine, "connect", _sqlite_pragmas(busy_timeout_s, log_bytes))
         if engine.dialect.driver == "pysqlite":
             if sys.version_info < (3, 12):
                 bind_directly()

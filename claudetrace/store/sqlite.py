@@ -57,18 +57,29 @@ _DEFAULTS_GIVEN: Final = {name: value for name, value in RECORDING_DEFAULTS.item
 JSON_COLUMNS: Final = frozenset({"tags", "argv", "env", "models", "extra"})
 
 
-def set_up(connection: Any, busy_timeout_s: float, autocheckpoint: int | None) -> None:
+#: The page size of a SQLite file the store makes (bytes).  A burst's lines go
+#: into pages, the log and then the database, a ``pwrite`` a page: in 16 KiB
+#: pages rather than SQLite's 4 KiB the writer takes a fifth less CPU time and
+#: the burst is queryable about 15% sooner (``bench ingest``; 64 KiB gains
+#: nothing more).  A file keeps the page size it was made with.
+PAGE_BYTES: Final = 16384
+
+
+def set_up(connection: Any, busy_timeout_s: float, log_bytes: int | None) -> None:
     """Set a new connection up for concurrent recording: a busy timeout, the
-    write-ahead log, foreign keys; ``autocheckpoint``: the log's size (pages) at
-    which a commit copies it into the database."""
+    write-ahead log, foreign keys, :data:`PAGE_BYTES` for a file still empty;
+    ``log_bytes``: the log's size at which a commit copies it into the database."""
     cursor = connection.cursor()
     try:
         cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        # Before the log: the page size of a file with nothing in it yet (else a no-op).
+        cursor.execute(f"PRAGMA page_size = {PAGE_BYTES}")
         cursor.execute("PRAGMA journal_mode = WAL")
         cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.execute("PRAGMA foreign_keys = ON")
-        if autocheckpoint is not None:
-            cursor.execute(f"PRAGMA wal_autocheckpoint = {int(autocheckpoint)}")
+        if log_bytes is not None:
+            page = cursor.execute("PRAGMA page_size").fetchone()[0]
+            cursor.execute(f"PRAGMA wal_autocheckpoint = {max(1, log_bytes // page)}")
     finally:
         cursor.close()
 
@@ -158,7 +169,7 @@ class SqliteWrites:
     """
 
     def __init__(self, path: Path, *, busy_timeout_s: float = BUSY_TIMEOUT_S,
-                 autocheckpoint: int | None = None) -> None:
+                 log_bytes: int | None = None) -> None:
         self._path = path
         self._busy_timeout_s = busy_timeout_s
         self._lock = threading.Lock()
@@ -177,19 +188,19 @@ class SqliteWrites:
                 heads = []
             if heads != [SCHEMA_HEAD]:
                 raise NotPlain(f"the schema is at {heads!r}, not {SCHEMA_HEAD}")
-            set_up(self._conn, self._busy_timeout_s, autocheckpoint)
+            set_up(self._conn, self._busy_timeout_s, log_bytes)
         except BaseException:
             self._conn.close()
             raise
 
-    def _connect(self, autocheckpoint: int | None, *, set_up_now: bool = True
+    def _connect(self, log_bytes: int | None, *, set_up_now: bool = True
                  ) -> sqlite3.Connection:
         conn = sqlite3.connect(self._path, timeout=self._busy_timeout_s, isolation_level=None,
                                check_same_thread=False)
         if not set_up_now:
             return conn
         try:
-            set_up(conn, self._busy_timeout_s, autocheckpoint)
+            set_up(conn, self._busy_timeout_s, log_bytes)
         except BaseException:
             conn.close()
             raise

@@ -54,10 +54,11 @@ _REPLY: Final = struct.Struct("<Q")
 #: Requests sent and not answered at most: the child always has the next batch
 #: at hand, and the caller holds a few batches at most.
 WINDOW: Final = 2
-#: The write-ahead log's size (pages) at which a write copies it into the
-#: database itself (SQLite's ``wal_autocheckpoint``): the checkpoint thread
-#: keeps it smaller but for a long burst, and this bounds it (64 MiB in 4 KiB pages).
-LOG_PAGES: Final = 16384
+#: The write-ahead log's size (bytes) at which a write copies it into the
+#: database itself (SQLite's ``wal_autocheckpoint``, in pages of the file's
+#: size): the checkpoint thread keeps it smaller but for a long burst, and this
+#: bounds it.
+LOG_BYTES: Final = 64 * 1024 * 1024
 
 #: What the child may be asked to do: the writing methods of the store.
 _OPERATIONS: Final = frozenset({"create_recording", "write_rows", "update_recording"})
@@ -242,7 +243,7 @@ class WriterProcess:
 def _open(url: str | None, busy_timeout_s: float) -> Store:
     from .api import open_store
 
-    return open_store(url, autocheckpoint=LOG_PAGES, busy_timeout_s=busy_timeout_s)
+    return open_store(url, log_bytes=LOG_BYTES, busy_timeout_s=busy_timeout_s)
 
 
 def _open_writes(busy_timeout_s: float) -> Writes:
@@ -255,7 +256,7 @@ def _open_writes(busy_timeout_s: float) -> Writes:
         import sqlite3
 
         try:
-            return SqliteWrites(path, busy_timeout_s=busy_timeout_s, autocheckpoint=LOG_PAGES)
+            return SqliteWrites(path, busy_timeout_s=busy_timeout_s, log_bytes=LOG_BYTES)
         except NotPlain:
             pass
         except sqlite3.Error as exc:
@@ -385,7 +386,7 @@ class _Checkpoints:
     own, beside the writes: the copy waits on the disk (two ``fsync`` each
     time), which would otherwise stop the writes for about a fifth of their time
     under a burst.  A checkpoint runs after a write when the last one is done;
-    the connection's own, at :data:`LOG_PAGES`, still bounds the log."""
+    the connection's own, at :data:`LOG_BYTES`, still bounds the log."""
 
     def __init__(self) -> None:
         self._wake = threading.Event()
