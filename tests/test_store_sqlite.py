@@ -27,6 +27,7 @@ from claudetrace.recording import RecordingInfo
 from claudetrace.store import Recording, Store, event_rows, open_store
 from claudetrace.store import sqlite as plain
 from claudetrace.store.engine import error_line, head_revision, is_transient_error
+from claudetrace.store.rows import Grouped, first_seq, grouped, insert_batches, row_count, ungrouped
 from claudetrace.store.writer import _open_writes
 
 SAMPLES = Path(__file__).parent / "fixtures" / "samples"
@@ -77,9 +78,13 @@ def sample_events(name: str) -> list[Event]:
     return list(read_cassette(SAMPLES / name).events)
 
 
+@pytest.mark.parametrize("grouping", [None, 3], ids=["rows", "grouped"])
 @pytest.mark.parametrize("sample", ["basic.cassette.ndjson", "mcp_hooks.cassette.ndjson"])
 def test_a_recording_is_stored_as_the_store_stores_it(tmp_path: Path, sample: str,
-                                                      empty_db: Path) -> None:
+                                                      empty_db: Path,
+                                                      grouping: int | None) -> None:
+    """Rows as the indexer's writer takes them (grouped, 3 rows an insert here,
+    a batch's rest row by row) or as they are, stored alike."""
     events = sample_events(sample)
     info = RecordingInfo.start(["claude", "-p", "hi"], name="a name", tags={"k": "v"},
                                env={"CLAUDE_X": "1"}, extra={"nested": {"a": [1, 2.5, None]}})
@@ -95,7 +100,11 @@ def test_a_recording_is_stored_as_the_store_stores_it(tmp_path: Path, sample: st
                    "cli_session_id": "s", "model": None}
         rows, tools = event_rows(info.id, batch)
         store.write_rows(info.id, rows, tools, updates)
-        writes.write_rows(info.id, rows, tools, updates)
+        if grouping is None:
+            writes.write_rows(info.id, rows, tools, updates)
+        else:
+            writes.write_rows(info.id, grouped(rows, grouping), grouped(tools, grouping),
+                              updates)
     ended = {"ended_ns": 9, "exit_code": 0, "signal": None, "error": None,
              **outcome_columns(session.outcome(ended=True, exit_code=0))}
     store.update_recording(info.id, **ended)
@@ -105,6 +114,21 @@ def test_a_recording_is_stored_as_the_store_stores_it(tmp_path: Path, sample: st
     assert_same(via_store, via_plain)
     if sample.startswith("mcp"):
         assert table_rows(via_plain, "event_tools"), "the sample's tool uses are stored"
+
+
+@settings(max_examples=200, deadline=None)
+@given(count=st.integers(0, 450), per_insert=st.sampled_from([1, 3, 50, 200]))
+def test_grouped_rows_are_the_rows(count: int, per_insert: int) -> None:
+    rows = [(f"r{seq}", seq, *range(13)) for seq in range(count)]
+    together = grouped(rows, per_insert)
+    assert list(ungrouped(together)) == rows == list(ungrouped(rows))
+    assert row_count(together) == count == row_count(rows)
+    assert first_seq(together) == first_seq(rows) == (0 if rows else None)
+    assert len(together.rest) < per_insert
+    inserted = [row for statement, parameters in insert_batches("events", together)
+                for group in parameters
+                for row in ungrouped(Grouped(statement.count("(?"), [group], []))]
+    assert inserted == rows
 
 
 texts = st.text(st.characters(codec=None, exclude_categories=()), max_size=30)

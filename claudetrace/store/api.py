@@ -25,7 +25,7 @@ from ..recording import RecordingInfo
 from .engine import BUSY_TIMEOUT_S, create_store_engine, error_reason, upgrade
 from .ingest import ended_columns, import_cassette, info_from_header
 from .models import EventRow, EventTool, Recording, type_in
-from .rows import COLUMNS, event_rows, info_columns, insert_batches
+from .rows import COLUMNS, Rows, event_rows, info_columns, insert_batches, row_count, ungrouped
 from .values import storable_columns
 
 __all__ = ["Store", "info_from_header", "open_store", "resolve_url"]
@@ -130,18 +130,19 @@ class Store:
     def write_rows(
         self,
         recording_id: str,
-        rows: list[tuple[Any, ...]],
-        tools: list[tuple[Any, ...]],
+        rows: Rows,
+        tools: Rows,
         recording_updates: dict[str, Any] | None = None,
     ) -> None:
         """:meth:`write_batch` of the rows :func:`event_rows` made (perhaps in
         another process: :mod:`.writer`)."""
         with self.engine.begin() as conn:
-            if rows or tools:
+            has_rows, has_tools = row_count(rows) > 0, row_count(tools) > 0
+            if has_rows or has_tools:
                 _hold_recording(conn, recording_id)
-            if rows:
+            if has_rows:
                 self._insert_rows(conn, _EVENTS, rows)
-            if tools:
+            if has_tools:
                 self._insert_rows(conn, _TOOLS, tools)
             if recording_updates:
                 conn.execute(
@@ -150,7 +151,7 @@ class Store:
                     .values(**storable_columns(recording_updates))
                 )
 
-    def _insert_rows(self, conn: Connection, table: Table, rows: list[tuple[Any, ...]]) -> None:
+    def _insert_rows(self, conn: Connection, table: Table, rows: Rows) -> None:
         """Insert rows (tuples in :data:`~.rows.COLUMNS` order) in bulk, on the raw DBAPI
         connection: SQLAlchemy's per-row parameter processing would cost more than
         the database's own work.  PostgreSQL through psycopg takes them as one
@@ -165,7 +166,7 @@ class Store:
                 f"COPY {table.name} ({columns}) FROM STDIN (FORMAT BINARY)"
             ) as copy:
                 copy.set_types(self._copy_types(table))
-                for row in rows:
+                for row in ungrouped(rows):
                     copy.write_row(row)
             return
         marker = "?" if self.engine.dialect.paramstyle == "qmark" else "%s"

@@ -25,7 +25,7 @@ from typing import Any, Final
 from ..errors import StoreError
 from ..recording import RecordingInfo
 from . import values
-from .rows import info_columns, insert_batches
+from .rows import Rows, info_columns, insert_batches, row_count
 
 #: How long SQLite waits on a lock held by another writer before giving up.
 BUSY_TIMEOUT_S: Final = 30.0
@@ -240,11 +240,10 @@ class SqliteWrites:
                 f"VALUES ({', '.join('?' * len(names))})",
                 [_bound(name, row[name]) for name in names])
 
-    def write_rows(self, recording_id: str, rows: list[tuple[Any, ...]],
-                   tools: list[tuple[Any, ...]],
+    def write_rows(self, recording_id: str, rows: Rows, tools: Rows,
                    recording_updates: dict[str, Any] | None = None) -> None:
         with self._transaction() as cursor:
-            if rows or tools:
+            if row_count(rows) or row_count(tools):
                 found = cursor.execute("SELECT id FROM recordings WHERE id = ?",
                                        (recording_id,)).fetchone()
                 if found is None:

@@ -37,7 +37,7 @@ from typing import IO, TYPE_CHECKING, Any, Final
 from ..config import resolve_url, yield_cpu
 from ..errors import ClaudeTraceError, SessionNotFound, StoreError
 from ..recording import RecordingInfo
-from .rows import event_rows
+from .rows import Rows, event_rows, first_seq, grouped
 from .sqlite import BUSY_TIMEOUT_S, NotPlain, SqliteWrites, is_busy, plain_file, reason
 
 if TYPE_CHECKING:
@@ -106,6 +106,8 @@ class WriterProcess:
         #: Whether a request may have been carried out (None stored when False).
         self.stored_any = False
         self._process = process
+        #: SQLite: the rows cross to the child grouped as it inserts them.
+        self._grouped = url.startswith("sqlite")
         if process is not None:
             assert process.stdin is not None and process.stdout is not None
             self._requests, self._replies = process.stdin, process.stdout
@@ -126,7 +128,11 @@ class WriterProcess:
         """Hand a batch to the child and return while it is written.  A failure
         to write it is raised by a later call (the batch is kept and sent again);
         one raised here is an earlier batch's, and this one was not taken."""
+        rows: Rows
+        tools: Rows
         rows, tools = event_rows(recording_id, events)
+        if self._grouped:
+            rows, tools = grouped(rows), grouped(tools)
         self._submit("write_rows", recording_id, rows, tools, recording_updates)
 
     def update_recording(self, recording_id: str, **values: Any) -> None:
@@ -297,8 +303,8 @@ def _written_already(store: Store, op: str, args: tuple[Any, ...]) -> bool:
             return False
         return True
     if op == "write_rows":
-        recording_id, rows = args[0], args[1]
-        return bool(rows) and store.has_event(recording_id, rows[0][1])
+        recording_id, seq = args[0], first_seq(args[1])
+        return seq is not None and store.has_event(recording_id, seq)
     return False
 
 
