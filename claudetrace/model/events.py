@@ -357,7 +357,7 @@ def line_fields(data: bytes) -> LineFields:
         # msgspec checks the UTF-8 of the strings it keeps, not of those it skips.
         if not data.isascii():
             data.decode("utf-8")
-        if may_nest_too_deep(data):
+        if len(data) >= _SHORTEST_TOO_DEEP and may_nest_too_deep(data):
             return extract_fields(parse_json(data))
         return _from_fast(_decode_line(data))
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
@@ -411,42 +411,43 @@ def _from_fast(line: _Line) -> LineFields:
 # What :func:`line_fields` decodes: the members :func:`extract_fields` reads, each
 # with the type the protocol gives it.  A line where one has another type (a
 # number where a string belongs, a block that is not an object…) is refused and
-# goes the general way.
+# goes the general way.  Made and dropped for every line, and holding no cycle,
+# they are kept out of the collector's sight (``gc=False``).
 
 
-class _Block(msgspec.Struct):
+class _Block(msgspec.Struct, gc=False):
     type: str | None = None
     id: str | None = None
     name: str | None = None
     tool_use_id: str | None = None
 
 
-class _Message(msgspec.Struct):
+class _Message(msgspec.Struct, gc=False):
     content: str | list[_Block] | None = None
 
 
-class _StreamEvent(msgspec.Struct):
+class _StreamEvent(msgspec.Struct, gc=False):
     type: str | None = None
     content_block: _Block | None = None
 
 
-class _HookInput(msgspec.Struct):
+class _HookInput(msgspec.Struct, gc=False):
     tool_name: str | None = None
 
 
-class _Request(msgspec.Struct):
+class _Request(msgspec.Struct, gc=False):
     subtype: str | None = None
     tool_use_id: str | None = None
     tool_name: str | None = None
     input: _HookInput | None = None
 
 
-class _Response(msgspec.Struct):
+class _Response(msgspec.Struct, gc=False):
     subtype: str | None = None
     request_id: str | None = None
 
 
-class _Line(msgspec.Struct):
+class _Line(msgspec.Struct, gc=False):
     type: str | None = None
     subtype: str | None = None
     request_id: str | None = None
