@@ -154,7 +154,8 @@ class Event:
         The recorder holds events until they are stored; their parsed objects
         would double what a batch costs.  :attr:`obj` parses again if asked.
         """
-        self.fields  # noqa: B018 - keep the extracted fields
+        if self._fields is None:
+            self.fields  # noqa: B018 - keep the extracted fields
         self._obj = _UNSET
 
     @property
