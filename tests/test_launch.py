@@ -20,7 +20,8 @@ from click.testing import CliRunner
 from claudetrace import capture as cap
 from claudetrace.cli import cli, record
 from claudetrace.cli import launch as launch_mod
-from claudetrace.spawn import HeldInterrupts, launch, start_child
+from claudetrace.interrupts import HeldInterrupts
+from claudetrace.spawn import launch, start_child
 
 pytestmark = pytest.mark.usefixtures("ct_env")
 

@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> Any:
         if as_claude or args[:1] == ["proxy"]:
             # A Ctrl-C from here on is noted for the child, not raised (see
             # HeldInterrupts); click, should it read the command line, gets it back.
-            from ..spawn import HeldInterrupts
+            from ..interrupts import HeldInterrupts
 
             held = HeldInterrupts()
             if as_claude:

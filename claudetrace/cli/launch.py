@@ -93,7 +93,7 @@ def run_and_exit(
     indexer opens it, and a database that is wrong or down never keeps the
     child from starting: its capture file waits, and the problem is one line
     on stderr).  ``held``: the Ctrl-Cs noted since the command began
-    (:class:`~claudetrace.spawn.HeldInterrupts`), delivered to the child.
+    (:class:`~claudetrace.interrupts.HeldInterrupts`), delivered to the child.
     """
     try:
         open_closed_standard_fds()

@@ -83,7 +83,7 @@ def _take_back(writer: Writes, forget: Callable[[str], None], recording_id: str)
     delete fail (a full disk), that is said in one line; the first error is the
     one the caller raises.  Nothing is deleted when nothing was stored (the
     store could not be opened, say): the recording was never there."""
-    from ..spawn import HeldInterrupts
+    from ..interrupts import HeldInterrupts
 
     held = HeldInterrupts()
     try:
