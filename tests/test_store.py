@@ -122,6 +122,69 @@ def test_an_import_whose_half_cannot_be_deleted_says_so(
     assert store.list_recordings() == []
 
 
+def test_a_ctrl_c_just_after_the_recording_is_made_still_takes_it_back(
+    store: Store, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The recording's row is committed, and the Ctrl-C comes before the writer
+    could note it (found by a review): in this process's writes on a thread, and
+    in a writer process whose request was still in our buffer."""
+    from claudetrace.indexer import writer_for
+    from claudetrace.store.writer import WriterProcess
+
+    real_create = Store.create_recording
+
+    def create_then_interrupted(self: Store, info: RecordingInfo) -> None:
+        real_create(self, info)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Store, "create_recording", create_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        store.import_cassette(read_cassette(SAMPLES[0]))
+    assert store.list_recordings() == []
+    monkeypatch.undo()
+
+    writer = WriterProcess(store.url, writer_for(store.url))
+    buffered = writer._requests
+
+    class InterruptedFlush:
+        """The first request written, and a Ctrl-C before it is flushed."""
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(buffered, name)
+
+        def flush(self) -> None:
+            writer._requests = buffered
+            raise KeyboardInterrupt
+
+    writer._requests = InterruptedFlush()  # type: ignore[assignment]
+    with pytest.raises(KeyboardInterrupt):
+        store.import_cassette(read_cassette(SAMPLES[0]), writer=writer)
+    assert store.list_recordings() == []
+
+
+def test_one_import_of_several_files_takes_back_only_its_own(
+    store: Store, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A second file refused by the database (locked) stored nothing: nothing is
+    taken back nor said for it, though the first file's import stored some."""
+    from claudetrace.indexer import start_writer
+    from claudetrace.store.writer import WriterProcess
+
+    writer = WriterProcess(store.url, start_writer(store.url, busy_timeout_s=0.2))
+    first = store.import_cassette(read_cassette(SAMPLES[0]), writer=writer)
+    holder = sqlite3.connect(store.url.removeprefix("sqlite:///"), isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(StoreError, match="locked"):
+            store.import_cassette(read_cassette(SAMPLES[1]), writer=writer)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        writer.close()
+    assert [r.id for r in store.list_recordings()] == [first]
+    assert "half-imported" not in capsys.readouterr().err
+
+
 def test_resolve_by_id_prefix_session_and_latest(store: Store) -> None:
     first = store.import_cassette(read_cassette(SAMPLES[0]))
     second = store.import_cassette(read_cassette(SAMPLES[1]))

@@ -171,13 +171,16 @@ def test_the_log_is_copied_into_the_database_beside_the_writes(db_path: Path) ->
 #: first batch of lines from seq $DIE_AT on (a crash between commit and reply).
 DYING_CHILD = """
 import os, pickle, signal, sys
+from claudetrace.store.rows import first_seq
 from claudetrace.store.writer import _read, _REQUEST, _REPLY, _apply, _open
 store = _open(None, 0.2)
 while (request := _read(sys.stdin.buffer, _REQUEST)) is not None:
     number, body = request
     op, args = pickle.loads(body)
     _apply(store, op, args)
-    if op == "write_rows" and args[1][0][1] >= int(os.environ["DIE_AT"]):
+    if op == "write_rows" and first_seq(args[1]) >= int(os.environ["DIE_AT"]):
+        with open(os.environ["DIED_AT"], "w") as died:
+            died.write(str(first_seq(args[1])))
         os.kill(os.getpid(), signal.SIGKILL)
     answer = pickle.dumps((number, True, None, False))
     sys.stdout.buffer.write(_REPLY.pack(len(answer)) + answer)
@@ -186,11 +189,13 @@ while (request := _read(sys.stdin.buffer, _REQUEST)) is not None:
 
 
 def dying_writer(db_path: Path, die_at: int) -> WriterProcess:
+    """A writer whose child dies so; the seq it died at is written beside ``db_path``."""
     url = f"sqlite:///{db_path}"
     open_store(url).close()
     child = subprocess.Popen([sys.executable, "-c", DYING_CHILD], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE,
-                             env={**os.environ, "CLAUDETRACE_DB": url, "DIE_AT": str(die_at)})
+                             env={**os.environ, "CLAUDETRACE_DB": url, "DIE_AT": str(die_at),
+                                  "DIED_AT": str(db_path.with_suffix(".died"))})
     return WriterProcess(url, child, busy_timeout_s=0.2)
 
 
@@ -198,18 +203,20 @@ def test_a_batch_committed_by_a_child_that_died_unanswered_is_not_written_twice(
     db_path: Path,
 ) -> None:
     # A cassette's seqs need only increase (0, 10, 20…): whether the child wrote
-    # the batch is looked up by its first line, not by counting lines.
+    # the batch is looked up by its first line, not by counting lines.  Batches
+    # of 450 rows cross grouped as inserted (200 a group, the rest row by row).
     info = RecordingInfo.start(["claude"])
-    writer = dying_writer(db_path, die_at=100)
+    writer = dying_writer(db_path, die_at=4500)
     try:
         writer.create_recording(info)
-        for start in (0, 100, 200):
+        for start in (0, 4500, 9000):
             writer.write_batch(info.id, [Event(seq, "out", seq, b"{}")
-                                         for seq in range(start, start + 100, 10)])
+                                         for seq in range(start, start + 4500, 10)])
         writer.wait_written()
     finally:
         writer.close()
-    assert stored_seqs(db_path, info.id) == list(range(0, 300, 10))
+    assert db_path.with_suffix(".died").read_text() == "4500"  # after its second batch
+    assert stored_seqs(db_path, info.id) == list(range(0, 13500, 10))
 
 
 def test_a_failure_while_looking_that_up_does_not_forget_to_look(

@@ -564,8 +564,14 @@ class _WritingThread:
         self.stored_any = False
 
     def create_recording(self, info: RecordingInfo) -> None:
-        self._store.create_recording(info)
-        self.stored_any = True
+        # Noted before (a Ctrl-C after the commit must not hide it), taken back
+        # when the store refuses it.
+        before, self.stored_any = self.stored_any, True
+        try:
+            self._store.create_recording(info)
+        except Exception:
+            self.stored_any = before
+            raise
 
     def write_batch(self, recording_id: str, events: Sequence[Event],
                     recording_updates: dict[str, Any] | None = None) -> None:

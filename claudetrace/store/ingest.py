@@ -27,7 +27,8 @@ class Writes(Protocol):
     """What :func:`import_cassette` writes through (a writer process, or a store's
     writes on a thread of its own)."""
 
-    #: Whether anything may have been stored (else there is nothing to take back).
+    #: Whether anything may have been stored since it was last set False (else
+    #: there is nothing to take back).
     stored_any: bool
 
     def create_recording(self, info: RecordingInfo) -> None: ...
@@ -67,6 +68,9 @@ def import_cassette(
         info.name = name
     if tags:
         info.tags = {**info.tags, **tags}
+    # What the writer did before (an earlier file of one import) is done: only
+    # this recording may need taking back.
+    writer.stored_any = False
     try:
         writer.create_recording(info)
         _write_events(info, header, events, batch, writer)

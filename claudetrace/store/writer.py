@@ -103,7 +103,8 @@ class WriterProcess:
         self._resend = False
         #: The child went without answering the first pending request: it may be done.
         self._maybe_written = False
-        #: Whether a request may have been carried out (None stored when False).
+        #: Whether a request may have been carried out since this was last set
+        #: False (nothing was stored when it is False).
         self.stored_any = False
         self._process = process
         #: SQLite: the rows cross to the child grouped as it inserts them.
@@ -166,8 +167,7 @@ class WriterProcess:
             self._read_reply()
         if self.pid is None:  # written here, as a store would: nothing to pickle
             self._write_here()
-            _apply_here(self._local_store(), op, args)
-            self.stored_any = True
+            self._apply_noted(self._local_store(), op, args)
             return
         frame = pickle.dumps((op, args), protocol=pickle.HIGHEST_PROTOCOL)
         self._pending.append((self._next, frame))
@@ -175,13 +175,15 @@ class WriterProcess:
         self._next += 1
 
     def _send(self, number: int, frame: bytes) -> None:
+        # Counted first: a Ctrl-C while the frame is written may leave it in our
+        # buffer, which closing the pipe flushes, and the child carries it out.
+        self._unanswered += 1
         try:
             self._requests.write(_REQUEST.pack(len(frame), number))
             self._requests.write(frame)
             self._requests.flush()
         except OSError:  # the child has gone: its reply will be missing
             pass
-        self._unanswered += 1
 
     def _send_again(self) -> None:
         if self._resend and self.pid is not None:
@@ -225,10 +227,19 @@ class WriterProcess:
             op, args = pickle.loads(self._pending[0][1])
             store = self._local_store()
             if not (self._maybe_written and _written_already(store, op, args)):
-                _apply_here(store, op, args)
+                self._apply_noted(store, op, args)
             self._maybe_written = False
-            self.stored_any = True
             self._pending.popleft()
+
+    def _apply_noted(self, store: Store, op: str, args: tuple[Any, ...]) -> None:
+        """:func:`_apply_here`, noted in :attr:`stored_any` before it is made (a
+        Ctrl-C after its commit must not hide it) and taken back if it fails."""
+        before, self.stored_any = self.stored_any, True
+        try:
+            _apply_here(store, op, args)
+        except Exception:
+            self.stored_any = before
+            raise
 
     def _local_store(self) -> Store:
         if self._local is None:
