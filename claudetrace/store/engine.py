@@ -24,7 +24,7 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
 
 from ..errors import BadDatabaseURL, ClaudeTraceError, StoreError
-from .sqlite import ADAPTERS, bind_directly, set_up
+from .sqlite import ADAPTERS, bind_directly, first_line, set_up
 from .sqlite import BUSY_TIMEOUT_S as BUSY_TIMEOUT_S
 from .sqlite import SCHEMA_HEAD as SCHEMA_HEAD
 from .sqlite import SETTLE_BUSY_TIMEOUT_S as SETTLE_BUSY_TIMEOUT_S
@@ -348,9 +348,7 @@ def _upgrade_once(engine: Engine, *, only_if_needed: bool) -> str | None:
 
 def error_reason(exc: SQLAlchemyError) -> str:
     """The first line of the driver's message (or the error's type when it has none)."""
-    orig = getattr(exc, "orig", None) or exc
-    text = str(orig).strip()
-    return text.splitlines()[0] if text else type(orig).__name__
+    return first_line(getattr(exc, "orig", None) or exc)
 
 
 def is_transient_error(exc: BaseException) -> bool:

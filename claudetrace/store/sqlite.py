@@ -141,8 +141,8 @@ def plain_file(url: str) -> Path | None:
     return path if path.is_file() else None
 
 
-def reason(exc: sqlite3.Error) -> str:
-    """SQLite's reason for ``exc``, in one line."""
+def first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message (its type's name when it has none)."""
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
@@ -179,7 +179,7 @@ class SqliteWrites:
         # another process is still making (or migrating) holds no head yet, and
         # goes to the store, which waits for it, instead of meeting its lock in
         # the switch to the write-ahead log (which does not wait).
-        self._conn = self._connect(None, set_up_now=False)
+        self._conn = self._open()
         try:
             try:
                 heads = [row[0] for row in
@@ -193,12 +193,12 @@ class SqliteWrites:
             self._conn.close()
             raise
 
-    def _connect(self, log_bytes: int | None, *, set_up_now: bool = True
-                 ) -> sqlite3.Connection:
-        conn = sqlite3.connect(self._path, timeout=self._busy_timeout_s, isolation_level=None,
+    def _open(self) -> sqlite3.Connection:
+        return sqlite3.connect(self._path, timeout=self._busy_timeout_s, isolation_level=None,
                                check_same_thread=False)
-        if not set_up_now:
-            return conn
+
+    def _connect(self, log_bytes: int | None) -> sqlite3.Connection:
+        conn = self._open()
         try:
             set_up(conn, self._busy_timeout_s, log_bytes)
         except BaseException:
@@ -223,7 +223,7 @@ class SqliteWrites:
         except sqlite3.Error as exc:
             if what is None:
                 raise
-            raise StoreError(f"{what} failed: {reason(exc)}") from exc
+            raise StoreError(f"{what} failed: {first_line(exc)}") from exc
         finally:
             cursor.close()
 

@@ -38,7 +38,7 @@ from ..config import resolve_url, yield_cpu
 from ..errors import ClaudeTraceError, SessionNotFound, StoreError
 from ..recording import RecordingInfo
 from .rows import Rows, event_rows, first_seq, grouped
-from .sqlite import BUSY_TIMEOUT_S, NotPlain, SqliteWrites, is_busy, plain_file, reason
+from .sqlite import BUSY_TIMEOUT_S, NotPlain, SqliteWrites, first_line, is_busy, plain_file
 
 if TYPE_CHECKING:
     from ..model.events import Event
@@ -280,7 +280,7 @@ def _open_writes(busy_timeout_s: float) -> Writes:
             # Busy in a step that does not wait (the switch to the write-ahead
             # log while another process writes): the store's opening waits.
             if not is_busy(exc):
-                raise StoreError(f"cannot open database {path}: {reason(exc)}") from exc
+                raise StoreError(f"cannot open database {path}: {first_line(exc)}") from exc
     return _open(url, busy_timeout_s)
 
 
