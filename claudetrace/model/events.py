@@ -358,7 +358,7 @@ def line_fields(data: bytes) -> LineFields:
         # msgspec checks the UTF-8 of the strings it keeps, not of those it skips.
         if not data.isascii():
             data.decode("utf-8")
-        if len(data) >= _SHORTEST_TOO_DEEP and may_nest_too_deep(data):
+        if may_nest_too_deep(data):
             return extract_fields(parse_json(data))
         return _from_fast(_decode_line(data))
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
