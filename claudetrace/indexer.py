@@ -514,7 +514,13 @@ def _lock(fd: int, wait_s: float, capture: Path, quiet: bool, store: Any = None)
                 f"claudetrace: waiting for recording {capture.stem} to be stored…",
                 file=sys.stderr,
             )
-        time.sleep(0.02)
+        time.sleep(LOCK_POLL_S)
+
+
+#: How often a reader waiting for an indexer looks whether it is done (its lock
+#: is free): a command run right after a session starts at most this much later
+#: than the recording is stored (each look is one system call).
+LOCK_POLL_S: Final = 0.005
 
 
 def _set_aside(capture: Path, suffix: str, reason: str, quiet: bool) -> Path:
