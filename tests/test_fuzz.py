@@ -25,7 +25,7 @@ from claudetrace.model.events import Event, extract_fields, line_fields, parse_j
 from claudetrace.recording import RecordingInfo
 from claudetrace.replay.matching import Matcher, compile_script
 from claudetrace.store import event_rows, values
-from claudetrace.store.rows import clip
+from claudetrace.store.rows import clip, each_row, flat_rows
 from claudetrace.telemetry import build_spans
 from claudetrace.transcript import entries
 
@@ -124,8 +124,10 @@ long_fields = st.lists(st.tuples(
           b'{"request_id":"%s","parent_tool_use_id":"%s"}' % (b"r" * 129, b"p" * 129)])
 def test_store_rows_are_every_field_clipped(datas: list[bytes]) -> None:
     evs = [Event(i, "out", i, data) for i, data in enumerate(datas)]
-    rows, _tools = event_rows("R", evs)
+    rows, tools = event_rows("R", evs)
     assert rows == clipped_everywhere("R", evs)
+    flat, flat_tools = flat_rows("R", evs)  # what the indexer hands its writer: the same
+    assert (list(each_row(flat)), list(each_row(flat_tools))) == (rows, tools)
 
 
 @FUZZ

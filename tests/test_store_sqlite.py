@@ -27,7 +27,7 @@ from claudetrace.recording import RecordingInfo
 from claudetrace.store import Recording, Store, event_rows, open_store
 from claudetrace.store import sqlite as plain
 from claudetrace.store.engine import error_line, head_revision, is_transient_error
-from claudetrace.store.rows import Grouped, first_seq, grouped, insert_batches, row_count, ungrouped
+from claudetrace.store.rows import Flat, each_row, first_seq, flat_rows, insert_batches, row_count
 from claudetrace.store.writer import _open_writes
 
 SAMPLES = Path(__file__).parent / "fixtures" / "samples"
@@ -61,12 +61,14 @@ def empty_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def both(tmp_path: Path, name: str, empty: Path) -> tuple[Store, plain.SqliteWrites, Path, Path]:
+def both(tmp_path: Path, name: str, empty: Path, **plain_options: Any,
+         ) -> tuple[Store, plain.SqliteWrites, Path, Path]:
     """A store and the plain writes, each on a copy of a database at the newest schema."""
     via_store, via_plain = tmp_path / f"{name}-store.db", tmp_path / f"{name}-plain.db"
     for path in (via_store, via_plain):
         shutil.copyfile(empty, path)
-    return open_store(str(via_store)), plain.SqliteWrites(via_plain), via_store, via_plain
+    return (open_store(str(via_store)), plain.SqliteWrites(via_plain, **plain_options),
+            via_store, via_plain)
 
 
 def assert_same(via_store: Path, via_plain: Path) -> None:
@@ -78,17 +80,18 @@ def sample_events(name: str) -> list[Event]:
     return list(read_cassette(SAMPLES / name).events)
 
 
-@pytest.mark.parametrize("grouping", [None, 3], ids=["rows", "grouped"])
+@pytest.mark.parametrize("grouping", [None, 3], ids=["rows", "flat"])
 @pytest.mark.parametrize("sample", ["basic.cassette.ndjson", "mcp_hooks.cassette.ndjson"])
 def test_a_recording_is_stored_as_the_store_stores_it(tmp_path: Path, sample: str,
                                                       empty_db: Path,
                                                       grouping: int | None) -> None:
-    """Rows as the indexer's writer takes them (grouped, 3 rows an insert here,
-    a batch's rest row by row) or as they are, stored alike."""
+    """Rows as the indexer's writer takes them (flat, cut into 3 rows an insert
+    here, a batch's rest row by row) or as tuples, stored alike."""
     events = sample_events(sample)
     info = RecordingInfo.start(["claude", "-p", "hi"], name="a name", tags={"k": "v"},
                                env={"CLAUDE_X": "1"}, extra={"nested": {"a": [1, 2.5, None]}})
-    store, writes, via_store, via_plain = both(tmp_path, "sample", empty_db)
+    store, writes, via_store, via_plain = both(tmp_path, "sample", empty_db,
+                                               rows_per_insert=grouping or 200)
     session = Session()
     for target in (store, writes):
         target.create_recording(info)
@@ -103,8 +106,7 @@ def test_a_recording_is_stored_as_the_store_stores_it(tmp_path: Path, sample: st
         if grouping is None:
             writes.write_rows(info.id, rows, tools, updates)
         else:
-            writes.write_rows(info.id, grouped(rows, grouping), grouped(tools, grouping),
-                              updates)
+            writes.write_rows(info.id, *flat_rows(info.id, batch), updates)
     ended = {"ended_ns": 9, "exit_code": 0, "signal": None, "error": None,
              **outcome_columns(session.outcome(ended=True, exit_code=0))}
     store.update_recording(info.id, **ended)
@@ -118,17 +120,22 @@ def test_a_recording_is_stored_as_the_store_stores_it(tmp_path: Path, sample: st
 
 @settings(max_examples=200, deadline=None)
 @given(count=st.integers(0, 450), per_insert=st.sampled_from([1, 3, 50, 200]))
-def test_grouped_rows_are_the_rows(count: int, per_insert: int) -> None:
+def test_flat_rows_are_the_rows(count: int, per_insert: int) -> None:
     rows = [(f"r{seq}", seq, *range(13)) for seq in range(count)]
-    together = grouped(rows, per_insert)
-    assert list(ungrouped(together)) == rows == list(ungrouped(rows))
-    assert row_count(together) == count == row_count(rows)
-    assert first_seq(together) == first_seq(rows) == (0 if rows else None)
-    assert len(together.rest) < per_insert
-    inserted = [row for statement, parameters in insert_batches("events", together)
-                for group in parameters
-                for row in ungrouped(Grouped(statement.count("(?"), [group], []))]
-    assert inserted == rows
+    flat = Flat(15, [value for row in rows for value in row])
+    assert list(each_row(flat)) == rows == list(each_row(rows))
+    assert row_count(flat) == count == row_count(rows)
+    assert first_seq(flat) == first_seq(rows) == (0 if rows else None)
+    for taken in (rows, flat):
+        batches = list(insert_batches("events", taken, per_insert=per_insert))
+        inserted = [row for statement, parameters in batches for group in parameters
+                    for row in each_row(Flat(15, list(group)))]
+        assert inserted == rows
+        # Whole statements of per_insert rows, then fewer rows than that, one a statement.
+        sizes = [(statement.count("(?"), len(parameters)) for statement, parameters in batches]
+        whole = count // per_insert
+        assert sizes == ([(per_insert, whole)] if whole else []) + (
+            [(1, count % per_insert)] if count % per_insert else [])
 
 
 texts = st.text(st.characters(codec=None, exclude_categories=()), max_size=30)

@@ -204,7 +204,7 @@ def test_a_batch_committed_by_a_child_that_died_unanswered_is_not_written_twice(
 ) -> None:
     # A cassette's seqs need only increase (0, 10, 20…): whether the child wrote
     # the batch is looked up by its first line, not by counting lines.  Batches
-    # of 450 rows cross grouped as inserted (200 a group, the rest row by row).
+    # of 450 rows are cut into statements of 200 rows, the rest row by row.
     info = RecordingInfo.start(["claude"])
     writer = dying_writer(db_path, die_at=4500)
     try:

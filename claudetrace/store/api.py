@@ -25,7 +25,7 @@ from ..recording import RecordingInfo
 from .engine import BUSY_TIMEOUT_S, create_store_engine, error_reason, upgrade
 from .ingest import ended_columns, import_cassette, info_from_header
 from .models import EventRow, EventTool, Recording, type_in
-from .rows import COLUMNS, Rows, event_rows, info_columns, insert_batches, row_count, ungrouped
+from .rows import COLUMNS, Rows, each_row, event_rows, info_columns, insert_batches, row_count
 from .values import storable_columns
 
 __all__ = ["Store", "info_from_header", "open_store", "resolve_url"]
@@ -166,7 +166,7 @@ class Store:
                 f"COPY {table.name} ({columns}) FROM STDIN (FORMAT BINARY)"
             ) as copy:
                 copy.set_types(self._copy_types(table))
-                for row in ungrouped(rows):
+                for row in each_row(rows):
                     copy.write_row(row)
             return
         marker = "?" if self.engine.dialect.paramstyle == "qmark" else "%s"

@@ -9,7 +9,7 @@ it on SQLite.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeAlias
 
@@ -42,11 +42,27 @@ def event_rows(
     recording_id: str, events: Iterable[Event]
 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """Rows for ``events`` and ``event_tools`` from parsed events, as tuples in the
-    column order of :data:`COLUMNS` (the hot path of recording: one tuple a row,
-    no dict, and an indexed value clipped only when it is too long)."""
+    column order of :data:`COLUMNS`."""
     rows: list[tuple[Any, ...]] = []
     tools: list[tuple[Any, ...]] = []
-    add_row, add_tool = rows.append, tools.append
+    _fill(recording_id, events, rows.append, tools.append)
+    return rows, tools
+
+
+def flat_rows(recording_id: str, events: Iterable[Event]) -> tuple[Flat, Flat]:
+    """:func:`event_rows` as :class:`Flat` rows: what the indexer hands its writer
+    on SQLite."""
+    rows: list[Any] = []
+    tools: list[Any] = []
+    _fill(recording_id, events, rows.extend, tools.extend)
+    return Flat(len(COLUMNS["events"]), rows), Flat(len(COLUMNS["event_tools"]), tools)
+
+
+def _fill(recording_id: str, events: Iterable[Event], add_row: Callable[[tuple[Any, ...]], None],
+          add_tool: Callable[[tuple[Any, ...]], None]) -> None:
+    """Give ``add_row`` and ``add_tool`` each row of ``events`` (a tuple in the column
+    order of :data:`COLUMNS`): the hot path of recording, one tuple a row, no
+    dict, and an indexed value clipped only when it is too long."""
     # The fields lines repeat (type, subtype, request, session, parent tool use)
     # are looked at once per combination a batch holds: clipped then, and made
     # one object per value (pickle writes an object once and then refers to it,
@@ -76,7 +92,6 @@ def event_rows(
         for ref in f.tools:
             add_tool((recording_id, ev.seq, clip(ref.tool_use_id, 128), clip(ref.name, 200),
                       ref.kind))
-    return rows, tools
 
 
 def clip(value: str | None, size: int) -> str | None:
@@ -93,68 +108,61 @@ def insert_sql(table: str, rows: int, marker: str = "?") -> str:
     return f"INSERT INTO {table} ({', '.join(columns)}) VALUES {', '.join([row] * rows)}"
 
 
-class Grouped(NamedTuple):
-    """A table's rows as they are inserted: each of ``groups`` is ``per_insert``
-    rows in one tuple (one ``INSERT``'s parameters), ``rest`` the rows left over.
+class Flat(NamedTuple):
+    """A table's rows as one list of values, row after row, ``width`` values a row.
 
-    The indexer groups a batch's rows itself (:func:`grouped`) before it hands
-    them to its writer process, on SQLite: the writer, on the path that bounds
-    how soon a burst is queryable, then neither joins them nor unpickles a
-    tuple a row (a tenth of its CPU time under a burst)."""
+    The indexer hands its writer process each batch's rows so (:func:`flat_rows`),
+    on SQLite: one list is built, pickled and read back at less cost than a tuple
+    a row (a twentieth of the indexer's CPU time under a burst, on the path that
+    bounds how soon it is queryable), and the writer cuts it into its ``INSERT``
+    statements' parameters (:func:`insert_batches`) with slices."""
 
-    per_insert: int
-    groups: list[tuple[Any, ...]]
-    rest: list[tuple[Any, ...]]
-
-
-#: A table's rows: tuples in :data:`COLUMNS` order, or those :class:`Grouped`.
-Rows: TypeAlias = "list[tuple[Any, ...]] | Grouped"
+    width: int
+    values: list[Any]
 
 
-def grouped(rows: Rows, per_insert: int = ROWS_PER_INSERT) -> Grouped:
-    """``rows`` in groups of ``per_insert`` (see :class:`Grouped`)."""
-    if isinstance(rows, Grouped):
-        return rows
-    whole = len(rows) - len(rows) % per_insert
-    return Grouped(per_insert, [tuple(chain.from_iterable(rows[i:i + per_insert]))
-                                for i in range(0, whole, per_insert)], rows[whole:])
+#: A table's rows: tuples in :data:`COLUMNS` order, or those :class:`Flat`.
+Rows: TypeAlias = "list[tuple[Any, ...]] | Flat"
 
 
-def ungrouped(rows: Rows) -> Iterator[tuple[Any, ...]]:
+def each_row(rows: Rows) -> Iterator[tuple[Any, ...]]:
     """Each row of ``rows``, a tuple in :data:`COLUMNS` order."""
-    if not isinstance(rows, Grouped):
+    if not isinstance(rows, Flat):
         yield from rows
         return
-    for group in rows.groups:
-        width = len(group) // rows.per_insert
-        for start in range(0, len(group), width):
-            yield group[start:start + width]
-    yield from rows.rest
+    width, values = rows
+    for start in range(0, len(values), width):
+        yield tuple(values[start:start + width])
 
 
 def row_count(rows: Rows) -> int:
     """How many rows ``rows`` holds."""
-    if isinstance(rows, Grouped):
-        return len(rows.groups) * rows.per_insert + len(rows.rest)
+    if isinstance(rows, Flat):
+        return len(rows.values) // rows.width
     return len(rows)
 
 
 def first_seq(rows: Rows) -> int | None:
     """The ``seq`` of the first of ``rows`` (None when there are none)."""
-    first = next(ungrouped(rows), None)
+    first = next(each_row(rows), None)
     return None if first is None else first[1]
 
 
-def insert_batches(table: str, rows: Rows,
-                   marker: str = "?") -> Iterator[tuple[str, list[tuple[Any, ...]]]]:
+def insert_batches(
+    table: str, rows: Rows, marker: str = "?", per_insert: int = ROWS_PER_INSERT,
+) -> Iterator[tuple[str, list[tuple[Any, ...]]]]:
     """``(statement, parameters)`` for an ``executemany`` each, that insert ``rows``
-    into ``table``: :data:`ROWS_PER_INSERT` rows a statement (or as grouped),
-    the rest one a statement."""
-    per_insert, groups, rest = grouped(rows)
-    if groups:
-        yield insert_sql(table, per_insert, marker), groups
-    if rest:
-        yield insert_sql(table, 1, marker), rest
+    into ``table``: ``per_insert`` rows a statement, the rest one a statement."""
+    width = len(COLUMNS[table])
+    values = rows.values if isinstance(rows, Flat) else list(chain.from_iterable(rows))
+    step = per_insert * width
+    whole = len(values) - len(values) % step
+    if whole:
+        yield (insert_sql(table, per_insert, marker),
+               [tuple(values[i:i + step]) for i in range(0, whole, step)])
+    if whole < len(values):
+        yield (insert_sql(table, 1, marker),
+               [tuple(values[i:i + width]) for i in range(whole, len(values), width)])
 
 
 def stream_columns(info: RecordingInfo) -> dict[str, Any]:

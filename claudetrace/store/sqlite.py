@@ -25,7 +25,7 @@ from typing import Any, Final
 from ..errors import StoreError
 from ..recording import RecordingInfo
 from . import values
-from .rows import Rows, info_columns, insert_batches, row_count
+from .rows import ROWS_PER_INSERT, Rows, info_columns, insert_batches, row_count
 
 #: How long SQLite waits on a lock held by another writer before giving up.
 BUSY_TIMEOUT_S: Final = 30.0
@@ -164,13 +164,16 @@ class SqliteWrites:
     Each write is one transaction, begun ``IMMEDIATE`` (it waits up to the busy
     timeout for the write lock, and never fails half way for a writer that went
     first).  :meth:`checkpoint` runs on a connection of its own, from the
-    writer's checkpoint thread.  Raises :class:`NotPlain` when the schema is not
-    at the head, ``sqlite3.Error`` when the file cannot be opened.
+    writer's checkpoint thread.  ``rows_per_insert``: the rows an ``INSERT``
+    of events takes (:func:`~.rows.insert_batches`).  Raises :class:`NotPlain`
+    when the schema is not at the head, ``sqlite3.Error`` when the file cannot
+    be opened.
     """
 
     def __init__(self, path: Path, *, busy_timeout_s: float = BUSY_TIMEOUT_S,
-                 log_bytes: int | None = None) -> None:
+                 log_bytes: int | None = None, rows_per_insert: int = ROWS_PER_INSERT) -> None:
         self._path = path
+        self._rows_per_insert = rows_per_insert
         self._busy_timeout_s = busy_timeout_s
         self._lock = threading.Lock()
         self._checkpoints: sqlite3.Connection | None = None
@@ -249,7 +252,8 @@ class SqliteWrites:
                 if found is None:
                     raise StoreError(f"no recording {recording_id!r} to store events in")
             for table, table_rows in (("events", rows), ("event_tools", tools)):
-                for statement, parameters in insert_batches(table, table_rows):
+                for statement, parameters in insert_batches(table, table_rows,
+                                                            per_insert=self._rows_per_insert):
                     cursor.executemany(statement, parameters)
             if recording_updates:
                 _update(cursor, recording_id, recording_updates)

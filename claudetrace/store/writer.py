@@ -37,7 +37,7 @@ from typing import IO, TYPE_CHECKING, Any, Final
 from ..config import resolve_url, yield_cpu
 from ..errors import ClaudeTraceError, SessionNotFound, StoreError
 from ..recording import RecordingInfo
-from .rows import Rows, event_rows, first_seq, grouped
+from .rows import Rows, event_rows, first_seq, flat_rows
 from .sqlite import BUSY_TIMEOUT_S, NotPlain, SqliteWrites, first_line, is_busy, plain_file
 
 if TYPE_CHECKING:
@@ -107,8 +107,8 @@ class WriterProcess:
         #: False (nothing was stored when it is False).
         self.stored_any = False
         self._process = process
-        #: SQLite: the rows cross to the child grouped as it inserts them.
-        self._grouped = url.startswith("sqlite")
+        #: SQLite: the rows cross to the child as :class:`~.rows.Flat` rows.
+        self._flat = url.startswith("sqlite")
         if process is not None:
             assert process.stdin is not None and process.stdout is not None
             self._requests, self._replies = process.stdin, process.stdout
@@ -131,9 +131,7 @@ class WriterProcess:
         one raised here is an earlier batch's, and this one was not taken."""
         rows: Rows
         tools: Rows
-        rows, tools = event_rows(recording_id, events)
-        if self._grouped:
-            rows, tools = grouped(rows), grouped(tools)
+        rows, tools = (flat_rows if self._flat else event_rows)(recording_id, events)
         self._submit("write_rows", recording_id, rows, tools, recording_updates)
 
     def update_recording(self, recording_id: str, **values: Any) -> None:
