@@ -257,6 +257,9 @@ def test_a_ctrl_c_while_the_proxy_starts_is_noted_for_the_child_not_raised() -> 
     # Raised in such a callback here, it would be dropped the same way.
     import weakref
 
+    # Whatever handled SIGINT before (Python's own, or SIG_IGN when pytest was
+    # started in the background, as a shell starts an asynchronous command).
+    before = signal.getsignal(signal.SIGINT)
     held = HeldInterrupts()
     try:
         class Thing:
@@ -271,24 +274,25 @@ def test_a_ctrl_c_while_the_proxy_starts_is_noted_for_the_child_not_raised() -> 
         assert started.child is not None and held.signals == []
         assert started.child.wait() == -signal.SIGINT  # the noted Ctrl-C, delivered
         started.forwarder.restore()
-        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert signal.getsignal(signal.SIGINT) is before
         for fd in (started.child.stdin, started.child.stdout, started.child.stderr):
             os.close(fd)
     finally:
         held.release()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, before)
 
 
 def test_click_gets_a_ctrl_c_noted_before_it_read_the_command_line(tmp_path: Path) -> None:
     # No forwarder when the fast reading leaves the command line to click: the
     # handler is put back, and a Ctrl-C noted meanwhile ends the command with 130.
+    before = signal.getsignal(signal.SIGINT)  # as in the test above
     held = HeldInterrupts()
     try:
         assert held.release() is False
-        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert signal.getsignal(signal.SIGINT) is before
         held = HeldInterrupts()
         os.kill(os.getpid(), signal.SIGINT)
         assert held.release() is True
-        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert signal.getsignal(signal.SIGINT) is before
     finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, before)
