@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,13 @@ from claudetrace.indexer import open_settled_store
 from claudetrace.store import Store
 from claudetrace.testing import FakeAPI
 from claudetrace.testing.harness import bundled_cli
+
+# A suite started in the background (as a shell starts an asynchronous command,
+# and some CI runners do) has Ctrl-C ignored, and every process it starts would
+# inherit that: the tests that stop a command with SIGINT would wait on it for
+# ever.  They run as from a terminal instead, whatever started them.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
