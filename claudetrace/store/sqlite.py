@@ -200,10 +200,12 @@ class SqliteWrites:
         return sqlite3.connect(self._path, timeout=self._busy_timeout_s, isolation_level=None,
                                check_same_thread=False)
 
-    def _connect(self, log_bytes: int | None) -> sqlite3.Connection:
+    def _connect(self) -> sqlite3.Connection:
+        """A second connection, set up as the first but for the log's bound (the
+        checkpoints': the writes' own connection bounds the log)."""
         conn = self._open()
         try:
-            set_up(conn, self._busy_timeout_s, log_bytes)
+            set_up(conn, self._busy_timeout_s, None)
         except BaseException:
             conn.close()
             raise
@@ -267,7 +269,7 @@ class SqliteWrites:
         connection of its own: the writes go on beside it."""
         with self._lock:
             if self._checkpoints is None:
-                self._checkpoints = self._connect(None)
+                self._checkpoints = self._connect()
             self._checkpoints.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
     def wait_written(self) -> None:
