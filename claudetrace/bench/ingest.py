@@ -267,29 +267,10 @@ def _through_proxy(name: str, url: str, source: Path, lines: int) -> IngestRun:
     start = time.perf_counter()
     with _watch_indexers(cap.capture_dirs(cap.resolve_url(url)), peak, cpu):
         run = time_command(name, proxy, source, lines)
-        queryable = _listed_complete(url, 2 * lines)
-    _check_stored(url, 2 * lines)  # every row is there: counted, after the clock stopped
-    return IngestRun(name, queryable - start, run.seconds, max(peak, default=0) or None,
+        checked = time.perf_counter()
+        queryable = checked + _check_stored(url, 2 * lines) - start
+    return IngestRun(name, queryable, run.seconds, max(peak, default=0) or None,
                      (run.cpu_seconds or 0.0) + sum(cpu.values()))
-
-
-def _listed_complete(url: str, expected: int) -> float:
-    """The moment (``perf_counter``) the newest recording is listed complete, as
-    ``claudetrace sessions`` lists it: stored (the store settled, which waits for
-    its indexer), with ``expected`` events."""
-    from ..indexer import settle
-    from ..store import open_store
-
-    store = open_store(url)
-    try:
-        settle(store, quiet=True)
-        listed = store.list_recordings(limit=1)
-        if not listed or listed[0].event_count != expected:
-            raise RuntimeError(f"the newest recording lists "
-                               f"{listed[0].event_count if listed else 0} of {expected} events")
-        return time.perf_counter()
-    finally:
-        store.close()
 
 
 def _children_cpu_s() -> float:
