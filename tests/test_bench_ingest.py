@@ -11,13 +11,17 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from claudetrace import capture as cap
 from claudetrace.bench.ingest import (
+    _INDEXING,
     NAIVE_LOOP,
     IngestReport,
     IngestRun,
     StartupReport,
+    _through_proxy,
     run_ingest_bench,
 )
+from claudetrace.bench.orphans import adopting
 from claudetrace.bench.proxy import build_input, sample_lines
 from claudetrace.cli import cli
 
@@ -47,6 +51,31 @@ def test_a_tiny_ingest_run_stores_every_event_and_prints_its_rows() -> None:
     assert all(r.cpu_seconds for r in report.runs)  # the naive loop's; the proxy's and more
     text = "\n".join(report.lines_out())
     assert "naive loop" in text and "claudetrace, SQLite" in text and "x the naive loop" in text
+
+
+def test_a_proxy_run_ends_once_its_indexer_and_writer_have_exited(tmp_path: Path) -> None:
+    # What they do after the recording is queryable (the database's tidying up as
+    # it closes) must not overlap the next row, the naive loop's.
+    source = tmp_path / "in.ndjson"
+    source.write_bytes(build_input(sample_lines(), 3000))
+    url = str(tmp_path / "c.db")
+    folders = [str(folder).encode() for folder in cap.capture_dirs(cap.resolve_url(url))]
+
+    def indexing() -> list[str]:
+        found = []
+        for entry in Path("/proc").iterdir():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if _INDEXING.intersection(argv) and any(f in a for f in folders for a in argv):
+                found.append(entry.name)
+        return found
+
+    with adopting() as orphans:
+        run = _through_proxy("claudetrace, SQLite", url, source, 3000, orphans)
+        assert indexing() == []
+    assert run.cpu_seconds and run.forwarded_seconds is not None
 
 
 def test_ingest_rows_are_medians_and_ratios_against_the_naive_loop() -> None:

@@ -20,7 +20,9 @@
   naive loop's time holds no count either), side by side with a
   naive loop (:data:`NAIVE_LOOP`) on the same input: a fresh Python process
   that ``json.loads`` every line and stores it in both directions with
-  ``executemany`` into a SQLite table with four indexes.  Rows take turns.
+  ``executemany`` into a SQLite table with four indexes.  Rows take turns; a
+  proxy run's indexer (adopted, :mod:`.orphans`) has exited, the database
+  closed, before the next row starts.
 
 Both measure from outside, through the same commands a user runs; nothing in
 claudetrace's own code knows it is being measured.
@@ -28,6 +30,7 @@ claudetrace's own code knows it is being measured.
 
 from __future__ import annotations
 
+import itertools
 import os
 import resource
 import shutil
@@ -41,7 +44,7 @@ from pathlib import Path
 
 from ..shim import self_command
 from . import compile_bytecode
-from .orphans import adopting
+from .orphans import RUN_ENV, Orphans, adopting
 from .proxy import (
     _check_stored,
     build_input,
@@ -177,7 +180,7 @@ class IngestRun:
     forwarded_seconds: float | None = None
     peak_rss_kib: int | None = None
     #: CPU time (user + system): the naive loop's; the proxy's and its indexer's
-    #: (the indexer's as last sampled, up to 50 ms before it exited).
+    #: (with its writer's: the whole run's, waited for once queryable).
     cpu_seconds: float | None = None
 
 
@@ -232,7 +235,8 @@ def run_ingest_bench(*, lines: int = 100_000, repeat: int = 1, cassette: str | N
     """Time to queryable through the proxy (into each of ``databases``, name → URL,
     None: a fresh SQLite file) against the naive loop, ``repeat`` rounds."""
     compile_bytecode()
-    with tempfile.TemporaryDirectory(prefix="claudetrace-bench-", dir=workdir) as tmp:
+    with tempfile.TemporaryDirectory(prefix="claudetrace-bench-", dir=workdir) as tmp, \
+            adopting() as orphans:
         folder = Path(tmp)
         source = folder / "input.ndjson"
         source.write_bytes(build_input(sample_lines(cassette), lines))
@@ -248,29 +252,39 @@ def run_ingest_bench(*, lines: int = 100_000, repeat: int = 1, cassette: str | N
             for name, url in (databases or {"SQLite": None}).items():
                 target = url or str(folder / f"claudetrace-{round_}.db")
                 report.runs.append(_through_proxy(f"claudetrace, {name}", target, source,
-                                                  lines))
+                                                  lines, orphans))
             for path in folder.glob("*.db*"):
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
     return report
 
 
-def _through_proxy(name: str, url: str, source: Path, lines: int) -> IngestRun:
-    """One ``cat IN | proxy -- cat`` run, until the recording is listed complete in ``url``."""
+def _through_proxy(name: str, url: str, source: Path, lines: int,
+                   orphans: Orphans) -> IngestRun:
+    """One ``cat IN | proxy -- cat`` run, until the recording is listed complete in
+    ``url``; then the indexer (and its writer) are waited for, off the clock, so
+    that what they do after (the database's tidying up as it closes) is over
+    before the next run starts."""
     from .. import capture as cap
     from ..store import open_store
 
     open_store(url).close()  # the schema exists, as in any database in use
     proxy = [sys.executable, "-m", "claudetrace", "proxy", "--db", url, "--name", "bench-ingest",
              "--", "cat"]
+    marker = f"ingest-{next(_RUNS)}"
     peak: list[int] = []
-    cpu: dict[int, float] = {}
     start = time.perf_counter()
-    with _watch_indexers(cap.capture_dirs(cap.resolve_url(url)), peak, cpu):
-        run = time_command(name, proxy, source, lines)
+    with _watch_indexers(cap.capture_dirs(cap.resolve_url(url)), peak):
+        run = time_command(name, proxy, source, lines, {**os.environ, RUN_ENV: marker},
+                           on_exit=orphans.look)
         checked = time.perf_counter()
         queryable = checked + _check_stored(url, 2 * lines) - start
+        indexing_cpu = orphans.cpu_seconds(marker)
     return IngestRun(name, queryable, run.seconds, max(peak, default=0) or None,
-                     (run.cpu_seconds or 0.0) + sum(cpu.values()))
+                     (run.cpu_seconds or 0.0) + (indexing_cpu or 0.0))
+
+
+#: Each proxy run's marker, to tell its indexer by.
+_RUNS = itertools.count()
 
 
 def _children_cpu_s() -> float:
@@ -283,17 +297,14 @@ _INDEXING = frozenset({b"claudetrace.indexer", b"claudetrace.store.writer"})
 
 
 class _watch_indexers:
-    """Samples the peak RSS and the CPU time (``cpu``: pid → seconds) of indexers
-    and their writers whose capture files are in ``folders`` (found by their
-    command line), from a thread, while in use."""
+    """Samples the peak RSS of indexers and their writers whose capture files are in
+    ``folders`` (found by their command line), from a thread, while in use."""
 
-    def __init__(self, folders: list[Path], peak: list[int], cpu: dict[int, float]) -> None:
+    def __init__(self, folders: list[Path], peak: list[int]) -> None:
         import threading
 
         self.markers = [str(folder).encode() for folder in folders]
         self.peak = peak
-        self.cpu = cpu
-        self.tick = os.sysconf("SC_CLK_TCK")
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -317,8 +328,5 @@ class _watch_indexers:
                     for line in (entry / "status").read_text().splitlines():
                         if line.startswith("VmHWM:"):
                             self.peak.append(int(line.split()[1]))
-                    # utime and stime, after the command name (which may hold spaces).
-                    stat = (entry / "stat").read_bytes().rpartition(b")")[2].split()
-                    self.cpu[int(entry.name)] = (int(stat[11]) + int(stat[12])) / self.tick
                 except (OSError, ValueError, IndexError):
                     continue
