@@ -31,6 +31,7 @@ import dataclasses
 import errno
 import fcntl
 import hashlib
+import io
 import json
 import os
 import select
@@ -420,6 +421,12 @@ class CaptureReader:
     :meth:`read` returns the complete records written since the last call (a
     record still being written stays for the next call), so an indexer can
     follow a file that a proxy is still appending to.
+
+    A record whose bytes came in more than one read is checked before it is
+    given: its header is read again from the file.  A proxy whose write failed
+    part way (a full disk) cuts its torn record off and writes the next records
+    in its place; bytes of the torn one read before that are then not the file's
+    any more, and are read again from where it began.
     """
 
     def __init__(self, path: Path, block_size: int = 4 * 1024 * 1024) -> None:
@@ -442,6 +449,11 @@ class CaptureReader:
         except CaptureError:
             self._file.close()
             raise
+        #: Where in the file the buffer's first byte is.
+        self._offset = self._file.tell()
+        #: The records are read without a buffer of Python's in between: one that
+        #: read ahead would keep a torn record's bytes after the file dropped them.
+        self._raw = io.FileIO(self._file.fileno(), closefd=False)
 
     def read(self, limit: int | None = None) -> list[Record]:
         """Complete records available now (at most about ``limit`` bytes of them).
@@ -457,17 +469,23 @@ class CaptureReader:
             # read.  The buffer grows only as far as the file has bytes to read.
             start = self._filled
             want = min(self._block, limit or self._block,
-                       os.fstat(self._file.fileno()).st_size - self._file.tell())
+                       os.fstat(self._raw.fileno()).st_size - self._offset - start)
             if want <= 0:
                 break
             if len(buf) < start + want:
                 buf.extend(bytes(start + want - len(buf)))
             with memoryview(buf) as view:
-                got = self._file.readinto(view[start : start + want])
+                self._raw.seek(self._offset + start)
+                got = self._raw.readinto(view[start : start + want])
                 if not got:
                     break
                 filled = start + got
                 pos = 0
+                if start and filled >= size and not self._still_there(view[:size]):
+                    # The bytes kept from the last read were a torn record's: read
+                    # again from where it began.
+                    self._filled = 0
+                    continue
                 while filled - pos >= size:
                     kind, t_ns, wall_ns, length = RECORD.unpack_from(buf, pos)
                     end = pos + size + length
@@ -477,10 +495,19 @@ class CaptureReader:
                     pos = end
             if pos:  # a record still being written moves to the front
                 buf[: filled - pos] = buf[pos:filled]
+            self._offset += pos
             self._filled = filled - pos
             if len(buf) > self._filled + self._block:  # a large record went: its memory too
                 del buf[self._filled + self._block :]
         return records
+
+    def _still_there(self, header: memoryview) -> bool:
+        """Whether the file still holds ``header`` where the buffer begins.  Each record
+        is stamped with the monotonic clock's nanoseconds as it is written; one is
+        written again with the same header only when none of its bytes after the
+        header were (a file that takes no ``splice``), so the bytes read are the
+        file's either way."""
+        return os.pread(self._raw.fileno(), len(header), self._offset) == header
 
     @property
     def pending_bytes(self) -> int:
@@ -488,6 +515,7 @@ class CaptureReader:
         return self._filled
 
     def close(self) -> None:
+        self._raw.close()
         self._file.close()
 
     def __iter__(self) -> Iterator[Record]:

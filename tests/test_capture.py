@@ -107,6 +107,60 @@ def test_a_torn_tail_is_ignored_and_completed_later(tmp_path: Path) -> None:
         reader.close()
 
 
+@pytest.mark.parametrize("cut", [1, cap.RECORD.size - 1, cap.RECORD.size,
+                                 cap.RECORD.size + 3, cap.RECORD.size + 5])
+@pytest.mark.parametrize("block", [7, 4 * 1024 * 1024])
+def test_a_torn_record_cut_off_and_written_over_is_read_from_the_file(
+    tmp_path: Path, cut: int, block: int,
+) -> None:
+    # A proxy whose write failed part way (a full disk) cuts its torn record off
+    # and writes the next records in its place; a follower that read some of the
+    # torn one's bytes before that must not take them for the new records' start.
+    path = tmp_path / "t.capture"
+    write_capture(path, [("out", b"one\n")])
+    kept = path.stat().st_size
+    torn = cap.RECORD.pack(1, 5, 5, 6) + b"torn\n!"
+    with open(path, "ab") as handle:
+        handle.write(torn[:cut])
+    reader = cap.CaptureReader(path, block_size=block)
+    try:
+        assert [r.data for r in reader.read()] == [b"one\n"]
+        os.truncate(path, kept)
+        assert reader.read() == []
+        new = [(2, b"after the gap, longer than the torn record\n"), (0, b"in\n")]
+        with open(path, "ab") as handle:
+            for n, (kind, data) in enumerate(new):
+                handle.write(cap.RECORD.pack(kind, 9 + n, 9 + n, len(data)) + data)
+        got = []
+        while records := reader.read():
+            got += records
+        assert [(r.kind, r.t_ns, r.data) for r in got] == [(2, 9, new[0][1]), (0, 10, new[1][1])]
+        assert reader.pending_bytes == 0
+    finally:
+        reader.close()
+
+
+def test_a_record_written_again_whole_after_its_header_is_read_once(tmp_path: Path) -> None:
+    # A file that takes no splice: the proxy wrote the header, cut it off, and
+    # wrote the same record again whole.
+    path = tmp_path / "t.capture"
+    write_capture(path, [("out", b"one\n")])
+    kept = path.stat().st_size
+    record = cap.RECORD.pack(1, 5, 5, 4) + b"two\n"
+    with open(path, "ab") as handle:
+        handle.write(record[:cap.RECORD.size])
+    reader = cap.CaptureReader(path)
+    try:
+        assert [r.data for r in reader.read()] == [b"one\n"]
+        os.truncate(path, kept)
+        with open(path, "ab") as handle:
+            handle.write(record)
+        assert [r.data for r in reader.read()] == [b"two\n"]
+        assert reader.read() == [] and reader.pending_bytes == 0
+    finally:
+        reader.close()
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [
