@@ -216,9 +216,9 @@ class IngestReport:
                 " claudetrace, cat IN | claudetrace proxy -- cat > /dev/null until claudetrace",
                 " sessions would list the recording complete; naive loop: json.loads and",
                 " executemany into SQLite with four indexes, in a fresh Python process.  peak RSS:",
-                " the indexer's.  CPU s: the naive loop's; the proxy's and its indexer's, which",
-                " runs in the idle scheduling class: on a busy machine it waits for idle CPU, and",
-                " the CPU ratio is the steadier figure)"]
+                " the indexer's.  CPU s: the naive loop's; the proxy's and its indexer's and",
+                " writer's, which run in the idle scheduling class: on a busy machine they wait",
+                " for idle CPU, and the CPU ratio is the steadier figure)"]
         for name in names:
             if name == "naive loop":
                 continue
