@@ -118,6 +118,37 @@ def test_a_recording_is_stored_as_the_store_stores_it(tmp_path: Path, sample: st
         assert table_rows(via_plain, "event_tools"), "the sample's tool uses are stored"
 
 
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Connection.setlimit is Python 3.11's")
+def test_a_connection_taking_fewer_parameters_gets_fewer_rows_a_statement(
+    tmp_path: Path, empty_db: Path,
+) -> None:
+    # A build of SQLite may take fewer than the version's 32,766 parameters a
+    # statement (SQLITE_MAX_VARIABLE_NUMBER): past it every batch would fail.
+    from sqlalchemy import event
+
+    store, writes, via_store, via_plain = both(tmp_path, "limited", empty_db)
+    limit = sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER
+    event.listen(store.engine, "connect", lambda dbapi, _record: dbapi.setlimit(limit, 40))
+    store.engine.dispose()
+    writes._conn.setlimit(limit, 40)  # two rows of events (15 values), eight of tools (5)
+    sample = sample_events("mcp_hooks.cassette.ndjson")
+    # More rows than a statement takes at the version's limit, of both tables.
+    events = [Event(seq, ev.direction, ev.t_ns, ev.data, ev.eol, ev.wall_ns)
+              for seq, ev in enumerate(sample * (1 + 2000 // len(sample)))]
+    info = RecordingInfo.start(["claude"])
+    try:
+        for target in (store, writes):
+            target.create_recording(info)
+        store.write_batch(info.id, events)
+        writes.write_rows(info.id, *event_rows(info.id, events))
+    finally:
+        store.close()
+        writes.close()
+    assert_same(via_store, via_plain)
+    assert len(table_rows(via_plain, "events")) == len(events)
+    assert len(table_rows(via_plain, "event_tools")) > 200
+
+
 @settings(max_examples=200, deadline=None)
 @given(count=st.integers(0, 450), per_insert=st.sampled_from([1, 3, 50, 200]))
 def test_flat_rows_are_the_rows(count: int, per_insert: int) -> None:

@@ -25,7 +25,17 @@ from ..recording import RecordingInfo
 from .engine import BUSY_TIMEOUT_S, create_store_engine, error_reason, upgrade
 from .ingest import ended_columns, import_cassette, info_from_header
 from .models import EventRow, EventTool, Recording, type_in
-from .rows import COLUMNS, Rows, each_row, event_rows, info_columns, insert_batches, row_count
+from .rows import (
+    COLUMNS,
+    ROWS_PER_INSERT,
+    Rows,
+    each_row,
+    event_rows,
+    info_columns,
+    insert_batches,
+    row_count,
+    rows_per_insert,
+)
 from .values import storable_columns
 
 __all__ = ["Store", "info_from_header", "open_store", "resolve_url"]
@@ -170,7 +180,10 @@ class Store:
                     copy.write_row(row)
             return
         marker = "?" if self.engine.dialect.paramstyle == "qmark" else "%s"
-        for statement, parameters in insert_batches(table.name, rows, marker):
+        per_insert = ROWS_PER_INSERT
+        if self.engine.dialect.name == "sqlite":
+            per_insert = rows_per_insert(table.name, conn.connection.driver_connection)
+        for statement, parameters in insert_batches(table.name, rows, marker, per_insert):
             conn.exec_driver_sql(statement, parameters)
 
     def _copy_types(self, table: Table) -> list[str]:

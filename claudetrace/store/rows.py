@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 #: Rows an ``INSERT`` statement takes at once: SQLite's per-statement work
 #: (reset, step, the module's call) is paid once for them.  200 rows (3,000
 #: values) where SQLite takes up to 32,766 parameters a statement (3.32 and
-#: later), else 50 (its older limit is 999).
+#: later), else 50 (its older limit is 999); fewer on a connection that takes
+#: fewer (:func:`rows_per_insert`).
 ROWS_PER_INSERT: Final = 200 if sqlite3.sqlite_version_info >= (3, 32) else 50
 #: Column order of the rows built by :func:`event_rows`.
 COLUMNS: Final = {
@@ -146,6 +147,18 @@ def first_seq(rows: Rows) -> int | None:
     """The ``seq`` of the first of ``rows`` (None when there are none)."""
     first = next(each_row(rows), None)
     return None if first is None else first[1]
+
+
+def rows_per_insert(table: str, connection: Any, most: int = ROWS_PER_INSERT) -> int:
+    """Rows of ``table`` an ``INSERT`` on a SQLite ``connection`` (:mod:`sqlite3`'s) may take: up to
+    ``most``, as many as its limit on a statement's parameters allows (a build of
+    SQLite, or the program, may set it lower than the version's default: a
+    statement past it fails with "too many SQL variables")."""
+    getlimit = getattr(connection, "getlimit", None)  # Python 3.11 and later
+    if getlimit is None:
+        return most
+    limit: int = getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+    return max(1, min(most, limit // len(COLUMNS[table])))
 
 
 def insert_batches(

@@ -25,7 +25,7 @@ from typing import Any, Final
 from ..errors import StoreError
 from ..recording import RecordingInfo
 from . import values
-from .rows import ROWS_PER_INSERT, Rows, info_columns, insert_batches, row_count
+from .rows import ROWS_PER_INSERT, Rows, info_columns, insert_batches, row_count, rows_per_insert
 
 #: How long SQLite waits on a lock held by another writer before giving up.
 BUSY_TIMEOUT_S: Final = 30.0
@@ -254,8 +254,9 @@ class SqliteWrites:
                 if found is None:
                     raise StoreError(f"no recording {recording_id!r} to store events in")
             for table, table_rows in (("events", rows), ("event_tools", tools)):
+                per_insert = rows_per_insert(table, self._conn, self._rows_per_insert)
                 for statement, parameters in insert_batches(table, table_rows,
-                                                            per_insert=self._rows_per_insert):
+                                                            per_insert=per_insert):
                     cursor.executemany(statement, parameters)
             if recording_updates:
                 _update(cursor, recording_id, recording_updates)
