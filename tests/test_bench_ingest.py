@@ -13,7 +13,6 @@ from click.testing import CliRunner
 
 from claudetrace import capture as cap
 from claudetrace.bench.ingest import (
-    _INDEXING,
     NAIVE_LOOP,
     IngestReport,
     IngestRun,
@@ -26,6 +25,9 @@ from claudetrace.bench.proxy import build_input, sample_lines
 from claudetrace.cli import cli
 
 pytestmark = pytest.mark.usefixtures("ct_env")
+
+#: The modules of the processes that store a capture: the indexer and its writer.
+INDEXING = frozenset({b"claudetrace.indexer", b"claudetrace.store.writer"})
 
 
 def test_the_naive_loop_parses_and_stores_every_line_both_ways(tmp_path: Path) -> None:
@@ -68,7 +70,7 @@ def test_a_proxy_run_ends_once_its_indexer_and_writer_have_exited(tmp_path: Path
                 argv = (entry / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if _INDEXING.intersection(argv) and any(f in a for f in folders for a in argv):
+            if INDEXING.intersection(argv) and any(f in a for f in folders for a in argv):
                 found.append(entry.name)
         return found
 
@@ -76,6 +78,7 @@ def test_a_proxy_run_ends_once_its_indexer_and_writer_have_exited(tmp_path: Path
         run = _through_proxy("claudetrace, SQLite", url, source, 3000, orphans)
         assert indexing() == []
     assert run.cpu_seconds and run.forwarded_seconds is not None
+    assert run.peak_rss_kib  # the indexer's and its writer's, from their exit
 
 
 def test_ingest_rows_are_medians_and_ratios_against_the_naive_loop() -> None:

@@ -43,10 +43,12 @@ def test_what_a_command_leaves_behind_is_adopted_and_its_cpu_time_counted() -> N
             leave(0.0, "2", hold)
             orphans.look()  # both workers run yet: each is told by its run's marker
             os.close(release)
-            busy, idle = orphans.cpu_seconds("1"), orphans.cpu_seconds("2")
+            busy, idle = orphans.usage("1"), orphans.usage("2")
             assert busy is not None and idle is not None
-            assert busy >= 0.3 > idle  # the worker's own child, waited for, counts
-            assert orphans.cpu_seconds("3") is None  # no such run: unknown, not zero
+            # the worker's own child, waited for, counts
+            assert busy.cpu_seconds >= 0.3 > idle.cpu_seconds
+            assert busy.peak_rss_kib > 0 and idle.peak_rss_kib > 0
+            assert orphans.usage("3") is None  # no such run: unknown, not zero
     finally:
         os.close(hold)
 

@@ -264,23 +264,21 @@ def _through_proxy(name: str, url: str, source: Path, lines: int,
     ``url``; then the indexer (and its writer) are waited for, off the clock, so
     that what they do after (the database's tidying up as it closes) is over
     before the next run starts."""
-    from .. import capture as cap
     from ..store import open_store
 
     open_store(url).close()  # the schema exists, as in any database in use
     proxy = [sys.executable, "-m", "claudetrace", "proxy", "--db", url, "--name", "bench-ingest",
              "--", "cat"]
     marker = f"ingest-{next(_RUNS)}"
-    peak: list[int] = []
     start = time.perf_counter()
-    with _watch_indexers(cap.capture_dirs(cap.resolve_url(url)), peak):
-        run = time_command(name, proxy, source, lines, {**os.environ, RUN_ENV: marker},
-                           on_exit=orphans.look)
-        checked = time.perf_counter()
-        queryable = checked + _check_stored(url, 2 * lines) - start
-        indexing_cpu = orphans.cpu_seconds(marker)
-    return IngestRun(name, queryable, run.seconds, max(peak, default=0) or None,
-                     (run.cpu_seconds or 0.0) + (indexing_cpu or 0.0))
+    run = time_command(name, proxy, source, lines, {**os.environ, RUN_ENV: marker},
+                       on_exit=orphans.look)
+    checked = time.perf_counter()
+    queryable = checked + _check_stored(url, 2 * lines) - start
+    # The indexer's usage, its writer's with it (the larger peak RSS of the two).
+    indexing = orphans.usage(marker)
+    cpu, peak = (0.0, None) if indexing is None else indexing
+    return IngestRun(name, queryable, run.seconds, peak, (run.cpu_seconds or 0.0) + cpu)
 
 
 #: Each proxy run's marker, to tell its indexer by.
@@ -290,43 +288,3 @@ _RUNS = itertools.count()
 def _children_cpu_s() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
-
-
-#: The modules of the processes that store a capture: the indexer and its writer.
-_INDEXING = frozenset({b"claudetrace.indexer", b"claudetrace.store.writer"})
-
-
-class _watch_indexers:
-    """Samples the peak RSS of indexers and their writers whose capture files are in
-    ``folders`` (found by their command line), from a thread, while in use."""
-
-    def __init__(self, folders: list[Path], peak: list[int]) -> None:
-        import threading
-
-        self.markers = [str(folder).encode() for folder in folders]
-        self.peak = peak
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> None:
-        self.thread.start()
-
-    def __exit__(self, *_exc: object) -> None:
-        self.stop.set()
-        self.thread.join()
-
-    def _run(self) -> None:
-        while not self.stop.wait(0.05):
-            for entry in Path("/proc").iterdir():
-                if not entry.name.isdigit():
-                    continue
-                try:
-                    argv = (entry / "cmdline").read_bytes().split(b"\0")
-                    if not _INDEXING.intersection(argv) or not any(
-                            marker in a for a in argv for marker in self.markers):
-                        continue
-                    for line in (entry / "status").read_text().splitlines():
-                        if line.startswith("VmHWM:"):
-                            self.peak.append(int(line.split()[1]))
-                except (OSError, ValueError, IndexError):
-                    continue

@@ -25,10 +25,19 @@ import os
 import sys
 import threading
 from collections.abc import Iterator
+from typing import NamedTuple
 
 #: Set in a benchmarked command's environment; what it leaves behind inherits it.
 RUN_ENV = "CLAUDETRACE_BENCH_RUN"
 _PR_SET_CHILD_SUBREAPER = 36
+
+
+class RunUsage(NamedTuple):
+    """What a run's orphans used: CPU seconds (user + system, all of them) and the
+    largest peak RSS among them and their children (KiB, ``ru_maxrss``)."""
+
+    cpu_seconds: float
+    peak_rss_kib: int
 
 
 class Orphans:
@@ -53,22 +62,23 @@ class Orphans:
                 if pid not in self._runs:
                     self._runs[pid] = _marker(pid)
 
-    def cpu_seconds(self, marker: str) -> float | None:
-        """Wait for every process run ``marker`` left behind; their CPU seconds (user +
-        system, with their own children's), or None when none was seen: it had
-        exited before it could be told whose it was (it is waited for by :meth:`reap`)."""
+    def usage(self, marker: str) -> RunUsage | None:
+        """Wait for every process run ``marker`` left behind; their resource usage
+        (with their own children's), or None when none was seen: it had exited
+        before it could be told whose it was (it is waited for by :meth:`reap`)."""
         self.look()
         with self._lock:
             pids = [pid for pid, run in self._runs.items() if run == marker]
         if not pids:
             return None
-        total = 0.0
+        total, peak = 0.0, 0
         for pid in pids:
             _, _, usage = os.wait4(pid, 0)
             with self._lock:
                 self._reaped.add(pid)
             total += usage.ru_utime + usage.ru_stime
-        return total
+            peak = max(peak, usage.ru_maxrss)
+        return RunUsage(total, peak)
 
     def reap(self) -> None:
         """Wait for every adopted process not waited for yet."""

@@ -555,7 +555,8 @@ def run_proxy_bench(
                                    {**env, RUN_ENV: marker}, piped=piped, host=host,
                                    on_exit=orphans.look)
                 run.stored_after_seconds = _check_stored(url, stored)
-                run.indexer_cpu_seconds = orphans.cpu_seconds(marker)
+                usage = orphans.usage(marker)
+                run.indexer_cpu_seconds = None if usage is None else usage.cpu_seconds
                 done_with(url)
                 return run
 
