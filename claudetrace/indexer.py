@@ -556,7 +556,7 @@ PIPE_BYTES: Final = 1 << 20
 def start_writer(url: str, *, kept_in: str | None = None,
                  busy_timeout_s: float | None = None,
                  lock_fd: int | None = None, idle: bool = False) -> subprocess.Popen[bytes]:
-    """Start ``python -m claudetrace.store.writer`` for the database ``url`` (its
+    """Start ``python -m claudetrace.store.writer_child`` for the database ``url`` (its
     requests on its stdin, its replies on its stdout: see
     :class:`~claudetrace.store.writer.WriterProcess`).  The URL goes in
     ``$CLAUDETRACE_DB``, not argv, where other users could read a password.
@@ -570,7 +570,7 @@ def start_writer(url: str, *, kept_in: str | None = None,
     stop it halfway: its parent ends it by closing its requests.  ``idle``: it
     runs on idle CPU time as the indexer does (:func:`~claudetrace.config.yield_cpu`),
     once started."""
-    argv = [sys.executable, "-m", "claudetrace.store.writer"]
+    argv = [sys.executable, "-m", "claudetrace.store.writer_child"]
     if kept_in is not None:
         argv += ["--kept-in", kept_in]
     if busy_timeout_s is not None:

@@ -27,7 +27,7 @@ from claudetrace.cli import cli
 pytestmark = pytest.mark.usefixtures("ct_env")
 
 #: The modules of the processes that store a capture: the indexer and its writer.
-INDEXING = frozenset({b"claudetrace.indexer", b"claudetrace.store.writer"})
+INDEXING = frozenset({b"claudetrace.indexer", b"claudetrace.store.writer_child"})
 
 
 def test_the_naive_loop_parses_and_stores_every_line_both_ways(tmp_path: Path) -> None:

@@ -98,16 +98,16 @@ def indexer_pids(marker: Path) -> list[int]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if (b"claudetrace.indexer" in argv or b"claudetrace.store.writer" in argv) \
+        if (b"claudetrace.indexer" in argv or b"claudetrace.store.writer_child" in argv) \
                 and any(str(marker).encode() in a for a in argv):
             pids.append(int(entry.name))
     return pids
 
 
 def indexer_and_writer(marker: Path) -> tuple[int, int]:
-    """The pids of the indexer and of its writer (``claudetrace.store.writer``)."""
+    """The pids of the indexer and of its writer (``claudetrace.store.writer_child``)."""
     [writer] = [pid for pid in indexer_pids(marker)
-                if b"claudetrace.store.writer" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+                if b"claudetrace.store.writer_child" in Path(f"/proc/{pid}/cmdline").read_bytes()]
     [indexer] = [pid for pid in indexer_pids(marker) if pid != writer]
     return indexer, writer
 

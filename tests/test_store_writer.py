@@ -304,3 +304,89 @@ def test_the_indexers_writer_runs_on_idle_cpu_time_and_an_importers_does_not(
                 if pipe is not None:
                     pipe.close()
             process.wait()
+
+
+#: In a fresh interpreter: SQLite set up as the writer child sets it up (or not),
+#: then a connection's work, and what the library then says of its memory use.
+_MEMORY_USED = """
+import ctypes, sys
+from claudetrace.store.writer_child import configure_sqlite
+print("loaded before" if "_sqlite3" in sys.modules else "not loaded before")
+if sys.argv[1] == "set up":
+    print("took it" if configure_sqlite() else "refused")
+import sqlite3
+db = sqlite3.connect(":memory:")
+db.execute("CREATE TABLE t (x BLOB)")
+db.executemany("INSERT INTO t VALUES (?)", [(b"x" * 1000,)] * 1000)
+if sys.argv[1] == "too late":
+    print("took it" if configure_sqlite() else "refused")
+library = ctypes.CDLL("libsqlite3.so.0")
+library.sqlite3_memory_used.restype = ctypes.c_int64
+print(library.sqlite3_memory_used())
+"""
+
+
+@pytest.mark.parametrize("when", ["set up", "too late", "never"])
+def test_the_writer_child_sets_sqlite_up_before_anything_loads_it(when: str) -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL("libsqlite3.so.0")
+    except OSError:
+        pytest.skip("no libsqlite3.so.0 here")
+    done = subprocess.run([sys.executable, "-c", _MEMORY_USED, when], capture_output=True,
+                          text=True, check=True)
+    said = done.stdout.split("\n")
+    # Importing the entry loads no SQLite: nothing has started it before it runs.
+    assert said[0] == "not loaded before"
+    if when == "set up":
+        # Taken: the memory statistics are off (nothing counted).
+        assert said[1:] == ["took it", "0", ""]
+    elif when == "too late":
+        # Once the library has started it takes no settings, and keeps counting.
+        assert said[1] == "refused" and int(said[2]) > 100_000
+    else:
+        assert int(said[1]) > 100_000
+
+
+#: The writer child, run as ``python -m`` runs it, its requests ended at once; as
+#: it exits, a connection's work, and what SQLite then says of its memory use.
+_CHILD_THEN_MEMORY_USED = """
+import atexit, ctypes, runpy, sys
+
+def report():
+    import sqlite3
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE t (x BLOB)")
+    db.executemany("INSERT INTO t VALUES (?)", [(b"x" * 1000,)] * 1000)
+    library = ctypes.CDLL("libsqlite3.so.0")
+    library.sqlite3_memory_used.restype = ctypes.c_int64
+    print(library.sqlite3_memory_used(), file=sys.stderr)
+
+atexit.register(report)
+runpy.run_module("claudetrace.store.writer_child", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_the_writer_child_runs_with_sqlite_set_up(db_path: Path) -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL("libsqlite3.so.0")
+    except OSError:
+        pytest.skip("no libsqlite3.so.0 here")
+    done = subprocess.run([sys.executable, "-c", _CHILD_THEN_MEMORY_USED],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          env={**os.environ, "CLAUDETRACE_DB": f"sqlite:///{db_path}"},
+                          check=True, timeout=60)
+    assert done.stderr.split() == ["0"]  # nothing counted: the statistics are off
+    assert db_path.exists()  # it did open the database
+
+
+def test_the_indexers_writer_is_the_child_entry_that_sets_sqlite_up(db_path: Path) -> None:
+    process = start_writer(f"sqlite:///{db_path}")
+    try:
+        assert process.args[1:3] == ["-m", "claudetrace.store.writer_child"]
+    finally:
+        process.communicate(timeout=30)  # its requests end: it exits
+    assert process.returncode == 0

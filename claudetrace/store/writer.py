@@ -2,7 +2,7 @@
 
 Under a burst the indexer's time goes about half to reading, parsing and folding
 lines and half to the database's own work (``executemany``, ``commit``).  A
-:class:`WriterProcess` is a child, ``python -m claudetrace.store.writer``, that
+:class:`WriterProcess` is a child, ``python -m claudetrace.store.writer_child``, that
 holds the database connection: the indexer (or ``claudetrace import``) builds
 each batch's rows (:func:`~claudetrace.store.event_rows`), hands them over a pipe
 and reads the next batch while the child writes this one, so the two halves run
@@ -76,7 +76,7 @@ class WriteFailed(StoreError):
 class WriterProcess:
     """The writing half of a :class:`~claudetrace.store.Store`, run in a child.
 
-    ``process`` is the child, ``python -m claudetrace.store.writer`` started for
+    ``process`` is the child, ``python -m claudetrace.store.writer_child`` started for
     the database ``url`` (:func:`claudetrace.indexer.start_writer`, which needs
     no database module: the indexer starts it before importing them).  The child
     opens the database at once, so the connection is ready by the first batch,
@@ -474,14 +474,15 @@ def _say(message: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m claudetrace.store.writer [--busy-timeout S] [--kept-in PATH]``: serve
-    the requests on stdin, in the database of ``$CLAUDETRACE_DB``; ``--kept-in``
-    names where the data waits while the database cannot be opened (said once)."""
+    """The writer process (``python -m claudetrace.store.writer_child [--busy-timeout S]
+    [--kept-in PATH]``, which sets SQLite up first): serve the requests on stdin, in
+    the database of ``$CLAUDETRACE_DB``; ``--kept-in`` names where the data waits
+    while the database cannot be opened (said once)."""
     import argparse
     import gc
     import signal
 
-    parser = argparse.ArgumentParser(prog="claudetrace.store.writer")
+    parser = argparse.ArgumentParser(prog="claudetrace.store.writer_child")
     parser.add_argument("--busy-timeout", type=float, default=BUSY_TIMEOUT_S)
     parser.add_argument("--kept-in")
     parser.add_argument("--lock-fd", type=int)
@@ -508,6 +509,3 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())
