@@ -37,7 +37,7 @@ from . import capture as cap
 from .config import DB_ENV, FLUSH_TIMEOUT_ENV, resolve_url, yield_cpu
 from .errors import ClaudeTraceError
 from .model import Session
-from .model.events import Direction, Event
+from .model.events import Direction, Event, forget_all_parsed
 from .model.summary import outcome_columns, summary_columns
 from .recording import EventSink, RecordingInfo
 
@@ -162,14 +162,13 @@ class Indexer:
     def _add(self, events: list[Event], size: int) -> None:
         """Parse and summarise a chunk's events (``size`` bytes), show them to the
         sinks, queue them to store."""
-        observe, fold, feeds = self.info.observe, self.session.add, self._feeds
-        for event in events:
-            if observe(event):
-                self._meta_dirty = True
-            fold(event)
-            if not feeds:
-                # Parsed once (its fields stay for the store); nothing else reads the line.
-                event.forget_parsed()
+        feeds = self._feeds
+        if events[0].direction == "out":  # a chunk's lines are of one direction
+            observe = self.info.observe
+            for event in events:
+                if observe(event):
+                    self._meta_dirty = True
+        self.session.add_many(events)
         if feeds:
             # Each sink takes the chunk's events in one go rather than one between
             # the parsing of others, so its code and state stay in the CPU's caches
@@ -179,8 +178,8 @@ class Indexer:
                     on_events(events)
                 except Exception as exc:  # a broken sink must not cost the recording
                     self._disable(sink, exc)
-            for event in events:
-                event.forget_parsed()
+        # Parsed once (its fields stay for the store); nothing else reads the line.
+        forget_all_parsed(events)
         if not self._pending:
             self._pending_since = time.monotonic()
         self._pending.extend(events)

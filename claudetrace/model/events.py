@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 import msgspec
@@ -83,13 +83,16 @@ NOT_JSON: Final = LineFields(is_json=False)
 _UNSET: Final[Any] = object()
 
 
-@dataclass(slots=True, eq=False)
-class Event:
+class Event(msgspec.Struct, eq=False, gc=False, repr_omit_defaults=True):
     """One line (or final partial line) on one stream of one recording.
 
     ``data`` is the exact bytes without the trailing newline; ``eol`` is False for
     a last line that had none.  ``t_ns`` is monotonic nanoseconds since the child
     started; ``wall_ns`` is the wall clock (Unix epoch, ns) when it was read.
+
+    Compared by identity.  One is made for every line recorded: a struct is made
+    in C, at a third of the cost of a slotted dataclass's ``__init__``.  It holds
+    bytes, numbers and the parsed line, never itself, so the collector skips it.
     """
 
     seq: int
@@ -98,8 +101,8 @@ class Event:
     data: bytes
     eol: bool = True
     wall_ns: int = 0
-    _obj: Any = field(default=_UNSET, repr=False)
-    _fields: LineFields | None = field(default=None, repr=False)
+    _obj: Any = _UNSET
+    _fields: LineFields | None = None
 
     @property
     def t(self) -> float:
@@ -165,6 +168,14 @@ class Event:
         except UnicodeDecodeError:
             return False
         return True
+
+
+def forget_all_parsed(events: Iterable[Event]) -> None:
+    """:meth:`Event.forget_parsed` for each of ``events``, called only for those
+    that hold a parsed object or no fields yet (the indexer's every line)."""
+    for event in events:
+        if event._fields is None or event._obj is not _UNSET:
+            event.forget_parsed()
 
 
 #: First bytes after which ``json.loads`` would guess an encoding other than
@@ -358,7 +369,7 @@ def line_fields(data: bytes) -> LineFields:
         # msgspec checks the UTF-8 of the strings it keeps, not of those it skips.
         if not data.isascii():
             data.decode("utf-8")
-        if may_nest_too_deep(data):
+        if len(data) >= _SHORTEST_TOO_DEEP and may_nest_too_deep(data):
             return extract_fields(parse_json(data))
         return _from_fast(_decode_line(data))
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
@@ -368,34 +379,36 @@ def line_fields(data: bytes) -> LineFields:
 
 
 def _from_fast(line: _Line) -> LineFields:
-    """:func:`extract_fields` over what :func:`line_fields` decoded (the same rules)."""
+    """:func:`extract_fields` over what :func:`line_fields` decoded (the same rules;
+    the most common lines, stream events, looked at first)."""
     mtype, subtype, request_id = line.type, line.subtype, line.request_id
-    refs: list[ToolRef] = []
-    if mtype == "control_request":
-        request = line.request
-        if request is not None:
-            subtype = subtype or request.subtype
-            tid = request.tool_use_id
-            if tid and subtype == "can_use_tool":
-                refs.append(ToolRef(tid, request.tool_name, "permission"))
-            elif tid and subtype == "hook_callback":
-                hook_input = request.input
-                refs.append(ToolRef(tid, hook_input.tool_name if hook_input else None, "hook"))
-    elif mtype == "control_response":
-        response = line.response
-        if response is not None:
-            subtype = subtype or response.subtype
-            request_id = request_id or response.request_id
-    elif mtype == "stream_event":
+    tools: tuple[ToolRef, ...] = ()
+    if mtype == "stream_event":
         event = line.event
         if event is not None:
             subtype = subtype or event.type
             block = event.content_block
             if block is not None and block.type in TOOL_USE_TYPES and block.id:
-                refs.append(ToolRef(block.id, block.name, "use"))
+                tools = (ToolRef(block.id, block.name, "use"),)
+    elif mtype == "control_request":
+        request = line.request
+        if request is not None:
+            subtype = subtype or request.subtype
+            tid = request.tool_use_id
+            if tid and subtype == "can_use_tool":
+                tools = (ToolRef(tid, request.tool_name, "permission"),)
+            elif tid and subtype == "hook_callback":
+                hook_input = request.input
+                tools = (ToolRef(tid, hook_input.tool_name if hook_input else None, "hook"),)
+    elif mtype == "control_response":
+        response = line.response
+        if response is not None:
+            subtype = subtype or response.subtype
+            request_id = request_id or response.request_id
     elif mtype in ("assistant", "user"):
         message = line.message
         if message is not None and isinstance(message.content, list):
+            refs: list[ToolRef] = []
             for block in message.content:
                 kind = block.type
                 if kind in TOOL_USE_TYPES:
@@ -405,8 +418,9 @@ def _from_fast(line: _Line) -> LineFields:
                     kind is not None and kind.endswith("_tool_result")
                 )):
                     refs.append(ToolRef(block.tool_use_id, None, "result"))
+            tools = tuple(refs)
     return LineFields(True, mtype, subtype, request_id, line.uuid, line.session_id,
-                      line.parent_tool_use_id, tuple(refs))
+                      line.parent_tool_use_id, tools)
 
 
 # What :func:`line_fields` decodes: the members :func:`extract_fields` reads, each

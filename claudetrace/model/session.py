@@ -109,52 +109,71 @@ class Session:
 
     # -- feeding -----------------------------------------------------------------------
 
-    def add_many(self, events: Iterable[Event]) -> None:
-        for event in events:
-            self.add(event)
-
     def add(self, event: Event) -> None:
         """Account for one event (in sequence order)."""
-        self.event_count += 1
-        self.byte_count += len(event.data) + (1 if event.eol else 0)
-        t = event.t_ns
-        if t > self.last_ns:
-            self.last_ns = t
-        if event.direction == "err":
-            self.stderr_lines += 1
-            return
-        fields = event.fields
-        if not fields.is_json:
-            self.unparsed_lines += 1
-            return
-        kind = fields.type
-        if event.direction == "out":
-            self.saw_output = True
-            if kind == "stream_event":
-                if fields.subtype not in _CHUNKS:
-                    self._stream_event(event)
-                return
-            if self.session_id is None and fields.session_id and kind in (
-                "system", "assistant", "result",
-            ):
-                self.session_id = fields.session_id
-            if kind == "assistant":
-                self._assistant(event)
-            elif kind == "user":
-                self._user_out(event)
-            elif kind == "result":
-                self._result(event)
-            elif kind == "system":
-                self._system(event)
+        self.add_many((event,))
+
+    def add_many(self, events: Iterable[Event]) -> None:
+        """Account for each of ``events`` (in sequence order).
+
+        The counters are kept in locals over the loop and stored once: the
+        indexer folds every line it records through here, a chunk at a time.
+        """
+        count = size = stderr = unparsed = 0
+        last = self.last_ns
+        try:
+            for event in events:
+                count += 1
+                data = event.data
+                size += len(data) + 1 if event.eol else len(data)
+                t = event.t_ns
+                if t > last:
+                    last = t
+                direction = event.direction
+                if direction == "err":
+                    stderr += 1
+                    continue
+                fields = event.fields
+                if not fields.is_json:
+                    unparsed += 1
+                    continue
+                kind = fields.type
+                if direction == "out":
+                    if kind == "stream_event":
+                        self.saw_output = True
+                        if fields.subtype not in _CHUNKS:
+                            self._stream_event(event)
+                        continue
+                    self._out(event, kind, fields.session_id)
+                elif kind == "user":
+                    self._start_turn(event.seq, t)
+                    continue
+                if kind == "control_request":
+                    self._control_request(event)
+                elif kind == "control_response":
+                    self._control_response(event)
+                elif kind == "control_cancel_request":
+                    self._cancel(event)
+        finally:
+            self.event_count += count
+            self.byte_count += size
+            self.stderr_lines += stderr
+            self.unparsed_lines += unparsed
+            self.last_ns = last
+
+    def _out(self, event: Event, kind: str | None, session_id: str | None) -> None:
+        """A line of the CLI's but a stream event."""
+        self.saw_output = True
+        if self.session_id is None and session_id and kind in ("system", "assistant", "result"):
+            self.session_id = session_id
+        if kind == "assistant":
+            self._assistant(event)
         elif kind == "user":
-            self._start_turn(event.seq, t)
-            return
-        if kind == "control_request":
-            self._control_request(event)
-        elif kind == "control_response":
-            self._control_response(event)
-        elif kind == "control_cancel_request":
-            self._cancel(event)
+            self._user_out(event)
+        elif kind == "result":
+            self._result(event)
+        elif kind == "system":
+            self._system(event)
 
     # -- turns -------------------------------------------------------------------------
 
