@@ -342,3 +342,201 @@ def test_a_recording_deleted_while_a_batch_is_written_leaves_no_lines(
         batch.join()
         writing.close()
         deleting.close()
+
+
+# -- the writer's plain writes (claudetrace/store/postgres.py) ---------------------------
+
+
+def test_the_copy_types_are_the_models() -> None:
+    from sqlalchemy.dialects import postgresql
+
+    from claudetrace.store.models import EventRow, EventTool
+    from claudetrace.store.postgres import COPY_TYPES
+    from claudetrace.store.rows import COLUMNS
+
+    dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
+    for model in (EventRow, EventTool):
+        table = model.__table__
+        assert COPY_TYPES[table.name] == tuple(
+            table.c[name].type.compile(dialect).split("(")[0].lower()
+            for name in COLUMNS[table.name])
+
+
+def _recording_as_stored(pg_url: str, recording_id: str) -> dict[str, list[tuple[object, ...]]]:
+    """Every column of the recording's rows in the three tables, as text with its
+    type (the recording's id left out: the two writers write two recordings)."""
+    import psycopg
+
+    from claudetrace.store.postgres import plain_url
+
+    conninfo = plain_url(pg_url)
+    assert conninfo is not None
+    shown: dict[str, list[tuple[object, ...]]] = {}
+    with psycopg.connect(conninfo) as conn:
+        for table, key, order in (("recordings", "id", "1"),
+                                  ("events", "recording_id", "seq"),
+                                  ("event_tools", "recording_id", "seq, kind, tool_use_id")):
+            names = [row[0] for row in conn.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = %s "
+                "ORDER BY ordinal_position", (table,))
+                if row[0] not in (key, "id")]
+            columns = ", ".join(f"{name}::text, pg_typeof({name})::text" for name in names)
+            shown[table] = [tuple(row) for row in conn.execute(
+                f"SELECT {columns} FROM {table} WHERE {key} = %s ORDER BY {order}",
+                (recording_id,))]
+    return shown
+
+
+@pytest.mark.usefixtures("ct_env")
+@pytest.mark.parametrize("flat", [False, True], ids=["rows", "flat"])
+@pytest.mark.parametrize("sample", ["basic.cassette.ndjson", "mcp_hooks.cassette.ndjson"])
+def test_a_recording_is_written_plainly_as_the_store_writes_it(
+    pg_url: str, sample: str, flat: bool,
+) -> None:
+    import dataclasses
+    import math
+
+    from claudetrace.model import Session
+    from claudetrace.model.summary import outcome_columns, summary_columns
+    from claudetrace.recording import new_recording_id
+    from claudetrace.store import event_rows
+    from claudetrace.store.postgres import PostgresWrites, plain_url
+    from claudetrace.store.rows import flat_rows
+
+    events = list(read_cassette(SAMPLES[[p.name for p in SAMPLES].index(sample)]).events)
+    info = RecordingInfo.start(["claude", "-p", "hi"], name="a name", tags={"k": "v"},
+                               env={"CLAUDE_X": "1"}, extra={"nested": {"a": [1, 2.5, None]}})
+    twin = dataclasses.replace(info, id=new_recording_id(info.started_ns))
+    store = open_store(pg_url)
+    conninfo = plain_url(pg_url)
+    assert conninfo is not None
+    plain = PostgresWrites(conninfo)
+    try:
+        store.create_recording(info)
+        plain.create_recording(twin)
+        session = Session()
+        for start in range(0, len(events), 7):
+            batch = events[start:start + 7]
+            session.add_many(batch)
+            updates = {"last_seen_ns": 5, "lost_bytes": 0, **summary_columns(session),
+                       "cli_session_id": "s", "model": None, "models": None}
+            store.write_rows(info.id, *event_rows(info.id, batch), updates)
+            rows = flat_rows(twin.id, batch) if flat else event_rows(twin.id, batch)
+            plain.write_rows(twin.id, *rows, updates)
+        ended = {"ended_ns": 9, "exit_code": 0, "signal": None, "error": None,
+                 "cost_usd": math.nan, "is_error": True,
+                 **outcome_columns(session.outcome(ended=True, exit_code=0))}
+        store.update_recording(info.id, **ended)
+        plain.update_recording(twin.id, **ended)
+    finally:
+        store.close()
+        plain.close()
+    written = _recording_as_stored(pg_url, twin.id)
+    assert written == _recording_as_stored(pg_url, info.id)
+    assert len(written["events"]) == len(events)
+    if sample.startswith("mcp"):
+        assert written["event_tools"], "the sample's tool uses are stored"
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_the_plain_writes_fail_as_the_store_fails(pg_url: str) -> None:
+    from claudetrace.store import event_rows
+    from claudetrace.store.engine import is_transient_error
+    from claudetrace.store.postgres import PostgresWrites, plain_url
+
+    conninfo = plain_url(pg_url)
+    assert conninfo is not None
+    rows, tools = event_rows("missing", [Event(0, "out", 1, b"{}", True, 2)])
+    failures = []
+    for target in (open_store(pg_url), PostgresWrites(conninfo)):
+        info = RecordingInfo.start(["claude"])
+        with pytest.raises(StoreError) as missing:
+            target.write_rows("missing", rows, tools)
+        target.create_recording(info)
+        with pytest.raises(StoreError) as twice:
+            target.create_recording(info)
+        failures.append((str(missing.value), str(twice.value), is_transient_error(twice.value)))
+        target.close()
+    assert failures[0] == failures[1]
+    assert failures[1][1].startswith("create recording failed: duplicate key value")
+    assert failures[1][2] is False
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_a_lost_connection_fails_one_write_as_transient_and_the_next_connects_again(
+    pg_url: str,
+) -> None:
+    import psycopg
+
+    from claudetrace.store import event_rows
+    from claudetrace.store.engine import error_line, is_transient_error
+    from claudetrace.store.postgres import PostgresWrites, plain_url
+
+    conninfo = plain_url(pg_url)
+    assert conninfo is not None
+    plain = PostgresWrites(conninfo)
+    try:
+        info = RecordingInfo.start(["claude"])
+        plain.create_recording(info)
+        backend = plain._conn.info.backend_pid
+        with psycopg.connect(conninfo, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (backend,))
+        rows, tools = event_rows(info.id, [Event(0, "out", 1, b"{}", True, 2)])
+        with pytest.raises(psycopg.Error) as lost:
+            plain.write_rows(info.id, rows, tools, {"event_count": 1})
+        assert is_transient_error(lost.value), error_line(lost.value)
+        plain.write_rows(info.id, rows, tools, {"event_count": 1})  # connected again
+        assert plain._conn.info.backend_pid != backend
+    finally:
+        plain.close()
+    store = open_store(pg_url)
+    try:
+        assert store.count_events(info.id) == 1
+        assert store.get(info.id).event_count == 1
+    finally:
+        store.close()
+
+
+_OPEN_WRITES = """
+import sys
+from claudetrace.store.writer import _open_writes
+writes = _open_writes(1.0)
+print(type(writes).__name__)
+print(sorted(m for m in sys.modules if m.split('.')[0] in ('sqlalchemy', 'alembic')))
+writes.close()
+"""
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_the_writer_writes_postgres_without_sqlalchemy_once_it_is_at_the_head(
+    pg_url: str,
+) -> None:
+    import psycopg
+
+    from claudetrace.store.postgres import plain_url
+
+    conninfo = plain_url(pg_url)
+    assert conninfo is not None
+    with psycopg.connect(conninfo, autocommit=True) as admin:
+        admin.execute("DROP DATABASE IF EXISTS fresh")
+        admin.execute("CREATE DATABASE fresh")
+    fresh = pg_url.rsplit("/", 1)[0] + "/fresh"
+
+    def run(url: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", _OPEN_WRITES], capture_output=True,
+                              text=True, check=False, timeout=60,
+                              env={**os.environ, "CLAUDETRACE_DB": url})
+
+    def open_writes(url: str) -> list[str]:
+        done = run(url)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.splitlines()
+
+    # A database not made yet goes through the store, which makes it…
+    kind, loaded = open_writes(fresh)
+    assert kind == "Store" and "sqlalchemy" in loaded
+    # …and at the head it is written plainly.
+    assert open_writes(fresh) == ["PostgresWrites", "[]"]
+    # A URL for another driver goes through the store, which says what is wrong.
+    other = run(fresh.replace("+psycopg", "+nosuchdriver"))
+    assert other.returncode != 0 and "unsupported database URL" in other.stderr

@@ -24,8 +24,8 @@ from claudetrace.model import Session
 from claudetrace.model.events import Event
 from claudetrace.model.summary import outcome_columns, summary_columns
 from claudetrace.recording import RecordingInfo
-from claudetrace.store import Recording, Store, event_rows, open_store
-from claudetrace.store import sqlite as plain
+from claudetrace.store import Recording, Store, event_rows, open_store, plain
+from claudetrace.store import sqlite as sqlite_writes
 from claudetrace.store.engine import error_line, head_revision, is_transient_error
 from claudetrace.store.rows import Flat, each_row, first_seq, flat_rows, insert_batches, row_count
 from claudetrace.store.writer import _open_writes
@@ -62,12 +62,12 @@ def empty_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def both(tmp_path: Path, name: str, empty: Path, **plain_options: Any,
-         ) -> tuple[Store, plain.SqliteWrites, Path, Path]:
+         ) -> tuple[Store, sqlite_writes.SqliteWrites, Path, Path]:
     """A store and the plain writes, each on a copy of a database at the newest schema."""
     via_store, via_plain = tmp_path / f"{name}-store.db", tmp_path / f"{name}-plain.db"
     for path in (via_store, via_plain):
         shutil.copyfile(empty, path)
-    return (open_store(str(via_store)), plain.SqliteWrites(via_plain, **plain_options),
+    return (open_store(str(via_store)), sqlite_writes.SqliteWrites(via_plain, **plain_options),
             via_store, via_plain)
 
 
@@ -249,7 +249,7 @@ def test_a_locked_database_is_a_transient_failure_said_alike(tmp_path: Path,
     info = RecordingInfo.start(["claude"])
     lines = []
     for path, opened in ((via_store, lambda p: open_store(str(p), busy_timeout_s=0.1)),
-                         (via_plain, lambda p: plain.SqliteWrites(p, busy_timeout_s=0.1))):
+                         (via_plain, lambda p: sqlite_writes.SqliteWrites(p, busy_timeout_s=0.1))):
         target = opened(path)
         target.create_recording(info)
         rows, tools = event_rows(info.id, [Event(0, "out", 1, b"{}", True, 2)])
@@ -277,7 +277,7 @@ def test_a_locked_database_is_a_transient_failure_said_alike(tmp_path: Path,
 def test_which_urls_are_written_plainly(tmp_path: Path, url: str, plain_one: bool) -> None:
     path = tmp_path / "x.db"
     path.touch()
-    found = plain.plain_file(url.format(path))
+    found = sqlite_writes.plain_file(url.format(path))
     assert (found == path) if plain_one else found is None
 
 
@@ -287,7 +287,7 @@ def test_a_database_not_at_the_newest_schema_goes_through_the_store(
     path = tmp_path / "new.db"
     path.touch()  # made by a proxy that has not migrated it yet
     with pytest.raises(plain.NotPlain):
-        plain.SqliteWrites(path)
+        sqlite_writes.SqliteWrites(path)
     monkeypatch.setenv("CLAUDETRACE_DB", str(path))
     opened = _open_writes(1.0)
     try:
@@ -296,7 +296,7 @@ def test_a_database_not_at_the_newest_schema_goes_through_the_store(
         opened.close()
     again = _open_writes(1.0)
     try:
-        assert isinstance(again, plain.SqliteWrites)
+        assert isinstance(again, sqlite_writes.SqliteWrites)
     finally:
         again.close()
 
@@ -351,7 +351,7 @@ def test_a_file_another_process_is_writing_is_waited_for(
         opened.close()
     again = _open_writes(1.0)  # made, and in the log now: written plainly
     try:
-        assert isinstance(again, plain.SqliteWrites)
+        assert isinstance(again, sqlite_writes.SqliteWrites)
     finally:
         again.close()
 
@@ -370,20 +370,20 @@ def test_a_new_file_has_larger_pages_and_an_older_one_keeps_its_own(tmp_path: Pa
         conn.execute("PRAGMA journal_mode = WAL")
     conn.close()
     open_store(str(older)).close()
-    for path, page in ((new, plain.PAGE_BYTES), (older, 4096)):
+    for path, page in ((new, sqlite_writes.PAGE_BYTES), (older, 4096)):
         for opened in (open_store(str(path), log_bytes=LOG_BYTES),
-                       plain.SqliteWrites(path, log_bytes=LOG_BYTES)):
+                       sqlite_writes.SqliteWrites(path, log_bytes=LOG_BYTES)):
             try:
                 info = RecordingInfo.start(["claude"])
                 opened.create_recording(info)
                 rows, tools = event_rows(info.id, [Event(0, "out", 1, b"{}", True, 2)])
                 opened.write_rows(info.id, rows, tools, {"event_count": 1})
-                connection = (opened._conn if isinstance(opened, plain.SqliteWrites)
+                connection = (opened._conn if isinstance(opened, sqlite_writes.SqliteWrites)
                               else opened.engine.raw_connection())
                 try:
                     pages = connection.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
                 finally:
-                    if not isinstance(opened, plain.SqliteWrites):
+                    if not isinstance(opened, sqlite_writes.SqliteWrites):
                         connection.close()
                 assert pages * page == LOG_BYTES
             finally:

@@ -25,11 +25,10 @@ from ..recording import RecordingInfo
 from .engine import BUSY_TIMEOUT_S, create_store_engine, error_reason, upgrade
 from .ingest import ended_columns, import_cassette, info_from_header
 from .models import EventRow, EventTool, Recording, type_in
+from .postgres import copy_rows
 from .rows import (
-    COLUMNS,
     ROWS_PER_INSERT,
     Rows,
-    each_row,
     event_rows,
     info_columns,
     insert_batches,
@@ -82,7 +81,6 @@ class Store:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self._types: dict[str, list[str]] = {}
 
     @property
     def url(self) -> str:
@@ -165,19 +163,12 @@ class Store:
         """Insert rows (tuples in :data:`~.rows.COLUMNS` order) in bulk, on the raw DBAPI
         connection: SQLAlchemy's per-row parameter processing would cost more than
         the database's own work.  PostgreSQL through psycopg takes them as one
-        ``COPY`` in its binary format (the text format spells each byte of a
-        line in hex, twice its size to write, send and read back); others as one
+        binary ``COPY`` (:func:`.postgres.copy_rows`); others as one
         prepared ``executemany``."""
         if self.engine.dialect.driver == "psycopg":
             driver = conn.connection.driver_connection
             assert driver is not None
-            columns = ", ".join(COLUMNS[table.name])
-            with driver.cursor() as cursor, cursor.copy(
-                f"COPY {table.name} ({columns}) FROM STDIN (FORMAT BINARY)"
-            ) as copy:
-                copy.set_types(self._copy_types(table))
-                for row in each_row(rows):
-                    copy.write_row(row)
+            copy_rows(driver, table.name, rows)
             return
         marker = "?" if self.engine.dialect.paramstyle == "qmark" else "%s"
         per_insert = ROWS_PER_INSERT
@@ -185,16 +176,6 @@ class Store:
             per_insert = rows_per_insert(table.name, conn.connection.driver_connection)
         for statement, parameters in insert_batches(table.name, rows, marker, per_insert):
             conn.exec_driver_sql(statement, parameters)
-
-    def _copy_types(self, table: Table) -> list[str]:
-        """The PostgreSQL type of each column of :data:`~.rows.COLUMNS` (binary ``COPY``
-        sends each value as its column's type: ``varchar``, ``bigint``…)."""
-        types = self._types.get(table.name)
-        if types is None:
-            types = self._types[table.name] = [
-                table.c[name].type.compile(self.engine.dialect).split("(")[0].lower()
-                for name in COLUMNS[table.name]]
-        return types
 
     def checkpoint(self) -> None:
         """Copy what SQLite's write-ahead log holds into the database file, as far

@@ -24,9 +24,9 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
 
 from ..errors import BadDatabaseURL, ClaudeTraceError, StoreError
+from .plain import SCHEMA_HEAD as SCHEMA_HEAD
 from .sqlite import ADAPTERS, bind_directly, first_line, set_up
 from .sqlite import BUSY_TIMEOUT_S as BUSY_TIMEOUT_S
-from .sqlite import SCHEMA_HEAD as SCHEMA_HEAD
 from .sqlite import SETTLE_BUSY_TIMEOUT_S as SETTLE_BUSY_TIMEOUT_S
 from .sqlite import bytes_unchanged as bytes_unchanged
 
@@ -354,19 +354,25 @@ def error_reason(exc: SQLAlchemyError) -> str:
 def is_transient_error(exc: BaseException) -> bool:
     """True for a database failure that says nothing about the data: a lock, a full
     disk, a lost connection (an ``OperationalError`` and its kin anywhere in the
-    causes, sqlite3's own as :mod:`.sqlite` raises them, an ``OSError``, or a
+    causes, sqlite3's and psycopg's own as :mod:`.sqlite` and :mod:`.postgres` raise
+    them, an ``OSError``, or a
     :class:`StoreError` that says so)."""
     import sqlite3
 
     from sqlalchemy.exc import DisconnectionError, InterfaceError
     from sqlalchemy.exc import TimeoutError as PoolTimeout
 
+    kinds: tuple[type[BaseException], ...] = (
+        OperationalError, InterfaceError, DisconnectionError, PoolTimeout,
+        sqlite3.OperationalError, sqlite3.InterfaceError, OSError)
+    psycopg = sys.modules.get("psycopg")  # its own, as :mod:`.postgres` raises them
+    if psycopg is not None:
+        kinds += (psycopg.OperationalError, psycopg.InterfaceError)
     seen: BaseException | None = exc
     while seen is not None:
         if isinstance(seen, StoreError) and seen.transient:
             return True
-        if isinstance(seen, (OperationalError, InterfaceError, DisconnectionError, PoolTimeout,
-                             sqlite3.OperationalError, sqlite3.InterfaceError, OSError)):
+        if isinstance(seen, kinds):
             return True
         seen = seen.__cause__ or seen.__context__
     return False

@@ -15,7 +15,6 @@ through :func:`~claudetrace.store.open_store`.
 from __future__ import annotations
 
 import contextlib
-import json
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -23,40 +22,14 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..errors import StoreError
-from ..recording import RecordingInfo
-from . import values
-from .rows import ROWS_PER_INSERT, Rows, info_columns, insert_batches, row_count, rows_per_insert
+from .plain import PlainWrites, require_head
+from .rows import ROWS_PER_INSERT, Rows, insert_batches, rows_per_insert
 
 #: How long SQLite waits on a lock held by another writer before giving up.
 BUSY_TIMEOUT_S: Final = 30.0
 #: How long a read command's own writes (storing leftover captures) wait on a
 #: lock another process holds before it shows what is stored instead.
 SETTLE_BUSY_TIMEOUT_S: Final = 2.0
-#: The newest migration's revision (``migrations/versions``), known without
-#: Alembic: a store that is already there opens without importing Alembic or
-#: reading the migration scripts (a third of an indexer's start-up).  A test
-#: checks it against the scripts' head.
-SCHEMA_HEAD: Final = "0005_postgres_bulk_events"
-
-#: The ``recordings`` table's columns at :data:`SCHEMA_HEAD`, with the value a new
-#: row takes where none is given (the models' defaults; None: NULL), and which
-#: columns hold JSON (as its text): a test holds them to the models.
-RECORDING_DEFAULTS: Final[dict[str, Any]] = {
-    "id": None, "name": None, "tags": {}, "argv": [], "cwd": "", "host": "", "pid": None,
-    "env": {}, "claudetrace_version": "", "source": "proxy", "started_ns": None,
-    "ended_ns": None, "last_seen_ns": None, "exit_code": None, "signal": None, "error": None,
-    "cli_session_id": None, "claude_code_version": None, "model": None,
-    "permission_mode": None, "event_count": 0, "byte_count": 0, "turns": 0, "num_turns": 0,
-    "model_calls": 0, "tool_calls": 0, "tool_errors": 0, "input_tokens": 0,
-    "output_tokens": 0, "cache_read_tokens": 0, "cache_creation_tokens": 0,
-    "cost_usd": 0.0, "is_error": False, "result_subtype": None, "models": None,
-    "outcome": None, "outcome_reason": None, "lost_bytes": 0, "extra": {},
-}
-_DEFAULTS_GIVEN: Final = {name: value for name, value in RECORDING_DEFAULTS.items()
-                           if value is not None}
-JSON_COLUMNS: Final = frozenset({"tags", "argv", "env", "models", "extra"})
-
-
 #: The page size of a SQLite file the store makes (bytes).  A burst's lines go
 #: into pages, the log and then the database, a ``pwrite`` a page: in 16 KiB
 #: pages rather than SQLite's 4 KiB the writer takes a fifth less CPU time and
@@ -152,12 +125,7 @@ def is_busy(exc: sqlite3.Error) -> bool:
     return "locked" in text or "busy" in text
 
 
-class NotPlain(Exception):
-    """The database is not one :class:`SqliteWrites` writes (not at the newest
-    schema): it is opened with :func:`~claudetrace.store.open_store` instead."""
-
-
-class SqliteWrites:
+class SqliteWrites(PlainWrites):
     """The writing methods of :class:`~claudetrace.store.Store` on a SQLite file at
     :data:`SCHEMA_HEAD`, through :mod:`sqlite3` alone (see the module's text).
 
@@ -189,8 +157,7 @@ class SqliteWrites:
                          self._conn.execute("SELECT version_num FROM alembic_version")]
             except sqlite3.OperationalError:  # no such table (a file not made yet)
                 heads = []
-            if heads != [SCHEMA_HEAD]:
-                raise NotPlain(f"the schema is at {heads!r}, not {SCHEMA_HEAD}")
+            require_head(heads)
             set_up(self._conn, self._busy_timeout_s, log_bytes)
         except BaseException:
             self._conn.close()
@@ -232,38 +199,16 @@ class SqliteWrites:
         finally:
             cursor.close()
 
-    def create_recording(self, info: RecordingInfo) -> None:
-        columns = info_columns(info)
-        columns["last_seen_ns"] = info.started_ns
-        # A column given no value and no default is left out (NULL), as SQLAlchemy
-        # leaves it: a JSON column given None holds ``null``.
-        row = {**_DEFAULTS_GIVEN, **values.storable_columns(columns)}
-        names = list(row)
-        with self._transaction("create recording") as cursor:
-            cursor.execute(
-                f"INSERT INTO recordings ({', '.join(names)}) "
-                f"VALUES ({', '.join('?' * len(names))})",
-                [_bound(name, row[name]) for name in names])
+    #: Takes the recording's row for the batch's transaction, or finds none.
+    _HOLD = "SELECT id FROM recordings WHERE id = ?"
 
-    def write_rows(self, recording_id: str, rows: Rows, tools: Rows,
-                   recording_updates: dict[str, Any] | None = None) -> None:
-        with self._transaction() as cursor:
-            if row_count(rows) or row_count(tools):
-                found = cursor.execute("SELECT id FROM recordings WHERE id = ?",
-                                       (recording_id,)).fetchone()
-                if found is None:
-                    raise StoreError(f"no recording {recording_id!r} to store events in")
-            for table, table_rows in (("events", rows), ("event_tools", tools)):
-                per_insert = rows_per_insert(table, self._conn, self._rows_per_insert)
-                for statement, parameters in insert_batches(table, table_rows,
-                                                            per_insert=per_insert):
-                    cursor.executemany(statement, parameters)
-            if recording_updates:
-                _update(cursor, recording_id, recording_updates)
+    def _placeholder(self, name: str) -> str:
+        return "?"
 
-    def update_recording(self, recording_id: str, **columns: Any) -> None:
-        with self._transaction("update recording") as cursor:
-            _update(cursor, recording_id, columns)
+    def _insert(self, cursor: sqlite3.Cursor, table: str, rows: Rows) -> None:
+        per_insert = rows_per_insert(table, self._conn, self._rows_per_insert)
+        for statement, parameters in insert_batches(table, rows, per_insert=per_insert):
+            cursor.executemany(statement, parameters)
 
     def checkpoint(self) -> None:
         """``PRAGMA wal_checkpoint(PASSIVE)`` (as :meth:`Store.checkpoint`), on a
@@ -282,20 +227,3 @@ class SqliteWrites:
                 if conn is not None:
                     conn.close()
             self._checkpoints = None
-
-
-def _update(cursor: sqlite3.Cursor, recording_id: str, columns: dict[str, Any]) -> None:
-    unknown = set(columns) - RECORDING_DEFAULTS.keys()
-    if unknown:
-        raise StoreError(f"recordings has no column {sorted(unknown)[0]!r}")
-    row = values.storable_columns(columns)
-    cursor.execute(f"UPDATE recordings SET {', '.join(f'{name} = ?' for name in row)} "
-                   "WHERE id = ?", [*(_bound(name, value) for name, value in row.items()),
-                                    recording_id])
-
-
-def _bound(name: str, value: Any) -> Any:
-    """A recording's column value as SQLAlchemy's types bind it on SQLite: JSON as
-    its text (``json.dumps``; None too, as ``null``); the others as they are (a
-    boolean is an integer to :mod:`sqlite3`, as to SQLAlchemy's ``Boolean``)."""
-    return json.dumps(value) if name in JSON_COLUMNS else value

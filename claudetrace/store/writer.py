@@ -37,15 +37,18 @@ from typing import IO, TYPE_CHECKING, Any, Final
 from ..config import resolve_url, yield_cpu
 from ..errors import ClaudeTraceError, SessionNotFound, StoreError
 from ..recording import RecordingInfo
+from .plain import NotPlain
+from .postgres import plain_url
 from .rows import Rows, event_rows, first_seq, flat_rows
-from .sqlite import BUSY_TIMEOUT_S, NotPlain, SqliteWrites, first_line, is_busy, plain_file
+from .sqlite import BUSY_TIMEOUT_S, SqliteWrites, first_line, is_busy, plain_file
 
 if TYPE_CHECKING:
     from ..model.events import Event
     from .api import Store
+    from .postgres import PostgresWrites
 
-    #: What carries out the requests: the child's plain SQLite writes, else a store.
-    Writes = Store | SqliteWrites
+    #: What carries out the requests: the child's plain writes, else a store.
+    Writes = Store | SqliteWrites | PostgresWrites
 
 #: A request's length and number, before the pickled request.
 _REQUEST: Final = struct.Struct("<QQ")
@@ -263,9 +266,19 @@ def _open(url: str | None, busy_timeout_s: float) -> Store:
 
 def _open_writes(busy_timeout_s: float) -> Writes:
     """The child's database (``$CLAUDETRACE_DB``): a SQLite file at the newest schema
-    is written through :class:`~.sqlite.SqliteWrites`, without loading SQLAlchemy;
-    anything else is opened as a store (made or migrated as needed)."""
+    is written through :class:`~.sqlite.SqliteWrites`, and a PostgreSQL database
+    through :class:`~.postgres.PostgresWrites`, without loading SQLAlchemy;
+    anything else is opened as a store (made or migrated as needed), as is a
+    database psycopg cannot reach plainly: the store says why."""
     url = resolve_url(None)
+    conninfo = plain_url(url)
+    if conninfo is not None:
+        try:
+            from .postgres import PostgresWrites
+
+            return PostgresWrites(conninfo)
+        except Exception:  # not at the head, no psycopg, unreachable: the store decides
+            return _open(url, busy_timeout_s)
     path = plain_file(url)
     if path is not None:
         import sqlite3

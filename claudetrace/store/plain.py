@@ -1,0 +1,140 @@
+"""The writes the writer process makes without SQLAlchemy, on either database.
+
+The indexer's writer (:mod:`.writer`) writes a database already at the newest
+schema through :mod:`sqlite3` (:class:`~.sqlite.SqliteWrites`) or psycopg
+(:class:`~.postgres.PostgresWrites`) alone: loading SQLAlchemy and the models
+would cost it more than a burst's first batches.  Both write what
+:class:`~claudetrace.store.Store` writes (tests hold every column of each to the
+store's): this module holds what they share, the schema at its head as the
+models define it, the values a recording's row takes, and the transactions
+(:class:`PlainWrites`); each driver's module its connection, parameters and bulk
+insert.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any, Final
+
+from ..errors import StoreError
+from ..recording import RecordingInfo
+from . import values
+from .rows import Rows, info_columns, row_count
+
+#: The newest migration's revision (``migrations/versions``), known without
+#: Alembic: a store that is already there opens without importing Alembic or
+#: reading the migration scripts (a third of an indexer's start-up).  A test
+#: checks it against the scripts' head.
+SCHEMA_HEAD: Final = "0005_postgres_bulk_events"
+
+#: The ``recordings`` table's columns at :data:`SCHEMA_HEAD`, with the value a new
+#: row takes where none is given (the models' defaults; None: NULL), and which
+#: columns hold JSON (as its text): a test holds them to the models.
+RECORDING_DEFAULTS: Final[dict[str, Any]] = {
+    "id": None, "name": None, "tags": {}, "argv": [], "cwd": "", "host": "", "pid": None,
+    "env": {}, "claudetrace_version": "", "source": "proxy", "started_ns": None,
+    "ended_ns": None, "last_seen_ns": None, "exit_code": None, "signal": None, "error": None,
+    "cli_session_id": None, "claude_code_version": None, "model": None,
+    "permission_mode": None, "event_count": 0, "byte_count": 0, "turns": 0, "num_turns": 0,
+    "model_calls": 0, "tool_calls": 0, "tool_errors": 0, "input_tokens": 0,
+    "output_tokens": 0, "cache_read_tokens": 0, "cache_creation_tokens": 0,
+    "cost_usd": 0.0, "is_error": False, "result_subtype": None, "models": None,
+    "outcome": None, "outcome_reason": None, "lost_bytes": 0, "extra": {},
+}
+_DEFAULTS_GIVEN: Final = {name: value for name, value in RECORDING_DEFAULTS.items()
+                           if value is not None}
+JSON_COLUMNS: Final = frozenset({"tags", "argv", "env", "models", "extra"})
+
+
+class NotPlain(Exception):
+    """The database is not one the plain writes write (not at the newest schema):
+    it is opened with :func:`~claudetrace.store.open_store` instead."""
+
+
+def recording_row(info: RecordingInfo) -> dict[str, Any]:
+    """The row a recording starts with, as the store inserts it (column → value,
+    bound as SQLAlchemy's types bind it: :func:`bound`).  A column given no value
+    and no default is left out (NULL), as SQLAlchemy leaves it."""
+    columns = info_columns(info)
+    columns["last_seen_ns"] = info.started_ns
+    row = {**_DEFAULTS_GIVEN, **values.storable_columns(columns)}
+    return {name: bound(name, value) for name, value in row.items()}
+
+
+def updated_columns(columns: dict[str, Any]) -> dict[str, Any]:
+    """A recording's changed columns as the store sets them (bound: :func:`bound`);
+    a :class:`StoreError` for a column ``recordings`` does not have."""
+    unknown = set(columns) - RECORDING_DEFAULTS.keys()
+    if unknown:
+        raise StoreError(f"recordings has no column {sorted(unknown)[0]!r}")
+    return {name: bound(name, value)
+            for name, value in values.storable_columns(columns).items()}
+
+
+def bound(name: str, value: Any) -> Any:
+    """A recording's column value as SQLAlchemy's types bind it: JSON as its text
+    (``json.dumps``; None too, as ``null``); the others as they are (on SQLite a
+    boolean is an integer to :mod:`sqlite3`, as to SQLAlchemy's ``Boolean``)."""
+    return json.dumps(value) if name in JSON_COLUMNS else value
+
+
+class PlainWrites:
+    """The writing methods of :class:`~claudetrace.store.Store`, on one driver's
+    connection: each write one transaction, in the store's statements.
+
+    A driver's class gives :meth:`_transaction` (a database error raised as is,
+    or as a :class:`StoreError` saying what failed, in the store's words),
+    :meth:`_insert` (a table's rows in bulk), :meth:`_placeholder` (a recording's
+    column's parameter) and :attr:`_HOLD`, the statement that takes a
+    recording's row for a batch's transaction.
+    """
+
+    _HOLD: str
+
+    def _transaction(self, what: str | None = None) -> contextlib.AbstractContextManager[Any]:
+        raise NotImplementedError
+
+    def _insert(self, cursor: Any, table: str, rows: Rows) -> None:
+        raise NotImplementedError
+
+    def _placeholder(self, name: str) -> str:
+        raise NotImplementedError
+
+    def create_recording(self, info: RecordingInfo) -> None:
+        row = recording_row(info)
+        with self._transaction("create recording") as cursor:
+            cursor.execute(f"INSERT INTO recordings ({', '.join(row)}) "
+                           f"VALUES ({', '.join(self._placeholder(name) for name in row)})",
+                           list(row.values()))
+
+    def write_rows(self, recording_id: str, rows: Rows, tools: Rows,
+                   recording_updates: dict[str, Any] | None = None) -> None:
+        with self._transaction() as cursor:
+            # The check a foreign key makes for every row, once a batch; the
+            # recording stays meanwhile.
+            if (row_count(rows) or row_count(tools)) and cursor.execute(
+                    self._HOLD, (recording_id,)).fetchone() is None:
+                raise StoreError(f"no recording {recording_id!r} to store events in")
+            for table, table_rows in (("events", rows), ("event_tools", tools)):
+                if row_count(table_rows):
+                    self._insert(cursor, table, table_rows)
+            if recording_updates:
+                self._update(cursor, recording_id, recording_updates)
+
+    def update_recording(self, recording_id: str, **columns: Any) -> None:
+        with self._transaction("update recording") as cursor:
+            self._update(cursor, recording_id, columns)
+
+    def _update(self, cursor: Any, recording_id: str, columns: dict[str, Any]) -> None:
+        row = updated_columns(columns)
+        sets = ", ".join(f"{name} = {self._placeholder(name)}" for name in row)
+        cursor.execute(f"UPDATE recordings SET {sets} WHERE id = {self._placeholder('id')}",
+                       [*row.values(), recording_id])
+
+
+def require_head(heads: list[Any]) -> None:
+    """Raise :class:`NotPlain` unless ``heads`` (the revisions in ``alembic_version``)
+    are :data:`SCHEMA_HEAD` alone."""
+    if heads != [SCHEMA_HEAD]:
+        raise NotPlain(f"the schema is at {heads!r}, not {SCHEMA_HEAD}")

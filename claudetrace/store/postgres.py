@@ -1,0 +1,133 @@
+"""PostgreSQL through psycopg alone: the writer's writes, and the ``COPY`` both use.
+
+What :mod:`.sqlite` is for a SQLite file, this is for PostgreSQL: the indexer's
+writer process (:mod:`.writer`) writes a database at the newest schema through
+:class:`PostgresWrites`, without loading SQLAlchemy and the models.  Loading
+them took the writer 0.2 s of CPU time before it could take its first batch, a
+burst's first fifth of a second; the batches themselves are the database
+server's work.  The same statements in the same transactions as
+:class:`~claudetrace.store.Store`'s, the same values (a test holds every column
+to what the store writes), the same errors.  Anything else (another driver, a
+database to create or migrate, a URL psycopg does not take as it is) goes
+through :func:`~claudetrace.store.open_store`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Final
+
+from ..errors import StoreError
+from .plain import JSON_COLUMNS, PlainWrites, require_head
+from .rows import COLUMNS, Rows, each_row
+
+if TYPE_CHECKING:
+    import psycopg
+
+#: The PostgreSQL type of each column of :data:`~.rows.COLUMNS`: binary ``COPY``
+#: sends each value as its column's type (a test holds them to the models).
+COPY_TYPES: Final = {
+    "events": ("varchar", "integer", "varchar", "bigint", "bigint", "bytea", "boolean",
+               "integer", "boolean", "varchar", "varchar", "varchar", "varchar", "varchar",
+               "varchar"),
+    "event_tools": ("varchar", "integer", "varchar", "varchar", "varchar"),
+}
+
+#: The URLs written plainly: SQLAlchemy's for psycopg, which is libpq's but for
+#: the driver's name.
+_PREFIX: Final = "postgresql+psycopg://"
+
+
+def plain_url(url: str) -> str | None:
+    """The libpq URI of a ``postgresql+psycopg://`` URL; None for any other."""
+    return "postgresql://" + url[len(_PREFIX):] if url.startswith(_PREFIX) else None
+
+
+def copy_rows(connection: psycopg.Connection[Any], table: str, rows: Rows) -> None:
+    """Insert ``rows`` into ``table`` as one ``COPY`` in PostgreSQL's binary format
+    (the text format spells each byte of a line in hex, twice its size to write,
+    send and read back), in the connection's transaction."""
+    columns = ", ".join(COLUMNS[table])
+    with connection.cursor() as cursor, cursor.copy(
+        f"COPY {table} ({columns}) FROM STDIN (FORMAT BINARY)"
+    ) as copy:
+        copy.set_types(list(COPY_TYPES[table]))
+        for row in each_row(rows):
+            copy.write_row(row)
+
+
+class PostgresWrites(PlainWrites):
+    """The writing methods of :class:`~claudetrace.store.Store` on a PostgreSQL
+    database at :data:`~.plain.SCHEMA_HEAD`, through psycopg alone (see the
+    module's text).
+
+    Each write is one transaction.  A connection that was lost is made again for
+    the next write (the store's pool checks its connections as it hands them
+    out).  Raises :class:`~.plain.NotPlain` when the schema is not at the head,
+    ``psycopg.Error`` when the database cannot be reached.
+    """
+
+    def __init__(self, conninfo: str) -> None:
+        import psycopg
+
+        self._conninfo = conninfo
+        self._conn = psycopg.connect(conninfo)
+        try:
+            with self._conn.cursor() as cursor:
+                try:
+                    heads = [row[0] for row in
+                             cursor.execute("SELECT version_num FROM alembic_version")]
+                except psycopg.errors.UndefinedTable:  # a database not made yet
+                    heads = []
+            self._conn.rollback()
+            require_head(heads)
+        except BaseException:
+            self._conn.close()
+            raise
+
+    @contextlib.contextmanager
+    def _transaction(self, what: str | None = None) -> Iterator[psycopg.Cursor[Any]]:
+        """One transaction; a database error inside it is raised as is, or as a
+        :class:`StoreError` saying ``what`` failed (the store's words for it)."""
+        import psycopg
+
+        try:
+            if self._conn.closed or self._conn.broken:
+                self._conn = psycopg.connect(self._conninfo)
+            conn = self._conn
+            try:
+                with conn.cursor() as cursor:
+                    yield cursor
+                conn.commit()
+            except BaseException:
+                with contextlib.suppress(psycopg.Error):
+                    conn.rollback()
+                raise
+        except psycopg.Error as exc:
+            if what is None:
+                raise
+            from .sqlite import first_line
+
+            raise StoreError(f"{what} failed: {first_line(exc)}") from exc
+
+    #: Takes the recording's row for the batch's transaction (``FOR KEY SHARE``: it
+    #: cannot be deleted meanwhile), as the store does (migration 0005).
+    _HOLD = "SELECT recordings.id FROM recordings WHERE recordings.id = %s FOR KEY SHARE"
+
+    def _insert(self, cursor: psycopg.Cursor[Any], table: str, rows: Rows) -> None:
+        copy_rows(self._conn, table, rows)
+
+    def _placeholder(self, name: str) -> str:
+        """JSON (its text) is cast as SQLAlchemy casts it."""
+        return "%s::JSON" if name in JSON_COLUMNS else "%s"
+
+    def checkpoint(self) -> None:
+        """Nothing to do: PostgreSQL keeps its own log (as :meth:`Store.checkpoint`)."""
+
+    def wait_written(self) -> None:
+        """Every write is done when its call returns."""
+
+    def close(self) -> None:
+        self._conn.close()
+
