@@ -55,6 +55,29 @@ def test_a_tiny_ingest_run_stores_every_event_and_prints_its_rows() -> None:
     assert "naive loop" in text and "claudetrace, SQLite" in text and "x the naive loop" in text
 
 
+def test_what_the_benches_record_in_a_database_the_user_named_is_deleted_after(
+    tmp_path: Path,
+) -> None:
+    from claudetrace.bench.ingest import run_startup_bench
+    from claudetrace.recording import RecordingInfo
+    from claudetrace.store import open_store
+
+    url = str(tmp_path / "users.db")
+    store = open_store(url)
+    mine = RecordingInfo.start(["claude", "-p", "kept"])
+    store.create_recording(mine)
+    store.close()
+    report = run_ingest_bench(lines=200, repeat=2, databases={"SQLite": None, "users": url})
+    assert [r.name for r in report.runs].count("claudetrace, users") == 2
+    run_startup_bench(runs=2, databases={"users": url}, telemetry=False)
+    store = open_store(url)
+    try:
+        # The user's recording alone is left, whole.
+        assert [r.id for r in store.list_recordings()] == [mine.id]
+    finally:
+        store.close()
+
+
 def test_a_proxy_run_ends_once_its_indexer_and_writer_have_exited(tmp_path: Path) -> None:
     # What they do after the recording is queryable (the database's tidying up as
     # it closes) must not overlap the next row, the naive loop's.

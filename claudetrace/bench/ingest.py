@@ -46,9 +46,11 @@ from ..shim import self_command
 from . import compile_bytecode
 from .orphans import RUN_ENV, Orphans, adopting
 from .proxy import (
+    Made,
     _check_stored,
     build_input,
     discarding_otlp_endpoint,
+    forgetting,
     sample_lines,
     time_command,
 )
@@ -153,9 +155,11 @@ def run_startup_bench(*, runs: int = 11, databases: dict[str, str | None] | None
     child = ["date", "+%s%N"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     with tempfile.TemporaryDirectory(prefix="claudetrace-bench-", dir=workdir) as tmp, \
-            discarding_otlp_endpoint() as endpoint, adopting() as orphans:
+            discarding_otlp_endpoint() as endpoint, adopting() as orphans, \
+            forgetting() as made:
         rows = {name: (url or str(Path(tmp) / f"{name}.db"), env)
                 for name, url in (databases or {"SQLite": None}).items()}
+        named = {url for url in (databases or {}).values() if url}  # the user's: cleaned up
         if telemetry:
             rows["SQLite, live telemetry"] = (str(Path(tmp) / "telemetry.db"), {
                 **env, "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
@@ -167,7 +171,7 @@ def run_startup_bench(*, runs: int = 11, databases: dict[str, str | None] | None
                 proxy = [*self_command(), "proxy", "--db", url, "--name", "bench-startup",
                          "--", *child]
                 report.proxied_ms[name].append(_delay_ms(proxy, row_env))
-                _check_stored(url, 1)
+                _check_stored(url, 1, made if url in named else None)
                 orphans.reap()  # its indexer has exited before the next run
     return report
 
@@ -236,7 +240,7 @@ def run_ingest_bench(*, lines: int = 100_000, repeat: int = 1, cassette: str | N
     None: a fresh SQLite file) against the naive loop, ``repeat`` rounds."""
     compile_bytecode()
     with tempfile.TemporaryDirectory(prefix="claudetrace-bench-", dir=workdir) as tmp, \
-            adopting() as orphans:
+            adopting() as orphans, forgetting() as made:
         folder = Path(tmp)
         source = folder / "input.ndjson"
         source.write_bytes(build_input(sample_lines(cassette), lines))
@@ -252,14 +256,14 @@ def run_ingest_bench(*, lines: int = 100_000, repeat: int = 1, cassette: str | N
             for name, url in (databases or {"SQLite": None}).items():
                 target = url or str(folder / f"claudetrace-{round_}.db")
                 report.runs.append(_through_proxy(f"claudetrace, {name}", target, source,
-                                                  lines, orphans))
+                                                  lines, orphans, made if url else None))
             for path in folder.glob("*.db*"):
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
     return report
 
 
 def _through_proxy(name: str, url: str, source: Path, lines: int,
-                   orphans: Orphans) -> IngestRun:
+                   orphans: Orphans, made: Made | None = None) -> IngestRun:
     """One ``cat IN | proxy -- cat`` run, until the recording is listed complete in
     ``url``; then the indexer (and its writer) are waited for, off the clock, so
     that what they do after (the database's tidying up as it closes) is over
@@ -274,7 +278,7 @@ def _through_proxy(name: str, url: str, source: Path, lines: int,
     run = time_command(name, proxy, source, lines, {**os.environ, RUN_ENV: marker},
                        on_exit=orphans.look)
     checked = time.perf_counter()
-    queryable = checked + _check_stored(url, 2 * lines) - start
+    queryable = checked + _check_stored(url, 2 * lines, made) - start
     # The indexer's usage, its writer's with it (the larger peak RSS of the two).
     indexing = orphans.usage(marker)
     cpu, peak = (0.0, None) if indexing is None else indexing

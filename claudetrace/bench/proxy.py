@@ -507,7 +507,7 @@ def run_proxy_bench(
     compile_bytecode()
     source = sample_lines(cassette)
     with tempfile.TemporaryDirectory(prefix="claudetrace-bench-", dir=workdir) as tmp, \
-            adopting() as orphans:
+            adopting() as orphans, forgetting() as made:
         folder = Path(tmp)
         input_path = folder / "input.ndjson"
         input_path.write_bytes(build_input(source, lines))
@@ -522,6 +522,9 @@ def run_proxy_bench(
             url = db or str(folder / f"bench-{next(databases)}.db")
             open_store(url).close()
             return url
+
+        # What the runs recorded in a database the user named is deleted at the end.
+        noted = made if db else None
 
         def done_with(url: str) -> None:
             if not db:
@@ -554,7 +557,7 @@ def run_proxy_bench(
                 run = time_command(name, [*proxy(url), "--", *child], source, lines,
                                    {**env, RUN_ENV: marker}, piped=piped, host=host,
                                    on_exit=orphans.look)
-                run.stored_after_seconds = _check_stored(url, stored)
+                run.stored_after_seconds = _check_stored(url, stored, noted)
                 usage = orphans.usage(marker)
                 run.indexer_cpu_seconds = None if usage is None else usage.cpu_seconds
                 done_with(url)
@@ -588,7 +591,7 @@ def run_proxy_bench(
                 url = fresh_db()
                 latency.append(ping_pong(name, [*proxy(url), "--", "cat"], source, round_trips,
                                          env=env))
-                _check_stored(url, 2 * round_trips + 2 * 200)  # the warm-up lines too
+                _check_stored(url, 2 * round_trips + 2 * 200, noted)  # the warm-up lines too
                 done_with(url)
             proxied, proxied_otel = latency
             counts: dict[str, Counts] = {}
@@ -602,7 +605,7 @@ def run_proxy_bench(
                     counted = [*cachegrind.wrapper(logs / "%p.log", children=True), *proxy(url)]
                     time_command(f"cachegrind {name}", [*counted, "--", *vg_standin], vg_input,
                                  valgrind_lines, env, host=vg_host)
-                    _check_stored(url, vg_events)
+                    _check_stored(url, vg_events, noted)
                     counts[name] = cachegrind.read_logs(cachegrind.finished_logs(logs))
                     done_with(url)
         return ProxyBenchReport(
@@ -660,12 +663,42 @@ def discarding_otlp_endpoint() -> Iterator[str]:
         server.server_close()
 
 
-def _check_stored(db_url: str, expected: int) -> float:
+#: Notes a recording a bench made in a database the user named (url, recording id).
+Made = Callable[[str, str], None]
+
+
+@contextlib.contextmanager
+def forgetting() -> Iterator[Made]:
+    """What a bench notes (:func:`_check_stored`'s ``made``) is deleted once it is
+    done, off the clock: a bench leaves a database the user named (``--db``) as it
+    found it, and each run of it finds the same one (the indexes a burst goes
+    into do not grow from run to run)."""
+    made: dict[str, list[str]] = {}
+    try:
+        yield lambda url, recording_id: made.setdefault(url, []).append(recording_id)
+    finally:
+        from ..store import open_store
+
+        for url, ids in made.items():
+            try:
+                store = open_store(url)
+                try:
+                    for recording_id in ids:
+                        store.delete_recording(recording_id)
+                finally:
+                    store.close()
+            except Exception as exc:
+                print(f"claudetrace bench: could not delete its {len(ids)} recordings "
+                      f"({exc})", file=sys.stderr)
+
+
+def _check_stored(db_url: str, expected: int, made: Made | None = None) -> float:
     """Seconds until the newest recording is listed complete, as ``claudetrace
     sessions`` lists it: stored (the store settled, which waits for its indexer),
     with ``expected`` events.  Its stored rows are then counted, off the clock
     (a ``count(*)`` of 200k rows takes 10-15 ms, and no reader waits for it):
-    the figures only count if every line really was stored.
+    the figures only count if every line really was stored.  ``made`` notes
+    the recording (:func:`forgetting`).
     """
     from ..indexer import settle
     from ..store import open_store
@@ -679,6 +712,8 @@ def _check_stored(db_url: str, expected: int) -> float:
         stored = store.count_events(newest.id)
     finally:
         store.close()
+    if made is not None:
+        made(db_url, newest.id)
     if newest.event_count != expected or stored != expected:
         raise RuntimeError(f"the proxy stored {stored} of {expected} events "
                            f"(the recording lists {newest.event_count})")

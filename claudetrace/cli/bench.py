@@ -54,7 +54,8 @@ def replay_bench(lines: int, sdk_lines: int) -> None:
     help="Build the input from this recording [default: the streaming session].",
 )
 @click.option(
-    "--db", "db_url", metavar="URL", help="Record here [default: a fresh SQLite file]."
+    "--db", "db_url", metavar="URL",
+    help="Record here (the runs' recordings are deleted after) [default: a fresh SQLite file]."
 )
 @click.option(
     "--repeat", default=3, show_default=True, type=click.IntRange(min=1),
@@ -110,7 +111,8 @@ def telemetry_bench(lines: int, rounds: int, valgrind: bool) -> None:
 @click.option("--runs", default=11, show_default=True, type=click.IntRange(min=1),
               help="Runs each, direct and proxied (the figure is the median).")
 @click.option("--db", "db_urls", multiple=True, metavar="URL",
-              help="Also proxy into this database (repeatable; e.g. a PostgreSQL URL).")
+              help="Also proxy into this database (repeatable; e.g. a PostgreSQL URL; "
+                   "the runs' recordings are deleted after).")
 @click.option("--telemetry/--no-telemetry", default=True, show_default=True,
               help="Also proxy into SQLite with live telemetry on (OTLP to a local sink).")
 @reports_errors
@@ -136,7 +138,8 @@ def startup_bench(runs: int, db_urls: tuple[str, ...], telemetry: bool) -> None:
 @click.option("--from", "cassette", metavar="CASSETTE",
               help="Build the input from this recording [default: the streaming session].")
 @click.option("--db", "db_urls", multiple=True, metavar="URL",
-              help="Also record into this database (repeatable; e.g. a PostgreSQL URL).")
+              help="Also record into this database (repeatable; e.g. a PostgreSQL URL; "
+                   "the runs' recordings are deleted after).")
 @reports_errors
 def ingest_bench(lines: int, repeat: int, cassette: str | None, db_urls: tuple[str, ...]) -> None:
     """Time to queryable: a burst through the proxy until stored, against a naive loop.
