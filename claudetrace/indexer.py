@@ -554,7 +554,8 @@ PIPE_BYTES: Final = 1 << 20
 
 def start_writer(url: str, *, kept_in: str | None = None,
                  busy_timeout_s: float | None = None,
-                 lock_fd: int | None = None, idle: bool = False) -> subprocess.Popen[bytes]:
+                 lock_fd: int | None = None, idle: bool = False,
+                 lazy_checkpoints: bool = False) -> subprocess.Popen[bytes]:
     """Start ``python -m claudetrace.store.writer_child`` for the database ``url`` (its
     requests on its stdin, its replies on its stdout: see
     :class:`~claudetrace.store.writer.WriterProcess`).  The URL goes in
@@ -568,7 +569,9 @@ def start_writer(url: str, *, kept_in: str | None = None,
     so a Ctrl-C at the terminal (meant for ``claudetrace import``, say) does not
     stop it halfway: its parent ends it by closing its requests.  ``idle``: it
     runs on idle CPU time as the indexer does (:func:`~claudetrace.config.yield_cpu`),
-    once started."""
+    once started.  ``lazy_checkpoints``: it copies SQLite's log into the database
+    when the writes pause, not after each (for a writer whose end nobody waits
+    for: :class:`~claudetrace.store.writer._Checkpoints`)."""
     argv = [sys.executable, "-m", "claudetrace.store.writer_child"]
     if kept_in is not None:
         argv += ["--kept-in", kept_in]
@@ -578,6 +581,8 @@ def start_writer(url: str, *, kept_in: str | None = None,
         argv += ["--lock-fd", str(lock_fd)]
     if idle:
         argv.append("--idle")
+    if lazy_checkpoints:
+        argv.append("--lazy-checkpoints")
     process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                env={**os.environ, DB_ENV: url}, start_new_session=True,
                                pass_fds=() if lock_fd is None else (lock_fd,))
@@ -650,7 +655,7 @@ def main(argv: list[str] | None = None) -> int:
     url = resolve_url(args.db)
     try:
         writer: subprocess.Popen[bytes] | None = start_writer(
-            url, kept_in=str(args.capture), lock_fd=lock_fd, idle=True)
+            url, kept_in=str(args.capture), lock_fd=lock_fd, idle=True, lazy_checkpoints=True)
     except OSError as exc:
         _say(f"cannot start the writer ({exc.strerror or exc}); storing without it")
         writer = None

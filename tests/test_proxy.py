@@ -592,6 +592,9 @@ def test_sigkill_of_the_indexers_writer_the_indexer_writes_the_rest_itself(
 ) -> None:
     with staged_session_stored_in_part(db_path, tmp_path) as (proc, _first, pending):
         indexer, writer = indexer_and_writer(tmp_path)
+        # The indexer's writer runs on idle CPU time and copies SQLite's log lazily.
+        argv = Path(f"/proc/{writer}/cmdline").read_bytes().split(b"\0")
+        assert b"--idle" in argv and b"--lazy-checkpoints" in argv
         os.kill(writer, signal.SIGKILL)
         wait_until(lambda: indexer_pids(tmp_path) == [indexer], "the writer to die")
         finish_staged_session(proc, pending)

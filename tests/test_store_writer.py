@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -147,7 +148,7 @@ def test_the_writer_holds_no_descriptor_of_its_parent(db_path: Path, tmp_path: P
 
 
 def test_the_log_is_copied_into_the_database_beside_the_writes(db_path: Path) -> None:
-    # The writer's connection checkpoints at LOG_BYTES (64 MiB): what reaches
+    # The writer's connection checkpoints at LOG_BYTES (256 MiB): what reaches
     # the database file before then was copied there by the checkpoint thread.
     open_store(str(db_path)).close()
     writer = writer_for(db_path)
@@ -304,6 +305,65 @@ def test_the_indexers_writer_runs_on_idle_cpu_time_and_an_importers_does_not(
                 if pipe is not None:
                     pipe.close()
             process.wait()
+
+
+class CountedCopies:
+    """A store that counts the checkpoints asked of it."""
+
+    def __init__(self) -> None:
+        self.copies = 0
+
+    def checkpoint(self) -> None:
+        self.copies += 1
+
+
+def wait_for(predicate: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 20
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def test_an_eager_writer_copies_the_log_after_a_write_without_a_pause() -> None:
+    store, copies = CountedCopies(), writer_module._Checkpoints()
+    try:
+        copies.after_write(store, 1)  # type: ignore[arg-type]
+        assert copies.copy_now()
+        wait_for(lambda: store.copies == 1, "the copy")
+    finally:
+        copies.stop()
+
+
+def test_a_lazy_writer_copies_a_burst_once_the_writes_pause() -> None:
+    store, copies = CountedCopies(), writer_module._Checkpoints(lazy=True)
+    try:
+        for _ in range(200):  # a burst: writes back to back
+            copies.after_write(store, 1000)  # type: ignore[arg-type]
+        last = time.monotonic()
+        assert not copies.copy_now()  # far from CHECKPOINT_BYTES: it waits for a pause
+        copied = store.copies
+        if time.monotonic() - last < writer_module.CHECKPOINT_PAUSE_S:
+            assert copied == 0  # nothing yet: the writes have not paused
+        wait_for(lambda: store.copies == 1, "the copy after the pause")
+        time.sleep(5 * writer_module.CHECKPOINT_PAUSE_S)
+        assert store.copies == 1  # one for the whole burst
+        # However fast they come, CHECKPOINT_BYTES more written are copied at once.
+        copies.after_write(store, writer_module.CHECKPOINT_BYTES)  # type: ignore[arg-type]
+        assert copies.copy_now()
+        wait_for(lambda: store.copies == 2, "the copy of the bytes")
+        assert not copies.copy_now()  # counted from that copy on
+    finally:
+        copies.stop()
+
+
+def test_a_writer_copies_lazily_when_asked(db_path: Path) -> None:
+    # The indexer's asks (tests/test_proxy.py checks its writer's command line).
+    url = f"sqlite:///{db_path}"
+    lazy, eager = (start_writer(url, lazy_checkpoints=flag) for flag in (True, False))
+    for process in (lazy, eager):
+        process.communicate(timeout=30)
+        assert process.returncode == 0
+    assert "--lazy-checkpoints" in lazy.args and "--lazy-checkpoints" not in eager.args
 
 
 #: In a fresh interpreter: SQLite set up as the writer child sets it up (or not),

@@ -38,10 +38,17 @@ SETTLE_BUSY_TIMEOUT_S: Final = 2.0
 PAGE_BYTES: Final = 16384
 
 
+#: The size (bytes) a write-ahead log is cut back to once copied into the
+#: database (``journal_size_limit``, with ``log_bytes``): a burst's log, up to
+#: the writer's bound, does not stay on disk at that size.
+LOG_KEPT_BYTES: Final = 64 * 1024 * 1024
+
+
 def set_up(connection: Any, busy_timeout_s: float, log_bytes: int | None) -> None:
     """Set a new connection up for concurrent recording: a busy timeout, the
     write-ahead log, foreign keys, :data:`PAGE_BYTES` for a file still empty;
-    ``log_bytes``: the log's size at which a commit copies it into the database."""
+    ``log_bytes``: the log's size at which a commit copies it into the database
+    (and it is cut back to :data:`LOG_KEPT_BYTES` once copied)."""
     cursor = connection.cursor()
     try:
         cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
@@ -53,6 +60,7 @@ def set_up(connection: Any, busy_timeout_s: float, log_bytes: int | None) -> Non
         if log_bytes is not None:
             page = cursor.execute("PRAGMA page_size").fetchone()[0]
             cursor.execute(f"PRAGMA wal_autocheckpoint = {max(1, log_bytes // page)}")
+            cursor.execute(f"PRAGMA journal_size_limit = {min(log_bytes, LOG_KEPT_BYTES)}")
     finally:
         cursor.close()
 
