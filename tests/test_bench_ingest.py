@@ -78,6 +78,29 @@ def test_what_the_benches_record_in_a_database_the_user_named_is_deleted_after(
         store.close()
 
 
+def test_a_bench_never_deletes_a_recording_it_did_not_make(tmp_path: Path) -> None:
+    # The newest recording is someone else's (the bench's run stored nothing, or
+    # a session started meanwhile): the check fails, and it stays.
+    from claudetrace.bench.proxy import _check_stored, forgetting
+    from claudetrace.recording import RecordingInfo
+    from claudetrace.store import open_store
+
+    url = str(tmp_path / "users.db")
+    store = open_store(url)
+    theirs = RecordingInfo.start(["claude", "-p"], name="my session")
+    store.create_recording(theirs)
+    store.close()
+    with forgetting() as made:
+        with pytest.raises(RuntimeError, match="stored 0 of 2000"):
+            _check_stored(url, 2000, made)
+        _check_stored(url, 0, made)  # the count matches: but for its name it is not ours
+    store = open_store(url)
+    try:
+        assert [r.id for r in store.list_recordings()] == [theirs.id]
+    finally:
+        store.close()
+
+
 def test_a_proxy_run_ends_once_its_indexer_and_writer_have_exited(tmp_path: Path) -> None:
     # What they do after the recording is queryable (the database's tidying up as
     # it closes) must not overlap the next row, the naive loop's.

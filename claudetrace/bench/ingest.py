@@ -155,8 +155,8 @@ def run_startup_bench(*, runs: int = 11, databases: dict[str, str | None] | None
     child = ["date", "+%s%N"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     with tempfile.TemporaryDirectory(prefix="claudetrace-bench-", dir=workdir) as tmp, \
-            discarding_otlp_endpoint() as endpoint, adopting() as orphans, \
-            forgetting() as made:
+            discarding_otlp_endpoint() as endpoint, forgetting() as made, \
+            adopting() as orphans:
         rows = {name: (url or str(Path(tmp) / f"{name}.db"), env)
                 for name, url in (databases or {"SQLite": None}).items()}
         named = {url for url in (databases or {}).values() if url}  # the user's: cleaned up
@@ -240,7 +240,7 @@ def run_ingest_bench(*, lines: int = 100_000, repeat: int = 1, cassette: str | N
     None: a fresh SQLite file) against the naive loop, ``repeat`` rounds."""
     compile_bytecode()
     with tempfile.TemporaryDirectory(prefix="claudetrace-bench-", dir=workdir) as tmp, \
-            adopting() as orphans, forgetting() as made:
+            forgetting() as made, adopting() as orphans:
         folder = Path(tmp)
         source = folder / "input.ndjson"
         source.write_bytes(build_input(sample_lines(cassette), lines))

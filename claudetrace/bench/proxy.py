@@ -507,7 +507,7 @@ def run_proxy_bench(
     compile_bytecode()
     source = sample_lines(cassette)
     with tempfile.TemporaryDirectory(prefix="claudetrace-bench-", dir=workdir) as tmp, \
-            adopting() as orphans, forgetting() as made:
+            forgetting() as made, adopting() as orphans:
         folder = Path(tmp)
         input_path = folder / "input.ndjson"
         input_path.write_bytes(build_input(source, lines))
@@ -672,7 +672,8 @@ def forgetting() -> Iterator[Made]:
     """What a bench notes (:func:`_check_stored`'s ``made``) is deleted once it is
     done, off the clock: a bench leaves a database the user named (``--db``) as it
     found it, and each run of it finds the same one (the indexes a burst goes
-    into do not grow from run to run)."""
+    into do not grow from run to run).  Entered before :func:`~.orphans.adopting`,
+    so that the indexers it adopted have exited before anything is deleted."""
     made: dict[str, list[str]] = {}
     try:
         yield lambda url, recording_id: made.setdefault(url, []).append(recording_id)
@@ -712,9 +713,11 @@ def _check_stored(db_url: str, expected: int, made: Made | None = None) -> float
         stored = store.count_events(newest.id)
     finally:
         store.close()
-    if made is not None:
-        made(db_url, newest.id)
     if newest.event_count != expected or stored != expected:
         raise RuntimeError(f"the proxy stored {stored} of {expected} events "
                            f"(the recording lists {newest.event_count})")
+    # Only the bench's own (named by it, and as long as its run): a newest
+    # recording of anyone else's is never taken for it.
+    if made is not None and (newest.name or "").startswith("bench"):
+        made(db_url, newest.id)
     return waited
