@@ -474,7 +474,8 @@ def test_a_lost_connection_fails_one_write_as_transient_and_the_next_connects_ag
 
     conninfo = plain_url(pg_url)
     assert conninfo is not None
-    plain = PostgresWrites(conninfo)
+    open_store(pg_url).close()  # the schema
+    plain = PostgresWrites(conninfo, ping_after_s=3600)  # never checked before a write
     try:
         info = RecordingInfo.start(["claude"])
         plain.create_recording(info)
@@ -495,6 +496,46 @@ def test_a_lost_connection_fails_one_write_as_transient_and_the_next_connects_ag
         assert store.get(info.id).event_count == 1
     finally:
         store.close()
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_a_connection_dropped_while_unused_is_made_again_before_the_write(pg_url: str) -> None:
+    import psycopg
+
+    from claudetrace.store import event_rows
+    from claudetrace.store.postgres import PostgresWrites, plain_url
+
+    conninfo = plain_url(pg_url)
+    assert conninfo is not None
+    open_store(pg_url).close()  # the schema
+    plain = PostgresWrites(conninfo, ping_after_s=0)  # checked before every write
+    try:
+        info = RecordingInfo.start(["claude"])
+        plain.create_recording(info)
+        backend = plain._conn.info.backend_pid
+        with psycopg.connect(conninfo, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (backend,))
+        rows, tools = event_rows(info.id, [Event(0, "out", 1, b"{}", True, 2)])
+        plain.write_rows(info.id, rows, tools, {"event_count": 1})  # no failure
+        assert plain._conn.info.backend_pid != backend
+    finally:
+        plain.close()
+
+
+@pytest.mark.parametrize("url, plain", [
+    ("postgresql+psycopg://u:p%40ss@h:5433/db", "postgresql://u:p%40ss@h:5433/db"),
+    ("postgresql+psycopg://u@/db?host=/run/pg&sslmode=disable",
+     "postgresql://u@/db?host=/run/pg&sslmode=disable"),
+    ("postgresql+psycopg://u@/db?host=a&host=b", None),  # hosts to fail over along
+    ("postgresql+psycopg://u@a:1,b:2/db", None),
+    ("postgresql+psycopg://u@h/db?application_name=a+b", None),  # a space to SQLAlchemy
+    ("postgresql://u@h/db", None),  # psycopg2's, to SQLAlchemy
+    ("postgresql+psycopg2://u@h/db", None),
+])
+def test_which_urls_are_written_plainly_on_postgres(url: str, plain: str | None) -> None:
+    from claudetrace.store.postgres import plain_url
+
+    assert plain_url(url) == plain
 
 
 _OPEN_WRITES = """

@@ -15,6 +15,7 @@ through :func:`~claudetrace.store.open_store`.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final
 
@@ -40,8 +41,21 @@ _PREFIX: Final = "postgresql+psycopg://"
 
 
 def plain_url(url: str) -> str | None:
-    """The libpq URI of a ``postgresql+psycopg://`` URL; None for any other."""
-    return "postgresql://" + url[len(_PREFIX):] if url.startswith(_PREFIX) else None
+    """The libpq URI of a ``postgresql+psycopg://`` URL that libpq reads as
+    SQLAlchemy does; None for any other.
+
+    Where the two read a URL apart it goes to the store: several hosts (SQLAlchemy
+    joins a repeated ``host=`` into a list to fail over along, libpq keeps the
+    last), a ``+`` in the options (a space to SQLAlchemy, itself to libpq).
+    """
+    if not url.startswith(_PREFIX):
+        return None
+    rest = url[len(_PREFIX):]
+    location, _, options = rest.partition("?")
+    keys = [pair.split("=", 1)[0] for pair in options.split("&") if pair]
+    if "," in location.rpartition("@")[2] or "+" in options or len(keys) != len(set(keys)):
+        return None
+    return "postgresql://" + rest
 
 
 def copy_rows(connection: psycopg.Connection[Any], table: str, rows: Rows) -> None:
@@ -62,17 +76,22 @@ class PostgresWrites(PlainWrites):
     database at :data:`~.plain.SCHEMA_HEAD`, through psycopg alone (see the
     module's text).
 
-    Each write is one transaction.  A connection that was lost is made again for
-    the next write (the store's pool checks its connections as it hands them
-    out).  Raises :class:`~.plain.NotPlain` when the schema is not at the head,
-    ``psycopg.Error`` when the database cannot be reached.
+    Each write is one transaction.  As the store's pool checks a connection
+    before handing it out, one left unused for ``ping_after_s`` is checked before
+    a write, and made again if the server dropped it meanwhile (a restart, an
+    idle timeout); one lost during a write fails that write (a transient error)
+    and is made again for the next.  Raises :class:`~.plain.NotPlain` when the
+    schema is not at the head, ``psycopg.Error`` when the database cannot be
+    reached.
     """
 
-    def __init__(self, conninfo: str) -> None:
+    def __init__(self, conninfo: str, *, ping_after_s: float = 1.0) -> None:
         import psycopg
 
         self._conninfo = conninfo
+        self._ping_after_s = ping_after_s
         self._conn = psycopg.connect(conninfo)
+        self._used = time.monotonic()
         try:
             with self._conn.cursor() as cursor:
                 try:
@@ -93,9 +112,7 @@ class PostgresWrites(PlainWrites):
         import psycopg
 
         try:
-            if self._conn.closed or self._conn.broken:
-                self._conn = psycopg.connect(self._conninfo)
-            conn = self._conn
+            conn = self._connection()
             try:
                 with conn.cursor() as cursor:
                     yield cursor
@@ -104,12 +121,34 @@ class PostgresWrites(PlainWrites):
                 with contextlib.suppress(psycopg.Error):
                     conn.rollback()
                 raise
+            finally:
+                self._used = time.monotonic()
         except psycopg.Error as exc:
             if what is None:
                 raise
             from .sqlite import first_line
 
             raise StoreError(f"{what} failed: {first_line(exc)}") from exc
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        """The connection, checked when it was left unused a while, and made again
+        when it was lost."""
+        import psycopg
+
+        conn = self._conn
+        if not (conn.closed or conn.broken):
+            if time.monotonic() - self._used < self._ping_after_s:
+                return conn
+            try:
+                conn.execute("SELECT 1")
+                conn.rollback()
+                return conn
+            except psycopg.Error:
+                pass
+        with contextlib.suppress(psycopg.Error):
+            conn.close()
+        self._conn = psycopg.connect(self._conninfo)
+        return self._conn
 
     #: Takes the recording's row for the batch's transaction (``FOR KEY SHARE``: it
     #: cannot be deleted meanwhile), as the store does (migration 0005).

@@ -23,37 +23,39 @@ from typing import Final
 #: ``sqlite3_config`` options (sqlite3.h): the threading mode and the memory statistics.
 _CONFIG_MULTITHREAD: Final = 2
 _CONFIG_MEMSTATUS: Final = 9
-#: The names the SQLite library :mod:`sqlite3` links to goes by (Linux, macOS).
-_LIBRARIES: Final = ("libsqlite3.so.0", "libsqlite3.dylib")
 
 
 def configure_sqlite() -> bool:
     """Multi-thread mode and no memory statistics for SQLite, if it has not
     started yet in this process; True when the library took both.
 
-    Best effort: where the library is not found under its usual name (a Python
-    with SQLite built into its module), or has started already, nothing
-    changes and SQLite runs as it always does.
+    The library is the one :mod:`sqlite3`'s C module uses: looked up through that
+    module's file (its own SQLite, or the one it links to), which is loaded but
+    not started (the import starts it).  Best effort: where its functions cannot
+    be reached (a SQLite built into the module and not exported, no
+    :mod:`ctypes`), or it has started already, nothing changes and SQLite runs as
+    it always does.
     """
     if "_sqlite3" in sys.modules:
         return False  # started: it takes no settings now
-    import ctypes
+    try:
+        import ctypes
+        import importlib.util
 
-    for name in _LIBRARIES:
-        try:
-            library = ctypes.CDLL(name)
-            configure = library.sqlite3_config
-        except (OSError, AttributeError):
-            continue
-        # int sqlite3_config(int, ...): the option is the one fixed argument (on
-        # some platforms a variadic one is passed elsewhere than a fixed one).
-        configure.argtypes = [ctypes.c_int]
-        configure.restype = ctypes.c_int
-        # SQLITE_OK (0) each, else the library keeps its own settings.
-        threads: int = configure(_CONFIG_MULTITHREAD)
-        statistics: int = configure(_CONFIG_MEMSTATUS, ctypes.c_int(0))
-        return threads == 0 and statistics == 0
-    return False
+        spec = importlib.util.find_spec("_sqlite3")
+        if spec is None or not spec.origin:
+            return False
+        configure = ctypes.CDLL(spec.origin).sqlite3_config
+    except (ImportError, OSError, AttributeError, ValueError):
+        return False
+    # int sqlite3_config(int, ...): the option is the one fixed argument (on
+    # some platforms a variadic one is passed elsewhere than a fixed one).
+    configure.argtypes = [ctypes.c_int]
+    configure.restype = ctypes.c_int
+    # SQLITE_OK (0) each, else the library keeps its own settings.
+    threads: int = configure(_CONFIG_MULTITHREAD)
+    statistics: int = configure(_CONFIG_MEMSTATUS, ctypes.c_int(0))
+    return threads == 0 and statistics == 0
 
 
 def run() -> int:
