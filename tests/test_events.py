@@ -208,3 +208,11 @@ def test_extract_fields_accepts_any_json_shape(obj: object) -> None:
     assert fields.is_json == (obj is not None)
     for name in ("type", "subtype", "request_id", "uuid", "session_id", "parent_tool_use_id"):
         assert getattr(fields, name) is None or isinstance(getattr(fields, name), str)
+
+
+def test_an_events_repr_shows_the_line_not_what_was_parsed_of_it() -> None:
+    event = Event(3, "out", 7, b'{"type":"result","secret":1}', True, 9)
+    assert event.obj == {"type": "result", "secret": 1}
+    assert event.fields.type == "result"
+    assert repr(event) == ("Event(seq=3, direction='out', t_ns=7, "
+                           """data=b'{"type":"result","secret":1}', eol=True, wall_ns=9)""")

@@ -83,7 +83,7 @@ NOT_JSON: Final = LineFields(is_json=False)
 _UNSET: Final[Any] = object()
 
 
-class Event(msgspec.Struct, eq=False, gc=False, repr_omit_defaults=True):
+class Event(msgspec.Struct, eq=False, gc=False):
     """One line (or final partial line) on one stream of one recording.
 
     ``data`` is the exact bytes without the trailing newline; ``eol`` is False for
@@ -103,6 +103,11 @@ class Event(msgspec.Struct, eq=False, gc=False, repr_omit_defaults=True):
     wall_ns: int = 0
     _obj: Any = _UNSET
     _fields: LineFields | None = None
+
+    def __repr__(self) -> str:
+        # The line's fields, not the parsed copies cached beside them.
+        return (f"Event(seq={self.seq!r}, direction={self.direction!r}, t_ns={self.t_ns!r}, "
+                f"data={self.data!r}, eol={self.eol!r}, wall_ns={self.wall_ns!r})")
 
     @property
     def t(self) -> float:
