@@ -18,6 +18,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -462,6 +463,32 @@ def test_the_plain_writes_fail_as_the_store_fails(pg_url: str) -> None:
     assert failures[1][2] is False
 
 
+@contextlib.contextmanager
+def _writes_whose_backend_was_killed(
+    pg_url: str, ping_after_s: float,
+) -> Iterator[tuple[Any, RecordingInfo, int]]:
+    """Plain writes with a recording created, whose server process was then ended
+    (as a restart or an idle timeout ends it): the writes, the recording, the
+    process's id."""
+    import psycopg
+
+    from claudetrace.store.postgres import PostgresWrites, plain_url
+
+    conninfo = plain_url(pg_url)
+    assert conninfo is not None
+    open_store(pg_url).close()  # the schema
+    plain = PostgresWrites(conninfo, ping_after_s=ping_after_s)
+    try:
+        info = RecordingInfo.start(["claude"])
+        plain.create_recording(info)
+        backend = plain._conn.info.backend_pid
+        with psycopg.connect(conninfo, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (backend,))
+        yield plain, info, backend
+    finally:
+        plain.close()
+
+
 @pytest.mark.usefixtures("ct_env")
 def test_a_lost_connection_fails_one_write_as_transient_and_the_next_connects_again(
     pg_url: str,
@@ -470,26 +497,15 @@ def test_a_lost_connection_fails_one_write_as_transient_and_the_next_connects_ag
 
     from claudetrace.store import event_rows
     from claudetrace.store.engine import error_line, is_transient_error
-    from claudetrace.store.postgres import PostgresWrites, plain_url
 
-    conninfo = plain_url(pg_url)
-    assert conninfo is not None
-    open_store(pg_url).close()  # the schema
-    plain = PostgresWrites(conninfo, ping_after_s=3600)  # never checked before a write
-    try:
-        info = RecordingInfo.start(["claude"])
-        plain.create_recording(info)
-        backend = plain._conn.info.backend_pid
-        with psycopg.connect(conninfo, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(%s)", (backend,))
+    # Never checked before a write: the write finds the connection lost.
+    with _writes_whose_backend_was_killed(pg_url, ping_after_s=3600) as (plain, info, backend):
         rows, tools = event_rows(info.id, [Event(0, "out", 1, b"{}", True, 2)])
         with pytest.raises(psycopg.Error) as lost:
             plain.write_rows(info.id, rows, tools, {"event_count": 1})
         assert is_transient_error(lost.value), error_line(lost.value)
         plain.write_rows(info.id, rows, tools, {"event_count": 1})  # connected again
         assert plain._conn.info.backend_pid != backend
-    finally:
-        plain.close()
     store = open_store(pg_url)
     try:
         assert store.count_events(info.id) == 1
@@ -500,26 +516,13 @@ def test_a_lost_connection_fails_one_write_as_transient_and_the_next_connects_ag
 
 @pytest.mark.usefixtures("ct_env")
 def test_a_connection_dropped_while_unused_is_made_again_before_the_write(pg_url: str) -> None:
-    import psycopg
-
     from claudetrace.store import event_rows
-    from claudetrace.store.postgres import PostgresWrites, plain_url
 
-    conninfo = plain_url(pg_url)
-    assert conninfo is not None
-    open_store(pg_url).close()  # the schema
-    plain = PostgresWrites(conninfo, ping_after_s=0)  # checked before every write
-    try:
-        info = RecordingInfo.start(["claude"])
-        plain.create_recording(info)
-        backend = plain._conn.info.backend_pid
-        with psycopg.connect(conninfo, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(%s)", (backend,))
+    # Checked before every write.
+    with _writes_whose_backend_was_killed(pg_url, ping_after_s=0) as (plain, info, backend):
         rows, tools = event_rows(info.id, [Event(0, "out", 1, b"{}", True, 2)])
         plain.write_rows(info.id, rows, tools, {"event_count": 1})  # no failure
         assert plain._conn.info.backend_pid != backend
-    finally:
-        plain.close()
 
 
 @pytest.mark.parametrize("url, plain", [

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 from ..errors import StoreError
 from .plain import JSON_COLUMNS, PlainWrites, require_head
 from .rows import COLUMNS, Rows, each_row
+from .sqlite import first_line
 
 if TYPE_CHECKING:
     import psycopg
@@ -126,8 +127,6 @@ class PostgresWrites(PlainWrites):
         except psycopg.Error as exc:
             if what is None:
                 raise
-            from .sqlite import first_line
-
             raise StoreError(f"{what} failed: {first_line(exc)}") from exc
 
     def _connection(self) -> psycopg.Connection[Any]:
