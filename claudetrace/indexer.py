@@ -732,8 +732,9 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _say(message: str) -> None:
+    from .display import visible
     with contextlib.suppress(OSError, ValueError):
-        print(f"claudetrace: {message}", file=sys.stderr, flush=True)
+        print(f"claudetrace: {visible(message)}", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

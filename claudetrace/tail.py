@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
+from .display import visible
 from .model import ControlRoundTrip, ModelCall, Session, ToolCall, Turn
 from .model.content import content_text, message_content
 from .model.events import Event
 from .recording import RecordingInfo
-from .terminal import visible
 
 #: How much of a prompt, answer or tool input a line shows.
 WIDTH = 160

@@ -18,9 +18,10 @@ from click.testing import CliRunner, Result
 
 from claudetrace.cassette import read_cassette
 from claudetrace.cli import cli
+from claudetrace.display import visible
 from claudetrace.model.events import Event
 from claudetrace.store import Store
-from claudetrace.terminal import Painter, visible
+from claudetrace.terminal import Painter
 from claudetrace.transcript import entries
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..display import say
+from ..formats.facts import cost_known as _cost_known
 from ..formats.facts import duration as _duration
 from ..formats.facts import when as _when
 from ._common import db_option, read_store, reports_errors
@@ -80,10 +82,14 @@ def sessions(db_url: str | None, as_json: bool, limit: int) -> None:
         return
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
+
+    from ..display import visible
 
     console = Console(width=None if sys.stdout.isatty() else 200)
     if not recs:
-        console.print(f"No recordings yet in {store.url}. Try `claudetrace demo`.")
+        console.print(Text(f"No recordings yet in {visible(str(store.url))}. "
+                           "Try `claudetrace demo`."))
         return
     table = Table(box=None, header_style="bold")
     for col in (
@@ -108,25 +114,40 @@ def sessions(db_url: str | None, as_json: bool, limit: int) -> None:
         "interrupted": "yellow",
         "running": "cyan",
     }
+
+    def cell(text: str | None, style: str = "") -> Text:
+        # A Text is never read as markup: "[/]" in a name prints as itself.
+        return Text(visible(_clip(text or "", _CELL)), style=style)
+
     for r in recs:
         tokens = r.input_tokens + r.cache_read_tokens + r.cache_creation_tokens
         exit_text = (
             f"sig {r.signal}" if r.signal else ("—" if r.exit_code is None else str(r.exit_code))
         )
+        running = r.status == "running" and r.result_subtype is None
         table.add_row(
-            r.id,
-            _when(r.started_ns),
-            _duration(r.duration_ns),
-            f"[{styles.get(r.status, '')}]{r.status}[/]",
-            r.name or "",
-            r.model or "",
-            str(r.turns),
-            str(r.tool_calls),
-            f"{tokens}/{r.output_tokens}",
-            f"${r.cost_usd:.4f}",
-            exit_text,
+            cell(r.id),
+            cell(_when(r.started_ns)),
+            cell(_duration(r.duration_ns)),
+            cell(r.status, styles.get(r.status, "")),
+            cell(r.name),
+            cell(r.model),
+            cell(str(r.turns)),
+            cell(str(r.tool_calls)),
+            cell(f"{tokens}/{r.output_tokens}"),
+            cell("—" if running and not r.cost_usd else
+                 f"${r.cost_usd:.4f}" if _cost_known(r) else "unknown"),
+            cell(exit_text),
         )
     console.print(table)
+
+
+#: The most of a name or model a ``sessions`` cell shows.
+_CELL = 60
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 @click.command()
@@ -156,8 +177,9 @@ def show(session: str, db_url: str | None, raw: bool, deltas: bool, width: int) 
     escape sequence in a recording reaches the terminal; only --raw into a pipe
     or file writes the lines' exact bytes.
     """
+    from ..display import visible
     from ..formats.facts import facts
-    from ..terminal import Painter, visible, wants_colour
+    from ..terminal import Painter, wants_colour
 
     store = read_store(db_url)
     rec = store.resolve(session)
@@ -191,8 +213,8 @@ _ROLE_STYLES = {
 def _show_transcript(store: Any, recording_id: str, out: Any, paint: Any, *, width: int,
                      deltas: bool) -> None:
     """The transcript, written a batch of lines at a time as the events are read."""
+    from ..display import visible
     from ..model.events import Event
-    from ..terminal import visible
     from ..transcript import FOLDED, iter_entries
 
     if deltas:
@@ -230,7 +252,7 @@ def _show_raw(store: Any, recording_id: str, out: Any, paint: Any) -> None:
     or a file the line's exact bytes follow the prefix (``--raw`` is the
     recording itself, for grep and friends).
     """
-    from ..terminal import visible
+    from ..display import visible
 
     rows = store.iter_event_rows(recording_id)
     if not out.isatty():
@@ -309,7 +331,7 @@ def export(session: str, db_url: str | None, fmt: str, output: str, no_redact: b
     if output == "-":
         sys.stdout.flush()
     else:
-        click.echo(f"wrote {count} events of {rec.id} to {output}", err=True)
+        say(f"wrote {count} events of {rec.id} to {output}", err=True)
 
 
 def _cassette_pages(pages: Iterator[Sequence[tuple[Any, ...]]], redactor: Sanitizer | None,
@@ -361,7 +383,7 @@ def _export_html(store: Any, rec: Any, output: str, redactor: Any) -> None:
         return
     with private_file(output) as out, _exported_events(store, rec) as events:
         count = write_report(out, rec, events, redactor=shown)
-    click.echo(f"wrote the report of {rec.id} ({count} events) to {output}", err=True)
+    say(f"wrote the report of {rec.id} ({count} events) to {output}", err=True)
 
 
 @click.command("import")
@@ -434,10 +456,10 @@ def import_(
             for path in shown:
                 done = import_file(store, path, name=name, tags=parsed_tags, writer=writer)
                 if done.action == "unchanged":
-                    click.echo(f"{path}: unchanged, recording {done.recording_id}", err=True)
+                    say(f"{path}: unchanged, recording {done.recording_id}", err=True)
                 else:
                     if done.kind == "transcript":
-                        click.echo(f"{path}: {done.action} session {done.session_id}", err=True)
+                        say(f"{path}: {done.action} session {done.session_id}", err=True)
                     click.echo(done.recording_id)
         if not opened and cap.capture_files(url):
             store()  # stores the finished sessions still waiting, as every command does
@@ -453,13 +475,13 @@ def _watch(store: Any, paths: tuple[str, ...], interval: float) -> None:
     watcher = Watcher(store, paths)
 
     def report(done: Any) -> None:
-        click.echo(f"{done.path}: {done.action} session {done.session_id}", err=True)
+        say(f"{done.path}: {done.action} session {done.session_id}", err=True)
         click.echo(done.recording_id)
 
     def failed(path: Any, exc: Exception) -> None:
-        click.echo(f"claudetrace: {exc}", err=True)
+        say(f"claudetrace: {exc}", err=True)
 
-    click.echo(f"watching {', '.join(paths)} (Ctrl-C to stop)", err=True)
+    say(f"watching {', '.join(paths)} (Ctrl-C to stop)", err=True)
     try:
         while True:
             watcher.poll(report, failed)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from ..cassette import Cassette, read_cassette
+from ..display import visible
 from ..errors import CassetteError, ReplayError, SessionNotFound, StoreError
 from ..model.events import Event, LineSplitter
 
@@ -439,7 +440,7 @@ def run_replay(
     if drift and script.argv and not engine.matcher.argv_changes:
         sys.stderr.write(
             "claudetrace replay: warning: CLI arguments differ from the recording: "
-            + "; ".join(drift)
+            + visible("; ".join(drift))
             + "\n"
         )
         sys.stderr.flush()
