@@ -70,7 +70,7 @@ _CHUNKS: Final = frozenset({"content_block_delta", "content_block_start", "conte
 #: The system lines about a subagent's task.
 TASK_SUBTYPES: Final = frozenset({"task_started", "task_updated", "task_notification"})
 #: The system subtypes the fold reads more of than the subtype.
-_READ_SYSTEM: Final = frozenset({"init", "status"}) | TASK_SUBTYPES
+_READ_SYSTEM: Final = frozenset({"init", "status", "api_error"}) | TASK_SUBTYPES
 #: The statuses a task ends with.
 TASK_DONE: Final = frozenset({"completed", "failed", "killed", "stopped", "cancelled"})
 #: The tool whose ``tool_use`` runs a subagent (``Task`` in older CLIs).
@@ -383,6 +383,10 @@ class Session:
         error = message_error(event)
         if error:
             call.error = error
+        if lane is None:
+            # The main agent's answer: an API error leaves the turn failed until
+            # an answer that is not one follows (a retry that went through).
+            self.current_turn(event.seq, event.t_ns).api_error = error
         found: list[Block] | None = None
         for ref in event.fields.tools:
             if ref.kind == "use" and ref.tool_use_id not in self.tools:
@@ -456,6 +460,10 @@ class Session:
             ):
                 if isinstance(msg.get(key), str):
                     setattr(self, attr, msg[key])
+        elif subtype == "api_error":
+            if event.fields.parent_tool_use_id is None:
+                turn = self.current_turn(event.seq, event.t_ns)
+                turn.api_error = error_text(msg.get("error")) or "api_error"
         elif subtype == "status" and isinstance(msg.get("permissionMode"), str):
             self.permission_mode = msg["permissionMode"]
         elif subtype in TASK_SUBTYPES:
@@ -638,6 +646,12 @@ class Session:
         return None
 
     @property
+    def is_error(self) -> bool:
+        """Whether a turn :attr:`~Turn.failed` (the ``is_error`` summary column):
+        the status rule, which :meth:`outcome` applies with the process's end."""
+        return any(turn.failed for turn in self.turns)
+
+    @property
     def interrupted(self) -> bool:
         return any(turn.interrupted for turn in self.turns)
 
@@ -657,8 +671,9 @@ class Session:
         - ``incomplete``: the recording stopped without the CLI's exit, lost bytes
           of its capture, or the CLI exited with a turn still waiting for its result;
         - ``killed``: the CLI died of a signal;
-        - ``error``: it could not start, exited non-zero, or a turn's result is an
-          error that no interrupt explains;
+        - ``error``: it could not start, exited non-zero, or a turn
+          :attr:`~Turn.failed` (its result's ``is_error``, whatever the
+          subtype, or an API error it ended on) with no interrupt to explain it;
         - ``interrupted``: the host interrupted a turn and the session went on to
           exit 0 (recovered; not a failure);
         - ``ok``: everything else.
@@ -677,14 +692,13 @@ class Session:
             return Outcome("incomplete", f"{lost_bytes} bytes of the capture were lost")
         if exit_code not in (0, None):
             last = self.last_result
-            why = f" after turn {last.number} ended with {last.result_subtype}" if (
+            why = f" after turn {last.number} ended with {last.ended_with}" if (
                 last is not None and last.failed) else ""
             return Outcome("error", f"exit code {exit_code}{why}")
         failed = [turn for turn in self.turns if turn.failed]
         if failed:
             first = failed[0]
-            what = first.result_subtype or "an error"
-            return Outcome("error", f"turn {first.number} ended with {what}")
+            return Outcome("error", f"turn {first.number} ended with {first.ended_with}")
         if error:
             return Outcome("error", error)
         waiting = [turn for turn in self.turns if not turn.done and not turn.implicit]

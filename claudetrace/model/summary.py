@@ -62,7 +62,7 @@ def summary_columns(session: Session) -> dict[str, Any]:
         "cache_read_tokens": usage.cache_read,
         "cache_creation_tokens": usage.cache_creation,
         "cost_usd": session.cost_usd,
-        "is_error": any(turn.failed for turn in session.turns),
+        "is_error": session.is_error,
         "result_subtype": None if last is None else last.result_subtype,
         "models": model_figures(session),
     }
