@@ -99,8 +99,8 @@ def from_sessions_json(db: Path, rid: str) -> dict[str, Any]:
 
 def from_show(db: Path, rid: str) -> dict[str, Any]:
     text = CliRunner().invoke(cli, ["show", rid, "--db", str(db)]).stdout
-    turns = re.search(r"(\d+) turns? \(the CLI's num_turns: (\d+)\), \d+ model calls?, "
-                      r"(\d+) tool calls?", text)
+    turns = re.search(r"(\d+) turns? \(prompt to result; (\d+) API round trips? by the "
+                      r"CLI's num_turns\), \d+ model calls?, (\d+) tool calls?", text)
     tokens = re.search(r"in (\d+) \(\+cache read (\d+), cache write (\d+)\), out (\d+)", text)
     cost = re.search(r"cost\s+\$(\S+)", text)
     status = re.search(r"status\s+(\w+)", text)

@@ -7,6 +7,7 @@ a Claude Code transcript has no exit status, stderr or control plane.
 from __future__ import annotations
 
 import datetime as dt
+import shlex
 from typing import Any
 
 #: Shown for a value the recording's source cannot know.
@@ -28,6 +29,17 @@ def duration(ns: int | None) -> str:
     return f"{seconds:.1f}s" if seconds < 120 else f"{seconds / 60:.1f}m"
 
 
+def latency(seconds: float) -> str:
+    """A latency people read: ``412 ms``, ``3.25 s``, ``66.2 s``, ``12.5 min``."""
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 10:
+        return f"{seconds:.2f} s"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    return f"{seconds / 60:.1f} min"
+
+
 def plural(n: int, noun: str) -> str:
     """``1 turn``, ``2 turns``."""
     return f"{n} {noun}" + ("" if n == 1 else "s")
@@ -47,15 +59,37 @@ def cost_known(rec: Any) -> bool:
     return has_process(rec) or bool((rec.extra or {}).get("cost_known"))
 
 
+def exit_text(rec: Any) -> str:
+    """How the CLI process ended: ``0``, ``signal 9``, ``running`` while it runs,
+    ``—`` when no exit was recorded, ``unknown`` for a source with no process."""
+    if not has_process(rec):
+        return UNKNOWN
+    if rec.signal:
+        return f"signal {rec.signal}"
+    if rec.exit_code is not None:
+        return str(rec.exit_code)
+    return "running" if rec.status == "running" else "—"
+
+
+def cost_text(rec: Any, digits: int = 6) -> str:
+    """What the session cost, or why it is not shown: ``not yet reported`` while it
+    runs before its first result (never ``$0``), ``unknown`` where the source
+    cannot say."""
+    if not cost_known(rec):
+        return f"{UNKNOWN} (not in this file)"
+    if rec.ended_ns is None and rec.result_subtype is None and not rec.cost_usd:
+        return "not yet reported"
+    return f"${rec.cost_usd:.{digits}f}"
+
+
+def command_text(argv: list[str] | None) -> str:
+    """A command line as a shell would take it back (``--system-prompt ''`` shows)."""
+    return shlex.join(argv or [])
+
+
 def facts(rec: Any) -> list[tuple[str, str]]:
     """Label / value pairs describing ``rec`` (a stored :class:`~claudetrace.store.Recording`)."""
     process = has_process(rec)
-    if not process:
-        exit_text = UNKNOWN
-    elif rec.signal:
-        exit_text = f"signal {rec.signal}"
-    else:
-        exit_text = str(rec.exit_code)
     rows = [
         ("recording", rec.id + (f"  ({rec.name})" if rec.name else "")),
         ("status", rec.status + (f" — {rec.status_reason}" if rec.status_reason else "")),
@@ -63,7 +97,7 @@ def facts(rec: Any) -> list[tuple[str, str]]:
     ]
     if process:
         rows += [
-            ("command", " ".join(rec.argv or [])),
+            ("command", command_text(rec.argv)),
             ("cwd / host", f"{rec.cwd}  on {rec.host} (pid {rec.pid})"),
         ]
     else:
@@ -72,14 +106,14 @@ def facts(rec: Any) -> list[tuple[str, str]]:
             ("source", f"{FILE_SOURCES[rec.source]} {origin}"),
             ("cwd", rec.cwd or UNKNOWN),
         ]
-    cost = f"${rec.cost_usd:.6f}" if cost_known(rec) else f"{UNKNOWN} (not in this file)"
     rows += [
-        ("exit", exit_text),
+        ("exit", exit_text(rec)),
         ("cli session", f"{rec.cli_session_id or '—'}  claude {rec.claude_code_version or '?'}"),
         ("model / mode", f"{rec.model or '—'} / {rec.permission_mode or '—'}"),
         (
             "turns / tools",
-            f"{plural(rec.turns, 'turn')} (the CLI's num_turns: {rec.num_turns}), "
+            f"{plural(rec.turns, 'turn')} (prompt to result; "
+            f"{plural(rec.num_turns, 'API round trip')} by the CLI's num_turns), "
             f"{plural(rec.model_calls, 'model call')}, "
             f"{plural(rec.tool_calls, 'tool call')} ({rec.tool_errors} failed)",
         ),
@@ -88,7 +122,7 @@ def facts(rec: Any) -> list[tuple[str, str]]:
             f"in {rec.input_tokens} (+cache read {rec.cache_read_tokens}, "
             f"cache write {rec.cache_creation_tokens}), out {rec.output_tokens}",
         ),
-        ("cost", cost),
+        ("cost", cost_text(rec)),
         *_per_model(rec),
         ("events", f"{rec.event_count} lines, {rec.byte_count} bytes"
                    + (f" ({lost} bytes lost: not recorded)"
