@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Final
+from typing import IO, Final
 
 #: What :func:`visible` escapes (see the module's docstring).
 UNSAFE: Final = re.compile(
@@ -62,6 +62,31 @@ def markup(text: str) -> str:
     return escape(visible(text))
 
 
+class _VisibleWriter:
+    """A text stream's ``write`` through :func:`visible_lines`."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(visible_lines(text))
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+
+def for_terminal(stream: IO[str]) -> IO[str]:
+    """``stream``, or, when it is a terminal, ``stream`` writing what it is given
+    through :func:`visible_lines`: for a command whose output is a file format
+    (a cassette, a report) that a person may send to the terminal by leaving
+    out ``-o``; a pipe or a file still gets the exact text."""
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return _VisibleWriter(stream) if tty else stream  # type: ignore[return-value]
+
+
 def say(message: str, *, err: bool = False) -> None:
     """Write one line, :func:`visible`, to stdout (or stderr with ``err``)."""
     stream = sys.stderr if err else sys.stdout
@@ -69,4 +94,4 @@ def say(message: str, *, err: bool = False) -> None:
     stream.flush()
 
 
-__all__ = ["UNSAFE", "markup", "say", "visible", "visible_lines"]
+__all__ = ["UNSAFE", "for_terminal", "markup", "say", "visible", "visible_lines"]

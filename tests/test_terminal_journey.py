@@ -238,6 +238,12 @@ def test_otel_tree_export_metrics_and_a_mistyped_session(
     code, shown = on_terminal(["export", rid, "--format", "html", "-o", str(out)], db=db)
     assert code == 0 and out.is_file(), shown
     assert_safe(shown, visible(str(out)))
+    # export with no -o writes the cassette on the terminal: escaped there
+    # (a pipe or a file gets the exact lines, as test_cli_browse checks).
+    code, shown = on_terminal(["export", rid], db=db)
+    assert code == 0, shown
+    # (JSON escapes ESC itself; C1 and bidi controls it leaves as they are.)
+    assert_safe(shown, '"claudetrace": "cassette"', visible(C1))
     code, shown = on_terminal(["metrics", "dump"], db=db)
     assert code == 0, shown
     assert_safe(shown, visible(MODEL)[:6])

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..display import say
+from ..display import for_terminal, say
 from ..formats.facts import cost_known as _cost_known
 from ..formats.facts import duration as _duration
 from ..formats.facts import when as _when
@@ -327,7 +327,8 @@ def export(session: str, db_url: str | None, fmt: str, output: str, no_redact: b
     pages = _cassette_pages(store.iter_line_pages(rec.id), redactor)
     with track(pages, f"exporting {rec.id}", total=rec.event_count, unit="events",
                size=len) as shown:
-        count = write_cassette_pages(sys.stdout if output == "-" else output, header, shown)
+        target = for_terminal(sys.stdout) if output == "-" else output
+        count = write_cassette_pages(target, header, shown)
     if output == "-":
         sys.stdout.flush()
     else:
@@ -378,7 +379,7 @@ def _export_html(store: Any, rec: Any, output: str, redactor: Any) -> None:
     shown = Sanitizer(secrets=False) if redactor is None else redactor
     if output == "-":
         with _exported_events(store, rec) as events:
-            write_report(sys.stdout, rec, events, redactor=shown)
+            write_report(for_terminal(sys.stdout), rec, events, redactor=shown)
         sys.stdout.flush()
         return
     with private_file(output) as out, _exported_events(store, rec) as events:
