@@ -251,6 +251,9 @@ def test_otel_tree_export_metrics_and_a_mistyped_session(
     assert code != 0
     assert_safe(shown, "claudetrace: no recording matches 'x" + visible(TITLE))
     assert len(OURS.sub("", shown).strip().splitlines()) == 1
+    code, shown = on_terminal(["show", "--" + TITLE], db=db)  # click's usage error
+    assert code == 2
+    assert_safe(shown, f"No such option '--{visible(TITLE)}'")
 
 
 def test_import_and_import_watch_of_a_hostile_transcript(db_path: Path, tmp_path: Path) -> None:

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import click
 
 from .._version import __version__
+from ..display import visible
 
 #: command name -> "module:attribute" of its click command, loaded on first use.
 COMMANDS: dict[str, str] = {
@@ -42,6 +46,26 @@ class LazyGroup(click.Group):
         module_name, attr = target.split(":")
         command: click.Command = getattr(importlib.import_module(module_name), attr)
         return command
+
+    # A usage error quotes what the user typed (an option, a value): escaped as
+    # every message is (claudetrace.display), whichever command it is about.
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        with _escaped_usage_errors():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with _escaped_usage_errors():
+            return super().invoke(ctx)
+
+
+@contextmanager
+def _escaped_usage_errors() -> Iterator[None]:
+    try:
+        yield
+    except click.UsageError as exc:
+        raise click.UsageError(visible(exc.format_message()), ctx=exc.ctx) from exc
+    except click.ClickException as exc:  # its exit status is 1, as click's others
+        raise click.ClickException(visible(exc.format_message())) from exc
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
