@@ -510,9 +510,9 @@ def db_upgrade(db_url: str | None) -> None:
     head = head_revision()
     shown = engine.url.render_as_string(hide_password=True)
     if before == head:
-        click.echo(f"{shown}: already at revision {head}")
+        say(f"{shown}: already at revision {head}")
     else:
-        click.echo(f"{shown}: upgraded from {before or 'empty'} to {head}")
+        say(f"{shown}: upgraded from {before or 'empty'} to {head}")
 
 
 @db.command("url")
@@ -530,4 +530,4 @@ def db_url_cmd(db_url: str | None) -> None:
     url = resolve_url(db_url)
     if database_named(db_url):
         require_database(url)
-    click.echo(hide_password(url))
+    say(hide_password(url))
