@@ -295,3 +295,11 @@ def test_replay_divergence_report_on_the_terminal(tmp_path: Path, db_path: Path)
     assert_safe(shown, "claudetrace replay: ", "host sent: ", "stderr " + visible(TITLE))
     actual = json.loads(json.loads(report.read_text(encoding="utf-8"))["actual"])
     assert actual["message"]["content"] == "other " + PAYLOAD  # the file: exact
+
+    # Run by hand on a terminal with the recorded input, the fake CLI's replayed
+    # output (raw stderr among it) is escaped there too.
+    first = json.loads(cassette.read_text(encoding="utf-8").splitlines()[1])["line"]
+    code, shown = on_terminal(["replay", str(cassette), "--", "--system-prompt", "", "--model",
+                               MODEL], db=db_path, stdin=first.encode() + b"\n")
+    assert code == 0, shown
+    assert_safe(shown, "stderr " + visible(PAYLOAD)[:60], '"type": "result"')
