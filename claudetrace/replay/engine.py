@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from ..cassette import Cassette, read_cassette
-from ..display import visible, visible_lines
+from ..display import for_terminal, visible, visible_lines
 from ..errors import CassetteError, ReplayError, SessionNotFound, StoreError
 from ..model.events import Event, LineSplitter
 
@@ -441,7 +441,7 @@ def run_replay(
     engine = ReplayEngine.from_cassette(cassette, options, spec=options.spec)
     script = engine.script
     if ("-v" in cli_args or "--version" in cli_args) and "--output-format" not in cli_args:
-        sys.stdout.write(version_text(script) + "\n")
+        for_terminal(sys.stdout).write(version_text(script) + "\n")
         sys.stdout.flush()
         return 0
     recorded = [script.paths.text(arg) for arg in script.argv[1:]]
