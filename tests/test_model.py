@@ -206,6 +206,13 @@ def test_is_error_is_authoritative_whatever_the_subtype() -> None:
     assert "success" not in outcome.reason.replace("subtype success", "")
     assert summary_columns(session)["is_error"] is True
     assert "ended with success" not in session.outcome(ended=True, exit_code=1).reason
+    # and when it says false, an error-looking subtype does not overrule it.
+    quiet = fold([_line(0, "in", PROMPT), _line(1, "out", {
+        "type": "result", "subtype": "error_max_turns", "is_error": False})])
+    assert not quiet.is_error and quiet.turns[0].ended_with == "error_max_turns"
+    bare = fold([_line(0, "in", PROMPT), _line(1, "out", {
+        "type": "result", "subtype": "error_during_execution"})])
+    assert bare.is_error  # no is_error: the subtype says
 
 
 @pytest.mark.parametrize("marker", [

@@ -200,7 +200,11 @@ class Session:
         turn.end_seq, turn.end_ns = event.seq, event.t_ns
         subtype = opt_str(msg.get("subtype"))
         turn.result_subtype = subtype
-        turn.is_error = msg.get("is_error") is True or bool(subtype and subtype.startswith("error"))
+        # The CLI's is_error decides (subtype success with is_error true happens);
+        # only a result without one is judged by its subtype.
+        flag = msg.get("is_error")
+        turn.is_error = flag if isinstance(flag, bool) else bool(
+            subtype and subtype.startswith("error"))
         num_turns = msg.get("num_turns")
         if isinstance(num_turns, int) and not isinstance(num_turns, bool):
             turn.num_turns = num_turns
