@@ -202,6 +202,21 @@ def test_a_turn_that_ended_on_an_api_error_is_an_error(tmp_path: Path, db_path: 
     assert not fold(ok.events).is_error
 
 
+def test_a_file_imported_by_an_older_reading_is_read_again_once(
+    tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from claudetrace.formats import claude_code
+
+    path = write(tmp_path / f"{SID}.jsonl", session_lines())
+    monkeypatch.setattr(claude_code, "READING", b"older")
+    first = import_file(store, path)
+    monkeypatch.undo()
+    again = import_file(store, path)
+    assert (first.action, again.action) == ("imported", "updated")
+    assert again.recording_id == first.recording_id
+    assert import_file(store, path).action == "unchanged"
+
+
 def test_a_partial_last_line_waits_and_a_bad_line_is_named(tmp_path: Path) -> None:
     path = write(tmp_path / f"{SID}.jsonl", session_lines(), tail='{"type": "user", "mess')
     assert len(read_transcript(path).events) == 11

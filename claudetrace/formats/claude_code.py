@@ -133,9 +133,16 @@ def sidechain_files(path: Path) -> list[Path]:
     return sorted(folder.glob("agent-*.jsonl")) if folder.is_dir() else []
 
 
+#: Changed whenever the conversion reads a file differently, so that each file
+#: imported before is read again once (2: assistant lines keep ``error`` and
+#: ``isApiErrorMessage``, and a turn left with an API error is an error).
+READING: Final = b"2"
+
+
 def fingerprint(paths: Sequence[Path]) -> str:
-    """A digest of the files' contents (an unchanged transcript is skipped on import)."""
-    digest = hashlib.sha256()
+    """A digest of the files' contents and of :data:`READING` (an unchanged
+    transcript is skipped on import)."""
+    digest = hashlib.sha256(b"reading " + READING + b"\0")
     for path in paths:
         digest.update(os.fsencode(path.name) + b"\0")
         with path.open("rb") as handle:
