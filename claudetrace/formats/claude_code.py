@@ -415,6 +415,8 @@ class _Converter:
         msg.update(
             {"parent_tool_use_id": parent, "session_id": self.session_id, "uuid": entry.get("uuid")}
         )
+        if msg["subtype"] == "api_error" and parent is None and self.turn is not None:
+            self.turn.api_error = True  # until an answer goes through (a retry)
         self.emit("out", msg, when)
 
 
