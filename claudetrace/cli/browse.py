@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..display import for_terminal, say
-from ..formats.facts import cost_known as _cost_known
+from ..formats.facts import cost_text as _cost_text
 from ..formats.facts import duration as _duration
+from ..formats.facts import exit_text as _exit_text
 from ..formats.facts import when as _when
 from ._common import db_option, read_store, reports_errors
 
@@ -121,10 +122,6 @@ def sessions(db_url: str | None, as_json: bool, limit: int) -> None:
 
     for r in recs:
         tokens = r.input_tokens + r.cache_read_tokens + r.cache_creation_tokens
-        exit_text = (
-            f"sig {r.signal}" if r.signal else ("—" if r.exit_code is None else str(r.exit_code))
-        )
-        running = r.status == "running" and r.result_subtype is None
         table.add_row(
             cell(r.id),
             cell(_when(r.started_ns)),
@@ -135,9 +132,8 @@ def sessions(db_url: str | None, as_json: bool, limit: int) -> None:
             cell(str(r.turns)),
             cell(str(r.tool_calls)),
             cell(f"{tokens}/{r.output_tokens}"),
-            cell("—" if running and not r.cost_usd else
-                 f"${r.cost_usd:.4f}" if _cost_known(r) else "unknown"),
-            cell(exit_text),
+            cell(_cost_text(r, 4)),
+            cell(_exit_text(r)),
         )
     console.print(table)
 
