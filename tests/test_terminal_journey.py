@@ -194,6 +194,12 @@ def hostile(db_path: Path, tmp_path: Path) -> Iterator[tuple[Path, str]]:
 # -- the journey -------------------------------------------------------------------------
 
 
+def test_claudetrace_alone_shows_its_help(db_path: Path) -> None:
+    code, shown = on_terminal([], db=db_path)
+    assert code == 2 and "\\x0a" not in shown
+    assert_safe(shown, "Usage: claudetrace [OPTIONS] COMMAND", "Commands:", "sessions")
+
+
 def test_sessions_lists_hostile_recordings_as_text(hostile: tuple[Path, str]) -> None:
     db, rid = hostile
     code, shown = on_terminal(["sessions"], db=db)

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from .._version import __version__
-from ..display import visible
+from ..display import visible_lines
 
 #: command name -> "module:attribute" of its click command, loaded on first use.
 COMMANDS: dict[str, str] = {
@@ -60,12 +60,19 @@ class LazyGroup(click.Group):
 
 @contextmanager
 def _escaped_usage_errors() -> Iterator[None]:
+    """Click's errors as they are, unless their message holds what
+    :func:`~claudetrace.display.visible_lines` escapes (its newlines are kept:
+    a group run with no command shows its help as such an error)."""
     try:
         yield
-    except click.UsageError as exc:
-        raise click.UsageError(visible(exc.format_message()), ctx=exc.ctx) from exc
-    except click.ClickException as exc:  # its exit status is 1, as click's others
-        raise click.ClickException(visible(exc.format_message())) from exc
+    except click.ClickException as exc:
+        message = exc.format_message()
+        shown = visible_lines(message)
+        if shown == message:
+            raise
+        if isinstance(exc, click.UsageError):
+            raise click.UsageError(shown, ctx=exc.ctx) from exc
+        raise click.ClickException(shown) from exc  # exit status 1, as click's others
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
