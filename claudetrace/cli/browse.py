@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..formats.facts import cost_source, cost_usd
 from ..formats.facts import duration as _duration
+from ..formats.facts import money as _money
 from ..formats.facts import when as _when
 from ._common import db_option, read_store, reports_errors
 
@@ -56,7 +58,8 @@ def session_record(rec: Any) -> dict[str, Any]:
         "output_tokens": rec.output_tokens,
         "cache_read_tokens": rec.cache_read_tokens,
         "cache_creation_tokens": rec.cache_creation_tokens,
-        "cost_usd": rec.cost_usd,
+        "cost_usd": cost_usd(rec),
+        "cost_source": cost_source(rec),
         "is_error": rec.is_error,
         "result_subtype": rec.result_subtype,
         "models": rec.models or {},
@@ -123,7 +126,7 @@ def sessions(db_url: str | None, as_json: bool, limit: int) -> None:
             str(r.turns),
             str(r.tool_calls),
             f"{tokens}/{r.output_tokens}",
-            f"${r.cost_usd:.4f}",
+            _money(cost_usd(r), cost_source(r)),
             exit_text,
         )
     console.print(table)

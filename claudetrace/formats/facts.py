@@ -47,6 +47,43 @@ def cost_known(rec: Any) -> bool:
     return has_process(rec) or bool((rec.extra or {}).get("cost_known"))
 
 
+def cost_source(rec: Any) -> str:
+    """Where a stored recording's cost comes from: ``cli``, ``estimate`` or ``unknown``."""
+    return str(rec.cost_origin)
+
+
+def cost_usd(rec: Any) -> float | None:
+    """A stored recording's cost in USD, None when unknown (never 0 for unknown)."""
+    cost: float | None = rec.cost
+    return cost
+
+
+def unpriced_models(rec: Any) -> list[str]:
+    """The models of a recording the price table has no price for."""
+    if cost_source(rec) != UNKNOWN:
+        return []
+    return [m for m, f in (rec.models or {}).items()
+            if isinstance(f, dict) and f.get("cost_usd") is None]
+
+
+def money(usd: float | None, source: str, *, digits: int = 4) -> str:
+    """``$0.1200``, ``$0.1200 (estimate)``, or ``unknown``."""
+    if usd is None or source == UNKNOWN:
+        return UNKNOWN
+    return f"${usd:.{digits}f}" + (" (estimate)" if source == "estimate" else "")
+
+
+def cost_text(rec: Any, *, digits: int = 6) -> str:
+    """A stored recording's cost as ``show`` and the HTML report say it."""
+    source = cost_source(rec)
+    if source == UNKNOWN:
+        unpriced = unpriced_models(rec)
+        if unpriced:
+            return f"{UNKNOWN} (no price for {', '.join(unpriced)})"
+        return f"{UNKNOWN} (not in this file)" if not has_process(rec) else UNKNOWN
+    return money(cost_usd(rec), source, digits=digits)
+
+
 def facts(rec: Any) -> list[tuple[str, str]]:
     """Label / value pairs describing ``rec`` (a stored :class:`~claudetrace.store.Recording`)."""
     process = has_process(rec)
@@ -72,7 +109,7 @@ def facts(rec: Any) -> list[tuple[str, str]]:
             ("source", f"{FILE_SOURCES[rec.source]} {origin}"),
             ("cwd", rec.cwd or UNKNOWN),
         ]
-    cost = f"${rec.cost_usd:.6f}" if cost_known(rec) else f"{UNKNOWN} (not in this file)"
+    cost = cost_text(rec)
     rows += [
         ("exit", exit_text),
         ("cli session", f"{rec.cli_session_id or '—'}  claude {rec.claude_code_version or '?'}"),
@@ -108,8 +145,10 @@ def _per_model(rec: Any) -> list[tuple[str, str]]:
     if len(models) < 2:
         return []
     rows = []
+    source = cost_source(rec)
     for model, f in models.items():
-        cost = f"${f.get('cost_usd', 0.0):.6f}" if cost_known(rec) else UNKNOWN
+        price = f.get("cost_usd")
+        cost = money(None if price is None else float(price), source, digits=6)
         rows.append((
             f"  {model}",
             f"in {f.get('input', 0)} (+cache read {f.get('cache_read', 0)}, cache write "
