@@ -243,7 +243,11 @@ def _rec(**given: object) -> SimpleNamespace:
         "cost_usd": 0.0, "result_subtype": None, "models": {}, "event_count": 0,
         "byte_count": 0, "lost_bytes": 0, "tags": {}, "warnings": [], "extra": {},
     }
-    return SimpleNamespace(**{**fields, **given})
+    rec = SimpleNamespace(**{**fields, **given})
+    # The stored row's cost and its source (Recording.cost, Recording.cost_origin).
+    rec.cost_origin = given.get("cost_origin", "cli")
+    rec.cost = rec.cost_usd
+    return rec
 
 
 def test_facts_quote_the_command_and_say_what_a_running_session_has_not_reported() -> None:

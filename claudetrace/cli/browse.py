@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..display import for_terminal, say
+from ..formats.facts import cost_source, cost_usd
 from ..formats.facts import cost_text as _cost_text
 from ..formats.facts import duration as _duration
 from ..formats.facts import exit_text as _exit_text
@@ -59,7 +60,8 @@ def session_record(rec: Any) -> dict[str, Any]:
         "output_tokens": rec.output_tokens,
         "cache_read_tokens": rec.cache_read_tokens,
         "cache_creation_tokens": rec.cache_creation_tokens,
-        "cost_usd": rec.cost_usd,
+        "cost_usd": cost_usd(rec),
+        "cost_source": cost_source(rec),
         "is_error": rec.is_error,
         "result_subtype": rec.result_subtype,
         "models": rec.models or {},

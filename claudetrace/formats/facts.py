@@ -71,15 +71,45 @@ def exit_text(rec: Any) -> str:
     return "running" if rec.status == "running" else "—"
 
 
+def cost_source(rec: Any) -> str:
+    """Where a stored recording's cost comes from: ``cli``, ``estimate`` or ``unknown``."""
+    return str(rec.cost_origin)
+
+
+def cost_usd(rec: Any) -> float | None:
+    """A stored recording's cost in USD, None when unknown (never 0 for unknown)."""
+    cost: float | None = rec.cost
+    return cost
+
+
+def unpriced_models(rec: Any) -> list[str]:
+    """The models of a recording the price table has no price for."""
+    if cost_source(rec) != UNKNOWN:
+        return []
+    return [m for m, f in (rec.models or {}).items()
+            if isinstance(f, dict) and f.get("cost_usd") is None]
+
+
+def money(usd: float | None, source: str, *, digits: int = 4) -> str:
+    """``$0.1200``, ``$0.1200 (estimate)``, or ``unknown``."""
+    if usd is None or source == UNKNOWN:
+        return UNKNOWN
+    return f"${usd:.{digits}f}" + (" (estimate)" if source == "estimate" else "")
+
+
 def cost_text(rec: Any, digits: int = 6) -> str:
-    """What the session cost, or why it is not shown: ``not yet reported`` while it
-    runs before its first result (never ``$0``), ``unknown`` where the source
-    cannot say."""
-    if not cost_known(rec):
-        return f"{UNKNOWN} (not in this file)"
+    """A stored recording's cost as ``show``, ``sessions`` and the HTML report say it:
+    ``not yet reported`` while it runs before its first result (never ``$0``),
+    ``unknown`` (and why) where the source or the price table cannot say."""
     if rec.ended_ns is None and rec.result_subtype is None and not rec.cost_usd:
         return "not yet reported"
-    return f"${rec.cost_usd:.{digits}f}"
+    source = cost_source(rec)
+    if source == UNKNOWN:
+        unpriced = unpriced_models(rec)
+        if unpriced:
+            return f"{UNKNOWN} (no price for {', '.join(unpriced)})"
+        return f"{UNKNOWN} (not in this file)" if not has_process(rec) else UNKNOWN
+    return money(cost_usd(rec), source, digits=digits)
 
 
 def command_text(argv: list[str] | None) -> str:
@@ -142,8 +172,10 @@ def _per_model(rec: Any) -> list[tuple[str, str]]:
     if len(models) < 2:
         return []
     rows = []
+    source = cost_source(rec)
     for model, f in models.items():
-        cost = f"${f.get('cost_usd', 0.0):.6f}" if cost_known(rec) else UNKNOWN
+        price = f.get("cost_usd")
+        cost = money(None if price is None else float(price), source, digits=6)
         rows.append((
             f"  {model}",
             f"in {f.get('input', 0)} (+cache read {f.get('cache_read', 0)}, cache write "

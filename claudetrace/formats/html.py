@@ -24,7 +24,7 @@ from importlib import resources
 from typing import IO, Any
 
 from .._version import __version__
-from ..model import Session
+from ..model import Cost, Session
 from ..model.events import Event
 from ..model.summary import model_figures
 from ..recording import RecordingInfo
@@ -34,7 +34,7 @@ from ..telemetry.spans import SpanBuilder
 from ..ui.controlplane import session_control_rows
 from ..ui.conversation import Decision, Item, build_conversation
 from ..ui.timeline import TimelineRow, timeline_rows
-from .facts import cost_known, has_process
+from .facts import has_process
 
 #: Where the viewer's JSON goes in the template.
 _DATA_MARK = "/*REPORT-DATA*/"
@@ -112,11 +112,12 @@ def _timeline(rows: Sequence[TimelineRow], end: float) -> dict[str, Any]:
     return {"end": _round(end), "keys": list(keys), "rows": out}
 
 
-def model_usage(session: Session, *, costs_known: bool = True) -> list[list[Any]]:
+def model_usage(session: Session, cost: Cost | None = None) -> list[list[Any]]:
     """``[model, calls, input, output, cache read, cache write, cost]`` per model.
 
     The session model's figures (what the CLI reported; input excludes the
-    cache); the cost is ``None`` when the recording cannot know it.
+    cache); the cost is the CLI's, else the price table's (``cost``, as
+    :meth:`Session.cost` gives it), ``None`` for a model without a price.
     """
     rows = [
         [
@@ -126,9 +127,9 @@ def model_usage(session: Session, *, costs_known: bool = True) -> list[list[Any]
             f["output"],
             f["cache_read"],
             f["cache_creation"],
-            round(f["cost_usd"], 6) if costs_known else None,
+            None if f["cost_usd"] is None else round(f["cost_usd"], 6),
         ]
-        for model, f in model_figures(session).items()
+        for model, f in model_figures(session, cost).items()
     ]
     return sorted(rows, key=lambda r: (-(r[6] or 0), -r[1], r[0]))
 
@@ -145,6 +146,7 @@ def report_data(
     builder.feed_many(events)
     builder.close(info)
     spans, session = builder.finished, builder.session
+    cost = session.cost()
     rows = timeline_rows(spans, info.started_ns)
     process = has_process(rec)
     end = max((r.end_s for r in rows), default=0.0)
@@ -174,7 +176,8 @@ def report_data(
         ]
         if process
         else None,
-        "models": model_usage(session, costs_known=cost_known(rec)),
+        "models": model_usage(session, cost),
+        "cost_source": cost.source,
     }
 
 

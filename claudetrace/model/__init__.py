@@ -12,9 +12,12 @@ Pure: no I/O, no database, no OpenTelemetry.
 from __future__ import annotations
 
 from .session import (
+    COST_SOURCES,
     FAILED,
     STATUSES,
     ControlRoundTrip,
+    Cost,
+    CostSource,
     ModelCall,
     Outcome,
     Session,
@@ -27,10 +30,13 @@ from .session import (
 from .usage import TOKEN_TYPES, Usage
 
 __all__ = [
+    "COST_SOURCES",
     "FAILED",
     "STATUSES",
     "TOKEN_TYPES",
     "ControlRoundTrip",
+    "Cost",
+    "CostSource",
     "ModelCall",
     "Outcome",
     "Session",

@@ -234,6 +234,25 @@ class Subagent:
     end_ns: int | None = None
 
 
+#: Where a session's cost comes from: the CLI's ``result`` lines, the price
+#: table (:mod:`claudetrace.pricing`), or nowhere (a model the table does not know).
+CostSource = Literal["cli", "estimate", "unknown"]
+COST_SOURCES: Final[tuple[CostSource, ...]] = ("cli", "estimate", "unknown")
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """What a session cost and how that is known (:meth:`Session.cost`).
+
+    ``usd`` is None when ``source`` is ``unknown``; ``by_model`` holds a price
+    for each model that has one (None for a model without).
+    """
+
+    usd: float | None
+    source: CostSource
+    by_model: dict[str, float | None] = field(default_factory=dict)
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """A session's status and why (the reason is empty for ``ok``)."""

@@ -32,12 +32,16 @@ from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from ..pricing import call_cost
 from .content import Block, blocks, find_block, message_blocks
 from .events import Event
 from .parts import (
+    COST_SOURCES,
     FAILED,
     STATUSES,
     ControlRoundTrip,
+    Cost,
+    CostSource,
     Initiator,
     ModelCall,
     Outcome,
@@ -61,8 +65,8 @@ from .protocol import (
 from .usage import TOKEN_TYPES, Usage, apportion, number
 
 __all__ = [
-    "FAILED", "STATUSES", "ControlRoundTrip", "ModelCall", "Outcome", "Session", "Status",
-    "Subagent", "ToolCall", "Turn", "fold",
+    "COST_SOURCES", "FAILED", "STATUSES", "ControlRoundTrip", "Cost", "CostSource", "ModelCall",
+    "Outcome", "Session", "Status", "Subagent", "ToolCall", "Turn", "fold",
 ]
 
 #: ``stream_event`` chunks that change nothing in the model.
@@ -633,6 +637,45 @@ class Session:
     def cost_usd(self) -> float:
         """What the CLI charged: its last ``total_cost_usd`` (the per-model costs add up to it)."""
         return round(max(self._cost_total, sum(self.cost_by_model.values())), 9)
+
+    @property
+    def cli_cost_reported(self) -> bool:
+        """Whether the CLI said what the session cost (a ``result``'s ``total_cost_usd``
+        or per-model ``costUSD``); an imported transcript without ``cost-state``
+        lines, or a session before its first result, did not."""
+        return any(turn.total_cost_usd is not None or turn.cost_by_model
+                   for turn in self.turns)
+
+    def call_price(self, call: ModelCall) -> float | None:
+        """What ``call`` would cost by the price table (:mod:`claudetrace.pricing`);
+        None for a model the table does not know (a call of no tokens costs 0)."""
+        usage = call.usage
+        return call_cost(call.model or self.model, usage.input, usage.output,
+                         usage.cache_read, usage.cache_creation)
+
+    def cost(self, *, estimate: bool = True) -> Cost:
+        """What the session cost, and where that comes from (``cost_source``).
+
+        The CLI's figures when it reported any (``cli``); else each call priced
+        by the table and added up (``estimate``); ``unknown`` when a call's model
+        has no price (never priced as 0), or when ``estimate`` is False (the
+        live indexer leaves a first turn's pricing for its end: loading the
+        table is not for the forwarding's first lines).
+        """
+        if self.cli_cost_reported:
+            return Cost(self.cost_usd, "cli", dict(self.cost_by_model))
+        if not estimate:
+            return Cost(None, "unknown")
+        by_model: dict[str, float | None] = {}
+        for call in self.calls.values():
+            model = call.model or self.model or "unknown"
+            price = self.call_price(call)
+            before = by_model.get(model, 0.0)
+            by_model[model] = None if price is None or before is None else before + price
+        rounded = {m: None if c is None else round(c, 9) for m, c in sorted(by_model.items())}
+        if any(c is None for c in rounded.values()):
+            return Cost(None, "unknown", rounded)
+        return Cost(round(sum(c or 0.0 for c in rounded.values()), 9), "estimate", rounded)
 
     @property
     def models(self) -> list[str]:

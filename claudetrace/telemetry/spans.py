@@ -495,9 +495,11 @@ class SpanBuilder(SpanTree):
         attrs[c.SESSION_OUTCOME] = outcome.status
         if outcome.reason:
             attrs[c.SESSION_OUTCOME_REASON] = outcome.reason
-        root.costs.update(session.cost_by_model)
-        if session.cost_by_model:
-            attrs[c.COST_USD] = session.cost_usd
+        cost = session.cost()
+        root.costs.update({m: v for m, v in cost.by_model.items() if v is not None})
+        attrs[c.COST_SOURCE] = cost.source
+        if cost.usd is not None and (cost.source != "cli" or session.cost_by_model):
+            attrs[c.COST_USD] = cost.usd
         if outcome.failed:
             root.set_error(outcome.reason or outcome.status)
         end = now

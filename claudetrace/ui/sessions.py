@@ -28,7 +28,8 @@ def started_at(started_ns: int) -> dt.datetime:
 #: they show without scrolling at 1280 px; wide, rarely read ones last.
 TABLE_COLUMNS = (
     "open", "status", "exit", "started", "duration (s)", "model", "turns", "tool calls",
-    "tokens", "cost ($)", "name", "reason", "tags", "tool errors", "lines", "CLI", "id",
+    "tokens", "cost ($)", "cost source", "name", "reason", "tags", "tool errors", "lines",
+    "CLI", "id",
 )
 
 
@@ -53,7 +54,9 @@ def session_row(rec: Recording) -> dict[str, Any]:
         + rec.output_tokens
         + rec.cache_read_tokens
         + rec.cache_creation_tokens,
-        "cost ($)": round(rec.cost_usd or 0.0, 6),
+        # None when unknown (a model without a price), never 0.
+        "cost ($)": None if (cost := rec.cost) is None else round(cost, 6),
+        "cost source": rec.cost_origin,
         "tags": tags,
         "reason": rec.status_reason,
         "error": status in FAILED,
