@@ -243,7 +243,7 @@ func run(cliPath, scenario, prompt string, jitter, timeout time.Duration, out *e
 
 	cmd := exec.Command(cliPath, argv(scenario)...)
 	cmd.Env = append(os.Environ(), "CLAUDE_CODE_ENTRYPOINT=sdk-go")
-	cmd.Stderr = io.Discard
+	cmd.Stderr = os.Stderr // a replay's divergence report, the CLI's own errors
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		out.emit(map[string]any{"error": err.Error()})
