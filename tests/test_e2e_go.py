@@ -30,12 +30,13 @@ from typing import Any
 
 import pytest
 
-from claudetrace.cassette import write_cassette
+from claudetrace.cassette import read_cassette, write_cassette
 from claudetrace.indexer import open_settled_store
 from claudetrace.replay import write_replay_shim
 from claudetrace.shim import self_command
 from claudetrace.store import Store
-from claudetrace.testing import FakeAPI, text, tool_use
+from claudetrace.testing import FakeAPI, reply, text, tool_use
+from claudetrace.testing.fakeapi import ToolUseBlock
 from claudetrace.testing.harness import PROJECT_DIR, bundled_cli_version, make_home, subprocess_env
 from tests.capture_rig import (
     HostRun,
@@ -61,6 +62,7 @@ HOST_TIMEOUT = 90
 MCP_PROMPT = "Add 2 and 40 with the calc tool."
 DENY_PROMPT = "Make a file named made-by-go."
 PLAIN_PROMPT = "Say hello in Go."
+PARALLEL_PROMPT = "Add 2 and 40, and 1 and 1, at once."
 
 
 def go_env() -> dict[str, str]:
@@ -184,18 +186,30 @@ def run_host(
     return HostRun.parse(done, capture)
 
 
-def script(api: FakeAPI, scenario: str) -> None:
-    """The fake API's replies for one scenario."""
-    if scenario == "mcp":
+#: The replay cases: the host's scenario and prompt.  In "parallel" the model
+#: calls the (read-only) calc tool twice at once: the CLI asks for both hooks,
+#: permissions and calls concurrently and the Go host answers in any order.
+CASES = {
+    "mcp": ("mcp", MCP_PROMPT),
+    "parallel": ("mcp", PARALLEL_PROMPT),
+    "deny": ("deny", DENY_PROMPT),
+    "plain": ("plain", PLAIN_PROMPT),
+}
+
+
+def script(api: FakeAPI, case: str) -> None:
+    """The fake API's replies for one case."""
+    if case == "mcp":
         api.reset(tool_use("mcp__calc__add", {"a": 2, "b": 40}), text("The sum is 42."))
-    elif scenario == "deny":
+    elif case == "parallel":
+        calls = [ToolUseBlock("mcp__calc__add", {"a": 2, "b": 40})]
+        calls.append(ToolUseBlock("mcp__calc__add", {"a": 1, "b": 1}))
+        api.reset(reply(*calls), text("42 and 2."))
+    elif case == "deny":
         command = {"command": "touch made-by-go", "description": "Make a file"}
         api.reset(tool_use("Bash", command), text("The host said no."))
     else:
         api.reset(text("Hello from Go."))
-
-
-PROMPTS = {"mcp": MCP_PROMPT, "deny": DENY_PROMPT, "plain": PLAIN_PROMPT}
 
 
 def control(events: list[Any], direction: str, subtype: str) -> list[Any]:
@@ -330,15 +344,18 @@ def cassettes(
     made: dict[str, tuple[Path, HostRun]] = {}
     store = open_settled_store(str(go.db))
     try:
-        for scenario, prompt in PROMPTS.items():
-            script(fake_api, scenario)
+        for case, (scenario, prompt) in CASES.items():
+            script(fake_api, case)
             known = {r.id for r in store.list_recordings()}
-            run = run_host(go, fake_api, f"to-replay-{scenario}", go.shim, scenario, prompt)
+            # Recorded with the answers shuffled too: their order is the Go scheduler's.
+            run = run_host(
+                go, fake_api, f"to-replay-{case}", go.shim, scenario, prompt, jitter="40ms"
+            )
             assert run.returncode == 0, (run.errors(), run.stderr[-2000:])
             cassette = store.load_cassette(wait_for_recording(store, known))
-            path = out / f"{scenario}.ndjson"
+            path = out / f"{case}.ndjson"
             write_cassette(path, cassette.header, cassette.events)
-            made[scenario] = (path, run)
+            made[case] = (path, run)
     finally:
         store.close()
     return made
@@ -377,28 +394,49 @@ def replay_shim(go: GoRig, cassette: Path, name: str) -> Path:
     return shim
 
 
-@pytest.mark.parametrize("scenario", sorted(PROMPTS))
+@pytest.mark.parametrize("case", sorted(CASES))
 def test_go_host_replayed_offline_sees_the_same_session(
-    scenario: str, go: GoRig, cassettes: dict[str, tuple[Path, HostRun]], fake_api: FakeAPI
+    case: str, go: GoRig, cassettes: dict[str, tuple[Path, HostRun]], fake_api: FakeAPI
 ) -> None:
-    cassette, recorded = cassettes[scenario]
-    shim = replay_shim(go, cassette, scenario)
-    # Twice: once answering promptly, once with the Go host's answers shuffled.
-    for jitter in ("0s", "40ms"):
+    cassette, recorded = cassettes[case]
+    scenario, prompt = CASES[case]
+    shim = replay_shim(go, cassette, case)
+    original = comparable(recorded)
+    if case == "parallel":
+        # The CLI had both calls out before the host answered either.
+        events = read_cassette(cassette).events
+        calls = [
+            e
+            for e in control(events, "out", "mcp_message")
+            if e.obj["request"]["message"]["method"] == "tools/call"
+        ]
+        assert len(calls) == 2
+        assert calls[1].seq < min(a.seq for a in answers_to(events, calls))
+    # Answering promptly, then with the Go host's answers shuffled, twice.
+    for jitter in ("0s", "40ms", "40ms"):
         fake_api.reset()
         run = run_host(
-            go,
-            fake_api,
-            f"replayed-{scenario}-{jitter}",
-            shim,
-            scenario,
-            PROMPTS[scenario],
-            jitter=jitter,
+            go, fake_api, f"replayed-{case}-{len(jitter)}", shim, scenario, prompt, jitter=jitter
         )
         assert run.returncode == 0, (run.errors(), run.stderr[-2000:])
         assert fake_api.message_requests() == [], "a replay must not reach the API"
-        replayed, original = comparable(run), comparable(recorded)
-        assert replayed == original, (jitter, first_difference(replayed, original))
+        replayed = comparable(run)
+        # The messages, in order, exactly; the callbacks in order where the CLI
+        # asks one at a time, as a set where it asks concurrently.
+        shown, expected = messages_only(replayed), messages_only(original)
+        assert shown == expected, (jitter, first_difference(shown, expected))
+        if case == "parallel":
+            assert sorted(map(json.dumps, run.callbacks())) == sorted(
+                map(json.dumps, recorded.callbacks())
+            )
+            assert len(run.callbacks()) == 6
+        else:
+            assert run.callbacks() == recorded.callbacks()
+        assert run.lines[-1] == {"cli_exit": 0}
+
+
+def messages_only(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [line for line in lines if "callback" not in line]
 
 
 def test_go_host_with_a_changed_prompt_is_told_where(

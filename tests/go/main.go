@@ -197,6 +197,8 @@ func calcServer(out *emitter) *server.MCPServer {
 	s := server.NewMCPServer("calc", "1.0.0", server.WithToolCapabilities(false))
 	add := mcp.NewTool("add",
 		mcp.WithDescription("Add two numbers"),
+		// Read-only: the CLI may run several calls of it at once.
+		mcp.WithReadOnlyHintAnnotation(true),
 		mcp.WithNumber("a", mcp.Required()),
 		mcp.WithNumber("b", mcp.Required()),
 	)
