@@ -54,7 +54,7 @@ GO_DIR = REPO / "tests" / "go"
 #: Module downloads, build cache and the built host; .ci/run fills it first.
 GO_CACHE = REPO / ".ci" / "go"
 #: go.mod's go line.
-MIN_GO = (1, 25)
+MIN_GO = (1, 26)
 #: Below pytest-timeout's 300 s, so a stuck build fails with its own message.
 BUILD_TIMEOUT = 240
 HOST_TIMEOUT = 90
@@ -139,9 +139,9 @@ def comparable(run: HostRun) -> list[dict[str, Any]]:
 def go(tmp_path_factory: pytest.TempPathFactory, real_claude: Path) -> GoRig:
     go = shutil.which("go")
     if go is None:
-        pytest.skip("the go command is needed for the Go host tests (Go >= 1.25)")
+        pytest.skip("the go command is needed for the Go host tests (Go >= 1.26)")
     if go_version(go) < MIN_GO:
-        pytest.skip(f"Go {go_version(go)} is too old for tests/go (>= 1.25)")
+        pytest.skip(f"Go {go_version(go)} is too old for tests/go (>= 1.26)")
     host = build_go_host(go)
     rig = make_rig(tmp_path_factory.mktemp("e2e-go"), real_claude)
     return GoRig(**vars(rig), host=host)
@@ -163,6 +163,7 @@ def run_host(
     prompt: str,
     *,
     jitter: str = "0s",
+    otel: bool = False,
     real: Path | None = None,
     extra_env: dict[str, str] | None = None,
 ) -> HostRun:
@@ -173,7 +174,7 @@ def run_host(
     if real is not None:
         extra["CT_REAL"] = str(real)
     extra.update(extra_env or {})
-    flags = ["-jitter", jitter, "-timeout", "60s"]
+    flags = ["-jitter", jitter, "-timeout", "60s", *(["-otel"] if otel else [])]
     done = subprocess.run(
         [str(go.host), "-cli", str(cli), "-scenario", scenario, "-prompt", prompt, *flags],
         cwd=home / PROJECT_DIR,
@@ -263,6 +264,7 @@ def test_go_host_with_an_sdk_mcp_server_through_the_proxy(
     assert [e.seq for e in events] == list(range(len(events)))
     assert (rec.exit_code, rec.status) == (0, "ok")
     assert rec.cli_session_id == init["session_id"]
+    assert rec.env["CLAUDE_CODE_ENTRYPOINT"] == "sdk-go"
     argv = rec.argv[1:]
     assert argv[argv.index("--setting-sources") + 1] == ""
     assert argv[-2:] == ["--input-format", "stream-json"]
@@ -465,3 +467,67 @@ def test_go_host_with_a_changed_prompt_is_told_where(
     # The fake CLI's report reaches the host's stderr (the Go host passes the CLI's on).
     assert "unmatched-message" in run.stderr
     assert 'expected "Add 2 and 40 with the calc tool.", got "Add 2 and 41' in run.stderr
+
+
+# -- one trace: the Go host's span, claudetrace's spans and the CLI's own ------------------------
+
+
+def test_go_host_trace_holds_claudetrace_s_spans_and_the_cli_s(
+    go: GoRig, store: Store, fake_api: FakeAPI
+) -> None:
+    from tests.otlp_receiver import OtlpReceiver, wire_spans
+
+    script(fake_api, "mcp")
+    known = {r.id for r in store.list_recordings()}
+    with OtlpReceiver("http") as receiver:
+        telemetry = {
+            # Read by the Go host's SDK, by claudetrace's proxy (live export) and by the CLI.
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+            "OTEL_TRACES_EXPORTER": "otlp",
+            "OTEL_METRICS_EXPORTER": "none",
+            "OTEL_LOGS_EXPORTER": "none",
+            "CLAUDE_CODE_ENABLE_TELEMETRY": "1",
+            "CLAUDE_CODE_ENHANCED_TELEMETRY_BETA": "1",
+            "CLAUDETRACE_INDEXER_PRIORITY": "normal",
+        }
+        run = run_host(
+            go, fake_api, "traced", go.shim, "mcp", MCP_PROMPT, otel=True, extra_env=telemetry
+        )
+        assert run.returncode == 0, (run.errors(), run.stderr[-2000:])
+        (host,) = [line["trace"] for line in run.lines if "trace" in line]
+
+        def names() -> set[str]:
+            return {span["name"] for span in wire_spans(receiver).values()}
+
+        wanted = {
+            "gohost session",
+            "invoke_agent claude-code",
+            "claude_code.interaction",
+            "claude_code.llm_request",
+            "tools/call calc",
+        }
+        assert receiver.wait_for(lambda: wanted <= names(), 30), names()
+    spans = wire_spans(receiver)
+    by_name = {span["name"]: (span_id, span) for span_id, span in spans.items()}
+
+    # One trace, the Go host's: its span is the parent of claudetrace's root span,
+    # and the CLI's own spans nest below that root.
+    assert {span["trace"] for span in spans.values()} == {host["trace_id"]}
+    host_id, host_span = by_name["gohost session"]
+    assert host_id == host["span_id"] and host_span["parent"] == ""
+    root_id, root = by_name["invoke_agent claude-code"]
+    assert root["parent"] == host_id
+    rec = store.get(wait_for_recording(store, known))
+    assert root["attributes"]["claudetrace.recording.id"] == rec.id
+
+    def ancestors(span_id: str) -> list[str]:
+        chain = []
+        while spans.get(span_id, {}).get("parent"):
+            span_id = spans[span_id]["parent"]
+            chain.append(span_id)
+        return chain
+
+    for name in ("claude_code.interaction", "claude_code.llm_request", "tools/call calc"):
+        assert root_id in ancestors(by_name[name][0]), name
+    assert rec.env["TRACEPARENT"] == f"00-{host['trace_id']}-{host['span_id']}-01"

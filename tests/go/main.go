@@ -14,6 +14,11 @@
 // message the SDK would hand the application, {"callback": …} when a callback
 // runs, {"error": "…"} when something fails (exit status 1), and last
 // {"cli_exit": N}.  The CLI inherits this process's environment.
+//
+// With -otel the host traces itself with the OpenTelemetry Go SDK (OTLP over HTTP
+// to OTEL_EXPORTER_OTLP_ENDPOINT): one span, "gohost session", around the whole
+// session, whose W3C trace context it gives the CLI as TRACEPARENT, as a Go SDK's
+// env option lets an application do; it prints {"trace": {"trace_id", "span_id"}}.
 package main
 
 import (
@@ -35,6 +40,12 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // emitter writes the host's JSON lines; callbacks run on several goroutines.
@@ -239,12 +250,50 @@ func (h *host) initialize() map[string]any {
 	return request
 }
 
-func run(cliPath, scenario, prompt string, jitter, timeout time.Duration, out *emitter) int {
+// tracing starts the host's own span; the returned function ends it and flushes.
+func tracing(ctx context.Context, out *emitter) (context.Context, func(), error) {
+	exporter, err := otlptracehttp.New(ctx)
+	if err != nil {
+		return ctx, nil, err
+	}
+	provider := sdktrace.NewTracerProvider(
+		sdktrace.WithBatcher(exporter),
+		sdktrace.WithResource(resource.NewSchemaless(semconv.ServiceName("gohost"))),
+	)
+	ctx, span := provider.Tracer("claudetrace.test/gohost").Start(ctx, "gohost session",
+		trace.WithSpanKind(trace.SpanKindClient))
+	ids := span.SpanContext()
+	out.emit(map[string]any{"trace": map[string]any{
+		"trace_id": ids.TraceID().String(), "span_id": ids.SpanID().String(),
+	}})
+	return ctx, func() {
+		span.End()
+		flush, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := provider.Shutdown(flush); err != nil {
+			out.emit(map[string]any{"error": "exporting the host's span: " + err.Error()})
+		}
+	}, nil
+}
+
+func run(cliPath, scenario, prompt string, jitter, timeout time.Duration, traced bool, out *emitter) int {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 
+	env := append(os.Environ(), "CLAUDE_CODE_ENTRYPOINT=sdk-go")
+	if traced {
+		traceCtx, end, err := tracing(ctx, out)
+		if err != nil {
+			out.emit(map[string]any{"error": "tracing: " + err.Error()})
+			return 1
+		}
+		defer end()
+		carrier := propagation.MapCarrier{}
+		propagation.TraceContext{}.Inject(traceCtx, carrier)
+		env = append(env, "TRACEPARENT="+carrier.Get("traceparent"))
+	}
 	cmd := exec.Command(cliPath, argv(scenario)...)
-	cmd.Env = append(os.Environ(), "CLAUDE_CODE_ENTRYPOINT=sdk-go")
+	cmd.Env = env
 	cmd.Stderr = os.Stderr // a replay's divergence report, the CLI's own errors
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -373,6 +422,7 @@ func main() {
 	prompt := flag.String("prompt", "Say hello.", "the user message")
 	jitter := flag.Duration("jitter", 0, "pause up to this long, at random, before answering each control request")
 	timeout := flag.Duration("timeout", 60*time.Second, "give up on the CLI after this long")
+	traced := flag.Bool("otel", false, "trace the session (OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT) and give the CLI its TRACEPARENT")
 	flag.Parse()
 	if *cliPath == "" {
 		fmt.Fprintln(os.Stderr, "usage: gohost -cli PATH [-scenario plain|mcp|deny] [-prompt TEXT]")
@@ -384,5 +434,5 @@ func main() {
 		fmt.Fprintf(os.Stderr, "gohost: unknown scenario %q\n", *scenario)
 		os.Exit(2)
 	}
-	os.Exit(run(*cliPath, *scenario, *prompt, *jitter, *timeout, &emitter{out: os.Stdout}))
+	os.Exit(run(*cliPath, *scenario, *prompt, *jitter, *timeout, *traced, &emitter{out: os.Stdout}))
 }
