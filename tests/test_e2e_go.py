@@ -73,8 +73,9 @@ def go_env() -> dict[str, str]:
         GOMODCACHE=str(GO_CACHE / "mod"),
         GOCACHE=str(GO_CACHE / "build"),
         # -modcacherw: a clean checkout can delete the cache; -mod=readonly: go.sum
-        # is the whole truth, nothing is resolved afresh.
-        GOFLAGS="-modcacherw -mod=readonly",
+        # is the whole truth, nothing is resolved afresh; -buildvcs=false: the same
+        # binary whatever the state of the work tree.
+        GOFLAGS="-modcacherw -mod=readonly -buildvcs=false",
         GOTOOLCHAIN="local",
     )
     return env
