@@ -6,9 +6,9 @@
 control request on its own goroutine, serves an in-process SDK MCP server through
 ``mcp_message`` requests, and prints what the application sees as JSON lines.
 With an SDK MCP server the CLI answers the host's ``initialize`` only after the
-host has answered the server's set-up requests; the recording keeps that order and
-the replay reproduces it, whatever order the Go host's answers leave in (``-jitter``
-shuffles them on purpose).
+host has answered the server's MCP ``initialize`` (CLI 2.1.330; the rest of the
+set-up follows); the recording keeps that order and the replay reproduces it,
+whatever order the Go host's answers leave in (``-jitter`` shuffles them on purpose).
 
 The host is built with ``go build`` into ``.ci/go/bin`` with its module downloads
 and build cache in ``.ci/go`` (``.ci/run`` builds it first); without ``go`` the
@@ -164,6 +164,7 @@ def run_host(
     prompt: str,
     *,
     jitter: str = "0s",
+    delay: str = "0s",
     otel: bool = False,
     real: Path | None = None,
     extra_env: dict[str, str] | None = None,
@@ -175,7 +176,7 @@ def run_host(
     if real is not None:
         extra["CT_REAL"] = str(real)
     extra.update(extra_env or {})
-    flags = ["-jitter", jitter, "-timeout", "60s", *(["-otel"] if otel else [])]
+    flags = ["-jitter", jitter, "-delay", delay, "-timeout", "60s", *(["-otel"] if otel else [])]
     done = subprocess.run(
         [str(go.host), "-cli", str(cli), "-scenario", scenario, "-prompt", prompt, *flags],
         cwd=home / PROJECT_DIR,
@@ -351,8 +352,18 @@ def cassettes(
             script(fake_api, case)
             known = {r.id for r in store.list_recordings()}
             # Recorded with the answers shuffled too: their order is the Go scheduler's.
+            # In "parallel" each answer waits a quarter second more, so the CLI has
+            # both calls out before either is answered, however it schedules them.
+            delay = "250ms" if case == "parallel" else "0s"
             run = run_host(
-                go, fake_api, f"to-replay-{case}", go.shim, scenario, prompt, jitter="40ms"
+                go,
+                fake_api,
+                f"to-replay-{case}",
+                go.shim,
+                scenario,
+                prompt,
+                jitter="40ms",
+                delay=delay,
             )
             assert run.returncode == 0, (run.errors(), run.stderr[-2000:])
             cassette = store.load_cassette(wait_for_recording(store, known))

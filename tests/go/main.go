@@ -1,6 +1,6 @@
 // A Go host of the Claude Code CLI for claudetrace's end-to-end tests.
 //
-//	gohost -cli PATH [-scenario plain|mcp|deny] [-prompt TEXT] [-jitter 20ms] [-timeout 60s]
+//	gohost -cli PATH [-scenario plain|mcp|deny] [-prompt TEXT] [-delay 0s] [-jitter 20ms] [-timeout 60s] [-otel]
 //
 // It drives the CLI the way the Go Agent SDKs do: CLAUDE_CODE_ENTRYPOINT=sdk-go,
 // --setting-sources "", --input-format stream-json last, streaming input with the
@@ -8,7 +8,8 @@
 // in-process SDK MCP server ("calc", tool "add") served by mark3labs/mcp-go whose
 // JSON-RPC messages travel inside mcp_message control requests.  Every control
 // request is answered on its own goroutine, as Go SDKs do, so answers may leave
-// in any order; -jitter adds a random pause before each answer to shuffle them.
+// in any order; -jitter adds a random pause before each answer to shuffle them,
+// -delay a fixed one (the CLI then has several requests out at once).
 //
 // It prints one JSON line per event on stdout: {"message": …} for every CLI
 // message the SDK would hand the application, {"callback": …} when a callback
@@ -67,6 +68,7 @@ func (e *emitter) emit(record map[string]any) {
 // host is one session with the CLI.
 type host struct {
 	scenario string
+	delay    time.Duration
 	jitter   time.Duration
 	out      *emitter
 
@@ -150,9 +152,11 @@ func (h *host) resolve(resp map[string]any) {
 func (h *host) answer(ctx context.Context, msg map[string]any) {
 	id, _ := msg["request_id"].(string)
 	req, _ := msg["request"].(map[string]any)
+	pause := h.delay
 	if h.jitter > 0 {
-		time.Sleep(time.Duration(mathrand.Int64N(int64(h.jitter))))
+		pause += time.Duration(mathrand.Int64N(int64(h.jitter)))
 	}
+	time.Sleep(pause)
 	data, err := h.handle(ctx, req)
 	var response map[string]any
 	if err != nil {
@@ -276,7 +280,7 @@ func tracing(ctx context.Context, out *emitter) (context.Context, func(), error)
 	}, nil
 }
 
-func run(cliPath, scenario, prompt string, jitter, timeout time.Duration, traced bool, out *emitter) int {
+func run(cliPath, scenario, prompt string, delay, jitter, timeout time.Duration, traced bool, out *emitter) int {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 
@@ -311,6 +315,7 @@ func run(cliPath, scenario, prompt string, jitter, timeout time.Duration, traced
 	}
 	h := &host{
 		scenario: scenario,
+		delay:    delay,
 		jitter:   jitter,
 		out:      out,
 		stdin:    stdin,
@@ -420,7 +425,8 @@ func main() {
 	cliPath := flag.String("cli", os.Getenv("CLAUDE_CLI_PATH"), "the claude executable (or a claudetrace shim)")
 	scenario := flag.String("scenario", "plain", "plain, mcp (SDK MCP server calc and a PreToolUse hook) or deny (can_use_tool denies)")
 	prompt := flag.String("prompt", "Say hello.", "the user message")
-	jitter := flag.Duration("jitter", 0, "pause up to this long, at random, before answering each control request")
+	delay := flag.Duration("delay", 0, "pause this long before answering each control request")
+	jitter := flag.Duration("jitter", 0, "pause up to this long more, at random, before answering each control request")
 	timeout := flag.Duration("timeout", 60*time.Second, "give up on the CLI after this long")
 	traced := flag.Bool("otel", false, "trace the session (OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT) and give the CLI its TRACEPARENT")
 	flag.Parse()
@@ -434,5 +440,5 @@ func main() {
 		fmt.Fprintf(os.Stderr, "gohost: unknown scenario %q\n", *scenario)
 		os.Exit(2)
 	}
-	os.Exit(run(*cliPath, *scenario, *prompt, *jitter, *timeout, *traced, &emitter{out: os.Stdout}))
+	os.Exit(run(*cliPath, *scenario, *prompt, *delay, *jitter, *timeout, *traced, &emitter{out: os.Stdout}))
 }
