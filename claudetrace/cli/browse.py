@@ -390,18 +390,22 @@ def import_(
     recording's id.
 
     PATH is a cassette, a Claude Code session transcript, a claude-trace log, or
-    a folder of transcripts or logs, such as ~/.claude/projects (all your Claude
-    Code sessions) or one project's folder in it.  The format is told by
-    content.  Importing a transcript or log again skips it when unchanged and
-    updates its recording when it grew; --watch keeps doing so as they are
-    written.
+    a folder of them, such as ~/.claude/projects (all your Claude Code
+    sessions) or one project's folder in it.  The format is told by content; a
+    session's subagents are read with it, in every layout Claude Code has
+    written.  A file that is none of these is skipped, saying what it seems to
+    be; a damaged line is skipped and counted.  Importing a transcript or log
+    again skips it when unchanged and updates its recording when it grew (one
+    now shorter is reported and left as stored); --watch keeps doing so as they
+    are written.  The last line sums up; the exit status is 1 when anything was
+    skipped.
     """
-    from ..formats.imports import expand, import_file
-    from ..progress import track
+    from ..formats.imports import Planner
     from .record import _parse_tags
 
     parsed_tags = _parse_tags(tags)
-    files = list(expand(paths))
+    planner = Planner()
+    units, skipped = planner.plan(paths)
     from .. import capture as cap
     from ..config import resolve_url
     from ..indexer import open_settled_store, writer_for
@@ -423,46 +427,104 @@ def import_(
             opened.append(open_settled_store(db_url, create=True))
         return opened[0]
 
+    tally = _Tally()
+    for done in skipped:
+        tally.add(done)
     with closing(started):
         if url.startswith("sqlite") and plain_file(url) is None:
             store()  # a file to make, or a database in memory: opened first, as ever
         # A database in memory is one per process: the writer's would be another.
         writer = None if opened and opened[0].in_memory else started
-        # One file shows its own bar (its events); several, one bar over the files.
-        bar = track(files, "importing", total=len(files), unit="files")
-        with bar if len(files) > 1 else nullcontext(iter(files)) as shown:
-            for path in shown:
-                done = import_file(store, path, name=name, tags=parsed_tags, writer=writer)
-                if done.action == "unchanged":
-                    click.echo(f"{path}: unchanged, recording {done.recording_id}", err=True)
-                else:
-                    if done.kind == "transcript":
-                        click.echo(f"{path}: {done.action} session {done.session_id}", err=True)
-                    click.echo(done.recording_id)
+        _import_units(units, store, writer, name, parsed_tags, tally)
         if not opened and cap.capture_files(url):
             store()  # stores the finished sessions still waiting, as every command does
+    click.echo(tally.summary(), err=True)
     if watch:
-        _watch(store(), paths, interval)
+        said = {(done.path, done.note) for done in skipped}
+        _watch(store(), paths, interval, planner, name, parsed_tags, said)
+    if tally.skipped or tally.damage:
+        raise SystemExit(1)
 
 
-def _watch(store: Any, paths: tuple[str, ...], interval: float) -> None:
+def _import_units(units: Sequence[Any], store: Any, writer: Any, name: str | None,
+                  tags: dict[str, str], tally: _Tally) -> None:
+    from ..errors import ClaudeTraceError, StoreError
+    from ..formats.imports import Imported, import_cassette_file, import_unit
+    from ..progress import track
+
+    # One file shows its own bar (its events); several, one bar over them.
+    bar = track(units, "importing", total=len(units), unit="files")
+    with bar if len(units) > 1 else nullcontext(iter(units)) as shown:
+        for unit in shown:
+            try:
+                if unit.kind == "cassette":
+                    done = import_cassette_file(store, unit.path, name=name, tags=tags,
+                                                writer=writer)
+                else:
+                    done = import_unit(store(), unit, name=name, tags=tags)
+            except ClaudeTraceError as exc:
+                if isinstance(exc, StoreError):
+                    raise  # the database refuses: no other file would do better
+                done = Imported(unit.path, unit.kind, "skipped", None, note=str(exc))
+            tally.add(done)
+
+
+class _Tally:
+    """What an import did, said a line for each thing (on stderr, the ids on stdout)
+    and summed up at the end."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.skipped = 0
+        self.damage = 0
+
+    def add(self, done: Any) -> None:
+        self.counts[done.action] = self.counts.get(done.action, 0) + 1
+        self.damage += done.damage
+        what = f"session {done.session_id}" if done.kind == "transcript" else (
+            f"recording {done.recording_id}")
+        if done.action == "skipped":
+            self.skipped += 1
+            note = done.note.removeprefix(f"{done.path}: ")
+            click.echo(f"{done.path}: skipped: {note}", err=True)
+        elif done.action == "unchanged":
+            click.echo(f"{done.path}: unchanged, recording {done.recording_id}", err=True)
+        elif done.action == "truncated":
+            self.skipped += 1
+            click.echo(f"{done.path}: not updated: {done.note}", err=True)
+        else:
+            extra = f" ({done.note})" if done.note else ""
+            if done.kind != "cassette":
+                click.echo(f"{done.path}: {done.action} {what}{extra}", err=True)
+            click.echo(done.recording_id)
+
+    def summary(self) -> str:
+        order = ("imported", "updated", "unchanged", "truncated", "skipped")
+        said = ", ".join(f"{self.counts.get(a, 0)} {a}" for a in order
+                         if self.counts.get(a) or a in ("imported", "updated", "unchanged"))
+        if self.damage:
+            said += f"; {self.damage} damaged line{'s' if self.damage != 1 else ''} skipped"
+        return f"import: {said}"
+
+
+def _watch(store: Any, paths: tuple[str, ...], interval: float, planner: Any,
+           name: str | None, tags: dict[str, str], said: set[Any]) -> None:
     import time
 
     from ..formats.imports import Watcher
 
-    watcher = Watcher(store, paths)
-
-    def report(done: Any) -> None:
-        click.echo(f"{done.path}: {done.action} session {done.session_id}", err=True)
-        click.echo(done.recording_id)
+    watcher = Watcher(store, paths, name=name, tags=tags)
+    watcher.planner = planner
+    watcher.said = said  # the files skipped already said so
+    tally = _Tally()
 
     def failed(path: Any, exc: Exception) -> None:
-        click.echo(f"claudetrace: {exc}", err=True)
+        click.echo(f"claudetrace: {path}: {exc}", err=True)
 
     click.echo(f"watching {', '.join(paths)} (Ctrl-C to stop)", err=True)
     try:
         while True:
-            watcher.poll(report, failed)
+            watcher.poll(tally.add, failed)
             time.sleep(interval)
     except KeyboardInterrupt:
         pass

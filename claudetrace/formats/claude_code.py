@@ -1,41 +1,58 @@
 """Claude Code's own session transcripts, read as recordings.
 
 The CLI writes every session, interactive or driven by an SDK, as JSONL under
-``~/.claude/projects/<project-slug>/<session-id>.jsonl``, and each subagent's
-side chain beside it as ``<session-id>/subagents/agent-<id>.jsonl``.  A
-transcript line is close to a stream-json line (``user`` and ``assistant``
-lines carry the same ``message``), so :func:`transcript_events` turns a
-transcript into the events the CLI would have written on stdout: the prompts
-(``in``), the assistant messages and tool results (``out``), system lines and
+``~/.claude/projects/<project-slug>/``: the main thread in
+``<session-id>.jsonl`` and each subagent's side chain beside it (every layout:
+:mod:`.layout`).  A transcript line is close to a stream-json line (``user``
+and ``assistant`` lines carry the same ``message``), so :func:`read_session`
+turns a session's files into the events the CLI would have written on stdout:
+the prompts (``in``), the assistant messages and tool results (``out``), the
+subagents' lines nested under the tool use that ran them, system lines and
 summaries, a ``system/init`` per turn (model, permission mode, version), and one
-``result`` per finished turn (usage added up over the turn's API messages,
-cost from the CLI's ``cost-state`` lines when there are some).  Everything else
-that reads a recording (``show``, spans, Prometheus, the UI, the HTML report)
-then reads an imported transcript the way it reads a proxied session.
+``result`` per finished turn.
 
-What a transcript cannot know stays unknown: there is no control plane, no
-stderr and no exit status.  A turn still running when the transcript was read
-gets no result, and the recording stays open (``running`` while the file keeps
-growing, else ``incomplete``).  Lines that describe the CLI's bookkeeping rather
-than the session (attachments, queue operations, API request shapes) are left
-out.
+A result's usage counts each API message once, with the last usage the
+transcript gives for its id (the lines of one message repeat it, growing), the
+main thread's in ``usage`` and every thread's per model in
+``model_usage_since_last_result``; its cost is the CLI's own running total from
+``cost-state`` lines when a turn has one, and otherwise not given: a transcript
+that says nothing of cost is not free.
+
+What is typed on a user line that is no prompt is kept as what it is, marked
+``claudetrace_kind`` (see :data:`USER_KINDS`): slash commands, meta lines,
+compaction summaries, teammate messages, steering (text typed while a turn ran),
+interrupts.  An API error message keeps the transcript's ``isApiErrorMessage``
+and ``error``, and its turn's result is an error.
+
+Times come from the entries' timestamps only: a line without one takes the time
+of the line before it (or, at the start of a file, of the first line that has
+one); a session with no timestamp at all has no time and is not read.  What a
+transcript cannot know stays unknown: there is no control plane, no stderr and
+no exit status.  A turn still running when the transcript was read gets no
+result, and the recording stays open.  Lines that describe the CLI's
+bookkeeping rather than the session (queue operations, API request shapes,
+file snapshots) are left out.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
+import heapq
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+import msgspec
+
 from ..errors import ClaudeTraceError
 from ..model.content import blocks
 from ..model.events import Event
 from ..recording import RecordingInfo, new_recording_id
+from .jsonl import JsonlFile, parse_object
+from .layout import SessionFiles, peek_session_id, side_chains_of
 
 #: ``source`` of recordings imported from transcripts.
 SOURCE: Final = "transcript"
@@ -57,6 +74,12 @@ _TRANSCRIPT_ONLY: Final = frozenset(
     }
 )
 _INTERRUPTED: Final = "[Request interrupted by user"
+#: ``claudetrace_kind`` of the user lines that are not prompts (and not tool results).
+USER_KINDS: Final = (
+    "command", "meta", "compact_summary", "teammate", "steering", "interrupt",
+)
+#: Tools that run a subagent.
+_AGENT_TOOLS: Final = frozenset({"Task", "Agent"})
 #: The fields of a ``modelUsage`` entry that are running counts (the others, such
 #: as ``contextWindow`` or ``canonicalModel``, are the model's constants).
 _RUNNING_COUNTS: Final = frozenset({
@@ -64,6 +87,15 @@ _RUNNING_COUNTS: Final = frozenset({
     "webSearchRequests", "costUSD", "thinkingTokens", "cacheCreationEphemeral5mInputTokens",
     "cacheCreationEphemeral1hInputTokens",
 })
+#: Usage fields counted, in the API's names and in ``modelUsage``'s.
+_TOKENS: Final = (
+    ("input_tokens", "inputTokens"),
+    ("cache_creation_input_tokens", "cacheCreationInputTokens"),
+    ("cache_read_input_tokens", "cacheReadInputTokens"),
+    ("output_tokens", "outputTokens"),
+)
+_SYNTHETIC: Final = "<synthetic>"
+_dumps: Final = msgspec.json.encode  # compact, raw UTF-8, as the CLI writes JSON
 
 
 def _is_number(value: Any) -> bool:
@@ -83,16 +115,12 @@ def is_transcript_line(obj: Any) -> bool:
     return "sessionId" in obj and obj.get("type") in ("user", "assistant", "system")
 
 
-def _dumps(obj: dict[str, Any]) -> bytes:
-    # The CLI's own spelling (JSON.stringify: compact, raw UTF-8).
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
-
-
-def _timestamp_ns(value: Any) -> int | None:
+def timestamp_ns(value: Any) -> int | None:
+    """An entry's ISO 8601 ``timestamp`` in ns since the epoch (UTC when unzoned)."""
     if not isinstance(value, str):
         return None
     try:
-        when = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        when = dt.datetime.fromisoformat(value)
     except ValueError:
         return None
     if when.tzinfo is None:
@@ -101,58 +129,42 @@ def _timestamp_ns(value: Any) -> int | None:
 
 
 def read_lines(path: Path) -> list[dict[str, Any]]:
-    """The JSON objects of a transcript file.
-
-    A last line without its newline is being written: it is left for the next
-    read.  Any other line that is not a JSON object is an error naming the line.
-    """
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise TranscriptError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    lines = data.split(b"\n")
-    if lines and lines[-1]:
-        lines = lines[:-1]  # an unfinished last line
-    out: list[dict[str, Any]] = []
-    for number, raw in enumerate(lines, 1):
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-        except ValueError as exc:
-            raise TranscriptError(f"{path}:{number}: not a JSON line ({exc})") from exc
-        if not isinstance(obj, dict):
-            raise TranscriptError(f"{path}:{number}: not a JSON object")
-        out.append(obj)
+    """The JSON objects of a JSONL file (a last line without its newline is left
+    for the next read; a damaged line is an error naming it)."""
+    reader = JsonlFile(path)
+    out = [obj for _number, obj in reader.objects()]
+    if reader.damaged:
+        raise TranscriptError(f"{path.parent.name}/{reader.damaged[0]}")
     return out
 
 
-def sidechain_files(path: Path) -> list[Path]:
-    """The subagent transcripts that belong to the session transcript ``path``."""
-    folder = path.with_suffix("") / "subagents"
-    return sorted(folder.glob("agent-*.jsonl")) if folder.is_dir() else []
-
-
 def fingerprint(paths: Sequence[Path]) -> str:
-    """A digest of the files' contents (an unchanged transcript is skipped on import)."""
+    """A digest of the files' names, sizes and modification times: an unchanged
+    session is skipped on import without reading it."""
     digest = hashlib.sha256()
-    for path in paths:
-        digest.update(os.fsencode(path.name) + b"\0")
-        with path.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
+    for path in sorted(paths):
+        st = path.stat()
+        digest.update(os.fsencode(path) + f"\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
     return digest.hexdigest()
+
+
+@dataclass
+class _Call:
+    lane: str | None
+    model: str | None
+    usage: dict[str, int]
 
 
 @dataclass
 class _Turn:
     start_ns: int
     end_ns: int
-    usage: dict[str, int] = field(default_factory=dict)
-    messages: set[str] = field(default_factory=set)
+    #: API message id → its thread, model and last usage.
+    calls: dict[str, _Call] = field(default_factory=dict)
     last_text: str = ""
     interrupted: bool = False
     waiting_on_tools: bool = False
+    api_error: bool = False
 
 
 @dataclass
@@ -163,17 +175,41 @@ class Transcript:
     events: list[Event]
     finished: bool
     cost_known: bool
+    #: Damaged lines skipped (the first few named) and other things said of the read.
+    warnings: list[str] = field(default_factory=list)
+    damage: int = 0
+    #: When the session was last written (its last entry's time), in ns.
+    last_entry_ns: int = 0
+
+
+def user_kind(entry: dict[str, Any], text: str) -> str | None:
+    """What a user line that is no prompt is (:data:`USER_KINDS`), else None."""
+    if entry.get("isCompactSummary"):
+        return "compact_summary"
+    if entry.get("isMeta"):
+        return "meta"
+    head = text.lstrip()
+    if head.startswith(("<command-", "<local-command")):
+        return "command"
+    if head.startswith("<teammate-message"):
+        return "teammate"
+    if head.startswith(_INTERRUPTED):
+        return "interrupt"
+    return None
 
 
 class _Converter:
     def __init__(
-        self, session_id: str, source: str = SOURCE, *, sidechain_usage: bool = False
+        self, session_id: str, source: str = SOURCE, *, sidechain_usage: bool = False,
+        links: dict[str, str] | None = None,
     ) -> None:
         self.session_id = session_id
         self.source = source
-        #: Count subagents' API messages in the turn's usage (as the CLI's modelUsage
-        #: does), for sources without the CLI's own per-model figures.
+        #: Count subagents' API messages in the turn's ``usage`` too (for sources
+        #: where the main thread's own figure means nothing more).
         self.sidechain_usage = sidechain_usage
+        #: Subagent id → the tool use that ran it (from the tool results' metadata).
+        self.links = links or {}
         self.events: list[Event] = []
         self.start_ns: int | None = None
         self.last_ns = 0
@@ -181,6 +217,7 @@ class _Converter:
         self.turn_count = 0
         self.pending_init: dict[str, Any] | None = None
         self.facts: dict[str, Any] = {}
+        self.first_prompt: dict[str, Any] | None = None
         self.cost_total: float | None = None
         self.cost_models: dict[str, dict[str, Any]] = {}
         self.cost_reported: dict[str, dict[str, Any]] = {}
@@ -189,6 +226,9 @@ class _Converter:
         self.cost_fresh = False
         #: A result went out without the running totals.
         self.cost_unreported = False
+        #: Side chain → the tool use it nests under; agent tool uses not yet claimed.
+        self.chain_parent: dict[str, str] = {}
+        self.agent_uses: dict[str, str] = {}
 
     # -- output -------------------------------------------------------------------
 
@@ -224,20 +264,27 @@ class _Converter:
         if turn is None:
             return
         self.turn_count += 1
+        main: dict[str, int] = dict.fromkeys((api for api, _ in _TOKENS), 0)
+        by_model: dict[str, dict[str, int]] = {}
+        for call in turn.calls.values():
+            if call.lane is None or self.sidechain_usage:
+                for api, _ in _TOKENS:
+                    main[api] += call.usage.get(api, 0)
+            if call.model and call.model != _SYNTHETIC and any(call.usage.values()):
+                counts = by_model.setdefault(call.model, dict.fromkeys(
+                    (camel for _, camel in _TOKENS), 0))
+                for api, camel in _TOKENS:
+                    counts[camel] += call.usage.get(api, 0)
+        is_error = turn.interrupted or turn.api_error
         result: dict[str, Any] = {
             "type": "result",
             "subtype": "error_during_execution" if turn.interrupted else "success",
-            "is_error": turn.interrupted,
+            "is_error": is_error,
             "duration_ms": (turn.end_ns - turn.start_ns) // 1_000_000,
-            "num_turns": len(turn.messages),
+            "num_turns": sum(1 for c in turn.calls.values() if c.lane is None),
             "result": turn.last_text,
             "session_id": self.session_id,
-            "usage": {
-                "input_tokens": turn.usage.get("input_tokens", 0),
-                "cache_creation_input_tokens": turn.usage.get("cache_creation_input_tokens", 0),
-                "cache_read_input_tokens": turn.usage.get("cache_read_input_tokens", 0),
-                "output_tokens": turn.usage.get("output_tokens", 0),
-            },
+            "usage": main,
             "claudetrace_source": self.source,
         }
         if self.cost_fresh and self.cost_total is not None and self.cost_models:
@@ -251,38 +298,66 @@ class _Converter:
             # The next result's growth is measured from this one's totals.
             self.cost_unreported = False
         else:
-            # What this turn added to the running totals is not known: a later
-            # result cannot say what it added since this one.
+            # The transcript's own count of the turn, every thread, per model;
+            # no cost (none is known: not zero).
+            if by_model:
+                result["model_usage_since_last_result"] = by_model
             self.cost_unreported = True
         self.cost_fresh = False
         self.emit("out", result, turn.end_ns)
 
     # -- input --------------------------------------------------------------------
 
-    def feed(self, entry: dict[str, Any], when: int, parent: str | None) -> None:
+    def feed(self, entry: dict[str, Any], when: int, chain: str | None) -> None:
+        """One entry at ``when``; ``chain`` names the side chain it belongs to
+        (None on the main thread)."""
         kind = entry.get("type")
         if kind == "cost-state":
             self.cost_state(entry)
-        elif kind == "user":
+            return
+        if kind not in ("user", "assistant", "system", "summary", "attachment"):
+            return
+        parent = None if chain is None else self.parent_of(chain, entry)
+        if kind == "user":
             self.user(entry, when, parent)
         elif kind == "assistant":
             self.assistant(entry, when, parent)
         elif kind == "system":
             self.system(entry, when, parent)
         elif kind == "summary":
-            text = entry.get("summary")
-            msg = {
-                "type": "system",
-                "subtype": "summary",
-                "summary": text,
-                "session_id": self.session_id,
-            }
+            msg = {"type": "system", "subtype": "summary", "summary": entry.get("summary"),
+                   "session_id": self.session_id}
+            leaf = entry.get("leafUuid")
+            if isinstance(leaf, str):
+                msg["leafUuid"] = leaf
             self.emit("out", msg, when)
+        else:
+            self.attachment(entry, when, parent)
+
+    def parent_of(self, chain: str, entry: dict[str, Any]) -> str:
+        """The tool use a side chain nests under: the one whose result names its
+        agent, else the agent tool use it answers (its prompt), else the oldest
+        one not claimed yet, else a name of its own."""
+        found = self.chain_parent.get(chain)
+        if found is not None:
+            return found
+        agent = entry.get("agentId")
+        found = self.links.get(agent) if isinstance(agent, str) else None
+        if found is None and self.agent_uses:
+            text = _text_of(entry)
+            found = next((t for t, p in self.agent_uses.items() if p and p == text), None)
+            found = found or next(iter(self.agent_uses))
+        if found is None:
+            found = f"agent-{agent}" if isinstance(agent, str) and agent else chain
+        self.agent_uses.pop(found, None)
+        self.chain_parent[chain] = found
+        return found
 
     def cost_state(self, entry: dict[str, Any]) -> None:
         total = entry.get("totalCostUSD")
         models = entry.get("modelUsage")
-        if isinstance(total, (int, float)) and isinstance(models, dict):
+        if isinstance(total, (int, float)) and not isinstance(total, bool) and isinstance(
+                models, dict):
             self.cost_total = float(total)
             self.cost_models = {str(k): v for k, v in models.items() if isinstance(v, dict)}
             self.cost_known = True
@@ -306,161 +381,250 @@ class _Converter:
         return since
 
     def _line(self, entry: dict[str, Any], parent: str | None) -> dict[str, Any]:
-        return {
+        line = {
             "type": entry["type"],
             "message": entry.get("message"),
             "parent_tool_use_id": parent,
             "session_id": self.session_id,
             "uuid": entry.get("uuid"),
         }
+        if entry.get("isApiErrorMessage") is True:
+            line["isApiErrorMessage"] = True
+        if entry.get("error") is not None:
+            line["error"] = entry["error"]
+        return line
 
     def user(self, entry: dict[str, Any], when: int, parent: str | None) -> None:
         msg = entry.get("message")
         found = blocks(msg.get("content") if isinstance(msg, dict) else None)
         results = any(b.kind == "tool_result" for b in found)
         text = "\n".join(b.text for b in found if b.kind == "text")
-        own = (
-            entry.get("isMeta")
-            or entry.get("isCompactSummary")
-            or text.lstrip().startswith(("<local-command", "<command-"))
-        )
-        if parent is not None or results or own or text.startswith(_INTERRUPTED):
+        kind = None if results else user_kind(entry, text)
+        if parent is not None or results or kind is not None:
             if self.turn is not None and parent is None:
                 self.turn.end_ns = when
                 self.turn.waiting_on_tools = False
-                if text.startswith(_INTERRUPTED):
+                if kind == "interrupt":
                     self.turn.interrupted = True
-            self.emit("out", self._line(entry, parent), when)
+            line = self._line(entry, parent)
+            if kind is not None:
+                line["claudetrace_kind"] = kind
+            self.emit("out", line, when)
             return
         # A prompt: the previous turn is over, a new one starts.
         self.close_turn()
         self.turn = _Turn(when, when)
         self.emit("in", self._line(entry, None), when)
         self.pending_init = entry
+        if self.first_prompt is None:
+            self.first_prompt = entry
+
+    def attachment(self, entry: dict[str, Any], when: int, parent: str | None) -> None:
+        """Text the user typed while a turn ran (a queued command) is steering; other
+        attachments (dates, file contents, hooks' output) are the CLI's context."""
+        found = entry.get("attachment")
+        if not isinstance(found, dict) or found.get("type") != "queued_command":
+            return
+        prompt = found.get("prompt")
+        if not isinstance(prompt, (str, list)):
+            return
+        line = self._line({**entry, "type": "user",
+                           "message": {"role": "user", "content": prompt}}, parent)
+        line["claudetrace_kind"] = "steering"
+        self.emit("out", line, when)
 
     def assistant(self, entry: dict[str, Any], when: int, parent: str | None) -> None:
         msg = entry.get("message")
         if not isinstance(msg, dict):
             return
         model = msg.get("model")
-        if isinstance(model, str) and model != "<synthetic>":
+        if isinstance(model, str) and model != _SYNTHETIC:
             self.facts.setdefault("model", model)
         turn = self.turn
         if parent is None:
             self.init(model, when)
-        if turn is not None and (parent is None or self.sidechain_usage):
-            self._count(turn, msg)
+        found = blocks(msg.get("content"))
+        if turn is not None:
+            message_id = msg.get("id")
+            usage = msg.get("usage")
+            if isinstance(message_id, str) and isinstance(usage, dict):
+                # The last figure given for a message id (its lines repeat it, growing).
+                counts = {api: v for api, _ in _TOKENS
+                          if isinstance(v := usage.get(api), int) and not isinstance(v, bool)}
+                turn.calls[message_id] = _Call(
+                    parent, model if isinstance(model, str) else None, counts)
         if turn is not None and parent is None:
             turn.end_ns = when
-            found = blocks(msg.get("content"))
             texts = [b.text for b in found if b.kind == "text"]
             if texts:
                 turn.last_text = "".join(texts)
             # Server and MCP-connector tool uses run on the API's side: only a
             # client tool use leaves the turn waiting on the CLI.
             turn.waiting_on_tools = any(b.type == "tool_use" for b in found)
+            turn.api_error = entry.get("isApiErrorMessage") is True
+        if parent is None:
+            for b in found:
+                if b.type == "tool_use" and b.name in _AGENT_TOOLS and b.id:
+                    prompt = b.input.get("prompt") if isinstance(b.input, dict) else None
+                    self.agent_uses[str(b.id)] = prompt if isinstance(prompt, str) else ""
         self.emit("out", self._line(entry, parent), when)
-
-    @staticmethod
-    def _count(turn: _Turn, msg: dict[str, Any]) -> None:
-        """Add an API message's usage to the turn (once: one line per content block)."""
-        message_id = msg.get("id")
-        usage = msg.get("usage")
-        if not isinstance(message_id, str) or message_id in turn.messages:
-            return
-        turn.messages.add(message_id)
-        if isinstance(usage, dict):
-            for key in (
-                "input_tokens",
-                "cache_creation_input_tokens",
-                "cache_read_input_tokens",
-                "output_tokens",
-            ):
-                value = usage.get(key)
-                if isinstance(value, int):
-                    turn.usage[key] = turn.usage.get(key, 0) + value
 
     def system(self, entry: dict[str, Any], when: int, parent: str | None) -> None:
         skip = {
-            "type",
-            "parentUuid",
-            "isSidechain",
-            "userType",
-            "cwd",
-            "sessionId",
-            "version",
-            "gitBranch",
-            "timestamp",
-            "uuid",
-            "entrypoint",
-            "slug",
+            "type", "parentUuid", "isSidechain", "userType", "cwd", "sessionId", "version",
+            "gitBranch", "timestamp", "uuid", "entrypoint", "slug", "subtype",
         }
         msg: dict[str, Any] = {"type": "system", "subtype": entry.get("subtype") or "message"}
-        msg.update({k: v for k, v in entry.items() if k not in skip and k != "subtype"})
+        msg.update({k: v for k, v in entry.items() if k not in skip})
         msg.update(
             {"parent_tool_use_id": parent, "session_id": self.session_id, "uuid": entry.get("uuid")}
         )
         self.emit("out", msg, when)
 
 
-def _agent_links(entries: Iterable[dict[str, Any]]) -> dict[str, str]:
-    """Subagent id → the tool use that started it (from the tool results' metadata)."""
-    links: dict[str, str] = {}
+def _text_of(entry: dict[str, Any]) -> str:
+    msg = entry.get("message")
+    content = msg.get("content") if isinstance(msg, dict) else None
+    return "\n".join(b.text for b in blocks(content) if b.kind == "text")
+
+
+# -- reading a session's files --------------------------------------------------------
+
+#: An entry with its time (None: its file has no timestamp at all yet) and side chain.
+_Item = tuple[int | None, dict[str, Any], str | None]
+
+
+def _timed(entries: Iterable[dict[str, Any]], chain: str | None = None) -> Iterator[_Item]:
+    """Entries with their times: a line without a timestamp takes the one before it;
+    lines before the first timestamp (a ``summary``) take the first one."""
+    held: list[dict[str, Any]] = []
+    last: int | None = None
     for entry in entries:
-        extra = entry.get("toolUseResult")
-        if entry.get("type") != "user" or not isinstance(extra, dict):
-            continue
-        agent = extra.get("agentId")
-        msg = entry.get("message")
-        if not isinstance(agent, str) or not isinstance(msg, dict):
-            continue
-        for block in blocks(msg.get("content")):
-            if block.kind == "tool_result":
-                links[agent] = str(block.id)
+        when = timestamp_ns(entry.get("timestamp"))
+        if when is None:
+            if last is None:
+                held.append(entry)
+                continue
+            when = last
+        last = when
+        if held:
+            for early in held:
+                yield when, early, chain
+            held = []
+        yield when, entry, chain
+    for early in held:
+        yield None, early, chain
+
+
+def _main_items(files: Iterable[Iterable[dict[str, Any]]]) -> Iterator[_Item]:
+    """The main thread's entries over its files (a resumed session's files repeat
+    earlier entries: each uuid is taken once); lines marked ``isSidechain`` (CLI
+    1.0.x wrote its subagents' lines into the main file) are put in side chains."""
+    seen: set[str] = set()
+    root: dict[str, str] = {}
+    for entries in files:
+        for when, entry, _chain in _timed(entries):
+            uid = entry.get("uuid")
+            if isinstance(uid, str):
+                if uid in seen:
+                    continue
+                seen.add(uid)
+            chain = None
+            if entry.get("isSidechain") is True:
+                agent = entry.get("agentId")
+                up = entry.get("parentUuid")
+                if isinstance(agent, str):
+                    chain = f"agent-{agent}"
+                elif isinstance(up, str) and up in root:
+                    chain = root[up]
+                else:
+                    chain = f"chain-{uid}"
+                if isinstance(uid, str):
+                    root[uid] = chain
+            yield when, entry, chain
+
+
+def _merged(main: Iterable[_Item], sides: Sequence[Iterable[_Item]]) -> Iterator[_Item]:
+    """The main thread in its own order (its clock can step back by a few ms between
+    an entry and its attachments), the side chains merged in by time."""
+    never = 1 << 62
+    side = heapq.merge(*sides, key=lambda item: -1 if item[0] is None else item[0])
+    pending = next(side, None)
+    for item in main:
+        at = never if item[0] is None else item[0]
+        while pending is not None and (pending[0] or -1) < at:
+            yield pending
+            pending = next(side, None)
+        yield item
+    while pending is not None:
+        yield pending
+        pending = next(side, None)
+
+
+def _agent_links(paths: Iterable[Path]) -> dict[str, str]:
+    """Subagent id → the tool use that started it, from the tool results' metadata
+    (only the lines that can say so are parsed)."""
+    links: dict[str, str] = {}
+    for path in paths:
+        reader = JsonlFile(path)
+        for _number, raw in reader.lines():
+            if b'"agentId"' not in raw or b'"toolUseResult"' not in raw:
+                continue
+            entry = parse_object(raw)
+            extra = entry.get("toolUseResult") if entry else None
+            if not entry or entry.get("type") != "user" or not isinstance(extra, dict):
+                continue
+            agent, msg = extra.get("agentId"), entry.get("message")
+            if isinstance(agent, str) and isinstance(msg, dict):
+                for block in blocks(msg.get("content")):
+                    if block.kind == "tool_result":
+                        links[agent] = str(block.id)
     return links
 
 
-def _timeline(
-    main: list[dict[str, Any]], sides: list[list[dict[str, Any]]], links: dict[str, str]
-) -> Iterator[tuple[int, dict[str, Any], str | None]]:
-    """Every entry with its time and parent tool use id, in time order.
+def _first_time(path: Path) -> int:
+    reader = JsonlFile(path)
+    for _number, obj in reader.objects():
+        when = timestamp_ns(obj.get("timestamp"))
+        if when is not None:
+            return when
+    return 1 << 62
 
-    The main file's order is kept; side chains are merged in by time.  An entry
-    without a timestamp (``cost-state``) takes the time of the one before it.
-    """
-    tagged: list[tuple[int, int, int, dict[str, Any], str | None]] = []
-    for chain, entries in enumerate([main, *sides]):
-        last = 0
-        for index, entry in enumerate(entries):
-            when = _timestamp_ns(entry.get("timestamp"))
-            last = when if when is not None else last
-            parent = None
-            if chain or entry.get("isSidechain"):
-                agent = entry.get("agentId")
-                parent = links.get(agent) if isinstance(agent, str) else None
-                parent = parent or (f"agent-{agent}" if agent else None)
-            tagged.append((last, chain, index, entry, parent))
-    # Main-file order wins within the main file (its clock can step back by a
-    # few ms between an entry and its attachments).
-    main_order = [t for t in tagged if t[1] == 0]
-    side_order = sorted((t for t in tagged if t[1] != 0), key=lambda t: (t[0], t[1], t[2]))
-    merged: list[tuple[int, int, int, dict[str, Any], str | None]] = []
-    j = 0
-    for item in main_order:
-        while j < len(side_order) and side_order[j][0] < item[0]:
-            merged.append(side_order[j])
-            j += 1
-        merged.append(item)
-    merged += side_order[j:]
-    for when, _chain, _index, entry, parent in merged:
-        yield when, entry, parent
+
+def read_session(
+    files: SessionFiles, *, recording_id: str | None = None, source: str = SOURCE
+) -> Transcript:
+    """Read a session's transcript files (:mod:`.layout`) as one recording."""
+    mains = sorted(files.mains, key=_first_time) if len(files.mains) > 1 else files.mains
+    readers = [JsonlFile(p) for p in [*mains, *files.sides]]
+    main_readers, side_readers = readers[: len(mains)], readers[len(mains):]
+    links = _agent_links(mains) if side_readers else {}
+    got = _convert(
+        files.session_id,
+        _main_items(_objects(r) for r in main_readers),
+        [_timed(_objects(r), f"file-{r.path.stem}") for r in side_readers],
+        files.path,
+        source=source,
+        recording_id=recording_id,
+        links=links,
+    )
+    for reader in readers:
+        got.damage += reader.damage
+        got.warnings += reader.damaged
+    if got.damage > len(got.warnings):
+        got.warnings.append(f"{got.damage - len(got.warnings)} more damaged lines skipped")
+    return got
+
+
+def _objects(reader: JsonlFile) -> Iterator[dict[str, Any]]:
+    return (obj for _number, obj in reader.objects())
 
 
 def read_transcript(path: Path, *, recording_id: str | None = None) -> Transcript:
-    """Read the session transcript ``path`` (and its subagents) as a recording."""
-    main = read_lines(path)
-    sides = [read_lines(p) for p in sidechain_files(path)]
-    return entries_recording(main, sides, path, source=SOURCE, recording_id=recording_id)
+    """Read the session transcript ``path`` and the side chains filed under it."""
+    sid = peek_session_id(path) or path.stem
+    return read_session(SessionFiles(sid, [path], side_chains_of(path)),
+                        recording_id=recording_id)
 
 
 def entries_recording(
@@ -479,17 +643,42 @@ def entries_recording(
     session_id = next(
         (e["sessionId"] for e in main if isinstance(e.get("sessionId"), str)), path.stem
     )
-    convert = _Converter(session_id, source, sidechain_usage=sidechain_usage)
-    first: dict[str, Any] = next((e for e in main if e.get("type") == "user"), {})
-    for when, entry, parent in _timeline(main, sides, _agent_links(main)):
-        convert.feed(entry, when, parent)
+    return _convert(
+        session_id, _main_items([main]),
+        [_timed(entries, f"side-{n}") for n, entries in enumerate(sides)],
+        path, source=source, recording_id=recording_id, sidechain_usage=sidechain_usage,
+    )
+
+
+def _convert(
+    session_id: str,
+    main: Iterable[_Item],
+    sides: Sequence[Iterable[_Item]],
+    path: Path,
+    *,
+    source: str,
+    recording_id: str | None = None,
+    sidechain_usage: bool = False,
+    links: dict[str, str] | None = None,
+) -> Transcript:
+    convert = _Converter(session_id, source, sidechain_usage=sidechain_usage, links=links)
+    timeless = 0
+    for when, entry, chain in _merged(main, sides):
+        if when is None:
+            if convert.start_ns is None:
+                timeless += 1
+                continue
+            when = convert.last_ns
+        convert.feed(entry, when, chain)
     turn = convert.turn
-    finished = turn is None or (not turn.waiting_on_tools and bool(turn.messages))
+    finished = turn is None or (not turn.waiting_on_tools and bool(turn.calls))
     if turn is not None and finished:
         convert.close_turn()
-    if not convert.events:
-        raise TranscriptError(f"{path}: no conversation in this file")
-    started = convert.start_ns or 0
+    if not convert.events or convert.start_ns is None:
+        what = "no timestamp in this file" if timeless else "no conversation in this file"
+        raise TranscriptError(f"{path}: {what}")
+    started = convert.start_ns
+    first = convert.first_prompt or {}
     version = first.get("version")
     mode = first.get("permissionMode")
     info = RecordingInfo(
@@ -503,22 +692,31 @@ def entries_recording(
         claude_code_version=version if isinstance(version, str) else None,
         model=convert.facts.get("model"),
         permission_mode=mode if isinstance(mode, str) else None,
-        extra={"source_path": str(path.resolve()), "cost_known": convert.cost_known},
+        extra={"source_path": str(path.resolve()), "cost_known": convert.cost_known,
+               "session_id": session_id},
     )
     from .._version import __version__
 
     info.claudetrace_version = __version__
-    return Transcript(info, convert.events, finished, convert.cost_known)
+    got = Transcript(info, convert.events, finished, convert.cost_known,
+                     last_entry_ns=convert.last_ns)
+    if timeless:
+        got.warnings.append(f"{timeless} lines without a time skipped")
+    return got
 
 
 __all__ = [
     "SOURCE",
+    "USER_KINDS",
     "Transcript",
     "TranscriptError",
     "entries_recording",
     "fingerprint",
     "is_transcript_line",
     "read_lines",
+    "read_session",
     "read_transcript",
-    "sidechain_files",
+    "side_chains_of",
+    "timestamp_ns",
+    "user_kind",
 ]
