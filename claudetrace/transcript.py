@@ -188,10 +188,31 @@ def iter_entries(
                 k: v for k, v in msg.items() if k not in ("type", "subtype", "uuid", "session_id")
             }
             sub = msg.get("subtype")
-            yield Entry(seq, t, direction, "system",
+            said = _system_said(msg)
+            yield Entry(seq, t, direction, "system", said if said is not None else
                         f"{sub if isinstance(sub, str) else None}: {_short(rest, width, dumps)}")
         else:
             yield Entry(seq, t, direction, "system", f"{kind}: {_short(msg, width, dumps)}")
+
+
+def _system_said(msg: dict[str, Any]) -> str | None:
+    """A conversation marker said in words (compaction, rewind), else None."""
+    sub = msg.get("subtype")
+    if sub == "compact_boundary":
+        meta = msg.get("compactMetadata")
+        meta = meta if isinstance(meta, dict) else {}
+        bits = [str(meta["trigger"])] if isinstance(meta.get("trigger"), str) else []
+        if isinstance(meta.get("preTokens"), int):
+            bits.append(f"{meta['preTokens']} tokens before")
+        return "compaction" + (f" ({', '.join(bits)})" if bits else "") + (
+            ": the conversation goes on from its summary")
+    if sub == "rewind":
+        gone = msg.get("abandoned_prompts")
+        count = len(gone) if isinstance(gone, list) else 0
+        what = "the last prompt" if count == 1 else f"the last {count} prompts"
+        return (f"rewind: {what} and what answered are an abandoned branch; the "
+                "conversation goes on from before")
+    return None
 
 
 def _message_entries(
@@ -200,6 +221,11 @@ def _message_entries(
     """A user or assistant message's entries: role, text and whether it is an error."""
     role = str(msg.get("type"))
     sub = " (subagent)" if ev.fields.parent_tool_use_id else ""
+    kind = msg.get("claudetrace_kind")  # an imported transcript's user line that is no prompt
+    if isinstance(kind, str):
+        sub += f" ({kind.replace('_', ' ')})"
+    elif msg.get("isApiErrorMessage") is True:
+        sub += " (API error)"
     for block in message_blocks(ev):
         if block.kind == "text":
             yield role + sub, _short(block.text, width), False

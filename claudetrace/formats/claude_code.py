@@ -229,6 +229,10 @@ class _Converter:
         #: Side chain → the tool use it nests under; agent tool uses not yet claimed.
         self.chain_parent: dict[str, str] = {}
         self.agent_uses: dict[str, str] = {}
+        #: The main thread's entries in order (uuid → place) and its prompts' places,
+        #: to see a rewind: a prompt that continues from before the last prompt.
+        self.place: dict[str, int] = {}
+        self.prompts: list[tuple[int, str]] = []
 
     # -- output -------------------------------------------------------------------
 
@@ -247,6 +251,8 @@ class _Converter:
         entry, self.pending_init = self.pending_init, None
         if entry is None:
             return
+        if not isinstance(model, str) or model == _SYNTHETIC:
+            model = self.facts.get("model")  # an API error is no model's answer
         msg = {
             "type": "system",
             "subtype": "init",
@@ -318,6 +324,9 @@ class _Converter:
         if kind not in ("user", "assistant", "system", "summary", "attachment"):
             return
         parent = None if chain is None else self.parent_of(chain, entry)
+        uid = entry.get("uuid")
+        if chain is None and isinstance(uid, str):
+            self.place[uid] = len(self.place)
         if kind == "user":
             self.user(entry, when, parent)
         elif kind == "assistant":
@@ -413,11 +422,26 @@ class _Converter:
             return
         # A prompt: the previous turn is over, a new one starts.
         self.close_turn()
+        self.rewind(entry, when)
         self.turn = _Turn(when, when)
         self.emit("in", self._line(entry, None), when)
         self.pending_init = entry
         if self.first_prompt is None:
             self.first_prompt = entry
+
+    def rewind(self, entry: dict[str, Any], when: int) -> None:
+        """A ``system/rewind`` line before a prompt that goes on from an entry before
+        the last prompt (the user rewound the conversation): the prompts after that
+        entry, and what answered them, are an abandoned branch."""
+        up, uid = entry.get("parentUuid"), entry.get("uuid")
+        at = self.place.get(up) if isinstance(up, str) else None
+        if at is not None and self.prompts and at < self.prompts[-1][0]:
+            gone = [p for place, p in self.prompts if place > at]
+            self.emit("out", {
+                "type": "system", "subtype": "rewind", "branch_from": up,
+                "abandoned_prompts": gone, "session_id": self.session_id}, when)
+        if isinstance(uid, str):
+            self.prompts.append((self.place.get(uid, len(self.place)), uid))
 
     def attachment(self, entry: dict[str, Any], when: int, parent: str | None) -> None:
         """Text the user typed while a turn ran (a queued command) is steering; other

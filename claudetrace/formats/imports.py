@@ -39,7 +39,7 @@ from .claude_trace import is_claude_trace_line, read_claude_trace
 from .jsonl import EMPTY as _EMPTY
 from .jsonl import UNFINISHED as _UNFINISHED
 from .jsonl import UnreadableFile, first_object, looks_like
-from .layout import SessionFiles, is_side_chain, side_chains_of
+from .layout import SessionFiles, side_chains_of
 from .layout import sessions as group_sessions
 
 Kind = Literal["cassette", "transcript", "claude-trace"]
@@ -182,8 +182,10 @@ class Planner:
                 # A session named by its file: its side chains, wherever filed.
                 for side in side_chains_of(path):
                     yield side, False
+                # Its other files beside it: old-style agent files, a resumed
+                # session's other files (one session id; others are left out).
                 for sibling in sorted(path.parent.glob("*.jsonl")):
-                    if sibling != path and (is_side_chain(path) or is_side_chain(sibling)):
+                    if sibling != path:
                         yield sibling, False
             else:
                 raise ImportFormatError(

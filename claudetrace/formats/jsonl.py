@@ -57,7 +57,8 @@ class JsonlFile:
 
     path: Path
     start: int = 0
-    max_line: int = MAX_LINE
+    #: The longest line read (:data:`MAX_LINE` unless given).
+    max_line: int = 0
     #: Damaged lines seen, as ``line N: why`` (the first few; :attr:`damage` counts all).
     damaged: list[str] = field(default_factory=list)
     damage: int = 0
@@ -82,6 +83,8 @@ class JsonlFile:
             handle = self.path.open("rb")
         except OSError as exc:
             raise UnreadableFile(f"cannot read {self.path}: {exc.strerror or exc}") from exc
+        if not self.max_line:
+            self.max_line = MAX_LINE
         with handle:
             handle.seek(self.start)
             self.end = self.start
@@ -100,7 +103,7 @@ class JsonlFile:
                     if size < 0:
                         self.torn = True
                         return
-                    self._damaged(number, f"longer than {self.max_line >> 20} MiB, skipped")
+                    self._damaged(number, f"longer than {size_text(self.max_line)}, skipped")
                     self.end = handle.tell()
                     continue
                 self.end += len(raw)
@@ -125,6 +128,11 @@ class JsonlFile:
             self.damaged.append(f"{self.path.name}:{number}: {why}")
 
 
+def size_text(size: int) -> str:
+    """A size in MiB when it is whole MiB, else in bytes."""
+    return f"{size >> 20} MiB" if size and not size % (1 << 20) else f"{size} bytes"
+
+
 def first_object(path: Path) -> tuple[dict[str, Any] | None, str]:
     """The first non-blank line of ``path`` as a JSON object, or None and what the
     file seems to be instead (for a one-line message)."""
@@ -135,7 +143,7 @@ def first_object(path: Path) -> tuple[dict[str, Any] | None, str]:
             return obj, ""
         return None, "its first line is not a JSON object"
     if reader.damage:
-        return None, f"its first line is longer than {MAX_LINE >> 20} MiB"
+        return None, f"its first line is longer than {size_text(reader.max_line)}"
     if reader.torn:
         return None, UNFINISHED
     return None, EMPTY
