@@ -412,12 +412,13 @@ def import_(
     from ..store.sqlite import plain_file
 
     # A cassette's events are written by a process of its own, beside the
-    # reading; started first, so its start-up runs beside ours.
+    # reading; started first, so its start-up runs beside ours (none without one).
     url = resolve_url(db_url)
-    process = writer_for(db_url)
-    from ..store.writer import WriterProcess
+    started: Any = None
+    if any(u.kind == "cassette" for u in units):
+        from ..store.writer import WriterProcess
 
-    started = WriterProcess(url, process)
+        started = WriterProcess(url, writer_for(db_url))
     opened: list[Any] = []
 
     def store() -> Any:
@@ -430,12 +431,12 @@ def import_(
     tally = _Tally()
     for done in skipped:
         tally.add(done)
-    with closing(started):
+    with closing(started) if started is not None else nullcontext():
         if url.startswith("sqlite") and plain_file(url) is None:
             store()  # a file to make, or a database in memory: opened first, as ever
         # A database in memory is one per process: the writer's would be another.
         writer = None if opened and opened[0].in_memory else started
-        _import_units(units, store, writer, name, parsed_tags, tally)
+        _import_units(units, store, writer, name, parsed_tags, tally, url)
         if not opened and cap.capture_files(url):
             store()  # stores the finished sessions still waiting, as every command does
     click.echo(tally.summary(), err=True)
@@ -447,10 +448,13 @@ def import_(
 
 
 def _import_units(units: Sequence[Any], store: Any, writer: Any, name: str | None,
-                  tags: dict[str, str], tally: _Tally) -> None:
+                  tags: dict[str, str], tally: _Tally, url: str) -> None:
     from ..errors import ClaudeTraceError, StoreError
-    from ..formats.imports import Imported, import_cassette_file, import_unit
+    from ..formats.imports import Imported, import_cassette_file, import_unit, stored_sessions
     from ..progress import track
+
+    # What is stored already, in one look (an unchanged session opens nothing).
+    index = stored_sessions(url, store) if any(u.kind != "cassette" for u in units) else {}
 
     # One file shows its own bar (its events); several, one bar over them.
     bar = track(units, "importing", total=len(units), unit="files")
@@ -461,7 +465,7 @@ def _import_units(units: Sequence[Any], store: Any, writer: Any, name: str | Non
                     done = import_cassette_file(store, unit.path, name=name, tags=tags,
                                                 writer=writer)
                 else:
-                    done = import_unit(store(), unit, name=name, tags=tags)
+                    done = import_unit(store, unit, name=name, tags=tags, index=index)
             except ClaudeTraceError as exc:
                 if isinstance(exc, StoreError):
                     raise  # the database refuses: no other file would do better

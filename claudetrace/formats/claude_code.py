@@ -49,7 +49,7 @@ import msgspec
 
 from ..errors import ClaudeTraceError
 from ..model.content import blocks
-from ..model.events import Event
+from ..model.events import Event, is_tool_result_type, parsed_event
 from ..recording import RecordingInfo, new_recording_id
 from .jsonl import JsonlFile, parse_object
 from .layout import SessionFiles, peek_session_id, side_chains_of
@@ -242,9 +242,9 @@ class _Converter:
         # Lines are written in order; a clock that steps back does not reorder them.
         when = max(when, self.last_ns)
         self.last_ns = when
-        self.events.append(
-            Event(len(self.events), direction, when - self.start_ns, _dumps(obj), wall_ns=when)  # type: ignore[arg-type]
-        )
+        self.events.append(parsed_event(
+            len(self.events), direction, when - self.start_ns, _dumps(obj), obj,  # type: ignore[arg-type]
+            wall_ns=when))
 
     def init(self, model: Any, when: int) -> None:
         """A ``system/init`` for the turn starting (the CLI writes one per turn)."""
@@ -405,9 +405,7 @@ class _Converter:
 
     def user(self, entry: dict[str, Any], when: int, parent: str | None) -> None:
         msg = entry.get("message")
-        found = blocks(msg.get("content") if isinstance(msg, dict) else None)
-        results = any(b.kind == "tool_result" for b in found)
-        text = "\n".join(b.text for b in found if b.kind == "text")
+        text, results, _uses = _scan(msg.get("content") if isinstance(msg, dict) else None)
         kind = None if results else user_kind(entry, text)
         if parent is not None or results or kind is not None:
             if self.turn is not None and parent is None:
@@ -467,7 +465,7 @@ class _Converter:
         turn = self.turn
         if parent is None:
             self.init(model, when)
-        found = blocks(msg.get("content"))
+        text, _results, uses = _scan(msg.get("content"))
         if turn is not None:
             message_id = msg.get("id")
             usage = msg.get("usage")
@@ -479,18 +477,18 @@ class _Converter:
                     parent, model if isinstance(model, str) else None, counts)
         if turn is not None and parent is None:
             turn.end_ns = when
-            texts = [b.text for b in found if b.kind == "text"]
-            if texts:
-                turn.last_text = "".join(texts)
+            if text:
+                turn.last_text = text
             # Server and MCP-connector tool uses run on the API's side: only a
             # client tool use leaves the turn waiting on the CLI.
-            turn.waiting_on_tools = any(b.type == "tool_use" for b in found)
+            turn.waiting_on_tools = bool(uses)
             turn.api_error = entry.get("isApiErrorMessage") is True
         if parent is None:
-            for b in found:
-                if b.type == "tool_use" and b.name in _AGENT_TOOLS and b.id:
-                    prompt = b.input.get("prompt") if isinstance(b.input, dict) else None
-                    self.agent_uses[str(b.id)] = prompt if isinstance(prompt, str) else ""
+            for use in uses:
+                tool_id, tool_input = use.get("id"), use.get("input")
+                if use.get("name") in _AGENT_TOOLS and isinstance(tool_id, str):
+                    prompt = tool_input.get("prompt") if isinstance(tool_input, dict) else None
+                    self.agent_uses[tool_id] = prompt if isinstance(prompt, str) else ""
         self.emit("out", self._line(entry, parent), when)
 
     def system(self, entry: dict[str, Any], when: int, parent: str | None) -> None:
@@ -506,10 +504,37 @@ class _Converter:
         self.emit("out", msg, when)
 
 
+def _scan(content: Any) -> tuple[str, bool, list[dict[str, Any]]]:
+    """A message content's text (its text blocks, a line each), whether it holds a
+    tool result, and its (client) tool uses: what :func:`~claudetrace.model.content.blocks`
+    would say of them, without making a block of each."""
+    if isinstance(content, str):
+        return content, False, []
+    if not isinstance(content, list):
+        return "", False, []
+    texts: list[str] = []
+    results = False
+    uses: list[dict[str, Any]] = []
+    for block in content:
+        if isinstance(block, str):
+            texts.append(block)
+            continue
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            value = block.get("text")
+            texts.append(value if isinstance(value, str) else "")
+        elif kind == "tool_use":
+            uses.append(block)
+        elif not results and is_tool_result_type(kind):
+            results = True
+    return "\n".join(texts), results, uses
+
+
 def _text_of(entry: dict[str, Any]) -> str:
     msg = entry.get("message")
-    content = msg.get("content") if isinstance(msg, dict) else None
-    return "\n".join(b.text for b in blocks(content) if b.kind == "text")
+    return _scan(msg.get("content") if isinstance(msg, dict) else None)[0]
 
 
 # -- reading a session's files --------------------------------------------------------

@@ -18,7 +18,9 @@ or has grown, again and again.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -39,13 +41,13 @@ from .claude_trace import is_claude_trace_line, read_claude_trace
 from .jsonl import EMPTY as _EMPTY
 from .jsonl import UNFINISHED as _UNFINISHED
 from .jsonl import UnreadableFile, first_object, looks_like
-from .layout import SessionFiles, side_chains_of
+from .layout import SessionFiles, owner_folder, side_chains_of
 from .layout import sessions as group_sessions
 
 Kind = Literal["cassette", "transcript", "claude-trace"]
 Action = Literal["imported", "updated", "unchanged", "skipped", "truncated"]
 #: File names looked at in folders (cassettes are ``*.ndjson`` by custom).
-_PATTERNS = ("*.jsonl", "*.ndjson")
+_SUFFIXES = (".jsonl", ".ndjson")
 #: The stored ``cli_session_id`` is cut to this; the whole id is in ``extra``.
 _SESSION_ID_SIZE = 64
 
@@ -123,6 +125,9 @@ class Planner:
 
     def kind(self, path: Path) -> tuple[Kind, str | None]:
         found = self.known.get(path)
+        if found is None and path.name.startswith("agent-") and owner_folder(path):
+            # A side chain filed under its session: its folder says whose it is.
+            return "transcript", None
         if found is None:
             kind, obj = probe(path)
             sid = obj.get("sessionId")
@@ -173,10 +178,8 @@ class Planner:
         for given in paths:
             path = Path(given).expanduser()
             if path.is_dir():
-                for pattern in _PATTERNS:
-                    for found in sorted(path.rglob(pattern)):
-                        if found.is_file():
-                            yield found, None
+                for found in _walk(path):
+                    yield found, None
             elif path.exists():
                 yield path, True
                 # A session named by its file: its side chains, wherever filed.
@@ -193,6 +196,15 @@ class Planner:
                 )
 
 
+def _walk(folder: Path) -> list[Path]:
+    """The files under ``folder`` with a name in :data:`_SUFFIXES`, sorted."""
+    found: list[str] = []
+    for top, _dirs, names in os.walk(folder):
+        found += [os.path.join(top, n) for n in names if n.endswith(_SUFFIXES)]
+    found.sort()
+    return [Path(name) for name in found]
+
+
 def expand(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     """The files to import under ``paths``: a session's by its first file."""
     units, _skipped = Planner().plan(paths)
@@ -206,9 +218,62 @@ def stable_recording_id(source: str, session_id: str, started_ns: int) -> str:
     return new_recording_id(started_ns, random=digest)
 
 
-def _recording_of(store: Any, source: str, session_id: str) -> Any:
+@dataclass(frozen=True)
+class Known:
+    """What an import needs of a stored recording of a session."""
+
+    id: str
+    cli_session_id: str | None
+    name: str | None
+    tags: dict[str, str]
+    extra: dict[str, Any]
+
+
+#: Stored sessions by source and (cut) CLI session id.
+Index = dict[tuple[str, str], Known]
+
+
+def index_of(rows: Iterable[tuple[Any, ...]]) -> Index:
+    """An :data:`Index` of ``(id, source, cli_session_id, name, tags, extra)`` rows
+    (JSON columns parsed or as text)."""
+    index: Index = {}
+    for rid, source, sid, name, tags, extra in rows:
+        if isinstance(tags, str):
+            tags = json.loads(tags)
+        if isinstance(extra, str):
+            extra = json.loads(extra)
+        if sid is not None:
+            index.setdefault((source, sid), Known(rid, sid, name, tags or {}, extra or {}))
+    return index
+
+
+def stored_sessions(url: str, store: Callable[[], Any]) -> Index:
+    """Every stored session converted from a transcript or log, read in one query:
+    straight from a SQLite file (no SQLAlchemy to load when nothing changed), else
+    through ``store()``."""
+    import sqlite3
+
+    from ..store.sqlite import plain_file
+
+    sources = (SOURCE, "claude-trace")
+    path = plain_file(url)
+    if path is not None:
+        try:
+            with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro",
+                                                    uri=True)) as conn:
+                return index_of(conn.execute(
+                    "SELECT id, source, cli_session_id, name, tags, extra FROM recordings"
+                    " WHERE source IN (?, ?)", sources))
+        except (sqlite3.Error, ValueError):
+            pass  # not there yet, or not as expected: the store says
+    return index_of(store().converted_sessions(sources))
+
+
+def _recording_of(store: Any, source: str, session_id: str, index: Index | None) -> Any:
     """The stored recording of a session (its id may be longer than the column)."""
-    found = store.find_by_session(source, session_id[:_SESSION_ID_SIZE])
+    key = session_id[:_SESSION_ID_SIZE]
+    found = index.get((source, key)) if index is not None else (
+        store().find_by_session(source, key))
     if found is not None and (found.extra or {}).get("session_id", session_id) != session_id:
         return None  # another session whose id begins the same
     return found
@@ -227,13 +292,20 @@ def _shrunk(known: Any, paths: list[Path]) -> str:
 
 def import_unit(
     store: Any, unit: Unit, *, name: str | None = None, tags: dict[str, str] | None = None,
+    index: Index | None = None,
 ) -> Imported:
-    """Store (or bring up to date) the recording of a session or claude-trace log."""
+    """Store (or bring up to date) the recording of a session or claude-trace log.
+
+    ``store`` is the store, or a function that opens it when first needed (an
+    unchanged session needs none when ``index`` says what is stored:
+    :func:`stored_sessions`).
+    """
+    opened: Callable[[], Any] = store if callable(store) else lambda: store
     source = SOURCE if unit.kind == "transcript" else "claude-trace"
     paths = unit.paths
     digest = fingerprint(paths)
     sid = unit.files.session_id if unit.files is not None else unit.path.stem
-    known = _recording_of(store, source, sid)
+    known = _recording_of(opened, source, sid, index)
     if known is not None and (known.extra or {}).get("fingerprint") == digest:
         return Imported(unit.path, unit.kind, "unchanged", known.id, known.cli_session_id)
     if known is not None and (shrunk := _shrunk(known, paths)):
@@ -243,7 +315,7 @@ def import_unit(
     converted = _read(unit)
     sid = converted.info.cli_session_id or sid
     if known is None:
-        known = _recording_of(store, source, sid)
+        known = _recording_of(opened, source, sid, index)
     info = converted.info
     info.extra.update(fingerprint=digest, files=sizes, session_id=sid)
     if converted.warnings:
@@ -264,13 +336,13 @@ def import_unit(
     # A turn still under way leaves the recording open, seen last at its last entry.
     seen = None if converted.finished else converted.last_entry_ns
     try:
-        store.put_recording(info, converted.events, open_seen_ns=seen)
+        opened().put_recording(info, converted.events, open_seen_ns=seen)
     except StoreError:
         # Another importer stored this session meanwhile (the same id): once more,
         # as an update of what it stored.
-        if known is not None or _recording_of(store, source, sid) is None:
+        if known is not None or _recording_of(opened, source, sid, None) is None:
             raise
-        store.put_recording(info, converted.events, open_seen_ns=seen)
+        opened().put_recording(info, converted.events, open_seen_ns=seen)
     action: Action = "updated" if known is not None else "imported"
     note = f"{converted.damage} damaged lines skipped" if converted.damage else ""
     return Imported(unit.path, unit.kind, action, info.id, sid, note=note,
@@ -384,6 +456,8 @@ class Watcher:
 __all__ = [
     "ImportFormatError",
     "Imported",
+    "Index",
+    "Known",
     "Planner",
     "Unit",
     "Watcher",
@@ -392,6 +466,8 @@ __all__ = [
     "import_cassette_file",
     "import_file",
     "import_unit",
+    "index_of",
     "probe",
     "stable_recording_id",
+    "stored_sessions",
 ]

@@ -19,6 +19,7 @@ say), so no file of a session replaces another, in whatever order they are found
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,16 +51,14 @@ class SessionFiles:
 
 def is_side_chain(path: Path) -> bool:
     """A subagent's transcript (``agent-*.jsonl``, top level or under ``subagents/``)."""
-    return path.name.startswith("agent-") or "subagents" in path.parts
+    return path.name.startswith("agent-") or owner_folder(path) is not None
 
 
 def owner_folder(path: Path) -> Path | None:
     """The session folder a ``…/<session>/subagents/…`` file is filed under."""
-    parts = path.parts
-    if "subagents" not in parts:
-        return None
-    at = len(parts) - 1 - parts[::-1].index("subagents")
-    return Path(*parts[:at]) if at else None
+    name = str(path)
+    at = name.rfind(f"{os.sep}subagents{os.sep}")
+    return Path(name[:at]) if at > 0 else None
 
 
 def peek_session_id(path: Path) -> str | None:
@@ -78,13 +77,16 @@ def sessions(paths: Iterable[Path], session_of: Any = peek_session_id) -> list[S
     ``session_of`` reads a file's session id (a cache can stand in).
     """
     found: dict[str, SessionFiles] = {}
+    owners: dict[Path, str] = {}
     for path in paths:
         owner = owner_folder(path)
         if owner is None:
             sid = session_of(path)
+        elif owner in owners:
+            sid = owners[owner]
         else:
             main = owner.with_suffix(".jsonl")
-            sid = (session_of(main) if main.is_file() else None) or owner.name
+            sid = owners[owner] = (session_of(main) if main.is_file() else None) or owner.name
         if not sid:
             sid = path.stem
         group = found.setdefault(sid, SessionFiles(sid))

@@ -237,6 +237,7 @@ class Store:
         for ev in events:
             session.add(ev)
             info.observe(ev)
+            ev.forget_parsed()  # a converter's events may come parsed: a copy of each line
         last_t = events[-1].t_ns if events else 0
         ended_ns = info.started_ns + last_t
         columns = {**info_columns(info), **ended_columns(session, info, ended_ns)}
@@ -374,6 +375,16 @@ class Store:
                 .order_by(table.started_ns)
                 .limit(1)
             ).first()
+
+    def converted_sessions(self, sources: Sequence[str]) -> list[tuple[Any, ...]]:
+        """``(id, source, cli_session_id, name, tags, extra)`` of every recording
+        converted from ``sources`` (``transcript`` …): what an import needs to know
+        which sessions it has, in one query."""
+        t = _RECORDINGS.c
+        with _store_errors("read"), self.engine.connect() as conn:
+            return [tuple(row) for row in conn.execute(
+                select(t.id, t.source, t.cli_session_id, t.name, t.tags, t.extra)
+                .where(t.source.in_(list(sources))))]
 
     def lossy_recordings(self) -> list[Recording]:
         """Recordings that lost bytes of their capture (forwarded, never written:
