@@ -38,3 +38,4 @@ def test_the_bench_times_each_row(tmp_path: Path) -> None:
     assert [r.name for r in rows] == ["claudetrace import", "  re-import, unchanged",
                                       "naive loop"]
     assert all(len(r.seconds) == 1 and r.peak_mib > 0 and not r.note for r in rows)
+    assert tree.sessions == 2 and tree.files >= 2

@@ -40,7 +40,7 @@ import datetime as dt
 import hashlib
 import heapq
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -201,9 +201,12 @@ def user_kind(entry: dict[str, Any], text: str) -> str | None:
 class _Converter:
     def __init__(
         self, session_id: str, source: str = SOURCE, *, sidechain_usage: bool = False,
-        links: dict[str, str] | None = None,
+        links: dict[str, str] | None = None, sink: Callable[[Event], None] | None = None,
     ) -> None:
         self.session_id = session_id
+        #: Where each event goes as it is made (else :attr:`events` keeps them).
+        self.sink = sink
+        self.count = 0
         self.source = source
         #: Count subagents' API messages in the turn's ``usage`` too (for sources
         #: where the main thread's own figure means nothing more).
@@ -242,9 +245,13 @@ class _Converter:
         # Lines are written in order; a clock that steps back does not reorder them.
         when = max(when, self.last_ns)
         self.last_ns = when
-        self.events.append(parsed_event(
-            len(self.events), direction, when - self.start_ns, _dumps(obj), obj,  # type: ignore[arg-type]
-            wall_ns=when))
+        event = parsed_event(self.count, direction, when - self.start_ns,  # type: ignore[arg-type]
+                             _dumps(obj), obj, wall_ns=when)
+        self.count += 1
+        if self.sink is not None:
+            self.sink(event)
+        else:
+            self.events.append(event)
 
     def init(self, model: Any, when: int) -> None:
         """A ``system/init`` for the turn starting (the CLI writes one per turn)."""
@@ -641,9 +648,15 @@ def _first_time(path: Path) -> int:
 
 
 def read_session(
-    files: SessionFiles, *, recording_id: str | None = None, source: str = SOURCE
+    files: SessionFiles, *, recording_id: str | None = None, source: str = SOURCE,
+    sink: Callable[[Event], None] | None = None,
 ) -> Transcript:
-    """Read a session's transcript files (:mod:`.layout`) as one recording."""
+    """Read a session's transcript files (:mod:`.layout`) as one recording.
+
+    With ``sink``, each event goes there as it is made, and the transcript's
+    :attr:`~Transcript.events` stays empty: a session of any size is read in a
+    few lines' memory.
+    """
     mains = sorted(files.mains, key=_first_time) if len(files.mains) > 1 else files.mains
     readers = [JsonlFile(p) for p in [*mains, *files.sides]]
     main_readers, side_readers = readers[: len(mains)], readers[len(mains):]
@@ -656,6 +669,7 @@ def read_session(
         source=source,
         recording_id=recording_id,
         links=links,
+        sink=sink,
     )
     for reader in readers:
         got.damage += reader.damage
@@ -709,8 +723,10 @@ def _convert(
     recording_id: str | None = None,
     sidechain_usage: bool = False,
     links: dict[str, str] | None = None,
+    sink: Callable[[Event], None] | None = None,
 ) -> Transcript:
-    convert = _Converter(session_id, source, sidechain_usage=sidechain_usage, links=links)
+    convert = _Converter(session_id, source, sidechain_usage=sidechain_usage, links=links,
+                         sink=sink)
     timeless = 0
     for when, entry, chain in _merged(main, sides):
         if when is None:
@@ -723,7 +739,7 @@ def _convert(
     finished = turn is None or (not turn.waiting_on_tools and bool(turn.calls))
     if turn is not None and finished:
         convert.close_turn()
-    if not convert.events or convert.start_ns is None:
+    if not convert.count or convert.start_ns is None:
         what = "no timestamp in this file" if timeless else "no conversation in this file"
         raise TranscriptError(f"{path}: {what}")
     started = convert.start_ns

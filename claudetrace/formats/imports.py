@@ -22,13 +22,19 @@ import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterable
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import msgspec
+
 from ..errors import ClaudeTraceError, StoreError
 from ..ids import new_recording_id
+from ..model import Session as SessionModel
+from ..model.events import Event
+from ..recording import RecordingInfo
 from .claude_code import (
     SOURCE,
     Transcript,
@@ -312,8 +318,19 @@ def import_unit(
         return Imported(unit.path, unit.kind, "truncated", known.id, sid,
                         note=f"{shrunk}: the stored recording is kept as it was")
     sizes = {str(p): p.stat().st_size for p in paths}
-    converted = _read(unit)
-    sid = converted.info.cli_session_id or sid
+    with _Spool() as spool:
+        converted = _read(unit, spool.add)
+        return _store_converted(opened, unit, converted, spool, known, index, digest, sizes,
+                                name, tags)
+
+
+def _store_converted(
+    opened: Callable[[], Any], unit: Unit, converted: Transcript, spool: _Spool, known: Any,
+    index: Index | None, digest: str, sizes: dict[str, int], name: str | None,
+    tags: dict[str, str] | None,
+) -> Imported:
+    source = converted.info.source
+    sid = converted.info.cli_session_id or unit.path.stem
     if known is None:
         known = _recording_of(opened, source, sid, index)
     info = converted.info
@@ -333,29 +350,82 @@ def import_unit(
         info.name = name
     if tags:
         info.tags = {**info.tags, **tags}
+    spool.seen.observe_into(info)
     # A turn still under way leaves the recording open, seen last at its last entry.
     seen = None if converted.finished else converted.last_entry_ns
     try:
-        opened().put_recording(info, converted.events, open_seen_ns=seen)
+        opened().put_recording(info, spool.events(), open_seen_ns=seen, session=spool.session)
     except StoreError:
         # Another importer stored this session meanwhile (the same id): once more,
         # as an update of what it stored.
         if known is not None or _recording_of(opened, source, sid, None) is None:
             raise
-        opened().put_recording(info, converted.events, open_seen_ns=seen)
+        opened().put_recording(info, spool.events(), open_seen_ns=seen, session=spool.session)
     action: Action = "updated" if known is not None else "imported"
     note = f"{converted.damage} damaged lines skipped" if converted.damage else ""
     return Imported(unit.path, unit.kind, action, info.id, sid, note=note,
                     damage=converted.damage)
 
 
-def _read(unit: Unit) -> Transcript:
+def _read(unit: Unit, sink: Callable[[Event], None]) -> Transcript:
     try:
         if unit.files is not None:
-            return read_session(unit.files)
-        return read_claude_trace(unit.path)
+            return read_session(unit.files, sink=sink)
+        got = read_claude_trace(unit.path)
     except UnreadableFile as exc:
         raise TranscriptError(str(exc)) from exc
+    for event in got.events:
+        sink(event)
+    return got
+
+
+class _Seen:
+    """What a recording's events say of it (the CLI's ``init``), gathered as they pass."""
+
+    def __init__(self) -> None:
+        self.info = RecordingInfo(id="", argv=[], started_ns=0)
+
+    def observe_into(self, info: RecordingInfo) -> None:
+        for attr in ("cli_session_id", "claude_code_version", "model", "permission_mode"):
+            value = getattr(self.info, attr)
+            if value is not None and (attr != "cli_session_id" or info.cli_session_id is None):
+                setattr(info, attr, value)
+
+
+class _Spool:
+    """A converted recording's events, folded into the session model as they come and
+    kept in a temporary file until stored: memory holds a line at a time."""
+
+    _encode = msgspec.msgpack.Encoder().encode
+
+    def __init__(self) -> None:
+        self.session = SessionModel()
+        self.seen = _Seen()
+        self.file: Any = None
+
+    def __enter__(self) -> _Spool:
+        self.file = tempfile.TemporaryFile(prefix="claudetrace-import-")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.file.close()
+
+    def add(self, event: Event) -> None:
+        self.session.add(event)
+        self.seen.info.observe(event)
+        body = self._encode((event.seq, event.direction, event.t_ns, event.data, event.wall_ns))
+        self.file.write(len(body).to_bytes(4, "little") + body)
+
+    def events(self) -> Iterator[Event]:
+        """The events, read back from the start."""
+        handle = self.file
+        handle.flush()
+        handle.seek(0)
+        decode = msgspec.msgpack.Decoder().decode
+        while head := handle.read(4):
+            body = handle.read(int.from_bytes(head, "little"))
+            seq, direction, t_ns, data, wall_ns = decode(body)
+            yield Event(seq, direction, t_ns, data, wall_ns=wall_ns)
 
 
 def import_cassette_file(
