@@ -422,6 +422,16 @@ class Store:
                 select(t.id, t.source, t.cli_session_id, t.name, t.tags, t.extra)
                 .where(t.source.in_(list(sources))))]
 
+    def half_imported(self) -> list[Recording]:
+        """Recordings of cassettes whose import stopped before their end (killed):
+        an import writes a cassette's end last, so these never claim to be whole."""
+        table = _RECORDINGS.c
+        with _store_errors("read"), self.session() as s:
+            return list(s.scalars(
+                select(Recording).where(table.source == "import", table.ended_ns.is_(None))
+                .order_by(table.started_ns.desc(), table.id.desc())
+            ))
+
     def lossy_recordings(self) -> list[Recording]:
         """Recordings that lost bytes of their capture (forwarded, never written:
         a full disk), newest first."""
