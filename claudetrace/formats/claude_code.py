@@ -36,9 +36,7 @@ file snapshots) are left out.
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
-import heapq
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -48,11 +46,11 @@ from typing import Any, Final
 import msgspec
 
 from ..errors import ClaudeTraceError
-from ..model.content import blocks
 from ..model.events import Event, is_tool_result_type, parsed_event
 from ..recording import RecordingInfo, new_recording_id
-from .jsonl import JsonlFile, parse_object
+from .jsonl import JsonlFile
 from .layout import SessionFiles, peek_session_id, side_chains_of
+from .timeline import Item, agent_links, first_time, main_items, merged, timed, timestamp_ns
 
 #: ``source`` of recordings imported from transcripts.
 SOURCE: Final = "transcript"
@@ -113,19 +111,6 @@ def is_transcript_line(obj: Any) -> bool:
     if obj.get("type") in _TRANSCRIPT_ONLY:
         return True
     return "sessionId" in obj and obj.get("type") in ("user", "assistant", "system")
-
-
-def timestamp_ns(value: Any) -> int | None:
-    """An entry's ISO 8601 ``timestamp`` in ns since the epoch (UTC when unzoned)."""
-    if not isinstance(value, str):
-        return None
-    try:
-        when = dt.datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
-    return int(when.timestamp() * 1_000_000) * 1000
 
 
 def read_lines(path: Path) -> list[dict[str, Any]]:
@@ -544,109 +529,6 @@ def _text_of(entry: dict[str, Any]) -> str:
     return _scan(msg.get("content") if isinstance(msg, dict) else None)[0]
 
 
-# -- reading a session's files --------------------------------------------------------
-
-#: An entry with its time (None: its file has no timestamp at all yet) and side chain.
-_Item = tuple[int | None, dict[str, Any], str | None]
-
-
-def _timed(entries: Iterable[dict[str, Any]], chain: str | None = None) -> Iterator[_Item]:
-    """Entries with their times: a line without a timestamp takes the one before it;
-    lines before the first timestamp (a ``summary``) take the first one."""
-    held: list[dict[str, Any]] = []
-    last: int | None = None
-    for entry in entries:
-        when = timestamp_ns(entry.get("timestamp"))
-        if when is None:
-            if last is None:
-                held.append(entry)
-                continue
-            when = last
-        last = when
-        if held:
-            for early in held:
-                yield when, early, chain
-            held = []
-        yield when, entry, chain
-    for early in held:
-        yield None, early, chain
-
-
-def _main_items(files: Iterable[Iterable[dict[str, Any]]]) -> Iterator[_Item]:
-    """The main thread's entries over its files (a resumed session's files repeat
-    earlier entries: each uuid is taken once); lines marked ``isSidechain`` (CLI
-    1.0.x wrote its subagents' lines into the main file) are put in side chains."""
-    seen: set[str] = set()
-    root: dict[str, str] = {}
-    for entries in files:
-        for when, entry, _chain in _timed(entries):
-            uid = entry.get("uuid")
-            if isinstance(uid, str):
-                if uid in seen:
-                    continue
-                seen.add(uid)
-            chain = None
-            if entry.get("isSidechain") is True:
-                agent = entry.get("agentId")
-                up = entry.get("parentUuid")
-                if isinstance(agent, str):
-                    chain = f"agent-{agent}"
-                elif isinstance(up, str) and up in root:
-                    chain = root[up]
-                else:
-                    chain = f"chain-{uid}"
-                if isinstance(uid, str):
-                    root[uid] = chain
-            yield when, entry, chain
-
-
-def _merged(main: Iterable[_Item], sides: Sequence[Iterable[_Item]]) -> Iterator[_Item]:
-    """The main thread in its own order (its clock can step back by a few ms between
-    an entry and its attachments), the side chains merged in by time."""
-    never = 1 << 62
-    side = heapq.merge(*sides, key=lambda item: -1 if item[0] is None else item[0])
-    pending = next(side, None)
-    for item in main:
-        at = never if item[0] is None else item[0]
-        while pending is not None and (pending[0] or -1) < at:
-            yield pending
-            pending = next(side, None)
-        yield item
-    while pending is not None:
-        yield pending
-        pending = next(side, None)
-
-
-def _agent_links(paths: Iterable[Path]) -> dict[str, str]:
-    """Subagent id → the tool use that started it, from the tool results' metadata
-    (only the lines that can say so are parsed)."""
-    links: dict[str, str] = {}
-    for path in paths:
-        reader = JsonlFile(path)
-        for _number, raw in reader.lines():
-            if b'"agentId"' not in raw or b'"toolUseResult"' not in raw:
-                continue
-            entry = parse_object(raw)
-            extra = entry.get("toolUseResult") if entry else None
-            if not entry or entry.get("type") != "user" or not isinstance(extra, dict):
-                continue
-            agent, msg = extra.get("agentId"), entry.get("message")
-            if isinstance(agent, str) and isinstance(msg, dict):
-                for block in blocks(msg.get("content")):
-                    if block.kind == "tool_result":
-                        links[agent] = str(block.id)
-    return links
-
-
-def _first_time(path: Path) -> int:
-    reader = JsonlFile(path)
-    for _number, obj in reader.objects():
-        when = timestamp_ns(obj.get("timestamp"))
-        if when is not None:
-            return when
-    return 1 << 62
-
-
 def read_session(
     files: SessionFiles, *, recording_id: str | None = None, source: str = SOURCE,
     sink: Callable[[Event], None] | None = None,
@@ -657,14 +539,14 @@ def read_session(
     :attr:`~Transcript.events` stays empty: a session of any size is read in a
     few lines' memory.
     """
-    mains = sorted(files.mains, key=_first_time) if len(files.mains) > 1 else files.mains
+    mains = sorted(files.mains, key=first_time) if len(files.mains) > 1 else files.mains
     readers = [JsonlFile(p) for p in [*mains, *files.sides]]
     main_readers, side_readers = readers[: len(mains)], readers[len(mains):]
-    links = _agent_links(mains) if side_readers else {}
+    links = agent_links(mains) if side_readers else {}
     got = _convert(
         files.session_id,
-        _main_items(_objects(r) for r in main_readers),
-        [_timed(_objects(r), f"file-{r.path.stem}") for r in side_readers],
+        main_items(_objects(r) for r in main_readers),
+        [timed(_objects(r), f"file-{r.path.stem}") for r in side_readers],
         files.path,
         source=source,
         recording_id=recording_id,
@@ -707,16 +589,16 @@ def entries_recording(
         (e["sessionId"] for e in main if isinstance(e.get("sessionId"), str)), path.stem
     )
     return _convert(
-        session_id, _main_items([main]),
-        [_timed(entries, f"side-{n}") for n, entries in enumerate(sides)],
+        session_id, main_items([main]),
+        [timed(entries, f"side-{n}") for n, entries in enumerate(sides)],
         path, source=source, recording_id=recording_id, sidechain_usage=sidechain_usage,
     )
 
 
 def _convert(
     session_id: str,
-    main: Iterable[_Item],
-    sides: Sequence[Iterable[_Item]],
+    main: Iterable[Item],
+    sides: Sequence[Iterable[Item]],
     path: Path,
     *,
     source: str,
@@ -728,7 +610,7 @@ def _convert(
     convert = _Converter(session_id, source, sidechain_usage=sidechain_usage, links=links,
                          sink=sink)
     timeless = 0
-    for when, entry, chain in _merged(main, sides):
+    for when, entry, chain in merged(main, sides):
         if when is None:
             if convert.start_ns is None:
                 timeless += 1
