@@ -96,6 +96,11 @@ _SYNTHETIC: Final = "<synthetic>"
 _dumps: Final = msgspec.json.encode  # compact, raw UTF-8, as the CLI writes JSON
 
 
+def _count(value: Any) -> int:
+    """A token count as the transcript gives it (anything but a whole number is 0)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -134,18 +139,11 @@ def fingerprint(paths: Sequence[Path]) -> str:
 
 
 @dataclass
-class _Call:
-    lane: str | None
-    model: str | None
-    usage: dict[str, int]
-
-
-@dataclass
 class _Turn:
     start_ns: int
     end_ns: int
-    #: API message id → its thread, model and last usage.
-    calls: dict[str, _Call] = field(default_factory=dict)
+    #: API message id → its thread (side chain's tool use), model and last usage.
+    calls: dict[str, tuple[str | None, Any, dict[str, Any]]] = field(default_factory=dict)
     last_text: str = ""
     interrupted: bool = False
     waiting_on_tools: bool = False
@@ -264,22 +262,23 @@ class _Converter:
         self.turn_count += 1
         main: dict[str, int] = dict.fromkeys((api for api, _ in _TOKENS), 0)
         by_model: dict[str, dict[str, int]] = {}
-        for call in turn.calls.values():
-            if call.lane is None or self.sidechain_usage:
-                for api, _ in _TOKENS:
-                    main[api] += call.usage.get(api, 0)
-            if call.model and call.model != _SYNTHETIC and any(call.usage.values()):
-                counts = by_model.setdefault(call.model, dict.fromkeys(
+        for lane, model, usage in turn.calls.values():
+            tokens = [(api, camel, _count(usage.get(api))) for api, camel in _TOKENS]
+            if lane is None or self.sidechain_usage:
+                for api, _camel, value in tokens:
+                    main[api] += value
+            if isinstance(model, str) and model != _SYNTHETIC and any(v for *_, v in tokens):
+                counts = by_model.setdefault(model, dict.fromkeys(
                     (camel for _, camel in _TOKENS), 0))
-                for api, camel in _TOKENS:
-                    counts[camel] += call.usage.get(api, 0)
+                for _api, camel, value in tokens:
+                    counts[camel] += value
         is_error = turn.interrupted or turn.api_error
         result: dict[str, Any] = {
             "type": "result",
             "subtype": "error_during_execution" if turn.interrupted else "success",
             "is_error": is_error,
             "duration_ms": (turn.end_ns - turn.start_ns) // 1_000_000,
-            "num_turns": sum(1 for c in turn.calls.values() if c.lane is None),
+            "num_turns": sum(1 for lane, _m, _u in turn.calls.values() if lane is None),
             "result": turn.last_text,
             "session_id": self.session_id,
             "usage": main,
@@ -463,10 +462,7 @@ class _Converter:
             usage = msg.get("usage")
             if isinstance(message_id, str) and isinstance(usage, dict):
                 # The last figure given for a message id (its lines repeat it, growing).
-                counts = {api: v for api, _ in _TOKENS
-                          if isinstance(v := usage.get(api), int) and not isinstance(v, bool)}
-                turn.calls[message_id] = _Call(
-                    parent, model if isinstance(model, str) else None, counts)
+                turn.calls[message_id] = (parent, model, usage)
         if turn is not None and parent is None:
             turn.end_ns = when
             if text:
