@@ -247,6 +247,22 @@ def test_a_truncated_file_never_deletes_stored_turns(corpus: Path, db_path: Path
         store.close()
 
 
+def test_the_same_tree_named_otherwise_is_unchanged(
+    corpus: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner = CliRunner()
+    db = ["--db", str(db_path)]
+    runner.invoke(cli, ["import", str(corpus), *db])
+    monkeypatch.chdir(corpus.parent)
+    again = runner.invoke(cli, ["import", "./projects/../projects", *db])
+    assert again.stderr.splitlines()[-1] == (
+        "import: 0 imported, 0 updated, 6 unchanged, 2 skipped")
+    moved = corpus.rename(corpus.parent / "elsewhere")
+    # A project folder moved elsewhere: its sessions are the same, unchanged.
+    assert runner.invoke(cli, ["import", str(moved), *db]).stderr.splitlines()[-1] == (
+        "import: 0 imported, 0 updated, 6 unchanged, 2 skipped")
+
+
 def test_a_long_session_id_is_one_recording(corpus: Path, store: Store) -> None:
     path = corpus / "-home-dev-long" / "long.jsonl"
     first = import_file(store, path)

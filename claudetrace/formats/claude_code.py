@@ -49,7 +49,7 @@ from ..errors import ClaudeTraceError
 from ..model.events import Event, is_tool_result_type, parsed_event
 from ..recording import RecordingInfo, new_recording_id
 from .jsonl import JsonlFile
-from .layout import SessionFiles, peek_session_id, side_chains_of
+from .layout import SessionFiles, owner_folder, peek_session_id, side_chains_of
 from .timeline import Item, agent_links, first_time, main_items, merged, timed, timestamp_ns
 
 #: ``source`` of recordings imported from transcripts.
@@ -128,14 +128,25 @@ def read_lines(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def fingerprint(paths: Sequence[Path]) -> str:
-    """A digest of the files' names, sizes and modification times: an unchanged
+def fingerprint(paths: Sequence[Path], base: Path | None = None) -> str:
+    """A digest of the files' names (relative to ``base``, however the folder was
+    named or wherever it moved), sizes and modification times: an unchanged
     session is skipped on import without reading it."""
     digest = hashlib.sha256()
-    for path in sorted(paths):
+    for name, path in sorted(file_names(paths, base).items()):
         st = path.stat()
-        digest.update(os.fsencode(path) + f"\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+        digest.update(os.fsencode(name) + f"\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
     return digest.hexdigest()
+
+
+def file_names(paths: Sequence[Path], base: Path | None = None) -> dict[str, Path]:
+    """Each file by its name relative to ``base`` (else the project folder of the
+    first: a side chain filed under its session names the session's folder)."""
+    if base is None and paths:
+        owner = owner_folder(paths[0])
+        base = owner.parent if owner is not None else paths[0].parent
+    top = str(base) if base is not None else ""
+    return {os.path.relpath(path, top): path for path in paths}
 
 
 @dataclass
@@ -654,6 +665,7 @@ __all__ = [
     "Transcript",
     "TranscriptError",
     "entries_recording",
+    "file_names",
     "fingerprint",
     "is_transcript_line",
     "read_lines",

@@ -39,6 +39,7 @@ from .claude_code import (
     SOURCE,
     Transcript,
     TranscriptError,
+    file_names,
     fingerprint,
     is_transcript_line,
     read_session,
@@ -288,7 +289,7 @@ def _recording_of(store: Any, source: str, session_id: str, index: Index | None)
 def _shrunk(known: Any, paths: list[Path]) -> str:
     """What of a stored recording's files is now shorter, or gone (empty: none)."""
     sizes = (known.extra or {}).get("files") or {}
-    now = {str(p): p.stat().st_size for p in paths}
+    now = {name: p.stat().st_size for name, p in file_names(paths).items()}
     for name, size in sizes.items():
         if now.get(name, -1) < size:
             left = "gone" if name not in now else f"{now[name]} bytes"
@@ -317,7 +318,7 @@ def import_unit(
     if known is not None and (shrunk := _shrunk(known, paths)):
         return Imported(unit.path, unit.kind, "truncated", known.id, sid,
                         note=f"{shrunk}: the stored recording is kept as it was")
-    sizes = {str(p): p.stat().st_size for p in paths}
+    sizes = {name: p.stat().st_size for name, p in file_names(paths).items()}
     with _Spool() as spool:
         converted = _read(unit, spool.add)
         return _store_converted(opened, unit, converted, spool, known, index, digest, sizes,
