@@ -188,15 +188,16 @@ def iter_entries(
                 k: v for k, v in msg.items() if k not in ("type", "subtype", "uuid", "session_id")
             }
             sub = msg.get("subtype")
-            said = _system_said(msg)
+            said = marker_text(msg)
             yield Entry(seq, t, direction, "system", said if said is not None else
                         f"{sub if isinstance(sub, str) else None}: {_short(rest, width, dumps)}")
         else:
             yield Entry(seq, t, direction, "system", f"{kind}: {_short(msg, width, dumps)}")
 
 
-def _system_said(msg: dict[str, Any]) -> str | None:
-    """A conversation marker said in words (compaction, rewind), else None."""
+def marker_text(msg: dict[str, Any]) -> str | None:
+    """A conversation marker (a ``system`` line: compaction, rewind) said in words,
+    else None."""
     sub = msg.get("subtype")
     if sub == "compact_boundary":
         meta = msg.get("compactMetadata")
@@ -215,17 +216,24 @@ def _system_said(msg: dict[str, Any]) -> str | None:
     return None
 
 
+def line_label(msg: dict[str, Any]) -> str | None:
+    """What an imported transcript's user or assistant line is, when it is no
+    prompt or answer (``steering``, ``compact summary``, ``API error`` …)."""
+    kind = msg.get("claudetrace_kind")
+    if isinstance(kind, str):
+        return kind.replace("_", " ")
+    return "API error" if msg.get("isApiErrorMessage") is True else None
+
+
 def _message_entries(
     ev: Event, msg: dict[str, Any], width: int
 ) -> Iterator[tuple[str, str, bool]]:
     """A user or assistant message's entries: role, text and whether it is an error."""
     role = str(msg.get("type"))
     sub = " (subagent)" if ev.fields.parent_tool_use_id else ""
-    kind = msg.get("claudetrace_kind")  # an imported transcript's user line that is no prompt
-    if isinstance(kind, str):
-        sub += f" ({kind.replace('_', ' ')})"
-    elif msg.get("isApiErrorMessage") is True:
-        sub += " (API error)"
+    label = line_label(msg)
+    if label:
+        sub += f" ({label})"
     for block in message_blocks(ev):
         if block.kind == "text":
             yield role + sub, _short(block.text, width), False

@@ -140,6 +140,24 @@ def test_turns_are_prompts_and_other_user_lines_say_what_they_are(tmp_path: Path
     assert got.info.model == "claude-opus-4-5-20251101"  # not <synthetic>
 
 
+def test_show_and_the_conversation_say_what_each_line_is(store: Store, db_path: Path) -> None:
+    from claudetrace.ui.conversation import build_conversation
+
+    got = read_transcript(CORPUS / "-home-dev-shop" / f"{SHOP}.jsonl")
+    texts = [item.text for item in build_conversation(got.events)]
+    assert "steering: and keep it short" in texts
+    assert any(t.startswith("rewind: the last prompt and what answered are an abandoned")
+               for t in texts)
+    assert any(t.startswith("compaction (manual, 4100 tokens before)") for t in texts)
+    assert any(t.startswith("compact summary: This session is being continued") for t in texts)
+    import_file(store, CORPUS / "-home-dev-shop" / f"{SHOP}.jsonl")
+    shown = CliRunner().invoke(cli, ["show", SHOP, "--db", str(db_path)]).stdout
+    for label in ("user (steering) and keep it short", "user (teammate) <teammate-message",
+                  "user (interrupt) [Request interrupted", "assistant (API error) API Error",
+                  "user (meta) Caveat", "user (command) <command-name>/compact"):
+        assert label in shown, label
+
+
 def test_the_stored_recording_shows_subagents_nested_and_the_api_error(
     store: Store
 ) -> None:
