@@ -337,6 +337,30 @@ def test_a_folder_of_cassettes_imports_them(tmp_path: Path, db_path: Path) -> No
     assert len(done.stdout.split()) == 2
 
 
+def test_a_side_chain_named_imports_its_whole_session(store: Store) -> None:
+    side = CORPUS / "-home-dev-shop" / SHOP / "subagents" / "agent-a1f3.jsonl"
+    units, skipped = Planner().plan([side])
+    assert len(units) == 1 and len(units[0].paths) == 3 and skipped == []
+    rec = store.get(import_unit(store, units[0]).recording_id or "")
+    assert rec.cli_session_id == SHOP and rec.turns == 5
+
+
+def test_watch_skips_what_is_no_transcript_once_and_keeps_watching(
+    corpus: Path, store: Store
+) -> None:
+    watcher = Watcher(store, [corpus])
+    said: list[Any] = []
+    watcher.poll(said.append, lambda path, exc: said.append(exc))
+    assert sorted(d.action for d in said) == ["imported"] * 6 + ["skipped"] * 2
+    said.clear()
+    watcher.poll(said.append, lambda path, exc: said.append(exc))
+    assert said == []
+    bad = corpus / "-home-dev-dmg" / "deep.jsonl"
+    bad.write_text("[" * 100_000 + "]" * 100_000 + "\n")
+    watcher.poll(said.append, lambda path, exc: said.append(exc))
+    assert [(d.path, d.action) for d in said] == [(bad, "skipped")]
+
+
 def test_watch_keeps_the_name_and_tags(corpus: Path, store: Store) -> None:
     watcher = Watcher(store, [corpus / "-home-dev-mid"], name="nightly", tags={"k": "v"})
     said: list[Any] = []

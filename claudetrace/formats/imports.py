@@ -189,9 +189,15 @@ class Planner:
                     yield found, None
             elif path.exists():
                 yield path, True
-                # A session named by its file: its side chains, wherever filed.
-                for side in side_chains_of(path):
-                    yield side, False
+                # A session named by one of its files: its main file and side
+                # chains, wherever filed.
+                owner = owner_folder(path)
+                main = owner.with_suffix(".jsonl") if owner is not None else path
+                if main != path and main.is_file():
+                    yield main, False
+                for side in side_chains_of(main):
+                    if side != path:
+                        yield side, False
                 # Its other files beside it: old-style agent files, a resumed
                 # session's other files (one session id; others are left out).
                 for sibling in sorted(path.parent.glob("*.jsonl")):
