@@ -335,6 +335,12 @@ def test_a_folder_of_cassettes_imports_them(tmp_path: Path, db_path: Path) -> No
     done = CliRunner().invoke(cli, ["import", str(folder), "--db", str(db_path)])
     assert done.exit_code == 0, done.output
     assert len(done.stdout.split()) == 2
+    # A malformed one among them is skipped, saying where; the others are imported.
+    (folder / "bad.ndjson").write_text('{"claudetrace": "cassette", "version": 1}\n'
+                                       '{"seq": 0, "t": 0, "dir": "sideways", "line": "x"}\n')
+    again = CliRunner().invoke(cli, ["import", str(folder), "--db", str(db_path)])
+    assert again.exit_code == 1 and len(again.stdout.split()) == 2
+    assert f"{folder / 'bad.ndjson'}: skipped: " in again.stderr and "bad.ndjson:2" in again.stderr
 
 
 def test_a_side_chain_named_imports_its_whole_session(store: Store) -> None:

@@ -400,12 +400,18 @@ def import_(
     are written.  The last line sums up; the exit status is 1 when anything was
     skipped.
     """
-    from ..formats.imports import Planner
+    import os
+
+    from ..formats.imports import ImportFormatError, Planner
     from .record import _parse_tags
 
     parsed_tags = _parse_tags(tags)
     planner = Planner()
     units, skipped = planner.plan(paths)
+    # One file named: what is wrong with it is the command's one-line error.
+    single = len(paths) == 1 and not os.path.isdir(paths[0]) and not watch
+    if single and skipped:
+        raise ImportFormatError(skipped[0].note)
     from .. import capture as cap
     from ..config import resolve_url
     from ..indexer import open_settled_store, writer_for
@@ -436,7 +442,7 @@ def import_(
             store()  # a file to make, or a database in memory: opened first, as ever
         # A database in memory is one per process: the writer's would be another.
         writer = None if opened and opened[0].in_memory else started
-        _import_units(units, store, writer, name, parsed_tags, tally, url)
+        _import_units(units, store, writer, name, parsed_tags, tally, url, single)
         if not opened and cap.capture_files(url):
             store()  # stores the finished sessions still waiting, as every command does
     click.echo(tally.summary(), err=True)
@@ -448,7 +454,7 @@ def import_(
 
 
 def _import_units(units: Sequence[Any], store: Any, writer: Any, name: str | None,
-                  tags: dict[str, str], tally: _Tally, url: str) -> None:
+                  tags: dict[str, str], tally: _Tally, url: str, single: bool) -> None:
     from ..errors import ClaudeTraceError, StoreError
     from ..formats.imports import Imported, import_cassette_file, import_unit, stored_sessions
     from ..progress import track
@@ -467,9 +473,11 @@ def _import_units(units: Sequence[Any], store: Any, writer: Any, name: str | Non
                 else:
                     done = import_unit(store, unit, name=name, tags=tags, index=index)
             except ClaudeTraceError as exc:
-                if isinstance(exc, StoreError):
-                    raise  # the database refuses: no other file would do better
+                if single or isinstance(exc, StoreError):
+                    raise  # the file named, or the database refuses (so would it the others)
                 done = Imported(unit.path, unit.kind, "skipped", None, note=str(exc))
+                if unit.kind == "cassette":
+                    writer = None  # closed taking the half cassette back: the store writes
             tally.add(done)
 
 
