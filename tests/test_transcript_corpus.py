@@ -158,6 +158,17 @@ def test_show_and_the_conversation_say_what_each_line_is(store: Store, db_path: 
         assert label in shown, label
 
 
+def test_tail_says_the_markers_and_the_lines_that_are_no_prompt() -> None:
+    from claudetrace.tail import TailFold
+
+    got = read_transcript(CORPUS / "-home-dev-shop" / f"{SHOP}.jsonl")
+    fold = TailFold(got.info)
+    said = [(line.kind, line.text) for ev in got.events for line in fold.feed(ev)]
+    assert ("note", "steering: and keep it short") in said
+    assert [kind for kind, _ in said if kind == "marker"] == ["marker", "marker"]
+    assert sum(kind == "prompt" for kind, _ in said) == 5
+
+
 def test_the_stored_recording_shows_subagents_nested_and_the_api_error(
     store: Store
 ) -> None:
