@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import sys
 from collections.abc import Iterable, Iterator, Sequence
@@ -456,28 +457,39 @@ def import_(
 def _import_units(units: Sequence[Any], store: Any, writer: Any, name: str | None,
                   tags: dict[str, str], tally: _Tally, url: str, single: bool) -> None:
     from ..errors import ClaudeTraceError, StoreError
-    from ..formats.imports import Imported, import_cassette_file, import_unit, stored_sessions
+    from ..formats.imports import (
+        Imported,
+        ImportFormatError,
+        import_cassette_file,
+        import_units,
+        stored_sessions,
+    )
     from ..progress import track
 
-    # What is stored already, in one look (an unchanged session opens nothing).
-    index = stored_sessions(url, store) if any(u.kind != "cassette" for u in units) else {}
-
+    cassettes = [u for u in units if u.kind == "cassette"]
+    converted = [u for u in units if u.kind != "cassette"]
     # One file shows its own bar (its events); several, one bar over them.
     bar = track(units, "importing", total=len(units), unit="files")
     with bar if len(units) > 1 else nullcontext(iter(units)) as shown:
-        for unit in shown:
+        done: Any
+        for unit in itertools.islice(shown, len(cassettes)):
             try:
-                if unit.kind == "cassette":
-                    done = import_cassette_file(store, unit.path, name=name, tags=tags,
-                                                writer=writer)
-                else:
-                    done = import_unit(store, unit, name=name, tags=tags, index=index)
+                done = import_cassette_file(store, unit.path, name=name, tags=tags,
+                                            writer=writer)
             except ClaudeTraceError as exc:
                 if single or isinstance(exc, StoreError):
                     raise  # the file named, or the database refuses (so would it the others)
                 done = Imported(unit.path, unit.kind, "skipped", None, note=str(exc))
-                if unit.kind == "cassette":
-                    writer = None  # closed taking the half cassette back: the store writes
+                writer = None  # closed taking the half cassette back: the store writes
+            tally.add(done)
+        if not converted:
+            return
+        # What is stored already, in one look (an unchanged session opens nothing).
+        index = stored_sessions(url, store)
+        for done, _unit in zip(import_units(store, converted, name=name, tags=tags, index=index),
+                               shown, strict=False):
+            if single and done.action == "skipped":
+                raise ImportFormatError(done.note)
             tally.add(done)
 
 

@@ -23,7 +23,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -35,6 +35,7 @@ from ..ids import new_recording_id
 from ..model import Session as SessionModel
 from ..model.events import Event
 from ..recording import RecordingInfo
+from ..store.ingest import ended_columns
 from .claude_code import (
     SOURCE,
     Transcript,
@@ -303,17 +304,18 @@ def _shrunk(known: Any, paths: list[Path]) -> str:
     return ""
 
 
-def import_unit(
-    store: Any, unit: Unit, *, name: str | None = None, tags: dict[str, str] | None = None,
-    index: Index | None = None,
-) -> Imported:
-    """Store (or bring up to date) the recording of a session or claude-trace log.
+@dataclass
+class _Pending:
+    """A session or log to convert and store: what was known of it before."""
 
-    ``store`` is the store, or a function that opens it when first needed (an
-    unchanged session needs none when ``index`` says what is stored:
-    :func:`stored_sessions`).
-    """
-    opened: Callable[[], Any] = store if callable(store) else lambda: store
+    unit: Unit
+    digest: str
+    sizes: dict[str, int]
+    known: Any
+
+
+def _look(opened: Callable[[], Any], unit: Unit, index: Index | None) -> Imported | _Pending:
+    """What to do with a unit: nothing (unchanged, truncated), or convert it."""
     source = SOURCE if unit.kind == "transcript" else "claude-trace"
     paths = unit.paths
     digest = fingerprint(paths)
@@ -325,28 +327,88 @@ def import_unit(
         return Imported(unit.path, unit.kind, "truncated", known.id, sid,
                         note=f"{shrunk}: the stored recording is kept as it was")
     sizes = {name: p.stat().st_size for name, p in file_names(paths).items()}
-    with _Spool() as spool:
+    return _Pending(unit, digest, sizes, known)
+
+
+@dataclass
+class _Converted:
+    """A unit converted: its recording's metadata, the row's figures (the session
+    model's, folded as it was converted) and its events, in a spool file."""
+
+    transcript: Transcript
+    summary: dict[str, Any]
+    spool: str
+
+
+def _convert(unit: Unit) -> _Converted:
+    """Convert a unit into a spool file."""
+    spool = _Spool()
+    try:
         converted = _read(unit, spool.add)
-        return _store_converted(opened, unit, converted, spool, known, index, digest, sizes,
-                                name, tags)
+        info = converted.info
+        spool.seen.observe_into(info)
+        summary = ended_columns(spool.session, info, info.started_ns + spool.session.last_ns)
+    except BaseException:
+        spool.discard()
+        raise
+    spool.close()
+    converted.events = []
+    return _Converted(converted, summary, spool.name)
+
+
+def import_unit(
+    store: Any, unit: Unit, *, name: str | None = None, tags: dict[str, str] | None = None,
+    index: Index | None = None,
+) -> Imported:
+    """Store (or bring up to date) the recording of a session or claude-trace log.
+
+    ``store`` is the store, or a function that opens it when first needed (an
+    unchanged session needs none when ``index`` says what is stored:
+    :func:`stored_sessions`).  A unit that cannot be read raises
+    :class:`~.claude_code.TranscriptError`.
+    """
+    opened: Callable[[], Any] = store if callable(store) else lambda: store
+    what = _look(opened, unit, index)
+    if isinstance(what, Imported):
+        return what
+    made = _convert(unit)
+    try:
+        return _store_converted(opened, what, made, index, name, tags)
+    finally:
+        os.unlink(made.spool)
+
+
+def import_units(
+    store: Any, units: Sequence[Unit], *, name: str | None = None,
+    tags: dict[str, str] | None = None, index: Index | None = None,
+) -> Iterator[Imported]:
+    """:func:`import_unit` of each of ``units``, in order; a unit that cannot be
+    read yields an :class:`Imported` ``skipped`` saying why (a store that fails
+    raises)."""
+    opened: Callable[[], Any] = store if callable(store) else lambda: store
+    for unit in units:
+        try:
+            yield import_unit(opened, unit, name=name, tags=tags, index=index)
+        except TranscriptError as exc:
+            yield Imported(unit.path, unit.kind, "skipped", None, note=str(exc))
 
 
 def _store_converted(
-    opened: Callable[[], Any], unit: Unit, converted: Transcript, spool: _Spool, known: Any,
-    index: Index | None, digest: str, sizes: dict[str, int], name: str | None,
-    tags: dict[str, str] | None,
+    opened: Callable[[], Any], pending: _Pending, made: _Converted, index: Index | None,
+    name: str | None, tags: dict[str, str] | None,
 ) -> Imported:
-    source = converted.info.source
-    sid = converted.info.cli_session_id or unit.path.stem
+    unit, converted, known = pending.unit, made.transcript, pending.known
+    info = converted.info
+    source = info.source
+    sid = info.cli_session_id or unit.path.stem
     if known is None:
         known = _recording_of(opened, source, sid, index)
-    info = converted.info
-    info.extra.update(fingerprint=digest, files=sizes, session_id=sid)
+    info.extra.update(fingerprint=pending.digest, files=pending.sizes, session_id=sid)
     if converted.warnings:
         info.extra["warnings"] = converted.warnings
         info.extra["damaged_lines"] = converted.damage
     if known is not None:
-        if (known.extra or {}).get("fingerprint") == digest:
+        if (known.extra or {}).get("fingerprint") == pending.digest:
             return Imported(unit.path, unit.kind, "unchanged", known.id, sid)
         info.id = known.id
         info.name = known.name
@@ -357,17 +419,18 @@ def _store_converted(
         info.name = name
     if tags:
         info.tags = {**info.tags, **tags}
-    spool.seen.observe_into(info)
     # A turn still under way leaves the recording open, seen last at its last entry.
     seen = None if converted.finished else converted.last_entry_ns
     try:
-        opened().put_recording(info, spool.events(), open_seen_ns=seen, session=spool.session)
+        opened().put_recording(info, _Spool.read(made.spool), open_seen_ns=seen,
+                               summary=made.summary)
     except StoreError:
         # Another importer stored this session meanwhile (the same id): once more,
         # as an update of what it stored.
         if known is not None or _recording_of(opened, source, sid, None) is None:
             raise
-        opened().put_recording(info, spool.events(), open_seen_ns=seen, session=spool.session)
+        opened().put_recording(info, _Spool.read(made.spool), open_seen_ns=seen,
+                               summary=made.summary)
     action: Action = "updated" if known is not None else "imported"
     note = f"{converted.damage} damaged lines skipped" if converted.damage else ""
     return Imported(unit.path, unit.kind, action, info.id, sid, note=note,
@@ -408,14 +471,10 @@ class _Spool:
     def __init__(self) -> None:
         self.session = SessionModel()
         self.seen = _Seen()
-        self.file: Any = None
-
-    def __enter__(self) -> _Spool:
-        self.file = tempfile.TemporaryFile(prefix="claudetrace-import-")
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.file.close()
+        # Closed by close() or discard(); read again by name.
+        self.file = tempfile.NamedTemporaryFile(  # noqa: SIM115
+            prefix="claudetrace-import-", delete=False)
+        self.name = self.file.name
 
     def add(self, event: Event) -> None:
         self.session.add(event)
@@ -423,16 +482,22 @@ class _Spool:
         body = self._encode((event.seq, event.direction, event.t_ns, event.data, event.wall_ns))
         self.file.write(len(body).to_bytes(4, "little") + body)
 
-    def events(self) -> Iterator[Event]:
-        """The events, read back from the start."""
-        handle = self.file
-        handle.flush()
-        handle.seek(0)
+    def close(self) -> None:
+        self.file.close()
+
+    def discard(self) -> None:
+        self.file.close()
+        os.unlink(self.name)
+
+    @staticmethod
+    def read(name: str) -> Iterator[Event]:
+        """The events of the spool file ``name``, from the start."""
         decode = msgspec.msgpack.Decoder().decode
-        while head := handle.read(4):
-            body = handle.read(int.from_bytes(head, "little"))
-            seq, direction, t_ns, data, wall_ns = decode(body)
-            yield Event(seq, direction, t_ns, data, wall_ns=wall_ns)
+        with open(name, "rb") as handle:
+            while head := handle.read(4):
+                body = handle.read(int.from_bytes(head, "little"))
+                seq, direction, t_ns, data, wall_ns = decode(body)
+                yield Event(seq, direction, t_ns, data, wall_ns=wall_ns)
 
 
 def import_cassette_file(
@@ -543,6 +608,7 @@ __all__ = [
     "import_cassette_file",
     "import_file",
     "import_unit",
+    "import_units",
     "index_of",
     "probe",
     "stable_recording_id",

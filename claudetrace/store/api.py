@@ -221,7 +221,7 @@ class Store:
 
     def put_recording(
         self, info: RecordingInfo, events: Iterable[Event], *,
-        open_seen_ns: int | None = None, session: SessionModel | None = None,
+        open_seen_ns: int | None = None, summary: dict[str, Any] | None = None,
     ) -> int:
         """Make recording ``info.id`` hold exactly ``events`` (numbered from 0), in one
         transaction; returns how many of its stored events were kept.
@@ -234,19 +234,20 @@ class Store:
         at its last event, unless ``open_seen_ns`` says it is still going on
         (last seen then): it stays open, ``running`` while that is recent.
 
-        ``session``: the session model already folded over ``events`` (and
-        ``info`` having observed them), so that ``events`` is read once, as it is
-        written, a batch at a time (a converter's spool of any size).
+        ``summary``: the columns :func:`~.ingest.ended_columns` gives of the
+        session model folded over ``events`` already (``info`` having observed
+        them), so that ``events`` is read once, as it is written, a batch at a
+        time (a converter's spool of any size).
         """
-        if session is None:
+        if summary is None:
             events = list(events)
             session = SessionModel(model=info.model, session_id=info.cli_session_id)
             for ev in events:
                 session.add(ev)
                 info.observe(ev)
                 ev.forget_parsed()  # a converter's events may come parsed: a copy of each
-        ended_ns = info.started_ns + session.last_ns
-        columns = {**info_columns(info), **ended_columns(session, info, ended_ns)}
+            summary = ended_columns(session, info, info.started_ns + session.last_ns)
+        columns = {**info_columns(info), **summary}
         if open_seen_ns is not None:
             columns.update(ended_ns=None, last_seen_ns=open_seen_ns)
         r = _RECORDINGS.c
