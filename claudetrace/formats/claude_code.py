@@ -118,16 +118,6 @@ def is_transcript_line(obj: Any) -> bool:
     return "sessionId" in obj and obj.get("type") in ("user", "assistant", "system")
 
 
-def read_lines(path: Path) -> list[dict[str, Any]]:
-    """The JSON objects of a JSONL file (a last line without its newline is left
-    for the next read; a damaged line is an error naming it)."""
-    reader = JsonlFile(path)
-    out = [obj for _number, obj in reader.objects()]
-    if reader.damaged:
-        raise TranscriptError(f"{path.parent.name}/{reader.damaged[0]}")
-    return out
-
-
 def fingerprint(paths: Sequence[Path], base: Path | None = None) -> str:
     """A digest of the files' names (relative to ``base``, however the folder was
     named or wherever it moved), sizes and modification times: an unchanged
@@ -668,7 +658,6 @@ __all__ = [
     "file_names",
     "fingerprint",
     "is_transcript_line",
-    "read_lines",
     "read_session",
     "read_transcript",
     "side_chains_of",

@@ -1,10 +1,11 @@
 """``claudetrace import``: cassettes, Claude Code transcripts and claude-trace logs,
 told apart by content, one file's trouble never another's.
 
-:func:`plan` turns the paths named (files, folders such as ``~/.claude/projects``)
+:meth:`Planner.plan` turns the paths named (files, folders such as ``~/.claude/projects``)
 into what to import: each cassette and claude-trace log, and each Claude Code
 session with all its files (:mod:`.layout`), and the files it skips, each with
-what it seems to be.  :func:`import_unit` stores one.  Sessions and logs are
+what it seems to be.  :func:`import_unit` stores one (:func:`import_units`
+several).  Sessions and logs are
 imported idempotently: the recording of a session is found again by its CLI
 session id, an unchanged one is skipped without being read, one that grew
 updates the same recording (its id stays; the stored events that begin the new
