@@ -36,8 +36,6 @@ file snapshots) are left out.
 
 from __future__ import annotations
 
-import hashlib
-import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,7 +47,7 @@ from ..errors import ClaudeTraceError
 from ..model.events import Event, is_tool_result_type, parsed_event
 from ..recording import RecordingInfo, new_recording_id
 from .jsonl import JsonlFile
-from .layout import SessionFiles, owner_folder, peek_session_id, side_chains_of
+from .layout import SessionFiles, peek_session_id, side_chains_of
 from .timeline import Item, agent_links, first_time, main_items, merged, timed, timestamp_ns
 
 #: ``source`` of recordings imported from transcripts.
@@ -116,27 +114,6 @@ def is_transcript_line(obj: Any) -> bool:
     if obj.get("type") in _TRANSCRIPT_ONLY:
         return True
     return "sessionId" in obj and obj.get("type") in ("user", "assistant", "system")
-
-
-def fingerprint(paths: Sequence[Path], base: Path | None = None) -> str:
-    """A digest of the files' names (relative to ``base``, however the folder was
-    named or wherever it moved), sizes and modification times: an unchanged
-    session is skipped on import without reading it."""
-    digest = hashlib.sha256()
-    for name, path in sorted(file_names(paths, base).items()):
-        st = path.stat()
-        digest.update(os.fsencode(name) + f"\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
-    return digest.hexdigest()
-
-
-def file_names(paths: Sequence[Path], base: Path | None = None) -> dict[str, Path]:
-    """Each file by its name relative to ``base`` (else the project folder of the
-    first: a side chain filed under its session names the session's folder)."""
-    if base is None and paths:
-        owner = owner_folder(paths[0])
-        base = owner.parent if owner is not None else paths[0].parent
-    top = str(base) if base is not None else ""
-    return {os.path.relpath(path, top): path for path in paths}
 
 
 @dataclass
@@ -655,8 +632,6 @@ __all__ = [
     "Transcript",
     "TranscriptError",
     "entries_recording",
-    "file_names",
-    "fingerprint",
     "is_transcript_line",
     "read_session",
     "read_transcript",

@@ -23,26 +23,19 @@ import contextlib
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import msgspec
-
 from ..errors import ClaudeTraceError, StoreError
 from ..ids import new_recording_id
-from ..model import Session as SessionModel
 from ..model.events import Event
-from ..recording import RecordingInfo
 from ..store.ingest import ended_columns
 from .claude_code import (
     SOURCE,
     Transcript,
     TranscriptError,
-    file_names,
-    fingerprint,
     is_transcript_line,
     read_session,
 )
@@ -50,8 +43,9 @@ from .claude_trace import is_claude_trace_line, read_claude_trace
 from .jsonl import EMPTY as _EMPTY
 from .jsonl import UNFINISHED as _UNFINISHED
 from .jsonl import UnreadableFile, first_object, looks_like
-from .layout import SessionFiles, owner_folder, side_chains_of
+from .layout import SessionFiles, file_names, fingerprint, owner_folder, side_chains_of
 from .layout import sessions as group_sessions
+from .spool import Spool
 
 Kind = Literal["cassette", "transcript", "claude-trace"]
 Action = Literal["imported", "updated", "unchanged", "skipped", "truncated"]
@@ -343,7 +337,7 @@ class _Converted:
 
 def _convert(unit: Unit) -> _Converted:
     """Convert a unit into a spool file."""
-    spool = _Spool()
+    spool = Spool()
     try:
         converted = _read(unit, spool.add)
         info = converted.info
@@ -423,14 +417,14 @@ def _store_converted(
     # A turn still under way leaves the recording open, seen last at its last entry.
     seen = None if converted.finished else converted.last_entry_ns
     try:
-        opened().put_recording(info, _Spool.read(made.spool), open_seen_ns=seen,
+        opened().put_recording(info, Spool.read(made.spool), open_seen_ns=seen,
                                summary=made.summary)
     except StoreError:
         # Another importer stored this session meanwhile (the same id): once more,
         # as an update of what it stored.
         if known is not None or _recording_of(opened, source, sid, None) is None:
             raise
-        opened().put_recording(info, _Spool.read(made.spool), open_seen_ns=seen,
+        opened().put_recording(info, Spool.read(made.spool), open_seen_ns=seen,
                                summary=made.summary)
     action: Action = "updated" if known is not None else "imported"
     note = f"{converted.damage} damaged lines skipped" if converted.damage else ""
@@ -448,57 +442,6 @@ def _read(unit: Unit, sink: Callable[[Event], None]) -> Transcript:
     for event in got.events:
         sink(event)
     return got
-
-
-class _Seen:
-    """What a recording's events say of it (the CLI's ``init``), gathered as they pass."""
-
-    def __init__(self) -> None:
-        self.info = RecordingInfo(id="", argv=[], started_ns=0)
-
-    def observe_into(self, info: RecordingInfo) -> None:
-        for attr in ("cli_session_id", "claude_code_version", "model", "permission_mode"):
-            value = getattr(self.info, attr)
-            if value is not None and (attr != "cli_session_id" or info.cli_session_id is None):
-                setattr(info, attr, value)
-
-
-class _Spool:
-    """A converted recording's events, folded into the session model as they come and
-    kept in a temporary file until stored: memory holds a line at a time."""
-
-    _encode = msgspec.msgpack.Encoder().encode
-
-    def __init__(self) -> None:
-        self.session = SessionModel()
-        self.seen = _Seen()
-        # Closed by close() or discard(); read again by name.
-        self.file = tempfile.NamedTemporaryFile(  # noqa: SIM115
-            prefix="claudetrace-import-", delete=False)
-        self.name = self.file.name
-
-    def add(self, event: Event) -> None:
-        self.session.add(event)
-        self.seen.info.observe(event)
-        body = self._encode((event.seq, event.direction, event.t_ns, event.data, event.wall_ns))
-        self.file.write(len(body).to_bytes(4, "little") + body)
-
-    def close(self) -> None:
-        self.file.close()
-
-    def discard(self) -> None:
-        self.file.close()
-        os.unlink(self.name)
-
-    @staticmethod
-    def read(name: str) -> Iterator[Event]:
-        """The events of the spool file ``name``, from the start."""
-        decode = msgspec.msgpack.Decoder().decode
-        with open(name, "rb") as handle:
-            while head := handle.read(4):
-                body = handle.read(int.from_bytes(head, "little"))
-                seq, direction, t_ns, data, wall_ns = decode(body)
-                yield Event(seq, direction, t_ns, data, wall_ns=wall_ns)
 
 
 def import_cassette_file(

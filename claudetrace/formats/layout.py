@@ -18,9 +18,10 @@ say), so no file of a session replaces another, in whatever order they are found
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -103,5 +104,26 @@ def side_chains_of(path: Path) -> list[Path]:
     return sorted(folder.rglob("agent-*.jsonl")) if folder.is_dir() else []
 
 
-__all__ = ["SessionFiles", "is_side_chain", "owner_folder", "peek_session_id", "sessions",
-           "side_chains_of"]
+def fingerprint(paths: Sequence[Path], base: Path | None = None) -> str:
+    """A digest of the files' names (relative to ``base``, however the folder was
+    named or wherever it moved), sizes and modification times: an unchanged
+    session is skipped on import without reading it."""
+    digest = hashlib.sha256()
+    for name, path in sorted(file_names(paths, base).items()):
+        st = path.stat()
+        digest.update(os.fsencode(name) + f"\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    return digest.hexdigest()
+
+
+def file_names(paths: Sequence[Path], base: Path | None = None) -> dict[str, Path]:
+    """Each file by its name relative to ``base`` (else the project folder of the
+    first: a side chain filed under its session names the session's folder)."""
+    if base is None and paths:
+        owner = owner_folder(paths[0])
+        base = owner.parent if owner is not None else paths[0].parent
+    top = str(base) if base is not None else ""
+    return {os.path.relpath(path, top): path for path in paths}
+
+
+__all__ = ["SessionFiles", "file_names", "fingerprint", "is_side_chain", "owner_folder",
+           "peek_session_id", "sessions", "side_chains_of"]
