@@ -13,15 +13,17 @@ import time
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 
-def new_recording_id(now_ns: int | None = None) -> str:
+def new_recording_id(now_ns: int | None = None, *, random: bytes | None = None) -> str:
     """A sortable, unique recording id: a ULID (26 Crockford base32 characters).
 
     The first 10 characters encode the start time in milliseconds, so ids sort by
     start time as text; the last 16 are random (from :func:`os.urandom`, as
-    :mod:`secrets` draws them, without its imports).
+    :mod:`secrets` draws them, without its imports), or the first 10 bytes of
+    ``random`` (a digest, for an id every importer of one session makes alike).
     """
     ms = (time.time_ns() if now_ns is None else now_ns) // 1_000_000
-    value = (ms << 80) | int.from_bytes(os.urandom(10), "big")
+    tail = os.urandom(10) if random is None else random[:10]
+    value = (ms << 80) | int.from_bytes(tail, "big")
     chars = []
     for _ in range(26):
         chars.append(_CROCKFORD[value & 31])

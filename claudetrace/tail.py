@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any
+from typing import Any, Final
 
 from .display import visible
 from .formats.facts import latency, plural
@@ -29,6 +29,7 @@ from .model import ControlRoundTrip, ModelCall, Session, ToolCall, Turn
 from .model.content import content_text, message_content
 from .model.events import Event
 from .recording import RecordingInfo
+from .transcript import line_label, marker_text
 
 #: How much of a prompt, answer or tool input a line shows.
 WIDTH = 160
@@ -47,9 +48,14 @@ class TailLine:
     """One line of the tail: when (seconds since start), what, and the text."""
 
     t: float
-    kind: str  # turn, prompt, tool, model, permission, hook, mcp, control, subagent, session
+    kind: str  # turn, prompt, tool, model, permission, hook, mcp, control, subagent, session,
+    # note (an imported user line that is no prompt), marker (compaction, rewind)
     text: str
     status: str = ""  # "ok", "error" or "" (neither)
+
+
+#: ``system`` lines that mark the conversation (said in words by :func:`marker_text`).
+_MARKERS: Final = frozenset({"compact_boundary", "rewind"})
 
 
 class TailFold:
@@ -110,6 +116,14 @@ class TailFold:
         if event.direction == "in" and event.type == "user":
             text = content_text(message_content(event), " ")
             return [TailLine(event.t, "prompt", printable(text))]
+        if event.type == "user" and b'"claudetrace_kind"' in event.data:
+            # An imported transcript's user line that is no prompt (steering …).
+            label = line_label(event.message or {}) or "user"
+            text = content_text(message_content(event), " ")
+            return [TailLine(event.t, "note", printable(f"{label}: {text}"))]
+        if event.type == "system" and event.subtype in _MARKERS:
+            said = marker_text(event.message or {})
+            return [TailLine(event.t, "marker", printable(said))] if said else []
         return []
 
     # -- what the session model says changed --------------------------------------------

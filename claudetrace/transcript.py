@@ -188,10 +188,41 @@ def iter_entries(
                 k: v for k, v in msg.items() if k not in ("type", "subtype", "uuid", "session_id")
             }
             sub = msg.get("subtype")
-            yield Entry(seq, t, direction, "system",
+            said = marker_text(msg)
+            yield Entry(seq, t, direction, "system", said if said is not None else
                         f"{sub if isinstance(sub, str) else None}: {_short(rest, width, dumps)}")
         else:
             yield Entry(seq, t, direction, "system", f"{kind}: {_short(msg, width, dumps)}")
+
+
+def marker_text(msg: dict[str, Any]) -> str | None:
+    """A conversation marker (a ``system`` line: compaction, rewind) said in words,
+    else None."""
+    sub = msg.get("subtype")
+    if sub == "compact_boundary":
+        meta = msg.get("compactMetadata")
+        meta = meta if isinstance(meta, dict) else {}
+        bits = [str(meta["trigger"])] if isinstance(meta.get("trigger"), str) else []
+        if isinstance(meta.get("preTokens"), int):
+            bits.append(f"{meta['preTokens']} tokens before")
+        return "compaction" + (f" ({', '.join(bits)})" if bits else "") + (
+            ": the conversation goes on from its summary")
+    if sub == "rewind":
+        gone = msg.get("abandoned_prompts")
+        count = len(gone) if isinstance(gone, list) else 0
+        what = "the last prompt" if count == 1 else f"the last {count} prompts"
+        return (f"rewind: {what} and what answered are an abandoned branch; the "
+                "conversation goes on from before")
+    return None
+
+
+def line_label(msg: dict[str, Any]) -> str | None:
+    """What an imported transcript's user or assistant line is, when it is no
+    prompt or answer (``steering``, ``compact summary``, ``API error`` …)."""
+    kind = msg.get("claudetrace_kind")
+    if isinstance(kind, str):
+        return kind.replace("_", " ")
+    return "API error" if msg.get("isApiErrorMessage") is True else None
 
 
 def _message_entries(
@@ -200,6 +231,9 @@ def _message_entries(
     """A user or assistant message's entries: role, text and whether it is an error."""
     role = str(msg.get("type"))
     sub = " (subagent)" if ev.fields.parent_tool_use_id else ""
+    label = line_label(msg)
+    if label:
+        sub += f" ({label})"
     for block in message_blocks(ev):
         if block.kind == "text":
             yield role + sub, _short(block.text, width), False

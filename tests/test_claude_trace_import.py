@@ -233,6 +233,16 @@ def test_a_session_whose_last_call_failed_is_an_error(tmp_path: Path, store: Sto
     assert rec.is_error and rec.status != "ok"
 
 
+def test_a_damaged_line_of_a_log_is_skipped_and_counted(tmp_path: Path, store: Store) -> None:
+    lines = log_lines()
+    path = write_log(tmp_path / "log-damaged.jsonl", lines)
+    with path.open("a") as out:
+        out.write('{"request": {"timestamp": 1, "meth\n')  # written over, half a line
+    done = import_file(store, path)
+    assert done.action == "imported" and done.damage == 1
+    assert store.get(done.recording_id or "").turns == 1
+
+
 # -- against the real CLI -----------------------------------------------------------------
 
 COMPARED = ["permission_allow", "mcp_tool", "multi_turn", "subagent"]

@@ -12,6 +12,7 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ import pytest
 from claudetrace import capture as cap
 from claudetrace.config import resolve_url
 from claudetrace.indexer import open_settled_store
+from claudetrace.model.events import Event
 from claudetrace.recording import RecordingInfo
 
 PY = sys.executable
@@ -191,6 +193,39 @@ def test_doctor_lists_recordings_that_lost_bytes_without_failing(db_path: Path) 
     assert doctor.returncode == 0, doctor.stderr
     assert f"{cut}  incomplete: 4096 bytes forwarded but not recorded".encode() in doctor.stdout
     assert whole.encode() not in doctor.stdout
+
+
+def test_doctor_lists_a_cassette_whose_import_was_killed(db_path: Path) -> None:
+    from claudetrace.cassette import read_cassette
+    from claudetrace.store import ingest
+    from claudetrace.store.ingest import info_from_header
+
+    store = open_settled_store(str(db_path))
+    plain = Path(__file__).parent / "fixtures" / "cassettes" / "plain.ndjson"
+    cassette = read_cassette(plain)
+    whole = store.import_cassette(cassette)
+    half = info_from_header(cassette.header)
+    assert half.ended_ns is not None  # the cassette says when it ended
+
+    def killed() -> Iterator[Event]:
+        yield from cassette.events[:3]
+        raise KeyboardInterrupt
+
+    # A kill leaves no chance to take the half-stored recording back.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ingest, "_take_back", lambda *args: None)
+        with pytest.raises(KeyboardInterrupt):
+            store.import_cassette((cassette.header, killed()), info=half, batch=2)
+    store.close()
+    doctor = ct("doctor", "--db", str(db_path))
+    assert doctor.returncode == 1, doctor.stderr
+    assert f"{half.id}  half imported: ".encode() in doctor.stdout
+    assert whole.encode() not in doctor.stdout
+    check = open_settled_store(str(db_path))
+    try:
+        assert check.get(half.id).status == "incomplete"  # never whole
+    finally:
+        check.close()
 
 
 def test_a_mistyped_database_path_is_an_error_and_is_not_created(tmp_path: Path) -> None:

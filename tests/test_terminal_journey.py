@@ -186,7 +186,10 @@ def hostile(db_path: Path, tmp_path: Path) -> Iterator[tuple[Path, str]]:
                                "--tag", f"team={CLIPBOARD}"], db=db_path)
     assert code == 0, shown
     assert_safe(shown)
-    rid = OURS.sub("", shown).strip().splitlines()[-1]
+    # The recording id on stdout, then the summary on stderr ("import: 1 imported, …").
+    lines = OURS.sub("", shown).strip().splitlines()
+    assert lines[-1].startswith("import: 1 imported"), shown
+    rid = lines[-2]
     assert re.fullmatch(r"[0-9A-Z]{26}", rid), shown
     yield db_path, rid
 

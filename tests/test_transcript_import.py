@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from claudetrace.cli import cli
-from claudetrace.formats.claude_code import TranscriptError, read_transcript
+from claudetrace.formats.claude_code import read_transcript
 from claudetrace.formats.imports import ImportFormatError, detect, expand, import_file
 from claudetrace.indexer import open_settled_store
 from claudetrace.model import Usage, fold
@@ -205,10 +205,10 @@ def test_a_turn_that_ended_on_an_api_error_is_an_error(tmp_path: Path, db_path: 
 def test_a_file_imported_by_an_older_reading_is_read_again_once(
     tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from claudetrace.formats import claude_code
+    from claudetrace.formats import layout
 
     path = write(tmp_path / f"{SID}.jsonl", session_lines())
-    monkeypatch.setattr(claude_code, "READING", b"older")
+    monkeypatch.setattr(layout, "READING", b"older")
     first = import_file(store, path)
     monkeypatch.undo()
     again = import_file(store, path)
@@ -217,14 +217,18 @@ def test_a_file_imported_by_an_older_reading_is_read_again_once(
     assert import_file(store, path).action == "unchanged"
 
 
-def test_a_partial_last_line_waits_and_a_bad_line_is_named(tmp_path: Path) -> None:
+def test_a_partial_last_line_waits_and_a_bad_line_is_skipped_and_named(tmp_path: Path) -> None:
     path = write(tmp_path / f"{SID}.jsonl", session_lines(), tail='{"type": "user", "mess')
     assert len(read_transcript(path).events) == 11
     bad = write(tmp_path / "bad" / f"{SID}.jsonl", session_lines()[:3])
     with bad.open("a") as out:
         out.write("{not json\n")
-    with pytest.raises(TranscriptError, match=r"bad/.*\.jsonl:4: not a JSON line"):
-        read_transcript(bad)
+    with bad.open("a") as out:
+        out.write(json.dumps(session_lines()[3]) + "\n")
+    # A damaged line is skipped and named; the lines after it are read.
+    got = read_transcript(bad)
+    assert got.damage == 1 and got.warnings == [f"{SID}.jsonl:4: not a JSON object"]
+    assert [e.type for e in got.events] == ["user", "system", "assistant", "result"]
 
 
 def test_subagent_side_chains_nest_under_the_tool_call(tmp_path: Path) -> None:
@@ -359,6 +363,7 @@ def test_watch_imports_new_and_growing_sessions(tmp_path: Path, db_path: Path) -
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as proc:
         out, err = Lines(proc.stdout), Lines(proc.stderr)
         try:
+            assert err.next(proc) == "import: 0 imported, 0 updated, 0 unchanged"
             assert "watching" in err.next(proc)
             # Written as the CLI writes it, a line at a time: the watcher may look
             # at any moment, and imports what it finds (each report follows a commit).
@@ -512,10 +517,14 @@ def test_each_result_says_what_its_turn_added_to_the_running_totals(tmp_path: Pa
         "cacheCreationInputTokens": 10, "costUSD": 0.001, "contextWindow": 200000,
         "canonicalModel": "claude-opus-5-5"}}
     assert since[0] is not None and since[0]["claude-opus-5-5"]["inputTokens"] == 100
-    # Turn 3's share is unknown: neither running totals (stale) nor a growth on it,
-    # nor on turn 4 (whose growth since turn 3's result is not known either).
+    # Turn 3's cost is unknown: no running totals (stale); its usage is the
+    # transcript's own count of its messages, without a cost.  Turn 4's result
+    # has the totals but not its growth since turn 3's (not known either).
     assert "modelUsage" not in results[2] and "total_cost_usd" not in results[2]
-    assert since[2] is None and since[3] is None
+    assert since[2] == {"claude-opus-5-5": {
+        "inputTokens": 100, "cacheCreationInputTokens": 10, "cacheReadInputTokens": 50,
+        "outputTokens": 25}}
+    assert since[3] is None
     assert results[3]["total_cost_usd"] == 0.004
     # Turn 4's result carried the totals again: the turns after it say their growth.
     assert since[4] == since[5] == since[1]

@@ -189,3 +189,43 @@ def _add_ui_bench() -> None:
 
 
 _add_ui_bench()
+
+
+@bench.command("import")
+@click.option("--sessions", default=200, show_default=True, help="Sessions in the tree.")
+@click.option("--mib", default=100, show_default=True, help="Size of the tree (MiB).")
+@click.option("--repeat", default=3, show_default=True, type=click.IntRange(min=1),
+              help="Runs per row, taking turns; each row is the median.")
+@click.option("--tree", "tree_path", type=click.Path(exists=True, file_okay=False),
+              help="Import this projects folder instead of a generated one.")
+@click.option("--ccusage", "ccusage", default="latest", show_default=True, metavar="VERSION",
+              help="The ccusage release to run beside ('none': leave it out).")
+@reports_errors
+def import_bench(sessions: int, mib: int, repeat: int, tree_path: str | None,
+                 ccusage: str) -> None:
+    """Importing a ~/.claude/projects tree, beside a naive loop and ccusage.
+
+    Targets: an import takes at most 2x ccusage's time on the same tree, a
+    re-import of it unchanged under 0.5 s, peak memory under 150 MB.  ccusage
+    (``ccusage daily --json --offline``) is installed from npm into a cache
+    folder first, off the clock, where npm is on PATH.
+    """
+    from pathlib import Path
+
+    from ..bench.transcripts import run_import_bench
+
+    tree, rows = run_import_bench(
+        sessions=sessions, size=mib << 20, repeat=repeat,
+        tree_path=Path(tree_path) if tree_path else None,
+        ccusage=None if ccusage == "none" else ccusage)
+    click.echo(f"tree: {tree.sessions} sessions, {tree.files or 'its'} files, "
+               f"{tree.bytes / 1e6:.1f} MB")
+    base = next((r for r in rows if r.name.startswith("ccusage") and r.seconds), None)
+    for row in rows:
+        ratio = f"  {row.median / base.median:.2f}x ccusage" if base and row is not base else ""
+        note = f"  ({row.note})" if row.note else ""
+        if not row.seconds:
+            click.echo(f"{row.name:<26} {note.strip()}")
+            continue
+        click.echo(f"{row.name:<26} {row.median:8.3f} s  peak {row.peak_mib:6.1f} MiB"
+                   f"{ratio}{note}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import sys
 from collections.abc import Iterable, Iterator, Sequence
@@ -411,30 +412,41 @@ def import_(
     recording's id.
 
     PATH is a cassette, a Claude Code session transcript, a claude-trace log, or
-    a folder of transcripts or logs, such as ~/.claude/projects (all your Claude
-    Code sessions) or one project's folder in it.  The format is told by
-    content.  Importing a transcript or log again skips it when unchanged and
-    updates its recording when it grew; --watch keeps doing so as they are
-    written.
+    a folder of them, such as ~/.claude/projects (all your Claude Code
+    sessions) or one project's folder in it.  The format is told by content; a
+    session's subagents are read with it, in every layout Claude Code has
+    written.  A file that is none of these is skipped, saying what it seems to
+    be; a damaged line is skipped and counted.  Importing a transcript or log
+    again skips it when unchanged and updates its recording when it grew (one
+    now shorter is reported and left as stored); --watch keeps doing so as they
+    are written.  The last line sums up; the exit status is 1 when anything was
+    skipped.
     """
-    from ..formats.imports import expand, import_file
-    from ..progress import track
+    import os
+
+    from ..formats.imports import ImportFormatError, Planner
     from .record import _parse_tags
 
     parsed_tags = _parse_tags(tags)
-    files = list(expand(paths))
+    planner = Planner()
+    units, skipped = planner.plan(paths)
+    # One file named: what is wrong with it is the command's one-line error.
+    single = len(paths) == 1 and not os.path.isdir(paths[0]) and not watch
+    if single and skipped:
+        raise ImportFormatError(skipped[0].note)
     from .. import capture as cap
     from ..config import resolve_url
     from ..indexer import open_settled_store, writer_for
     from ..store.sqlite import plain_file
 
     # A cassette's events are written by a process of its own, beside the
-    # reading; started first, so its start-up runs beside ours.
+    # reading; started first, so its start-up runs beside ours (none without one).
     url = resolve_url(db_url)
-    process = writer_for(db_url)
-    from ..store.writer import WriterProcess
+    started: Any = None
+    if any(u.kind == "cassette" for u in units):
+        from ..store.writer import WriterProcess
 
-    started = WriterProcess(url, process)
+        started = WriterProcess(url, writer_for(db_url))
     opened: list[Any] = []
 
     def store() -> Any:
@@ -444,46 +456,120 @@ def import_(
             opened.append(open_settled_store(db_url, create=True))
         return opened[0]
 
-    with closing(started):
+    tally = _Tally()
+    for done in skipped:
+        tally.add(done)
+    with closing(started) if started is not None else nullcontext():
         if url.startswith("sqlite") and plain_file(url) is None:
             store()  # a file to make, or a database in memory: opened first, as ever
         # A database in memory is one per process: the writer's would be another.
         writer = None if opened and opened[0].in_memory else started
-        # One file shows its own bar (its events); several, one bar over the files.
-        bar = track(files, "importing", total=len(files), unit="files")
-        with bar if len(files) > 1 else nullcontext(iter(files)) as shown:
-            for path in shown:
-                done = import_file(store, path, name=name, tags=parsed_tags, writer=writer)
-                if done.action == "unchanged":
-                    say(f"{path}: unchanged, recording {done.recording_id}", err=True)
-                else:
-                    if done.kind == "transcript":
-                        say(f"{path}: {done.action} session {done.session_id}", err=True)
-                    click.echo(done.recording_id)
+        _import_units(units, store, writer, name, parsed_tags, tally, url, single)
         if not opened and cap.capture_files(url):
             store()  # stores the finished sessions still waiting, as every command does
+    click.echo(tally.summary(), err=True)
     if watch:
-        _watch(store(), paths, interval)
+        said = {(done.path, done.note) for done in skipped}
+        _watch(store(), paths, interval, planner, name, parsed_tags, said)
+    if tally.skipped or tally.damage:
+        raise SystemExit(1)
 
 
-def _watch(store: Any, paths: tuple[str, ...], interval: float) -> None:
+def _import_units(units: Sequence[Any], store: Any, writer: Any, name: str | None,
+                  tags: dict[str, str], tally: _Tally, url: str, single: bool) -> None:
+    from ..errors import ClaudeTraceError, StoreError
+    from ..formats.imports import (
+        Imported,
+        ImportFormatError,
+        import_cassette_file,
+        import_units,
+        stored_sessions,
+    )
+    from ..progress import track
+
+    cassettes = [u for u in units if u.kind == "cassette"]
+    converted = [u for u in units if u.kind != "cassette"]
+    # One file shows its own bar (its events); several, one bar over them.
+    bar = track(units, "importing", total=len(units), unit="files")
+    with bar if len(units) > 1 else nullcontext(iter(units)) as shown:
+        done: Any
+        for unit in itertools.islice(shown, len(cassettes)):
+            try:
+                done = import_cassette_file(store, unit.path, name=name, tags=tags,
+                                            writer=writer)
+            except ClaudeTraceError as exc:
+                if single or isinstance(exc, StoreError):
+                    raise  # the file named, or the database refuses (so would it the others)
+                done = Imported(unit.path, unit.kind, "skipped", None, note=str(exc))
+                writer = None  # closed taking the half cassette back: the store writes
+            tally.add(done)
+        if not converted:
+            return
+        # What is stored already, in one look (an unchanged session opens nothing).
+        index = stored_sessions(url, store)
+        for done, _unit in zip(import_units(store, converted, name=name, tags=tags, index=index),
+                               shown, strict=False):
+            if single and done.action == "skipped":
+                raise ImportFormatError(done.note)
+            tally.add(done)
+
+
+class _Tally:
+    """What an import did, said a line for each thing (on stderr, the ids on stdout)
+    and summed up at the end."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.skipped = 0
+        self.damage = 0
+
+    def add(self, done: Any) -> None:
+        self.counts[done.action] = self.counts.get(done.action, 0) + 1
+        self.damage += done.damage
+        what = f"session {done.session_id}" if done.kind == "transcript" else (
+            f"recording {done.recording_id}")
+        if done.action == "skipped":
+            self.skipped += 1
+            note = done.note.removeprefix(f"{done.path}: ")
+            say(f"{done.path}: skipped: {note}", err=True)
+        elif done.action == "unchanged":
+            say(f"{done.path}: unchanged, recording {done.recording_id}", err=True)
+        elif done.action == "truncated":
+            self.skipped += 1
+            say(f"{done.path}: not updated: {done.note}", err=True)
+        else:
+            extra = f" ({done.note})" if done.note else ""
+            if done.kind != "cassette":
+                say(f"{done.path}: {done.action} {what}{extra}", err=True)
+            click.echo(done.recording_id)
+
+    def summary(self) -> str:
+        order = ("imported", "updated", "unchanged", "truncated", "skipped")
+        said = ", ".join(f"{self.counts.get(a, 0)} {a}" for a in order
+                         if self.counts.get(a) or a in ("imported", "updated", "unchanged"))
+        if self.damage:
+            said += f"; {self.damage} damaged line{'s' if self.damage != 1 else ''} skipped"
+        return f"import: {said}"
+
+
+def _watch(store: Any, paths: tuple[str, ...], interval: float, planner: Any,
+           name: str | None, tags: dict[str, str], said: set[Any]) -> None:
     import time
 
     from ..formats.imports import Watcher
 
-    watcher = Watcher(store, paths)
-
-    def report(done: Any) -> None:
-        say(f"{done.path}: {done.action} session {done.session_id}", err=True)
-        click.echo(done.recording_id)
+    watcher = Watcher(store, paths, name=name, tags=tags)
+    watcher.planner = planner
+    watcher.said = said  # the files skipped already said so
+    tally = _Tally()
 
     def failed(path: Any, exc: Exception) -> None:
-        say(f"claudetrace: {exc}", err=True)
+        say(f"claudetrace: {path}: {exc}", err=True)
 
     say(f"watching {', '.join(paths)} (Ctrl-C to stop)", err=True)
     try:
         while True:
-            watcher.poll(report, failed)
+            watcher.poll(tally.add, failed)
             time.sleep(interval)
     except KeyboardInterrupt:
         pass

@@ -27,8 +27,9 @@ def doctor(db_url: str | None, retry: tuple[str, ...]) -> None:
     A capture file the database refused after the indexer's retries, or one
     that is damaged, is set aside beside the others (``….capture.failed`` or
     ``….capture.damaged``) and never tried again by itself; its recording, if
-    any of it was stored, is marked incomplete.  Exit status 1 while any is
-    set aside, so scripts can check.
+    any of it was stored, is marked incomplete.  A cassette whose import was
+    stopped before its end (killed) is listed as half imported.  Exit status 1
+    while any is set aside or half imported, so scripts can check.
 
     Recordings that lost bytes (forwarded to the CLI or the host but never
     written to the capture, as on a full disk) are listed too, for
@@ -47,11 +48,13 @@ def doctor(db_url: str | None, retry: tuple[str, ...]) -> None:
                 say(f"retrying {item.recording_id}", err=True)
                 cap.restore(item)
     lossy: list[Any] = []
+    halves: list[Any] = []
     try:
         # Opening it stores what waits (the retried captures among them).
         store = read_store(db_url)
         try:
             lossy = store.lossy_recordings()
+            halves = store.half_imported()
         finally:
             store.close()
     except StoreError as exc:
@@ -63,6 +66,9 @@ def doctor(db_url: str | None, retry: tuple[str, ...]) -> None:
     for rec in lossy:
         say(f"{rec.id}  incomplete: {rec.lost_bytes} bytes forwarded but not recorded "
                    "(a full disk?); the rest is stored")
+    for rec in halves:
+        click.echo(f"{rec.id}  half imported: a cassette's import stopped before its end "
+                   f"(killed?); import the cassette again")
     waiting = [p for p in cap.capture_files(url) if not cap.writer_alive(p)]
     aside = cap.set_aside_files(url)
     for item in aside:
@@ -74,6 +80,5 @@ def doctor(db_url: str | None, retry: tuple[str, ...]) -> None:
     if not aside and not waiting:
         click.echo("nothing set aside: every finished recording is stored"
                    + (" (some with bytes lost, above)" if lossy else ""))
-        return
-    if aside:
+    if aside or halves:
         raise SystemExit(1)

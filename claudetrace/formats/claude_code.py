@@ -1,41 +1,54 @@
 """Claude Code's own session transcripts, read as recordings.
 
 The CLI writes every session, interactive or driven by an SDK, as JSONL under
-``~/.claude/projects/<project-slug>/<session-id>.jsonl``, and each subagent's
-side chain beside it as ``<session-id>/subagents/agent-<id>.jsonl``.  A
-transcript line is close to a stream-json line (``user`` and ``assistant``
-lines carry the same ``message``), so :func:`transcript_events` turns a
-transcript into the events the CLI would have written on stdout: the prompts
-(``in``), the assistant messages and tool results (``out``), system lines and
+``~/.claude/projects/<project-slug>/``: the main thread in
+``<session-id>.jsonl`` and each subagent's side chain beside it (every layout:
+:mod:`.layout`).  A transcript line is close to a stream-json line (``user``
+and ``assistant`` lines carry the same ``message``), so :func:`read_session`
+turns a session's files into the events the CLI would have written on stdout:
+the prompts (``in``), the assistant messages and tool results (``out``), the
+subagents' lines nested under the tool use that ran them, system lines and
 summaries, a ``system/init`` per turn (model, permission mode, version), and one
-``result`` per finished turn (usage added up over the turn's API messages,
-cost from the CLI's ``cost-state`` lines when there are some).  Everything else
-that reads a recording (``show``, spans, Prometheus, the UI, the HTML report)
-then reads an imported transcript the way it reads a proxied session.
+``result`` per finished turn.
 
-What a transcript cannot know stays unknown: there is no control plane, no
-stderr and no exit status.  A turn still running when the transcript was read
-gets no result, and the recording stays open (``running`` while the file keeps
-growing, else ``incomplete``).  Lines that describe the CLI's bookkeeping rather
-than the session (attachments, queue operations, API request shapes) are left
-out.
+A result's usage counts each API message once, with the last usage the
+transcript gives for its id (the lines of one message repeat it, growing), the
+main thread's in ``usage`` and every thread's per model in
+``model_usage_since_last_result``; its cost is the CLI's own running total from
+``cost-state`` lines when a turn has one, and otherwise not given: a transcript
+that says nothing of cost is not free.
+
+What is typed on a user line that is no prompt is kept as what it is, marked
+``claudetrace_kind`` (see :data:`USER_KINDS`): slash commands, meta lines,
+compaction summaries, teammate messages, steering (text typed while a turn ran),
+interrupts.  An API error message keeps the transcript's ``isApiErrorMessage``
+and ``error``, and its turn's result is an error.
+
+Times come from the entries' timestamps only: a line without one takes the time
+of the line before it (or, at the start of a file, of the first line that has
+one); a session with no timestamp at all has no time and is not read.  What a
+transcript cannot know stays unknown: there is no control plane, no stderr and
+no exit status.  A turn still running when the transcript was read gets no
+result, and the recording stays open.  Lines that describe the CLI's
+bookkeeping rather than the session (queue operations, API request shapes,
+file snapshots) are left out.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import hashlib
-import json
-import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+import msgspec
+
 from ..errors import ClaudeTraceError
-from ..model.content import blocks
-from ..model.events import Event
+from ..model.events import Event, is_tool_result_type, parsed_event
 from ..recording import RecordingInfo, new_recording_id
+from .jsonl import JsonlFile
+from .layout import SessionFiles, peek_session_id, side_chains_of
+from .timeline import Item, agent_links, first_time, main_items, merged, timed, timestamp_ns
 
 #: ``source`` of recordings imported from transcripts.
 SOURCE: Final = "transcript"
@@ -57,6 +70,12 @@ _TRANSCRIPT_ONLY: Final = frozenset(
     }
 )
 _INTERRUPTED: Final = "[Request interrupted by user"
+#: ``claudetrace_kind`` of the user lines that are not prompts (and not tool results).
+USER_KINDS: Final = (
+    "command", "meta", "compact_summary", "teammate", "steering", "interrupt",
+)
+#: Tools that run a subagent.
+_AGENT_TOOLS: Final = frozenset({"Task", "Agent"})
 #: The fields of a ``modelUsage`` entry that are running counts (the others, such
 #: as ``contextWindow`` or ``canonicalModel``, are the model's constants).
 _RUNNING_COUNTS: Final = frozenset({
@@ -64,6 +83,20 @@ _RUNNING_COUNTS: Final = frozenset({
     "webSearchRequests", "costUSD", "thinkingTokens", "cacheCreationEphemeral5mInputTokens",
     "cacheCreationEphemeral1hInputTokens",
 })
+#: Usage fields counted, in the API's names and in ``modelUsage``'s.
+_TOKENS: Final = (
+    ("input_tokens", "inputTokens"),
+    ("cache_creation_input_tokens", "cacheCreationInputTokens"),
+    ("cache_read_input_tokens", "cacheReadInputTokens"),
+    ("output_tokens", "outputTokens"),
+)
+_SYNTHETIC: Final = "<synthetic>"
+_dumps: Final = msgspec.json.encode  # compact, raw UTF-8, as the CLI writes JSON
+
+
+def _count(value: Any) -> int:
+    """A token count as the transcript gives it (anything but a whole number is 0)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _is_number(value: Any) -> bool:
@@ -83,80 +116,12 @@ def is_transcript_line(obj: Any) -> bool:
     return "sessionId" in obj and obj.get("type") in ("user", "assistant", "system")
 
 
-def _dumps(obj: dict[str, Any]) -> bytes:
-    # The CLI's own spelling (JSON.stringify: compact, raw UTF-8).
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
-
-
-def _timestamp_ns(value: Any) -> int | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        when = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
-    return int(when.timestamp() * 1_000_000) * 1000
-
-
-def read_lines(path: Path) -> list[dict[str, Any]]:
-    """The JSON objects of a transcript file.
-
-    A last line without its newline is being written: it is left for the next
-    read.  Any other line that is not a JSON object is an error naming the line.
-    """
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise TranscriptError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    lines = data.split(b"\n")
-    if lines and lines[-1]:
-        lines = lines[:-1]  # an unfinished last line
-    out: list[dict[str, Any]] = []
-    for number, raw in enumerate(lines, 1):
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-        except ValueError as exc:
-            raise TranscriptError(f"{path}:{number}: not a JSON line ({exc})") from exc
-        if not isinstance(obj, dict):
-            raise TranscriptError(f"{path}:{number}: not a JSON object")
-        out.append(obj)
-    return out
-
-
-def sidechain_files(path: Path) -> list[Path]:
-    """The subagent transcripts that belong to the session transcript ``path``."""
-    folder = path.with_suffix("") / "subagents"
-    return sorted(folder.glob("agent-*.jsonl")) if folder.is_dir() else []
-
-
-#: Changed whenever the conversion reads a file differently, so that each file
-#: imported before is read again once (2: assistant lines keep ``error`` and
-#: ``isApiErrorMessage``, and a turn left with an API error is an error).
-READING: Final = b"2"
-
-
-def fingerprint(paths: Sequence[Path]) -> str:
-    """A digest of the files' contents and of :data:`READING` (an unchanged
-    transcript is skipped on import)."""
-    digest = hashlib.sha256(b"reading " + READING + b"\0")
-    for path in paths:
-        digest.update(os.fsencode(path.name) + b"\0")
-        with path.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()
-
-
 @dataclass
 class _Turn:
     start_ns: int
     end_ns: int
-    usage: dict[str, int] = field(default_factory=dict)
-    messages: set[str] = field(default_factory=set)
+    #: API message id → its thread (side chain's tool use), model and last usage.
+    calls: dict[str, tuple[str | None, Any, dict[str, Any]]] = field(default_factory=dict)
     last_text: str = ""
     interrupted: bool = False
     waiting_on_tools: bool = False
@@ -172,17 +137,44 @@ class Transcript:
     events: list[Event]
     finished: bool
     cost_known: bool
+    #: Damaged lines skipped (the first few named) and other things said of the read.
+    warnings: list[str] = field(default_factory=list)
+    damage: int = 0
+    #: When the session was last written (its last entry's time), in ns.
+    last_entry_ns: int = 0
+
+
+def user_kind(entry: dict[str, Any], text: str) -> str | None:
+    """What a user line that is no prompt is (:data:`USER_KINDS`), else None."""
+    if entry.get("isCompactSummary"):
+        return "compact_summary"
+    if entry.get("isMeta"):
+        return "meta"
+    head = text.lstrip()
+    if head.startswith(("<command-", "<local-command")):
+        return "command"
+    if head.startswith("<teammate-message"):
+        return "teammate"
+    if head.startswith(_INTERRUPTED):
+        return "interrupt"
+    return None
 
 
 class _Converter:
     def __init__(
-        self, session_id: str, source: str = SOURCE, *, sidechain_usage: bool = False
+        self, session_id: str, source: str = SOURCE, *, sidechain_usage: bool = False,
+        links: dict[str, str] | None = None, sink: Callable[[Event], None] | None = None,
     ) -> None:
         self.session_id = session_id
+        #: Where each event goes as it is made (else :attr:`events` keeps them).
+        self.sink = sink
+        self.count = 0
         self.source = source
-        #: Count subagents' API messages in the turn's usage (as the CLI's modelUsage
-        #: does), for sources without the CLI's own per-model figures.
+        #: Count subagents' API messages in the turn's ``usage`` too (for sources
+        #: where the main thread's own figure means nothing more).
         self.sidechain_usage = sidechain_usage
+        #: Subagent id → the tool use that ran it (from the tool results' metadata).
+        self.links = links or {}
         self.events: list[Event] = []
         self.start_ns: int | None = None
         self.last_ns = 0
@@ -190,6 +182,7 @@ class _Converter:
         self.turn_count = 0
         self.pending_init: dict[str, Any] | None = None
         self.facts: dict[str, Any] = {}
+        self.first_prompt: dict[str, Any] | None = None
         self.cost_total: float | None = None
         self.cost_models: dict[str, dict[str, Any]] = {}
         self.cost_reported: dict[str, dict[str, Any]] = {}
@@ -198,6 +191,13 @@ class _Converter:
         self.cost_fresh = False
         #: A result went out without the running totals.
         self.cost_unreported = False
+        #: Side chain → the tool use it nests under; agent tool uses not yet claimed.
+        self.chain_parent: dict[str, str] = {}
+        self.agent_uses: dict[str, str] = {}
+        #: The main thread's entries in order (uuid → place) and its prompts' places,
+        #: to see a rewind: a prompt that continues from before the last prompt.
+        self.place: dict[str, int] = {}
+        self.prompts: list[tuple[int, str]] = []
 
     # -- output -------------------------------------------------------------------
 
@@ -207,15 +207,21 @@ class _Converter:
         # Lines are written in order; a clock that steps back does not reorder them.
         when = max(when, self.last_ns)
         self.last_ns = when
-        self.events.append(
-            Event(len(self.events), direction, when - self.start_ns, _dumps(obj), wall_ns=when)  # type: ignore[arg-type]
-        )
+        event = parsed_event(self.count, direction, when - self.start_ns,  # type: ignore[arg-type]
+                             _dumps(obj), obj, wall_ns=when)
+        self.count += 1
+        if self.sink is not None:
+            self.sink(event)
+        else:
+            self.events.append(event)
 
     def init(self, model: Any, when: int) -> None:
         """A ``system/init`` for the turn starting (the CLI writes one per turn)."""
         entry, self.pending_init = self.pending_init, None
         if entry is None:
             return
+        if not isinstance(model, str) or model == _SYNTHETIC:
+            model = self.facts.get("model")  # an API error is no model's answer
         msg = {
             "type": "system",
             "subtype": "init",
@@ -233,22 +239,30 @@ class _Converter:
         if turn is None:
             return
         self.turn_count += 1
+        main: dict[str, int] = dict.fromkeys((api for api, _ in _TOKENS), 0)
+        by_model: dict[str, dict[str, int]] = {}
+        for lane, model, usage in turn.calls.values():
+            tokens = [(api, camel, _count(usage.get(api))) for api, camel in _TOKENS]
+            if lane is None or self.sidechain_usage:
+                for api, _camel, value in tokens:
+                    main[api] += value
+            if isinstance(model, str) and model != _SYNTHETIC and any(v for *_, v in tokens):
+                counts = by_model.setdefault(model, dict.fromkeys(
+                    (camel for _, camel in _TOKENS), 0))
+                for _api, camel, value in tokens:
+                    counts[camel] += value
+        is_error = turn.interrupted or turn.api_error
         result: dict[str, Any] = {
             "type": "result",
             # An API error the turn ended on makes its result an error, as the
             # CLI's own result is then (subtype success, is_error true).
             "subtype": "error_during_execution" if turn.interrupted else "success",
-            "is_error": turn.interrupted or turn.api_error,
+            "is_error": is_error,
             "duration_ms": (turn.end_ns - turn.start_ns) // 1_000_000,
-            "num_turns": len(turn.messages),
+            "num_turns": sum(1 for lane, _m, _u in turn.calls.values() if lane is None),
             "result": turn.last_text,
             "session_id": self.session_id,
-            "usage": {
-                "input_tokens": turn.usage.get("input_tokens", 0),
-                "cache_creation_input_tokens": turn.usage.get("cache_creation_input_tokens", 0),
-                "cache_read_input_tokens": turn.usage.get("cache_read_input_tokens", 0),
-                "output_tokens": turn.usage.get("output_tokens", 0),
-            },
+            "usage": main,
             "claudetrace_source": self.source,
         }
         if self.cost_fresh and self.cost_total is not None and self.cost_models:
@@ -262,38 +276,69 @@ class _Converter:
             # The next result's growth is measured from this one's totals.
             self.cost_unreported = False
         else:
-            # What this turn added to the running totals is not known: a later
-            # result cannot say what it added since this one.
+            # The transcript's own count of the turn, every thread, per model;
+            # no cost (none is known: not zero).
+            if by_model:
+                result["model_usage_since_last_result"] = by_model
             self.cost_unreported = True
         self.cost_fresh = False
         self.emit("out", result, turn.end_ns)
 
     # -- input --------------------------------------------------------------------
 
-    def feed(self, entry: dict[str, Any], when: int, parent: str | None) -> None:
+    def feed(self, entry: dict[str, Any], when: int, chain: str | None) -> None:
+        """One entry at ``when``; ``chain`` names the side chain it belongs to
+        (None on the main thread)."""
         kind = entry.get("type")
         if kind == "cost-state":
             self.cost_state(entry)
-        elif kind == "user":
+            return
+        if kind not in ("user", "assistant", "system", "summary", "attachment"):
+            return
+        parent = None if chain is None else self.parent_of(chain, entry)
+        uid = entry.get("uuid")
+        if chain is None and isinstance(uid, str):
+            self.place[uid] = len(self.place)
+        if kind == "user":
             self.user(entry, when, parent)
         elif kind == "assistant":
             self.assistant(entry, when, parent)
         elif kind == "system":
             self.system(entry, when, parent)
         elif kind == "summary":
-            text = entry.get("summary")
-            msg = {
-                "type": "system",
-                "subtype": "summary",
-                "summary": text,
-                "session_id": self.session_id,
-            }
+            msg = {"type": "system", "subtype": "summary", "summary": entry.get("summary"),
+                   "session_id": self.session_id}
+            leaf = entry.get("leafUuid")
+            if isinstance(leaf, str):
+                msg["leafUuid"] = leaf
             self.emit("out", msg, when)
+        else:
+            self.attachment(entry, when, parent)
+
+    def parent_of(self, chain: str, entry: dict[str, Any]) -> str:
+        """The tool use a side chain nests under: the one whose result names its
+        agent, else the agent tool use it answers (its prompt), else the oldest
+        one not claimed yet, else a name of its own."""
+        found = self.chain_parent.get(chain)
+        if found is not None:
+            return found
+        agent = entry.get("agentId")
+        found = self.links.get(agent) if isinstance(agent, str) else None
+        if found is None and self.agent_uses:
+            text = _text_of(entry)
+            found = next((t for t, p in self.agent_uses.items() if p and p == text), None)
+            found = found or next(iter(self.agent_uses))
+        if found is None:
+            found = f"agent-{agent}" if isinstance(agent, str) and agent else chain
+        self.agent_uses.pop(found, None)
+        self.chain_parent[chain] = found
+        return found
 
     def cost_state(self, entry: dict[str, Any]) -> None:
         total = entry.get("totalCostUSD")
         models = entry.get("modelUsage")
-        if isinstance(total, (int, float)) and isinstance(models, dict):
+        if isinstance(total, (int, float)) and not isinstance(total, bool) and isinstance(
+                models, dict):
             self.cost_total = float(total)
             self.cost_models = {str(k): v for k, v in models.items() if isinstance(v, dict)}
             self.cost_known = True
@@ -317,101 +362,113 @@ class _Converter:
         return since
 
     def _line(self, entry: dict[str, Any], parent: str | None) -> dict[str, Any]:
-        return {
+        line = {
             "type": entry["type"],
             "message": entry.get("message"),
             "parent_tool_use_id": parent,
             "session_id": self.session_id,
             "uuid": entry.get("uuid"),
         }
+        if entry.get("isApiErrorMessage") is True:
+            line["isApiErrorMessage"] = True
+        if entry.get("error") is not None:
+            line["error"] = entry["error"]
+        return line
 
     def user(self, entry: dict[str, Any], when: int, parent: str | None) -> None:
         msg = entry.get("message")
-        found = blocks(msg.get("content") if isinstance(msg, dict) else None)
-        results = any(b.kind == "tool_result" for b in found)
-        text = "\n".join(b.text for b in found if b.kind == "text")
-        own = (
-            entry.get("isMeta")
-            or entry.get("isCompactSummary")
-            or text.lstrip().startswith(("<local-command", "<command-"))
-        )
-        if parent is not None or results or own or text.startswith(_INTERRUPTED):
+        text, results, _uses = _scan(msg.get("content") if isinstance(msg, dict) else None)
+        kind = None if results else user_kind(entry, text)
+        if parent is not None or results or kind is not None:
             if self.turn is not None and parent is None:
                 self.turn.end_ns = when
                 self.turn.waiting_on_tools = False
-                if text.startswith(_INTERRUPTED):
+                if kind == "interrupt":
                     self.turn.interrupted = True
-            self.emit("out", self._line(entry, parent), when)
+            line = self._line(entry, parent)
+            if kind is not None:
+                line["claudetrace_kind"] = kind
+            self.emit("out", line, when)
             return
         # A prompt: the previous turn is over, a new one starts.
         self.close_turn()
+        self.rewind(entry, when)
         self.turn = _Turn(when, when)
         self.emit("in", self._line(entry, None), when)
         self.pending_init = entry
+        if self.first_prompt is None:
+            self.first_prompt = entry
+
+    def rewind(self, entry: dict[str, Any], when: int) -> None:
+        """A ``system/rewind`` line before a prompt that goes on from an entry before
+        the last prompt (the user rewound the conversation): the prompts after that
+        entry, and what answered them, are an abandoned branch."""
+        up, uid = entry.get("parentUuid"), entry.get("uuid")
+        at = self.place.get(up) if isinstance(up, str) else None
+        if at is not None and self.prompts and at < self.prompts[-1][0]:
+            gone = [p for place, p in self.prompts if place > at]
+            self.emit("out", {
+                "type": "system", "subtype": "rewind", "branch_from": up,
+                "abandoned_prompts": gone, "session_id": self.session_id}, when)
+        if isinstance(uid, str):
+            self.prompts.append((self.place.get(uid, len(self.place)), uid))
+
+    def attachment(self, entry: dict[str, Any], when: int, parent: str | None) -> None:
+        """Text the user typed while a turn ran (a queued command) is steering; other
+        attachments (dates, file contents, hooks' output) are the CLI's context."""
+        found = entry.get("attachment")
+        if not isinstance(found, dict) or found.get("type") != "queued_command":
+            return
+        prompt = found.get("prompt")
+        if not isinstance(prompt, (str, list)):
+            return
+        line = self._line({**entry, "type": "user",
+                           "message": {"role": "user", "content": prompt}}, parent)
+        line["claudetrace_kind"] = "steering"
+        self.emit("out", line, when)
 
     def assistant(self, entry: dict[str, Any], when: int, parent: str | None) -> None:
         msg = entry.get("message")
         if not isinstance(msg, dict):
             return
         model = msg.get("model")
-        if isinstance(model, str) and model != "<synthetic>":
+        if isinstance(model, str) and model != _SYNTHETIC:
             self.facts.setdefault("model", model)
         turn = self.turn
         if parent is None:
             self.init(model, when)
-        if turn is not None and (parent is None or self.sidechain_usage):
-            self._count(turn, msg)
+        text, _results, uses = _scan(msg.get("content"))
+        if turn is not None:
+            message_id = msg.get("id")
+            usage = msg.get("usage")
+            if isinstance(message_id, str) and isinstance(usage, dict):
+                # The last figure given for a message id (its lines repeat it, growing).
+                turn.calls[message_id] = (parent, model, usage)
         if turn is not None and parent is None:
             turn.end_ns = when
-            found = blocks(msg.get("content"))
-            texts = [b.text for b in found if b.kind == "text"]
-            if texts:
-                turn.last_text = "".join(texts)
+            if text:
+                turn.last_text = text
             # Server and MCP-connector tool uses run on the API's side: only a
             # client tool use leaves the turn waiting on the CLI.
-            turn.waiting_on_tools = any(b.type == "tool_use" for b in found)
+            turn.waiting_on_tools = bool(uses)
             turn.api_error = bool(entry.get("isApiErrorMessage") is True or entry.get("error"))
-        line = self._line(entry, parent)
-        # What says the answer is an API error, which the session model reads.
-        line.update({k: entry[k] for k in ("error", "isApiErrorMessage") if k in entry})
-        self.emit("out", line, when)
-
-    @staticmethod
-    def _count(turn: _Turn, msg: dict[str, Any]) -> None:
-        """Add an API message's usage to the turn (once: one line per content block)."""
-        message_id = msg.get("id")
-        usage = msg.get("usage")
-        if not isinstance(message_id, str) or message_id in turn.messages:
-            return
-        turn.messages.add(message_id)
-        if isinstance(usage, dict):
-            for key in (
-                "input_tokens",
-                "cache_creation_input_tokens",
-                "cache_read_input_tokens",
-                "output_tokens",
-            ):
-                value = usage.get(key)
-                if isinstance(value, int):
-                    turn.usage[key] = turn.usage.get(key, 0) + value
+        if parent is None:
+            for use in uses:
+                tool_id, tool_input = use.get("id"), use.get("input")
+                if use.get("name") in _AGENT_TOOLS and isinstance(tool_id, str):
+                    prompt = tool_input.get("prompt") if isinstance(tool_input, dict) else None
+                    self.agent_uses[tool_id] = prompt if isinstance(prompt, str) else ""
+        # The line keeps what says the answer is an API error (see _line), which the
+        # session model reads.
+        self.emit("out", self._line(entry, parent), when)
 
     def system(self, entry: dict[str, Any], when: int, parent: str | None) -> None:
         skip = {
-            "type",
-            "parentUuid",
-            "isSidechain",
-            "userType",
-            "cwd",
-            "sessionId",
-            "version",
-            "gitBranch",
-            "timestamp",
-            "uuid",
-            "entrypoint",
-            "slug",
+            "type", "parentUuid", "isSidechain", "userType", "cwd", "sessionId", "version",
+            "gitBranch", "timestamp", "uuid", "entrypoint", "slug", "subtype",
         }
         msg: dict[str, Any] = {"type": "system", "subtype": entry.get("subtype") or "message"}
-        msg.update({k: v for k, v in entry.items() if k not in skip and k != "subtype"})
+        msg.update({k: v for k, v in entry.items() if k not in skip})
         msg.update(
             {"parent_tool_use_id": parent, "session_id": self.session_id, "uuid": entry.get("uuid")}
         )
@@ -420,64 +477,80 @@ class _Converter:
         self.emit("out", msg, when)
 
 
-def _agent_links(entries: Iterable[dict[str, Any]]) -> dict[str, str]:
-    """Subagent id → the tool use that started it (from the tool results' metadata)."""
-    links: dict[str, str] = {}
-    for entry in entries:
-        extra = entry.get("toolUseResult")
-        if entry.get("type") != "user" or not isinstance(extra, dict):
+def _scan(content: Any) -> tuple[str, bool, list[dict[str, Any]]]:
+    """A message content's text (its text blocks, a line each), whether it holds a
+    tool result, and its (client) tool uses: what :func:`~claudetrace.model.content.blocks`
+    would say of them, without making a block of each."""
+    if isinstance(content, str):
+        return content, False, []
+    if not isinstance(content, list):
+        return "", False, []
+    texts: list[str] = []
+    results = False
+    uses: list[dict[str, Any]] = []
+    for block in content:
+        if isinstance(block, str):
+            texts.append(block)
             continue
-        agent = extra.get("agentId")
-        msg = entry.get("message")
-        if not isinstance(agent, str) or not isinstance(msg, dict):
+        if not isinstance(block, dict):
             continue
-        for block in blocks(msg.get("content")):
-            if block.kind == "tool_result":
-                links[agent] = str(block.id)
-    return links
+        kind = block.get("type")
+        if kind == "text":
+            value = block.get("text")
+            texts.append(value if isinstance(value, str) else "")
+        elif kind == "tool_use":
+            uses.append(block)
+        elif not results and is_tool_result_type(kind):
+            results = True
+    return "\n".join(texts), results, uses
 
 
-def _timeline(
-    main: list[dict[str, Any]], sides: list[list[dict[str, Any]]], links: dict[str, str]
-) -> Iterator[tuple[int, dict[str, Any], str | None]]:
-    """Every entry with its time and parent tool use id, in time order.
+def _text_of(entry: dict[str, Any]) -> str:
+    msg = entry.get("message")
+    return _scan(msg.get("content") if isinstance(msg, dict) else None)[0]
 
-    The main file's order is kept; side chains are merged in by time.  An entry
-    without a timestamp (``cost-state``) takes the time of the one before it.
+
+def read_session(
+    files: SessionFiles, *, recording_id: str | None = None, source: str = SOURCE,
+    sink: Callable[[Event], None] | None = None,
+) -> Transcript:
+    """Read a session's transcript files (:mod:`.layout`) as one recording.
+
+    With ``sink``, each event goes there as it is made, and the transcript's
+    :attr:`~Transcript.events` stays empty: a session of any size is read in a
+    few lines' memory.
     """
-    tagged: list[tuple[int, int, int, dict[str, Any], str | None]] = []
-    for chain, entries in enumerate([main, *sides]):
-        last = 0
-        for index, entry in enumerate(entries):
-            when = _timestamp_ns(entry.get("timestamp"))
-            last = when if when is not None else last
-            parent = None
-            if chain or entry.get("isSidechain"):
-                agent = entry.get("agentId")
-                parent = links.get(agent) if isinstance(agent, str) else None
-                parent = parent or (f"agent-{agent}" if agent else None)
-            tagged.append((last, chain, index, entry, parent))
-    # Main-file order wins within the main file (its clock can step back by a
-    # few ms between an entry and its attachments).
-    main_order = [t for t in tagged if t[1] == 0]
-    side_order = sorted((t for t in tagged if t[1] != 0), key=lambda t: (t[0], t[1], t[2]))
-    merged: list[tuple[int, int, int, dict[str, Any], str | None]] = []
-    j = 0
-    for item in main_order:
-        while j < len(side_order) and side_order[j][0] < item[0]:
-            merged.append(side_order[j])
-            j += 1
-        merged.append(item)
-    merged += side_order[j:]
-    for when, _chain, _index, entry, parent in merged:
-        yield when, entry, parent
+    mains = sorted(files.mains, key=first_time) if len(files.mains) > 1 else files.mains
+    readers = [JsonlFile(p) for p in [*mains, *files.sides]]
+    main_readers, side_readers = readers[: len(mains)], readers[len(mains):]
+    links = agent_links(mains) if side_readers else {}
+    got = _convert(
+        files.session_id,
+        main_items(_objects(r) for r in main_readers),
+        [timed(_objects(r), f"file-{r.path.stem}") for r in side_readers],
+        files.path,
+        source=source,
+        recording_id=recording_id,
+        links=links,
+        sink=sink,
+    )
+    for reader in readers:
+        got.damage += reader.damage
+        got.warnings += reader.damaged
+    if got.damage > len(got.warnings):
+        got.warnings.append(f"{got.damage - len(got.warnings)} more damaged lines skipped")
+    return got
+
+
+def _objects(reader: JsonlFile) -> Iterator[dict[str, Any]]:
+    return (obj for _number, obj in reader.objects())
 
 
 def read_transcript(path: Path, *, recording_id: str | None = None) -> Transcript:
-    """Read the session transcript ``path`` (and its subagents) as a recording."""
-    main = read_lines(path)
-    sides = [read_lines(p) for p in sidechain_files(path)]
-    return entries_recording(main, sides, path, source=SOURCE, recording_id=recording_id)
+    """Read the session transcript ``path`` and the side chains filed under it."""
+    sid = peek_session_id(path) or path.stem
+    return read_session(SessionFiles(sid, [path], side_chains_of(path)),
+                        recording_id=recording_id)
 
 
 def entries_recording(
@@ -496,17 +569,44 @@ def entries_recording(
     session_id = next(
         (e["sessionId"] for e in main if isinstance(e.get("sessionId"), str)), path.stem
     )
-    convert = _Converter(session_id, source, sidechain_usage=sidechain_usage)
-    first: dict[str, Any] = next((e for e in main if e.get("type") == "user"), {})
-    for when, entry, parent in _timeline(main, sides, _agent_links(main)):
-        convert.feed(entry, when, parent)
+    return _convert(
+        session_id, main_items([main]),
+        [timed(entries, f"side-{n}") for n, entries in enumerate(sides)],
+        path, source=source, recording_id=recording_id, sidechain_usage=sidechain_usage,
+    )
+
+
+def _convert(
+    session_id: str,
+    main: Iterable[Item],
+    sides: Sequence[Iterable[Item]],
+    path: Path,
+    *,
+    source: str,
+    recording_id: str | None = None,
+    sidechain_usage: bool = False,
+    links: dict[str, str] | None = None,
+    sink: Callable[[Event], None] | None = None,
+) -> Transcript:
+    convert = _Converter(session_id, source, sidechain_usage=sidechain_usage, links=links,
+                         sink=sink)
+    timeless = 0
+    for when, entry, chain in merged(main, sides):
+        if when is None:
+            if convert.start_ns is None:
+                timeless += 1
+                continue
+            when = convert.last_ns
+        convert.feed(entry, when, chain)
     turn = convert.turn
-    finished = turn is None or (not turn.waiting_on_tools and bool(turn.messages))
+    finished = turn is None or (not turn.waiting_on_tools and bool(turn.calls))
     if turn is not None and finished:
         convert.close_turn()
-    if not convert.events:
-        raise TranscriptError(f"{path}: no conversation in this file")
-    started = convert.start_ns or 0
+    if not convert.count or convert.start_ns is None:
+        what = "no timestamp in this file" if timeless else "no conversation in this file"
+        raise TranscriptError(f"{path}: {what}")
+    started = convert.start_ns
+    first = convert.first_prompt or {}
     version = first.get("version")
     mode = first.get("permissionMode")
     info = RecordingInfo(
@@ -520,22 +620,29 @@ def entries_recording(
         claude_code_version=version if isinstance(version, str) else None,
         model=convert.facts.get("model"),
         permission_mode=mode if isinstance(mode, str) else None,
-        extra={"source_path": str(path.resolve()), "cost_known": convert.cost_known},
+        extra={"source_path": str(path.resolve()), "cost_known": convert.cost_known,
+               "session_id": session_id},
     )
     from .._version import __version__
 
     info.claudetrace_version = __version__
-    return Transcript(info, convert.events, finished, convert.cost_known)
+    got = Transcript(info, convert.events, finished, convert.cost_known,
+                     last_entry_ns=convert.last_ns)
+    if timeless:
+        got.warnings.append(f"{timeless} lines without a time skipped")
+    return got
 
 
 __all__ = [
     "SOURCE",
+    "USER_KINDS",
     "Transcript",
     "TranscriptError",
     "entries_recording",
-    "fingerprint",
     "is_transcript_line",
-    "read_lines",
+    "read_session",
     "read_transcript",
-    "sidechain_files",
+    "side_chains_of",
+    "timestamp_ns",
+    "user_kind",
 ]

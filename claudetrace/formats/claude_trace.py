@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..model.content import blocks
-from .claude_code import Transcript, entries_recording, read_lines
+from .claude_code import Transcript, entries_recording
+from .jsonl import JsonlFile
 
 #: ``source`` of recordings imported from claude-trace logs.
 SOURCE: Final = "claude-trace"
@@ -264,7 +265,8 @@ def _session_id(pairs: list[dict[str, Any]], path: Path) -> str:
 
 def read_claude_trace(path: Path, *, recording_id: str | None = None) -> Transcript:
     """Read the claude-trace log ``path`` as a recording of its model calls."""
-    pairs = [p for p in read_lines(path) if is_claude_trace_line(p)]
+    reader = JsonlFile(path)  # a damaged line is skipped and counted, as in a transcript
+    pairs = [p for _number, p in reader.objects() if is_claude_trace_line(p)]
     session_id = _session_id(pairs, path)
     main, sides = pair_entries(pairs, session_id)
     # No cost-state here: the subagents' calls count in the turns' usage, as in
@@ -273,6 +275,7 @@ def read_claude_trace(path: Path, *, recording_id: str | None = None) -> Transcr
         main, sides, path, source=SOURCE, recording_id=recording_id, sidechain_usage=True
     )
     got.info.extra["cost_known"] = False
+    got.damage, got.warnings = reader.damage, reader.damaged
     return got
 
 

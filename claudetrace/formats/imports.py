@@ -1,172 +1,455 @@
-"""``claudetrace import``: cassettes and Claude Code transcripts, told apart by content.
+"""``claudetrace import``: cassettes, Claude Code transcripts and claude-trace logs,
+told apart by content, one file's trouble never another's.
 
-:func:`detect` reads a file's first line: a cassette header, a Claude Code
-transcript line, or neither (a clear error).  :func:`import_file` stores one
-file; transcripts are imported idempotently: the recording of a session is found
-again by its CLI session id, an unchanged transcript is skipped, and one that
-grew updates the same recording (its id stays).  :func:`expand`
-turns folders into the transcript files under them, and :class:`Watcher`
-imports what is new or has grown, again and again.  A recording brought up to
-date is never deleted first: it keeps its stored events and gains the new ones
-in one transaction (:meth:`~claudetrace.store.Store.put_recording`).
+:meth:`Planner.plan` turns the paths named (files, folders such as ``~/.claude/projects``)
+into what to import: each cassette and claude-trace log, and each Claude Code
+session with all its files (:mod:`.layout`), and the files it skips, each with
+what it seems to be.  :func:`import_unit` stores one (:func:`import_units`
+several).  Sessions and logs are
+imported idempotently: the recording of a session is found again by its CLI
+session id, an unchanged one is skipped without being read, one that grew
+updates the same recording (its id stays; the stored events that begin the new
+ones are kept, in one transaction: :meth:`~claudetrace.store.Store.put_recording`),
+and one whose files are now shorter than when imported is reported and left as
+stored, never cut.  A new session's recording id is made from its session id and
+start, so two importers of one session (two ``import --watch``, an import
+during a watch) write the same recording.  :class:`Watcher` imports what is new
+or has grown, again and again.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..errors import ClaudeTraceError
+from ..errors import ClaudeTraceError, StoreError
+from ..ids import new_recording_id
+from ..model.events import Event
+from ..store.ingest import ended_columns
 from .claude_code import (
+    SOURCE,
     Transcript,
-    fingerprint,
+    TranscriptError,
     is_transcript_line,
-    read_transcript,
-    sidechain_files,
+    read_session,
 )
 from .claude_trace import is_claude_trace_line, read_claude_trace
-
-#: How each converted format is read: its recordings' ``source``, the reader, and
-#: the files that belong to one (a session transcript has its subagents' too).
-_CONVERTED: dict[str, tuple[str, Callable[[Path], Transcript], Callable[[Path], list[Path]]]] = {
-    "transcript": ("transcript", read_transcript, lambda path: [path, *sidechain_files(path)]),
-    "claude-trace": ("claude-trace", read_claude_trace, lambda path: [path]),
-}
+from .jsonl import EMPTY as _EMPTY
+from .jsonl import UNFINISHED as _UNFINISHED
+from .jsonl import UnreadableFile, first_object, looks_like
+from .layout import SessionFiles, file_names, fingerprint, owner_folder, side_chains_of
+from .layout import sessions as group_sessions
+from .spool import Spool
 
 Kind = Literal["cassette", "transcript", "claude-trace"]
-Action = Literal["imported", "updated", "unchanged"]
+Action = Literal["imported", "updated", "unchanged", "skipped", "truncated"]
+#: File names looked at in folders (cassettes are ``*.ndjson`` by custom).
+_SUFFIXES = (".jsonl", ".ndjson")
+#: The stored ``cli_session_id`` is cut to this; the whole id is in ``extra``.
+_SESSION_ID_SIZE = 64
 
 
 class ImportFormatError(ClaudeTraceError):
-    """A file that is neither a cassette nor a Claude Code transcript."""
+    """A file that is neither a cassette nor a Claude Code transcript; ``pending``
+    when it is empty or its first line is still being written (nothing is wrong
+    with it yet)."""
+
+    def __init__(self, message: str, *, pending: bool = False) -> None:
+        super().__init__(message)
+        self.pending = pending
 
 
 @dataclass(frozen=True)
 class Imported:
-    """What became of one file."""
+    """What became of one session, log, cassette or skipped file."""
 
     path: Path
-    kind: Kind
+    kind: Kind | None
     action: Action
     recording_id: str | None
     session_id: str | None = None
+    #: Why it was skipped, or what was wrong (damaged lines).
+    note: str = ""
+    damage: int = 0
+
+
+@dataclass
+class Unit:
+    """One thing to import: a cassette, a claude-trace log, or a session's files."""
+
+    kind: Kind
+    path: Path
+    files: SessionFiles | None = None
+
+    @property
+    def paths(self) -> list[Path]:
+        return self.files.files if self.files is not None else [self.path]
 
 
 def detect(path: Path) -> Kind:
-    """Whether ``path`` holds a cassette, a Claude Code transcript or a claude-trace log.
+    """Whether ``path`` holds a cassette, a Claude Code transcript or a claude-trace log
+    (its first line tells); else :class:`ImportFormatError` saying what it seems to be."""
+    return probe(path)[0]
 
-    The first line tells.
-    """
+
+def probe(path: Path) -> tuple[Kind, dict[str, Any]]:
+    """:func:`detect`, with the first line's object."""
     try:
-        with path.open("rb") as handle:
-            first = b""
-            for raw in handle:
-                if raw.strip():
-                    first = raw
-                    break
-    except OSError as exc:
-        raise ImportFormatError(
-            f"cannot read cassette or transcript {path}: {exc.strerror or exc}"
-        ) from exc
-    try:
-        obj: Any = json.loads(first) if first else None
-    except ValueError:
-        obj = None
-    if isinstance(obj, dict) and obj.get("claudetrace") == "cassette":
-        return "cassette"
-    if is_transcript_line(obj):
-        return "transcript"
-    if is_claude_trace_line(obj):
-        return "claude-trace"
-    what = (
-        "an empty file"
-        if not first
-        else "not a claudetrace cassette, a Claude Code transcript or a claude-trace log"
-    )
-    raise ImportFormatError(f"{path}: {what}")
+        obj, why = first_object(path)
+    except UnreadableFile as exc:
+        raise ImportFormatError(str(exc)) from exc
+    if obj is not None:
+        if obj.get("claudetrace") == "cassette":
+            return "cassette", obj
+        if is_transcript_line(obj):
+            return "transcript", obj
+        if is_claude_trace_line(obj):
+            return "claude-trace", obj
+        why = looks_like(obj)
+    if obj is None and why in (_EMPTY, _UNFINISHED):
+        raise ImportFormatError(f"{path}: {why}", pending=True)
+    raise ImportFormatError(
+        f"{path}: not a claudetrace cassette, a Claude Code transcript or a claude-trace log"
+        f" ({why})")
 
 
-def expand(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Path]:
-    """Files named, and the session transcripts (``*.jsonl``) under folders named.
+@dataclass
+class Planner:
+    """Turns paths into :class:`Unit` s, remembering what it learnt of each file (its
+    kind and session id do not change) from one look to the next."""
 
-    Subagent transcripts (``…/subagents/agent-*.jsonl``) are read with their
-    session, not on their own.
-    """
-    for given in paths:
-        path = Path(given).expanduser()
-        if path.is_dir():
-            for found in sorted(path.rglob("*.jsonl")):
-                if found.parent.name != "subagents" and found.is_file():
-                    yield found
-        elif path.exists():
-            yield path
-        else:
-            raise ImportFormatError(
-                f"cannot read cassette or transcript {path}: no such file or folder"
-            )
+    known: dict[Path, tuple[Kind, str | None]] = field(default_factory=dict)
+
+    def kind(self, path: Path) -> tuple[Kind, str | None]:
+        found = self.known.get(path)
+        if found is None and path.name.startswith("agent-") and owner_folder(path):
+            # A side chain filed under its session: its folder says whose it is.
+            return "transcript", None
+        if found is None:
+            kind, obj = probe(path)
+            sid = obj.get("sessionId")
+            if kind == "transcript" and not isinstance(sid, str):
+                from .layout import peek_session_id
+
+                sid = peek_session_id(path)
+            found = (kind, sid if isinstance(sid, str) and sid else None)
+            self.known[path] = found
+        return found
+
+    def session_id(self, path: Path) -> str | None:
+        """The session id in a transcript's first lines (None for other files)."""
+        try:
+            kind, sid = self.kind(path)
+        except ImportFormatError:
+            return None
+        return sid if kind == "transcript" else None
+
+    def plan(self, paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Unit], list[Imported]]:
+        """What to import under ``paths``, and the files skipped (one line each)."""
+        units: list[Unit] = []
+        skipped: list[Imported] = []
+        transcripts: list[Path] = []
+        wanted: set[Path] = set()
+        for path, named in self._files(paths):
+            try:
+                kind, _sid = self.kind(path)
+            except ImportFormatError as exc:
+                if named is not False and not (exc.pending and named is None):
+                    skipped.append(Imported(path, None, "skipped", None, note=str(exc)))
+                continue
+            if kind == "transcript":
+                transcripts.append(path)
+                if named is not False:
+                    wanted.add(path)
+            elif named is not False:
+                units.append(Unit(kind, path))
+        for group in group_sessions(dict.fromkeys(transcripts), self.session_id):
+            if wanted.intersection(group.files):
+                units.append(Unit("transcript", group.path, group))
+        return units, skipped
+
+    @staticmethod
+    def _files(paths: Iterable[str | os.PathLike[str]]) -> Iterable[tuple[Path, bool | None]]:
+        """Each file to look at, with whether it was asked for (None: found in a
+        folder named; False: only looked at as a named session's possible part)."""
+        for given in paths:
+            path = Path(given).expanduser()
+            if path.is_dir():
+                for found in _walk(path):
+                    yield found, None
+            elif path.exists():
+                yield path, True
+                # A session named by one of its files: its main file and side
+                # chains, wherever filed.
+                owner = owner_folder(path)
+                main = owner.with_suffix(".jsonl") if owner is not None else path
+                if main != path and main.is_file():
+                    yield main, False
+                for side in side_chains_of(main):
+                    if side != path:
+                        yield side, False
+                # Its other files beside it: old-style agent files, a resumed
+                # session's other files (one session id; others are left out).
+                for sibling in sorted(path.parent.glob("*.jsonl")):
+                    if sibling != path:
+                        yield sibling, False
+            else:
+                raise ImportFormatError(
+                    f"cannot read cassette or transcript {path}: no such file or folder"
+                )
 
 
-def _converted_recording(store: Any, source: str, session_id: str) -> Any:
-    return store.find_by_session(source, session_id)
+def _walk(folder: Path) -> list[Path]:
+    """The files under ``folder`` with a name in :data:`_SUFFIXES`, sorted."""
+    found: list[str] = []
+    for top, _dirs, names in os.walk(folder):
+        found += [os.path.join(top, n) for n in names if n.endswith(_SUFFIXES)]
+    found.sort()
+    return [Path(name) for name in found]
 
 
-def import_converted(
-    store: Any,
-    path: Path,
-    kind: Kind = "transcript",
-    *,
-    name: str | None = None,
-    tags: dict[str, str] | None = None,
-) -> Imported:
-    """Store (or bring up to date) the recording of a transcript or claude-trace log."""
-    source, read, files_of = _CONVERTED[kind]
-    digest = fingerprint(files_of(path))
-    known = _converted_recording(store, source, path.stem)
+def expand(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """The files to import under ``paths``: a session's by its first file."""
+    units, _skipped = Planner().plan(paths)
+    return [u.path for u in units]
+
+
+def stable_recording_id(source: str, session_id: str, started_ns: int) -> str:
+    """A new session's recording id: a ULID whose random part is the session id's
+    digest, so every importer of it makes the same one."""
+    digest = hashlib.sha256(f"{source}\0{session_id}".encode()).digest()
+    return new_recording_id(started_ns, random=digest)
+
+
+@dataclass(frozen=True)
+class Known:
+    """What an import needs of a stored recording of a session."""
+
+    id: str
+    cli_session_id: str | None
+    name: str | None
+    tags: dict[str, str]
+    extra: dict[str, Any]
+
+
+#: Stored sessions by source and (cut) CLI session id.
+Index = dict[tuple[str, str], Known]
+
+
+def index_of(rows: Iterable[tuple[Any, ...]]) -> Index:
+    """An :data:`Index` of ``(id, source, cli_session_id, name, tags, extra)`` rows
+    (JSON columns parsed or as text)."""
+    index: Index = {}
+    for rid, source, sid, name, tags, extra in rows:
+        if isinstance(tags, str):
+            tags = json.loads(tags)
+        if isinstance(extra, str):
+            extra = json.loads(extra)
+        if sid is not None:
+            index.setdefault((source, sid), Known(rid, sid, name, tags or {}, extra or {}))
+    return index
+
+
+def stored_sessions(url: str, store: Callable[[], Any]) -> Index:
+    """Every stored session converted from a transcript or log, read in one query:
+    straight from a SQLite file (no SQLAlchemy to load when nothing changed), else
+    through ``store()``."""
+    import sqlite3
+
+    from ..store.sqlite import plain_file
+
+    sources = (SOURCE, "claude-trace")
+    path = plain_file(url)
+    if path is not None:
+        try:
+            with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro",
+                                                    uri=True)) as conn:
+                return index_of(conn.execute(
+                    "SELECT id, source, cli_session_id, name, tags, extra FROM recordings"
+                    " WHERE source IN (?, ?)", sources))
+        except (sqlite3.Error, ValueError):
+            pass  # not there yet, or not as expected: the store says
+    return index_of(store().converted_sessions(sources))
+
+
+def _recording_of(store: Any, source: str, session_id: str, index: Index | None) -> Any:
+    """The stored recording of a session (its id may be longer than the column)."""
+    key = session_id[:_SESSION_ID_SIZE]
+    found = index.get((source, key)) if index is not None else (
+        store().find_by_session(source, key))
+    if found is not None and (found.extra or {}).get("session_id", session_id) != session_id:
+        return None  # another session whose id begins the same
+    return found
+
+
+def _shrunk(known: Any, paths: list[Path]) -> str:
+    """What of a stored recording's files is now shorter, or gone (empty: none)."""
+    sizes = (known.extra or {}).get("files") or {}
+    now = {name: p.stat().st_size for name, p in file_names(paths).items()}
+    for name, size in sizes.items():
+        if now.get(name, -1) < size:
+            left = "gone" if name not in now else f"{now[name]} bytes"
+            return f"{name} is shorter than when imported ({size} bytes, now {left})"
+    return ""
+
+
+@dataclass
+class _Pending:
+    """A session or log to convert and store: what was known of it before."""
+
+    unit: Unit
+    digest: str
+    sizes: dict[str, int]
+    known: Any
+
+
+def _look(opened: Callable[[], Any], unit: Unit, index: Index | None) -> Imported | _Pending:
+    """What to do with a unit: nothing (unchanged, truncated), or convert it."""
+    source = SOURCE if unit.kind == "transcript" else "claude-trace"
+    paths = unit.paths
+    digest = fingerprint(paths)
+    sid = unit.files.session_id if unit.files is not None else unit.path.stem
+    known = _recording_of(opened, source, sid, index)
     if known is not None and (known.extra or {}).get("fingerprint") == digest:
-        return Imported(path, kind, "unchanged", known.id, known.cli_session_id)
-    converted = read(path)
-    sid = converted.info.cli_session_id
-    if known is None or known.cli_session_id != sid:
-        known = _converted_recording(store, source, sid) if sid else None
+        return Imported(unit.path, unit.kind, "unchanged", known.id, known.cli_session_id)
+    if known is not None and (shrunk := _shrunk(known, paths)):
+        return Imported(unit.path, unit.kind, "truncated", known.id, sid,
+                        note=f"{shrunk}: the stored recording is kept as it was")
+    sizes = {name: p.stat().st_size for name, p in file_names(paths).items()}
+    return _Pending(unit, digest, sizes, known)
+
+
+@dataclass
+class _Converted:
+    """A unit converted: its recording's metadata, the row's figures (the session
+    model's, folded as it was converted) and its events, in a spool file."""
+
+    transcript: Transcript
+    summary: dict[str, Any]
+    spool: str
+
+
+def _convert(unit: Unit) -> _Converted:
+    """Convert a unit into a spool file."""
+    spool = Spool()
+    try:
+        converted = _read(unit, spool.add)
+        info = converted.info
+        spool.seen.observe_into(info)
+        summary = ended_columns(spool.session, info, info.started_ns + spool.session.last_ns)
+    except BaseException:
+        spool.discard()
+        raise
+    spool.close()
+    converted.events = []
+    return _Converted(converted, summary, spool.name)
+
+
+def import_unit(
+    store: Any, unit: Unit, *, name: str | None = None, tags: dict[str, str] | None = None,
+    index: Index | None = None,
+) -> Imported:
+    """Store (or bring up to date) the recording of a session or claude-trace log.
+
+    ``store`` is the store, or a function that opens it when first needed (an
+    unchanged session needs none when ``index`` says what is stored:
+    :func:`stored_sessions`).  A unit that cannot be read raises
+    :class:`~.claude_code.TranscriptError`.
+    """
+    opened: Callable[[], Any] = store if callable(store) else lambda: store
+    what = _look(opened, unit, index)
+    if isinstance(what, Imported):
+        return what
+    made = _convert(unit)
+    try:
+        return _store_converted(opened, what, made, index, name, tags)
+    finally:
+        os.unlink(made.spool)
+
+
+def import_units(
+    store: Any, units: Sequence[Unit], *, name: str | None = None,
+    tags: dict[str, str] | None = None, index: Index | None = None,
+) -> Iterator[Imported]:
+    """:func:`import_unit` of each of ``units``, in order; a unit that cannot be
+    read yields an :class:`Imported` ``skipped`` saying why (a store that fails
+    raises)."""
+    opened: Callable[[], Any] = store if callable(store) else lambda: store
+    for unit in units:
+        try:
+            yield import_unit(opened, unit, name=name, tags=tags, index=index)
+        except TranscriptError as exc:
+            yield Imported(unit.path, unit.kind, "skipped", None, note=str(exc))
+
+
+def _store_converted(
+    opened: Callable[[], Any], pending: _Pending, made: _Converted, index: Index | None,
+    name: str | None, tags: dict[str, str] | None,
+) -> Imported:
+    unit, converted, known = pending.unit, made.transcript, pending.known
     info = converted.info
-    info.extra["fingerprint"] = digest
+    source = info.source
+    sid = info.cli_session_id or unit.path.stem
+    if known is None:
+        known = _recording_of(opened, source, sid, index)
+    info.extra.update(fingerprint=pending.digest, files=pending.sizes, session_id=sid)
+    if converted.warnings:
+        info.extra["warnings"] = converted.warnings
+        info.extra["damaged_lines"] = converted.damage
     if known is not None:
-        if (known.extra or {}).get("fingerprint") == digest:
-            return Imported(path, kind, "unchanged", known.id, sid)
+        if (known.extra or {}).get("fingerprint") == pending.digest:
+            return Imported(unit.path, unit.kind, "unchanged", known.id, sid)
         info.id = known.id
         info.name = known.name
         info.tags = dict(known.tags or {})
+    else:
+        info.id = stable_recording_id(source, sid, info.started_ns)
     if name:
         info.name = name
     if tags:
         info.tags = {**info.tags, **tags}
-    # A turn still under way leaves the recording open, seen last when the file
-    # was last written.  One that grew keeps its id and the events it had.
-    seen = None if converted.finished else max(path.stat().st_mtime_ns, info.started_ns)
-    store.put_recording(info, converted.events, open_seen_ns=seen)
+    # A turn still under way leaves the recording open, seen last at its last entry.
+    seen = None if converted.finished else converted.last_entry_ns
+    try:
+        opened().put_recording(info, Spool.read(made.spool), open_seen_ns=seen,
+                               summary=made.summary)
+    except StoreError:
+        # Another importer stored this session meanwhile (the same id): once more,
+        # as an update of what it stored.
+        if known is not None or _recording_of(opened, source, sid, None) is None:
+            raise
+        opened().put_recording(info, Spool.read(made.spool), open_seen_ns=seen,
+                               summary=made.summary)
     action: Action = "updated" if known is not None else "imported"
-    return Imported(path, kind, action, info.id, sid)
+    note = f"{converted.damage} damaged lines skipped" if converted.damage else ""
+    return Imported(unit.path, unit.kind, action, info.id, sid, note=note,
+                    damage=converted.damage)
 
 
-def import_file(
-    store: Any, path: Path, *, name: str | None = None, tags: dict[str, str] | None = None,
-    writer: Any = None,
+def _read(unit: Unit, sink: Callable[[Event], None]) -> Transcript:
+    try:
+        if unit.files is not None:
+            return read_session(unit.files, sink=sink)
+        got = read_claude_trace(unit.path)
+    except UnreadableFile as exc:
+        raise TranscriptError(str(exc)) from exc
+    for event in got.events:
+        sink(event)
+    return got
+
+
+def import_cassette_file(
+    store: Callable[[], Any], path: Path, *, name: str | None = None,
+    tags: dict[str, str] | None = None, writer: Any = None,
 ) -> Imported:
-    """Store the cassette, transcript or claude-trace log ``path``.
-
-    ``store`` is the store, or a function that opens it when first needed: a
-    cassette's events go through ``writer`` when given (a
-    :class:`~claudetrace.store.writer.WriterProcess`), which needs the store only
-    to take a half-stored recording back out (:func:`~claudetrace.store.ingest.import_cassette`).
-    """
-    opened: Callable[[], Any] = store if callable(store) else lambda: store
-    kind = detect(path)
-    if kind != "cassette":
-        return import_converted(opened(), path, kind, name=name, tags=tags)
+    """Store the cassette ``path`` as a new recording (through ``writer`` when given:
+    a :class:`~claudetrace.store.writer.WriterProcess`)."""
     from contextlib import closing
 
     from ..cassette import iter_cassette
@@ -178,60 +461,100 @@ def import_file(
         total = count_lines(path) - 1 if enabled() else None
         with track(events, f"importing {path.name}", total=total, unit="events") as shown:
             if writer is None:
-                rid = opened().import_cassette((header, shown), name=name, tags=tags)
+                rid = store().import_cassette((header, shown), name=name, tags=tags)
             else:
                 rid = import_cassette(writer, (header, shown), name=name, tags=tags,
-                                      forget=lambda rid: opened().delete_recording(rid))
+                                      forget=lambda rid: store().delete_recording(rid))
     session_id = header.get("session_id")
     return Imported(
         path, "cassette", "imported", rid, session_id if isinstance(session_id, str) else None
     )
 
 
-class Watcher:
-    """Imports the transcripts and claude-trace logs under some paths that are new or
-    changed since the last look."""
+def import_file(
+    store: Any, path: Path, *, name: str | None = None, tags: dict[str, str] | None = None,
+    writer: Any = None,
+) -> Imported:
+    """Store the cassette, transcript (with the rest of its session) or claude-trace
+    log ``path``.
 
-    def __init__(self, store: Any, paths: Iterable[str | os.PathLike[str]]) -> None:
+    ``store`` is the store, or a function that opens it when first needed.
+    """
+    opened: Callable[[], Any] = store if callable(store) else lambda: store
+    units, skipped = Planner().plan([path])
+    if skipped:
+        raise ImportFormatError(skipped[0].note)
+    unit = units[0]
+    if unit.kind == "cassette":
+        return import_cassette_file(opened, path, name=name, tags=tags, writer=writer)
+    return import_unit(opened(), unit, name=name, tags=tags)
+
+
+class Watcher:
+    """Imports the sessions and claude-trace logs under some paths that are new or
+    changed since the last look (cassettes are imported once, before watching)."""
+
+    def __init__(self, store: Any, paths: Iterable[str | os.PathLike[str]], *,
+                 name: str | None = None, tags: dict[str, str] | None = None) -> None:
         self.store = store
         self.paths = list(paths)
-        self.seen: dict[Path, tuple[int, int]] = {}
-
-    def _stamp(self, path: Path) -> tuple[int, int]:
-        stamps = [(p.stat().st_size, p.stat().st_mtime_ns) for p in [path, *sidechain_files(path)]]
-        return sum(s for s, _ in stamps), max(m for _, m in stamps)
+        self.name = name
+        self.tags = tags
+        self.planner = Planner()
+        self.seen: dict[Path, tuple[tuple[int, int], ...]] = {}
+        self.said: set[tuple[Path, str]] = set()
 
     def poll(
         self, report: Callable[[Imported], None], errors: Callable[[Path, Exception], None]
     ) -> None:
-        """Look once; ``report`` each file imported or updated, ``errors`` each failure."""
-        for path in expand(self.paths):
-            try:
-                stamp = self._stamp(path)
-            except OSError:
-                continue  # removed while we looked
-            if self.seen.get(path) == stamp:
+        """Look once; ``report`` each session imported, updated, truncated or file
+        skipped (once), ``errors`` each failure."""
+        try:
+            units, skipped = self.planner.plan(self.paths)
+        except ClaudeTraceError as exc:
+            errors(Path(str(self.paths[0])), exc)
+            return
+        for done in skipped:
+            if (done.path, done.note) not in self.said:
+                self.said.add((done.path, done.note))
+                report(done)
+        for unit in units:
+            if unit.kind == "cassette":
                 continue
             try:
-                kind = detect(path)
-                if kind == "cassette":
-                    self.seen[path] = stamp
-                    continue
-                done = import_converted(self.store, path, kind)
+                stamp = tuple((p.stat().st_size, p.stat().st_mtime_ns) for p in unit.paths)
+            except OSError:
+                continue  # removed while we looked
+            if self.seen.get(unit.path) == stamp:
+                continue
+            try:
+                done = import_unit(self.store, unit, name=self.name, tags=self.tags)
             except ClaudeTraceError as exc:
-                errors(path, exc)
+                errors(unit.path, exc)
             else:
-                if done.action != "unchanged":
+                if done.action != "unchanged" and (done.action != "truncated" or (
+                        (unit.path, done.note) not in self.said)):
+                    self.said.add((unit.path, done.note))
                     report(done)
-            self.seen[path] = stamp
+            self.seen[unit.path] = stamp
 
 
 __all__ = [
     "ImportFormatError",
     "Imported",
+    "Index",
+    "Known",
+    "Planner",
+    "Unit",
     "Watcher",
     "detect",
     "expand",
-    "import_converted",
+    "import_cassette_file",
     "import_file",
+    "import_unit",
+    "import_units",
+    "index_of",
+    "probe",
+    "stable_recording_id",
+    "stored_sessions",
 ]

@@ -175,6 +175,14 @@ class Event(msgspec.Struct, eq=False, gc=False):
         return True
 
 
+def parsed_event(seq: int, direction: Direction, t_ns: int, data: bytes, obj: Any, *,
+                 wall_ns: int = 0) -> Event:
+    """An event whose line was written from ``obj`` (a converter's), so that
+    reading it does not parse the line again: ``obj`` must be what
+    :func:`parse_json` reads from ``data``."""
+    return Event(seq, direction, t_ns, data, wall_ns=wall_ns, _obj=obj)
+
+
 def forget_all_parsed(events: Iterable[Event]) -> None:
     """:meth:`Event.forget_parsed` for each of ``events``, called only for those
     that hold a parsed object or no fields yet (the indexer's every line)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
-from typing import Any, cast
+from typing import Any, Final, cast
 
 from sqlalchemy import Connection, Engine, Table, delete, func, insert, or_, select, update
 from sqlalchemy.exc import SQLAlchemyError
@@ -220,7 +220,8 @@ class Store:
         return rid
 
     def put_recording(
-        self, info: RecordingInfo, events: Sequence[Event], *, open_seen_ns: int | None = None
+        self, info: RecordingInfo, events: Iterable[Event], *,
+        open_seen_ns: int | None = None, summary: dict[str, Any] | None = None,
     ) -> int:
         """Make recording ``info.id`` hold exactly ``events`` (numbered from 0), in one
         transaction; returns how many of its stored events were kept.
@@ -232,14 +233,21 @@ class Store:
         written, and one following its events sees the new ones arrive.  It ends
         at its last event, unless ``open_seen_ns`` says it is still going on
         (last seen then): it stays open, ``running`` while that is recent.
+
+        ``summary``: the columns :func:`~.ingest.ended_columns` gives of the
+        session model folded over ``events`` already (``info`` having observed
+        them), so that ``events`` is read once, as it is written, a batch at a
+        time (a converter's spool of any size).
         """
-        session = SessionModel(model=info.model, session_id=info.cli_session_id)
-        for ev in events:
-            session.add(ev)
-            info.observe(ev)
-        last_t = events[-1].t_ns if events else 0
-        ended_ns = info.started_ns + last_t
-        columns = {**info_columns(info), **ended_columns(session, info, ended_ns)}
+        if summary is None:
+            events = list(events)
+            session = SessionModel(model=info.model, session_id=info.cli_session_id)
+            for ev in events:
+                session.add(ev)
+                info.observe(ev)
+                ev.forget_parsed()  # a converter's events may come parsed: a copy of each
+            summary = ended_columns(session, info, info.started_ns + session.last_ns)
+        columns = {**info_columns(info), **summary}
         if open_seen_ns is not None:
             columns.update(ended_ns=None, last_seen_ns=open_seen_ns)
         r = _RECORDINGS.c
@@ -252,17 +260,47 @@ class Store:
             ).rowcount
             if not found:
                 conn.execute(insert(_RECORDINGS).values(**storable_columns(columns)))
-            kept = _stored_prefix(conn, info.id, events) if found else 0
-            rows, tools = event_rows(info.id, events[kept:])
-            conn.execute(delete(_TOOLS).where(_TOOLS.c.recording_id == info.id,
-                                              _TOOLS.c.seq >= kept))
-            conn.execute(delete(_EVENTS).where(_EVENTS.c.recording_id == info.id,
-                                               _EVENTS.c.seq >= kept))
-            if rows:
-                self._insert_rows(conn, _EVENTS, rows)
-            if tools:
-                self._insert_rows(conn, _TOOLS, tools)
+            return self._put_events(conn, info.id, events, compare=bool(found))
+
+    def _put_events(self, conn: Connection, recording_id: str, events: Iterable[Event], *,
+                    compare: bool) -> int:
+        """Write ``events`` over what is stored: the stored ones that begin them are
+        kept (read a page at a time), the rest deleted, the new ones inserted a
+        batch at a time.  Returns how many were kept."""
+        kept = 0
+        stored = _stored_rows(conn, recording_id) if compare else iter(())
+        batch: list[Event] = []
+        cut = not compare
+        for ev in events:
+            if not cut:
+                row = next(stored, None)
+                if row == (kept, ev.direction, ev.t_ns, ev.data, ev.eol, ev.wall_ns):
+                    kept += 1
+                    continue
+                cut = True
+                self._cut(conn, recording_id, kept)
+            batch.append(ev)
+            if len(batch) >= _PUT_BATCH:
+                self._insert_events(conn, recording_id, batch)
+                batch = []
+        if not cut:
+            self._cut(conn, recording_id, kept)
+        self._insert_events(conn, recording_id, batch)
         return kept
+
+    @staticmethod
+    def _cut(conn: Connection, recording_id: str, kept: int) -> None:
+        conn.execute(delete(_TOOLS).where(_TOOLS.c.recording_id == recording_id,
+                                          _TOOLS.c.seq >= kept))
+        conn.execute(delete(_EVENTS).where(_EVENTS.c.recording_id == recording_id,
+                                           _EVENTS.c.seq >= kept))
+
+    def _insert_events(self, conn: Connection, recording_id: str, events: list[Event]) -> None:
+        rows, tools = event_rows(recording_id, events)
+        if rows:
+            self._insert_rows(conn, _EVENTS, rows)
+        if tools:
+            self._insert_rows(conn, _TOOLS, tools)
 
     def delete_recording(self, recording_id: str) -> None:
         with _store_errors("delete"), self.engine.begin() as conn:
@@ -374,6 +412,26 @@ class Store:
                 .order_by(table.started_ns)
                 .limit(1)
             ).first()
+
+    def converted_sessions(self, sources: Sequence[str]) -> list[tuple[Any, ...]]:
+        """``(id, source, cli_session_id, name, tags, extra)`` of every recording
+        converted from ``sources`` (``transcript`` …): what an import needs to know
+        which sessions it has, in one query."""
+        t = _RECORDINGS.c
+        with _store_errors("read"), self.engine.connect() as conn:
+            return [tuple(row) for row in conn.execute(
+                select(t.id, t.source, t.cli_session_id, t.name, t.tags, t.extra)
+                .where(t.source.in_(list(sources))))]
+
+    def half_imported(self) -> list[Recording]:
+        """Recordings of cassettes whose import stopped before their end (killed):
+        an import writes a cassette's end last, so these never claim to be whole."""
+        table = _RECORDINGS.c
+        with _store_errors("read"), self.session() as s:
+            return list(s.scalars(
+                select(Recording).where(table.source == "import", table.ended_ns.is_(None))
+                .order_by(table.started_ns.desc(), table.id.desc())
+            ))
 
     def lossy_recordings(self) -> list[Recording]:
         """Recordings that lost bytes of their capture (forwarded, never written:
@@ -605,6 +663,10 @@ def _seq_pages(read: Callable[[int, int], Sequence[Any]], start_seq: int, limit:
             remaining -= len(rows)
 
 
+#: Events a statement of :meth:`Store.put_recording` reads or writes at a time.
+_PUT_BATCH: Final = 2000
+
+
 def _hold_recording(conn: Connection, recording_id: str) -> None:
     """Take the recording's row for the transaction (``FOR KEY SHARE``: it cannot be
     deleted meanwhile), or refuse a batch of a recording that is not there: the
@@ -622,18 +684,19 @@ def _like_prefix(prefix: str) -> str:
     return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-def _stored_prefix(conn: Connection, recording_id: str, events: Sequence[Event]) -> int:
-    """How many of ``events`` are stored already, unchanged, at the start of the
-    recording (read on ``conn``, in its transaction)."""
+def _stored_rows(conn: Connection, recording_id: str, page: int = _PUT_BATCH
+                 ) -> Iterator[tuple[Any, ...]]:
+    """The stored events of a recording as ``(seq, direction, t_ns, data, eol,
+    wall_ns)``, in order, read a page at a time on ``conn`` (in its transaction)."""
     c = _EVENTS.c
-    stored = conn.execute(
-        select(c.seq, c.direction, c.t_ns, c.data, c.eol, c.wall_ns)
-        .where(c.recording_id == recording_id, c.seq < len(events)).order_by(c.seq))
-    kept = 0
-    for row in stored:
-        ev = events[kept]
-        if tuple(row) != (kept, ev.direction, ev.t_ns, ev.data, ev.eol, ev.wall_ns):
-            break
-        kept += 1
-    stored.close()
-    return kept
+    next_seq = 0
+    while True:
+        rows = conn.execute(
+            select(c.seq, c.direction, c.t_ns, c.data, c.eol, c.wall_ns)
+            .where(c.recording_id == recording_id, c.seq >= next_seq)
+            .order_by(c.seq).limit(page)).all()
+        for row in rows:
+            yield tuple(row)
+        if len(rows) < page:
+            return
+        next_seq = rows[-1][0] + 1

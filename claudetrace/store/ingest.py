@@ -10,6 +10,7 @@ SQLite loads no database module in its own process unless something fails.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -72,7 +73,10 @@ def import_cassette(
     # this recording may need taking back.
     writer.stored_any = False
     try:
-        writer.create_recording(info)
+        # Without its end until the last batch: an import killed half way (no
+        # chance to take it back) leaves a recording that never claims to be
+        # whole (``doctor`` lists it).
+        writer.create_recording(dataclasses.replace(info, ended_ns=None))
         _write_events(info, header, events, batch, writer)
     except BaseException:
         _take_back(writer, forget, info.id)

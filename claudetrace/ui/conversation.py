@@ -25,6 +25,7 @@ from ..model import ToolCall as ModelToolCall
 from ..model.content import content_text, message_blocks
 from ..model.events import Event
 from ..model.protocol import message_error, result_text
+from ..transcript import line_label, marker_text
 
 ItemKind = Literal["user", "assistant", "thinking", "tool", "result", "system", "error", "stderr"]
 
@@ -193,8 +194,11 @@ class _Builder:
             # The host's prompt, or the prompt the CLI gives a subagent.
             self.add(ev, "user", text)
         else:
-            # The CLI's own user lines (command output after set_model, replays).
-            self.add(ev, "system", text, data={"role": "user"})
+            # The CLI's own user lines (command output after set_model, replays),
+            # and an imported transcript's that are no prompt (steering …).
+            label = line_label(ev.message or {})
+            self.add(ev, "system", f"{label}: {text}" if label else text,
+                     data={"role": "user", "kind": label} if label else {"role": "user"})
 
     def assistant(self, ev: Event) -> None:
         error = message_error(ev)
@@ -249,7 +253,8 @@ class _Builder:
         elif subtype == "api_error" or "error" in subtype:
             self.add(ev, "error", f"{subtype}: {_compact(rest)}", is_error=True, data=rest)
         else:
-            self.add(ev, "system", f"{subtype}: {_compact(rest)}", data=rest)
+            said = marker_text(msg)  # compaction, rewind
+            self.add(ev, "system", said or f"{subtype}: {_compact(rest)}", data=rest)
 
 
 def _compact(value: Any, limit: int = 300) -> str:

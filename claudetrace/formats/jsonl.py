@@ -1,0 +1,162 @@
+"""JSON Lines files read a line at a time, whatever is in them.
+
+Files found in the wild (Claude Code transcripts, claude-trace logs, another
+tool's logs) are read as a stream: memory holds one line, never the file, and a
+line longer than :data:`MAX_LINE` is skipped without being held (a newline-free
+file of gigabytes costs a block's memory).  A line that is not a JSON object
+(junk, half a line written over, nesting deeper than anything reads) is skipped
+and described in :attr:`JsonlFile.damaged`; a last line without its newline is
+being written, and is left for the next read (:attr:`JsonlFile.torn`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+
+from ..errors import ClaudeTraceError
+from ..model.events import may_nest_too_deep, parse_json
+
+#: The longest line read (bytes).  Claude Code writes a pasted image or a large
+#: tool result on one line; nothing it writes comes near this.
+MAX_LINE: Final = 64 << 20
+#: Damaged lines named one by one in :attr:`JsonlFile.damaged` (the rest counted).
+_NAMED: Final = 5
+_BLOCK: Final = 1 << 20
+_DECODE: Final = msgspec.json.Decoder()
+#: What :func:`first_object` says of a file with no line yet.
+EMPTY: Final = "an empty file"
+UNFINISHED: Final = "its first line is not finished yet"
+
+
+class UnreadableFile(ClaudeTraceError):
+    """A file that cannot be opened or read (named, with the system's reason)."""
+
+
+def parse_object(raw: bytes) -> dict[str, Any] | None:
+    """One line as a JSON object, else None (not JSON, not an object, nested too
+    deep, or text no database takes: :func:`~claudetrace.model.events.parse_json`
+    decides every line msgspec does not take)."""
+    value: Any
+    try:
+        if may_nest_too_deep(raw):
+            raise ValueError
+        value = _DECODE.decode(raw)
+    except (msgspec.DecodeError, ValueError, RecursionError):
+        value = parse_json(raw.strip())
+    return value if isinstance(value, dict) else None
+
+
+@dataclass
+class JsonlFile:
+    """A JSONL file read from ``start`` (a byte offset at a line's start)."""
+
+    path: Path
+    start: int = 0
+    #: The longest line read (:data:`MAX_LINE` unless given).
+    max_line: int = 0
+    #: Damaged lines seen, as ``line N: why`` (the first few; :attr:`damage` counts all).
+    damaged: list[str] = field(default_factory=list)
+    damage: int = 0
+    #: A last line without its newline was left unread.
+    torn: bool = False
+    #: The offset just past the last whole line read.
+    end: int = 0
+
+    def objects(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        """``(line number, object)`` for each line that is a JSON object."""
+        for number, raw in self.lines():
+            obj = parse_object(raw)
+            if obj is None:
+                self._damaged(number, "not a JSON object")
+            else:
+                yield number, obj
+
+    def lines(self) -> Iterator[tuple[int, bytes]]:
+        """``(line number, bytes)`` of each whole, non-blank line of at most
+        :attr:`max_line` bytes."""
+        try:
+            handle = self.path.open("rb")
+        except OSError as exc:
+            raise UnreadableFile(f"cannot read {self.path}: {exc.strerror or exc}") from exc
+        if not self.max_line:
+            self.max_line = MAX_LINE
+        with handle:
+            handle.seek(self.start)
+            self.end = self.start
+            number = 0
+            while True:
+                raw = handle.readline(self.max_line + 1)
+                if not raw:
+                    return
+                number += 1
+                if not raw.endswith(b"\n"):
+                    if len(raw) <= self.max_line:
+                        self.torn = True  # being written: the next read takes it
+                        return
+                    # Longer than the cap: skipped to its end, a block at a time.
+                    size = len(raw) + self._skip_line(handle)
+                    if size < 0:
+                        self.torn = True
+                        return
+                    self._damaged(number, f"longer than {size_text(self.max_line)}, skipped")
+                    self.end = handle.tell()
+                    continue
+                self.end += len(raw)
+                if raw.strip():
+                    yield number, raw
+
+    @staticmethod
+    def _skip_line(handle: Any) -> int:
+        """Read past the rest of a line; its size, or -1 when the file ends first."""
+        size = 0
+        while True:
+            block = handle.readline(_BLOCK)
+            if not block:
+                return -1
+            size += len(block)
+            if block.endswith(b"\n"):
+                return size
+
+    def _damaged(self, number: int, why: str) -> None:
+        self.damage += 1
+        if len(self.damaged) < _NAMED:
+            self.damaged.append(f"{self.path.name}:{number}: {why}")
+
+
+def size_text(size: int) -> str:
+    """A size in MiB when it is whole MiB, else in bytes."""
+    return f"{size >> 20} MiB" if size and not size % (1 << 20) else f"{size} bytes"
+
+
+def first_object(path: Path) -> tuple[dict[str, Any] | None, str]:
+    """The first non-blank line of ``path`` as a JSON object, or None and what the
+    file seems to be instead (for a one-line message)."""
+    reader = JsonlFile(path)
+    for _number, raw in reader.lines():
+        obj = parse_object(raw)
+        if obj is not None:
+            return obj, ""
+        return None, "its first line is not a JSON object"
+    if reader.damage:
+        return None, f"its first line is longer than {size_text(reader.max_line)}"
+    if reader.torn:
+        return None, UNFINISHED
+    return None, EMPTY
+
+
+def looks_like(obj: dict[str, Any]) -> str:
+    """What a JSON object of an unknown log seems to be, in a few words."""
+    kind = obj.get("type")
+    keys = ", ".join(sorted(str(k) for k in obj)[:5])
+    if isinstance(kind, str):
+        return f"a JSON log of {kind!r} records (keys {keys})"
+    return f"a JSON log with keys {keys}"
+
+
+__all__ = ["EMPTY", "MAX_LINE", "UNFINISHED", "JsonlFile", "UnreadableFile", "first_object",
+           "looks_like", "parse_object"]

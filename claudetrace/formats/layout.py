@@ -1,0 +1,135 @@
+"""Which transcript files make up one Claude Code session, in every layout the CLI
+has written.
+
+- ``<project>/<session-id>.jsonl``: the session's main thread (CLI 1.0.x on:
+  1.0.x also writes its subagents' lines in it, marked ``isSidechain``);
+- ``<project>/agent-<id>.jsonl`` (CLI 1.0.x to 2.0.x): one subagent's side chain,
+  its lines carrying the parent's ``sessionId``;
+- ``<project>/<session-id>/subagents/agent-<id>.jsonl`` and
+  ``…/subagents/workflows/<workflow>/agent-<id>.jsonl`` (2.1.x): the same,
+  filed under the session;
+- several main files with one ``sessionId`` (a resumed or split session): one
+  session, read in the order of their first entries.
+
+:func:`sessions` groups files into :class:`SessionFiles` by the session id in
+their lines (a side chain filed under a session belongs to it whatever its lines
+say), so no file of a session replaces another, in whatever order they are found.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from .jsonl import JsonlFile
+
+#: Lines read to find a file's session id (a few bookkeeping lines may come first).
+_PEEK_LINES: Final = 20
+
+
+@dataclass
+class SessionFiles:
+    """The files of one session: main threads, then side chains."""
+
+    session_id: str
+    mains: list[Path] = field(default_factory=list)
+    sides: list[Path] = field(default_factory=list)
+
+    @property
+    def files(self) -> list[Path]:
+        return [*self.mains, *self.sides]
+
+    @property
+    def path(self) -> Path:
+        """The file named for the session (its first main file, else its first side chain)."""
+        return (self.mains or self.sides)[0]
+
+
+def is_side_chain(path: Path) -> bool:
+    """A subagent's transcript (``agent-*.jsonl``, top level or under ``subagents/``)."""
+    return path.name.startswith("agent-") or owner_folder(path) is not None
+
+
+def owner_folder(path: Path) -> Path | None:
+    """The session folder a ``…/<session>/subagents/…`` file is filed under."""
+    name = str(path)
+    at = name.rfind(f"{os.sep}subagents{os.sep}")
+    return Path(name[:at]) if at > 0 else None
+
+
+def peek_session_id(path: Path) -> str | None:
+    """The first ``sessionId`` in a file's first lines."""
+    objects = JsonlFile(path).objects()
+    for _number, obj in itertools.islice(objects, _PEEK_LINES):
+        sid = obj.get("sessionId")
+        if isinstance(sid, str) and sid:
+            return sid
+    return None
+
+
+def sessions(paths: Iterable[Path], session_of: Any = peek_session_id) -> list[SessionFiles]:
+    """The sessions ``paths`` (transcript files) make up, in the order first found.
+
+    ``session_of`` reads a file's session id (a cache can stand in).
+    """
+    found: dict[str, SessionFiles] = {}
+    owners: dict[Path, str] = {}
+    for path in paths:
+        owner = owner_folder(path)
+        if owner is None:
+            sid = session_of(path)
+        elif owner in owners:
+            sid = owners[owner]
+        else:
+            main = owner.with_suffix(".jsonl")
+            sid = owners[owner] = (session_of(main) if main.is_file() else None) or owner.name
+        if not sid:
+            sid = path.stem
+        group = found.setdefault(sid, SessionFiles(sid))
+        if is_side_chain(path):
+            group.sides.append(path)
+        else:
+            group.mains.append(path)
+    return list(found.values())
+
+
+def side_chains_of(path: Path) -> list[Path]:
+    """The side chains filed under the session ``path`` names (``<stem>/subagents/**``)."""
+    folder = path.with_suffix("") / "subagents"
+    return sorted(folder.rglob("agent-*.jsonl")) if folder.is_dir() else []
+
+
+#: Changed whenever the conversion reads a file differently, so that each file
+#: imported before is read again once (2: assistant lines keep ``error`` and
+#: ``isApiErrorMessage``, and a turn left with an API error is an error).
+READING: Final = b"2"
+
+
+def fingerprint(paths: Sequence[Path], base: Path | None = None) -> str:
+    """A digest of the files' names (relative to ``base``, however the folder was
+    named or wherever it moved), sizes and modification times, and of
+    :data:`READING`: an unchanged session is skipped on import without reading it."""
+    digest = hashlib.sha256(b"reading " + READING + b"\0")
+    for name, path in sorted(file_names(paths, base).items()):
+        st = path.stat()
+        digest.update(os.fsencode(name) + f"\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    return digest.hexdigest()
+
+
+def file_names(paths: Sequence[Path], base: Path | None = None) -> dict[str, Path]:
+    """Each file by its name relative to ``base`` (else the project folder of the
+    first: a side chain filed under its session names the session's folder)."""
+    if base is None and paths:
+        owner = owner_folder(paths[0])
+        base = owner.parent if owner is not None else paths[0].parent
+    top = str(base) if base is not None else ""
+    return {os.path.relpath(path, top): path for path in paths}
+
+
+__all__ = ["SessionFiles", "file_names", "fingerprint", "is_side_chain", "owner_folder",
+           "peek_session_id", "sessions", "side_chains_of"]

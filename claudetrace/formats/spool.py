@@ -1,0 +1,73 @@
+"""A converted recording's events on their way to the store, in a file.
+
+:class:`Spool` takes each event as the converter makes it: folds it into the
+session model, lets the recording's metadata observe it, and writes it to a
+temporary file.  Memory holds a line at a time, whatever the session's size;
+:meth:`Spool.read` gives the events back for the store to write a batch at a time.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+
+import msgspec
+
+from ..model import Session as SessionModel
+from ..model.events import Event
+from ..recording import RecordingInfo
+
+
+class _Seen:
+    """What a recording's events say of it (the CLI's ``init``), gathered as they pass."""
+
+    def __init__(self) -> None:
+        self.info = RecordingInfo(id="", argv=[], started_ns=0)
+
+    def observe_into(self, info: RecordingInfo) -> None:
+        for attr in ("cli_session_id", "claude_code_version", "model", "permission_mode"):
+            value = getattr(self.info, attr)
+            if value is not None and (attr != "cli_session_id" or info.cli_session_id is None):
+                setattr(info, attr, value)
+
+
+class Spool:
+    """A converted recording's events, folded into the session model as they come and
+    kept in a temporary file until stored: memory holds a line at a time."""
+
+    _encode = msgspec.msgpack.Encoder().encode
+
+    def __init__(self) -> None:
+        self.session = SessionModel()
+        self.seen = _Seen()
+        # Closed by close() or discard(); read again by name.
+        self.file = tempfile.NamedTemporaryFile(  # noqa: SIM115
+            prefix="claudetrace-import-", delete=False)
+        self.name = self.file.name
+
+    def add(self, event: Event) -> None:
+        self.session.add(event)
+        self.seen.info.observe(event)
+        body = self._encode((event.seq, event.direction, event.t_ns, event.data, event.wall_ns))
+        self.file.write(len(body).to_bytes(4, "little") + body)
+
+    def close(self) -> None:
+        self.file.close()
+
+    def discard(self) -> None:
+        self.file.close()
+        os.unlink(self.name)
+
+    @staticmethod
+    def read(name: str) -> Iterator[Event]:
+        """The events of the spool file ``name``, from the start."""
+        decode = msgspec.msgpack.Decoder().decode
+        with open(name, "rb") as handle:
+            while head := handle.read(4):
+                body = handle.read(int.from_bytes(head, "little"))
+                seq, direction, t_ns, data, wall_ns = decode(body)
+                yield Event(seq, direction, t_ns, data, wall_ns=wall_ns)
+
+
+__all__ = ["Spool"]
