@@ -11,6 +11,7 @@ Pure: no I/O, no database, no OpenTelemetry.
 
 from __future__ import annotations
 
+from .liveness import LIVENESS_STATES, Liveness, liveness
 from .session import (
     FAILED,
     STATUSES,
@@ -28,9 +29,11 @@ from .usage import TOKEN_TYPES, Usage
 
 __all__ = [
     "FAILED",
+    "LIVENESS_STATES",
     "STATUSES",
     "TOKEN_TYPES",
     "ControlRoundTrip",
+    "Liveness",
     "ModelCall",
     "Outcome",
     "Session",
@@ -40,4 +43,5 @@ __all__ = [
     "Turn",
     "Usage",
     "fold",
+    "liveness",
 ]
