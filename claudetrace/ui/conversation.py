@@ -101,6 +101,8 @@ class Item:
     data: dict[str, Any] = field(default_factory=dict)
     #: The turn a ``result`` item ends.
     turn: Turn | None = None
+    #: The model call (API message id) an assistant, thinking or tool item is part of.
+    call_id: str | None = None
 
 
 class _Builder:
@@ -200,16 +202,20 @@ class _Builder:
         error = message_error(ev)
         if error:
             self.add(ev, "error", f"assistant error: {error}", is_error=True)
+        message = (ev.message or {}).get("message")
+        call_id = message.get("id") if isinstance(message, dict) else None
+        call_id = call_id if isinstance(call_id, str) else None
         for block in message_blocks(ev):
             if block.kind == "text":
-                self.add(ev, "assistant", block.text)
+                self.add(ev, "assistant", block.text, call_id=call_id)
             elif block.kind == "thinking":
-                self.add(ev, "thinking", "[redacted]" if block.redacted else block.text)
+                self.add(ev, "thinking", "[redacted]" if block.redacted else block.text,
+                         call_id=call_id)
             elif block.kind == "tool_use":
                 call = self.tool(block.id or f"seq{ev.seq}", block.name)
                 if call.input is None:
                     call.input = block.input
-                self.add(ev, "tool", call.name, tool=call)
+                self.add(ev, "tool", call.name, tool=call, call_id=call_id)
             else:
                 raw = block.raw if isinstance(block.raw, dict) else {}
                 self.add(ev, "system", f"{block.label} {_compact(block.raw)}", data=raw)
