@@ -328,6 +328,80 @@ def walk(node: TraceNode, depth: int = 0) -> Iterator[tuple[int, TraceNode]]:
         yield from walk(child, depth + 1)
 
 
+@dataclass(frozen=True, slots=True)
+class TraceRow:
+    """One node of the tree as the pages draw it: texts ready to show, times for the bar."""
+
+    depth: int
+    kind: str
+    label: str
+    status: str
+    start_ns: int
+    end_ns: int | None
+    #: Wall-clock time (UTC) and time since the start of the node's start.
+    clock: str
+    offset: str
+    duration: str
+    tokens: str
+    cost: str
+    detail: str
+
+    def as_list(self) -> list[Any]:
+        """Compact JSON for the HTML report (times in seconds)."""
+        return [
+            self.depth, self.kind, self.label, self.status, round(self.start_ns / 1e9, 4),
+            None if self.end_ns is None else round(self.end_ns / 1e9, 4), self.clock,
+            self.offset, self.duration, self.tokens, self.cost, self.detail,
+        ]
+
+
+def trace_rows(tree: TraceNode, started_ns: int) -> list[TraceRow]:
+    """The tree in drawing order (parents before children), each node a row."""
+    rows = []
+    for depth, node in walk(tree):
+        rows.append(TraceRow(
+            depth, node.kind, node.label, node.status, node.start_ns, node.end_ns,
+            clock(started_ns, node.start_ns), offset(node.start_ns), duration(node.duration_ns),
+            tokens_text(node.usage) if node.usage else "",
+            "" if node.kind == "tool" and node.cost_usd is None else money(node.cost_usd),
+            node.detail,
+        ))
+    return rows
+
+
+# -- transcript structures ------------------------------------------------------------
+
+#: A TodoWrite item's mark per status.
+TODO_MARKS: Final = {"completed": "☑", "in_progress": "◐", "pending": "☐"}
+
+
+def todos(tool_name: str, given: Any) -> list[tuple[str, str]] | None:
+    """A ``TodoWrite`` call's list as ``(status, text)`` pairs; None for any other call."""
+    if tool_name != "TodoWrite" or not isinstance(given, dict):
+        return None
+    items = given.get("todos")
+    if not isinstance(items, list):
+        return None
+    out = []
+    for entry in items:
+        if isinstance(entry, dict):
+            status = entry.get("status")
+            text = entry.get("content") or entry.get("activeForm") or ""
+            out.append((status if isinstance(status, str) else "pending", str(text)))
+    return out
+
+
+def todo_text(pairs: list[tuple[str, str]]) -> str:
+    """``☑ write tests`` one a line."""
+    return "\n".join(f"{TODO_MARKS.get(status, '☐')} {text}" for status, text in pairs)
+
+
+def todo_summary(pairs: list[tuple[str, str]]) -> str:
+    """``todos 2/5 done``."""
+    done = sum(1 for status, _ in pairs if status == "completed")
+    return f"todos {done}/{len(pairs)} done"
+
+
 # -- the header -------------------------------------------------------------------------
 
 
@@ -393,6 +467,18 @@ def header(
 
 
 __all__ = [
-    "CallFigures", "Header", "TraceNode", "call_figures", "clock", "duration", "header",
-    "money", "offset", "tokens_text", "trace_tree", "walk",
+    "CallFigures",
+    "Header",
+    "TraceNode",
+    "TraceRow",
+    "call_figures",
+    "clock",
+    "duration",
+    "header",
+    "money",
+    "offset",
+    "tokens_text",
+    "trace_rows",
+    "trace_tree",
+    "walk",
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import io
 import json
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -17,17 +18,22 @@ import streamlit as st
 
 from claudetrace.cassette import write_cassette
 from claudetrace.errors import ClaudeTraceError
+from claudetrace.formats.facts import cost_known
+from claudetrace.model import Session
 from claudetrace.model.events import Event
 from claudetrace.store import Recording, Store
 from claudetrace.store import browse as queries
+from claudetrace.ui import present
 from claudetrace.ui.controlplane import ControlRow, control_rows
 from claudetrace.ui.conversation import Item, LazyConversation, ToolCall
+from claudetrace.ui.markdown import markdown_tree, tree_html
 from claudetrace.ui.timeline import LazyTimeline, TimelineRow, waterfall_figure
 from claudetrace.ui.views import common
-from claudetrace.ui.views.common import money, param, plain, seconds, set_params, when
+from claudetrace.ui.views.common import money, param, plain, seconds, set_params
 
 TABS = {
     "conversation": "Conversation",
+    "trace": "Trace",
     "timeline": "Timeline",
     "control": "Control plane",
     "raw": "Raw",
@@ -37,6 +43,8 @@ TABS = {
 CONVERSATION_PAGE = 100
 #: Bars drawn per timeline page.
 TIMELINE_PAGE = 300
+#: Nodes of the span tree drawn per page.
+TRACE_PAGE = 400
 #: Rows per page of the control plane's table.
 CONTROL_PAGE = 500
 #: Lines the timeline's span builder reads at a time (as far as the part shown needs).
@@ -72,7 +80,7 @@ def page() -> None:
 
 def _body(db: Store, recording_id: str, rec: Recording | None = None) -> None:
     rec = rec or db.get(recording_id)
-    _header(rec)
+    _header(db, rec)
     tab = param("tab", "conversation")
     if tab not in TABS:
         tab = "conversation"
@@ -91,6 +99,8 @@ def _body(db: Store, recording_id: str, rec: Recording | None = None) -> None:
     set_params(tab=tab if tab != "conversation" else None)
     if tab == "conversation":
         _conversation(db, rec)
+    elif tab == "trace":
+        _trace(db, rec)
     elif tab == "timeline":
         _timeline(db, rec)
     elif tab == "control":
@@ -99,8 +109,12 @@ def _body(db: Store, recording_id: str, rec: Recording | None = None) -> None:
         _raw(db, rec)
 
 
-def _header(rec: Recording) -> None:
+def _header(db: Store, rec: Recording) -> None:
     status = rec.status
+    # A running session's page says what it is doing: its liveness needs the
+    # session folded (kept by the server, fed only the lines stored since).
+    session = _folded(db, rec).session if status == "running" else None
+    head = present.header(rec, session, costs_known=cost_known(rec))
     cols = st.columns(7)
     lost = rec.lost_bytes or 0
     cols[0].metric(
@@ -110,7 +124,7 @@ def _header(rec: Recording) -> None:
         delta_color="inverse",
         help="Bytes forwarded but not recorded (a full disk)" if lost else None,
     )
-    cols[1].metric("Duration", seconds(None if rec.duration_ns is None else rec.duration_ns / 1e9))
+    cols[1].metric("Duration", head.duration)
     cols[2].metric("Turns", rec.turns)
     cols[3].metric(
         "Tool calls",
@@ -122,14 +136,14 @@ def _header(rec: Recording) -> None:
         rec.input_tokens + rec.output_tokens + rec.cache_read_tokens + rec.cache_creation_tokens
     )
     cols[4].metric("Tokens", f"{tokens:,}")
-    cols[5].metric("Cost", money(rec.cost_usd))
+    cols[5].metric("Cost", head.cost)
     cols[6].metric("Lines", f"{rec.event_count:,}")
     facts = [
         f"id {rec.id}",
-        f"started {when(rec.started_ns)}",
-        f"model {plain(rec.model or '—', 60)}",
-        f"CLI {plain(rec.claude_code_version or '—', 30)}",
-        f"exit {rec.exit_code if rec.signal is None else f'signal {rec.signal}'}",
+        f"started {head.started}",
+        f"model {plain(head.model, 60)}",
+        f"CLI {plain(head.cli, 30)}",
+        f"exit {plain(head.exit, 30)}",
     ]
     if rec.cli_session_id:
         facts.append(f"session_id {plain(rec.cli_session_id, 64)}")
@@ -142,11 +156,54 @@ def _header(rec: Recording) -> None:
         st.error(plain(rec.error, 500))
     for warning in rec.warnings:
         st.warning(plain(warning, 500))
-    if status == "running":
-        st.info("This session is being recorded; the view refreshes while auto-refresh is on.")
+    if head.liveness is not None:
+        live = head.liveness
+        st.info(
+            f"**{plain(live.state, 40)}**"
+            + (f" · {plain(live.detail, 120)}" if live.detail else "")
+            + f" · last event {plain(head.last_event, 60)}"
+            + " · the view refreshes while auto-refresh is on.",
+            icon=":material/hourglass_top:" if live.state == "awaiting approval" else None,
+        )
     elif status == "incomplete":
         why = rec.status_reason or "the recording stopped without an end (the proxy died?)"
         st.warning(f"Incomplete: {plain(why, 500)}. This is what was saved.")
+
+
+class _Folded:
+    """A recording folded by the session model as far as it is stored, fed what is
+    stored since on each look (a running session's page refreshes every 2 s)."""
+
+    def __init__(self, read: Callable[[int], list[Event]]) -> None:
+        self._read = read
+        self.session = Session()
+        self.next_seq = 0
+        self._lock = threading.Lock()
+
+    def update(self) -> _Folded:
+        """Fold what was stored since the last look."""
+        with self._lock:
+            while True:
+                events = self._read(self.next_seq)
+                if not events:
+                    break
+                self.session.add_many(events)
+                self.next_seq = events[-1].seq + 1
+        return self
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _folder(_db: Store, recording_id: str) -> _Folded:
+    def read(start_seq: int) -> list[Event]:
+        return list(_db.iter_events(recording_id, start_seq=start_seq, limit=20_000))
+
+    return _Folded(read)
+
+
+def _folded(db: Store, rec: Recording) -> _Folded:
+    """The session model of ``rec`` as far as it is stored."""
+    with _no_gc_pauses():
+        return _folder(db, rec.id).update()
 
 
 # -- conversation ------------------------------------------------------------------
@@ -183,8 +240,12 @@ def _conversation(db: Store, rec: Recording) -> None:
             st.rerun()
     if not items:
         st.info("Nothing to show in this part of the conversation.")
+    conversation = _lazy_conversation(db, rec.id, rec.event_count, rec.ended_ns is not None)
+    shown = _Shown(rec.started_ns, present.call_figures(
+        conversation.session, costs_known=cost_known(rec)))
+    _style()
     for item in items:
-        _item(item, 0)
+        _item(item, 0, shown)
     if following is not None:
         st.caption(f"Conversation continues after line {following - 1}.")
         if st.button("Next part →", key="conv_next"):
@@ -195,34 +256,82 @@ def _conversation(db: Store, rec: Recording) -> None:
 _ROLE = {"user": "user", "assistant": "assistant"}
 
 
-def _item(item: Item, depth: int) -> None:
+class _Shown:
+    """What the items of one page share: the start (for wall-clock times) and each
+    model call's figures, said once, under the first item of the call."""
+
+    def __init__(self, started_ns: int, figures: dict[str, present.CallFigures]) -> None:
+        self.started_ns = started_ns
+        self.figures = figures
+        self.told: set[str] = set()
+
+    def meta(self, item: Item) -> str:
+        """``line 12 · 05:40:01.532 UTC · +0.532s``, and the call's figures the first time."""
+        at = round(item.t * 1e9)
+        bits = [f"line {item.seq}", present.clock(self.started_ns, at) + " UTC",
+                present.offset(at)]
+        if item.abandoned:
+            bits.insert(0, "abandoned branch")
+        fig = self.figures.get(item.call_id) if item.call_id else None
+        if fig is not None and item.call_id not in self.told:
+            self.told.add(fig.call.id)
+            bits.append(fig.summary())
+        return " · ".join(plain(b, 300) for b in bits)
+
+
+def _item(item: Item, depth: int, shown: _Shown) -> None:
     if item.kind in _ROLE:
         with st.chat_message(_ROLE[item.kind]):
-            st.text(item.text)
+            if item.label:
+                st.caption(plain(item.label, 80))
+            tree = markdown_tree(item.text) if item.kind == "assistant" else None
+            if tree is not None:
+                st.html(f'<div class="ct-md">{tree_html(tree)}</div>')
+            else:
+                st.text(item.text)
+            st.caption(shown.meta(item))
     elif item.kind == "thinking":
         with st.expander(f"Thinking · line {item.seq}", expanded=False):
             st.text(item.text)
     elif item.kind == "tool" and item.tool is not None:
-        _tool(item, depth)
+        _tool(item, depth, shown)
     elif item.kind == "result":
-        (st.error if item.is_error else st.success)(f"Result · {plain(_result_label(item))}")
+        (st.error if item.is_error else st.success)(
+            f"Result · {plain(_result_label(item))} · {shown.meta(item)}")
+    elif item.kind == "compaction":
+        if item.label:  # the summary the conversation goes on from
+            with st.expander(f"Compaction summary · {shown.meta(item)}", expanded=False,
+                             icon=":material/compress:"):
+                st.text(item.text)
+        else:
+            st.info(f"{plain(item.text, 200)} · {shown.meta(item)}", icon=":material/compress:")
+    elif item.kind == "rewind":
+        st.warning(f"{plain(item.text, 300)} · {shown.meta(item)}", icon=":material/undo:")
     elif item.kind in ("error", "stderr"):
         with st.container(border=True):
-            st.caption(f"{'stderr' if item.kind == 'stderr' else 'error'} · line {item.seq}")
+            st.caption(f"{'stderr' if item.kind == 'stderr' else 'error'} · {shown.meta(item)}")
             st.code(item.text[:5000], language=None, wrap_lines=True)
     elif item.decision is not None:
         d = item.decision
         st.caption(f"{d.kind} {plain(d.name, 80)} → {plain(d.outcome, 40)} · line {item.seq}")
     else:
-        st.caption(f"{plain(item.text, 240)} · line {item.seq}")
+        label = f"{plain(item.label, 40)}: " if item.label else ""
+        st.caption(f"{label}{plain(item.text, 240)} · line {item.seq}")
 
 
 def _result_label(item: Item) -> str:
-    """A turn's end as the session model has it: how it ended, how long, what it cost."""
+    """A turn's end as the session model has it: error or success (the result's
+    ``is_error`` decides, whatever its subtype), how long, what it cost."""
     turn = item.turn
     if turn is None:
-        return "result"
-    bits = [turn.result_subtype or "result"]
+        return "error" if item.is_error else "result"
+    subtype = turn.result_subtype or "result"
+    if turn.is_error:
+        bits = ["error" if subtype in ("success", "result") else f"error ({subtype})"]
+        if subtype == "success":
+            bits[0] = "error (subtype success, is_error true)"
+    else:
+        bits = [subtype]
     if turn.end_ns is not None:
         bits.append(seconds((turn.end_ns - turn.start_ns) / 1e9))
     if turn.cost_by_model:
@@ -232,28 +341,38 @@ def _result_label(item: Item) -> str:
     return " · ".join(bits)
 
 
-def _tool(item: Item, depth: int) -> None:
+def _tool(item: Item, depth: int, shown: _Shown) -> None:
     call = item.tool
     assert call is not None
     state = "failed" if call.is_error else ("ok" if call.answered else "no result")
+    todo = present.todos(call.name, call.input)
     label = f"Tool {plain(call.name, 80)} · {state} · line {item.seq}"
+    if todo is not None:
+        label += f" · {present.todo_summary(todo)}"
     if call.decisions:
         label += " · " + ", ".join(f"{d.kind} {plain(d.outcome, 20)}" for d in call.decisions)
+    if call.children:
+        label += f" · subagent {len(call.children)} items"
     with st.expander(
         label,
         expanded=call.is_error,
-        icon=":material/error:" if call.is_error else ":material/build:",
+        icon=":material/error:" if call.is_error else (
+            ":material/checklist:" if todo is not None else ":material/build:"),
     ):
+        st.caption(shown.meta(item))
+        if todo is not None:
+            st.text(present.todo_text(todo))
         # One block of text, not an element per part: a page holds hundreds of calls.
         # st.text, not st.code: a code block makes the browser load and run
         # Streamlit's syntax highlighter (a 1.5 MB script, ~0.3 s of a 200k-line
         # session's page), for blocks that are collapsed.
         st.text(_tool_text(call))
         if call.children:
-            st.caption(f"subagent · {len(call.children)} items")
+            st.caption(f"subagent · {len(call.children)} items: its prompt, its work, "
+                       "and its answer as the tool's result")
             with st.container(border=True):
                 for child in call.children:
-                    _item(child, depth + 1)
+                    _item(child, depth + 1, shown)
 
 
 def _tool_text(call: ToolCall) -> str:
@@ -332,6 +451,106 @@ def _timeline(db: Store, rec: Recording) -> None:
     st.plotly_chart(waterfall_figure(shown), key="waterfall")
 
 
+# -- trace ---------------------------------------------------------------------------
+
+
+#: The look of the span tree and of rendered Markdown (st.html elements; recorded
+#: texts in them are escaped, see :func:`_trace_html` and ui.markdown.tree_html).
+_STYLE = """<style>
+.ct-trace{border-collapse:collapse;font-size:13px;width:100%}
+.ct-trace th,.ct-trace td{padding:2px 8px;border-bottom:1px solid rgba(128,128,128,.2);
+text-align:left;white-space:nowrap}
+.ct-trace td.n{text-align:right;font-variant-numeric:tabular-nums}
+.ct-trace td.detail{white-space:normal;color:#6b7079}
+.ct-trace .kind{font-size:11px;padding:0 5px;border-radius:6px;margin-right:4px;color:#fff}
+.ct-trace .k-agent{background:#7f7f7f}.ct-trace .k-turn{background:#1f77b4}
+.ct-trace .k-model{background:#9467bd}.ct-trace .k-tool{background:#2ca02c}
+.ct-trace .k-subagent{background:#17becf}
+.ct-trace tr.s-error td{color:#c62828}.ct-trace tr.s-error .kind{background:#c62828}
+.ct-trace .track{position:relative;width:180px;height:10px;background:rgba(128,128,128,.15)}
+.ct-trace .bar{position:absolute;top:0;height:10px;min-width:2px;background:#1f77b4}
+.ct-trace tr.s-error .bar{background:#c62828}.ct-trace tr.s-running .bar{background:#b26a00}
+.ct-md table{border-collapse:collapse}.ct-md th,.ct-md td{border:1px solid rgba(128,128,128,.4);
+padding:2px 8px}.ct-md pre{background:rgba(128,128,128,.12);padding:6px;overflow:auto}
+</style>"""
+
+
+def _style() -> None:
+    st.html(_STYLE)
+
+
+def _trace_rows(db: Store, rec: Recording) -> list[present.TraceRow]:
+    folded = _folded(db, rec)
+    return _tree_rows(folded, rec.id, rec.event_count, rec.status, cost_known(rec),
+                      rec.started_ns, rec.duration_ns)
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _tree_rows(
+    _folded: _Folded, recording_id: str, event_count: int, status: str, costs_known: bool,
+    started_ns: int, duration_ns: int | None,
+) -> list[present.TraceRow]:
+    """The span tree of a recording as rows (once per recording, line count and status)."""
+    tree = present.trace_tree(
+        _folded.session, end_ns=duration_ns, status=status, costs_known=costs_known)
+    return present.trace_rows(tree, started_ns)
+
+
+def _trace_html(rows: list[present.TraceRow]) -> str:
+    """The rows as an HTML table: every recorded text escaped."""
+    from html import escape
+
+    end = max((r.end_ns or r.start_ns for r in rows), default=0) or 1
+    out = ['<table class="ct-trace"><thead><tr><th>span</th><th>start (UTC)</th>'
+           '<th>since start</th><th>duration</th><th></th><th>tokens</th><th>cost</th>'
+           "<th>detail</th></tr></thead><tbody>"]
+    for r in rows:
+        left = 100 * r.start_ns / end
+        width = 100 * max(0, (r.end_ns if r.end_ns is not None else end) - r.start_ns) / end
+        out.append(
+            f'<tr class="s-{escape(r.status)}" data-kind="{escape(r.kind)}" '
+            f'data-status="{escape(r.status)}">'
+            f'<td style="padding-left:{8 + 16 * r.depth}px">'
+            f'<span class="kind k-{escape(r.kind)}">{escape(r.kind)}</span>{escape(r.label)}</td>'
+            f"<td>{escape(r.clock)}</td><td class=n>{escape(r.offset)}</td>"
+            f"<td class=n>{escape(r.duration)}</td>"
+            f'<td><div class="track"><div class="bar" style="left:{left:.2f}%;'
+            f'width:{width:.2f}%"></div></div></td>'
+            f"<td class=n>{escape(r.tokens)}</td><td class=n>{escape(r.cost)}</td>"
+            f'<td class="detail">{escape(r.detail)}</td></tr>'
+        )
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def _pager(count: int, size: int, name: str, what: str, key: str) -> int:
+    """The part (from 1) of ``count`` rows in parts of ``size`` the URL's ``name`` asks
+    for, with a picker when there are several."""
+    pages = max(1, -(-count // size))
+    part = min(common.int_param(name, 1) or 1, pages)
+    if pages > 1:
+        part = int(st.number_input(
+            f"Part (of {pages}, {size} {what} each)", 1, pages, part, key=key))
+        set_params(**{name: part if part > 1 else None})
+    return part
+
+
+def _trace(db: Store, rec: Recording) -> None:
+    rows = _trace_rows(db, rec)
+    if len(rows) <= 1:
+        st.info("No turns yet.")
+        return
+    part = _pager(len(rows), TRACE_PAGE, "tpart", "spans", "trace_part")
+    errors = sum(1 for r in rows if r.status == "error")
+    st.caption(
+        f"{len(rows):,} spans: agent → turn → model call / tool → subagent"
+        + (f" · {errors} in error (red)" if errors else "")
+        + " · times in UTC and since the start"
+    )
+    _style()
+    st.html(_trace_html(rows[(part - 1) * TRACE_PAGE : part * TRACE_PAGE]))
+
+
 # -- control plane -------------------------------------------------------------------
 
 
@@ -363,12 +582,7 @@ def _control(db: Store, rec: Recording) -> None:
     if not rows:
         st.info("No control requests in this session.")
         return
-    pages = max(1, -(-len(rows) // CONTROL_PAGE))
-    part = min(common.int_param("cpart", 1) or 1, pages)
-    if pages > 1:
-        part = int(st.number_input(
-            f"Part (of {pages}, {CONTROL_PAGE} requests each)", 1, pages, part, key="cp_part"))
-        set_params(cpart=part if part > 1 else None)
+    part = _pager(len(rows), CONTROL_PAGE, "cpart", "requests", "cp_part")
     shown = rows[(part - 1) * CONTROL_PAGE : part * CONTROL_PAGE]
     st.dataframe([r.as_dict() for r in shown], hide_index=True, key="control_table")
 
@@ -453,6 +667,7 @@ def _expand_line(db: Store, rec: Recording, first_seq: int) -> None:
 #: tab draws anything.
 _READS: dict[str, Callable[[Store, Recording], object]] = {
     "conversation": _conversation_part,
+    "trace": _trace_rows,
     "timeline": _timeline_rows,
     "control": _control_plane_rows,
     "raw": _raw_types,
