@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ..model import ModelCall, Session, ToolCall, Usage
+from ..model import ModelCall, Session, ToolCall, Turn, Usage
 from ..model.liveness import Liveness, liveness
 
 #: Relative price of each token type (Anthropic prices every Claude model in these
@@ -298,7 +298,7 @@ def trace_tree(
     )
     for turn in session.turns:
         status_of = "running" if not turn.done else ("error" if turn.is_error else "ok")
-        bits = [turn.result_subtype or ("under way" if not turn.done else "")]
+        bits = [result_word(turn) if turn.done else "under way"]
         if turn.interrupted:
             bits.append("interrupted")
         node = TraceNode("turn", f"turn {turn.number}", turn.start_ns, turn.end_ns, status_of,
@@ -367,6 +367,18 @@ def trace_rows(tree: TraceNode, started_ns: int) -> list[TraceRow]:
             node.detail,
         ))
     return rows
+
+
+def result_word(turn: Turn) -> str:
+    """How a turn ended, in words: its result's subtype, or ``error`` when the result's
+    ``is_error`` says so, whatever the subtype (``subtype: success`` with
+    ``is_error: true`` happens)."""
+    subtype = turn.result_subtype or "result"
+    if not turn.is_error:
+        return subtype
+    if subtype == "success":
+        return "error (subtype success, is_error true)"
+    return "error" if subtype in ("error", "result") else f"error ({subtype})"
 
 
 # -- transcript structures ------------------------------------------------------------

@@ -115,7 +115,7 @@ def _header(db: Store, rec: Recording) -> None:
     # session folded (kept by the server, fed only the lines stored since).
     session = _folded(db, rec).session if status == "running" else None
     head = present.header(rec, session, costs_known=cost_known(rec))
-    cols = st.columns(7)
+    cols = st.columns(6)
     lost = rec.lost_bytes or 0
     cols[0].metric(
         "Status",
@@ -137,9 +137,9 @@ def _header(db: Store, rec: Recording) -> None:
     )
     cols[4].metric("Tokens", f"{tokens:,}")
     cols[5].metric("Cost", head.cost)
-    cols[6].metric("Lines", f"{rec.event_count:,}")
     facts = [
         f"id {rec.id}",
+        f"{rec.event_count:,} lines",
         f"started {head.started}",
         f"model {plain(head.model, 60)}",
         f"CLI {plain(head.cli, 30)}",
@@ -325,13 +325,7 @@ def _result_label(item: Item) -> str:
     turn = item.turn
     if turn is None:
         return "error" if item.is_error else "result"
-    subtype = turn.result_subtype or "result"
-    if turn.is_error:
-        bits = ["error" if subtype in ("success", "result") else f"error ({subtype})"]
-        if subtype == "success":
-            bits[0] = "error (subtype success, is_error true)"
-    else:
-        bits = [subtype]
+    bits = [present.result_word(turn)]
     if turn.end_ns is not None:
         bits.append(seconds((turn.end_ns - turn.start_ns) / 1e9))
     if turn.cost_by_model:
