@@ -306,3 +306,25 @@ def test_each_model_call_has_its_figures_in_the_conversation(
     # Each model call's figures under its first item; wall-clock beside relative times.
     assert "first token" in text and "tool_use" in text and "end_turn" in text
     assert " UTC · +2.219s" in text
+
+
+def test_the_list_previews_first_prompts_and_filters_by_tool_and_status(
+    app: AppTest, ui_db: dict[str, str]
+) -> None:
+    at = run(app)
+    table = at.dataframe(key="sessions_table").value
+    prompts = dict(zip(table["name"], table["first prompt"], strict=True))
+    assert prompts["plain"] == "Say hello."
+    assert prompts["permission_deny"] == "Create created.txt with touch."
+    now = dict(zip(table["name"], table["now"], strict=True))
+    assert now["still-running"].startswith("thinking · last event ")
+    at.multiselect(key="f_tool").set_value(["Bash"]).run()
+    assert at.query_params["tool"] == "Bash"
+    names = set(at.dataframe(key="sessions_table").value["name"])
+    assert "permission_deny" in names and "plain" not in names
+
+
+def test_a_status_filter_from_a_link(app: AppTest) -> None:
+    at = run(app, status="killed")
+    assert set(at.dataframe(key="sessions_table").value["status"]) == {"killed"}
+    assert at.multiselect(key="f_status").value == ["killed"]

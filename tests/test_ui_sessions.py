@@ -75,6 +75,11 @@ def test_filters_round_trip_through_query_params() -> None:
         min_cost=0.01,
         max_cost=2.0,
         text="hello world",
+        tools=("Bash", "mcp__x__y"),
+        tags=("team=a,b", "env=prod"),
+        statuses=("error", "running"),
+        projects=("/home/dev/app, with a comma",),
+        sources=("transcript",),
     )
     assert Filters.from_params(f.to_params()) == f
     assert Filters().to_params() == {}

@@ -24,11 +24,13 @@ def started_at(started_ns: int) -> dt.datetime:
     return dt.datetime.fromtimestamp(started_ns / 1e9, tz=dt.timezone.utc)
 
 
-#: The session table's columns, in order: status and exit first after the link, so
-#: they show without scrolling at 1280 px; wide, rarely read ones last.
+#: The session table's columns, in order: status, exit and the first prompt first
+#: after the link, then failed tools, so they show without scrolling at 1280 px;
+#: wide, rarely read ones last.
 TABLE_COLUMNS = (
-    "open", "status", "exit", "started", "duration (s)", "model", "turns", "tool calls",
-    "tokens", "cost ($)", "name", "reason", "tags", "tool errors", "lines", "CLI", "id",
+    "open", "status", "exit", "first prompt", "started", "duration (s)", "tool calls",
+    "tool errors", "model", "turns", "tokens", "cost ($)", "now", "name", "reason", "tags",
+    "project", "source", "lines", "CLI", "id",
 )
 
 
@@ -60,6 +62,11 @@ def session_row(rec: Recording) -> dict[str, Any]:
         "lines": rec.event_count,
         "CLI": rec.claude_code_version or "",
         "session_id": rec.cli_session_id or "",
+        "project": rec.cwd or "",
+        "source": rec.source,
+        # Filled in for the rows shown: the first prompt, a running session's liveness.
+        "first prompt": "",
+        "now": "",
     }
 
 

@@ -9,10 +9,12 @@ first; bodies are shown with ``st.text`` / ``st.code`` / ``st.json``.
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import os
 import re
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -21,7 +23,9 @@ import streamlit as st
 from claudetrace.config import DB_ENV
 from claudetrace.errors import ClaudeTraceError
 from claudetrace.indexer import open_settled_store
-from claudetrace.store import Store
+from claudetrace.model import Session
+from claudetrace.model.events import Event
+from claudetrace.store import Recording, Store
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=^])")
 
@@ -142,3 +146,53 @@ def drawn_first(seconds: float = HEAD_START) -> Iterator[None]:
     left = start + seconds - time.monotonic()
     if left > 0:
         time.sleep(left)
+
+
+@contextmanager
+def no_gc_pauses() -> Iterator[None]:
+    """Build a large structure without the cyclic collector's passes: each one walks
+    every object alive (every line of the recording), and a 200k-line session's
+    spans took a third longer with them.  What is garbage is collected afterwards."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+class Folded:
+    """A recording folded by the session model as far as it is stored, fed what is
+    stored since on each look (a running session's page refreshes every 2 s)."""
+
+    def __init__(self, read: Callable[[int], list[Event]]) -> None:
+        self._read = read
+        self.session = Session()
+        self.next_seq = 0
+        self._lock = threading.Lock()
+
+    def update(self) -> Folded:
+        """Fold what was stored since the last look."""
+        with self._lock:
+            while True:
+                events = self._read(self.next_seq)
+                if not events:
+                    break
+                self.session.add_many(events)
+                self.next_seq = events[-1].seq + 1
+        return self
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _folder(_db: Store, recording_id: str) -> Folded:
+    def read(start_seq: int) -> list[Event]:
+        return list(_db.iter_events(recording_id, start_seq=start_seq, limit=20_000))
+
+    return Folded(read)
+
+
+def folded(db: Store, rec: Recording) -> Folded:
+    """The session model of ``rec`` as far as it is stored."""
+    with no_gc_pauses():
+        return _folder(db, rec.id).update()

@@ -7,19 +7,15 @@ control lines through their index, the raw view one page of metadata.
 
 from __future__ import annotations
 
-import gc
 import io
 import json
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import streamlit as st
 
 from claudetrace.cassette import write_cassette
 from claudetrace.errors import ClaudeTraceError
 from claudetrace.formats.facts import cost_known
-from claudetrace.model import Session
 from claudetrace.model.events import Event
 from claudetrace.store import Recording, Store
 from claudetrace.store import browse as queries
@@ -113,7 +109,7 @@ def _header(db: Store, rec: Recording) -> None:
     status = rec.status
     # A running session's page says what it is doing: its liveness needs the
     # session folded (kept by the server, fed only the lines stored since).
-    session = _folded(db, rec).session if status == "running" else None
+    session = common.folded(db, rec).session if status == "running" else None
     head = present.header(rec, session, costs_known=cost_known(rec))
     cols = st.columns(6)
     lost = rec.lost_bytes or 0
@@ -170,42 +166,6 @@ def _header(db: Store, rec: Recording) -> None:
         st.warning(f"Incomplete: {plain(why, 500)}. This is what was saved.")
 
 
-class _Folded:
-    """A recording folded by the session model as far as it is stored, fed what is
-    stored since on each look (a running session's page refreshes every 2 s)."""
-
-    def __init__(self, read: Callable[[int], list[Event]]) -> None:
-        self._read = read
-        self.session = Session()
-        self.next_seq = 0
-        self._lock = threading.Lock()
-
-    def update(self) -> _Folded:
-        """Fold what was stored since the last look."""
-        with self._lock:
-            while True:
-                events = self._read(self.next_seq)
-                if not events:
-                    break
-                self.session.add_many(events)
-                self.next_seq = events[-1].seq + 1
-        return self
-
-
-@st.cache_resource(show_spinner=False, max_entries=8)
-def _folder(_db: Store, recording_id: str) -> _Folded:
-    def read(start_seq: int) -> list[Event]:
-        return list(_db.iter_events(recording_id, start_seq=start_seq, limit=20_000))
-
-    return _Folded(read)
-
-
-def _folded(db: Store, rec: Recording) -> _Folded:
-    """The session model of ``rec`` as far as it is stored."""
-    with _no_gc_pauses():
-        return _folder(db, rec.id).update()
-
-
 # -- conversation ------------------------------------------------------------------
 
 
@@ -226,7 +186,7 @@ def _conversation_part(db: Store, rec: Recording) -> tuple[int, list[Item], int 
     """The part of the conversation the URL asks for: its first line, items, the next part's."""
     start = common.int_param("from")
     conversation = _lazy_conversation(db, rec.id, rec.event_count, rec.ended_ns is not None)
-    with _no_gc_pauses():
+    with common.no_gc_pauses():
         items, following = conversation.part(start, CONVERSATION_PAGE)
     return start, items, following
 
@@ -389,20 +349,6 @@ def _tool_text(call: ToolCall) -> str:
 # They are keyed by the recording's line count, so a live session's grow.
 
 
-@contextmanager
-def _no_gc_pauses() -> Iterator[None]:
-    """Build a large structure without the cyclic collector's passes: each one walks
-    every object alive (every line of the recording), and a 200k-line session's
-    spans took a third longer with them.  What is garbage is collected afterwards."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 @st.cache_resource(show_spinner=False, max_entries=4)
 def _lazy_timeline(
     _db: Store, recording_id: str, event_count: int, ended: bool
@@ -420,7 +366,7 @@ def _timeline_rows(db: Store, rec: Recording) -> tuple[LazyTimeline, int, list[T
     """The timeline, the part the URL asks for and the rows built as far as it needs."""
     timeline = _lazy_timeline(db, rec.id, rec.event_count, rec.ended_ns is not None)
     part = common.int_param("part", 1) or 1
-    with st.spinner("Building spans…"), _no_gc_pauses():
+    with st.spinner("Building spans…"), common.no_gc_pauses():
         rows = timeline.rows(part * TIMELINE_PAGE + 1)
     return timeline, part, rows
 
@@ -474,14 +420,14 @@ def _style() -> None:
 
 
 def _trace_rows(db: Store, rec: Recording) -> list[present.TraceRow]:
-    folded = _folded(db, rec)
+    folded = common.folded(db, rec)
     return _tree_rows(folded, rec.id, rec.event_count, rec.status, cost_known(rec),
                       rec.started_ns, rec.duration_ns)
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
 def _tree_rows(
-    _folded: _Folded, recording_id: str, event_count: int, status: str, costs_known: bool,
+    _folded: common.Folded, recording_id: str, event_count: int, status: str, costs_known: bool,
     started_ns: int, duration_ns: int | None,
 ) -> list[present.TraceRow]:
     """The span tree of a recording as rows (once per recording, line count and status)."""
@@ -553,7 +499,7 @@ def _control_rows(
     _db: Store, recording_id: str, event_count: int, ended: bool
 ) -> list[ControlRow]:
     """The control round trips of a recording (once per recording and line count)."""
-    with _no_gc_pauses():
+    with common.no_gc_pauses():
         return control_rows(queries.control_events(_db, recording_id))
 
 
