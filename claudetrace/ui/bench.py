@@ -337,6 +337,7 @@ def _views(big_id: str) -> dict[str, dict[str, str]]:
         _FLOOR: {"session": "none-such"},
         "session list": {},
         "big session: conversation": {"session": big_id},
+        "big session: trace": {"session": big_id, "tab": "trace"},
         "big session: raw": {"session": big_id, "tab": "raw"},
         "big session: control plane": {"session": big_id, "tab": "control"},
         "big session: timeline": {"session": big_id, "tab": "timeline"},
