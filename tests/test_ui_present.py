@@ -16,6 +16,8 @@ from claudetrace.ui.present import (
     clock,
     header,
     offset,
+    session_liveness,
+    trace_rows,
     trace_tree,
     walk,
 )
@@ -70,9 +72,11 @@ def test_streamed_calls_have_a_time_to_first_token_and_a_stop_reason() -> None:
     assert "first token" in figures[0].summary() and "tool_use" in figures[0].summary()
 
 
-def test_unknown_cost_stays_unknown_in_the_tree() -> None:
-    tree = trace_tree(session_of("plain"), end_ns=10**9, costs_known=False)
-    assert all(node.cost_usd is None for _, node in walk(tree) if node.kind != "tool")
+@pytest.mark.parametrize("name", ["plain", "subagent", "permission_deny"])
+def test_unknown_cost_stays_unknown_in_the_tree(name: str) -> None:
+    tree = trace_tree(session_of(name), end_ns=10**9, costs_known=False)
+    assert [node.cost_usd for _, node in walk(tree) if node.cost_usd is not None] == []
+    assert "$0.0000" not in {row.cost for row in trace_rows(tree, 0)}
 
 
 def test_a_failed_result_turn_is_red_even_when_its_subtype_says_success() -> None:
@@ -110,6 +114,10 @@ def test_a_running_session_says_not_yet_instead_of_none_or_zero() -> None:
     assert done.liveness is not None and done.liveness.state == "disconnected"
     imported = header(rec(status="ok", ended_ns=1, source="transcript"), None, costs_known=False)
     assert (imported.exit, imported.cost) == ("unknown", "unknown")
+    # A transcript saw no process: what its lines say (it may grow again), not disconnected.
+    transcript = rec(status="ok", ended_ns=1, source="transcript")
+    assert session_liveness(transcript, fold(events)).state == "idle"
+    assert session_liveness(rec(status="ok", ended_ns=1), fold(events)).state == "disconnected"
 
 
 def test_wall_clock_and_relative_times() -> None:

@@ -26,7 +26,6 @@ from typing import IO, Any
 from .._version import __version__
 from ..model import Session
 from ..model.events import Event
-from ..model.liveness import liveness
 from ..model.summary import model_figures
 from ..recording import RecordingInfo
 from ..sanitize import Sanitizer
@@ -188,8 +187,7 @@ def report_data(
         session, title=str(rec.name or "claude-code"), end_ns=rec.duration_ns,
         status=rec.status, costs_known=costs,
     )
-    now = liveness(session, ended=rec.status != "running", exit_code=rec.exit_code,
-                   signal=rec.signal, error=rec.error)
+    now = present.session_liveness(rec, session)
     conversation = _Items(present.call_figures(session, costs_known=costs))
     return {
         "v": 1,

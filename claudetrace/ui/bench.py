@@ -351,6 +351,7 @@ _LAST = {
     _FLOOR: "[data-testid='stAlert']",
     "session list": "[data-testid='stDataFrame']",
     "big session: conversation": "[data-testid='stChatMessage']",
+    "big session: trace": "table.ct-trace",
     "big session: raw": "[data-testid='stDataFrame']",
     "big session: control plane": "[data-testid='stDataFrame'], [data-testid='stAlert']",
     "big session: timeline": ".js-plotly-plot",

@@ -259,18 +259,17 @@ def _lane_nodes(index: _Index, lane: str | None, turn: int) -> list[TraceNode]:
 
 
 def _add_up(node: TraceNode) -> None:
-    """A node's tokens and cost: what its children's add up to (where it has none)."""
+    """A node's tokens and cost: what its children's add up to (the cost unknown
+    when a model call's is, or when no child has one)."""
     usage = Usage()
-    cost: float | None = 0.0
+    costs = [c.cost_usd for c in node.children if c.kind in ("model", "tool", "subagent")
+             and (c.cost_usd is not None or c.kind == "model")]
     for child in node.children:
         if child.usage is not None:
             usage.add(child.usage)
-        if child.cost_usd is None and child.kind == "model":
-            cost = None
-        elif cost is not None and child.cost_usd is not None:
-            cost += child.cost_usd
     node.usage = usage
-    node.cost_usd = cost
+    node.cost_usd = None if not costs or None in costs else sum(
+        c for c in costs if c is not None)
 
 
 def trace_tree(
@@ -433,6 +432,16 @@ class Header:
     model: str
 
 
+def session_liveness(rec: Any, session: Session) -> Liveness:
+    """The liveness of a stored recording: a proxied one is disconnected once it
+    ended; a file's (a transcript, a claude-trace log) saw no process, so it is
+    what its lines say (idle after a result; a transcript can grow again)."""
+    if rec.source in ("transcript", "claude-trace"):
+        return liveness(session, ended=False)
+    return liveness(session, ended=rec.status != "running", exit_code=rec.exit_code,
+                    signal=rec.signal, error=rec.error)
+
+
 def header(
     rec: Any, session: Session | None = None, *, costs_known: bool = True, now_ns: int | None = None
 ) -> Header:
@@ -442,11 +451,7 @@ def header(
     ``not yet`` (a running session's cost so far is its results' cost, when any).
     """
     running = rec.status == "running"
-    live = None
-    if session is not None:
-        live = liveness(
-            session, ended=not running, exit_code=rec.exit_code, signal=rec.signal, error=rec.error,
-        )
+    live = None if session is None else session_liveness(rec, session)
     started = dt.datetime.fromtimestamp(rec.started_ns / 1e9, tz=dt.timezone.utc)
     last_ns = live.last_event_ns if live is not None else None
     if running:
