@@ -55,7 +55,9 @@ def session_row(rec: Recording) -> dict[str, Any]:
         + rec.output_tokens
         + rec.cache_read_tokens
         + rec.cache_creation_tokens,
-        "cost ($)": round(rec.cost_usd or 0.0, 6),
+        # A running session with no result yet has no cost yet (blank, not $0).
+        "cost ($)": None if status == "running" and not rec.cost_usd
+        else round(rec.cost_usd or 0.0, 6),
         "tags": tags,
         "reason": rec.status_reason,
         "error": status in FAILED,
