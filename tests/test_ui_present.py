@@ -144,3 +144,18 @@ def test_markdown_is_drawn_from_a_tree_of_texts_and_raw_html_stays_text() -> Non
     assert '<a href="https://e.org"' in html and "tracker.example" not in html
     assert "[image: p]" in tree_text(tree)
     assert markdown_tree("A plain answer.") is None
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.ndjson")), ids=lambda p: p.stem)
+def test_every_recording_makes_a_tree_whose_calls_add_up(path: Path) -> None:
+    session = fold(read_cassette(path).events)
+    tree = trace_tree(session, end_ns=session.last_ns)
+    nodes = [node for _, node in walk(tree)]
+    calls = [n for n in nodes if n.kind == "model"]
+    assert len(calls) == len(session.calls)
+    total = tree.usage
+    assert total is not None and total == session.usage
+    for node in nodes:
+        assert node.duration_ns is None or node.duration_ns >= 0
+    for fig in call_figures(session).values():
+        assert fig.latency_ns >= 0 and (fig.ttft_ns is None or fig.ttft_ns >= 0)

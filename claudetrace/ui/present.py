@@ -157,6 +157,7 @@ def call_figures(session: Session, *, costs_known: bool = True) -> dict[str, Cal
                 previous_end.get(call.lane, turn.start_ns),
             )
             request = max(request, turn.start_ns) if call.lane is None else request
+            request = min(request, call.start_ns)  # never after its own first line
             previous_end[call.lane] = call.end_ns
             end = call.end_ns
             runner = session.subagents.get(call.lane) if call.lane else None
