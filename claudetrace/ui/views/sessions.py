@@ -223,7 +223,10 @@ def _styled(rows: list[dict[str, Any]]) -> Any:
     def failed(value: Any) -> str:
         return red if isinstance(value, (int, float)) and value > 0 else ""
 
-    return frame.style.map(status, subset=["status"]).map(failed, subset=["tool errors"])
+    # A Styler's display text replaces the column configs' number formats: say them here.
+    shown = frame.style.format(
+        {"exit": "{:.0f}", "duration (s)": "{:.2f}", "cost ($)": "{:.4f}"}, na_rep="")
+    return shown.map(status, subset=["status"]).map(failed, subset=["tool errors"])
 
 
 def _selection_actions(event: Any, shown: list[dict[str, Any]]) -> None:
