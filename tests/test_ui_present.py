@@ -159,3 +159,16 @@ def test_every_recording_makes_a_tree_whose_calls_add_up(path: Path) -> None:
         assert node.duration_ns is None or node.duration_ns >= 0
     for fig in call_figures(session).values():
         assert fig.latency_ns >= 0 and (fig.ttft_ns is None or fig.ttft_ns >= 0)
+
+
+@pytest.mark.parametrize(
+    ("source", "extra"),
+    [("proxy", {}), ("import", {}), ("transcript", {}), ("transcript", {"cost_known": True}),
+     ("claude-trace", {"cost_known": False})],
+)
+def test_the_views_cost_rule_is_the_reports(source: str, extra: dict[str, Any]) -> None:
+    from claudetrace.formats.facts import cost_known
+    from claudetrace.ui.present import costs_known
+
+    given = rec(source=source, extra=extra)
+    assert costs_known(given) == cost_known(given)

@@ -433,11 +433,22 @@ class Header:
     model: str
 
 
+#: Sources that are files written beside the CLI: no process was seen (as
+#: ``claudetrace.formats.facts.FILE_SOURCES``, which the views cannot import).
+_FILE_SOURCES: Final = frozenset({"transcript", "claude-trace"})
+
+
+def costs_known(rec: Any) -> bool:
+    """Whether a stored recording says what it cost (a transcript may not): the rule
+    of ``claudetrace.formats.facts.cost_known``."""
+    return rec.source not in _FILE_SOURCES or bool((rec.extra or {}).get("cost_known"))
+
+
 def session_liveness(rec: Any, session: Session) -> Liveness:
     """The liveness of a stored recording: a proxied one is disconnected once it
     ended; a file's (a transcript, a claude-trace log) saw no process, so it is
     what its lines say (idle after a result; a transcript can grow again)."""
-    if rec.source in ("transcript", "claude-trace"):
+    if rec.source in _FILE_SOURCES:
         return liveness(session, ended=False)
     return liveness(session, ended=rec.status != "running", exit_code=rec.exit_code,
                     signal=rec.signal, error=rec.error)
@@ -462,7 +473,7 @@ def header(
         cost = money(rec.cost_usd) if costs_known and (results or rec.cost_usd) else "not yet"
     else:
         cli = rec.claude_code_version or "—"
-        if rec.source in ("transcript", "claude-trace"):
+        if rec.source in _FILE_SOURCES:
             exit_text = "unknown"
         elif rec.signal:
             exit_text = f"signal {rec.signal}"

@@ -15,7 +15,6 @@ import streamlit as st
 
 from claudetrace.cassette import write_cassette
 from claudetrace.errors import ClaudeTraceError
-from claudetrace.formats.facts import cost_known
 from claudetrace.model.events import Event
 from claudetrace.store import Recording, Store
 from claudetrace.store import browse as queries
@@ -110,7 +109,7 @@ def _header(db: Store, rec: Recording) -> None:
     # A running session's page says what it is doing: its liveness needs the
     # session folded (kept by the server, fed only the lines stored since).
     session = common.folded(db, rec).session if status == "running" else None
-    head = present.header(rec, session, costs_known=cost_known(rec))
+    head = present.header(rec, session, costs_known=present.costs_known(rec))
     cols = st.columns(6)
     lost = rec.lost_bytes or 0
     cols[0].metric(
@@ -202,7 +201,7 @@ def _conversation(db: Store, rec: Recording) -> None:
         st.info("Nothing to show in this part of the conversation.")
     conversation = _lazy_conversation(db, rec.id, rec.event_count, rec.ended_ns is not None)
     shown = _Shown(rec.started_ns, present.call_figures(
-        conversation.session, costs_known=cost_known(rec)))
+        conversation.session, costs_known=present.costs_known(rec)))
     _style()
     for item in items:
         _item(item, 0, shown)
@@ -421,7 +420,7 @@ def _style() -> None:
 
 def _trace_rows(db: Store, rec: Recording) -> list[present.TraceRow]:
     folded = common.folded(db, rec)
-    return _tree_rows(folded, rec.id, rec.event_count, rec.status, cost_known(rec),
+    return _tree_rows(folded, rec.id, rec.event_count, rec.status, present.costs_known(rec),
                       rec.started_ns, rec.duration_ns)
 
 
