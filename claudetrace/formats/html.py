@@ -61,7 +61,7 @@ def _decision(d: Decision) -> list[Any]:
 
 class _Items:
     """Conversation items as ``[kind, t, text, is_error]`` plus an object of extras:
-    a tool call's (``id``, ``in``, ``out``, ``err``, ``dec``, ``ch``, ``todo``), a
+    a tool call's (``id``, ``in``, ``out``, ``err``, ``dec``, ``ch``, ``todo``, ``sub``), a
     decision's (``dec``), an answer's Markdown tree (``md``, the text then left out:
     the page reads it from the tree), the figures of the model call it starts
     (``fig``), what a user line is (``lbl``), an abandoned branch (``ab``)."""
@@ -89,6 +89,9 @@ class _Items:
             todo = present.todos(tool.name, tool.input)
             if todo is not None:
                 extra["todo"] = todo
+            task = present.subagent_task(tool.name, tool.input)
+            if task is not None:
+                extra["sub"] = [task[0], task[1]]  # the prompt is in the input
         elif item.decision is not None:
             extra["dec"] = [_decision(item.decision)]
         if item.kind == "assistant":

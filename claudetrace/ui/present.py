@@ -403,6 +403,22 @@ def todos(tool_name: str, given: Any) -> list[tuple[str, str]] | None:
     return out
 
 
+#: The tools whose call runs a subagent (``Task`` in older CLIs).
+SUBAGENT_TOOLS: Final = frozenset({"Agent", "Task"})
+
+
+def subagent_task(tool_name: str, given: Any) -> tuple[str, str, str] | None:
+    """An Agent/Task call's ``(subagent type, description, prompt)``; None for others."""
+    if tool_name not in SUBAGENT_TOOLS or not isinstance(given, dict):
+        return None
+
+    def text(key: str) -> str:
+        value = given.get(key)
+        return value if isinstance(value, str) else ""
+
+    return text("subagent_type") or "subagent", text("description"), text("prompt")
+
+
 def todo_text(pairs: list[tuple[str, str]]) -> str:
     """``☑ write tests`` one a line."""
     return "\n".join(f"{TODO_MARKS.get(status, '☐')} {text}" for status, text in pairs)

@@ -299,13 +299,15 @@ def _tool(item: Item, depth: int, shown: _Shown) -> None:
     assert call is not None
     state = "failed" if call.is_error else ("ok" if call.answered else "no result")
     todo = present.todos(call.name, call.input)
+    task = present.subagent_task(call.name, call.input)
+    if task is not None:
+        _subagent(item, task, state, depth, shown)
+        return
     label = f"Tool {plain(call.name, 80)} · {state} · line {item.seq}"
     if todo is not None:
         label += f" · {present.todo_summary(todo)}"
     if call.decisions:
         label += " · " + ", ".join(f"{d.kind} {plain(d.outcome, 20)}" for d in call.decisions)
-    if call.children:
-        label += f" · subagent {len(call.children)} items"
     with st.expander(
         label,
         expanded=call.is_error,
@@ -320,12 +322,41 @@ def _tool(item: Item, depth: int, shown: _Shown) -> None:
         # Streamlit's syntax highlighter (a 1.5 MB script, ~0.3 s of a 200k-line
         # session's page), for blocks that are collapsed.
         st.text(_tool_text(call))
-        if call.children:
-            st.caption(f"subagent · {len(call.children)} items: its prompt, its work, "
-                       "and its answer as the tool's result")
+        if call.children:  # a tool other than Agent/Task whose lines nest (rare)
             with st.container(border=True):
                 for child in call.children:
                     _item(child, depth + 1, shown)
+
+
+def _subagent(
+    item: Item, task: tuple[str, str, str], state: str, depth: int, shown: _Shown
+) -> None:
+    """An Agent/Task call as what it is: a prompt to a subagent, its work, its answer."""
+    call = item.tool
+    assert call is not None
+    kind, description, prompt = task
+    label = f"Subagent {plain(kind, 60)}"
+    if description:
+        label += f" · {plain(description, 80)}"
+    label += f" · {state} · line {item.seq} · {len(call.children)} items"
+    with st.expander(label, expanded=call.is_error,
+                     icon=":material/error:" if call.is_error else ":material/smart_toy:"):
+        st.caption(shown.meta(item))
+        st.caption("prompt")
+        st.text(prompt[:20000] or "(none recorded)")
+        for d in call.decisions:
+            st.caption(f"{d.kind} {plain(d.name, 80)} → {plain(d.outcome, 40)}")
+        if call.children:
+            with st.container(border=True):
+                for child in call.children:
+                    _item(child, depth + 1, shown)
+        st.caption("answer (error)" if call.is_error else "answer")
+        answer = call.result
+        tree = markdown_tree(answer) if answer else None
+        if tree is not None:
+            st.html(f'<div class="ct-md">{tree_html(tree)}</div>')
+        else:
+            st.text(answer[:20000] if answer is not None else "(no answer yet)")
 
 
 def _tool_text(call: ToolCall) -> str:
