@@ -172,3 +172,15 @@ def test_the_views_cost_rule_is_the_reports(source: str, extra: dict[str, Any]) 
 
     given = rec(source=source, extra=extra)
     assert costs_known(given) == cost_known(given)
+
+
+def test_the_pages_trace_table_escapes_recorded_names() -> None:
+    from claudetrace.ui.present import TraceRow
+    from claudetrace.ui.views.session import _trace_html
+
+    hostile = '<img src=x onerror=alert(1)>"'
+    row = TraceRow(2, "tool", hostile, "error", 0, 10, "00:00:00.000", "+0.000s", "10 ms",
+                   "", "", f"error · {hostile}")
+    html = _trace_html([row])
+    assert "<img" not in html and html.count("&lt;img src=x onerror=alert(1)&gt;&quot;") == 2
+    assert 'data-status="error"' in html
