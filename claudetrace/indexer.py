@@ -278,7 +278,10 @@ class Indexer:
             # A gap's cut line shows only now and then (its tail is in later chunks).
             self.report.lost_bytes = self.info.lost_bytes = self._lines.lost_bytes
             updates["lost_bytes"] = self.report.lost_bytes
-            updates.update(summary_columns(self.session))
+            # The price table loads only where the CLI gave no cost once a turn
+            # ended (or the session did), never for a first turn's lines.
+            updates.update(summary_columns(
+                self.session, estimate=final or self.session.results > 0))
             updates.update(
                 cli_session_id=self.info.cli_session_id,
                 claude_code_version=self.info.claude_code_version,
@@ -732,8 +735,9 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _say(message: str) -> None:
+    from .display import visible
     with contextlib.suppress(OSError, ValueError):
-        print(f"claudetrace: {message}", file=sys.stderr, flush=True)
+        print(f"claudetrace: {visible(message)}", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

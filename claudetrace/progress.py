@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 from .config import PROGRESS_ENV
+from .display import markup
 
 T = TypeVar("T")
 
@@ -78,7 +79,8 @@ def track(
     _active = True
     try:
         with Progress(*columns, console=console, transient=True) as bar:
-            task = bar.add_task(description, total=total, rate="?")
+            # The description names files and sessions: escaped, and never markup.
+            task = bar.add_task(markup(description), total=total, rate="?")
 
             def shown() -> Iterator[T]:
                 n = 0

@@ -284,8 +284,9 @@ def run_proxy(
         _finish_recording(writer, report, {"exit_code": 127, "error": error,
                                            "ended_ns": time.time_ns()})
         forwarder.restore()
+        from .display import visible
         for line in report.problems():
-            print(f"claudetrace: {line}", file=sys.stderr)
+            print(f"claudetrace: {visible(line)}", file=sys.stderr)
         raise ChildStartError(error, argv=options.argv)
 
     # A bigger pipe for the child's stdout, the heavy direction (the CLI's
@@ -494,5 +495,6 @@ def _start_helper(thread: threading.Thread) -> None:
 
 def report_problems(report: ProxyReport) -> None:
     """Tell the user, on stderr, about anything that was not recorded."""
+    from .display import visible
     for line in report.problems():
-        print(f"claudetrace: {line}", file=sys.stderr)
+        print(f"claudetrace: {visible(line)}", file=sys.stderr)

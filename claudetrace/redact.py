@@ -29,6 +29,8 @@ ENV_VALUE_ALLOWLIST: Final = frozenset(
         # cassettes saved for tests (see claudetrace.sanitize).
         "HOME",
         "TMPDIR",
+        # The host's trace context: the recording's spans join that trace.
+        "TRACEPARENT",
         "LANG",
         "LC_ALL",
         "OTEL_SERVICE_NAME",

@@ -23,12 +23,13 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
+from .display import visible
+from .formats.facts import latency, plural
 from .model import ControlRoundTrip, ModelCall, Session, ToolCall, Turn
 from .model.content import content_text, message_content
 from .model.events import Event
 from .model.liveness import liveness
 from .recording import RecordingInfo
-from .terminal import visible
 
 #: How much of a prompt, answer or tool input a line shows.
 WIDTH = 160
@@ -50,10 +51,6 @@ class TailLine:
     kind: str  # turn, prompt, tool, model, permission, hook, mcp, control, subagent, session
     text: str
     status: str = ""  # "ok", "error" or "" (neither)
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.2f} s"
 
 
 class TailFold:
@@ -95,7 +92,7 @@ class TailFold:
         end = info.ended_ns - info.started_ns if info.ended_ns else self.session.last_ns
         why = f" ({outcome.reason})" if outcome.reason else ""
         status = "error" if outcome.failed else "ok"
-        text = f"ended {outcome.status}{why} after {_ms(end / 1e9)} │ {self.totals()}"
+        text = f"ended {outcome.status}{why} after {latency(end / 1e9)} │ {self.totals()}"
         return [*lines, TailLine(end / 1e9, "session", text, status)]
 
     def totals(self) -> str:
@@ -104,8 +101,12 @@ class TailFold:
         costed = any(turn.total_cost_usd is not None for turn in self.session.turns)
         cost = f"${self.session.cost_usd:.4f}" if costed else "cost not reported"
         calls = sum(1 for call in self.session.calls.values() if call.observed)
+        unseen = len(self.session.calls) - calls
+        counted = plural(calls, "model call") + (
+            f" (+{unseen} a subagent's, known from the result)" if unseen else ""
+        )
         tokens_in = usage.input + usage.cache_read + usage.cache_creation
-        return f"{calls} model calls, tokens {tokens_in:,} in / {usage.output:,} out, {cost}"
+        return f"{counted}, tokens {tokens_in:,} in / {usage.output:,} out, {cost}"
 
     # -- lines read from the event itself --------------------------------------------------
 
@@ -146,7 +147,7 @@ class TailFold:
         for sub in session.subagents.values():
             if sub.end_ns is not None and sub.tool_use_id not in self._agents_told:
                 self._agents_told.add(sub.tool_use_id)
-                took = _ms(max(0, sub.end_ns - sub.start_ns) / 1e9)
+                took = latency(max(0, sub.end_ns - sub.start_ns) / 1e9)
                 name = sub.subagent_type or "subagent"
                 out.append(TailLine(sub.end_ns / 1e9, "subagent", f"{name} done after {took}"))
         while self._turns_told < len(session.turns) and session.turns[self._turns_told].done:
@@ -162,22 +163,18 @@ class TailFold:
                 if 0 < call.turn <= len(self.session.turns)
                 else None
             )
-            # Done once something follows it in its lane: a newer call, or a tool
-            # it asked for (a tool runs only after the message that asked ended).
-            newer = any(
-                other.lane == call.lane and other.start_seq > call.start_seq
-                for other in self._open_calls
-            ) or any(
-                tool.lane == call.lane and tool.start_seq >= call.start_seq
-                for tool in self._running_tools.values()
-            )
-            if not (call.stopped or call.final or newer or closing or (turn and turn.done)):
+            # Told once its usage is final (a message_delta, else its turn's
+            # result): each call's tokens are told once, and add up to the totals.
+            if not (call.final or closing or (turn and turn.done)):
                 continue
             self._open_calls.remove(call)
             # Without streamed events the CLI shows a call only once it is over.
-            took = f" · {_ms(max(0, call.end_ns - call.start_ns) / 1e9)}" if call.streamed else ""
+            took = (
+                f" · {latency(max(0, call.end_ns - call.start_ns) / 1e9)}" if call.streamed else ""
+            )
             tokens = call.usage.input + call.usage.cache_read + call.usage.cache_creation
-            out = f", {call.usage.output:,} out" if call.final else ""
+            # A call cut off (the CLI died) has only the output counted so far.
+            out = f", {call.usage.output:,} out" + ("" if call.final else " (not final)")
             reason = f" · {call.stop_reason}" if call.stop_reason else ""
             seen = "" if call.observed else " (a subagent's, known from the result)"
             status = "error" if call.error else "ok"
@@ -190,21 +187,21 @@ class TailFold:
     def _tool_line(tool: ToolCall, now_ns: int) -> TailLine:
         outcome = tool.outcome
         end = tool.end_ns if tool.end_ns is not None else now_ns
-        took = _ms(max(0, end - tool.start_ns) / 1e9)
+        took = latency(max(0, end - tool.start_ns) / 1e9)
         mark = "✓" if outcome == "ok" else "✗"
         status = "ok" if outcome == "ok" else "error"
         return TailLine(end / 1e9, "tool", f"{mark} {tool.name} {outcome} after {took}", status)
 
     def _turn_line(self, turn: Turn) -> TailLine:
-        took = _ms(max(0, (turn.end_ns or turn.start_ns) - turn.start_ns) / 1e9)
-        what = turn.result_subtype or ("interrupted" if turn.interrupted else "no result")
+        took = latency(max(0, (turn.end_ns or turn.start_ns) - turn.start_ns) / 1e9)
+        what = turn.ended_with
         status = "error" if turn.failed else "ok"
         text = f"turn {turn.number} {what} after {took} │ {self.totals()}"
         return TailLine((turn.end_ns or turn.start_ns) / 1e9, "turn", text, status)
 
 
 def _control_line(trip: ControlRoundTrip) -> TailLine:
-    took = "unanswered" if trip.duration_ns is None else _ms(trip.duration_ns / 1e9)
+    took = "unanswered" if trip.duration_ns is None else latency(trip.duration_ns / 1e9)
     status = "ok" if trip.outcome == "success" else "error"
     t = (trip.response_ns if trip.response_ns is not None else trip.request_ns) / 1e9
     if trip.kind == "permission":

@@ -1,14 +1,10 @@
 """Writing recorded text for people: on a terminal or into a pipe.
 
-What a recording holds was written by a host, the CLI, a tool or a model, and
-may hold terminal control sequences: ``ESC [2J`` clears the screen, ``ESC ]52;…``
-sets the clipboard, ``ESC ]0;…`` retitles the window, a carriage return hides
-what came before it.  Shown as they are, they would drive the terminal of
-whoever looks at the recording.  Every human view (``show``, ``tail``) writes
-them visibly escaped by :func:`visible`: each C0 control character, DEL and each
-C1 control character becomes ``\\xNN``.  (A JSON line can only carry them
-escaped, ``\\u001b``; its parsed strings, stderr and lines that are not JSON
-carry them raw.)
+What a recording holds may hold terminal control sequences; every human view
+(``show``, ``tail``, ``sessions``, every message naming a file or a session)
+writes recorded and user-given text through :func:`claudetrace.display.visible`,
+the one escaping (control characters as ``\\xNN``, bidi controls as
+``\\uNNNN``); this module only colours it.
 
 Colours are SGR codes written here, only on a terminal, and never when
 ``NO_COLOR`` is set or ``TERM`` is ``dumb``: a pipe gets plain text.
@@ -17,23 +13,7 @@ Colours are SGR codes written here, only on a terminal, and never when
 from __future__ import annotations
 
 import os
-import re
 from typing import IO, Any, Final
-
-#: C0 controls (tab and newline included), DEL and the C1 controls.
-CONTROL: Final = re.compile("[\x00-\x1f\x7f-\x9f]")
-
-
-def _hex(match: re.Match[str]) -> str:
-    return f"\\x{ord(match.group()):02x}"
-
-
-def visible(text: str) -> str:
-    """``text`` with every control character written as ``\\xNN``: nothing in it
-    can move the cursor, change the terminal's state or start a new line."""
-    # Printable text (most of it) has no control character: a C loop tells.
-    return text if text.isprintable() else CONTROL.sub(_hex, text)
-
 
 #: SGR parameters of the styles the views use.
 _SGR: Final = {
@@ -64,7 +44,7 @@ class Painter:
     """Wraps text in a style's SGR codes on a terminal; leaves it plain otherwise.
 
     ``paint(text, "bold red")``: the style is words of :data:`_SGR` (unknown
-    words are ignored).  The text must already be :func:`visible`.
+    words are ignored).  The text must already be :func:`~claudetrace.display.visible`.
     """
 
     def __init__(self, enabled: bool) -> None:

@@ -9,11 +9,13 @@ capture is the independent witness of the recording.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from claudetrace.model.events import Event
 from claudetrace.store import Store
@@ -36,6 +38,52 @@ class Rig:
     db: Path
     shim: Path
     capture_shim: Path
+
+
+@dataclass
+class HostRun:
+    """What a host program of another language printed, and how it ended.
+
+    The TypeScript and Go hosts print one JSON line per event: ``{"message": …}``
+    for each message the application received, ``{"callback": …}`` when one of
+    its callbacks ran, ``{"error": "…"}`` when something failed.
+    """
+
+    returncode: int
+    lines: list[dict[str, Any]]
+    stderr: str
+    capture: Path
+
+    def messages(
+        self, type_: str | None = None, subtype: str | None = None
+    ) -> list[dict[str, Any]]:
+        return [
+            line["message"]
+            for line in self.lines
+            if "message" in line
+            and (type_ is None or line["message"].get("type") == type_)
+            and (subtype is None or line["message"].get("subtype") == subtype)
+        ]
+
+    def callbacks(self) -> list[dict[str, Any]]:
+        return [line for line in self.lines if "callback" in line]
+
+    def errors(self) -> list[str]:
+        return [line["error"] for line in self.lines if "error" in line]
+
+    def texts(self) -> list[str]:
+        """The text blocks of the assistant's messages."""
+        return [
+            block["text"]
+            for message in self.messages("assistant")
+            for block in message["message"]["content"]
+            if block["type"] == "text"
+        ]
+
+    @classmethod
+    def parse(cls, done: subprocess.CompletedProcess[str], capture: Path) -> HostRun:
+        lines = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+        return cls(done.returncode, lines, done.stderr, capture)
 
 
 def write_script(path: Path, text: str) -> Path:

@@ -221,6 +221,16 @@ def test_a_log_becomes_a_session_of_model_calls(tmp_path: Path, store: Store) ->
     assert (rec.turns, rec.tool_calls, rec.model_calls, rec.output_tokens) == (1, 1, 2, 25)
     assert rec.exit_code is None and rec.source == "claude-trace"
     assert import_file(store, path).action == "unchanged"
+    # The 529 was retried and went through: not an error.
+    assert (rec.status, rec.is_error, result["is_error"]) == ("ok", False, False)
+
+
+def test_a_session_whose_last_call_failed_is_an_error(tmp_path: Path, store: Store) -> None:
+    # The log ends on a failed call: the CLI may have given up or be retrying
+    # (the log cannot say), so the turn has no result, and its error is counted.
+    path = write_log(tmp_path / "log-2026-11-24-10-00-00.jsonl", log_lines()[:2])
+    rec = store.get(import_file(store, path).recording_id or "")
+    assert rec.is_error and rec.status != "ok"
 
 
 # -- against the real CLI -----------------------------------------------------------------

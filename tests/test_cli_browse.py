@@ -296,7 +296,8 @@ def test_show_names_turns_and_the_clis_num_turns_apart(db_path: Path) -> None:
     """One user turn with two API round trips: "1 turn", and the CLI's 2 named as its own."""
     rid = invoke("import", str(CASSETTES / "permission_allow.ndjson"), "--db", str(db_path))
     shown = invoke("show", rid.stdout.strip(), "--db", str(db_path)).stdout
-    assert "1 turn (the CLI's num_turns: 2), 2 model calls, 1 tool call (0 failed)" in shown
+    assert ("1 turn (prompt to result; 2 API round trips by the CLI's num_turns), "
+            "2 model calls, 1 tool call (0 failed)") in shown
     assert "1 turns" not in shown
 
 

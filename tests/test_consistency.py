@@ -94,15 +94,33 @@ def from_sessions_json(db: Path, rid: str) -> dict[str, Any]:
         "calls": {m: f["calls"] for m, f in rec["models"].items()},
         "totals": (rec["input_tokens"], rec["output_tokens"], rec["cache_read_tokens"],
                    rec["cache_creation_tokens"], rec["cost_usd"]),
+        "cost_source": rec["cost_source"],
     }
+
+
+def priced_by_the_table(tokens: Tokens) -> dict[str, float]:
+    """Per model, what genai-prices says the tokens cost, asked directly (small
+    sessions: every call is in the models' first price tier)."""
+    genai_prices = pytest.importorskip("genai_prices")
+    cost: dict[str, float] = {}
+    for model in {m for m, _ in tokens}:
+        n = {kind: tokens[model, kind] for kind in TOKEN_TYPES}
+        assert n["input"] + n["cache_read"] + n["cache_creation"] < 200_000
+        usage = genai_prices.Usage(
+            input_tokens=n["input"] + n["cache_read"] + n["cache_creation"],
+            output_tokens=n["output"], cache_read_tokens=n["cache_read"],
+            cache_write_tokens=n["cache_creation"])
+        cost[model] = float(genai_prices.calc_price(usage, model, provider_id="anthropic")
+                            .total_price)
+    return cost
 
 
 def from_show(db: Path, rid: str) -> dict[str, Any]:
     text = CliRunner().invoke(cli, ["show", rid, "--db", str(db)]).stdout
-    turns = re.search(r"(\d+) turns? \(the CLI's num_turns: (\d+)\), \d+ model calls?, "
-                      r"(\d+) tool calls?", text)
+    turns = re.search(r"(\d+) turns? \(prompt to result; (\d+) API round trips? by the "
+                      r"CLI's num_turns\), \d+ model calls?, (\d+) tool calls?", text)
     tokens = re.search(r"in (\d+) \(\+cache read (\d+), cache write (\d+)\), out (\d+)", text)
-    cost = re.search(r"cost\s+\$(\S+)", text)
+    cost = re.search(r"cost\s+\$(\S+)( \(estimate\))?", text)
     status = re.search(r"status\s+(\w+)", text)
     assert turns and tokens and cost and status, text
     return {
@@ -112,6 +130,7 @@ def from_show(db: Path, rid: str) -> dict[str, Any]:
         "totals": (int(tokens[1]), int(tokens[4]), int(tokens[2]), int(tokens[3]),
                    float(cost[1])),
         "status": status[1],
+        "cost_source": "estimate" if cost[2] else "cli",
     }
 
 
@@ -194,7 +213,8 @@ def from_prometheus(store: Store) -> dict[str, Any]:
     return {
         "tokens": {k: int(v) for k, v in by("claudetrace_store_tokens_total", "model",
                                              "type").items()},
-        "cost": {m: v for m, v in by("claudetrace_store_cost_usd_total", "model").items() if v},
+        "cost": {m: v for (m, _), v in by("claudetrace_store_cost_usd_total", "model",
+                                          "source").items() if v},
         "turns": int(sum(by("claudetrace_store_turns_total", "model").values())),
         "tool_calls": int(sum(tools.values())),
         "status": statuses.pop() if len(statuses) == 1 else statuses,
@@ -279,14 +299,22 @@ def test_every_view_reports_what_the_cli_printed(
     assert shown["totals"][:4] == listed["totals"][:4] == tuple(
         sum(n for (_, k), n in listed["tokens"].items() if k == kind)
         for kind in ("input", "output", "cache_read", "cache_creation"))
-    # Cost per model.
-    assert listed["cost"] == pytest.approx(cli_said["cost"])
-    assert spans["cost"] == pytest.approx(cli_said["cost"])
-    assert otlp["cost"] == pytest.approx(cli_said["cost"])
-    assert prom["cost"] == pytest.approx(cli_said["cost"])
-    assert html["cost"] == pytest.approx({m: round(v, 6) for m, v in cli_said["cost"].items()})
-    assert shown["totals"][4] == pytest.approx(cli_said["total_cost"], abs=5e-7)
-    assert listed["totals"][4] == pytest.approx(cli_said["total_cost"])
+    # Cost per model: the CLI's; where it printed none (it died first), the price
+    # table's, marked as an estimate.
+    if cli_said["results"]:
+        assert listed["cost_source"] == shown["cost_source"] == "cli"
+        want, total = cli_said["cost"], cli_said["total_cost"]
+    else:
+        assert listed["cost_source"] == shown["cost_source"] == "estimate"
+        want = priced_by_the_table(listed["tokens"])
+        total = sum(want.values())
+    assert listed["cost"] == pytest.approx(want)
+    assert spans["cost"] == pytest.approx(want)
+    assert otlp["cost"] == pytest.approx(want)
+    assert prom["cost"] == pytest.approx(want)
+    assert html["cost"] == pytest.approx({m: round(v, 6) for m, v in want.items()})
+    assert shown["totals"][4] == pytest.approx(total, abs=5e-7)
+    assert listed["totals"][4] == pytest.approx(total)
     # The status, one definition everywhere.
     assert listed["status"] == shown["status"] == spans["status"] == otlp["status"] == (
         prom["status"]) == status

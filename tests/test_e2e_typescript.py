@@ -16,7 +16,6 @@ when missing or older than the lock file; without ``node``/``npm`` the tests ski
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import re
 import shutil
@@ -24,7 +23,6 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -34,6 +32,7 @@ from claudetrace.store import Store
 from claudetrace.testing import FakeAPI, text, tool_use
 from claudetrace.testing.harness import PROJECT_DIR, bundled_cli_version, make_home, subprocess_env
 from tests.capture_rig import (
+    HostRun,
     Rig,
     assert_causal_order,
     make_rig,
@@ -66,31 +65,6 @@ class TsRig(Rig):
 
     node: str
     spy: Path
-
-
-@dataclass
-class HostRun:
-    """What the node host printed, and how it ended."""
-
-    returncode: int
-    lines: list[dict[str, Any]]
-    stderr: str
-    capture: Path
-
-    def messages(self, type_: str, subtype: str | None = None) -> list[dict[str, Any]]:
-        return [
-            line["message"]
-            for line in self.lines
-            if "message" in line
-            and line["message"].get("type") == type_
-            and (subtype is None or line["message"].get("subtype") == subtype)
-        ]
-
-    def callbacks(self) -> list[dict[str, Any]]:
-        return [line for line in self.lines if "callback" in line]
-
-    def errors(self) -> list[str]:
-        return [line["error"] for line in self.lines if "error" in line]
 
 
 def node_version(node: str) -> tuple[int, ...]:
@@ -172,8 +146,7 @@ def run_host(ts: TsRig, api: FakeAPI, name: str, shim: Path, real: Path, prompt:
         timeout=HOST_TIMEOUT,
         check=False,
     )
-    lines = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
-    return HostRun(done.returncode, lines, done.stderr, capture)
+    return HostRun.parse(done, capture)
 
 
 def invocations(run: HostRun) -> list[list[str]]:
@@ -199,13 +172,7 @@ def test_typescript_sdk_through_the_proxy(
     (init,) = run.messages("system", "init")
     assert init["claude_code_version"] == bundled_cli_version()
     assert {"name": "calc", "status": "connected", "source": "sdk"} in init["mcp_servers"]
-    texts = [
-        block["text"]
-        for message in run.messages("assistant")
-        for block in message["message"]["content"]
-        if block["type"] == "text"
-    ]
-    assert texts == ["The sum is 42."]
+    assert run.texts() == ["The sum is 42."]
     assert run.callbacks() == [
         {"callback": "can_use_tool", "tool": "mcp__calc__add", "input": {"a": 2, "b": 40}},
         {"callback": "add", "args": {"a": 2, "b": 40}},

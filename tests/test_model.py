@@ -182,6 +182,77 @@ def test_a_failed_turn_is_an_error_and_a_turn_without_result_incomplete() -> Non
     assert waiting.outcome(ended=True, exit_code=0).reason == "turn 1 got no result"
 
 
+def _line(seq: int, direction: str, obj: dict[str, Any]) -> Event:
+    return Event(seq, direction, seq, json.dumps(obj).encode())  # type: ignore[arg-type]
+
+
+PROMPT = {"type": "user", "message": {"role": "user", "content": "hi"}}
+
+
+def _answer(msg_id: str, **extra: Any) -> dict[str, Any]:
+    message = {"id": msg_id, "role": "assistant", "model": "m",
+               "content": [{"type": "text", "text": "API Error: 529 overloaded"}]}
+    return {"type": "assistant", "message": message, **extra}
+
+
+def test_is_error_is_authoritative_whatever_the_subtype() -> None:
+    session = fold([_line(0, "in", PROMPT), _line(1, "out", {
+        "type": "result", "subtype": "success", "is_error": True, "result": "API Error"})])
+    turn = session.turns[0]
+    assert turn.failed and turn.errored and session.is_error
+    assert turn.ended_with == "an error (is_error with subtype success)"
+    outcome = session.outcome(ended=True, exit_code=0)
+    assert outcome.status == "error"
+    assert "success" not in outcome.reason.replace("subtype success", "")
+    assert summary_columns(session)["is_error"] is True
+    assert "ended with success" not in session.outcome(ended=True, exit_code=1).reason
+    # and when it says false, an error-looking subtype does not overrule it.
+    quiet = fold([_line(0, "in", PROMPT), _line(1, "out", {
+        "type": "result", "subtype": "error_max_turns", "is_error": False})])
+    assert not quiet.is_error and quiet.turns[0].ended_with == "error_max_turns"
+    bare = fold([_line(0, "in", PROMPT), _line(1, "out", {
+        "type": "result", "subtype": "error_during_execution"})])
+    assert bare.is_error  # no is_error: the subtype says
+
+
+@pytest.mark.parametrize("marker", [
+    {"isApiErrorMessage": True},  # a Claude Code transcript's line
+    {"error": "rate_limit"},  # the CLI's stream-json assistant line
+])
+def test_an_answer_that_is_an_api_error_makes_the_session_an_error(
+    marker: dict[str, Any],
+) -> None:
+    session = fold([
+        _line(0, "in", PROMPT),
+        _line(1, "out", _answer("msg_1", **marker)),
+        _line(2, "out", {"type": "result", "subtype": "success", "is_error": False}),
+    ])
+    turn = session.turns[0]
+    assert turn.failed and turn.api_error == marker.get("error", "api_error")
+    outcome = session.outcome(ended=True, exit_code=0)
+    assert (outcome.status, outcome.reason) == (
+        "error", f"turn 1 ended with an API error ({turn.api_error})")
+    assert summary_columns(session)["is_error"] is True
+
+
+def test_an_api_error_retried_with_success_is_not_an_error() -> None:
+    api_error = {"type": "system", "subtype": "api_error",
+                 "error": {"type": "overloaded_error"}, "retryAttempt": 1}
+    events = [_line(0, "in", PROMPT), _line(1, "out", api_error)]
+    failing = fold(events)
+    assert failing.turns[0].api_error == "overloaded_error" and failing.is_error
+    assert failing.outcome(ended=True, exit_code=0).status == "error"
+    ok = fold([*events, _line(2, "out", _answer("msg_2")),
+               _line(3, "out", {"type": "result", "subtype": "success", "is_error": False})])
+    assert not ok.turns[0].failed and ok.turns[0].ended_with == "success"
+    assert ok.outcome(ended=True, exit_code=0).status == "ok"
+    # A subagent's API error is its own: the main agent's turn is not failed by it.
+    sub = fold([_line(0, "in", PROMPT),
+                _line(1, "out", {**_answer("msg_3", error="server_error"),
+                                 "parent_tool_use_id": "toolu_1"})])
+    assert sub.turns[0].api_error is None
+
+
 def test_apportion() -> None:
     assert apportion(51, [1, 1]) == [25, 26]
     assert apportion(201, [100, 101]) == [100, 101]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import sqlite3
 import subprocess
@@ -16,6 +15,7 @@ import pytest
 from claudetrace.indexer import open_settled_store
 from claudetrace.progress import count_lines, track
 from claudetrace.ui.bench import seed
+from tests.terminal_rig import read_terminal
 
 LINES = 20_000
 
@@ -42,18 +42,8 @@ def run(args: list[str], *, tty: bool) -> tuple[int, bytes]:
         ) as proc:
             os.close(follower)
             follower = -1
-            seen = bytearray()
-            while True:
-                try:
-                    chunk = os.read(leader, 65536)
-                except OSError as exc:  # EIO: the other side is closed
-                    if exc.errno != errno.EIO:
-                        raise
-                    break
-                if not chunk:
-                    break
-                seen += chunk
-            return proc.wait(timeout=60), bytes(seen)
+            seen = read_terminal(leader, proc)
+            return proc.wait(timeout=60), seen
     finally:
         os.close(leader)
         if follower >= 0:

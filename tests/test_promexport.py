@@ -285,19 +285,22 @@ def test_scrape_over_http_matches_independent_figures(store: Store, server: str)
     with store.session() as session:
         recordings = session.scalars(select(Recording)).all()
         expected_status = Counter(r.status for r in recordings)
-        cost: Counter[str] = Counter()
+        cost: Counter[tuple[str, str]] = Counter()
         for rec in recordings:
             for model, figures in (rec.models or {}).items():
-                cost[model] += figures["cost_usd"]
+                if rec.cost_source in ("cli", "estimate"):
+                    cost[model, rec.cost_source] += figures["cost_usd"]
         output_tokens = session.scalar(select(func.sum(Recording.output_tokens)))
         event_count = session.scalar(select(func.sum(Recording.event_count)))
     assert set(STATUSES) == set(expected_status)
     assert values(samples, "claudetrace_store_sessions", "status") == {
         (s,): expected_status.get(s, 0) for s in STATUSES
     }
-    assert values(samples, "claudetrace_store_cost_usd_total", "model") == pytest.approx(
-        {(m,): v for m, v in cost.items()}
-    )
+    # An estimate (a session that reported no cost, priced by the table) is never
+    # counted as the CLI's.
+    assert {k: v for k, v in values(samples, "claudetrace_store_cost_usd_total", "model",
+                                    "source").items() if v} == pytest.approx(
+        {k: v for k, v in cost.items() if v})
     tokens = values(samples, "claudetrace_store_tokens_total", "model", "type")
     assert sum(v for (_, kind), v in tokens.items() if kind == "output") == output_tokens > 0
     assert values(samples, "claudetrace_store_events_total")[()] == event_count

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -366,3 +367,69 @@ def test_a_fast_cli_recording_still_waits_for_each_cause() -> None:
     assert drain(matcher) == []
     assert matcher.offer(live(user("hello"))) is None
     assert len(drain(matcher)) == 3
+
+
+def mcp_request(rid: str, method: str, jsonrpc_id: int | None) -> dict[str, Any]:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if jsonrpc_id is not None:
+        message["id"] = jsonrpc_id
+    request = {"subtype": "mcp_message", "server_name": "calc", "message": message}
+    return {"type": "control_request", "request_id": rid, "request": request}
+
+
+def mcp_answer(rid: str, jsonrpc_id: int | None) -> dict[str, Any]:
+    reply = {"jsonrpc": "2.0", "id": jsonrpc_id, "result": {}}
+    body = {"subtype": "success", "request_id": rid, "response": {"mcp_response": reply}}
+    return {"type": "control_response", "response": body}
+
+
+SETUP = [
+    ("m0", "initialize", 0),
+    ("m1", "notifications/initialized", None),
+    ("m2", "tools/list", 1),
+]
+
+
+# CLI 2.1.330 answers initialize once the server's MCP initialize is answered and
+# finishes the set-up after it; the protocol notes describe all three first.
+@pytest.mark.parametrize("before", [1, 3], ids=["cli-2.1.330", "all-set-up-first"])
+def test_sdk_mcp_set_up_around_the_initialize_response(before: int) -> None:
+    # A Go host: initialize, answer each set-up request on its own goroutine, the
+    # prompt once initialize is answered; two tool calls answered in reverse order.
+    setup = [(rid, mcp_request(rid, m, i), mcp_answer(rid, i)) for rid, m, i in SETUP]
+    items: list[tuple[str, Any]] = [("in", init("req_1_aaaa1111"))]
+    for _, request, answer in setup[:before]:
+        items += [("out", request), ("in", answer)]
+    items += [("out", init_ok("req_1_aaaa1111")), ("in", user("add"))]
+    for _, request, answer in setup[before:]:
+        items += [("out", request), ("in", answer)]
+    calls = [mcp_request("c1", "tools/call", 2), mcp_request("c2", "tools/call", 3)]
+    items += [("out", calls[0]), ("out", calls[1])]
+    items += [("in", mcp_answer("c2", 3)), ("in", mcp_answer("c1", 2)), ("out", result("42"))]
+    matcher = Matcher(compile_script(cassette(*items)))
+
+    # Only the initialize: the CLI's set-up request, and not yet the response.
+    assert matcher.offer(live(init("req_1_bbbb2222"))) is None
+    out = [json.loads(data) for data in drain(matcher)]
+    assert out == [setup[0][1]]
+    released: list[dict[str, Any]] = []
+    for index in range(before):
+        assert matcher.offer(live(setup[index][2])) is None
+        released = [json.loads(data) for data in drain(matcher)]
+        if index + 1 < before:
+            assert released == [setup[index + 1][1]]
+    # The initialize response, with the live id, only after the last answer before it.
+    assert released[0] == init_ok("req_1_bbbb2222")
+    assert matcher.offer(live(user("add"))) is None
+    released += [json.loads(data) for data in drain(matcher)]
+    for _, request, answer in setup[before:]:
+        assert released[-1] == request
+        assert matcher.offer(live(answer)) is None
+        released += [json.loads(data) for data in drain(matcher)]
+    assert released[-2:] == calls
+    # This time the host answers the calls in the recorded order, the other way round.
+    assert matcher.offer(live(mcp_answer("c1", 2))) is None
+    assert drain(matcher) == []
+    assert matcher.offer(live(mcp_answer("c2", 3))) is None
+    assert [json.loads(data) for data in drain(matcher)] == [result("42")]
+    assert matcher.finish() is None and matcher.done_output

@@ -12,15 +12,18 @@ import sys
 import tracemalloc
 from contextlib import redirect_stdout
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner, Result
 
 from claudetrace.cassette import read_cassette
 from claudetrace.cli import cli
+from claudetrace.display import visible
+from claudetrace.formats.facts import facts
 from claudetrace.model.events import Event
 from claudetrace.store import Store
-from claudetrace.terminal import Painter, visible
+from claudetrace.terminal import Painter
 from claudetrace.transcript import entries
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -225,3 +228,36 @@ def test_a_delta_is_its_json_on_one_line_cut_to_the_width(text: str, width: int)
     assert [e.text for e in entries([event], width=width)] == []
     shown = entries([event], width=width, include_deltas=True)
     assert [(e.role, e.text) for e in shown] == [("system", f"stream_event: {expected}")]
+
+
+def _rec(**given: object) -> SimpleNamespace:
+    fields: dict[str, object] = {
+        "id": "01FACTS", "name": None, "status": "ok", "status_reason": None,
+        "started_ns": 1_700_000_000_000_000_000, "duration_ns": None, "ended_ns": None,
+        "argv": ["claude", "--system-prompt", "", "--output-format", "stream-json"],
+        "cwd": "/w", "host": "h", "pid": 1, "source": "proxy", "signal": None,
+        "exit_code": None, "cli_session_id": None, "claude_code_version": None,
+        "model": None, "permission_mode": None, "turns": 0, "num_turns": 0,
+        "model_calls": 0, "tool_calls": 0, "tool_errors": 0, "input_tokens": 0,
+        "cache_read_tokens": 0, "cache_creation_tokens": 0, "output_tokens": 0,
+        "cost_usd": 0.0, "result_subtype": None, "models": {}, "event_count": 0,
+        "byte_count": 0, "lost_bytes": 0, "tags": {}, "warnings": [], "extra": {},
+    }
+    rec = SimpleNamespace(**{**fields, **given})
+    # The stored row's cost and its source (Recording.cost, Recording.cost_origin).
+    rec.cost_origin = given.get("cost_origin", "cli")
+    rec.cost = rec.cost_usd
+    return rec
+
+
+def test_facts_quote_the_command_and_say_what_a_running_session_has_not_reported() -> None:
+    running = dict(facts(_rec(status="running")))
+    assert running["command"] == "claude --system-prompt '' --output-format stream-json"
+    assert running["exit"] == "running" and running["cost"] == "not yet reported"
+    assert "None" not in "".join(running.values())
+    ended = dict(facts(_rec(ended_ns=1, exit_code=0, result_subtype="success", cost_usd=0.5,
+                            turns=1, num_turns=2)))
+    assert ended["exit"] == "0" and ended["cost"] == "$0.500000"
+    assert ended["turns / tools"].startswith(
+        "1 turn (prompt to result; 2 API round trips by the CLI's num_turns)")
+    assert dict(facts(_rec(status="incomplete", ended_ns=1)))["exit"] == "—"

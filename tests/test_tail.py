@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from click.testing import CliRunner
 
 from claudetrace.cassette import read_cassette
 from claudetrace.cli import cli
+from claudetrace.formats.facts import latency
 from claudetrace.model.events import Event
 from claudetrace.recording import RecordingInfo
 from claudetrace.store import Store
@@ -49,10 +51,9 @@ def test_a_tool_call_with_its_permission_wait() -> None:
     (permission,) = texts(lines, "permission")
     assert permission.startswith("Bash: allow after waiting ")
     models = texts(lines, "model")
-    assert models == ["claude-opus-5-5 · 160 in", "claude-opus-5-5 · 161 in, 26 out"]
-    kinds = [line.kind for line in lines]
-    # The call that asked for the tool is told as soon as the tool starts, not at the turn's end.
-    assert kinds.index("model") < kinds.index("permission")
+    # Without streamed events a call's output is known from the turn's result:
+    # each call is told once, with its final figures.
+    assert models == ["claude-opus-5-5 · 160 in, 25 out", "claude-opus-5-5 · 161 in, 26 out"]
     (turn,) = texts(lines, "turn")
     assert turn.startswith("turn 1 success after ")
     assert "2 model calls, tokens 321 in / 51 out, $0.0019" in turn
@@ -60,6 +61,24 @@ def test_a_tool_call_with_its_permission_wait() -> None:
     assert [line.t for line in lines if line.kind != "model"] == sorted(
         line.t for line in lines if line.kind != "model"
     )
+
+
+@pytest.mark.parametrize("path", sorted(CASSETTES.glob("*.ndjson")), ids=lambda p: p.stem)
+def test_the_calls_tokens_add_up_to_the_totals_told(path: Path) -> None:
+    lines = tail_of(path.stem)
+    calls = [re.search(r"· ([\d,]+) in(?:, ([\d,]+) out)?", text) for text in texts(lines, "model")]
+    told_in = sum(int(m[1].replace(",", "")) for m in calls if m)
+    told_out = sum(int(m[2].replace(",", "")) for m in calls if m and m[2])
+    end = re.search(r"([\d,]+) model calls?(?: \(\+(\d+) .*?\))?, tokens ([\d,]+) in / "
+                    r"([\d,]+) out", lines[-1].text)
+    assert end, lines[-1].text
+    assert len(calls) == int(end[1]) + int(end[2] or 0)
+    assert (told_in, told_out) == (int(end[3].replace(",", "")), int(end[4].replace(",", "")))
+
+
+def test_latencies_are_rounded_for_people() -> None:
+    assert [latency(s) for s in (0.4123, 3.251, 66.1514, 725.0)] == [
+        "412 ms", "3.25 s", "66.2 s", "12.1 min"]
 
 
 def test_hooks_mcp_denials_and_a_dying_cli() -> None:

@@ -141,4 +141,6 @@ def test_metrics_follow_the_contract() -> None:
     pairs = {(m.attributes[c.CONTROL_SUBTYPE], m.attributes[c.CONTROL_INITIATOR]) for m in controls}
     assert pairs == {("initialize", "host"), ("can_use_tool", "cli")}
     cost = by_name["claudetrace.session.cost"]
-    assert cost[0].attributes == {c.GEN_AI_REQUEST_MODEL: "claude-opus-5-5"} and cost[0].value > 0
+    assert cost[0].attributes == {
+        c.GEN_AI_REQUEST_MODEL: "claude-opus-5-5", c.COST_SOURCE: "cli"
+    } and cost[0].value > 0

@@ -217,6 +217,41 @@ def test_no_traceparent_when_telemetry_is_off(
     assert (stored, info.exit_code) == (_session_events(), 3)
 
 
+#: A W3C example: the trace a host (a Go program with OpenTelemetry) started the CLI in.
+HOST_TRACE, HOST_SPAN = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+
+
+@pytest.mark.parametrize("given, joined", [
+    (f"00-{HOST_TRACE}-{HOST_SPAN}-01", True),
+    (f" 00-{HOST_TRACE.upper()}-{HOST_SPAN}-00 ", True),  # not sampled by the host: still its trace
+    (f"01-{HOST_TRACE}-{HOST_SPAN}-01-later-fields", True),  # a later version may add fields
+    (f"00-{HOST_TRACE}-{HOST_SPAN}-01-extra", False),
+    (f"ff-{HOST_TRACE}-{HOST_SPAN}-01", False),
+    (f"00-{'0' * 32}-{HOST_SPAN}-01", False),
+    (f"00-{HOST_TRACE}-{'0' * 16}-01", False),
+    (f"00-{HOST_TRACE[:-1]}g-{HOST_SPAN}-01", False),
+    ("garbage", False),
+])
+def test_a_host_s_trace_is_joined_live_and_in_a_backfill(given: str, joined: bool) -> None:
+    from claudetrace.telemetry import context
+    from claudetrace.telemetry.records import span_id_for, trace_id_for
+    from claudetrace.telemetry.spans import build_spans
+
+    info = RecordingInfo(id="01JHOSTTRACE", argv=[], started_ns=0, env={"TRACEPARENT": given})
+    on = resolve_settings(endpoint="http://127.0.0.1:4318", environ={})
+    root_span = f"{span_id_for(info.id, 'root'):016x}"
+    trace_id = HOST_TRACE if joined else f"{trace_id_for(info.id):032x}"
+    expected = {"TRACEPARENT": f"00-{trace_id}-{root_span}-01"}
+    # What the proxy gives the CLI before it starts, and what the live sink says.
+    assert context.child_env(info.id, info.env, {"endpoint": on.traces.endpoint}) == expected
+    assert child_env(info, on) == expected
+    # Every span is in that trace; the root is the host's span's child.
+    spans = build_spans(info, read_cassette(FIXTURES / "plain.cassette.ndjson").events)
+    assert {s.trace_id for s in spans} == {int(trace_id, 16)}
+    (root,) = [s for s in spans if s.key == "root"]
+    assert root.parent_id == (int(HOST_SPAN, 16) if joined else None)
+
+
 def test_traceparent_only_when_traces_are_exported() -> None:
     info = RecordingInfo(id="01JTRACEPARENT", argv=[], started_ns=0)
     on = resolve_settings(endpoint="http://127.0.0.1:4318", environ={})

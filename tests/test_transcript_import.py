@@ -179,6 +179,44 @@ def test_an_interrupted_turn_and_a_turn_still_running(tmp_path: Path) -> None:
     assert not got.finished and got.info.ended_ns is None  # the tool is still running
 
 
+def test_a_turn_that_ended_on_an_api_error_is_an_error(tmp_path: Path, db_path: Path) -> None:
+    # Claude Code writes the API error it gave up on as a synthetic assistant
+    # message marked isApiErrorMessage; a retried one that went through is not.
+    failing = assistant("msg_e", text("API Error: 529 overloaded"), 100, isApiErrorMessage=True)
+    failing["message"]["model"] = "<synthetic>"
+    lines = [user("Hello?", 0), failing]
+    got = read_transcript(write(tmp_path / "a" / f"{SID}.jsonl", lines))
+    result = next(e.message for e in got.events if e.type == "result") or {}
+    assert result["subtype"] == "success" and result["is_error"] is True
+    result_args = ["import", str(tmp_path / "a"), "--db", str(db_path)]
+    assert CliRunner().invoke(cli, result_args).exit_code == 0
+    store = open_settled_store(str(db_path))
+    try:
+        rec = store.resolve(SID)
+        assert (rec.status, rec.is_error) == ("error", True)
+        assert rec.status_reason == "turn 1 ended with an API error (api_error)"
+    finally:
+        store.close()
+    retried = [user("Hello?", 0), failing, assistant("msg_2", text("Hi."), 900)]
+    ok = read_transcript(write(tmp_path / "b" / f"{SID}.jsonl", retried))
+    assert not fold(ok.events).is_error
+
+
+def test_a_file_imported_by_an_older_reading_is_read_again_once(
+    tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from claudetrace.formats import claude_code
+
+    path = write(tmp_path / f"{SID}.jsonl", session_lines())
+    monkeypatch.setattr(claude_code, "READING", b"older")
+    first = import_file(store, path)
+    monkeypatch.undo()
+    again = import_file(store, path)
+    assert (first.action, again.action) == ("imported", "updated")
+    assert again.recording_id == first.recording_id
+    assert import_file(store, path).action == "unchanged"
+
+
 def test_a_partial_last_line_waits_and_a_bad_line_is_named(tmp_path: Path) -> None:
     path = write(tmp_path / f"{SID}.jsonl", session_lines(), tail='{"type": "user", "mess')
     assert len(read_transcript(path).events) == 11

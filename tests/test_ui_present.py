@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -10,6 +11,7 @@ import pytest
 
 from claudetrace.cassette import read_cassette
 from claudetrace.model import Session, fold
+from claudetrace.model.events import Event
 from claudetrace.ui.markdown import markdown_tree, tree_html, tree_text
 from claudetrace.ui.present import (
     call_figures,
@@ -72,11 +74,33 @@ def test_streamed_calls_have_a_time_to_first_token_and_a_stop_reason() -> None:
     assert "first token" in figures[0].summary() and "tool_use" in figures[0].summary()
 
 
+def without_cli_cost(name: str) -> Session:
+    """A recording whose results say nothing of cost (as a transcript's may not)."""
+    events = []
+    for event in read_cassette(FIXTURES / f"{name}.ndjson").events:
+        if event.direction == "out" and event.fields.type == "result":
+            obj = json.loads(event.data)
+            obj.pop("total_cost_usd", None)
+            for entry in (obj.get("modelUsage") or {}).values():
+                entry.pop("costUSD", None)
+            event = Event(event.seq, event.direction, event.t_ns, json.dumps(obj).encode())
+        events.append(event)
+    return fold(events)
+
+
 @pytest.mark.parametrize("name", ["plain", "subagent", "permission_deny"])
-def test_unknown_cost_stays_unknown_in_the_tree(name: str) -> None:
-    tree = trace_tree(session_of(name), end_ns=10**9, costs_known=False)
-    assert [node.cost_usd for _, node in walk(tree) if node.cost_usd is not None] == []
-    assert "$0.0000" not in {row.cost for row in trace_rows(tree, 0)}
+def test_cost_not_reported_is_estimated_or_unknown_never_zero(name: str) -> None:
+    session = without_cli_cost(name)
+    assert not session.cli_cost_reported
+    unknown = trace_tree(session, end_ns=10**9, estimate=False)
+    assert [node.cost_usd for _, node in walk(unknown) if node.cost_usd is not None] == []
+    assert "$0.0000" not in {row.cost for row in trace_rows(unknown, 0)}
+    priced = trace_tree(session, end_ns=10**9)
+    assert priced.cost_usd == pytest.approx(session.cost().usd)
+    assert "cost estimated" in priced.detail
+    figures = call_figures(session)
+    assert {f.cost_source for f in figures.values()} == {"estimate"}
+    assert all("(estimate)" in f.summary() for f in figures.values() if f.call.observed)
 
 
 def test_a_failed_result_turn_is_red_even_when_its_subtype_says_success() -> None:
@@ -90,7 +114,7 @@ def rec(**kw: Any) -> Any:
     base: dict[str, Any] = dict(
         status="running", started_ns=1_764_300_000_000_000_000, ended_ns=None, exit_code=None,
         signal=None, error=None, claude_code_version=None, cost_usd=0.0, duration_ns=None,
-        source="proxy", model=None,
+        source="proxy", model=None, result_subtype=None, cost=None, cost_origin="unknown",
     )
     base.update(kw)
     return SimpleNamespace(**base)
@@ -109,10 +133,11 @@ def test_a_running_session_says_not_yet_instead_of_none_or_zero() -> None:
     assert head.liveness.label == "awaiting approval · can_use_tool Bash"
     assert head.last_event.endswith(f"UTC ({offset(session.last_ns)})")
     done = header(rec(status="ok", ended_ns=1, exit_code=0, claude_code_version="2.1",
-                      cost_usd=0.5), fold(events))
+                      cost_usd=0.5, cost=0.5, cost_origin="cli"), fold(events))
     assert (done.cli, done.exit, done.cost) == ("2.1", "0", "$0.5000")
     assert done.liveness is not None and done.liveness.state == "disconnected"
-    imported = header(rec(status="ok", ended_ns=1, source="transcript"), None, costs_known=False)
+    imported = header(rec(status="ok", ended_ns=1, source="transcript", cost=None,
+                          cost_origin="unknown"), None)
     assert (imported.exit, imported.cost) == ("unknown", "unknown")
     # A transcript saw no process: what its lines say (it may grow again), not disconnected.
     transcript = rec(status="ok", ended_ns=1, source="transcript")
@@ -161,17 +186,14 @@ def test_every_recording_makes_a_tree_whose_calls_add_up(path: Path) -> None:
         assert fig.latency_ns >= 0 and (fig.ttft_ns is None or fig.ttft_ns >= 0)
 
 
-@pytest.mark.parametrize(
-    ("source", "extra"),
-    [("proxy", {}), ("import", {}), ("transcript", {}), ("transcript", {"cost_known": True}),
-     ("claude-trace", {"cost_known": False})],
-)
-def test_the_views_cost_rule_is_the_reports(source: str, extra: dict[str, Any]) -> None:
-    from claudetrace.formats.facts import cost_known
-    from claudetrace.ui.present import costs_known
+def test_cost_text_says_its_source_and_never_zero_for_unknown() -> None:
+    from claudetrace.ui.present import cost_text
 
-    given = rec(source=source, extra=extra)
-    assert costs_known(given) == cost_known(given)
+    assert cost_text(rec()) == "not yet"
+    assert cost_text(rec(status="ok", ended_ns=1, cost_usd=0.5, cost=0.5)) == "$0.5000"
+    assert cost_text(rec(status="ok", ended_ns=1, cost_usd=0.5, cost=0.5,
+                         cost_origin="estimate")) == "$0.5000 (estimate)"
+    assert cost_text(rec(status="ok", ended_ns=1, cost=None, cost_origin="unknown")) == "unknown"
 
 
 def test_the_pages_trace_table_escapes_recorded_names() -> None:

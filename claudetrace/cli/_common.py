@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
+from ..display import say
 from ..errors import ClaudeTraceError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -36,8 +37,9 @@ def read_store(db_url: str | None) -> Any:
 
 
 def fail(message: str, code: int = 1) -> None:
-    """Print one line to stderr and exit with ``code``."""
-    click.echo(f"claudetrace: {message}", err=True)
+    """Print one line to stderr and exit with ``code``; what the message quotes
+    (a path, a session, a recorded text) is escaped as every view escapes it."""
+    say(f"claudetrace: {message}", err=True)
     sys.exit(code)
 
 

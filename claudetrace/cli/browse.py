@@ -11,7 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ..display import for_terminal, say
+from ..formats.facts import cost_source, cost_usd
+from ..formats.facts import cost_text as _cost_text
 from ..formats.facts import duration as _duration
+from ..formats.facts import exit_text as _exit_text
 from ..formats.facts import when as _when
 from ._common import db_option, read_store, reports_errors
 
@@ -56,7 +60,8 @@ def session_record(rec: Any) -> dict[str, Any]:
         "output_tokens": rec.output_tokens,
         "cache_read_tokens": rec.cache_read_tokens,
         "cache_creation_tokens": rec.cache_creation_tokens,
-        "cost_usd": rec.cost_usd,
+        "cost_usd": cost_usd(rec),
+        "cost_source": cost_source(rec),
         "is_error": rec.is_error,
         "result_subtype": rec.result_subtype,
         "models": rec.models or {},
@@ -80,10 +85,14 @@ def sessions(db_url: str | None, as_json: bool, limit: int) -> None:
         return
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
+
+    from ..display import visible
 
     console = Console(width=None if sys.stdout.isatty() else 200)
     if not recs:
-        console.print(f"No recordings yet in {store.url}. Try `claudetrace demo`.")
+        console.print(Text(f"No recordings yet in {visible(str(store.url))}. "
+                           "Try `claudetrace demo`."))
         return
     table = Table(box=None, header_style="bold")
     for col in (
@@ -108,25 +117,35 @@ def sessions(db_url: str | None, as_json: bool, limit: int) -> None:
         "interrupted": "yellow",
         "running": "cyan",
     }
+
+    def cell(text: str | None, style: str = "") -> Text:
+        # A Text is never read as markup: "[/]" in a name prints as itself.
+        return Text(visible(_clip(text or "", _CELL)), style=style)
+
     for r in recs:
         tokens = r.input_tokens + r.cache_read_tokens + r.cache_creation_tokens
-        exit_text = (
-            f"sig {r.signal}" if r.signal else ("—" if r.exit_code is None else str(r.exit_code))
-        )
         table.add_row(
-            r.id,
-            _when(r.started_ns),
-            _duration(r.duration_ns),
-            f"[{styles.get(r.status, '')}]{r.status}[/]",
-            r.name or "",
-            r.model or "",
-            str(r.turns),
-            str(r.tool_calls),
-            f"{tokens}/{r.output_tokens}",
-            f"${r.cost_usd:.4f}",
-            exit_text,
+            cell(r.id),
+            cell(_when(r.started_ns)),
+            cell(_duration(r.duration_ns)),
+            cell(r.status, styles.get(r.status, "")),
+            cell(r.name),
+            cell(r.model),
+            cell(str(r.turns)),
+            cell(str(r.tool_calls)),
+            cell(f"{tokens}/{r.output_tokens}"),
+            cell(_cost_text(r, 4)),
+            cell(_exit_text(r)),
         )
     console.print(table)
+
+
+#: The most of a name or model a ``sessions`` cell shows.
+_CELL = 60
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 @click.command()
@@ -156,8 +175,9 @@ def show(session: str, db_url: str | None, raw: bool, deltas: bool, width: int) 
     escape sequence in a recording reaches the terminal; only --raw into a pipe
     or file writes the lines' exact bytes.
     """
+    from ..display import visible
     from ..formats.facts import facts
-    from ..terminal import Painter, visible, wants_colour
+    from ..terminal import Painter, wants_colour
 
     store = read_store(db_url)
     rec = store.resolve(session)
@@ -191,8 +211,8 @@ _ROLE_STYLES = {
 def _show_transcript(store: Any, recording_id: str, out: Any, paint: Any, *, width: int,
                      deltas: bool) -> None:
     """The transcript, written a batch of lines at a time as the events are read."""
+    from ..display import visible
     from ..model.events import Event
-    from ..terminal import visible
     from ..transcript import FOLDED, iter_entries
 
     if deltas:
@@ -230,7 +250,7 @@ def _show_raw(store: Any, recording_id: str, out: Any, paint: Any) -> None:
     or a file the line's exact bytes follow the prefix (``--raw`` is the
     recording itself, for grep and friends).
     """
-    from ..terminal import visible
+    from ..display import visible
 
     rows = store.iter_event_rows(recording_id)
     if not out.isatty():
@@ -305,11 +325,12 @@ def export(session: str, db_url: str | None, fmt: str, output: str, no_redact: b
     pages = _cassette_pages(store.iter_line_pages(rec.id), redactor)
     with track(pages, f"exporting {rec.id}", total=rec.event_count, unit="events",
                size=len) as shown:
-        count = write_cassette_pages(sys.stdout if output == "-" else output, header, shown)
+        target = for_terminal(sys.stdout) if output == "-" else output
+        count = write_cassette_pages(target, header, shown)
     if output == "-":
         sys.stdout.flush()
     else:
-        click.echo(f"wrote {count} events of {rec.id} to {output}", err=True)
+        say(f"wrote {count} events of {rec.id} to {output}", err=True)
 
 
 def _cassette_pages(pages: Iterator[Sequence[tuple[Any, ...]]], redactor: Sanitizer | None,
@@ -356,12 +377,12 @@ def _export_html(store: Any, rec: Any, output: str, redactor: Any) -> None:
     shown = Sanitizer(secrets=False) if redactor is None else redactor
     if output == "-":
         with _exported_events(store, rec) as events:
-            write_report(sys.stdout, rec, events, redactor=shown)
+            write_report(for_terminal(sys.stdout), rec, events, redactor=shown)
         sys.stdout.flush()
         return
     with private_file(output) as out, _exported_events(store, rec) as events:
         count = write_report(out, rec, events, redactor=shown)
-    click.echo(f"wrote the report of {rec.id} ({count} events) to {output}", err=True)
+    say(f"wrote the report of {rec.id} ({count} events) to {output}", err=True)
 
 
 @click.command("import")
@@ -434,10 +455,10 @@ def import_(
             for path in shown:
                 done = import_file(store, path, name=name, tags=parsed_tags, writer=writer)
                 if done.action == "unchanged":
-                    click.echo(f"{path}: unchanged, recording {done.recording_id}", err=True)
+                    say(f"{path}: unchanged, recording {done.recording_id}", err=True)
                 else:
                     if done.kind == "transcript":
-                        click.echo(f"{path}: {done.action} session {done.session_id}", err=True)
+                        say(f"{path}: {done.action} session {done.session_id}", err=True)
                     click.echo(done.recording_id)
         if not opened and cap.capture_files(url):
             store()  # stores the finished sessions still waiting, as every command does
@@ -453,13 +474,13 @@ def _watch(store: Any, paths: tuple[str, ...], interval: float) -> None:
     watcher = Watcher(store, paths)
 
     def report(done: Any) -> None:
-        click.echo(f"{done.path}: {done.action} session {done.session_id}", err=True)
+        say(f"{done.path}: {done.action} session {done.session_id}", err=True)
         click.echo(done.recording_id)
 
     def failed(path: Any, exc: Exception) -> None:
-        click.echo(f"claudetrace: {exc}", err=True)
+        say(f"claudetrace: {exc}", err=True)
 
-    click.echo(f"watching {', '.join(paths)} (Ctrl-C to stop)", err=True)
+    say(f"watching {', '.join(paths)} (Ctrl-C to stop)", err=True)
     try:
         while True:
             watcher.poll(report, failed)
@@ -487,9 +508,9 @@ def db_upgrade(db_url: str | None) -> None:
     head = head_revision()
     shown = engine.url.render_as_string(hide_password=True)
     if before == head:
-        click.echo(f"{shown}: already at revision {head}")
+        say(f"{shown}: already at revision {head}")
     else:
-        click.echo(f"{shown}: upgraded from {before or 'empty'} to {head}")
+        say(f"{shown}: upgraded from {before or 'empty'} to {head}")
 
 
 @db.command("url")
@@ -507,4 +528,4 @@ def db_url_cmd(db_url: str | None) -> None:
     url = resolve_url(db_url)
     if database_named(db_url):
         require_database(url)
-    click.echo(hide_password(url))
+    say(hide_password(url))

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import click
 
 from .._version import __version__
+from ..display import visible_lines
 
 #: command name -> "module:attribute" of its click command, loaded on first use.
 COMMANDS: dict[str, str] = {
@@ -42,6 +46,33 @@ class LazyGroup(click.Group):
         module_name, attr = target.split(":")
         command: click.Command = getattr(importlib.import_module(module_name), attr)
         return command
+
+    # A usage error quotes what the user typed (an option, a value): escaped as
+    # every message is (claudetrace.display), whichever command it is about.
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        with _escaped_usage_errors():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with _escaped_usage_errors():
+            return super().invoke(ctx)
+
+
+@contextmanager
+def _escaped_usage_errors() -> Iterator[None]:
+    """Click's errors as they are, unless their message holds what
+    :func:`~claudetrace.display.visible_lines` escapes (its newlines are kept:
+    a group run with no command shows its help as such an error)."""
+    try:
+        yield
+    except click.ClickException as exc:
+        message = exc.format_message()
+        shown = visible_lines(message)
+        if shown == message:
+            raise
+        if isinstance(exc, click.UsageError):
+            raise click.UsageError(shown, ctx=exc.ctx) from exc
+        raise click.ClickException(shown) from exc  # exit status 1, as click's others
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from ..display import say
 from ._common import db_option, read_store, reports_errors
 
 
@@ -43,7 +44,7 @@ def doctor(db_url: str | None, retry: tuple[str, ...]) -> None:
         wanted = {r.upper() for r in retry}
         for item in cap.set_aside_files(url):
             if "ALL" in wanted or item.recording_id.upper() in wanted:
-                click.echo(f"retrying {item.recording_id}", err=True)
+                say(f"retrying {item.recording_id}", err=True)
                 cap.restore(item)
     lossy: list[Any] = []
     try:
@@ -58,15 +59,15 @@ def doctor(db_url: str | None, retry: tuple[str, ...]) -> None:
         # captures were set aside: list them; with none, it is the answer.
         if not cap.set_aside_files(url):
             raise
-        click.echo(f"claudetrace: {exc}", err=True)
+        say(f"claudetrace: {exc}", err=True)
     for rec in lossy:
-        click.echo(f"{rec.id}  incomplete: {rec.lost_bytes} bytes forwarded but not recorded "
+        say(f"{rec.id}  incomplete: {rec.lost_bytes} bytes forwarded but not recorded "
                    "(a full disk?); the rest is stored")
     waiting = [p for p in cap.capture_files(url) if not cap.writer_alive(p)]
     aside = cap.set_aside_files(url)
     for item in aside:
-        click.echo(f"{item.recording_id}  set aside ({item.size} bytes): {item.reason}")
-        click.echo(f"    {item.path}")
+        say(f"{item.recording_id}  set aside ({item.size} bytes): {item.reason}")
+        say(f"    {item.path}")
     if waiting:
         click.echo(f"{len(waiting)} finished recording(s) still waiting to be stored "
                    "(the next command that can write the database stores them)")

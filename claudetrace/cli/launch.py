@@ -127,7 +127,8 @@ def run_and_exit(
     try:
         status, report = run_proxy(options, started, recording_id)
     except ClaudeTraceError as exc:
-        print(f"claudetrace: {exc}", file=sys.stderr)
+        from ..display import visible
+        print(f"claudetrace: {visible(str(exc))}", file=sys.stderr)
         sys.stderr.flush()
         os._exit(exc.exit_code)
     report_problems(report)

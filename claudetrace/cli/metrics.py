@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from ..errors import ClaudeTraceError
@@ -62,10 +64,14 @@ def serve(db_url: str | None, host: str, port: int) -> None:
 @reports_errors
 def dump(db_url: str | None, openmetrics: bool) -> None:
     """Print the metrics exposition once and exit."""
+    from ..display import visible_lines
     from ..promexport import StoreMetrics
 
     store = read_store(db_url)
     try:
-        click.echo(StoreMetrics(store).exposition(openmetrics=openmetrics), nl=False)
+        text = StoreMetrics(store).exposition(openmetrics=openmetrics)
+        # Label values are recorded model names: on a terminal they are escaped
+        # as every view escapes them; a pipe gets the exposition exactly.
+        click.echo(visible_lines(text) if sys.stdout.isatty() else text, nl=False)
     finally:
         store.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..display import say
 from ..errors import TelemetryError
 from ._common import db_option, read_store, reports_errors
 
@@ -65,8 +66,11 @@ def otel(
     ids = select_recordings(store, sessions, all_=all_, since_ns=since_ns)
     if tree:
         for rid in ids:
-            click.echo(f"# {rid}")
-            click.echo(render_tree(recording_spans(store, rid, content=settings.content)))
+            say(f"# {rid}")
+            # Span names carry recorded model and tool names: each line escaped.
+            tree_text = render_tree(recording_spans(store, rid, content=settings.content))
+            for line in tree_text.splitlines():
+                say(line)
         return
     if not settings.enabled:
         raise TelemetryError(
@@ -79,7 +83,7 @@ def otel(
     from ..telemetry.export import Telemetry
 
     def warn(message: str, signal: str | None) -> None:
-        click.echo(f"claudetrace: warning: {message}", err=True)
+        say(f"claudetrace: warning: {message}", err=True)
 
     from ..progress import track
 

@@ -51,9 +51,10 @@ def tail(session: str | None, db_url: str | None, follow: bool, raw: bool, inter
     one to start and, after each session, for the next.  Output has no colours or
     control codes when it is not a terminal.
     """
+    from ..display import visible
     from ..tail import TailFold, next_session, raw_line
     from ..tail import follow as follow_events
-    from ..terminal import Painter, visible, wants_colour
+    from ..terminal import Painter, wants_colour
 
     store = read_store(db_url)
     paint = Painter(wants_colour(sys.stdout))

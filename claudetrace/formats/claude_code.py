@@ -133,9 +133,16 @@ def sidechain_files(path: Path) -> list[Path]:
     return sorted(folder.glob("agent-*.jsonl")) if folder.is_dir() else []
 
 
+#: Changed whenever the conversion reads a file differently, so that each file
+#: imported before is read again once (2: assistant lines keep ``error`` and
+#: ``isApiErrorMessage``, and a turn left with an API error is an error).
+READING: Final = b"2"
+
+
 def fingerprint(paths: Sequence[Path]) -> str:
-    """A digest of the files' contents (an unchanged transcript is skipped on import)."""
-    digest = hashlib.sha256()
+    """A digest of the files' contents and of :data:`READING` (an unchanged
+    transcript is skipped on import)."""
+    digest = hashlib.sha256(b"reading " + READING + b"\0")
     for path in paths:
         digest.update(os.fsencode(path.name) + b"\0")
         with path.open("rb") as handle:
@@ -153,6 +160,8 @@ class _Turn:
     last_text: str = ""
     interrupted: bool = False
     waiting_on_tools: bool = False
+    #: The main agent's last answer was an API error (no answer went through after it).
+    api_error: bool = False
 
 
 @dataclass
@@ -226,8 +235,10 @@ class _Converter:
         self.turn_count += 1
         result: dict[str, Any] = {
             "type": "result",
+            # An API error the turn ended on makes its result an error, as the
+            # CLI's own result is then (subtype success, is_error true).
             "subtype": "error_during_execution" if turn.interrupted else "success",
-            "is_error": turn.interrupted,
+            "is_error": turn.interrupted or turn.api_error,
             "duration_ms": (turn.end_ns - turn.start_ns) // 1_000_000,
             "num_turns": len(turn.messages),
             "result": turn.last_text,
@@ -359,7 +370,11 @@ class _Converter:
             # Server and MCP-connector tool uses run on the API's side: only a
             # client tool use leaves the turn waiting on the CLI.
             turn.waiting_on_tools = any(b.type == "tool_use" for b in found)
-        self.emit("out", self._line(entry, parent), when)
+            turn.api_error = bool(entry.get("isApiErrorMessage") is True or entry.get("error"))
+        line = self._line(entry, parent)
+        # What says the answer is an API error, which the session model reads.
+        line.update({k: entry[k] for k in ("error", "isApiErrorMessage") if k in entry})
+        self.emit("out", line, when)
 
     @staticmethod
     def _count(turn: _Turn, msg: dict[str, Any]) -> None:
@@ -400,6 +415,8 @@ class _Converter:
         msg.update(
             {"parent_tool_use_id": parent, "session_id": self.session_id, "uuid": entry.get("uuid")}
         )
+        if msg["subtype"] == "api_error" and parent is None and self.turn is not None:
+            self.turn.api_error = True  # until an answer goes through (a retry)
         self.emit("out", msg, when)
 
 

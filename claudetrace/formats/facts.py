@@ -7,6 +7,7 @@ a Claude Code transcript has no exit status, stderr or control plane.
 from __future__ import annotations
 
 import datetime as dt
+import shlex
 from typing import Any
 
 #: Shown for a value the recording's source cannot know.
@@ -28,6 +29,17 @@ def duration(ns: int | None) -> str:
     return f"{seconds:.1f}s" if seconds < 120 else f"{seconds / 60:.1f}m"
 
 
+def latency(seconds: float) -> str:
+    """A latency people read: ``412 ms``, ``3.25 s``, ``66.2 s``, ``12.5 min``."""
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 10:
+        return f"{seconds:.2f} s"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    return f"{seconds / 60:.1f} min"
+
+
 def plural(n: int, noun: str) -> str:
     """``1 turn``, ``2 turns``."""
     return f"{n} {noun}" + ("" if n == 1 else "s")
@@ -47,15 +59,67 @@ def cost_known(rec: Any) -> bool:
     return has_process(rec) or bool((rec.extra or {}).get("cost_known"))
 
 
+def exit_text(rec: Any) -> str:
+    """How the CLI process ended: ``0``, ``signal 9``, ``running`` while it runs,
+    ``—`` when no exit was recorded, ``unknown`` for a source with no process."""
+    if not has_process(rec):
+        return UNKNOWN
+    if rec.signal:
+        return f"signal {rec.signal}"
+    if rec.exit_code is not None:
+        return str(rec.exit_code)
+    return "running" if rec.status == "running" else "—"
+
+
+def cost_source(rec: Any) -> str:
+    """Where a stored recording's cost comes from: ``cli``, ``estimate`` or ``unknown``."""
+    return str(rec.cost_origin)
+
+
+def cost_usd(rec: Any) -> float | None:
+    """A stored recording's cost in USD, None when unknown (never 0 for unknown)."""
+    cost: float | None = rec.cost
+    return cost
+
+
+def unpriced_models(rec: Any) -> list[str]:
+    """The models of a recording the price table has no price for."""
+    if cost_source(rec) != UNKNOWN:
+        return []
+    return [m for m, f in (rec.models or {}).items()
+            if isinstance(f, dict) and f.get("cost_usd") is None]
+
+
+def money(usd: float | None, source: str, *, digits: int = 4) -> str:
+    """``$0.1200``, ``$0.1200 (estimate)``, or ``unknown``."""
+    if usd is None or source == UNKNOWN:
+        return UNKNOWN
+    return f"${usd:.{digits}f}" + (" (estimate)" if source == "estimate" else "")
+
+
+def cost_text(rec: Any, digits: int = 6) -> str:
+    """A stored recording's cost as ``show``, ``sessions`` and the HTML report say it:
+    ``not yet reported`` while it runs before its first result (never ``$0``),
+    ``unknown`` (and why) where the source or the price table cannot say."""
+    if rec.ended_ns is None and rec.result_subtype is None and not rec.cost_usd:
+        return "not yet reported"
+    source = cost_source(rec)
+    if source == UNKNOWN:
+        unpriced = unpriced_models(rec)
+        if unpriced:
+            return f"{UNKNOWN} (no price for {', '.join(unpriced)})"
+        return f"{UNKNOWN} (not in this file)" if not has_process(rec) else UNKNOWN
+    return money(cost_usd(rec), source, digits=digits)
+
+
+def command_text(argv: list[str] | None) -> str:
+    """A command line as a shell would take it back (``--system-prompt ''`` shows)."""
+    return shlex.join(argv or [])
+
+
 def facts(rec: Any) -> list[tuple[str, str]]:
     """Label / value pairs describing ``rec`` (a stored :class:`~claudetrace.store.Recording`)."""
     process = has_process(rec)
-    if not process:
-        exit_text = UNKNOWN
-    elif rec.signal:
-        exit_text = f"signal {rec.signal}"
-    else:
-        exit_text = str(rec.exit_code)
     rows = [
         ("recording", rec.id + (f"  ({rec.name})" if rec.name else "")),
         ("status", rec.status + (f" — {rec.status_reason}" if rec.status_reason else "")),
@@ -63,7 +127,7 @@ def facts(rec: Any) -> list[tuple[str, str]]:
     ]
     if process:
         rows += [
-            ("command", " ".join(rec.argv or [])),
+            ("command", command_text(rec.argv)),
             ("cwd / host", f"{rec.cwd}  on {rec.host} (pid {rec.pid})"),
         ]
     else:
@@ -72,14 +136,14 @@ def facts(rec: Any) -> list[tuple[str, str]]:
             ("source", f"{FILE_SOURCES[rec.source]} {origin}"),
             ("cwd", rec.cwd or UNKNOWN),
         ]
-    cost = f"${rec.cost_usd:.6f}" if cost_known(rec) else f"{UNKNOWN} (not in this file)"
     rows += [
-        ("exit", exit_text),
+        ("exit", exit_text(rec)),
         ("cli session", f"{rec.cli_session_id or '—'}  claude {rec.claude_code_version or '?'}"),
         ("model / mode", f"{rec.model or '—'} / {rec.permission_mode or '—'}"),
         (
             "turns / tools",
-            f"{plural(rec.turns, 'turn')} (the CLI's num_turns: {rec.num_turns}), "
+            f"{plural(rec.turns, 'turn')} (prompt to result; "
+            f"{plural(rec.num_turns, 'API round trip')} by the CLI's num_turns), "
             f"{plural(rec.model_calls, 'model call')}, "
             f"{plural(rec.tool_calls, 'tool call')} ({rec.tool_errors} failed)",
         ),
@@ -88,7 +152,7 @@ def facts(rec: Any) -> list[tuple[str, str]]:
             f"in {rec.input_tokens} (+cache read {rec.cache_read_tokens}, "
             f"cache write {rec.cache_creation_tokens}), out {rec.output_tokens}",
         ),
-        ("cost", cost),
+        ("cost", cost_text(rec)),
         *_per_model(rec),
         ("events", f"{rec.event_count} lines, {rec.byte_count} bytes"
                    + (f" ({lost} bytes lost: not recorded)"
@@ -108,8 +172,10 @@ def _per_model(rec: Any) -> list[tuple[str, str]]:
     if len(models) < 2:
         return []
     rows = []
+    source = cost_source(rec)
     for model, f in models.items():
-        cost = f"${f.get('cost_usd', 0.0):.6f}" if cost_known(rec) else UNKNOWN
+        price = f.get("cost_usd")
+        cost = money(None if price is None else float(price), source, digits=6)
         rows.append((
             f"  {model}",
             f"in {f.get('input', 0)} (+cache read {f.get('cache_read', 0)}, cache write "

@@ -24,7 +24,7 @@ from importlib import resources
 from typing import IO, Any
 
 from .._version import __version__
-from ..model import Session
+from ..model import Cost, Session
 from ..model.events import Event
 from ..model.summary import model_figures
 from ..recording import RecordingInfo
@@ -36,7 +36,7 @@ from ..ui.controlplane import session_control_rows
 from ..ui.conversation import Decision, Item, build_conversation
 from ..ui.markdown import markdown_tree
 from ..ui.timeline import TimelineRow, timeline_rows
-from .facts import cost_known, has_process
+from .facts import has_process
 
 #: Where the viewer's JSON goes in the template.
 _DATA_MARK = "/*REPORT-DATA*/"
@@ -147,11 +147,12 @@ def _timeline(rows: Sequence[TimelineRow], end: float) -> dict[str, Any]:
     return {"end": _round(end), "keys": list(keys), "rows": out}
 
 
-def model_usage(session: Session, *, costs_known: bool = True) -> list[list[Any]]:
+def model_usage(session: Session, cost: Cost | None = None) -> list[list[Any]]:
     """``[model, calls, input, output, cache read, cache write, cost]`` per model.
 
     The session model's figures (what the CLI reported; input excludes the
-    cache); the cost is ``None`` when the recording cannot know it.
+    cache); the cost is the CLI's, else the price table's (``cost``, as
+    :meth:`Session.cost` gives it), ``None`` for a model without a price.
     """
     rows = [
         [
@@ -161,9 +162,9 @@ def model_usage(session: Session, *, costs_known: bool = True) -> list[list[Any]
             f["output"],
             f["cache_read"],
             f["cache_creation"],
-            round(f["cost_usd"], 6) if costs_known else None,
+            None if f["cost_usd"] is None else round(f["cost_usd"], 6),
         ]
-        for model, f in model_figures(session).items()
+        for model, f in model_figures(session, cost).items()
     ]
     return sorted(rows, key=lambda r: (-(r[6] or 0), -r[1], r[0]))
 
@@ -180,18 +181,18 @@ def report_data(
     builder.feed_many(events)
     builder.close(info)
     spans, session = builder.finished, builder.session
+    cost = session.cost()
     rows = timeline_rows(spans, info.started_ns)
     process = has_process(rec)
     end = max((r.end_s for r in rows), default=0.0)
     if events:
         end = max(end, events[-1].t)
-    costs = cost_known(rec)
     tree = present.trace_tree(
         session, title=str(rec.name or "claude-code"), end_ns=rec.duration_ns,
-        status=rec.status, costs_known=costs,
+        status=rec.status,
     )
     now = present.session_liveness(rec, session)
-    conversation = _Items(present.call_figures(session, costs_known=costs))
+    conversation = _Items(present.call_figures(session))
     return {
         "v": 1,
         "title": rec.name or rec.cli_session_id or rec.id,
@@ -220,7 +221,8 @@ def report_data(
         ]
         if process
         else None,
-        "models": model_usage(session, costs_known=costs),
+        "models": model_usage(session, cost),
+        "cost_source": cost.source,
     }
 
 

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 from .liveness import LIVENESS_STATES, Liveness, liveness
 from .session import (
+    COST_SOURCES,
     FAILED,
     STATUSES,
     ControlRoundTrip,
+    Cost,
+    CostSource,
     ModelCall,
     Outcome,
     Session,
@@ -28,11 +31,14 @@ from .session import (
 from .usage import TOKEN_TYPES, Usage
 
 __all__ = [
+    "COST_SOURCES",
     "FAILED",
     "LIVENESS_STATES",
     "STATUSES",
     "TOKEN_TYPES",
     "ControlRoundTrip",
+    "Cost",
+    "CostSource",
     "Liveness",
     "ModelCall",
     "Outcome",

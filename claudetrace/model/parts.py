@@ -167,7 +167,13 @@ class Turn:
     end_ns: int | None = None
     interrupted: bool = False
     result_subtype: str | None = None
+    #: The result's ``is_error``, authoritative whatever its subtype says
+    #: (``subtype: success`` with ``is_error: true`` happens).
     is_error: bool = False
+    #: The API error the turn's main agent was left with: an ``assistant`` line
+    #: that is an API error (its ``error``, a transcript's ``isApiErrorMessage``)
+    #: or a ``system/api_error`` line, not followed by an answer that is not.
+    api_error: str | None = None
     #: The CLI's ``num_turns`` for this turn (API round trips).
     num_turns: int | None = None
     #: The result's ``usage`` (the main agent's tokens, as the CLI printed them).
@@ -187,9 +193,32 @@ class Turn:
         return sum(self.cost_by_model.values())
 
     @property
+    def errored(self) -> bool:
+        """The CLI said the turn is an error (``is_error``), or it ended on an API error."""
+        return self.is_error or self.api_error is not None
+
+    @property
     def failed(self) -> bool:
-        """The result is an error the user did not cause by interrupting."""
-        return self.is_error and not self.interrupted
+        """The status rule for a turn: it :attr:`errored`, and not because the
+        user interrupted it.  Every view (``show``, ``sessions``, ``tail``, the
+        spans, the UI, Prometheus through the stored status) reads this."""
+        return self.errored and not self.interrupted
+
+    @property
+    def ended_with(self) -> str:
+        """What the turn ended with, in words: ``success``, ``error_max_turns``,
+        ``an error (is_error with subtype success)``, ``an API error
+        (rate_limit)``, ``no result`` …; never ``success`` for an error."""
+        subtype = self.result_subtype
+        if self.api_error is not None:
+            return f"an API error ({self.api_error})"
+        if self.is_error:
+            if subtype and subtype.startswith("error"):
+                return subtype
+            return f"an error (is_error with subtype {subtype})" if subtype else "an error"
+        if not self.done:
+            return "interrupted" if self.interrupted else "no result"
+        return subtype or "a result"
 
 
 @dataclass(slots=True, eq=False)
@@ -203,6 +232,25 @@ class Subagent:
     task_id: str | None = None
     status: str | None = None
     end_ns: int | None = None
+
+
+#: Where a session's cost comes from: the CLI's ``result`` lines, the price
+#: table (:mod:`claudetrace.pricing`), or nowhere (a model the table does not know).
+CostSource = Literal["cli", "estimate", "unknown"]
+COST_SOURCES: Final[tuple[CostSource, ...]] = ("cli", "estimate", "unknown")
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """What a session cost and how that is known (:meth:`Session.cost`).
+
+    ``usd`` is None when ``source`` is ``unknown``; ``by_model`` holds a price
+    for each model that has one (None for a model without).
+    """
+
+    usd: float | None
+    source: CostSource
+    by_model: dict[str, float | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -106,11 +106,15 @@ def message_id(event: Event) -> str | None:
 
 
 def message_error(event: Event) -> str | None:
-    """The error an ``assistant`` line reports (the line's ``error`` or its message's)."""
+    """The error an ``assistant`` line reports: the line's ``error`` or its
+    message's (the CLI's stream-json), or ``api_error`` for a line a transcript
+    marks ``isApiErrorMessage`` without saying more."""
     obj = event.message or {}
     message = _object(obj.get("message"))
     error = obj.get("error") or message.get("error")
-    return (error_text(error) or "assistant error") if error else None
+    if error:
+        return error_text(error) or "assistant error"
+    return "api_error" if obj.get("isApiErrorMessage") is True else None
 
 
 def result_text(event: Event) -> str:

@@ -32,12 +32,16 @@ from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from ..pricing import call_cost
 from .content import Block, blocks, find_block, message_blocks
 from .events import Event
 from .parts import (
+    COST_SOURCES,
     FAILED,
     STATUSES,
     ControlRoundTrip,
+    Cost,
+    CostSource,
     Initiator,
     ModelCall,
     Outcome,
@@ -61,8 +65,8 @@ from .protocol import (
 from .usage import TOKEN_TYPES, Usage, apportion, number
 
 __all__ = [
-    "FAILED", "STATUSES", "ControlRoundTrip", "ModelCall", "Outcome", "Session", "Status",
-    "Subagent", "ToolCall", "Turn", "fold",
+    "COST_SOURCES", "FAILED", "STATUSES", "ControlRoundTrip", "Cost", "CostSource", "ModelCall",
+    "Outcome", "Session", "Status", "Subagent", "ToolCall", "Turn", "fold",
 ]
 
 #: ``stream_event`` chunks that change nothing in the model.
@@ -70,7 +74,7 @@ _CHUNKS: Final = frozenset({"content_block_delta", "content_block_start", "conte
 #: The system lines about a subagent's task.
 TASK_SUBTYPES: Final = frozenset({"task_started", "task_updated", "task_notification"})
 #: The system subtypes the fold reads more of than the subtype.
-_READ_SYSTEM: Final = frozenset({"init", "status"}) | TASK_SUBTYPES
+_READ_SYSTEM: Final = frozenset({"init", "status", "api_error"}) | TASK_SUBTYPES
 #: The statuses a task ends with.
 TASK_DONE: Final = frozenset({"completed", "failed", "killed", "stopped", "cancelled"})
 #: The tool whose ``tool_use`` runs a subagent (``Task`` in older CLIs).
@@ -200,7 +204,11 @@ class Session:
         turn.end_seq, turn.end_ns = event.seq, event.t_ns
         subtype = opt_str(msg.get("subtype"))
         turn.result_subtype = subtype
-        turn.is_error = msg.get("is_error") is True or bool(subtype and subtype.startswith("error"))
+        # The CLI's is_error decides (subtype success with is_error true happens);
+        # only a result without one is judged by its subtype.
+        flag = msg.get("is_error")
+        turn.is_error = flag if isinstance(flag, bool) else bool(
+            subtype and subtype.startswith("error"))
         num_turns = msg.get("num_turns")
         if isinstance(num_turns, int) and not isinstance(num_turns, bool):
             turn.num_turns = num_turns
@@ -383,6 +391,10 @@ class Session:
         error = message_error(event)
         if error:
             call.error = error
+        if lane is None:
+            # The main agent's answer: an API error leaves the turn failed until
+            # an answer that is not one follows (a retry that went through).
+            self.current_turn(event.seq, event.t_ns).api_error = error
         found: list[Block] | None = None
         for ref in event.fields.tools:
             if ref.kind == "use" and ref.tool_use_id not in self.tools:
@@ -456,6 +468,10 @@ class Session:
             ):
                 if isinstance(msg.get(key), str):
                     setattr(self, attr, msg[key])
+        elif subtype == "api_error":
+            if event.fields.parent_tool_use_id is None:
+                turn = self.current_turn(event.seq, event.t_ns)
+                turn.api_error = error_text(msg.get("error")) or "api_error"
         elif subtype == "status" and isinstance(msg.get("permissionMode"), str):
             self.permission_mode = msg["permissionMode"]
         elif subtype in TASK_SUBTYPES:
@@ -623,6 +639,45 @@ class Session:
         return round(max(self._cost_total, sum(self.cost_by_model.values())), 9)
 
     @property
+    def cli_cost_reported(self) -> bool:
+        """Whether the CLI said what the session cost (a ``result``'s ``total_cost_usd``
+        or per-model ``costUSD``); an imported transcript without ``cost-state``
+        lines, or a session before its first result, did not."""
+        return any(turn.total_cost_usd is not None or turn.cost_by_model
+                   for turn in self.turns)
+
+    def call_price(self, call: ModelCall) -> float | None:
+        """What ``call`` would cost by the price table (:mod:`claudetrace.pricing`);
+        None for a model the table does not know (a call of no tokens costs 0)."""
+        usage = call.usage
+        return call_cost(call.model or self.model, usage.input, usage.output,
+                         usage.cache_read, usage.cache_creation)
+
+    def cost(self, *, estimate: bool = True) -> Cost:
+        """What the session cost, and where that comes from (``cost_source``).
+
+        The CLI's figures when it reported any (``cli``); else each call priced
+        by the table and added up (``estimate``); ``unknown`` when a call's model
+        has no price (never priced as 0), or when ``estimate`` is False (the
+        live indexer leaves a first turn's pricing for its end: loading the
+        table is not for the forwarding's first lines).
+        """
+        if self.cli_cost_reported:
+            return Cost(self.cost_usd, "cli", dict(self.cost_by_model))
+        if not estimate:
+            return Cost(None, "unknown")
+        by_model: dict[str, float | None] = {}
+        for call in self.calls.values():
+            model = call.model or self.model or "unknown"
+            price = self.call_price(call)
+            before = by_model.get(model, 0.0)
+            by_model[model] = None if price is None or before is None else before + price
+        rounded = {m: None if c is None else round(c, 9) for m, c in sorted(by_model.items())}
+        if any(c is None for c in rounded.values()):
+            return Cost(None, "unknown", rounded)
+        return Cost(round(sum(c or 0.0 for c in rounded.values()), 9), "estimate", rounded)
+
+    @property
     def models(self) -> list[str]:
         return sorted(self.usage_by_model)
 
@@ -636,6 +691,12 @@ class Session:
             if turn.done:
                 return turn
         return None
+
+    @property
+    def is_error(self) -> bool:
+        """Whether a turn :attr:`~Turn.failed` (the ``is_error`` summary column):
+        the status rule, which :meth:`outcome` applies with the process's end."""
+        return any(turn.failed for turn in self.turns)
 
     @property
     def interrupted(self) -> bool:
@@ -657,8 +718,9 @@ class Session:
         - ``incomplete``: the recording stopped without the CLI's exit, lost bytes
           of its capture, or the CLI exited with a turn still waiting for its result;
         - ``killed``: the CLI died of a signal;
-        - ``error``: it could not start, exited non-zero, or a turn's result is an
-          error that no interrupt explains;
+        - ``error``: it could not start, exited non-zero, or a turn
+          :attr:`~Turn.failed` (its result's ``is_error``, whatever the
+          subtype, or an API error it ended on) with no interrupt to explain it;
         - ``interrupted``: the host interrupted a turn and the session went on to
           exit 0 (recovered; not a failure);
         - ``ok``: everything else.
@@ -677,14 +739,13 @@ class Session:
             return Outcome("incomplete", f"{lost_bytes} bytes of the capture were lost")
         if exit_code not in (0, None):
             last = self.last_result
-            why = f" after turn {last.number} ended with {last.result_subtype}" if (
+            why = f" after turn {last.number} ended with {last.ended_with}" if (
                 last is not None and last.failed) else ""
             return Outcome("error", f"exit code {exit_code}{why}")
         failed = [turn for turn in self.turns if turn.failed]
         if failed:
             first = failed[0]
-            what = first.result_subtype or "an error"
-            return Outcome("error", f"turn {first.number} ended with {what}")
+            return Outcome("error", f"turn {first.number} ended with {first.ended_with}")
         if error:
             return Outcome("error", error)
         waiting = [turn for turn in self.turns if not turn.done and not turn.implicit]

@@ -9,17 +9,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from .session import Outcome, Session, Turn
+from .session import Cost, Outcome, Session, Turn
 from .usage import Usage
 
 
-def model_figures(session: Session) -> dict[str, dict[str, Any]]:
+def model_figures(session: Session, cost: Cost | None = None) -> dict[str, dict[str, Any]]:
     """Per model: tokens by type, cost, calls and turns answered (the ``models`` column).
 
     Tokens include what the CLI counted for calls the host never saw (a
     subagent's); ``calls`` counts the calls the host saw, as ``model_calls`` does.
+    ``cost_usd`` is the CLI's, else the price table's (``cost``, as
+    :meth:`Session.cost` gives it), None for a model without a price.
     """
-    costs = session.cost_by_model
+    cost = cost or session.cost()
+    costs = cost.by_model
+    unpriced = 0.0 if cost.source == "cli" else None  # the CLI's silence is 0; the table's is not
     calls: dict[str, int] = {}
     for call in session.calls.values():
         if call.observed:  # as model_calls counts them: the calls the host saw
@@ -32,7 +36,7 @@ def model_figures(session: Session) -> dict[str, dict[str, Any]]:
     figures: dict[str, dict[str, Any]] = {}
     for model in sorted({*session.usage_by_model, *costs, *turns}):
         usage = session.usage_by_model.get(model) or Usage()
-        figures[model] = {**usage.as_dict(), "cost_usd": costs.get(model, 0.0),
+        figures[model] = {**usage.as_dict(), "cost_usd": costs.get(model, unpriced),
                           "calls": calls.get(model, 0), "turns": turns.get(model, 0)}
     return figures
 
@@ -45,10 +49,15 @@ def turn_model(turn: Turn) -> str | None:
     return next((call.model for call in turn.calls if call.model), None)
 
 
-def summary_columns(session: Session) -> dict[str, Any]:
-    """The summary columns of ``recordings`` for ``session`` as it stands."""
+def summary_columns(session: Session, *, estimate: bool = True) -> dict[str, Any]:
+    """The summary columns of ``recordings`` for ``session`` as it stands.
+
+    ``cost_usd`` is 0 where ``cost_source`` is ``unknown`` (the column holds a
+    number; views show no figure).  ``estimate``: see :meth:`Session.cost`.
+    """
     usage = session.usage
     last = session.last_result
+    cost = session.cost(estimate=estimate)
     return {
         "event_count": session.event_count,
         "byte_count": session.byte_count,
@@ -61,10 +70,11 @@ def summary_columns(session: Session) -> dict[str, Any]:
         "output_tokens": usage.output,
         "cache_read_tokens": usage.cache_read,
         "cache_creation_tokens": usage.cache_creation,
-        "cost_usd": session.cost_usd,
-        "is_error": any(turn.failed for turn in session.turns),
+        "cost_usd": cost.usd or 0.0,
+        "cost_source": cost.source,
+        "is_error": session.is_error,
         "result_subtype": None if last is None else last.result_subtype,
-        "models": model_figures(session),
+        "models": model_figures(session, cost),
     }
 
 

@@ -35,8 +35,9 @@ LAST_SESSION_START = MetricSpec(
 COST = MetricSpec(
     "claudetrace_store_cost_usd_total",
     "counter",
-    "Cost in USD reported by the CLI (result.total_cost_usd), by model.",
-    ("model",),
+    "Cost in USD by model and source: cli (the CLI's result.total_cost_usd) or "
+    "estimate (priced by the genai-prices table where the session reported none).",
+    ("model", "source"),
 )
 TOKENS = MetricSpec(
     "claudetrace_store_tokens_total",

@@ -42,7 +42,8 @@ FIGURE_TYPES: Final = (
     "assistant", "user", "system", "control_request", "control_response",
     "control_cancel_request",
 )
-_ZERO_MODEL: Final = {**dict.fromkeys(TOKEN_TYPES, 0), "cost_usd": 0.0, "turns": 0}
+_ZERO_MODEL: Final = {**dict.fromkeys(TOKEN_TYPES, 0), "cli": 0.0, "estimate": 0.0,
+                      "turns": 0}
 
 
 class StoreMetrics:
@@ -90,7 +91,9 @@ class StoreMetrics:
             started.add((source or UNKNOWN,), n)
         cost, tokens, turns = Family(COST), Family(TOKENS), Family(TURNS)
         for model, figures in sorted(models.items()):
-            cost.add((model,), figures["cost_usd"])
+            for source in ("cli", "estimate"):
+                if figures[source] or source == "cli":
+                    cost.add((model, source), figures[source])
             for kind in TOKEN_TYPES:
                 tokens.add((model, kind), figures[kind])
             turns.add((model,), figures["turns"])
@@ -103,38 +106,46 @@ class StoreMetrics:
         return [sessions, started, last, cost, tokens, turns, events, byte_count]
 
     def _figures(
-        self, states: list[tuple[str, bool, dict[str, Any]]]
+        self, states: list[tuple[str, bool, dict[str, Any], str]]
     ) -> tuple[EventFigures, dict[str, dict[str, Any]]]:
         """Event figures and per-model figures of every recording: the ended ones
         folded into running totals once, the others read afresh."""
         live_models: dict[str, dict[str, Any]] = {}
-        pending = {rid: (ended, models) for rid, ended, models in states
+        pending = {rid: (ended, models, source) for rid, ended, models, source in states
                    if rid not in self._folded}
         live = EventFigures()
         for rid, events in aggregate.events_of(self.store, list(pending), FIGURE_TYPES):
             session = Session()
             session.add_many(events)
             figures = session_figures(session)
-            ended, models = pending[rid]
+            ended, models, source = pending[rid]
             if ended:
                 self._folded_figures.merge(figures)
-                _add_models(self._folded_models, models)
+                _add_models(self._folded_models, models, source)
                 self._folded.add(rid)
             else:
                 live.merge(figures)
-                _add_models(live_models, models)
+                _add_models(live_models, models, source)
         total = EventFigures()
         total.merge(self._folded_figures)
         total.merge(live)
         every: dict[str, dict[str, Any]] = {}
-        _add_models(every, self._folded_models)
-        _add_models(every, live_models)
+        for added in (self._folded_models, live_models):
+            for model, summed in added.items():
+                mine = every.setdefault(model, dict(_ZERO_MODEL))
+                for key in _ZERO_MODEL:
+                    mine[key] += summed[key]
         return total, every
 
 
-def _add_models(into: dict[str, dict[str, Any]], models: dict[str, Any]) -> None:
+def _add_models(into: dict[str, dict[str, Any]], models: dict[str, Any], source: str) -> None:
+    """Add one recording's per-model figures; its cost goes under its source
+    (``cli`` or ``estimate``: an estimate is never counted as the CLI's)."""
     for model, figures in models.items():
         mine = into.setdefault(model or UNKNOWN, dict(_ZERO_MODEL))
         for key in _ZERO_MODEL:
-            value = figures.get(key, 0) if isinstance(figures, dict) else 0
+            name = "cost_usd" if key == source else key
+            if key in ("cli", "estimate") and key != source:
+                continue
+            value = figures.get(name, 0) if isinstance(figures, dict) else 0
             mine[key] += value if isinstance(value, (int, float)) else 0

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from ..cassette import Cassette, read_cassette
+from ..display import for_terminal, visible, visible_lines
 from ..errors import CassetteError, ReplayError, SessionNotFound, StoreError
 from ..model.events import Event, LineSplitter
 
@@ -136,6 +137,8 @@ class ReplayEngine:
     def __init__(self, script: Script, options: ReplayOptions | None = None) -> None:
         self.script = script
         self.options = options or ReplayOptions()
+        #: The descriptors that are a terminal (a person running the fake CLI by hand).
+        self._terminals: frozenset[int] = frozenset()
         self.sanitizer = live_sanitizer(script.header, self.options.redact)
         self.matcher = Matcher(
             script,
@@ -180,6 +183,7 @@ class ReplayEngine:
         """
         matcher = self.matcher
         splitter = LineSplitter()
+        self._terminals = frozenset(fd for fd in (stdout, stderr) if os.isatty(fd))
         speed = self.options.speed
         anchor_rec, anchor_wall = 0, time.monotonic()
         eof = False
@@ -272,13 +276,13 @@ class ReplayEngine:
         """Inject ``faults`` before ``next_line`` (None: at the end of the recording)."""
         for fault in faults:
             if fault.kind == "stderr":
-                _write_all(stderr, f"{fault.value}\n".encode("utf-8", "surrogateescape"))
+                self._emit(stderr, f"{fault.value}\n".encode("utf-8", "surrogateescape"))
             elif fault.kind == "garbage":
-                _write_all(stdout, GARBAGE)
+                self._emit(stdout, GARBAGE)
             elif fault.kind == "delay":
                 time.sleep(float(fault.value or 0))
             elif fault.kind == "crash":
-                _write_all(
+                self._emit(
                     stderr,
                     f"claudetrace replay: injected crash after {self.written} line(s)\n".encode(),
                 )
@@ -291,7 +295,7 @@ class ReplayEngine:
             elif fault.kind == "truncate":
                 if next_line is not None:
                     data = self.matcher.render(next_line).rstrip(b"\n")
-                    _write_all(stdout, data[: max(1, len(data) // 2)])
+                    self._emit(stdout, data[: max(1, len(data) // 2)])
                 raise _Stop(1)
             elif fault.kind == "hang":
                 raise _Hang
@@ -314,12 +318,20 @@ class ReplayEngine:
             return False
         return line.t_ns - blocker.event.t_ns <= RACE_WINDOW_NS
 
+    def _emit(self, fd: int, data: bytes) -> None:
+        """Write ``data`` to ``fd``: exactly, as the host must get it, unless ``fd``
+        is a terminal, which gets it through :func:`~claudetrace.display.visible_lines`
+        (recorded stderr and C1 or bidi controls in JSON must not drive it)."""
+        if fd in self._terminals:
+            data = visible_lines(data.decode("utf-8", "surrogateescape")).encode("utf-8")
+        _write_all(fd, data)
+
     def _write(self, lines: list[OutputLine], stdout: int, stderr: int) -> None:
         if self.faults:
             for line in lines:
                 if not line.stderr:
                     self._fire(self.faults.due(self.written), stdout, stderr, line)
-                _write_all(stderr if line.stderr else stdout, self.matcher.render(line))
+                self._emit(stderr if line.stderr else stdout, self.matcher.render(line))
                 self.released += 1
                 if not line.stderr:
                     self.written += 1
@@ -332,12 +344,12 @@ class ReplayEngine:
         run_err = False
         for line in lines:
             if line.stderr != run_err and run:
-                _write_all(stderr if run_err else stdout, b"".join(run))
+                self._emit(stderr if run_err else stdout, b"".join(run))
                 run = []
             run_err = line.stderr
             run.append(render(line))
         if run:
-            _write_all(stderr if run_err else stdout, b"".join(run))
+            self._emit(stderr if run_err else stdout, b"".join(run))
         self.released += len(lines)
 
     def _finish(self, stdout: int | None, stderr: int) -> int:
@@ -348,7 +360,7 @@ class ReplayEngine:
         self._report(divergence, stderr)
         if stdout is not None:
             with contextlib.suppress(BrokenPipeError):
-                _write_all(stdout, self._result(divergence) + b"\n")
+                self._emit(stdout, self._result(divergence) + b"\n")
         return divergence.exit_code
 
     def _diverge(
@@ -364,7 +376,7 @@ class ReplayEngine:
                 out.append(error_response(request_id, divergence.render()) + b"\n")
         out.append(self._result(divergence) + b"\n")
         with contextlib.suppress(BrokenPipeError):
-            _write_all(stdout, b"".join(out))
+            self._emit(stdout, b"".join(out))
         return divergence.exit_code
 
     def _result(self, divergence: Divergence) -> bytes:
@@ -372,7 +384,7 @@ class ReplayEngine:
 
     def _report(self, divergence: Divergence, stderr: int) -> None:
         with contextlib.suppress(BrokenPipeError):
-            _write_all(stderr, (divergence.render() + "\n").encode("utf-8", "replace"))
+            self._emit(stderr, (divergence.render() + "\n").encode("utf-8", "replace"))
         if self.options.report_path:
             Path(self.options.report_path).write_text(
                 json.dumps(divergence.to_json(), indent=2, ensure_ascii=False) + "\n",
@@ -429,7 +441,7 @@ def run_replay(
     engine = ReplayEngine.from_cassette(cassette, options, spec=options.spec)
     script = engine.script
     if ("-v" in cli_args or "--version" in cli_args) and "--output-format" not in cli_args:
-        sys.stdout.write(version_text(script) + "\n")
+        for_terminal(sys.stdout).write(version_text(script) + "\n")
         sys.stdout.flush()
         return 0
     recorded = [script.paths.text(arg) for arg in script.argv[1:]]
@@ -439,7 +451,7 @@ def run_replay(
     if drift and script.argv and not engine.matcher.argv_changes:
         sys.stderr.write(
             "claudetrace replay: warning: CLI arguments differ from the recording: "
-            + "; ".join(drift)
+            + visible("; ".join(drift))
             + "\n"
         )
         sys.stderr.flush()

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Final
 
+from ..display import visible
 from .normalize import Change, describe_change, plain
 
 
@@ -210,7 +211,9 @@ def render_report(doc: Mapping[str, Any], *, title: str, origin: str) -> str:
         )
     if doc.get("rerecord"):
         out.append(f"  to re-record: {doc['rerecord']}")
-    return "\n".join(out)
+    # Cassette lines and host lines are quoted: one escaping, line by line (a
+    # terminal shows this text; the --report file keeps the exact JSON).
+    return "\n".join(map(visible, out))
 
 
 def _clip(text: str, limit: int) -> str:

@@ -195,6 +195,7 @@ SUMMARY_COLUMNS = (
     Recording.cache_read_tokens,
     Recording.cache_creation_tokens,
     Recording.cost_usd,
+    Recording.cost_source,
     Recording.is_error,
     Recording.result_subtype,
     Recording.models,

@@ -91,6 +91,10 @@ class Recording(Base):
     cache_read_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     cache_creation_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    #: Where ``cost_usd`` comes from: ``cli``, ``estimate`` (the price table) or
+    #: ``unknown`` (``cost_usd`` then 0 and shown as no figure); see
+    #: :meth:`claudetrace.model.Session.cost`.
+    cost_source: Mapped[str | None] = mapped_column(String(16))
     is_error: Mapped[bool] = mapped_column(Boolean, default=False)
     result_subtype: Mapped[str | None] = mapped_column(String(64))
     #: Per model: tokens by type, ``cost_usd`` and ``calls`` (see claudetrace.model.summary).
@@ -120,6 +124,19 @@ class Recording(Base):
         if self.ended_ns is None:
             return "" if self.is_live() else "the recording stopped before the CLI exited"
         return self.outcome_reason or ""
+
+    @property
+    def cost_origin(self) -> str:
+        """Where :attr:`cost_usd` comes from: ``cli``, ``estimate`` or ``unknown`` (the
+        ``cost_source`` column; a row not summarised yet is unknown unless it has a cost)."""
+        if self.cost_source:
+            return self.cost_source
+        return "cli" if self.cost_usd else "unknown"
+
+    @property
+    def cost(self) -> float | None:
+        """The session's cost in USD, None when unknown (never 0 for unknown)."""
+        return None if self.cost_origin == "unknown" else float(self.cost_usd or 0.0)
 
     @property
     def warnings(self) -> list[str]:

@@ -26,7 +26,7 @@ from .rows import Rows, info_columns, row_count
 #: Alembic: a store that is already there opens without importing Alembic or
 #: reading the migration scripts (a third of an indexer's start-up).  A test
 #: checks it against the scripts' head.
-SCHEMA_HEAD: Final = "0005_postgres_bulk_events"
+SCHEMA_HEAD: Final = "0007_cost_source"
 
 #: The ``recordings`` table's columns at :data:`SCHEMA_HEAD`, with the value a new
 #: row takes where none is given (the models' defaults; None: NULL), and which
@@ -39,7 +39,7 @@ RECORDING_DEFAULTS: Final[dict[str, Any]] = {
     "permission_mode": None, "event_count": 0, "byte_count": 0, "turns": 0, "num_turns": 0,
     "model_calls": 0, "tool_calls": 0, "tool_errors": 0, "input_tokens": 0,
     "output_tokens": 0, "cache_read_tokens": 0, "cache_creation_tokens": 0,
-    "cost_usd": 0.0, "is_error": False, "result_subtype": None, "models": None,
+    "cost_usd": 0.0, "cost_source": None, "is_error": False, "result_subtype": None, "models": None,
     "outcome": None, "outcome_reason": None, "lost_bytes": 0, "extra": {},
 }
 _DEFAULTS_GIVEN: Final = {name: value for name, value in RECORDING_DEFAULTS.items()

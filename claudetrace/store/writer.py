@@ -519,8 +519,9 @@ class _Checkpoints:
 
 
 def _say(message: str) -> None:
+    from ..display import visible
     with contextlib.suppress(OSError, ValueError):
-        print(f"claudetrace: {message}", file=sys.stderr, flush=True)
+        print(f"claudetrace: {visible(message)}", file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,7 +31,7 @@ from typing import Final
 
 from ..recording import RecordingInfo
 from .content import ContentPolicy
-from .context import DEFAULT_PROTOCOL, exported, traceparent
+from .context import DEFAULT_PROTOCOL, exported, host_parent, traceparent
 
 DEFAULT_SERVICE_NAME: Final = "claudetrace"
 #: Variable naming a ``module:function`` that gets the tracer provider and the list
@@ -115,4 +115,4 @@ def child_env(info: RecordingInfo, settings: OtelSettings) -> dict[str, str]:
     :func:`.context.child_env` decides it before the proxy starts the CLI)."""
     if not settings.traces.enabled:
         return {}
-    return {"TRACEPARENT": traceparent(info.id)}
+    return {"TRACEPARENT": traceparent(info.id, host_parent(info.env))}

@@ -9,6 +9,13 @@ waits for — which exporters and OTLP protocol each signal gets from the flags
 and ``OTEL_*`` (:func:`exported`; :mod:`.config` builds the full settings on
 it), and the trace and span ids derived from a recording's id (the same live and
 in a backfill).
+
+A host that starts the CLI inside a trace of its own (a ``TRACEPARENT`` in the
+CLI's environment, as a Go or Python host instrumented with OpenTelemetry may
+set it) keeps it: the recording's root span joins the host's trace as a child
+of the host's span, and the CLI is given that trace with the root span as its
+parent.  The host's ``TRACEPARENT`` is part of the recording's environment, so a
+backfill gives the same ids.
 """
 
 from __future__ import annotations
@@ -81,16 +88,16 @@ def child_env(recording_id: str, environ: Mapping[str, str],
               flags: Mapping[str, Any] | None = None) -> dict[str, str]:
     """The CLI's extra environment: ``TRACEPARENT`` when the recording's traces are
     exported (``flags``: the proxy's ``--otel-endpoint`` and ``--otel-protocol`` as
-    ``endpoint`` and ``protocol``), else nothing (a ``TRACEPARENT`` the host set
-    passes through).  Bad settings turn telemetry off: the proxy says why once the
-    child runs.
+    ``endpoint`` and ``protocol``), in the host's trace when its own ``TRACEPARENT``
+    names one, else nothing (a ``TRACEPARENT`` the host set passes through).  Bad
+    settings turn telemetry off: the proxy says why once the child runs.
     """
     flags = flags or {}
     try:
         traced, _ = exported(environ, flags.get("endpoint"), flags.get("protocol"))["traces"]
     except TelemetryError:
         return {}
-    return {"TRACEPARENT": traceparent(recording_id)} if traced else {}
+    return {"TRACEPARENT": traceparent(recording_id, host_parent(environ))} if traced else {}
 
 
 def _digest(text: str, size: int) -> int:
@@ -107,6 +114,29 @@ def span_id_for(recording_id: str, key: str) -> int:
     return _digest(f"claudetrace/span/{recording_id}/{key}", 8) or 1
 
 
-def traceparent(recording_id: str) -> str:
-    """A W3C ``traceparent`` pointing at the recording's root span (sampled)."""
-    return f"00-{trace_id_for(recording_id):032x}-{span_id_for(recording_id, 'root'):016x}-01"
+def host_parent(environ: Mapping[str, str]) -> tuple[int, int] | None:
+    """The trace id and span id of a valid W3C ``TRACEPARENT`` in the host's
+    environment (version ``00`` or a later one, non-zero ids), else None."""
+    parts = environ.get("TRACEPARENT", "").strip().lower().split("-")
+    if len(parts) < 4 or [len(p) for p in parts[:4]] != [2, 32, 16, 2]:
+        return None
+    if parts[0] == "ff" or (parts[0] == "00" and len(parts) != 4):
+        return None
+    try:
+        trace_id, span_id = int(parts[1], 16), int(parts[2], 16)
+        int(parts[0] + parts[3], 16)
+    except ValueError:
+        return None
+    return (trace_id, span_id) if trace_id and span_id else None
+
+
+def trace_id_of(recording_id: str, parent: tuple[int, int] | None) -> int:
+    """The recording's trace id: the host's trace when it gave one, else its own."""
+    return parent[0] if parent else trace_id_for(recording_id)
+
+
+def traceparent(recording_id: str, parent: tuple[int, int] | None = None) -> str:
+    """A W3C ``traceparent`` pointing at the recording's root span (sampled), in the
+    host's trace when it gave one (``parent``, :func:`host_parent`)."""
+    trace_id = trace_id_of(recording_id, parent)
+    return f"00-{trace_id:032x}-{span_id_for(recording_id, 'root'):016x}-01"

@@ -72,6 +72,9 @@ USAGE_SOURCE: Final = "claudetrace.usage.source"
 TURN_NUMBER: Final = "claudetrace.turn.number"
 TURN_IMPLICIT: Final = "claudetrace.turn.implicit"
 COST_USD: Final = "claudetrace.cost_usd"
+#: Where the root span's cost comes from: ``cli``, ``estimate`` (the price table) or
+#: ``unknown`` (no cost attribute then); also on the session cost metric.
+COST_SOURCE: Final = "claudetrace.cost.source"
 RESULT_SUBTYPE: Final = "claudetrace.result.subtype"
 IS_ERROR: Final = "claudetrace.is_error"
 NUM_TURNS: Final = "claudetrace.num_turns"

@@ -114,9 +114,11 @@ def _request(span: SpanRecord) -> list[Measurement]:
 def _root(span: SpanRecord) -> list[Measurement]:
     outcome = span.attributes.get(c.SESSION_OUTCOME, "ok")
     out = [Measurement(c.METRIC_SESSION_COUNT, 1, {c.SESSION_OUTCOME: outcome})]
+    source = span.attributes.get(c.COST_SOURCE, "cli")
     for model, cost in sorted(span.costs.items()):
-        if cost > 0:
-            out.append(Measurement(c.METRIC_SESSION_COST, cost, {c.GEN_AI_REQUEST_MODEL: model}))
+        if cost > 0:  # an estimate says so: never summed unmarked with the CLI's figures
+            out.append(Measurement(c.METRIC_SESSION_COST, cost,
+                                   {c.GEN_AI_REQUEST_MODEL: model, c.COST_SOURCE: source}))
     return out
 
 

@@ -203,7 +203,7 @@ class SpanBuilder(SpanTree):
         attrs = span.attributes
         if turn.result_subtype is not None:
             attrs[c.RESULT_SUBTYPE] = turn.result_subtype
-        attrs[c.IS_ERROR] = turn.is_error
+        attrs[c.IS_ERROR] = turn.errored
         if self._session_id:
             attrs[c.GEN_AI_CONVERSATION_ID] = self._session_id
         usage = Usage()
@@ -218,7 +218,7 @@ class SpanBuilder(SpanTree):
             parts = message_parts(msg["result"], self.content)
             reason = finish_reason(opt_str(msg.get("stop_reason")), parts)
             attrs[c.GEN_AI_OUTPUT_MESSAGES] = output_messages(
-                parts, "error" if turn.is_error else reason)
+                parts, "error" if turn.errored else reason)
             # ...and its output the last turn's result.
             self.root.attributes[c.GEN_AI_OUTPUT_MESSAGES] = attrs[c.GEN_AI_OUTPUT_MESSAGES]
         reason = "interrupted" if turn.interrupted else "turn ended before it finished"
@@ -227,7 +227,7 @@ class SpanBuilder(SpanTree):
         self._close_children(span, now, reason)
         self._release_chats(turn.number)
         if turn.failed:
-            span.set_error(f"result {turn.result_subtype or 'error'}")
+            span.set_error(f"ended with {turn.ended_with}")
         self._end(span, now)
 
     def _thinking_tokens(self, event: Event, lane: Lane) -> None:
@@ -495,9 +495,11 @@ class SpanBuilder(SpanTree):
         attrs[c.SESSION_OUTCOME] = outcome.status
         if outcome.reason:
             attrs[c.SESSION_OUTCOME_REASON] = outcome.reason
-        root.costs.update(session.cost_by_model)
-        if session.cost_by_model:
-            attrs[c.COST_USD] = session.cost_usd
+        cost = session.cost()
+        root.costs.update({m: v for m, v in cost.by_model.items() if v is not None})
+        attrs[c.COST_SOURCE] = cost.source
+        if cost.usd is not None and (cost.source != "cli" or session.cost_by_model):
+            attrs[c.COST_USD] = cost.usd
         if outcome.failed:
             root.set_error(outcome.reason or outcome.status)
         end = now

@@ -19,7 +19,8 @@ from ..model.events import Event
 from ..recording import RecordingInfo
 from . import conventions as c
 from .content import ContentPolicy, finish_reason, jsonish, output_messages, scalar_fields
-from .records import Attributes, SpanEvent, SpanKind, SpanRecord, span_id_for, trace_id_for
+from .context import host_parent, trace_id_of
+from .records import Attributes, SpanEvent, SpanKind, SpanRecord, span_id_for
 
 Lane = str | None  # a parent_tool_use_id: None is the main agent, else a subagent
 
@@ -82,7 +83,9 @@ class SpanTree:
         self.finished: list[SpanRecord] = []
         self._emit = on_end or self.finished.append
         self._rid = info.id
-        self.trace_id = trace_id_for(info.id)
+        # Within the host's trace when it started the CLI in one (TRACEPARENT).
+        parent = host_parent(info.env)
+        self.trace_id = trace_id_of(info.id, parent)
         self._keys: dict[str, int] = {}
         self._started_ns = info.started_ns  # event times are offsets from it
         self._last_ns = info.started_ns
@@ -108,7 +111,7 @@ class SpanTree:
             name=f"{c.OP_INVOKE_AGENT} {c.AGENT_NAME}",
             trace_id=self.trace_id,
             span_id=span_id_for(info.id, "root"),
-            parent_id=None,
+            parent_id=parent[1] if parent else None,
             start_ns=info.started_ns,
             attributes={
                 c.GEN_AI_OPERATION_NAME: c.OP_INVOKE_AGENT,

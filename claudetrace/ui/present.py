@@ -92,12 +92,15 @@ class CallFigures:
     #: When the CLI sent the request: the turn's prompt, or the last tool result
     #: (or model call) of its lane before it.
     request_ns: int
-    #: The call's share of its turn's cost for its model (None: cost unknown).
+    #: The call's share of its turn's cost for its model, or its price by the
+    #: table (None: unknown).
     cost_usd: float | None
     #: ``message_start`` after the request (streamed calls only).
     ttft_ns: int | None
     #: The call's last line (a call the host never saw: its subagent's end).
     end_ns: int
+    #: ``cli`` (a share of the turn's cost the CLI reported) or ``estimate``.
+    cost_source: str = "cli"
 
     @property
     def latency_ns(self) -> int:
@@ -111,7 +114,8 @@ class CallFigures:
         """One line: model, tokens, cost, latency, time to first token, stop reason."""
         bits = [self.call.model or "model", tokens_text(self.usage)]
         if self.cost_usd is not None:
-            bits.append(money(self.cost_usd))
+            bits.append(money(self.cost_usd) + (
+                " (estimate)" if self.cost_source == "estimate" else ""))
         bits.append(duration(self.latency_ns))
         if self.ttft_ns is not None:
             bits.append(f"first token {duration(self.ttft_ns)}")
@@ -126,8 +130,15 @@ def _weight(usage: Usage) -> float:
     return sum(_PRICE_WEIGHT[kind] * usage.get(kind) for kind in _PRICE_WEIGHT)
 
 
-def call_figures(session: Session, *, costs_known: bool = True) -> dict[str, CallFigures]:
-    """The figures of every model call of ``session``, by call id."""
+def call_figures(session: Session, *, estimate: bool = True) -> dict[str, CallFigures]:
+    """The figures of every model call of ``session``, by call id.
+
+    A call's cost is its share of what the CLI reported for its turn and model
+    when the CLI reported costs; else the price table's for the call
+    (:meth:`~claudetrace.model.Session.call_price`, an estimate) unless
+    ``estimate`` is False; None for a model without a price.
+    """
+    cli = session.cli_cost_reported
     # Per lane, the times at which the CLI sent something to the model: the turn's
     # prompt (main lane), a subagent's start, each tool's result.
     marks: dict[str | None, list[int]] = {}
@@ -143,7 +154,7 @@ def call_figures(session: Session, *, costs_known: bool = True) -> dict[str, Cal
     out: dict[str, CallFigures] = {}
     for turn in session.turns:
         shares: dict[str, float] = {}
-        for model, cost in turn.cost_by_model.items():
+        for model, cost in turn.cost_by_model.items() if cli else ():
             calls = [c for c in turn.calls if (c.model or session.model or "unknown") == model]
             total = sum(_weight(c.usage) for c in calls)
             for c in calls:
@@ -166,8 +177,10 @@ def call_figures(session: Session, *, costs_known: bool = True) -> dict[str, Cal
                 # it ran within the subagent.
                 request, end = runner.start_ns, runner.end_ns or end
             ttft = call.start_ns - request if call.streamed and call.observed else None
-            share = shares.get(call.id) if costs_known else None
-            out[call.id] = CallFigures(call, request, share, ttft, end)
+            share = shares.get(call.id) if cli else (
+                session.call_price(call) if estimate else None)
+            out[call.id] = CallFigures(call, request, share, ttft, end,
+                                       "cli" if cli else "estimate")
     return out
 
 
@@ -279,22 +292,25 @@ def trace_tree(
     title: str = "claude-code",
     end_ns: int | None = None,
     status: str = "ok",
-    costs_known: bool = True,
+    estimate: bool = True,
 ) -> TraceNode:
     """The span tree of ``session``: agent → turn → model call / tool → subagent → …
 
     ``end_ns`` is the recording's end (None while it runs); ``status`` the
     session's (:meth:`~claudetrace.model.Session.outcome`): a failure marks the
-    root red.
+    root red.  Costs are the CLI's where it reported them, else the price
+    table's (unless ``estimate`` is False), unknown (None) for a model without
+    a price: :meth:`~claudetrace.model.Session.cost`.
     """
     tools: dict[tuple[str | None, int], list[ToolCall]] = {}
     for tool in session.tools.values():
         tools.setdefault((tool.lane, tool.turn), []).append(tool)
-    index = _Index(session, call_figures(session, costs_known=costs_known), tools)
+    index = _Index(session, call_figures(session, estimate=estimate), tools)
+    cost = session.cost(estimate=estimate)
     root = TraceNode(
         "agent", title, 0, end_ns,
         "running" if status == "running" else ("error" if status in _FAILED else "ok"),
-        detail=status,
+        detail=status if cost.source != "estimate" else f"{status} · cost estimated",
     )
     for turn in session.turns:
         status_of = "running" if not turn.done else ("error" if turn.is_error else "ok")
@@ -305,16 +321,11 @@ def trace_tree(
                          detail=" · ".join(b for b in bits if b))
         node.children = _lane_nodes(index, None, turn.number)
         _add_up(node)
-        if turn.done and costs_known:
+        if turn.done and cost.source == "cli":
             node.cost_usd = turn.cost_usd
-        elif not costs_known:
-            node.cost_usd = None
         root.children.append(node)
     _add_up(root)
-    if costs_known:
-        root.cost_usd = session.cost_usd
-    else:
-        root.cost_usd = None
+    root.cost_usd = cost.usd
     return root
 
 
@@ -454,10 +465,15 @@ class Header:
 _FILE_SOURCES: Final = frozenset({"transcript", "claude-trace"})
 
 
-def costs_known(rec: Any) -> bool:
-    """Whether a stored recording says what it cost (a transcript may not): the rule
-    of ``claudetrace.formats.facts.cost_known``."""
-    return rec.source not in _FILE_SOURCES or bool((rec.extra or {}).get("cost_known"))
+def cost_text(rec: Any) -> str:
+    """A stored recording's cost in a few characters: ``$0.0019``, ``$0.0019 (estimate)``,
+    ``unknown``; ``not yet`` while it runs before its first result (never ``$0``)."""
+    if rec.ended_ns is None and rec.result_subtype is None and not rec.cost_usd:
+        return "not yet"
+    usd = rec.cost
+    if usd is None:
+        return "unknown"
+    return money(usd) + (" (estimate)" if rec.cost_origin == "estimate" else "")
 
 
 def session_liveness(rec: Any, session: Session) -> Liveness:
@@ -470,9 +486,7 @@ def session_liveness(rec: Any, session: Session) -> Liveness:
                     signal=rec.signal, error=rec.error)
 
 
-def header(
-    rec: Any, session: Session | None = None, *, costs_known: bool = True, now_ns: int | None = None
-) -> Header:
+def header(rec: Any, session: Session | None = None) -> Header:
     """The header of ``rec`` (a stored recording); ``session`` gives the liveness.
 
     A running session's CLI version, exit and cost are not known yet: they say
@@ -485,8 +499,6 @@ def header(
     if running:
         cli = rec.claude_code_version or "not yet"
         exit_text = "not yet"
-        results = session.results if session is not None else 0
-        cost = money(rec.cost_usd) if costs_known and (results or rec.cost_usd) else "not yet"
     else:
         cli = rec.claude_code_version or "—"
         if rec.source in _FILE_SOURCES:
@@ -495,7 +507,6 @@ def header(
             exit_text = f"signal {rec.signal}"
         else:
             exit_text = "—" if rec.exit_code is None else str(rec.exit_code)
-        cost = money(rec.cost_usd) if costs_known else "unknown"
     return Header(
         status=rec.status,
         liveness=live,
@@ -504,7 +515,7 @@ def header(
         if last_ns is not None else "—",
         duration=duration(rec.duration_ns) if rec.duration_ns is not None else (
             duration(last_ns) if last_ns is not None else "—"),
-        cost=cost,
+        cost=cost_text(rec),
         cli=cli,
         exit=exit_text,
         model=rec.model or "—",

@@ -29,8 +29,8 @@ def started_at(started_ns: int) -> dt.datetime:
 #: wide, rarely read ones last.
 TABLE_COLUMNS = (
     "open", "status", "exit", "first prompt", "started", "duration (s)", "tool calls",
-    "tool errors", "model", "turns", "tokens", "cost ($)", "now", "name", "reason", "tags",
-    "project", "source", "lines", "CLI", "id",
+    "tool errors", "model", "turns", "tokens", "cost ($)", "cost source", "now", "name",
+    "reason", "tags", "project", "source", "lines", "CLI", "id",
 )
 
 
@@ -55,9 +55,10 @@ def session_row(rec: Recording) -> dict[str, Any]:
         + rec.output_tokens
         + rec.cache_read_tokens
         + rec.cache_creation_tokens,
-        # A running session with no result yet has no cost yet (blank, not $0).
-        "cost ($)": None if status == "running" and not rec.cost_usd
-        else round(rec.cost_usd or 0.0, 6),
+        # None when unknown (a model without a price, a running session with no
+        # result yet), never 0.
+        "cost ($)": None if (cost := rec.cost) is None else round(cost, 6),
+        "cost source": rec.cost_origin,
         "tags": tags,
         "reason": rec.status_reason,
         "error": status in FAILED,

@@ -27,6 +27,7 @@ def daily_usage(recordings: Iterable[Recording]) -> list[dict[str, Any]]:
                 "day": day,
                 "sessions": 0,
                 "cost ($)": 0.0,
+                "of which estimated ($)": 0.0,
                 "input tokens": 0,
                 "output tokens": 0,
                 "cache read tokens": 0,
@@ -34,7 +35,9 @@ def daily_usage(recordings: Iterable[Recording]) -> list[dict[str, Any]]:
             },
         )
         row["sessions"] += 1
-        row["cost ($)"] += rec.cost_usd or 0.0
+        row["cost ($)"] += rec.cost_usd or 0.0  # 0 where unknown
+        if rec.cost_source == "estimate":
+            row["of which estimated ($)"] += rec.cost_usd or 0.0
         row["input tokens"] += rec.input_tokens or 0
         row["output tokens"] += rec.output_tokens or 0
         row["cache read tokens"] += rec.cache_read_tokens or 0

@@ -73,7 +73,8 @@ def _summarise_one(conn: sa.Connection, recordings: sa.TableClause, rid: str,
         .where(events.c.recording_id == rid).order_by(events.c.seq)
     ):
         session.add(Event(seq, direction, t_ns, bytes(data), eol))
-    values = summary_columns(session)
+    # Only the columns this revision has (later ones add theirs, e.g. cost_source).
+    values = {k: v for k, v in summary_columns(session).items() if k in recordings.c}
     if ended_ns is not None:
         values.update(outcome_columns(session.outcome(
             ended=True, exit_code=exit_code, signal=signal, error=error)))

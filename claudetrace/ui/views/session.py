@@ -109,7 +109,7 @@ def _header(db: Store, rec: Recording) -> None:
     # A running session's page says what it is doing: its liveness needs the
     # session folded (kept by the server, fed only the lines stored since).
     session = common.folded(db, rec).session if status == "running" else None
-    head = present.header(rec, session, costs_known=present.costs_known(rec))
+    head = present.header(rec, session)
     cols = st.columns(6)
     lost = rec.lost_bytes or 0
     cols[0].metric(
@@ -201,7 +201,7 @@ def _conversation(db: Store, rec: Recording) -> None:
         st.info("Nothing to show in this part of the conversation.")
     conversation = _lazy_conversation(db, rec.id, rec.event_count, rec.ended_ns is not None)
     shown = _Shown(rec.started_ns, present.call_figures(
-        conversation.session, costs_known=present.costs_known(rec)))
+        conversation.session))
     _style()
     for item in items:
         _item(item, 0, shown)
@@ -451,18 +451,18 @@ def _style() -> None:
 
 def _trace_rows(db: Store, rec: Recording) -> list[present.TraceRow]:
     folded = common.folded(db, rec)
-    return _tree_rows(folded, rec.id, rec.event_count, rec.status, present.costs_known(rec),
+    return _tree_rows(folded, rec.id, rec.event_count, rec.status,
                       rec.started_ns, rec.duration_ns)
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
 def _tree_rows(
-    _folded: common.Folded, recording_id: str, event_count: int, status: str, costs_known: bool,
+    _folded: common.Folded, recording_id: str, event_count: int, status: str,
     started_ns: int, duration_ns: int | None,
 ) -> list[present.TraceRow]:
     """The span tree of a recording as rows (once per recording, line count and status)."""
     tree = present.trace_tree(
-        _folded.session, end_ns=duration_ns, status=status, costs_known=costs_known)
+        _folded.session, end_ns=duration_ns, status=status)
     return present.trace_rows(tree, started_ns)
 
 

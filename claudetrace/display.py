@@ -1,0 +1,97 @@
+"""Recorded and user-given text made safe to print: the one escaping every command uses.
+
+What a recording holds was written by a host, the CLI, a tool or a model, and
+what a user names (a file, a ``--name``, a session) may be anything.  Printed as
+they are, such texts could drive the terminal of whoever reads them: ``ESC [2J``
+clears the screen, ``ESC ]0;…BEL`` retitles the window, ``ESC ]52;…`` writes the
+clipboard, ``ESC P`` starts a device control string, a carriage return hides what
+came before it, and a bidi override (U+202E) makes the text after it read
+backwards, so that what is shown is not what is there.  :func:`visible` writes
+each of them as an escape a person can read:
+
+- every C0 control (tab and newline included), DEL and every C1 control (the
+  8-bit CSI, OSC, DCS and ST among them) as ``\\xNN``, so no escape, control or
+  string sequence can start (its ESC or introducer is no longer there);
+- the Unicode bidi controls (U+061C, U+200E/F, U+202A to U+202E, U+2066 to U+2069) and
+  the line and paragraph separators (U+2028/9) as ``\\uNNNN``;
+- a lone surrogate (bytes that were not UTF-8, decoded with
+  ``surrogateescape``) as ``\\uNNNN``, which no stream refuses to encode.
+
+Rich reads ``[bold]``, ``[link=…]`` and ``[/]`` in a string as markup: text
+handed to Rich as a string goes through :func:`markup` (text in a ``Text`` is
+never read as markup).  :func:`say` writes one message line through
+:func:`visible`.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import IO, Final
+
+#: What :func:`visible` escapes (see the module's docstring).
+UNSAFE: Final = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+    "\ud800-\udfff]"
+)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def visible(text: str) -> str:
+    """``text`` with every control character, bidi control and lone surrogate written
+    as ``\\xNN`` / ``\\uNNNN``: nothing in it can move the cursor, change the
+    terminal's state, start a new line or reorder what follows."""
+    # Printable text (most of it) has none of them: a C loop tells.
+    return text if text.isprintable() else UNSAFE.sub(_escape, text)
+
+
+def visible_lines(text: str) -> str:
+    """:func:`visible` of each line of ``text``: its newlines kept, all else escaped."""
+    return "\n".join(visible(line) for line in text.split("\n"))
+
+
+def markup(text: str) -> str:
+    """``text`` for a Rich markup string: :func:`visible`, and its square brackets
+    escaped so that ``[/]`` or ``[link=…]`` print as themselves."""
+    from rich.markup import escape
+
+    return escape(visible(text))
+
+
+class _VisibleWriter:
+    """A text stream's ``write`` through :func:`visible_lines`."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(visible_lines(text))
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+
+def for_terminal(stream: IO[str]) -> IO[str]:
+    """``stream``, or, when it is a terminal, ``stream`` writing what it is given
+    through :func:`visible_lines`: for a command whose output is a file format
+    (a cassette, a report) that a person may send to the terminal by leaving
+    out ``-o``; a pipe or a file still gets the exact text."""
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return _VisibleWriter(stream) if tty else stream  # type: ignore[return-value]
+
+
+def say(message: str, *, err: bool = False) -> None:
+    """Write one line, :func:`visible`, to stdout (or stderr with ``err``)."""
+    stream = sys.stderr if err else sys.stdout
+    stream.write(visible(message) + "\n")
+    stream.flush()
+
+
+__all__ = ["UNSAFE", "for_terminal", "markup", "say", "visible", "visible_lines"]

@@ -1,0 +1,123 @@
+"""What a model call would cost, from a maintained price table: ``genai-prices``.
+
+The CLI says what a session cost in its ``result`` lines; a transcript without
+``cost-state`` lines, or a session that ended before its first result, does not.
+Such calls are priced here from `genai-prices <https://github.com/pydantic/genai-prices>`_
+(Pydantic's offline table of LLM prices), and every view marks the figure as an
+estimate.  A model the table does not know has no price (``None``), never 0.
+
+Anthropic counts input in three parts (uncached input, cache reads and cache
+writes, as :class:`~claudetrace.model.usage.Usage` keeps them); genai-prices
+counts ``input_tokens`` as their sum with cache reads and writes inside it, and
+picks a model's long-context tier from that sum — per API request, so a call is
+priced alone, never a session's sum.  Cache writes are priced at the 5-minute
+rate (the counts do not say which were 1-hour writes).
+
+The table needs Python 3.11 and takes a few tenths of a second to load, so it
+is imported on first use only (never by ``claudetrace proxy``); without it
+(Python 3.10) nothing has a price.  Prices are the table's current ones.
+"""
+
+from __future__ import annotations
+
+import threading
+from decimal import Decimal
+from typing import Any, Final
+
+#: The provider the table is asked about.
+PROVIDER: Final = "anthropic"
+
+_lock = threading.Lock()
+#: model → its tiers' starts (total input tokens), or None when it has no price.
+_tiers: dict[str, tuple[int, ...] | None] = {}
+#: (model, tier) → per-token rates of input, output, cache read, cache write.
+_rates: dict[tuple[str, int], tuple[float, float, float, float]] = {}
+_table: Any = None
+_missing = False
+
+
+def _library() -> Any:
+    """The ``genai_prices`` module, or None where it cannot be imported."""
+    global _table, _missing
+    if _table is None and not _missing:
+        try:
+            import genai_prices
+        except ImportError:  # Python 3.10, or not installed
+            _missing = True
+        else:
+            _table = genai_prices
+    return _table
+
+
+def available() -> bool:
+    """Whether a price table is installed (genai-prices, Python ≥ 3.11)."""
+    return _library() is not None
+
+
+def _calc(lib: Any, model: str, **tokens: int) -> Any:
+    return lib.calc_price(lib.Usage(**tokens), model, provider_id=PROVIDER)
+
+
+def _tier_starts(lib: Any, model: str) -> tuple[int, ...] | None:
+    """The input totals above which ``model`` has another price, or None if unpriced."""
+    try:
+        found = _calc(lib, model, input_tokens=0)
+    except LookupError:
+        return None
+    starts: set[int] = set()
+    for name in ("input_mtok", "output_mtok", "cache_read_mtok", "cache_write_mtok"):
+        price = getattr(found.model_price, name, None)
+        for tier in getattr(price, "tiers", None) or ():
+            starts.add(int(tier.start))
+    return tuple(sorted(starts))
+
+
+def _tier_rates(lib: Any, model: str, at: int) -> tuple[float, float, float, float]:
+    """Per-token rates of ``model`` for a request of ``at`` input tokens in all.
+
+    Asked of the table itself, one token type at a time, at that input total
+    (which decides the tier): within a tier a price is linear in each count.
+    """
+    base = Decimal(_calc(lib, model, input_tokens=at).total_price)
+    output = Decimal(_calc(lib, model, input_tokens=at, output_tokens=at).total_price) - base
+    read = Decimal(_calc(lib, model, input_tokens=at, cache_read_tokens=at).total_price)
+    write = Decimal(_calc(lib, model, input_tokens=at, cache_write_tokens=at).total_price)
+    return (float(base / at), float(output / at), float(read / at), float(write / at))
+
+
+def call_cost(model: str | None, input: int, output: int, cache_read: int,
+              cache_creation: int) -> float | None:
+    """The price in USD of one API request of ``model`` with these token counts.
+
+    ``input`` excludes the cache, as Anthropic reports it.  A request that used
+    no tokens costs 0 whatever its model (Claude Code's ``<synthetic>``
+    messages); otherwise ``None`` when the model is not in the table or no table
+    is installed.
+    """
+    if not (input or output or cache_read or cache_creation):
+        return 0.0
+    if not model:
+        return None
+    lib = _library()
+    if lib is None:
+        return None
+    total_input = input + cache_read + cache_creation
+    with _lock:
+        if model not in _tiers:
+            _tiers[model] = _tier_starts(lib, model)
+        starts = _tiers[model]
+        if starts is None:
+            return None
+        tier = sum(1 for start in starts if total_input > start)
+        rates = _rates.get((model, tier))
+        if rates is None:
+            at = starts[tier - 1] + 1 if tier else 1
+            rates = _rates[(model, tier)] = _tier_rates(lib, model, at)
+    r_in, r_out, r_read, r_write = rates
+    return input * r_in + output * r_out + cache_read * r_read + cache_creation * r_write
+
+
+def table_version() -> str | None:
+    """The installed price table's version (``genai-prices``), or None."""
+    lib = _library()
+    return None if lib is None else str(lib.__version__)

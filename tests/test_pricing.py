@@ -1,0 +1,159 @@
+"""Cost where the CLI did not say: the price table (genai-prices), per call, and
+``cost_source`` (cli, estimate, unknown) in the session model and every view."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from claudetrace import pricing
+from claudetrace.cli import cli
+from claudetrace.formats.html import report_data
+from claudetrace.formats.imports import import_file
+from claudetrace.model import fold
+from claudetrace.store import Store
+from claudetrace.telemetry import build_spans
+from claudetrace.telemetry import conventions as c
+from claudetrace.telemetry.metrics import measurements
+from tests.transcripts import Call, Transcript, write_transcript
+
+genai_prices = pytest.importorskip("genai_prices", reason="genai-prices needs Python 3.11")
+
+T0 = dt.datetime(2026, 11, 20, 9, 0, tzinfo=dt.timezone.utc)
+SONNET = "claude-sonnet-4-5-20250929"
+OPUS = "claude-opus-4-5-20251101"
+
+
+def table_price(model: str, i: int, o: int, cr: int, cc: int) -> float:
+    """The table's price of one request, asked directly (input includes the cache)."""
+    usage = genai_prices.Usage(input_tokens=i + cr + cc, output_tokens=o,
+                               cache_read_tokens=cr, cache_write_tokens=cc)
+    return float(genai_prices.calc_price(usage, model, provider_id="anthropic").total_price)
+
+
+@pytest.mark.parametrize("counts", [
+    (1200, 300, 40_000, 2_000),       # the first tier
+    (10_000, 5_000, 230_000, 9_000),  # above 200k input in all: Sonnet's long-context price
+    (0, 700, 0, 0),
+    (3, 0, 0, 0),
+])
+@pytest.mark.parametrize("model", [SONNET, OPUS, "claude-haiku-4-5-20251001"])
+def test_a_call_costs_what_the_table_says(model: str, counts: tuple[int, int, int, int]) -> None:
+    assert pricing.call_cost(model, *counts) == pytest.approx(table_price(model, *counts),
+                                                              rel=1e-12)
+
+
+def test_no_price_is_none_never_zero() -> None:
+    assert pricing.call_cost("claude-fake-9", 10, 10, 0, 0) is None
+    assert pricing.call_cost(None, 10, 0, 0, 0) is None
+    # A message of no tokens (Claude Code's "<synthetic>" ones) costs nothing.
+    assert pricing.call_cost("<synthetic>", 0, 0, 0, 0) == 0.0
+
+
+def import_one(store: Store, tmp_path: Path, t: Transcript) -> str:
+    done = import_file(store, write_transcript(tmp_path / "projects", t))
+    assert done.recording_id
+    return done.recording_id
+
+
+def sessions_json(db_path: Path) -> dict[str, dict[str, object]]:
+    out = CliRunner().invoke(cli, ["sessions", "--json", "--db", str(db_path)])
+    assert out.exit_code == 0, out.output
+    return {r["id"]: r for r in json.loads(out.stdout)}
+
+
+def test_a_transcript_without_cost_is_priced_per_call_and_marked(
+    store: Store, db_path: Path, tmp_path: Path
+) -> None:
+    # Two calls each under 200k input: priced alone, not as one 300k-token request.
+    calls = [Call(SONNET, T0, 1000, 400, 150_000, 3000), Call(SONNET, T0 + dt.timedelta(
+        minutes=1), 2000, 800, 150_000, 1000, lines=3), Call(OPUS, T0 + dt.timedelta(minutes=2),
+                                                           50, 20, 0, 0)]
+    rid = import_one(store, tmp_path, Transcript("a1b2c3d4-0000-4000-8000-000000000001",
+                                                 "-home-dev-project", calls))
+    want = {SONNET: table_price(SONNET, 1000, 400, 150_000, 3000)
+            + table_price(SONNET, 2000, 800, 150_000, 1000),
+            OPUS: table_price(OPUS, 50, 20, 0, 0)}
+    rec = sessions_json(db_path)[rid]
+    assert rec["cost_source"] == "estimate"
+    assert rec["cost_usd"] == pytest.approx(sum(want.values()))
+    assert {m: f["cost_usd"] for m, f in rec["models"].items()} == pytest.approx(want)
+    shown = CliRunner().invoke(cli, ["show", rid, "--db", str(db_path)]).stdout
+    assert f"${sum(want.values()):.6f} (estimate)" in shown
+    # The spans and the cost metric carry the estimate as one.
+    spans = build_spans(store.get(rid).info(), list(store.iter_events(rid)))
+    root = spans[-1]
+    assert root.attributes[c.COST_SOURCE] == "estimate"
+    assert root.attributes[c.COST_USD] == pytest.approx(sum(want.values()))
+    costs = [m for m in measurements(root) if m.instrument == c.METRIC_SESSION_COST]
+    assert {m.attributes[c.COST_SOURCE] for m in costs} == {"estimate"}
+    assert sum(m.value for m in costs) == pytest.approx(sum(want.values()))
+    # The HTML report's table.
+    data = report_data(store.get(rid), list(store.iter_events(rid)))
+    assert data["cost_source"] == "estimate"
+    assert {r[0]: r[6] for r in data["models"]} == pytest.approx(
+        {m: round(v, 6) for m, v in want.items()})
+
+
+def test_an_unknown_model_is_unknown_cost(store: Store, db_path: Path, tmp_path: Path) -> None:
+    calls = [Call(SONNET, T0, 100, 10), Call("claude-fake-9", T0 + dt.timedelta(seconds=5),
+                                             100, 10)]
+    rid = import_one(store, tmp_path, Transcript("a1b2c3d4-0000-4000-8000-000000000002",
+                                                 "-home-dev-project", calls))
+    rec = sessions_json(db_path)[rid]
+    assert rec["cost_source"] == "unknown"
+    assert rec["cost_usd"] is None
+    assert rec["models"]["claude-fake-9"]["cost_usd"] is None
+    assert rec["models"][SONNET]["cost_usd"] == pytest.approx(table_price(SONNET, 100, 10, 0, 0))
+    shown = CliRunner().invoke(cli, ["show", rid, "--db", str(db_path)]).stdout
+    assert "unknown (no price for claude-fake-9)" in shown
+    root = build_spans(store.get(rid).info(), list(store.iter_events(rid)))[-1]
+    assert root.attributes[c.COST_SOURCE] == "unknown"
+    assert c.COST_USD not in root.attributes
+
+
+def test_without_a_price_table_nothing_is_priced(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Python 3.10, where genai-prices does not install.
+    monkeypatch.setattr(pricing, "_library", lambda: None)
+    from claudetrace.cassette import read_cassette
+
+    cassette = read_cassette(Path(__file__).parent / "fixtures" / "cassettes" / "cli_dies.ndjson")
+    session = fold(cassette.events)
+    assert not session.cli_cost_reported and session.usage
+    assert session.cost().source == "unknown" and session.cost().usd is None
+
+
+def test_the_cli_s_cost_wins(store: Store, db_path: Path) -> None:
+    from claudetrace.cassette import read_cassette
+
+    path = Path(__file__).parent / "fixtures" / "cassettes" / "multi_turn.ndjson"
+    rid = store.import_cassette(read_cassette(path))
+    rec = sessions_json(db_path)[rid]
+    results = [e.message for e in read_cassette(path).events if e.fields.type == "result"]
+    assert rec["cost_source"] == "cli"
+    assert rec["cost_usd"] == pytest.approx(results[-1]["total_cost_usd"])  # type: ignore[index]
+
+
+def test_the_migration_prices_what_was_stored_before(
+    store: Store, db_path: Path, tmp_path: Path
+) -> None:
+    from alembic import command
+    from sqlalchemy import update
+
+    from claudetrace.store.engine import alembic_config
+    from claudetrace.store.models import Recording
+
+    rid = import_one(store, tmp_path, Transcript("a1b2c3d4-0000-4000-8000-000000000003",
+                                                 "-home-dev-project", [Call(OPUS, T0, 500, 60)]))
+    with store.engine.begin() as conn:  # as an earlier claudetrace stored it
+        conn.execute(update(Recording).where(Recording.id == rid).values(
+            cost_usd=0.0, models={OPUS: {"cost_usd": 0.0}}))
+        command.downgrade(alembic_config(conn), "0005_postgres_bulk_events")
+        command.upgrade(alembic_config(conn), "head")
+    rec = sessions_json(db_path)[rid]
+    assert rec["cost_source"] == "estimate"
+    assert rec["cost_usd"] == pytest.approx(table_price(OPUS, 500, 60, 0, 0))
