@@ -131,6 +131,8 @@ def test_imported_session_shows_todos_compaction_and_its_trace(
     expect(page.get_by_text("Find who calls round_total.")).to_be_visible()
     expect(page.get_by_text("round_total is called from checkout.py only.")).to_be_visible()
     expect(page.get_by_text(re.compile(r"exit unknown"))).to_be_visible()
+    # The transcript reported no cost: the price table's, said to be an estimate.
+    expect(page.get_by_text("Cost (estimate)")).to_be_visible()
     page.get_by_text("Trace", exact=True).click()
     page.locator("tr[data-kind='tool']").first.wait_for(timeout=TIMEOUT)
     kinds = [k for k, _, _ in trace_rows(page)]

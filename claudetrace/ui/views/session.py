@@ -131,7 +131,11 @@ def _header(db: Store, rec: Recording) -> None:
         rec.input_tokens + rec.output_tokens + rec.cache_read_tokens + rec.cache_creation_tokens
     )
     cols[4].metric("Tokens", f"{tokens:,}")
-    cols[5].metric("Cost", head.cost)
+    # "$0.0019 (estimate)" does not fit a metric: the source goes in the label.
+    cost, estimated = head.cost.removesuffix(" (estimate)"), head.cost.endswith(" (estimate)")
+    cols[5].metric("Cost (estimate)" if estimated else "Cost", cost,
+                   help="Priced by the price table: the CLI reported no cost"
+                   if estimated else None)
     facts = [
         f"id {rec.id}",
         f"{rec.event_count:,} lines",
