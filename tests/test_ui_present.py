@@ -198,7 +198,7 @@ def test_cost_text_says_its_source_and_never_zero_for_unknown() -> None:
 
 def test_the_pages_trace_table_escapes_recorded_names() -> None:
     from claudetrace.ui.present import TraceRow
-    from claudetrace.ui.views.session import _trace_html
+    from claudetrace.ui.views.trace import _trace_html
 
     hostile = '<img src=x onerror=alert(1)>"'
     row = TraceRow(2, "tool", hostile, "error", 0, 10, "00:00:00.000", "+0.000s", "10 ms",

@@ -196,3 +196,41 @@ def folded(db: Store, rec: Recording) -> Folded:
     """The session model of ``rec`` as far as it is stored."""
     with no_gc_pauses():
         return _folder(db, rec.id).update()
+
+
+def pager(count: int, size: int, name: str, what: str, key: str) -> int:
+    """The part (from 1) of ``count`` rows in parts of ``size`` the URL's ``name`` asks
+    for, with a picker when there are several."""
+    pages = max(1, -(-count // size))
+    part = min(int_param(name, 1) or 1, pages)
+    if pages > 1:
+        part = int(st.number_input(
+            f"Part (of {pages}, {size} {what} each)", 1, pages, part, key=key))
+        set_params(**{name: part if part > 1 else None})
+    return part
+
+
+#: The look of the span tree and of rendered Markdown (st.html elements; recorded
+#: texts in them are escaped, see :func:`_trace_html` and ui.markdown.tree_html).
+_STYLE = """<style>
+.ct-trace{border-collapse:collapse;font-size:13px;width:100%}
+.ct-trace th,.ct-trace td{padding:2px 8px;border-bottom:1px solid rgba(128,128,128,.2);
+text-align:left;white-space:nowrap}
+.ct-trace td.n{text-align:right;font-variant-numeric:tabular-nums}
+.ct-trace td.detail{white-space:normal;color:#6b7079}
+.ct-trace .kind{font-size:11px;padding:0 5px;border-radius:6px;margin-right:4px;color:#fff}
+.ct-trace .k-agent{background:#7f7f7f}.ct-trace .k-turn{background:#1f77b4}
+.ct-trace .k-model{background:#9467bd}.ct-trace .k-tool{background:#2ca02c}
+.ct-trace .k-subagent{background:#17becf}
+.ct-trace tr.s-error td{color:#c62828}.ct-trace tr.s-error .kind{background:#c62828}
+.ct-trace .track{position:relative;width:180px;height:10px;background:rgba(128,128,128,.15)}
+.ct-trace .bar{position:absolute;top:0;height:10px;min-width:2px;background:#1f77b4}
+.ct-trace tr.s-error .bar{background:#c62828}.ct-trace tr.s-running .bar{background:#b26a00}
+.ct-md table{border-collapse:collapse}.ct-md th,.ct-md td{border:1px solid rgba(128,128,128,.4);
+padding:2px 8px}.ct-md pre{background:rgba(128,128,128,.12);padding:6px;overflow:auto}
+</style>"""
+
+
+def style() -> None:
+    """Send the page the look of the span tree and of rendered Markdown."""
+    st.html(_STYLE)

@@ -23,7 +23,7 @@ from claudetrace.ui.controlplane import ControlRow, control_rows
 from claudetrace.ui.conversation import Item, LazyConversation, ToolCall
 from claudetrace.ui.markdown import markdown_tree, tree_html
 from claudetrace.ui.timeline import LazyTimeline, TimelineRow, waterfall_figure
-from claudetrace.ui.views import common
+from claudetrace.ui.views import common, trace
 from claudetrace.ui.views.common import money, param, plain, seconds, set_params
 
 TABS = {
@@ -38,8 +38,6 @@ TABS = {
 CONVERSATION_PAGE = 100
 #: Bars drawn per timeline page.
 TIMELINE_PAGE = 300
-#: Nodes of the span tree drawn per page.
-TRACE_PAGE = 400
 #: Rows per page of the control plane's table.
 CONTROL_PAGE = 500
 #: Lines the timeline's span builder reads at a time (as far as the part shown needs).
@@ -95,7 +93,7 @@ def _body(db: Store, recording_id: str, rec: Recording | None = None) -> None:
     if tab == "conversation":
         _conversation(db, rec)
     elif tab == "trace":
-        _trace(db, rec)
+        trace.tab(db, rec)
     elif tab == "timeline":
         _timeline(db, rec)
     elif tab == "control":
@@ -206,7 +204,7 @@ def _conversation(db: Store, rec: Recording) -> None:
     conversation = _lazy_conversation(db, rec.id, rec.event_count, rec.ended_ns is not None)
     shown = _Shown(rec.started_ns, present.call_figures(
         conversation.session))
-    _style()
+    common.style()
     for item in items:
         _item(item, 0, shown)
     if following is not None:
@@ -425,106 +423,6 @@ def _timeline(db: Store, rec: Recording) -> None:
     st.plotly_chart(waterfall_figure(shown), key="waterfall")
 
 
-# -- trace ---------------------------------------------------------------------------
-
-
-#: The look of the span tree and of rendered Markdown (st.html elements; recorded
-#: texts in them are escaped, see :func:`_trace_html` and ui.markdown.tree_html).
-_STYLE = """<style>
-.ct-trace{border-collapse:collapse;font-size:13px;width:100%}
-.ct-trace th,.ct-trace td{padding:2px 8px;border-bottom:1px solid rgba(128,128,128,.2);
-text-align:left;white-space:nowrap}
-.ct-trace td.n{text-align:right;font-variant-numeric:tabular-nums}
-.ct-trace td.detail{white-space:normal;color:#6b7079}
-.ct-trace .kind{font-size:11px;padding:0 5px;border-radius:6px;margin-right:4px;color:#fff}
-.ct-trace .k-agent{background:#7f7f7f}.ct-trace .k-turn{background:#1f77b4}
-.ct-trace .k-model{background:#9467bd}.ct-trace .k-tool{background:#2ca02c}
-.ct-trace .k-subagent{background:#17becf}
-.ct-trace tr.s-error td{color:#c62828}.ct-trace tr.s-error .kind{background:#c62828}
-.ct-trace .track{position:relative;width:180px;height:10px;background:rgba(128,128,128,.15)}
-.ct-trace .bar{position:absolute;top:0;height:10px;min-width:2px;background:#1f77b4}
-.ct-trace tr.s-error .bar{background:#c62828}.ct-trace tr.s-running .bar{background:#b26a00}
-.ct-md table{border-collapse:collapse}.ct-md th,.ct-md td{border:1px solid rgba(128,128,128,.4);
-padding:2px 8px}.ct-md pre{background:rgba(128,128,128,.12);padding:6px;overflow:auto}
-</style>"""
-
-
-def _style() -> None:
-    st.html(_STYLE)
-
-
-def _trace_rows(db: Store, rec: Recording) -> list[present.TraceRow]:
-    folded = common.folded(db, rec)
-    return _tree_rows(folded, rec.id, rec.event_count, rec.status,
-                      rec.started_ns, rec.duration_ns)
-
-
-@st.cache_resource(show_spinner=False, max_entries=4)
-def _tree_rows(
-    _folded: common.Folded, recording_id: str, event_count: int, status: str,
-    started_ns: int, duration_ns: int | None,
-) -> list[present.TraceRow]:
-    """The span tree of a recording as rows (once per recording, line count and status)."""
-    tree = present.trace_tree(
-        _folded.session, end_ns=duration_ns, status=status)
-    return present.trace_rows(tree, started_ns)
-
-
-def _trace_html(rows: list[present.TraceRow]) -> str:
-    """The rows as an HTML table: every recorded text escaped."""
-    from html import escape
-
-    end = max((r.end_ns or r.start_ns for r in rows), default=0) or 1
-    out = ['<table class="ct-trace"><thead><tr><th>span</th><th>start (UTC)</th>'
-           '<th>since start</th><th>duration</th><th></th><th>tokens</th><th>cost</th>'
-           "<th>detail</th></tr></thead><tbody>"]
-    for r in rows:
-        left = 100 * r.start_ns / end
-        width = 100 * max(0, (r.end_ns if r.end_ns is not None else end) - r.start_ns) / end
-        out.append(
-            f'<tr class="s-{escape(r.status)}" data-kind="{escape(r.kind)}" '
-            f'data-status="{escape(r.status)}">'
-            f'<td style="padding-left:{8 + 16 * r.depth}px">'
-            f'<span class="kind k-{escape(r.kind)}">{escape(r.kind)}</span>{escape(r.label)}</td>'
-            f"<td>{escape(r.clock)}</td><td class=n>{escape(r.offset)}</td>"
-            f"<td class=n>{escape(r.duration)}</td>"
-            f'<td><div class="track"><div class="bar" style="left:{left:.2f}%;'
-            f'width:{width:.2f}%"></div></div></td>'
-            f"<td class=n>{escape(r.tokens)}</td><td class=n>{escape(r.cost)}</td>"
-            f'<td class="detail">{escape(r.detail)}</td></tr>'
-        )
-    out.append("</tbody></table>")
-    return "".join(out)
-
-
-def _pager(count: int, size: int, name: str, what: str, key: str) -> int:
-    """The part (from 1) of ``count`` rows in parts of ``size`` the URL's ``name`` asks
-    for, with a picker when there are several."""
-    pages = max(1, -(-count // size))
-    part = min(common.int_param(name, 1) or 1, pages)
-    if pages > 1:
-        part = int(st.number_input(
-            f"Part (of {pages}, {size} {what} each)", 1, pages, part, key=key))
-        set_params(**{name: part if part > 1 else None})
-    return part
-
-
-def _trace(db: Store, rec: Recording) -> None:
-    rows = _trace_rows(db, rec)
-    if len(rows) <= 1:
-        st.info("No turns yet.")
-        return
-    part = _pager(len(rows), TRACE_PAGE, "tpart", "spans", "trace_part")
-    errors = sum(1 for r in rows if r.status == "error")
-    st.caption(
-        f"{len(rows):,} spans: agent → turn → model call / tool → subagent"
-        + (f" · {errors} in error (red)" if errors else "")
-        + " · times in UTC and since the start"
-    )
-    _style()
-    st.html(_trace_html(rows[(part - 1) * TRACE_PAGE : part * TRACE_PAGE]))
-
-
 # -- control plane -------------------------------------------------------------------
 
 
@@ -556,7 +454,7 @@ def _control(db: Store, rec: Recording) -> None:
     if not rows:
         st.info("No control requests in this session.")
         return
-    part = _pager(len(rows), CONTROL_PAGE, "cpart", "requests", "cp_part")
+    part = common.pager(len(rows), CONTROL_PAGE, "cpart", "requests", "cp_part")
     shown = rows[(part - 1) * CONTROL_PAGE : part * CONTROL_PAGE]
     st.dataframe([r.as_dict() for r in shown], hide_index=True, key="control_table")
 
@@ -641,7 +539,7 @@ def _expand_line(db: Store, rec: Recording, first_seq: int) -> None:
 #: tab draws anything.
 _READS: dict[str, Callable[[Store, Recording], object]] = {
     "conversation": _conversation_part,
-    "trace": _trace_rows,
+    "trace": trace.read_rows,
     "timeline": _timeline_rows,
     "control": _control_plane_rows,
     "raw": _raw_types,
