@@ -184,7 +184,12 @@ class Folded:
         return self
 
 
-@st.cache_resource(show_spinner=False, max_entries=8)
+#: Recordings kept folded: the running sessions a list page shows (sessions.LIVE_ROWS)
+#: and the sessions open in pages.
+FOLDED_KEPT = 32
+
+
+@st.cache_resource(show_spinner=False, max_entries=FOLDED_KEPT)
 def _folder(_db: Store, recording_id: str) -> Folded:
     def read(start_seq: int) -> list[Event]:
         return list(_db.iter_events(recording_id, start_seq=start_seq, limit=20_000))
