@@ -206,3 +206,11 @@ def test_the_pages_trace_table_escapes_recorded_names() -> None:
     html = _trace_html([row])
     assert "<img" not in html and html.count("&lt;img src=x onerror=alert(1)&gt;&quot;") == 2
     assert 'data-status="error"' in html
+
+
+def test_a_turns_last_call_takes_its_results_stop_reason_when_it_said_none() -> None:
+    session = session_of("plain")  # partial messages off: the assistant line says null
+    (fig,) = call_figures(session).values()
+    assert fig.call.stop_reason is None and fig.stop_reason == "end_turn"
+    assert session.turns[0].stop_reason == "end_turn"
+    assert fig.summary().endswith("end_turn")

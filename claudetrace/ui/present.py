@@ -101,6 +101,8 @@ class CallFigures:
     end_ns: int
     #: ``cli`` (a share of the turn's cost the CLI reported) or ``estimate``.
     cost_source: str = "cli"
+    #: The call's stop reason: its own, else (the turn's last call) its result's.
+    stop_reason: str | None = None
 
     @property
     def latency_ns(self) -> int:
@@ -119,8 +121,8 @@ class CallFigures:
         bits.append(duration(self.latency_ns))
         if self.ttft_ns is not None:
             bits.append(f"first token {duration(self.ttft_ns)}")
-        if self.call.stop_reason:
-            bits.append(self.call.stop_reason)
+        if self.stop_reason:
+            bits.append(self.stop_reason)
         if self.call.error:
             bits.append(f"error: {self.call.error}")
         return " · ".join(bits)
@@ -180,7 +182,10 @@ def call_figures(session: Session, *, estimate: bool = True) -> dict[str, CallFi
             share = shares.get(call.id) if cli else (
                 session.call_price(call) if estimate else None)
             out[call.id] = CallFigures(call, request, share, ttft, end,
-                                       "cli" if cli else "estimate")
+                                       "cli" if cli else "estimate", call.stop_reason)
+        last = [c for c in turn.calls if c.lane is None and c.observed]
+        if last and turn.done and out[last[-1].id].stop_reason is None:
+            out[last[-1].id].stop_reason = turn.stop_reason
     return out
 
 
@@ -246,8 +251,8 @@ def _call_node(fig: CallFigures) -> TraceNode:
     bits = []
     if fig.ttft_ns is not None:
         bits.append(f"first token {duration(fig.ttft_ns)}")
-    if call.stop_reason:
-        bits.append(call.stop_reason)
+    if fig.stop_reason:
+        bits.append(fig.stop_reason)
     if not call.observed:
         bits.append("not seen on the wire (counted by the CLI)")
     if call.error:
