@@ -28,6 +28,7 @@ from .formats.facts import latency, plural
 from .model import ControlRoundTrip, ModelCall, Session, ToolCall, Turn
 from .model.content import content_text, message_content
 from .model.events import Event
+from .model.liveness import liveness
 from .recording import RecordingInfo
 from .transcript import line_label, marker_text
 
@@ -82,6 +83,11 @@ class TailFold:
         lines = self._said(event)
         self.session.add(event)
         lines += self._changes(event.t_ns, closing=False)
+        if event.type == "control_request" and event.subtype == "can_use_tool":
+            # The session now waits on the host: say so as the session browser does.
+            now = liveness(self.session, ended=False)
+            if now.state == "awaiting approval":
+                lines.append(TailLine(event.t, "state", printable(now.label)))
         return lines
 
     def close(self, info: RecordingInfo | None = None) -> list[TailLine]:

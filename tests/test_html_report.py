@@ -260,3 +260,12 @@ def test_50k_line_report_opens_in_under_3_s(browser: Any, store: Store, tmp_path
         view.check()
     finally:
         view.close()
+
+
+def test_an_imported_cassettes_facts_leave_out_what_it_does_not_say(store: Store) -> None:
+    from claudetrace.formats.facts import facts
+
+    rec, _ = stored(store, "permission_deny")
+    assert rec.pid is None
+    where = dict(facts(rec))["cwd / host"]
+    assert "None" not in where and where.startswith(rec.cwd)

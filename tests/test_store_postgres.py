@@ -584,3 +584,30 @@ def test_the_writer_writes_postgres_without_sqlalchemy_once_it_is_at_the_head(
     # A URL for another driver goes through the store, which says what is wrong.
     other = run(fresh.replace("+psycopg", "+nosuchdriver"))
     assert other.returncode != 0 and "unsupported database URL" in other.stderr
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_the_session_lists_filters_and_first_prompts_on_postgres(pg_url: str) -> None:
+    from claudetrace.store import browse
+
+    store = open_store(pg_url)
+    fixtures = Path(__file__).parent / "fixtures" / "cassettes"
+    try:
+        ids = {name: store.import_cassette(read_cassette(fixtures / f"{name}.ndjson"), name=name)
+               for name in ("plain", "permission_deny", "cli_dies")}
+
+        def names(**kw: Any) -> set[str]:
+            return {r.name for r in browse.list_sessions(store, browse.Filters(**kw))
+                    if r.id in ids.values()}
+
+        bash = names(tools=("Bash",))
+        assert "permission_deny" in bash and "plain" not in bash
+        assert names(statuses=("killed",)) == {"cli_dies"}
+        assert names(statuses=("ok", "error")) >= {"plain", "permission_deny"}
+        assert names(sources=("import",)) == set(ids)
+        assert names(projects=(store.get(ids["plain"]).cwd,)) >= {"plain"}
+        prompts = browse.first_prompts(store, list(ids.values()))
+        assert prompts[ids["plain"]] == "Say hello."
+        assert "Bash" in browse.choices(store)["tools"]
+    finally:
+        store.close()

@@ -45,6 +45,8 @@ def test_a_tool_call_with_its_permission_wait() -> None:
     assert texts(lines, "prompt") == ["Create created.txt with touch."]
     tools = texts(lines, "tool")
     assert tools[0] == "▶ Bash touch created.txt"
+    # The wait on the host is said when it starts (the session model's liveness).
+    assert texts(lines, "state") == ["awaiting approval · can_use_tool Bash"]
     assert tools[1].startswith("✓ Bash ok after ")
     (permission,) = texts(lines, "permission")
     assert permission.startswith("Bash: allow after waiting ")

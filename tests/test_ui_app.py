@@ -188,8 +188,14 @@ def test_tab_switch_is_kept_in_the_url(app: AppTest, ui_db: dict[str, str]) -> N
 
 def test_running_session_is_flagged_live(app: AppTest, ui_db: dict[str, str]) -> None:
     at = run(app, session=ui_db["running"], live="")
-    assert metrics(at)["Status"] == "running"
-    assert any("being recorded" in i.value for i in at.info)
+    m = metrics(at)
+    assert m["Status"] == "running"
+    # What it is doing and when it last said something, not None or $0.0000.
+    said = " ".join(i.value for i in at.info).replace("\\", "")
+    assert "thinking" in said and "last event" in said and "UTC (+" in said
+    assert m["Cost"] == "not yet"
+    facts = " ".join(c.value for c in at.caption)
+    assert "CLI not yet" in facts and "exit not yet" in facts and "None" not in facts
 
 
 def test_diff_page(app: AppTest, ui_db: dict[str, str]) -> None:
@@ -265,3 +271,60 @@ def test_the_session_list_notes_its_metrics_drawn(app: AppTest) -> None:
 
     at = run(app)
     assert at.metric and at.session_state[METRICS_DRAWN] is True
+
+
+def html_of(at: AppTest) -> str:
+    return "\n".join(str(e.proto.body) for e in at.get("html"))
+
+
+def test_trace_tab_draws_the_span_tree_with_a_subagent_nested(
+    app: AppTest, ui_db: dict[str, str]
+) -> None:
+    at = run(app, session=ui_db["subagent"], tab="trace")
+    page = html_of(at)
+    rows = page.split("<tr ")[1:]
+    kinds = [r.split('data-kind="')[1].split('"')[0] for r in rows]
+    assert kinds == ["agent", "turn", "model", "tool", "subagent", "model", "model"]
+    assert "counter" in rows[4] and "padding-left:56px" in rows[4]  # depth 3
+    assert "padding-left:72px" in rows[5] and "not seen on the wire" in rows[5]
+    assert "first token" not in page and "$0.00" in page
+
+
+def test_a_denied_tool_is_red_in_the_trace(
+    app: AppTest, ui_db: dict[str, str]
+) -> None:
+    at = run(app, session=ui_db["permission_deny"], tab="trace")
+    bash = next(r for r in html_of(at).split("<tr ")[1:] if 'data-kind="tool"' in r)
+    assert 'data-status="error"' in bash and "permission deny" in bash
+
+
+def test_each_model_call_has_its_figures_in_the_conversation(
+    app: AppTest, ui_db: dict[str, str]
+) -> None:
+    at = run(app, session=ui_db["streamed_tools"])
+    text = all_text(at)
+    # Each model call's figures under its first item; wall-clock beside relative times.
+    assert "first token" in text and "tool_use" in text and "end_turn" in text
+    assert " UTC · +2.219s" in text
+
+
+def test_the_list_previews_first_prompts_and_filters_by_tool_and_status(
+    app: AppTest, ui_db: dict[str, str]
+) -> None:
+    at = run(app)
+    table = at.dataframe(key="sessions_table").value
+    prompts = dict(zip(table["name"], table["first prompt"], strict=True))
+    assert prompts["plain"] == "Say hello."
+    assert prompts["permission_deny"] == "Create created.txt with touch."
+    now = dict(zip(table["name"], table["now"], strict=True))
+    assert now["still-running"].startswith("thinking · last event ")
+    at.multiselect(key="f_tool").set_value(["Bash"]).run()
+    assert at.query_params["tool"] == "Bash"
+    names = set(at.dataframe(key="sessions_table").value["name"])
+    assert "permission_deny" in names and "plain" not in names
+
+
+def test_a_status_filter_from_a_link(app: AppTest) -> None:
+    at = run(app, status="killed")
+    assert set(at.dataframe(key="sessions_table").value["status"]) == {"killed"}
+    assert at.multiselect(key="f_status").value == ["killed"]

@@ -255,3 +255,61 @@ def test_a_part_takes_its_tool_results_and_subagent_lines_from_later_lines() -> 
     assert task is not None and task.name == "Task" and task.result == "done"
     assert [c.text for c in task.children] == ["Bash"]
     assert conversation.part(following, 300) == ([], None)  # shown in the first part
+
+
+def _lines(*objs: dict) -> list[Event]:
+    return [Event(i, d, i * 1_000_000, json.dumps(o).encode()) for i, (d, o) in enumerate(objs)]
+
+
+def _prompt(text: str, uuid: str) -> tuple[str, dict]:
+    return "in", {"type": "user", "uuid": uuid, "message": {"role": "user", "content": text}}
+
+
+def _answer(text: str) -> tuple[str, dict]:
+    return "out", {"type": "assistant", "message": {"id": f"m-{text}", "role": "assistant",
+                                                    "content": [{"type": "text", "text": text}]}}
+
+
+def _result() -> tuple[str, dict]:
+    return "out", {"type": "result", "subtype": "success", "is_error": False}
+
+
+def test_a_rewind_marks_the_abandoned_branch_and_compaction_is_a_marker() -> None:
+    items = build_conversation(_lines(
+        _prompt("first", "u1"), _answer("one"), _result(),
+        _prompt("abandoned idea", "u2"), _answer("two"), _result(),
+        ("out", {"type": "system", "subtype": "rewind", "branch_from": "u1",
+                 "abandoned_prompts": ["u2"]}),
+        _prompt("better idea", "u3"), _answer("three"), _result(),
+        ("out", {"type": "system", "subtype": "compact_boundary",
+                 "compactMetadata": {"trigger": "auto", "preTokens": 150000}}),
+        ("out", {"type": "user", "claudetrace_kind": "compact_summary",
+                 "message": {"role": "user", "content": "Summary of what came before."}}),
+    ))
+    shown = [(i.kind, i.text, i.abandoned) for i in items if i.kind != "result"]
+    assert shown[:2] == [("user", "first", False), ("assistant", "one", False)]
+    assert shown[2:4] == [("user", "abandoned idea", True), ("assistant", "two", True)]
+    assert shown[4][0] == "rewind" and "the last prompt" in shown[4][1] and not shown[4][2]
+    assert shown[5] == ("user", "better idea", False)
+    assert shown[7] == ("compaction", "conversation compacted (auto, 150,000 tokens before)",
+                        False)
+    assert (items[-1].kind, items[-1].label) == ("compaction", "compaction summary")
+
+
+def test_steering_and_teammate_messages_are_labelled() -> None:
+    items = build_conversation(_lines(
+        _prompt("start", "u1"),
+        _prompt("also do this", "u2"),  # sent while turn 1 runs: steering
+        _answer("ok"), _result(), _result(),
+        ("out", {"type": "user", "claudetrace_kind": "teammate",
+                 "message": {"role": "user", "content": "from alice: ship it"}}),
+        ("out", {"type": "user", "claudetrace_kind": "steering",
+                 "message": {"role": "user", "content": "typed while it ran"}}),
+    ))
+    users = [(i.text, i.label) for i in items if i.kind == "user"]
+    assert users == [
+        ("start", None),
+        ("also do this", "steering (sent while turn 1 ran)"),
+        ("from alice: ship it", "teammate message"),
+        ("typed while it ran", "steering"),
+    ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,7 +48,9 @@ def test_a_running_session_shows_what_arrives_without_a_reload(
             try:
                 page.goto(f"{base}/?session={info.id}")
                 page.get_by_text("Say hello.").first.wait_for(timeout=60_000)
-                assert page.get_by_text("This session is being recorded").first.is_visible()
+                # What the session is doing (its liveness) and when it last said something.
+                page.get_by_text(re.compile(r"thinking · turn 1 · last event \d\d:\d\d")
+                                 ).first.wait_for(timeout=20_000)
                 assert page.get_by_text("Hello from the fake model.").count() == 0
                 requests_before = page.evaluate("performance.getEntriesByType('navigation').length")
 
@@ -55,12 +58,14 @@ def test_a_running_session_shows_what_arrives_without_a_reload(
                 rest = cassette.events[prompt_end:]
                 store.write_batch(info.id, rest, {**beat, **summary_columns(fold(cassette.events))})
                 page.get_by_text("Hello from the fake model.").first.wait_for(timeout=20_000)
+                page.get_by_text(re.compile(r"idle · after turn 1 · last event")).first.wait_for(
+                    timeout=20_000)
 
                 # The session ends: the status follows, still without a reload.
                 store.update_recording(
                     info.id, ended_ns=info.started_ns + rest[-1].t_ns, exit_code=0
                 )
-                page.get_by_text("This session is being recorded").wait_for(
+                page.get_by_text("the view refreshes while auto-refresh is on").wait_for(
                     state="detached", timeout=20_000
                 )
                 navigations = page.evaluate("performance.getEntriesByType('navigation').length")

@@ -117,3 +117,32 @@ def test_daily_usage(store: Store, ui_db: dict[str, str]) -> None:
     assert [d["day"] for d in days] == sorted(d["day"] for d in days)
     assert sum(d["sessions"] for d in days) == len(ui_db) - 1
     assert sum(d["cost ($)"] for d in days) > 0 and sum(d["errors"] for d in days) >= 1
+
+
+def test_filters_by_tool_status_source_project_and_tag(
+    store: Store, ui_db: dict[str, str]
+) -> None:
+    bash = names(queries.list_sessions(store, Filters(tools=("Bash",))))
+    assert {"permission_allow", "permission_deny", "streamed_tools"} <= bash
+    assert "plain" not in bash
+    assert names(queries.list_sessions(store, Filters(statuses=("running",)))) == {"still-running"}
+    killed = names(queries.list_sessions(store, Filters(statuses=("killed",))))
+    everyone = queries.list_sessions(store, Filters())
+    assert killed == {r.name for r in everyone if r.status == "killed"}
+    assert killed  # cli_dies
+    assert names(queries.list_sessions(store, Filters(sources=("proxy",)))) == {"still-running"}
+    cwd = next(r.cwd for r in everyone if r.name == "plain")
+    assert "plain" in names(queries.list_sessions(store, Filters(projects=(cwd,))))
+    assert queries.list_sessions(store, Filters(projects=("/nowhere",))) == []
+    assert queries.list_sessions(store, Filters(tags=("team=none",))) == []
+    choices = queries.choices(store)
+    assert "Bash" in choices["tools"] and cwd in choices["projects"]
+    assert set(choices["sources"]) == {r.source for r in everyone}
+
+
+def test_first_prompts_of_a_page_of_sessions(store: Store, ui_db: dict[str, str]) -> None:
+    prompts = queries.first_prompts(store, [ui_db["plain"], ui_db["permission_deny"],
+                                            ui_db["running"]])
+    assert prompts[ui_db["plain"]] == "Say hello."
+    assert prompts[ui_db["permission_deny"]] == "Create created.txt with touch."
+    assert queries.first_prompts(store, []) == {}

@@ -44,6 +44,13 @@ def test_session_row_from_summary_columns() -> None:
     assert failed["error"] is True and failed["reason"] == "exit code 1"
     assert list(row)[:3] == ["id", "status", "exit"]
     assert session_row(rec(signal=9, exit_code=None))["exit"] == -9
+    # A running session (host and pid alive) has no cost yet rather than $0.
+    import os
+    running = rec(ended_ns=None, exit_code=None, cost_usd=0.0, host=os.uname().nodename,
+                  pid=os.getpid(), source="proxy", last_seen_ns=4_000_000_000_000_000_000)
+    assert session_row(running)["status"] == "running"
+    assert session_row(running)["cost ($)"] is None
+    assert (row["project"], row["source"]) == ("", "import")
 
 
 def test_tiles() -> None:
@@ -75,6 +82,11 @@ def test_filters_round_trip_through_query_params() -> None:
         min_cost=0.01,
         max_cost=2.0,
         text="hello world",
+        tools=("Bash", "mcp__x__y"),
+        tags=("team=a,b", "env=prod"),
+        statuses=("error", "running"),
+        projects=("/home/dev/app, with a comma",),
+        sources=("transcript",),
     )
     assert Filters.from_params(f.to_params()) == f
     assert Filters().to_params() == {}

@@ -74,3 +74,12 @@ def test_a_lazy_timeline_reads_only_as_far_as_the_rows_asked_for() -> None:
         for r in timeline_rows(build_spans(info, cassette.events), info.started_ns)]
     assert timeline.rows(10_000) is every  # nothing read again
     assert len(reads) == -(-len(cassette.events) // 10) + (len(cassette.events) % 10 == 0)
+
+
+def test_a_failed_tool_is_a_red_bar_not_a_green_one() -> None:
+    rows = timeline_rows(*spans_of("permission_deny"))
+    fig = waterfall_figure(rows)
+    tools = next(trace for trace in fig.data if trace.name == "tool")
+    failed = [r.status == "error" for r in rows if r.category == "tool"]
+    assert any(failed)
+    assert [c == "#d62728" for c in tools.marker.color] == failed

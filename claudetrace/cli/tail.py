@@ -17,6 +17,7 @@ _STYLES = {
     "tool": "yellow",
     "model": "magenta",
     "permission": "dark_orange",
+    "state": "dark_orange",
     "hook": "olive",
     "mcp": "blue",
     "control": "blue",

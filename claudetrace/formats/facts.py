@@ -128,7 +128,10 @@ def facts(rec: Any) -> list[tuple[str, str]]:
     if process:
         rows += [
             ("command", command_text(rec.argv)),
-            ("cwd / host", f"{rec.cwd}  on {rec.host} (pid {rec.pid})"),
+            # An imported cassette may not say its pid or host: left out, never "None".
+            ("cwd / host", f"{rec.cwd or '—'}"
+             + (f"  on {rec.host}" if rec.host else "")
+             + (f" (pid {rec.pid})" if rec.pid is not None else "")),
         ]
     else:
         origin = (rec.extra or {}).get("source_path") or "?"

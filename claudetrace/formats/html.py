@@ -31,8 +31,10 @@ from ..recording import RecordingInfo
 from ..sanitize import Sanitizer
 from ..telemetry import conventions as c
 from ..telemetry.spans import SpanBuilder
+from ..ui import present
 from ..ui.controlplane import session_control_rows
 from ..ui.conversation import Decision, Item, build_conversation
+from ..ui.markdown import markdown_tree
 from ..ui.timeline import TimelineRow, timeline_rows
 from .facts import has_process
 
@@ -57,26 +59,59 @@ def _decision(d: Decision) -> list[Any]:
     return [d.kind, d.name, d.outcome]
 
 
-def _item(item: Item) -> list[Any]:
-    """An item as ``[kind, t, text, is_error]`` plus a tool object for tool calls."""
-    row: list[Any] = [item.kind, _round(item.t), item.text, 1 if item.is_error else 0]
-    if item.tool is not None:
-        tool = item.tool
-        extra: dict[str, Any] = {"id": tool.tool_use_id}
-        if tool.input is not None:
-            extra["in"] = tool.input
-        if tool.answered:
-            extra["out"] = tool.result or ""
-            if tool.is_error:
-                extra["err"] = 1
-        if tool.decisions:
-            extra["dec"] = [_decision(d) for d in tool.decisions]
-        if tool.children:
-            extra["ch"] = [_item(child) for child in tool.children]
-        row.append(extra)
-    elif item.decision is not None:
-        row.append({"dec": [_decision(item.decision)]})
-    return row
+class _Items:
+    """Conversation items as ``[kind, t, text, is_error]`` plus an object of extras:
+    a tool call's (``id``, ``in``, ``out``, ``err``, ``dec``, ``ch``, ``todo``, ``sub``), a
+    decision's (``dec``), an answer's Markdown tree (``md``, the text then left out:
+    the page reads it from the tree), the figures of the model call it starts
+    (``fig``), what a user line is (``lbl``), an abandoned branch (``ab``)."""
+
+    def __init__(self, figures: dict[str, present.CallFigures]) -> None:
+        self.figures = figures
+        self.told: set[str] = set()
+
+    def row(self, item: Item) -> list[Any]:
+        row: list[Any] = [item.kind, _round(item.t), item.text, 1 if item.is_error else 0]
+        extra: dict[str, Any] = {}
+        if item.tool is not None:
+            tool = item.tool
+            extra["id"] = tool.tool_use_id
+            if tool.input is not None:
+                extra["in"] = tool.input
+            if tool.answered:
+                extra["out"] = tool.result or ""
+                if tool.is_error:
+                    extra["err"] = 1
+            if tool.decisions:
+                extra["dec"] = [_decision(d) for d in tool.decisions]
+            if tool.children:
+                extra["ch"] = [self.row(child) for child in tool.children]
+            todo = present.todos(tool.name, tool.input)
+            if todo is not None:
+                extra["todo"] = todo
+            task = present.subagent_task(tool.name, tool.input)
+            if task is not None:
+                extra["sub"] = [task[0], task[1]]  # the prompt is in the input
+        elif item.decision is not None:
+            extra["dec"] = [_decision(item.decision)]
+        if item.kind == "assistant":
+            tree = markdown_tree(item.text)
+            if tree is not None:
+                extra["md"] = tree
+                row[2] = ""
+        if item.kind == "result" and item.turn is not None:
+            extra["lbl"] = present.result_word(item.turn)
+        elif item.label:
+            extra["lbl"] = item.label
+        if item.abandoned:
+            extra["ab"] = 1
+        call_id = item.call_id
+        if call_id and call_id not in self.told and call_id in self.figures:
+            self.told.add(call_id)
+            extra["fig"] = self.figures[call_id].summary()
+        if extra:
+            row.append(extra)
+        return row
 
 
 def _detail_text(value: Any) -> str:
@@ -152,15 +187,25 @@ def report_data(
     end = max((r.end_s for r in rows), default=0.0)
     if events:
         end = max(end, events[-1].t)
+    tree = present.trace_tree(
+        session, title=str(rec.name or "claude-code"), end_ns=rec.duration_ns,
+        status=rec.status,
+    )
+    now = present.session_liveness(rec, session)
+    conversation = _Items(present.call_figures(session))
     return {
         "v": 1,
         "title": rec.name or rec.cli_session_id or rec.id,
         "generated": generated or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "tool": f"claudetrace {__version__}",
         "status": rec.status,
+        "started_ms": rec.started_ns // 1_000_000,
+        "live": [now.state, now.detail, present.clock(rec.started_ns, now.last_event_ns),
+                 present.offset(now.last_event_ns)],
         "facts": [list(pair) for pair in facts(rec)],
         "process": process,
-        "conv": [_item(item) for item in build_conversation(events)],
+        "conv": [conversation.row(item) for item in build_conversation(events)],
+        "trace": [row.as_list() for row in present.trace_rows(tree, rec.started_ns)],
         "tl": _timeline(rows, end),
         "cp": [
             [

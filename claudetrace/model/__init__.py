@@ -11,6 +11,7 @@ Pure: no I/O, no database, no OpenTelemetry.
 
 from __future__ import annotations
 
+from .liveness import LIVENESS_STATES, Liveness, liveness
 from .session import (
     COST_SOURCES,
     FAILED,
@@ -32,11 +33,13 @@ from .usage import TOKEN_TYPES, Usage
 __all__ = [
     "COST_SOURCES",
     "FAILED",
+    "LIVENESS_STATES",
     "STATUSES",
     "TOKEN_TYPES",
     "ControlRoundTrip",
     "Cost",
     "CostSource",
+    "Liveness",
     "ModelCall",
     "Outcome",
     "Session",
@@ -46,4 +49,5 @@ __all__ = [
     "Turn",
     "Usage",
     "fold",
+    "liveness",
 ]

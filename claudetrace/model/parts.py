@@ -176,6 +176,9 @@ class Turn:
     api_error: str | None = None
     #: The CLI's ``num_turns`` for this turn (API round trips).
     num_turns: int | None = None
+    #: The result's ``stop_reason``: how the turn's last model call stopped (the
+    #: CLI's assistant lines say null when partial messages are off).
+    stop_reason: str | None = None
     #: The result's ``usage`` (the main agent's tokens, as the CLI printed them).
     result_usage: Usage | None = None
     #: ``total_cost_usd`` of the result: the CLI's running total.

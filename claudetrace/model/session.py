@@ -209,6 +209,7 @@ class Session:
         flag = msg.get("is_error")
         turn.is_error = flag if isinstance(flag, bool) else bool(
             subtype and subtype.startswith("error"))
+        turn.stop_reason = opt_str(msg.get("stop_reason"))
         num_turns = msg.get("num_turns")
         if isinstance(num_turns, int) and not isinstance(num_turns, bool):
             turn.num_turns = num_turns

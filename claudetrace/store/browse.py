@@ -40,6 +40,16 @@ class Filters:
     min_cost: float | None = None
     max_cost: float | None = None
     text: str = ""
+    #: Sessions that called one of these tools.
+    tools: tuple[str, ...] = ()
+    #: Sessions with one of these tags, each ``key=value``.
+    tags: tuple[str, ...] = ()
+    #: Sessions with one of these statuses (:data:`claudetrace.model.STATUSES`).
+    statuses: tuple[str, ...] = ()
+    #: Sessions run in one of these folders (the recording's ``cwd``: its project).
+    projects: tuple[str, ...] = ()
+    #: Sessions from one of these sources (``proxy``, ``import``, ``transcript`` …).
+    sources: tuple[str, ...] = ()
 
     @property
     def since_ns(self) -> int | None:
@@ -67,7 +77,14 @@ class Filters:
             out["max_cost"] = repr(self.max_cost)
         if self.text:
             out["q"] = self.text
+        for key, values in self._lists().items():
+            if values:
+                out[key] = _joined(values)
         return out
+
+    def _lists(self) -> dict[str, tuple[str, ...]]:
+        return {"tool": self.tools, "tag": self.tags, "status": self.statuses,
+                "cwd": self.projects, "source": self.sources}
 
     @classmethod
     def from_params(cls, params: Mapping[str, str]) -> Filters:
@@ -81,10 +98,39 @@ class Filters:
             min_cost=_float(params.get("min_cost")),
             max_cost=_float(params.get("max_cost")),
             text=params.get("q", "").strip(),
+            tools=_split(params.get("tool")),
+            tags=_split(params.get("tag")),
+            statuses=_split(params.get("status")),
+            projects=_split(params.get("cwd")),
+            sources=_split(params.get("source")),
         )
 
     def with_(self, **changes: Any) -> Filters:
         return replace(self, **changes)
+
+
+#: Parameters named in :meth:`Filters.to_params`, in the order the URL shows them.
+PARAMS = ("since", "until", "model", "errors", "min_cost", "max_cost", "q", "tool", "tag",
+          "status", "cwd", "source")
+
+
+def _joined(values: Sequence[str]) -> str:
+    """Several values in one URL parameter: JSON when one holds a comma (a path may)."""
+    if any("," in v or v.startswith("[") for v in values):
+        return json.dumps(list(values), ensure_ascii=False)
+    return ",".join(values)
+
+
+def _split(value: str | None) -> tuple[str, ...]:
+    if not value:
+        return ()
+    if value.startswith("["):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return ()
+        return tuple(str(v) for v in parsed if v) if isinstance(parsed, list) else ()
+    return tuple(v for v in value.split(",") if v)
 
 
 def _day_ns(day: dt.date) -> int:
@@ -137,6 +183,7 @@ SUMMARY_COLUMNS = (
     Recording.host,
     Recording.pid,
     Recording.source,
+    Recording.cwd,
     Recording.event_count,
     Recording.turns,
     Recording.num_turns,
@@ -198,6 +245,21 @@ def _filtered(store: Store, filters: Filters) -> Any:
         stmt = stmt.where(_R.cost_usd >= filters.min_cost)
     if filters.max_cost is not None:
         stmt = stmt.where(_R.cost_usd <= filters.max_cost)
+    if filters.tools:
+        stmt = stmt.where(_R.id.in_(
+            select(_T.recording_id).where(_T.kind == "use", _T.tool_name.in_(list(filters.tools)))
+        ))
+    if filters.projects:
+        stmt = stmt.where(_R.cwd.in_(list(filters.projects)))
+    if filters.sources:
+        stmt = stmt.where(_R.source.in_(list(filters.sources)))
+    if filters.statuses:
+        ended = [s for s in filters.statuses if s not in ("running", "incomplete")]
+        open_ = ("running" in filters.statuses or "incomplete" in filters.statuses)
+        stmt = stmt.where(or_(
+            _R.outcome.in_(ended),
+            _R.ended_ns.is_(None) if open_ else literal(False),
+        ))
     if filters.errors_only:
         stmt = stmt.where(
             or_(
@@ -223,7 +285,62 @@ def list_sessions(store: Store, filters: Filters, *, limit: int | None = None) -
         recs = list(s.scalars(stmt))
     if filters.errors_only:
         recs = [r for r in recs if r.status in FAILED or (r.status != "running" and r.tool_errors)]
+    if filters.statuses:
+        recs = [r for r in recs if r.status in filters.statuses]
+    if filters.tags:
+        wanted = set(filters.tags)
+        recs = [r for r in recs if wanted & {f"{k}={v}" for k, v in (r.tags or {}).items()}]
     return recs
+
+
+def first_prompts(
+    store: Store, recording_ids: Sequence[str], *, limit: int = 200
+) -> dict[str, str]:
+    """The first prompt of each recording (at most ``limit`` characters, one line).
+
+    Two indexed queries for a page of the list: the first ``user`` line the host
+    sent in each recording (``ix_events_recording_type``), then those lines.
+    """
+    ids = list(recording_ids)
+    if not ids:
+        return {}
+    out: dict[str, str] = {}
+    with _guard("read first prompts"), store.engine.connect() as conn:
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            firsts = (
+                select(_E.recording_id, func.min(_E.seq).label("seq"))
+                .where(_E.recording_id.in_(chunk), type_in(["user"]), _E.direction == "in")
+                .group_by(_E.recording_id)
+                .subquery()
+            )
+            rows = conn.execute(
+                select(_E.recording_id, _E.seq, _E.data).join(
+                    firsts, (_E.recording_id == firsts.c.recording_id) & (_E.seq == firsts.c.seq))
+            )
+            for rid, seq, data in rows:
+                text = searchable_text(Event(seq, "in", 0, bytes(data)))
+                text = " ".join(text.split())
+                out[rid] = text if len(text) <= limit else text[: limit - 1] + "…"
+    return out
+
+
+def choices(store: Store) -> dict[str, list[str]]:
+    """What the list's filters offer: the tools called, tags, projects and sources seen."""
+    with _guard("list filter choices"), store.engine.connect() as conn:
+        tools = conn.execute(
+            select(_T.tool_name).where(_T.kind == "use", _T.tool_name.is_not(None)).distinct()
+        ).scalars()
+        tool_names = sorted(str(t) for t in tools)
+        projects = sorted(str(c) for c in conn.execute(
+            select(_R.cwd).where(_R.cwd.is_not(None), _R.cwd != "").distinct()).scalars())
+        sources = sorted(str(c) for c in conn.execute(select(_R.source).distinct()).scalars())
+        pairs: set[str] = set()
+        for tags in conn.execute(select(_R.tags)).scalars():
+            if isinstance(tags, dict):
+                pairs.update(f"{k}={v}" for k, v in tags.items())
+    return {"tools": tool_names, "tags": sorted(pairs), "projects": projects,
+            "sources": sources}
 
 
 def _text_hits(store: Store, scanned: Any, needle: str) -> list[str]:

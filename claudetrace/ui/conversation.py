@@ -27,7 +27,16 @@ from ..model.events import Event
 from ..model.protocol import message_error, result_text
 from ..transcript import line_label, marker_text
 
-ItemKind = Literal["user", "assistant", "thinking", "tool", "result", "system", "error", "stderr"]
+ItemKind = Literal[
+    "user", "assistant", "thinking", "tool", "result", "system", "error", "stderr",
+    "compaction", "rewind",
+]
+#: What a user line that is no prompt is (an imported transcript's ``claudetrace_kind``),
+#: in words; steering and teammate messages are said to the model as prompts are.
+USER_KINDS = {
+    "steering": "steering", "teammate": "teammate message", "command": "command",
+    "meta": "meta", "interrupt": "interrupt", "compact_summary": "compaction summary",
+}
 
 #: Lines that are noise in a conversation (deltas, keep-alives).
 _SKIPPED_TYPES = frozenset({"stream_event", "keep_alive"})
@@ -102,6 +111,12 @@ class Item:
     data: dict[str, Any] = field(default_factory=dict)
     #: The turn a ``result`` item ends.
     turn: Turn | None = None
+    #: The model call (API message id) an assistant, thinking or tool item is part of.
+    call_id: str | None = None
+    #: What a user item is when it is no plain prompt (``steering``, ``teammate message``…).
+    label: str | None = None
+    #: Part of a branch the user rewound (a later ``rewind`` item says so).
+    abandoned: bool = False
 
 
 class _Builder:
@@ -113,6 +128,8 @@ class _Builder:
         # its control round trips are looked up as they come.
         self.controls: dict[int, ControlRoundTrip] = {}
         self._controls_seen = 0
+        #: Prompt items by their line's uuid (a rewind names the prompts it abandons).
+        self.prompts: dict[str, Item] = {}
 
     def trip(self, seq: int) -> ControlRoundTrip | None:
         """The session's control round trip whose request is line ``seq``."""
@@ -190,9 +207,22 @@ class _Builder:
         text = "\n".join(t for t in texts if t)
         if not text:
             return
-        if ev.direction == "in" or ev.fields.parent_tool_use_id:
+        msg = ev.message or {}
+        kind = msg.get("claudetrace_kind")
+        if kind == "compact_summary" or msg.get("isCompactSummary") is True:
+            self.add(ev, "compaction", text, label="compaction summary")
+        elif isinstance(kind, str):
+            said = kind in ("steering", "teammate")
+            self.add(ev, "user" if said else "system", text, label=USER_KINDS.get(kind, kind),
+                     data={"role": "user"})
+        elif ev.direction == "in" or ev.fields.parent_tool_use_id:
             # The host's prompt, or the prompt the CLI gives a subagent.
-            self.add(ev, "user", text)
+            running = self.queued_behind(ev.seq) if ev.direction == "in" else None
+            item = self.add(ev, "user", text,
+                            label=None if running is None
+                            else f"steering (sent while turn {running.number} ran)")
+            if ev.fields.uuid and not ev.fields.parent_tool_use_id:
+                self.prompts[ev.fields.uuid] = item
         else:
             # The CLI's own user lines (command output after set_model, replays),
             # and an imported transcript's that are no prompt (steering …).
@@ -204,19 +234,45 @@ class _Builder:
         error = message_error(ev)
         if error:
             self.add(ev, "error", f"assistant error: {error}", is_error=True)
+        message = (ev.message or {}).get("message")
+        call_id = message.get("id") if isinstance(message, dict) else None
+        call_id = call_id if isinstance(call_id, str) else None
         for block in message_blocks(ev):
             if block.kind == "text":
-                self.add(ev, "assistant", block.text)
+                self.add(ev, "assistant", block.text, call_id=call_id)
             elif block.kind == "thinking":
-                self.add(ev, "thinking", "[redacted]" if block.redacted else block.text)
+                self.add(ev, "thinking", "[redacted]" if block.redacted else block.text,
+                         call_id=call_id)
             elif block.kind == "tool_use":
                 call = self.tool(block.id or f"seq{ev.seq}", block.name)
                 if call.input is None:
                     call.input = block.input
-                self.add(ev, "tool", call.name, tool=call)
+                self.add(ev, "tool", call.name, tool=call, call_id=call_id)
             else:
                 raw = block.raw if isinstance(block.raw, dict) else {}
                 self.add(ev, "system", f"{block.label} {_compact(block.raw)}", data=raw)
+
+    def queued_behind(self, seq: int) -> Turn | None:
+        """The turn still under way when the prompt at line ``seq`` was sent, if any."""
+        turns = self.session.turns
+        for i in range(len(turns) - 1, -1, -1):
+            if turns[i].start_seq == seq:
+                before = turns[i - 1] if i else None
+                if before is not None and (before.end_seq is None or before.end_seq > seq):
+                    return before
+                return None
+        return None
+
+    def abandon(self, prompt_uuids: list[str]) -> None:
+        """Mark the items from the first of these prompts on as an abandoned branch."""
+        firsts = [self.prompts[u].seq for u in prompt_uuids if u in self.prompts]
+        if not firsts:
+            return
+        start = min(firsts)
+        for item in reversed(self.items):
+            if item.seq < start:
+                break
+            item.abandoned = True
 
     def result(self, ev: Event) -> None:
         turn = self.turn_ended_at(ev.seq)
@@ -250,6 +306,23 @@ class _Builder:
                 f"session started · model {msg.get('model')} · CLI {msg.get('claude_code_version')}"
             )
             self.add(ev, "system", text, data=rest)
+        elif subtype == "compact_boundary":
+            meta = msg.get("compactMetadata") or msg.get("compact_metadata")
+            meta = meta if isinstance(meta, dict) else {}
+            bits = [str(meta["trigger"])] if isinstance(meta.get("trigger"), str) else []
+            tokens = meta.get("preTokens", meta.get("pre_tokens"))
+            if isinstance(tokens, int):
+                bits.append(f"{tokens:,} tokens before")
+            text = "conversation compacted" + (f" ({', '.join(bits)})" if bits else "")
+            self.add(ev, "compaction", text, data=rest)
+        elif subtype == "rewind":
+            gone = msg.get("abandoned_prompts")
+            gone = [g for g in gone if isinstance(g, str)] if isinstance(gone, list) else []
+            self.abandon(gone)
+            count = len(gone)
+            what = "the last prompt" if count == 1 else f"the last {count} prompts"
+            self.add(ev, "rewind", f"rewound: {what} and their answers are an abandoned "
+                     "branch; the conversation goes on from before them", data=rest)
         elif subtype == "api_error" or "error" in subtype:
             self.add(ev, "error", f"{subtype}: {_compact(rest)}", is_error=True, data=rest)
         else:
@@ -338,6 +411,11 @@ class LazyConversation:
         self._lock = threading.Lock()
         #: True once every line has been read.
         self.complete = False
+
+    @property
+    def session(self) -> Session:
+        """The session model as far as the conversation has read."""
+        return self._conversation.session
 
     def part(self, start: int, size: int) -> tuple[list[Item], int | None]:
         """As :meth:`Conversation.part`, reading on as far as that part needs."""

@@ -24,12 +24,13 @@ def started_at(started_ns: int) -> dt.datetime:
     return dt.datetime.fromtimestamp(started_ns / 1e9, tz=dt.timezone.utc)
 
 
-#: The session table's columns, in order: status and exit first after the link, so
-#: they show without scrolling at 1280 px; wide, rarely read ones last.
+#: The session table's columns, in order: status, exit and the first prompt first
+#: after the link, then failed tools, so they show without scrolling at 1280 px;
+#: wide, rarely read ones last.
 TABLE_COLUMNS = (
-    "open", "status", "exit", "started", "duration (s)", "model", "turns", "tool calls",
-    "tokens", "cost ($)", "cost source", "name", "reason", "tags", "tool errors", "lines",
-    "CLI", "id",
+    "open", "status", "exit", "first prompt", "started", "duration (s)", "tool calls",
+    "tool errors", "model", "turns", "tokens", "cost ($)", "cost source", "now", "name",
+    "reason", "tags", "project", "source", "lines", "CLI", "id",
 )
 
 
@@ -54,7 +55,8 @@ def session_row(rec: Recording) -> dict[str, Any]:
         + rec.output_tokens
         + rec.cache_read_tokens
         + rec.cache_creation_tokens,
-        # None when unknown (a model without a price), never 0.
+        # None when unknown (a model without a price, a running session with no
+        # result yet), never 0.
         "cost ($)": None if (cost := rec.cost) is None else round(cost, 6),
         "cost source": rec.cost_origin,
         "tags": tags,
@@ -63,6 +65,11 @@ def session_row(rec: Recording) -> dict[str, Any]:
         "lines": rec.event_count,
         "CLI": rec.claude_code_version or "",
         "session_id": rec.cli_session_id or "",
+        "project": rec.cwd or "",
+        "source": rec.source,
+        # Filled in for the rows shown: the first prompt, a running session's liveness.
+        "first prompt": "",
+        "now": "",
     }
 
 

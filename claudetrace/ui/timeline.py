@@ -36,6 +36,10 @@ COLORS: dict[str, str] = {
 }
 
 
+#: Colour of a span that ended in error, whatever its category.
+ERROR_COLOR = "#d62728"
+
+
 def category(span: SpanRecord) -> str:
     """The waterfall category of a span from the builder."""
     prefix = span.key.split("/", 1)[0].split("#", 1)[0]
@@ -195,11 +199,14 @@ def waterfall_figure(rows: Sequence[TimelineRow]) -> go.Figure:
                 # A zero-length span still needs a visible sliver.
                 x=[max(rows[i].end_s - rows[i].start_s, 1e-4) for i in picked],
                 base=[rows[i].start_s for i in picked],
+                # A failed span is red whatever its category (a failed tool was a
+                # green bar with a red outline, which read as a success).
                 marker={
-                    "color": color,
+                    "color": [ERROR_COLOR if rows[i].status == "error" else color
+                              for i in picked],
                     "line": {
                         "color": [
-                            "#d62728" if rows[i].status == "error" else color for i in picked
+                            ERROR_COLOR if rows[i].status == "error" else color for i in picked
                         ],
                         "width": 2,
                     },

@@ -9,10 +9,12 @@ first; bodies are shown with ``st.text`` / ``st.code`` / ``st.json``.
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import os
 import re
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -21,7 +23,9 @@ import streamlit as st
 from claudetrace.config import DB_ENV
 from claudetrace.errors import ClaudeTraceError
 from claudetrace.indexer import open_settled_store
-from claudetrace.store import Store
+from claudetrace.model import Session
+from claudetrace.model.events import Event
+from claudetrace.store import Recording, Store
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=^])")
 
@@ -142,3 +146,96 @@ def drawn_first(seconds: float = HEAD_START) -> Iterator[None]:
     left = start + seconds - time.monotonic()
     if left > 0:
         time.sleep(left)
+
+
+@contextmanager
+def no_gc_pauses() -> Iterator[None]:
+    """Build a large structure without the cyclic collector's passes: each one walks
+    every object alive (every line of the recording), and a 200k-line session's
+    spans took a third longer with them.  What is garbage is collected afterwards."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+class Folded:
+    """A recording folded by the session model as far as it is stored, fed what is
+    stored since on each look (a running session's page refreshes every 2 s)."""
+
+    def __init__(self, read: Callable[[int], list[Event]]) -> None:
+        self._read = read
+        self.session = Session()
+        self.next_seq = 0
+        self._lock = threading.Lock()
+
+    def update(self) -> Folded:
+        """Fold what was stored since the last look."""
+        with self._lock:
+            while True:
+                events = self._read(self.next_seq)
+                if not events:
+                    break
+                self.session.add_many(events)
+                self.next_seq = events[-1].seq + 1
+        return self
+
+
+#: Recordings kept folded: the running sessions a list page shows (sessions.LIVE_ROWS)
+#: and the sessions open in pages.
+FOLDED_KEPT = 32
+
+
+@st.cache_resource(show_spinner=False, max_entries=FOLDED_KEPT)
+def _folder(_db: Store, recording_id: str) -> Folded:
+    def read(start_seq: int) -> list[Event]:
+        return list(_db.iter_events(recording_id, start_seq=start_seq, limit=20_000))
+
+    return Folded(read)
+
+
+def folded(db: Store, rec: Recording) -> Folded:
+    """The session model of ``rec`` as far as it is stored."""
+    with no_gc_pauses():
+        return _folder(db, rec.id).update()
+
+
+def pager(count: int, size: int, name: str, what: str, key: str) -> int:
+    """The part (from 1) of ``count`` rows in parts of ``size`` the URL's ``name`` asks
+    for, with a picker when there are several."""
+    pages = max(1, -(-count // size))
+    part = min(int_param(name, 1) or 1, pages)
+    if pages > 1:
+        part = int(st.number_input(
+            f"Part (of {pages}, {size} {what} each)", 1, pages, part, key=key))
+        set_params(**{name: part if part > 1 else None})
+    return part
+
+
+#: The look of the span tree and of rendered Markdown (st.html elements; recorded
+#: texts in them are escaped, see :func:`_trace_html` and ui.markdown.tree_html).
+_STYLE = """<style>
+.ct-trace{border-collapse:collapse;font-size:13px;width:100%}
+.ct-trace th,.ct-trace td{padding:2px 8px;border-bottom:1px solid rgba(128,128,128,.2);
+text-align:left;white-space:nowrap}
+.ct-trace td.n{text-align:right;font-variant-numeric:tabular-nums}
+.ct-trace td.detail{white-space:normal;color:#6b7079}
+.ct-trace .kind{font-size:11px;padding:0 5px;border-radius:6px;margin-right:4px;color:#fff}
+.ct-trace .k-agent{background:#7f7f7f}.ct-trace .k-turn{background:#1f77b4}
+.ct-trace .k-model{background:#9467bd}.ct-trace .k-tool{background:#2ca02c}
+.ct-trace .k-subagent{background:#17becf}
+.ct-trace tr.s-error td{color:#c62828}.ct-trace tr.s-error .kind{background:#c62828}
+.ct-trace .track{position:relative;width:180px;height:10px;background:rgba(128,128,128,.15)}
+.ct-trace .bar{position:absolute;top:0;height:10px;min-width:2px;background:#1f77b4}
+.ct-trace tr.s-error .bar{background:#c62828}.ct-trace tr.s-running .bar{background:#b26a00}
+.ct-md table{border-collapse:collapse}.ct-md th,.ct-md td{border:1px solid rgba(128,128,128,.4);
+padding:2px 8px}.ct-md pre{background:rgba(128,128,128,.12);padding:6px;overflow:auto}
+</style>"""
+
+
+def style() -> None:
+    """Send the page the look of the span tree and of rendered Markdown."""
+    st.html(_STYLE)

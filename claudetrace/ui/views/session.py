@@ -7,11 +7,9 @@ control lines through their index, the raw view one page of metadata.
 
 from __future__ import annotations
 
-import gc
 import io
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import streamlit as st
 
@@ -20,14 +18,17 @@ from claudetrace.errors import ClaudeTraceError
 from claudetrace.model.events import Event
 from claudetrace.store import Recording, Store
 from claudetrace.store import browse as queries
+from claudetrace.ui import present
 from claudetrace.ui.controlplane import ControlRow, control_rows
 from claudetrace.ui.conversation import Item, LazyConversation, ToolCall
+from claudetrace.ui.markdown import markdown_tree, tree_html
 from claudetrace.ui.timeline import LazyTimeline, TimelineRow, waterfall_figure
-from claudetrace.ui.views import common
-from claudetrace.ui.views.common import money, param, plain, seconds, set_params, when
+from claudetrace.ui.views import common, trace
+from claudetrace.ui.views.common import money, param, plain, seconds, set_params
 
 TABS = {
     "conversation": "Conversation",
+    "trace": "Trace",
     "timeline": "Timeline",
     "control": "Control plane",
     "raw": "Raw",
@@ -72,7 +73,7 @@ def page() -> None:
 
 def _body(db: Store, recording_id: str, rec: Recording | None = None) -> None:
     rec = rec or db.get(recording_id)
-    _header(rec)
+    _header(db, rec)
     tab = param("tab", "conversation")
     if tab not in TABS:
         tab = "conversation"
@@ -91,6 +92,8 @@ def _body(db: Store, recording_id: str, rec: Recording | None = None) -> None:
     set_params(tab=tab if tab != "conversation" else None)
     if tab == "conversation":
         _conversation(db, rec)
+    elif tab == "trace":
+        trace.tab(db, rec)
     elif tab == "timeline":
         _timeline(db, rec)
     elif tab == "control":
@@ -99,9 +102,13 @@ def _body(db: Store, recording_id: str, rec: Recording | None = None) -> None:
         _raw(db, rec)
 
 
-def _header(rec: Recording) -> None:
+def _header(db: Store, rec: Recording) -> None:
     status = rec.status
-    cols = st.columns(7)
+    # A running session's page says what it is doing: its liveness needs the
+    # session folded (kept by the server, fed only the lines stored since).
+    session = common.folded(db, rec).session if status == "running" else None
+    head = present.header(rec, session)
+    cols = st.columns(6)
     lost = rec.lost_bytes or 0
     cols[0].metric(
         "Status",
@@ -110,7 +117,7 @@ def _header(rec: Recording) -> None:
         delta_color="inverse",
         help="Bytes forwarded but not recorded (a full disk)" if lost else None,
     )
-    cols[1].metric("Duration", seconds(None if rec.duration_ns is None else rec.duration_ns / 1e9))
+    cols[1].metric("Duration", head.duration)
     cols[2].metric("Turns", rec.turns)
     cols[3].metric(
         "Tool calls",
@@ -122,14 +129,18 @@ def _header(rec: Recording) -> None:
         rec.input_tokens + rec.output_tokens + rec.cache_read_tokens + rec.cache_creation_tokens
     )
     cols[4].metric("Tokens", f"{tokens:,}")
-    cols[5].metric("Cost", money(rec.cost_usd))
-    cols[6].metric("Lines", f"{rec.event_count:,}")
+    # "$0.0019 (estimate)" does not fit a metric: the source goes in the label.
+    cost, estimated = head.cost.removesuffix(" (estimate)"), head.cost.endswith(" (estimate)")
+    cols[5].metric("Cost (estimate)" if estimated else "Cost", cost,
+                   help="Priced by the price table: the CLI reported no cost"
+                   if estimated else None)
     facts = [
         f"id {rec.id}",
-        f"started {when(rec.started_ns)}",
-        f"model {plain(rec.model or '—', 60)}",
-        f"CLI {plain(rec.claude_code_version or '—', 30)}",
-        f"exit {rec.exit_code if rec.signal is None else f'signal {rec.signal}'}",
+        f"{rec.event_count:,} lines",
+        f"started {head.started}",
+        f"model {plain(head.model, 60)}",
+        f"CLI {plain(head.cli, 30)}",
+        f"exit {plain(head.exit, 30)}",
     ]
     if rec.cli_session_id:
         facts.append(f"session_id {plain(rec.cli_session_id, 64)}")
@@ -142,8 +153,15 @@ def _header(rec: Recording) -> None:
         st.error(plain(rec.error, 500))
     for warning in rec.warnings:
         st.warning(plain(warning, 500))
-    if status == "running":
-        st.info("This session is being recorded; the view refreshes while auto-refresh is on.")
+    if head.liveness is not None:
+        live = head.liveness
+        st.info(
+            f"**{plain(live.state, 40)}**"
+            + (f" · {plain(live.detail, 120)}" if live.detail else "")
+            + f" · last event {plain(head.last_event, 60)}"
+            + " · the view refreshes while auto-refresh is on.",
+            icon=":material/hourglass_top:" if live.state == "awaiting approval" else None,
+        )
     elif status == "incomplete":
         why = rec.status_reason or "the recording stopped without an end (the proxy died?)"
         st.warning(f"Incomplete: {plain(why, 500)}. This is what was saved.")
@@ -169,7 +187,7 @@ def _conversation_part(db: Store, rec: Recording) -> tuple[int, list[Item], int 
     """The part of the conversation the URL asks for: its first line, items, the next part's."""
     start = common.int_param("from")
     conversation = _lazy_conversation(db, rec.id, rec.event_count, rec.ended_ns is not None)
-    with _no_gc_pauses():
+    with common.no_gc_pauses():
         items, following = conversation.part(start, CONVERSATION_PAGE)
     return start, items, following
 
@@ -183,8 +201,12 @@ def _conversation(db: Store, rec: Recording) -> None:
             st.rerun()
     if not items:
         st.info("Nothing to show in this part of the conversation.")
+    conversation = _lazy_conversation(db, rec.id, rec.event_count, rec.ended_ns is not None)
+    shown = _Shown(rec.started_ns, present.call_figures(
+        conversation.session))
+    common.style()
     for item in items:
-        _item(item, 0)
+        _item(item, 0, shown)
     if following is not None:
         st.caption(f"Conversation continues after line {following - 1}.")
         if st.button("Next part →", key="conv_next"):
@@ -195,34 +217,76 @@ def _conversation(db: Store, rec: Recording) -> None:
 _ROLE = {"user": "user", "assistant": "assistant"}
 
 
-def _item(item: Item, depth: int) -> None:
+class _Shown:
+    """What the items of one page share: the start (for wall-clock times) and each
+    model call's figures, said once, under the first item of the call."""
+
+    def __init__(self, started_ns: int, figures: dict[str, present.CallFigures]) -> None:
+        self.started_ns = started_ns
+        self.figures = figures
+        self.told: set[str] = set()
+
+    def meta(self, item: Item) -> str:
+        """``line 12 · 05:40:01.532 UTC · +0.532s``, and the call's figures the first time."""
+        at = round(item.t * 1e9)
+        bits = [f"line {item.seq}", present.clock(self.started_ns, at) + " UTC",
+                present.offset(at)]
+        if item.abandoned:
+            bits.insert(0, "abandoned branch")
+        fig = self.figures.get(item.call_id) if item.call_id else None
+        if fig is not None and item.call_id not in self.told:
+            self.told.add(fig.call.id)
+            bits.append(fig.summary())
+        return " · ".join(plain(b, 300) for b in bits)
+
+
+def _item(item: Item, depth: int, shown: _Shown) -> None:
     if item.kind in _ROLE:
         with st.chat_message(_ROLE[item.kind]):
-            st.text(item.text)
+            if item.label:
+                st.caption(plain(item.label, 80))
+            tree = markdown_tree(item.text) if item.kind == "assistant" else None
+            if tree is not None:
+                st.html(f'<div class="ct-md">{tree_html(tree)}</div>')
+            else:
+                st.text(item.text)
+            st.caption(shown.meta(item))
     elif item.kind == "thinking":
         with st.expander(f"Thinking · line {item.seq}", expanded=False):
             st.text(item.text)
     elif item.kind == "tool" and item.tool is not None:
-        _tool(item, depth)
+        _tool(item, depth, shown)
     elif item.kind == "result":
-        (st.error if item.is_error else st.success)(f"Result · {plain(_result_label(item))}")
+        (st.error if item.is_error else st.success)(
+            f"Result · {plain(_result_label(item))} · {shown.meta(item)}")
+    elif item.kind == "compaction":
+        if item.label:  # the summary the conversation goes on from
+            with st.expander(f"Compaction summary · {shown.meta(item)}", expanded=False,
+                             icon=":material/compress:"):
+                st.text(item.text)
+        else:
+            st.info(f"{plain(item.text, 200)} · {shown.meta(item)}", icon=":material/compress:")
+    elif item.kind == "rewind":
+        st.warning(f"{plain(item.text, 300)} · {shown.meta(item)}", icon=":material/undo:")
     elif item.kind in ("error", "stderr"):
         with st.container(border=True):
-            st.caption(f"{'stderr' if item.kind == 'stderr' else 'error'} · line {item.seq}")
+            st.caption(f"{'stderr' if item.kind == 'stderr' else 'error'} · {shown.meta(item)}")
             st.code(item.text[:5000], language=None, wrap_lines=True)
     elif item.decision is not None:
         d = item.decision
         st.caption(f"{d.kind} {plain(d.name, 80)} → {plain(d.outcome, 40)} · line {item.seq}")
     else:
-        st.caption(f"{plain(item.text, 240)} · line {item.seq}")
+        label = f"{plain(item.label, 40)}: " if item.label else ""
+        st.caption(f"{label}{plain(item.text, 240)} · line {item.seq}")
 
 
 def _result_label(item: Item) -> str:
-    """A turn's end as the session model has it: how it ended, how long, what it cost."""
+    """A turn's end as the session model has it: error or success (the result's
+    ``is_error`` decides, whatever its subtype), how long, what it cost."""
     turn = item.turn
     if turn is None:
-        return "result"
-    bits = [turn.result_subtype or "result"]
+        return "error" if item.is_error else "result"
+    bits = [present.result_word(turn)]
     if turn.end_ns is not None:
         bits.append(seconds((turn.end_ns - turn.start_ns) / 1e9))
     if turn.cost_by_model:
@@ -232,28 +296,69 @@ def _result_label(item: Item) -> str:
     return " · ".join(bits)
 
 
-def _tool(item: Item, depth: int) -> None:
+def _tool(item: Item, depth: int, shown: _Shown) -> None:
     call = item.tool
     assert call is not None
     state = "failed" if call.is_error else ("ok" if call.answered else "no result")
+    todo = present.todos(call.name, call.input)
+    task = present.subagent_task(call.name, call.input)
+    if task is not None:
+        _subagent(item, task, state, depth, shown)
+        return
     label = f"Tool {plain(call.name, 80)} · {state} · line {item.seq}"
+    if todo is not None:
+        label += f" · {present.todo_summary(todo)}"
     if call.decisions:
         label += " · " + ", ".join(f"{d.kind} {plain(d.outcome, 20)}" for d in call.decisions)
     with st.expander(
         label,
         expanded=call.is_error,
-        icon=":material/error:" if call.is_error else ":material/build:",
+        icon=":material/error:" if call.is_error else (
+            ":material/checklist:" if todo is not None else ":material/build:"),
     ):
+        st.caption(shown.meta(item))
+        if todo is not None:
+            st.text(present.todo_text(todo))
         # One block of text, not an element per part: a page holds hundreds of calls.
         # st.text, not st.code: a code block makes the browser load and run
         # Streamlit's syntax highlighter (a 1.5 MB script, ~0.3 s of a 200k-line
         # session's page), for blocks that are collapsed.
         st.text(_tool_text(call))
-        if call.children:
-            st.caption(f"subagent · {len(call.children)} items")
+        if call.children:  # a tool other than Agent/Task whose lines nest (rare)
             with st.container(border=True):
                 for child in call.children:
-                    _item(child, depth + 1)
+                    _item(child, depth + 1, shown)
+
+
+def _subagent(
+    item: Item, task: tuple[str, str, str], state: str, depth: int, shown: _Shown
+) -> None:
+    """An Agent/Task call as what it is: a prompt to a subagent, its work, its answer."""
+    call = item.tool
+    assert call is not None
+    kind, description, prompt = task
+    label = f"Subagent {plain(kind, 60)}"
+    if description:
+        label += f" · {plain(description, 80)}"
+    label += f" · {state} · line {item.seq} · {len(call.children)} items"
+    with st.expander(label, expanded=call.is_error,
+                     icon=":material/error:" if call.is_error else ":material/smart_toy:"):
+        st.caption(shown.meta(item))
+        st.caption("prompt")
+        st.text(prompt[:20000] or "(none recorded)")
+        for d in call.decisions:
+            st.caption(f"{d.kind} {plain(d.name, 80)} → {plain(d.outcome, 40)}")
+        if call.children:
+            with st.container(border=True):
+                for child in call.children:
+                    _item(child, depth + 1, shown)
+        st.caption("answer (error)" if call.is_error else "answer")
+        answer = call.result
+        tree = markdown_tree(answer) if answer else None
+        if tree is not None:
+            st.html(f'<div class="ct-md">{tree_html(tree)}</div>')
+        else:
+            st.text(answer[:20000] if answer is not None else "(no answer yet)")
 
 
 def _tool_text(call: ToolCall) -> str:
@@ -276,20 +381,6 @@ def _tool_text(call: ToolCall) -> str:
 # They are keyed by the recording's line count, so a live session's grow.
 
 
-@contextmanager
-def _no_gc_pauses() -> Iterator[None]:
-    """Build a large structure without the cyclic collector's passes: each one walks
-    every object alive (every line of the recording), and a 200k-line session's
-    spans took a third longer with them.  What is garbage is collected afterwards."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 @st.cache_resource(show_spinner=False, max_entries=4)
 def _lazy_timeline(
     _db: Store, recording_id: str, event_count: int, ended: bool
@@ -307,7 +398,7 @@ def _timeline_rows(db: Store, rec: Recording) -> tuple[LazyTimeline, int, list[T
     """The timeline, the part the URL asks for and the rows built as far as it needs."""
     timeline = _lazy_timeline(db, rec.id, rec.event_count, rec.ended_ns is not None)
     part = common.int_param("part", 1) or 1
-    with st.spinner("Building spans…"), _no_gc_pauses():
+    with st.spinner("Building spans…"), common.no_gc_pauses():
         rows = timeline.rows(part * TIMELINE_PAGE + 1)
     return timeline, part, rows
 
@@ -340,7 +431,7 @@ def _control_rows(
     _db: Store, recording_id: str, event_count: int, ended: bool
 ) -> list[ControlRow]:
     """The control round trips of a recording (once per recording and line count)."""
-    with _no_gc_pauses():
+    with common.no_gc_pauses():
         return control_rows(queries.control_events(_db, recording_id))
 
 
@@ -363,12 +454,7 @@ def _control(db: Store, rec: Recording) -> None:
     if not rows:
         st.info("No control requests in this session.")
         return
-    pages = max(1, -(-len(rows) // CONTROL_PAGE))
-    part = min(common.int_param("cpart", 1) or 1, pages)
-    if pages > 1:
-        part = int(st.number_input(
-            f"Part (of {pages}, {CONTROL_PAGE} requests each)", 1, pages, part, key="cp_part"))
-        set_params(cpart=part if part > 1 else None)
+    part = common.pager(len(rows), CONTROL_PAGE, "cpart", "requests", "cp_part")
     shown = rows[(part - 1) * CONTROL_PAGE : part * CONTROL_PAGE]
     st.dataframe([r.as_dict() for r in shown], hide_index=True, key="control_table")
 
@@ -453,6 +539,7 @@ def _expand_line(db: Store, rec: Recording, first_seq: int) -> None:
 #: tab draws anything.
 _READS: dict[str, Callable[[Store, Recording], object]] = {
     "conversation": _conversation_part,
+    "trace": trace.read_rows,
     "timeline": _timeline_rows,
     "control": _control_plane_rows,
     "raw": _raw_types,

@@ -1,0 +1,545 @@
+"""The presentation model: what the session browser and the HTML report both draw.
+
+Built from the session model (:class:`~claudetrace.model.Session`) by pure
+functions, with no second walk of the recording's events:
+
+- :func:`call_figures`: per model call, its tokens (input, output, cache read,
+  cache write), its share of the turn's cost, its latency (from the request the
+  CLI sent, i.e. the prompt or the last tool result of its lane, to its last
+  line), its time to first token (streamed calls: ``message_start`` after the
+  request), its stop reason and error;
+- :func:`trace_tree`: the span tree people know from Phoenix and Langfuse,
+  agent → turn → model call / tool, a subagent's calls and tools nested under
+  the Agent/Task tool call that ran it, each node with its duration, tokens,
+  cost and status (errors marked);
+- :func:`header`: the figures a session's page shows on top, with what is not
+  known yet said so (``—``, ``not yet``) rather than ``None`` or ``$0.0000``,
+  and the session's :func:`~claudetrace.model.liveness.liveness`;
+- :func:`clock` and :func:`offset`: a wall-clock time beside a time since the start.
+"""
+
+from __future__ import annotations
+
+import bisect
+import datetime as dt
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ..model import ModelCall, Session, ToolCall, Turn, Usage
+from ..model.liveness import Liveness, liveness
+
+#: Relative price of each token type (Anthropic prices every Claude model in these
+#: ratios: output 5x input, cache write 1.25x, cache read 0.1x): how a turn's cost,
+#: which the CLI reports per turn and model, is shared among the turn's calls.
+_PRICE_WEIGHT: Final = {"input": 1.0, "output": 5.0, "cache_read": 0.1, "cache_creation": 1.25}
+
+
+def clock(started_ns: int, at_ns: int | None) -> str:
+    """The wall-clock time (UTC, to the millisecond) of offset ``at_ns`` in a recording."""
+    if at_ns is None:
+        return "—"
+    moment = dt.datetime.fromtimestamp((started_ns + at_ns) / 1e9, tz=dt.timezone.utc)
+    return moment.strftime("%H:%M:%S.") + f"{moment.microsecond // 1000:03d}"
+
+
+def offset(ns: int | None) -> str:
+    """A time since the start, short and bounded in width: ``+0.532s``, ``+12m05s``, ``+3h02m``."""
+    if ns is None:
+        return "—"
+    seconds = max(0, ns) / 1e9
+    if seconds < 60:
+        return f"+{seconds:.3f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"+{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 100:
+        return f"+{hours}h{minutes:02d}m"
+    return f"+{hours // 24}d"
+
+
+def duration(ns: int | None) -> str:
+    """``532 ms``, ``2.41 s``, ``3.2 min``; ``—`` when unknown."""
+    if ns is None:
+        return "—"
+    ms = ns / 1e6
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    return f"{ms / 1000:.2f} s" if ms < 120_000 else f"{ms / 60_000:.1f} min"
+
+
+def money(value: float | None) -> str:
+    return "—" if value is None else f"${value:.4f}"
+
+
+def tokens_text(usage: Usage) -> str:
+    """``1,200 in · 80 out · cache 900 read / 120 write`` (the cache part when there is one)."""
+    text = f"{usage.input:,} in · {usage.output:,} out"
+    if usage.cache_read or usage.cache_creation:
+        text += f" · cache {usage.cache_read:,} read / {usage.cache_creation:,} write"
+    return text
+
+
+# -- model calls ------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class CallFigures:
+    """What a model call cost and how long it took (times are ns offsets)."""
+
+    call: ModelCall
+    #: When the CLI sent the request: the turn's prompt, or the last tool result
+    #: (or model call) of its lane before it.
+    request_ns: int
+    #: The call's share of its turn's cost for its model, or its price by the
+    #: table (None: unknown).
+    cost_usd: float | None
+    #: ``message_start`` after the request (streamed calls only).
+    ttft_ns: int | None
+    #: The call's last line (a call the host never saw: its subagent's end).
+    end_ns: int
+    #: ``cli`` (a share of the turn's cost the CLI reported) or ``estimate``.
+    cost_source: str = "cli"
+    #: The call's stop reason: its own, else (the turn's last call) its result's.
+    stop_reason: str | None = None
+
+    @property
+    def latency_ns(self) -> int:
+        return max(0, self.end_ns - self.request_ns)
+
+    @property
+    def usage(self) -> Usage:
+        return self.call.usage
+
+    def summary(self) -> str:
+        """One line: model, tokens, cost, latency, time to first token, stop reason."""
+        bits = [self.call.model or "model", tokens_text(self.usage)]
+        if self.cost_usd is not None:
+            bits.append(money(self.cost_usd) + (
+                " (estimate)" if self.cost_source == "estimate" else ""))
+        bits.append(duration(self.latency_ns))
+        if self.ttft_ns is not None:
+            bits.append(f"first token {duration(self.ttft_ns)}")
+        if self.stop_reason:
+            bits.append(self.stop_reason)
+        if self.call.error:
+            bits.append(f"error: {self.call.error}")
+        return " · ".join(bits)
+
+
+def _weight(usage: Usage) -> float:
+    return sum(_PRICE_WEIGHT[kind] * usage.get(kind) for kind in _PRICE_WEIGHT)
+
+
+def call_figures(session: Session, *, estimate: bool = True) -> dict[str, CallFigures]:
+    """The figures of every model call of ``session``, by call id.
+
+    A call's cost is its share of what the CLI reported for its turn and model
+    when the CLI reported costs; else the price table's for the call
+    (:meth:`~claudetrace.model.Session.call_price`, an estimate) unless
+    ``estimate`` is False; None for a model without a price.
+    """
+    cli = session.cli_cost_reported
+    # Per lane, the times at which the CLI sent something to the model: the turn's
+    # prompt (main lane), a subagent's start, each tool's result.
+    marks: dict[str | None, list[int]] = {}
+    for turn in session.turns:
+        marks.setdefault(None, []).append(turn.start_ns)
+    for agent in session.subagents.values():
+        marks.setdefault(agent.tool_use_id, []).append(agent.start_ns)
+    for tool in session.tools.values():
+        if tool.end_ns is not None:
+            marks.setdefault(tool.lane, []).append(tool.end_ns)
+    for lane_marks in marks.values():
+        lane_marks.sort()
+    out: dict[str, CallFigures] = {}
+    for turn in session.turns:
+        shares: dict[str, float] = {}
+        for model, cost in turn.cost_by_model.items() if cli else ():
+            calls = [c for c in turn.calls if (c.model or session.model or "unknown") == model]
+            total = sum(_weight(c.usage) for c in calls)
+            for c in calls:
+                shares[c.id] = cost * (_weight(c.usage) / total if total else 1 / len(calls))
+        previous_end: dict[str | None, int] = {}
+        for call in sorted(turn.calls, key=lambda c: c.start_ns):
+            lane_marks = marks.get(call.lane, [])
+            at = bisect.bisect_right(lane_marks, call.start_ns)
+            request = max(
+                lane_marks[at - 1] if at else turn.start_ns,
+                previous_end.get(call.lane, turn.start_ns),
+            )
+            request = max(request, turn.start_ns) if call.lane is None else request
+            request = min(request, call.start_ns)  # never after its own first line
+            previous_end[call.lane] = call.end_ns
+            end = call.end_ns
+            runner = session.subagents.get(call.lane) if call.lane else None
+            if not call.observed and runner is not None:
+                # Counted by the CLI for a subagent whose lines the host never saw:
+                # it ran within the subagent.
+                request, end = runner.start_ns, runner.end_ns or end
+            ttft = call.start_ns - request if call.streamed and call.observed else None
+            share = shares.get(call.id) if cli else (
+                session.call_price(call) if estimate else None)
+            out[call.id] = CallFigures(call, request, share, ttft, end,
+                                       "cli" if cli else "estimate", call.stop_reason)
+        last = [c for c in turn.calls if c.lane is None and c.observed]
+        if last and turn.done and out[last[-1].id].stop_reason is None:
+            out[last[-1].id].stop_reason = turn.stop_reason
+    return out
+
+
+# -- the span tree ----------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class TraceNode:
+    """One node of the span tree (times are ns offsets from the recording's start)."""
+
+    kind: str  # agent, turn, model, tool, subagent
+    label: str
+    start_ns: int
+    end_ns: int | None
+    #: ``ok``, ``error`` or ``running`` (no end yet).
+    status: str
+    usage: Usage | None = None
+    cost_usd: float | None = None
+    #: What else a person reads about the node (stop reason, first token, outcome…).
+    detail: str = ""
+    children: list[TraceNode] = field(default_factory=list)
+
+    @property
+    def duration_ns(self) -> int | None:
+        return None if self.end_ns is None else max(0, self.end_ns - self.start_ns)
+
+
+@dataclass(slots=True)
+class _Index:
+    """What building the tree looks up: the calls' figures, the tools by lane and turn."""
+
+    session: Session
+    figures: dict[str, CallFigures]
+    tools: dict[tuple[str | None, int], list[ToolCall]]
+
+
+def _tool_node(index: _Index, tool: ToolCall) -> TraceNode:
+    status = {"ok": "ok", "error": "error"}.get(tool.outcome, "running")
+    bits = [tool.outcome if tool.outcome != "unfinished" else "no result yet"]
+    if tool.permission is not None:
+        bits.append(f"permission {tool.permission.verdict}")
+    bits += [f"hook {h.hook_event or '?'} {h.verdict}" for h in tool.hooks]
+    node = TraceNode("tool", tool.name, tool.start_ns, tool.end_ns, status,
+                     detail=" · ".join(bits))
+    agent = index.session.subagents.get(tool.id)
+    if agent is not None:
+        sub = TraceNode(
+            "subagent", agent.subagent_type or "subagent", agent.start_ns,
+            agent.end_ns if agent.end_ns is not None else tool.end_ns,
+            "error" if agent.status in ("failed", "killed") or tool.is_error else (
+                "running" if agent.end_ns is None and tool.end_ns is None else "ok"),
+            detail=agent.status or "",
+        )
+        sub.children = _lane_nodes(index, tool.id, tool.turn)
+        _add_up(sub)
+        node.children.append(sub)
+        node.usage, node.cost_usd = sub.usage, sub.cost_usd
+    return node
+
+
+def _call_node(fig: CallFigures) -> TraceNode:
+    call = fig.call
+    bits = []
+    if fig.ttft_ns is not None:
+        bits.append(f"first token {duration(fig.ttft_ns)}")
+    if fig.stop_reason:
+        bits.append(fig.stop_reason)
+    if not call.observed:
+        bits.append("not seen on the wire (counted by the CLI)")
+    if call.error:
+        bits.append(f"error: {call.error}")
+    return TraceNode(
+        "model", call.model or "model", fig.request_ns, fig.end_ns,
+        "error" if call.error else "ok", usage=call.usage, cost_usd=fig.cost_usd,
+        detail=" · ".join(bits),
+    )
+
+
+def _lane_nodes(index: _Index, lane: str | None, turn: int) -> list[TraceNode]:
+    """The model calls and tool calls of one lane of a turn, in the order they began."""
+    timed: list[tuple[int, int, TraceNode]] = []
+    turns = index.session.turns
+    for call in turns[turn - 1].calls if 0 < turn <= len(turns) else ():
+        if call.lane == lane and call.id in index.figures:
+            timed.append((call.start_ns, 0, _call_node(index.figures[call.id])))
+    for tool in index.tools.get((lane, turn), ()):
+        timed.append((tool.start_ns, 1, _tool_node(index, tool)))
+    timed.sort(key=lambda entry: (entry[0], entry[1]))
+    return [node for _, _, node in timed]
+
+
+def _add_up(node: TraceNode) -> None:
+    """A node's tokens and cost: what its children's add up to (the cost unknown
+    when a model call's is, or when no child has one)."""
+    usage = Usage()
+    costs = [c.cost_usd for c in node.children if c.kind in ("model", "tool", "subagent")
+             and (c.cost_usd is not None or c.kind == "model")]
+    for child in node.children:
+        if child.usage is not None:
+            usage.add(child.usage)
+    node.usage = usage
+    node.cost_usd = None if not costs or None in costs else sum(
+        c for c in costs if c is not None)
+
+
+def trace_tree(
+    session: Session,
+    *,
+    title: str = "claude-code",
+    end_ns: int | None = None,
+    status: str = "ok",
+    estimate: bool = True,
+) -> TraceNode:
+    """The span tree of ``session``: agent → turn → model call / tool → subagent → …
+
+    ``end_ns`` is the recording's end (None while it runs); ``status`` the
+    session's (:meth:`~claudetrace.model.Session.outcome`): a failure marks the
+    root red.  Costs are the CLI's where it reported them, else the price
+    table's (unless ``estimate`` is False), unknown (None) for a model without
+    a price: :meth:`~claudetrace.model.Session.cost`.
+    """
+    tools: dict[tuple[str | None, int], list[ToolCall]] = {}
+    for tool in session.tools.values():
+        tools.setdefault((tool.lane, tool.turn), []).append(tool)
+    index = _Index(session, call_figures(session, estimate=estimate), tools)
+    cost = session.cost(estimate=estimate)
+    root = TraceNode(
+        "agent", title, 0, end_ns,
+        "running" if status == "running" else ("error" if status in _FAILED else "ok"),
+        detail=status if cost.source != "estimate" else f"{status} · cost estimated",
+    )
+    for turn in session.turns:
+        status_of = "running" if not turn.done else ("error" if turn.is_error else "ok")
+        bits = [result_word(turn) if turn.done else "under way"]
+        if turn.interrupted:
+            bits.append("interrupted")
+        node = TraceNode("turn", f"turn {turn.number}", turn.start_ns, turn.end_ns, status_of,
+                         detail=" · ".join(b for b in bits if b))
+        node.children = _lane_nodes(index, None, turn.number)
+        _add_up(node)
+        if turn.done and cost.source == "cli":
+            node.cost_usd = turn.cost_usd
+        root.children.append(node)
+    _add_up(root)
+    root.cost_usd = cost.usd
+    return root
+
+
+_FAILED: Final = frozenset({"error", "incomplete", "killed"})
+
+
+def walk(node: TraceNode, depth: int = 0) -> Iterator[tuple[int, TraceNode]]:
+    """Every node with its depth, parents before children."""
+    yield depth, node
+    for child in node.children:
+        yield from walk(child, depth + 1)
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRow:
+    """One node of the tree as the pages draw it: texts ready to show, times for the bar."""
+
+    depth: int
+    kind: str
+    label: str
+    status: str
+    start_ns: int
+    end_ns: int | None
+    #: Wall-clock time (UTC) and time since the start of the node's start.
+    clock: str
+    offset: str
+    duration: str
+    tokens: str
+    cost: str
+    detail: str
+
+    def as_list(self) -> list[Any]:
+        """Compact JSON for the HTML report (times in seconds)."""
+        return [
+            self.depth, self.kind, self.label, self.status, round(self.start_ns / 1e9, 4),
+            None if self.end_ns is None else round(self.end_ns / 1e9, 4), self.clock,
+            self.offset, self.duration, self.tokens, self.cost, self.detail,
+        ]
+
+
+def trace_rows(tree: TraceNode, started_ns: int) -> list[TraceRow]:
+    """The tree in drawing order (parents before children), each node a row."""
+    rows = []
+    for depth, node in walk(tree):
+        rows.append(TraceRow(
+            depth, node.kind, node.label, node.status, node.start_ns, node.end_ns,
+            clock(started_ns, node.start_ns), offset(node.start_ns), duration(node.duration_ns),
+            tokens_text(node.usage) if node.usage else "",
+            "" if node.kind == "tool" and node.cost_usd is None else money(node.cost_usd),
+            node.detail,
+        ))
+    return rows
+
+
+def result_word(turn: Turn) -> str:
+    """How a turn ended, in words: its result's subtype, or ``error`` when the result's
+    ``is_error`` says so, whatever the subtype (``subtype: success`` with
+    ``is_error: true`` happens)."""
+    subtype = turn.result_subtype or "result"
+    if not turn.is_error:
+        return subtype
+    if subtype == "success":
+        return "error (subtype success, is_error true)"
+    return "error" if subtype in ("error", "result") else f"error ({subtype})"
+
+
+# -- transcript structures ------------------------------------------------------------
+
+#: A TodoWrite item's mark per status.
+TODO_MARKS: Final = {"completed": "☑", "in_progress": "◐", "pending": "☐"}
+
+
+def todos(tool_name: str, given: Any) -> list[tuple[str, str]] | None:
+    """A ``TodoWrite`` call's list as ``(status, text)`` pairs; None for any other call."""
+    if tool_name != "TodoWrite" or not isinstance(given, dict):
+        return None
+    items = given.get("todos")
+    if not isinstance(items, list):
+        return None
+    out = []
+    for entry in items:
+        if isinstance(entry, dict):
+            status = entry.get("status")
+            text = entry.get("content") or entry.get("activeForm") or ""
+            out.append((status if isinstance(status, str) else "pending", str(text)))
+    return out
+
+
+#: The tools whose call runs a subagent (``Task`` in older CLIs).
+SUBAGENT_TOOLS: Final = frozenset({"Agent", "Task"})
+
+
+def subagent_task(tool_name: str, given: Any) -> tuple[str, str, str] | None:
+    """An Agent/Task call's ``(subagent type, description, prompt)``; None for others."""
+    if tool_name not in SUBAGENT_TOOLS or not isinstance(given, dict):
+        return None
+
+    def text(key: str) -> str:
+        value = given.get(key)
+        return value if isinstance(value, str) else ""
+
+    return text("subagent_type") or "subagent", text("description"), text("prompt")
+
+
+def todo_text(pairs: list[tuple[str, str]]) -> str:
+    """``☑ write tests`` one a line."""
+    return "\n".join(f"{TODO_MARKS.get(status, '☐')} {text}" for status, text in pairs)
+
+
+def todo_summary(pairs: list[tuple[str, str]]) -> str:
+    """``todos 2/5 done``."""
+    done = sum(1 for status, _ in pairs if status == "completed")
+    return f"todos {done}/{len(pairs)} done"
+
+
+# -- the header -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    """The facts on top of a session's page, each already a text to show."""
+
+    status: str
+    liveness: Liveness | None
+    #: ``2026-11-28 05:40:12 UTC`` and the time of the last event.
+    started: str
+    last_event: str
+    duration: str
+    cost: str
+    cli: str
+    exit: str
+    model: str
+
+
+#: Sources that are files written beside the CLI: no process was seen (as
+#: ``claudetrace.formats.facts.FILE_SOURCES``, which the views cannot import).
+_FILE_SOURCES: Final = frozenset({"transcript", "claude-trace"})
+
+
+def cost_text(rec: Any) -> str:
+    """A stored recording's cost in a few characters: ``$0.0019``, ``$0.0019 (estimate)``,
+    ``unknown``; ``not yet`` while it runs before its first result (never ``$0``)."""
+    if rec.ended_ns is None and rec.result_subtype is None and not rec.cost_usd:
+        return "not yet"
+    usd = rec.cost
+    if usd is None:
+        return "unknown"
+    return money(usd) + (" (estimate)" if rec.cost_origin == "estimate" else "")
+
+
+def session_liveness(rec: Any, session: Session) -> Liveness:
+    """The liveness of a stored recording: a proxied one is disconnected once it
+    ended; a file's (a transcript, a claude-trace log) saw no process, so it is
+    what its lines say (idle after a result; a transcript can grow again)."""
+    if rec.source in _FILE_SOURCES:
+        return liveness(session, ended=False)
+    return liveness(session, ended=rec.status != "running", exit_code=rec.exit_code,
+                    signal=rec.signal, error=rec.error)
+
+
+def header(rec: Any, session: Session | None = None) -> Header:
+    """The header of ``rec`` (a stored recording); ``session`` gives the liveness.
+
+    A running session's CLI version, exit and cost are not known yet: they say
+    ``not yet`` (a running session's cost so far is its results' cost, when any).
+    """
+    running = rec.status == "running"
+    live = None if session is None else session_liveness(rec, session)
+    started = dt.datetime.fromtimestamp(rec.started_ns / 1e9, tz=dt.timezone.utc)
+    last_ns = live.last_event_ns if live is not None else None
+    if running:
+        cli = rec.claude_code_version or "not yet"
+        exit_text = "not yet"
+    else:
+        cli = rec.claude_code_version or "—"
+        if rec.source in _FILE_SOURCES:
+            exit_text = "unknown"
+        elif rec.signal:
+            exit_text = f"signal {rec.signal}"
+        else:
+            exit_text = "—" if rec.exit_code is None else str(rec.exit_code)
+    return Header(
+        status=rec.status,
+        liveness=live,
+        started=started.strftime("%Y-%m-%d %H:%M:%S UTC"),
+        last_event=clock(rec.started_ns, last_ns) + f" UTC ({offset(last_ns)})"
+        if last_ns is not None else "—",
+        duration=duration(rec.duration_ns) if rec.duration_ns is not None else (
+            duration(last_ns) if last_ns is not None else "—"),
+        cost=cost_text(rec),
+        cli=cli,
+        exit=exit_text,
+        model=rec.model or "—",
+    )
+
+
+__all__ = [
+    "CallFigures",
+    "Header",
+    "TraceNode",
+    "TraceRow",
+    "call_figures",
+    "clock",
+    "duration",
+    "header",
+    "money",
+    "offset",
+    "tokens_text",
+    "trace_rows",
+    "trace_tree",
+    "walk",
+]
