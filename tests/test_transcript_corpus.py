@@ -144,12 +144,14 @@ def test_show_and_the_conversation_say_what_each_line_is(store: Store, db_path: 
     from claudetrace.ui.conversation import build_conversation
 
     got = read_transcript(CORPUS / "-home-dev-shop" / f"{SHOP}.jsonl")
-    texts = [item.text for item in build_conversation(got.events)]
-    assert "steering: and keep it short" in texts
-    assert any(t.startswith("rewind: the last prompt and what answered are an abandoned")
-               for t in texts)
-    assert any(t.startswith("compaction (manual, 4100 tokens before)") for t in texts)
-    assert any(t.startswith("compact summary: This session is being continued") for t in texts)
+    items = [(item.kind, item.label, item.text) for item in build_conversation(got.events)]
+    assert ("user", "steering", "and keep it short") in items
+    assert any(kind == "rewind" and text.startswith("rewound: the last prompt") and
+               "abandoned branch" in text for kind, _label, text in items)
+    assert ("compaction", None, "conversation compacted (manual, 4,100 tokens before)") in items
+    assert any(label == "compaction summary" and
+               text.startswith("This session is being continued") for _k, label, text in items)
+    assert ("user", "teammate message") in {(kind, label) for kind, label, _t in items}
     import_file(store, CORPUS / "-home-dev-shop" / f"{SHOP}.jsonl")
     shown = CliRunner().invoke(cli, ["show", SHOP, "--db", str(db_path)]).stdout
     for label in ("user (steering) and keep it short", "user (teammate) <teammate-message",
