@@ -345,6 +345,50 @@ def test_a_recording_deleted_while_a_batch_is_written_leaves_no_lines(
         deleting.close()
 
 
+
+def _rows_of(conn: Any, ids: list[str]) -> tuple[int, int]:
+    events = conn.execute("SELECT count(*) FROM events WHERE recording_id = ANY(%s)",
+                          (ids,)).fetchone()[0]
+    tools = conn.execute("SELECT count(*) FROM event_tools WHERE recording_id = ANY(%s)",
+                         (ids,)).fetchone()[0]
+    return int(events), int(tools)
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_a_delete_by_hand_leaves_no_orphans_on_postgres(pg_url: str) -> None:
+    # Migration 0006: a trigger a DELETE statement on recordings takes their
+    # events and tool references, as psql's user would expect of a foreign key.
+    import psycopg
+
+    from claudetrace.store.postgres import plain_url
+
+    store = open_store(pg_url)
+    try:
+        cassette = read_cassette(Path(__file__).parent / "fixtures" / "cassettes" / "hooks.ndjson")
+        ids = [store.import_cassette(cassette) for _ in range(3)]
+    finally:
+        store.close()
+    conninfo = plain_url(pg_url)
+    assert conninfo is not None
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        events, tools = _rows_of(conn, ids)
+        assert events and tools
+        conn.execute("DELETE FROM recordings WHERE id = %s", (ids[0],))
+        assert _rows_of(conn, ids[:1]) == (0, 0)
+        assert _rows_of(conn, ids[1:]) == (events * 2 // 3, tools * 2 // 3)
+        conn.execute("DELETE FROM recordings WHERE id = ANY(%s)", (ids[1:],))
+        assert _rows_of(conn, ids) == (0, 0)
+    store = open_store(pg_url)
+    try:
+        last = store.import_cassette(cassette)
+    finally:
+        store.close()
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        assert _rows_of(conn, [last]) == (events // 3, tools // 3)
+        conn.execute("TRUNCATE recordings")
+        assert _rows_of(conn, [last]) == (0, 0)
+
+
 # -- the writer's plain writes (claudetrace/store/postgres.py) ---------------------------
 
 

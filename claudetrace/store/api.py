@@ -265,16 +265,12 @@ class Store:
         return kept
 
     def delete_recording(self, recording_id: str) -> None:
+        """Delete a recording with its events and tool references (the schema's
+        triggers delete those with the row, migration 0006).  A batch being
+        written holds the row (``FOR KEY SHARE``, :func:`_hold_recording`): its
+        lines are committed first and go with it, and a later batch finds no
+        recording."""
         with _store_errors("delete"), self.engine.begin() as conn:
-            # The recording's row first: a batch being written holds it (``FOR KEY
-            # SHARE``, :func:`_hold_recording`), so its lines are committed before
-            # they are deleted here, and a later batch finds no recording.  (On
-            # PostgreSQL no foreign key does this since migration 0005; SQLite
-            # locks the whole database for a write anyway.)
-            conn.execute(select(_RECORDINGS.c.id).where(_RECORDINGS.c.id == recording_id)
-                         .with_for_update())
-            conn.execute(delete(_TOOLS).where(_TOOLS.c.recording_id == recording_id))
-            conn.execute(delete(_EVENTS).where(_EVENTS.c.recording_id == recording_id))
             conn.execute(delete(_RECORDINGS).where(_RECORDINGS.c.id == recording_id))
 
     # -- reading -----------------------------------------------------------------

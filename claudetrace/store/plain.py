@@ -26,7 +26,7 @@ from .rows import Rows, info_columns, row_count
 #: Alembic: a store that is already there opens without importing Alembic or
 #: reading the migration scripts (a third of an indexer's start-up).  A test
 #: checks it against the scripts' head.
-SCHEMA_HEAD: Final = "0005_postgres_bulk_events"
+SCHEMA_HEAD: Final = "0006_team_scale"
 
 #: The ``recordings`` table's columns at :data:`SCHEMA_HEAD`, with the value a new
 #: row takes where none is given (the models' defaults; None: NULL), and which
