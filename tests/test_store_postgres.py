@@ -389,6 +389,34 @@ def test_a_delete_by_hand_leaves_no_orphans_on_postgres(pg_url: str) -> None:
         assert _rows_of(conn, [last]) == (0, 0)
 
 
+
+@pytest.mark.usefixtures("ct_env")
+def test_prune_while_a_proxy_records_on_postgres(pg_url: str) -> None:
+    import psycopg
+
+    from claudetrace.store.postgres import plain_url
+    from tests.pruning import old_recording, prune_while_a_proxy_records
+
+    store = open_store(pg_url)
+    try:
+        gone = [old_recording(store, days=45, events=12_000, tags={"prune": "pg"})
+                for _ in range(2)]
+    finally:
+        store.close()
+    pruned, listed = prune_while_a_proxy_records(pg_url)
+    assert pruned.returncode == 0, pruned.stderr
+    assert "deleted 2 recordings (24000 events)" in pruned.stdout
+    assert "VACUUM made the deleted rows' space reusable" in pruned.stdout
+    live = [r for r in listed if r["name"] == "live"]
+    assert len(live) == 1 and live[0]["exit_code"] == 0 and live[0]["events"] == 600
+    assert not [r for r in listed if r["id"] in gone]
+    conninfo = plain_url(pg_url)
+    assert conninfo is not None
+    with psycopg.connect(conninfo) as conn:
+        assert _rows_of(conn, gone) == (0, 0)
+        assert _rows_of(conn, [str(live[0]["id"])])[0] == 600
+
+
 # -- the writer's plain writes (claudetrace/store/postgres.py) ---------------------------
 
 

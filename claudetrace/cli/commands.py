@@ -18,6 +18,7 @@ COMMANDS: dict[str, str] = {
     "import": "claudetrace.cli.browse:import_",
     "db": "claudetrace.cli.browse:db",
     "doctor": "claudetrace.cli.doctor:doctor",
+    "prune": "claudetrace.cli.prune:prune",
     "replay": "claudetrace.cli.replay:replay",
     "demo": "claudetrace.cli.demo:demo",
     "fakeapi": "claudetrace.cli.fakeapi:fakeapi",

@@ -46,14 +46,18 @@ LOG_KEPT_BYTES: Final = 64 * 1024 * 1024
 
 def set_up(connection: Any, busy_timeout_s: float, log_bytes: int | None) -> None:
     """Set a new connection up for concurrent recording: a busy timeout, the
-    write-ahead log, foreign keys, :data:`PAGE_BYTES` for a file still empty;
+    write-ahead log, foreign keys, :data:`PAGE_BYTES` and incremental auto-vacuum
+    for a file still empty;
     ``log_bytes``: the log's size at which a commit copies it into the database
     (and it is cut back to :data:`LOG_KEPT_BYTES` once copied)."""
     cursor = connection.cursor()
     try:
         cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-        # Before the log: the page size of a file with nothing in it yet (else a no-op).
+        # Before the log: the page size of a file with nothing in it yet, and
+        # incremental auto-vacuum, so that space a prune frees can be given back
+        # to the system (`claudetrace prune`; both no-ops on a file with tables).
         cursor.execute(f"PRAGMA page_size = {PAGE_BYTES}")
+        cursor.execute("PRAGMA auto_vacuum = INCREMENTAL")
         cursor.execute("PRAGMA journal_mode = WAL")
         cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.execute("PRAGMA foreign_keys = ON")
