@@ -417,6 +417,50 @@ def test_prune_while_a_proxy_records_on_postgres(pg_url: str) -> None:
         assert _rows_of(conn, [str(live[0]["id"])])[0] == 600
 
 
+
+@pytest.mark.usefixtures("ct_env")
+def test_search_on_postgres_through_both_writers_and_the_migration(pg_url: str) -> None:
+    import psycopg
+    from alembic import command
+
+    from claudetrace.indexer import open_settled_store
+    from claudetrace.store.engine import alembic_config
+    from claudetrace.store.postgres import plain_url
+    from claudetrace.store.search import recordings_saying, search
+
+    line = b'{"type":"result","subtype":"success","result":"Proxied okapi, in PostgreSQL"}\n'
+    done = subprocess.run(
+        [sys.executable, "-m", "claudetrace", "proxy", "--db", pg_url, "--", "cat"],
+        input=line, capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    store = open_settled_store(pg_url)
+    try:
+        rid = store.import_cassette(read_cassette(
+            Path(__file__).parent / "fixtures" / "cassettes" / "plain.ndjson"))
+        okapi = [(h.seq, h.direction, h.snippet) for h in search(store, "OKAPI, in postgres")]
+        assert okapi == [(0, "in", "Proxied okapi, in PostgreSQL"),
+                         (1, "out", "Proxied okapi, in PostgreSQL")]
+        fake = [(h.recording_id, h.seq) for h in search(store, "fake model")]
+        assert fake and {r for r, _ in fake} == {rid}
+        assert rid in recordings_saying(store, "fak")
+        with store.engine.begin() as conn:
+            command.downgrade(alembic_config(conn), "0005_postgres_bulk_events")
+    finally:
+        store.close()
+    store = open_store(pg_url)  # upgraded again: what was stored is indexed
+    try:
+        assert [(h.recording_id, h.seq) for h in search(store, "fake model")] == fake
+        store.delete_recording(rid)
+        assert search(store, "fake model") == []
+    finally:
+        store.close()
+    conninfo = plain_url(pg_url)
+    assert conninfo is not None
+    with psycopg.connect(conninfo) as conn:
+        assert conn.execute("SELECT count(*) FROM event_search WHERE recording_id = %s",
+                            (rid,)).fetchone() == (0,)
+
+
 # -- the writer's plain writes (claudetrace/store/postgres.py) ---------------------------
 
 

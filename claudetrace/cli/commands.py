@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "db": "claudetrace.cli.browse:db",
     "doctor": "claudetrace.cli.doctor:doctor",
     "prune": "claudetrace.cli.prune:prune",
+    "search": "claudetrace.cli.search:search",
     "replay": "claudetrace.cli.replay:replay",
     "demo": "claudetrace.cli.demo:demo",
     "fakeapi": "claudetrace.cli.fakeapi:fakeapi",

@@ -35,6 +35,7 @@ from .rows import (
     row_count,
     rows_per_insert,
 )
+from .textindex import index_rows, insert_postgres, insert_sqlite
 from .values import storable_columns
 
 __all__ = ["Store", "info_from_header", "open_store", "resolve_url"]
@@ -164,18 +165,27 @@ class Store:
         connection: SQLAlchemy's per-row parameter processing would cost more than
         the database's own work.  PostgreSQL through psycopg takes them as one
         binary ``COPY`` (:func:`.postgres.copy_rows`); others as one
-        prepared ``executemany``."""
+        prepared ``executemany``.  Message lines go into the search index too
+        (:mod:`.textindex`)."""
         if self.engine.dialect.driver == "psycopg":
             driver = conn.connection.driver_connection
             assert driver is not None
             copy_rows(driver, table.name, rows)
-            return
-        marker = "?" if self.engine.dialect.paramstyle == "qmark" else "%s"
-        per_insert = ROWS_PER_INSERT
-        if self.engine.dialect.name == "sqlite":
-            per_insert = rows_per_insert(table.name, conn.connection.driver_connection)
-        for statement, parameters in insert_batches(table.name, rows, marker, per_insert):
-            conn.exec_driver_sql(statement, parameters)
+        else:
+            marker = "?" if self.engine.dialect.paramstyle == "qmark" else "%s"
+            per_insert = ROWS_PER_INSERT
+            if self.engine.dialect.name == "sqlite":
+                per_insert = rows_per_insert(table.name, conn.connection.driver_connection)
+            for statement, parameters in insert_batches(table.name, rows, marker, per_insert):
+                conn.exec_driver_sql(statement, parameters)
+        said = index_rows(rows) if table is _EVENTS else []
+        if said:
+            cursor = conn.connection.cursor()
+            try:
+                postgres = self.engine.dialect.name == "postgresql"
+                (insert_postgres if postgres else insert_sqlite)(cursor, said)
+            finally:
+                cursor.close()
 
     def checkpoint(self) -> None:
         """Copy what SQLite's write-ahead log holds into the database file, as far
@@ -258,6 +268,9 @@ class Store:
                                               _TOOLS.c.seq >= kept))
             conn.execute(delete(_EVENTS).where(_EVENTS.c.recording_id == info.id,
                                                _EVENTS.c.seq >= kept))
+            if self.engine.dialect.name == "postgresql":  # SQLite's go with the events
+                conn.exec_driver_sql("DELETE FROM event_search WHERE recording_id = %(id)s "
+                                     "AND seq >= %(kept)s", {"id": info.id, "kept": kept})
             if rows:
                 self._insert_rows(conn, _EVENTS, rows)
             if tools:

@@ -2,7 +2,7 @@
 
 The session list reads summary columns (never events); the raw view reads one
 page of event metadata (never the bytes, except for the line being expanded);
-text search scans message lines of at most :data:`SEARCH_SCAN` recordings.
+text search asks the word index over every recording (:mod:`.search`).
 Everything goes through the :class:`~claudetrace.store.Store` engine, so it
 works on SQLite and PostgreSQL alike.
 """
@@ -10,7 +10,6 @@ works on SQLite and PostgreSQL alike.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -24,9 +23,10 @@ from sqlalchemy.orm import load_only
 from ..errors import StoreError
 from ..model import FAILED
 from ..model.events import Event
-from ..model.protocol import failed_tool_ids, searchable_text
+from ..model.protocol import failed_tool_ids
 from .api import Store
 from .models import EventRow, EventTool, Recording, type_in
+from .search import recordings_saying
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,10 +112,6 @@ _R = Recording.__table__.c
 _E = EventRow.__table__.c
 _T = EventTool.__table__.c
 
-#: Recordings (newest first, after the other filters) whose messages text search scans.
-SEARCH_SCAN = 2000
-#: Line types text search looks in: what was said, not the protocol around it.
-MESSAGE_TYPES = ("user", "assistant", "result")
 #: Lines the conversation never shows (streaming deltas, keep-alives).
 NOISE_TYPES = ("stream_event", "keep_alive")
 CONTROL_TYPES = ("control_request", "control_response", "control_cancel_request")
@@ -168,23 +164,6 @@ def _guard(what: str) -> Iterator[None]:
         raise StoreError(f"{what} failed: {first}") from exc
 
 
-def _contains(store: Store, needle: str) -> ColumnElement[bool]:
-    """``events.data`` contains ``needle`` (as typed, or JSON-escaped as hosts send it)."""
-    forms = {needle, json.dumps(needle)[1:-1], json.dumps(needle, ensure_ascii=False)[1:-1]}
-    if store.engine.dialect.name == "sqlite":
-        # LIKE on the text of the blob: case-insensitive for ASCII, as users expect.
-        clauses: list[ColumnElement[bool]] = [
-            cast(_E.data, Text).like(f"%{_escape_like(f)}%", escape="\\") for f in forms
-        ]
-    else:
-        clauses = [func.position(literal(f.encode("utf-8")).op("IN")(_E.data)) > 0 for f in forms]
-    return or_(*clauses)
-
-
-def _escape_like(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
 def _filtered(store: Store, filters: Filters) -> Any:
     stmt = select(Recording).options(load_only(*SUMMARY_COLUMNS))
     if filters.since_ns is not None:
@@ -212,10 +191,7 @@ def list_sessions(store: Store, filters: Filters, *, limit: int | None = None) -
     """Recordings matching ``filters``, newest first (summary columns only)."""
     stmt = _filtered(store, filters)
     if filters.text:
-        scanned = (
-            _filtered(store, filters.with_(text="")).with_only_columns(_R.id).limit(SEARCH_SCAN)
-        )
-        stmt = stmt.where(_R.id.in_(_text_hits(store, scanned, filters.text)))
+        stmt = stmt.where(_R.id.in_(recordings_saying(store, filters.text)))
     if limit is not None:
         stmt = stmt.limit(limit)
     with _guard("list recordings"), store.session() as s:
@@ -223,22 +199,6 @@ def list_sessions(store: Store, filters: Filters, *, limit: int | None = None) -
     if filters.errors_only:
         recs = [r for r in recs if r.status in FAILED or (r.status != "running" and r.tool_errors)]
     return recs
-
-
-def _text_hits(store: Store, scanned: Any, needle: str) -> list[str]:
-    """Recordings whose messages say ``needle``: the lines the database finds holding
-    it are read, and only what a person reads in them counts (message text, tool
-    names and arguments, results; not ids or JSON keys)."""
-    wanted = needle.casefold()
-    found: set[str] = set()
-    candidates = select(_E.recording_id, _E.seq, _E.direction, _E.data).where(
-        _E.recording_id.in_(scanned), type_in(MESSAGE_TYPES), _contains(store, needle))
-    with _guard("search messages"), store.engine.connect() as conn:
-        for rid, seq, direction, data in conn.execute(candidates):
-            if rid not in found and wanted in searchable_text(
-                    Event(seq, direction, 0, bytes(data))).casefold():
-                found.add(rid)
-    return sorted(found)
 
 
 def models(store: Store) -> list[str]:

@@ -21,6 +21,7 @@ from ..errors import StoreError
 from ..recording import RecordingInfo
 from . import values
 from .rows import Rows, info_columns, row_count
+from .textindex import index_rows
 
 #: The newest migration's revision (``migrations/versions``), known without
 #: Alembic: a store that is already there opens without importing Alembic or
@@ -85,9 +86,10 @@ class PlainWrites:
 
     A driver's class gives :meth:`_transaction` (a database error raised as is,
     or as a :class:`StoreError` saying what failed, in the store's words),
-    :meth:`_insert` (a table's rows in bulk), :meth:`_placeholder` (a recording's
-    column's parameter) and :attr:`_HOLD`, the statement that takes a
-    recording's row for a batch's transaction.
+    :meth:`_insert` (a table's rows in bulk), :meth:`_index` (a batch's entries
+    in the search index), :meth:`_placeholder` (a recording's column's
+    parameter) and :attr:`_HOLD`, the statement that takes a recording's row for
+    a batch's transaction.
     """
 
     _HOLD: str
@@ -99,6 +101,10 @@ class PlainWrites:
         raise NotImplementedError
 
     def _placeholder(self, name: str) -> str:
+        raise NotImplementedError
+
+    def _index(self, cursor: Any, entries: list[tuple[str, int, str]]) -> None:
+        """Add message lines' words to the search index (:mod:`.textindex`)."""
         raise NotImplementedError
 
     def create_recording(self, info: RecordingInfo) -> None:
@@ -119,6 +125,9 @@ class PlainWrites:
             for table, table_rows in (("events", rows), ("event_tools", tools)):
                 if row_count(table_rows):
                     self._insert(cursor, table, table_rows)
+            said = index_rows(rows)
+            if said:
+                self._index(cursor, said)
             if recording_updates:
                 self._update(cursor, recording_id, recording_updates)
 

@@ -1,4 +1,4 @@
-"""no delete leaves orphans, on either engine, with or without foreign keys
+"""no delete leaves orphans on either engine; an index of the words people read
 
 Revision ID: 0006_team_scale
 Revises: 0005_postgres_bulk_events
@@ -24,7 +24,11 @@ references whose recording is gone: nothing can show them) are deleted.
 
 from __future__ import annotations
 
+from typing import Any
+
 from alembic import op
+
+from claudetrace.store.textindex import SEARCHED_TYPES, entry, insert_postgres, insert_sqlite
 
 revision = "0006_team_scale"
 down_revision = "0005_postgres_bulk_events"
@@ -32,18 +36,36 @@ branch_labels = None
 depends_on = None
 
 _CHILDREN = ("event_tools", "events")
+_TYPES = ", ".join(f"'{kind}'" for kind in sorted(SEARCHED_TYPES))
 
-_SQLITE_TRIGGER = """
+_SQLITE = ("""
 CREATE TRIGGER recordings_delete_children AFTER DELETE ON recordings
 BEGIN
     DELETE FROM event_tools WHERE recording_id = OLD.id;
     DELETE FROM events WHERE recording_id = OLD.id;
 END
-"""
+""", """
+CREATE VIRTUAL TABLE event_search USING fts5(words, detail=none)
+""", f"""
+CREATE TRIGGER events_delete_search AFTER DELETE ON events
+WHEN OLD.type IN ({_TYPES})
+BEGIN
+    DELETE FROM event_search WHERE rowid = OLD.rowid;
+END
+""")
 
 _PG_FUNCTIONS = """
+CREATE TABLE event_search (
+    recording_id varchar(26) NOT NULL,
+    seq integer NOT NULL,
+    terms tsvector NOT NULL,
+    CONSTRAINT pk_event_search PRIMARY KEY (recording_id, seq)
+);
+CREATE INDEX ix_event_search_terms ON event_search USING gin (terms);
 CREATE FUNCTION claudetrace_delete_children() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    DELETE FROM event_search USING deleted_recordings
+        WHERE event_search.recording_id = deleted_recordings.id;
     DELETE FROM event_tools USING deleted_recordings
         WHERE event_tools.recording_id = deleted_recordings.id;
     DELETE FROM events USING deleted_recordings
@@ -52,7 +74,7 @@ BEGIN
 END $$;
 CREATE FUNCTION claudetrace_truncate_children() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    TRUNCATE event_tools, events;
+    TRUNCATE event_search, event_tools, events;
     RETURN NULL;
 END $$;
 CREATE TRIGGER recordings_delete_children AFTER DELETE ON recordings
@@ -67,10 +89,35 @@ def upgrade() -> None:
     for table in _CHILDREN:
         op.execute(f"DELETE FROM {table} WHERE NOT EXISTS "
                    f"(SELECT 1 FROM recordings WHERE recordings.id = {table}.recording_id)")
-    if op.get_bind().dialect.name == "postgresql":
+    postgres = op.get_bind().dialect.name == "postgresql"
+    if postgres:
         op.execute(_PG_FUNCTIONS)
     else:
-        op.execute(_SQLITE_TRIGGER)
+        for statement in _SQLITE:
+            op.execute(statement)
+    _index_stored_lines(insert_postgres if postgres else insert_sqlite)
+
+
+def _index_stored_lines(insert: Any) -> None:
+    """Index the message lines stored before this revision, a page at a time (in
+    the order of the events' key, so that memory holds one page)."""
+    bind = op.get_bind()
+    marker = "%s" if bind.dialect.name == "postgresql" else "?"
+    cursor = bind.connection.cursor()
+    after: tuple[str, int] = ("", -1)
+    while True:
+        page = bind.exec_driver_sql(
+            "SELECT recording_id, seq, direction, data FROM events "
+            f"WHERE type IN ({_TYPES}) AND type <> 'stream_event' "
+            f"AND (recording_id > {marker} OR (recording_id = {marker} AND seq > {marker})) "
+            f"ORDER BY recording_id, seq LIMIT 2000", (after[0], after[0], after[1])).all()
+        if not page:
+            break
+        entries = [e for e in (entry(*row) for row in page) if e is not None]
+        if entries:
+            insert(cursor, entries)
+        after = (page[-1][0], page[-1][1])
+    cursor.close()
 
 
 def downgrade() -> None:
@@ -79,5 +126,8 @@ def downgrade() -> None:
         op.execute("DROP TRIGGER recordings_delete_children ON recordings")
         op.execute("DROP FUNCTION claudetrace_truncate_children()")
         op.execute("DROP FUNCTION claudetrace_delete_children()")
+        op.execute("DROP TABLE event_search")
     else:
+        op.execute("DROP TRIGGER events_delete_search")
+        op.execute("DROP TABLE event_search")
         op.execute("DROP TRIGGER recordings_delete_children")
