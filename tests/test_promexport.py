@@ -401,6 +401,43 @@ def test_ended_recordings_are_read_once_and_new_ones_are_added(store: Store) -> 
     }
 
 
+def _figures_only(samples: dict[Key, float]) -> dict[Key, float]:
+    return {k: v for k, v in samples.items() if "scrape_duration" not in k[0]}
+
+
+def test_a_cold_scrape_reads_the_stored_figures_not_the_events(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ended recording stored the records its figures are made of (its
+    ``figures`` column): a cold scrape folds no recording's events but the
+    running ones', and its figures are those the fold gives."""
+    from sqlalchemy import update
+
+    from claudetrace.store import aggregate
+
+    asked: list[str] = []
+    events_of = aggregate.events_of
+
+    def counted(store: Store, ids: list[str], types: tuple[str, ...]) -> Iterator[object]:
+        asked.extend(ids)
+        return events_of(store, ids, types)
+
+    monkeypatch.setattr(aggregate, "events_of", counted)
+    _, stored = parse_exposition(StoreMetrics(store).exposition())
+    with store.session() as session:  # running, or made without the store's writes
+        unfigured = set(session.scalars(select(Recording.id).where(
+            (Recording.ended_ns.is_(None)) | (Recording.figures.is_(None)))))
+        imported = session.scalar(select(func.count()).where(Recording.figures.is_not(None)))
+    assert set(asked) == unfigured and imported == len(CASSETTES)
+    assert any(k[0] == "claudetrace_store_tool_calls_total" for k in stored)
+    assert any(k[0] == "claudetrace_store_permission_decisions_total" for k in stored)
+    with store.engine.begin() as conn:  # as stored before migration 0006: folded
+        conn.execute(update(Recording).values(figures=None))
+    asked.clear()
+    _, folded = parse_exposition(StoreMetrics(store).exposition())
+    assert len(asked) == len(unfigured) + len(CASSETTES)
+    assert _figures_only(folded) == _figures_only(stored)
+
+
 def test_status_sql_agrees_with_the_model(store: Store) -> None:
     now = time.time_ns()
     with store.session() as session:

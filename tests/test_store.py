@@ -494,7 +494,7 @@ def test_a_downgrade_on_a_sqlite_too_old_to_drop_columns_stops_in_one_line(
     finally:
         engine.dispose()
     assert str(info.value) == (
-        "downgrading 0003_reliability drops columns in place, which needs SQLite 3.35 or"
+        "downgrading 0006_team_scale drops columns in place, which needs SQLite 3.35 or"
         " newer (this one is 3.31.1)")
     with sqlite3.connect(db_path) as conn:  # nothing done
         assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [

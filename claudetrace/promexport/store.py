@@ -3,8 +3,10 @@
 :class:`StoreMetrics` answers a scrape with a few aggregate queries (statuses,
 sources, totals) and the per-model figures each recording stored; the figures
 derived from events (tool calls, control round trips, permission decisions) come
-from each recording's session model, read once for a recording that has ended
-(it never changes again) and on every scrape while it runs.
+from the records each recording stored as it ended (its ``figures`` column), read
+once (they never change again); a recording that ended without them (stored
+before migration 0006) and one still running have their session model folded
+from their events, once and on every scrape respectively.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from .figures import (
     UNKNOWN,
     EventFigures,
     event_families,
+    record_figures,
     session_figures,
 )
 
@@ -103,13 +106,22 @@ class StoreMetrics:
         return [sessions, started, last, cost, tokens, turns, events, byte_count]
 
     def _figures(
-        self, states: list[tuple[str, bool, dict[str, Any]]]
+        self, states: list[tuple[str, bool, dict[str, Any], dict[str, Any] | None]]
     ) -> tuple[EventFigures, dict[str, dict[str, Any]]]:
         """Event figures and per-model figures of every recording: the ended ones
-        folded into running totals once, the others read afresh."""
+        added to running totals once (from the figures they stored as they ended,
+        else from their session folded again), the others folded afresh."""
         live_models: dict[str, dict[str, Any]] = {}
-        pending = {rid: (ended, models) for rid, ended, models in states
-                   if rid not in self._folded}
+        pending: dict[str, tuple[bool, dict[str, Any]]] = {}
+        for rid, ended, models, records in states:
+            if rid in self._folded:
+                continue
+            if ended and records is not None:  # stored as it ended: no events read
+                self._folded_figures.merge(record_figures(records))
+                _add_models(self._folded_models, models)
+                self._folded.add(rid)
+            else:
+                pending[rid] = (ended, models)
         live = EventFigures()
         for rid, events in aggregate.events_of(self.store, list(pending), FIGURE_TYPES):
             session = Session()

@@ -57,12 +57,14 @@ def totals(store: Store) -> tuple[int, int, int | None]:
     return int(events or 0), int(size or 0), newest
 
 
-def recording_states(store: Store) -> list[tuple[str, bool, dict[str, Any]]]:
-    """Every recording's id, whether it has ended, and its per-model figures."""
+def recording_states(
+        store: Store) -> list[tuple[str, bool, dict[str, Any], dict[str, Any] | None]]:
+    """Every recording's id, whether it has ended, its per-model figures and the
+    records of its event figures (None: not stored)."""
     r = Recording
     with _store_errors("read"), store.session() as s:
-        return [(rid, ended, dict(models or {})) for rid, ended, models in s.execute(
-            select(r.id, r.ended_ns.is_not(None), r.models))]
+        return [(rid, ended, dict(models or {}), figures) for rid, ended, models, figures
+                in s.execute(select(r.id, r.ended_ns.is_not(None), r.models, r.figures))]
 
 
 def events_of(

@@ -41,11 +41,11 @@ RECORDING_DEFAULTS: Final[dict[str, Any]] = {
     "model_calls": 0, "tool_calls": 0, "tool_errors": 0, "input_tokens": 0,
     "output_tokens": 0, "cache_read_tokens": 0, "cache_creation_tokens": 0,
     "cost_usd": 0.0, "is_error": False, "result_subtype": None, "models": None,
-    "outcome": None, "outcome_reason": None, "lost_bytes": 0, "extra": {},
+    "outcome": None, "outcome_reason": None, "lost_bytes": 0, "figures": None, "extra": {},
 }
 _DEFAULTS_GIVEN: Final = {name: value for name, value in RECORDING_DEFAULTS.items()
                            if value is not None}
-JSON_COLUMNS: Final = frozenset({"tags", "argv", "env", "models", "extra"})
+JSON_COLUMNS: Final = frozenset({"tags", "argv", "env", "models", "figures", "extra"})
 
 
 class NotPlain(Exception):

@@ -26,8 +26,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import sqlalchemy as sa
 from alembic import op
 
+from claudetrace.store.engine import require_drop_column
 from claudetrace.store.textindex import SEARCHED_TYPES, entry, insert_postgres, insert_sqlite
 
 revision = "0006_team_scale"
@@ -86,6 +88,8 @@ CREATE TRIGGER recordings_truncate_children AFTER TRUNCATE ON recordings
 
 
 def upgrade() -> None:
+    with op.batch_alter_table("recordings", recreate="never") as batch:
+        batch.add_column(sa.Column("figures", sa.JSON(), nullable=True))
     for table in _CHILDREN:
         op.execute(f"DELETE FROM {table} WHERE NOT EXISTS "
                    f"(SELECT 1 FROM recordings WHERE recordings.id = {table}.recording_id)")
@@ -121,6 +125,7 @@ def _index_stored_lines(insert: Any) -> None:
 
 
 def downgrade() -> None:
+    require_drop_column(op.get_bind(), revision)  # before anything is done
     if op.get_bind().dialect.name == "postgresql":
         op.execute("DROP TRIGGER recordings_truncate_children ON recordings")
         op.execute("DROP TRIGGER recordings_delete_children ON recordings")
@@ -131,3 +136,5 @@ def downgrade() -> None:
         op.execute("DROP TRIGGER events_delete_search")
         op.execute("DROP TABLE event_search")
         op.execute("DROP TRIGGER recordings_delete_children")
+    with op.batch_alter_table("recordings", recreate="never") as batch:
+        batch.drop_column("figures")
