@@ -461,6 +461,26 @@ def test_search_on_postgres_through_both_writers_and_the_migration(pg_url: str) 
                             (rid,)).fetchone() == (0,)
 
 
+
+@pytest.mark.usefixtures("ct_env")
+def test_session_filters_by_tag_and_status_on_postgres(pg_url: str) -> None:
+    from claudetrace.store.browse import Filters, list_sessions
+
+    store = open_store(pg_url)
+    try:
+        cassette = read_cassette(Path(__file__).parent / "fixtures" / "cassettes" / "plain.ndjson")
+        tagged = store.import_cassette(cassette, tags={"filter-test": "pg"})
+        running = RecordingInfo.start(["claude"], tags={"filter-test": "pg"})
+        store.create_recording(running)
+        mine = Filters(tags=(("filter-test", "pg"),))
+        assert [r.id for r in list_sessions(store, mine)] == [running.id, tagged]
+        assert [r.id for r in list_sessions(store, mine.with_(statuses=("ok",)))] == [tagged]
+        assert [r.id for r in list_sessions(store, mine.with_(statuses=("running",)),
+                                            full=True)] == [running.id]
+    finally:
+        store.close()
+
+
 # -- the writer's plain writes (claudetrace/store/postgres.py) ---------------------------
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -25,7 +26,7 @@ from ..model import FAILED
 from ..model.events import Event
 from ..model.protocol import failed_tool_ids
 from .api import Store
-from .models import EventRow, EventTool, Recording, type_in
+from .models import EventRow, EventTool, Recording, status_expression, type_in
 from .search import recordings_saying
 
 
@@ -40,10 +41,19 @@ class Filters:
     min_cost: float | None = None
     max_cost: float | None = None
     text: str = ""
+    #: Statuses (:data:`claudetrace.model.STATUSES`), any of them.
+    statuses: tuple[str, ...] = ()
+    #: Tags ``(key, value)``, all of them.
+    tags: tuple[tuple[str, str], ...] = ()
+    #: Started at or after this time (ns since the epoch), finer than ``since``.
+    started_after_ns: int | None = None
 
     @property
     def since_ns(self) -> int | None:
-        return None if self.since is None else _day_ns(self.since)
+        day = None if self.since is None else _day_ns(self.since)
+        if self.started_after_ns is None:
+            return day
+        return self.started_after_ns if day is None else max(day, self.started_after_ns)
 
     @property
     def until_ns(self) -> int | None:
@@ -67,6 +77,10 @@ class Filters:
             out["max_cost"] = repr(self.max_cost)
         if self.text:
             out["q"] = self.text
+        if self.statuses:
+            out["status"] = ",".join(self.statuses)
+        if self.tags:
+            out["tag"] = ",".join(f"{k}={v}" for k, v in self.tags)
         return out
 
     @classmethod
@@ -81,6 +95,9 @@ class Filters:
             min_cost=_float(params.get("min_cost")),
             max_cost=_float(params.get("max_cost")),
             text=params.get("q", "").strip(),
+            statuses=tuple(v for v in params.get("status", "").split(",") if v),
+            tags=tuple((k, v) for k, sep, v in (
+                pair.partition("=") for pair in params.get("tag", "").split(",")) if sep and k),
         )
 
     def with_(self, **changes: Any) -> Filters:
@@ -164,8 +181,10 @@ def _guard(what: str) -> Iterator[None]:
         raise StoreError(f"{what} failed: {first}") from exc
 
 
-def _filtered(store: Store, filters: Filters) -> Any:
-    stmt = select(Recording).options(load_only(*SUMMARY_COLUMNS))
+def _filtered(store: Store, filters: Filters, *, full: bool = False) -> Any:
+    stmt = select(Recording)
+    if not full:
+        stmt = stmt.options(load_only(*SUMMARY_COLUMNS))
     if filters.since_ns is not None:
         stmt = stmt.where(_R.started_ns >= filters.since_ns)
     if filters.until_ns is not None:
@@ -184,12 +203,22 @@ def _filtered(store: Store, filters: Filters) -> Any:
                 _R.ended_ns.is_(None),  # running or incomplete; running ones are dropped below
             )
         )
+    if filters.statuses:
+        # A recording the heartbeat calls running may be incomplete (its proxy is
+        # gone, which only the pid check below tells).
+        wanted = set(filters.statuses) | ({"running"} if "incomplete" in filters.statuses
+                                          else set())
+        stmt = stmt.where(status_expression(time.time_ns()).in_(sorted(wanted)))
+    for key, value in filters.tags:
+        stmt = stmt.where(_R.tags[key].as_string() == value)
     return stmt.order_by(_R.started_ns.desc(), _R.id.desc())
 
 
-def list_sessions(store: Store, filters: Filters, *, limit: int | None = None) -> list[Recording]:
-    """Recordings matching ``filters``, newest first (summary columns only)."""
-    stmt = _filtered(store, filters)
+def list_sessions(store: Store, filters: Filters, *, limit: int | None = None,
+                  full: bool = False) -> list[Recording]:
+    """Recordings matching ``filters``, newest first (summary columns only, unless
+    ``full``: every column, as ``sessions --json`` shows them)."""
+    stmt = _filtered(store, filters, full=full)
     if filters.text:
         stmt = stmt.where(_R.id.in_(recordings_saying(store, filters.text)))
     if limit is not None:
@@ -198,6 +227,8 @@ def list_sessions(store: Store, filters: Filters, *, limit: int | None = None) -
         recs = list(s.scalars(stmt))
     if filters.errors_only:
         recs = [r for r in recs if r.status in FAILED or (r.status != "running" and r.tool_errors)]
+    if filters.statuses:
+        recs = [r for r in recs if r.status in filters.statuses]
     return recs
 
 
