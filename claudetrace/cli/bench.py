@@ -175,6 +175,31 @@ def session_bench(lines: int, repeat: int, cassette: str | None) -> None:
         click.echo(line)
 
 
+@bench.command("store")
+@click.option("--sessions", default=5000, show_default=True, type=click.IntRange(min=2),
+              help="Sessions to store (fewer for CI).")
+@click.option("--turns", default=4, show_default=True, type=click.IntRange(min=1),
+              help="Turns a session (21 lines each, 5 a turn and the init).")
+@click.option("--repeat", default=3, show_default=True, type=click.IntRange(min=1),
+              help="Rounds (each row is the median).")
+@click.option("--db", "db_url", metavar="URL",
+              help="Fill this database instead of a new SQLite file (the bench's "
+                   "recordings are deleted after).")
+@reports_errors
+def store_bench(sessions: int, turns: int, repeat: int, db_url: str | None) -> None:
+    """A team's store: the session list, search, a cold /metrics scrape.
+
+    Fills a store with SESSIONS imported sessions and times reading it through
+    the commands' own functions, with a cold scrape that folds every recording
+    again (as before the stored figures) for comparison.
+    """
+    from ..bench.store import run_store_bench
+
+    report = run_store_bench(sessions=sessions, turns=turns, repeat=repeat, db=db_url)
+    for line in report.lines_out():
+        click.echo(line)
+
+
 def _db_name(url: str) -> str:
     """A short name for a database row: its kind."""
     scheme = url.partition("://")[0].split("+")[0] if "://" in url else "sqlite"
