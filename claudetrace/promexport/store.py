@@ -106,22 +106,21 @@ class StoreMetrics:
         return [sessions, started, last, cost, tokens, turns, events, byte_count]
 
     def _figures(
-        self, states: list[tuple[str, bool, dict[str, Any], dict[str, Any] | None]]
+        self, states: list[tuple[str, bool, dict[str, Any]]]
     ) -> tuple[EventFigures, dict[str, dict[str, Any]]]:
         """Event figures and per-model figures of every recording: the ended ones
         added to running totals once (from the figures they stored as they ended,
         else from their session folded again), the others folded afresh."""
         live_models: dict[str, dict[str, Any]] = {}
-        pending: dict[str, tuple[bool, dict[str, Any]]] = {}
-        for rid, ended, models, records in states:
-            if rid in self._folded:
-                continue
-            if ended and records is not None:  # stored as it ended: no events read
-                self._folded_figures.merge(record_figures(records))
-                _add_models(self._folded_models, models)
-                self._folded.add(rid)
-            else:
-                pending[rid] = (ended, models)
+        pending = {rid: (ended, models) for rid, ended, models in states
+                   if rid not in self._folded}
+        stored = aggregate.stored_figures(
+            self.store, [rid for rid, (ended, _) in pending.items() if ended])
+        for rid in [rid for rid in pending if rid in stored]:  # in order: the same sums
+            # Stored as it ended: no events read.
+            self._folded_figures.merge(record_figures(stored[rid]))
+            _add_models(self._folded_models, pending.pop(rid)[1])
+            self._folded.add(rid)
         live = EventFigures()
         for rid, events in aggregate.events_of(self.store, list(pending), FIGURE_TYPES):
             session = Session()

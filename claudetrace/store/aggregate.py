@@ -57,14 +57,28 @@ def totals(store: Store) -> tuple[int, int, int | None]:
     return int(events or 0), int(size or 0), newest
 
 
-def recording_states(
-        store: Store) -> list[tuple[str, bool, dict[str, Any], dict[str, Any] | None]]:
-    """Every recording's id, whether it has ended, its per-model figures and the
-    records of its event figures (None: not stored)."""
+def recording_states(store: Store) -> list[tuple[str, bool, dict[str, Any]]]:
+    """Every recording's id, whether it has ended, and its per-model figures."""
     r = Recording
     with _store_errors("read"), store.session() as s:
-        return [(rid, ended, dict(models or {}), figures) for rid, ended, models, figures
-                in s.execute(select(r.id, r.ended_ns.is_not(None), r.models, r.figures))]
+        return [(rid, ended, dict(models or {})) for rid, ended, models in s.execute(
+            select(r.id, r.ended_ns.is_not(None), r.models))]
+
+
+def stored_figures(store: Store, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The records of their event figures that recordings ``ids`` stored as they
+    ended (:func:`claudetrace.model.summary.figure_records`); those that stored
+    none are left out."""
+    r = Recording
+    found: dict[str, dict[str, Any]] = {}
+    for at in range(0, len(ids), CHUNK):
+        with _store_errors("read"), store.session() as s:
+            # None is stored as JSON's null (SQLAlchemy's JSON), so told here.
+            for rid, figures in s.execute(select(r.id, r.figures).where(
+                    r.id.in_(list(ids[at:at + CHUNK])))):
+                if isinstance(figures, dict):
+                    found[rid] = figures
+    return found
 
 
 def events_of(
