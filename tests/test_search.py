@@ -60,7 +60,7 @@ def test_the_index_holds_message_lines_only_and_goes_with_them(
     assert _entries(db_path) == 0 and search(store, "jumps") == []
 
 
-def test_search_finds_word_beginnings_and_phrases_newest_first(store: Store) -> None:
+def test_search_finds_word_beginnings_and_phrases_newest_stored_first(store: Store) -> None:
     old = _said(store, "Hello, world: the deploy FAILED at step 3", started_ns=10**18)
     new = _said(store, "hello again; deploy succeeded")
     assert [h.recording_id for h in search(store, "hel")] == [new, old]
@@ -125,7 +125,7 @@ def test_a_proxied_session_is_indexed_by_the_writer(db_path: Path) -> None:
     store = open_settled_store(str(db_path))
     try:
         # Both directions were recorded (cat echoes): two lines say it.
-        assert [(h.seq, h.direction) for h in search(store, "zebra")] == [(0, "in"), (1, "out")]
+        assert [(h.seq, h.direction) for h in search(store, "zebra")] == [(1, "out"), (0, "in")]
     finally:
         store.close()
 

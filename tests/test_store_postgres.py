@@ -438,8 +438,8 @@ def test_search_on_postgres_through_both_writers_and_the_migration(pg_url: str) 
         rid = store.import_cassette(read_cassette(
             Path(__file__).parent / "fixtures" / "cassettes" / "plain.ndjson"))
         okapi = [(h.seq, h.direction, h.snippet) for h in search(store, "OKAPI, in postgres")]
-        assert okapi == [(0, "in", "Proxied okapi, in PostgreSQL"),
-                         (1, "out", "Proxied okapi, in PostgreSQL")]
+        assert okapi == [(1, "out", "Proxied okapi, in PostgreSQL"),
+                         (0, "in", "Proxied okapi, in PostgreSQL")]
         fake = [(h.recording_id, h.seq) for h in search(store, "fake model")]
         assert fake and {r for r, _ in fake} == {rid}
         assert rid in recordings_saying(store, "fak")

@@ -15,7 +15,7 @@ from ._common import db_option, read_store, reports_errors
 @click.argument("text")
 @db_option
 @click.option("-n", "--limit", default=50, show_default=True,
-              help="How many lines at most, newest session first (0: all).")
+              help="How many lines at most, the newest stored first (0: all).")
 @click.option("--json", "as_json", is_flag=True, help="JSON (one array) for scripts.")
 @reports_errors
 def search(text: str, db_url: str | None, limit: int, as_json: bool) -> None:

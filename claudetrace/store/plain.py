@@ -116,6 +116,7 @@ class PlainWrites:
 
     def write_rows(self, recording_id: str, rows: Rows, tools: Rows,
                    recording_updates: dict[str, Any] | None = None) -> None:
+        said = index_rows(rows)  # before the transaction: not while holding SQLite's lock
         with self._transaction() as cursor:
             # The check a foreign key makes for every row, once a batch; the
             # recording stays meanwhile.
@@ -125,7 +126,6 @@ class PlainWrites:
             for table, table_rows in (("events", rows), ("event_tools", tools)):
                 if row_count(table_rows):
                     self._insert(cursor, table, table_rows)
-            said = index_rows(rows)
             if said:
                 self._index(cursor, said)
             if recording_updates:

@@ -69,17 +69,25 @@ def _query(needle: str) -> tuple[list[str], str, bool]:
 
 
 def search(store: Store, needle: str, *, limit: int | None = 50) -> list[Hit]:
-    """The lines of every recording that say ``needle``, newest recording first
-    (then in order), at most ``limit``."""
+    """The lines of every recording that say ``needle``, the newest stored first,
+    at most ``limit``."""
     query_words, wanted, plain = _query(needle)
     if not query_words:
         return []
+    # Newest first, in an order the index gives without sorting every line found
+    # (SQLite: the FTS table's rowids, the events'; PostgreSQL: the recording ids,
+    # which begin with their start time, and seq).
+    order = ("ORDER BY s.recording_id DESC, s.seq DESC"
+             if store.engine.dialect.name == "postgresql" else "ORDER BY s.rowid DESC")
     statement, params = _candidates(
         store, query_words, "e.recording_id, e.seq, e.direction, e.type, e.data, "
-        "r.started_ns, r.name", "ORDER BY r.started_ns DESC, r.id DESC, e.seq")
+        "r.started_ns, r.name", order)
     hits: list[Hit] = []
     try:
-        with store.engine.connect() as conn:
+        # Streamed (a server-side cursor on PostgreSQL): only the lines read until
+        # the limit is reached are fetched.
+        with store.engine.connect().execution_options(stream_results=True,
+                                                      yield_per=200) as conn:
             for rid, seq, direction, kind, data, started_ns, name in conn.execute(
                     text(statement), params):
                 said = searchable_text(Event(seq, direction, 0, bytes(data)))
