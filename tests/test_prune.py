@@ -42,7 +42,7 @@ def test_criteria_name_what_is_deleted_and_never_a_running_session(store: Store)
     assert matching(store, Criteria(source="import")).recordings == []
     done = prune(store, [old, old_other], batch_events=7)
     assert (done.recordings, done.events) == (2, 60)
-    assert done.transactions == 2 * (4 + 1)  # 30 events: 4 batches of 7 down to seq 2, the row
+    assert done.transactions == 4 + 4 + 1  # each: 4 batches of 7 down to seq 2; both rows
     assert sorted(r.id for r in store.list_recordings()) == sorted([new, running])
 
 
@@ -132,3 +132,10 @@ def test_prune_asks_on_a_terminal(db_path: Path, store: Store, monkeypatch: pyte
                                 input=answer)
     assert "Delete 1 recordings?" in result.output
     assert (store.count_events(rid) == 0) is deleted
+
+
+def test_small_recordings_are_deleted_several_a_transaction(store: Store, db_path: Path) -> None:
+    ids = [old_recording(store, days=40, events=3) for _ in range(12)]
+    done = prune(store, ids, batch_events=10)
+    assert (done.recordings, done.events, done.transactions) == (12, 36, 4)  # 3 a transaction
+    assert _rows(db_path) == (0, 0, 0)

@@ -33,6 +33,8 @@ _TOOLS = cast(Table, EventTool.__table__)
 BATCH_EVENTS = 5000
 #: The least pause after each delete transaction (seconds), whatever it held.
 MIN_PAUSE_S = 0.01
+#: Recordings a delete transaction takes at most (small ones, together).
+GROUP_MOST = 500
 #: SQLite pages ``PRAGMA incremental_vacuum`` gives back a transaction.
 VACUUM_PAGES = 2048
 
@@ -109,39 +111,63 @@ class Pruned:
 def prune(store: Store, ids: Sequence[str], *, batch_events: int = BATCH_EVENTS,
           progress: Callable[[Pruned], None] | None = None) -> Pruned:
     """Delete recordings ``ids`` with their events, at most ``batch_events`` events a
-    transaction: a recording's events from its last down, then its row (the
-    schema's triggers delete what is left with it, migration 0006).
+    transaction: small recordings several at a time, a large one's events from
+    its last down, then its row (the schema's triggers delete a deleted
+    recording's rows with it, migration 0006).
 
     A recording interrupted half way keeps its first events and its row; the
     same prune again finishes it.  After each transaction the database is left
     alone at least as long as it was held (:data:`MIN_PAUSE_S` at least).
     """
     done = Pruned()
-    for rid in ids:
-        try:
+    group: list[str] = []
+    grouped = 0
+
+    def flush() -> None:
+        nonlocal grouped
+        if group:
+            _delete_rows(store, done, list(group))
+            if progress is not None:
+                progress(done)
+        group.clear()
+        grouped = 0
+
+    try:
+        for rid in ids:
             with store.engine.connect() as conn:
                 top = conn.execute(select(func.max(_EVENTS.c.seq))
                                    .where(_EVENTS.c.recording_id == rid)).scalar()
-            end = -1 if top is None else int(top)
-            while end >= batch_events:
-                start = end + 1 - batch_events
-                done.events += _in_transaction(store, done, [
-                    delete(_TOOLS).where(_TOOLS.c.recording_id == rid, _TOOLS.c.seq >= start),
-                    delete(_EVENTS).where(_EVENTS.c.recording_id == rid,
-                                          _EVENTS.c.seq >= start)])
-                end = start - 1
-            with store.engine.connect() as conn:
-                rest = conn.execute(select(func.count()).select_from(_EVENTS)
-                                    .where(_EVENTS.c.recording_id == rid)).scalar() or 0
-            _in_transaction(store, done, [delete(_RECORDINGS).where(_R.id == rid)])
-        except SQLAlchemyError as exc:
-            raise StoreError(f"prune failed: {error_reason(exc)} "
-                             f"({done.recordings} recordings deleted)") from exc
-        done.events += int(rest)
-        done.recordings += 1
-        if progress is not None:
-            progress(done)
+            size = 0 if top is None else int(top) + 1
+            if size > batch_events:
+                end = size - 1
+                while end >= batch_events:
+                    start = end + 1 - batch_events
+                    done.events += _in_transaction(store, done, [
+                        delete(_TOOLS).where(_TOOLS.c.recording_id == rid,
+                                             _TOOLS.c.seq >= start),
+                        delete(_EVENTS).where(_EVENTS.c.recording_id == rid,
+                                              _EVENTS.c.seq >= start)])
+                    end = start - 1
+                size = end + 1
+            if group and (grouped + size > batch_events or len(group) >= GROUP_MOST):
+                flush()
+            group.append(rid)
+            grouped += size
+        flush()
+    except SQLAlchemyError as exc:
+        raise StoreError(f"prune failed: {error_reason(exc)} "
+                         f"({done.recordings} recordings deleted)") from exc
     return done
+
+
+def _delete_rows(store: Store, done: Pruned, ids: list[str]) -> None:
+    """Delete recordings ``ids`` (their rows take their events with them) in one
+    transaction, counting their events first."""
+    with store.engine.connect() as conn:
+        events = conn.execute(select(func.count()).select_from(_EVENTS)
+                              .where(_EVENTS.c.recording_id.in_(ids))).scalar() or 0
+    done.recordings += _in_transaction(store, done, [delete(_RECORDINGS).where(_R.id.in_(ids))])
+    done.events += int(events)
 
 
 def _in_transaction(store: Store, done: Pruned, statements: Sequence[Executable | str]) -> int:
