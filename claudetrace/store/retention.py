@@ -170,25 +170,29 @@ def _delete_rows(store: Store, done: Pruned, ids: list[str]) -> None:
     done.events += int(events)
 
 
-def _in_transaction(store: Store, done: Pruned, statements: Sequence[Executable | str]) -> int:
+def _in_transaction(store: Store, done: Pruned, statements: Sequence[Executable]) -> int:
     """Run ``statements`` in one transaction, then leave the database alone at least
     as long; the rows the last one changed."""
-    began = time.monotonic()
     count = 0
-    with store.engine.begin() as conn:
-        for statement in statements:
-            if isinstance(statement, str):
-                result = conn.exec_driver_sql(statement)
-                if result.returns_rows:  # a pragma's steps are done as it is read
-                    result.fetchall()
-            else:
-                result = conn.execute(statement)
-            count = result.rowcount
+
+    def run() -> None:
+        nonlocal count
+        with store.engine.begin() as conn:
+            for statement in statements:
+                count = conn.execute(statement).rowcount
+    _paced(done, run)
+    return max(0, int(count or 0))
+
+
+def _paced(done: Pruned, work: Callable[[], None]) -> None:
+    """Do ``work`` (one transaction), then leave the database alone at least as
+    long as it took (:data:`MIN_PAUSE_S` at least)."""
+    began = time.monotonic()
+    work()
     held = time.monotonic() - began
     done.transactions += 1
     done.longest_s = max(done.longest_s, held)
     time.sleep(max(MIN_PAUSE_S, held))
-    return max(0, int(count or 0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,7 +239,7 @@ def _sqlite_space(store: Store) -> Space:
     before = free
     done = Pruned()
     while free:
-        _in_transaction(store, done, [f"PRAGMA incremental_vacuum({VACUUM_PAGES})"])
+        _paced(done, lambda: _incremental_vacuum(store))
         with store.engine.connect() as conn:
             left = pragma(conn, "freelist_count")
         if left >= free:
@@ -244,6 +248,19 @@ def _sqlite_space(store: Store) -> Space:
     store.checkpoint()
     returned = (before - free) * page
     return Space(returned, f"{returned / 1e6:.1f} MB given back to the system")
+
+
+def _incremental_vacuum(store: Store) -> None:
+    """Give :data:`VACUUM_PAGES` free pages back, in a transaction of their own.
+
+    Through the driver's ``executescript``, which steps the pragma to its end: a
+    statement run otherwise frees one page (its first step) and is reset."""
+    raw = store.engine.raw_connection()
+    try:
+        raw.driver_connection.executescript(  # type: ignore[union-attr]
+            f"PRAGMA incremental_vacuum({VACUUM_PAGES})")
+    finally:
+        raw.close()
 
 
 _SIZE = ("SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
