@@ -140,8 +140,13 @@ def startup_bench(runs: int, db_urls: tuple[str, ...], telemetry: bool) -> None:
 @click.option("--db", "db_urls", multiple=True, metavar="URL",
               help="Also record into this database (repeatable; e.g. a PostgreSQL URL; "
                    "the runs' recordings are deleted after).")
+@click.option("--shape", type=click.Choice(["sample", "deltas"]), default="sample",
+              show_default=True,
+              help="The input: the streaming sample (or --from), or text deltas of ~30 "
+                   "words with a tool call every 50 lines (partial messages on).")
 @reports_errors
-def ingest_bench(lines: int, repeat: int, cassette: str | None, db_urls: tuple[str, ...]) -> None:
+def ingest_bench(lines: int, repeat: int, cassette: str | None, db_urls: tuple[str, ...],
+                 shape: str) -> None:
     """Time to queryable: a burst through the proxy until stored, against a naive loop.
 
     Targets: at least twice the naive loop's speed on SQLite; at least its speed on
@@ -150,7 +155,8 @@ def ingest_bench(lines: int, repeat: int, cassette: str | None, db_urls: tuple[s
     from ..bench.ingest import run_ingest_bench
 
     databases: dict[str, str | None] = {"SQLite": None, **{_db_name(u): u for u in db_urls}}
-    report = run_ingest_bench(lines=lines, repeat=repeat, cassette=cassette, databases=databases)
+    report = run_ingest_bench(lines=lines, repeat=repeat, cassette=cassette, databases=databases,
+                              shape=shape)
     for line in report.lines_out():
         click.echo(line)
 
