@@ -62,7 +62,10 @@ def prune(db_url: str | None, older_than: str | None, tags: tuple[str, ...],
             if not _can_ask():
                 fail("not deleting without a terminal to ask on: add --yes", 2)
             click.confirm(f"Delete {len(found.recordings)} recordings?", abort=True)
-        done = delete(store, [r.id for r in found.recordings])
+        # Looked at again: a session that came back to life while the user
+        # answered is left alone.
+        still = {r.id for r in matching(store, criteria).recordings}
+        done = delete(store, [r.id for r in found.recordings if r.id in still])
         click.echo(f"deleted {done.recordings} recordings ({done.events} events) in "
                    f"{done.transactions} transactions (longest {done.longest_s:.3f} s)")
         space = give_back_space(store)
