@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from claudetrace.cassette import read_cassette
@@ -147,3 +148,14 @@ def test_the_migration_indexes_what_was_stored_before_it(db_path: Path) -> None:
         assert [(h.recording_id, h.seq) for h in search(store, "fake model")] == before
     finally:
         store.close()
+
+
+def test_the_session_list_takes_more_sessions_saying_it_than_a_statement_binds(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    from claudetrace.store import browse
+
+    ids = [_said(store, f"common word {n}") for n in range(5)]
+    monkeypatch.setattr(browse, "MOST_BOUND_IDS", 2)
+    listed = browse.list_sessions(store, browse.Filters(text="common"), limit=3)
+    assert [r.id for r in listed] == ids[::-1][:3]
+    assert len(browse.list_sessions(store, browse.Filters(text="common word"))) == 5

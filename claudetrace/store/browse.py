@@ -214,17 +214,30 @@ def _filtered(store: Store, filters: Filters, *, full: bool = False) -> Any:
     return stmt.order_by(_R.started_ns.desc(), _R.id.desc())
 
 
+#: Recording ids a session-list query binds at most (SQLite takes 32,766
+#: parameters a statement); more are told apart in Python.
+MOST_BOUND_IDS = 30_000
+
+
 def list_sessions(store: Store, filters: Filters, *, limit: int | None = None,
                   full: bool = False) -> list[Recording]:
     """Recordings matching ``filters``, newest first (summary columns only, unless
     ``full``: every column, as ``sessions --json`` shows them)."""
     stmt = _filtered(store, filters, full=full)
+    saying: set[str] | None = None
     if filters.text:
-        stmt = stmt.where(_R.id.in_(recordings_saying(store, filters.text)))
-    if limit is not None:
+        found = recordings_saying(store, filters.text)
+        if len(found) <= MOST_BOUND_IDS:
+            stmt = stmt.where(_R.id.in_(found))
+        else:  # more than a statement may bind: told apart as they are read
+            saying = set(found)
+    if limit is not None and saying is None:
         stmt = stmt.limit(limit)
     with _guard("list recordings"), store.session() as s:
-        recs = list(s.scalars(stmt))
+        if saying is None:
+            recs = list(s.scalars(stmt))
+        else:
+            recs = [r for r in s.scalars(stmt) if r.id in saying][:limit]
     if filters.errors_only:
         recs = [r for r in recs if r.status in FAILED or (r.status != "running" and r.tool_errors)]
     if filters.statuses:
