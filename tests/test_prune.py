@@ -73,7 +73,7 @@ def test_prune_deletes_every_row_of_what_it_names(db_path: Path, store: Store) -
     kept = old_recording(store, days=3, events=25)
     result = invoke("prune", "--db", str(db_path), "--older-than", "30d", "--yes")
     assert result.exit_code == 0, result.output
-    assert "deleted 1 recordings (12000 events) in 3 transactions" in result.output
+    assert "deleted 1 recordings (12000 events) in 6 transactions" in result.output
     assert "given back to the system" in result.output
     assert _rows(db_path) == (1, 25, 3)
     assert [r.id for r in store.list_recordings()] == [kept]

@@ -30,7 +30,7 @@ _EVENTS = cast(Table, EventRow.__table__)
 _TOOLS = cast(Table, EventTool.__table__)
 
 #: Events a delete transaction takes at most: a few milliseconds of the write lock.
-BATCH_EVENTS = 5000
+BATCH_EVENTS = 2000
 #: The least pause after each delete transaction (seconds), whatever it held.
 MIN_PAUSE_S = 0.01
 #: Recordings a delete transaction takes at most (small ones, together).
