@@ -440,8 +440,9 @@ def test_search_on_postgres_through_both_writers_and_the_migration(pg_url: str) 
         okapi = [(h.seq, h.direction, h.snippet) for h in search(store, "OKAPI, in postgres")]
         assert okapi == [(1, "out", "Proxied okapi, in PostgreSQL"),
                          (0, "in", "Proxied okapi, in PostgreSQL")]
-        fake = [(h.recording_id, h.seq) for h in search(store, "fake model")]
-        assert fake and {r for r, _ in fake} == {rid}
+        # (The module's other tests may have stored lines saying it too.)
+        fake = [h.seq for h in search(store, "fake model", limit=None) if h.recording_id == rid]
+        assert fake
         assert rid in recordings_saying(store, "fak")
         with store.engine.begin() as conn:
             command.downgrade(alembic_config(conn), "0005_postgres_bulk_events")
@@ -449,9 +450,10 @@ def test_search_on_postgres_through_both_writers_and_the_migration(pg_url: str) 
         store.close()
     store = open_store(pg_url)  # upgraded again: what was stored is indexed
     try:
-        assert [(h.recording_id, h.seq) for h in search(store, "fake model")] == fake
+        assert [h.seq for h in search(store, "fake model", limit=None)
+                if h.recording_id == rid] == fake
         store.delete_recording(rid)
-        assert search(store, "fake model") == []
+        assert rid not in {h.recording_id for h in search(store, "fake model", limit=None)}
     finally:
         store.close()
     conninfo = plain_url(pg_url)

@@ -113,8 +113,8 @@ def _index_stored_lines(insert: Any) -> None:
         page = bind.exec_driver_sql(
             "SELECT recording_id, seq, direction, data FROM events "
             f"WHERE type IN ({_TYPES}) AND type <> 'stream_event' "
-            f"AND (recording_id > {marker} OR (recording_id = {marker} AND seq > {marker})) "
-            f"ORDER BY recording_id, seq LIMIT 2000", (after[0], after[0], after[1])).all()
+            f"AND (recording_id, seq) > ({marker}, {marker}) "
+            f"ORDER BY recording_id, seq LIMIT 2000", (after[0], after[1])).all()
         if not page:
             break
         entries = [e for e in (entry(*row) for row in page) if e is not None]
