@@ -495,3 +495,19 @@ def test_metrics_serve_reports_a_busy_port(db_path: Path) -> None:
     assert result.exit_code == 1
     assert "cannot listen on 127.0.0.1" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_proxied_recording_stores_its_figures_as_it_ends(db_path: Path) -> None:
+    # The indexer (not only import) stores them: a cold scrape folds no proxied session.
+    open_settled_store(str(db_path)).close()
+    line = (b'{"type":"assistant","message":{"id":"m1","content":[{"type":"tool_use",'
+            b'"id":"toolu_1","name":"Bash","input":{}}]}}\n')
+    done = subprocess.run([sys.executable, "-m", "claudetrace", "proxy", "--db", str(db_path),
+                           "--", "cat"], input=line, capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    store = open_settled_store(str(db_path))
+    try:
+        (rec,) = store.list_recordings()
+        assert rec.figures == {"tools": [["Bash", "unfinished", None]], "controls": []}
+    finally:
+        store.close()
