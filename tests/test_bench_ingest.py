@@ -55,6 +55,16 @@ def test_a_tiny_ingest_run_stores_every_event_and_prints_its_rows() -> None:
     assert "naive loop" in text and "claudetrace, SQLite" in text and "x the naive loop" in text
 
 
+def test_a_text_delta_shape_is_stored_whole() -> None:
+    from claudetrace.bench.ingest import delta_lines
+
+    cycle = delta_lines()
+    assert len(cycle) == 50 and cycle[-1].startswith(b'{"type":"assistant"')
+    assert all(b'"text_delta"' in line for line in cycle[:-1])
+    report = run_ingest_bench(lines=300, shape="deltas")  # its check: every event stored
+    assert [r.name for r in report.runs] == ["naive loop", "claudetrace, SQLite"]
+
+
 def test_what_the_benches_record_in_a_database_the_user_named_is_deleted_after(
     tmp_path: Path,
 ) -> None:

@@ -317,3 +317,45 @@ def test_show_and_sessions_json_give_status_reason_and_cost_per_model(db_path: P
     assert "claude-sonnet-5" in shown and "$0.000509" in shown
     killed = invoke("show", by_status["killed"]["id"], "--db", str(db_path)).stdout
     assert "killed — killed by SIGKILL during turn 1" in killed
+
+
+def test_sessions_filters_as_the_ui_does(db_path: Path) -> None:
+    """``sessions`` narrows through the session browser's query layer
+    (claudetrace.store.browse): model, status, tag, since, errors only, text."""
+    from claudetrace.cassette import read_cassette
+    from claudetrace.recording import RecordingInfo
+    from claudetrace.store import open_store
+
+    store = open_store(str(db_path))
+    try:
+        ok = store.import_cassette(read_cassette(CASSETTES / "plain.ndjson"),
+                                   tags={"team": "infra"})
+        denied = store.import_cassette(read_cassette(CASSETTES / "permission_deny.ndjson"),
+                                       tags={"team": "web"})
+        running = RecordingInfo.start(["claude"], tags={"team": "infra"})
+        store.create_recording(running)
+        hour = 3600 * 10**9
+        store.update_recording(ok, model="claude-x", started_ns=time.time_ns() - hour)
+        store.update_recording(denied, started_ns=time.time_ns() - 2 * hour)
+        old = store.import_cassette(read_cassette(CASSETTES / "hooks.ndjson"))
+        store.update_recording(old, started_ns=time.time_ns() - 10 * 86_400 * 10**9)
+    finally:
+        store.close()
+
+    def ids(*args: str) -> list[str]:
+        result = invoke("sessions", "--db", str(db_path), "--json", *args)
+        assert result.exit_code == 0, result.output
+        return [r["id"] for r in json.loads(result.output)]
+
+    assert ids("--model", "claude-x") == [ok]
+    assert ids("--tag", "team=infra") == [running.id, ok]
+    assert ids("--tag", "team=infra", "--status", "ok") == [ok]
+    assert ids("--status", "running") == [running.id]
+    assert set(ids("--since", "2d")) == {ok, denied, running.id}
+    assert old in ids("--status", "ok", "--status", "error", "-n", "0")
+    assert ids("--errors") == [r for r in ids() if r in ids("--errors")]
+    assert ids("--search", "fake model") == [ok]
+    bad = invoke("sessions", "--db", str(db_path), "--status", "fine")
+    assert bad.exit_code == 2 and "'fine' is not one of" in bad.output
+    none = invoke("sessions", "--db", str(db_path), "--tag", "team=nobody")
+    assert none.exit_code == 0 and "No recordings match." in none.output

@@ -404,6 +404,43 @@ def test_ended_recordings_are_read_once_and_new_ones_are_added(store: Store) -> 
     }
 
 
+def _figures_only(samples: dict[Key, float]) -> dict[Key, float]:
+    return {k: v for k, v in samples.items() if "scrape_duration" not in k[0]}
+
+
+def test_a_cold_scrape_reads_the_stored_figures_not_the_events(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ended recording stored the records its figures are made of (its
+    ``figures`` column): a cold scrape folds no recording's events but the
+    running ones', and its figures are those the fold gives."""
+    from sqlalchemy import update
+
+    from claudetrace.store import aggregate
+
+    asked: list[str] = []
+    events_of = aggregate.events_of
+
+    def counted(store: Store, ids: list[str], types: tuple[str, ...]) -> Iterator[object]:
+        asked.extend(ids)
+        return events_of(store, ids, types)
+
+    monkeypatch.setattr(aggregate, "events_of", counted)
+    _, stored = parse_exposition(StoreMetrics(store).exposition())
+    with store.session() as session:  # running, or made without the store's writes
+        unfigured = set(session.scalars(select(Recording.id).where(
+            (Recording.ended_ns.is_(None)) | (Recording.figures.is_(None)))))
+        imported = session.scalar(select(func.count()).where(Recording.figures.is_not(None)))
+    assert set(asked) == unfigured and imported == len(CASSETTES)
+    assert any(k[0] == "claudetrace_store_tool_calls_total" for k in stored)
+    assert any(k[0] == "claudetrace_store_permission_decisions_total" for k in stored)
+    with store.engine.begin() as conn:  # as stored before migration 0006: folded
+        conn.execute(update(Recording).values(figures=None))
+    asked.clear()
+    _, folded = parse_exposition(StoreMetrics(store).exposition())
+    assert len(asked) == len(unfigured) + len(CASSETTES)
+    assert _figures_only(folded) == _figures_only(stored)
+
+
 def test_status_sql_agrees_with_the_model(store: Store) -> None:
     now = time.time_ns()
     with store.session() as session:
@@ -461,3 +498,19 @@ def test_metrics_serve_reports_a_busy_port(db_path: Path) -> None:
     assert result.exit_code == 1
     assert "cannot listen on 127.0.0.1" in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_proxied_recording_stores_its_figures_as_it_ends(db_path: Path) -> None:
+    # The indexer (not only import) stores them: a cold scrape folds no proxied session.
+    open_settled_store(str(db_path)).close()
+    line = (b'{"type":"assistant","message":{"id":"m1","content":[{"type":"tool_use",'
+            b'"id":"toolu_1","name":"Bash","input":{}}]}}\n')
+    done = subprocess.run([sys.executable, "-m", "claudetrace", "proxy", "--db", str(db_path),
+                           "--", "cat"], input=line, capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    store = open_settled_store(str(db_path))
+    try:
+        (rec,) = store.list_recordings()
+        assert rec.figures == {"tools": [["Bash", "unfinished", None]], "controls": []}
+    finally:
+        store.close()

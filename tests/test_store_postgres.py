@@ -345,6 +345,144 @@ def test_a_recording_deleted_while_a_batch_is_written_leaves_no_lines(
         deleting.close()
 
 
+
+def _rows_of(conn: Any, ids: list[str]) -> tuple[int, int]:
+    events = conn.execute("SELECT count(*) FROM events WHERE recording_id = ANY(%s)",
+                          (ids,)).fetchone()[0]
+    tools = conn.execute("SELECT count(*) FROM event_tools WHERE recording_id = ANY(%s)",
+                         (ids,)).fetchone()[0]
+    return int(events), int(tools)
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_a_delete_by_hand_leaves_no_orphans_on_postgres(pg_url: str) -> None:
+    # Migration 0006: a trigger a DELETE statement on recordings takes their
+    # events and tool references, as psql's user would expect of a foreign key.
+    import psycopg
+
+    from claudetrace.store.postgres import plain_url
+
+    store = open_store(pg_url)
+    try:
+        cassette = read_cassette(Path(__file__).parent / "fixtures" / "cassettes" / "hooks.ndjson")
+        ids = [store.import_cassette(cassette) for _ in range(3)]
+    finally:
+        store.close()
+    conninfo = plain_url(pg_url)
+    assert conninfo is not None
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        events, tools = _rows_of(conn, ids)
+        assert events and tools
+        conn.execute("DELETE FROM recordings WHERE id = %s", (ids[0],))
+        assert _rows_of(conn, ids[:1]) == (0, 0)
+        assert _rows_of(conn, ids[1:]) == (events * 2 // 3, tools * 2 // 3)
+        conn.execute("DELETE FROM recordings WHERE id = ANY(%s)", (ids[1:],))
+        assert _rows_of(conn, ids) == (0, 0)
+    store = open_store(pg_url)
+    try:
+        last = store.import_cassette(cassette)
+    finally:
+        store.close()
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        assert _rows_of(conn, [last]) == (events // 3, tools // 3)
+        conn.execute("TRUNCATE recordings")
+        assert _rows_of(conn, [last]) == (0, 0)
+
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_prune_while_a_proxy_records_on_postgres(pg_url: str) -> None:
+    import psycopg
+
+    from claudetrace.store.postgres import plain_url
+    from tests.pruning import old_recording, prune_while_a_proxy_records
+
+    store = open_store(pg_url)
+    try:
+        gone = [old_recording(store, days=45, events=12_000, tags={"prune": "pg"})
+                for _ in range(2)]
+    finally:
+        store.close()
+    pruned, listed = prune_while_a_proxy_records(pg_url)
+    assert pruned.returncode == 0, pruned.stderr
+    assert "deleted 2 recordings (24000 events)" in pruned.stdout
+    assert "VACUUM made the deleted rows' space reusable" in pruned.stdout
+    live = [r for r in listed if r["name"] == "live"]
+    assert len(live) == 1 and live[0]["exit_code"] == 0 and live[0]["events"] == 600
+    assert not [r for r in listed if r["id"] in gone]
+    conninfo = plain_url(pg_url)
+    assert conninfo is not None
+    with psycopg.connect(conninfo) as conn:
+        assert _rows_of(conn, gone) == (0, 0)
+        assert _rows_of(conn, [str(live[0]["id"])])[0] == 600
+
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_search_on_postgres_through_both_writers_and_the_migration(pg_url: str) -> None:
+    import psycopg
+    from alembic import command
+
+    from claudetrace.indexer import open_settled_store
+    from claudetrace.store.engine import alembic_config
+    from claudetrace.store.postgres import plain_url
+    from claudetrace.store.search import recordings_saying, search
+
+    line = b'{"type":"result","subtype":"success","result":"Proxied okapi, in PostgreSQL"}\n'
+    done = subprocess.run(
+        [sys.executable, "-m", "claudetrace", "proxy", "--db", pg_url, "--", "cat"],
+        input=line, capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    store = open_settled_store(pg_url)
+    try:
+        rid = store.import_cassette(read_cassette(
+            Path(__file__).parent / "fixtures" / "cassettes" / "plain.ndjson"))
+        okapi = [(h.seq, h.direction, h.snippet) for h in search(store, "OKAPI, in postgres")]
+        assert okapi == [(1, "out", "Proxied okapi, in PostgreSQL"),
+                         (0, "in", "Proxied okapi, in PostgreSQL")]
+        # (The module's other tests may have stored lines saying it too.)
+        fake = [h.seq for h in search(store, "fake model", limit=None) if h.recording_id == rid]
+        assert fake
+        assert rid in recordings_saying(store, "fak")
+        with store.engine.begin() as conn:
+            command.downgrade(alembic_config(conn), "0005_postgres_bulk_events")
+    finally:
+        store.close()
+    store = open_store(pg_url)  # upgraded again: what was stored is indexed
+    try:
+        assert [h.seq for h in search(store, "fake model", limit=None)
+                if h.recording_id == rid] == fake
+        store.delete_recording(rid)
+        assert rid not in {h.recording_id for h in search(store, "fake model", limit=None)}
+    finally:
+        store.close()
+    conninfo = plain_url(pg_url)
+    assert conninfo is not None
+    with psycopg.connect(conninfo) as conn:
+        assert conn.execute("SELECT count(*) FROM event_search WHERE recording_id = %s",
+                            (rid,)).fetchone() == (0,)
+
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_session_filters_by_tag_and_status_on_postgres(pg_url: str) -> None:
+    from claudetrace.store.browse import Filters, list_sessions
+
+    store = open_store(pg_url)
+    try:
+        cassette = read_cassette(Path(__file__).parent / "fixtures" / "cassettes" / "plain.ndjson")
+        tagged = store.import_cassette(cassette, tags={"filter-test": "pg"})
+        running = RecordingInfo.start(["claude"], tags={"filter-test": "pg"})
+        store.create_recording(running)
+        mine = Filters(tags=("filter-test=pg",))
+        assert [r.id for r in list_sessions(store, mine)] == [running.id, tagged]
+        assert [r.id for r in list_sessions(store, mine.with_(statuses=("ok",)))] == [tagged]
+        assert [r.id for r in list_sessions(store, mine.with_(statuses=("running",)),
+                                            full=True)] == [running.id]
+    finally:
+        store.close()
+
+
 # -- the writer's plain writes (claudetrace/store/postgres.py) ---------------------------
 
 

@@ -31,6 +31,7 @@ claudetrace's own code knows it is being measured.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import resource
 import shutil
@@ -233,17 +234,38 @@ class IngestReport:
         return out
 
 
+def delta_lines(words: int = 30, every: int = 50) -> list[bytes]:
+    """A session with partial messages on, as issue 37 measured it: ``stream_event``
+    text deltas of about ``words`` words each, and an assistant's tool call every
+    ``every`` lines (the cycle :func:`build_input` repeats)."""
+    text = " ".join(f"word{n % 97}" for n in range(words))
+    delta = json.dumps({"type": "stream_event", "session_id": "bench", "parent_tool_use_id": None,
+                        "uuid": "00000000-0000-4000-8000-000000000000",
+                        "event": {"type": "content_block_delta", "index": 0,
+                                  "delta": {"type": "text_delta", "text": text}}},
+                       separators=(",", ":")).encode()
+    tool = json.dumps({"type": "assistant", "session_id": "bench", "parent_tool_use_id": None,
+                       "message": {"id": "msg_bench", "role": "assistant", "model": "claude-x",
+                                   "content": [{"type": "tool_use", "id": "toolu_bench",
+                                                "name": "Bash", "input": {"command": "ls"}}]}},
+                      separators=(",", ":")).encode()
+    return [delta] * (every - 1) + [tool]
+
+
 def run_ingest_bench(*, lines: int = 100_000, repeat: int = 1, cassette: str | None = None,
                      databases: dict[str, str | None] | None = None,
-                     workdir: str | None = None) -> IngestReport:
+                     workdir: str | None = None, shape: str = "sample") -> IngestReport:
     """Time to queryable through the proxy (into each of ``databases``, name → URL,
-    None: a fresh SQLite file) against the naive loop, ``repeat`` rounds."""
+    None: a fresh SQLite file) against the naive loop, ``repeat`` rounds; the input
+    ``shape`` is the streaming sample (or ``cassette``) or text deltas
+    (:func:`delta_lines`)."""
     compile_bytecode()
     with tempfile.TemporaryDirectory(prefix="claudetrace-bench-", dir=workdir) as tmp, \
             forgetting() as made, adopting() as orphans:
         folder = Path(tmp)
         source = folder / "input.ndjson"
-        source.write_bytes(build_input(sample_lines(cassette), lines))
+        cycle = delta_lines() if shape == "deltas" else sample_lines(cassette)
+        source.write_bytes(build_input(cycle, lines))
         report = IngestReport(lines, source.stat().st_size)
         for round_ in range(repeat):
             naive_db = folder / f"naive-{round_}.db"

@@ -140,8 +140,13 @@ def startup_bench(runs: int, db_urls: tuple[str, ...], telemetry: bool) -> None:
 @click.option("--db", "db_urls", multiple=True, metavar="URL",
               help="Also record into this database (repeatable; e.g. a PostgreSQL URL; "
                    "the runs' recordings are deleted after).")
+@click.option("--shape", type=click.Choice(["sample", "deltas"]), default="sample",
+              show_default=True,
+              help="The input: the streaming sample (or --from), or text deltas of ~30 "
+                   "words with a tool call every 50 lines (partial messages on).")
 @reports_errors
-def ingest_bench(lines: int, repeat: int, cassette: str | None, db_urls: tuple[str, ...]) -> None:
+def ingest_bench(lines: int, repeat: int, cassette: str | None, db_urls: tuple[str, ...],
+                 shape: str) -> None:
     """Time to queryable: a burst through the proxy until stored, against a naive loop.
 
     Targets: at least twice the naive loop's speed on SQLite; at least its speed on
@@ -150,7 +155,8 @@ def ingest_bench(lines: int, repeat: int, cassette: str | None, db_urls: tuple[s
     from ..bench.ingest import run_ingest_bench
 
     databases: dict[str, str | None] = {"SQLite": None, **{_db_name(u): u for u in db_urls}}
-    report = run_ingest_bench(lines=lines, repeat=repeat, cassette=cassette, databases=databases)
+    report = run_ingest_bench(lines=lines, repeat=repeat, cassette=cassette, databases=databases,
+                              shape=shape)
     for line in report.lines_out():
         click.echo(line)
 
@@ -172,6 +178,31 @@ def session_bench(lines: int, repeat: int, cassette: str | None) -> None:
     from ..bench.session import run_session_bench
 
     for line in run_session_bench(lines=lines, repeat=repeat, cassette=cassette).lines_out():
+        click.echo(line)
+
+
+@bench.command("store")
+@click.option("--sessions", default=5000, show_default=True, type=click.IntRange(min=2),
+              help="Sessions to store (fewer for CI).")
+@click.option("--turns", default=4, show_default=True, type=click.IntRange(min=1),
+              help="Turns a session (21 lines each, 5 a turn and the init).")
+@click.option("--repeat", default=3, show_default=True, type=click.IntRange(min=1),
+              help="Rounds (each row is the median).")
+@click.option("--db", "db_url", metavar="URL",
+              help="Fill this database instead of a new SQLite file (the bench's "
+                   "recordings are deleted after).")
+@reports_errors
+def store_bench(sessions: int, turns: int, repeat: int, db_url: str | None) -> None:
+    """A team's store: the session list, search, a cold /metrics scrape.
+
+    Fills a store with SESSIONS imported sessions and times reading it through
+    the commands' own functions, with a cold scrape that folds every recording
+    again (as before the stored figures) for comparison.
+    """
+    from ..bench.store import run_store_bench
+
+    report = run_store_bench(sessions=sessions, turns=turns, repeat=repeat, db=db_url)
+    for line in report.lines_out():
         click.echo(line)
 
 

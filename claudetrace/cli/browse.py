@@ -76,11 +76,39 @@ def session_record(rec: Any) -> dict[str, Any]:
 @click.option(
     "-n", "--limit", default=50, show_default=True, help="How many, newest first (0: all)."
 )
+@click.option("--model", "models", multiple=True, metavar="M",
+              help="Only sessions of this model (repeatable: any of them).")
+@click.option("--status", "statuses", multiple=True, metavar="S",
+              help="Only sessions with this status: ok, error, interrupted, killed, "
+                   "incomplete, running (repeatable: any of them).")
+@click.option("--tag", "tags", multiple=True, metavar="K=V",
+              help="Only sessions with this tag (repeatable: all of them).")
+@click.option("--since", metavar="AGE|DATE",
+              help="Only sessions started since then: a duration ago (2h, 7d) or an ISO date.")
+@click.option("--errors", "errors_only", is_flag=True,
+              help="Only sessions that failed or had a tool error (as the UI's box).")
+@click.option("--search", "text", metavar="TEXT",
+              help="Only sessions whose messages say TEXT (as `claudetrace search`).")
 @reports_errors
-def sessions(db_url: str | None, as_json: bool, limit: int) -> None:
-    """List recordings, newest first."""
+def sessions(db_url: str | None, as_json: bool, limit: int, models: tuple[str, ...],
+             statuses: tuple[str, ...], tags: tuple[str, ...], since: str | None,
+             errors_only: bool, text: str | None) -> None:
+    """List recordings, newest first (narrowed as the session browser narrows them)."""
+    from ..model import STATUSES
+    from ..store.browse import Filters, list_sessions
+    from ..telemetry.backfill import parse_since
+    from .record import _parse_tags
+
+    unknown = sorted(set(statuses) - set(STATUSES))
+    if unknown:
+        raise click.BadParameter(f"{unknown[0]!r} is not one of {', '.join(STATUSES)}",
+                                 param_hint="--status")
+    filters = Filters(models=models, statuses=statuses, errors_only=errors_only,
+                      tags=tuple(f"{k}={v}" for k, v in _parse_tags(tags).items()),
+                      text=(text or "").strip(),
+                      started_after_ns=None if since is None else parse_since(since))
     store = read_store(db_url)
-    recs = store.list_recordings(limit=limit or None)
+    recs = list_sessions(store, filters, limit=limit or None, full=True)
     if as_json:
         click.echo(json.dumps([session_record(r) for r in recs], indent=2))
         return
@@ -92,8 +120,11 @@ def sessions(db_url: str | None, as_json: bool, limit: int) -> None:
 
     console = Console(width=None if sys.stdout.isatty() else 200)
     if not recs:
-        console.print(Text(f"No recordings yet in {visible(str(store.url))}. "
-                           "Try `claudetrace demo`."))
+        if filters != Filters():
+            console.print("No recordings match.")
+        else:
+            console.print(Text(f"No recordings yet in {visible(str(store.url))}. "
+                               "Try `claudetrace demo`."))
         return
     table = Table(box=None, header_style="bold")
     for col in (

@@ -22,6 +22,8 @@ COMMANDS: dict[str, str] = {
     "import": "claudetrace.cli.browse:import_",
     "db": "claudetrace.cli.browse:db",
     "doctor": "claudetrace.cli.doctor:doctor",
+    "prune": "claudetrace.cli.prune:prune",
+    "search": "claudetrace.cli.search:search",
     "replay": "claudetrace.cli.replay:replay",
     "demo": "claudetrace.cli.demo:demo",
     "fakeapi": "claudetrace.cli.fakeapi:fakeapi",

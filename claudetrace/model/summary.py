@@ -2,7 +2,8 @@
 
 The recorder (live, after every batch) and ``import`` (once) store what
 :func:`summary_columns` computes from the :class:`~.session.Session` they fold;
-:func:`outcome_columns` adds the status once the recording has ended.
+:func:`outcome_columns` adds the status once the recording has ended, and
+:func:`figure_records` the records the Prometheus figures are made of.
 """
 
 from __future__ import annotations
@@ -75,6 +76,20 @@ def summary_columns(session: Session, *, estimate: bool = True) -> dict[str, Any
         "is_error": session.is_error,
         "result_subtype": None if last is None else last.result_subtype,
         "models": model_figures(session, cost),
+    }
+
+
+def figure_records(session: Session) -> dict[str, list[list[Any]]]:
+    """What the store's Prometheus figures are made of, one record a tool call and
+    one a control round trip (the ``figures`` column, stored when a recording
+    ends, so a scrape reads it instead of folding the recording's events again):
+    ``tools``: ``[name, outcome, duration_ns]``; ``controls``: ``[subtype,
+    initiator, outcome, duration_ns, kind, tool_name, decision]`` (durations
+    None when not known)."""
+    return {
+        "tools": [[tool.name, tool.outcome, tool.duration_ns] for tool in session.tools.values()],
+        "controls": [[trip.subtype, trip.initiator, trip.outcome, trip.duration_ns, trip.kind,
+                      trip.tool_name, trip.decision] for trip in session.controls],
     }
 
 

@@ -9,10 +9,12 @@ pure.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from ..model import Session
+from ..model.summary import figure_records
 from .exposition import Family, Histogram, Labels, MetricSpec
 
 #: The label value when a tool, model or source is not known.
@@ -153,28 +155,35 @@ def _observe(hists: dict[Labels, Histogram], labels: Labels, duration_ns: int) -
 
 
 def session_figures(session: Session) -> EventFigures:
-    """The event figures of one recording, read from its session model.
+    """The event figures of one recording, read from its session model."""
+    return record_figures(figure_records(session))
+
+
+def record_figures(records: Mapping[str, Any]) -> EventFigures:
+    """The event figures of one recording from its :func:`figure_records` (as the
+    store keeps them, in its ``figures`` column).
 
     A tool call is timed from its ``tool_use`` to its ``tool_result``; a control
     round trip from request to answer (zero when the answer was recorded first).
     """
     figures = EventFigures()
-    for tool in session.tools.values():
-        figures.tool_calls[(tool.name, tool.outcome)] += 1
-        if tool.duration_ns is not None:
-            _observe(figures.tool_duration, (tool.name,), tool.duration_ns)
-    for trip in session.controls:
-        outcome = "unanswered" if trip.outcome in ("unanswered", "cancelled") else trip.outcome
-        labels = (trip.subtype, trip.initiator, outcome)
+    for name, tool_outcome, duration_ns in records.get("tools") or ():
+        figures.tool_calls[(name, tool_outcome)] += 1
+        if duration_ns is not None:
+            _observe(figures.tool_duration, (name,), duration_ns)
+    for subtype, initiator, trip_outcome, duration_ns, kind, tool_name, decision in (
+            records.get("controls") or ()):
+        outcome = "unanswered" if trip_outcome in ("unanswered", "cancelled") else trip_outcome
+        labels = (subtype, initiator, outcome)
         figures.control_requests[labels] += 1
-        if trip.duration_ns is None or outcome == "unanswered":
+        if duration_ns is None or outcome == "unanswered":
             continue
-        _observe(figures.control_duration, labels, trip.duration_ns)
-        if trip.kind == "permission":
-            name = trip.tool_name or UNKNOWN
-            _observe(figures.permission_wait, (name,), trip.duration_ns)
-            if trip.decision in ("allow", "deny"):
-                figures.permission_decisions[(name, trip.decision)] += 1
+        _observe(figures.control_duration, labels, duration_ns)
+        if kind == "permission":
+            name = tool_name or UNKNOWN
+            _observe(figures.permission_wait, (name,), duration_ns)
+            if decision in ("allow", "deny"):
+                figures.permission_decisions[(name, decision)] += 1
     return figures
 
 

@@ -3,8 +3,10 @@
 :class:`StoreMetrics` answers a scrape with a few aggregate queries (statuses,
 sources, totals) and the per-model figures each recording stored; the figures
 derived from events (tool calls, control round trips, permission decisions) come
-from each recording's session model, read once for a recording that has ended
-(it never changes again) and on every scrape while it runs.
+from the records each recording stored as it ended (its ``figures`` column), read
+once (they never change again); a recording that ended without them (stored
+before migration 0006) and one still running have their session model folded
+from their events, once and on every scrape respectively.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from .figures import (
     UNKNOWN,
     EventFigures,
     event_families,
+    record_figures,
     session_figures,
 )
 
@@ -109,10 +112,19 @@ class StoreMetrics:
         self, states: list[tuple[str, bool, dict[str, Any], str]]
     ) -> tuple[EventFigures, dict[str, dict[str, Any]]]:
         """Event figures and per-model figures of every recording: the ended ones
-        folded into running totals once, the others read afresh."""
+        added to running totals once (from the figures they stored as they ended,
+        else from their session folded again), the others folded afresh."""
         live_models: dict[str, dict[str, Any]] = {}
         pending = {rid: (ended, models, source) for rid, ended, models, source in states
                    if rid not in self._folded}
+        stored = aggregate.stored_figures(
+            self.store, [rid for rid, (ended, _m, _s) in pending.items() if ended])
+        for rid in [rid for rid in pending if rid in stored]:  # in order: the same sums
+            # Stored as it ended: no events read.
+            self._folded_figures.merge(record_figures(stored[rid]))
+            _ended, models, source = pending.pop(rid)
+            _add_models(self._folded_models, models, source)
+            self._folded.add(rid)
         live = EventFigures()
         for rid, events in aggregate.events_of(self.store, list(pending), FIGURE_TYPES):
             session = Session()

@@ -67,6 +67,22 @@ def recording_states(store: Store) -> list[tuple[str, bool, dict[str, Any], str]
                     select(r.id, r.ended_ns.is_not(None), r.models, r.cost_source))]
 
 
+def stored_figures(store: Store, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The records of their event figures that recordings ``ids`` stored as they
+    ended (:func:`claudetrace.model.summary.figure_records`); those that stored
+    none are left out."""
+    r = Recording
+    found: dict[str, dict[str, Any]] = {}
+    for at in range(0, len(ids), CHUNK):
+        with _store_errors("read"), store.session() as s:
+            # None is stored as JSON's null (SQLAlchemy's JSON), so told here.
+            for rid, figures in s.execute(select(r.id, r.figures).where(
+                    r.id.in_(list(ids[at:at + CHUNK])))):
+                if isinstance(figures, dict):
+                    found[rid] = figures
+    return found
+
+
 def events_of(
     store: Store, ids: Sequence[str], types: Sequence[str]
 ) -> Iterator[tuple[str, list[Event]]]:

@@ -35,6 +35,7 @@ from .rows import (
     row_count,
     rows_per_insert,
 )
+from .textindex import index_rows, insert_postgres, insert_sqlite
 from .values import storable_columns
 
 __all__ = ["Store", "info_from_header", "open_store", "resolve_url"]
@@ -164,18 +165,27 @@ class Store:
         connection: SQLAlchemy's per-row parameter processing would cost more than
         the database's own work.  PostgreSQL through psycopg takes them as one
         binary ``COPY`` (:func:`.postgres.copy_rows`); others as one
-        prepared ``executemany``."""
+        prepared ``executemany``.  Message lines go into the search index too
+        (:mod:`.textindex`)."""
         if self.engine.dialect.driver == "psycopg":
             driver = conn.connection.driver_connection
             assert driver is not None
             copy_rows(driver, table.name, rows)
-            return
-        marker = "?" if self.engine.dialect.paramstyle == "qmark" else "%s"
-        per_insert = ROWS_PER_INSERT
-        if self.engine.dialect.name == "sqlite":
-            per_insert = rows_per_insert(table.name, conn.connection.driver_connection)
-        for statement, parameters in insert_batches(table.name, rows, marker, per_insert):
-            conn.exec_driver_sql(statement, parameters)
+        else:
+            marker = "?" if self.engine.dialect.paramstyle == "qmark" else "%s"
+            per_insert = ROWS_PER_INSERT
+            if self.engine.dialect.name == "sqlite":
+                per_insert = rows_per_insert(table.name, conn.connection.driver_connection)
+            for statement, parameters in insert_batches(table.name, rows, marker, per_insert):
+                conn.exec_driver_sql(statement, parameters)
+        said = index_rows(rows) if table is _EVENTS else []
+        if said:
+            cursor = conn.connection.cursor()
+            try:
+                postgres = self.engine.dialect.name == "postgresql"
+                (insert_postgres if postgres else insert_sqlite)(cursor, said)
+            finally:
+                cursor.close()
 
     def checkpoint(self) -> None:
         """Copy what SQLite's write-ahead log holds into the database file, as far
@@ -294,6 +304,9 @@ class Store:
                                           _TOOLS.c.seq >= kept))
         conn.execute(delete(_EVENTS).where(_EVENTS.c.recording_id == recording_id,
                                            _EVENTS.c.seq >= kept))
+        if conn.dialect.name == "postgresql":  # SQLite's search rows go with the events
+            conn.exec_driver_sql("DELETE FROM event_search WHERE recording_id = %(id)s "
+                                 "AND seq >= %(kept)s", {"id": recording_id, "kept": kept})
 
     def _insert_events(self, conn: Connection, recording_id: str, events: list[Event]) -> None:
         rows, tools = event_rows(recording_id, events)
@@ -303,16 +316,12 @@ class Store:
             self._insert_rows(conn, _TOOLS, tools)
 
     def delete_recording(self, recording_id: str) -> None:
+        """Delete a recording with its events and tool references (the schema's
+        triggers delete those with the row, migration 0006).  A batch being
+        written holds the row (``FOR KEY SHARE``, :func:`_hold_recording`): its
+        lines are committed first and go with it, and a later batch finds no
+        recording."""
         with _store_errors("delete"), self.engine.begin() as conn:
-            # The recording's row first: a batch being written holds it (``FOR KEY
-            # SHARE``, :func:`_hold_recording`), so its lines are committed before
-            # they are deleted here, and a later batch finds no recording.  (On
-            # PostgreSQL no foreign key does this since migration 0005; SQLite
-            # locks the whole database for a write anyway.)
-            conn.execute(select(_RECORDINGS.c.id).where(_RECORDINGS.c.id == recording_id)
-                         .with_for_update())
-            conn.execute(delete(_TOOLS).where(_TOOLS.c.recording_id == recording_id))
-            conn.execute(delete(_EVENTS).where(_EVENTS.c.recording_id == recording_id))
             conn.execute(delete(_RECORDINGS).where(_RECORDINGS.c.id == recording_id))
 
     # -- reading -----------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 The session list reads summary columns (never events); the raw view reads one
 page of event metadata (never the bytes, except for the line being expanded);
-text search scans message lines of at most :data:`SEARCH_SCAN` recordings.
+text search asks the word index over every recording (:mod:`.search`).
 Everything goes through the :class:`~claudetrace.store.Store` engine, so it
 works on SQLite and PostgreSQL alike.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -26,7 +27,8 @@ from ..model import FAILED
 from ..model.events import Event
 from ..model.protocol import failed_tool_ids, searchable_text
 from .api import Store
-from .models import EventRow, EventTool, Recording, type_in
+from .models import EventRow, EventTool, Recording, status_expression, type_in
+from .search import recordings_saying
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +44,7 @@ class Filters:
     text: str = ""
     #: Sessions that called one of these tools.
     tools: tuple[str, ...] = ()
-    #: Sessions with one of these tags, each ``key=value``.
+    #: Sessions with all of these tags, each ``key=value``.
     tags: tuple[str, ...] = ()
     #: Sessions with one of these statuses (:data:`claudetrace.model.STATUSES`).
     statuses: tuple[str, ...] = ()
@@ -50,10 +52,15 @@ class Filters:
     projects: tuple[str, ...] = ()
     #: Sessions from one of these sources (``proxy``, ``import``, ``transcript`` …).
     sources: tuple[str, ...] = ()
+    #: Started at or after this time (ns since the epoch), finer than ``since``.
+    started_after_ns: int | None = None
 
     @property
     def since_ns(self) -> int | None:
-        return None if self.since is None else _day_ns(self.since)
+        day = None if self.since is None else _day_ns(self.since)
+        if self.started_after_ns is None:
+            return day
+        return self.started_after_ns if day is None else max(day, self.started_after_ns)
 
     @property
     def until_ns(self) -> int | None:
@@ -158,10 +165,6 @@ _R = Recording.__table__.c
 _E = EventRow.__table__.c
 _T = EventTool.__table__.c
 
-#: Recordings (newest first, after the other filters) whose messages text search scans.
-SEARCH_SCAN = 2000
-#: Line types text search looks in: what was said, not the protocol around it.
-MESSAGE_TYPES = ("user", "assistant", "result")
 #: Lines the conversation never shows (streaming deltas, keep-alives).
 NOISE_TYPES = ("stream_event", "keep_alive")
 CONTROL_TYPES = ("control_request", "control_response", "control_cancel_request")
@@ -216,25 +219,10 @@ def _guard(what: str) -> Iterator[None]:
         raise StoreError(f"{what} failed: {first}") from exc
 
 
-def _contains(store: Store, needle: str) -> ColumnElement[bool]:
-    """``events.data`` contains ``needle`` (as typed, or JSON-escaped as hosts send it)."""
-    forms = {needle, json.dumps(needle)[1:-1], json.dumps(needle, ensure_ascii=False)[1:-1]}
-    if store.engine.dialect.name == "sqlite":
-        # LIKE on the text of the blob: case-insensitive for ASCII, as users expect.
-        clauses: list[ColumnElement[bool]] = [
-            cast(_E.data, Text).like(f"%{_escape_like(f)}%", escape="\\") for f in forms
-        ]
-    else:
-        clauses = [func.position(literal(f.encode("utf-8")).op("IN")(_E.data)) > 0 for f in forms]
-    return or_(*clauses)
-
-
-def _escape_like(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
-def _filtered(store: Store, filters: Filters) -> Any:
-    stmt = select(Recording).options(load_only(*SUMMARY_COLUMNS))
+def _filtered(store: Store, filters: Filters, *, full: bool = False) -> Any:
+    stmt = select(Recording)
+    if not full:
+        stmt = stmt.options(load_only(*SUMMARY_COLUMNS))
     if filters.since_ns is not None:
         stmt = stmt.where(_R.started_ns >= filters.since_ns)
     if filters.until_ns is not None:
@@ -253,13 +241,6 @@ def _filtered(store: Store, filters: Filters) -> Any:
         stmt = stmt.where(_R.cwd.in_(list(filters.projects)))
     if filters.sources:
         stmt = stmt.where(_R.source.in_(list(filters.sources)))
-    if filters.statuses:
-        ended = [s for s in filters.statuses if s not in ("running", "incomplete")]
-        open_ = ("running" in filters.statuses or "incomplete" in filters.statuses)
-        stmt = stmt.where(or_(
-            _R.outcome.in_(ended),
-            _R.ended_ns.is_(None) if open_ else literal(False),
-        ))
     if filters.errors_only:
         stmt = stmt.where(
             or_(
@@ -268,28 +249,45 @@ def _filtered(store: Store, filters: Filters) -> Any:
                 _R.ended_ns.is_(None),  # running or incomplete; running ones are dropped below
             )
         )
+    if filters.statuses:
+        # A recording the heartbeat calls running may be incomplete (its proxy is
+        # gone, which only the pid check below tells).
+        wanted = set(filters.statuses) | ({"running"} if "incomplete" in filters.statuses
+                                          else set())
+        stmt = stmt.where(status_expression(time.time_ns()).in_(sorted(wanted)))
+    for key, sep, value in (tag.partition("=") for tag in filters.tags):
+        stmt = stmt.where(_R.tags[key].as_string() == value) if sep else stmt.where(literal(False))
     return stmt.order_by(_R.started_ns.desc(), _R.id.desc())
 
 
-def list_sessions(store: Store, filters: Filters, *, limit: int | None = None) -> list[Recording]:
-    """Recordings matching ``filters``, newest first (summary columns only)."""
-    stmt = _filtered(store, filters)
+#: Recording ids a session-list query binds at most (SQLite takes 32,766
+#: parameters a statement); more are told apart in Python.
+MOST_BOUND_IDS = 30_000
+
+
+def list_sessions(store: Store, filters: Filters, *, limit: int | None = None,
+                  full: bool = False) -> list[Recording]:
+    """Recordings matching ``filters``, newest first (summary columns only, unless
+    ``full``: every column, as ``sessions --json`` shows them)."""
+    stmt = _filtered(store, filters, full=full)
+    saying: set[str] | None = None
     if filters.text:
-        scanned = (
-            _filtered(store, filters.with_(text="")).with_only_columns(_R.id).limit(SEARCH_SCAN)
-        )
-        stmt = stmt.where(_R.id.in_(_text_hits(store, scanned, filters.text)))
-    if limit is not None:
+        found = recordings_saying(store, filters.text)
+        if len(found) <= MOST_BOUND_IDS:
+            stmt = stmt.where(_R.id.in_(found))
+        else:  # more than a statement may bind: told apart as they are read
+            saying = set(found)
+    if limit is not None and saying is None:
         stmt = stmt.limit(limit)
     with _guard("list recordings"), store.session() as s:
-        recs = list(s.scalars(stmt))
+        if saying is None:
+            recs = list(s.scalars(stmt))
+        else:
+            recs = [r for r in s.scalars(stmt) if r.id in saying][:limit]
     if filters.errors_only:
         recs = [r for r in recs if r.status in FAILED or (r.status != "running" and r.tool_errors)]
     if filters.statuses:
         recs = [r for r in recs if r.status in filters.statuses]
-    if filters.tags:
-        wanted = set(filters.tags)
-        recs = [r for r in recs if wanted & {f"{k}={v}" for k, v in (r.tags or {}).items()}]
     return recs
 
 
@@ -341,22 +339,6 @@ def choices(store: Store) -> dict[str, list[str]]:
                 pairs.update(f"{k}={v}" for k, v in tags.items())
     return {"tools": tool_names, "tags": sorted(pairs), "projects": projects,
             "sources": sources}
-
-
-def _text_hits(store: Store, scanned: Any, needle: str) -> list[str]:
-    """Recordings whose messages say ``needle``: the lines the database finds holding
-    it are read, and only what a person reads in them counts (message text, tool
-    names and arguments, results; not ids or JSON keys)."""
-    wanted = needle.casefold()
-    found: set[str] = set()
-    candidates = select(_E.recording_id, _E.seq, _E.direction, _E.data).where(
-        _E.recording_id.in_(scanned), type_in(MESSAGE_TYPES), _contains(store, needle))
-    with _guard("search messages"), store.engine.connect() as conn:
-        for rid, seq, direction, data in conn.execute(candidates):
-            if rid not in found and wanted in searchable_text(
-                    Event(seq, direction, 0, bytes(data))).casefold():
-                found.add(rid)
-    return sorted(found)
 
 
 def models(store: Store) -> list[str]:

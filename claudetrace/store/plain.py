@@ -21,6 +21,7 @@ from ..errors import StoreError
 from ..recording import RecordingInfo
 from . import values
 from .rows import Rows, info_columns, row_count
+from .textindex import index_rows
 
 #: The newest migration's revision (``migrations/versions``), known without
 #: Alembic: a store that is already there opens without importing Alembic or
@@ -39,12 +40,13 @@ RECORDING_DEFAULTS: Final[dict[str, Any]] = {
     "permission_mode": None, "event_count": 0, "byte_count": 0, "turns": 0, "num_turns": 0,
     "model_calls": 0, "tool_calls": 0, "tool_errors": 0, "input_tokens": 0,
     "output_tokens": 0, "cache_read_tokens": 0, "cache_creation_tokens": 0,
-    "cost_usd": 0.0, "cost_source": None, "is_error": False, "result_subtype": None, "models": None,
-    "outcome": None, "outcome_reason": None, "lost_bytes": 0, "extra": {},
+    "cost_usd": 0.0, "cost_source": None, "is_error": False, "result_subtype": None,
+    "models": None, "outcome": None, "outcome_reason": None, "lost_bytes": 0, "figures": None,
+    "extra": {},
 }
 _DEFAULTS_GIVEN: Final = {name: value for name, value in RECORDING_DEFAULTS.items()
                            if value is not None}
-JSON_COLUMNS: Final = frozenset({"tags", "argv", "env", "models", "extra"})
+JSON_COLUMNS: Final = frozenset({"tags", "argv", "env", "models", "figures", "extra"})
 
 
 class NotPlain(Exception):
@@ -85,9 +87,10 @@ class PlainWrites:
 
     A driver's class gives :meth:`_transaction` (a database error raised as is,
     or as a :class:`StoreError` saying what failed, in the store's words),
-    :meth:`_insert` (a table's rows in bulk), :meth:`_placeholder` (a recording's
-    column's parameter) and :attr:`_HOLD`, the statement that takes a
-    recording's row for a batch's transaction.
+    :meth:`_insert` (a table's rows in bulk), :meth:`_index` (a batch's entries
+    in the search index), :meth:`_placeholder` (a recording's column's
+    parameter) and :attr:`_HOLD`, the statement that takes a recording's row for
+    a batch's transaction.
     """
 
     _HOLD: str
@@ -101,6 +104,10 @@ class PlainWrites:
     def _placeholder(self, name: str) -> str:
         raise NotImplementedError
 
+    def _index(self, cursor: Any, entries: list[tuple[str, int, str]]) -> None:
+        """Add message lines' words to the search index (:mod:`.textindex`)."""
+        raise NotImplementedError
+
     def create_recording(self, info: RecordingInfo) -> None:
         row = recording_row(info)
         with self._transaction("create recording") as cursor:
@@ -110,6 +117,7 @@ class PlainWrites:
 
     def write_rows(self, recording_id: str, rows: Rows, tools: Rows,
                    recording_updates: dict[str, Any] | None = None) -> None:
+        said = index_rows(rows)  # before the transaction: not while holding SQLite's lock
         with self._transaction() as cursor:
             # The check a foreign key makes for every row, once a batch; the
             # recording stays meanwhile.
@@ -119,6 +127,8 @@ class PlainWrites:
             for table, table_rows in (("events", rows), ("event_tools", tools)):
                 if row_count(table_rows):
                     self._insert(cursor, table, table_rows)
+            if said:
+                self._index(cursor, said)
             if recording_updates:
                 self._update(cursor, recording_id, recording_updates)
 

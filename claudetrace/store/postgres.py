@@ -23,6 +23,7 @@ from ..errors import StoreError
 from .plain import JSON_COLUMNS, PlainWrites, require_head
 from .rows import COLUMNS, Rows, each_row
 from .sqlite import first_line
+from .textindex import insert_postgres
 
 if TYPE_CHECKING:
     import psycopg
@@ -155,6 +156,9 @@ class PostgresWrites(PlainWrites):
 
     def _insert(self, cursor: psycopg.Cursor[Any], table: str, rows: Rows) -> None:
         copy_rows(self._conn, table, rows)
+
+    def _index(self, cursor: psycopg.Cursor[Any], entries: list[tuple[str, int, str]]) -> None:
+        insert_postgres(cursor, entries)
 
     def _placeholder(self, name: str) -> str:
         """JSON (its text) is cast as SQLAlchemy casts it."""

@@ -24,6 +24,7 @@ from typing import Any, Final
 from ..errors import StoreError
 from .plain import PlainWrites, require_head
 from .rows import ROWS_PER_INSERT, Rows, insert_batches, rows_per_insert
+from .textindex import insert_sqlite
 
 #: How long SQLite waits on a lock held by another writer before giving up.
 BUSY_TIMEOUT_S: Final = 30.0
@@ -46,7 +47,8 @@ LOG_KEPT_BYTES: Final = 64 * 1024 * 1024
 
 def set_up(connection: Any, busy_timeout_s: float, log_bytes: int | None) -> None:
     """Set a new connection up for concurrent recording: a busy timeout, the
-    write-ahead log, foreign keys, :data:`PAGE_BYTES` for a file still empty;
+    write-ahead log, foreign keys, :data:`PAGE_BYTES` and incremental auto-vacuum
+    for a file still empty;
     ``log_bytes``: the log's size at which a commit copies it into the database
     (and it is cut back to :data:`LOG_KEPT_BYTES` once copied)."""
     cursor = connection.cursor()
@@ -54,6 +56,11 @@ def set_up(connection: Any, busy_timeout_s: float, log_bytes: int | None) -> Non
         cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
         # Before the log: the page size of a file with nothing in it yet (else a no-op).
         cursor.execute(f"PRAGMA page_size = {PAGE_BYTES}")
+        if cursor.execute("PRAGMA page_count").fetchone()[0] == 0:
+            # Space a prune frees can be given back to the system (only a file
+            # with nothing in it takes it; on another file the pragma waits
+            # for the write lock, to no effect).
+            cursor.execute("PRAGMA auto_vacuum = INCREMENTAL")
         cursor.execute("PRAGMA journal_mode = WAL")
         cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.execute("PRAGMA foreign_keys = ON")
@@ -217,6 +224,9 @@ class SqliteWrites(PlainWrites):
         per_insert = rows_per_insert(table, self._conn, self._rows_per_insert)
         for statement, parameters in insert_batches(table, rows, per_insert=per_insert):
             cursor.executemany(statement, parameters)
+
+    def _index(self, cursor: sqlite3.Cursor, entries: list[tuple[str, int, str]]) -> None:
+        insert_sqlite(cursor, entries)
 
     def checkpoint(self) -> None:
         """``PRAGMA wal_checkpoint(PASSIVE)`` (as :meth:`Store.checkpoint`), on a

@@ -22,8 +22,9 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
-def parse_since(text: str, now_ns: int | None = None) -> int:
-    """Epoch ns from ``--since``: a duration ago (``30m``, ``2h``, ``7d``) or an ISO date.
+def parse_since(text: str, now_ns: int | None = None, *, option: str = "--since") -> int:
+    """Epoch ns from ``--since`` (or another ``option``): a duration ago (``30m``,
+    ``2h``, ``7d``) or an ISO date.
 
     A date or datetime without a zone is local time.
     """
@@ -35,7 +36,7 @@ def parse_since(text: str, now_ns: int | None = None) -> int:
         when = dt.datetime.fromisoformat(text.strip())
     except ValueError as exc:
         raise TelemetryError(
-            f"--since {text!r} is neither a duration (30m, 2h, 7d) nor an ISO date"
+            f"{option} {text!r} is neither a duration (30m, 2h, 7d) nor an ISO date"
         ) from exc
     return int(when.timestamp() * 1e9)
 

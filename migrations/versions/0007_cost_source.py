@@ -20,7 +20,7 @@ from alembic import op
 from claudetrace.store.engine import require_drop_column
 
 revision = "0007_cost_source"
-down_revision = "0005_postgres_bulk_events"
+down_revision = "0006_team_scale"
 branch_labels = None
 depends_on = None
 

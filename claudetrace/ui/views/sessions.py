@@ -99,8 +99,8 @@ def _filters_from_widgets(current: Filters, model_options: list[str]) -> Filters
             "Search messages",
             value=current.text,
             key="f_text",
-            help=f"Text in user, assistant and result lines of the newest {queries.SEARCH_SCAN} "
-            "matching sessions.",
+            help="Text in user, assistant and result lines of every session (words "
+            "from their beginnings, case ignored).",
         )
     return Filters(
         since=since,

@@ -1,0 +1,75 @@
+"""``claudetrace prune``: delete old recordings, safely while proxies record."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..formats.facts import when as _when
+from ._common import db_option, fail, read_store, reports_errors
+from .record import _parse_tags
+
+
+def _can_ask() -> bool:
+    """Whether a person can be asked (stdin is a terminal)."""
+    return sys.stdin.isatty()
+
+
+@click.command()
+@db_option
+@click.option("--older-than", metavar="AGE",
+              help="Recordings started before this long ago (30d, 12h, 2w) or before an "
+                   "ISO date.")
+@click.option("--tag", "tags", multiple=True, metavar="K=V",
+              help="Recordings with this tag (repeatable: all of them).")
+@click.option("--name", help="Recordings with this name.")
+@click.option("--source", help="Recordings from this source (proxy, import, transcript…).")
+@click.option("--dry-run", is_flag=True, help="List what would be deleted; delete nothing.")
+@click.option("--yes", "-y", is_flag=True, help="Delete without asking.")
+@reports_errors
+def prune(db_url: str | None, older_than: str | None, tags: tuple[str, ...],
+          name: str | None, source: str | None, dry_run: bool, yes: bool) -> None:
+    """Delete recordings (never one still running), then give the space back.
+
+    The conditions given must all hold.  The count is printed first, and the
+    deletion asked for unless --yes.  Deleting goes in short transactions, so
+    proxies recording meanwhile are stored as usual.
+    """
+    from ..store.retention import Criteria, give_back_space, matching
+    from ..store.retention import prune as delete
+    from ..telemetry.backfill import parse_since
+
+    before = None if older_than is None else parse_since(older_than, option="--older-than")
+    criteria = Criteria(started_before_ns=before, tags=_parse_tags(tags), name=name,
+                        source=source)
+    if not criteria.given():
+        fail("prune needs --older-than, --tag, --name or --source", 2)
+    store = read_store(db_url)
+    try:
+        found = matching(store, criteria)
+        running = (f"; {found.running} still running, left alone" if found.running else "")
+        click.echo(f"{len(found.recordings)} recordings ({found.events} events, "
+                   f"{found.bytes / 1e6:.1f} MB of lines) match{running}")
+        if dry_run:
+            for rec in found.recordings:
+                click.echo(f"  {rec.id}  {_when(rec.started_ns)}  {rec.event_count:>9} events"
+                           f"  {rec.name or ''}")
+            return
+        if not found.recordings:
+            return
+        if not yes:
+            if not _can_ask():
+                fail("not deleting without a terminal to ask on: add --yes", 2)
+            click.confirm(f"Delete {len(found.recordings)} recordings?", abort=True)
+        # Looked at again: a session that came back to life while the user
+        # answered is left alone.
+        still = {r.id for r in matching(store, criteria).recordings}
+        done = delete(store, [r.id for r in found.recordings if r.id in still])
+        click.echo(f"deleted {done.recordings} recordings ({done.events} events) in "
+                   f"{done.transactions} transactions (longest {done.longest_s:.3f} s)")
+        space = give_back_space(store)
+        if space.note:
+            click.echo(space.note)
+    finally:
+        store.close()

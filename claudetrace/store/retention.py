@@ -1,0 +1,280 @@
+"""Retention: deleting old recordings while proxies record, and giving the space back.
+
+:func:`matching` finds the recordings a ``claudetrace prune`` names (started
+before a time, by tag, name or source), never one still running; :func:`prune`
+deletes them in short transactions, each followed by a pause at least as long as
+it held the database, so a writer waiting for SQLite's lock (the indexer of a
+session being recorded) gets it within a batch's time; :func:`give_back_space`
+then returns what the engine can without blocking readers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import cast
+
+from sqlalchemy import Connection, Executable, Table, delete, func, select
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import load_only
+
+from ..errors import StoreError
+from .api import Store
+from .engine import error_reason
+from .models import EventRow, EventTool, Recording
+
+_RECORDINGS = cast(Table, Recording.__table__)
+_R = _RECORDINGS.c
+_EVENTS = cast(Table, EventRow.__table__)
+_TOOLS = cast(Table, EventTool.__table__)
+
+#: Events a delete transaction takes at most: a few milliseconds of the write lock.
+BATCH_EVENTS = 2000
+#: The least pause after each delete transaction (seconds), whatever it held.
+MIN_PAUSE_S = 0.01
+#: Recordings a delete transaction takes at most (small ones, together).
+GROUP_MOST = 500
+#: SQLite pages ``PRAGMA incremental_vacuum`` gives back a transaction.
+VACUUM_PAGES = 2048
+
+
+@dataclass(frozen=True, slots=True)
+class Criteria:
+    """Which recordings to delete: all the given conditions hold (none given: none)."""
+
+    started_before_ns: int | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+    name: str | None = None
+    source: str | None = None
+
+    def given(self) -> bool:
+        return bool(self.started_before_ns is not None or self.tags or self.name is not None
+                    or self.source is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """What a prune would delete."""
+
+    recordings: list[Recording]
+    #: Recordings the criteria name that are still running, left alone.
+    running: int
+
+    @property
+    def events(self) -> int:
+        return sum(r.event_count or 0 for r in self.recordings)
+
+    @property
+    def bytes(self) -> int:
+        return sum(r.byte_count or 0 for r in self.recordings)
+
+
+def matching(store: Store, criteria: Criteria, *, now_ns: int | None = None) -> Found:
+    """The recordings ``criteria`` name, oldest first, without those still running
+    (counted in :attr:`Found.running`)."""
+    if not criteria.given():
+        raise StoreError("prune needs --older-than, --tag, --name or --source")
+    now = time.time_ns() if now_ns is None else now_ns
+    stmt = select(Recording).options(load_only(
+        Recording.id, Recording.name, Recording.tags, Recording.source, Recording.started_ns,
+        Recording.ended_ns, Recording.last_seen_ns, Recording.host, Recording.pid,
+        Recording.event_count, Recording.byte_count))
+    if criteria.started_before_ns is not None:
+        stmt = stmt.where(_R.started_ns < criteria.started_before_ns)
+    if criteria.name is not None:
+        stmt = stmt.where(_R.name == criteria.name)
+    if criteria.source is not None:
+        stmt = stmt.where(_R.source == criteria.source)
+    stmt = stmt.order_by(_R.started_ns, _R.id)
+    try:
+        with store.session() as s:
+            found = [r for r in s.scalars(stmt)
+                     if all((r.tags or {}).get(k) == v for k, v in criteria.tags.items())]
+    except SQLAlchemyError as exc:
+        raise StoreError(f"read failed: {error_reason(exc)}") from exc
+    kept = [r for r in found if not r.is_live(now)]
+    return Found(kept, len(found) - len(kept))
+
+
+@dataclass(slots=True)
+class Pruned:
+    """What :func:`prune` deleted."""
+
+    recordings: int = 0
+    events: int = 0
+    transactions: int = 0
+    #: The longest a delete transaction took (seconds): how long a writer may wait.
+    longest_s: float = 0.0
+
+
+def prune(store: Store, ids: Sequence[str], *, batch_events: int = BATCH_EVENTS,
+          progress: Callable[[Pruned], None] | None = None) -> Pruned:
+    """Delete recordings ``ids`` with their events, at most ``batch_events`` events a
+    transaction: small recordings several at a time, a large one's events from
+    its last down, then its row (the schema's triggers delete a deleted
+    recording's rows with it, migration 0006).
+
+    A recording interrupted half way keeps its first events and its row; the
+    same prune again finishes it.  After each transaction the database is left
+    alone at least as long as it was held (:data:`MIN_PAUSE_S` at least).
+    """
+    done = Pruned()
+    group: list[str] = []
+    grouped = 0
+
+    def flush() -> None:
+        nonlocal grouped
+        if group:
+            _delete_rows(store, done, list(group))
+            if progress is not None:
+                progress(done)
+        group.clear()
+        grouped = 0
+
+    try:
+        for rid in ids:
+            with store.engine.connect() as conn:
+                top = conn.execute(select(func.max(_EVENTS.c.seq))
+                                   .where(_EVENTS.c.recording_id == rid)).scalar()
+            size = 0 if top is None else int(top) + 1
+            if size > batch_events:
+                end = size - 1
+                while end >= batch_events:
+                    start = end + 1 - batch_events
+                    done.events += _in_transaction(store, done, [
+                        delete(_TOOLS).where(_TOOLS.c.recording_id == rid,
+                                             _TOOLS.c.seq >= start),
+                        delete(_EVENTS).where(_EVENTS.c.recording_id == rid,
+                                              _EVENTS.c.seq >= start)])
+                    end = start - 1
+                size = end + 1
+            if group and (grouped + size > batch_events or len(group) >= GROUP_MOST):
+                flush()
+            group.append(rid)
+            grouped += size
+        flush()
+    except SQLAlchemyError as exc:
+        raise StoreError(f"prune failed: {error_reason(exc)} "
+                         f"({done.recordings} recordings deleted)") from exc
+    return done
+
+
+def _delete_rows(store: Store, done: Pruned, ids: list[str]) -> None:
+    """Delete recordings ``ids`` (their rows take their events with them) in one
+    transaction, counting their events first."""
+    with store.engine.connect() as conn:
+        events = conn.execute(select(func.count()).select_from(_EVENTS)
+                              .where(_EVENTS.c.recording_id.in_(ids))).scalar() or 0
+    done.recordings += _in_transaction(store, done, [delete(_RECORDINGS).where(_R.id.in_(ids))])
+    done.events += int(events)
+
+
+def _in_transaction(store: Store, done: Pruned, statements: Sequence[Executable]) -> int:
+    """Run ``statements`` in one transaction, then leave the database alone at least
+    as long; the rows the last one changed."""
+    count = 0
+
+    def run() -> None:
+        nonlocal count
+        with store.engine.begin() as conn:
+            for statement in statements:
+                count = conn.execute(statement).rowcount
+    _paced(done, run)
+    return max(0, int(count or 0))
+
+
+def _paced(done: Pruned, work: Callable[[], None]) -> None:
+    """Do ``work`` (one transaction), then leave the database alone at least as
+    long as it took (:data:`MIN_PAUSE_S` at least)."""
+    began = time.monotonic()
+    work()
+    held = time.monotonic() - began
+    done.transactions += 1
+    done.longest_s = max(done.longest_s, held)
+    time.sleep(max(MIN_PAUSE_S, held))
+
+
+@dataclass(frozen=True, slots=True)
+class Space:
+    """What :func:`give_back_space` did: bytes the database's files shrank by (None:
+    not measured), and a sentence for the user."""
+
+    returned_bytes: int | None
+    note: str
+
+
+def give_back_space(store: Store) -> Space:
+    """Return freed space as far as the engine can without blocking readers.
+
+    SQLite: a file in incremental auto-vacuum mode (the store makes new files so)
+    is shrunk by ``PRAGMA incremental_vacuum``, :data:`VACUUM_PAGES` pages a
+    transaction; another file keeps its free pages for new recordings, and the
+    note says how to convert it.  PostgreSQL: a plain ``VACUUM`` (which neither
+    readers nor writers wait for) makes the space reusable by new rows; it hands
+    the system back only the empty pages at the end of each table.
+    """
+    try:
+        if store.engine.dialect.name == "sqlite":
+            return _sqlite_space(store)
+        if store.engine.dialect.name == "postgresql":
+            return _postgres_space(store)
+    except SQLAlchemyError as exc:
+        raise StoreError(f"giving space back failed: {error_reason(exc)}") from exc
+    return Space(None, "")
+
+
+def _sqlite_space(store: Store) -> Space:
+    def pragma(conn: Connection, name: str) -> int:
+        return int(conn.exec_driver_sql(f"PRAGMA {name}").scalar() or 0)
+
+    with store.engine.connect() as conn:
+        mode, page, free = (pragma(conn, n) for n in ("auto_vacuum", "page_size",
+                                                      "freelist_count"))
+    if mode != 2:
+        return Space(0, f"{free * page / 1e6:.1f} MB are free inside the database file and "
+                        "go to new recordings first; to give such space back to the system "
+                        "from now on, convert the file once, while nothing records into it: "
+                        "sqlite3 FILE 'PRAGMA auto_vacuum = INCREMENTAL; VACUUM'")
+    before = free
+    done = Pruned()
+    while free:
+        _paced(done, lambda: _incremental_vacuum(store))
+        with store.engine.connect() as conn:
+            left = pragma(conn, "freelist_count")
+        if left >= free:
+            break
+        free = left
+    store.checkpoint()
+    returned = (before - free) * page
+    return Space(returned, f"{returned / 1e6:.1f} MB given back to the system")
+
+
+def _incremental_vacuum(store: Store) -> None:
+    """Give :data:`VACUUM_PAGES` free pages back, in a transaction of their own.
+
+    Through the driver's ``executescript``, which steps the pragma to its end: a
+    statement run otherwise frees one page (its first step) and is reset."""
+    raw = store.engine.raw_connection()
+    try:
+        raw.driver_connection.executescript(  # type: ignore[union-attr]
+            f"PRAGMA incremental_vacuum({VACUUM_PAGES})")
+    finally:
+        raw.close()
+
+
+_SIZE = ("SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+         "WHERE c.relname IN ('recordings', 'events', 'event_tools') "
+         "AND c.relnamespace = current_schema()::regnamespace")
+
+
+def _postgres_space(store: Store) -> Space:
+    with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        before = int(conn.exec_driver_sql(_SIZE).scalar() or 0)
+        conn.exec_driver_sql("VACUUM recordings, events, event_tools")
+        after = int(conn.exec_driver_sql(_SIZE).scalar() or 0)
+    returned = max(0, before - after)
+    return Space(returned, f"VACUUM made the deleted rows' space reusable by new recordings; "
+                           f"{returned / 1e6:.1f} MB (empty pages at the tables' ends) went "
+                           "back to the system (VACUUM FULL returns the rest but blocks "
+                           "every reader while it runs)")

@@ -1,0 +1,141 @@
+"""Text search over every session, through the word index (:mod:`.textindex`).
+
+A line matches when its readable text (message text, tool names and arguments,
+results) contains the query, ignoring case, the query's words found from
+their beginnings: the index gives the lines holding a word starting with each
+of the query's words (SQLite FTS5, PostgreSQL ``tsvector`` under GIN), and,
+where the query is more than one plain word, the text of those lines is
+checked for the query itself.  ``claudetrace search`` and the session
+browser's search box both ask here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
+
+from ..errors import StoreError
+from ..model.events import Event
+from ..model.protocol import searchable_text
+from .api import Store
+from .engine import error_reason
+from .textindex import words
+
+#: Characters of context on each side of the match in a snippet.
+SNIPPET_CONTEXT = 60
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One line that says the query."""
+
+    recording_id: str
+    seq: int
+    direction: str
+    type: str | None
+    started_ns: int
+    name: str | None
+    #: The readable text around the match, on one line (not escaped: the caller
+    #: escapes it for where it is shown).
+    snippet: str
+
+
+def _candidates(store: Store, query_words: list[str], columns: str,
+                order: str = "") -> tuple[str, dict[str, str]]:
+    """A ``SELECT columns`` (of ``e``, the events, and ``r``, their recordings) of
+    the lines the index finds holding a word that starts with each of
+    ``query_words``, ordered by ``order``."""
+    if store.engine.dialect.name == "postgresql":
+        return (f"SELECT {columns} FROM event_search s "
+                "JOIN events e ON e.recording_id = s.recording_id AND e.seq = s.seq "
+                "JOIN recordings r ON r.id = e.recording_id "
+                f"WHERE s.terms @@ to_tsquery('simple', :q) {order}",
+                {"q": " & ".join(f"{w}:*" for w in query_words)})
+    return (f"SELECT {columns} FROM event_search s "
+            "JOIN events e ON e.rowid = s.rowid "
+            "JOIN recordings r ON r.id = e.recording_id "
+            f"WHERE event_search MATCH :q {order}",
+            {"q": " ".join(f'"{w}"*' for w in query_words)})
+
+
+def _query(needle: str) -> tuple[list[str], str, bool]:
+    """The query's words, the query as looked for in a line's text (case-folded),
+    and whether the index alone answers it (one word, nothing else)."""
+    query_words = words(needle)
+    wanted = needle.strip().casefold()
+    return query_words, wanted, query_words == [wanted]
+
+
+def search(store: Store, needle: str, *, limit: int | None = 50) -> list[Hit]:
+    """The lines of every recording that say ``needle``, the newest stored first,
+    at most ``limit``."""
+    query_words, wanted, plain = _query(needle)
+    if not query_words:
+        return []
+    # Newest first, in an order the index gives without sorting every line found
+    # (SQLite: the FTS table's rowids, the events'; PostgreSQL: the recording ids,
+    # which begin with their start time, and seq).
+    order = ("ORDER BY s.recording_id DESC, s.seq DESC"
+             if store.engine.dialect.name == "postgresql" else "ORDER BY s.rowid DESC")
+    statement, params = _candidates(
+        store, query_words, "e.recording_id, e.seq, e.direction, e.type, e.data, "
+        "r.started_ns, r.name", order)
+    hits: list[Hit] = []
+    try:
+        # Streamed (a server-side cursor on PostgreSQL): only the lines read until
+        # the limit is reached are fetched.
+        with store.engine.connect().execution_options(stream_results=True,
+                                                      yield_per=200) as conn:
+            for rid, seq, direction, kind, data, started_ns, name in conn.execute(
+                    text(statement), params):
+                said = searchable_text(Event(seq, direction, 0, bytes(data)))
+                if not (plain or wanted in said.casefold()):
+                    continue
+                hits.append(Hit(rid, seq, direction, kind, started_ns, name,
+                                snippet(said, wanted)))
+                if limit is not None and len(hits) >= limit:
+                    break
+    except SQLAlchemyError as exc:
+        raise StoreError(f"search failed: {error_reason(exc)}") from exc
+    return hits
+
+
+def recordings_saying(store: Store, needle: str) -> list[str]:
+    """The ids of the recordings that have a line saying ``needle`` (one word: from
+    the index alone; else the lines it finds are read, one recording's only
+    until one says it)."""
+    query_words, wanted, plain = _query(needle)
+    if not query_words:
+        return []
+    found: set[str] = set()
+    try:
+        with store.engine.connect() as conn:
+            if plain:
+                statement, params = _candidates(store, query_words, "DISTINCT e.recording_id")
+                return sorted(conn.execute(text(statement), params).scalars())
+            statement, params = _candidates(store, query_words,
+                                            "e.recording_id, e.seq, e.direction, e.data")
+            for rid, seq, direction, data in conn.execute(text(statement), params):
+                if rid not in found and wanted in searchable_text(
+                        Event(seq, direction, 0, bytes(data))).casefold():
+                    found.add(rid)
+    except SQLAlchemyError as exc:
+        raise StoreError(f"search messages failed: {error_reason(exc)}") from exc
+    return sorted(found)
+
+
+def snippet(said: str, wanted: str, context: int = SNIPPET_CONTEXT) -> str:
+    """``said`` around the first place it says ``wanted`` (else its first word of
+    the query, else its start), whitespace runs made single spaces."""
+    folded = said.casefold()
+    at = folded.find(wanted)
+    if at < 0:
+        first = words(wanted)
+        at = folded.find(first[0]) if first else 0
+    at = max(at, 0)
+    start, end = max(0, at - context), min(len(said), at + len(wanted) + context)
+    shown = " ".join(said[start:end].split())
+    return ("…" if start else "") + shown + ("…" if end < len(said) else "")
+

@@ -1,0 +1,89 @@
+"""The words of what people read in a recording, as the search index holds them.
+
+Each message line (``user``, ``assistant``, ``result``) has its readable text
+(:func:`claudetrace.model.protocol.searchable_text`: message text, tool names
+and arguments, results; not ids or JSON keys) indexed as words: runs of letters
+and digits, the rest made spaces, so that SQLite's FTS5 and PostgreSQL's text
+search (``to_tsvector('simple', …)``) cut them alike (and fold their case).  The
+writers add a batch's rows here in the batch's transaction (migration
+0006_team_scale); :mod:`.search` queries them.  No SQLAlchemy: the writer
+process imports this.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final
+
+from .rows import COLUMNS, Flat, Rows, each_row
+
+#: The line types whose text is indexed: what was said, not the protocol around it.
+SEARCHED_TYPES: Final = frozenset({"user", "assistant", "result"})
+#: Characters of a line's text that are indexed (a tool's result can be a whole
+#: file; PostgreSQL refuses a ``tsvector`` past 1 MiB).
+MOST_CHARS: Final = 100_000
+
+_NOT_WORD: Final = re.compile(r"[\W_]+")
+#: ASCII text's bytes: letters and digits as they are, anything else a space.
+_ASCII_WORDS: Final = bytes(c if c < 128 and chr(c).isalnum() else 32 for c in range(256))
+_TYPE: Final = COLUMNS["events"].index("type")
+_WIDTH: Final = len(COLUMNS["events"])
+
+
+def spaced(text: str) -> str:
+    """``text`` with each run of characters other than letters and digits made a
+    space: its words as the index cuts them (each engine folds their case)."""
+    if text.isascii():  # most of it: one C call a byte, a tenth of the regular expression's
+        return text.encode().translate(_ASCII_WORDS).decode()
+    return _NOT_WORD.sub(" ", text)
+
+
+def words(text: str) -> list[str]:
+    """The words of ``text`` (a query) as the index holds them, in lower case."""
+    return spaced(text).lower().split()
+
+
+def index_rows(rows: Rows) -> list[tuple[str, int, str]]:
+    """``(recording_id, seq, words)`` for the message lines of a batch's event
+    rows that say anything (:func:`spaced`)."""
+    if isinstance(rows, Flat):
+        kinds = rows.values[_TYPE::_WIDTH]
+        if not SEARCHED_TYPES.intersection(kinds):
+            return []
+        wanted = [tuple(rows.values[i * _WIDTH:(i + 1) * _WIDTH])
+                  for i, kind in enumerate(kinds) if kind in SEARCHED_TYPES]
+    else:
+        wanted = [row for row in each_row(rows) if row[_TYPE] in SEARCHED_TYPES]
+    if not wanted:
+        return []
+    found = (entry(row[0], row[1], row[2], row[5]) for row in wanted)
+    return [e for e in found if e is not None]
+
+
+def entry(recording_id: str, seq: int, direction: str,
+          data: bytes) -> tuple[str, int, str] | None:
+    """``(recording_id, seq, words)`` of one message line; None when it says nothing."""
+    from ..model.events import Event
+    from ..model.protocol import searchable_text
+
+    said = spaced(searchable_text(Event(seq, direction, 0, bytes(data)))[:MOST_CHARS])  # type: ignore[arg-type]
+    return (recording_id, seq, said) if not said.isspace() and said else None
+
+
+def insert_sqlite(cursor: Any, entries: list[tuple[str, int, str]]) -> None:
+    """Add ``entries`` to SQLite's ``event_search`` (FTS5), each under its event's
+    rowid (an event deleted takes its entry with it: a trigger)."""
+    cursor.executemany(
+        "INSERT INTO event_search (rowid, words) SELECT rowid, ? FROM events "
+        "WHERE recording_id = ? AND seq = ?",
+        [(said, rid, seq) for rid, seq, said in entries])
+
+
+def insert_postgres(cursor: Any, entries: list[tuple[str, int, str]]) -> None:
+    """Add ``entries`` to PostgreSQL's ``event_search`` (a ``tsvector`` a line,
+    under a GIN index), in one statement."""
+    cursor.execute(
+        "INSERT INTO event_search (recording_id, seq, terms) "
+        "SELECT r, s, to_tsvector('simple', w) FROM unnest(%s::varchar[], %s::int[], "
+        "%s::text[]) AS u(r, s, w)",
+        ([e[0] for e in entries], [e[1] for e in entries], [e[2] for e in entries]))

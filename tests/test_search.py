@@ -1,0 +1,161 @@
+"""``claudetrace search`` and claudetrace.store.search on SQLite (PostgreSQL's are in
+test_store_postgres.py): the word index the writers keep, over every session."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from claudetrace.cassette import read_cassette
+from claudetrace.cli import cli
+from claudetrace.indexer import open_settled_store
+from claudetrace.model.events import Event
+from claudetrace.recording import RecordingInfo
+from claudetrace.store import Store, open_store
+from claudetrace.store.search import recordings_saying, search, snippet
+from claudetrace.store.textindex import spaced, words
+
+CASSETTES = Path(__file__).parent / "fixtures" / "cassettes"
+
+
+def _said(store: Store, text: str, *, started_ns: int | None = None,
+          kind: str = "assistant") -> str:
+    info = RecordingInfo.start(["claude"], started_ns=started_ns)
+    store.create_recording(info)
+    line = {"type": kind, "message": {"role": kind, "content": [{"type": "text", "text": text}]}}
+    store.write_batch(info.id, [
+        Event(0, "out", 0, json.dumps({"type": "stream_event", "event": {"text": text}}).encode()),
+        Event(1, "out", 1, json.dumps(line).encode())])
+    return info.id
+
+
+def _entries(db_path: Path) -> int:
+    with sqlite3.connect(db_path) as conn:
+        return int(conn.execute("SELECT count(*) FROM event_search").fetchone()[0])
+
+
+def test_words_are_letters_and_digits_in_lower_case() -> None:
+    assert words("Set model to `claude-sonnet-5`; Créé ß") == [
+        "set", "model", "to", "claude", "sonnet", "5", "créé", "ß"]
+    ascii_text = "a_b-c.d\te\x1bf 42x!"
+    # ASCII text is cut by a byte table, other text by a regular expression: alike.
+    assert spaced(ascii_text) == spaced(ascii_text + "é")[:-1] == "a b c d e f 42x "
+
+
+def test_the_index_holds_message_lines_only_and_goes_with_them(
+        store: Store, db_path: Path) -> None:
+    rid = _said(store, "the quick brown fox")
+    assert _entries(db_path) == 1  # the assistant line, not the stream event
+    assert [(h.recording_id, h.seq) for h in search(store, "quick")] == [(rid, 1)]
+    store.delete_recording(rid)
+    assert _entries(db_path) == 0
+    rid = _said(store, "jumps over")
+    with sqlite3.connect(db_path) as conn:  # by hand, foreign keys off
+        conn.execute("DELETE FROM recordings")
+    assert _entries(db_path) == 0 and search(store, "jumps") == []
+
+
+def test_search_finds_word_beginnings_and_phrases_newest_stored_first(store: Store) -> None:
+    old = _said(store, "Hello, world: the deploy FAILED at step 3", started_ns=10**18)
+    new = _said(store, "hello again; deploy succeeded")
+    assert [h.recording_id for h in search(store, "hel")] == [new, old]
+    assert [h.recording_id for h in search(store, "deploy failed")] == [old]
+    assert [h.recording_id for h in search(store, "world: the")] == [old]
+    assert search(store, "ello") == []  # from a word's beginning only
+    assert search(store, "again deploy") == []  # the words, not in this order
+    assert search(store, "!!!") == []
+    assert recordings_saying(store, "deploy") == sorted([old, new])
+    assert recordings_saying(store, "deploy succeeded") == [new]
+    hit = search(store, "failed")[0]
+    assert hit.snippet == "Hello, world: the deploy FAILED at step 3"
+    assert hit.type == "assistant" and hit.seq == 1
+
+
+def test_search_reaches_past_the_newest_two_thousand_sessions(
+        store: Store, db_path: Path) -> None:
+    from claudetrace.store.browse import Filters, list_sessions
+
+    oldest = _said(store, "a needle in an old session", started_ns=10**18)
+    with sqlite3.connect(db_path) as conn:
+        row = conn.execute("SELECT * FROM recordings WHERE id = ?", (oldest,)).fetchone()
+        names = [d[0] for d in conn.execute("SELECT * FROM recordings").description]
+        at = names.index("id"), names.index("started_ns")
+        conn.executemany(
+            f"INSERT INTO recordings VALUES ({', '.join('?' * len(names))})",
+            [tuple(f"{n:026d}" if i == at[0] else 2 * 10**18 + n if i == at[1] else v
+                   for i, v in enumerate(row)) for n in range(2500)])
+    assert [h.recording_id for h in search(store, "needle")] == [oldest]
+    assert [r.id for r in list_sessions(store, Filters(text="needle"))] == [oldest]
+
+
+def test_snippets_are_one_line_around_the_match() -> None:
+    said = "x" * 200 + " the\nneedle\there " + "y" * 200
+    shown = snippet(said, "needle")
+    assert shown.startswith("…") and shown.endswith("…")
+    assert "the needle here" in shown and "\n" not in shown
+    assert snippet("short text", "short") == "short text"
+
+
+def test_the_search_command_escapes_and_speaks_json(store: Store, db_path: Path) -> None:
+    rid = _said(store, "ring the bell \x1b]0;owned\x07 now")
+    shown = CliRunner().invoke(cli, ["search", "bell", "--db", str(db_path)])
+    assert shown.exit_code == 0, shown.output
+    assert rid in shown.output and "\\x1b]0;owned\\x07" in shown.output
+    assert "\x1b" not in shown.output
+    listed = CliRunner().invoke(cli, ["search", "ring the", "--db", str(db_path), "--json"])
+    (hit,) = json.loads(listed.output)
+    assert (hit["recording_id"], hit["seq"], hit["type"]) == (rid, 1, "assistant")
+    assert hit["snippet"].startswith("ring the bell \x1b]0;owned")
+    nothing = CliRunner().invoke(cli, ["search", "absent", "--db", str(db_path)])
+    assert nothing.exit_code == 1 and "nothing says 'absent'" in nothing.output
+
+
+def test_a_proxied_session_is_indexed_by_the_writer(db_path: Path) -> None:
+    open_store(str(db_path)).close()  # at the head: the writer writes it plainly
+    line = b'{"type":"result","subtype":"success","result":"proxied zebra text"}\n'
+    done = subprocess.run(
+        [sys.executable, "-m", "claudetrace", "proxy", "--db", str(db_path), "--", "cat"],
+        input=line, capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    store = open_settled_store(str(db_path))
+    try:
+        # Both directions were recorded (cat echoes): two lines say it.
+        assert [(h.seq, h.direction) for h in search(store, "zebra")] == [(1, "out"), (0, "in")]
+    finally:
+        store.close()
+
+
+def test_the_migration_indexes_what_was_stored_before_it(db_path: Path) -> None:
+    from alembic import command
+
+    from claudetrace.store.engine import alembic_config
+
+    store = open_store(str(db_path))
+    rid = store.import_cassette(read_cassette(CASSETTES / "plain.ndjson"))
+    before = [(h.recording_id, h.seq) for h in search(store, "fake model")]
+    assert before and before[0][0] == rid
+    with store.engine.begin() as conn:
+        command.downgrade(alembic_config(conn), "0005_postgres_bulk_events")
+    store.close()
+    store = open_store(str(db_path))
+    try:
+        assert [(h.recording_id, h.seq) for h in search(store, "fake model")] == before
+    finally:
+        store.close()
+
+
+def test_the_session_list_takes_more_sessions_saying_it_than_a_statement_binds(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    from claudetrace.store import browse
+
+    ids = [_said(store, f"common word {n}") for n in range(5)]
+    monkeypatch.setattr(browse, "MOST_BOUND_IDS", 2)
+    listed = browse.list_sessions(store, browse.Filters(text="common"), limit=3)
+    assert [r.id for r in listed] == ids[::-1][:3]
+    assert len(browse.list_sessions(store, browse.Filters(text="common word"))) == 5
