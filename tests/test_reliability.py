@@ -245,6 +245,23 @@ def test_export_redacts_secrets_unless_told_not_to(db_path: Path, tmp_path: Path
         assert b"abcdefghijklmnop1234" in raw.stdout and b"[REDACTED]" not in raw.stdout, fmt
 
 
+def test_export_hides_the_secrets_of_the_issue_and_keeps_the_figures(
+        db_path: Path, tmp_path: Path) -> None:
+    secrets = ("Tr0ub4dor3x", "dXNlcjpzM2NyM3RwYXNz", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
+    text = (f"postgresql://user:{secrets[0]}@host/db\nAuthorization: Basic {secrets[1]}\n"
+            f"AWS_SECRET_ACCESS_KEY={secrets[2]}\nmax_tokens: 4096, subagent_tokens: 1200")
+    line = json.dumps({"type": "user", "message": {"role": "user", "content": text}})
+    assert ct("proxy", "--db", str(db_path), "--", "cat",
+              data=line.encode() + b"\n").returncode == 0
+    out = tmp_path / "out.ndjson"
+    assert ct("export", "latest", "--db", str(db_path), "-o", str(out)).returncode == 0
+    exported = out.read_text()
+    assert not [secret for secret in secrets if secret in exported]
+    lines = [json.loads(record)["line"] for record in exported.splitlines()[1:]]
+    assert [json.loads(line)["type"] for line in lines] == ["user", "user"]  # still JSON (cat)
+    assert "max_tokens: 4096, subagent_tokens: 1200" in exported
+
+
 def test_no_command_prints_a_password_from_a_url(ct_env: Path) -> None:
     for url in ("postgresql+nosuchdriver://user:PASSWORD@127.0.0.1/db",
                 "postgresql+psycopg://user:PASSWORD@host:abc/db"):
