@@ -359,3 +359,20 @@ def test_a_cassette_import_loads_no_sqlalchemy_and_still_stores_what_waits(
     assert not path.exists()
     listed = json.loads(ct("sessions", "--db", str(db_path), "--json").stdout)
     assert len(listed) == 3 and info.id in {rec["id"] for rec in listed}
+
+
+def test_export_takes_its_format_from_the_file_name_or_refuses_a_contradiction(
+        db_path: Path, tmp_path: Path) -> None:
+    line = json.dumps({"type": "user", "message": {"role": "user", "content": "hi"}})
+    assert ct("proxy", "--db", str(db_path), "--", "cat",
+              data=line.encode() + b"\n").returncode == 0
+    report = tmp_path / "report.html"
+    assert ct("export", "latest", "--db", str(db_path), "-o", str(report)).returncode == 0
+    assert report.read_text().lstrip().lower().startswith("<!doctype html")
+    cassette = tmp_path / "c.ndjson"
+    assert ct("export", "latest", "--db", str(db_path), "-o", str(cassette)).returncode == 0
+    assert json.loads(cassette.read_text().splitlines()[0])["claudetrace"]
+    refused = ct("export", "latest", "--db", str(db_path), "-o", str(tmp_path / "r.HTM"),
+                 "--format", "cassette")
+    assert refused.returncode == 2 and b"contradicts the output file" in refused.stderr
+    assert not (tmp_path / "r.HTM").exists()
