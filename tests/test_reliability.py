@@ -376,3 +376,19 @@ def test_export_takes_its_format_from_the_file_name_or_refuses_a_contradiction(
                  "--format", "cassette")
     assert refused.returncode == 2 and b"contradicts the output file" in refused.stderr
     assert not (tmp_path / "r.HTM").exists()
+
+
+@pytest.mark.parametrize(("name", "first", "message"), [
+    ("deep.ndjson", '{"claudetrace": "cassette", "version": 1, "x": ' + "[" * 1000 + "]" * 1000
+     + "}", "its first line nests too deeply"),
+    ("deep.jsonl", json.dumps({"type": "user", "sessionId": "s", "uuid": "u",
+                               "message": {"role": "user", "content": "hi"}})
+     + "\n" + "[" * 100_000 + "]" * 100_000, "deep.jsonl:2: a JSON line nested too deeply"),
+])
+def test_import_of_a_deeply_nested_file_is_one_line(
+        db_path: Path, tmp_path: Path, name: str, first: str, message: str) -> None:
+    path = tmp_path / name
+    path.write_text(first + "\n")
+    done = ct("import", str(path), "--db", str(db_path))
+    assert done.returncode == 1 and message.encode() in done.stderr, done.stderr[-300:]
+    assert done.stderr.count(b"\n") == 1

@@ -121,6 +121,8 @@ def read_lines(path: Path) -> list[dict[str, Any]]:
             obj = json.loads(raw)
         except ValueError as exc:
             raise TranscriptError(f"{path}:{number}: not a JSON line ({exc})") from exc
+        except RecursionError:
+            raise TranscriptError(f"{path}:{number}: a JSON line nested too deeply") from None
         if not isinstance(obj, dict):
             raise TranscriptError(f"{path}:{number}: not a JSON object")
         out.append(obj)

@@ -74,6 +74,10 @@ def detect(path: Path) -> Kind:
         ) from exc
     try:
         obj: Any = json.loads(first) if first else None
+    except RecursionError:
+        raise ImportFormatError(
+            f"{path}: its first line nests too deeply to be a cassette, transcript or log"
+        ) from None
     except ValueError:
         obj = None
     if isinstance(obj, dict) and obj.get("claudetrace") == "cassette":
