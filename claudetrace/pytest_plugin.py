@@ -35,7 +35,7 @@ import re
 import time
 from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, Final
 
 import pytest
@@ -67,10 +67,20 @@ _RERECORDED_KEY = pytest.StashKey[list[tuple[str, "ClaudeCassette"]]]()
 def cassette_name(nodeid: str) -> str:
     """The file name of a test's cassette: its name inside the module, made file-safe.
 
-    ``tests/test_app.py::TestX::test_y[a-1]`` → ``TestX.test_y-a-1-.ndjson``.
+    ``tests/test_app.py::TestX::test_y[a-1]`` → ``TestX.test_y-a-1.ndjson``.
     """
+    return _safe_name(nodeid).strip("-") + SUFFIX
+
+
+def _safe_name(nodeid: str) -> str:
     inner = ".".join(nodeid.split("::")[1:]) or nodeid
-    return re.sub(r"[^A-Za-z0-9_.\-]+", "-", inner).strip(".") + SUFFIX
+    return re.sub(r"[^A-Za-z0-9_.\-]+", "-", inner).strip(".")
+
+
+def legacy_cassette_name(nodeid: str) -> str:
+    """The name claudetrace gave a parametrized test's cassette before 0.x
+    (``test_y-a-1-.ndjson``): found and used when it is there."""
+    return _safe_name(nodeid) + SUFFIX
 
 
 def cassette_path(
@@ -336,10 +346,12 @@ def claude_cassette(
     config = request.config
     marker = item.get_closest_marker(MARKER)
     kwargs = dict(marker.kwargs) if marker is not None else {}
+    problem: str | None = _marker_problem(kwargs, marker.args if marker is not None else ())
     if marker is not None and marker.args:
         kwargs.setdefault("path", marker.args[0])
-    problem: str | None = None
     try:
+        if problem is not None:
+            raise BadSetting(problem, key="path")
         settings = settings_from(kwargs, _ini_settings(config))
         if kwargs.get("record_mode") is not None:
             RecordMode.parse(kwargs["record_mode"])  # a typo fails even when overridden
@@ -353,7 +365,11 @@ def claude_cassette(
     if problem is not None:  # raised outside the handler: one line, no chained exception
         pytest.fail(problem, pytrace=False)
     folder = cassette_dir(config)
-    path = cassette_path(folder, Path(str(item.path)), item.nodeid, kwargs.get("path"))
+    nodeid = _cassette_nodeid(item)
+    path = cassette_path(folder, Path(str(item.path)), nodeid, kwargs.get("path"))
+    if kwargs.get("path") is None and not path.is_file():
+        legacy = path.with_name(legacy_cassette_name(nodeid))
+        path = legacy if legacy.is_file() else path
     config.stash[_USED_KEY].add(path)
     action = plan(mode, path.is_file())
     if action == "missing":
@@ -381,11 +397,13 @@ def claude_cassette(
         settings=settings,
     )
     if action == "record":
-        cassette.previous = _read_previous(path)
-        if mode is RecordMode.REWRITE:
-            path.unlink(missing_ok=True)
+        # Nothing is deleted, in rewrite mode neither: a new recording replaces
+        # the cassette once it is saved (a recording that cannot start, or a
+        # failing test, leaves it as it was).
         _prepare_recording(cassette, config)
+        cassette.previous = _read_previous(path)
     else:
+        _check_cassette(path)
         _prepare_replay(cassette)
     item.stash[_CASSETTE_KEY] = cassette
     yield cassette
@@ -399,6 +417,46 @@ def claude_cassette(
         if call is not None and call.passed:
             # The report arrived after the test body ended (at the host's exit).
             pytest.fail(format_divergence(cassette.divergence() or {}, path), pytrace=False)
+
+
+def _marker_problem(kwargs: Mapping[str, Any], args: Sequence[Any]) -> str | None:
+    """What is wrong with the marker's path, told before anything is done."""
+    if len(args) > 1:
+        return (f"claude_cassette takes one positional argument, the cassette's path; "
+                f"got {len(args)}: {', '.join(repr(a) for a in args)}")
+    if args and kwargs.get("path") is not None:
+        return "claude_cassette: give the cassette's path once, as path= or positionally"
+    for key, kinds in (("path", (str, PurePath)), ("record_mode", (str,))):
+        value = args[0] if key == "path" and args else kwargs.get(key)
+        if value is not None and not isinstance(value, kinds):
+            what = "a string or a path" if key == "path" else "a string"
+            return f"claude_cassette {key}= must be {what}, not {value!r}"
+    return None
+
+
+def _cassette_nodeid(item: pytest.Item) -> str:
+    """The node id a cassette is named after: an anyio test's backend
+    (``[asyncio]``, ``[trio]``) is left out, since the CLI's traffic is the same."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and set(callspec.params) == {"anyio_backend"}:
+        return item.nodeid.partition("[")[0]
+    return item.nodeid
+
+
+def _check_cassette(path: Path) -> None:
+    """Fail the test at setup, in one line, on a cassette the replay cannot use
+    (rather than as the SDK's error with the reason in the CLI's stderr)."""
+    from .errors import ClaudeTraceError
+    from .replay.engine import check_header
+
+    try:
+        check_header(read_cassette(path).header)
+    except ClaudeTraceError as exc:
+        where = "" if str(path) in str(exc) else f" {path}"
+        problem = f"claude cassette{where} cannot be replayed: {exc}"
+    else:
+        return
+    pytest.fail(problem, pytrace=False)
 
 
 @pytest.fixture
@@ -502,13 +560,14 @@ def _prepare_recording(cassette: ClaudeCassette, config: pytest.Config) -> None:
     from .errors import ClaudeTraceError
     from .shim import find_real_cli, proxy_command, write_shim
 
+    problem: str | None = None
     try:
-        real = find_real_cli()
+        real = find_real_cli(how="set $CLAUDETRACE_REAL_CLI to its path or put claude on PATH")
     except ClaudeTraceError as exc:
-        pytest.fail(
-            f"cannot record claude cassette {cassette.path} (mode {cassette.mode}): {exc}",
-            pytrace=False,
-        )
+        problem = (f"cannot record claude cassette {cassette.path} (mode {cassette.mode}): "
+                   f"{exc}; the cassette is unchanged")
+    if problem is not None:  # raised outside the handler: one line, no chained exception
+        pytest.fail(problem, pytrace=False)
     cassette.db_path = cassette.workdir / "recording.db"
     command = proxy_command(real, db=str(cassette.db_path), name=cassette.nodeid)
     cassette.cli_path = write_shim(

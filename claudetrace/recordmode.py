@@ -13,8 +13,8 @@ mode               what a test using the ``claude_cli`` fixture gets
                    and the new session replaces the cassette; missing → record
 ``all``            always record against the real CLI; the cassette is replaced
                    only when the test passes (a failing run keeps the old one)
-``rewrite``        delete the cassette first, then record (a failing run leaves
-                   no cassette behind)
+``rewrite``        as ``all``: nothing is deleted before a new recording
+                   replaces it (vcrpy's rewrite deletes first)
 =================  ============================================================
 
 Recording always goes through ``claudetrace proxy`` to the real CLI, and a

@@ -39,6 +39,7 @@ from .model.protocol import project_slug
 from .redact import (
     REDACTED,
     LineBatch,
+    labelled_secret,
     lines_may_hold_secret,
     may_hold_secret,
     redact_text,
@@ -169,6 +170,9 @@ class Sanitizer:
         if isinstance(obj, str):
             return self.text(obj)
         if isinstance(obj, dict):
+            if self.secrets:
+                return {self.text(k): REDACTED if isinstance(v, str) and labelled_secret(k, v)
+                        else self.value(v) for k, v in obj.items()}
             return {self.text(k): self.value(v) for k, v in obj.items()}
         if isinstance(obj, list):
             return [self.value(v) for v in obj]

@@ -71,8 +71,13 @@ def _is_self(path: str) -> bool:
     return b"claudetrace shim" in head or b"from claudetrace.cli import main" in head
 
 
-def find_real_cli(explicit: str | None = None) -> str:
-    """The real ``claude``: explicit path, ``$CLAUDETRACE_REAL_CLI``, or PATH minus us."""
+def find_real_cli(
+    explicit: str | None = None, *, how: str = "set CLAUDETRACE_REAL_CLI or pass --real PATH"
+) -> str:
+    """The real ``claude``: explicit path, ``$CLAUDETRACE_REAL_CLI``, or PATH minus us.
+
+    ``how`` tells, when there is none, how the caller's user names it.
+    """
     candidate = explicit or os.environ.get(REAL_CLI_ENV)
     if candidate:
         path = (None if os.path.dirname(candidate) else _on_path(candidate)) or candidate
@@ -83,7 +88,7 @@ def find_real_cli(explicit: str | None = None) -> str:
         path = os.path.join(folder or ".", "claude")
         if os.path.isfile(path) and os.access(path, os.X_OK) and not _is_self(path):
             return os.path.abspath(path)
-    raise ShimError("cannot find the real claude CLI: set CLAUDETRACE_REAL_CLI or pass --real PATH")
+    raise ShimError(f"cannot find the real claude CLI: {how}")
 
 
 def shim_script(
@@ -160,7 +165,8 @@ def write_shim(
         target = file_to_replace(path)
         if target is None:
             raise ShimError(f"{path} is not a regular file; give the shim's file name")
-        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.parent.is_dir():
+            raise ShimError(f"cannot write shim {path}: no folder {target.parent} (make it first)")
         tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
         tmp.write_text(
             shim_script(command, real=real, env_defaults=env_defaults, stamp=stamp),

@@ -325,6 +325,34 @@ def test_a_script_file_and_its_errors(tmp_path: Any) -> None:
     path.write_text('{"rules": [{"prompt": "x", "replies": [{"txt": "typo"}]}]}')
     with pytest.raises(BadScript, match="unknown reply field"):
         load_script(path)
+    for bad in ('{"thinking": "hm", "then": {"text": "4"}}', '{"text": 4}', '{"thinking": []}'):
+        path.write_text('{"rules": [], "fallback": ' + bad + '}')
+        with pytest.raises(BadScript, match="is a string, not"):
+            load_script(path)
+
+
+@pytest.mark.parametrize("length", ["-5", "abc", str(10**20), "1e3", "+5"])
+def test_a_bad_content_length_is_answered_400(api: FakeAPI, length: str) -> None:
+    host, port = api.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(f"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: {length}"
+                     "\r\n\r\n{}".encode())
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400"), answer
+    assert b"Content-Length must be a number of bytes" in body
+    assert api.requests == []  # nothing recorded, and the server goes on
+    api.script(text("fine"))
+    conn = http.client.HTTPConnection(host, int(port), timeout=5)
+    try:
+        conn.request("POST", "/v1/messages", body=json.dumps({"model": "m", "messages": []}))
+        response = conn.getresponse()
+        response.read()
+        assert response.status == 200
+    finally:
+        conn.close()
 
 
 def test_the_standalone_server_prints_its_url_and_stops_on_sigterm(tmp_path: Any) -> None:

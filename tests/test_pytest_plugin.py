@@ -268,13 +268,130 @@ def test_all_replaces_only_when_the_test_passes(
     assert b"echo: failing run" in app.read_bytes()
 
 
-def test_rewrite_deletes_first(
+def test_rewrite_replaces_the_cassette_only_with_a_new_recording(
     pytester: pytest.Pytester, app: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     run(pytester, "--claude-record-mode=once").assert_outcomes(passed=1)
+    original = app.read_bytes()
     monkeypatch.setenv("PLUGIN_TEST_FAIL", "1")
     run(pytester, "--claude-record-mode=rewrite").assert_outcomes(failed=1)
+    assert app.read_bytes() == original  # nothing deleted before its replacement exists
+    monkeypatch.setenv("PLUGIN_TEST_FAIL", "0")
+    monkeypatch.setenv("PLUGIN_TEST_PROMPT", "rewritten")
+    run(pytester, "--claude-record-mode=rewrite").assert_outcomes(passed=1)
+    assert b"echo: rewritten" in app.read_bytes()
+
+
+@pytest.mark.parametrize("mode", ["rewrite", "all", "once"])
+def test_a_recording_that_cannot_start_fails_at_setup_and_touches_nothing(
+    pytester: pytest.Pytester, app: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    mode: str,
+) -> None:
+    if mode != "once":
+        run(pytester, "--claude-record-mode=once").assert_outcomes(passed=1)
+    before = app.read_bytes() if app.exists() else None
+    break_real_cli(monkeypatch, tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.delenv("CLAUDETRACE_REAL_CLI")
+    result = run(pytester, f"--claude-record-mode={mode}")
+    if mode == "once":  # replays the cassette it has; records only a missing one
+        assert before is None
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*cannot find the real claude CLI: set $CLAUDETRACE_REAL_CLI*"
+                                 "the cassette is unchanged*"])
+    result.stdout.no_fnmatch_line("*--real*")
+    assert (app.read_bytes() if app.exists() else None) == before
+
+
+def _setup_error(result: pytest.RunResult, message: str) -> None:
+    """The test errored at setup with ``message`` on one line, no traceback of ours."""
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"*{message}*"])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_a_malformed_cassette_fails_at_setup_with_its_reason(
+    pytester: pytest.Pytester, app: Path
+) -> None:
+    app.parent.mkdir(parents=True)
+    app.write_text('{"claudetrace": "cassette", "version": 1}\nnot json\n')
+    _setup_error(run(pytester, "--claude-record-mode=none"),
+                 "cannot be replayed: *:2: event is not JSON*")
+
+
+@pytest.mark.parametrize(("signal", "message"), [
+    (19, "signal 19 (SIGSTOP) would not end the fake CLI*"),
+    (1000000, "signal 1000000 is not a signal of this system"),
+    ("TERM", "signal 'TERM' is not a signal number"),
+])
+def test_a_cassette_whose_signal_would_hang_or_fail_the_replay_fails_at_setup(
+    pytester: pytest.Pytester, app: Path, signal: object, message: str
+) -> None:
+    run(pytester, "--claude-record-mode=once").assert_outcomes(passed=1)
+    lines = app.read_text().splitlines()
+    lines[0] = json.dumps({**json.loads(lines[0]), "signal": signal})
+    app.write_text("\n".join(lines) + "\n")
+    _setup_error(run(pytester, "--claude-record-mode=none"), message)
+
+
+@pytest.mark.parametrize(("marker", "message"), [
+    ("(path=123)", "claude_cassette path= must be a string or a path, not 123"),
+    ('("a.ndjson", "b.ndjson")', "claude_cassette takes one positional argument*got 2*"),
+    ('("a.ndjson", path="b.ndjson")', "give the cassette's path once*"),
+    ("(record_mode=1)", "claude_cassette record_mode= must be a string, not 1"),
+    ('(match="no_such_module_x:f")', "claude_cassette match: cannot load matcher*"),
+    ('(redact=["(a+)+$", "(?<=x)y"])', "not one the linear-time engine (RE2) takes*"),
+])
+def test_a_bad_marker_value_fails_at_setup_in_one_line(
+    pytester: pytest.Pytester, app: Path, marker: str, message: str
+) -> None:
+    write_test(pytester, marker)
+    _setup_error(run(pytester, "--claude-record-mode=once"), message)
     assert not app.exists()
+
+
+ANYIO_TEST = """\
+import pytest
+from host import run_host
+
+
+@pytest.mark.anyio
+@pytest.mark.claude_cassette{marker}
+async def test_echo(claude_cli, tmp_path):
+    messages, code = run_host(claude_cli, tmp_path)
+    assert messages[-1]["type"] == "result", messages
+"""
+
+
+@pytest.mark.parametrize("marker", ["", '(path="shared/echo.ndjson")'])
+def test_an_anyio_test_s_cassette_has_a_clean_name_and_its_hint_works(
+    pytester: pytest.Pytester, app: Path, marker: str
+) -> None:
+    pytester.makepyfile(test_app=ANYIO_TEST.format(marker=marker))
+    disabled = [arg for name in NOT_NEEDED if name != "anyio" for arg in ("-p", f"no:{name}")]
+    pytester.runpytest_inprocess(*disabled, "--claude-record-mode=once").assert_outcomes(passed=1)
+    cassette = app if not marker else pytester.path / "tests" / "cassettes" / "shared/echo.ndjson"
+    assert sorted(p.name for p in cassette.parent.iterdir()) == [cassette.name]
+    hint = read_cassette(cassette).header["rerecord"]
+    nodeid = re.search(r"pytest '([^']+)'", hint)
+    assert nodeid is not None and "[asyncio]" in nodeid[1]
+    result = pytester.runpytest_inprocess(*disabled, nodeid[1], "--claude-record-mode=rewrite")
+    result.assert_outcomes(passed=1)
+    assert sorted(p.name for p in cassette.parent.iterdir()) == [cassette.name]
+
+
+def test_a_cassette_named_the_old_way_is_still_found(
+    pytester: pytest.Pytester, app: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    pytester.makepyfile(test_app=TEST_APP.format(marker="").replace(
+        "def test_echo(claude_cli, tmp_path):",
+        "@pytest.mark.parametrize('n', [1])\ndef test_echo(claude_cli, tmp_path, n):"))
+    run(pytester, "--claude-record-mode=once").assert_outcomes(passed=1)
+    new = app.with_name("test_echo-1.ndjson")
+    assert new.is_file()
+    new.rename(app.with_name("test_echo-1-.ndjson"))
+    break_real_cli(monkeypatch, tmp_path)
+    run(pytester, "--claude-record-mode=none").assert_outcomes(passed=1)
 
 
 def test_failed_recording_writes_nothing(
@@ -344,7 +461,7 @@ def test_bad_record_mode_is_a_usage_error(pytester: pytest.Pytester, app: Path) 
 
 def test_cassette_names_are_file_safe() -> None:
     assert cassette_name("tests/test_a.py::test_x") == "test_x.ndjson"
-    assert cassette_name("tests/test_a.py::TestX::test_y[a/b-1]") == "TestX.test_y-a-b-1-.ndjson"
+    assert cassette_name("tests/test_a.py::TestX::test_y[a/b-1]") == "TestX.test_y-a-b-1.ndjson"
     base = Path("/c")
     assert cassette_path(base, Path("tests/test_a.py"), "t.py::test_x") == Path(
         "/c/test_a/test_x.ndjson"

@@ -2,20 +2,35 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from claudetrace import redact
 from claudetrace.redact import (
     REDACTED,
     LineBatch,
+    labelled_secret,
     lines_may_hold_secret,
     may_hold_secret,
     redact_argv,
     redact_env,
     redact_text,
+    secret_spans,
 )
+from claudetrace.sanitize import Sanitizer
+
+CORPUS = Path(__file__).parent / "fixtures" / "secrets"
+
+
+def _corpus(name: str) -> list[dict[str, Any]]:
+    """Samples of ``tests/fixtures/secrets``: ``text``, ``why`` and, for secrets,
+    the ``secrets`` that must not survive."""
+    return [json.loads(line) for line in (CORPUS / name).read_text().splitlines()]
+
 
 SECRETS = [
     "sk-ant-api03-" + "a1B2" * 10,
@@ -109,34 +124,105 @@ def test_env_keeps_names_and_only_allowlisted_values() -> None:
 
 
 _HINT_TEXT = st.lists(st.sampled_from(
-    [*"abcehjkpstwxy_-=:/ \"\\\n", "sk-", "SK-", "ghp_", "gho_", "ghx_", "github_pat_", "xox",
-     "AKIA", "eyJ", "Bearer", "api", "api_", "api-", "key", "KEY", "token", "tokens",
-     "secret", "passw", "PASSWD", "auth", "credential", "CREDENTIALS_", "ak", "ia"]),
+    [*"abcehjkpstwxyAKI_-=:/@.' \"\\\n\t", "sk-", "SK-", "ghp_", "gho_", "ghx_", "github_pat_",
+     "xox", "AKIA", "akia", "eyJ", "Bearer ", "api_", "key", "KEY", "token", "tokens", "secret",
+     "pass", "PASSWD", "word", "credential", "s", "private key", "PRIVATE KEY-----", "sg.",
+     "aws", "authorization", "://", "hooks.slack.com/", "services", "k_live_", "sq0csp-",
+     "glpat-", "pypi-ag", "hunter22", "Tr0ub4dor", "\u017f", "\u212a"]),
     max_size=24).map("".join)
 
 
 @settings(max_examples=500, deadline=None)
 @given(texts=st.lists(_HINT_TEXT, max_size=6))
 def test_a_batch_of_ascii_lines_finds_the_lines_may_hold_secret_finds(texts: list[str]) -> None:
+    texts = [text for text in texts if text.isascii()]
     lines = [text.encode() for text in texts]
     expected = {index for index, text in enumerate(texts) if may_hold_secret(text)}
     assert lines_may_hold_secret(LineBatch(lines)) == expected
 
 
-@pytest.mark.parametrize("word", [word for word, _tail in redact._HINTS])
-def test_every_hint_is_found_alone_at_either_end_and_inside(word: str) -> None:
-    for tail in ("", "=", "_x:"):
-        for text in (word + tail, "x " + word + tail, word.upper() + tail + " x"):
-            lines = [b"clean", text.encode(), b"clean"]
-            assert lines_may_hold_secret(LineBatch(lines)) == (
-                {1} if may_hold_secret(text) else set()), text
+@settings(max_examples=1500, deadline=None)
+@given(text=_HINT_TEXT)
+def test_every_secret_found_is_in_a_text_may_hold_secret_holds_for(text: str) -> None:
+    # may_hold_secret is what spares a line the detectors: it must never pass
+    # one where they would find something.
+    if secret_spans(text):
+        assert may_hold_secret(text), text
+
+
+@pytest.mark.parametrize("sample", _corpus("secrets.ndjson"), ids=lambda s: s["why"])
+def test_every_secret_of_the_corpus_is_hinted(sample: dict[str, Any]) -> None:
+    assert may_hold_secret(sample["text"])
+    assert secret_spans(sample["text"])
+
+
+# -- precision and recall ----------------------------------------------------------------
+
+#: At most two misses, or two look-alikes redacted, in the corpus (47 secrets, 68
+#: look-alikes): a library release that changes one vendor's format should not
+#: fail the suite, a detector that drifts towards the old one (recall 0.49,
+#: precision 0.51 on this corpus: no URL passwords, Basic credentials or
+#: unquoted AWS keys; every ``tokens: N`` redacted) must.
+MIN_RECALL = 0.95
+MIN_PRECISION = 0.95
+
+
+def _lines_of(text: str) -> list[bytes]:
+    """``text`` in event lines as the CLI and the Python SDK write them."""
+    obj = {"type": "user", "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_01", "content": text}]}}
+    return [json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode(),
+            json.dumps(obj).encode()]
+
+
+def test_precision_and_recall_on_the_corpus_of_secrets_and_look_alikes(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    sanitizer = Sanitizer()
+    secrets, lookalikes = _corpus("secrets.ndjson"), _corpus("lookalikes.ndjson")
+    found = missed = 0
+    for sample in secrets:
+        lines = _lines_of(sample["text"])
+        cleaned = sanitizer.lines(lines)
+        for line in cleaned:
+            json.loads(line)  # redaction keeps every line JSON
+        if any(secret.encode() in line for line in cleaned for secret in sample["secrets"]):
+            missed += 1
+        else:
+            found += 1
+    false = 0
+    for sample in lookalikes:
+        lines = _lines_of(sample["text"])
+        cleaned = sanitizer.lines(lines)
+        if cleaned != lines:
+            false += 1
+        else:  # a line with nothing to hide is given back byte for byte
+            assert all(a is b for a, b in zip(cleaned, lines, strict=True))
+    recall = found / (found + missed)
+    precision = found / (found + false)
+    with capsys.disabled():
+        print(f"\nsecrets corpus: {len(secrets)} secrets, {len(lookalikes)} look-alikes: "
+              f"recall {recall:.3f}, precision {precision:.3f}")
+    assert recall >= MIN_RECALL and precision >= MIN_PRECISION, (recall, precision)
+
+
+def test_a_labelled_value_in_a_json_object_is_hidden_and_figures_stay() -> None:
+    line = b'{"env":{"DB_PASSWORD":"hunter22x","HOME":"/h"},"usage":{"max_tokens":4096}}'
+    assert Sanitizer().line(line) == (
+        b'{"env":{"DB_PASSWORD":"[REDACTED]","HOME":"/h"},"usage":{"max_tokens":4096}}')
+    for key, value in (("max_tokens", "4096"), ("password", "$PASSWORD"),
+                       ("token_type", "bearer"), ("api_key", "str")):
+        assert not labelled_secret(key, value), key
 
 
 @pytest.mark.parametrize("text", [
-    "apikey=", "api_key:", "api-key=", "API-KEYS_x=", "api key=", "api--key=", "token=",
-    "tokens:", "tokens", "access_token:", "sk-", "sk", "ghs_", "gh_", "auth_header:",
-    "passwords=", "secret_", "credentials:", "bearer", "eyj", "akia", "xox"])
-def test_the_key_value_hints_are_found_as_may_hold_secret_finds_them(text: str) -> None:
-    for line in (text, f'{{"a": "x {text}"}}', text.upper()):
-        found = lines_may_hold_secret(LineBatch([b"clean", line.encode()]))
-        assert found == ({1} if may_hold_secret(line) else set()), line
+    "password=" + "a" * 60_000, "Authorization: " + " " * 60_000, "https://" + ":" * 60_000 + "@",
+    "x_" * 30_000 + "token: x", "a" * 60_000 + "://x:y@", "-----BEGIN RSA PRIVATE KEY-----" * 2000,
+    "eyJ" * 20_000, "sk-" * 20_000, "glpat-" * 10_000, "AKIA" * 15_000, "bearer " * 10_000,
+    "//a/:_authToken=" * 4000, "aws_secret_key='" * 4000, "ghp_" * 15_000,
+], ids=lambda text: repr(text[:12]))
+def test_a_hostile_line_is_redacted_in_bounded_time(text: str) -> None:
+    import time
+
+    start = time.perf_counter()
+    redact_text(text)
+    assert time.perf_counter() - start < 2

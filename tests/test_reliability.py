@@ -280,6 +280,23 @@ def test_export_redacts_secrets_unless_told_not_to(db_path: Path, tmp_path: Path
         assert b"abcdefghijklmnop1234" in raw.stdout and b"[REDACTED]" not in raw.stdout, fmt
 
 
+def test_export_hides_the_secrets_of_the_issue_and_keeps_the_figures(
+        db_path: Path, tmp_path: Path) -> None:
+    secrets = ("Tr0ub4dor3x", "dXNlcjpzM2NyM3RwYXNz", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
+    text = (f"postgresql://user:{secrets[0]}@host/db\nAuthorization: Basic {secrets[1]}\n"
+            f"AWS_SECRET_ACCESS_KEY={secrets[2]}\nmax_tokens: 4096, subagent_tokens: 1200")
+    line = json.dumps({"type": "user", "message": {"role": "user", "content": text}})
+    assert ct("proxy", "--db", str(db_path), "--", "cat",
+              data=line.encode() + b"\n").returncode == 0
+    out = tmp_path / "out.ndjson"
+    assert ct("export", "latest", "--db", str(db_path), "-o", str(out)).returncode == 0
+    exported = out.read_text()
+    assert not [secret for secret in secrets if secret in exported]
+    lines = [json.loads(record)["line"] for record in exported.splitlines()[1:]]
+    assert [json.loads(line)["type"] for line in lines] == ["user", "user"]  # still JSON (cat)
+    assert "max_tokens: 4096, subagent_tokens: 1200" in exported
+
+
 def test_no_command_prints_a_password_from_a_url(ct_env: Path) -> None:
     for url in ("postgresql+nosuchdriver://user:PASSWORD@127.0.0.1/db",
                 "postgresql+psycopg://user:PASSWORD@host:abc/db"):
@@ -377,3 +394,38 @@ def test_a_cassette_import_loads_no_sqlalchemy_and_still_stores_what_waits(
     assert not path.exists()
     listed = json.loads(ct("sessions", "--db", str(db_path), "--json").stdout)
     assert len(listed) == 3 and info.id in {rec["id"] for rec in listed}
+
+
+def test_export_takes_its_format_from_the_file_name_or_refuses_a_contradiction(
+        db_path: Path, tmp_path: Path) -> None:
+    line = json.dumps({"type": "user", "message": {"role": "user", "content": "hi"}})
+    assert ct("proxy", "--db", str(db_path), "--", "cat",
+              data=line.encode() + b"\n").returncode == 0
+    report = tmp_path / "report.html"
+    assert ct("export", "latest", "--db", str(db_path), "-o", str(report)).returncode == 0
+    assert report.read_text().lstrip().lower().startswith("<!doctype html")
+    cassette = tmp_path / "c.ndjson"
+    assert ct("export", "latest", "--db", str(db_path), "-o", str(cassette)).returncode == 0
+    assert json.loads(cassette.read_text().splitlines()[0])["claudetrace"]
+    refused = ct("export", "latest", "--db", str(db_path), "-o", str(tmp_path / "r.HTM"),
+                 "--format", "cassette")
+    assert refused.returncode == 2 and b"contradicts the output file" in refused.stderr
+    assert not (tmp_path / "r.HTM").exists()
+
+
+@pytest.mark.parametrize(("name", "first", "message"), [
+    ("deep.ndjson", '{"claudetrace": "cassette", "version": 1, "x": ' + "[" * 1000 + "]" * 1000
+     + "}", "its first line nests too deeply"),
+    # A transcript whose only readable line has no time: its damaged line is skipped
+    # (never a RecursionError), and the file says what it lacks.
+    ("deep.jsonl", json.dumps({"type": "user", "sessionId": "s", "uuid": "u",
+                               "message": {"role": "user", "content": "hi"}})
+     + "\n" + "[" * 100_000 + "]" * 100_000, "deep.jsonl: no timestamp in this file"),
+])
+def test_import_of_a_deeply_nested_file_is_one_line(
+        db_path: Path, tmp_path: Path, name: str, first: str, message: str) -> None:
+    path = tmp_path / name
+    path.write_text(first + "\n")
+    done = ct("import", str(path), "--db", str(db_path))
+    assert done.returncode == 1 and message.encode() in done.stderr, done.stderr[-300:]
+    assert done.stderr.count(b"\n") == 1

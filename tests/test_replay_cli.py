@@ -47,7 +47,8 @@ def test_bench_replay_measures_the_engine() -> None:
         (["--match-regex", "$.a"], "expected PATH=REGEX"),
         (["--match-regex", "$.a=("], "bad regex in rule"),
         (["--matcher", "no_such_module_xyz:match"], "cannot load matcher"),
-        (["--redact", "("], "bad redaction pattern"),
+        (["--redact", "("], "redaction pattern '(' is not one the linear-time engine"),
+        (["--redact", "(?<=a)b"], "(RE2) takes: invalid perl operator: (?<="),
     ],
 )
 def test_bad_matching_options_are_one_line(args: list[str], message: str) -> None:

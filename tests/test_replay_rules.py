@@ -4,6 +4,7 @@ matchers, candidate lists, settings from a marker (no processes)."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -255,3 +256,32 @@ def test_a_matcher_file_inside_a_package_imports_as_under_pytest(
     monkeypatch.delitem(sys.modules, "apptests", raising=False)
     match = load_matcher(f"{package / 'test_m.py'}:match")
     assert match(1, 1) and not match(1, 2)
+
+
+def test_a_catastrophic_redaction_pattern_costs_linear_time() -> None:
+    import time
+
+    from claudetrace.replay.engine import live_sanitizer
+
+    sanitizer = live_sanitizer({"redact": ["(a+)+$", "x(a|aa)*y"]})
+    text = "a" * 5000 + "!"
+    line = json.dumps({"type": "user", "text": text, "t": "x" + text}).encode()
+    start = time.perf_counter()
+    assert sanitizer.line(line) == line  # neither pattern matches: the line as it was
+    assert time.perf_counter() - start < 1
+    assert b"[REDACTED]" in sanitizer.line(b'{"t": "aaaa"}')
+
+
+@pytest.mark.parametrize(("signal", "message"), [
+    (19, "signal 19 (SIGSTOP) would not end the fake CLI"),
+    (18, "(SIGCONT) would not end"), (1000000, "not a signal of this system"),
+    (-3, "not a signal of this system"), (True, "not a signal number"),
+])
+def test_a_header_signal_the_replay_cannot_die_of_is_refused(signal: object, message: str) -> None:
+    from claudetrace.errors import ReplayError
+    from claudetrace.replay.engine import check_header
+
+    with pytest.raises(ReplayError, match=re.escape(message)):
+        check_header({"signal": signal})
+    check_header({"signal": 15})
+    check_header({"signal": None})

@@ -224,7 +224,7 @@ def test_a_hint_is_found_at_either_end_of_a_line_and_beside_its_neighbours() -> 
     sanitizer = Sanitizer(literals=("hunter2-secret",))
     clean = b'{"usage":{"input_tokens":3,"api":"x"}}'
     dirty = [b"sk-ant-abcdefghijk", b'{"a":"x TOKEN=abcdefgh"}', b"Bearer abcdefghijklmnop",
-             b"x hunter2-secret", b'{"k":"\\u0041"}', b"eyJ", b"PASSWD:", b"ghr_", b"auth="]
+             b"x hunter2-secret", b'{"k":"\\u0041"}', b"eyJ", b"PASSWD:", b"ghr_", b"x_auth_token="]
     for line in dirty:
         lines = [clean, line, line, clean, line]
         assert sorted(sanitizer._suspects(lines)) == [1, 2, 4], line

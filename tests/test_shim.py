@@ -59,6 +59,7 @@ def test_shim_is_executable_answers_version_unrecorded_and_records_runs(
     tmp_path: Path, db_path: Path, fake_claude: Path
 ) -> None:
     out = tmp_path / "shims" / "claude-shim"
+    out.parent.mkdir()
     made = subprocess.run(
         [
             sys.executable,
@@ -120,6 +121,12 @@ def test_shim_refuses_a_missing_real_cli_a_directory_and_a_pipe(tmp_path: Path) 
     )
     assert missing.returncode == 1 and "is not an executable file" in missing.stderr
     assert len(missing.stderr.splitlines()) == 1
+    # A folder that does not exist is not made (a typo would leave folders behind).
+    nowhere = tmp_path / "no" / "such" / "dir" / "claude-rec"
+    made = subprocess.run([sys.executable, "-m", "claudetrace", "shim", str(nowhere),
+                           "--real", sys.executable], capture_output=True, text=True, timeout=60)
+    assert made.returncode == 1 and made.stderr.count("\n") == 1, made.stderr
+    assert "no folder" in made.stderr and not (tmp_path / "no").exists()
     # A pipe or a device (/dev/null) is never replaced by a shim.
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)

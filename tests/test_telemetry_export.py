@@ -370,3 +370,30 @@ def test_https_with_the_configured_certificate(tmp_path: Path,
         assert [signal for _, signal in warnings] == ["traces"]
         assert "CERTIFICATE_VERIFY_FAILED" in warnings[0][0]
         assert len(wire_spans(receiver)) == 3
+
+
+def test_an_unreachable_endpoint_fails_fast_in_one_line(stored: tuple[str, str]) -> None:
+    import socket
+    import time
+
+    db, rid = stored
+    with socket.create_server(("127.0.0.1", 0)) as closed:
+        port = closed.getsockname()[1]
+    start = time.monotonic()
+    result = CliRunner().invoke(cli, ["otel", rid, "--db", db, "--endpoint",
+                                      f"http://127.0.0.1:{port}"])
+    assert time.monotonic() - start < 3.5
+    assert result.exit_code == 1
+    assert result.output == (f"claudetrace: cannot reach the OTLP endpoint http://127.0.0.1:{port}"
+                             ": Connection refused\n")
+
+
+def test_a_content_export_says_a_backend_may_keep_the_plain_copy(
+        stored: tuple[str, str]) -> None:
+    db, rid = stored
+    with OtlpReceiver("http") as receiver:
+        result = CliRunner().invoke(cli, ["otel", rid, "--db", db, "--content", "--endpoint",
+                                          receiver.endpoint])
+    assert result.exit_code == 0, result.output
+    assert "content spans keep the ids of a plain export" in result.output
+    assert "(Phoenix) shows no content" in result.output

@@ -85,3 +85,16 @@ def test_a_signal_to_the_command_stops_the_server(tmp_path: Path, signum: int) -
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_port_taken_is_one_line_before_any_url(tmp_path: Path) -> None:
+    db = tmp_path / "ui.db"
+    open_settled_store(str(db)).close()
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "claudetrace", "ui", "--db", str(db), "--port", str(port)],
+            capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == (f"claudetrace: cannot listen on 127.0.0.1:{port}: Address already "
+                           "in use (choose another with --port)\n")

@@ -5,10 +5,11 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
+import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing, nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import click
 
@@ -318,9 +319,9 @@ def _write_batched(out: Any, lines: Iterable[Any], joiner: str | bytes) -> None:
     "--format",
     "fmt",
     type=click.Choice(["cassette", "html"]),
-    default="cassette",
-    show_default=True,
-    help="cassette: NDJSON for tests and import; html: one self-contained report page.",
+    default=None,
+    help="cassette: NDJSON for tests and import; html: one self-contained report page "
+    "[default: html for an -o FILE ending in .html or .htm, else cassette].",
 )
 @click.option(
     "-o",
@@ -336,14 +337,20 @@ def _write_batched(out: Any, lines: Iterable[Any], joiner: str | bytes) -> None:
     "by default they are redacted as the pytest plugin redacts cassettes.",
 )
 @reports_errors
-def export(session: str, db_url: str | None, fmt: str, output: str, no_redact: bool) -> None:
+def export(
+    session: str, db_url: str | None, fmt: str | None, output: str, no_redact: bool
+) -> None:
     """Write a recording as a cassette (NDJSON, version 1) or an HTML report.
 
+    The format follows the output file's suffix (.html, .htm) unless --format
+    says otherwise, and a --format that contradicts the suffix is refused.
     Secrets in the lines are redacted unless --no-redact; a file written is
     readable by its owner only.
     """
     from ..cassette import write_cassette_pages
     from ..progress import track
+
+    fmt = export_format(fmt, output)
 
     store = read_store(db_url)
     rec = store.resolve(session)
@@ -363,6 +370,23 @@ def export(session: str, db_url: str | None, fmt: str, output: str, no_redact: b
         sys.stdout.flush()
     else:
         say(f"wrote {count} events of {rec.id} to {output}", err=True)
+
+
+#: Output suffixes that name a format.
+_SUFFIXES: Final = {".html": "html", ".htm": "html", ".ndjson": "cassette",
+                    ".jsonl": "cassette"}
+
+
+def export_format(fmt: str | None, output: str) -> str:
+    """The format to write ``output`` in: ``fmt``, else the one its suffix names
+    (a report written as ``report.html`` was an NDJSON cassette); a format the
+    suffix contradicts is a usage error."""
+    implied = _SUFFIXES.get(os.path.splitext(output)[1].lower()) if output != "-" else None
+    if fmt is not None and implied is not None and fmt != implied:
+        raise click.UsageError(
+            f"--format {fmt} contradicts the output file {output!r} (a {implied} suffix): "
+            "change one of them")
+    return fmt or implied or "cassette"
 
 
 def _cassette_pages(pages: Iterator[Sequence[tuple[Any, ...]]], redactor: Sanitizer | None,

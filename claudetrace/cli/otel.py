@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from ..display import say
@@ -82,6 +84,12 @@ def otel(
         return
     from ..telemetry.export import Telemetry
 
+    _check_reachable(settings)
+    if settings.content.enabled:
+        click.echo("note: content spans keep the ids of a plain export: a backend that keeps "
+                   "the first copy of a span (Phoenix) shows no content for spans it already "
+                   "has; export into a fresh project to see it", err=True)
+
     def warn(message: str, signal: str | None) -> None:
         say(f"claudetrace: warning: {message}", err=True)
 
@@ -112,3 +120,29 @@ def otel(
                    err=True)
     else:
         click.echo(f"exported {count} spans from {len(ids)} recording(s)", err=True)
+
+
+#: How long the check that the traces' endpoint listens may wait: an address
+#: nothing answers at fails in seconds, not after the exporter's retries.
+CONNECT_TIMEOUT_S = 2.0
+
+
+def _check_reachable(settings: Any) -> None:
+    """Fail in one line when nothing listens where the traces go."""
+    import os
+    import socket
+
+    from ..telemetry.config import otlp_address
+
+    if not settings.traces.otlp:
+        return
+    where = settings.traces.where(os.environ, "traces")
+    address = otlp_address(where, settings.traces.protocol)
+    if address is None:
+        return
+    try:
+        socket.create_connection(address, timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        reason = "timed out" if isinstance(exc, TimeoutError) else (
+            os.strerror(exc.errno) if exc.errno else str(exc))
+        raise TelemetryError(f"cannot reach the OTLP endpoint {where}: {reason}") from None

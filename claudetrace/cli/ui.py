@@ -51,6 +51,33 @@ def streamlit_argv(app: Path, host: str, port: int | None, headless: bool) -> li
     return argv
 
 
+def _free_port(host: str, port: int | None) -> int:
+    """``port`` if it can be listened on at ``host``, else a one-line failure,
+    told before the URL is announced; without ``port``, Streamlit's 8501 or the
+    next free one (which the URL then names: Streamlit would pick it silently)."""
+    import socket
+
+    def free(number: int) -> OSError | None:
+        try:
+            with socket.create_server((host, number), reuse_port=False) as _server:
+                return None
+        except OSError as exc:
+            return exc
+
+    if port is not None:
+        problem = free(port)
+        if problem is not None:
+            reason = os.strerror(problem.errno) if problem.errno else str(problem)
+            fail(f"cannot listen on {host}:{port}: {reason} "
+                 "(choose another with --port)")
+        return port
+    for number in range(8501, 8601):
+        if free(number) is None:
+            return number
+    fail(f"no free port on {host} from 8501 to 8600: choose one with --port")
+    raise AssertionError  # fail exits
+
+
 @click.command("ui")
 @db_option
 @click.option(
@@ -84,7 +111,8 @@ def ui(db_url: str | None, host: str, port: int | None, headless: bool) -> None:
     env = {**os.environ, "CLAUDETRACE_DB": url}
     from ..store.engine import hide_password
 
-    click.echo(f"claudetrace ui: {hide_password(url)} on http://{host}:{port or 8501}", err=True)
+    port = _free_port(host, port)
+    click.echo(f"claudetrace ui: {hide_password(url)} on http://{host}:{port}", err=True)
     argv = streamlit_argv(app, host, port, headless)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -103,7 +103,7 @@ def _sse(body_raw: str) -> list[dict[str, Any]]:
         if line.startswith("data:"):
             try:
                 data = json.loads(line[5:].strip())
-            except ValueError:
+            except (ValueError, RecursionError):  # as the API's own client skips it
                 continue
             if isinstance(data, dict):
                 events.append(data)

@@ -141,7 +141,10 @@ def first_object(path: Path) -> tuple[dict[str, Any] | None, str]:
         obj = parse_object(raw)
         if obj is not None:
             return obj, ""
-        return None, "its first line is not a JSON object"
+        # A line with more brackets than MAX_DEPTH may be JSON nested deeper than is read.
+        deep = may_nest_too_deep(raw)
+        return None, ("its first line nests too deeply (or is not a JSON object)" if deep
+                      else "its first line is not a JSON object")
     if reader.damage:
         return None, f"its first line is longer than {size_text(reader.max_line)}"
     if reader.torn:

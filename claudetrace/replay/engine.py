@@ -12,7 +12,6 @@ import contextlib
 import difflib
 import json
 import os
-import re
 import select
 import signal
 import sys
@@ -20,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ..cassette import Cassette, read_cassette
 from ..display import for_terminal, visible, visible_lines
@@ -410,11 +409,52 @@ def live_sanitizer(header: dict[str, object], extra: Sequence[str] = ()) -> Sani
 
     recorded = header.get("redact")
     patterns = [p for p in recorded if isinstance(p, str)] if isinstance(recorded, list) else []
-    try:
-        compiled = tuple(re.compile(p) for p in (*patterns, *extra))
-    except re.error as exc:
-        raise ReplayError(f"bad redaction pattern: {exc}") from None
+    compiled = tuple(linear_regex(p) for p in (*patterns, *extra))
     return Sanitizer(literals=tuple(secret_values(os.environ)), patterns=compiled)
+
+
+def linear_regex(pattern: str) -> Any:
+    """``pattern`` compiled by RE2, whose time is linear in the text: a
+    cassette's ``redact`` patterns run on every live host line, and Python's
+    engine can take for ever on one such as ``(a+)+$``.  RE2 has no look-around
+    nor back-references; a pattern that needs them is refused in one line."""
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False  # the error is ours to tell, not RE2's log's
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else exc
+        raise ReplayError(
+            f"redaction pattern {pattern!r} is not one the linear-time engine (RE2) takes: "
+            f"{reason}") from None
+
+
+#: Signals whose default action stops the process or does nothing: a fake CLI
+#: dying "of" one would stay alive, and its host wait for ever.
+_NOT_ENDING: Final = frozenset(
+    getattr(signal, name) for name in ("SIGSTOP", "SIGTSTP", "SIGTTIN", "SIGTTOU", "SIGCONT",
+                                       "SIGCHLD", "SIGURG", "SIGWINCH") if hasattr(signal, name))
+
+
+def check_header(header: dict[str, Any]) -> None:
+    """Refuse, in one line, a header the replay cannot act on: a ``signal``
+    that is not one of this system's or would not end the fake CLI, a
+    ``redact`` pattern that does not compile."""
+    sig = header.get("signal")
+    if sig is not None and sig != 0:
+        if not isinstance(sig, int) or isinstance(sig, bool):
+            raise ReplayError(f"the cassette's signal {sig!r} is not a signal number")
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            raise ReplayError(
+                f"the cassette's signal {sig} is not a signal of this system") from None
+        if sig in _NOT_ENDING:
+            raise ReplayError(f"the cassette's signal {sig} ({name}) would not end the fake CLI "
+                              "(it stops or is ignored), and its host would wait for ever")
+    live_sanitizer(header)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -433,6 +473,7 @@ def run_replay(
 ) -> int:
     """What ``claudetrace replay`` does: answer ``-v`` or serve a host; the exit code."""
     cassette = load_source(source, db)
+    check_header(cassette.header)
     options = options or ReplayOptions()
     if options.source_label is None:
         options.source_label = source

@@ -33,7 +33,7 @@ from typing import Any, Final
 from ..errors import ClaudeTraceError
 from .argv import canonical
 from .faults import Fault, parse_faults
-from .rules import compile_path, matcher_reference, parse_regex_rule
+from .rules import compile_path, load_matcher, matcher_reference, parse_regex_rule
 
 #: Every key the ``claude_cassette`` marker accepts.
 MARKER_KEYS: Final = (
@@ -74,6 +74,11 @@ def _strings(key: str, value: Any) -> tuple[str, ...]:
 
 def _regexes(key: str, values: Iterable[str]) -> tuple[str, ...]:
     out = tuple(values)
+    if key == "redact":  # the replay runs them on every host line, in RE2
+        from .engine import linear_regex
+
+        for pattern in out:
+            _checked(linear_regex, key, pattern)
     for pattern in out:
         try:
             re.compile(pattern)
@@ -192,6 +197,8 @@ def settings_from(
                 f"claude_cassette match={matcher!r}: name a function as module:function",
                 key="match",
             )
+        if reference:  # imported now, so a typo fails at setup, not in the fake CLI
+            _checked(load_matcher, "match", reference)
     elif matcher is not None:
         reference = _checked(matcher_reference, "match", matcher)
     match_argv = flag(marker.get("match_argv", ini.get("match_argv", True)), key="match_argv")

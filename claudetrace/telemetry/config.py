@@ -89,6 +89,26 @@ class OtelSettings:
         return self.traces if name == "traces" else self.metrics
 
 
+def otlp_address(where: str, protocol: str) -> tuple[str, int] | None:
+    """The host and port an OTLP exporter sending to ``where`` (a
+    :meth:`SignalSettings.where`) connects to, for a quick check that something
+    listens there; None when that cannot be told."""
+    from urllib.parse import urlsplit
+
+    default_port = 4317 if protocol == "grpc" else 4318
+    if where == "the default OTLP endpoint":
+        return ("localhost", default_port)
+    parts = urlsplit(where if "://" in where else f"//{where}")
+    try:
+        port = parts.port
+    except ValueError:
+        return None
+    if not parts.hostname:
+        return None
+    scheme_port = {"http": 80, "https": 443}.get(parts.scheme) if protocol != "grpc" else None
+    return parts.hostname, port or scheme_port or default_port
+
+
 def resolve_settings(
     *,
     endpoint: str | None = None,

@@ -58,6 +58,8 @@ DEFAULT_MODEL: Final = "claude-opus-5-5"
 
 #: Number of delta events a text or thinking block is split into (at most).
 TEXT_CHUNKS: Final = 5
+#: The largest request body the fake API reads (a real request is a few MiB).
+MAX_BODY: Final = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -508,9 +510,20 @@ class _Handler(BaseHTTPRequestHandler):
         # Tests read api.requests; stderr noise would only hide real failures.
         pass
 
-    def _read_request(self) -> RecordedRequest:
+    def _read_request(self) -> RecordedRequest | None:
+        """The request, or None once it has been answered 400: a Content-Length
+        that is not a number of bytes up to :data:`MAX_BODY` (``-5``, ``abc``,
+        10**20) gets an HTTP answer, not a traceback and a closed socket."""
         parts = urlsplit(self.path)
-        length = int(self.headers.get("Content-Length") or 0)
+        value = (self.headers.get("Content-Length") or "0").strip()
+        length = int(value) if value.isdigit() and len(value) <= 12 else -1
+        if not 0 <= length <= MAX_BODY:
+            self.close_connection = True  # the body, if any, cannot be skipped
+            self._send_json(400, _error_body(
+                "invalid_request_error",
+                f"fake API: Content-Length must be a number of bytes up to {MAX_BODY}, "
+                f"not {value[:40]!r}"))
+            return None
         raw = self.rfile.read(length) if length else b""
         try:
             body: Any = json.loads(raw) if raw else None
@@ -535,11 +548,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         request = self._read_request()
+        if request is None:
+            return
         self.fake._record(request, known=False)
         self._send_json(404, _error_body("not_found_error", f"fake API: no GET {request.path}"))
 
     def do_HEAD(self) -> None:
         request = self._read_request()
+        if request is None:
+            return
         self.fake._record(request, known=False)
         self.send_response(404)
         self.send_header("Content-Length", "0")
@@ -547,6 +564,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         request = self._read_request()
+        if request is None:
+            return
         if request.path == "/v1/messages/count_tokens":
             self.fake._record(request, known=True)
             self._send_json(200, {"input_tokens": 100})

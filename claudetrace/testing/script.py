@@ -80,6 +80,9 @@ def reply_from_json(obj: Any) -> Reply:
     unknown = set(obj) - {"text", "tool_use", "thinking", "then", "error", *_OPTIONS}
     if unknown:
         raise BadScript(f"unknown reply field(s) {sorted(unknown)} in {obj!r}")
+    for key in ("text", "thinking", "then"):
+        if key in obj and not isinstance(obj[key], str):
+            raise BadScript(f"a reply's {key!r} is a string, not {obj[key]!r}")
     try:
         if "error" in obj:
             spec = obj["error"] if isinstance(obj["error"], dict) else {}
