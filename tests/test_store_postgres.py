@@ -376,7 +376,8 @@ def _recording_as_stored(pg_url: str, recording_id: str) -> dict[str, list[tuple
     with psycopg.connect(conninfo) as conn:
         for table, key, order in (("recordings", "id", "1"),
                                   ("events", "recording_id", "seq"),
-                                  ("event_tools", "recording_id", "seq, kind, tool_use_id")):
+                                  ("event_tools", "recording_id", "seq, kind, tool_use_id"),
+                                  ("usage_calls", "recording_id", "call_id")):
             names = [row[0] for row in conn.execute(
                 "SELECT column_name FROM information_schema.columns WHERE table_name = %s "
                 "ORDER BY ordinal_position", (table,))
@@ -419,7 +420,8 @@ def test_a_recording_is_written_plainly_as_the_store_writes_it(
         for start in range(0, len(events), 7):
             batch = events[start:start + 7]
             session.add_many(batch)
-            updates = {"last_seen_ns": 5, "lost_bytes": 0, **summary_columns(session),
+            updates = {"last_seen_ns": 5, "lost_bytes": 0,
+                       **summary_columns(session, started_ns=info.started_ns),
                        "cli_session_id": "s", "model": None, "models": None}
             store.write_rows(info.id, *event_rows(info.id, batch), updates)
             rows = flat_rows(twin.id, batch) if flat else event_rows(twin.id, batch)
@@ -435,6 +437,7 @@ def test_a_recording_is_written_plainly_as_the_store_writes_it(
     written = _recording_as_stored(pg_url, twin.id)
     assert written == _recording_as_stored(pg_url, info.id)
     assert len(written["events"]) == len(events)
+    assert written["usage_calls"], "the sample's calls are stored"
     if sample.startswith("mcp"):
         assert written["event_tools"], "the sample's tool uses are stored"
 

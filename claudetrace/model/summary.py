@@ -49,16 +49,58 @@ def turn_model(turn: Turn) -> str | None:
     return next((call.model for call in turn.calls if call.model), None)
 
 
-def summary_columns(session: Session, *, estimate: bool = True) -> dict[str, Any]:
+def usage_rows(session: Session, started_ns: int, cost: Cost | None = None,
+               ) -> list[tuple[Any, ...]]:
+    """Per model call with tokens: ``(call id, Unix time ns, model, input, output,
+    cache read, cache creation, cost or None, cost source)`` (``usage_calls``).
+
+    Where the CLI reported the session's cost, a turn's cost for a model is shared
+    among the turn's calls of that model in proportion to their price by the
+    table (by tokens where it has none), so the calls add up to the CLI's
+    figure; a call the CLI put no cost on yet is priced by the table.
+    """
+    cost = cost or session.cost()
+    shares: dict[str, float] = {}
+    if cost.source == "cli":
+        for turn in session.turns:
+            for model, spent in turn.cost_by_model.items():
+                calls = [c for c in turn.calls if (c.model or session.model or "unknown") == model]
+                weights = [session.call_price(c) or 0.0 for c in calls]
+                if not sum(weights):
+                    weights = [float(c.usage.total) for c in calls]
+                whole = sum(weights) or 1.0
+                for call, weight in zip(calls, weights, strict=True):
+                    shares[call.id] = spent * weight / whole
+    rows = []
+    for call in session.calls.values():
+        usage = call.usage
+        if not usage:
+            continue
+        price: float | None
+        if call.id in shares:
+            price, source = shares[call.id], "cli"
+        else:
+            price = session.call_price(call)
+            source = "unknown" if price is None else "estimate"
+        rows.append((call.id, started_ns + call.start_ns, call.model or session.model or "unknown",
+                     usage.input, usage.output, usage.cache_read, usage.cache_creation,
+                     price, source))
+    return rows
+
+
+def summary_columns(session: Session, *, estimate: bool = True,
+                    started_ns: int | None = None) -> dict[str, Any]:
     """The summary columns of ``recordings`` for ``session`` as it stands.
 
     ``cost_usd`` is 0 where ``cost_source`` is ``unknown`` (the column holds a
     number; views show no figure).  ``estimate``: see :meth:`Session.cost`.
+    With the recording's start (``started_ns``), also its calls' rows of
+    ``usage_calls`` (:func:`usage_rows`), under that key.
     """
     usage = session.usage
     last = session.last_result
     cost = session.cost(estimate=estimate)
-    return {
+    columns: dict[str, Any] = {
         "event_count": session.event_count,
         "byte_count": session.byte_count,
         "turns": len(session.turns),
@@ -76,6 +118,9 @@ def summary_columns(session: Session, *, estimate: bool = True) -> dict[str, Any
         "result_subtype": None if last is None else last.result_subtype,
         "models": model_figures(session, cost),
     }
+    if started_ns is not None:
+        columns["usage_calls"] = usage_rows(session, started_ns, cost)
+    return columns
 
 
 def outcome_columns(outcome: Outcome) -> dict[str, Any]:

@@ -24,16 +24,18 @@ from ..model.events import Direction, Event
 from ..recording import RecordingInfo
 from .engine import BUSY_TIMEOUT_S, create_store_engine, error_reason, upgrade
 from .ingest import ended_columns, import_cassette, info_from_header
-from .models import EventRow, EventTool, Recording, type_in
+from .models import EventRow, EventTool, Recording, UsageCall, type_in
 from .postgres import copy_rows
 from .rows import (
     ROWS_PER_INSERT,
+    USAGE_CALLS,
     Rows,
     event_rows,
     info_columns,
     insert_batches,
     row_count,
     rows_per_insert,
+    usage_call_rows,
 )
 from .values import storable_columns
 
@@ -42,6 +44,7 @@ __all__ = ["Store", "info_from_header", "open_store", "resolve_url"]
 _EVENTS = cast(Table, EventRow.__table__)
 _TOOLS = cast(Table, EventTool.__table__)
 _RECORDINGS = cast(Table, Recording.__table__)
+_USAGE = cast(Table, UsageCall.__table__)
 def open_store(
     db: str | None = None, *, migrate: bool = True, create: bool = True,
     busy_timeout_s: float = BUSY_TIMEOUT_S, log_bytes: int | None = None,
@@ -144,6 +147,10 @@ class Store:
     ) -> None:
         """:meth:`write_batch` of the rows :func:`event_rows` made (perhaps in
         another process: :mod:`.writer`)."""
+        calls = None
+        if recording_updates and USAGE_CALLS in recording_updates:
+            recording_updates = dict(recording_updates)
+            calls = usage_call_rows(recording_id, recording_updates.pop(USAGE_CALLS))
         with self.engine.begin() as conn:
             has_rows, has_tools = row_count(rows) > 0, row_count(tools) > 0
             if has_rows or has_tools:
@@ -152,6 +159,8 @@ class Store:
                 self._insert_rows(conn, _EVENTS, rows)
             if has_tools:
                 self._insert_rows(conn, _TOOLS, tools)
+            if calls is not None:  # the recording's calls as they stand now
+                self._replace_usage(conn, recording_id, calls)
             if recording_updates:
                 conn.execute(
                     update(_RECORDINGS)
@@ -240,6 +249,7 @@ class Store:
         last_t = events[-1].t_ns if events else 0
         ended_ns = info.started_ns + last_t
         columns = {**info_columns(info), **ended_columns(session, info, ended_ns)}
+        calls = usage_call_rows(info.id, columns.pop(USAGE_CALLS, ()))
         if open_seen_ns is not None:
             columns.update(ended_ns=None, last_seen_ns=open_seen_ns)
         r = _RECORDINGS.c
@@ -262,7 +272,15 @@ class Store:
                 self._insert_rows(conn, _EVENTS, rows)
             if tools:
                 self._insert_rows(conn, _TOOLS, tools)
+            self._replace_usage(conn, info.id, calls)
         return kept
+
+    def _replace_usage(self, conn: Connection, recording_id: str,
+                       calls: list[tuple[Any, ...]]) -> None:
+        """Make ``calls`` the recording's rows of ``usage_calls``."""
+        conn.execute(delete(_USAGE).where(_USAGE.c.recording_id == recording_id))
+        if calls:
+            self._insert_rows(conn, _USAGE, calls)
 
     def delete_recording(self, recording_id: str) -> None:
         with _store_errors("delete"), self.engine.begin() as conn:
@@ -274,6 +292,7 @@ class Store:
             conn.execute(select(_RECORDINGS.c.id).where(_RECORDINGS.c.id == recording_id)
                          .with_for_update())
             conn.execute(delete(_TOOLS).where(_TOOLS.c.recording_id == recording_id))
+            conn.execute(delete(_USAGE).where(_USAGE.c.recording_id == recording_id))
             conn.execute(delete(_EVENTS).where(_EVENTS.c.recording_id == recording_id))
             conn.execute(delete(_RECORDINGS).where(_RECORDINGS.c.id == recording_id))
 

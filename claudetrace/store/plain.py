@@ -20,13 +20,13 @@ from typing import Any, Final
 from ..errors import StoreError
 from ..recording import RecordingInfo
 from . import values
-from .rows import Rows, info_columns, row_count
+from .rows import USAGE_CALLS, Rows, info_columns, row_count, usage_call_rows
 
 #: The newest migration's revision (``migrations/versions``), known without
 #: Alembic: a store that is already there opens without importing Alembic or
 #: reading the migration scripts (a third of an indexer's start-up).  A test
 #: checks it against the scripts' head.
-SCHEMA_HEAD: Final = "0007_cost_source"
+SCHEMA_HEAD: Final = "0007_usage_calls"
 
 #: The ``recordings`` table's columns at :data:`SCHEMA_HEAD`, with the value a new
 #: row takes where none is given (the models' defaults; None: NULL), and which
@@ -110,6 +110,10 @@ class PlainWrites:
 
     def write_rows(self, recording_id: str, rows: Rows, tools: Rows,
                    recording_updates: dict[str, Any] | None = None) -> None:
+        calls = None
+        if recording_updates and USAGE_CALLS in recording_updates:
+            recording_updates = dict(recording_updates)
+            calls = usage_call_rows(recording_id, recording_updates.pop(USAGE_CALLS))
         with self._transaction() as cursor:
             # The check a foreign key makes for every row, once a batch; the
             # recording stays meanwhile.
@@ -119,6 +123,11 @@ class PlainWrites:
             for table, table_rows in (("events", rows), ("event_tools", tools)):
                 if row_count(table_rows):
                     self._insert(cursor, table, table_rows)
+            if calls is not None:  # the recording's calls as they stand now
+                cursor.execute(f"DELETE FROM usage_calls WHERE recording_id = "
+                               f"{self._placeholder('recording_id')}", [recording_id])
+                if calls:
+                    self._insert(cursor, "usage_calls", calls)
             if recording_updates:
                 self._update(cursor, recording_id, recording_updates)
 

@@ -31,7 +31,18 @@ COLUMNS: Final = {
                "is_json", "type", "subtype", "request_id", "uuid", "session_id",
                "parent_tool_use_id"),
     "event_tools": ("recording_id", "seq", "tool_use_id", "tool_name", "kind"),
+    "usage_calls": ("recording_id", "call_id", "t_ns", "model", "input_tokens",
+                    "output_tokens", "cache_read_tokens", "cache_creation_tokens", "cost_usd",
+                    "cost_source"),
 }
+#: The key of a recording's updates that carries its :data:`COLUMNS` ``usage_calls``
+#: rows (without the recording id): they replace the recording's rows.
+USAGE_CALLS: Final = "usage_calls"
+
+
+def usage_call_rows(recording_id: str, calls: Iterable[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """The ``usage_calls`` rows of a recording's calls (ids and models clipped)."""
+    return [(recording_id, clip(c[0], 128), c[1], clip(c[2], 100), *c[3:]) for c in calls]
 
 
 #: The sizes of the columns of the fields lines repeat: type, subtype, request_id,
