@@ -198,3 +198,25 @@ def test_the_active_block_has_a_burn_rate_and_a_projection() -> None:
     assert projection["totalTokens"] == 60 + 2 * 240
     later = int(at(20, 15).timestamp()) * 1_000_000_000
     assert not block.active(later)
+
+
+def test_a_message_two_recordings_hold_counts_once(
+    filled: list[Transcript], store: Store, db_path: Path, tmp_path: Path
+) -> None:
+    # A resumed session's transcript repeats the history it was resumed from: the
+    # same API messages under another session id (ccusage counts them once too).
+    first = filled[1]
+    resumed = Transcript("11111111-0000-4000-8000-0000000000aa", first.project, [])
+    path = write_transcript(tmp_path / "projects", resumed)
+    lines = [line.replace(first.session_id, resumed.session_id) for line in
+             (tmp_path / "projects" / first.project / f"{first.session_id}.jsonl")
+             .read_text().splitlines(keepends=True)]
+    # The message ids stay the original's; only the session's id is new.
+    lines = [line.replace(f"msg_{resumed.session_id}", f"msg_{first.session_id}")
+             .replace(f"req_{resumed.session_id}", f"req_{first.session_id}") for line in lines]
+    path.write_text("".join(lines))
+    assert import_file(store, path).recording_id
+    got = run(db_path, "monthly", "--json", "-z", "UTC")
+    assert got["totals"]["inputTokens"] == sum(c.input for t in filled for c in t.calls)
+    sessions = {s["sessionId"]: s for s in run(db_path, "session", "--json")["sessions"]}
+    assert resumed.session_id not in sessions  # all its calls were counted with the first

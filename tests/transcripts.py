@@ -48,7 +48,7 @@ def transcript_lines(t: Transcript) -> list[dict[str, Any]]:
     lines: list[dict[str, Any]] = []
     parent: str | None = None
     for n, call in enumerate(t.calls):
-        uuid = f"{t.session_id[:8]}-u{n}"
+        uuid = f"{t.session_id}-u{n}"
         lines.append({
             "parentUuid": parent, "isSidechain": False, "userType": "external",
             "cwd": t.cwd, "sessionId": t.session_id, "version": "2.1.330", "type": "user",
@@ -59,13 +59,13 @@ def transcript_lines(t: Transcript) -> list[dict[str, Any]]:
         usage = {"input_tokens": call.input, "cache_creation_input_tokens": call.cache_creation,
                  "cache_read_input_tokens": call.cache_read, "output_tokens": call.output}
         for part in range(call.lines):
-            auuid = f"{t.session_id[:8]}-a{n}-{part}"
+            auuid = f"{t.session_id}-a{n}-{part}"
             lines.append({
                 "parentUuid": parent, "isSidechain": False, "userType": "external",
                 "cwd": t.cwd, "sessionId": t.session_id, "version": "2.1.330",
-                "type": "assistant", "requestId": f"req_{t.session_id[:8]}_{n}",
+                "type": "assistant", "requestId": f"req_{t.session_id}_{n}",
                 "message": {
-                    "id": f"msg_{t.session_id[:8]}_{n}", "type": "message", "role": "assistant",
+                    "id": f"msg_{t.session_id}_{n}", "type": "message", "role": "assistant",
                     "model": call.model,
                     "content": [{"type": "text", "text": f"answer {n} part {part}"}],
                     "stop_reason": "end_turn" if part == call.lines - 1 else None,

@@ -30,6 +30,7 @@ from .rows import (
     ROWS_PER_INSERT,
     USAGE_CALLS,
     Rows,
+    chunks,
     event_rows,
     info_columns,
     insert_batches,
@@ -150,7 +151,7 @@ class Store:
         calls = None
         if recording_updates and USAGE_CALLS in recording_updates:
             recording_updates = dict(recording_updates)
-            calls = usage_call_rows(recording_id, recording_updates.pop(USAGE_CALLS))
+            calls = list(recording_updates.pop(USAGE_CALLS))
         with self.engine.begin() as conn:
             has_rows, has_tools = row_count(rows) > 0, row_count(tools) > 0
             if has_rows or has_tools:
@@ -249,7 +250,7 @@ class Store:
         last_t = events[-1].t_ns if events else 0
         ended_ns = info.started_ns + last_t
         columns = {**info_columns(info), **ended_columns(session, info, ended_ns)}
-        calls = usage_call_rows(info.id, columns.pop(USAGE_CALLS, ()))
+        calls = list(columns.pop(USAGE_CALLS, ()))
         if open_seen_ns is not None:
             columns.update(ended_ns=None, last_seen_ns=open_seen_ns)
         r = _RECORDINGS.c
@@ -277,10 +278,18 @@ class Store:
 
     def _replace_usage(self, conn: Connection, recording_id: str,
                        calls: list[tuple[Any, ...]]) -> None:
-        """Make ``calls`` the recording's rows of ``usage_calls``."""
+        """Make ``calls`` (:func:`~claudetrace.model.summary.usage_rows`) the
+        recording's rows of ``usage_calls``; a message another recording holds
+        is marked a duplicate."""
+        def elsewhere(ids: list[str]) -> Iterator[str]:
+            for chunk in chunks(ids):
+                yield from conn.execute(select(_USAGE.c.call_id).where(
+                    _USAGE.c.call_id.in_(chunk), _USAGE.c.recording_id != recording_id,
+                    _USAGE.c.duplicate.is_(False))).scalars()
+
         conn.execute(delete(_USAGE).where(_USAGE.c.recording_id == recording_id))
         if calls:
-            self._insert_rows(conn, _USAGE, calls)
+            self._insert_rows(conn, _USAGE, usage_call_rows(recording_id, calls, elsewhere))
 
     def delete_recording(self, recording_id: str) -> None:
         with _store_errors("delete"), self.engine.begin() as conn:

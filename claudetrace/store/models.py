@@ -274,6 +274,12 @@ class UsageCall(Base):
     cache_creation_tokens: Mapped[int] = mapped_column(BigInteger)
     cost_usd: Mapped[float | None] = mapped_column(Float)
     cost_source: Mapped[str] = mapped_column(String(16))
+    #: Another recording holds the same API message (a resumed session's transcript
+    #: repeats its history; a proxied session imported from its transcript too):
+    #: counted once, where it was stored first (ccusage's rule).
+    duplicate: Mapped[bool] = mapped_column(Boolean, default=False)
+
+    __table_args__ = (Index("ix_usage_calls_call_id", "call_id"),)
 
 
 class EventTool(Base):

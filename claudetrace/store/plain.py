@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Iterator
 from typing import Any, Final
 
 from ..errors import StoreError
 from ..recording import RecordingInfo
 from . import values
-from .rows import USAGE_CALLS, Rows, info_columns, row_count, usage_call_rows
+from .rows import USAGE_CALLS, Rows, chunks, info_columns, row_count, usage_call_rows
 
 #: The newest migration's revision (``migrations/versions``), known without
 #: Alembic: a store that is already there opens without importing Alembic or
@@ -113,7 +114,7 @@ class PlainWrites:
         calls = None
         if recording_updates and USAGE_CALLS in recording_updates:
             recording_updates = dict(recording_updates)
-            calls = usage_call_rows(recording_id, recording_updates.pop(USAGE_CALLS))
+            calls = list(recording_updates.pop(USAGE_CALLS))
         with self._transaction() as cursor:
             # The check a foreign key makes for every row, once a batch; the
             # recording stays meanwhile.
@@ -124,12 +125,25 @@ class PlainWrites:
                 if row_count(table_rows):
                     self._insert(cursor, table, table_rows)
             if calls is not None:  # the recording's calls as they stand now
-                cursor.execute(f"DELETE FROM usage_calls WHERE recording_id = "
-                               f"{self._placeholder('recording_id')}", [recording_id])
-                if calls:
-                    self._insert(cursor, "usage_calls", calls)
+                self._replace_usage(cursor, recording_id, calls)
             if recording_updates:
                 self._update(cursor, recording_id, recording_updates)
+
+    def _replace_usage(self, cursor: Any, recording_id: str, calls: list[Any]) -> None:
+        """As :meth:`~claudetrace.store.Store._replace_usage` does."""
+        mark = self._placeholder("recording_id")
+
+        def elsewhere(ids: list[str]) -> Iterator[str]:
+            for chunk in chunks(ids):
+                listed = ", ".join([mark] * len(chunk))
+                cursor.execute(f"SELECT call_id FROM usage_calls WHERE call_id IN ({listed}) "
+                               f"AND recording_id <> {mark} AND NOT duplicate",
+                               [*chunk, recording_id])
+                yield from (row[0] for row in cursor.fetchall())
+
+        cursor.execute(f"DELETE FROM usage_calls WHERE recording_id = {mark}", [recording_id])
+        if calls:
+            self._insert(cursor, "usage_calls", usage_call_rows(recording_id, calls, elsewhere))
 
     def update_recording(self, recording_id: str, **columns: Any) -> None:
         with self._transaction("update recording") as cursor:

@@ -35,7 +35,7 @@ COPY_TYPES: Final = {
                "varchar"),
     "event_tools": ("varchar", "integer", "varchar", "varchar", "varchar"),
     "usage_calls": ("varchar", "varchar", "bigint", "varchar", "bigint", "bigint", "bigint",
-                    "bigint", "float8", "varchar"),
+                    "bigint", "float8", "varchar", "boolean"),
 }
 
 #: The URLs written plainly: SQLAlchemy's for psycopg, which is libpq's but for

@@ -65,6 +65,7 @@ def _figures(row: Any, at: int) -> Figures:
 
 
 def _where(stmt: Any, f: UsageFilter) -> Any:
+    stmt = stmt.where(_U.duplicate.is_(False))  # a message two recordings hold, once
     if f.since_ns is not None:
         stmt = stmt.where(_U.t_ns >= f.since_ns)
     if f.until_ns is not None:

@@ -33,12 +33,14 @@ def upgrade() -> None:
         sa.Column("cache_creation_tokens", sa.BigInteger(), nullable=False),
         sa.Column("cost_usd", sa.Float(), nullable=True),
         sa.Column("cost_source", sa.String(length=16), nullable=False),
+        sa.Column("duplicate", sa.Boolean(), nullable=False),
         sa.ForeignKeyConstraint(["recording_id"], ["recordings.id"],
                                 name="fk_usage_calls_recording_id_recordings",
                                 ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("recording_id", "call_id", name="pk_usage_calls"),
     )
     op.create_index("ix_usage_calls_t_ns", "usage_calls", ["t_ns"])
+    op.create_index("ix_usage_calls_call_id", "usage_calls", ["call_id"])
     _fill(op.get_bind())
 
 
@@ -47,7 +49,7 @@ def _fill(conn: sa.Connection) -> None:
     from claudetrace.model.events import Event
     from claudetrace.model.summary import usage_rows
     from claudetrace.progress import track
-    from claudetrace.store.rows import COLUMNS, usage_call_rows
+    from claudetrace.store.rows import COLUMNS, api_message_id, usage_call_rows
 
     recordings = sa.table("recordings", sa.column("id"), sa.column("model"),
                           sa.column("started_ns"))
@@ -55,8 +57,9 @@ def _fill(conn: sa.Connection) -> None:
                       sa.column("direction"), sa.column("t_ns"), sa.column("data"),
                       sa.column("eol"))
     usage = sa.table("usage_calls", *(sa.column(name) for name in COLUMNS["usage_calls"]))
-    rows = conn.execute(sa.select(recordings.c.id, recordings.c.model,
-                                  recordings.c.started_ns)).all()
+    rows = conn.execute(sa.select(recordings.c.id, recordings.c.model, recordings.c.started_ns)
+                        .order_by(recordings.c.started_ns)).all()
+    seen: set[str] = set()  # API message ids stored so far: later copies are duplicates
     with track(rows, "usage of recordings", total=len(rows), unit="recordings") as shown:
         for rid, model, started_ns in shown:
             session = Session(model=model)
@@ -66,12 +69,15 @@ def _fill(conn: sa.Connection) -> None:
                 .where(events.c.recording_id == rid).order_by(events.c.seq)
             ):
                 session.add(Event(seq, direction, t_ns, bytes(data), eol))
-            calls = usage_call_rows(rid, usage_rows(session, started_ns))
+            calls = usage_call_rows(rid, usage_rows(session, started_ns),
+                                    lambda ids: [i for i in ids if i in seen])
+            seen.update(c[1] for c in calls if api_message_id(c[1]))
             if calls:
                 conn.execute(sa.insert(usage), [dict(zip(COLUMNS["usage_calls"], call,
                                                          strict=True)) for call in calls])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_usage_calls_call_id", table_name="usage_calls")
     op.drop_index("ix_usage_calls_t_ns", table_name="usage_calls")
     op.drop_table("usage_calls")
