@@ -17,8 +17,8 @@ from claudetrace.cli import cli
 from claudetrace.formats.imports import import_file
 from claudetrace.store import Store
 from claudetrace.store.usage import CallUsage, Figures
+from claudetrace.testing.transcripts import Call, Transcript, write_transcript
 from claudetrace.usage import make_blocks
-from tests.transcripts import Call, Transcript, write_transcript
 
 SONNET = "claude-sonnet-4-5-20250929"
 OPUS = "claude-opus-4-5-20251101"

@@ -16,8 +16,8 @@ from click.testing import CliRunner
 
 from claudetrace.cli import cli
 from claudetrace.store import Store
+from claudetrace.testing.transcripts import Call, Transcript, random_corpus, write_transcript
 from tests.ccusage_runner import ccusage_bin, run_ccusage
-from tests.transcripts import Call, Transcript, random_corpus, write_transcript
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ct_env")]
 TOKENS = ("inputTokens", "outputTokens", "cacheCreationTokens", "cacheReadTokens",

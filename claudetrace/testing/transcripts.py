@@ -1,4 +1,4 @@
-"""Claude Code transcripts written for tests: main-thread sessions with chosen
+"""Claude Code transcripts made up for tests and benchmarks: sessions with chosen
 models, times and token counts, as Claude Code writes them (one JSON object a line,
 compact: ccusage 20.x skips lines written with a space after ``:``).
 
