@@ -10,29 +10,32 @@ cannot give is ``null`` and its model listed in ``unpricedModels`` (ccusage coun
 it 0), every entry says where its cost comes from (``costSource``), and a period
 also has ``period``.
 
-Days, weeks and months are cut in the report's time zone from 15-minute buckets
-the database sums (every zone's offset is a multiple of 15 minutes); blocks are
+Days, weeks and months are cut in the report's time zone from buckets the
+database sums (a fixed zone's days, else hours, or quarter hours for a zone
+whose offset is a part of an hour); blocks are
 ccusage's 5-hour billing blocks, made from the calls themselves.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from .store import Store
 from .store import usage as q
-from .store.usage import CallUsage, Figures, UsageFilter
+from .store.usage import CallUsage, Figures, Reader, UsageFilter
 
 Report = Literal["daily", "weekly", "monthly", "session", "blocks"]
 REPORTS: Final[tuple[Report, ...]] = ("daily", "weekly", "monthly", "session", "blocks")
 #: The key of each period report's list and of its period, as ccusage names them.
 KEYS: Final = {"daily": ("daily", "date"), "weekly": ("weekly", "week"),
                "monthly": ("monthly", "month")}
-#: The buckets the database sums calls into (every UTC offset is a multiple of it).
+#: The buckets the database sums calls into for a zone with an offset of a part
+#: of an hour (every UTC offset is a multiple of it).
 BUCKET_NS: Final = 15 * 60 * 1_000_000_000
+_DAY_NS: Final = 86_400 * 1_000_000_000
 #: A billing block's length, ccusage's (and Anthropic's) five hours.
 BLOCK_NS: Final = 5 * 3600 * 1_000_000_000
 _HOUR_NS: Final = 3600 * 1_000_000_000
@@ -125,12 +128,11 @@ class Totals:
                 "costSource": self.cost_source, "unpricedModels": self.unpriced}
 
 
-def zone(name: str | None) -> dt.tzinfo:
-    """A time zone by IANA name (``UTC`` too); None: this machine's local zone."""
+def zone(name: str | None) -> dt.tzinfo | None:
+    """A time zone by IANA name (``UTC`` too); None (no name): this machine's local
+    zone, with its summer time, as :mod:`datetime` reads naive local times."""
     if not name:
-        local = dt.datetime.now().astimezone().tzinfo
-        assert local is not None
-        return local
+        return None
     if name.upper() in ("UTC", "Z"):
         return dt.timezone.utc
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -141,7 +143,24 @@ def zone(name: str | None) -> dt.tzinfo:
         raise ValueError(f"unknown time zone {name!r}") from exc
 
 
-def _period_key(report: Report, tz: dt.tzinfo) -> Callable[[int], str]:
+def _buckets_of(tz: dt.tzinfo | None) -> tuple[int, int]:
+    """The buckets to sum calls in for ``tz``'s days: ``(size, shift)`` in ns.
+
+    A fixed offset (UTC): its days themselves.  A zone whose offsets (winter and
+    summer) are whole hours: hours; else quarter hours."""
+    if isinstance(tz, dt.timezone):
+        offset = tz.utcoffset(None)
+        return _DAY_NS, int(offset.total_seconds()) * 1_000_000_000
+    year = dt.datetime.now().year
+    if tz is None:
+        offsets = [-time.timezone, -time.altzone]
+    else:
+        offsets = [int((tz.utcoffset(dt.datetime(year, month, 1)) or dt.timedelta())
+                       .total_seconds()) for month in (1, 7)]
+    return (_HOUR_NS if all(o % 3600 == 0 for o in offsets) else BUCKET_NS), 0
+
+
+def _period_key(report: Report, tz: dt.tzinfo | None) -> Callable[[int], str]:
     def key(t_ns: int) -> str:
         day = dt.datetime.fromtimestamp(t_ns / 1e9, tz).date()
         if report == "monthly":
@@ -153,12 +172,13 @@ def _period_key(report: Report, tz: dt.tzinfo) -> Callable[[int], str]:
     return key
 
 
-def periods(store: Store, report: Report, f: UsageFilter, tz: dt.tzinfo,
+def periods(reader: Reader, report: Report, f: UsageFilter, tz: dt.tzinfo | None,
             ) -> dict[str, Totals]:
     """``daily``, ``weekly`` or ``monthly`` figures, by period (oldest first)."""
     key = _period_key(report, tz)
     out: dict[str, Totals] = {}
-    for start, model, source, figures in sorted(q.buckets(store, f, BUCKET_NS)):
+    size, shift = _buckets_of(tz)
+    for start, model, source, figures in sorted(q.buckets(reader, f, size, shift)):
         out.setdefault(key(start), Totals()).add(model, source, figures)
     return dict(sorted(out.items()))
 
@@ -187,10 +207,10 @@ class SessionTotals:
     totals: Totals
 
 
-def sessions(store: Store, f: UsageFilter) -> list[SessionTotals]:
+def sessions(reader: Reader, f: UsageFilter) -> list[SessionTotals]:
     """Each recording's figures, oldest last activity first."""
     out = []
-    for rec in q.by_recording(store, f):
+    for rec in q.by_recording(reader, f):
         totals = Totals()
         for model, source, figures in rec.models:
             totals.add(model, source, figures)
@@ -199,7 +219,7 @@ def sessions(store: Store, f: UsageFilter) -> list[SessionTotals]:
     return out
 
 
-def session_json(found: list[SessionTotals], tz: dt.tzinfo) -> dict[str, Any]:
+def session_json(found: list[SessionTotals], tz: dt.tzinfo | None) -> dict[str, Any]:
     """The session report as ccusage's ``session --json`` writes it."""
     total = Totals()
     entries = []
@@ -311,16 +331,16 @@ def blocks_json(blocks: list[Block], now_ns: int) -> dict[str, Any]:
     return {"blocks": out}
 
 
-def blocks(store: Store, f: UsageFilter) -> list[Block]:
+def blocks(reader: Reader, f: UsageFilter) -> list[Block]:
     """The 5-hour blocks of the calls that pass ``f``."""
-    return make_blocks(q.calls(store, f))
+    return make_blocks(q.calls(reader, f))
 
 
-def report_json(store: Store, report: Report, f: UsageFilter, tz: dt.tzinfo,
+def report_json(reader: Reader, report: Report, f: UsageFilter, tz: dt.tzinfo | None,
                 now_ns: int) -> dict[str, Any]:
     """Any report as its ``--json``."""
     if report == "session":
-        return session_json(sessions(store, f), tz)
+        return session_json(sessions(reader, f), tz)
     if report == "blocks":
-        return blocks_json(blocks(store, f), now_ns)
-    return period_json(report, periods(store, report, f, tz))
+        return blocks_json(blocks(reader, f), now_ns)
+    return period_json(report, periods(reader, report, f, tz))

@@ -83,6 +83,8 @@ TOKENS = ("inputTokens", "outputTokens", "cacheReadTokens", "cacheCreationTokens
     ("daily", "UTC", lambda t: t.date().isoformat()),
     ("daily", "Asia/Kolkata", lambda t: t.astimezone(
         dt.timezone(dt.timedelta(hours=5, minutes=30))).date().isoformat()),
+    ("daily", "Europe/Paris", lambda t: t.astimezone(
+        dt.timezone(dt.timedelta(hours=1))).date().isoformat()),  # winter: +1
     ("monthly", "UTC", lambda t: t.strftime("%Y-%m")),
     ("weekly", "UTC", lambda t: (t.date() - dt.timedelta(days=(t.weekday() + 1) % 7))
      .isoformat()),

@@ -6,6 +6,8 @@ import datetime as dt
 import json
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
@@ -13,13 +15,13 @@ import click
 from ._common import db_option, read_store, reports_errors
 
 
-def _day(value: str | None, tz: dt.tzinfo, *, end: bool) -> int | None:
+def _day(value: str | None, tz: dt.tzinfo | None, *, end: bool) -> int | None:
     """``YYYYMMDD`` or ``YYYY-MM-DD`` (a day in ``tz``; its end when ``end``) as Unix ns."""
     if not value:
         return None
     text = value.replace("-", "")
     try:
-        day = dt.datetime.strptime(text, "%Y%m%d").replace(tzinfo=tz)
+        day = dt.datetime.strptime(text, "%Y%m%d").replace(tzinfo=tz)  # None: local
     except ValueError:
         raise click.BadParameter(f"{value!r} is not a day (YYYYMMDD or YYYY-MM-DD)") from None
     if end:
@@ -71,13 +73,44 @@ def usage(report: str, db_url: str | None, as_json: bool, since: str | None, unt
         raise click.BadParameter(str(exc), param_hint="--timezone") from None
     if live and report != "blocks":
         raise click.BadParameter("--live is for the blocks report", param_hint="--live")
+    with _reader(db_url, imports) as reader:
+        _report(reader, report, as_json, breakdown, live, interval, tz, UsageFilter(
+            since_ns=_day(since, tz, end=False), until_ns=_day(until, tz, end=True),
+            models=models, project=project, tags=_parse_tags(tags), name=name,
+            sources=sources))
+
+
+@contextmanager
+def _reader(db_url: str | None, imports: tuple[str, ...]) -> Iterator[Any]:
+    """What runs the report's queries: on a SQLite file at the newest schema with
+    nothing waiting to be stored, a bare sqlite3 connection (no SQLAlchemy);
+    else the store, after importing ``imports``."""
+    from ..store.usage import sqlite_reader, store_reader
+
+    if not imports:
+        from ..capture import capture_files
+        from ..config import resolve_url
+
+        url = resolve_url(db_url)
+        if not capture_files(url):
+            with sqlite_reader(url) as plain:
+                if plain is not None:
+                    yield plain
+                    return
     store = read_store(db_url) if not imports else _imported(db_url, imports)
-    f = UsageFilter(since_ns=_day(since, tz, end=False), until_ns=_day(until, tz, end=True),
-                    models=models, project=project, tags=_parse_tags(tags), name=name,
-                    sources=sources)
+    try:
+        yield store_reader(store)
+    finally:
+        store.close()
+
+
+def _report(reader: Any, report: str, as_json: bool, breakdown: bool, live: bool,
+            interval: float, tz: dt.tzinfo | None, f: Any) -> None:
+    from .. import usage as reports
+
     kind: Any = report
     if as_json:
-        data = reports.report_json(store, kind, f, tz, time.time_ns())
+        data = reports.report_json(reader, kind, f, tz, time.time_ns())
         click.echo(json.dumps(data, indent=2))
         return
     from rich.console import Console
@@ -87,7 +120,7 @@ def usage(report: str, db_url: str | None, as_json: bool, since: str | None, unt
     console = Console(width=None if sys.stdout.isatty() else 200)
     if report == "blocks":
         def table() -> Any:
-            return blocks_table(reports.blocks(store, f), time.time_ns(), breakdown)
+            return blocks_table(reports.blocks(reader, f), time.time_ns(), breakdown)
 
         if live:
             from rich.live import Live
@@ -102,9 +135,9 @@ def usage(report: str, db_url: str | None, as_json: bool, since: str | None, unt
             return
         console.print(table())
     elif report == "session":
-        console.print(session_table(reports.sessions(store, f), tz, breakdown))
+        console.print(session_table(reports.sessions(reader, f), tz, breakdown))
     else:
-        console.print(period_table(kind, reports.periods(store, kind, f, tz), breakdown))
+        console.print(period_table(kind, reports.periods(reader, kind, f, tz), breakdown))
 
 
 def _imported(db_url: str | None, paths: tuple[str, ...]) -> Any:

@@ -94,7 +94,7 @@ def period_table(report: str, found: dict[str, Totals], breakdown: bool) -> Tabl
     return _notes(table, found.values())
 
 
-def session_table(found: list[SessionTotals], tz: dt.tzinfo, breakdown: bool) -> Table:
+def session_table(found: list[SessionTotals], tz: dt.tzinfo | None, breakdown: bool) -> Table:
     """Sessions, oldest last activity first."""
     table = _table(["session", "project", "last activity", "models"])
     for s in found:

@@ -1,26 +1,96 @@
 """Usage over many recordings: the queries behind ``claudetrace usage``.
 
 Every figure comes from ``usage_calls`` (a row per model call: its time, model,
-tokens, cost and where the cost comes from), summed by the database: by time
-bucket and model (:func:`buckets`, for days, weeks and months in any time
-zone), by recording and model (:func:`by_recording`), or the calls themselves in
-time order (:func:`calls`, for 5-hour blocks).  :class:`UsageFilter` narrows them
-by time, model and the recordings' project (cwd), tags, name and source.
+tokens, cost and where the cost comes from; a message two recordings hold is
+counted once), summed by the database: by time bucket and model
+(:func:`buckets`, for days, weeks and months in any time zone), by recording and
+model (:func:`by_recording`), or the calls themselves in time order
+(:func:`calls`, for 5-hour blocks).  :class:`UsageFilter` narrows them by time,
+model and the recordings' project (cwd), tags, name and source.
+
+The queries are plain SQL that SQLite and PostgreSQL both read, run by a
+:class:`Reader`: the store's connection (:func:`store_reader`), or on a SQLite
+file at the newest schema a bare :mod:`sqlite3` connection
+(:func:`sqlite_reader`): a report then loads neither SQLAlchemy nor the models,
+most of its time otherwise.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
-from sqlalchemy import func, select
+from .plain import SCHEMA_HEAD
+from .sqlite import plain_file
 
-from .api import Store, _store_errors
-from .models import Recording, UsageCall
 
-_U = UsageCall
-_R = Recording
+class Reader(Protocol):
+    """Runs a query: ``marker`` is its driver's parameter, ``dialect`` the database's."""
+
+    marker: str
+    dialect: str
+
+    def rows(self, sql: str, params: list[Any]) -> Iterable[tuple[Any, ...]]: ...
+
+
+class _StoreReader:
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self.dialect = store.engine.dialect.name
+        self.marker = "?" if store.engine.dialect.paramstyle == "qmark" else "%s"
+
+    def rows(self, sql: str, params: list[Any]) -> Iterable[tuple[Any, ...]]:
+        from .api import _store_errors
+
+        with _store_errors("read"), self._store.engine.connect() as conn:
+            return [tuple(row) for row in conn.exec_driver_sql(sql, tuple(params))]
+
+
+def store_reader(store: Any) -> Reader:
+    """The queries run on a :class:`~claudetrace.store.Store`'s connection."""
+    return _StoreReader(store)
+
+
+class _SqliteReader:
+    marker = "?"
+    dialect = "sqlite"
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def rows(self, sql: str, params: list[Any]) -> Iterable[tuple[Any, ...]]:
+        from ..errors import StoreError
+
+        try:
+            return self.conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise StoreError(f"read failed: {exc}") from exc
+
+
+@contextmanager
+def sqlite_reader(url: str) -> Iterator[Reader | None]:
+    """A bare read-only :mod:`sqlite3` reader of the SQLite file ``url`` when it is
+    at :data:`~.plain.SCHEMA_HEAD`; None for any other database (or one to migrate)."""
+    path = plain_file(url)
+    conn = None
+    if path is not None:
+        try:
+            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
+            heads = [row[0] for row in conn.execute("SELECT version_num FROM alembic_version")]
+        except sqlite3.Error:
+            heads = []
+        if heads != [SCHEMA_HEAD] and conn is not None:
+            conn.close()
+            conn = None
+    try:
+        yield None if conn is None else _SqliteReader(conn)
+    finally:
+        if conn is not None:
+            conn.close()
 
 
 @dataclass(frozen=True)
@@ -52,51 +122,64 @@ class Figures(NamedTuple):
     calls: int
 
 
-def _sums() -> tuple[Any, ...]:
-    return (func.sum(_U.input_tokens), func.sum(_U.output_tokens),
-            func.sum(_U.cache_read_tokens), func.sum(_U.cache_creation_tokens),
-            func.sum(_U.cost_usd), func.count())
+_SUMS = ("SUM(u.input_tokens), SUM(u.output_tokens), SUM(u.cache_read_tokens), "
+         "SUM(u.cache_creation_tokens), SUM(u.cost_usd), COUNT(*)")
 
 
-def _figures(row: Any, at: int) -> Figures:
+def _figures(row: tuple[Any, ...], at: int) -> Figures:
     i, o, cr, cc, cost, n = row[at:at + 6]
     return Figures(int(i or 0), int(o or 0), int(cr or 0), int(cc or 0), float(cost or 0.0),
                    int(n))
 
 
-def _where(stmt: Any, f: UsageFilter) -> Any:
-    stmt = stmt.where(_U.duplicate.is_(False))  # a message two recordings hold, once
+def _from(reader: Reader, f: UsageFilter) -> tuple[str, list[Any]]:
+    """The ``FROM … WHERE …`` of the calls ``f`` keeps, and its parameters."""
+    m = reader.marker
+    joins, where = "", ["NOT u.duplicate"]  # a message two recordings hold, once
+    params: list[Any] = []
     if f.since_ns is not None:
-        stmt = stmt.where(_U.t_ns >= f.since_ns)
+        where.append(f"u.t_ns >= {m}")
+        params.append(f.since_ns)
     if f.until_ns is not None:
-        stmt = stmt.where(_U.t_ns < f.until_ns)
+        where.append(f"u.t_ns < {m}")
+        params.append(f.until_ns)
     if f.models:
-        stmt = stmt.where(_U.model.in_(list(f.models)))
+        where.append(f"u.model IN ({', '.join([m] * len(f.models))})")
+        params.extend(f.models)
     if f.by_recording:
-        stmt = stmt.join(_R, _R.id == _U.recording_id)
+        joins = " JOIN recordings r ON r.id = u.recording_id"
         if f.project:
-            stmt = stmt.where(_R.cwd.contains(f.project, autoescape=True))
+            escaped = f.project.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            where.append(f"r.cwd LIKE {m} ESCAPE '\\'")
+            params.append(f"%{escaped}%")
         if f.name is not None:
-            stmt = stmt.where(_R.name == f.name)
+            where.append(f"r.name = {m}")
+            params.append(f.name)
         if f.sources:
-            stmt = stmt.where(_R.source.in_(list(f.sources)))
+            where.append(f"r.source IN ({', '.join([m] * len(f.sources))})")
+            params.extend(f.sources)
         for key, value in f.tags.items():
-            stmt = stmt.where(_R.tags[key].as_string() == value)
-    return stmt
+            if reader.dialect == "postgresql":
+                where.append(f"(r.tags::json ->> {m}) = {m}")
+                params.extend([key, value])
+            else:
+                where.append(f"json_extract(r.tags, {m}) = {m}")
+                params.extend([f"$.{json.dumps(key)}", value])
+    return f" FROM usage_calls u{joins} WHERE {' AND '.join(where)}", params
 
 
-def buckets(store: Store, f: UsageFilter, bucket_ns: int,
+def buckets(reader: Reader, f: UsageFilter, bucket_ns: int, offset_ns: int = 0,
             ) -> list[tuple[int, str, str, Figures]]:
     """``(bucket start ns, model, cost source, figures)`` per time bucket of
-    ``bucket_ns`` (Unix time, from 0) that has calls."""
-    bucket = (_U.t_ns / bucket_ns).label("bucket")
-    if store.engine.dialect.name == "postgresql":  # integer division, as on SQLite
-        bucket = func.div(_U.t_ns, bucket_ns).label("bucket")
-    stmt = _where(select(bucket, _U.model, _U.cost_source, *_sums()), f).group_by(
-        bucket, _U.model, _U.cost_source)
-    with _store_errors("read"), store.engine.connect() as conn:
-        return [(int(row[0]) * bucket_ns, row[1], row[2], _figures(row, 3))
-                for row in conn.execute(stmt)]
+    ``bucket_ns`` that has calls; buckets start at multiples of ``bucket_ns`` in
+    Unix time shifted by ``offset_ns`` (a fixed zone's days: its UTC offset)."""
+    source, params = _from(reader, f)
+    size, shift = int(bucket_ns), int(offset_ns)  # integer division on both databases
+    bucket = f"(u.t_ns + {shift}) / {size}"
+    sql = (f"SELECT {bucket}, u.model, u.cost_source, {_SUMS}{source} "
+           f"GROUP BY {bucket}, u.model, u.cost_source")
+    return [(int(row[0]) * size - shift, row[1], row[2], _figures(row, 3))
+            for row in reader.rows(sql, params)]
 
 
 class RecordingUsage(NamedTuple):
@@ -111,24 +194,24 @@ class RecordingUsage(NamedTuple):
     models: list[tuple[str, str, Figures]]
 
 
-def by_recording(store: Store, f: UsageFilter) -> list[RecordingUsage]:
+def by_recording(reader: Reader, f: UsageFilter) -> list[RecordingUsage]:
     """Each recording with calls: its figures per model and cost source, oldest
     last activity first."""
-    stmt = _where(select(_U.recording_id, _U.model, _U.cost_source, *_sums(),
-                         func.max(_U.t_ns)), f).group_by(
-        _U.recording_id, _U.model, _U.cost_source)
-    with _store_errors("read"), store.engine.connect() as conn:
-        grouped: dict[str, tuple[int, list[tuple[str, str, Figures]]]] = {}
-        for row in conn.execute(stmt):
-            last, models = grouped.get(row[0], (0, []))
-            models.append((row[1], row[2], _figures(row, 3)))
-            grouped[row[0]] = (max(last, int(row[9])), models)
-        info: dict[str, Any] = {}
-        ids = list(grouped)
-        for at in range(0, len(ids), 500):
-            for row in conn.execute(select(_R.id, _R.cli_session_id, _R.name, _R.cwd, _R.source)
-                                    .where(_R.id.in_(ids[at:at + 500]))):
-                info[row[0]] = row
+    source, params = _from(reader, f)
+    sql = (f"SELECT u.recording_id, u.model, u.cost_source, {_SUMS}, MAX(u.t_ns){source} "
+           f"GROUP BY u.recording_id, u.model, u.cost_source")
+    grouped: dict[str, tuple[int, list[tuple[str, str, Figures]]]] = {}
+    for row in reader.rows(sql, params):
+        last, models = grouped.get(row[0], (0, []))
+        models.append((row[1], row[2], _figures(row, 3)))
+        grouped[row[0]] = (max(last, int(row[9])), models)
+    info: dict[str, tuple[Any, ...]] = {}
+    ids = list(grouped)
+    for at in range(0, len(ids), 500):
+        chunk = ids[at:at + 500]
+        info.update((row[0], row) for row in reader.rows(
+            "SELECT id, cli_session_id, name, cwd, source FROM recordings WHERE id IN "
+            f"({', '.join([reader.marker] * len(chunk))})", chunk))
     out = [RecordingUsage(rid, info[rid][1], info[rid][2], info[rid][3] or "", info[rid][4],
                           last, models)
            for rid, (last, models) in grouped.items() if rid in info]
@@ -144,12 +227,11 @@ class CallUsage(NamedTuple):
     figures: Figures
 
 
-def calls(store: Store, f: UsageFilter) -> list[CallUsage]:
+def calls(reader: Reader, f: UsageFilter) -> list[CallUsage]:
     """Every call that passes ``f``, in time order."""
-    stmt = _where(select(_U.t_ns, _U.model, _U.cost_source, _U.input_tokens, _U.output_tokens,
-                         _U.cache_read_tokens, _U.cache_creation_tokens, _U.cost_usd), f)
-    with _store_errors("read"), store.engine.connect() as conn:
-        return [CallUsage(int(t), model, source, Figures(int(i), int(o), int(cr), int(cc),
-                                                         float(cost or 0.0), 1))
-                for t, model, source, i, o, cr, cc, cost in conn.execute(
-                    stmt.order_by(_U.t_ns))]
+    source, params = _from(reader, f)
+    sql = (f"SELECT u.t_ns, u.model, u.cost_source, u.input_tokens, u.output_tokens, "
+           f"u.cache_read_tokens, u.cache_creation_tokens, u.cost_usd{source} ORDER BY u.t_ns")
+    return [CallUsage(int(t), model, src, Figures(int(i), int(o), int(cr), int(cc),
+                                                  float(cost or 0.0), 1))
+            for t, model, src, i, o, cr, cc, cost in reader.rows(sql, params)]
