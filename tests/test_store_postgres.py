@@ -587,3 +587,42 @@ def test_the_writer_writes_postgres_without_sqlalchemy_once_it_is_at_the_head(
     # A URL for another driver goes through the store, which says what is wrong.
     other = run(fresh.replace("+psycopg", "+nosuchdriver"))
     assert other.returncode != 0 and "unsupported database URL" in other.stderr
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_usage_reports_on_postgres_are_sqlite_s(pg_url: str, tmp_path: Path) -> None:
+    """The usage queries (plain SQL) read the same on both databases, filters too."""
+    import json as json_module
+
+    from click.testing import CliRunner
+
+    from claudetrace.cli import cli
+    from claudetrace.formats.imports import import_file
+    from claudetrace.testing.transcripts import random_corpus, write_transcript
+
+    sqlite_db = f"sqlite:///{tmp_path / 'usage.db'}"
+    corpus = random_corpus(6, seed=3, calls=5)
+    for url in (pg_url, sqlite_db):
+        store = open_store(url)
+        try:
+            for t in corpus:
+                import_file(store, write_transcript(tmp_path / "projects", t),
+                            tags={"team": "infra"} if t.project.endswith("p1") else {})
+        finally:
+            store.close()
+
+    def report(url: str, *args: str) -> object:
+        out = CliRunner().invoke(cli, ["usage", *args, "--json", "-z", "UTC", "--db", url])
+        assert out.exit_code == 0, out.output
+        got = json_module.loads(out.stdout)
+        for s in got.get("sessions", ()):  # each store names its recordings
+            del s["recordingId"]
+            s["modelsUsed"].sort()
+        return got
+
+    for args in (("daily",), ("monthly", "--project", "p2"), ("session", "--tag", "team=infra"),
+                 ("blocks",), ("weekly", "--model", "claude-opus-4-5-20251101")):
+        assert report(pg_url, *args) == report(sqlite_db, *args), args
+    tagged = report(pg_url, "session", "--tag", "team=infra")
+    assert tagged["sessions"] and all(s["projectPath"].endswith("p1")  # type: ignore[index]
+                                      for s in tagged["sessions"])  # type: ignore[index]

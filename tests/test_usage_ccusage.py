@@ -126,3 +126,15 @@ def test_a_subagent_s_tokens_count(ccusage: Path, db_path: Path, tmp_path: Path)
     theirs = run_ccusage(ccusage, tmp_path / "config", "daily")["totals"]
     mine = ours(db_path, "daily", "--import", str(tmp_path / "config" / "projects"))["totals"]
     assert {k: mine[k] for k in TOKENS} == {k: theirs[k] for k in TOKENS}
+
+
+def test_blocks_match_ccusage(ccusage: Path, tree: tuple[Path, list[Transcript]],
+                              db_path: Path) -> None:
+    config, _ = tree
+    fields = ("id", "startTime", "endTime", "actualEndTime", "isActive", "isGap", "entries",
+              "tokenCounts", "totalTokens")
+    want = run_ccusage(ccusage, config, "blocks")["blocks"]
+    got = ours(db_path, "blocks", "--import", str(config / "projects"))["blocks"]
+    assert [{k: b[k] for k in fields} for b in got] == [{k: b[k] for k in fields} for b in want]
+    assert [sorted(b["models"]) for b in got] == [sorted(b["models"]) for b in want]
+    assert [b["costUSD"] for b in got] == pytest.approx([b["costUSD"] for b in want], rel=1e-9)

@@ -101,7 +101,7 @@ MODELS = ("claude-sonnet-4-5-20250929", "claude-opus-4-5-20251101", "claude-haik
 
 def random_corpus(sessions: int = 16, *, seed: int = 7, calls: int = 12,
                   models: tuple[str, ...] = MODELS) -> list[Transcript]:
-    """Main-thread sessions over about six weeks across months, in five projects:
+    """Main-thread sessions over about six weeks from 2026-08-28, in five projects:
     1 to ``calls`` calls each, of random models and token counts (every call under
     200k input tokens in all, where the tables' prices agree)."""
     import random
@@ -109,7 +109,7 @@ def random_corpus(sessions: int = 16, *, seed: int = 7, calls: int = 12,
     rnd = random.Random(seed)
     out = []
     for s in range(sessions):
-        t = dt.datetime(2026, 10, 28, tzinfo=dt.timezone.utc) + dt.timedelta(
+        t = dt.datetime(2026, 8, 28, tzinfo=dt.timezone.utc) + dt.timedelta(
             hours=rnd.randint(0, 24 * 40))
         made = []
         for _ in range(rnd.randint(1, calls)):
