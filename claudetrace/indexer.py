@@ -136,8 +136,10 @@ class Indexer:
         self.session = Session(model=info.model, session_id=info.cli_session_id)
         self._meta_dirty = False
         self._created = False
-        #: Results the session had when its usage rows were last written.
+        #: Results the session had when its usage rows were last written, and the
+        #: first turn whose calls' rows may change still.
         self._usage_results = -1
+        self._usage_turn = 1
         self._last_beat = 0.0
 
     @property
@@ -288,7 +290,7 @@ class Indexer:
             priced = final or results > 0
             rewrite = priced and (final or results != self._usage_results)
             updates.update(summary_columns(
-                self.session, estimate=priced,
+                self.session, estimate=priced, from_turn=self._usage_turn,
                 started_ns=self.info.started_ns if rewrite else None))
             updates.update(
                 cli_session_id=self.info.cli_session_id,
@@ -310,6 +312,8 @@ class Indexer:
         store.write_batch(self.info.id, batch, updates)
         if rewrite:
             self._usage_results = results
+            open_turn = self.session.open_turn
+            self._usage_turn = open_turn.number if open_turn else len(self.session.turns) + 1
         self.report.stored += len(batch)
         self._pending = []
         self._pending_bytes = 0

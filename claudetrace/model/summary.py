@@ -49,10 +49,12 @@ def turn_model(turn: Turn) -> str | None:
     return next((call.model for call in turn.calls if call.model), None)
 
 
-def usage_rows(session: Session, started_ns: int, cost: Cost | None = None,
-               ) -> list[tuple[Any, ...]]:
+def usage_rows(session: Session, started_ns: int, cost: Cost | None = None, *,
+               from_turn: int = 1) -> list[tuple[Any, ...]]:
     """Per model call with tokens: ``(call id, Unix time ns, model, input, output,
-    cache read, cache creation, cost or None, cost source)`` (``usage_calls``).
+    cache read, cache creation, cost or None, cost source)`` (``usage_calls``),
+    of the calls of turn ``from_turn`` on (a call's figures change only until its
+    turn's result: the live indexer writes each turn's once it ended).
 
     Where the CLI reported the session's cost, a turn's cost for a model is shared
     among the turn's calls of that model in proportion to their price by the
@@ -62,7 +64,7 @@ def usage_rows(session: Session, started_ns: int, cost: Cost | None = None,
     cost = cost or session.cost()
     shares: dict[str, float] = {}
     if cost.source == "cli":
-        for turn in session.turns:
+        for turn in session.turns[from_turn - 1:]:
             for model, spent in turn.cost_by_model.items():
                 calls = [c for c in turn.calls if (c.model or session.model or "unknown") == model]
                 weights = [session.call_price(c) or 0.0 for c in calls]
@@ -72,7 +74,9 @@ def usage_rows(session: Session, started_ns: int, cost: Cost | None = None,
                 for call, weight in zip(calls, weights, strict=True):
                     shares[call.id] = spent * weight / whole
     rows = []
-    for call in session.calls.values():
+    chosen = (list(session.calls.values()) if from_turn <= 1 else
+              [c for turn in session.turns[from_turn - 1:] for c in turn.calls])
+    for call in chosen:
         usage = call.usage
         if not usage:
             continue
@@ -89,13 +93,14 @@ def usage_rows(session: Session, started_ns: int, cost: Cost | None = None,
 
 
 def summary_columns(session: Session, *, estimate: bool = True,
-                    started_ns: int | None = None) -> dict[str, Any]:
+                    started_ns: int | None = None, from_turn: int = 1) -> dict[str, Any]:
     """The summary columns of ``recordings`` for ``session`` as it stands.
 
     ``cost_usd`` is 0 where ``cost_source`` is ``unknown`` (the column holds a
     number; views show no figure).  ``estimate``: see :meth:`Session.cost`.
     With the recording's start (``started_ns``), also its calls' rows of
-    ``usage_calls`` (:func:`usage_rows`), under that key.
+    ``usage_calls`` (:func:`usage_rows`, from turn ``from_turn`` on), under that
+    key: they replace the recording's rows of the same calls.
     """
     usage = session.usage
     last = session.last_result
@@ -119,7 +124,7 @@ def summary_columns(session: Session, *, estimate: bool = True,
         "models": model_figures(session, cost),
     }
     if started_ns is not None:
-        columns["usage_calls"] = usage_rows(session, started_ns, cost)
+        columns["usage_calls"] = usage_rows(session, started_ns, cost, from_turn=from_turn)
     return columns
 
 

@@ -273,23 +273,28 @@ class Store:
                 self._insert_rows(conn, _EVENTS, rows)
             if tools:
                 self._insert_rows(conn, _TOOLS, tools)
-            self._replace_usage(conn, info.id, calls)
+            self._replace_usage(conn, info.id, calls, whole=True)
         return kept
 
     def _replace_usage(self, conn: Connection, recording_id: str,
-                       calls: list[tuple[Any, ...]]) -> None:
+                       calls: list[tuple[Any, ...]], *, whole: bool = False) -> None:
         """Make ``calls`` (:func:`~claudetrace.model.summary.usage_rows`) the
-        recording's rows of ``usage_calls``; a message another recording holds
-        is marked a duplicate."""
+        recording's rows of ``usage_calls`` for those calls (``whole``: all its
+        rows); a message another recording holds is marked a duplicate."""
         def elsewhere(ids: list[str]) -> Iterator[str]:
             for chunk in chunks(ids):
                 yield from conn.execute(select(_USAGE.c.call_id).where(
                     _USAGE.c.call_id.in_(chunk), _USAGE.c.recording_id != recording_id,
                     _USAGE.c.duplicate.is_(False))).scalars()
 
-        conn.execute(delete(_USAGE).where(_USAGE.c.recording_id == recording_id))
-        if calls:
-            self._insert_rows(conn, _USAGE, usage_call_rows(recording_id, calls, elsewhere))
+        rows = usage_call_rows(recording_id, calls, elsewhere)
+        mine = _USAGE.c.recording_id == recording_id
+        if whole:
+            conn.execute(delete(_USAGE).where(mine))
+        for chunk in chunks([row[1] for row in rows]):
+            conn.execute(delete(_USAGE).where(mine, _USAGE.c.call_id.in_(chunk)))
+        if rows:
+            self._insert_rows(conn, _USAGE, rows)
 
     def delete_recording(self, recording_id: str) -> None:
         with _store_errors("delete"), self.engine.begin() as conn:

@@ -130,7 +130,7 @@ class PlainWrites:
                 self._update(cursor, recording_id, recording_updates)
 
     def _replace_usage(self, cursor: Any, recording_id: str, calls: list[Any]) -> None:
-        """As :meth:`~claudetrace.store.Store._replace_usage` does."""
+        """As :meth:`~claudetrace.store.Store._replace_usage` does (those calls' rows)."""
         mark = self._placeholder("recording_id")
 
         def elsewhere(ids: list[str]) -> Iterator[str]:
@@ -141,9 +141,12 @@ class PlainWrites:
                                [*chunk, recording_id])
                 yield from (row[0] for row in cursor.fetchall())
 
-        cursor.execute(f"DELETE FROM usage_calls WHERE recording_id = {mark}", [recording_id])
-        if calls:
-            self._insert(cursor, "usage_calls", usage_call_rows(recording_id, calls, elsewhere))
+        rows = usage_call_rows(recording_id, calls, elsewhere)
+        for chunk in chunks([row[1] for row in rows]):
+            cursor.execute(f"DELETE FROM usage_calls WHERE recording_id = {mark} AND call_id IN "
+                           f"({', '.join([mark] * len(chunk))})", [recording_id, *chunk])
+        if rows:
+            self._insert(cursor, "usage_calls", rows)
 
     def update_recording(self, recording_id: str, **columns: Any) -> None:
         with self._transaction("update recording") as cursor:
