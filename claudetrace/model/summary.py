@@ -57,9 +57,10 @@ def usage_rows(session: Session, started_ns: int, cost: Cost | None = None, *,
     turn's result: the live indexer writes each turn's once it ended).
 
     Where the CLI reported the session's cost, a turn's cost for a model is shared
-    among the turn's calls of that model in proportion to their price by the
-    table (by tokens where it has none), so the calls add up to the CLI's
-    figure; a call the CLI put no cost on yet is priced by the table.
+    among the turn's calls of that model in proportion to their tokens, so the
+    calls add up to the CLI's figure (the price table is not loaded for it: the
+    live indexer writes these); a call the CLI put no cost on yet is priced by
+    the table.
     """
     cost = cost or session.cost()
     shares: dict[str, float] = {}
@@ -67,9 +68,7 @@ def usage_rows(session: Session, started_ns: int, cost: Cost | None = None, *,
         for turn in session.turns[from_turn - 1:]:
             for model, spent in turn.cost_by_model.items():
                 calls = [c for c in turn.calls if (c.model or session.model or "unknown") == model]
-                weights = [session.call_price(c) or 0.0 for c in calls]
-                if not sum(weights):
-                    weights = [float(c.usage.total) for c in calls]
+                weights = [float(c.usage.total) for c in calls]
                 whole = sum(weights) or 1.0
                 for call, weight in zip(calls, weights, strict=True):
                     shares[call.id] = spent * weight / whole
