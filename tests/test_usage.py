@@ -222,3 +222,17 @@ def test_a_message_two_recordings_hold_counts_once(
     assert got["totals"]["inputTokens"] == sum(c.input for t in filled for c in t.calls)
     sessions = {s["sessionId"]: s for s in run(db_path, "session", "--json")["sessions"]}
     assert resumed.session_id not in sessions  # all its calls were counted with the first
+
+
+def test_the_migration_fills_the_rows_of_what_was_stored(
+    filled: list[Transcript], store: Store, db_path: Path
+) -> None:
+    from alembic import command
+
+    from claudetrace.store.engine import alembic_config
+
+    before = run(db_path, "daily", "--json", "-z", "UTC")
+    with store.engine.begin() as conn:
+        command.downgrade(alembic_config(conn), "0007_cost_source")
+        command.upgrade(alembic_config(conn), "head")
+    assert run(db_path, "daily", "--json", "-z", "UTC") == before

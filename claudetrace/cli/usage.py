@@ -82,10 +82,10 @@ def usage(report: str, db_url: str | None, as_json: bool, since: str | None, unt
 
 @contextmanager
 def _reader(db_url: str | None, imports: tuple[str, ...]) -> Iterator[Any]:
-    """What runs the report's queries: on a SQLite file at the newest schema with
-    nothing waiting to be stored, a bare sqlite3 connection (no SQLAlchemy);
-    else the store, after importing ``imports``."""
-    from ..store.usage import sqlite_reader, store_reader
+    """What runs the report's queries: on a database at the newest schema with
+    nothing waiting to be stored, a bare sqlite3 or psycopg connection (no
+    SQLAlchemy); else the store, after importing ``imports``."""
+    from ..store.usage import plain_reader, store_reader
 
     if not imports:
         from ..capture import capture_files
@@ -93,7 +93,7 @@ def _reader(db_url: str | None, imports: tuple[str, ...]) -> Iterator[Any]:
 
         url = resolve_url(db_url)
         if not capture_files(url):
-            with sqlite_reader(url) as plain:
+            with plain_reader(url) as plain:
                 if plain is not None:
                     yield plain
                     return

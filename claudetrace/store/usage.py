@@ -9,9 +9,9 @@ model (:func:`by_recording`), or the calls themselves in time order
 model and the recordings' project (cwd), tags, name and source.
 
 The queries are plain SQL that SQLite and PostgreSQL both read, run by a
-:class:`Reader`: the store's connection (:func:`store_reader`), or on a SQLite
-file at the newest schema a bare :mod:`sqlite3` connection
-(:func:`sqlite_reader`): a report then loads neither SQLAlchemy nor the models,
+:class:`Reader`: the store's connection (:func:`store_reader`), or on a
+database at the newest schema a bare :mod:`sqlite3` or psycopg connection
+(:func:`plain_reader`): a report then loads neither SQLAlchemy nor the models,
 most of its time otherwise.
 """
 
@@ -71,10 +71,52 @@ class _SqliteReader:
             raise StoreError(f"read failed: {exc}") from exc
 
 
+class _PostgresReader:
+    marker = "%s"
+    dialect = "postgresql"
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    def rows(self, sql: str, params: list[Any]) -> Iterable[tuple[Any, ...]]:
+        import psycopg
+
+        from ..errors import StoreError
+
+        try:
+            return list(self.conn.execute(sql, params))
+        except psycopg.Error as exc:
+            raise StoreError(f"read failed: {str(exc).strip().splitlines()[0]}") from exc
+
+
 @contextmanager
-def sqlite_reader(url: str) -> Iterator[Reader | None]:
-    """A bare read-only :mod:`sqlite3` reader of the SQLite file ``url`` when it is
-    at :data:`~.plain.SCHEMA_HEAD`; None for any other database (or one to migrate)."""
+def plain_reader(url: str) -> Iterator[Reader | None]:
+    """A bare reader of the database ``url`` when it is at :data:`~.plain.SCHEMA_HEAD`:
+    :mod:`sqlite3` on a SQLite file (read-only), psycopg on a PostgreSQL URL libpq
+    reads as SQLAlchemy does; None for any other database, or one to migrate."""
+    if url.startswith("postgresql"):
+        from .postgres import plain_url
+
+        conninfo = plain_url(url)
+        if conninfo is None:
+            yield None
+            return
+        import psycopg
+
+        try:
+            pg = psycopg.connect(conninfo, autocommit=True)
+        except psycopg.Error:
+            yield None  # the store says why, in its words
+            return
+        try:
+            try:
+                heads = [row[0] for row in pg.execute("SELECT version_num FROM alembic_version")]
+            except psycopg.Error:
+                heads = []
+            yield _PostgresReader(pg) if heads == [SCHEMA_HEAD] else None
+        finally:
+            pg.close()
+        return
     path = plain_file(url)
     conn = None
     if path is not None:
@@ -198,24 +240,20 @@ def by_recording(reader: Reader, f: UsageFilter) -> list[RecordingUsage]:
     """Each recording with calls: its figures per model and cost source, oldest
     last activity first."""
     source, params = _from(reader, f)
-    sql = (f"SELECT u.recording_id, u.model, u.cost_source, {_SUMS}, MAX(u.t_ns){source} "
-           f"GROUP BY u.recording_id, u.model, u.cost_source")
-    grouped: dict[str, tuple[int, list[tuple[str, str, Figures]]]] = {}
+    sums = (f"SELECT u.recording_id, u.model, u.cost_source, {_SUMS}, MAX(u.t_ns){source} "
+            f"GROUP BY u.recording_id, u.model, u.cost_source")
+    sql = (f"SELECT s.*, r.cli_session_id, r.name, r.cwd, r.source FROM ({sums}) s "
+           f"JOIN recordings r ON r.id = s.recording_id")
+    found: dict[str, RecordingUsage] = {}
     for row in reader.rows(sql, params):
-        last, models = grouped.get(row[0], (0, []))
-        models.append((row[1], row[2], _figures(row, 3)))
-        grouped[row[0]] = (max(last, int(row[9])), models)
-    info: dict[str, tuple[Any, ...]] = {}
-    ids = list(grouped)
-    for at in range(0, len(ids), 500):
-        chunk = ids[at:at + 500]
-        info.update((row[0], row) for row in reader.rows(
-            "SELECT id, cli_session_id, name, cwd, source FROM recordings WHERE id IN "
-            f"({', '.join([reader.marker] * len(chunk))})", chunk))
-    out = [RecordingUsage(rid, info[rid][1], info[rid][2], info[rid][3] or "", info[rid][4],
-                          last, models)
-           for rid, (last, models) in grouped.items() if rid in info]
-    return sorted(out, key=lambda r: (r.last_ns, r.recording_id))
+        rec = found.get(row[0])
+        if rec is None:
+            rec = found[row[0]] = RecordingUsage(row[0], row[10], row[11], row[12] or "",
+                                                 row[13], 0, [])
+        rec.models.append((row[1], row[2], _figures(row, 3)))
+        if int(row[9]) > rec.last_ns:
+            found[row[0]] = rec = rec._replace(last_ns=int(row[9]))
+    return sorted(found.values(), key=lambda r: (r.last_ns, r.recording_id))
 
 
 class CallUsage(NamedTuple):
