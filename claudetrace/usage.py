@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from .store import usage as q
-from .store.usage import CallUsage, Figures, Reader, UsageFilter
+from .store.usage import Figures, Reader, UsageFilter
 
 Report = Literal["daily", "weekly", "monthly", "session", "blocks"]
 REPORTS: Final[tuple[Report, ...]] = ("daily", "weekly", "monthly", "session", "blocks")
@@ -276,28 +276,46 @@ class Block:
                 "remainingMinutes": round(remaining)}
 
 
-def make_blocks(calls: Iterable[CallUsage]) -> list[Block]:
+def make_blocks(calls: Iterable[tuple[Any, ...]]) -> list[Block]:
     """ccusage's blocks: a block starts at its first call's hour (UTC) and lasts five
     hours; a call five hours or more after the block's start, or after the
-    previous call, starts the next; a pause of more than five hours is a gap block."""
+    previous call, starts the next; a pause of more than five hours is a gap block.
+
+    ``calls``: tuples of :class:`~claudetrace.store.usage.CallUsage`'s fields, in
+    time order."""
     blocks: list[Block] = []
-    current: Block | None = None
-    for call in calls:
-        if current is not None:
-            assert current.last_ns is not None
-            since_last = call.t_ns - current.last_ns
-            if call.t_ns - current.start_ns > BLOCK_NS or since_last > BLOCK_NS:
-                blocks.append(current)
-                if since_last > BLOCK_NS:
-                    blocks.append(Block(current.last_ns + BLOCK_NS, call.t_ns, Totals(), gap=True))
-                current = None
-        if current is None:
-            start = call.t_ns - call.t_ns % _HOUR_NS
-            current = Block(start, start + BLOCK_NS, Totals(), first_ns=call.t_ns)
-        current.totals.add(call.model, call.cost_source, call.figures)
-        current.last_ns = call.t_ns
-    if current is not None:
-        blocks.append(current)
+    start = first = last = -1
+    # The open block's sums per (model, cost source), in first-seen order: a
+    # report may fold hundreds of thousands of calls, so no object a call.
+    sums: dict[tuple[str, str], list[float]] = {}
+
+    def close() -> None:
+        totals = Totals()
+        for (model, source), (i, o, cr, cc, cost, n) in sums.items():
+            totals.add(model, source, Figures(int(i), int(o), int(cr), int(cc), cost, int(n)))
+        blocks.append(Block(start, start + BLOCK_NS, totals, first_ns=first, last_ns=last))
+
+    for t_ns, model, source, i, o, cr, cc, cost in calls:
+        if sums and (t_ns - start > BLOCK_NS or t_ns - last > BLOCK_NS):
+            close()
+            if t_ns - last > BLOCK_NS:
+                blocks.append(Block(last + BLOCK_NS, t_ns, Totals(), gap=True))
+            sums = {}
+        if not sums:
+            start, first = t_ns - t_ns % _HOUR_NS, t_ns
+        mine = sums.get((model, source))
+        if mine is None:
+            sums[model, source] = [i, o, cr, cc, cost or 0.0, 1]
+        else:
+            mine[0] += i
+            mine[1] += o
+            mine[2] += cr
+            mine[3] += cc
+            mine[4] += cost or 0.0
+            mine[5] += 1
+        last = t_ns
+    if sums:
+        close()
     return blocks
 
 

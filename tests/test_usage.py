@@ -16,7 +16,7 @@ from claudetrace.cassette import read_cassette
 from claudetrace.cli import cli
 from claudetrace.formats.imports import import_file
 from claudetrace.store import Store
-from claudetrace.store.usage import CallUsage, Figures
+from claudetrace.store.usage import CallUsage
 from claudetrace.testing.transcripts import Call, Transcript, write_transcript
 from claudetrace.usage import make_blocks
 
@@ -170,8 +170,7 @@ def test_a_recorded_name_is_escaped_in_the_table(
 
 
 def call(t: dt.datetime, model: str = SONNET, n: int = 10) -> CallUsage:
-    return CallUsage(int(t.timestamp()) * 1_000_000_000, model, "estimate",
-                     Figures(n, n, 0, 0, 0.01, 1))
+    return CallUsage(int(t.timestamp()) * 1_000_000_000, model, "estimate", n, n, 0, 0, 0.01)
 
 
 def test_blocks_as_ccusage_cuts_them() -> None:

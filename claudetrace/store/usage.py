@@ -66,7 +66,8 @@ class _SqliteReader:
         from ..errors import StoreError
 
         try:
-            return self.conn.execute(sql, params).fetchall()
+            found: list[tuple[Any, ...]] = self.conn.execute(sql, params).fetchall()
+            return found
         except sqlite3.Error as exc:
             raise StoreError(f"read failed: {exc}") from exc
 
@@ -84,7 +85,8 @@ class _PostgresReader:
         from ..errors import StoreError
 
         try:
-            return list(self.conn.execute(sql, params))
+            found: list[tuple[Any, ...]] = self.conn.execute(sql, params).fetchall()
+            return found
         except psycopg.Error as exc:
             raise StoreError(f"read failed: {str(exc).strip().splitlines()[0]}") from exc
 
@@ -257,19 +259,22 @@ def by_recording(reader: Reader, f: UsageFilter) -> list[RecordingUsage]:
 
 
 class CallUsage(NamedTuple):
-    """One call: its time, model, cost source and figures (``calls`` is 1)."""
+    """One call: its time, model, cost source, tokens and cost (None: no price)."""
 
     t_ns: int
     model: str
     cost_source: str
-    figures: Figures
+    input: int
+    output: int
+    cache_read: int
+    cache_creation: int
+    cost: float | None
 
 
-def calls(reader: Reader, f: UsageFilter) -> list[CallUsage]:
-    """Every call that passes ``f``, in time order."""
+def calls(reader: Reader, f: UsageFilter) -> Iterable[tuple[Any, ...]]:
+    """Every call that passes ``f``, in time order, as the database gives it: a
+    tuple of :class:`CallUsage`'s fields (a report may read hundreds of thousands)."""
     source, params = _from(reader, f)
     sql = (f"SELECT u.t_ns, u.model, u.cost_source, u.input_tokens, u.output_tokens, "
            f"u.cache_read_tokens, u.cache_creation_tokens, u.cost_usd{source} ORDER BY u.t_ns")
-    return [CallUsage(int(t), model, src, Figures(int(i), int(o), int(cr), int(cc),
-                                                  float(cost or 0.0), 1))
-            for t, model, src, i, o, cr, cc, cost in reader.rows(sql, params)]
+    return reader.rows(sql, params)
