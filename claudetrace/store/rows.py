@@ -43,10 +43,13 @@ USAGE_CALLS: Final = "usage_calls"
 def usage_call_rows(recording_id: str, calls: Iterable[tuple[Any, ...]],
                     elsewhere: Callable[[list[str]], Iterable[str]] | None = None,
                     ) -> list[tuple[Any, ...]]:
-    """The ``usage_calls`` rows of a recording's calls (ids and models clipped),
-    each marked a duplicate when ``elsewhere`` (the ids, of those asked, that
-    another recording holds) names it."""
-    rows = [(recording_id, clip(c[0], 128), c[1], clip(c[2], 100), *c[3:]) for c in calls]
+    """The ``usage_calls`` rows of a recording's calls (ids and models clipped,
+    numbers as every engine takes them: :func:`.values.number`), each marked a
+    duplicate when ``elsewhere`` (the ids, of those asked, that another recording
+    holds) names it."""
+    number = values.number
+    rows = [(recording_id, clip(c[0], 128), number(c[1]), clip(c[2], 100),
+             *(number(v) for v in c[3:8]), c[8]) for c in calls]
     shared = [r[1] for r in rows if api_message_id(r[1])]
     held = set(elsewhere(shared)) if elsewhere and shared else set()
     return [(*r, r[1] in held) for r in rows]
