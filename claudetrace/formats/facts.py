@@ -42,11 +42,6 @@ def has_process(rec: Any) -> bool:
     return rec.source not in FILE_SOURCES
 
 
-def cost_known(rec: Any) -> bool:
-    """Whether the recording says what the session cost (a transcript may not)."""
-    return has_process(rec) or bool((rec.extra or {}).get("cost_known"))
-
-
 def cost_source(rec: Any) -> str:
     """Where a stored recording's cost comes from: ``cli``, ``estimate`` or ``unknown``."""
     return str(rec.cost_origin)
