@@ -289,9 +289,11 @@ class Indexer:
             # session did): not after every batch of a long turn's lines.
             priced = final or results > 0
             rewrite = priced and (final or results != self._usage_results)
+            # A turn still under way waits for its result (its calls have no
+            # cost yet: pricing them would load the table in every indexer).
             updates.update(summary_columns(
                 self.session, estimate=priced, from_turn=self._usage_turn,
-                started_ns=self.info.started_ns if rewrite else None))
+                ended_turns=not final, started_ns=self.info.started_ns if rewrite else None))
             updates.update(
                 cli_session_id=self.info.cli_session_id,
                 claude_code_version=self.info.claude_code_version,

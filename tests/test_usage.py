@@ -235,3 +235,28 @@ def test_the_migration_fills_the_rows_of_what_was_stored(
         command.downgrade(alembic_config(conn), "0007_cost_source")
         command.upgrade(alembic_config(conn), "head")
     assert run(db_path, "daily", "--json", "-z", "UTC") == before
+
+
+def test_the_live_indexer_writes_ended_turns_without_the_price_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from claudetrace import pricing
+    from claudetrace.model import fold
+    from claudetrace.model.summary import summary_columns
+
+    events = read_cassette(Path(__file__).parent / "fixtures" / "cassettes"
+                           / "multi_turn.ndjson").events
+    results = [e.seq for e in events if e.direction == "out" and e.fields.type == "result"]
+    # Cut in the second turn, after its first model call began.
+    cut = next(e.seq for e in events if e.seq > results[0] and e.fields.type == "assistant")
+    session = fold(e for e in events if e.seq <= cut)
+    assert session.results == 1 and session.open_turn is not None
+
+    def no_table() -> None:
+        raise AssertionError("the price table was loaded")
+
+    monkeypatch.setattr(pricing, "_library", no_table)
+    rows = summary_columns(session, started_ns=0, ended_turns=True)["usage_calls"]
+    first = {c.id for c in session.turns[0].calls if c.usage}
+    assert {r[0] for r in rows} == first and {r[8] for r in rows} == {"cli"}
+    assert sum(r[7] for r in rows) == pytest.approx(session.cost_usd)

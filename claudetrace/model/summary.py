@@ -50,11 +50,12 @@ def turn_model(turn: Turn) -> str | None:
 
 
 def usage_rows(session: Session, started_ns: int, cost: Cost | None = None, *,
-               from_turn: int = 1) -> list[tuple[Any, ...]]:
+               from_turn: int = 1, ended_turns: bool = False) -> list[tuple[Any, ...]]:
     """Per model call with tokens: ``(call id, Unix time ns, model, input, output,
     cache read, cache creation, cost or None, cost source)`` (``usage_calls``),
-    of the calls of turn ``from_turn`` on (a call's figures change only until its
-    turn's result: the live indexer writes each turn's once it ended).
+    of the calls of turn ``from_turn`` on (``ended_turns``: of the turns that
+    ended only; a call's figures change only until its turn's result, and the
+    live indexer writes each turn's once it ended).
 
     Where the CLI reported the session's cost, a turn's cost for a model is shared
     among the turn's calls of that model in proportion to their tokens, so the
@@ -73,8 +74,9 @@ def usage_rows(session: Session, started_ns: int, cost: Cost | None = None, *,
                 for call, weight in zip(calls, weights, strict=True):
                     shares[call.id] = spent * weight / whole
     rows = []
-    chosen = (list(session.calls.values()) if from_turn <= 1 else
-              [c for turn in session.turns[from_turn - 1:] for c in turn.calls])
+    chosen = (list(session.calls.values()) if from_turn <= 1 and not ended_turns else
+              [c for turn in session.turns[from_turn - 1:] if turn.done or not ended_turns
+               for c in turn.calls])
     for call in chosen:
         usage = call.usage
         if not usage:
@@ -91,15 +93,16 @@ def usage_rows(session: Session, started_ns: int, cost: Cost | None = None, *,
     return rows
 
 
-def summary_columns(session: Session, *, estimate: bool = True,
-                    started_ns: int | None = None, from_turn: int = 1) -> dict[str, Any]:
+def summary_columns(session: Session, *, estimate: bool = True, started_ns: int | None = None,
+                    from_turn: int = 1, ended_turns: bool = False) -> dict[str, Any]:
     """The summary columns of ``recordings`` for ``session`` as it stands.
 
     ``cost_usd`` is 0 where ``cost_source`` is ``unknown`` (the column holds a
     number; views show no figure).  ``estimate``: see :meth:`Session.cost`.
     With the recording's start (``started_ns``), also its calls' rows of
-    ``usage_calls`` (:func:`usage_rows`, from turn ``from_turn`` on), under that
-    key: they replace the recording's rows of the same calls.
+    ``usage_calls`` (:func:`usage_rows`, from turn ``from_turn`` on, of the turns
+    that ended only if ``ended_turns``), under that key: they replace the
+    recording's rows of the same calls.
     """
     usage = session.usage
     last = session.last_result
@@ -123,7 +126,8 @@ def summary_columns(session: Session, *, estimate: bool = True,
         "models": model_figures(session, cost),
     }
     if started_ns is not None:
-        columns["usage_calls"] = usage_rows(session, started_ns, cost, from_turn=from_turn)
+        columns["usage_calls"] = usage_rows(session, started_ns, cost, from_turn=from_turn,
+                                            ended_turns=ended_turns)
     return columns
 
 
