@@ -136,6 +136,10 @@ class Indexer:
         self.session = Session(model=info.model, session_id=info.cli_session_id)
         self._meta_dirty = False
         self._created = False
+        #: Results the session had when its usage rows were last written, and the
+        #: first turn whose calls' rows may change still.
+        self._usage_results = -1
+        self._usage_turn = 1
         self._last_beat = 0.0
 
     @property
@@ -274,14 +278,22 @@ class Indexer:
             store.create_recording(self.info)
             self._created = True
         updates: dict[str, object] = {"last_seen_ns": time.time_ns()}
+        rewrite, results = False, self.session.results
         if self._pending or self._meta_dirty or final:
             # A gap's cut line shows only now and then (its tail is in later chunks).
             self.report.lost_bytes = self.info.lost_bytes = self._lines.lost_bytes
             updates["lost_bytes"] = self.report.lost_bytes
             # The price table loads only where the CLI gave no cost once a turn
             # ended (or the session did), never for a first turn's lines.
+            # The calls' usage rows are written again when a turn ended (or the
+            # session did): not after every batch of a long turn's lines.
+            priced = final or results > 0
+            rewrite = priced and (final or results != self._usage_results)
+            # A turn still under way waits for its result (its calls have no
+            # cost yet: pricing them would load the table in every indexer).
             updates.update(summary_columns(
-                self.session, estimate=final or self.session.results > 0))
+                self.session, estimate=priced, from_turn=self._usage_turn,
+                ended_turns=not final, started_ns=self.info.started_ns if rewrite else None))
             updates.update(
                 cli_session_id=self.info.cli_session_id,
                 claude_code_version=self.info.claude_code_version,
@@ -301,6 +313,10 @@ class Indexer:
             updates["figures"] = figure_records(self.session)
         batch = self._pending
         store.write_batch(self.info.id, batch, updates)
+        if rewrite:
+            self._usage_results = results
+            open_turn = self.session.open_turn
+            self._usage_turn = open_turn.number if open_turn else len(self.session.turns) + 1
         self.report.stored += len(batch)
         self._pending = []
         self._pending_bytes = 0

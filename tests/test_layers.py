@@ -5,7 +5,7 @@
     views      cli/  ui/  pytest_plugin  testing/  bench/  tail  terminal  formats.html
                formats.facts
        │
-    services   proxy  capture  spawn  shim  indexer  replay/  telemetry/  promexport/
+    services   proxy  capture  spawn  shim  indexer  replay/  telemetry/  promexport/  usage
        │       formats/ (cassette and transcript import)  sanitize  transcript  recordmode  demo
        │
     store      store/ (SQLAlchemy models, engine, every query)
@@ -39,7 +39,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("model", ("model", "recording", "cassette", "redact")),
     ("store", ("store",)),
     ("services", ("proxy", "capture", "spawn", "shim", "indexer", "replay", "telemetry",
-                  "promexport", "formats", "sanitize", "transcript", "recordmode", "demo")),
+                  "promexport", "formats", "sanitize", "transcript", "recordmode", "demo",
+                  "usage")),
     ("views", ("cli", "ui", "pytest_plugin", "testing", "bench", "tail", "terminal",
                "formats.html", "formats.facts", "__main__", "")),
 ]

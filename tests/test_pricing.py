@@ -19,7 +19,7 @@ from claudetrace.store import Store
 from claudetrace.telemetry import build_spans
 from claudetrace.telemetry import conventions as c
 from claudetrace.telemetry.metrics import measurements
-from tests.transcripts import Call, Transcript, write_transcript
+from claudetrace.testing.transcripts import Call, Transcript, write_transcript
 
 genai_prices = pytest.importorskip("genai_prices", reason="genai-prices needs Python 3.11")
 

@@ -63,7 +63,8 @@ def test_a_poisoned_line_is_stored_and_every_reader_shows_it(db_path: Path) -> N
     assert rec["events"] == 6 and rec["status"] == "ok"
     assert rec["input_tokens"] == 2**63 - 1 and rec["cost_usd"] == 0.0
     for args in (("show", "latest"), ("show", "latest", "--raw"), ("export", "latest"),
-                 ("export", "latest", "--format", "html"), ("otel", "latest", "--tree")):
+                 ("export", "latest", "--format", "html"), ("otel", "latest", "--tree"),
+                 ("usage", "session", "--json"), ("usage", "blocks")):
         shown = ct(*args, "--db", str(db_path))
         assert shown.returncode == 0 and b"Traceback" not in shown.stderr, (args, shown.stderr)
     assert b"\\ud83d" in ct("show", "latest", "--db", str(db_path)).stdout

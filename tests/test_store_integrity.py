@@ -12,11 +12,11 @@ from claudetrace.store import Store, open_store
 CASSETTES = Path(__file__).parent / "fixtures" / "cassettes"
 
 
-def _children(db_path: Path) -> tuple[int, int]:
+def _children(db_path: Path) -> tuple[int, int, int]:
     with sqlite3.connect(db_path) as conn:
-        events = conn.execute("SELECT count(*) FROM events").fetchone()[0]
-        tools = conn.execute("SELECT count(*) FROM event_tools").fetchone()[0]
-    return events, tools
+        return tuple(  # type: ignore[return-value]
+            conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            for table in ("events", "event_tools", "usage_calls"))
 
 
 def _two_recordings(store: Store) -> tuple[str, str]:
@@ -27,23 +27,23 @@ def _two_recordings(store: Store) -> tuple[str, str]:
 def test_a_delete_by_hand_with_foreign_keys_off_leaves_no_orphans(
         store: Store, db_path: Path) -> None:
     gone, kept = _two_recordings(store)
-    events, tools = _children(db_path)
-    assert events and tools
+    events, tools, calls = _children(db_path)
+    assert events and tools and calls
     with sqlite3.connect(db_path) as conn:  # as the sqlite3 shell: foreign keys off
         assert conn.execute("PRAGMA foreign_keys").fetchone() == (0,)
         conn.execute("DELETE FROM recordings WHERE id = ?", (gone,))
-    assert _children(db_path) == (events // 2, tools // 2)
+    assert _children(db_path) == (events // 2, tools // 2, calls // 2)
     assert store.count_events(kept) == events // 2
     with sqlite3.connect(db_path) as conn:
         conn.execute("DELETE FROM recordings")
-    assert _children(db_path) == (0, 0)
+    assert _children(db_path) == (0, 0, 0)
 
 
 def test_the_store_deletes_a_recording_with_its_rows(store: Store, db_path: Path) -> None:
     gone, kept = _two_recordings(store)
-    events, tools = _children(db_path)
+    events, tools, calls = _children(db_path)
     store.delete_recording(gone)
-    assert _children(db_path) == (events // 2, tools // 2)
+    assert _children(db_path) == (events // 2, tools // 2, calls // 2)
     assert [r.id for r in store.list_recordings()] == [kept]
 
 

@@ -346,12 +346,11 @@ def test_a_recording_deleted_while_a_batch_is_written_leaves_no_lines(
 
 
 
-def _rows_of(conn: Any, ids: list[str]) -> tuple[int, int]:
-    events = conn.execute("SELECT count(*) FROM events WHERE recording_id = ANY(%s)",
-                          (ids,)).fetchone()[0]
-    tools = conn.execute("SELECT count(*) FROM event_tools WHERE recording_id = ANY(%s)",
-                         (ids,)).fetchone()[0]
-    return int(events), int(tools)
+def _rows_of(conn: Any, ids: list[str]) -> tuple[int, int, int]:
+    return tuple(  # type: ignore[return-value]
+        int(conn.execute(f"SELECT count(*) FROM {table} WHERE recording_id = ANY(%s)",
+                         (ids,)).fetchone()[0])
+        for table in ("events", "event_tools", "usage_calls"))
 
 
 @pytest.mark.usefixtures("ct_env")
@@ -371,22 +370,22 @@ def test_a_delete_by_hand_leaves_no_orphans_on_postgres(pg_url: str) -> None:
     conninfo = plain_url(pg_url)
     assert conninfo is not None
     with psycopg.connect(conninfo, autocommit=True) as conn:
-        events, tools = _rows_of(conn, ids)
-        assert events and tools
+        events, tools, calls = _rows_of(conn, ids)
+        assert events and tools and calls
         conn.execute("DELETE FROM recordings WHERE id = %s", (ids[0],))
-        assert _rows_of(conn, ids[:1]) == (0, 0)
-        assert _rows_of(conn, ids[1:]) == (events * 2 // 3, tools * 2 // 3)
+        assert _rows_of(conn, ids[:1]) == (0, 0, 0)
+        assert _rows_of(conn, ids[1:]) == (events * 2 // 3, tools * 2 // 3, calls * 2 // 3)
         conn.execute("DELETE FROM recordings WHERE id = ANY(%s)", (ids[1:],))
-        assert _rows_of(conn, ids) == (0, 0)
+        assert _rows_of(conn, ids) == (0, 0, 0)
     store = open_store(pg_url)
     try:
         last = store.import_cassette(cassette)
     finally:
         store.close()
     with psycopg.connect(conninfo, autocommit=True) as conn:
-        assert _rows_of(conn, [last]) == (events // 3, tools // 3)
+        assert _rows_of(conn, [last]) == (events // 3, tools // 3, calls // 3)
         conn.execute("TRUNCATE recordings")
-        assert _rows_of(conn, [last]) == (0, 0)
+        assert _rows_of(conn, [last]) == (0, 0, 0)
 
 
 
@@ -413,7 +412,7 @@ def test_prune_while_a_proxy_records_on_postgres(pg_url: str) -> None:
     conninfo = plain_url(pg_url)
     assert conninfo is not None
     with psycopg.connect(conninfo) as conn:
-        assert _rows_of(conn, gone) == (0, 0)
+        assert _rows_of(conn, gone) == (0, 0, 0)
         assert _rows_of(conn, [str(live[0]["id"])])[0] == 600
 
 
@@ -514,7 +513,8 @@ def _recording_as_stored(pg_url: str, recording_id: str) -> dict[str, list[tuple
     with psycopg.connect(conninfo) as conn:
         for table, key, order in (("recordings", "id", "1"),
                                   ("events", "recording_id", "seq"),
-                                  ("event_tools", "recording_id", "seq, kind, tool_use_id")):
+                                  ("event_tools", "recording_id", "seq, kind, tool_use_id"),
+                                  ("usage_calls", "recording_id", "call_id")):
             names = [row[0] for row in conn.execute(
                 "SELECT column_name FROM information_schema.columns WHERE table_name = %s "
                 "ORDER BY ordinal_position", (table,))
@@ -557,7 +557,8 @@ def test_a_recording_is_written_plainly_as_the_store_writes_it(
         for start in range(0, len(events), 7):
             batch = events[start:start + 7]
             session.add_many(batch)
-            updates = {"last_seen_ns": 5, "lost_bytes": 0, **summary_columns(session),
+            updates = {"last_seen_ns": 5, "lost_bytes": 0,
+                       **summary_columns(session, started_ns=info.started_ns),
                        "cli_session_id": "s", "model": None, "models": None}
             store.write_rows(info.id, *event_rows(info.id, batch), updates)
             rows = flat_rows(twin.id, batch) if flat else event_rows(twin.id, batch)
@@ -571,8 +572,15 @@ def test_a_recording_is_written_plainly_as_the_store_writes_it(
         store.close()
         plain.close()
     written = _recording_as_stored(pg_url, twin.id)
-    assert written == _recording_as_stored(pg_url, info.id)
+    stored = _recording_as_stored(pg_url, info.id)
+    # The twin holds the same API messages, written second: its rows are
+    # duplicates (the last column, with its type).
+    assert {row[-2:] for row in written["usage_calls"]} == {("true", "boolean")}
+    for table in (written, stored):
+        table["usage_calls"] = [row[:-2] for row in table["usage_calls"]]
+    assert written == stored
     assert len(written["events"]) == len(events)
+    assert written["usage_calls"], "the sample's calls are stored"
     if sample.startswith("mcp"):
         assert written["event_tools"], "the sample's tool uses are stored"
 
@@ -749,3 +757,44 @@ def test_the_session_lists_filters_and_first_prompts_on_postgres(pg_url: str) ->
         assert "Bash" in browse.choices(store)["tools"]
     finally:
         store.close()
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_usage_reports_on_postgres_are_sqlite_s(pg_url: str, tmp_path: Path) -> None:
+    """The usage queries (plain SQL) read the same on both databases, filters too."""
+    import json as json_module
+
+    from click.testing import CliRunner
+
+    from claudetrace.cli import cli
+    from claudetrace.formats.imports import import_file
+    from claudetrace.testing.transcripts import random_corpus, write_transcript
+
+    sqlite_db = f"sqlite:///{tmp_path / 'usage.db'}"
+    corpus = random_corpus(6, seed=3, calls=5)
+    for url in (pg_url, sqlite_db):
+        store = open_store(url)
+        try:
+            for t in corpus:
+                import_file(store, write_transcript(tmp_path / "projects", t),
+                            tags={"team": "infra"} if t.project.endswith("p1") else {})
+        finally:
+            store.close()
+
+    def report(url: str, *args: str) -> object:
+        # Only the transcripts: the module's database holds other tests' recordings.
+        out = CliRunner().invoke(cli, ["usage", *args, "--json", "-z", "UTC", "--db", url,
+                                       "--source", "transcript"])
+        assert out.exit_code == 0, out.output
+        got = json_module.loads(out.stdout)
+        for s in got.get("sessions", ()):  # each store names its recordings
+            del s["recordingId"]
+            s["modelsUsed"].sort()
+        return got
+
+    for args in (("daily",), ("monthly", "--project", "p2"), ("session", "--tag", "team=infra"),
+                 ("blocks",), ("weekly", "--model", "claude-opus-4-5-20251101")):
+        assert report(pg_url, *args) == report(sqlite_db, *args), args
+    tagged = report(pg_url, "session", "--tag", "team=infra")
+    assert tagged["sessions"] and all(s["projectPath"].endswith("p1")  # type: ignore[index]
+                                      for s in tagged["sessions"])  # type: ignore[index]

@@ -72,7 +72,7 @@ def both(tmp_path: Path, name: str, empty: Path, **plain_options: Any,
 
 
 def assert_same(via_store: Path, via_plain: Path) -> None:
-    for table in ("recordings", "events", "event_tools"):
+    for table in ("recordings", "events", "event_tools", "usage_calls"):
         assert table_rows(via_plain, table) == table_rows(via_store, table), table
 
 
@@ -99,7 +99,9 @@ def test_a_recording_is_stored_as_the_store_stores_it(tmp_path: Path, sample: st
         batch = events[start:start + 7]
         for ev in batch:
             session.add(ev)
-        updates = {"last_seen_ns": 5, "lost_bytes": 0, **summary_columns(session),
+        # With the calls' usage rows, which replace the recording's each time.
+        updates = {"last_seen_ns": 5, "lost_bytes": 0,
+                   **summary_columns(session, started_ns=info.started_ns),
                    "cli_session_id": "s", "model": None}
         rows, tools = event_rows(info.id, batch)
         store.write_rows(info.id, rows, tools, updates)
@@ -114,6 +116,7 @@ def test_a_recording_is_stored_as_the_store_stores_it(tmp_path: Path, sample: st
     store.close()
     writes.close()
     assert_same(via_store, via_plain)
+    assert table_rows(via_plain, "usage_calls"), "the sample's calls are stored"
     if sample.startswith("mcp"):
         assert table_rows(via_plain, "event_tools"), "the sample's tool uses are stored"
 

@@ -206,6 +206,36 @@ def store_bench(sessions: int, turns: int, repeat: int, db_url: str | None) -> N
         click.echo(line)
 
 
+@bench.command("usage")
+@click.option("--sessions", default=200, show_default=True, help="Transcripts in the tree.")
+@click.option("--calls", default=700, show_default=True,
+              help="Most model calls a session (each 1 to this many; 700: ~100 MB for 200).")
+@click.option("--db", "db_url", metavar="URL",
+              help="Store here (e.g. PostgreSQL; its recordings stay) "
+              "[default: fresh SQLite files].")
+@click.option("--ccusage", metavar="PATH",
+              help="ccusage to compare with [default: on PATH, or the tests' copy in a checkout].")
+@click.option("--repeat", default=3, show_default=True, type=click.IntRange(min=1),
+              help="Runs per command (taking turns); each row is the median.")
+@reports_errors
+def usage_bench(sessions: int, calls: int, db_url: str | None, ccusage: str | None,
+                repeat: int) -> None:
+    """claudetrace usage against ccusage on the same made-up transcript tree.
+
+    Targets: import then usage daily at most 2x ccusage's time; usage daily on the
+    filled store at most 0.25x; any report under 1 s on 10,000 sessions in PostgreSQL.
+    """
+    from ..bench.usage import find_ccusage, report_lines, run_usage_bench
+
+    found = find_ccusage(ccusage)
+    if found is None:
+        click.echo("ccusage not found: no side-by-side row (npm install ccusage)", err=True)
+    rows = run_usage_bench(sessions=sessions, calls=calls, db_url=db_url, ccusage=found,
+                           repeat=repeat, say=click.echo)
+    for line in report_lines(rows):
+        click.echo(line)
+
+
 def _db_name(url: str) -> str:
     """A short name for a database row: its kind."""
     scheme = url.partition("://")[0].split("+")[0] if "://" in url else "sqlite"

@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "otel": "claudetrace.cli.otel:otel",
     "tail": "claudetrace.cli.tail:tail",
     "ui": "claudetrace.cli.ui:ui",
+    "usage": "claudetrace.cli.usage:usage",
 }
 
 

@@ -54,11 +54,6 @@ def has_process(rec: Any) -> bool:
     return rec.source not in FILE_SOURCES
 
 
-def cost_known(rec: Any) -> bool:
-    """Whether the recording says what the session cost (a transcript may not)."""
-    return has_process(rec) or bool((rec.extra or {}).get("cost_known"))
-
-
 def exit_text(rec: Any) -> str:
     """How the CLI process ended: ``0``, ``signal 9``, ``running`` while it runs,
     ``—`` when no exit was recorded, ``unknown`` for a source with no process."""

@@ -50,16 +50,65 @@ def turn_model(turn: Turn) -> str | None:
     return next((call.model for call in turn.calls if call.model), None)
 
 
-def summary_columns(session: Session, *, estimate: bool = True) -> dict[str, Any]:
+def usage_rows(session: Session, started_ns: int, cost: Cost | None = None, *,
+               from_turn: int = 1, ended_turns: bool = False) -> list[tuple[Any, ...]]:
+    """Per model call with tokens: ``(call id, Unix time ns, model, input, output,
+    cache read, cache creation, cost or None, cost source)`` (``usage_calls``),
+    of the calls of turn ``from_turn`` on (``ended_turns``: of the turns that
+    ended only; a call's figures change only until its turn's result, and the
+    live indexer writes each turn's once it ended).
+
+    Where the CLI reported the session's cost, a turn's cost for a model is shared
+    among the turn's calls of that model in proportion to their tokens, so the
+    calls add up to the CLI's figure (the price table is not loaded for it: the
+    live indexer writes these); a call the CLI put no cost on yet is priced by
+    the table.
+    """
+    cost = cost or session.cost()
+    shares: dict[str, float] = {}
+    if cost.source == "cli":
+        for turn in session.turns[from_turn - 1:]:
+            for model, spent in turn.cost_by_model.items():
+                calls = [c for c in turn.calls if (c.model or session.model or "unknown") == model]
+                weights = [float(c.usage.total) for c in calls]
+                whole = sum(weights) or 1.0
+                for call, weight in zip(calls, weights, strict=True):
+                    shares[call.id] = spent * weight / whole
+    rows = []
+    chosen = (list(session.calls.values()) if from_turn <= 1 and not ended_turns else
+              [c for turn in session.turns[from_turn - 1:] if turn.done or not ended_turns
+               for c in turn.calls])
+    for call in chosen:
+        usage = call.usage
+        if not usage:
+            continue
+        price: float | None
+        if call.id in shares:
+            price, source = shares[call.id], "cli"
+        else:
+            price = session.call_price(call)
+            source = "unknown" if price is None else "estimate"
+        rows.append((call.id, started_ns + call.start_ns, call.model or session.model or "unknown",
+                     usage.input, usage.output, usage.cache_read, usage.cache_creation,
+                     price, source))
+    return rows
+
+
+def summary_columns(session: Session, *, estimate: bool = True, started_ns: int | None = None,
+                    from_turn: int = 1, ended_turns: bool = False) -> dict[str, Any]:
     """The summary columns of ``recordings`` for ``session`` as it stands.
 
     ``cost_usd`` is 0 where ``cost_source`` is ``unknown`` (the column holds a
     number; views show no figure).  ``estimate``: see :meth:`Session.cost`.
+    With the recording's start (``started_ns``), also its calls' rows of
+    ``usage_calls`` (:func:`usage_rows`, from turn ``from_turn`` on, of the turns
+    that ended only if ``ended_turns``), under that key: they replace the
+    recording's rows of the same calls.
     """
     usage = session.usage
     last = session.last_result
     cost = session.cost(estimate=estimate)
-    return {
+    columns: dict[str, Any] = {
         "event_count": session.event_count,
         "byte_count": session.byte_count,
         "turns": len(session.turns),
@@ -77,6 +126,10 @@ def summary_columns(session: Session, *, estimate: bool = True) -> dict[str, Any
         "result_subtype": None if last is None else last.result_subtype,
         "models": model_figures(session, cost),
     }
+    if started_ns is not None:
+        columns["usage_calls"] = usage_rows(session, started_ns, cost, from_turn=from_turn,
+                                            ended_turns=ended_turns)
+    return columns
 
 
 def figure_records(session: Session) -> dict[str, list[list[Any]]]:

@@ -24,16 +24,19 @@ from ..model.events import Direction, Event
 from ..recording import RecordingInfo
 from .engine import BUSY_TIMEOUT_S, create_store_engine, error_reason, upgrade
 from .ingest import ended_columns, import_cassette, info_from_header
-from .models import EventRow, EventTool, Recording, type_in
+from .models import EventRow, EventTool, Recording, UsageCall, type_in
 from .postgres import copy_rows
 from .rows import (
     ROWS_PER_INSERT,
+    USAGE_CALLS,
     Rows,
+    chunks,
     event_rows,
     info_columns,
     insert_batches,
     row_count,
     rows_per_insert,
+    usage_call_rows,
 )
 from .textindex import index_rows, insert_postgres, insert_sqlite
 from .values import storable_columns
@@ -43,6 +46,7 @@ __all__ = ["Store", "info_from_header", "open_store", "resolve_url"]
 _EVENTS = cast(Table, EventRow.__table__)
 _TOOLS = cast(Table, EventTool.__table__)
 _RECORDINGS = cast(Table, Recording.__table__)
+_USAGE = cast(Table, UsageCall.__table__)
 def open_store(
     db: str | None = None, *, migrate: bool = True, create: bool = True,
     busy_timeout_s: float = BUSY_TIMEOUT_S, log_bytes: int | None = None,
@@ -145,6 +149,10 @@ class Store:
     ) -> None:
         """:meth:`write_batch` of the rows :func:`event_rows` made (perhaps in
         another process: :mod:`.writer`)."""
+        calls = None
+        if recording_updates and USAGE_CALLS in recording_updates:
+            recording_updates = dict(recording_updates)
+            calls = list(recording_updates.pop(USAGE_CALLS))
         with self.engine.begin() as conn:
             has_rows, has_tools = row_count(rows) > 0, row_count(tools) > 0
             if has_rows or has_tools:
@@ -153,6 +161,8 @@ class Store:
                 self._insert_rows(conn, _EVENTS, rows)
             if has_tools:
                 self._insert_rows(conn, _TOOLS, tools)
+            if calls is not None:  # the recording's calls as they stand now
+                self._replace_usage(conn, recording_id, calls)
             if recording_updates:
                 conn.execute(
                     update(_RECORDINGS)
@@ -258,6 +268,7 @@ class Store:
                 ev.forget_parsed()  # a converter's events may come parsed: a copy of each
             summary = ended_columns(session, info, info.started_ns + session.last_ns)
         columns = {**info_columns(info), **summary}
+        calls = list(columns.pop(USAGE_CALLS, ()))
         if open_seen_ns is not None:
             columns.update(ended_ns=None, last_seen_ns=open_seen_ns)
         r = _RECORDINGS.c
@@ -270,7 +281,9 @@ class Store:
             ).rowcount
             if not found:
                 conn.execute(insert(_RECORDINGS).values(**storable_columns(columns)))
-            return self._put_events(conn, info.id, events, compare=bool(found))
+            kept = self._put_events(conn, info.id, events, compare=bool(found))
+            self._replace_usage(conn, info.id, calls, whole=True)
+        return kept
 
     def _put_events(self, conn: Connection, recording_id: str, events: Iterable[Event], *,
                     compare: bool) -> int:
@@ -314,6 +327,26 @@ class Store:
             self._insert_rows(conn, _EVENTS, rows)
         if tools:
             self._insert_rows(conn, _TOOLS, tools)
+
+    def _replace_usage(self, conn: Connection, recording_id: str,
+                       calls: list[tuple[Any, ...]], *, whole: bool = False) -> None:
+        """Make ``calls`` (:func:`~claudetrace.model.summary.usage_rows`) the
+        recording's rows of ``usage_calls`` for those calls (``whole``: all its
+        rows); a message another recording holds is marked a duplicate."""
+        def elsewhere(ids: list[str]) -> Iterator[str]:
+            for chunk in chunks(ids):
+                yield from conn.execute(select(_USAGE.c.call_id).where(
+                    _USAGE.c.call_id.in_(chunk), _USAGE.c.recording_id != recording_id,
+                    _USAGE.c.duplicate.is_(False))).scalars()
+
+        rows = usage_call_rows(recording_id, calls, elsewhere)
+        mine = _USAGE.c.recording_id == recording_id
+        if whole:
+            conn.execute(delete(_USAGE).where(mine))
+        for chunk in chunks([row[1] for row in rows]):
+            conn.execute(delete(_USAGE).where(mine, _USAGE.c.call_id.in_(chunk)))
+        if rows:
+            self._insert_rows(conn, _USAGE, rows)
 
     def delete_recording(self, recording_id: str) -> None:
         """Delete a recording with its events and tool references (the schema's

@@ -132,7 +132,7 @@ def _write_events(info: RecordingInfo, header: dict[str, Any], events: Iterator[
 def ended_columns(session: Session, info: RecordingInfo, ended_ns: int) -> dict[str, Any]:
     """What an imported recording's row says once all its events are read."""
     return {
-        **summary_columns(session),
+        **summary_columns(session, started_ns=info.started_ns),
         **outcome_columns(session.outcome(
             ended=True, exit_code=info.exit_code, signal=info.signal, error=info.error)),
         **stream_columns(info),

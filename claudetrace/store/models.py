@@ -253,6 +253,38 @@ def type_in(types: Sequence[str]) -> ColumnElement[bool]:
     return and_(column.in_(wanted), column != literal_column(f"'{UNINDEXED_TYPE}'"))
 
 
+class UsageCall(Base):
+    """One model call's tokens and cost, at its time: what ``claudetrace usage`` adds up.
+
+    Written with a recording's summary (:func:`claudetrace.model.summary.usage_rows`),
+    a row per API message id (its last usage), so reports read neither events nor
+    JSON.  ``t_ns`` is Unix time; ``cost_usd`` is None where ``cost_source`` is
+    ``unknown``; a ``cli`` cost is the CLI's cost of the call's turn and model,
+    shared among its calls.
+    """
+
+    __tablename__ = "usage_calls"
+
+    recording_id: Mapped[str] = mapped_column(
+        String(26), ForeignKey("recordings.id", ondelete="CASCADE"), primary_key=True
+    )
+    call_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    t_ns: Mapped[int] = mapped_column(BigInteger, index=True)
+    model: Mapped[str] = mapped_column(String(100))
+    input_tokens: Mapped[int] = mapped_column(BigInteger)
+    output_tokens: Mapped[int] = mapped_column(BigInteger)
+    cache_read_tokens: Mapped[int] = mapped_column(BigInteger)
+    cache_creation_tokens: Mapped[int] = mapped_column(BigInteger)
+    cost_usd: Mapped[float | None] = mapped_column(Float)
+    cost_source: Mapped[str] = mapped_column(String(16))
+    #: Another recording holds the same API message (a resumed session's transcript
+    #: repeats its history; a proxied session imported from its transcript too):
+    #: counted once, where it was stored first (ccusage's rule).
+    duplicate: Mapped[bool] = mapped_column(Boolean, default=False)
+
+    __table_args__ = (Index("ix_usage_calls_call_id", "call_id"),)
+
+
 class EventTool(Base):
     """A tool use id mentioned by an event (see :class:`claudetrace.model.events.ToolRef`)."""
 

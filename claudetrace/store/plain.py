@@ -15,19 +15,20 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Iterator
 from typing import Any, Final
 
 from ..errors import StoreError
 from ..recording import RecordingInfo
 from . import values
-from .rows import Rows, info_columns, row_count
+from .rows import USAGE_CALLS, Rows, chunks, info_columns, row_count, usage_call_rows
 from .textindex import index_rows
 
 #: The newest migration's revision (``migrations/versions``), known without
 #: Alembic: a store that is already there opens without importing Alembic or
 #: reading the migration scripts (a third of an indexer's start-up).  A test
 #: checks it against the scripts' head.
-SCHEMA_HEAD: Final = "0007_cost_source"
+SCHEMA_HEAD: Final = "0007_usage_calls"
 
 #: The ``recordings`` table's columns at :data:`SCHEMA_HEAD`, with the value a new
 #: row takes where none is given (the models' defaults; None: NULL), and which
@@ -118,6 +119,10 @@ class PlainWrites:
     def write_rows(self, recording_id: str, rows: Rows, tools: Rows,
                    recording_updates: dict[str, Any] | None = None) -> None:
         said = index_rows(rows)  # before the transaction: not while holding SQLite's lock
+        calls = None
+        if recording_updates and USAGE_CALLS in recording_updates:
+            recording_updates = dict(recording_updates)
+            calls = list(recording_updates.pop(USAGE_CALLS))
         with self._transaction() as cursor:
             # The check a foreign key makes for every row, once a batch; the
             # recording stays meanwhile.
@@ -129,8 +134,29 @@ class PlainWrites:
                     self._insert(cursor, table, table_rows)
             if said:
                 self._index(cursor, said)
+            if calls is not None:  # the recording's calls as they stand now
+                self._replace_usage(cursor, recording_id, calls)
             if recording_updates:
                 self._update(cursor, recording_id, recording_updates)
+
+    def _replace_usage(self, cursor: Any, recording_id: str, calls: list[Any]) -> None:
+        """As :meth:`~claudetrace.store.Store._replace_usage` does (those calls' rows)."""
+        mark = self._placeholder("recording_id")
+
+        def elsewhere(ids: list[str]) -> Iterator[str]:
+            for chunk in chunks(ids):
+                listed = ", ".join([mark] * len(chunk))
+                cursor.execute(f"SELECT call_id FROM usage_calls WHERE call_id IN ({listed}) "
+                               f"AND recording_id <> {mark} AND NOT duplicate",
+                               [*chunk, recording_id])
+                yield from (row[0] for row in cursor.fetchall())
+
+        rows = usage_call_rows(recording_id, calls, elsewhere)
+        for chunk in chunks([row[1] for row in rows]):
+            cursor.execute(f"DELETE FROM usage_calls WHERE recording_id = {mark} AND call_id IN "
+                           f"({', '.join([mark] * len(chunk))})", [recording_id, *chunk])
+        if rows:
+            self._insert(cursor, "usage_calls", rows)
 
     def update_recording(self, recording_id: str, **columns: Any) -> None:
         with self._transaction("update recording") as cursor:

@@ -31,7 +31,40 @@ COLUMNS: Final = {
                "is_json", "type", "subtype", "request_id", "uuid", "session_id",
                "parent_tool_use_id"),
     "event_tools": ("recording_id", "seq", "tool_use_id", "tool_name", "kind"),
+    "usage_calls": ("recording_id", "call_id", "t_ns", "model", "input_tokens",
+                    "output_tokens", "cache_read_tokens", "cache_creation_tokens", "cost_usd",
+                    "cost_source", "duplicate"),
 }
+#: The key of a recording's updates that carries its :data:`COLUMNS` ``usage_calls``
+#: rows (without the recording id): they replace the recording's rows.
+USAGE_CALLS: Final = "usage_calls"
+
+
+def usage_call_rows(recording_id: str, calls: Iterable[tuple[Any, ...]],
+                    elsewhere: Callable[[list[str]], Iterable[str]] | None = None,
+                    ) -> list[tuple[Any, ...]]:
+    """The ``usage_calls`` rows of a recording's calls (ids and models clipped,
+    numbers as every engine takes them: :func:`.values.number`), each marked a
+    duplicate when ``elsewhere`` (the ids, of those asked, that another recording
+    holds) names it."""
+    number = values.number
+    rows = [(recording_id, clip(c[0], 128), number(c[1]), clip(c[2], 100),
+             *(number(v) for v in c[3:8]), c[8]) for c in calls]
+    shared = [r[1] for r in rows if api_message_id(r[1])]
+    held = set(elsewhere(shared)) if elsewhere and shared else set()
+    return [(*r, r[1] in held) for r in rows]
+
+
+def api_message_id(call_id: str | None) -> bool:
+    """Whether a call's id is the API's message id (the same in every recording
+    of the message), not one the session model made up (``unobserved/…``, ``seq…``)."""
+    return bool(call_id) and not call_id.startswith(("unobserved/", "seq"))  # type: ignore[union-attr]
+
+
+def chunks(items: list[str], size: int = 500) -> Iterator[list[str]]:
+    """``items`` a bounded ``IN`` list at a time."""
+    for at in range(0, len(items), size):
+        yield items[at:at + size]
 
 
 #: The sizes of the columns of the fields lines repeat: type, subtype, request_id,

@@ -8,7 +8,9 @@
 - :mod:`claudetrace.testing.harness` — the bundled CLI's path and the
   environment that makes it start fast, offline and isolated;
 - :mod:`claudetrace.testing.serving` — wait for a server a test started (the
-  session browser, Phoenix) to answer.
+  session browser, Phoenix) to answer;
+- :mod:`claudetrace.testing.transcripts` — Claude Code transcripts of chosen
+  calls (models, times, tokens), for usage reports and ccusage comparisons.
 
 The pytest plugin's ``claude_fake_api`` fixture is a running :class:`FakeAPI`.
 """

@@ -18,7 +18,6 @@ means rebuilding the table.
 
 from __future__ import annotations
 
-import sqlalchemy as sa
 from alembic import op
 
 revision = "0005_postgres_bulk_events"

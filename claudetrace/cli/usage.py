@@ -1,0 +1,169 @@
+"""``usage``: tokens and cost by day, week, month, session or 5-hour block."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+
+from ._common import db_option, read_store, reports_errors
+
+
+def _day(value: str | None, tz: dt.tzinfo | None, *, end: bool) -> int | None:
+    """``YYYYMMDD`` or ``YYYY-MM-DD`` (a day in ``tz``; its end when ``end``) as Unix ns."""
+    if not value:
+        return None
+    text = value.replace("-", "")
+    try:
+        day = dt.datetime.strptime(text, "%Y%m%d").replace(tzinfo=tz)  # None: local
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a day (YYYYMMDD or YYYY-MM-DD)") from None
+    if end:
+        day += dt.timedelta(days=1)
+    return int(day.timestamp()) * 1_000_000_000
+
+
+@click.command()
+@click.argument("report", default="daily",
+                type=click.Choice(["daily", "weekly", "monthly", "session", "blocks"]))
+@db_option
+@click.option("--json", "as_json", is_flag=True, help="JSON in ccusage's field names, for scripts.")
+@click.option("--since", metavar="DAY", help="From this day on (YYYYMMDD or YYYY-MM-DD).")
+@click.option("--until", metavar="DAY", help="Up to this day, included.")
+@click.option("-b", "--breakdown", is_flag=True, help="A row per model under each period.")
+@click.option("--project", metavar="TEXT", help="Only sessions whose working directory has TEXT.")
+@click.option("--tag", "tags", multiple=True, metavar="K=V", help="Only sessions with this tag.")
+@click.option("--name", help="Only sessions of this name.")
+@click.option("--source", "sources", multiple=True, metavar="SOURCE",
+              help="Only sessions from this source: proxy, transcript, import… (repeatable).")
+@click.option("--model", "models", multiple=True, metavar="MODEL",
+              help="Only calls of this model (repeatable).")
+@click.option("-z", "--timezone", "timezone", metavar="ZONE",
+              help="Time zone of days, weeks and months (IANA name or UTC; default: local).")
+@click.option("--import", "imports", multiple=True, metavar="PATH",
+              help="Import these transcripts or folders first (only what changed), "
+              "e.g. ~/.claude/projects.")
+@click.option("--live", is_flag=True, help="blocks: refresh in the terminal until Ctrl-C.")
+@click.option("--interval", default=5.0, show_default=True, help="Seconds between refreshes.")
+@reports_errors
+def usage(report: str, db_url: str | None, as_json: bool, since: str | None, until: str | None,
+          breakdown: bool, project: str | None, tags: tuple[str, ...], name: str | None,
+          sources: tuple[str, ...], models: tuple[str, ...], timezone: str | None,
+          imports: tuple[str, ...], live: bool, interval: float) -> None:
+    """Tokens and cost of every stored session (proxied and imported), by day,
+    week, month, session or 5-hour billing block (REPORT, default daily).
+
+    Cost is the CLI's where it reported one, else estimated from the price table
+    (genai-prices) and marked so; a model without a price is listed, not counted
+    as 0.  --json writes ccusage's fields (see docs/usage.md for the differences).
+    """
+    from .. import usage as reports
+    from ..store.usage import UsageFilter
+    from .record import _parse_tags
+
+    try:
+        tz = reports.zone(timezone)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--timezone") from None
+    if live and report != "blocks":
+        raise click.BadParameter("--live is for the blocks report", param_hint="--live")
+    with _reader(db_url, imports) as reader:
+        _report(reader, report, as_json, breakdown, live, interval, tz, UsageFilter(
+            since_ns=_day(since, tz, end=False), until_ns=_day(until, tz, end=True),
+            models=models, project=project, tags=_parse_tags(tags), name=name,
+            sources=sources))
+
+
+@contextmanager
+def _reader(db_url: str | None, imports: tuple[str, ...]) -> Iterator[Any]:
+    """What runs the report's queries: on a database at the newest schema with
+    nothing waiting to be stored, a bare sqlite3 or psycopg connection (no
+    SQLAlchemy); else the store, after importing ``imports``."""
+    from ..store.usage import plain_reader, store_reader
+
+    if not imports:
+        from ..capture import capture_files
+        from ..config import resolve_url
+
+        url = resolve_url(db_url)
+        if not capture_files(url):
+            with plain_reader(url) as plain:
+                if plain is not None:
+                    yield plain
+                    return
+    store = read_store(db_url) if not imports else _imported(db_url, imports)
+    try:
+        yield store_reader(store)
+    finally:
+        store.close()
+
+
+def _report(reader: Any, report: str, as_json: bool, breakdown: bool, live: bool,
+            interval: float, tz: dt.tzinfo | None, f: Any) -> None:
+    from .. import usage as reports
+
+    kind: Any = report
+    if as_json:
+        import msgspec
+
+        data = reports.report_json(reader, kind, f, tz, time.time_ns())
+        # msgspec writes it in C (json's indenting encoder is Python: seconds for
+        # ten thousand sessions).
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(data), indent=2).decode()
+                         + "\n")
+        return
+    from rich.console import Console
+
+    from .usage_table import blocks_table, period_table, session_table
+
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    if report == "blocks":
+        def table() -> Any:
+            return blocks_table(reports.blocks(reader, f), time.time_ns(), breakdown)
+
+        if live:
+            from rich.live import Live
+
+            with Live(table(), console=console, refresh_per_second=1) as shown:
+                try:
+                    while True:
+                        time.sleep(interval)
+                        shown.update(table())
+                except KeyboardInterrupt:
+                    pass
+            return
+        console.print(table())
+    elif report == "session":
+        console.print(session_table(reports.sessions(reader, f), tz, breakdown))
+    else:
+        console.print(period_table(kind, reports.periods(reader, kind, f, tz), breakdown))
+
+
+def _imported(db_url: str | None, paths: tuple[str, ...]) -> Any:
+    """The store after importing ``paths`` (unchanged files are skipped), with one
+    line on stderr saying what was done."""
+    from collections import Counter
+
+    from ..formats.imports import expand, import_file
+    from ..indexer import open_settled_store
+
+    store = open_settled_store(db_url, create=True)
+    done: Counter[str] = Counter()
+    for path in expand(paths):
+        try:
+            done[import_file(store, path).action] += 1
+        except Exception as exc:  # one file must not stop the report
+            from ..errors import ClaudeTraceError
+
+            if not isinstance(exc, (ClaudeTraceError, OSError, ValueError)):
+                raise
+            done["skipped"] += 1
+            click.echo(f"claudetrace: {path}: {exc}", err=True)
+    click.echo("imported: " + (", ".join(f"{n} {what}" for what, n in sorted(done.items()))
+                               or "nothing"), err=True)
+    return store

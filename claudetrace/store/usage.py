@@ -1,0 +1,280 @@
+"""Usage over many recordings: the queries behind ``claudetrace usage``.
+
+Every figure comes from ``usage_calls`` (a row per model call: its time, model,
+tokens, cost and where the cost comes from; a message two recordings hold is
+counted once), summed by the database: by time bucket and model
+(:func:`buckets`, for days, weeks and months in any time zone), by recording and
+model (:func:`by_recording`), or the calls themselves in time order
+(:func:`calls`, for 5-hour blocks).  :class:`UsageFilter` narrows them by time,
+model and the recordings' project (cwd), tags, name and source.
+
+The queries are plain SQL that SQLite and PostgreSQL both read, run by a
+:class:`Reader`: the store's connection (:func:`store_reader`), or on a
+database at the newest schema a bare :mod:`sqlite3` or psycopg connection
+(:func:`plain_reader`): a report then loads neither SQLAlchemy nor the models,
+most of its time otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol
+
+from .plain import SCHEMA_HEAD
+from .sqlite import plain_file
+
+
+class Reader(Protocol):
+    """Runs a query: ``marker`` is its driver's parameter, ``dialect`` the database's."""
+
+    marker: str
+    dialect: str
+
+    def rows(self, sql: str, params: list[Any]) -> Iterable[tuple[Any, ...]]: ...
+
+
+class _StoreReader:
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self.dialect = store.engine.dialect.name
+        self.marker = "?" if store.engine.dialect.paramstyle == "qmark" else "%s"
+
+    def rows(self, sql: str, params: list[Any]) -> Iterable[tuple[Any, ...]]:
+        from .api import _store_errors
+
+        with _store_errors("read"), self._store.engine.connect() as conn:
+            return [tuple(row) for row in conn.exec_driver_sql(sql, tuple(params))]
+
+
+def store_reader(store: Any) -> Reader:
+    """The queries run on a :class:`~claudetrace.store.Store`'s connection."""
+    return _StoreReader(store)
+
+
+class _SqliteReader:
+    marker = "?"
+    dialect = "sqlite"
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def rows(self, sql: str, params: list[Any]) -> Iterable[tuple[Any, ...]]:
+        from ..errors import StoreError
+
+        try:
+            found: list[tuple[Any, ...]] = self.conn.execute(sql, params).fetchall()
+            return found
+        except sqlite3.Error as exc:
+            raise StoreError(f"read failed: {exc}") from exc
+
+
+class _PostgresReader:
+    marker = "%s"
+    dialect = "postgresql"
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    def rows(self, sql: str, params: list[Any]) -> Iterable[tuple[Any, ...]]:
+        import psycopg
+
+        from ..errors import StoreError
+
+        try:
+            found: list[tuple[Any, ...]] = self.conn.execute(sql, params).fetchall()
+            return found
+        except psycopg.Error as exc:
+            raise StoreError(f"read failed: {str(exc).strip().splitlines()[0]}") from exc
+
+
+@contextmanager
+def plain_reader(url: str) -> Iterator[Reader | None]:
+    """A bare reader of the database ``url`` when it is at :data:`~.plain.SCHEMA_HEAD`:
+    :mod:`sqlite3` on a SQLite file (read-only), psycopg on a PostgreSQL URL libpq
+    reads as SQLAlchemy does; None for any other database, or one to migrate."""
+    if url.startswith("postgresql"):
+        from .postgres import plain_url
+
+        conninfo = plain_url(url)
+        if conninfo is None:
+            yield None
+            return
+        import psycopg
+
+        try:
+            pg = psycopg.connect(conninfo, autocommit=True)
+        except psycopg.Error:
+            yield None  # the store says why, in its words
+            return
+        try:
+            try:
+                heads = [row[0] for row in pg.execute("SELECT version_num FROM alembic_version")]
+            except psycopg.Error:
+                heads = []
+            yield _PostgresReader(pg) if heads == [SCHEMA_HEAD] else None
+        finally:
+            pg.close()
+        return
+    path = plain_file(url)
+    conn = None
+    if path is not None:
+        try:
+            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
+            heads = [row[0] for row in conn.execute("SELECT version_num FROM alembic_version")]
+        except sqlite3.Error:
+            heads = []
+        if heads != [SCHEMA_HEAD] and conn is not None:
+            conn.close()
+            conn = None
+    try:
+        yield None if conn is None else _SqliteReader(conn)
+    finally:
+        if conn is not None:
+            conn.close()
+
+
+@dataclass(frozen=True)
+class UsageFilter:
+    """Which calls a report adds up (every condition must hold; empty: no condition)."""
+
+    since_ns: int | None = None
+    until_ns: int | None = None
+    models: tuple[str, ...] = ()
+    #: A part of the recording's working directory.
+    project: str | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+    name: str | None = None
+    sources: tuple[str, ...] = ()
+
+    @property
+    def by_recording(self) -> bool:
+        return bool(self.project or self.tags or self.name or self.sources)
+
+
+class Figures(NamedTuple):
+    """Tokens, cost and calls of one group (``cost`` adds the calls that have one)."""
+
+    input: int
+    output: int
+    cache_read: int
+    cache_creation: int
+    cost: float
+    calls: int
+
+
+_SUMS = ("SUM(u.input_tokens), SUM(u.output_tokens), SUM(u.cache_read_tokens), "
+         "SUM(u.cache_creation_tokens), SUM(u.cost_usd), COUNT(*)")
+
+
+def _figures(row: tuple[Any, ...], at: int) -> Figures:
+    i, o, cr, cc, cost, n = row[at:at + 6]
+    return Figures(int(i or 0), int(o or 0), int(cr or 0), int(cc or 0), float(cost or 0.0),
+                   int(n))
+
+
+def _from(reader: Reader, f: UsageFilter) -> tuple[str, list[Any]]:
+    """The ``FROM … WHERE …`` of the calls ``f`` keeps, and its parameters."""
+    m = reader.marker
+    joins, where = "", ["NOT u.duplicate"]  # a message two recordings hold, once
+    params: list[Any] = []
+    if f.since_ns is not None:
+        where.append(f"u.t_ns >= {m}")
+        params.append(f.since_ns)
+    if f.until_ns is not None:
+        where.append(f"u.t_ns < {m}")
+        params.append(f.until_ns)
+    if f.models:
+        where.append(f"u.model IN ({', '.join([m] * len(f.models))})")
+        params.extend(f.models)
+    if f.by_recording:
+        joins = " JOIN recordings r ON r.id = u.recording_id"
+        if f.project:
+            escaped = f.project.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            where.append(f"r.cwd LIKE {m} ESCAPE '\\'")
+            params.append(f"%{escaped}%")
+        if f.name is not None:
+            where.append(f"r.name = {m}")
+            params.append(f.name)
+        if f.sources:
+            where.append(f"r.source IN ({', '.join([m] * len(f.sources))})")
+            params.extend(f.sources)
+        for key, value in f.tags.items():
+            if reader.dialect == "postgresql":
+                where.append(f"(r.tags::json ->> {m}) = {m}")
+                params.extend([key, value])
+            else:
+                where.append(f"json_extract(r.tags, {m}) = {m}")
+                params.extend([f"$.{json.dumps(key)}", value])
+    return f" FROM usage_calls u{joins} WHERE {' AND '.join(where)}", params
+
+
+def buckets(reader: Reader, f: UsageFilter, bucket_ns: int, offset_ns: int = 0,
+            ) -> list[tuple[int, str, str, Figures]]:
+    """``(bucket start ns, model, cost source, figures)`` per time bucket of
+    ``bucket_ns`` that has calls; buckets start at multiples of ``bucket_ns`` in
+    Unix time shifted by ``offset_ns`` (a fixed zone's days: its UTC offset)."""
+    source, params = _from(reader, f)
+    size, shift = int(bucket_ns), int(offset_ns)  # integer division on both databases
+    bucket = f"(u.t_ns + {shift}) / {size}"
+    sql = (f"SELECT {bucket}, u.model, u.cost_source, {_SUMS}{source} "
+           f"GROUP BY {bucket}, u.model, u.cost_source")
+    return [(int(row[0]) * size - shift, row[1], row[2], _figures(row, 3))
+            for row in reader.rows(sql, params)]
+
+
+class RecordingUsage(NamedTuple):
+    """A recording's figures per model and cost source, and what it is."""
+
+    recording_id: str
+    session_id: str | None
+    name: str | None
+    cwd: str
+    source: str
+    last_ns: int
+    models: list[tuple[str, str, Figures]]
+
+
+def by_recording(reader: Reader, f: UsageFilter) -> list[RecordingUsage]:
+    """Each recording with calls: its figures per model and cost source, oldest
+    last activity first."""
+    source, params = _from(reader, f)
+    sums = (f"SELECT u.recording_id, u.model, u.cost_source, {_SUMS}, MAX(u.t_ns){source} "
+            f"GROUP BY u.recording_id, u.model, u.cost_source")
+    sql = (f"SELECT s.*, r.cli_session_id, r.name, r.cwd, r.source FROM ({sums}) s "
+           f"JOIN recordings r ON r.id = s.recording_id")
+    found: dict[str, RecordingUsage] = {}
+    for row in reader.rows(sql, params):
+        rec = found.get(row[0])
+        if rec is None:
+            rec = found[row[0]] = RecordingUsage(row[0], row[10], row[11], row[12] or "",
+                                                 row[13], 0, [])
+        rec.models.append((row[1], row[2], _figures(row, 3)))
+        if int(row[9]) > rec.last_ns:
+            found[row[0]] = rec = rec._replace(last_ns=int(row[9]))
+    return sorted(found.values(), key=lambda r: (r.last_ns, r.recording_id))
+
+
+class CallUsage(NamedTuple):
+    """One call: its time, model, cost source, tokens and cost (None: no price)."""
+
+    t_ns: int
+    model: str
+    cost_source: str
+    input: int
+    output: int
+    cache_read: int
+    cache_creation: int
+    cost: float | None
+
+
+def calls(reader: Reader, f: UsageFilter) -> Iterable[tuple[Any, ...]]:
+    """Every call that passes ``f``, in time order, as the database gives it: a
+    tuple of :class:`CallUsage`'s fields (a report may read hundreds of thousands)."""
+    source, params = _from(reader, f)
+    sql = (f"SELECT u.t_ns, u.model, u.cost_source, u.input_tokens, u.output_tokens, "
+           f"u.cache_read_tokens, u.cache_creation_tokens, u.cost_usd{source} ORDER BY u.t_ns")
+    return reader.rows(sql, params)

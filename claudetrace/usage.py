@@ -1,0 +1,364 @@
+"""Usage reports over the store, in ccusage's shapes: daily, weekly, monthly, session, blocks.
+
+The figures come from the store's ``usage_calls`` (:mod:`claudetrace.store.usage`):
+each model call's tokens (per API message id, its last usage), time and cost, the
+CLI's where it reported one, else the price table's (:mod:`claudetrace.pricing`).
+The JSON uses ccusage's field names (``inputTokens``, ``cacheCreationTokens``,
+``totalCost``, ``modelsUsed``, ``modelBreakdowns`` …) so scripts written for
+ccusage keep working; what differs (said in ``docs/usage.md``): a cost the table
+cannot give is ``null`` and its model listed in ``unpricedModels`` (ccusage counts
+it 0), every entry says where its cost comes from (``costSource``), and a period
+also has ``period``.
+
+Days, weeks and months are cut in the report's time zone from buckets the
+database sums (a fixed zone's days, else hours, or quarter hours for a zone
+whose offset is a part of an hour); blocks are
+ccusage's 5-hour billing blocks, made from the calls themselves.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from .store import usage as q
+from .store.usage import Figures, Reader, UsageFilter
+
+Report = Literal["daily", "weekly", "monthly", "session", "blocks"]
+REPORTS: Final[tuple[Report, ...]] = ("daily", "weekly", "monthly", "session", "blocks")
+#: The key of each period report's list and of its period, as ccusage names them.
+KEYS: Final = {"daily": ("daily", "date"), "weekly": ("weekly", "week"),
+               "monthly": ("monthly", "month")}
+#: The buckets the database sums calls into for a zone with an offset of a part
+#: of an hour (every UTC offset is a multiple of it).
+BUCKET_NS: Final = 15 * 60 * 1_000_000_000
+_DAY_NS: Final = 86_400 * 1_000_000_000
+#: A billing block's length, ccusage's (and Anthropic's) five hours.
+BLOCK_NS: Final = 5 * 3600 * 1_000_000_000
+_HOUR_NS: Final = 3600 * 1_000_000_000
+
+
+@dataclass
+class Totals:
+    """Tokens and cost of a group of calls, per model and in all."""
+
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_creation: int = 0
+    cost: float = 0.0
+    calls: int = 0
+    sources: set[str] = field(default_factory=set)
+    #: Per model, in first-seen order.
+    models: dict[str, Totals] = field(default_factory=dict)
+
+    def add(self, model: str | None, source: str, f: Figures) -> None:
+        self.input += f.input
+        self.output += f.output
+        self.cache_read += f.cache_read
+        self.cache_creation += f.cache_creation
+        self.cost += f.cost
+        self.calls += f.calls
+        self.sources.add(source)
+        if model is not None:
+            self.models.setdefault(model, Totals()).add(None, source, f)
+
+    def merge(self, other: Totals) -> None:
+        """Add ``other``'s figures, per model too."""
+        self.input += other.input
+        self.output += other.output
+        self.cache_read += other.cache_read
+        self.cache_creation += other.cache_creation
+        self.cost += other.cost
+        self.calls += other.calls
+        self.sources.update(other.sources)
+        for model, figures in other.models.items():
+            self.models.setdefault(model, Totals()).merge(figures)
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input + self.output + self.cache_read + self.cache_creation
+
+    @property
+    def cost_source(self) -> str:
+        """``cli`` when every call's cost is the CLI's, ``estimate`` when some are
+        the table's, ``unknown`` when none has a price (no calls: ``cli``)."""
+        if self.sources <= {"cli"}:
+            return "cli"
+        if self.sources == {"unknown"}:
+            return "unknown"
+        return "estimate"
+
+    @property
+    def unpriced(self) -> list[str]:
+        """The models of which some calls have no price."""
+        return [m for m, t in self.models.items() if "unknown" in t.sources]
+
+    def cost_or_none(self) -> float | None:
+        return None if self.sources == {"unknown"} else round(self.cost, 9)
+
+    def tokens_json(self) -> dict[str, Any]:
+        return {"inputTokens": self.input, "outputTokens": self.output,
+                "cacheCreationTokens": self.cache_creation, "cacheReadTokens": self.cache_read,
+                "totalTokens": self.total_tokens}
+
+    def entry_json(self) -> dict[str, Any]:
+        """ccusage's fields of a period or session, and ours (``costSource`` …)."""
+        return {
+            **self.tokens_json(),
+            "totalCost": round(self.cost, 9),
+            "costSource": self.cost_source,
+            "unpricedModels": self.unpriced,
+            "modelsUsed": list(self.models),
+            "modelBreakdowns": [
+                {"modelName": m, "inputTokens": t.input, "outputTokens": t.output,
+                 "cacheCreationTokens": t.cache_creation, "cacheReadTokens": t.cache_read,
+                 "cost": t.cost_or_none(), "costSource": t.cost_source}
+                for m, t in sorted(self.models.items(), key=lambda mt: -mt[1].cost)
+            ],
+        }
+
+    def totals_json(self) -> dict[str, Any]:
+        return {"inputTokens": self.input, "outputTokens": self.output,
+                "cacheCreationTokens": self.cache_creation, "cacheReadTokens": self.cache_read,
+                "totalCost": round(self.cost, 9), "totalTokens": self.total_tokens,
+                "costSource": self.cost_source, "unpricedModels": self.unpriced}
+
+
+def zone(name: str | None) -> dt.tzinfo | None:
+    """A time zone by IANA name (``UTC`` too); None (no name): this machine's local
+    zone, with its summer time, as :mod:`datetime` reads naive local times."""
+    if not name:
+        return None
+    if name.upper() in ("UTC", "Z"):
+        return dt.timezone.utc
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f"unknown time zone {name!r}") from exc
+
+
+def _buckets_of(tz: dt.tzinfo | None) -> tuple[int, int]:
+    """The buckets to sum calls in for ``tz``'s days: ``(size, shift)`` in ns.
+
+    A fixed offset (UTC): its days themselves.  A zone whose offsets (winter and
+    summer) are whole hours: hours; else quarter hours."""
+    if isinstance(tz, dt.timezone):
+        offset = tz.utcoffset(None)
+        return _DAY_NS, int(offset.total_seconds()) * 1_000_000_000
+    year = dt.datetime.now().year
+    if tz is None:
+        offsets = [-time.timezone, -time.altzone]
+    else:
+        offsets = [int((tz.utcoffset(dt.datetime(year, month, 1)) or dt.timedelta())
+                       .total_seconds()) for month in (1, 7)]
+    return (_HOUR_NS if all(o % 3600 == 0 for o in offsets) else BUCKET_NS), 0
+
+
+def _period_key(report: Report, tz: dt.tzinfo | None) -> Callable[[int], str]:
+    def key(t_ns: int) -> str:
+        day = dt.datetime.fromtimestamp(t_ns / 1e9, tz).date()
+        if report == "monthly":
+            return f"{day.year:04d}-{day.month:02d}"
+        if report == "weekly":  # ccusage's weeks start on Sunday
+            day -= dt.timedelta(days=(day.weekday() + 1) % 7)
+        return day.isoformat()
+
+    return key
+
+
+def periods(reader: Reader, report: Report, f: UsageFilter, tz: dt.tzinfo | None,
+            ) -> dict[str, Totals]:
+    """``daily``, ``weekly`` or ``monthly`` figures, by period (oldest first)."""
+    key = _period_key(report, tz)
+    out: dict[str, Totals] = {}
+    size, shift = _buckets_of(tz)
+    for start, model, source, figures in sorted(q.buckets(reader, f, size, shift)):
+        out.setdefault(key(start), Totals()).add(model, source, figures)
+    return dict(sorted(out.items()))
+
+
+def period_json(report: Report, found: dict[str, Totals]) -> dict[str, Any]:
+    """A period report as ccusage's ``--json`` writes it."""
+    listed, period = KEYS[report]
+    total = Totals()
+    entries = []
+    for when, t in found.items():
+        entries.append({period: when, "period": when, **t.entry_json()})
+        total.merge(t)
+    return {listed: entries, "totals": total.totals_json()}
+
+
+@dataclass
+class SessionTotals:
+    """One recording's figures and what it is."""
+
+    recording_id: str
+    session_id: str
+    name: str | None
+    project: str
+    source: str
+    last_ns: int
+    totals: Totals
+
+
+def sessions(reader: Reader, f: UsageFilter) -> list[SessionTotals]:
+    """Each recording's figures, oldest last activity first."""
+    out = []
+    for rec in q.by_recording(reader, f):
+        totals = Totals()
+        for model, source, figures in rec.models:
+            totals.add(model, source, figures)
+        out.append(SessionTotals(rec.recording_id, rec.session_id or rec.recording_id, rec.name,
+                                 rec.cwd, rec.source, rec.last_ns, totals))
+    return out
+
+
+def session_json(found: list[SessionTotals], tz: dt.tzinfo | None) -> dict[str, Any]:
+    """The session report as ccusage's ``session --json`` writes it."""
+    total = Totals()
+    entries = []
+    for s in found:
+        t = s.totals
+        entries.append({
+            "sessionId": s.session_id, **t.entry_json(),
+            "lastActivity": dt.datetime.fromtimestamp(s.last_ns / 1e9, tz).date().isoformat(),
+            "projectPath": s.project, "recordingId": s.recording_id, "name": s.name,
+            "source": s.source,
+        })
+        total.merge(t)
+    return {"sessions": entries, "totals": total.totals_json()}
+
+
+# -- 5-hour blocks ---------------------------------------------------------------------
+
+
+@dataclass
+class Block:
+    """A billing block as ccusage makes them (a gap between two is one too)."""
+
+    start_ns: int
+    end_ns: int
+    totals: Totals
+    first_ns: int | None = None
+    last_ns: int | None = None
+    gap: bool = False
+
+    def active(self, now_ns: int) -> bool:
+        return (not self.gap and self.last_ns is not None
+                and now_ns - self.last_ns < BLOCK_NS and now_ns < self.end_ns)
+
+    def burn_rate(self) -> dict[str, float] | None:
+        """Tokens a minute (all, and input plus output) and cost an hour, over the
+        block's calls so far (ccusage's ``burnRate``)."""
+        if self.first_ns is None or self.last_ns is None or self.last_ns <= self.first_ns:
+            return None
+        minutes = (self.last_ns - self.first_ns) / 60e9
+        t = self.totals
+        return {"tokensPerMinute": t.total_tokens / minutes,
+                "tokensPerMinuteForIndicator": (t.input + t.output) / minutes,
+                "costPerHour": t.cost / minutes * 60}
+
+    def projection(self, now_ns: int) -> dict[str, float] | None:
+        """What the block will have used at its end at this rate (ccusage's ``projection``)."""
+        rate = self.burn_rate()
+        if rate is None:
+            return None
+        remaining = max(0.0, (self.end_ns - now_ns) / 60e9)
+        return {"totalTokens": round(self.totals.total_tokens
+                                     + rate["tokensPerMinute"] * remaining),
+                "totalCost": round(self.totals.cost + rate["costPerHour"] / 60 * remaining, 2),
+                "remainingMinutes": round(remaining)}
+
+
+def make_blocks(calls: Iterable[tuple[Any, ...]]) -> list[Block]:
+    """ccusage's blocks: a block starts at its first call's hour (UTC) and lasts five
+    hours; a call five hours or more after the block's start, or after the
+    previous call, starts the next; a pause of more than five hours is a gap block.
+
+    ``calls``: tuples of :class:`~claudetrace.store.usage.CallUsage`'s fields, in
+    time order."""
+    blocks: list[Block] = []
+    start = first = last = -1
+    # The open block's sums per (model, cost source), in first-seen order: a
+    # report may fold hundreds of thousands of calls, so no object a call.
+    sums: dict[tuple[str, str], list[float]] = {}
+
+    def close() -> None:
+        totals = Totals()
+        for (model, source), (i, o, cr, cc, cost, n) in sums.items():
+            totals.add(model, source, Figures(int(i), int(o), int(cr), int(cc), cost, int(n)))
+        blocks.append(Block(start, start + BLOCK_NS, totals, first_ns=first, last_ns=last))
+
+    for t_ns, model, source, i, o, cr, cc, cost in calls:
+        if sums and (t_ns - start > BLOCK_NS or t_ns - last > BLOCK_NS):
+            close()
+            if t_ns - last > BLOCK_NS:
+                blocks.append(Block(last + BLOCK_NS, t_ns, Totals(), gap=True))
+            sums = {}
+        if not sums:
+            start, first = t_ns - t_ns % _HOUR_NS, t_ns
+        mine = sums.get((model, source))
+        if mine is None:
+            sums[model, source] = [i, o, cr, cc, cost or 0.0, 1]
+        else:
+            mine[0] += i
+            mine[1] += o
+            mine[2] += cr
+            mine[3] += cc
+            mine[4] += cost or 0.0
+            mine[5] += 1
+        last = t_ns
+    if sums:
+        close()
+    return blocks
+
+
+def _iso(ns: int | None) -> str | None:
+    if ns is None:
+        return None
+    at = dt.datetime.fromtimestamp(ns / 1e9, dt.timezone.utc)
+    return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
+
+
+def blocks_json(blocks: list[Block], now_ns: int) -> dict[str, Any]:
+    """The blocks report as ccusage's ``blocks --json`` writes it."""
+    out = []
+    for b in blocks:
+        t = b.totals
+        active = b.active(now_ns)
+        out.append({
+            "id": ("gap-" if b.gap else "") + (_iso(b.start_ns) or ""),
+            "startTime": _iso(b.start_ns), "endTime": _iso(b.end_ns),
+            "actualEndTime": _iso(b.last_ns), "isActive": active, "isGap": b.gap,
+            "entries": t.calls,
+            "tokenCounts": {"inputTokens": t.input, "outputTokens": t.output,
+                            "cacheCreationInputTokens": t.cache_creation,
+                            "cacheReadInputTokens": t.cache_read},
+            "totalTokens": t.total_tokens, "costUSD": round(t.cost, 9),
+            "costSource": t.cost_source, "unpricedModels": t.unpriced,
+            "models": list(t.models),
+            "burnRate": b.burn_rate() if active else None,
+            "projection": b.projection(now_ns) if active else None,
+        })
+    return {"blocks": out}
+
+
+def blocks(reader: Reader, f: UsageFilter) -> list[Block]:
+    """The 5-hour blocks of the calls that pass ``f``."""
+    return make_blocks(q.calls(reader, f))
+
+
+def report_json(reader: Reader, report: Report, f: UsageFilter, tz: dt.tzinfo | None,
+                now_ns: int) -> dict[str, Any]:
+    """Any report as its ``--json``."""
+    if report == "session":
+        return session_json(sessions(reader, f), tz)
+    if report == "blocks":
+        return blocks_json(blocks(reader, f), now_ns)
+    return period_json(report, periods(reader, report, f, tz))

@@ -1,0 +1,262 @@
+"""``claudetrace usage``: tokens and cost by day, week, month, session and 5-hour block,
+from the store's per-call rows, against an independent count of the corpus."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from claudetrace.cassette import read_cassette
+from claudetrace.cli import cli
+from claudetrace.formats.imports import import_file
+from claudetrace.store import Store
+from claudetrace.store.usage import CallUsage
+from claudetrace.testing.transcripts import Call, Transcript, write_transcript
+from claudetrace.usage import make_blocks
+
+SONNET = "claude-sonnet-4-5-20250929"
+OPUS = "claude-opus-4-5-20251101"
+HAIKU = "claude-haiku-4-5-20251001"
+UTC = dt.timezone.utc
+
+
+def at(day: int, hour: int, minute: int = 0) -> dt.datetime:
+    return dt.datetime(2026, 11, day, hour, minute, tzinfo=UTC)
+
+
+def corpus() -> list[Transcript]:
+    """Main-thread sessions in two projects over three days and a month's turn,
+    three models, messages written as several lines, a call of 230k input."""
+    return [
+        Transcript("11111111-0000-4000-8000-000000000001", "-home-dev-alpha", [
+            Call(SONNET, at(20, 9), 1200, 300, 40_000, 2_000, lines=2),
+            Call(SONNET, at(20, 9, 5), 10_000, 5_000, 230_000, 9_000),
+            Call(HAIKU, at(20, 23, 40), 50, 20, 0, 0),
+        ], cwd="/home/dev/alpha"),
+        Transcript("11111111-0000-4000-8000-000000000002", "-home-dev-beta", [
+            Call(OPUS, at(21, 0, 10), 300, 900, 12_000, 800, lines=3),
+            Call(OPUS, at(22, 14), 30, 10, 1_000, 0),
+        ], cwd="/home/dev/beta"),
+        Transcript("11111111-0000-4000-8000-000000000003", "-home-dev-alpha", [
+            Call(SONNET, at(30, 22), 7, 8, 9, 10),
+        ], cwd="/home/dev/alpha"),
+    ]
+
+
+@pytest.fixture
+def filled(store: Store, tmp_path: Path) -> list[Transcript]:
+    found = corpus()
+    for t in found:
+        assert import_file(store, write_transcript(tmp_path / "projects", t)).recording_id
+    return found
+
+
+def run(db_path: Path, *args: str) -> Any:
+    out = CliRunner().invoke(cli, ["usage", *args, "--db", str(db_path)])
+    assert out.exit_code == 0, out.output
+    return json.loads(out.stdout) if "--json" in args else out.stdout
+
+
+def expected(transcripts: list[Transcript], key: Any) -> dict[str, dict[str, int]]:
+    """Tokens per period, counted from the corpus itself."""
+    out: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for t in transcripts:
+        for c in t.calls:
+            row = out[key(c.at)]
+            row["inputTokens"] += c.input
+            row["outputTokens"] += c.output
+            row["cacheReadTokens"] += c.cache_read
+            row["cacheCreationTokens"] += c.cache_creation
+    return {k: dict(v) for k, v in out.items()}
+
+
+TOKENS = ("inputTokens", "outputTokens", "cacheReadTokens", "cacheCreationTokens")
+
+
+@pytest.mark.parametrize(("report", "zone", "key"), [
+    ("daily", "UTC", lambda t: t.date().isoformat()),
+    ("daily", "Asia/Kolkata", lambda t: t.astimezone(
+        dt.timezone(dt.timedelta(hours=5, minutes=30))).date().isoformat()),
+    ("daily", "Europe/Paris", lambda t: t.astimezone(
+        dt.timezone(dt.timedelta(hours=1))).date().isoformat()),  # winter: +1
+    ("monthly", "UTC", lambda t: t.strftime("%Y-%m")),
+    ("weekly", "UTC", lambda t: (t.date() - dt.timedelta(days=(t.weekday() + 1) % 7))
+     .isoformat()),
+])
+def test_periods_add_up_the_calls(filled: list[Transcript], db_path: Path, report: str,
+                                  zone: str, key: Any) -> None:
+    got = run(db_path, report, "--json", "--timezone", zone)
+    field = {"daily": "date", "weekly": "week", "monthly": "month"}[report]
+    want = expected(filled, key)
+    assert {e[field]: {k: e[k] for k in TOKENS} for e in got[report]} == want
+    assert [e["period"] for e in got[report]] == sorted(want)
+    for e in got[report]:
+        assert e["totalTokens"] == sum(e[k] for k in TOKENS)
+        assert sum(m["inputTokens"] for m in e["modelBreakdowns"]) == e["inputTokens"]
+        assert e["costSource"] == "estimate"
+    assert got["totals"]["totalTokens"] == sum(sum(v.values()) for v in want.values())
+
+
+def test_each_call_is_priced_alone(filled: list[Transcript], db_path: Path) -> None:
+    from claudetrace.pricing import call_cost
+
+    want = sum(call_cost(c.model, c.input, c.output, c.cache_read, c.cache_creation) or 0.0
+               for t in filled for c in t.calls)
+    got = run(db_path, "monthly", "--json", "-z", "UTC")
+    assert got["totals"]["totalCost"] == pytest.approx(want)
+    assert sum(e["totalCost"] for e in got["monthly"]) == pytest.approx(want)
+
+
+def test_filters(filled: list[Transcript], db_path: Path) -> None:
+    beta = run(db_path, "daily", "--json", "-z", "UTC", "--project", "beta")
+    assert [e["date"] for e in beta["daily"]] == ["2026-11-21", "2026-11-22"]
+    opus = run(db_path, "monthly", "--json", "-z", "UTC", "--model", OPUS)
+    assert opus["totals"]["inputTokens"] == 330
+    days = run(db_path, "daily", "--json", "-z", "UTC", "--since", "20261121",
+               "--until", "2026-11-22")
+    assert [e["date"] for e in days["daily"]] == ["2026-11-21", "2026-11-22"]
+    assert run(db_path, "daily", "--json", "--source", "proxy")["daily"] == []
+
+
+def test_sessions(filled: list[Transcript], db_path: Path) -> None:
+    got = run(db_path, "session", "--json", "-z", "UTC")
+    by_id = {s["sessionId"]: s for s in got["sessions"]}
+    for t in filled:
+        s = by_id[t.session_id]
+        assert s["inputTokens"] == sum(c.input for c in t.calls)
+        assert s["cacheReadTokens"] == sum(c.cache_read for c in t.calls)
+        assert s["projectPath"] == t.cwd
+        assert s["lastActivity"] == max(c.at for c in t.calls).date().isoformat()
+        assert set(s["modelsUsed"]) == {c.model for c in t.calls}
+
+
+def test_the_table_marks_estimates_and_unpriced_models(
+    store: Store, db_path: Path, tmp_path: Path
+) -> None:
+    t = Transcript("11111111-0000-4000-8000-000000000009", "-x", [
+        Call(SONNET, at(20, 9), 100, 10), Call("claude-fake-9", at(20, 10), 100, 10)])
+    import_file(store, write_transcript(tmp_path / "projects", t))
+    text = run(db_path, "daily", "-z", "UTC", "--breakdown")
+    assert "~$" in text and "+ ?" in text and "no price for claude-fake-9" in text
+    got = run(db_path, "daily", "--json", "-z", "UTC")
+    (day,) = got["daily"]
+    assert day["unpricedModels"] == ["claude-fake-9"]
+    assert {m["modelName"]: m["cost"] for m in day["modelBreakdowns"]}["claude-fake-9"] is None
+
+
+def test_the_cli_s_cost_is_shared_among_its_calls(store: Store, db_path: Path) -> None:
+    path = Path(__file__).parent / "fixtures" / "cassettes" / "multi_turn.ndjson"
+    rid = store.import_cassette(read_cassette(path))
+    got = run(db_path, "session", "--json")
+    (s,) = got["sessions"]
+    assert s["costSource"] == "cli"
+    assert s["totalCost"] == pytest.approx(store.get(rid).cost_usd)
+
+
+def test_a_recorded_name_is_escaped_in_the_table(
+    store: Store, db_path: Path, tmp_path: Path
+) -> None:
+    t = Transcript("11111111-0000-4000-8000-00000000000a", "-x", [
+        Call("claude-\x1b[31mred", at(20, 9), 100, 10)])
+    import_file(store, write_transcript(tmp_path / "projects", t))
+    text = run(db_path, "daily", "-z", "UTC")
+    assert "\x1b" not in text and "\\x1b" in text
+
+
+def call(t: dt.datetime, model: str = SONNET, n: int = 10) -> CallUsage:
+    return CallUsage(int(t.timestamp()) * 1_000_000_000, model, "estimate", n, n, 0, 0, 0.01)
+
+
+def test_blocks_as_ccusage_cuts_them() -> None:
+    # 23:30 and 00:30 share the 23:00 block; 06:30 comes more than five hours
+    # after the last call: a gap from 05:30, and a block from 06:00.
+    blocks = make_blocks([call(at(20, 23, 30)), call(at(21, 0, 30), OPUS),
+                          call(at(21, 6, 30))])
+    shape = [(dt.datetime.fromtimestamp(b.start_ns / 1e9, UTC).strftime("%d %H:%M"), b.gap,
+              b.totals.calls) for b in blocks]
+    assert shape == [("20 23:00", False, 2), ("21 05:30", True, 0), ("21 06:00", False, 1)]
+    # Five hours after the block's start, even without a pause, a new block.
+    blocks = make_blocks([call(at(20, 9, 10)), call(at(20, 11)), call(at(20, 13)),
+                          call(at(20, 14, 20))])
+    assert [b.totals.calls for b in blocks] == [3, 1]
+    assert not any(b.gap for b in blocks)
+
+
+def test_the_active_block_has_a_burn_rate_and_a_projection() -> None:
+    (block,) = make_blocks([call(at(20, 9, 0)), call(at(20, 9, 30), n=20)])
+    now = int(at(20, 10).timestamp()) * 1_000_000_000
+    assert block.active(now)
+    rate = block.burn_rate()
+    assert rate is not None and rate["tokensPerMinute"] == pytest.approx(60 / 30)
+    projection = block.projection(now)
+    assert projection is not None and projection["remainingMinutes"] == 240
+    assert projection["totalTokens"] == 60 + 2 * 240
+    later = int(at(20, 15).timestamp()) * 1_000_000_000
+    assert not block.active(later)
+
+
+def test_a_message_two_recordings_hold_counts_once(
+    filled: list[Transcript], store: Store, db_path: Path, tmp_path: Path
+) -> None:
+    # A resumed session's transcript repeats the history it was resumed from: the
+    # same API messages under another session id (ccusage counts them once too).
+    first = filled[1]
+    resumed = Transcript("11111111-0000-4000-8000-0000000000aa", first.project, [])
+    path = write_transcript(tmp_path / "projects", resumed)
+    lines = [line.replace(first.session_id, resumed.session_id) for line in
+             (tmp_path / "projects" / first.project / f"{first.session_id}.jsonl")
+             .read_text().splitlines(keepends=True)]
+    # The message ids stay the original's; only the session's id is new.
+    lines = [line.replace(f"msg_{resumed.session_id}", f"msg_{first.session_id}")
+             .replace(f"req_{resumed.session_id}", f"req_{first.session_id}") for line in lines]
+    path.write_text("".join(lines))
+    assert import_file(store, path).recording_id
+    got = run(db_path, "monthly", "--json", "-z", "UTC")
+    assert got["totals"]["inputTokens"] == sum(c.input for t in filled for c in t.calls)
+    sessions = {s["sessionId"]: s for s in run(db_path, "session", "--json")["sessions"]}
+    assert resumed.session_id not in sessions  # all its calls were counted with the first
+
+
+def test_the_migration_fills_the_rows_of_what_was_stored(
+    filled: list[Transcript], store: Store, db_path: Path
+) -> None:
+    from alembic import command
+
+    from claudetrace.store.engine import alembic_config
+
+    before = run(db_path, "daily", "--json", "-z", "UTC")
+    with store.engine.begin() as conn:
+        command.downgrade(alembic_config(conn), "0007_cost_source")
+        command.upgrade(alembic_config(conn), "head")
+    assert run(db_path, "daily", "--json", "-z", "UTC") == before
+
+
+def test_the_live_indexer_writes_ended_turns_without_the_price_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from claudetrace import pricing
+    from claudetrace.model import fold
+    from claudetrace.model.summary import summary_columns
+
+    events = read_cassette(Path(__file__).parent / "fixtures" / "cassettes"
+                           / "multi_turn.ndjson").events
+    results = [e.seq for e in events if e.direction == "out" and e.fields.type == "result"]
+    # Cut in the second turn, after its first model call began.
+    cut = next(e.seq for e in events if e.seq > results[0] and e.fields.type == "assistant")
+    session = fold(e for e in events if e.seq <= cut)
+    assert session.results == 1 and session.open_turn is not None
+
+    def no_table() -> None:
+        raise AssertionError("the price table was loaded")
+
+    monkeypatch.setattr(pricing, "_library", no_table)
+    rows = summary_columns(session, started_ns=0, ended_turns=True)["usage_calls"]
+    first = {c.id for c in session.turns[0].calls if c.usage}
+    assert {r[0] for r in rows} == first and {r[8] for r in rows} == {"cli"}
+    assert sum(r[7] for r in rows) == pytest.approx(session.cost_usd)

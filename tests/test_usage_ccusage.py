@@ -1,0 +1,140 @@
+"""``claudetrace usage --json`` against ccusage itself (npm, run ``--offline`` in UTC) on
+transcripts written for the test: the same tokens per period, model and session,
+exactly; the same cost where the two price tables agree, and where they do not,
+the difference they have (docs/usage.md)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from claudetrace.cli import cli
+from claudetrace.store import Store
+from claudetrace.testing.transcripts import Call, Transcript, random_corpus, write_transcript
+from tests.ccusage_runner import ccusage_bin, run_ccusage
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ct_env")]
+TOKENS = ("inputTokens", "outputTokens", "cacheCreationTokens", "cacheReadTokens",
+          "totalTokens")
+
+
+@pytest.fixture(scope="module")
+def ccusage() -> Path:
+    found = ccusage_bin()
+    if found is None:
+        pytest.skip("ccusage needs npm (tests/ccusage/package.json), and it could not install")
+    return found
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Iterator[tuple[Path, list[Transcript]]]:
+    corpus = random_corpus(24, seed=11)
+    for t in corpus:
+        write_transcript(tmp_path / "config" / "projects", t)
+    yield tmp_path / "config", corpus
+
+
+def ours(db_path: Path, *args: str) -> Any:
+    out = CliRunner().invoke(cli, ["usage", *args, "--json", "--timezone", "UTC",
+                                   "--db", str(db_path)])
+    assert out.exit_code == 0, out.output
+    return json.loads(out.stdout)
+
+
+def by_model(entries: list[dict[str, Any]], key: str) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(e[key], m["modelName"]): m for e in entries for m in e["modelBreakdowns"]}
+
+
+@pytest.mark.parametrize(("report", "key"), [("daily", "date"), ("monthly", "month"),
+                                             ("weekly", "week")])
+def test_periods_match_ccusage(ccusage: Path, tree: tuple[Path, list[Transcript]],
+                               db_path: Path, report: str, key: str) -> None:
+    config, _ = tree
+    want = run_ccusage(ccusage, config, report)
+    got = ours(db_path, report, "--import", str(config / "projects"))
+    assert [e[key] for e in got[report]] == [e[key] for e in want[report]]
+    for mine, theirs in zip(got[report], want[report], strict=True):
+        assert {k: mine[k] for k in TOKENS} == {k: theirs[k] for k in TOKENS}
+        assert sorted(mine["modelsUsed"]) == sorted(theirs["modelsUsed"])
+        assert mine["totalCost"] == pytest.approx(theirs["totalCost"], rel=1e-9)
+    fields = ("inputTokens", "outputTokens", "cacheCreationTokens", "cacheReadTokens")
+    mine_models, their_models = by_model(got[report], key), by_model(want[report], key)
+    assert mine_models.keys() == their_models.keys()
+    for k, m in mine_models.items():
+        assert {f: m[f] for f in fields} == {f: their_models[k][f] for f in fields}
+        assert m["cost"] == pytest.approx(their_models[k]["cost"], rel=1e-9)
+    assert {k: got["totals"][k] for k in TOKENS} == {k: want["totals"][k] for k in TOKENS}
+
+
+def test_sessions_match_ccusage(ccusage: Path, tree: tuple[Path, list[Transcript]],
+                                db_path: Path) -> None:
+    # ccusage 18 adds up a project folder's sessions under the folder's name.
+    config, _ = tree
+    want = {s["sessionId"]: s for s in run_ccusage(ccusage, config, "session")["sessions"]}
+    got: dict[str, dict[str, int]] = {}
+    costs: dict[str, float] = {}
+    for s in ours(db_path, "session", "--import", str(config / "projects"))["sessions"]:
+        folder = s["projectPath"].replace("/", "-")
+        row = got.setdefault(folder, dict.fromkeys(TOKENS, 0))
+        for k in TOKENS:
+            row[k] += s[k]
+        costs[folder] = costs.get(folder, 0.0) + s["totalCost"]
+    assert got == {f: {k: s[k] for k in TOKENS} for f, s in want.items()}
+    assert costs == pytest.approx({f: s["totalCost"] for f, s in want.items()}, rel=1e-9)
+
+
+def test_a_long_context_call_is_where_the_tables_differ(
+    ccusage: Path, store: Store, db_path: Path, tmp_path: Path
+) -> None:
+    # Sonnet 4.5 above 200k input tokens (cache included): genai-prices charges the
+    # long-context rates for the whole request, as Anthropic bills it; ccusage 18
+    # charges LiteLLM's higher rate only for the tokens of one type past 200k (here
+    # 30k of the 230k cache reads).  Tokens agree.
+    at = dt.datetime(2026, 11, 20, 9, tzinfo=dt.timezone.utc)
+    t = Transcript("33333333-0000-4000-8000-000000000001", "-home-dev-long",
+                   [Call("claude-sonnet-4-5-20250929", at, 10_000, 5_000, 230_000, 9_000)])
+    write_transcript(tmp_path / "config" / "projects", t)
+    (theirs,) = run_ccusage(ccusage, tmp_path / "config", "daily")["daily"]
+    (mine,) = ours(db_path, "daily", "--import", str(tmp_path / "config" / "projects"))["daily"]
+    assert {k: mine[k] for k in TOKENS} == {k: theirs[k] for k in TOKENS}
+    base = (10_000 * 3 + 5_000 * 15 + 230_000 * 0.3 + 9_000 * 3.75) / 1e6
+    assert theirs["totalCost"] == pytest.approx(base + 30_000 * (0.6 - 0.3) / 1e6)
+    assert mine["totalCost"] == pytest.approx(
+        (10_000 * 6 + 5_000 * 22.5 + 230_000 * 0.6 + 9_000 * 7.5) / 1e6)
+
+
+def test_a_subagent_s_tokens_count(ccusage: Path, db_path: Path, tmp_path: Path) -> None:
+    # A subagent's transcript (<session>/subagents/agent-*.jsonl) counts with its
+    # session's.  The import branch reworks subagent imports (issue 32): this is
+    # the check that they still add up as ccusage does.
+    at = dt.datetime(2026, 11, 20, 9, tzinfo=dt.timezone.utc)
+    sid = "44444444-0000-4000-8000-000000000001"
+    opus = "claude-opus-4-5-20251101"
+    main = Transcript(sid, "-home-dev-sub", [Call(opus, at, 100, 50, 2000, 0)],
+                      cwd="/home/dev/sub")
+    agent = Transcript(sid, "-home-dev-sub", [Call("claude-haiku-4-5-20251001",
+                                                   at + dt.timedelta(seconds=30), 70, 30, 900, 40)],
+                       cwd="/home/dev/sub", agent_id="a1b2c3")
+    for t in (main, agent):
+        write_transcript(tmp_path / "config" / "projects", t)
+    theirs = run_ccusage(ccusage, tmp_path / "config", "daily")["totals"]
+    mine = ours(db_path, "daily", "--import", str(tmp_path / "config" / "projects"))["totals"]
+    assert {k: mine[k] for k in TOKENS} == {k: theirs[k] for k in TOKENS}
+
+
+def test_blocks_match_ccusage(ccusage: Path, tree: tuple[Path, list[Transcript]],
+                              db_path: Path) -> None:
+    config, _ = tree
+    fields = ("id", "startTime", "endTime", "actualEndTime", "isActive", "isGap", "entries",
+              "tokenCounts", "totalTokens")
+    want = run_ccusage(ccusage, config, "blocks")["blocks"]
+    got = ours(db_path, "blocks", "--import", str(config / "projects"))["blocks"]
+    assert [{k: b[k] for k in fields} for b in got] == [{k: b[k] for k in fields} for b in want]
+    assert [sorted(b["models"]) for b in got] == [sorted(b["models"]) for b in want]
+    assert [b["costUSD"] for b in got] == pytest.approx([b["costUSD"] for b in want], rel=1e-9)
