@@ -53,6 +53,21 @@ def test_a_tiny_ingest_run_stores_every_event_and_prints_its_rows() -> None:
     assert all(r.cpu_seconds for r in report.runs)  # the naive loop's; the proxy's and more
     text = "\n".join(report.lines_out())
     assert "naive loop" in text and "claudetrace, SQLite" in text and "x the naive loop" in text
+    # Each database holds at least the lines it recorded, both directions.
+    assert all(r.stored_bytes and r.stored_bytes >= report.raw_bytes for r in report.runs)
+    assert report.raw_bytes == 2 * (report.bytes - 400)
+    assert "footprint" in text
+
+
+def test_every_shape_runs_with_its_own_line_count() -> None:
+    from claudetrace.bench.ingest import run_ingest_shapes, shape_line_count
+
+    reports = run_ingest_shapes(shapes=["deltas", "tools"], lines=200)
+    assert [(r.shape, r.lines) for r in reports] == [("deltas", 255), ("tools", 80)]
+    assert shape_line_count("huge", 200) == 1 and shape_line_count("sample", 200) == 200
+    for report in reports:
+        assert all(r.stored_bytes for r in report.runs)
+        assert f"shape {report.shape}" in report.lines_out()[0]
 
 
 def test_what_the_benches_record_in_a_database_the_user_named_is_deleted_after(

@@ -11,6 +11,7 @@ import glob
 import json
 import os
 import pwd
+import random
 import shutil
 import socket
 import subprocess
@@ -584,3 +585,25 @@ def test_the_writer_writes_postgres_without_sqlalchemy_once_it_is_at_the_head(
     # A URL for another driver goes through the store, which says what is wrong.
     other = run(fresh.replace("+psycopg", "+nosuchdriver"))
     assert other.returncode != 0 and "unsupported database URL" in other.stderr
+
+
+def test_the_ingest_bench_measures_what_a_recording_adds_on_postgres(pg_url: str) -> None:
+    # bench ingest's footprint on PostgreSQL: its tables, indexes and TOAST grow
+    # by at least the bytes of the lines stored.
+    from claudetrace.bench.ingest import _stored_bytes
+
+    store = open_store(pg_url)
+    info = RecordingInfo.start(["claude", "-p"])
+    store.create_recording(info)
+    store.close()
+    before = _stored_bytes(pg_url)
+    rng = random.Random(5)  # text that does not compress
+    lines = [b'{"type":"user","text":"%d %s"}' % (i, rng.randbytes(1500).hex().encode())
+             for i in range(300)]
+    store = open_store(pg_url)
+    try:
+        store.write_batch(info.id, [Event(i, "out", i, line) for i, line in enumerate(lines)],
+                          {"event_count": 300})
+    finally:
+        store.close()
+    assert _stored_bytes(pg_url) - before >= sum(map(len, lines))
