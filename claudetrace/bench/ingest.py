@@ -205,7 +205,8 @@ class IngestReport:
         runs = sorted((r for r in self.runs if r.name == name), key=lambda r: r.seconds)
         return runs[(len(runs) - 1) // 2]
 
-    def lines_out(self) -> list[str]:
+    def lines_out(self, *, legend: bool = True) -> list[str]:
+        """The report's rows, verdicts and (``legend``) what its columns mean."""
         names = list(dict.fromkeys(r.name for r in self.runs))
         repeat = max(sum(r.name == n for r in self.runs) for n in names)
         naive = self.median("naive loop")
@@ -226,30 +227,34 @@ class IngestReport:
             out.append(f"{name:<24} {run.seconds:>12.2f} {2 * self.lines / run.seconds:>10,.0f} "
                        f"{naive.seconds / run.seconds:>8.2f} {exit_s:>12} {rss:>9} {cpu:>7} "
                        f"{cpu_ratio:>11} {self._footprint(run)}")
-        out += ["", "(queryable s: from the start until every event is in the database; for",
-                " claudetrace, cat IN | claudetrace proxy -- cat > /dev/null until claudetrace",
-                " sessions would list the recording complete; naive loop: json.loads and",
-                " executemany into SQLite with four indexes, in a fresh Python process.  peak RSS:",
-                " the indexer's.  CPU s: the naive loop's; the proxy's and its indexer's and",
-                " writer's, which run in the idle scheduling class: on a busy machine they wait",
-                " for idle CPU, and the CPU ratio is the steadier figure.  store MB: what the",
-                " database grew by (SQLite: file and WAL; PostgreSQL: tables, indexes, TOAST);",
-                " x raw: that over the bytes of the lines recorded, both directions; B/event:",
-                " what it keeps per event beyond the line itself)"]
+        out.append("")
+        verdicts: list[str] = []
+        legend_lines = [
+            "(queryable s: from the start until every event is in the database; for",
+            " claudetrace, cat IN | claudetrace proxy -- cat > /dev/null until claudetrace",
+            " sessions would list the recording complete; naive loop: json.loads and",
+            " executemany into SQLite with four indexes, in a fresh Python process.  peak RSS:",
+            " the indexer's.  CPU s: the naive loop's; the proxy's and its indexer's and",
+            " writer's, which run in the idle scheduling class: on a busy machine they wait",
+            " for idle CPU, and the CPU ratio is the steadier figure.  store MB: what the",
+            " database grew by (SQLite: file and WAL; PostgreSQL: tables, indexes, TOAST);",
+            " x raw: that over the bytes of the lines recorded, both directions; B/event:",
+            " what it keeps per event beyond the line itself)",
+        ]
         for name in names:
             if name == "naive loop":
                 continue
             ratio = naive.seconds / self.median(name).seconds
             target = 2.0 if "SQLite" in name else 1.0
-            out.append(f"{self.shape}, {name}: {ratio:.2f}x the naive loop (target >= "
-                       f"{target:g}x: {'met' if ratio >= target else 'MISSED'})")
+            verdicts.append(f"{self.shape}, {name}: {ratio:.2f}x the naive loop (target >= "
+                            f"{target:g}x: {'met' if ratio >= target else 'MISSED'})")
         for name in names:
             stored = self.median(name).stored_bytes
             if name != "naive loop" and stored is not None:
                 raw = self.raw_bytes
-                out.append(f"{self.shape}, {name}: footprint {stored / raw:.2f}x the raw bytes "
-                           f"(target <= 1x: {'met' if stored <= raw else 'MISSED'})")
-        return out
+                verdicts.append(f"{self.shape}, {name}: footprint {stored / raw:.2f}x the raw "
+                                f"bytes (target <= 1x: {'met' if stored <= raw else 'MISSED'})")
+        return out + verdicts + (["", *legend_lines] if legend else [])
 
     @property
     def raw_bytes(self) -> int:

@@ -165,11 +165,11 @@ def ingest_bench(lines: int, shapes: tuple[str, ...], repeat: int, cassette: str
     databases: dict[str, str | None] = {"SQLite": None, **{_db_name(u): u for u in db_urls}}
     reports = run_ingest_shapes(shapes=list(shapes) or None, lines=lines, repeat=repeat,
                                 cassette=cassette, databases=databases)
-    for number, report in enumerate(reports):
-        if number:
-            click.echo("")
-        for line in report.lines_out():
+    for number, report in enumerate(reports, 1):
+        for line in report.lines_out(legend=number == len(reports)):
             click.echo(line)
+        if number < len(reports):
+            click.echo("")
 
 
 @bench.command("session")
