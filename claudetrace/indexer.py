@@ -56,6 +56,14 @@ BATCH_BYTES: Final = 8 * 1024 * 1024
 GC_OBJECTS: Final = 100_000
 #: Quiet recordings still refresh their heartbeat this often.
 HEARTBEAT_S: Final = 1.0
+#: The most of its time the indexer spends on a live recording's summary
+#: figures (tokens, cost, calls, tools, status): they add up every model call,
+#: turn and tool so far, so a batch's summary grows with the session, and a
+#: burst of 20k tool calls spent most of its time re-adding them after every
+#: batch.  They are refreshed once this share of the time since their last
+#: refresh covers what that one took, and always with the last batch; the
+#: event and byte counts go with every batch.
+SUMMARY_SHARE: Final = 0.1
 #: Once the proxy has gone, how long a failing store is retried before the
 #: capture file is left for the next command ($CLAUDETRACE_FLUSH_TIMEOUT).
 GIVE_UP_S: Final = 30.0
@@ -137,6 +145,9 @@ class Indexer:
         self._meta_dirty = False
         self._created = False
         self._last_beat = 0.0
+        #: When the summary figures were last refreshed, and how long that took.
+        self._summary_at = 0.0
+        self._summary_cost = 0.0
 
     @property
     def ended(self) -> bool:
@@ -268,6 +279,18 @@ class Indexer:
             raise GaveUp(self.report.store_error, transient=is_transient(exc)) from None
         self.report.store_error = None
 
+    def _summary(self, *, final: bool) -> dict[str, object]:
+        """The summary columns to store with a batch: all of them with the last
+        batch or when due (:data:`SUMMARY_SHARE`), else the event and byte counts."""
+        session = self.session
+        start = time.monotonic()
+        if not final and start - self._summary_at < self._summary_cost / SUMMARY_SHARE:
+            return {"event_count": session.event_count, "byte_count": session.byte_count}
+        columns = summary_columns(session)
+        self._summary_at = time.monotonic()
+        self._summary_cost = self._summary_at - start
+        return columns
+
     def _write(self, *, final: bool) -> None:
         store = self.store
         if not self._created:
@@ -278,7 +301,7 @@ class Indexer:
             # A gap's cut line shows only now and then (its tail is in later chunks).
             self.report.lost_bytes = self.info.lost_bytes = self._lines.lost_bytes
             updates["lost_bytes"] = self.report.lost_bytes
-            updates.update(summary_columns(self.session))
+            updates.update(self._summary(final=final))
             updates.update(
                 cli_session_id=self.info.cli_session_id,
                 claude_code_version=self.info.claude_code_version,
