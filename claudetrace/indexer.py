@@ -56,6 +56,14 @@ BATCH_BYTES: Final = 8 * 1024 * 1024
 GC_OBJECTS: Final = 100_000
 #: Quiet recordings still refresh their heartbeat this often.
 HEARTBEAT_S: Final = 1.0
+#: The most of its time the indexer spends on a live recording's summary
+#: figures (tokens, cost, calls, tools, status): they add up every model call,
+#: turn and tool so far, so a batch's summary grows with the session, and a
+#: burst of 20k tool calls spent most of its time re-adding them after every
+#: batch.  They are refreshed once this share of the time since their last
+#: refresh covers what that one took, and always with the last batch; the
+#: event and byte counts go with every batch.
+SUMMARY_SHARE: Final = 0.1
 #: Once the proxy has gone, how long a failing store is retried before the
 #: capture file is left for the next command ($CLAUDETRACE_FLUSH_TIMEOUT).
 GIVE_UP_S: Final = 30.0
@@ -141,6 +149,9 @@ class Indexer:
         self._usage_results = -1
         self._usage_turn = 1
         self._last_beat = 0.0
+        #: When the summary figures were last refreshed, and how long that took.
+        self._summary_at = 0.0
+        self._summary_cost = 0.0
 
     @property
     def ended(self) -> bool:
@@ -272,6 +283,24 @@ class Indexer:
             raise GaveUp(self.report.store_error, transient=is_transient(exc)) from None
         self.report.store_error = None
 
+    def _summary(self, *, final: bool, priced: bool, rewrite: bool) -> dict[str, object]:
+        """The summary columns to store with a batch: all of them with the last
+        batch, when a turn ended (``rewrite``: its calls' usage rows go with them)
+        or when due (:data:`SUMMARY_SHARE`), else the event and byte counts."""
+        session = self.session
+        start = time.monotonic()
+        if not (final or rewrite) and (
+                start - self._summary_at < self._summary_cost / SUMMARY_SHARE):
+            return {"event_count": session.event_count, "byte_count": session.byte_count}
+        # A turn still under way waits for its result (its calls have no cost yet:
+        # pricing them would load the table in every indexer).
+        columns = summary_columns(
+            session, estimate=priced, from_turn=self._usage_turn, ended_turns=not final,
+            started_ns=self.info.started_ns if rewrite else None)
+        self._summary_at = time.monotonic()
+        self._summary_cost = self._summary_at - start
+        return columns
+
     def _write(self, *, final: bool) -> None:
         store = self.store
         if not self._created:
@@ -289,11 +318,7 @@ class Indexer:
             # session did): not after every batch of a long turn's lines.
             priced = final or results > 0
             rewrite = priced and (final or results != self._usage_results)
-            # A turn still under way waits for its result (its calls have no
-            # cost yet: pricing them would load the table in every indexer).
-            updates.update(summary_columns(
-                self.session, estimate=priced, from_turn=self._usage_turn,
-                ended_turns=not final, started_ns=self.info.started_ns if rewrite else None))
+            updates.update(self._summary(final=final, priced=priced, rewrite=rewrite))
             updates.update(
                 cli_session_id=self.info.cli_session_id,
                 claude_code_version=self.info.claude_code_version,

@@ -53,14 +53,24 @@ def test_a_tiny_ingest_run_stores_every_event_and_prints_its_rows() -> None:
     assert all(r.cpu_seconds for r in report.runs)  # the naive loop's; the proxy's and more
     text = "\n".join(report.lines_out())
     assert "naive loop" in text and "claudetrace, SQLite" in text and "x the naive loop" in text
+    # Each database holds at least the lines it recorded, both directions.
+    assert all(r.stored_bytes and r.stored_bytes >= report.raw_bytes for r in report.runs)
+    assert report.raw_bytes == 2 * (report.bytes - 400)
+    assert "footprint" in text
+
+
+def test_every_shape_runs_with_its_own_line_count() -> None:
+    from claudetrace.bench.ingest import run_ingest_shapes, shape_line_count
+
+    reports = run_ingest_shapes(shapes=["deltas", "tools"], lines=200)
+    assert [(r.shape, r.lines) for r in reports] == [("deltas", 255), ("tools", 80)]
+    assert shape_line_count("huge", 200) == 1 and shape_line_count("sample", 200) == 200
+    for report in reports:
+        assert all(r.stored_bytes for r in report.runs)
+        assert f"shape {report.shape}" in report.lines_out()[0]
 
 
 def test_a_text_delta_shape_is_stored_whole() -> None:
-    from claudetrace.bench.ingest import delta_lines
-
-    cycle = delta_lines()
-    assert len(cycle) == 50 and cycle[-1].startswith(b'{"type":"assistant"')
-    assert all(b'"text_delta"' in line for line in cycle[:-1])
     report = run_ingest_bench(lines=300, shape="deltas")  # its check: every event stored
     assert [r.name for r in report.runs] == ["naive loop", "claudetrace, SQLite"]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -216,3 +217,14 @@ def test_an_events_repr_shows_the_line_not_what_was_parsed_of_it() -> None:
     assert event.fields.type == "result"
     assert repr(event) == ("Event(seq=3, direction='out', t_ns=7, "
                            """data=b'{"type":"result","secret":1}', eol=True, wall_ns=9)""")
+
+
+@pytest.mark.parametrize(("depth", "kept"), [(150, True), (199, True), (250, False)])
+def test_line_fields_takes_a_deeply_nested_line_for_text_as_parse_json_does(
+    depth: int, kept: bool,
+) -> None:
+    from claudetrace.model.events import line_fields
+
+    line = b'{"type":"user","x":' + b"[" * depth + b"]" * depth + b"}"
+    assert line_fields(line) == extract_fields(parse_json(line))
+    assert (line_fields(line).type == "user") is kept

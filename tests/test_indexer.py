@@ -7,6 +7,7 @@ it in a real SQLite database; the fault tests against a running proxy are in
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import subprocess
@@ -594,3 +595,31 @@ def test_a_gap_never_glues_two_lines(lost: bytes, stored: list[bytes], lost_byte
     indexer.finish()
     assert [e.data for e in store.events] == stored
     assert indexer.report.lost_bytes == lost_bytes
+
+
+def test_a_batch_carries_its_counts_and_the_summary_figures_when_due(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Refreshing the figures (every model call added up) is never due here but
+    # with the last batch: the batches between carry the counts alone, and the
+    # last one every figure, those of the whole session.
+    from claudetrace.model.session import fold
+    from claudetrace.model.summary import summary_columns
+
+    monkeypatch.setattr(ix, "SUMMARY_SHARE", 1e-12)
+    store = FakeStore()
+    indexer = ix.Indexer(new_info(), store)
+    lines = [json.dumps({"type": "assistant", "message": {
+        "id": f"msg_{i}", "role": "assistant", "model": "m", "content": [],
+        "usage": {"input_tokens": i, "output_tokens": 2}}}).encode() for i in range(1, 6)]
+    for record in records(*((cap.KIND_CODE["out"], line + b"\n") for line in lines)):
+        indexer.feed(record)
+        indexer.flush()
+    indexer.finish()
+    batches = [u for u in store.updates if "event_count" in u]
+    assert batches[0]["input_tokens"] == 1  # the first refresh is due at once
+    assert [u["event_count"] for u in batches[1:-1]] == [2, 3, 4, 5]
+    assert not any("input_tokens" in u or "models" in u for u in batches[1:-1])
+    whole = summary_columns(fold(store.events))
+    assert {k: batches[-1][k] for k in whole} == whole
+    assert whole["input_tokens"] == 15 and whole["model_calls"] == 5

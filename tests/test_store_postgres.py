@@ -11,6 +11,7 @@ import glob
 import json
 import os
 import pwd
+import random
 import shutil
 import socket
 import subprocess
@@ -798,3 +799,25 @@ def test_usage_reports_on_postgres_are_sqlite_s(pg_url: str, tmp_path: Path) -> 
     tagged = report(pg_url, "session", "--tag", "team=infra")
     assert tagged["sessions"] and all(s["projectPath"].endswith("p1")  # type: ignore[index]
                                       for s in tagged["sessions"])  # type: ignore[index]
+
+
+def test_the_ingest_bench_measures_what_a_recording_adds_on_postgres(pg_url: str) -> None:
+    # bench ingest's footprint on PostgreSQL: its tables, indexes and TOAST grow
+    # by at least the bytes of the lines stored.
+    from claudetrace.bench.ingest import _stored_bytes
+
+    store = open_store(pg_url)
+    info = RecordingInfo.start(["claude", "-p"])
+    store.create_recording(info)
+    store.close()
+    before = _stored_bytes(pg_url)
+    rng = random.Random(5)  # text that does not compress
+    lines = [b'{"type":"user","text":"%d %s"}' % (i, rng.randbytes(1500).hex().encode())
+             for i in range(300)]
+    store = open_store(pg_url)
+    try:
+        store.write_batch(info.id, [Event(i, "out", i, line) for i, line in enumerate(lines)],
+                          {"event_count": 300})
+    finally:
+        store.close()
+    assert _stored_bytes(pg_url) - before >= sum(map(len, lines))

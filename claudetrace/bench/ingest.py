@@ -22,7 +22,11 @@
   that ``json.loads`` every line and stores it in both directions with
   ``executemany`` into a SQLite table with four indexes.  Rows take turns; a
   proxy run's indexer (adopted, :mod:`.orphans`) has exited, the database
-  closed, before the next row starts.
+  closed, before the next row starts.  It runs on each shape of input
+  (:mod:`.shapes`: the sample, text-delta-heavy, tool-heavy, few huge lines)
+  and reports, beside the times, the **footprint**: what each database grew by
+  (SQLite: the file and its WAL; PostgreSQL: its tables with their indexes and
+  TOAST) against the bytes of the lines it recorded.
 
 Both measure from outside, through the same commands a user runs; nothing in
 claudetrace's own code knows it is being measured.
@@ -31,7 +35,6 @@ claudetrace's own code knows it is being measured.
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import resource
 import shutil
@@ -49,12 +52,12 @@ from .orphans import RUN_ENV, Orphans, adopting
 from .proxy import (
     Made,
     _check_stored,
-    build_input,
     discarding_otlp_endpoint,
     forgetting,
     sample_lines,
     time_command,
 )
+from .shapes import SHAPES, shape_lines, write_input
 
 #: The naive loops' database (argv[2]): a table of events with four indexes, the
 #: statement that inserts one, and flush(), which stores the rows gathered so far.
@@ -187,6 +190,8 @@ class IngestRun:
     #: CPU time (user + system): the naive loop's; the proxy's and its indexer's
     #: (with its writer's: the whole run's, waited for once queryable).
     cpu_seconds: float | None = None
+    #: What the database grew by (bytes) for the lines recorded.
+    stored_bytes: int | None = None
 
 
 @dataclass
@@ -194,19 +199,24 @@ class IngestReport:
     lines: int
     bytes: int
     runs: list[IngestRun] = field(default_factory=list)
+    shape: str = "sample"
 
     def median(self, name: str) -> IngestRun:
         runs = sorted((r for r in self.runs if r.name == name), key=lambda r: r.seconds)
         return runs[(len(runs) - 1) // 2]
 
-    def lines_out(self) -> list[str]:
+    def lines_out(self, *, legend: bool = True) -> list[str]:
+        """The report's rows, verdicts and (``legend``) what its columns mean."""
         names = list(dict.fromkeys(r.name for r in self.runs))
         repeat = max(sum(r.name == n for r in self.runs) for n in names)
         naive = self.median("naive loop")
-        out = [f"input: {self.lines:,} lines ({self.bytes / 1e6:.1f} MB), each stored in both "
-               f"directions ({2 * self.lines:,} events); each row the median of {repeat}", "",
+        about = SHAPES[self.shape].about if self.shape in SHAPES else self.shape
+        out = [f"shape {self.shape} ({about}): {self.lines:,} lines ({self.bytes / 1e6:.1f} MB), "
+               f"each stored in both directions ({2 * self.lines:,} events); each row the "
+               f"median of {repeat}", "",
                f"{'':<24} {'queryable s':>12} {'events/s':>10} {'x naive':>8} "
-               f"{'proxy exit s':>12} {'peak RSS':>9} {'CPU s':>7} {'CPU x naive':>11}"]
+               f"{'proxy exit s':>12} {'peak RSS':>9} {'CPU s':>7} {'CPU x naive':>11} "
+               f"{'store MB':>9} {'x raw':>6} {'B/event':>8}"]
         for name in names:
             run = self.median(name)
             exit_s = f"{run.forwarded_seconds:.2f}" if run.forwarded_seconds is not None else ""
@@ -216,57 +226,81 @@ class IngestReport:
                          if run.cpu_seconds and naive.cpu_seconds else "")
             out.append(f"{name:<24} {run.seconds:>12.2f} {2 * self.lines / run.seconds:>10,.0f} "
                        f"{naive.seconds / run.seconds:>8.2f} {exit_s:>12} {rss:>9} {cpu:>7} "
-                       f"{cpu_ratio:>11}")
-        out += ["", "(queryable s: from the start until every event is in the database; for",
-                " claudetrace, cat IN | claudetrace proxy -- cat > /dev/null until claudetrace",
-                " sessions would list the recording complete; naive loop: json.loads and",
-                " executemany into SQLite with four indexes, in a fresh Python process.  peak RSS:",
-                " the indexer's.  CPU s: the naive loop's; the proxy's and its indexer's and",
-                " writer's, which run in the idle scheduling class: on a busy machine they wait",
-                " for idle CPU, and the CPU ratio is the steadier figure)"]
+                       f"{cpu_ratio:>11} {self._footprint(run)}")
+        out.append("")
+        verdicts: list[str] = []
+        legend_lines = [
+            "(queryable s: from the start until every event is in the database; for",
+            " claudetrace, cat IN | claudetrace proxy -- cat > /dev/null until claudetrace",
+            " sessions would list the recording complete; naive loop: json.loads and",
+            " executemany into SQLite with four indexes, in a fresh Python process.  peak RSS:",
+            " the indexer's.  CPU s: the naive loop's; the proxy's and its indexer's and",
+            " writer's, which run in the idle scheduling class: on a busy machine they wait",
+            " for idle CPU, and the CPU ratio is the steadier figure.  store MB: what the",
+            " database grew by (SQLite: file and WAL; PostgreSQL: tables, indexes, TOAST);",
+            " x raw: that over the bytes of the lines recorded, both directions; B/event:",
+            " what it keeps per event beyond the line itself)",
+        ]
         for name in names:
             if name == "naive loop":
                 continue
             ratio = naive.seconds / self.median(name).seconds
             target = 2.0 if "SQLite" in name else 1.0
-            out.append(f"{name}: {ratio:.2f}x the naive loop (target >= {target:g}x: "
-                       f"{'met' if ratio >= target else 'MISSED'})")
-        return out
+            verdicts.append(f"{self.shape}, {name}: {ratio:.2f}x the naive loop (target >= "
+                            f"{target:g}x: {'met' if ratio >= target else 'MISSED'})")
+        for name in names:
+            stored = self.median(name).stored_bytes
+            if name != "naive loop" and stored is not None:
+                raw = self.raw_bytes
+                verdicts.append(f"{self.shape}, {name}: footprint {stored / raw:.2f}x the raw "
+                                f"bytes (target <= 1x: {'met' if stored <= raw else 'MISSED'})")
+        return out + verdicts + (["", *legend_lines] if legend else [])
+
+    @property
+    def raw_bytes(self) -> int:
+        """The bytes of the lines recorded: each line (no newline), both directions."""
+        return 2 * (self.bytes - self.lines)
+
+    def _footprint(self, run: IngestRun) -> str:
+        if run.stored_bytes is None:
+            return ""
+        beyond = (run.stored_bytes - self.raw_bytes) / (2 * self.lines)
+        return (f"{run.stored_bytes / 1e6:>9.1f} {run.stored_bytes / self.raw_bytes:>6.2f} "
+                f"{beyond:>8.0f}")
 
 
-def delta_lines(words: int = 30, every: int = 50) -> list[bytes]:
-    """A session with partial messages on, as issue 37 measured it: ``stream_event``
-    text deltas of about ``words`` words each, and an assistant's tool call every
-    ``every`` lines (the cycle :func:`build_input` repeats)."""
-    text = " ".join(f"word{n % 97}" for n in range(words))
-    delta = json.dumps({"type": "stream_event", "session_id": "bench", "parent_tool_use_id": None,
-                        "uuid": "00000000-0000-4000-8000-000000000000",
-                        "event": {"type": "content_block_delta", "index": 0,
-                                  "delta": {"type": "text_delta", "text": text}}},
-                       separators=(",", ":")).encode()
-    tool = json.dumps({"type": "assistant", "session_id": "bench", "parent_tool_use_id": None,
-                       "message": {"id": "msg_bench", "role": "assistant", "model": "claude-x",
-                                   "content": [{"type": "tool_use", "id": "toolu_bench",
-                                                "name": "Bash", "input": {"command": "ls"}}]}},
-                      separators=(",", ":")).encode()
-    return [delta] * (every - 1) + [tool]
+def shape_line_count(shape: str, lines: int) -> int:
+    """The lines of ``shape`` for a run of ``lines`` sample lines: each shape's
+    own count (:data:`.shapes.SHAPES`) scaled as ``lines`` is to 100,000."""
+    return max(1, round(SHAPES[shape].lines * lines / 100_000))
+
+
+def run_ingest_shapes(*, shapes: list[str] | None = None, lines: int = 100_000,
+                      repeat: int = 1, cassette: str | None = None,
+                      databases: dict[str, str | None] | None = None,
+                      workdir: str | None = None) -> list[IngestReport]:
+    """:func:`run_ingest_bench` on each of ``shapes`` (default: all), each with
+    its own line count scaled by ``lines`` (:func:`shape_line_count`)."""
+    return [run_ingest_bench(lines=shape_line_count(shape, lines), repeat=repeat,
+                             cassette=cassette, databases=databases, workdir=workdir,
+                             shape=shape)
+            for shape in shapes or list(SHAPES)]
 
 
 def run_ingest_bench(*, lines: int = 100_000, repeat: int = 1, cassette: str | None = None,
                      databases: dict[str, str | None] | None = None,
                      workdir: str | None = None, shape: str = "sample") -> IngestReport:
     """Time to queryable through the proxy (into each of ``databases``, name → URL,
-    None: a fresh SQLite file) against the naive loop, ``repeat`` rounds; the input
-    ``shape`` is the streaming sample (or ``cassette``) or text deltas
-    (:func:`delta_lines`)."""
+    None: a fresh SQLite file) against the naive loop, ``repeat`` rounds, on
+    ``lines`` lines of ``shape`` (:mod:`.shapes`), with each database's footprint."""
     compile_bytecode()
     with tempfile.TemporaryDirectory(prefix="claudetrace-bench-", dir=workdir) as tmp, \
             forgetting() as made, adopting() as orphans:
         folder = Path(tmp)
         source = folder / "input.ndjson"
-        cycle = delta_lines() if shape == "deltas" else sample_lines(cassette)
-        source.write_bytes(build_input(cycle, lines))
-        report = IngestReport(lines, source.stat().st_size)
+        sample = sample_lines(cassette) if shape == "sample" else ()
+        written = write_input(source, shape_lines(shape, lines, sample))
+        report = IngestReport(lines, written, shape=shape)
         for round_ in range(repeat):
             naive_db = folder / f"naive-{round_}.db"
             before = _children_cpu_s()
@@ -274,7 +308,8 @@ def run_ingest_bench(*, lines: int = 100_000, repeat: int = 1, cassette: str | N
             subprocess.run([sys.executable, "-c", NAIVE_LOOP, str(source), str(naive_db)],
                            check=True, timeout=3600)
             report.runs.append(IngestRun("naive loop", time.perf_counter() - start,
-                                         cpu_seconds=_children_cpu_s() - before))
+                                         cpu_seconds=_children_cpu_s() - before,
+                                         stored_bytes=_stored_bytes(str(naive_db))))
             for name, url in (databases or {"SQLite": None}).items():
                 target = url or str(folder / f"claudetrace-{round_}.db")
                 report.runs.append(_through_proxy(f"claudetrace, {name}", target, source,
@@ -293,6 +328,7 @@ def _through_proxy(name: str, url: str, source: Path, lines: int,
     from ..store import open_store
 
     open_store(url).close()  # the schema exists, as in any database in use
+    before = _stored_bytes(url)
     proxy = [sys.executable, "-m", "claudetrace", "proxy", "--db", url, "--name", "bench-ingest",
              "--", "cat"]
     marker = f"ingest-{next(_RUNS)}"
@@ -304,7 +340,32 @@ def _through_proxy(name: str, url: str, source: Path, lines: int,
     # The indexer's usage, its writer's with it (the larger peak RSS of the two).
     indexing = orphans.usage(marker)
     cpu, peak = (0.0, None) if indexing is None else indexing
-    return IngestRun(name, queryable, run.seconds, peak, (run.cpu_seconds or 0.0) + cpu)
+    return IngestRun(name, queryable, run.seconds, peak, (run.cpu_seconds or 0.0) + cpu,
+                     _stored_bytes(url) - before)
+
+
+def _stored_bytes(url: str) -> int:
+    """The database's size: a SQLite file with its WAL (the bench's are fresh, so
+    that is what the run stored); on PostgreSQL its tables in the current schema
+    with their indexes and TOAST (the run's share is the difference)."""
+    from sqlalchemy import text
+
+    from ..store import open_store
+    from ..store.engine import sqlite_path
+
+    path = sqlite_path(url) if "://" in url else Path(url)
+    if path is not None:
+        return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
+    store = open_store(url)
+    try:
+        with store.engine.connect() as conn:
+            size = conn.execute(text(
+                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
+                " JOIN pg_namespace n ON n.oid = c.relnamespace"
+                " WHERE c.relkind = 'r' AND n.nspname = current_schema()")).scalar_one()
+    finally:
+        store.close()
+    return int(size)
 
 
 #: Each proxy run's marker, to tell its indexer by.

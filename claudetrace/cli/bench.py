@@ -6,6 +6,10 @@ import click
 
 from ._common import reports_errors
 
+#: The shapes of `bench ingest` (claudetrace.bench.shapes.SHAPES, named here so that
+#: the command line loads no bench module to list them).
+SHAPE_NAMES = ("sample", "deltas", "tools", "huge")
+
 
 @click.group()
 def bench() -> None:
@@ -132,33 +136,40 @@ def startup_bench(runs: int, db_urls: tuple[str, ...], telemetry: bool) -> None:
 
 @bench.command("ingest")
 @click.option("--lines", default=100_000, show_default=True, type=click.IntRange(min=1),
-              help="Lines of input (~0.3 KB each), each stored in both directions.")
+              help="Lines of the sample shape (~0.3 KB each), each stored in both directions; "
+                   "the other shapes scale with it (at 100,000: deltas 127,500 lines, "
+                   "tools 40,000, huge 400).")
+@click.option("--shape", "shapes", multiple=True, type=click.Choice(list(SHAPE_NAMES)),
+              help="Measure this shape of input (repeatable) [default: every shape].")
 @click.option("--repeat", default=1, show_default=True, type=click.IntRange(min=1),
               help="Rounds (rows take turns; each row is the median).")
 @click.option("--from", "cassette", metavar="CASSETTE",
-              help="Build the input from this recording [default: the streaming session].")
+              help="Build the sample shape from this recording [default: the streaming "
+                   "session].")
 @click.option("--db", "db_urls", multiple=True, metavar="URL",
               help="Also record into this database (repeatable; e.g. a PostgreSQL URL; "
                    "the runs' recordings are deleted after).")
-@click.option("--shape", type=click.Choice(["sample", "deltas"]), default="sample",
-              show_default=True,
-              help="The input: the streaming sample (or --from), or text deltas of ~30 "
-                   "words with a tool call every 50 lines (partial messages on).")
 @reports_errors
-def ingest_bench(lines: int, repeat: int, cassette: str | None, db_urls: tuple[str, ...],
-                 shape: str) -> None:
-    """Time to queryable: a burst through the proxy until stored, against a naive loop.
+def ingest_bench(lines: int, shapes: tuple[str, ...], repeat: int, cassette: str | None,
+                 db_urls: tuple[str, ...]) -> None:
+    """Time to queryable and footprint: a burst through the proxy until stored, against
+    a naive loop, on each shape of input.
 
+    Shapes: sample (the streaming session cycled), deltas (text-delta-heavy, partial
+    messages on), tools (tool_use/tool_result pairs), huge (few lines of 1-5 MB).
     Targets: at least twice the naive loop's speed on SQLite; at least its speed on
-    PostgreSQL.
+    PostgreSQL; a store no bigger than the lines it holds.
     """
-    from ..bench.ingest import run_ingest_bench
+    from ..bench.ingest import run_ingest_shapes
 
     databases: dict[str, str | None] = {"SQLite": None, **{_db_name(u): u for u in db_urls}}
-    report = run_ingest_bench(lines=lines, repeat=repeat, cassette=cassette, databases=databases,
-                              shape=shape)
-    for line in report.lines_out():
-        click.echo(line)
+    reports = run_ingest_shapes(shapes=list(shapes) or None, lines=lines, repeat=repeat,
+                                cassette=cassette, databases=databases)
+    for number, report in enumerate(reports, 1):
+        for line in report.lines_out(legend=number == len(reports)):
+            click.echo(line)
+        if number < len(reports):
+            click.echo("")
 
 
 @bench.command("session")
