@@ -68,6 +68,7 @@ def test_record_then_replay_gives_the_application_the_same_session(
     if committed.exists():
         sources.append(committed)
     for source in sources:
+        (tmp_path / source.stem).mkdir(exist_ok=True)  # a shim goes into a folder that exists
         replay_shim = write_replay_shim(tmp_path / source.stem / "claude", source, report=report)
         fake_api.reset()
         started = time.monotonic()

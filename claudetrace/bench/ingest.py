@@ -348,24 +348,17 @@ def _stored_bytes(url: str) -> int:
     """The database's size: a SQLite file with its WAL (the bench's are fresh, so
     that is what the run stored); on PostgreSQL its tables in the current schema
     with their indexes and TOAST (the run's share is the difference)."""
-    from sqlalchemy import text
-
     from ..store import open_store
-    from ..store.engine import sqlite_path
+    from ..store.engine import sqlite_file_bytes, sqlite_path
 
     path = sqlite_path(url) if "://" in url else Path(url)
-    if path is not None:
-        return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
+    if path is not None:  # the naive loop's too, which is no store to open
+        return sqlite_file_bytes(path)
     store = open_store(url)
     try:
-        with store.engine.connect() as conn:
-            size = conn.execute(text(
-                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
-                " JOIN pg_namespace n ON n.oid = c.relnamespace"
-                " WHERE c.relkind = 'r' AND n.nspname = current_schema()")).scalar_one()
+        return store.tables_bytes()
     finally:
         store.close()
-    return int(size)
 
 
 #: Each proxy run's marker, to tell its indexer by.

@@ -22,7 +22,14 @@ from ..errors import AmbiguousSession, SessionNotFound, StoreError
 from ..model import Session as SessionModel
 from ..model.events import Direction, Event
 from ..recording import RecordingInfo
-from .engine import BUSY_TIMEOUT_S, create_store_engine, error_reason, upgrade
+from .engine import (
+    BUSY_TIMEOUT_S,
+    create_store_engine,
+    error_reason,
+    sqlite_file_bytes,
+    sqlite_path,
+    upgrade,
+)
 from .ingest import ended_columns, import_cassette, info_from_header
 from .models import EventRow, EventTool, Recording, UsageCall, type_in
 from .postgres import copy_rows
@@ -347,6 +354,20 @@ class Store:
             conn.execute(delete(_USAGE).where(mine, _USAGE.c.call_id.in_(chunk)))
         if rows:
             self._insert_rows(conn, _USAGE, rows)
+
+    def tables_bytes(self) -> int:
+        """What the store's tables take on disk, with their indexes (and TOAST on
+        PostgreSQL, the tables of the current schema); on SQLite the file and its
+        write-ahead log."""
+        if self.engine.dialect.name == "sqlite":
+            path = sqlite_path(str(self.engine.url))
+            return 0 if path is None else sqlite_file_bytes(path)
+        with _store_errors("measure"), self.engine.connect() as conn:
+            size = conn.exec_driver_sql(
+                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
+                " JOIN pg_namespace n ON n.oid = c.relnamespace"
+                " WHERE c.relkind = 'r' AND n.nspname = current_schema()").scalar_one()
+        return int(size)
 
     def delete_recording(self, recording_id: str) -> None:
         """Delete a recording with its events and tool references (the schema's

@@ -126,6 +126,11 @@ def hide_password(url: str) -> str:
     return re.sub(r"(://[^/@:]*:)[^@/]*@", r"\1***@", url)
 
 
+def sqlite_file_bytes(path: Path) -> int:
+    """A SQLite database's size on disk: its file and its write-ahead log."""
+    return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
+
+
 def sqlite_path(url: str) -> Path | None:
     """The file of a SQLite URL; None for other databases, memory and ``file:`` URIs."""
     try:
