@@ -20,46 +20,30 @@ branch_labels = None
 depends_on = None
 
 
-#: The children a deleted recording takes with it, this table now among them
+def _pg_children(tables: tuple[str, ...]) -> str:
+    """Migration 0006's PostgreSQL trigger functions, deleting and truncating ``tables``."""
+    deletes = "".join(f"""
+    DELETE FROM {table} USING deleted_recordings
+        WHERE {table}.recording_id = deleted_recordings.id;""" for table in tables)
+    return f"""
+CREATE OR REPLACE FUNCTION claudetrace_delete_children() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN{deletes}
+    RETURN NULL;
+END $$;
+CREATE OR REPLACE FUNCTION claudetrace_truncate_children() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    TRUNCATE {", ".join(tables)};
+    RETURN NULL;
+END $$;
+"""
+
+
+#: The children a deleted recording took with it before this table, now among them
 #: (migration 0006's triggers, redefined): on PostgreSQL the table has no foreign
 #: key, as ``events`` has none since 0005, so that ``TRUNCATE recordings`` and the
 #: statement trigger empty it as they empty the others.
-_PG_CHILDREN = """
-CREATE OR REPLACE FUNCTION claudetrace_delete_children() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    DELETE FROM event_search USING deleted_recordings
-        WHERE event_search.recording_id = deleted_recordings.id;
-    DELETE FROM event_tools USING deleted_recordings
-        WHERE event_tools.recording_id = deleted_recordings.id;
-    DELETE FROM events USING deleted_recordings
-        WHERE events.recording_id = deleted_recordings.id;
-    DELETE FROM usage_calls USING deleted_recordings
-        WHERE usage_calls.recording_id = deleted_recordings.id;
-    RETURN NULL;
-END $$;
-CREATE OR REPLACE FUNCTION claudetrace_truncate_children() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    TRUNCATE event_search, event_tools, events, usage_calls;
-    RETURN NULL;
-END $$;
-"""
-_PG_CHILDREN_BEFORE = """
-CREATE OR REPLACE FUNCTION claudetrace_delete_children() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    DELETE FROM event_search USING deleted_recordings
-        WHERE event_search.recording_id = deleted_recordings.id;
-    DELETE FROM event_tools USING deleted_recordings
-        WHERE event_tools.recording_id = deleted_recordings.id;
-    DELETE FROM events USING deleted_recordings
-        WHERE events.recording_id = deleted_recordings.id;
-    RETURN NULL;
-END $$;
-CREATE OR REPLACE FUNCTION claudetrace_truncate_children() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    TRUNCATE event_search, event_tools, events;
-    RETURN NULL;
-END $$;
-"""
+_CHILDREN_BEFORE = ("event_search", "event_tools", "events")
+
 #: SQLite's trigger deletes the rows whatever ``PRAGMA foreign_keys`` says.
 _SQLITE_TRIGGER = """
 CREATE TRIGGER recordings_delete_children AFTER DELETE ON recordings
@@ -95,7 +79,7 @@ def upgrade() -> None:
     op.create_index("ix_usage_calls_t_ns", "usage_calls", ["t_ns"])
     op.create_index("ix_usage_calls_call_id", "usage_calls", ["call_id"])
     if postgres:
-        op.execute(_PG_CHILDREN)
+        op.execute(_pg_children((*_CHILDREN_BEFORE, "usage_calls")))
     else:
         op.execute("DROP TRIGGER recordings_delete_children")
         op.execute(_SQLITE_TRIGGER.format(
@@ -138,7 +122,7 @@ def _fill(conn: sa.Connection) -> None:
 
 def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
-        op.execute(_PG_CHILDREN_BEFORE)
+        op.execute(_pg_children(_CHILDREN_BEFORE))
     else:
         op.execute("DROP TRIGGER recordings_delete_children")
         op.execute(_SQLITE_TRIGGER.format(usage=""))
