@@ -274,6 +274,12 @@ def test_an_import_that_fails_before_reading_leaves_no_file_open(tmp_path: Path)
     gc.collect()
 
 
+def test_a_negative_limit_is_a_usage_error(db_path: Path) -> None:
+    # SQLite reads LIMIT -1 as no limit, PostgreSQL refuses it: neither is asked.
+    result = invoke("sessions", "--db", str(db_path), "-n", "-1")
+    assert result.exit_code == 2 and "-1 is not in the range x>=0" in result.stderr
+
+
 def test_bad_tag_is_a_usage_error(db_path: Path) -> None:
     result = invoke("import", str(SAMPLES[0]), "--db", str(db_path), "--tag", "novalue")
     assert result.exit_code == 2 and "KEY=VALUE" in result.stderr

@@ -74,7 +74,8 @@ def session_record(rec: Any) -> dict[str, Any]:
 @db_option
 @click.option("--json", "as_json", is_flag=True, help="JSON (one array) for scripts.")
 @click.option(
-    "-n", "--limit", default=50, show_default=True, help="How many, newest first (0: all)."
+    "-n", "--limit", default=50, show_default=True, type=click.IntRange(min=0),
+    help="How many, newest first (0: all).",
 )
 @reports_errors
 def sessions(db_url: str | None, as_json: bool, limit: int) -> None:
