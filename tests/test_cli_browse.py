@@ -308,6 +308,8 @@ def test_show_names_turns_and_the_clis_num_turns_apart(db_path: Path) -> None:
     assert ("1 turn (prompt to result; 2 API round trips by the CLI's num_turns), "
             "2 model calls, 1 tool call (0 failed)") in shown
     assert "1 turns" not in shown
+    # The transcript's result line names the CLI's count as the header does.
+    assert "result success · 2 API round trips · " in shown and "2 turns" not in shown
 
 
 def test_show_and_sessions_json_give_status_reason_and_cost_per_model(db_path: Path) -> None:
