@@ -280,6 +280,16 @@ def test_a_negative_limit_is_a_usage_error(db_path: Path) -> None:
     assert result.exit_code == 2 and "-1 is not in the range x>=0" in result.stderr
 
 
+@pytest.mark.parametrize("args", [("tail", "--follow"), ("import", ".", "--watch")])
+def test_a_polling_interval_of_zero_or_less_is_a_usage_error(
+    db_path: Path, args: tuple[str, ...]
+) -> None:
+    # time.sleep(-1) raised ValueError: a traceback once the first look was done.
+    for interval in ("-1", "0"):
+        result = invoke(*args, "--interval", interval, "--db", str(db_path))
+        assert result.exit_code == 2 and "--interval" in result.stderr, result.output
+
+
 def test_bad_tag_is_a_usage_error(db_path: Path) -> None:
     result = invoke("import", str(SAMPLES[0]), "--db", str(db_path), "--tag", "novalue")
     assert result.exit_code == 2 and "KEY=VALUE" in result.stderr

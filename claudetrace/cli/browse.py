@@ -398,7 +398,8 @@ def _export_html(store: Any, rec: Any, output: str, redactor: Any) -> None:
     help="Keep importing transcripts that appear or grow under PATH… (Ctrl-C to stop).",
 )
 @click.option(
-    "--interval", default=2.0, show_default=True, help="Seconds between looks with --watch."
+    "--interval", default=2.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+    help="Seconds between looks with --watch.",
 )
 @reports_errors
 def import_(
