@@ -290,6 +290,15 @@ def test_a_polling_interval_of_zero_or_less_is_a_usage_error(
         assert result.exit_code == 2 and "--interval" in result.stderr, result.output
 
 
+def test_a_show_width_below_one_is_a_usage_error(db_path: Path) -> None:
+    # -w -5 cut every text 5 characters short of its end (text[:-5]), -w 0 at random.
+    assert invoke("import", str(CASSETTES / "hooks.ndjson"), "--db", str(db_path)).exit_code == 0
+    assert invoke("show", "latest", "-w", "1", "--db", str(db_path)).exit_code == 0
+    for width in ("-5", "0"):
+        result = invoke("show", "latest", "-w", width, "--db", str(db_path))
+        assert result.exit_code == 2 and "--width" in result.stderr, result.output
+
+
 def test_bad_tag_is_a_usage_error(db_path: Path) -> None:
     result = invoke("import", str(SAMPLES[0]), "--db", str(db_path), "--tag", "novalue")
     assert result.exit_code == 2 and "KEY=VALUE" in result.stderr

@@ -167,6 +167,7 @@ def _clip(text: str, limit: int) -> str:
     "--width",
     default=300,
     show_default=True,
+    type=click.IntRange(min=1),
     help="Truncate long texts to this many characters.",
 )
 @reports_errors
