@@ -129,7 +129,7 @@ def capture_dirs(url: str) -> list[Path]:
     """
     dirs: list[Path] = []
     db_file = _sqlite_file(url)
-    if db_file is not None:
+    if db_file is not None and db_file.name:  # ``/`` has no name to put one beside
         dirs.append(db_file.with_name(db_file.name + SUFFIX))
     dirs.append(data_dir() / "capture" / _url_key(url))
     return dirs

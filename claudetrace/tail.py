@@ -24,7 +24,7 @@ from itertools import islice
 from typing import Any, Final
 
 from .display import visible
-from .formats.facts import latency, plural
+from .formats.facts import UNKNOWN, latency, money, plural
 from .model import ControlRoundTrip, ModelCall, Session, ToolCall, Turn
 from .model.content import content_text, message_content
 from .model.events import Event
@@ -102,10 +102,12 @@ class TailFold:
         return [*lines, TailLine(end / 1e9, "session", text, status)]
 
     def totals(self) -> str:
-        """Model calls, tokens and cost so far (the CLI's figures where it gave them)."""
+        """Model calls, tokens and cost so far: the CLI's cost where it gave one, else
+        the price table's (``(estimate)``), as ``sessions`` and ``show`` say it."""
         usage = self.session.usage
-        costed = any(turn.total_cost_usd is not None for turn in self.session.turns)
-        cost = f"${self.session.cost_usd:.4f}" if costed else "cost not reported"
+        priced = self.session.cost()
+        cost = ("cost unknown" if priced.source == UNKNOWN
+                else money(priced.usd, priced.source))
         calls = sum(1 for call in self.session.calls.values() if call.observed)
         unseen = len(self.session.calls) - calls
         counted = plural(calls, "model call") + (

@@ -155,7 +155,10 @@ def iter_entries(
             cost = msg.get("total_cost_usd")
             bits = [str(msg.get("subtype", ""))]
             if isinstance(msg.get("num_turns"), int):
-                bits.append(f"{msg['num_turns']} turns")
+                # The CLI's num_turns counts API round trips, not prompts (show's
+                # header names them so): "1 turns" under "1 turn" read as a contradiction.
+                trips = msg["num_turns"]
+                bits.append(f"{trips} API round trip" + ("" if trips == 1 else "s"))
             if isinstance(msg.get("duration_ms"), (int, float)):
                 bits.append(f"{msg['duration_ms'] / 1000:.2f}s")
             if isinstance(cost, (int, float)):

@@ -261,6 +261,9 @@ def test_bad_database_url_and_missing_driver(tmp_path: Path) -> None:
     one_line_error(
         invoke("sessions", "--db", str(blocker / "sub" / "x.db")), "no database at"
     )
+    # A folder is no database; the root folder has no name to put captures beside.
+    one_line_error(invoke("sessions", "--db", str(tmp_path)), "cannot open database")
+    one_line_error(invoke("sessions", "--db", "/"), "cannot open database")
 
 
 def test_an_import_that_fails_before_reading_leaves_no_file_open(tmp_path: Path) -> None:
@@ -269,6 +272,31 @@ def test_an_import_that_fails_before_reading_leaves_no_file_open(tmp_path: Path)
     one_line_error(invoke("import", str(SAMPLES[0]), "--db", "nosuchdialect://x"),
                    "unsupported database URL")
     gc.collect()
+
+
+def test_a_negative_limit_is_a_usage_error(db_path: Path) -> None:
+    # SQLite reads LIMIT -1 as no limit, PostgreSQL refuses it: neither is asked.
+    result = invoke("sessions", "--db", str(db_path), "-n", "-1")
+    assert result.exit_code == 2 and "-1 is not in the range x>=0" in result.stderr
+
+
+@pytest.mark.parametrize("args", [("tail", "--follow"), ("import", ".", "--watch")])
+def test_a_polling_interval_of_zero_or_less_is_a_usage_error(
+    db_path: Path, args: tuple[str, ...]
+) -> None:
+    # time.sleep(-1) raised ValueError: a traceback once the first look was done.
+    for interval in ("-1", "0"):
+        result = invoke(*args, "--interval", interval, "--db", str(db_path))
+        assert result.exit_code == 2 and "--interval" in result.stderr, result.output
+
+
+def test_a_show_width_below_one_is_a_usage_error(db_path: Path) -> None:
+    # -w -5 cut every text 5 characters short of its end (text[:-5]), -w 0 at random.
+    assert invoke("import", str(CASSETTES / "hooks.ndjson"), "--db", str(db_path)).exit_code == 0
+    assert invoke("show", "latest", "-w", "1", "--db", str(db_path)).exit_code == 0
+    for width in ("-5", "0"):
+        result = invoke("show", "latest", "-w", width, "--db", str(db_path))
+        assert result.exit_code == 2 and "--width" in result.stderr, result.output
 
 
 def test_bad_tag_is_a_usage_error(db_path: Path) -> None:
@@ -299,6 +327,8 @@ def test_show_names_turns_and_the_clis_num_turns_apart(db_path: Path) -> None:
     assert ("1 turn (prompt to result; 2 API round trips by the CLI's num_turns), "
             "2 model calls, 1 tool call (0 failed)") in shown
     assert "1 turns" not in shown
+    # The transcript's result line names the CLI's count as the header does.
+    assert "result success · 2 API round trips · " in shown and "2 turns" not in shown
 
 
 def test_show_and_sessions_json_give_status_reason_and_cost_per_model(db_path: Path) -> None:

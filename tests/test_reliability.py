@@ -144,6 +144,15 @@ def test_a_capture_the_database_refuses_is_set_aside_once(db_path: Path) -> None
         store.close()
 
 
+def test_doctor_retry_of_an_id_not_set_aside_is_an_error(db_path: Path) -> None:
+    ct("db", "upgrade", "--db", str(db_path))
+    done = ct("doctor", "--db", str(db_path), "--retry", "01NOSUCH", "--retry", "all")
+    assert done.returncode == 1 and done.stdout == b""
+    assert done.stderr.decode().splitlines() == [
+        "claudetrace: no capture set aside for 01NOSUCH (`claudetrace doctor` lists them)"]
+    assert ct("doctor", "--db", str(db_path), "--retry", "all").returncode == 0
+
+
 def test_read_commands_do_not_wait_on_another_writers_lock(db_path: Path) -> None:
     ct("db", "upgrade", "--db", str(db_path))
     env = {**os.environ, "CLAUDETRACE_FLUSH_TIMEOUT": "0"}

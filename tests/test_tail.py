@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -92,7 +93,22 @@ def test_hooks_mcp_denials_and_a_dying_cli() -> None:
     assert [line.status for line in denied if line.kind == "tool"][-1] == "error"
     dying = tail_of("cli_dies")
     assert "✗ Bash unfinished" in texts(dying, "tool")[-1]
-    assert dying[-1].status == "error" and "cost not reported" in dying[-1].text
+    # The CLI died before its result: the price table's cost, said as show says it.
+    assert dying[-1].status == "error" and dying[-1].text.endswith("$0.0005 (estimate)")
+
+
+def test_the_totals_cost_is_the_clis_else_the_estimate_else_unknown() -> None:
+    assert tail_of("hooks")[-1].text.endswith("tokens 321 in / 51 out, $0.0019")
+    info = RecordingInfo(id="01TAIL", argv=[], started_ns=1_000_000_000_000)
+    fold = TailFold(info)
+    answer = {"type": "assistant", "message": {
+        "id": "msg_1", "role": "assistant", "model": "no-such-model[/]",
+        "content": [{"type": "text", "text": "hi"}],
+        "usage": {"input_tokens": 3, "output_tokens": 4}}}
+    event = Event(0, "out", 1_000_000, json.dumps(answer).encode(),
+                  wall_ns=1_700_000_000_000_000_000)
+    lines = fold.feed(event) + fold.close(info)
+    assert lines[-1].text.endswith("tokens 3 in / 4 out, cost unknown")
 
 
 def test_recorded_control_characters_are_shown_not_obeyed() -> None:

@@ -75,7 +75,8 @@ def session_record(rec: Any) -> dict[str, Any]:
 @db_option
 @click.option("--json", "as_json", is_flag=True, help="JSON (one array) for scripts.")
 @click.option(
-    "-n", "--limit", default=50, show_default=True, help="How many, newest first (0: all)."
+    "-n", "--limit", default=50, show_default=True, type=click.IntRange(min=0),
+    help="How many, newest first (0: all).",
 )
 @click.option("--model", "models", multiple=True, metavar="M",
               help="Only sessions of this model (repeatable: any of them).")
@@ -198,6 +199,7 @@ def _clip(text: str, limit: int) -> str:
     "--width",
     default=300,
     show_default=True,
+    type=click.IntRange(min=1),
     help="Truncate long texts to this many characters.",
 )
 @reports_errors
@@ -452,7 +454,8 @@ def _export_html(store: Any, rec: Any, output: str, redactor: Any) -> None:
     help="Keep importing transcripts that appear or grow under PATH… (Ctrl-C to stop).",
 )
 @click.option(
-    "--interval", default=2.0, show_default=True, help="Seconds between looks with --watch."
+    "--interval", default=2.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+    help="Seconds between looks with --watch.",
 )
 @reports_errors
 def import_(

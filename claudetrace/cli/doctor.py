@@ -38,11 +38,17 @@ def doctor(db_url: str | None, retry: tuple[str, ...]) -> None:
     """
     from .. import capture as cap
     from ..config import resolve_url
-    from ..errors import StoreError
+    from ..errors import ClaudeTraceError, StoreError
 
     url = resolve_url(db_url)
     if retry:
         wanted = {r.upper() for r in retry}
+        # A mistyped id is said, before any capture is put back in line.
+        unknown = sorted(wanted - {"ALL"} - {i.recording_id.upper()
+                                             for i in cap.set_aside_files(url)})
+        if unknown:
+            raise ClaudeTraceError(f"no capture set aside for {', '.join(unknown)} "
+                                   "(`claudetrace doctor` lists them)")
         for item in cap.set_aside_files(url):
             if "ALL" in wanted or item.recording_id.upper() in wanted:
                 say(f"retrying {item.recording_id}", err=True)

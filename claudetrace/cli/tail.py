@@ -39,7 +39,8 @@ _STYLES = {
 )
 @click.option("--raw", is_flag=True, help="The recorded lines themselves, with time and direction.")
 @click.option(
-    "--interval", default=0.2, show_default=True, help="Seconds between looks at the store."
+    "--interval", default=0.2, show_default=True, type=click.FloatRange(min=0, min_open=True),
+    help="Seconds between looks at the store.",
 )
 @reports_errors
 def tail(session: str | None, db_url: str | None, follow: bool, raw: bool, interval: float) -> None:
