@@ -165,11 +165,15 @@ def call_figures(session: Session, *, estimate: bool = True) -> dict[str, CallFi
         for call in sorted(turn.calls, key=lambda c: c.start_ns):
             lane_marks = marks.get(call.lane, [])
             at = bisect.bisect_right(lane_marks, call.start_ns)
-            request = max(
-                lane_marks[at - 1] if at else turn.start_ns,
-                previous_end.get(call.lane, turn.start_ns),
-            )
-            request = max(request, turn.start_ns) if call.lane is None else request
+            known = [lane_marks[at - 1]] if at else []
+            if call.lane in previous_end:
+                known.append(previous_end[call.lane])
+            if call.lane is None:
+                known.append(turn.start_ns)
+            # A subagent's call with nothing of its lane before it (a lane no tool
+            # call names, an agent whose start came later) is timed from its own
+            # first line, never from its turn's prompt.
+            request = max(known, default=call.start_ns)
             request = min(request, call.start_ns)  # never after its own first line
             previous_end[call.lane] = call.end_ns
             end = call.end_ns
