@@ -327,6 +327,24 @@ async def subagent(
     cli_path: str, api: FakeAPI, options: ClaudeAgentOptions, result: ScenarioResult
 ) -> None:
     """The main agent delegates to a subagent; its messages carry parent_tool_use_id."""
+    await _delegate(api, options, result, None)
+
+
+def subagent_on(model: str) -> Scenario:
+    """:func:`subagent` with the counter agent on ``model`` (an alias such as
+    ``haiku`` or a model id), not the session's: no fixture is recorded of it."""
+
+    async def run(
+        cli_path: str, api: FakeAPI, options: ClaudeAgentOptions, result: ScenarioResult
+    ) -> None:
+        await _delegate(api, options, result, model)
+
+    return run
+
+
+async def _delegate(
+    api: FakeAPI, options: ClaudeAgentOptions, result: ScenarioResult, model: str | None
+) -> None:
     api.script(
         tool_use(
             "Agent",
@@ -343,7 +361,7 @@ async def subagent(
     )
     options.agents = {
         "counter": AgentDefinition(
-            description="Counts words.", prompt="You count words.", tools=["Read"]
+            description="Counts words.", prompt="You count words.", tools=["Read"], model=model
         )
     }
     async with ClaudeSDKClient(options) as client:
@@ -582,13 +600,15 @@ async def run_scenario_async(
     *,
     home: str | os.PathLike[str] | None = None,
     env: dict[str, str] | None = None,
+    func: Scenario | None = None,
 ) -> ScenarioResult:
     """Run scenario ``name`` (see :data:`SCENARIOS`) and return what the host saw.
 
     ``home`` is the CLI's home directory (a fresh temporary one, removed
-    afterwards, when None); ``env`` adds to the CLI's environment.
+    afterwards, when None); ``env`` adds to the CLI's environment; ``func`` runs
+    in place of the registered scenario (a test's variant of one, no fixture).
     """
-    func = SCENARIOS[name]
+    func = func or SCENARIOS[name]
     owned = home is None
     home_path = make_home(tempfile.mkdtemp(prefix="ct-home-") if owned else os.fspath(home))
     api.reset()
@@ -611,6 +631,7 @@ def run_scenario(
     *,
     home: str | os.PathLike[str] | None = None,
     env: dict[str, str] | None = None,
+    func: Scenario | None = None,
 ) -> ScenarioResult:
     """Synchronous :func:`run_scenario_async` (runs its own event loop)."""
-    return asyncio.run(run_scenario_async(name, cli_path, api, home=home, env=env))
+    return asyncio.run(run_scenario_async(name, cli_path, api, home=home, env=env, func=func))

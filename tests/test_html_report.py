@@ -66,6 +66,30 @@ def test_subagent_items_nest_under_their_tool_call(store: Store) -> None:
     assert nested, "the Task/Agent call carries the subagent's items"
 
 
+def test_a_subagent_call_is_timed_from_its_own_first_line(store: Store) -> None:
+    """The workflow agent of the shop transcript (a lane no tool call names) answers
+    40 s into a turn that began at 0 s: its call took no time of the turn before it."""
+    from claudetrace.formats.imports import import_file
+
+    shop = Path(__file__).parent / "fixtures" / "transcripts" / "projects" / "-home-dev-shop"
+    done = import_file(store, shop / "7c1e2a90-3b4d-4e5f-8a6b-1c2d3e4f5a60.jsonl")
+    rec = store.get(done.recording_id or "")
+    data = report_data(rec, list(store.iter_events(rec.id)))
+
+    def figures(items: list[Any]) -> Iterator[str]:
+        for item in items:
+            extra = item[4] if len(item) > 4 else {}
+            if "fig" in extra:
+                yield extra["fig"]
+            yield from figures(extra.get("ch", []))
+
+    haiku = [fig for fig in figures(data["conv"]) if fig.startswith("claude-haiku")]
+    assert len(haiku) == 3, haiku  # the Task agent's two calls and the workflow's one
+    assert [fig.split(" · ")[-2] for fig in haiku] == ["4.00 s", "11.00 s", "0 ms"], haiku
+    trace = [row for row in data["trace"] if "claude-haiku" in json.dumps(row)]
+    assert trace, data["trace"]
+
+
 def test_recorded_markup_and_secrets_do_not_reach_the_page(store: Store) -> None:
     rec, events = stored(store, "plain")
     hostile = json.dumps(

@@ -587,6 +587,40 @@ def test_a_real_cli_session_exports_what_backfill_sends(
     assert len(sessions) == 1 and sessions[0].startswith(traceparent(info.id) + " ")
 
 
+@pytest.mark.slow
+def test_a_subagent_s_model_calls_are_named_after_its_own_model(
+    tmp_path: Path, db_path: Path, real_claude: Path, fake_api: Any
+) -> None:
+    """The real CLI runs the counter agent on Haiku under a session on the default
+    model: the collector receives the subagent's chat span named after Haiku, the
+    model the CLI asked the API for on the subagent's behalf."""
+    from tests.capture_rig import write_shim
+    from tests.scenarios import check_scenario, run_scenario, subagent_on
+
+    shim = write_shim(tmp_path / "claude", real_claude, db_path)
+    with OtlpReceiver("http") as live:
+        result = run_scenario("subagent", shim, fake_api, func=subagent_on("haiku"), env={
+            "OTEL_EXPORTER_OTLP_ENDPOINT": live.endpoint,
+            "CLAUDETRACE_INDEXER_PRIORITY": "normal",
+        })
+        check_scenario(result)
+        asked = [r.model for r in fake_api.message_requests()]
+        assert live.wait_for(
+            lambda: any(s.name == "invoke_agent claude-code" for s in live.spans()), WAIT_S
+        ), wire_spans(live)
+        spans = wire_spans(live)
+    main, sub = asked[0], asked[1]
+    assert main and sub and "haiku" in sub and main != sub, asked
+    agent = next(i for i, s in spans.items() if s["name"] == "invoke_agent counter")
+    chats = [s for s in spans.values()
+             if s["parent"] == agent and s["attributes"].get("gen_ai.operation.name") == "chat"]
+    assert [s["name"] for s in chats] == [f"chat {sub}"], chats
+    assert chats[0]["attributes"]["gen_ai.request.model"] == sub
+    outside = {s["name"] for s in spans.values()
+               if s["name"].startswith("chat ") and s["parent"] != agent}
+    assert outside == {f"chat {main}"}
+
+
 # -- the sink in-process -----------------------------------------------------------------------
 
 

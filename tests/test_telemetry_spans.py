@@ -330,6 +330,22 @@ def test_subagent_nests_under_its_tool() -> None:
     assert {e.name for e in agent.events} >= {"system/task_started", "user"}
 
 
+def test_a_subagent_s_calls_are_named_after_its_own_model() -> None:
+    """The shop transcript's main agent runs Opus, its Explore subagent Haiku (each
+    assistant line says its model): each chat span names the model that answered."""
+    from claudetrace.formats.claude_code import read_transcript
+
+    shop = Path(__file__).parent / "fixtures" / "transcripts" / "projects" / "-home-dev-shop"
+    got = read_transcript(shop / "7c1e2a90-3b4d-4e5f-8a6b-1c2d3e4f5a60.jsonl")
+    spans = build_spans(got.info, got.events)
+    agent = named(spans, "invoke_agent Explore")[0]
+    chats = [s for s in spans if s.attributes.get(c.GEN_AI_OPERATION_NAME) == c.OP_CHAT]
+    under = [s.name for s in chats if s.parent_id == agent.span_id]
+    assert under == ["chat claude-haiku-4-5-20251001"] * 2
+    for span in chats:
+        assert span.name == f"chat {span.attributes[c.GEN_AI_REQUEST_MODEL]}"
+
+
 def test_same_events_same_spans_and_ids() -> None:
     info, events = load("mcp_hooks")
     first = build_spans(info, events)

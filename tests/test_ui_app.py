@@ -153,11 +153,14 @@ def test_malformed_lines_are_shown_as_text(app: AppTest, ui_db: dict[str, str]) 
     assert any("{not json" in c.value for c in at.code)
 
 
-def test_timeline_tab(app: AppTest, ui_db: dict[str, str]) -> None:
+def test_a_timeline_url_opens_the_trace_tab(app: AppTest, ui_db: dict[str, str]) -> None:
+    """The Timeline tab (a waterfall of a second walk of the lines) is the Trace tab's
+    span tree now: a link to it still opens the session's spans, and says trace."""
     at = run(app, session=ui_db["hooks"], tab="timeline")
-    assert any("spans" in c.value for c in at.caption)
-    chart = at.get("plotly_chart")
-    assert len(chart) == 1
+    assert "Timeline" not in at.segmented_control(key="tab_picker").options
+    assert at.query_params["tab"] == "trace"
+    assert any("agent → turn → model call / tool" in c.value for c in at.caption)
+    assert 'data-kind="tool"' in html_of(at) and not at.get("plotly_chart")
 
 
 def test_control_plane_tab(app: AppTest, ui_db: dict[str, str]) -> None:

@@ -53,10 +53,11 @@ def test_browse_list_session_tabs_and_diff(
     page.screenshot(path=str(tmp_path / "3-control.png"), full_page=True)
     assert "tab=control" in page.url
 
-    page.get_by_text("Timeline", exact=True).click()
-    page.get_by_text("hover a bar for details").wait_for(timeout=timeout)
-    page.locator(".js-plotly-plot").first.wait_for(timeout=timeout)
-    page.screenshot(path=str(tmp_path / "4-timeline.png"), full_page=True)
+    page.get_by_text("Trace", exact=True).click()
+    page.locator("table.ct-trace tr[data-kind='tool'][data-status='error']").wait_for(
+        timeout=timeout)
+    page.screenshot(path=str(tmp_path / "4-trace.png"), full_page=True)
+    assert "tab=trace" in page.url and not page.get_by_text("Timeline", exact=True).count()
 
     page.get_by_text("Raw", exact=True).click()
     page.get_by_text("lines match").wait_for(timeout=timeout)

@@ -214,3 +214,23 @@ def test_a_turns_last_call_takes_its_results_stop_reason_when_it_said_none() -> 
     assert fig.call.stop_reason is None and fig.stop_reason == "end_turn"
     assert session.turns[0].stop_reason == "end_turn"
     assert fig.summary().endswith("end_turn")
+
+
+def test_a_lane_no_tool_call_names_is_a_subagent_node_and_counts_in_its_turn() -> None:
+    """The shop transcript's workflow agent (lane ``agent-wf01``, no Task or Agent call
+    names it) made one Haiku call: it has a node, and its turn's and the session's
+    tokens add up to what the CLI counted (it was in no node, its tokens nowhere)."""
+    from claudetrace.formats.claude_code import read_transcript
+
+    shop = Path(__file__).parent / "fixtures" / "transcripts" / "projects" / "-home-dev-shop"
+    session = fold(read_transcript(shop / "7c1e2a90-3b4d-4e5f-8a6b-1c2d3e4f5a60.jsonl").events)
+    tree = trace_tree(session, end_ns=10**12)
+    turn = tree.children[0]
+    lane = next(n for n in turn.children if n.label == "agent-wf01")
+    assert (lane.kind, lane.detail) == ("subagent", "no tool call names it")
+    assert [(n.kind, n.label) for n in lane.children] == [
+        ("model", "claude-haiku-4-5-20251001")]
+    assert [n.start_ns for n in turn.children] == sorted(n.start_ns for n in turn.children)
+    assert tree.usage is not None and turn.usage is not None
+    assert tree.usage.input == session.usage.input
+    assert turn.usage.input == sum(c.usage.input for c in session.turns[0].calls)

@@ -276,7 +276,12 @@ class SpanTree:
         if start is None or start > now:
             start = now
         response_model = model if isinstance(model, str) else None
-        request_model = self.session.model or response_model
+        # The main agent asks for the session's model; a subagent for its own,
+        # which the CLI reports on each of its messages.
+        request_model = (
+            response_model or self.session.model if lane is not None
+            else self.session.model or response_model
+        )
         attrs: Attributes = {
             c.GEN_AI_OPERATION_NAME: c.OP_CHAT,
             c.GEN_AI_PROVIDER_NAME: c.PROVIDER,

@@ -305,7 +305,7 @@ def measure(db_url: str, big_id: str, *, repeat: int = 3) -> dict[str, list[floa
 
     One untimed run first pays the process's one-off costs (imports, opening the
     store), as a running ``claudetrace ui`` server has before anyone looks.  The
-    first timed run of each view is cold for its own caches (the timeline's spans).
+    first timed run of each view is cold for its own caches (the trace's span tree).
     No browser draws anything here, so no page waits for one to draw its header
     (:func:`.views.common.drawn_first`): what is timed is the server's work.
     """
@@ -340,7 +340,6 @@ def _views(big_id: str) -> dict[str, dict[str, str]]:
         "big session: trace": {"session": big_id, "tab": "trace"},
         "big session: raw": {"session": big_id, "tab": "raw"},
         "big session: control plane": {"session": big_id, "tab": "control"},
-        "big session: timeline": {"session": big_id, "tab": "timeline"},
     }
 
 
@@ -354,7 +353,6 @@ _LAST = {
     "big session: trace": "table.ct-trace",
     "big session: raw": "[data-testid='stDataFrame']",
     "big session: control plane": "[data-testid='stDataFrame'], [data-testid='stAlert']",
-    "big session: timeline": ".js-plotly-plot",
 }
 #: Chromium's flags to run headless in a container (no sandbox, no GPU, no network).
 CHROMIUM_ARGS = (

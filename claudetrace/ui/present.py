@@ -165,11 +165,15 @@ def call_figures(session: Session, *, estimate: bool = True) -> dict[str, CallFi
         for call in sorted(turn.calls, key=lambda c: c.start_ns):
             lane_marks = marks.get(call.lane, [])
             at = bisect.bisect_right(lane_marks, call.start_ns)
-            request = max(
-                lane_marks[at - 1] if at else turn.start_ns,
-                previous_end.get(call.lane, turn.start_ns),
-            )
-            request = max(request, turn.start_ns) if call.lane is None else request
+            known = [lane_marks[at - 1]] if at else []
+            if call.lane in previous_end:
+                known.append(previous_end[call.lane])
+            if call.lane is None:
+                known.append(turn.start_ns)
+            # A subagent's call with nothing of its lane before it (a lane no tool
+            # call names, an agent whose start came later) is timed from its own
+            # first line, never from its turn's prompt.
+            request = max(known, default=call.start_ns)
             request = min(request, call.start_ns)  # never after its own first line
             previous_end[call.lane] = call.end_ns
             end = call.end_ns
@@ -277,6 +281,29 @@ def _lane_nodes(index: _Index, lane: str | None, turn: int) -> list[TraceNode]:
     return [node for _, _, node in timed]
 
 
+def _unnamed_lanes(index: _Index, turn: Turn) -> list[TraceNode]:
+    """A subagent node for each lane of ``turn`` that no tool call names (a workflow's
+    agent): its calls and tools, which would otherwise be in no node."""
+    named = index.session.tools
+    lanes = {c.lane for c in turn.calls if c.lane and c.lane not in named}
+    lanes |= {lane for lane, number in index.tools
+              if number == turn.number and lane and lane not in named}
+    out = []
+    for lane in sorted(lanes):
+        children = _lane_nodes(index, lane, turn.number)
+        if not children:
+            continue
+        end = [c.end_ns for c in children]
+        node = TraceNode(
+            "subagent", lane, min(c.start_ns for c in children),
+            None if None in end else max(e for e in end if e is not None),
+            "error" if any(c.status == "error" for c in children) else "ok",
+            detail="no tool call names it", children=children)
+        _add_up(node)
+        out.append(node)
+    return out
+
+
 def _add_up(node: TraceNode) -> None:
     """A node's tokens and cost: what its children's add up to (the cost unknown
     when a model call's is, or when no child has one)."""
@@ -324,7 +351,8 @@ def trace_tree(
             bits.append("interrupted")
         node = TraceNode("turn", f"turn {turn.number}", turn.start_ns, turn.end_ns, status_of,
                          detail=" · ".join(b for b in bits if b))
-        node.children = _lane_nodes(index, None, turn.number)
+        node.children = _lane_nodes(index, None, turn.number) + _unnamed_lanes(index, turn)
+        node.children.sort(key=lambda child: child.start_ns)
         _add_up(node)
         if turn.done and cost.source == "cli":
             node.cost_usd = turn.cost_usd

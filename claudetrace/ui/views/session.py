@@ -1,4 +1,4 @@
-"""One session: header metrics, then Conversation / Timeline / Control plane / Raw.
+"""One session: header metrics, then Conversation / Trace / Control plane / Raw.
 
 Only the selected tab is computed (``?tab=``), and each reads only what it
 shows: the conversation a window of non-delta lines, the control plane the
@@ -22,29 +22,26 @@ from claudetrace.ui import present
 from claudetrace.ui.controlplane import ControlRow, control_rows
 from claudetrace.ui.conversation import Item, LazyConversation, ToolCall
 from claudetrace.ui.markdown import markdown_tree, tree_html
-from claudetrace.ui.timeline import LazyTimeline, TimelineRow, waterfall_figure
 from claudetrace.ui.views import common, trace
 from claudetrace.ui.views.common import money, param, plain, seconds, set_params
 
 TABS = {
     "conversation": "Conversation",
     "trace": "Trace",
-    "timeline": "Timeline",
     "control": "Control plane",
     "raw": "Raw",
 }
 #: Lines shown per conversation part (deltas excluded): a part of 300 took the browser
 #: ~0.2 s longer to draw on a 200k-line session (some 110 chat items and tool calls).
 CONVERSATION_PAGE = 100
-#: Bars drawn per timeline page.
-TIMELINE_PAGE = 300
 #: Rows per page of the control plane's table.
 CONTROL_PAGE = 500
-#: Lines the timeline's span builder reads at a time (as far as the part shown needs).
-TIMELINE_STEP = 5000
 #: Lines the conversation reads at a time (as far as the part shown needs).
 CONVERSATION_STEP = 1000
 RAW_PAGE = 200
+#: Tabs an older URL may name, and the tab that shows them now: the Timeline's
+#: waterfall of the OpenTelemetry spans became the Trace tab's span tree.
+_OLD_TABS = {"timeline": "trace"}
 
 
 def page() -> None:
@@ -75,6 +72,7 @@ def _body(db: Store, recording_id: str, rec: Recording | None = None) -> None:
     rec = rec or db.get(recording_id)
     _header(db, rec)
     tab = param("tab", "conversation")
+    tab = _OLD_TABS.get(tab, tab)
     if tab not in TABS:
         tab = "conversation"
     with common.drawn_first():
@@ -94,8 +92,6 @@ def _body(db: Store, recording_id: str, rec: Recording | None = None) -> None:
         _conversation(db, rec)
     elif tab == "trace":
         trace.tab(db, rec)
-    elif tab == "timeline":
-        _timeline(db, rec)
     elif tab == "control":
         _control(db, rec)
     else:
@@ -373,56 +369,6 @@ def _tool_text(call: ToolCall) -> str:
     return "\n".join(parts)
 
 
-# -- timeline ------------------------------------------------------------------------
-
-
-# The caches below hold objects, not copies (``cache_resource``): a 200k-line
-# session has some 100k spans, which ``cache_data`` would pickle on every view.
-# They are keyed by the recording's line count, so a live session's grow.
-
-
-@st.cache_resource(show_spinner=False, max_entries=4)
-def _lazy_timeline(
-    _db: Store, recording_id: str, event_count: int, ended: bool
-) -> LazyTimeline:
-    """The recording's timeline, built as far as it has been looked at (per line count)."""
-    rec = _db.get(recording_id)
-
-    def read(start_seq: int, limit: int) -> list[Event]:
-        return list(_db.iter_events(recording_id, start_seq=start_seq, limit=limit))
-
-    return LazyTimeline(rec.info(), read, step=TIMELINE_STEP)
-
-
-def _timeline_rows(db: Store, rec: Recording) -> tuple[LazyTimeline, int, list[TimelineRow]]:
-    """The timeline, the part the URL asks for and the rows built as far as it needs."""
-    timeline = _lazy_timeline(db, rec.id, rec.event_count, rec.ended_ns is not None)
-    part = common.int_param("part", 1) or 1
-    with st.spinner("Building spans…"), common.no_gc_pauses():
-        rows = timeline.rows(part * TIMELINE_PAGE + 1)
-    return timeline, part, rows
-
-
-def _timeline(db: Store, rec: Recording) -> None:
-    timeline, part, rows = _timeline_rows(db, rec)
-    if not rows:
-        st.info("No spans.")
-        return
-    pages = max(1, -(-len(rows) // TIMELINE_PAGE))
-    more = "" if timeline.complete else " so far"
-    part = min(part, pages)
-    if pages > 1 or not timeline.complete:
-        label = f"Part (of {pages}{more}, {TIMELINE_PAGE} spans each)"
-        part = int(st.number_input(label, 1, pages + (0 if timeline.complete else 1), part,
-                                   key="tl_part"))
-        set_params(part=part if part > 1 else None)
-    shown = rows[(part - 1) * TIMELINE_PAGE : part * TIMELINE_PAGE]
-    ended = f"{len(rows):,} spans" if timeline.complete else (
-        f"{len(rows):,} spans ended by line {timeline.lines_read:,} of {rec.event_count:,}")
-    st.caption(f"{ended}; hover a bar for details.")
-    st.plotly_chart(waterfall_figure(shown), key="waterfall")
-
-
 # -- control plane -------------------------------------------------------------------
 
 
@@ -540,7 +486,6 @@ def _expand_line(db: Store, rec: Recording, first_seq: int) -> None:
 _READS: dict[str, Callable[[Store, Recording], object]] = {
     "conversation": _conversation_part,
     "trace": trace.read_rows,
-    "timeline": _timeline_rows,
     "control": _control_plane_rows,
     "raw": _raw_types,
 }
