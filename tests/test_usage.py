@@ -300,3 +300,27 @@ def test_reports_from_the_hour_sums_equal_those_from_the_calls(
     monkeypatch.setattr(q, "_columns", lambda *_: q._CALLS)
     assert run(db_path, *args, "--json") == from_hours
     assert from_hours[args[0] if args[0] != "session" else "sessions"]
+
+
+def test_usage_import_reads_only_what_changed(db_path: Path, tmp_path: Path) -> None:
+    projects = tmp_path / "projects"
+    found = corpus()
+    for t in found:
+        write_transcript(projects, t)
+
+    def report() -> tuple[str, Any]:
+        out = CliRunner().invoke(cli, ["usage", "monthly", "--json", "-z", "UTC", "--db",
+                                       str(db_path), "--import", str(projects)])
+        assert out.exit_code == 0, out.output
+        return out.stderr.strip(), json.loads(out.stdout)
+
+    said, first = report()
+    assert said.startswith("imported: ") and str(len(found)) in said
+    said, again = report()
+    assert "unchanged" in said and again == first  # nothing read again
+    grown = found[2]
+    grown.calls.append(Call(SONNET, at(30, 23), 1, 2, 3, 4))
+    write_transcript(projects, grown)
+    said, last = report()
+    assert f"{len(found) - 1} unchanged" in said, said
+    assert last["totals"]["inputTokens"] == first["totals"]["inputTokens"] + 1
