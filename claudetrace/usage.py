@@ -13,7 +13,8 @@ also has ``period``.
 Days, weeks and months are cut in the report's time zone from buckets the
 database sums (a fixed zone's days, else hours, or quarter hours for a zone
 whose offset is a part of an hour); blocks are
-ccusage's 5-hour billing blocks, made from the calls themselves.
+ccusage's 5-hour billing blocks, made from the calls summed by hour (exactly as
+from the calls themselves: :func:`make_blocks`).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ BLOCK_NS: Final = 5 * 3600 * 1_000_000_000
 _HOUR_NS: Final = 3600 * 1_000_000_000
 
 
-@dataclass
+@dataclass(slots=True)
 class Totals:
     """Tokens and cost of a group of calls, per model and in all."""
 
@@ -55,28 +56,33 @@ class Totals:
     #: Per model, in first-seen order.
     models: dict[str, Totals] = field(default_factory=dict)
 
+    def _take(self, i: int, o: int, cr: int, cc: int, cost: float, n: int,
+              sources: Iterable[str]) -> None:
+        self.input += i
+        self.output += o
+        self.cache_read += cr
+        self.cache_creation += cc
+        self.cost += cost
+        self.calls += n
+        self.sources.update(sources)
+
+    def _model(self, model: str) -> Totals:
+        mine = self.models.get(model)
+        if mine is None:
+            mine = self.models[model] = Totals()
+        return mine
+
     def add(self, model: str | None, source: str, f: Figures) -> None:
-        self.input += f.input
-        self.output += f.output
-        self.cache_read += f.cache_read
-        self.cache_creation += f.cache_creation
-        self.cost += f.cost
-        self.calls += f.calls
-        self.sources.add(source)
+        """Add one group's figures, under ``model`` too (None: in all only)."""
+        self._take(*f, (source,))
         if model is not None:
-            self.models.setdefault(model, Totals()).add(None, source, f)
+            self._model(model)._take(*f, (source,))
 
     def merge(self, other: Totals) -> None:
         """Add ``other``'s figures, per model too."""
-        self.input += other.input
-        self.output += other.output
-        self.cache_read += other.cache_read
-        self.cache_creation += other.cache_creation
-        self.cost += other.cost
-        self.calls += other.calls
-        self.sources.update(other.sources)
-        for model, figures in other.models.items():
-            self.models.setdefault(model, Totals()).merge(figures)
+        for into, t in [(self, other), *((self._model(m), t) for m, t in other.models.items())]:
+            into._take(t.input, t.output, t.cache_read, t.cache_creation, t.cost, t.calls,
+                       t.sources)
 
     @property
     def total_tokens(self) -> int:
@@ -276,17 +282,28 @@ class Block:
                 "remainingMinutes": round(remaining)}
 
 
-def make_blocks(calls: Iterable[tuple[Any, ...]]) -> list[Block]:
+def _hour_of(t_ns: int) -> tuple[int, bool]:
+    """The group of :func:`make_blocks` a time is in: its hour, and whether it is
+    the hour's very start."""
+    return t_ns - t_ns % _HOUR_NS, t_ns % _HOUR_NS == 0
+
+
+def make_blocks(hours: Iterable[tuple[Any, ...]]) -> list[Block]:
     """ccusage's blocks: a block starts at its first call's hour (UTC) and lasts five
-    hours; a call five hours or more after the block's start, or after the
+    hours; a call more than five hours after the block's start, or after the
     previous call, starts the next; a pause of more than five hours is a gap block.
 
-    ``calls``: tuples of :class:`~claudetrace.store.usage.CallUsage`'s fields, in
-    time order."""
+    ``hours``: tuples of :class:`~claudetrace.store.usage.HourUsage`'s fields in
+    time order, the calls summed by hour (those at the hour's very start apart),
+    model and cost source.  That is exact: a block starts at a whole hour, so
+    whether a call is more than five hours after it is the same for every call of
+    an hour after its start (and for those at its start); the calls of one hour
+    are less than an hour apart, so a pause of more than five hours can only come
+    before an hour's first call."""
     blocks: list[Block] = []
     start = first = last = -1
-    # The open block's sums per (model, cost source), in first-seen order: a
-    # report may fold hundreds of thousands of calls, so no object a call.
+    group: tuple[int, bool] | None = None
+    # The open block's sums per (model, cost source), in first-seen order.
     sums: dict[tuple[str, str], list[float]] = {}
 
     def close() -> None:
@@ -295,7 +312,14 @@ def make_blocks(calls: Iterable[tuple[Any, ...]]) -> list[Block]:
             totals.add(model, source, Figures(int(i), int(o), int(cr), int(cc), cost, int(n)))
         blocks.append(Block(start, start + BLOCK_NS, totals, first_ns=first, last_ns=last))
 
-    for t_ns, model, source, i, o, cr, cc, cost in calls:
+    rows = list(hours)
+    at = 0
+    while at < len(rows):
+        group = _hour_of(rows[at][0])
+        end = at
+        while end < len(rows) and _hour_of(rows[end][0]) == group:
+            end += 1
+        t_ns = min(row[0] for row in rows[at:end])  # the hour's first call
         if sums and (t_ns - start > BLOCK_NS or t_ns - last > BLOCK_NS):
             close()
             if t_ns - last > BLOCK_NS:
@@ -303,17 +327,19 @@ def make_blocks(calls: Iterable[tuple[Any, ...]]) -> list[Block]:
             sums = {}
         if not sums:
             start, first = t_ns - t_ns % _HOUR_NS, t_ns
-        mine = sums.get((model, source))
-        if mine is None:
-            sums[model, source] = [i, o, cr, cc, cost or 0.0, 1]
-        else:
-            mine[0] += i
-            mine[1] += o
-            mine[2] += cr
-            mine[3] += cc
-            mine[4] += cost or 0.0
-            mine[5] += 1
-        last = t_ns
+        for _first, last_ns, model, source, i, o, cr, cc, cost, n in rows[at:end]:
+            mine = sums.get((model, source))
+            if mine is None:
+                sums[model, source] = [i, o, cr, cc, cost or 0.0, n]
+            else:
+                mine[0] += i
+                mine[1] += o
+                mine[2] += cr
+                mine[3] += cc
+                mine[4] += cost or 0.0
+                mine[5] += n
+            last = max(last, last_ns)
+        at = end
     if sums:
         close()
     return blocks
@@ -351,7 +377,7 @@ def blocks_json(blocks: list[Block], now_ns: int) -> dict[str, Any]:
 
 def blocks(reader: Reader, f: UsageFilter) -> list[Block]:
     """The 5-hour blocks of the calls that pass ``f``."""
-    return make_blocks(q.calls(reader, f))
+    return make_blocks(q.hours(reader, f))
 
 
 def report_json(reader: Reader, report: Report, f: UsageFilter, tz: dt.tzinfo | None,

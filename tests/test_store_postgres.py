@@ -821,3 +821,44 @@ def test_the_ingest_bench_measures_what_a_recording_adds_on_postgres(pg_url: str
     finally:
         store.close()
     assert _stored_bytes(pg_url) - before >= sum(map(len, lines))
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_usage_reports_from_the_hour_sums_on_postgres(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from claudetrace.cli import cli
+    from claudetrace.formats.imports import import_file
+    from claudetrace.store import usage as q
+    from claudetrace.testing.transcripts import random_corpus, write_transcript
+
+    store = open_store(pg_url)
+    try:
+        for t in random_corpus(10, calls=40, seed=12):
+            assert import_file(store, write_transcript(tmp_path / "projects", t)).recording_id
+        victim = store.list_recordings(limit=1)[0].id
+        store.delete_recording(victim)  # the schema's trigger takes its sums too
+        with store.engine.connect() as conn:
+            orphans = conn.exec_driver_sql(
+                "SELECT COUNT(*) FROM usage_hours WHERE recording_id = %s", (victim,)).scalar()
+        assert orphans == 0
+    finally:
+        store.close()
+
+    def reports() -> list[object]:
+        out = []
+        for args in (("daily", "-z", "UTC"), ("daily", "-z", "Asia/Kolkata"),
+                     ("session",), ("blocks",)):
+            got = CliRunner().invoke(cli, ["usage", *args, "--json", "--db", pg_url])
+            assert got.exit_code == 0, got.output
+            out.append(json.loads(got.stdout))
+        return out
+
+    from_hours = reports()
+    assert from_hours[0]["daily"]
+    monkeypatch.setattr(q, "_columns", lambda *_: q._CALLS)
+    assert reports() == from_hours

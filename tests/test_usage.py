@@ -16,7 +16,7 @@ from claudetrace.cassette import read_cassette
 from claudetrace.cli import cli
 from claudetrace.formats.imports import import_file
 from claudetrace.store import Store
-from claudetrace.store.usage import CallUsage
+from claudetrace.store.usage import HourUsage
 from claudetrace.testing.transcripts import Call, Transcript, write_transcript
 from claudetrace.usage import make_blocks
 
@@ -169,8 +169,9 @@ def test_a_recorded_name_is_escaped_in_the_table(
     assert "\x1b" not in text and "\\x1b" in text
 
 
-def call(t: dt.datetime, model: str = SONNET, n: int = 10) -> CallUsage:
-    return CallUsage(int(t.timestamp()) * 1_000_000_000, model, "estimate", n, n, 0, 0, 0.01)
+def call(t: dt.datetime, model: str = SONNET, n: int = 10) -> HourUsage:
+    ns = int(t.timestamp()) * 1_000_000_000
+    return HourUsage(ns, ns, model, "estimate", n, n, 0, 0, 0.01, 1)
 
 
 def test_blocks_as_ccusage_cuts_them() -> None:
@@ -260,3 +261,66 @@ def test_the_live_indexer_writes_ended_turns_without_the_price_table(
     first = {c.id for c in session.turns[0].calls if c.usage}
     assert {r[0] for r in rows} == first and {r[8] for r in rows} == {"cli"}
     assert sum(r[7] for r in rows) == pytest.approx(session.cost_usd)
+
+
+def _tricky() -> Transcript:
+    """Calls at a block's exact end (five hours after its start, on the hour),
+    just after it, and after pauses of exactly five hours and just more."""
+    base = at(25, 10)
+    five = dt.timedelta(hours=5)
+    times = [base, base + dt.timedelta(minutes=20), base + five,
+             base + five + dt.timedelta(seconds=1), base + 2 * five + dt.timedelta(seconds=1),
+             base + 3 * five + dt.timedelta(seconds=2), base + 3 * five + dt.timedelta(hours=1)]
+    return Transcript("11111111-0000-4000-8000-0000000000bb", "-home-dev-gamma",
+                      [Call(OPUS if n % 2 else SONNET, t, 10 + n, 20 + n, 30, 40)
+                       for n, t in enumerate(times)], cwd="/home/dev/gamma")
+
+
+@pytest.mark.parametrize("args", [
+    ("daily", "-z", "UTC"), ("daily", "-z", "Asia/Kolkata"), ("daily", "-z", "Europe/Paris"),
+    ("weekly", "-z", "UTC"), ("monthly", "-z", "America/New_York"),
+    ("session", "-z", "UTC"), ("blocks",), ("blocks", "--since", "20260910", "-z", "UTC"),
+    ("daily", "--since", "20260905", "--until", "20260920", "-z", "Asia/Kolkata"),
+    ("session", "--project", "p3", "--model", SONNET), ("blocks", "--project", "p2"),
+])
+def test_reports_from_the_hour_sums_equal_those_from_the_calls(
+    store: Store, db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    args: tuple[str, ...],
+) -> None:
+    from claudetrace.store import usage as q
+    from claudetrace.testing.transcripts import random_corpus
+
+    for t in [*random_corpus(12, calls=40, seed=11), _tricky(), *corpus()]:
+        assert import_file(store, write_transcript(tmp_path / "projects", t)).recording_id
+    # A recording written again (the indexer's turns) and one deleted: the sums follow.
+    victim = store.list_recordings(limit=1)[0].id
+    store.delete_recording(victim)
+    assert q._columns(q.UsageFilter()) is q._HOURS  # the reports read the hour sums
+    from_hours = run(db_path, *args, "--json")
+    monkeypatch.setattr(q, "_columns", lambda *_: q._CALLS)
+    assert run(db_path, *args, "--json") == from_hours
+    assert from_hours[args[0] if args[0] != "session" else "sessions"]
+
+
+def test_usage_import_reads_only_what_changed(db_path: Path, tmp_path: Path) -> None:
+    projects = tmp_path / "projects"
+    found = corpus()
+    for t in found:
+        write_transcript(projects, t)
+
+    def report() -> tuple[str, Any]:
+        out = CliRunner().invoke(cli, ["usage", "monthly", "--json", "-z", "UTC", "--db",
+                                       str(db_path), "--import", str(projects)])
+        assert out.exit_code == 0, out.output
+        return out.stderr.strip(), json.loads(out.stdout)
+
+    said, first = report()
+    assert said.startswith("imported: ") and str(len(found)) in said
+    said, again = report()
+    assert "unchanged" in said and again == first  # nothing read again
+    grown = found[2]
+    grown.calls.append(Call(SONNET, at(30, 23), 1, 2, 3, 4))
+    write_transcript(projects, grown)
+    said, last = report()
+    assert f"{len(found) - 1} unchanged" in said, said
+    assert last["totals"]["inputTokens"] == first["totals"]["inputTokens"] + 1

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
 from typing import Any, Final, cast
 
-from sqlalchemy import Connection, Engine, Table, delete, func, insert, or_, select, update
+from sqlalchemy import Connection, Engine, Table, delete, func, insert, or_, select, text, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -41,6 +41,7 @@ from .rows import (
     event_rows,
     info_columns,
     insert_batches,
+    rollup_statements,
     row_count,
     rows_per_insert,
     usage_call_rows,
@@ -354,6 +355,8 @@ class Store:
             conn.execute(delete(_USAGE).where(mine, _USAGE.c.call_id.in_(chunk)))
         if rows:
             self._insert_rows(conn, _USAGE, rows)
+        for statement in rollup_statements("recording_id = :rid"):
+            conn.execute(text(statement), {"rid": recording_id})
 
     def tables_bytes(self) -> int:
         """What the store's tables take on disk, with their indexes (and TOAST on

@@ -285,6 +285,35 @@ class UsageCall(Base):
     __table_args__ = (Index("ix_usage_calls_call_id", "call_id"),)
 
 
+class UsageHour(Base):
+    """A recording's calls of one hour (UTC), model and cost source, summed: what
+    reports read (:mod:`claudetrace.store.usage`) instead of every call.
+
+    Made again from ``usage_calls`` whenever a recording's calls are written
+    (:func:`claudetrace.store.rows.rollup_statements`); duplicates left out.
+    ``on_hour``: the calls at the very start of the hour, summed apart (a 5-hour
+    block may end at that instant).  ``cost_usd`` is None when no call has a cost.
+    """
+
+    __tablename__ = "usage_hours"
+
+    recording_id: Mapped[str] = mapped_column(
+        String(26), ForeignKey("recordings.id", ondelete="CASCADE"), primary_key=True
+    )
+    hour_ns: Mapped[int] = mapped_column(BigInteger, primary_key=True, index=True)
+    on_hour: Mapped[bool] = mapped_column(Boolean, primary_key=True)
+    model: Mapped[str] = mapped_column(String(100), primary_key=True)
+    cost_source: Mapped[str] = mapped_column(String(16), primary_key=True)
+    input_tokens: Mapped[int] = mapped_column(BigInteger)
+    output_tokens: Mapped[int] = mapped_column(BigInteger)
+    cache_read_tokens: Mapped[int] = mapped_column(BigInteger)
+    cache_creation_tokens: Mapped[int] = mapped_column(BigInteger)
+    cost_usd: Mapped[float | None] = mapped_column(Float)
+    calls: Mapped[int] = mapped_column(BigInteger)
+    first_ns: Mapped[int] = mapped_column(BigInteger)
+    last_ns: Mapped[int] = mapped_column(BigInteger)
+
+
 class EventTool(Base):
     """A tool use id mentioned by an event (see :class:`claudetrace.model.events.ToolRef`)."""
 

@@ -21,14 +21,22 @@ from typing import Any, Final
 from ..errors import StoreError
 from ..recording import RecordingInfo
 from . import values
-from .rows import USAGE_CALLS, Rows, chunks, info_columns, row_count, usage_call_rows
+from .rows import (
+    USAGE_CALLS,
+    Rows,
+    chunks,
+    info_columns,
+    rollup_statements,
+    row_count,
+    usage_call_rows,
+)
 from .textindex import index_rows
 
 #: The newest migration's revision (``migrations/versions``), known without
 #: Alembic: a store that is already there opens without importing Alembic or
 #: reading the migration scripts (a third of an indexer's start-up).  A test
 #: checks it against the scripts' head.
-SCHEMA_HEAD: Final = "0007_usage_calls"
+SCHEMA_HEAD: Final = "0008_usage_rollups"
 
 #: The ``recordings`` table's columns at :data:`SCHEMA_HEAD`, with the value a new
 #: row takes where none is given (the models' defaults; None: NULL), and which
@@ -157,6 +165,8 @@ class PlainWrites:
                            f"({', '.join([mark] * len(chunk))})", [recording_id, *chunk])
         if rows:
             self._insert(cursor, "usage_calls", rows)
+        for statement in rollup_statements(f"recording_id = {mark}"):
+            cursor.execute(statement, [recording_id])
 
     def update_recording(self, recording_id: str, **columns: Any) -> None:
         with self._transaction("update recording") as cursor:

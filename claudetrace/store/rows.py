@@ -40,6 +40,38 @@ COLUMNS: Final = {
 USAGE_CALLS: Final = "usage_calls"
 
 
+#: ``usage_hours``' rows sum a recording's calls by hour (UTC, from the hour on),
+#: model and cost source: what reports read instead of every call.  A call at
+#: the exact start of its hour is summed apart (``on_hour``), so that a 5-hour
+#: block, whose end may be that instant, is made from these rows as from the
+#: calls themselves (see :func:`claudetrace.usage.make_blocks`).
+HOUR_NS: Final = 3600 * 1_000_000_000
+_ROLLUP_COLUMNS: Final = ("recording_id, hour_ns, on_hour, model, cost_source, input_tokens, "
+                          "output_tokens, cache_read_tokens, cache_creation_tokens, cost_usd, "
+                          "calls, first_ns, last_ns")
+
+
+def hour_columns(t_ns: str) -> tuple[str, str]:
+    """SQL of the hour a time column is in and whether it is its very start
+    (integer division, no ``%``: psycopg reads that as a parameter's mark)."""
+    hour = f"({t_ns} / {HOUR_NS}) * {HOUR_NS}"
+    return hour, f"({t_ns} = {hour})"
+
+
+def rollup_statements(where: str) -> tuple[str, str]:
+    """``DELETE`` and ``INSERT … SELECT`` that make ``usage_hours`` the sums of the
+    ``usage_calls`` that ``where`` keeps (a condition on ``recording_id``, the
+    same in both; duplicates are left out), in SQL that SQLite and PostgreSQL
+    both read."""
+    hour, on_hour = hour_columns("t_ns")
+    keys = f"recording_id, {hour}, {on_hour}, model, cost_source"
+    return (f"DELETE FROM usage_hours WHERE {where}",
+            f"INSERT INTO usage_hours ({_ROLLUP_COLUMNS}) SELECT {keys}, SUM(input_tokens), "
+            f"SUM(output_tokens), SUM(cache_read_tokens), SUM(cache_creation_tokens), "
+            f"SUM(cost_usd), COUNT(*), MIN(t_ns), MAX(t_ns) FROM usage_calls "
+            f"WHERE ({where}) AND NOT duplicate GROUP BY {keys}")
+
+
 def usage_call_rows(recording_id: str, calls: Iterable[tuple[Any, ...]],
                     elsewhere: Callable[[list[str]], Iterable[str]] | None = None,
                     ) -> list[tuple[Any, ...]]:

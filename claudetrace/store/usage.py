@@ -2,11 +2,14 @@
 
 Every figure comes from ``usage_calls`` (a row per model call: its time, model,
 tokens, cost and where the cost comes from; a message two recordings hold is
-counted once), summed by the database: by time bucket and model
-(:func:`buckets`, for days, weeks and months in any time zone), by recording and
-model (:func:`by_recording`), or the calls themselves in time order
-(:func:`calls`, for 5-hour blocks).  :class:`UsageFilter` narrows them by time,
-model and the recordings' project (cwd), tags, name and source.
+counted once), through ``usage_hours``, the sums the store keeps of each
+recording's calls by hour, model and cost source (the calls themselves only when
+a report's times cut hours: a zone whose days start at a part of an hour).  The
+database sums them again: by time bucket and model (:func:`buckets`, for days,
+weeks and months in any time zone), by recording and model
+(:func:`by_recording`), or by hour in time order (:func:`hours`, for 5-hour
+blocks).  :class:`UsageFilter` narrows them by time, model and the recordings'
+project (cwd), tags, name and source.
 
 The queries are plain SQL that SQLite and PostgreSQL both read, run by a
 :class:`Reader`: the store's connection (:func:`store_reader`), or on a
@@ -25,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from .plain import SCHEMA_HEAD
+from .rows import HOUR_NS, hour_columns
 from .sqlite import plain_file
 
 
@@ -166,8 +170,37 @@ class Figures(NamedTuple):
     calls: int
 
 
-_SUMS = ("SUM(u.input_tokens), SUM(u.output_tokens), SUM(u.cache_read_tokens), "
-         "SUM(u.cache_creation_tokens), SUM(u.cost_usd), COUNT(*)")
+#: Each report's columns on ``usage_hours`` (the per-hour sums the store keeps), and
+#: on ``usage_calls`` when a report's times cut hours (a time zone whose days start
+#: at a part of an hour, ``since``/``until`` of such a zone).
+class _Columns(NamedTuple):
+    table: str
+    time: str  # a row's time, for buckets of whole hours
+    hour: str
+    on_hour: str
+    first: str
+    last: str
+    sums: str
+    kept: str  # the condition a row needs besides the filter's
+
+
+_HOURS = _Columns(
+    "usage_hours", "u.hour_ns", "u.hour_ns", "u.on_hour", "MIN(u.first_ns)", "MAX(u.last_ns)",
+    "SUM(u.input_tokens), SUM(u.output_tokens), SUM(u.cache_read_tokens), "
+    "SUM(u.cache_creation_tokens), SUM(u.cost_usd), SUM(u.calls)", "1 = 1")
+_CALLS = _Columns(
+    "usage_calls", "u.t_ns", *hour_columns("u.t_ns"),
+    "MIN(u.t_ns)", "MAX(u.t_ns)",
+    "SUM(u.input_tokens), SUM(u.output_tokens), SUM(u.cache_read_tokens), "
+    "SUM(u.cache_creation_tokens), SUM(u.cost_usd), COUNT(*)",
+    "NOT u.duplicate")  # a message two recordings hold, once
+
+
+def _columns(f: UsageFilter, *times: int) -> _Columns:
+    """The per-hour sums when ``f``'s bounds and ``times`` (bucket size and shift)
+    are whole hours, else the calls."""
+    bounds = [t for t in (f.since_ns, f.until_ns, *times) if t is not None]
+    return _HOURS if all(t % HOUR_NS == 0 for t in bounds) else _CALLS
 
 
 def _figures(row: tuple[Any, ...], at: int) -> Figures:
@@ -176,16 +209,16 @@ def _figures(row: tuple[Any, ...], at: int) -> Figures:
                    int(n))
 
 
-def _from(reader: Reader, f: UsageFilter) -> tuple[str, list[Any]]:
-    """The ``FROM … WHERE …`` of the calls ``f`` keeps, and its parameters."""
+def _from(reader: Reader, f: UsageFilter, c: _Columns) -> tuple[str, list[Any]]:
+    """The ``FROM … WHERE …`` of the rows ``f`` keeps, and its parameters."""
     m = reader.marker
-    joins, where = "", ["NOT u.duplicate"]  # a message two recordings hold, once
+    joins, where = "", [c.kept]
     params: list[Any] = []
     if f.since_ns is not None:
-        where.append(f"u.t_ns >= {m}")
+        where.append(f"{c.time} >= {m}")
         params.append(f.since_ns)
     if f.until_ns is not None:
-        where.append(f"u.t_ns < {m}")
+        where.append(f"{c.time} < {m}")
         params.append(f.until_ns)
     if f.models:
         where.append(f"u.model IN ({', '.join([m] * len(f.models))})")
@@ -209,7 +242,7 @@ def _from(reader: Reader, f: UsageFilter) -> tuple[str, list[Any]]:
             else:
                 where.append(f"json_extract(r.tags, {m}) = {m}")
                 params.extend([f"$.{json.dumps(key)}", value])
-    return f" FROM usage_calls u{joins} WHERE {' AND '.join(where)}", params
+    return f" FROM {c.table} u{joins} WHERE {' AND '.join(where)}", params
 
 
 def buckets(reader: Reader, f: UsageFilter, bucket_ns: int, offset_ns: int = 0,
@@ -217,10 +250,11 @@ def buckets(reader: Reader, f: UsageFilter, bucket_ns: int, offset_ns: int = 0,
     """``(bucket start ns, model, cost source, figures)`` per time bucket of
     ``bucket_ns`` that has calls; buckets start at multiples of ``bucket_ns`` in
     Unix time shifted by ``offset_ns`` (a fixed zone's days: its UTC offset)."""
-    source, params = _from(reader, f)
     size, shift = int(bucket_ns), int(offset_ns)  # integer division on both databases
-    bucket = f"(u.t_ns + {shift}) / {size}"
-    sql = (f"SELECT {bucket}, u.model, u.cost_source, {_SUMS}{source} "
+    c = _columns(f, size, shift)
+    source, params = _from(reader, f, c)
+    bucket = f"({c.time} + {shift}) / {size}"
+    sql = (f"SELECT {bucket}, u.model, u.cost_source, {c.sums}{source} "
            f"GROUP BY {bucket}, u.model, u.cost_source")
     return [(int(row[0]) * size - shift, row[1], row[2], _figures(row, 3))
             for row in reader.rows(sql, params)]
@@ -241,27 +275,36 @@ class RecordingUsage(NamedTuple):
 def by_recording(reader: Reader, f: UsageFilter) -> list[RecordingUsage]:
     """Each recording with calls: its figures per model and cost source, oldest
     last activity first."""
-    source, params = _from(reader, f)
-    sums = (f"SELECT u.recording_id, u.model, u.cost_source, {_SUMS}, MAX(u.t_ns){source} "
-            f"GROUP BY u.recording_id, u.model, u.cost_source")
+    c = _columns(f)
+    source, params = _from(reader, f, c)
+    sums = (f"SELECT u.recording_id, u.model, u.cost_source, {c.sums}, {c.last}, "
+            f"{c.first} AS first_ns{source} GROUP BY u.recording_id, u.model, u.cost_source")
+    # Each recording's models in the order of their first calls, on every database.
     sql = (f"SELECT s.*, r.cli_session_id, r.name, r.cwd, r.source FROM ({sums}) s "
-           f"JOIN recordings r ON r.id = s.recording_id")
+           f"JOIN recordings r ON r.id = s.recording_id "
+           f"ORDER BY s.recording_id, s.first_ns, s.model, s.cost_source")
     found: dict[str, RecordingUsage] = {}
+    last: dict[str, int] = {}
     for row in reader.rows(sql, params):
-        rec = found.get(row[0])
+        rid = row[0]
+        rec = found.get(rid)
         if rec is None:
-            rec = found[row[0]] = RecordingUsage(row[0], row[10], row[11], row[12] or "",
-                                                 row[13], 0, [])
+            rec = found[rid] = RecordingUsage(rid, row[11], row[12], row[13] or "",
+                                              row[14], 0, [])
+            last[rid] = 0
         rec.models.append((row[1], row[2], _figures(row, 3)))
-        if int(row[9]) > rec.last_ns:
-            found[row[0]] = rec = rec._replace(last_ns=int(row[9]))
+        last[rid] = max(last[rid], int(row[9]))
+    found = {rid: rec._replace(last_ns=last[rid]) for rid, rec in found.items()}
     return sorted(found.values(), key=lambda r: (r.last_ns, r.recording_id))
 
 
-class CallUsage(NamedTuple):
-    """One call: its time, model, cost source, tokens and cost (None: no price)."""
+class HourUsage(NamedTuple):
+    """The calls of an hour (UTC; ``on_hour``: those at its very start), model and
+    cost source: the first's and last one's times, tokens, cost (None: no price)
+    and how many."""
 
-    t_ns: int
+    first_ns: int
+    last_ns: int
     model: str
     cost_source: str
     input: int
@@ -269,12 +312,15 @@ class CallUsage(NamedTuple):
     cache_read: int
     cache_creation: int
     cost: float | None
+    calls: int
 
 
-def calls(reader: Reader, f: UsageFilter) -> Iterable[tuple[Any, ...]]:
-    """Every call that passes ``f``, in time order, as the database gives it: a
-    tuple of :class:`CallUsage`'s fields (a report may read hundreds of thousands)."""
-    source, params = _from(reader, f)
-    sql = (f"SELECT u.t_ns, u.model, u.cost_source, u.input_tokens, u.output_tokens, "
-           f"u.cache_read_tokens, u.cache_creation_tokens, u.cost_usd{source} ORDER BY u.t_ns")
+def hours(reader: Reader, f: UsageFilter) -> Iterable[tuple[Any, ...]]:
+    """The calls that pass ``f`` summed by hour, model and cost source, in time
+    order: tuples of :class:`HourUsage`'s fields (for 5-hour blocks)."""
+    c = _columns(f)
+    source, params = _from(reader, f, c)
+    sql = (f"SELECT {c.first}, {c.last}, u.model, u.cost_source, {c.sums}{source} "
+           f"GROUP BY {c.hour}, {c.on_hour}, u.model, u.cost_source "
+           f"ORDER BY {c.hour}, {c.on_hour} DESC, u.model, u.cost_source")
     return reader.rows(sql, params)
