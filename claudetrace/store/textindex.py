@@ -102,11 +102,26 @@ def index_events(recording_id: str, events: Iterable[Event]) -> list[tuple[str, 
 
 def insert_sqlite(cursor: Any, entries: list[tuple[str, int, str]]) -> None:
     """Add ``entries`` to SQLite's ``event_search`` (FTS5), each under its event's
-    rowid (an event deleted takes its entry with it: a trigger)."""
+    rowid (an event deleted takes its entry with it: a trigger); an entry whose
+    event is not stored is left out.
+
+    The rowids are read first, one query for each recording's range of lines,
+    and the entries inserted by rowid: FTS5 took an ``INSERT … SELECT rowid``
+    a line at about five times the time (4.1 s against 0.85 s for the 110k
+    lines of ``bench import``'s tree)."""
+    ranges: dict[str, tuple[int, int]] = {}
+    for rid, seq, _said in entries:
+        low, high = ranges.get(rid, (seq, seq))
+        ranges[rid] = (min(low, seq), max(high, seq))
+    rowids: dict[tuple[str, int], int] = {}
+    for rid, (low, high) in ranges.items():
+        found = cursor.execute("SELECT seq, rowid FROM events WHERE recording_id = ? "
+                               "AND seq BETWEEN ? AND ?", (rid, low, high))
+        rowids.update(((rid, seq), rowid) for seq, rowid in found)
     cursor.executemany(
-        "INSERT INTO event_search (rowid, words) SELECT rowid, ? FROM events "
-        "WHERE recording_id = ? AND seq = ?",
-        [(said, rid, seq) for rid, seq, said in entries])
+        "INSERT INTO event_search (rowid, words) VALUES (?, ?)",
+        [(rowid, said) for rid, seq, said in entries
+         if (rowid := rowids.get((rid, seq))) is not None])
 
 
 def insert_postgres(cursor: Any, entries: list[tuple[str, int, str]]) -> None:
