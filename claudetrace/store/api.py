@@ -285,11 +285,11 @@ class Store:
             # A write first, so SQLite takes its write lock before anything is
             # read: what is kept is read in the transaction that keeps it, so two
             # importers of one transcript (import --watch and an import) take turns.
+            stored = storable_columns(columns)
             found = conn.execute(
-                update(_RECORDINGS).where(r.id == info.id).values(**storable_columns(columns))
-            ).rowcount
+                update(_RECORDINGS).where(r.id == info.id).values(**stored)).rowcount
             if not found:
-                conn.execute(insert(_RECORDINGS).values(**storable_columns(columns)))
+                conn.execute(insert(_RECORDINGS).values(**stored))
             kept = self._put_events(conn, info.id, events, compare=bool(found))
             self._replace_usage(conn, info.id, calls, whole=True)
         return kept
@@ -352,8 +352,9 @@ class Store:
         mine = _USAGE.c.recording_id == recording_id
         if whole:
             conn.execute(delete(_USAGE).where(mine))
-        for chunk in chunks([row[1] for row in rows]):
-            conn.execute(delete(_USAGE).where(mine, _USAGE.c.call_id.in_(chunk)))
+        else:
+            for chunk in chunks([row[1] for row in rows]):
+                conn.execute(delete(_USAGE).where(mine, _USAGE.c.call_id.in_(chunk)))
         if rows:
             self._insert_rows(conn, _USAGE, rows)
 
