@@ -23,6 +23,9 @@ import contextlib
 import hashlib
 import json
 import os
+import pickle
+import subprocess
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -373,19 +376,178 @@ def import_unit(
         os.unlink(made.spool)
 
 
+#: Units converted ahead of the one being stored, at most (each a spool file on
+#: disk until stored; the converting process holds one at a time).
+CONVERT_AHEAD = 2
+
+
 def import_units(
     store: Any, units: Sequence[Unit], *, name: str | None = None,
     tags: dict[str, str] | None = None, index: Index | None = None,
+    parallel: bool | None = None,
 ) -> Iterator[Imported]:
     """:func:`import_unit` of each of ``units``, in order; a unit that cannot be
     read yields an :class:`Imported` ``skipped`` saying why (a store that fails
-    raises)."""
+    raises).
+
+    With ``parallel`` (None: when the machine has more than one CPU and there
+    is more than one unit) a second process converts the units a few ahead
+    (:data:`CONVERT_AHEAD`) while this one stores them: each unit is still
+    looked at, stored and yielded in order, exactly as one at a time, so what
+    is stored (ids, events, figures) is the same; only the reading of files
+    overlaps the writing."""
     opened: Callable[[], Any] = store if callable(store) else lambda: store
-    for unit in units:
+    if parallel is None:
+        parallel = (os.cpu_count() or 1) > 1 and len(units) > 1
+    if not parallel:
+        for unit in units:
+            try:
+                yield import_unit(opened, unit, name=name, tags=tags, index=index)
+            except TranscriptError as exc:
+                yield Imported(unit.path, unit.kind, "skipped", None, note=str(exc))
+        return
+    with _Ahead(opened, units, index) as ahead:
+        for at, unit in enumerate(units):
+            try:
+                what = _look(opened, unit, index)
+                if isinstance(what, Imported):
+                    ahead.drop(at)
+                    yield what
+                    continue
+                made = ahead.converted(at)
+                try:
+                    done = _store_converted(opened, what, made, index, name, tags)
+                finally:
+                    os.unlink(made.spool)
+            except TranscriptError as exc:
+                done = Imported(unit.path, unit.kind, "skipped", None, note=str(exc))
+            yield done
+
+
+class _Ahead:
+    """Units converted a few ahead by a second process (:func:`import_units`):
+    ``python -m claudetrace.formats.convert_child``, which takes each unit (pickled)
+    on its stdin and answers, in order, on its stdout (:func:`convert_child`).
+
+    A unit is sent there when a first look says it is to be converted; the look
+    that decides is made again when its turn comes (a unit stored meanwhile may
+    have changed the answer), and a conversion not wanted then is thrown away.
+    The process starts with the first unit to convert (an unchanged tree starts
+    none).  Whatever it cannot answer (it failed, or is gone) is converted here,
+    where it does what it would have done one unit at a time."""
+
+    def __init__(self, opened: Callable[[], Any], units: Sequence[Unit],
+                 index: Index | None) -> None:
+        self.opened, self.units, self.index = opened, units, index
+        #: The units sent, in the order their answers come.
+        self.sent: dict[int, None] = {}
+        self.next = 0
+        self.child: subprocess.Popen[bytes] | None = None
+        self.gone = False
+
+    def __enter__(self) -> _Ahead:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for at in list(self.sent):
+            self.drop(at)
+        if self.child is not None:
+            with contextlib.suppress(OSError):
+                self.child.stdin.close()  # type: ignore[union-attr]
+            self.child.wait()
+            self.child.stdout.close()  # type: ignore[union-attr]
+
+    def converted(self, at: int) -> _Converted:
+        """Unit ``at`` converted (by the second process when it was sent there);
+        the next few sent meanwhile."""
+        self.next = max(self.next, at + 1)
+        self._send()
+        made = self._answer(at) if at in self.sent else None
+        self._send()
+        return _convert(self.units[at]) if made is None else made
+
+    def drop(self, at: int) -> None:
+        """Throw away unit ``at``'s conversion, if it was sent."""
+        if at in self.sent:
+            with contextlib.suppress(TranscriptError):
+                made = self._answer(at)
+                if made is not None:
+                    os.unlink(made.spool)
+
+    def _answer(self, at: int) -> _Converted | None:
+        """The second process's answer for unit ``at`` (those before it, not
+        wanted now, thrown away); None when it has none."""
+        while self.sent and self.child is not None:
+            first = next(iter(self.sent))
+            del self.sent[first]
+            try:
+                said, value = pickle.load(self.child.stdout)  # type: ignore[arg-type]
+            except (EOFError, OSError, pickle.UnpicklingError):
+                self._lost()
+                return None
+            if first != at:
+                if said == "converted":
+                    os.unlink(value.spool)
+                continue
+            if said == "unreadable":
+                raise value
+            return value if said == "converted" else None
+        return None
+
+    def _send(self) -> None:
+        while len(self.sent) < CONVERT_AHEAD and self.next < len(self.units):
+            at = self.next
+            self.next += 1
+            try:
+                first = _look(self.opened, self.units[at], self.index)
+            except (ClaudeTraceError, OSError):
+                continue  # its turn says what it is
+            if isinstance(first, _Pending) and not self._request(at):
+                return
+
+    def _request(self, at: int) -> bool:
+        if self.child is None and not self.gone:
+            self.child = subprocess.Popen(
+                [sys.executable, "-m", "claudetrace.formats.convert_child"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        if self.child is None or self.gone:
+            return False
         try:
-            yield import_unit(opened, unit, name=name, tags=tags, index=index)
+            pickle.dump(self.units[at], self.child.stdin, protocol=pickle.HIGHEST_PROTOCOL)  # type: ignore[arg-type]
+            self.child.stdin.flush()  # type: ignore[union-attr]
+        except OSError:
+            self._lost()
+            return False
+        self.sent[at] = None
+        return True
+
+    def _lost(self) -> None:
+        """The second process is gone: what was sent is converted here."""
+        self.gone = True
+        self.sent.clear()
+
+
+def convert_child() -> int:
+    """The second process of :class:`_Ahead`: each unit read (pickled) from stdin,
+    converted into a spool file, answered (pickled) on stdout: ``("converted",
+    made)``, ``("unreadable", error)`` (a
+    :class:`~.claude_code.TranscriptError`), or ``("failed", None)`` for
+    anything else (the importer converts that unit itself, to fail as it would)."""
+    requests, answers = sys.stdin.buffer, sys.stdout.buffer
+    while True:
+        try:
+            unit = pickle.load(requests)
+        except EOFError:
+            return 0
+        answer: tuple[str, Any]
+        try:
+            answer = ("converted", _convert(unit))
         except TranscriptError as exc:
-            yield Imported(unit.path, unit.kind, "skipped", None, note=str(exc))
+            answer = ("unreadable", exc)
+        except Exception:
+            answer = ("failed", None)
+        pickle.dump(answer, answers, protocol=pickle.HIGHEST_PROTOCOL)
+        answers.flush()
 
 
 def _store_converted(

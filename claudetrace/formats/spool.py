@@ -2,8 +2,13 @@
 
 :class:`Spool` takes each event as the converter makes it: folds it into the
 session model, lets the recording's metadata observe it, and writes it to a
-temporary file.  Memory holds a line at a time, whatever the session's size;
-:meth:`Spool.read` gives the events back for the store to write a batch at a time.
+temporary file with what the store would read the line again for: its fields
+(:class:`~claudetrace.model.events.LineFields`, which the fold made) and its
+words for the search index (:func:`~claudetrace.store.textindex.line_words`),
+worked out while the converter holds the parsed line.  Memory holds a line at a
+time, whatever the session's size; :meth:`Spool.read` gives the events back,
+as :class:`~claudetrace.store.textindex.Said`, for the store to write a batch at
+a time without parsing a line again.
 """
 
 from __future__ import annotations
@@ -15,8 +20,9 @@ from collections.abc import Iterator
 import msgspec
 
 from ..model import Session as SessionModel
-from ..model.events import Event
+from ..model.events import Direction, Event, LineFields
 from ..recording import RecordingInfo
+from ..store.textindex import Said, line_words
 
 
 class _Seen:
@@ -49,7 +55,8 @@ class Spool:
     def add(self, event: Event) -> None:
         self.session.add(event)
         self.seen.info.observe(event)
-        body = self._encode((event.seq, event.direction, event.t_ns, event.data, event.wall_ns))
+        body = self._encode((event.seq, event.direction, event.t_ns, event.data, event.wall_ns,
+                             event.fields, line_words(event)))
         self.file.write(len(body).to_bytes(4, "little") + body)
 
     def close(self) -> None:
@@ -60,14 +67,16 @@ class Spool:
         os.unlink(self.name)
 
     @staticmethod
-    def read(name: str) -> Iterator[Event]:
+    def read(name: str) -> Iterator[Said]:
         """The events of the spool file ``name``, from the start."""
-        decode = msgspec.msgpack.Decoder().decode
+        decode = msgspec.msgpack.Decoder(
+            tuple[int, Direction, int, bytes, int, LineFields, str | None]).decode
         with open(name, "rb") as handle:
             while head := handle.read(4):
                 body = handle.read(int.from_bytes(head, "little"))
-                seq, direction, t_ns, data, wall_ns = decode(body)
-                yield Event(seq, direction, t_ns, data, wall_ns=wall_ns)
+                seq, direction, t_ns, data, wall_ns, fields, words = decode(body)
+                yield Said(seq, direction, t_ns, data, wall_ns=wall_ns, _fields=fields,
+                           words=words)
 
 
 __all__ = ["Spool"]

@@ -383,10 +383,11 @@ class Session:
         if not call.streamed and call.usage_source == "message":
             # Partial messages off: each assistant line of a message repeats its
             # usage as of message_start; keep the largest figure of each type.
-            seen = Usage.from_api(message.get("usage"))
-            for kind in TOKEN_TYPES:
-                if seen.get(kind) > call.usage.get(kind):
-                    setattr(call.usage, kind, seen.get(kind))
+            seen, have = Usage.from_api(message.get("usage")), call.usage
+            have.input = max(have.input, seen.input)
+            have.output = max(have.output, seen.output)
+            have.cache_read = max(have.cache_read, seen.cache_read)
+            have.cache_creation = max(have.cache_creation, seen.cache_creation)
             if isinstance(message.get("stop_reason"), str):
                 call.stop_reason = message["stop_reason"]
         error = message_error(event)

@@ -35,8 +35,9 @@ def model_figures(session: Session, cost: Cost | None = None) -> dict[str, dict[
         model = turn_model(turn) or session.model or "unknown"
         turns[model] = turns.get(model, 0) + 1
     figures: dict[str, dict[str, Any]] = {}
-    for model in sorted({*session.usage_by_model, *costs, *turns}):
-        usage = session.usage_by_model.get(model) or Usage()
+    by_model = session.usage_by_model  # a sum over every call: once
+    for model in sorted({*by_model, *costs, *turns}):
+        usage = by_model.get(model) or Usage()
         figures[model] = {**usage.as_dict(), "cost_usd": costs.get(model, unpriced),
                           "calls": calls.get(model, 0), "turns": turns.get(model, 0)}
     return figures

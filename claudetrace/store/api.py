@@ -46,7 +46,7 @@ from .rows import (
     rows_per_insert,
     usage_call_rows,
 )
-from .textindex import index_rows, insert_postgres, insert_sqlite
+from .textindex import index_events, index_rows, insert_postgres, insert_sqlite
 from .values import storable_columns
 
 __all__ = ["Store", "info_from_header", "open_store", "resolve_url"]
@@ -178,13 +178,14 @@ class Store:
                     .values(**storable_columns(recording_updates))
                 )
 
-    def _insert_rows(self, conn: Connection, table: Table, rows: Rows) -> None:
+    def _insert_rows(self, conn: Connection, table: Table, rows: Rows,
+                     said: list[tuple[str, int, str]] | None = None) -> None:
         """Insert rows (tuples in :data:`~.rows.COLUMNS` order) in bulk, on the raw DBAPI
         connection: SQLAlchemy's per-row parameter processing would cost more than
         the database's own work.  PostgreSQL through psycopg takes them as one
         binary ``COPY`` (:func:`.postgres.copy_rows`); others as one
         prepared ``executemany``.  Message lines go into the search index too
-        (:mod:`.textindex`)."""
+        (:mod:`.textindex`; ``said``: their entries, when the caller has them)."""
         if self.engine.dialect.driver == "psycopg":
             driver = conn.connection.driver_connection
             assert driver is not None
@@ -196,7 +197,8 @@ class Store:
                 per_insert = rows_per_insert(table.name, conn.connection.driver_connection)
             for statement, parameters in insert_batches(table.name, rows, marker, per_insert):
                 conn.exec_driver_sql(statement, parameters)
-        said = index_rows(rows) if table is _EVENTS else []
+        if said is None:
+            said = index_rows(rows) if table is _EVENTS else []
         if said:
             cursor = conn.connection.cursor()
             try:
@@ -284,11 +286,11 @@ class Store:
             # A write first, so SQLite takes its write lock before anything is
             # read: what is kept is read in the transaction that keeps it, so two
             # importers of one transcript (import --watch and an import) take turns.
+            stored = storable_columns(columns)
             found = conn.execute(
-                update(_RECORDINGS).where(r.id == info.id).values(**storable_columns(columns))
-            ).rowcount
+                update(_RECORDINGS).where(r.id == info.id).values(**stored)).rowcount
             if not found:
-                conn.execute(insert(_RECORDINGS).values(**storable_columns(columns)))
+                conn.execute(insert(_RECORDINGS).values(**stored))
             kept = self._put_events(conn, info.id, events, compare=bool(found))
             self._replace_usage(conn, info.id, calls, whole=True)
         return kept
@@ -332,7 +334,7 @@ class Store:
     def _insert_events(self, conn: Connection, recording_id: str, events: list[Event]) -> None:
         rows, tools = event_rows(recording_id, events)
         if rows:
-            self._insert_rows(conn, _EVENTS, rows)
+            self._insert_rows(conn, _EVENTS, rows, index_events(recording_id, events))
         if tools:
             self._insert_rows(conn, _TOOLS, tools)
 
@@ -351,8 +353,9 @@ class Store:
         mine = _USAGE.c.recording_id == recording_id
         if whole:
             conn.execute(delete(_USAGE).where(mine))
-        for chunk in chunks([row[1] for row in rows]):
-            conn.execute(delete(_USAGE).where(mine, _USAGE.c.call_id.in_(chunk)))
+        else:
+            for chunk in chunks([row[1] for row in rows]):
+                conn.execute(delete(_USAGE).where(mine, _USAGE.c.call_id.in_(chunk)))
         if rows:
             self._insert_rows(conn, _USAGE, rows)
         for statement in rollup_statements("recording_id = :rid"):

@@ -41,6 +41,8 @@ def needs_care(value: str | None, size: int) -> bool:
 
 def number(value: Any) -> Any:
     """An int clamped to 64 bits, a float made finite; anything else unchanged."""
+    if type(value) is int and INT64_MIN <= value <= INT64_MAX:  # most: one test
+        return value
     if isinstance(value, bool):
         return value
     if isinstance(value, int):

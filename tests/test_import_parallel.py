@@ -1,0 +1,112 @@
+"""A folder imported with a second process converting ahead
+(claudetrace.formats.imports.import_units ``parallel``) stores exactly what one
+unit at a time stores: the same recordings, ids, events, search entries and usage
+rows, the same answers in the same order, and no spool file left behind."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from claudetrace.bench.transcripts import write_tree
+from claudetrace.formats.imports import Planner, import_units
+from claudetrace.indexer import open_settled_store
+
+CORPUS = Path(__file__).parent / "fixtures" / "transcripts" / "projects"
+
+
+def _dump(db: Path) -> dict[str, list[tuple[Any, ...]]]:
+    with sqlite3.connect(db) as conn:
+        return {
+            "recordings": conn.execute("SELECT * FROM recordings ORDER BY id").fetchall(),
+            "events": conn.execute(
+                "SELECT * FROM events ORDER BY recording_id, seq").fetchall(),
+            "event_tools": conn.execute(
+                "SELECT recording_id, seq, tool_use_id, tool_name, kind FROM event_tools "
+                "ORDER BY recording_id, seq, tool_use_id, kind").fetchall(),
+            "usage_calls": conn.execute(
+                "SELECT * FROM usage_calls ORDER BY recording_id, call_id").fetchall(),
+            # Each entry under its own event's rowid.
+            "event_search": conn.execute(
+                "SELECT e.recording_id, e.seq, s.words FROM event_search s "
+                "JOIN events e ON e.rowid = s.rowid ORDER BY 1, 2").fetchall(),
+            "entries": conn.execute("SELECT count(*) FROM event_search").fetchall(),
+        }
+
+
+def _import(root: Path, db: Path, parallel: bool, units: Any = None) -> list[tuple[str, ...]]:
+    if units is None:
+        units, _skipped = Planner().plan([root])
+    store = open_settled_store(str(db), create=True)
+    try:
+        return [(str(done.path), done.action, done.recording_id or "", done.note)
+                for done in import_units(store, units, parallel=parallel)]
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def spools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A temporary folder of its own for the spool files (of both processes)."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setenv("TMPDIR", str(folder))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    return folder
+
+
+@pytest.mark.parametrize("shape", ["corpus", "bench"])
+def test_converting_ahead_stores_what_one_at_a_time_stores(
+        shape: str, tmp_path: Path, ct_env: Path, spools: Path) -> None:
+    root = tmp_path / "projects"
+    if shape == "corpus":  # every layout and damage the transcript tests know
+        shutil.copytree(CORPUS, root)
+    else:
+        write_tree(root, sessions=5, size=500_000, agents=3)
+    one, ahead = tmp_path / "one.db", tmp_path / "ahead.db"
+    said_one = _import(root, one, parallel=False)
+    said_ahead = _import(root, ahead, parallel=True)
+    assert said_ahead == said_one
+    assert {action for _path, action, _rid, _note in said_one} >= {"imported"}
+    assert _dump(ahead) == _dump(one)
+    assert list(spools.iterdir()) == []
+
+    # Again: unchanged; then one session grown and one file cut short.
+    assert {a for _p, a, _r, _n in _import(root, ahead, parallel=True)} == {"unchanged"}
+    mains = sorted(root.glob("*/*.jsonl"), key=lambda p: p.stat().st_size)
+    grown, cut = mains[-1], mains[-2]
+    with grown.open("ab") as out:
+        out.write(grown.read_bytes().splitlines(keepends=True)[-1])
+    cut.write_bytes(cut.read_bytes()[: cut.stat().st_size // 2])
+    said_one = _import(root, one, parallel=False)
+    said_ahead = _import(root, ahead, parallel=True)
+    assert said_ahead == said_one
+    assert {"updated", "truncated"} <= {a for _p, a, _r, _n in said_one}
+    assert _dump(ahead) == _dump(one)
+    assert list(spools.iterdir()) == []
+
+
+def test_a_unit_the_second_process_cannot_read_is_skipped_as_it_would_be(
+        tmp_path: Path, ct_env: Path, spools: Path) -> None:
+    root = tmp_path / "projects"
+    write_tree(root, sessions=4, size=200_000, agents=1)
+    units, _skipped = Planner().plan([root])
+    # Planned as a transcript, then written over with lines that carry no time.
+    main = units[1].path
+    for broken in [main, *main.with_suffix("").rglob("*.jsonl")]:
+        lines = [json.loads(line) for line in broken.read_text().splitlines()]
+        broken.write_text("".join(json.dumps({k: v for k, v in line.items() if k != "timestamp"})
+                                  + "\n" for line in lines))
+    said_one = _import(root, tmp_path / "one.db", False, units)
+    said_ahead = _import(root, tmp_path / "ahead.db", True, units)
+    assert said_ahead == said_one
+    assert [a for _p, a, _r, _n in said_one] == ["imported", "skipped", "imported", "imported"]
+    assert "no timestamp" in said_one[1][3]
+    assert _dump(tmp_path / "ahead.db") == _dump(tmp_path / "one.db")
+    assert list(spools.iterdir()) == []
