@@ -804,13 +804,13 @@ def test_usage_reports_on_postgres_are_sqlite_s(pg_url: str, tmp_path: Path) -> 
 def test_the_ingest_bench_measures_what_a_recording_adds_on_postgres(pg_url: str) -> None:
     # bench ingest's footprint on PostgreSQL: its tables, indexes and TOAST grow
     # by at least the bytes of the lines stored.
-    from claudetrace.bench.ingest import _stored_bytes
+    from claudetrace.bench.ingest import _relation_bytes, _stored_bytes
 
     store = open_store(pg_url)
     info = RecordingInfo.start(["claude", "-p"])
     store.create_recording(info)
     store.close()
-    before = _stored_bytes(pg_url)
+    before, relations = _stored_bytes(pg_url), _relation_bytes(pg_url)
     rng = random.Random(5)  # text that does not compress
     lines = [b'{"type":"user","text":"%d %s"}' % (i, rng.randbytes(1500).hex().encode())
              for i in range(300)]
@@ -821,3 +821,9 @@ def test_the_ingest_bench_measures_what_a_recording_adds_on_postgres(pg_url: str
     finally:
         store.close()
     assert _stored_bytes(pg_url) - before >= sum(map(len, lines))
+    # Where it went: the events table (with its TOAST) holds the lines; its
+    # primary key grew too; every table is counted once, apart from its indexes.
+    grown = {rel: size - relations.get(rel, 0) for rel, size in _relation_bytes(pg_url).items()}
+    assert grown["events"] >= sum(map(len, lines))
+    assert grown["pk_events"] > 0
+    assert sum(_relation_bytes(pg_url).values()) == _stored_bytes(pg_url)
