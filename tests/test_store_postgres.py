@@ -461,6 +461,10 @@ def test_search_on_postgres_through_both_writers_and_the_migration(pg_url: str) 
     with psycopg.connect(conninfo) as conn:
         assert conn.execute("SELECT count(*) FROM event_search WHERE recording_id = %s",
                             (rid,)).fetchone() == (0,)
+        # Both writers and the migration keep the words, not where they stand.
+        assert conn.execute("SELECT count(*) FROM event_search").fetchone()[0] > 0  # type: ignore[index]
+        assert conn.execute("SELECT count(*) FROM event_search WHERE terms <> strip(terms)"
+                            ).fetchone() == (0,)
 
 
 
