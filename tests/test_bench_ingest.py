@@ -57,6 +57,11 @@ def test_a_tiny_ingest_run_stores_every_event_and_prints_its_rows() -> None:
     assert all(r.stored_bytes and r.stored_bytes >= report.raw_bytes for r in report.runs)
     assert report.raw_bytes == 2 * (report.bytes - 400)
     assert "footprint" in text
+    # Where the bytes went, by table and index: the lines are in the events table.
+    stores = [r for r in report.runs if r.name != "naive loop"]
+    assert all(r.relations["events"] >= report.raw_bytes for r in stores)
+    assert all(0 < sum(r.relations.values()) <= r.stored_bytes for r in stores)
+    assert "claudetrace, SQLite: B/event by relation" in text and " events " in text
 
 
 def test_every_shape_runs_with_its_own_line_count() -> None:

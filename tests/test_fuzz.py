@@ -104,8 +104,8 @@ def clipped_everywhere(recording_id: str, evs: list[Event]) -> list[tuple[Any, .
     """What event_rows gives, the plain way: every field clipped on every line."""
     return [(recording_id, e.seq, e.direction, e.t_ns, e.wall_ns, e.data, int(e.eol),
              len(e.data), int(e.fields.is_json), clip(e.fields.type, 64),
-             clip(e.fields.subtype, 64), clip(e.fields.request_id, 128), clip(e.fields.uuid, 64),
-             clip(e.fields.session_id, 64), clip(e.fields.parent_tool_use_id, 128))
+             clip(e.fields.subtype, 64), clip(e.fields.request_id, 128),
+             clip(e.fields.parent_tool_use_id, 128))
             for e in evs]
 
 

@@ -171,11 +171,9 @@ def test_stderr_is_forwarded_and_recorded_and_fields_stored(db_path: Path) -> No
     assert rec.cli_session_id == "sess-1" and rec.model == "m1"
     with sqlite3.connect(db_path) as conn:
         rows = conn.execute(
-            "SELECT direction, is_json, type, subtype, session_id FROM events ORDER BY seq"
+            "SELECT direction, is_json, type, subtype FROM events ORDER BY seq"
         ).fetchall()
-    assert sorted(rows) == sorted(
-        [("err", 0, None, None, None), ("out", 1, "system", "init", "sess-1")]
-    )
+    assert sorted(rows) == sorted([("err", 0, None, None), ("out", 1, "system", "init")])
 
 
 def test_a_line_arrives_at_once_not_when_a_buffer_fills(db_path: Path) -> None:

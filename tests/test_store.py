@@ -305,13 +305,14 @@ def test_write_batch_and_live_recording(store: Store) -> None:
 
 
 def test_long_field_values_are_clipped_not_rejected(store: Store) -> None:
-    line = json.dumps({"type": "t" * 300, "request_id": "r" * 500, "session_id": "s" * 100})
+    line = json.dumps({"type": "t" * 300, "request_id": "r" * 500,
+                       "parent_tool_use_id": "p" * 200})
     rid = store.import_cassette(Cassette(new_header(), [Event(0, "out", 0, line.encode())]))
     with sqlite3.connect(store.engine.url.database) as conn:
         row = conn.execute(
-            "SELECT type, request_id, session_id FROM events WHERE recording_id = ?", (rid,)
-        ).fetchone()
-    assert [len(v) for v in row] == [64, 128, 64]
+            "SELECT type, request_id, parent_tool_use_id FROM events WHERE recording_id = ?",
+            (rid,)).fetchone()
+    assert [len(v) for v in row] == [64, 128, 128]
     assert next(store.iter_events(rid)).data == line.encode()
 
 

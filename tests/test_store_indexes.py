@@ -36,7 +36,7 @@ LINES = [
 ]
 
 COLUMNS = ("recording_id, seq, direction, t_ns, wall_ns, data, eol, size, is_json, type, "
-           "subtype, request_id, uuid, session_id, parent_tool_use_id")
+           "subtype, request_id, parent_tool_use_id")
 
 
 @pytest.fixture

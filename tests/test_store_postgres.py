@@ -200,7 +200,7 @@ def test_a_batch_goes_in_by_copy_and_comes_back_exactly(pg_url: str) -> None:
         with store.engine.connect() as conn:
             rows = conn.exec_driver_sql(
                 "SELECT recording_id, seq, direction, t_ns, wall_ns, data, eol, size, is_json,"
-                " type, subtype, request_id, uuid, session_id, parent_tool_use_id"
+                " type, subtype, request_id, parent_tool_use_id"
                 " FROM events WHERE recording_id = %s ORDER BY seq", (info.id,)).all()
             tools = conn.exec_driver_sql(
                 "SELECT recording_id, seq, tool_use_id, tool_name, kind FROM event_tools"
@@ -220,7 +220,7 @@ def test_nul_and_lone_surrogates_in_indexed_fields_are_stored_on_postgres(pg_url
     import subprocess
     import sys
 
-    line = b'{"type":"a\\u0000b","uuid":"\\ud800","session_id":"s\\u0000"}\n'
+    line = b'{"type":"a\\u0000b","request_id":"\\ud800","session_id":"s\\u0000"}\n'
     done = subprocess.run(
         [sys.executable, "-m", "claudetrace", "proxy", "--db", pg_url, "--", "cat"],
         input=line, capture_output=True, timeout=120, check=False,
@@ -239,7 +239,7 @@ def test_nul_and_lone_surrogates_in_indexed_fields_are_stored_on_postgres(pg_url
         assert [e.data for e in events] == [line[:-1]] * 2
         with store.engine.connect() as conn:
             types = conn.exec_driver_sql(
-                "SELECT type, uuid FROM events WHERE recording_id = %s", (rec["id"],)
+                "SELECT type, request_id FROM events WHERE recording_id = %s", (rec["id"],)
             ).all()
         assert set(types) == {("a\\u0000b", "\\ud800")}
     finally:
@@ -461,6 +461,10 @@ def test_search_on_postgres_through_both_writers_and_the_migration(pg_url: str) 
     with psycopg.connect(conninfo) as conn:
         assert conn.execute("SELECT count(*) FROM event_search WHERE recording_id = %s",
                             (rid,)).fetchone() == (0,)
+        # Both writers and the migration keep the words, not where they stand.
+        assert conn.execute("SELECT count(*) FROM event_search").fetchone()[0] > 0  # type: ignore[index]
+        assert conn.execute("SELECT count(*) FROM event_search WHERE terms <> strip(terms)"
+                            ).fetchone() == (0,)
 
 
 
@@ -804,13 +808,13 @@ def test_usage_reports_on_postgres_are_sqlite_s(pg_url: str, tmp_path: Path) -> 
 def test_the_ingest_bench_measures_what_a_recording_adds_on_postgres(pg_url: str) -> None:
     # bench ingest's footprint on PostgreSQL: its tables, indexes and TOAST grow
     # by at least the bytes of the lines stored.
-    from claudetrace.bench.ingest import _stored_bytes
+    from claudetrace.bench.ingest import _relation_bytes, _stored_bytes
 
     store = open_store(pg_url)
     info = RecordingInfo.start(["claude", "-p"])
     store.create_recording(info)
     store.close()
-    before = _stored_bytes(pg_url)
+    before, relations = _stored_bytes(pg_url), _relation_bytes(pg_url)
     rng = random.Random(5)  # text that does not compress
     lines = [b'{"type":"user","text":"%d %s"}' % (i, rng.randbytes(1500).hex().encode())
              for i in range(300)]
@@ -821,6 +825,48 @@ def test_the_ingest_bench_measures_what_a_recording_adds_on_postgres(pg_url: str
     finally:
         store.close()
     assert _stored_bytes(pg_url) - before >= sum(map(len, lines))
+    # Where it went: the events table (with its TOAST) holds the lines; its
+    # primary key grew too; every table is counted once, apart from its indexes.
+    grown = {rel: size - relations.get(rel, 0) for rel, size in _relation_bytes(pg_url).items()}
+    assert grown["events"] >= sum(map(len, lines))
+    assert grown["pk_events"] > 0
+    assert sum(_relation_bytes(pg_url).values()) == _stored_bytes(pg_url)
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_0009_drops_the_line_copies_and_a_downgrade_fills_them_on_postgres(pg_url: str) -> None:
+    from alembic import command
+
+    from claudetrace.store.engine import alembic_config
+
+    def columns(store: Any) -> set[str]:
+        with store.engine.connect() as conn:
+            return set(conn.exec_driver_sql(
+                "SELECT column_name FROM information_schema.columns"
+                " WHERE table_name = 'events' AND table_schema = current_schema()").scalars())
+
+    store = open_store(pg_url)
+    try:
+        rid = store.import_cassette(read_cassette(SAMPLES[0]))
+        events = [(e.seq, e.direction, e.t_ns, e.data, e.eol) for e in store.iter_events(rid)]
+        assert not {"uuid", "session_id"} & columns(store)
+        with store.engine.begin() as conn:
+            command.downgrade(alembic_config(conn), "0008_usage_rollups")
+        assert {"uuid", "session_id"} <= columns(store)
+        with store.engine.connect() as conn:
+            said, filled = conn.exec_driver_sql(
+                "SELECT count(*), count(session_id) FROM events WHERE recording_id = %(r)s"
+                " AND position('\"session_id\"'::bytea in data) > 0", {"r": rid}).one()
+        assert said > 0 and filled == said
+    finally:
+        store.close()
+    store = open_store(pg_url)  # upgraded again: every line as it was
+    try:
+        assert not {"uuid", "session_id"} & columns(store)
+        assert [(e.seq, e.direction, e.t_ns, e.data, e.eol)
+                for e in store.iter_events(rid)] == events
+    finally:
+        store.close()
 
 
 @pytest.mark.usefixtures("ct_env")

@@ -192,6 +192,8 @@ class IngestRun:
     cpu_seconds: float | None = None
     #: What the database grew by (bytes) for the lines recorded.
     stored_bytes: int | None = None
+    #: What each table and index grew by (bytes; :meth:`Store.relation_bytes`).
+    relations: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -254,7 +256,22 @@ class IngestReport:
                 raw = self.raw_bytes
                 verdicts.append(f"{self.shape}, {name}: footprint {stored / raw:.2f}x the raw "
                                 f"bytes (target <= 1x: {'met' if stored <= raw else 'MISSED'})")
-        return out + verdicts + (["", *legend_lines] if legend else [])
+        return out + verdicts + self._where_the_bytes_go(names) + (
+            ["", *legend_lines] if legend else [])
+
+    def _where_the_bytes_go(self, names: list[str]) -> list[str]:
+        """Each store's growth by table and index, in bytes an event (the line
+        itself is in ``events``, or its TOAST on PostgreSQL): what to cut."""
+        out: list[str] = []
+        for name in names:
+            grown = self.median(name).relations
+            if not grown:
+                continue
+            parts = sorted(((size, rel) for rel, size in grown.items() if size > 0), reverse=True)
+            shown = ", ".join(f"{rel} {size / (2 * self.lines):.0f}" for size, rel in parts)
+            out.append(f"{self.shape}, {name}: B/event by relation (raw line "
+                       f"{self.raw_bytes / (2 * self.lines):.0f}): {shown}")
+        return ["", *out] if out else []
 
     @property
     def raw_bytes(self) -> int:
@@ -328,7 +345,7 @@ def _through_proxy(name: str, url: str, source: Path, lines: int,
     from ..store import open_store
 
     open_store(url).close()  # the schema exists, as in any database in use
-    before = _stored_bytes(url)
+    before, relations = _stored_bytes(url), _relation_bytes(url)
     proxy = [sys.executable, "-m", "claudetrace", "proxy", "--db", url, "--name", "bench-ingest",
              "--", "cat"]
     marker = f"ingest-{next(_RUNS)}"
@@ -340,8 +357,20 @@ def _through_proxy(name: str, url: str, source: Path, lines: int,
     # The indexer's usage, its writer's with it (the larger peak RSS of the two).
     indexing = orphans.usage(marker)
     cpu, peak = (0.0, None) if indexing is None else indexing
+    grown = {rel: size - relations.get(rel, 0) for rel, size in _relation_bytes(url).items()}
     return IngestRun(name, queryable, run.seconds, peak, (run.cpu_seconds or 0.0) + cpu,
-                     _stored_bytes(url) - before)
+                     _stored_bytes(url) - before, grown)
+
+
+def _relation_bytes(url: str) -> dict[str, int]:
+    """The store's tables and indexes, bytes each (:meth:`Store.relation_bytes`)."""
+    from ..store import open_store
+
+    store = open_store(url)
+    try:
+        return store.relation_bytes()
+    finally:
+        store.close()
 
 
 def _stored_bytes(url: str) -> int:

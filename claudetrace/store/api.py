@@ -375,6 +375,24 @@ class Store:
                 " WHERE c.relkind = 'r' AND n.nspname = current_schema()").scalar_one()
         return int(size)
 
+    def relation_bytes(self) -> dict[str, int]:
+        """Where :meth:`tables_bytes` goes: bytes on disk of each table and each
+        index, by name (SQLite: its pages, from ``dbstat``, the FTS5 index's
+        shadow tables each on its own; PostgreSQL: each table with its TOAST,
+        each index apart, in the current schema).  Free pages and the
+        write-ahead log are not any relation's."""
+        with _store_errors("measure"), self.engine.connect() as conn:
+            if self.engine.dialect.name == "sqlite":
+                rows = conn.exec_driver_sql(
+                    "SELECT name, sum(pgsize) FROM dbstat GROUP BY name").all()
+            else:
+                rows = conn.exec_driver_sql(
+                    "SELECT c.relname, CASE c.relkind WHEN 'r' THEN"
+                    " pg_table_size(c.oid) ELSE pg_relation_size(c.oid) END FROM pg_class c"
+                    " JOIN pg_namespace n ON n.oid = c.relnamespace"
+                    " WHERE c.relkind IN ('r', 'i') AND n.nspname = current_schema()").all()
+        return {str(name): int(size) for name, size in rows}
+
     def delete_recording(self, recording_id: str) -> None:
         """Delete a recording with its events and tool references (the schema's
         triggers delete those with the row, migration 0006).  A batch being

@@ -121,6 +121,24 @@ def require_drop_column(connection: Connection, revision: str) -> None:
             f" newer (this one is {shown})")
 
 
+def event_pages(connection: Connection, columns: str, where: str = "",
+                size: int = 2000) -> Iterator[list[Any]]:
+    """The rows of ``events`` (``columns``, which begin with ``recording_id, seq``;
+    ``where``: a further condition) in the order of their key, ``size`` at a
+    time, for a migration that rewrites them: memory holds one page."""
+    marker = "%s" if connection.dialect.name == "postgresql" else "?"
+    after: tuple[str, int] = ("", -1)
+    while True:
+        page = connection.exec_driver_sql(
+            f"SELECT {columns} FROM events WHERE {where + ' AND ' if where else ''}"
+            f"(recording_id, seq) > ({marker}, {marker}) "
+            f"ORDER BY recording_id, seq LIMIT {size}", (after[0], after[1])).all()
+        if not page:
+            return
+        yield list(page)
+        after = (page[-1][0], page[-1][1])
+
+
 def hide_password(url: str) -> str:
     """``url`` with any password replaced by ``***``, even when it does not parse."""
     return re.sub(r"(://[^/@:]*:)[^@/]*@", r"\1***@", url)

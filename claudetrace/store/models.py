@@ -228,8 +228,8 @@ class EventRow(Base):
     type: Mapped[str | None] = mapped_column(String(64))
     subtype: Mapped[str | None] = mapped_column(String(64))
     request_id: Mapped[str | None] = mapped_column(String(128))
-    uuid: Mapped[str | None] = mapped_column(String(64))
-    session_id: Mapped[str | None] = mapped_column(String(64))
+    # The line's own uuid and session_id are not kept apart (migration 0009_footprint):
+    # no query reads them, and the line holds them.
     parent_tool_use_id: Mapped[str | None] = mapped_column(String(128))
 
     # Sparse indexes (migration 0004): a line goes into an index only when a

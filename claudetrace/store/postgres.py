@@ -32,8 +32,7 @@ if TYPE_CHECKING:
 #: sends each value as its column's type (a test holds them to the models).
 COPY_TYPES: Final = {
     "events": ("varchar", "integer", "varchar", "bigint", "bigint", "bytea", "boolean",
-               "integer", "boolean", "varchar", "varchar", "varchar", "varchar", "varchar",
-               "varchar"),
+               "integer", "boolean", "varchar", "varchar", "varchar", "varchar"),
     "event_tools": ("varchar", "integer", "varchar", "varchar", "varchar"),
     "usage_calls": ("varchar", "varchar", "bigint", "varchar", "bigint", "bigint", "bigint",
                     "bigint", "float8", "varchar", "boolean"),

@@ -28,8 +28,7 @@ ROWS_PER_INSERT: Final = 200 if sqlite3.sqlite_version_info >= (3, 32) else 50
 #: Column order of the rows built by :func:`event_rows`.
 COLUMNS: Final = {
     "events": ("recording_id", "seq", "direction", "t_ns", "wall_ns", "data", "eol", "size",
-               "is_json", "type", "subtype", "request_id", "uuid", "session_id",
-               "parent_tool_use_id"),
+               "is_json", "type", "subtype", "request_id", "parent_tool_use_id"),
     "event_tools": ("recording_id", "seq", "tool_use_id", "tool_name", "kind"),
     "usage_calls": ("recording_id", "call_id", "t_ns", "model", "input_tokens",
                     "output_tokens", "cache_read_tokens", "cache_creation_tokens", "cost_usd",
@@ -100,8 +99,8 @@ def chunks(items: list[str], size: int = 500) -> Iterator[list[str]]:
 
 
 #: The sizes of the columns of the fields lines repeat: type, subtype, request_id,
-#: session_id, parent_tool_use_id.
-_REPEATED_SIZES: Final = (64, 64, 128, 64, 128)
+#: parent_tool_use_id.
+_REPEATED_SIZES: Final = (64, 64, 128, 128)
 
 
 def event_rows(
@@ -129,32 +128,29 @@ def _fill(recording_id: str, events: Iterable[Event], add_row: Callable[[tuple[A
     """Give ``add_row`` and ``add_tool`` each row of ``events`` (a tuple in the column
     order of :data:`COLUMNS`): the hot path of recording, one tuple a row, no
     dict, and an indexed value clipped only when it is too long."""
-    # The fields lines repeat (type, subtype, request, session, parent tool use)
-    # are looked at once per combination a batch holds: clipped then, and made
-    # one object per value (pickle writes an object once and then refers to it,
-    # so a batch crosses to the writer process smaller and unpickles in about
-    # half the time there, on the path that bounds the time to queryable).  A
-    # line's own uuid is looked at on every line.
+    # The fields lines repeat (type, subtype, request, parent tool use) are
+    # looked at once per combination a batch holds: clipped then, and made one
+    # object per value (pickle writes an object once and then refers to it, so
+    # a batch crosses to the writer process smaller and unpickles in about half
+    # the time there, on the path that bounds the time to queryable).  The
+    # line's uuid and session id are not stored apart (migration 0009_footprint).
     known: dict[tuple[str | None, ...], tuple[str | None, ...]] = {}
     same: dict[str | None, str | None] = {}
     one = same.setdefault
     for ev in events:
         f = ev.fields
-        key = (f.type, f.subtype, f.request_id, f.session_id, f.parent_tool_use_id)
+        key = (f.type, f.subtype, f.request_id, f.parent_tool_use_id)
         shared = known.get(key)
         if shared is None:
             shared = known[key] = tuple(one(value, value)
                                         for value in map(clip, key, _REPEATED_SIZES))
-        kind, sub, req, sid, parent = shared
-        uuid = f.uuid
-        if uuid is not None and (len(uuid) > 64 or "\x00" in uuid):
-            uuid = clip(uuid, 64)
+        kind, sub, req, parent = shared
         data = ev.data
         # The flags as integers: sqlite3 (before Python 3.12) offers a bool to its
         # adapters first, a tenth of the writer's CPU time under a burst.
         add_row((recording_id, ev.seq, ev.direction, ev.t_ns, ev.wall_ns, data,
-                 1 if ev.eol else 0, len(data), 1 if f.is_json else 0, kind, sub, req, uuid,
-                 sid, parent))
+                 1 if ev.eol else 0, len(data), 1 if f.is_json else 0, kind, sub, req,
+                 parent))
         for ref in f.tools:
             add_tool((recording_id, ev.seq, clip(ref.tool_use_id, 128), clip(ref.name, 200),
                       ref.kind))

@@ -29,7 +29,7 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 
-from claudetrace.store.engine import require_drop_column
+from claudetrace.store.engine import event_pages, require_drop_column
 from claudetrace.store.textindex import SEARCHED_TYPES, entry, insert_postgres, insert_sqlite
 
 revision = "0006_team_scale"
@@ -106,21 +106,12 @@ def _index_stored_lines(insert: Any) -> None:
     """Index the message lines stored before this revision, a page at a time (in
     the order of the events' key, so that memory holds one page)."""
     bind = op.get_bind()
-    marker = "%s" if bind.dialect.name == "postgresql" else "?"
     cursor = bind.connection.cursor()
-    after: tuple[str, int] = ("", -1)
-    while True:
-        page = bind.exec_driver_sql(
-            "SELECT recording_id, seq, direction, data FROM events "
-            f"WHERE type IN ({_TYPES}) AND type <> 'stream_event' "
-            f"AND (recording_id, seq) > ({marker}, {marker}) "
-            f"ORDER BY recording_id, seq LIMIT 2000", (after[0], after[1])).all()
-        if not page:
-            break
+    for page in event_pages(bind, "recording_id, seq, direction, data",
+                            f"type IN ({_TYPES}) AND type <> 'stream_event'"):
         entries = [e for e in (entry(*row) for row in page) if e is not None]
         if entries:
             insert(cursor, entries)
-        after = (page[-1][0], page[-1][1])
     cursor.close()
 
 
