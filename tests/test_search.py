@@ -159,3 +159,28 @@ def test_the_session_list_takes_more_sessions_saying_it_than_a_statement_binds(
     listed = browse.list_sessions(store, browse.Filters(text="common"), limit=3)
     assert [r.id for r in listed] == ids[::-1][:3]
     assert len(browse.list_sessions(store, browse.Filters(text="common word"))) == 5
+
+
+def test_each_entry_goes_under_its_own_events_rowid(store: Store, db_path: Path) -> None:
+    """insert_sqlite reads a batch's rowids by its span of sequence numbers: each
+    word lands on its own event (two recordings' rows interleaved), and an entry
+    whose event is not stored is left out."""
+    from claudetrace.store.textindex import insert_sqlite
+
+    ids = []
+    for _ in range(2):
+        info = RecordingInfo.start(["claude"])
+        store.create_recording(info)
+        ids.append(info.id)
+    line = b'{"type":"stream_event","event":{}}'  # not indexed by the store itself
+    for seq in range(6):
+        for rid in ids:
+            store.write_batch(rid, [Event(seq, "out", seq, line)])
+    a, b = ids
+    with sqlite3.connect(db_path) as conn:
+        insert_sqlite(conn.cursor(), [(a, 1, "alpha1"), (b, 4, "beta4"), (a, 5, "alpha5"),
+                                      (b, 2, "beta2"), (a, 9, "nowhere")])
+        found = conn.execute(
+            "SELECT e.recording_id, e.seq, s.words FROM event_search s "
+            "JOIN events e ON e.rowid = s.rowid ORDER BY s.words").fetchall()
+    assert found == [(a, 1, "alpha1"), (a, 5, "alpha5"), (b, 2, "beta2"), (b, 4, "beta4")]

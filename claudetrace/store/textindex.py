@@ -72,11 +72,26 @@ def entry(recording_id: str, seq: int, direction: str,
 
 def insert_sqlite(cursor: Any, entries: list[tuple[str, int, str]]) -> None:
     """Add ``entries`` to SQLite's ``event_search`` (FTS5), each under its event's
-    rowid (an event deleted takes its entry with it: a trigger)."""
+    rowid (an event deleted takes its entry with it: a trigger); an entry whose
+    event is not stored is left out.
+
+    The rowids are read first, a recording's span of sequence numbers in one
+    query, and the entries inserted with them as values: an ``INSERT … SELECT``
+    into the FTS5 table an entry, as before, took four times as long in a
+    tool-heavy burst (``bench ingest --shape tools``: 8 s of the writer's 10)."""
+    spans: dict[str, tuple[int, int]] = {}
+    for rid, seq, _said in entries:
+        low, high = spans.get(rid, (seq, seq))
+        spans[rid] = (min(low, seq), max(high, seq))
+    rowids: dict[tuple[str, int], int] = {}
+    for rid, (low, high) in spans.items():
+        cursor.execute("SELECT seq, rowid FROM events WHERE recording_id = ? "
+                       "AND seq BETWEEN ? AND ?", (rid, low, high))
+        rowids.update(((rid, seq), rowid) for seq, rowid in cursor.fetchall())
     cursor.executemany(
-        "INSERT INTO event_search (rowid, words) SELECT rowid, ? FROM events "
-        "WHERE recording_id = ? AND seq = ?",
-        [(said, rid, seq) for rid, seq, said in entries])
+        "INSERT INTO event_search (rowid, words) VALUES (?, ?)",
+        [(rowid, said) for rid, seq, said in entries
+         if (rowid := rowids.get((rid, seq))) is not None])
 
 
 def insert_postgres(cursor: Any, entries: list[tuple[str, int, str]]) -> None:
