@@ -63,10 +63,9 @@ def index_rows(rows: Rows) -> list[tuple[str, int, str]]:
 def entry(recording_id: str, seq: int, direction: str,
           data: bytes) -> tuple[str, int, str] | None:
     """``(recording_id, seq, words)`` of one message line; None when it says nothing."""
-    from ..model.events import Event
-    from ..model.protocol import searchable_text
+    from ..model.protocol import line_text
 
-    said = spaced(searchable_text(Event(seq, direction, 0, bytes(data)))[:MOST_CHARS])  # type: ignore[arg-type]
+    said = spaced(line_text(bytes(data))[:MOST_CHARS])
     return (recording_id, seq, said) if not said.isspace() and said else None
 
 
