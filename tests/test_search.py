@@ -228,4 +228,5 @@ def test_line_text_reads_lines_as_the_whole_parse_does() -> None:
         lines += list(shape_lines(shape, count))
     said = [line_text(line) for line in lines]
     assert said == [_whole(line) for line in lines]
-    assert any(said) and said[_EDGE_LINES.index(b' {"type":"user","message":{"content":"spaced"}} ')]
+    spaced_line = b' {"type":"user","message":{"content":"spaced"}} '
+    assert said[_EDGE_LINES.index(spaced_line)] == "spaced"
