@@ -159,3 +159,74 @@ def test_the_session_list_takes_more_sessions_saying_it_than_a_statement_binds(
     listed = browse.list_sessions(store, browse.Filters(text="common"), limit=3)
     assert [r.id for r in listed] == ids[::-1][:3]
     assert len(browse.list_sessions(store, browse.Filters(text="common word"))) == 5
+
+
+def test_each_entry_goes_under_its_own_events_rowid(store: Store, db_path: Path) -> None:
+    """insert_sqlite reads a batch's rowids by its span of sequence numbers: each
+    word lands on its own event (two recordings' rows interleaved), and an entry
+    whose event is not stored is left out."""
+    from claudetrace.store.textindex import insert_sqlite
+
+    ids = []
+    for _ in range(2):
+        info = RecordingInfo.start(["claude"])
+        store.create_recording(info)
+        ids.append(info.id)
+    line = b'{"type":"stream_event","event":{}}'  # not indexed by the store itself
+    for seq in range(6):
+        for rid in ids:
+            store.write_batch(rid, [Event(seq, "out", seq, line)])
+    a, b = ids
+    with sqlite3.connect(db_path) as conn:
+        insert_sqlite(conn.cursor(), [(a, 1, "alpha1"), (b, 4, "beta4"), (a, 5, "alpha5"),
+                                      (b, 2, "beta2"), (a, 9, "nowhere")])
+        found = conn.execute(
+            "SELECT e.recording_id, e.seq, s.words FROM event_search s "
+            "JOIN events e ON e.rowid = s.rowid ORDER BY s.words").fetchall()
+    assert found == [(a, 1, "alpha1"), (a, 5, "alpha5"), (b, 2, "beta2"), (b, 4, "beta4")]
+
+
+def _whole(data: bytes) -> str:
+    """searchable_text over the whole line parsed (the way line_text is held to)."""
+    from claudetrace.model.protocol import searchable_text
+
+    return searchable_text(Event(0, "in", 0, data))
+
+
+_EDGE_LINES = [
+    b"", b"not json", b"[1, 2]", b'"text"', b"\xef\xbb\xbf{}",
+    b'{"type":"assistant","message":{"content":[{"type":"text","text":"ok"}]},"x":NaN}',
+    b'{"type":"user","message":{"content":"bad \xff byte"}}',
+    b'{"type":"user","message":{"content":"ok"},"tool_use_result":"bad \xff byte"}',
+    b'{"type":"user","message":{"content":"lone \\ud800 surrogate"}}',
+    b'{"type":"user","message":{"content":"raw \xed\xa0\x80 surrogate"}}',
+    b'{"type":"assistant","type":"user","message":{"content":"last type wins"}}',
+    b'{"type":"user","message":{"content":"one"},"message":{"content":"two"}}',
+    b'{"type":"result","result":"done \\u00e9","usage":{"input_tokens":1e400}}',
+    b'{"type":"user","message":{"content":"ctl \x01 char"}}',
+    b' {"type":"user","message":{"content":"spaced"}} ',
+    b'{"type":"assistant","message":{"content":[{"type":"tool_use","name":"Bash",'
+    b'"input":{"n":123456789012345678901234567890,"f":1.5,"b":true,"z":null}}]}}',
+    b'{"type":"user","message":{"content":' + b"[" * 300 + b"]" * 300 + b"}}",
+    b'{"type":"user","message":{"content":[' + b"{}," * 250 + b'{"type":"text","text":"deep"}]}}',
+]
+
+
+def test_line_text_reads_lines_as_the_whole_parse_does() -> None:
+    """line_text (the index's writer, the search, the first prompts) parses only the
+    parts of a line the readable text is made of; the text is the same as from
+    the whole line, on every fixture and bench shape's lines and on lines the
+    quick decoder refuses or would read otherwise (NaN, bytes that are not
+    UTF-8, lone surrogates, duplicate keys, nesting past the limit)."""
+    from claudetrace.bench.shapes import shape_lines
+    from claudetrace.model.protocol import line_text
+
+    lines = list(_EDGE_LINES)
+    for path in sorted(CASSETTES.glob("*.ndjson")):
+        lines += [event.data for event in read_cassette(path).events]
+    for shape, count in (("deltas", 120), ("tools", 40), ("huge", 4)):
+        lines += list(shape_lines(shape, count))
+    said = [line_text(line) for line in lines]
+    assert said == [_whole(line) for line in lines]
+    spaced_line = b' {"type":"user","message":{"content":"spaced"}} '
+    assert said[_EDGE_LINES.index(spaced_line)] == "spaced"

@@ -274,13 +274,16 @@ def test_a_batch_holds_each_repeated_field_value_once() -> None:
     # Pickle writes an object once and refers to it after: equal values of the
     # fields lines repeat are one object, so a batch crosses to the writer smaller.
     from claudetrace.store import event_rows
+    from claudetrace.store.rows import COLUMNS
 
     lines = [b'{"type":"stream_event","session_id":"s1","uuid":"u%d","parent_tool_use_id":"p"}'
              % n for n in range(50)]
     rows, _tools = event_rows("R", [Event(n, "out", n, line) for n, line in enumerate(lines)])
-    for column in (9, 13, 14):  # type, session_id, parent_tool_use_id
-        assert len({id(row[column]) for row in rows}) == 1, column
-    assert len({row[12] for row in rows}) == 50  # uuids stay each their own
+    columns = COLUMNS["events"]
+    for name in ("type", "parent_tool_use_id"):
+        column = columns.index(name)
+        assert len({id(row[column]) for row in rows}) == 1, name
+    assert len({row[columns.index("data")] for row in rows}) == 50  # lines stay each their own
 
 
 @pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="SCHED_IDLE is Linux's")

@@ -394,6 +394,40 @@ def line_fields(data: bytes) -> LineFields:
 
 
 
+class _Said(msgspec.Struct, gc=False):
+    """What :func:`said_parts` decodes of a line: the members the readable text
+    is made of, as any JSON value."""
+
+    type: Any = None
+    message: Any = None
+    result: Any = None
+
+
+_decode_said: Final = msgspec.json.Decoder(_Said).decode
+
+
+def said_parts(data: bytes) -> Any:
+    """What :func:`claudetrace.model.protocol.searchable_text` reads of a line: a
+    dict of its ``type``, ``message`` and ``result`` (None where missing) as
+    :func:`parse_json` reads them, without building the rest: a tool's output
+    the CLI echoes in ``tool_use_result`` is checked and skipped, not made into
+    Python strings.  A line msgspec does not take as :func:`line_fields` does
+    not (not a JSON object, ``NaN``, not strict UTF-8, maybe nested too deep), or
+    that may hold a lone surrogate, is parsed whole by :func:`parse_json`, so the
+    text made of it is the same."""
+    try:
+        if not data.isascii():
+            data.decode("utf-8")  # msgspec checks the strings it keeps only
+        if ((len(data) >= _SHORTEST_TOO_DEEP
+             and data.count(b"[") + data.count(b"{") > MAX_DEPTH)
+                or ((b"\\u" in data or b"\xed" in data) and _SURROGATE.search(data))):
+            return parse_json(data)
+        said = _decode_said(data)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        return parse_json(data)
+    return {"type": said.type, "message": said.message, "result": said.result}
+
+
 def _from_fast(line: _Line) -> LineFields:
     """:func:`extract_fields` over what :func:`line_fields` decoded (the same rules;
     the most common lines, stream events, looked at first)."""

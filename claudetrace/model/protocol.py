@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .content import Block, blocks, message_blocks
-from .events import Event
+from .events import Event, parsed_event, said_parts
 
 #: The answers to ``can_use_tool`` the SDKs define.
 PERMISSION_DECISIONS = frozenset({"allow", "deny"})
@@ -227,3 +227,10 @@ def searchable_text(event: Event) -> str:
         if isinstance(result, str):
             out.append(result)
     return "\n".join(out)
+
+
+def line_text(data: bytes) -> str:
+    """:func:`searchable_text` of a stored line (its bytes), parsing only the parts
+    it reads (:func:`~claudetrace.model.events.said_parts`): the search index's
+    writer, the search and the session list's first prompts read lines this way."""
+    return searchable_text(parsed_event(0, "in", 0, data, said_parts(data)))

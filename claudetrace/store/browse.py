@@ -25,7 +25,7 @@ from sqlalchemy.orm import load_only
 from ..errors import StoreError
 from ..model import FAILED
 from ..model.events import Event
-from ..model.protocol import failed_tool_ids, searchable_text
+from ..model.protocol import failed_tool_ids, line_text
 from .api import Store
 from .models import EventRow, EventTool, Recording, status_expression, type_in
 from .search import recordings_saying
@@ -316,8 +316,8 @@ def first_prompts(
                 select(_E.recording_id, _E.seq, _E.data).join(
                     firsts, (_E.recording_id == firsts.c.recording_id) & (_E.seq == firsts.c.seq))
             )
-            for rid, seq, data in rows:
-                text = searchable_text(Event(seq, "in", 0, bytes(data)))
+            for rid, _seq, data in rows:
+                text = line_text(bytes(data))
                 text = " ".join(text.split())
                 out[rid] = text if len(text) <= limit else text[: limit - 1] + "…"
     return out

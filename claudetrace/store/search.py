@@ -17,8 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import StoreError
-from ..model.events import Event
-from ..model.protocol import searchable_text
+from ..model.protocol import line_text
 from .api import Store
 from .engine import error_reason
 from .textindex import words
@@ -90,7 +89,7 @@ def search(store: Store, needle: str, *, limit: int | None = 50) -> list[Hit]:
                                                       yield_per=200) as conn:
             for rid, seq, direction, kind, data, started_ns, name in conn.execute(
                     text(statement), params):
-                said = searchable_text(Event(seq, direction, 0, bytes(data)))
+                said = line_text(bytes(data))
                 if not (plain or wanted in said.casefold()):
                     continue
                 hits.append(Hit(rid, seq, direction, kind, started_ns, name,
@@ -117,9 +116,8 @@ def recordings_saying(store: Store, needle: str) -> list[str]:
                 return sorted(conn.execute(text(statement), params).scalars())
             statement, params = _candidates(store, query_words,
                                             "e.recording_id, e.seq, e.direction, e.data")
-            for rid, seq, direction, data in conn.execute(text(statement), params):
-                if rid not in found and wanted in searchable_text(
-                        Event(seq, direction, 0, bytes(data))).casefold():
+            for rid, _seq, _direction, data in conn.execute(text(statement), params):
+                if rid not in found and wanted in line_text(bytes(data)).casefold():
                     found.add(rid)
     except SQLAlchemyError as exc:
         raise StoreError(f"search messages failed: {error_reason(exc)}") from exc

@@ -65,8 +65,10 @@ def index_rows(rows: Rows) -> list[tuple[str, int, str]]:
 def entry(recording_id: str, seq: int, direction: str,
           data: bytes) -> tuple[str, int, str] | None:
     """``(recording_id, seq, words)`` of one message line; None when it says nothing."""
-    said = line_words(Event(seq, direction, 0, bytes(data)))  # type: ignore[arg-type]
-    return None if said is None else (recording_id, seq, said)
+    from ..model.protocol import line_text
+
+    said = spaced(line_text(bytes(data))[:MOST_CHARS])
+    return (recording_id, seq, said) if said and not said.isspace() else None
 
 
 def line_words(event: Event) -> str | None:
