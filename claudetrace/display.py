@@ -20,20 +20,25 @@ each of them as an escape a person can read:
 Rich reads ``[bold]``, ``[link=…]`` and ``[/]`` in a string as markup: text
 handed to Rich as a string goes through :func:`markup` (text in a ``Text`` is
 never read as markup).  :func:`say` writes one message line through
-:func:`visible`.
+:func:`visible`.  Pages (the HTML report, the web UI) lay out newlines and tabs
+themselves and use :func:`visible_text` / :func:`visible_data`: the same rule
+with those two kept.
 """
 
 from __future__ import annotations
 
 import re
 import sys
-from typing import IO, Final
+from typing import IO, Any, Final
 
+#: The characters other than C0 controls that :func:`visible` escapes: DEL, C1,
+#: bidi controls, line and paragraph separators, lone surrogates.
+_UNSAFE_ABOVE_C0: Final = (
+    "\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff")
 #: What :func:`visible` escapes (see the module's docstring).
-UNSAFE: Final = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
-    "\ud800-\udfff]"
-)
+UNSAFE: Final = re.compile(f"[\x00-\x1f{_UNSAFE_ABOVE_C0}]")
+#: What :func:`visible_text` escapes: the same but newline and tab.
+UNSAFE_IN_TEXT: Final = re.compile(f"[\x00-\x08\x0b-\x1f{_UNSAFE_ABOVE_C0}]")
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -47,6 +52,26 @@ def visible(text: str) -> str:
     terminal's state, start a new line or reorder what follows."""
     # Printable text (most of it) has none of them: a C loop tells.
     return text if text.isprintable() else UNSAFE.sub(_escape, text)
+
+
+def visible_text(text: str) -> str:
+    """:func:`visible` for a page (the HTML report, the web UI), which lays out
+    newlines and tabs itself: those are kept, every other control character, bidi
+    control and lone surrogate is written as ``\\xNN`` / ``\\uNNNN`` as on a
+    terminal, so that a page shows what is there, in its order."""
+    return text if text.isprintable() else UNSAFE_IN_TEXT.sub(_escape, text)
+
+
+def visible_data(value: Any) -> Any:
+    """``value`` (JSON-like: dicts, lists, tuples, strings, numbers) with every
+    string, keys included, through :func:`visible_text`."""
+    if isinstance(value, str):
+        return visible_text(value)
+    if isinstance(value, dict):
+        return {visible_data(k): visible_data(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [visible_data(item) for item in value]
+    return value
 
 
 def visible_lines(text: str) -> str:
@@ -94,4 +119,5 @@ def say(message: str, *, err: bool = False) -> None:
     stream.flush()
 
 
-__all__ = ["UNSAFE", "for_terminal", "markup", "say", "visible", "visible_lines"]
+__all__ = ["UNSAFE", "UNSAFE_IN_TEXT", "for_terminal", "markup", "say", "visible",
+           "visible_data", "visible_lines", "visible_text"]

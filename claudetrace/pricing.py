@@ -20,9 +20,23 @@ is imported on first use only (never by ``claudetrace proxy``); without it
 
 from __future__ import annotations
 
+import math
 import threading
 from decimal import Decimal
 from typing import Any, Final
+
+
+def dollars(usd: float, *, digits: int = 4) -> str:
+    """An amount as every view prints it: ``$0.0019``, ``$0.00012``, ``$1,234.5678``.
+
+    At least ``digits`` decimals, and more where a small amount needs them to show
+    two significant digits (up to nine): a tiny estimate never reads ``$0.0000``.
+    """
+    places = digits
+    if 0 < abs(usd) < 1:
+        places = max(digits, min(9, 1 - math.floor(math.log10(abs(usd)))))
+    return f"${usd:,.{places}f}"
+
 
 #: The provider the table is asked about.
 PROVIDER: Final = "anthropic"

@@ -36,6 +36,7 @@ from typing import Any, Final
 from .cassette import Cassette
 from .model.events import Event, parse_json
 from .model.protocol import project_slug
+from .pattern import linear_regex
 from .redact import (
     REDACTED,
     LineBatch,
@@ -88,7 +89,7 @@ class Sanitizer:
 
     paths: tuple[tuple[str, str], ...] = ()
     literals: tuple[str, ...] = ()
-    patterns: tuple[re.Pattern[str], ...] = ()
+    patterns: tuple[Any, ...] = ()  # compiled (RE2 for a user's, claudetrace.pattern)
     secrets: bool = True
     _path_re: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
     #: Whether :meth:`_untouched` may tell a clean line from its text alone.
@@ -145,7 +146,8 @@ class Sanitizer:
             for real in _aliases(cwd):
                 pairs.append((real, target))
                 pairs.append((project_slug(real), project_slug(target)))
-        compiled = tuple(re.compile(p) if isinstance(p, str) else p for p in patterns)
+        compiled = tuple(linear_regex(p, what="redaction pattern") if isinstance(p, str) else p
+                         for p in patterns)
         literals = tuple(secret_values(environ)) if environ is not None and secrets else ()
         return cls(paths=tuple(pairs), literals=literals, patterns=compiled, secrets=secrets)
 
@@ -284,10 +286,10 @@ class Sanitizer:
         )
 
 
-def _redact(pattern: re.Pattern[str], value: str) -> str:
+def _redact(pattern: Any, value: str) -> str:
     if pattern.groups:
-        return pattern.sub(lambda m: (m.group(1) or "") + REDACTED, value)
-    return pattern.sub(REDACTED, value)
+        return str(pattern.sub(lambda m: (m.group(1) or "") + REDACTED, value))
+    return str(pattern.sub(REDACTED, value))
 
 
 def _clean(path: str) -> str:

@@ -227,14 +227,19 @@ class Offline:
         self.context.close()
 
 
+def offline_report(browser: Any, tmp_path: Path, rec: Any, events: list[Event]) -> Offline:
+    """The report of ``rec`` written to a file and ready to open offline."""
+    path = tmp_path / "report.html"
+    with path.open("w") as out:
+        write_report(out, rec, events)
+    return Offline(browser, path)
+
+
 @pytest.mark.slow
 @needs_chromium
 def test_report_in_chromium_offline(browser: Any, store: Store, tmp_path: Path) -> None:
     rec, events = stored(store, "permission_deny")
-    path = tmp_path / "report.html"
-    with path.open("w") as out:
-        write_report(out, rec, events)
-    view = Offline(browser, path)
+    view = offline_report(browser, tmp_path, rec, events)
     try:
         page = view.open()
         # expect() waits for what a click or a keystroke changes (a loaded machine
@@ -293,3 +298,50 @@ def test_an_imported_cassettes_facts_leave_out_what_it_does_not_say(store: Store
     assert rec.pid is None
     where = dict(facts(rec))["cwd / host"]
     assert "None" not in where and where.startswith(rec.cwd)
+
+
+#: Bidi controls, the line separator and an escape sequence, as recorded text may hold them.
+HOSTILE_TEXT = "pay \u202eeulav\u202c \u2066x\u2069 \u200e\u200f\u061c \u2028 \x1b[2J done"
+
+
+def _with_hostile_text(store: Store) -> tuple[Any, list[Event]]:
+    rec, events = stored(store, "plain")
+    hostile = json.dumps({
+        "type": "assistant",
+        "message": {"role": "assistant", "model": "claude-\u202efake",
+                    "content": [{"type": "text", "text": HOSTILE_TEXT + "\nsecond\tline"}]},
+        "session_id": rec.cli_session_id,
+    }).encode()
+    events.append(Event(len(events), "out", events[-1].t_ns + 1, hostile))
+    return rec, events
+
+
+def test_bidi_controls_and_escapes_are_shown_escaped_in_the_report(store: Store) -> None:
+    rec, events = _with_hostile_text(store)
+    out = io.StringIO()
+    write_report(out, rec, events)
+    page = out.getvalue()
+    for raw in "\u202e\u202c\u2066\u2069\u200e\u200f\u061c\u2028\x1b":
+        assert raw not in page and json.dumps(raw)[1:-1] not in page.replace("\\\\", ""), raw
+    texts = [item[2] for item in embedded(page)["conv"]]
+    assert ("pay \\u202eeulav\\u202c \\u2066x\\u2069 \\u200e\\u200f\\u061c \\u2028 "
+            "\\x1b[2J done\nsecond\tline") in texts
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_bidi_controls_are_drawn_escaped_in_chromium(
+    browser: Any, store: Store, tmp_path: Path
+) -> None:
+    rec, events = _with_hostile_text(store)
+    view = offline_report(browser, tmp_path, rec, events)
+    try:
+        page = view.open()
+        expect(page.get_by_text("done", exact=False).first).to_be_visible(timeout=10_000)
+        shown = page.locator("body").inner_text()
+        assert "pay \\u202eeulav\\u202c \\u2066x\\u2069" in shown
+        assert not set(shown) & set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+                                    "\u200e\u200f\u061c\x1b")
+        view.check()
+    finally:
+        view.close()

@@ -12,7 +12,7 @@
        │
     model      model/ (events, protocol, the session fold)  recording  cassette  redact
        │
-    base       config  errors  progress  ids  interrupts  display  pricing  _version
+    base       config  errors  progress  ids  interrupts  display  pricing  pattern  _version
 
 A module may import its own layer and the layers below it, never one above
 (imports inside functions count too: a lazy import is still a dependency).
@@ -35,7 +35,7 @@ PACKAGE = Path(claudetrace.__file__).parent
 #: Layers, lowest first; each entry names a module or a package (all its modules).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("config", "errors", "progress", "ids", "interrupts", "display", "pricing",
-              "_version")),
+              "pattern", "_version")),
     ("model", ("model", "recording", "cassette", "redact")),
     ("store", ("store",)),
     ("services", ("proxy", "capture", "spawn", "shim", "indexer", "replay", "telemetry",

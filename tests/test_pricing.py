@@ -157,3 +157,47 @@ def test_the_migration_prices_what_was_stored_before(
     rec = sessions_json(db_path)[rid]
     assert rec["cost_source"] == "estimate"
     assert rec["cost_usd"] == pytest.approx(table_price(OPUS, 500, 60, 0, 0))
+
+
+@pytest.mark.parametrize(("usd", "digits", "shown"), [
+    (0.0019, 4, "$0.0019"),
+    (0.00012, 4, "$0.00012"),
+    (0.000_000_123, 4, "$0.00000012"),
+    (0.012345, 6, "$0.012345"),
+    (0.5, 4, "$0.5000"),
+    (1234.5, 2, "$1,234.50"),
+    (0.0, 4, "$0.0000"),
+])
+def test_every_cost_prints_with_enough_significant_digits(
+    usd: float, digits: int, shown: str
+) -> None:
+    assert pricing.dollars(usd, digits=digits) == shown
+
+
+def test_a_tiny_estimate_never_reads_zero(store: Store, db_path: Path, tmp_path: Path) -> None:
+    rid = import_one(store, tmp_path, Transcript("a1b2c3d4-0000-4000-8000-000000000009",
+                                                 "-home-dev-project", [Call(SONNET, T0, 3, 1)]))
+    usd = table_price(SONNET, 3, 1, 0, 0)
+    assert 0 < usd < 0.0001
+    shown = pricing.dollars(usd)
+    assert shown.strip("$0.") and shown.startswith("$0.0000")
+    for command in (["show", rid], ["sessions"], ["tail", rid]):
+        out = CliRunner().invoke(cli, [*command, "--db", str(db_path)])
+        assert out.exit_code == 0, out.output
+        assert "$0.0000 " not in out.stdout and "$0.000000 " not in out.stdout
+        assert shown in out.stdout or pricing.dollars(usd, digits=6) in out.stdout, out.stdout
+
+
+def test_a_session_without_model_calls_has_no_cost(db_path: Path, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-m", "claudetrace", "proxy", "--db", str(db_path), "--",
+                    "true"], check=True, cwd=tmp_path)
+    (rec,) = sessions_json(db_path).values()
+    assert rec["cost_usd"] is None and rec["cost_source"] == "unknown"
+    for command in (["show", "latest"], ["sessions"]):
+        out = CliRunner().invoke(cli, [*command, "--db", str(db_path)]).stdout
+        assert "— (no model calls)" in out and "$0" not in out, out
+    tail = CliRunner().invoke(cli, ["tail", "latest", "--db", str(db_path)]).stdout
+    assert "$0" not in tail and "cost unknown" in tail, tail

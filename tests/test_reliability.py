@@ -205,6 +205,84 @@ def test_doctor_lists_recordings_that_lost_bytes_without_failing(db_path: Path) 
     assert whole.encode() not in doctor.stdout
 
 
+def _big_cassette(path: Path, lines: int) -> None:
+    from claudetrace.cassette import read_cassette, write_cassette
+
+    plain = read_cassette(Path(__file__).parent / "fixtures" / "cassettes" / "plain.ndjson")
+    said = [json.dumps({"type": "assistant", "message": {"role": "assistant", "content": [
+        {"type": "text", "text": f"line {i} " + "x" * 200}]}, "session_id": "s"}).encode()
+        for i in range(lines)]
+    events = [*plain.events[:-1], *(Event(len(plain.events) - 1 + i, "out", 1_000 + i, data)
+                                     for i, data in enumerate(said))]
+    events.append(Event(len(events), "out", 2_000 + lines, plain.events[-1].data))
+    write_cassette(path, plain.header, events)
+
+
+def _stored(db_path: Path) -> list[tuple[str, int | None, int]]:
+    with sqlite3.connect(db_path) as db:
+        return db.execute("SELECT r.id, r.ended_ns, (SELECT count(*) FROM events e "
+                          "WHERE e.recording_id = r.id) FROM recordings r").fetchall()
+
+
+@pytest.mark.slow
+def test_a_cassette_import_killed_half_way_is_replaced_by_importing_it_again(
+    db_path: Path, tmp_path: Path
+) -> None:
+    import signal
+
+    big = tmp_path / "big.ndjson"
+    _big_cassette(big, 150_000)
+    total = big.read_bytes().count(b"\n") - 1
+    importer = subprocess.Popen([PY, "-m", "claudetrace", "import", str(big), "--db",
+                                 str(db_path)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # until some events are stored, not all
+            try:
+                rows = _stored(db_path)
+            except sqlite3.OperationalError:  # not made yet, or locked for a moment
+                rows = []
+            if rows and rows[0][2] > 0:
+                break
+            time.sleep(0.05)
+        importer.send_signal(signal.SIGKILL)
+    finally:
+        importer.wait(timeout=60)
+    ((half, ended, stored),) = _stored(db_path)
+    assert ended is None and 0 < stored < total  # killed half way: no end written
+    doctor = ct("doctor", "--db", str(db_path))
+    assert doctor.returncode == 1 and f"{half}  half imported".encode() in doctor.stdout
+    again = ct("import", str(big), "--db", str(db_path), timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.decode().split() == [half]  # the same recording id
+    assert b"updated recording" in again.stderr and b"a half import replaced" in again.stderr
+    ((rid, ended, stored),) = _stored(db_path)
+    assert (rid, stored) == (half, total) and ended is not None
+    doctor = ct("doctor", "--db", str(db_path))
+    assert doctor.returncode == 0 and b"half imported" not in doctor.stdout
+    # A third import of the whole cassette adds nothing.
+    third = ct("import", str(big), "--db", str(db_path), timeout=300)
+    assert third.returncode == 0 and third.stdout.decode().split() == [half], third.stderr
+    assert b"unchanged" in third.stderr
+    assert [r[0] for r in _stored(db_path)] == [half]
+
+
+def test_importing_a_cassette_twice_keeps_one_recording(db_path: Path, tmp_path: Path) -> None:
+    plain = Path(__file__).parent / "fixtures" / "cassettes" / "plain.ndjson"
+    first = ct("import", str(plain), "--db", str(db_path))
+    second = ct("import", str(plain), "--db", str(db_path))
+    assert first.returncode == second.returncode == 0, second.stderr
+    assert first.stdout == second.stdout and len(first.stdout.split()) == 1
+    assert b"unchanged" in second.stderr
+    assert len(_stored(db_path)) == 1
+    # Another cassette (one byte differs) is another recording.
+    other = tmp_path / "other.ndjson"
+    other.write_bytes(plain.read_bytes() + b"\n")
+    assert ct("import", str(other), "--db", str(db_path)).returncode == 0
+    assert len(_stored(db_path)) == 2
+
+
 def test_doctor_lists_a_cassette_whose_import_was_killed(db_path: Path) -> None:
     from claudetrace.cassette import read_cassette
     from claudetrace.store import ingest
@@ -400,10 +478,10 @@ def test_a_cassette_import_loads_no_sqlalchemy_and_still_stores_what_waits(
     writer = cap.CaptureWriter(path, info)
     writer.feed("out", b'{"type":"system"}\n')
     writer.close({"exit_code": 0, "ended_ns": time.time_ns()})
-    assert ct("import", sample, "--db", str(db_path)).returncode == 0
+    assert ct("import", sample, "--db", str(db_path)).returncode == 0  # unchanged: no second
     assert not path.exists()
     listed = json.loads(ct("sessions", "--db", str(db_path), "--json").stdout)
-    assert len(listed) == 3 and info.id in {rec["id"] for rec in listed}
+    assert len(listed) == 2 and info.id in {rec["id"] for rec in listed}
 
 
 def test_export_takes_its_format_from_the_file_name_or_refuses_a_contradiction(

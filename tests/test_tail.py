@@ -94,7 +94,7 @@ def test_hooks_mcp_denials_and_a_dying_cli() -> None:
     dying = tail_of("cli_dies")
     assert "✗ Bash unfinished" in texts(dying, "tool")[-1]
     # The CLI died before its result: the price table's cost, said as show says it.
-    assert dying[-1].status == "error" and dying[-1].text.endswith("$0.0005 (estimate)")
+    assert dying[-1].status == "error" and dying[-1].text.endswith("$0.00048 (estimate)")
 
 
 def test_the_totals_cost_is_the_clis_else_the_estimate_else_unknown() -> None:

@@ -331,3 +331,37 @@ def test_a_status_filter_from_a_link(app: AppTest) -> None:
     at = run(app, status="killed")
     assert set(at.dataframe(key="sessions_table").value["status"]) == {"killed"}
     assert at.multiselect(key="f_status").value == ["killed"]
+
+
+BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
+
+
+def test_bidi_controls_are_shown_escaped_on_every_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from claudetrace.cassette import Cassette, read_cassette
+    from claudetrace.indexer import open_settled_store
+    from claudetrace.model.events import Event
+
+    store = open_settled_store(str(tmp_path / "ui.db"))
+    plain = read_cassette(Path(__file__).parent / "fixtures" / "cassettes" / "plain.ndjson")
+    said = json.dumps({"type": "assistant", "message": {
+        "role": "assistant", "content": [{"type": "text", "text": "pay \u202eeulav\u202c now"}]},
+        "session_id": "s"}).encode()
+    events = [*plain.events, Event(len(plain.events), "out", plain.events[-1].t_ns + 1, said)]
+    rid = store.import_cassette(Cassette(header=plain.header, events=events),
+                                name="n\u202eeman")
+    store.close()
+    monkeypatch.setenv("CLAUDETRACE_DB", str(tmp_path / "ui.db"))
+    listing = run(AppTest.from_file(APP, default_timeout=60))
+    (table,) = listing.dataframe
+    names = list(table.value["name"])
+    assert names == ["n\\u202eeman"]
+    page = run(AppTest.from_file(APP, default_timeout=60), session=rid)
+    shown = all_text(page) + "\n".join(m.value for m in page.markdown)
+    assert "u202eeulav" in shown
+    assert not set(shown) & set(BIDI)
+    raw = run(AppTest.from_file(APP, default_timeout=60), session=rid, tab="raw")
+    assert not set(all_text(raw)) & set(BIDI)

@@ -554,7 +554,7 @@ def _import_units(units: Sequence[Any], store: Any, writer: Any, name: str | Non
         for unit in itertools.islice(shown, len(cassettes)):
             try:
                 done = import_cassette_file(store, unit.path, name=name, tags=tags,
-                                            writer=writer)
+                                            writer=writer, url=url)
             except ClaudeTraceError as exc:
                 if single or isinstance(exc, StoreError):
                     raise  # the file named, or the database refuses (so would it the others)
@@ -592,12 +592,14 @@ class _Tally:
             say(f"{done.path}: skipped: {note}", err=True)
         elif done.action == "unchanged":
             say(f"{done.path}: unchanged, recording {done.recording_id}", err=True)
+            if done.kind == "cassette":  # its id, as when it was imported
+                click.echo(done.recording_id)
         elif done.action == "truncated":
             self.skipped += 1
             say(f"{done.path}: not updated: {done.note}", err=True)
         else:
             extra = f" ({done.note})" if done.note else ""
-            if done.kind != "cassette":
+            if done.kind != "cassette" or done.action != "imported":
                 say(f"{done.path}: {done.action} {what}{extra}", err=True)
             click.echo(done.recording_id)
 

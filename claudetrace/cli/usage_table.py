@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..display import visible
+from ..pricing import dollars
 
 if TYPE_CHECKING:
     from ..usage import Block, SessionTotals, Totals
@@ -28,7 +29,7 @@ def cost_cell(t: Totals) -> Text:
     source = t.cost_source
     if source == "unknown":
         return Text("?", style="yellow")
-    amount = f"${t.cost:,.2f}" if t.cost >= 1 else f"${t.cost:.4f}"
+    amount = dollars(t.cost, digits=2 if t.cost >= 1 else 4)
     cell = Text(("~" if source == "estimate" else "") + amount)
     if t.unpriced:
         cell.append(" + ?", style="yellow")

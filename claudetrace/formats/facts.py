@@ -10,6 +10,8 @@ import datetime as dt
 import shlex
 from typing import Any
 
+from ..pricing import dollars
+
 #: Shown for a value the recording's source cannot know.
 UNKNOWN = "unknown"
 
@@ -89,7 +91,11 @@ def money(usd: float | None, source: str, *, digits: int = 4) -> str:
     """``$0.1200``, ``$0.1200 (estimate)``, or ``unknown``."""
     if usd is None or source == UNKNOWN:
         return UNKNOWN
-    return f"${usd:.{digits}f}" + (" (estimate)" if source == "estimate" else "")
+    return dollars(usd, digits=digits) + (" (estimate)" if source == "estimate" else "")
+
+
+#: The cost of a session that made no model call (nothing charged, nothing priced).
+NO_COST = "— (no model calls)"
 
 
 def cost_text(rec: Any, digits: int = 6) -> str:
@@ -99,6 +105,8 @@ def cost_text(rec: Any, digits: int = 6) -> str:
     if rec.ended_ns is None and rec.result_subtype is None and not rec.cost_usd:
         return "not yet reported"
     source = cost_source(rec)
+    if source == UNKNOWN and not rec.model_calls and not rec.turns:
+        return NO_COST
     if source == UNKNOWN:
         unpriced = unpriced_models(rec)
         if unpriced:

@@ -24,9 +24,11 @@ from importlib import resources
 from typing import IO, Any
 
 from .._version import __version__
+from ..display import visible_data
 from ..model import Cost, Session
 from ..model.events import Event
 from ..model.summary import model_figures
+from ..pricing import dollars
 from ..recording import RecordingInfo
 from ..sanitize import Sanitizer
 from ..telemetry import conventions as c
@@ -36,7 +38,7 @@ from ..ui.controlplane import session_control_rows
 from ..ui.conversation import Decision, Item, build_conversation
 from ..ui.markdown import markdown_tree
 from ..ui.timeline import TimelineRow, timeline_rows
-from .facts import has_process
+from .facts import NO_COST, has_process, money
 
 #: Where the viewer's JSON goes in the template.
 _DATA_MARK = "/*REPORT-DATA*/"
@@ -148,7 +150,8 @@ def _timeline(rows: Sequence[TimelineRow], end: float) -> dict[str, Any]:
 
 
 def model_usage(session: Session, cost: Cost | None = None) -> list[list[Any]]:
-    """``[model, calls, input, output, cache read, cache write, cost]`` per model.
+    """``[model, calls, input, output, cache read, cache write, cost, cost text]`` per
+    model (the text as every view prints an amount, :func:`claudetrace.pricing.dollars`).
 
     The session model's figures (what the CLI reported; input excludes the
     cache); the cost is the CLI's, else the price table's (``cost``, as
@@ -163,6 +166,7 @@ def model_usage(session: Session, cost: Cost | None = None) -> list[list[Any]]:
             f["cache_read"],
             f["cache_creation"],
             None if f["cost_usd"] is None else round(f["cost_usd"], 6),
+            "unknown" if f["cost_usd"] is None else dollars(f["cost_usd"], digits=6),
         ]
         for model, f in model_figures(session, cost).items()
     ]
@@ -223,6 +227,8 @@ def report_data(
         else None,
         "models": model_usage(session, cost),
         "cost_source": cost.source,
+        "cost_text": NO_COST if cost.usd is None and not session.calls
+        else money(cost.usd, cost.source, digits=6),
     }
 
 
@@ -239,12 +245,15 @@ def template() -> str:
 
 
 def render_report(data: dict[str, Any]) -> str:
-    """The complete HTML page for ``data`` from :func:`report_data`."""
+    """The complete HTML page for ``data`` from :func:`report_data`: every string
+    in it through :func:`claudetrace.display.visible_text` (a bidi control or an
+    escape sequence is shown as ``\\u202e`` / ``\\x1b``, as on a terminal)."""
     from html import escape
 
+    shown = visible_data(data)
     page = template()
-    page = page.replace(_TITLE_MARK, escape(f"{data['title']} — claudetrace report"))
-    return page.replace(_DATA_MARK, _script_json(data))
+    page = page.replace(_TITLE_MARK, escape(f"{shown['title']} — claudetrace report"))
+    return page.replace(_DATA_MARK, _script_json(shown))
 
 
 def write_report(

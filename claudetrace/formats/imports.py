@@ -13,8 +13,10 @@ ones are kept, in one transaction: :meth:`~claudetrace.store.Store.put_recording
 and one whose files are now shorter than when imported is reported and left as
 stored, never cut.  A new session's recording id is made from its session id and
 start, so two importers of one session (two ``import --watch``, an import
-during a watch) write the same recording.  :class:`Watcher` imports what is new
-or has grown, again and again.
+during a watch) write the same recording.  A cassette's recording id is made
+from its bytes (:func:`cassette_recording_id`): importing it again is
+``unchanged``, and replaces a half import (one killed before its end) in place.
+:class:`Watcher` imports what is new or has grown, again and again.
 """
 
 from __future__ import annotations
@@ -606,31 +608,86 @@ def _read(unit: Unit, sink: Callable[[Event], None]) -> Transcript:
     return got
 
 
+def cassette_recording_id(path: Path, header: dict[str, Any]) -> str:
+    """The recording id the cassette ``path`` imports into: a ULID whose time is the
+    header's ``started_ns`` (0 without one) and whose random part is the digest of
+    the file's bytes, so importing one cassette again finds its recording."""
+    digest = hashlib.sha256(b"claudetrace cassette\0")
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    started = header.get("started_ns")
+    usable = isinstance(started, int) and not isinstance(started, bool) and (
+        0 <= started < (1 << 48) * 1_000_000)
+    return new_recording_id(started if usable else 0, random=digest.digest())
+
+
+def _stored_state(url: str | None, store: Callable[[], Any], recording_id: str) -> str | None:
+    """``whole``, ``half`` (no end written: an import killed half way) or None (not
+    stored) for ``recording_id``: straight from a SQLite file (no SQLAlchemy to
+    load), else through ``store()``."""
+    import sqlite3
+
+    from ..errors import SessionNotFound
+    from ..store.sqlite import plain_file
+
+    path = plain_file(url) if url else None
+    if path is not None:
+        try:
+            with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro",
+                                                    uri=True)) as conn:
+                row = conn.execute("SELECT ended_ns FROM recordings WHERE id = ?",
+                                   (recording_id,)).fetchone()
+            return None if row is None else ("half" if row[0] is None else "whole")
+        except (sqlite3.Error, ValueError):
+            pass  # not there yet, or not as expected: the store says
+    try:
+        rec = store().get(recording_id)
+    except SessionNotFound:
+        return None
+    return "half" if rec.ended_ns is None else "whole"
+
+
 def import_cassette_file(
     store: Callable[[], Any], path: Path, *, name: str | None = None,
-    tags: dict[str, str] | None = None, writer: Any = None,
+    tags: dict[str, str] | None = None, writer: Any = None, url: str | None = None,
 ) -> Imported:
-    """Store the cassette ``path`` as a new recording (through ``writer`` when given:
-    a :class:`~claudetrace.store.writer.WriterProcess`)."""
+    """Store the cassette ``path`` as a recording (through ``writer`` when given: a
+    :class:`~claudetrace.store.writer.WriterProcess`), once.
+
+    The recording's id comes from the cassette's bytes (:func:`cassette_recording_id`):
+    a cassette imported whole before is ``unchanged`` (never a second recording);
+    one whose import was killed half way (``doctor`` lists it: its end is written
+    last) is replaced by the whole import, under the same id.  ``url``, the
+    store's, lets a SQLite file be looked at without loading SQLAlchemy.
+    """
     from contextlib import closing
 
     from ..cassette import iter_cassette
     from ..progress import count_lines, enabled, track
-    from ..store.ingest import import_cassette
+    from ..store.ingest import import_cassette, info_from_header
 
     header, events = iter_cassette(path)
+    session_id = header.get("session_id")
+    sid = session_id if isinstance(session_id, str) else None
     with closing(events):
+        info = info_from_header(header)
+        info.id = cassette_recording_id(path, header)
+        known = _stored_state(url, store, info.id)
+        if known == "whole":
+            return Imported(path, "cassette", "unchanged", info.id, sid)
+        if known == "half":  # what it holds is in the cassette, whole
+            store().delete_recording(info.id)
         total = count_lines(path) - 1 if enabled() else None
         with track(events, f"importing {path.name}", total=total, unit="events") as shown:
             if writer is None:
-                rid = store().import_cassette((header, shown), name=name, tags=tags)
+                rid = store().import_cassette((header, shown), name=name, tags=tags, info=info)
             else:
-                rid = import_cassette(writer, (header, shown), name=name, tags=tags,
+                rid = import_cassette(writer, (header, shown), name=name, tags=tags, info=info,
                                       forget=lambda rid: store().delete_recording(rid))
-    session_id = header.get("session_id")
-    return Imported(
-        path, "cassette", "imported", rid, session_id if isinstance(session_id, str) else None
-    )
+    action: Action = "imported" if known is None else "updated"
+    note = "" if known is None else "a half import replaced"
+    return Imported(path, "cassette", action, rid, sid, note=note)
 
 
 def import_file(

@@ -660,13 +660,15 @@ class Session:
 
         The CLI's figures when it reported any (``cli``); else each call priced
         by the table and added up (``estimate``); ``unknown`` when a call's model
-        has no price (never priced as 0), or when ``estimate`` is False (the
+        has no price (never priced as 0), when there was no model call at all
+        (nothing was charged nor priced), or when ``estimate`` is False (the
         live indexer leaves a first turn's pricing for its end: loading the
         table is not for the forwarding's first lines).
         """
         if self.cli_cost_reported:
             return Cost(self.cost_usd, "cli", dict(self.cost_by_model))
-        if not estimate:
+        if not estimate or not self.calls:
+            # No call, no cost: an empty session is not a "$0 (estimate)".
             return Cost(None, "unknown")
         by_model: dict[str, float | None] = {}
         for call in self.calls.values():

@@ -414,21 +414,15 @@ def live_sanitizer(header: dict[str, object], extra: Sequence[str] = ()) -> Sani
 
 
 def linear_regex(pattern: str) -> Any:
-    """``pattern`` compiled by RE2, whose time is linear in the text: a
-    cassette's ``redact`` patterns run on every live host line, and Python's
-    engine can take for ever on one such as ``(a+)+$``.  RE2 has no look-around
-    nor back-references; a pattern that needs them is refused in one line."""
-    import re2
+    """``pattern`` compiled by RE2 (:func:`claudetrace.pattern.linear_regex`), a
+    :class:`ReplayError` if RE2 cannot take it."""
+    from ..pattern import BadPattern
+    from ..pattern import linear_regex as compile_linear
 
-    options = re2.Options()
-    options.log_errors = False  # the error is ours to tell, not RE2's log's
     try:
-        return re2.compile(pattern, options)
-    except re2.error as exc:
-        reason = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else exc
-        raise ReplayError(
-            f"redaction pattern {pattern!r} is not one the linear-time engine (RE2) takes: "
-            f"{reason}") from None
+        return compile_linear(pattern, what="redaction pattern")
+    except BadPattern as exc:
+        raise ReplayError(str(exc)) from None
 
 
 #: Signals whose default action stops the process or does nothing: a fake CLI

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..errors import ReplayError
+from ..pattern import BadPattern, linear_regex
 
 UserMatcher = Callable[[Any, Any], object]
 
@@ -87,8 +88,8 @@ def parse_regex_rule(rule: str) -> tuple[str, str]:
         raise BadRule(f"bad regex rule {rule!r}: expected PATH=REGEX", rule=rule)
     compile_path(path)
     try:
-        re.compile(regex)
-    except re.error as exc:
+        linear_regex(regex, what="regex")
+    except BadPattern as exc:
         raise BadRule(f"bad regex in rule {rule!r}: {exc}", rule=rule) from None
     return path.strip(), regex
 
@@ -174,7 +175,7 @@ class MatchRules:
     regex_paths: tuple[tuple[str, str], ...] = ()
     matcher: UserMatcher | None = None
     _ignored: re.Pattern[str] | None = field(default=None, init=False, repr=False)
-    _regexes: list[tuple[re.Pattern[str], re.Pattern[str]]] = field(
+    _regexes: list[tuple[re.Pattern[str], Any]] = field(
         default_factory=list, init=False, repr=False
     )
 
@@ -183,7 +184,8 @@ class MatchRules:
             self._ignored = re.compile(
                 "|".join(f"(?:{compile_path(p).pattern})" for p in self.volatile_paths)
             )
-        self._regexes = [(compile_path(p), re.compile(r)) for p, r in self.regex_paths]
+        self._regexes = [(compile_path(p), linear_regex(r, what="regex"))
+                         for p, r in self.regex_paths]
 
     @classmethod
     def build(
@@ -212,8 +214,9 @@ class MatchRules:
         """Whether the value at ``path`` is volatile (not compared)."""
         return self._ignored is not None and self._ignored.fullmatch(path) is not None
 
-    def regex(self, path: str) -> re.Pattern[str] | None:
-        """The regex the value at ``path`` must match, if a rule names the path."""
+    def regex(self, path: str) -> Any:
+        """The regex (RE2, :mod:`claudetrace.pattern`) the value at ``path`` must
+        match, if a rule names the path; else ``None``."""
         for where, pattern in self._regexes:
             if where.fullmatch(path):
                 return pattern

@@ -25,7 +25,6 @@ Marker keys (and the ini option that sets the same for every test):
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -73,19 +72,14 @@ def _strings(key: str, value: Any) -> tuple[str, ...]:
 
 
 def _regexes(key: str, values: Iterable[str]) -> tuple[str, ...]:
-    out = tuple(values)
-    if key == "redact":  # the replay runs them on every host line, in RE2
-        from .engine import linear_regex
+    """``values`` checked: each compiles in RE2, the linear-time engine every user
+    pattern runs in (:mod:`claudetrace.pattern`)."""
+    from ..pattern import linear_regex
 
-        for pattern in out:
-            _checked(linear_regex, key, pattern)
+    out = tuple(values)
+    what = "redaction pattern" if key == "redact" else "regex"
     for pattern in out:
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise BadSetting(
-                f"claude_cassette {key}: bad regex {pattern!r}: {exc}", key=key
-            ) from None
+        _checked(lambda p: linear_regex(p, what=what), key, pattern)
     return out
 
 

@@ -132,6 +132,8 @@ class Recording(Base):
     def cost_origin(self) -> str:
         """Where :attr:`cost_usd` comes from: ``cli``, ``estimate`` or ``unknown`` (the
         ``cost_source`` column; a row not summarised yet is unknown unless it has a cost)."""
+        if self.cost_source == "estimate" and not self.model_calls:
+            return "unknown"  # summarised by an earlier build: no call, no cost
         if self.cost_source:
             return self.cost_source
         return "cli" if self.cost_usd else "unknown"

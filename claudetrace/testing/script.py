@@ -28,13 +28,13 @@ A reply object is one of ``{"text": …}``, ``{"tool_use": {"name", "input",
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from ..errors import ClaudeTraceError
+from ..pattern import BadPattern, linear_regex
 from .fakeapi import Reply, error, text, thinking, tool_use
 
 _OPTIONS: Final = ("stop_reason", "model", "delay")
@@ -54,7 +54,7 @@ class BadScript(ClaudeTraceError):
 class Rule:
     """Answer prompts matching ``pattern`` (a regex, searched) with ``replies`` in turn."""
 
-    pattern: re.Pattern[str]
+    pattern: Any  # RE2 (claudetrace.pattern)
     replies: tuple[Reply, ...]
 
     def reply(self, step: int) -> Reply:
@@ -67,9 +67,9 @@ def rule(pattern: str, *replies: Reply) -> Rule:
     if not replies:
         raise BadScript(f"the rule for {pattern!r} has no replies")
     try:
-        return Rule(re.compile(pattern), tuple(replies))
-    except re.error as exc:
-        raise BadScript(f"bad prompt pattern {pattern!r}: {exc}") from None
+        return Rule(linear_regex(pattern, what="prompt pattern"), tuple(replies))
+    except BadPattern as exc:
+        raise BadScript(str(exc)) from None
 
 
 def reply_from_json(obj: Any) -> Reply:

@@ -28,6 +28,7 @@ from typing import Any, Final
 
 from ..model import ModelCall, Session, ToolCall, Turn, Usage
 from ..model.liveness import Liveness, liveness
+from ..pricing import dollars
 
 #: Relative price of each token type (Anthropic prices every Claude model in these
 #: ratios: output 5x input, cache write 1.25x, cache read 0.1x): how a turn's cost,
@@ -70,7 +71,8 @@ def duration(ns: int | None) -> str:
 
 
 def money(value: float | None) -> str:
-    return "—" if value is None else f"${value:.4f}"
+    """``$0.0019``, ``$0.00012`` (:func:`claudetrace.pricing.dollars`), ``—`` for none."""
+    return "—" if value is None else dollars(value)
 
 
 def tokens_text(usage: Usage) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..display import visible_text
 from ..model import FAILED
 from ..store.browse import Filters as Filters  # the list's filters are a query
 from ..store.models import Recording
@@ -40,7 +41,7 @@ def session_row(rec: Recording) -> dict[str, Any]:
     status = rec.status
     tags = ", ".join(f"{k}={v}" for k, v in sorted((rec.tags or {}).items()))
     # Status and exit come first: the columns people look for (visible at 1280 px).
-    return {
+    row = {
         "id": rec.id,
         "status": status,
         "exit": rec.exit_code if rec.signal is None else -rec.signal,
@@ -71,6 +72,8 @@ def session_row(rec: Recording) -> dict[str, Any]:
         "first prompt": "",
         "now": "",
     }
+    # Recorded and user-given text as every page shows it (bidi controls escaped).
+    return {k: visible_text(v) if isinstance(v, str) else v for k, v in row.items()}
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:

@@ -21,18 +21,20 @@ from typing import Any
 import streamlit as st
 
 from claudetrace.config import DB_ENV
+from claudetrace.display import visible_text
 from claudetrace.errors import ClaudeTraceError
 from claudetrace.indexer import open_settled_store
 from claudetrace.model import Session
 from claudetrace.model.events import Event
 from claudetrace.store import Recording, Store
+from claudetrace.ui.present import money as money  # the one way a cost is printed
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=^])")
 
 
 def plain(text: Any, limit: int = 200) -> str:
     """Text safe for a Markdown-rendering element: specials escaped, one line, bounded."""
-    value = " ".join(str(text).split())
+    value = visible_text(" ".join(str(text).split()))
     if len(value) > limit:
         value = value[: limit - 1] + "…"
     return _MARKDOWN_SPECIAL.sub(r"\\\1", value)
@@ -95,10 +97,6 @@ def seconds(value: float | None) -> str:
     if value is None:
         return "—"
     return f"{value:.2f} s" if value < 120 else f"{value / 60:.1f} min"
-
-
-def money(value: float | None) -> str:
-    return "—" if value is None else f"${value:.4f}"
 
 
 def auto_refresh_toggle(key: str, *, default: bool = False) -> bool:

@@ -6,6 +6,7 @@ from typing import Any
 
 import streamlit as st
 
+from claudetrace.display import visible_text
 from claudetrace.errors import ClaudeTraceError
 from claudetrace.store import Recording, Store
 from claudetrace.store import browse as queries
@@ -110,10 +111,10 @@ def _side(col: st.delta_generator.DeltaGenerator, label: str, turn: TurnSummary 
             return
         st.caption("host sent")
         for text in turn.sent:
-            st.text(text[:5000])
+            st.text(visible_text(text[:5000]))
         st.caption("came back")
         for text in turn.received:
-            st.text(text[:5000])
+            st.text(visible_text(text[:5000]))
         if turn.tools:
             st.caption("tools: " + plain(", ".join(turn.tools), 300))
         facts = [

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import streamlit as st
 
 from claudetrace.cassette import write_cassette
+from claudetrace.display import visible_data, visible_text
 from claudetrace.errors import ClaudeTraceError
 from claudetrace.model.events import Event
 from claudetrace.store import Recording, Store
@@ -241,15 +242,15 @@ def _item(item: Item, depth: int, shown: _Shown) -> None:
         with st.chat_message(_ROLE[item.kind]):
             if item.label:
                 st.caption(plain(item.label, 80))
-            tree = markdown_tree(item.text) if item.kind == "assistant" else None
+            tree = markdown_tree(visible_text(item.text)) if item.kind == "assistant" else None
             if tree is not None:
                 st.html(f'<div class="ct-md">{tree_html(tree)}</div>')
             else:
-                st.text(item.text)
+                st.text(visible_text(item.text))
             st.caption(shown.meta(item))
     elif item.kind == "thinking":
         with st.expander(f"Thinking · line {item.seq}", expanded=False):
-            st.text(item.text)
+            st.text(visible_text(item.text))
     elif item.kind == "tool" and item.tool is not None:
         _tool(item, depth, shown)
     elif item.kind == "result":
@@ -259,7 +260,7 @@ def _item(item: Item, depth: int, shown: _Shown) -> None:
         if item.label:  # the summary the conversation goes on from
             with st.expander(f"Compaction summary · {shown.meta(item)}", expanded=False,
                              icon=":material/compress:"):
-                st.text(item.text)
+                st.text(visible_text(item.text))
         else:
             st.info(f"{plain(item.text, 200)} · {shown.meta(item)}", icon=":material/compress:")
     elif item.kind == "rewind":
@@ -267,7 +268,7 @@ def _item(item: Item, depth: int, shown: _Shown) -> None:
     elif item.kind in ("error", "stderr"):
         with st.container(border=True):
             st.caption(f"{'stderr' if item.kind == 'stderr' else 'error'} · {shown.meta(item)}")
-            st.code(item.text[:5000], language=None, wrap_lines=True)
+            st.code(visible_text(item.text[:5000]), language=None, wrap_lines=True)
     elif item.decision is not None:
         d = item.decision
         st.caption(f"{d.kind} {plain(d.name, 80)} → {plain(d.outcome, 40)} · line {item.seq}")
@@ -314,12 +315,12 @@ def _tool(item: Item, depth: int, shown: _Shown) -> None:
     ):
         st.caption(shown.meta(item))
         if todo is not None:
-            st.text(present.todo_text(todo))
+            st.text(visible_text(present.todo_text(todo)))
         # One block of text, not an element per part: a page holds hundreds of calls.
         # st.text, not st.code: a code block makes the browser load and run
         # Streamlit's syntax highlighter (a 1.5 MB script, ~0.3 s of a 200k-line
         # session's page), for blocks that are collapsed.
-        st.text(_tool_text(call))
+        st.text(visible_text(_tool_text(call)))
         if call.children:  # a tool other than Agent/Task whose lines nest (rare)
             with st.container(border=True):
                 for child in call.children:
@@ -341,7 +342,7 @@ def _subagent(
                      icon=":material/error:" if call.is_error else ":material/smart_toy:"):
         st.caption(shown.meta(item))
         st.caption("prompt")
-        st.text(prompt[:20000] or "(none recorded)")
+        st.text(visible_text(prompt[:20000] or "(none recorded)"))
         for d in call.decisions:
             st.caption(f"{d.kind} {plain(d.name, 80)} → {plain(d.outcome, 40)}")
         if call.children:
@@ -350,11 +351,11 @@ def _subagent(
                     _item(child, depth + 1, shown)
         st.caption("answer (error)" if call.is_error else "answer")
         answer = call.result
-        tree = markdown_tree(answer) if answer else None
+        tree = markdown_tree(visible_text(answer)) if answer else None
         if tree is not None:
             st.html(f'<div class="ct-md">{tree_html(tree)}</div>')
         else:
-            st.text(answer[:20000] if answer is not None else "(no answer yet)")
+            st.text(visible_text(answer[:20000] if answer is not None else "(no answer yet)"))
 
 
 def _tool_text(call: ToolCall) -> str:
@@ -476,9 +477,9 @@ def _expand_line(db: Store, rec: Recording, first_seq: int) -> None:
         + ("" if ev.eol else " · no final newline")
     )
     if ev.obj is not None and ev.direction != "err":
-        st.json(ev.obj, expanded=2)
+        st.json(visible_data(ev.obj), expanded=2)
     else:
-        st.code(ev.text[:50000], language=None, wrap_lines=True)
+        st.code(visible_text(ev.text[:50000]), language=None, wrap_lines=True)
 
 
 #: Per tab, what it reads that can take long (kept by the caches), read before the

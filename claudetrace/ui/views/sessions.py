@@ -13,7 +13,9 @@ from typing import Any
 import streamlit as st
 
 from claudetrace.config import DB_ENV
+from claudetrace.display import visible_text
 from claudetrace.model import FAILED, STATUSES
+from claudetrace.pricing import dollars
 from claudetrace.store import browse as queries
 from claudetrace.ui import present
 from claudetrace.ui.sessions import TABLE_COLUMNS, Filters, session_row, tiles
@@ -173,7 +175,7 @@ def _list_body(filters: Filters) -> None:
     running = 0
     for row in shown:
         row["open"] = f"?session={row['id']}"
-        row["first prompt"] = prompts.get(row["id"], "")
+        row["first prompt"] = visible_text(prompts.get(row["id"], ""))
         if row["status"] == "running" and running < LIVE_ROWS:
             running += 1
             rec = by_id[row["id"]]
@@ -230,7 +232,8 @@ def _styled(rows: list[dict[str, Any]]) -> Any:
 
     # A Styler's display text replaces the column configs' number formats: say them here.
     shown = frame.style.format(
-        {"exit": "{:.0f}", "duration (s)": "{:.2f}", "cost ($)": "{:.4f}"}, na_rep="")
+        {"exit": "{:.0f}", "duration (s)": "{:.2f}",
+         "cost ($)": lambda usd: dollars(usd).removeprefix("$")}, na_rep="")
     return shown.map(status, subset=["status"]).map(failed, subset=["tool errors"])
 
 
