@@ -40,9 +40,9 @@ def latency(seconds: float) -> str:
     return f"{seconds / 60:.1f} min"
 
 
-def plural(n: int, noun: str) -> str:
-    """``1 turn``, ``2 turns``."""
-    return f"{n} {noun}" + ("" if n == 1 else "s")
+def plural(n: int, noun: str, many: str | None = None) -> str:
+    """``1 turn``, ``2 turns`` (``many``: the plural, when not the noun and an s)."""
+    return f"{n} {noun if n == 1 else many or noun + 's'}"
 
 
 #: Sources that are files written beside the CLI (no process seen), and their names.
