@@ -222,7 +222,8 @@ def marker_text(msg: dict[str, Any]) -> str | None:
         count = copied if isinstance(copied, int) else 0
         said = plural(count, "earlier entry", "earlier entries")
         sid = msg.get("resumed_as")
-        who = f" as session {sid}" if isinstance(sid, str) else ""
+        same = sid == msg.get("session_id")  # resumed under its own id
+        who = f" as session {sid}" if isinstance(sid, str) and not same else ""
         return (f"resumed{who}: the conversation goes on (its file repeats {said}, "
                 "shown once above)")
     if sub == "summary":

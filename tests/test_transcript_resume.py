@@ -86,6 +86,14 @@ def test_show_says_the_resume_and_summary_in_words(db_path: Path) -> None:
     assert shown.count("Add a health check.") == 1
 
 
+def test_a_resume_under_the_same_session_id_is_said_without_it(db_path: Path) -> None:
+    # -home-dev-res: the resumed file's lines all carry the earlier session id.
+    res = Path(__file__).parent / "fixtures" / "transcripts" / "projects" / "-home-dev-res"
+    run("import", str(res), "--db", str(db_path))
+    shown = run("show", "11112222-3333-4444-8555-666677778888", "--db", str(db_path)).stdout
+    assert "resumed: the conversation goes on (its file repeats 2 earlier entries" in shown
+
+
 def test_the_ui_conversation_shows_no_raw_json_for_bookkeeping_lines(store: Store) -> None:
     from claudetrace.ui.conversation import build_conversation, walk
 
