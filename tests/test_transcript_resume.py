@@ -60,6 +60,7 @@ def test_the_conversation_is_shown_once_with_each_resume_marked(store: Store) ->
     (unit,) = Planner().plan([CHAIN])[0]
     rec = store.get(import_unit(store, unit).recording_id or "")
     assert rec.cli_session_id == S1
+    assert rec.extra["resumed_as"] == [S2, S3]
     assert rec.turns == 4 and rec.model_calls == 4  # the copies once
     assert rec.started_ns == 1_795_165_200_000_000_000  # 2026-11-20T09:00:00Z, S1's start
     lines = [json.loads(e.data) for e in store.iter_events(rec.id)]
@@ -79,6 +80,7 @@ def test_the_conversation_is_shown_once_with_each_resume_marked(store: Store) ->
 def test_show_says_the_resume_and_summary_in_words(db_path: Path) -> None:
     run("import", str(CHAIN), "--db", str(db_path))
     shown = run("show", S1, "--db", str(db_path)).stdout
+    assert f"resumed as  {S2}, {S3}" in shown
     assert f"resumed as session {S2}: the conversation goes on (its file repeats 4 " \
         "earlier entries, shown once above)" in shown
     assert "summary: Health check endpoint" in shown

@@ -199,6 +199,8 @@ class _Converter:
         #: to see a rewind: a prompt that continues from before the last prompt.
         self.place: dict[str, int] = {}
         self.prompts: list[tuple[int, str]] = []
+        #: The session ids a resumed session went on as (its later files'), in order.
+        self.resumed_as: list[str] = []
 
     # -- output -------------------------------------------------------------------
 
@@ -474,9 +476,12 @@ class _Converter:
             {"parent_tool_use_id": parent, "session_id": self.session_id, "uuid": entry.get("uuid")}
         )
         turn = self.turn
-        if msg["subtype"] == "resume" and turn is not None and turn.calls and (
-                not turn.waiting_on_tools):
-            self.close_turn()  # the earlier run ended with its last answer
+        if msg["subtype"] == "resume":
+            if turn is not None and turn.calls and not turn.waiting_on_tools:
+                self.close_turn()  # the earlier run ended with its last answer
+            sid = msg.get("resumed_as")
+            if isinstance(sid, str) and sid != self.session_id and sid not in self.resumed_as:
+                self.resumed_as.append(sid)
         if msg["subtype"] == "api_error" and parent is None and self.turn is not None:
             self.turn.api_error = True  # until an answer goes through (a retry)
         self.emit("out", msg, when)
@@ -631,6 +636,8 @@ def _convert(
         extra={"source_path": str(path.resolve()), "cost_known": convert.cost_known,
                "session_id": session_id},
     )
+    if convert.resumed_as:
+        info.extra["resumed_as"] = convert.resumed_as
     from .._version import __version__
 
     info.claudetrace_version = __version__

@@ -137,6 +137,7 @@ def facts(rec: Any) -> list[tuple[str, str]]:
     rows += [
         ("exit", exit_text(rec)),
         ("cli session", f"{rec.cli_session_id or '—'}  claude {rec.claude_code_version or '?'}"),
+        *_resumed(rec),
         ("model / mode", f"{rec.model or '—'} / {rec.permission_mode or '—'}"),
         (
             "turns / tools",
@@ -162,6 +163,15 @@ def facts(rec: Any) -> list[tuple[str, str]]:
         rows.insert(1, ("tags", ", ".join(f"{k}={v}" for k, v in rec.tags.items())))
     rows += [("warning", warning) for warning in rec.warnings]
     return rows
+
+
+def _resumed(rec: Any) -> list[tuple[str, str]]:
+    """A row naming the session ids a resumed session went on as (an imported
+    transcript's later files), when there are any."""
+    ids = (rec.extra or {}).get("resumed_as")
+    if not isinstance(ids, list) or not ids:
+        return []
+    return [("resumed as", ", ".join(str(i) for i in ids))]
 
 
 def _per_model(rec: Any) -> list[tuple[str, str]]:
