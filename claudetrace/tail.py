@@ -56,7 +56,7 @@ class TailLine:
 
 
 #: ``system`` lines that mark the conversation (said in words by :func:`marker_text`).
-_MARKERS: Final = frozenset({"compact_boundary", "rewind"})
+_MARKERS: Final = frozenset({"compact_boundary", "rewind", "resume", "summary"})
 
 
 class TailFold:

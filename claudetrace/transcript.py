@@ -17,6 +17,7 @@ from typing import Any, Final, NamedTuple
 
 import msgspec
 
+from .formats.facts import plural
 from .model.content import message_blocks
 from .model.events import Event, may_nest_too_deep
 
@@ -216,6 +217,18 @@ def marker_text(msg: dict[str, Any]) -> str | None:
         what = "the last prompt" if count == 1 else f"the last {count} prompts"
         return (f"rewind: {what} and what answered are an abandoned branch; the "
                 "conversation goes on from before")
+    if sub == "resume":
+        copied = msg.get("copied_entries")
+        count = copied if isinstance(copied, int) else 0
+        said = plural(count, "earlier entry", "earlier entries")
+        sid = msg.get("resumed_as")
+        same = sid == msg.get("session_id")  # resumed under its own id
+        who = f" as session {sid}" if isinstance(sid, str) and not same else ""
+        return (f"resumed{who}: the conversation goes on (its file repeats {said}, "
+                "shown once above)")
+    if sub == "summary":
+        text = msg.get("summary")
+        return f"summary: {text}" if isinstance(text, str) else "summary"
     return None
 
 

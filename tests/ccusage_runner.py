@@ -26,6 +26,16 @@ def ccusage_bin() -> Path | None:
     return BIN if done.returncode == 0 and BIN.exists() else None
 
 
+def ccusage_or_skip() -> Path:
+    """:func:`ccusage_bin`, or the test skipped saying why there is none."""
+    import pytest
+
+    found = ccusage_bin()
+    if found is None:
+        pytest.skip("ccusage needs npm (tests/ccusage/package.json), and it could not install")
+    return found
+
+
 def run_ccusage(binary: Path, config_dir: Path, *args: str) -> Any:
     """``ccusage ARGS --offline --json`` over ``config_dir/projects``, in UTC."""
     env = {**os.environ, "CLAUDE_CONFIG_DIR": str(config_dir), "TZ": "UTC"}

@@ -503,7 +503,7 @@ def test_export_takes_its_format_from_the_file_name_or_refuses_a_contradiction(
 
 @pytest.mark.parametrize(("name", "first", "message"), [
     ("deep.ndjson", '{"claudetrace": "cassette", "version": 1, "x": ' + "[" * 1000 + "]" * 1000
-     + "}", "its first line nests too deeply"),
+     + "}", "its first line is JSON nested deeper than 200 levels"),
     # A transcript whose only readable line has no time: its damaged line is skipped
     # (never a RecursionError), and the file says what it lacks.
     ("deep.jsonl", json.dumps({"type": "user", "sessionId": "s", "uuid": "u",

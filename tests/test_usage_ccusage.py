@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from claudetrace.cli import cli
 from claudetrace.store import Store
 from claudetrace.testing.transcripts import Call, Transcript, random_corpus, write_transcript
-from tests.ccusage_runner import ccusage_bin, run_ccusage
+from tests.ccusage_runner import ccusage_or_skip, run_ccusage
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ct_env")]
 TOKENS = ("inputTokens", "outputTokens", "cacheCreationTokens", "cacheReadTokens",
@@ -26,10 +26,7 @@ TOKENS = ("inputTokens", "outputTokens", "cacheCreationTokens", "cacheReadTokens
 
 @pytest.fixture(scope="module")
 def ccusage() -> Path:
-    found = ccusage_bin()
-    if found is None:
-        pytest.skip("ccusage needs npm (tests/ccusage/package.json), and it could not install")
-    return found
+    return ccusage_or_skip()
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 import click
 
 from ..display import for_terminal, say
-from ..formats.facts import cost_source, cost_usd
+from ..formats.facts import cost_source, cost_usd, plural
 from ..formats.facts import cost_text as _cost_text
 from ..formats.facts import duration as _duration
 from ..formats.facts import exit_text as _exit_text
@@ -608,7 +608,7 @@ class _Tally:
         said = ", ".join(f"{self.counts.get(a, 0)} {a}" for a in order
                          if self.counts.get(a) or a in ("imported", "updated", "unchanged"))
         if self.damage:
-            said += f"; {self.damage} damaged line{'s' if self.damage != 1 else ''} skipped"
+            said += f"; {plural(self.damage, 'damaged line')} skipped"
         return f"import: {said}"
 
 

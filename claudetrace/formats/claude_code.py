@@ -46,6 +46,7 @@ import msgspec
 from ..errors import ClaudeTraceError
 from ..model.events import Event, is_tool_result_type, parsed_event
 from ..recording import RecordingInfo, new_recording_id
+from .facts import plural
 from .jsonl import JsonlFile
 from .layout import SessionFiles, peek_session_id, side_chains_of
 from .timeline import Item, agent_links, first_time, main_items, merged, timed, timestamp_ns
@@ -198,6 +199,8 @@ class _Converter:
         #: to see a rewind: a prompt that continues from before the last prompt.
         self.place: dict[str, int] = {}
         self.prompts: list[tuple[int, str]] = []
+        #: The session ids a resumed session went on as (its later files'), in order.
+        self.resumed_as: list[str] = []
 
     # -- output -------------------------------------------------------------------
 
@@ -472,6 +475,13 @@ class _Converter:
         msg.update(
             {"parent_tool_use_id": parent, "session_id": self.session_id, "uuid": entry.get("uuid")}
         )
+        turn = self.turn
+        if msg["subtype"] == "resume":
+            if turn is not None and turn.calls and not turn.waiting_on_tools:
+                self.close_turn()  # the earlier run ended with its last answer
+            sid = msg.get("resumed_as")
+            if isinstance(sid, str) and sid != self.session_id and sid not in self.resumed_as:
+                self.resumed_as.append(sid)
         if msg["subtype"] == "api_error" and parent is None and self.turn is not None:
             self.turn.api_error = True  # until an answer goes through (a retry)
         self.emit("out", msg, when)
@@ -520,7 +530,9 @@ def read_session(
     :attr:`~Transcript.events` stays empty: a session of any size is read in a
     few lines' memory.
     """
-    mains = sorted(files.mains, key=first_time) if len(files.mains) > 1 else files.mains
+    # A resumed session's files begin at one time: the one resumed (the smallest) first.
+    mains = sorted(files.mains, key=lambda p: (first_time(p), p.stat().st_size)) if len(
+        files.mains) > 1 else files.mains
     readers = [JsonlFile(p) for p in [*mains, *files.sides]]
     main_readers, side_readers = readers[: len(mains)], readers[len(mains):]
     links = agent_links(mains) if side_readers else {}
@@ -538,7 +550,8 @@ def read_session(
         got.damage += reader.damage
         got.warnings += reader.damaged
     if got.damage > len(got.warnings):
-        got.warnings.append(f"{got.damage - len(got.warnings)} more damaged lines skipped")
+        more = plural(got.damage - len(got.warnings), "more damaged line")
+        got.warnings.append(f"{more} skipped")
     return got
 
 
@@ -623,13 +636,15 @@ def _convert(
         extra={"source_path": str(path.resolve()), "cost_known": convert.cost_known,
                "session_id": session_id},
     )
+    if convert.resumed_as:
+        info.extra["resumed_as"] = convert.resumed_as
     from .._version import __version__
 
     info.claudetrace_version = __version__
     got = Transcript(info, convert.events, finished, convert.cost_known,
                      last_entry_ns=convert.last_ns)
     if timeless:
-        got.warnings.append(f"{timeless} lines without a time skipped")
+        got.warnings.append(f"{plural(timeless, 'line')} without a time skipped")
     return got
 
 

@@ -42,9 +42,9 @@ def latency(seconds: float) -> str:
     return f"{seconds / 60:.1f} min"
 
 
-def plural(n: int, noun: str) -> str:
-    """``1 turn``, ``2 turns``."""
-    return f"{n} {noun}" + ("" if n == 1 else "s")
+def plural(n: int, noun: str, many: str | None = None) -> str:
+    """``1 turn``, ``2 turns`` (``many``: the plural, when not the noun and an s)."""
+    return f"{n} {noun if n == 1 else many or noun + 's'}"
 
 
 #: Sources that are files written beside the CLI (no process seen), and their names.
@@ -145,6 +145,7 @@ def facts(rec: Any) -> list[tuple[str, str]]:
     rows += [
         ("exit", exit_text(rec)),
         ("cli session", f"{rec.cli_session_id or '—'}  claude {rec.claude_code_version or '?'}"),
+        *_resumed(rec),
         ("model / mode", f"{rec.model or '—'} / {rec.permission_mode or '—'}"),
         (
             "turns / tools",
@@ -170,6 +171,15 @@ def facts(rec: Any) -> list[tuple[str, str]]:
         rows.insert(1, ("tags", ", ".join(f"{k}={v}" for k, v in rec.tags.items())))
     rows += [("warning", warning) for warning in rec.warnings]
     return rows
+
+
+def _resumed(rec: Any) -> list[tuple[str, str]]:
+    """A row naming the session ids a resumed session went on as (an imported
+    transcript's later files), when there are any."""
+    ids = (rec.extra or {}).get("resumed_as")
+    if not isinstance(ids, list) or not ids:
+        return []
+    return [("resumed as", ", ".join(str(i) for i in ids))]
 
 
 def _per_model(rec: Any) -> list[tuple[str, str]]:

@@ -45,10 +45,19 @@ from .claude_code import (
     read_session,
 )
 from .claude_trace import is_claude_trace_line, read_claude_trace
+from .facts import plural
 from .jsonl import EMPTY as _EMPTY
 from .jsonl import UNFINISHED as _UNFINISHED
 from .jsonl import UnreadableFile, first_object, looks_like
-from .layout import SessionFiles, file_names, fingerprint, owner_folder, side_chains_of
+from .layout import (
+    ENTRY_TYPES,
+    SessionFiles,
+    file_names,
+    fingerprint,
+    owner_folder,
+    peek,
+    side_chains_of,
+)
 from .layout import sessions as group_sessions
 from .spool import Spool
 
@@ -130,6 +139,8 @@ class Planner:
     kind and session id do not change) from one look to the next."""
 
     known: dict[Path, tuple[Kind, str | None]] = field(default_factory=dict)
+    #: Each main transcript's first entry's uuid (a resumed session's files share it).
+    starts: dict[Path, str | None] = field(default_factory=dict)
 
     def kind(self, path: Path) -> tuple[Kind, str | None]:
         found = self.known.get(path)
@@ -138,14 +149,24 @@ class Planner:
             return "transcript", None
         if found is None:
             kind, obj = probe(path)
-            sid = obj.get("sessionId")
-            if kind == "transcript" and not isinstance(sid, str):
-                from .layout import peek_session_id
-
-                sid = peek_session_id(path)
+            sid, uid = obj.get("sessionId"), obj.get("uuid")
+            if obj.get("type") not in ENTRY_TYPES:
+                uid = None
+            if kind == "transcript" and not (isinstance(sid, str) and isinstance(uid, str)):
+                peeked = peek(path)
+                sid = sid if isinstance(sid, str) else peeked[0]
+                uid = uid if isinstance(uid, str) else peeked[1]
             found = (kind, sid if isinstance(sid, str) and sid else None)
             self.known[path] = found
+            if kind == "transcript":
+                self.starts[path] = uid if isinstance(uid, str) and uid else None
         return found
+
+    def first_uuid(self, path: Path) -> str | None:
+        """A main transcript's first entry's uuid (:func:`.layout.peek_first_uuid`)."""
+        if path not in self.starts:
+            self.starts[path] = peek(path)[1]
+        return self.starts[path]
 
     def session_id(self, path: Path) -> str | None:
         """The session id in a transcript's first lines (None for other files)."""
@@ -174,7 +195,8 @@ class Planner:
                     wanted.add(path)
             elif named is not False:
                 units.append(Unit(kind, path))
-        for group in group_sessions(dict.fromkeys(transcripts), self.session_id):
+        for group in group_sessions(dict.fromkeys(transcripts), self.session_id,
+                                    self.first_uuid):
             if wanted.intersection(group.files):
                 units.append(Unit("transcript", group.path, group))
         return units, skipped
@@ -591,7 +613,7 @@ def _store_converted(
         opened().put_recording(info, Spool.read(made.spool), open_seen_ns=seen,
                                summary=made.summary)
     action: Action = "updated" if known is not None else "imported"
-    note = f"{converted.damage} damaged lines skipped" if converted.damage else ""
+    note = f"{plural(converted.damage, 'damaged line')} skipped" if converted.damage else ""
     return Imported(unit.path, unit.kind, action, info.id, sid, note=note,
                     damage=converted.damage)
 

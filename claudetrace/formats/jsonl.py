@@ -19,7 +19,7 @@ from typing import Any, Final
 import msgspec
 
 from ..errors import ClaudeTraceError
-from ..model.events import may_nest_too_deep, parse_json
+from ..model.events import MAX_DEPTH, may_nest_too_deep, parse_json
 
 #: The longest line read (bytes).  Claude Code writes a pasted image or a large
 #: tool result on one line; nothing it writes comes near this.
@@ -51,6 +51,23 @@ def parse_object(raw: bytes) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+def why_not_read(raw: bytes) -> str:
+    """Why :func:`parse_object` took no object from a line, said after "is": JSON
+    nested deeper than :data:`~claudetrace.model.events.MAX_DEPTH` levels is said
+    to be (the store, its views and exporters read no deeper), else "not a JSON
+    object"."""
+    if may_nest_too_deep(raw):
+        try:
+            deep = isinstance(_DECODE.decode(raw), dict)
+        except RecursionError:
+            deep = True
+        except (msgspec.DecodeError, ValueError):
+            deep = False
+        if deep:
+            return f"JSON nested deeper than {MAX_DEPTH} levels (the most claudetrace reads)"
+    return "not a JSON object"
+
+
 @dataclass
 class JsonlFile:
     """A JSONL file read from ``start`` (a byte offset at a line's start)."""
@@ -72,7 +89,7 @@ class JsonlFile:
         for number, raw in self.lines():
             obj = parse_object(raw)
             if obj is None:
-                self._damaged(number, "not a JSON object")
+                self._damaged(number, why_not_read(raw))
             else:
                 yield number, obj
 
@@ -141,10 +158,7 @@ def first_object(path: Path) -> tuple[dict[str, Any] | None, str]:
         obj = parse_object(raw)
         if obj is not None:
             return obj, ""
-        # A line with more brackets than MAX_DEPTH may be JSON nested deeper than is read.
-        deep = may_nest_too_deep(raw)
-        return None, ("its first line nests too deeply (or is not a JSON object)" if deep
-                      else "its first line is not a JSON object")
+        return None, f"its first line is {why_not_read(raw)}"
     if reader.damage:
         return None, f"its first line is longer than {size_text(reader.max_line)}"
     if reader.torn:
@@ -162,4 +176,4 @@ def looks_like(obj: dict[str, Any]) -> str:
 
 
 __all__ = ["EMPTY", "MAX_LINE", "UNFINISHED", "JsonlFile", "UnreadableFile", "first_object",
-           "looks_like", "parse_object"]
+           "looks_like", "parse_object", "why_not_read"]

@@ -9,7 +9,14 @@ has written.
   ``…/subagents/workflows/<workflow>/agent-<id>.jsonl`` (2.1.x): the same,
   filed under the session;
 - several main files with one ``sessionId`` (a resumed or split session): one
-  session, read in the order of their first entries.
+  session, read in the order of their first entries;
+- a resumed session (``claude --resume``/``--continue``, CLI 2.x): a new main
+  file that begins with a copy of the earlier file's entries (their uuids,
+  times and API message ids kept, under the earlier or the new ``sessionId``),
+  then goes on.  Main files whose first entry has the same uuid are one
+  conversation: one session, under the id of the smallest file (the one
+  resumed: each resume copies all of it), so it keeps its recording when it
+  is resumed later.
 
 :func:`sessions` groups files into :class:`SessionFiles` by the session id in
 their lines (a side chain filed under a session belongs to it whatever its lines
@@ -64,18 +71,44 @@ def owner_folder(path: Path) -> Path | None:
 
 def peek_session_id(path: Path) -> str | None:
     """The first ``sessionId`` in a file's first lines."""
+    return peek(path)[0]
+
+
+def peek_first_uuid(path: Path) -> str | None:
+    """The uuid of the first conversation entry (user, assistant or system line) in a
+    file's first lines: a resumed session's file repeats its earlier file's."""
+    return peek(path)[1]
+
+
+def peek(path: Path) -> tuple[str | None, str | None]:
+    """A file's first ``sessionId`` and first conversation entry's uuid, from its
+    first lines (one read for both)."""
+    sid: str | None = None
+    uid: str | None = None
     objects = JsonlFile(path).objects()
     for _number, obj in itertools.islice(objects, _PEEK_LINES):
-        sid = obj.get("sessionId")
-        if isinstance(sid, str) and sid:
-            return sid
-    return None
+        if sid is None:
+            found = obj.get("sessionId")
+            sid = found if isinstance(found, str) and found else None
+        if uid is None:
+            found = obj.get("uuid")
+            if obj.get("type") in ENTRY_TYPES and isinstance(found, str) and found:
+                uid = found
+        if sid is not None and uid is not None:
+            break
+    return sid, uid
 
 
-def sessions(paths: Iterable[Path], session_of: Any = peek_session_id) -> list[SessionFiles]:
+#: The lines of a conversation whose uuid starts it (not bookkeeping lines).
+ENTRY_TYPES: Final = frozenset({"user", "assistant", "system"})
+
+
+def sessions(paths: Iterable[Path], session_of: Any = peek_session_id,
+             first_uuid: Any = peek_first_uuid) -> list[SessionFiles]:
     """The sessions ``paths`` (transcript files) make up, in the order first found.
 
-    ``session_of`` reads a file's session id (a cache can stand in).
+    ``session_of`` reads a file's session id, ``first_uuid`` its first entry's
+    uuid (a cache can stand in for each).
     """
     found: dict[str, SessionFiles] = {}
     owners: dict[Path, str] = {}
@@ -95,7 +128,46 @@ def sessions(paths: Iterable[Path], session_of: Any = peek_session_id) -> list[S
             group.sides.append(path)
         else:
             group.mains.append(path)
-    return list(found.values())
+    return _join_resumed(list(found.values()), first_uuid)
+
+
+def _join_resumed(groups: list[SessionFiles], first_uuid: Any) -> list[SessionFiles]:
+    """Groups whose main files begin with the same entry made one (a resumed
+    session's file under a new session id), under the session id of the
+    smallest main file."""
+    starts: dict[str, list[SessionFiles]] = {}
+    for group in groups:
+        for path in group.mains:
+            uid = first_uuid(path)
+            if uid is not None:
+                starts.setdefault(uid, []).append(group)
+    joined: dict[int, SessionFiles] = {}
+    for together in starts.values():
+        distinct = list({id(g): g for g in together}.values())
+        if len(distinct) < 2:
+            continue
+        # Already joined groups stand for their union.
+        distinct = list({id(joined.get(id(g), g)): joined.get(id(g), g)
+                         for g in distinct}.values())
+        if len(distinct) < 2:
+            continue
+        keep = min(distinct, key=lambda g: min(_size_key(p) for p in g.mains))
+        for group in distinct:
+            if group is not keep:
+                keep.mains += group.mains
+                keep.sides += group.sides
+                for gid, target in list(joined.items()):
+                    if target is group:
+                        joined[gid] = keep
+                joined[id(group)] = keep
+    return [g for g in groups if id(g) not in joined]
+
+
+def _size_key(path: Path) -> tuple[int, str]:
+    try:
+        return path.stat().st_size, path.name
+    except OSError:
+        return 1 << 62, path.name
 
 
 def side_chains_of(path: Path) -> list[Path]:
@@ -131,5 +203,6 @@ def file_names(paths: Sequence[Path], base: Path | None = None) -> dict[str, Pat
     return {os.path.relpath(path, top): path for path in paths}
 
 
-__all__ = ["SessionFiles", "file_names", "fingerprint", "is_side_chain", "owner_folder",
-           "peek_session_id", "sessions", "side_chains_of"]
+__all__ = ["ENTRY_TYPES", "SessionFiles", "file_names", "fingerprint", "is_side_chain",
+           "owner_folder", "peek", "peek_first_uuid", "peek_session_id", "sessions",
+           "side_chains_of"]

@@ -63,17 +63,33 @@ def timed(entries: Iterable[dict[str, Any]], chain: str | None = None) -> Iterat
 
 def main_items(files: Iterable[Iterable[dict[str, Any]]]) -> Iterator[Item]:
     """The main thread's entries over its files (a resumed session's files repeat
-    earlier entries: each uuid is taken once); lines marked ``isSidechain`` (CLI
+    earlier entries: each uuid is taken once, and a ``system/resume`` entry,
+    :func:`resume_marker`, says where the copy ends); lines marked ``isSidechain`` (CLI
     1.0.x wrote its subagents' lines into the main file) are put in side chains."""
     seen: set[str] = set()
     root: dict[str, str] = {}
     for entries in files:
+        copied = 0
+        # A later file's lines before its first new entry (a resumed session's
+        # ``summary``) go where the copy ends.
+        held: list[Item] | None = [] if seen else None
         for when, entry, _chain in timed(entries):
             uid = entry.get("uuid")
             if isinstance(uid, str):
                 if uid in seen:
+                    copied += 1
                     continue
                 seen.add(uid)
+            if held is not None:
+                if entry.get("type") not in _ENTRIES:
+                    held.append((when, entry, None))
+                    continue
+                if copied:
+                    # A resumed session's file: where the copy of the earlier entries ends.
+                    yield when, resume_marker(entry, copied), None
+                for early in held:
+                    yield when, early[1], None
+                held = None
             chain = None
             if entry.get("isSidechain") is True:
                 agent = entry.get("agentId")
@@ -87,6 +103,23 @@ def main_items(files: Iterable[Iterable[dict[str, Any]]]) -> Iterator[Item]:
                 if isinstance(uid, str):
                     root[uid] = chain
             yield when, entry, chain
+        yield from held or ()
+
+
+#: The entries of a conversation (not bookkeeping lines: summaries, snapshots …).
+_ENTRIES = frozenset({"user", "assistant", "system", "attachment"})
+
+
+def resume_marker(entry: dict[str, Any], copied: int) -> dict[str, Any]:
+    """The ``system/resume`` entry put where a resumed session's file goes on from
+    its copy of ``copied`` earlier entries, naming the session id it goes on as."""
+    marker: dict[str, Any] = {"type": "system", "subtype": "resume", "copied_entries": copied}
+    sid = entry.get("sessionId")
+    if isinstance(sid, str):
+        marker["resumed_as"] = sid
+    if "timestamp" in entry:
+        marker["timestamp"] = entry["timestamp"]
+    return marker
 
 
 def merged(main: Iterable[Item], sides: Sequence[Iterable[Item]]) -> Iterator[Item]:
@@ -136,5 +169,5 @@ def first_time(path: Path) -> int:
     return 1 << 62
 
 
-__all__ = ["Item", "agent_links", "first_time", "main_items", "merged", "timed",
+__all__ = ["Item", "agent_links", "first_time", "main_items", "merged", "resume_marker", "timed",
            "timestamp_ns"]
