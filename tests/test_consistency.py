@@ -80,6 +80,20 @@ def printed_by_the_cli(path: Path) -> dict[str, Any]:
     }
 
 
+def from_usage_json(db: Path, rid: str) -> dict[str, Any]:
+    """``usage session --json``'s tokens and cost per model of one recording."""
+    out = CliRunner().invoke(cli, ["usage", "session", "--json", "-z", "UTC", "--db", str(db)])
+    assert out.exit_code == 0, out.output
+    (rec,) = [r for r in json.loads(out.stdout)["sessions"] if r["recordingId"] == rid]
+    kinds = {"input": "inputTokens", "output": "outputTokens", "cache_read": "cacheReadTokens",
+             "cache_creation": "cacheCreationTokens"}
+    return {
+        "tokens": {(b["modelName"], k): b[key] for b in rec["modelBreakdowns"]
+                   for k, key in kinds.items()},
+        "cost": {b["modelName"]: b["cost"] for b in rec["modelBreakdowns"] if b["cost"]},
+    }
+
+
 def from_sessions_json(db: Path, rid: str) -> dict[str, Any]:
     out = CliRunner().invoke(cli, ["sessions", "--json", "--db", str(db)])
     (rec,) = [r for r in json.loads(out.stdout) if r["id"] == rid]
@@ -210,11 +224,12 @@ def from_prometheus(store: Store) -> dict[str, Any]:
 
     statuses = {s for s, n in by("claudetrace_store_sessions", "status").items() if n}
     tools = by("claudetrace_store_tool_calls_total", "tool", "outcome")
+    cost = by("claudetrace_store_cost_usd_total", "model", "source")  # cli + estimate
     return {
         "tokens": {k: int(v) for k, v in by("claudetrace_store_tokens_total", "model",
                                              "type").items()},
-        "cost": {m: v for (m, _), v in by("claudetrace_store_cost_usd_total", "model",
-                                          "source").items() if v},
+        "cost": {m: sum(v for (model, _), v in cost.items() if model == m)
+                 for (m, _), v in cost.items() if v},
         "turns": int(sum(by("claudetrace_store_turns_total", "model").values())),
         "tool_calls": int(sum(tools.values())),
         "status": statuses.pop() if len(statuses) == 1 else statuses,
@@ -271,6 +286,7 @@ def test_every_view_reports_what_the_cli_printed(
     otlp = from_otlp_metrics(store, rid)
     prom = from_prometheus(store)
     html = from_html_report(store, rid)
+    usage = from_usage_json(db_path, rid)
     status = STATUS.get(name, "ok")
 
     # Turns: a user message to its result; the CLI's num_turns is its own figure.
@@ -311,7 +327,9 @@ def test_every_view_reports_what_the_cli_printed(
     assert listed["cost"] == pytest.approx(want)
     assert spans["cost"] == pytest.approx(want)
     assert otlp["cost"] == pytest.approx(want)
-    assert prom["cost"] == pytest.approx(want)
+    # The endpoint's tokens and cost per model are ``usage --json``'s (one query).
+    assert prom["tokens"] == usage["tokens"]
+    assert prom["cost"] == pytest.approx(usage["cost"])
     assert html["cost"] == pytest.approx({m: round(v, 6) for m, v in want.items()})
     assert shown["totals"][4] == pytest.approx(total, abs=5e-7)
     assert listed["totals"][4] == pytest.approx(total)

@@ -324,3 +324,13 @@ def hours(reader: Reader, f: UsageFilter) -> Iterable[tuple[Any, ...]]:
            f"GROUP BY {c.hour}, {c.on_hour}, u.model, u.cost_source "
            f"ORDER BY {c.hour}, {c.on_hour} DESC, u.model, u.cost_source")
     return reader.rows(sql, params)
+
+
+def by_model(reader: Reader, f: UsageFilter) -> list[tuple[str, str, Figures]]:
+    """``(model, cost source, figures)`` of every call ``f`` keeps: the totals of
+    ``usage daily --json`` per model (what ``metrics serve`` serves)."""
+    c = _columns(f)
+    source, params = _from(reader, f, c)
+    sql = (f"SELECT u.model, u.cost_source, {c.sums}{source} "
+           f"GROUP BY u.model, u.cost_source ORDER BY u.model, u.cost_source")
+    return [(row[0], row[1], _figures(row, 2)) for row in reader.rows(sql, params)]
