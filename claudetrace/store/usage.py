@@ -153,6 +153,8 @@ class UsageFilter:
     tags: Mapping[str, str] = field(default_factory=dict)
     name: str | None = None
     sources: tuple[str, ...] = ()
+    #: Only these recordings' calls (their ids).
+    recordings: tuple[str, ...] = ()
 
     @property
     def by_recording(self) -> bool:
@@ -223,6 +225,9 @@ def _from(reader: Reader, f: UsageFilter, c: _Columns) -> tuple[str, list[Any]]:
     if f.models:
         where.append(f"u.model IN ({', '.join([m] * len(f.models))})")
         params.extend(f.models)
+    if f.recordings:
+        where.append(f"u.recording_id IN ({', '.join([m] * len(f.recordings))})")
+        params.extend(f.recordings)
     if f.by_recording:
         joins = " JOIN recordings r ON r.id = u.recording_id"
         if f.project:
