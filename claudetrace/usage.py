@@ -225,6 +225,12 @@ def sessions(reader: Reader, f: UsageFilter) -> list[SessionTotals]:
     return out
 
 
+def recording_totals(reader: Reader, recording_id: str) -> Totals:
+    """One recording's figures, as :func:`sessions` gives them (none: empty)."""
+    found = sessions(reader, UsageFilter(recordings=(recording_id,)))
+    return found[0].totals if found else Totals()
+
+
 def session_json(found: list[SessionTotals], tz: dt.tzinfo | None) -> dict[str, Any]:
     """The session report as ccusage's ``session --json`` writes it."""
     total = Totals()

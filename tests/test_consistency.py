@@ -80,6 +80,20 @@ def printed_by_the_cli(path: Path) -> dict[str, Any]:
     }
 
 
+def from_usage_json(db: Path, rid: str) -> dict[str, Any]:
+    """``usage session --json``'s tokens and cost per model of one recording."""
+    out = CliRunner().invoke(cli, ["usage", "session", "--json", "-z", "UTC", "--db", str(db)])
+    assert out.exit_code == 0, out.output
+    (rec,) = [r for r in json.loads(out.stdout)["sessions"] if r["recordingId"] == rid]
+    kinds = {"input": "inputTokens", "output": "outputTokens", "cache_read": "cacheReadTokens",
+             "cache_creation": "cacheCreationTokens"}
+    return {
+        "tokens": {(b["modelName"], k): b[key] for b in rec["modelBreakdowns"]
+                   for k, key in kinds.items()},
+        "cost": {b["modelName"]: b["cost"] for b in rec["modelBreakdowns"] if b["cost"]},
+    }
+
+
 def from_sessions_json(db: Path, rid: str) -> dict[str, Any]:
     out = CliRunner().invoke(cli, ["sessions", "--json", "--db", str(db)])
     (rec,) = [r for r in json.loads(out.stdout) if r["id"] == rid]
@@ -182,8 +196,14 @@ def from_otlp_metrics(store: Store, rid: str) -> dict[str, Any]:
 
 
 def from_html_report(store: Store, rid: str) -> dict[str, Any]:
-    """The HTML report's table of tokens and cost per model."""
-    rows = report_data(store.get(rid), list(store.iter_events(rid)))["models"]
+    """The HTML report's table of tokens and cost per model, read from the page
+    ``claudetrace export --format html`` writes."""
+    out = CliRunner().invoke(cli, ["export", rid, "--db", store.url, "--format", "html"])
+    assert out.exit_code == 0, out.output
+    page = re.search(r'<script type="application/json" id="report-data">(.*?)</script>',
+                     out.stdout, re.S)
+    assert page is not None
+    rows = json.loads(page[1])["models"]
     kinds = ("input", "output", "cache_read", "cache_creation")
     return {
         "tokens": {(r[0], kind): r[2 + i] for r in rows for i, kind in enumerate(kinds)},
@@ -210,11 +230,12 @@ def from_prometheus(store: Store) -> dict[str, Any]:
 
     statuses = {s for s, n in by("claudetrace_store_sessions", "status").items() if n}
     tools = by("claudetrace_store_tool_calls_total", "tool", "outcome")
+    cost = by("claudetrace_store_cost_usd_total", "model", "source")  # cli + estimate
     return {
         "tokens": {k: int(v) for k, v in by("claudetrace_store_tokens_total", "model",
                                              "type").items()},
-        "cost": {m: v for (m, _), v in by("claudetrace_store_cost_usd_total", "model",
-                                          "source").items() if v},
+        "cost": {m: sum(v for (model, _), v in cost.items() if model == m)
+                 for (m, _), v in cost.items() if v},
         "turns": int(sum(by("claudetrace_store_turns_total", "model").values())),
         "tool_calls": int(sum(tools.values())),
         "status": statuses.pop() if len(statuses) == 1 else statuses,
@@ -271,6 +292,7 @@ def test_every_view_reports_what_the_cli_printed(
     otlp = from_otlp_metrics(store, rid)
     prom = from_prometheus(store)
     html = from_html_report(store, rid)
+    usage = from_usage_json(db_path, rid)
     status = STATUS.get(name, "ok")
 
     # Turns: a user message to its result; the CLI's num_turns is its own figure.
@@ -284,8 +306,8 @@ def test_every_view_reports_what_the_cli_printed(
     # Tokens per model and type: what the CLI printed (when it got to print a result),
     # and what a message it was streaming when it died had used so far.
     assert listed["tokens"] == spans["tokens"] == prom["tokens"] == html["tokens"]
-    # Model calls: the ones the host saw, per model and in all.
-    assert html["calls"] == listed["calls"]
+    # Model calls: the ones the host saw, per model and in all (the HTML report's
+    # are the usage layer's: a call per API message id).
     assert sum(listed["calls"].values()) == listed["model_calls"]
     if cli_said["tokens"]:
         unfinished = unfinished_calls(path)
@@ -311,8 +333,12 @@ def test_every_view_reports_what_the_cli_printed(
     assert listed["cost"] == pytest.approx(want)
     assert spans["cost"] == pytest.approx(want)
     assert otlp["cost"] == pytest.approx(want)
-    assert prom["cost"] == pytest.approx(want)
-    assert html["cost"] == pytest.approx({m: round(v, 6) for m, v in want.items()})
+    # The endpoint's tokens and cost per model are ``usage --json``'s (one query).
+    assert prom["tokens"] == usage["tokens"]
+    assert prom["cost"] == pytest.approx(usage["cost"])
+    # The HTML report's tokens and cost are ``usage session --json``'s too.
+    assert html["tokens"] == usage["tokens"]
+    assert html["cost"] == pytest.approx({m: round(v, 6) for m, v in usage["cost"].items()})
     assert shown["totals"][4] == pytest.approx(total, abs=5e-7)
     assert listed["totals"][4] == pytest.approx(total)
     # The status, one definition everywhere.

@@ -16,6 +16,7 @@ from playwright.sync_api import expect
 from claudetrace.cassette import read_cassette, write_cassette
 from claudetrace.cli import cli
 from claudetrace.formats.html import render_report, report_data, write_report
+from claudetrace.indexer import open_settled_store
 from claudetrace.model.events import Event
 from claudetrace.sanitize import Sanitizer
 from claudetrace.store import Store
@@ -181,6 +182,47 @@ def test_export_html_command(tmp_path: Path, db_path: Path) -> None:
     assert to_stdout.stdout.startswith("<!DOCTYPE html>")
     bad = runner.invoke(cli, ["export", "01NOTHERE", "--db", db, "--format", "html"])
     assert bad.exit_code != 0 and "Traceback" not in bad.output
+
+
+def test_exported_tokens_and_cost_are_usage_session_json(db_path: Path, tmp_path: Path) -> None:
+    """The report's tokens and cost per model are ``usage session --json``'s for its
+    recording: a second recording of the same messages (a copy of the cassette
+    with another start, so another recording) shows none (they are counted once,
+    in the first), where its own events show them."""
+    runner = CliRunner()
+    db = str(db_path)
+    head, rest = (CASSETTES / "hooks.ndjson").read_bytes().split(b"\n", 1)
+    header = json.loads(head)
+    header["started_ns"] = header.get("started_ns", 0) + 1
+    copy = tmp_path / "hooks-copy.ndjson"
+    copy.write_bytes(json.dumps(header).encode() + b"\n" + rest)
+    ids = []
+    for cassette in (CASSETTES / "hooks.ndjson", copy):
+        imported = runner.invoke(cli, ["import", str(cassette), "--db", db])
+        assert imported.exit_code == 0, imported.output
+        ids.append(imported.stdout.strip())
+    out = runner.invoke(cli, ["usage", "session", "--json", "-z", "UTC", "--db", db])
+    assert out.exit_code == 0, out.output
+    sessions = {s["recordingId"]: s for s in json.loads(out.stdout)["sessions"]}
+    assert set(sessions) == {ids[0]}  # the copy's messages are the first one's
+    for rid in ids:
+        page = runner.invoke(cli, ["export", rid, "--db", db, "--format", "html"])
+        assert page.exit_code == 0, page.output
+        rows = embedded(page.stdout)["models"]
+        want = sessions[rid]["modelBreakdowns"] if rid in sessions else []
+        assert [[r[0], *r[2:6], r[6]] for r in rows] == [
+            [b["modelName"], b["inputTokens"], b["outputTokens"], b["cacheReadTokens"],
+             b["cacheCreationTokens"], None if b["cost"] is None else round(b["cost"], 6)]
+            for b in want]
+    assert want == [] and report_data(*stored_again(db_path, ids[1]))["models"]
+
+
+def stored_again(db_path: Path, rid: str) -> tuple[Any, list[Event]]:
+    store = open_settled_store(str(db_path))
+    try:
+        return store.get(rid), list(store.iter_events(rid))
+    finally:
+        store.close()
 
 
 # -- in a browser ----------------------------------------------------------------------

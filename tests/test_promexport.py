@@ -257,6 +257,56 @@ def scrape(base: str) -> tuple[dict[str, str], dict[Key, float]]:
         return parse_exposition(response.read().decode("utf-8"))
 
 
+def usage_models(store: Store) -> dict[str, dict[str, object]]:
+    """``usage session --json``'s figures per model, summed over its sessions."""
+    out = CliRunner().invoke(cli, ["usage", "session", "--json", "-z", "UTC", "--db",
+                                   store.url])
+    assert out.exit_code == 0, out.output
+    models: dict[str, dict[str, object]] = {}
+    for entry in json.loads(out.stdout)["sessions"]:
+        for b in entry["modelBreakdowns"]:
+            mine = models.setdefault(b["modelName"], Counter())
+            for key in ("inputTokens", "outputTokens", "cacheReadTokens",
+                        "cacheCreationTokens"):
+                mine[key] += b[key]
+            mine[b["costSource"]] += b["cost"] or 0.0
+    return models
+
+
+def assert_usage_figures(samples: dict[Key, float], models: dict[str, dict[str, object]],
+                         ) -> None:
+    """The scrape's tokens and cost per model are ``usage --json``'s."""
+    tokens = values(samples, "claudetrace_store_tokens_total", "model", "type")
+    assert tokens == {(m, kind): f[key] for m, f in models.items() for kind, key in (
+        ("input", "inputTokens"), ("output", "outputTokens"), ("cache_read", "cacheReadTokens"),
+        ("cache_creation", "cacheCreationTokens"))}
+    # An estimate (a session that reported no cost, priced by the table) is never
+    # counted as the CLI's.
+    cost = values(samples, "claudetrace_store_cost_usd_total", "model", "source")
+    assert {k: v for k, v in cost.items() if v} == pytest.approx(
+        {(m, source): f[source] for m, f in models.items() for source in ("cli", "estimate")
+         if f.get(source)})
+
+
+def test_a_message_held_twice_is_counted_once_and_counters_never_go_down(
+        store: Store, server: str) -> None:
+    """An import of a recording already in the store adds nothing (its messages are
+    counted once, as by ``usage``); deleting it afterwards lowers no counter."""
+    _, before = scrape(server)
+    models = usage_models(store)
+    assert_usage_figures(before, models)
+    copy = store.import_cassette(read_cassette(CASSETTES[0]))  # the same messages again
+    _, again = scrape(server)
+    assert usage_models(store) == models
+    assert_usage_figures(again, models)
+    store.delete_recording(copy)
+    store.delete_recording(next(r for r in store.list_recordings() if r.id != copy
+                                and r.source == "import").id)
+    _, after = scrape(server)
+    for name in ("claudetrace_store_tokens_total", "claudetrace_store_cost_usd_total"):
+        assert all(after[k] >= v for k, v in before.items() if k[0] == name)
+
+
 def telemetry_counts() -> Counter[tuple[str, ...]]:
     """Tool calls, decisions and control round trips as the telemetry measures them."""
     counts: Counter[tuple[str, ...]] = Counter()
@@ -285,24 +335,17 @@ def test_scrape_over_http_matches_independent_figures(store: Store, server: str)
     with store.session() as session:
         recordings = session.scalars(select(Recording)).all()
         expected_status = Counter(r.status for r in recordings)
-        cost: Counter[tuple[str, str]] = Counter()
-        for rec in recordings:
-            for model, figures in (rec.models or {}).items():
-                if rec.cost_source in ("cli", "estimate"):
-                    cost[model, rec.cost_source] += figures["cost_usd"]
         output_tokens = session.scalar(select(func.sum(Recording.output_tokens)))
         event_count = session.scalar(select(func.sum(Recording.event_count)))
     assert set(STATUSES) == set(expected_status)
     assert values(samples, "claudetrace_store_sessions", "status") == {
         (s,): expected_status.get(s, 0) for s in STATUSES
     }
-    # An estimate (a session that reported no cost, priced by the table) is never
-    # counted as the CLI's.
-    assert {k: v for k, v in values(samples, "claudetrace_store_cost_usd_total", "model",
-                                    "source").items() if v} == pytest.approx(
-        {k: v for k, v in cost.items() if v})
     tokens = values(samples, "claudetrace_store_tokens_total", "model", "type")
-    assert sum(v for (_, kind), v in tokens.items() if kind == "output") == output_tokens > 0
+    # The fake API's message ids repeat across recordings: each message counted once,
+    # as by ``usage``, where the recordings' own summaries add them up again.
+    assert 0 < sum(v for (_, kind), v in tokens.items() if kind == "output") < output_tokens
+    assert_usage_figures(samples, usage_models(store))
     assert values(samples, "claudetrace_store_events_total")[()] == event_count
     started = values(samples, "claudetrace_store_sessions_started_total", "source")
     assert started == {("import",): len(CASSETTES), ("proxy",): 4}

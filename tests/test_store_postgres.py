@@ -804,6 +804,23 @@ def test_usage_reports_on_postgres_are_sqlite_s(pg_url: str, tmp_path: Path) -> 
     assert tagged["sessions"] and all(s["projectPath"].endswith("p1")  # type: ignore[index]
                                       for s in tagged["sessions"])  # type: ignore[index]
 
+    # The queries behind /metrics, the HTML report and the Stats page too.
+    from claudetrace.store import usage as q
+    from claudetrace.usage import recording_totals
+
+    def surfaces(url: str) -> object:
+        store = open_store(url)
+        try:
+            reader = q.store_reader(store)
+            only = q.UsageFilter(sources=("transcript",))
+            each = sorted(str(recording_totals(reader, r.recording_id).entry_json())
+                          for r in q.by_recording(reader, only))
+            return q.by_model(reader, only), each
+        finally:
+            store.close()
+
+    assert surfaces(pg_url) == surfaces(sqlite_db)
+
 
 def test_the_ingest_bench_measures_what_a_recording_adds_on_postgres(pg_url: str) -> None:
     # bench ingest's footprint on PostgreSQL: its tables, indexes and TOAST grow

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -213,13 +215,51 @@ def test_diff_page(app: AppTest, ui_db: dict[str, str]) -> None:
     assert any("two different" in i.value for i in at.info)
 
 
-def test_stats_page(app: AppTest) -> None:
+def usage_daily_json(url: str) -> dict[str, Any]:
+    from click.testing import CliRunner
+
+    from claudetrace.cli import cli
+
+    out = CliRunner().invoke(cli, ["usage", "daily", "--json", "-z", "UTC", "--db", url])
+    assert out.exit_code == 0, out.output
+    data: dict[str, Any] = json.loads(out.stdout)
+    return data
+
+
+def test_stats_page(app: AppTest, ui_db: dict[str, str]) -> None:
     at = run(app)
     at.switch_page("views/stats.py").run()
     assert at.title[0].value == "Stats"
-    tools = at.dataframe[1].value
+    # Tokens and cost per day and per day and model: usage daily --json's.
+    want = usage_daily_json(ui_db["url"])
+    days = at.dataframe[0].value
+    assert [list(r) for r in days[["day", "input tokens", "output tokens", "cache read tokens",
+                                   "cache write tokens"]].itertuples(index=False)] == [
+        [d["date"], d["inputTokens"], d["outputTokens"], d["cacheReadTokens"],
+         d["cacheCreationTokens"]] for d in want["daily"]]
+    assert list(days["cost ($)"]) == pytest.approx([round(d["totalCost"], 6)
+                                                     for d in want["daily"]])
+    models = at.dataframe[1].value
+    assert sorted((r["day"], r["model"], r["input tokens"], r["output tokens"])
+                  for r in models.to_dict("records")) == sorted(
+        (d["date"], b["modelName"], b["inputTokens"], b["outputTokens"]) for d in want["daily"]
+        for b in d["modelBreakdowns"])
+    t = want["totals"]
+    # The fake API's message ids repeat across these recordings: each counted once,
+    # where the recordings' own summaries add them up again.
+    from claudetrace.indexer import open_settled_store
+
+    store = open_settled_store(ui_db["url"])
+    try:
+        summed = sum(r.output_tokens or 0 for r in store.list_recordings())
+    finally:
+        store.close()
+    assert 0 < t["outputTokens"] < summed
+    assert any(m.value.startswith(f"In all: {t['totalTokens']} tokens ({t['inputTokens']} input")
+               for m in at.markdown)
+    tools = at.dataframe[3].value
     assert "Bash" in set(tools["tool"])
-    latency = at.dataframe[2].value
+    latency = at.dataframe[4].value
     assert {"model calls", "tools"} <= set(latency["what"])
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from claudetrace.cli import cli
 from tests.browsing import launched, needs_chromium, ui_server
 
 pytestmark = [
@@ -76,11 +79,23 @@ def test_browse_list_session_tabs_and_diff(
     page.close()
 
 
-def test_stats_token_chart_draws_over_dates(server: str, browser: object, tmp_path: Path) -> None:
+def test_stats_token_chart_draws_over_dates(
+    server: str, browser: object, tmp_path: Path, ui_db: dict[str, str]
+) -> None:
     page = browser.new_page(viewport={"width": 1280, "height": 1000})  # type: ignore[attr-defined]
     timeout = 30_000
     page.goto(f"{server}/stats")
     page.get_by_text("Cost and tokens over time").wait_for(timeout=timeout)
+    # The page's tokens and cost in all are usage daily --json's (the same query).
+    out = CliRunner().invoke(cli, ["usage", "daily", "--json", "-z", "UTC", "--db", ui_db["url"]])
+    assert out.exit_code == 0, out.output
+    t = json.loads(out.stdout)["totals"]
+    shown = page.get_by_text("In all:").first
+    shown.wait_for(timeout=timeout)
+    assert shown.inner_text().startswith(
+        f"In all: {t['totalTokens']} tokens ({t['inputTokens']} input, {t['outputTokens']} "
+        f"output, {t['cacheReadTokens']} cache read, {t['cacheCreationTokens']} cache write), "
+        f"cost ${t['totalCost']:.6f}")
     charts = page.locator("[data-testid='stVegaLiteChart']")
     charts.nth(1).wait_for(timeout=timeout)
     page.wait_for_timeout(1500)  # vega draws after the element appears

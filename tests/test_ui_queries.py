@@ -116,7 +116,7 @@ def test_daily_usage(store: Store, ui_db: dict[str, str]) -> None:
     days = daily_usage(queries.list_sessions(store, Filters()))
     assert [d["day"] for d in days] == sorted(d["day"] for d in days)
     assert sum(d["sessions"] for d in days) == len(ui_db) - 1
-    assert sum(d["cost ($)"] for d in days) > 0 and sum(d["errors"] for d in days) >= 1
+    assert sum(d["errors"] for d in days) >= 1
 
 
 def test_filters_by_tool_status_source_project_and_tag(

@@ -111,9 +111,10 @@ def test_status_and_exit_come_first_in_the_table() -> None:
 def test_token_chart_has_a_time_axis_and_draws_a_single_day() -> None:
     import datetime as dt
 
-    from claudetrace.ui.stats import daily_usage, token_chart
+    from claudetrace.ui.stats import token_chart
 
-    one_day = daily_usage([rec(input_tokens=5, output_tokens=7)])
+    one_day = [{"day": "2023-11-14", "input tokens": 5, "output tokens": 7,
+                "cache read tokens": 0, "cache write tokens": 0}]
     data = token_chart(one_day)
     assert data["day"] == [dt.date(2023, 11, 14).isoformat()]
     assert data["input tokens"] == [5] and data["output tokens"] == [7]

@@ -429,17 +429,21 @@ def _export_html(store: Any, rec: Any, output: str, redactor: Any) -> None:
     from ..cassette import private_file
     from ..formats.html import write_report
     from ..sanitize import Sanitizer
+    from ..store.usage import store_reader
+    from ..usage import recording_totals
 
     # The report redacts the strings it shows, not every event; with --no-redact,
     # nothing (the report's own default is to redact).
     shown = Sanitizer(secrets=False) if redactor is None else redactor
+    # Tokens and cost as `usage session` gives them (one query layer).
+    usage = recording_totals(store_reader(store), rec.id)
     if output == "-":
         with _exported_events(store, rec) as events:
-            write_report(for_terminal(sys.stdout), rec, events, redactor=shown)
+            write_report(for_terminal(sys.stdout), rec, events, redactor=shown, usage=usage)
         sys.stdout.flush()
         return
     with private_file(output) as out, _exported_events(store, rec) as events:
-        count = write_report(out, rec, events, redactor=shown)
+        count = write_report(out, rec, events, redactor=shown, usage=usage)
     say(f"wrote the report of {rec.id} ({count} events) to {output}", err=True)
 
 

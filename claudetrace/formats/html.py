@@ -21,7 +21,7 @@ import json
 import os
 from collections.abc import Iterable, Sequence
 from importlib import resources
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from .._version import __version__
 from ..display import visible_data
@@ -39,6 +39,9 @@ from ..ui.conversation import Decision, Item, build_conversation
 from ..ui.markdown import markdown_tree
 from ..ui.timeline import TimelineRow, timeline_rows
 from .facts import NO_COST, has_process, money
+
+if TYPE_CHECKING:
+    from ..usage import Totals
 
 #: Where the viewer's JSON goes in the template.
 _DATA_MARK = "/*REPORT-DATA*/"
@@ -173,10 +176,25 @@ def model_usage(session: Session, cost: Cost | None = None) -> list[list[Any]]:
     return sorted(rows, key=lambda r: (-(r[6] or 0), -r[1], r[0]))
 
 
+def usage_rows(totals: Totals) -> list[list[Any]]:
+    """:func:`model_usage`'s rows from the usage query layer's figures of a
+    recording (``claudetrace usage session``'s: a message another recording
+    stored first is not counted again)."""
+    rows = [[model, t.calls, t.input, t.output, t.cache_read, t.cache_creation,
+             None if (cost := t.cost_or_none()) is None else round(cost, 6)]
+            for model, t in totals.models.items()]
+    return sorted(rows, key=lambda r: (-(r[6] or 0), -r[1], r[0]))
+
+
 def report_data(
-    rec: Any, events: Sequence[Event], *, generated: str | None = None
+    rec: Any, events: Sequence[Event], *, generated: str | None = None,
+    usage: Totals | None = None,
 ) -> dict[str, Any]:
-    """The report of ``rec`` (a stored recording) and its ``events`` as JSON-ready data."""
+    """The report of ``rec`` (a stored recording) and its ``events`` as JSON-ready data.
+
+    ``usage``: the recording's figures from the store's usage query layer
+    (:func:`claudetrace.usage.recording_totals`), shown as its tokens and cost;
+    without it, the session model's."""
     from .facts import facts
 
     info: RecordingInfo = rec.info()
@@ -225,10 +243,12 @@ def report_data(
         ]
         if process
         else None,
-        "models": model_usage(session, cost),
-        "cost_source": cost.source,
-        "cost_text": NO_COST if cost.usd is None and not session.calls
-        else money(cost.usd, cost.source, digits=6),
+        "models": model_usage(session, cost) if usage is None else usage_rows(usage),
+        "cost_source": cost.source if usage is None else usage.cost_source,
+        "cost_text": (NO_COST if cost.usd is None and not session.calls
+                      else money(cost.usd, cost.source, digits=6)) if usage is None
+        else NO_COST if not usage.calls
+        else money(usage.cost_or_none(), usage.cost_source, digits=6),
     }
 
 
@@ -262,6 +282,7 @@ def write_report(
     events: Iterable[Event],
     *,
     redactor: Sanitizer | None = None,
+    usage: Totals | None = None,
 ) -> int:
     """Write the report of ``rec`` to ``out``; returns the number of events shown.
 
@@ -273,8 +294,9 @@ def write_report(
     """
     clean = secret_redactor() if redactor is None else redactor
     shown = list(events)
-    out.write(render_report(clean.value(report_data(rec, shown))))
+    out.write(render_report(clean.value(report_data(rec, shown, usage=usage))))
     return len(shown)
 
 
-__all__ = ["model_usage", "render_report", "report_data", "secret_redactor", "write_report"]
+__all__ = ["model_usage", "render_report", "report_data", "secret_redactor", "usage_rows",
+           "write_report"]

@@ -6,18 +6,23 @@ recording in the store; Prometheus scrapes it next to the OpenTelemetry Collecto
 processes that export them; these describe everything the store holds, including
 sessions recorded with telemetry off and imported cassettes.
 
-Figures come from two places, so that a scrape stays fast with 10k sessions:
+Figures come from three places, so that a scrape stays fast with 10k sessions:
 
-- the summary the session model stored with each recording (status, cost and
-  tokens per model, turns, events, bytes): a few ``GROUP BY`` queries per scrape;
+- tokens and cost per model: the usage query layer (:mod:`claudetrace.store.usage`,
+  what ``claudetrace usage --json`` reads), one query on the per-hour sums, a
+  message two recordings hold counted once; each series is served at the highest
+  value this server served, so a counter never goes down;
+- the summary the session model stored with each recording (status, turns,
+  events, bytes): a few ``GROUP BY`` queries per scrape;
 - each recording's session model (tool calls and durations, control round trips,
   permission decisions and waits), folded from the lines that carry them.  A
   recording that has ended never changes, so its figures are folded into running
   totals once and later scrapes only read recordings that are new or still
   running.
 
-Every query is the store's (:mod:`claudetrace.store.aggregate`); every figure is
-the session model's (:mod:`claudetrace.model`), as in ``show``, the UI and the spans.
+Every other query is the store's (:mod:`claudetrace.store.aggregate`), every other
+figure the session model's (:mod:`claudetrace.model`), as in ``show``, the UI and the
+spans.
 
 Every name is prefixed ``claudetrace_store_``; :data:`METRICS` lists them and the
 dashboards test checks the PromQL of every panel against it.  Counters restart from

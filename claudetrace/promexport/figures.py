@@ -37,15 +37,16 @@ LAST_SESSION_START = MetricSpec(
 COST = MetricSpec(
     "claudetrace_store_cost_usd_total",
     "counter",
-    "Cost in USD by model and source: cli (the CLI's result.total_cost_usd) or "
-    "estimate (priced by the genai-prices table where the session reported none).",
+    "Cost in USD by model and source, as claudetrace usage reports it: cli (the CLI's "
+    "result.total_cost_usd shared among its calls) or estimate (priced by the "
+    "genai-prices table where the session reported none).",
     ("model", "source"),
 )
 TOKENS = MetricSpec(
     "claudetrace_store_tokens_total",
     "counter",
-    "Tokens the CLI reported (result modelUsage), by model and type "
-    "(input, output, cache_read, cache_creation; input excludes the cache).",
+    "Tokens by model and type, as claudetrace usage reports them (per API message, "
+    "counted once; input, output, cache_read, cache_creation; input excludes the cache).",
     ("model", "type"),
 )
 TURNS = MetricSpec(

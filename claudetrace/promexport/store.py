@@ -1,7 +1,8 @@
 """The figures of a store, asked of the store's API (:mod:`claudetrace.store.aggregate`).
 
 :class:`StoreMetrics` answers a scrape with a few aggregate queries (statuses,
-sources, totals) and the per-model figures each recording stored; the figures
+sources, totals), the per-model turns each recording stored, and tokens and cost
+per model from the usage query layer (:mod:`claudetrace.store.usage`); the figures
 derived from events (tool calls, control round trips, permission decisions) come
 from the records each recording stored as it ended (its ``figures`` column), read
 once (they never change again); a recording that ended without them (stored
@@ -19,6 +20,7 @@ from typing import Any, Final
 from ..errors import StoreError
 from ..model import STATUSES, TOKEN_TYPES, Session
 from ..store import Store, aggregate
+from ..store import usage as usage_query
 from .exposition import Family, render
 from .figures import (
     BYTES,
@@ -45,8 +47,7 @@ FIGURE_TYPES: Final = (
     "assistant", "user", "system", "control_request", "control_response",
     "control_cancel_request",
 )
-_ZERO_MODEL: Final = {**dict.fromkeys(TOKEN_TYPES, 0), "cli": 0.0, "estimate": 0.0,
-                      "turns": 0}
+_ZERO_MODEL: Final = {"turns": 0}
 
 
 class StoreMetrics:
@@ -62,6 +63,8 @@ class StoreMetrics:
         self._folded: set[str] = set()
         self._folded_figures = EventFigures()
         self._folded_models: dict[str, dict[str, Any]] = {}
+        self._usage_cost: dict[tuple[str, str], float] = {}
+        self._usage_tokens: dict[tuple[str, str], int] = {}
 
     def collect(self) -> list[Family]:
         """All families of :data:`METRICS`, freshly computed."""
@@ -93,12 +96,11 @@ class StoreMetrics:
         for source, n in aggregate.source_counts(self.store):
             started.add((source or UNKNOWN,), n)
         cost, tokens, turns = Family(COST), Family(TOKENS), Family(TURNS)
+        for (model, source), value in sorted(self._usage_costs().items()):
+            cost.add((model, source), value)
+        for (model, kind), value in sorted(self._usage_tokens.items()):
+            tokens.add((model, kind), value)
         for model, figures in sorted(models.items()):
-            for source in ("cli", "estimate"):
-                if figures[source] or source == "cli":
-                    cost.add((model, source), figures[source])
-            for kind in TOKEN_TYPES:
-                tokens.add((model, kind), figures[kind])
             turns.add((model,), figures["turns"])
         n_events, n_bytes, newest = aggregate.totals(self.store)
         events, byte_count, last = Family(EVENTS), Family(BYTES), Family(LAST_SESSION_START)
@@ -107,6 +109,28 @@ class StoreMetrics:
         if newest is not None:
             last.add((), newest / 1e9)
         return [sessions, started, last, cost, tokens, turns, events, byte_count]
+
+    def _usage_costs(self) -> dict[tuple[str, str], float]:
+        """Cost by model and source, and (in :attr:`_usage_tokens`) tokens by model
+        and type: the totals of ``usage --json`` (one query on the store's usage
+        calls, a message two recordings hold counted once), each series held at the
+        highest value this server served so that a counter never goes down (a total
+        the store lowers, recordings deleted, stays until the server restarts)."""
+        cost: dict[tuple[str, str], float] = {}
+        tokens: dict[tuple[str, str], int] = {}
+        for model, source, f in usage_query.by_model(usage_query.store_reader(self.store),
+                                                     usage_query.UsageFilter()):
+            name = model or UNKNOWN
+            if source in ("cli", "estimate"):
+                cost[name, source] = cost.get((name, source), 0.0) + f.cost
+            for kind, n in zip(TOKEN_TYPES, (f.input, f.output, f.cache_read,
+                                             f.cache_creation), strict=True):
+                tokens[name, kind] = tokens.get((name, kind), 0) + n
+        for key, usd in cost.items():
+            self._usage_cost[key] = max(self._usage_cost.get(key, 0.0), usd)
+        for key, n in tokens.items():
+            self._usage_tokens[key] = max(self._usage_tokens.get(key, 0), n)
+        return self._usage_cost
 
     def _figures(
         self, states: list[tuple[str, bool, dict[str, Any], str]]
@@ -122,22 +146,22 @@ class StoreMetrics:
         for rid in [rid for rid in pending if rid in stored]:  # in order: the same sums
             # Stored as it ended: no events read.
             self._folded_figures.merge(record_figures(stored[rid]))
-            _ended, models, source = pending.pop(rid)
-            _add_models(self._folded_models, models, source)
+            _ended, models, _source = pending.pop(rid)
+            _add_models(self._folded_models, models)
             self._folded.add(rid)
         live = EventFigures()
         for rid, events in aggregate.events_of(self.store, list(pending), FIGURE_TYPES):
             session = Session()
             session.add_many(events)
             figures = session_figures(session)
-            ended, models, source = pending[rid]
+            ended, models, _source = pending[rid]
             if ended:
                 self._folded_figures.merge(figures)
-                _add_models(self._folded_models, models, source)
+                _add_models(self._folded_models, models)
                 self._folded.add(rid)
             else:
                 live.merge(figures)
-                _add_models(live_models, models, source)
+                _add_models(live_models, models)
         total = EventFigures()
         total.merge(self._folded_figures)
         total.merge(live)
@@ -150,14 +174,11 @@ class StoreMetrics:
         return total, every
 
 
-def _add_models(into: dict[str, dict[str, Any]], models: dict[str, Any], source: str) -> None:
-    """Add one recording's per-model figures; its cost goes under its source
-    (``cli`` or ``estimate``: an estimate is never counted as the CLI's)."""
+def _add_models(into: dict[str, dict[str, Any]], models: dict[str, Any]) -> None:
+    """Add one recording's per-model figures (its turns; tokens and cost are the
+    usage query layer's)."""
     for model, figures in models.items():
         mine = into.setdefault(model or UNKNOWN, dict(_ZERO_MODEL))
         for key in _ZERO_MODEL:
-            name = "cost_usd" if key == source else key
-            if key in ("cli", "estimate") and key != source:
-                continue
-            value = figures.get(name, 0) if isinstance(figures, dict) else 0
+            value = figures.get(key, 0) if isinstance(figures, dict) else 0
             mine[key] += value if isinstance(value, (int, float)) else 0

@@ -153,6 +153,8 @@ class UsageFilter:
     tags: Mapping[str, str] = field(default_factory=dict)
     name: str | None = None
     sources: tuple[str, ...] = ()
+    #: Only these recordings' calls (their ids).
+    recordings: tuple[str, ...] = ()
 
     @property
     def by_recording(self) -> bool:
@@ -223,6 +225,9 @@ def _from(reader: Reader, f: UsageFilter, c: _Columns) -> tuple[str, list[Any]]:
     if f.models:
         where.append(f"u.model IN ({', '.join([m] * len(f.models))})")
         params.extend(f.models)
+    if f.recordings:
+        where.append(f"u.recording_id IN ({', '.join([m] * len(f.recordings))})")
+        params.extend(f.recordings)
     if f.by_recording:
         joins = " JOIN recordings r ON r.id = u.recording_id"
         if f.project:
@@ -324,3 +329,13 @@ def hours(reader: Reader, f: UsageFilter) -> Iterable[tuple[Any, ...]]:
            f"GROUP BY {c.hour}, {c.on_hour}, u.model, u.cost_source "
            f"ORDER BY {c.hour}, {c.on_hour} DESC, u.model, u.cost_source")
     return reader.rows(sql, params)
+
+
+def by_model(reader: Reader, f: UsageFilter) -> list[tuple[str, str, Figures]]:
+    """``(model, cost source, figures)`` of every call ``f`` keeps: the totals of
+    ``usage daily --json`` per model (what ``metrics serve`` serves)."""
+    c = _columns(f)
+    source, params = _from(reader, f, c)
+    sql = (f"SELECT u.model, u.cost_source, {c.sums}{source} "
+           f"GROUP BY u.model, u.cost_source ORDER BY u.model, u.cost_source")
+    return [(row[0], row[1], _figures(row, 2)) for row in reader.rows(sql, params)]

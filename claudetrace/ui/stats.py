@@ -1,6 +1,8 @@
 """Statistics across recordings: usage over time, tools, latencies.
 
-Usage comes from the recordings' summary columns; tool figures from
+Tokens and cost come from the usage query layer (:mod:`claudetrace.usage`, what
+``claudetrace usage`` reports); sessions and failures per day from the recordings'
+summary columns; tool figures from
 :func:`claudetrace.store.browse.tool_usage`; latencies from the telemetry spans of
 a bounded set of recent recordings (see :func:`claudetrace.ui.timeline.latencies`).
 """
@@ -13,46 +15,66 @@ from typing import Any
 
 from ..model import FAILED
 from ..store.models import Recording
+from ..store.usage import Reader, UsageFilter
+from ..usage import Totals, periods
 from .sessions import percentile, started_at
 
 
 def daily_usage(recordings: Iterable[Recording]) -> list[dict[str, Any]]:
-    """Sessions, cost and tokens per UTC day, oldest first."""
+    """Sessions started and failed per UTC day, oldest first (their tokens and cost:
+    :func:`usage_days`)."""
     days: dict[dt.date, dict[str, Any]] = {}
     for rec in recordings:
         day = started_at(rec.started_ns).date()
-        row = days.setdefault(
-            day,
-            {
-                "day": day,
-                "sessions": 0,
-                "cost ($)": 0.0,
-                "of which estimated ($)": 0.0,
-                "input tokens": 0,
-                "output tokens": 0,
-                "cache read tokens": 0,
-                "errors": 0,
-            },
-        )
+        row = days.setdefault(day, {"day": day, "sessions": 0, "errors": 0})
         row["sessions"] += 1
-        row["cost ($)"] += rec.cost_usd or 0.0  # 0 where unknown
-        if rec.cost_source == "estimate":
-            row["of which estimated ($)"] += rec.cost_usd or 0.0
-        row["input tokens"] += rec.input_tokens or 0
-        row["output tokens"] += rec.output_tokens or 0
-        row["cache read tokens"] += rec.cache_read_tokens or 0
         row["errors"] += 1 if rec.status in FAILED else 0
     return [days[d] for d in sorted(days)]
 
 
-#: The token series of the usage chart, as daily_usage names them.
-TOKEN_SERIES = ("input tokens", "output tokens", "cache read tokens")
+def usage_days(reader: Reader) -> dict[str, Totals]:
+    """Tokens and cost per UTC day and model: ``claudetrace usage daily -z UTC``'s
+    figures (the same query; a message two recordings hold counted once)."""
+    return periods(reader, "daily", UsageFilter(), dt.timezone.utc)
+
+
+#: The token series of the usage chart, as :func:`usage_rows` names them.
+TOKEN_SERIES = ("input tokens", "output tokens", "cache read tokens", "cache write tokens")
+
+
+def _figures(t: Totals) -> dict[str, Any]:
+    cost = t.cost_or_none()
+    return {"cost ($)": None if cost is None else round(cost, 6), "cost source": t.cost_source,
+            "input tokens": t.input, "output tokens": t.output,
+            "cache read tokens": t.cache_read, "cache write tokens": t.cache_creation}
+
+
+def usage_rows(days: Mapping[str, Totals]) -> list[dict[str, Any]]:
+    """A row per day of :func:`usage_days`: its cost, tokens and models."""
+    return [{"day": day, **_figures(t), "models": ", ".join(t.models)} for day, t in days.items()]
+
+
+def model_rows(days: Mapping[str, Totals]) -> list[dict[str, Any]]:
+    """A row per day and model of :func:`usage_days`."""
+    return [{"day": day, "model": model, **_figures(m)}
+            for day, t in days.items() for model, m in t.models.items()]
+
+
+def usage_total(days: Mapping[str, Totals]) -> str:
+    """The days' tokens and cost in one line (``usage daily --json``'s ``totals``)."""
+    total = Totals()
+    for t in days.values():
+        total.merge(t)
+    cost = f"${total.cost:.6f}" + (" (estimate)" if total.cost_source == "estimate" else "")
+    return (f"In all: {total.total_tokens} tokens ({total.input} input, {total.output} "
+            f"output, {total.cache_read} cache read, {total.cache_creation} cache write), "
+            f"cost {cost}")
 
 
 def token_chart(daily: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
     """Chart data for tokens per day: a ``day`` column of ISO dates (one stacked bar a
     day, labelled with its date, so a single day draws too) and one column per series."""
-    data: dict[str, list[Any]] = {"day": [r["day"].isoformat() for r in daily]}
+    data: dict[str, list[Any]] = {"day": [str(r["day"]) for r in daily]}
     for series in TOKEN_SERIES:
         data[series] = [r[series] for r in daily]
     return data

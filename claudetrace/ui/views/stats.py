@@ -6,6 +6,7 @@ import streamlit as st
 
 from claudetrace.store import Store
 from claudetrace.store import browse as queries
+from claudetrace.store.usage import store_reader
 from claudetrace.telemetry import build_spans
 from claudetrace.ui.sessions import Filters
 from claudetrace.ui.stats import (
@@ -13,8 +14,12 @@ from claudetrace.ui.stats import (
     daily_usage,
     latency_table,
     merge_samples,
+    model_rows,
     token_chart,
     tool_rates,
+    usage_days,
+    usage_rows,
+    usage_total,
 )
 from claudetrace.ui.timeline import latencies
 from claudetrace.ui.views import common
@@ -39,13 +44,21 @@ def page() -> None:
     if not recordings:
         st.info("No recordings yet.")
         return
-    daily = daily_usage(recordings)
+    days = usage_days(store_reader(db))
+    daily = usage_rows(days)
     st.subheader("Cost and tokens over time (per UTC day)")
+    st.caption("The figures of `claudetrace usage daily -z UTC`: each API message once, "
+               "as the store's usage calls hold it (a turn still streaming is not in them).")
+    st.markdown(usage_total(days))
     c1, c2 = st.columns(2)
-    c1.bar_chart({str(r["day"]): r["cost ($)"] for r in daily}, x_label="day", y_label="cost ($)")
+    c1.bar_chart({r["day"]: r["cost ($)"] or 0.0 for r in daily}, x_label="day",
+                 y_label="cost ($)")
     c2.bar_chart(token_chart(daily), x="day", y=list(TOKEN_SERIES), x_label="day (UTC)",
                  y_label="tokens")
     st.dataframe(daily, hide_index=True, key="daily_table")
+    st.dataframe(model_rows(days), hide_index=True, key="daily_models_table")
+    st.caption("Sessions started and failed per UTC day")
+    st.dataframe(daily_usage(recordings), hide_index=True, key="sessions_per_day_table")
 
     st.subheader("Tools")
     rates = tool_rates(queries.tool_usage(db))
