@@ -821,3 +821,15 @@ def test_the_ingest_bench_measures_what_a_recording_adds_on_postgres(pg_url: str
     finally:
         store.close()
     assert _stored_bytes(pg_url) - before >= sum(map(len, lines))
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_session_list_figures_counted_in_sql_on_postgres(pg_url: str) -> None:
+    from tests.summaries import check_summaries, seed_statuses
+
+    store = open_store(pg_url)
+    try:
+        seed_statuses(store, "pg")
+        check_summaries(store, "pg")
+    finally:
+        store.close()
