@@ -86,6 +86,7 @@ def check_summaries(store: Store, tag: str) -> None:
         seen_gone |= any(r.name.startswith(f"{tag}-gone") and r.status == "incomplete"
                          for r in every)
     assert seen_gone  # the pid check was exercised
+    assert {f"summary={tag}", "half=0", "half=1"} <= set(queries.choices(store)["tags"])
     everything = queries.summary(store, Filters(tags=(f"summary={tag}",)))
     # 26 recordings: 4 running (fresh heartbeat, no pid); 4 + 4 incomplete (stale,
     # or a proxy gone); 5 ok, 5 error, 4 killed.

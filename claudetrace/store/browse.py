@@ -473,7 +473,10 @@ def choices(store: Store) -> dict[str, list[str]]:
             select(_R.cwd).where(_R.cwd.is_not(None), _R.cwd != "").distinct()).scalars())
         sources = sorted(str(c) for c in conn.execute(select(_R.source).distinct()).scalars())
         pairs: set[str] = set()
-        for tags in conn.execute(select(_R.tags)).scalars():
+        # Each distinct set of tags once (as its JSON text: PostgreSQL's json has no
+        # equality), not every recording's.
+        for text in conn.execute(select(cast(_R.tags, Text)).distinct()).scalars():
+            tags = json.loads(text) if text else None
             if isinstance(tags, dict):
                 pairs.update(f"{k}={v}" for k, v in tags.items())
     return {"tools": tool_names, "tags": sorted(pairs), "projects": projects,
