@@ -377,13 +377,15 @@ def summary(store: Store, filters: Filters) -> Tiles:
     live = stmt.where(status == "running")
     with _guard("summarise recordings"), store.session() as s:
         heartbeat = list(s.scalars(live))
-        count, cost, errors = s.execute(
+        ended = func.coalesce(_R.ended_ns, _R.last_seen_ns)
+        count, cost, errors, n_timed = s.execute(
             select(func.count(), func.coalesce(func.sum(_cost()), 0.0),
-                   func.coalesce(func.sum(case((status.in_(sorted(FAILED)), 1), else_=0)), 0))
+                   func.coalesce(func.sum(case((status.in_(sorted(FAILED)), 1), else_=0)), 0),
+                   func.count(ended))
             .where(*settled)
         ).one()
-        timed = (*settled, func.coalesce(_R.ended_ns, _R.last_seen_ns).is_not(None))
-        n_timed = int(s.execute(select(func.count()).where(*timed)).scalar_one())
+        n_timed = int(n_timed)
+        timed = (*settled, ended.is_not(None))
         extra = [rec.duration_ns for rec in heartbeat if rec.status != "running"]
         extra_ns = [d for d in extra if d is not None]
         p95 = None
