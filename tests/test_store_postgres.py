@@ -925,3 +925,15 @@ def test_usage_reports_from_the_hour_sums_on_postgres(
     assert from_hours[0]["daily"]
     monkeypatch.setattr(q, "_columns", lambda *_: q._CALLS)
     assert reports() == from_hours
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_session_list_figures_counted_in_sql_on_postgres(pg_url: str) -> None:
+    from tests.summaries import check_summaries, seed_statuses
+
+    store = open_store(pg_url)
+    try:
+        seed_statuses(store, "pg")
+        check_summaries(store, "pg")
+    finally:
+        store.close()

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from claudetrace.cli import cli
 from claudetrace.cli.ui import streamlit_argv
 from claudetrace.indexer import open_settled_store
+from claudetrace.store.browse import Filters, first_prompts, list_sessions
 from claudetrace.testing.serving import wait_until_answering
 from claudetrace.ui.bench import seed, template_turn
 
@@ -59,6 +60,12 @@ def test_seed_builds_what_the_benchmark_measures(tmp_path: Path) -> None:
     assert rec.status == ("ok" if rec.tool_calls == rec.turns else "incomplete")
     small = [r for r in store.list_recordings() if r.id != big]
     assert {r.event_count for r in small} == {3 + len(template_turn("x", 0))}
+    # The small ones, stored together, have their lines, tool refs and words.
+    assert {store.count_events(r.id) for r in small} == {3 + len(template_turn("x", 0))}
+    assert first_prompts(store, [r.id for r in small]) == {
+        r.id: f"task {r.name.split('-')[1]}: add {r.name.split('-')[1]} and 40" for r in small}
+    assert len(list_sessions(store, Filters(tools=("mcp__calc__add",)))) == 6
+    assert [r.name for r in list_sessions(store, Filters(text="task 3"))] == ["bench-3"]
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])

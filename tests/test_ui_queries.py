@@ -146,3 +146,15 @@ def test_first_prompts_of_a_page_of_sessions(store: Store, ui_db: dict[str, str]
     assert prompts[ui_db["plain"]] == "Say hello."
     assert prompts[ui_db["permission_deny"]] == "Create created.txt with touch."
     assert queries.first_prompts(store, []) == {}
+
+
+def test_summary_figures_and_pages_counted_in_sql_match_python(tmp_path) -> None:
+    from claudetrace.store import open_store
+    from tests.summaries import check_summaries, seed_statuses
+
+    store = open_store(str(tmp_path / "summary.db"))
+    try:
+        seed_statuses(store, "sqlite")
+        check_summaries(store, "sqlite")
+    finally:
+        store.close()

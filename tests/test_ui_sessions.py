@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 
 from claudetrace.store.models import Recording
-from claudetrace.ui.sessions import Filters, percentile, session_row, tiles
+from claudetrace.ui.sessions import Filters, percentile, session_row, tiles_of
 
 
 def rec(**kw: object) -> Recording:
@@ -54,15 +54,15 @@ def test_session_row_from_summary_columns() -> None:
 
 
 def test_tiles() -> None:
-    rows = [
-        session_row(rec(cost_usd=c, ended_ns=1_700_000_000_000_000_000 + d * 10**9, exit_code=e,
-                        outcome="error" if e else "ok"))
+    recs = [
+        rec(cost_usd=c, ended_ns=1_700_000_000_000_000_000 + d * 10**9, exit_code=e,
+            outcome="error" if e else "ok")
         for c, d, e in [(1.0, 1, 0), (2.0, 2, 0), (0.5, 10, 1), (0.0, 3, 0)]
     ]
-    t = tiles(rows)
+    t = tiles_of(recs)
     assert t.count == 4 and t.total_cost == 3.5 and t.error_rate == 0.25 and t.running == 0
     assert t.p95_duration_s == pytest.approx(percentile([1, 2, 10, 3], 0.95))
-    empty = tiles([])
+    empty = tiles_of([])
     assert empty.count == 0 and empty.error_rate is None and empty.p95_duration_s is None
 
 

@@ -38,6 +38,7 @@ from .rows import (
     USAGE_CALLS,
     Rows,
     chunks,
+    each_row,
     event_rows,
     info_columns,
     insert_batches,
@@ -147,6 +148,25 @@ class Store:
         """Insert events (and their tool refs) and update the recording, atomically."""
         rows, tools = event_rows(recording_id, events)
         self.write_rows(recording_id, rows, tools, recording_updates)
+
+    def add_recordings(
+        self, recordings: Sequence[tuple[dict[str, Any], Rows, Rows]]
+    ) -> None:
+        """Store whole recordings at once, in one transaction: each one's columns
+        (every recording the same keys), its ``events`` rows and its
+        ``event_tools`` rows (:func:`event_rows`).  A bulk load (``bench ui``'s
+        seed): one statement for the recordings, one ``COPY`` or batched insert
+        for all their lines."""
+        if not recordings:
+            return
+        rows = [row for _, lines, _ in recordings for row in each_row(lines)]
+        tools = [row for _, _, refs in recordings for row in each_row(refs)]
+        with _store_errors("add recordings"), self.engine.begin() as conn:
+            conn.execute(insert(_RECORDINGS), [storable_columns(c) for c, _, _ in recordings])
+            if rows:
+                self._insert_rows(conn, _EVENTS, rows)
+            if tools:
+                self._insert_rows(conn, _TOOLS, tools)
 
     def write_rows(
         self,

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sqlalchemy import ColumnElement, Text, cast, func, literal, or_, select
+from sqlalchemy import ColumnElement, Text, and_, case, cast, func, literal, or_, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import load_only
 
@@ -265,30 +265,174 @@ def _filtered(store: Store, filters: Filters, *, full: bool = False) -> Any:
 MOST_BOUND_IDS = 30_000
 
 
-def list_sessions(store: Store, filters: Filters, *, limit: int | None = None,
-                  full: bool = False) -> list[Recording]:
-    """Recordings matching ``filters``, newest first (summary columns only, unless
-    ``full``: every column, as ``sessions --json`` shows them)."""
+def _scope(store: Store, filters: Filters, *, full: bool = False) -> tuple[Any, list[Any]]:
+    """The filtered statement, and the conditions that leave out what only Python
+    tells apart: the ``running`` recordings (by heartbeat) whose proxy is gone
+    (the pid check), when ``errors_only`` or ``statuses`` would drop them.
+
+    Only the recordings SQL calls running are read here (a handful), so every
+    other figure can be counted by the database.  Returns ``(stmt, wheres)``.
+    """
     stmt = _filtered(store, filters, full=full)
-    saying: set[str] | None = None
+    wheres: list[Any] = []
     if filters.text:
-        found = recordings_saying(store, filters.text)
-        if len(found) <= MOST_BOUND_IDS:
-            stmt = stmt.where(_R.id.in_(found))
-        else:  # more than a statement may bind: told apart as they are read
-            saying = set(found)
-    if limit is not None and saying is None:
+        wheres.append(_R.id.in_(recordings_saying(store, filters.text)))
+    if filters.errors_only or filters.statuses:
+        live = stmt.where(*wheres, status_expression(time.time_ns()) == "running")
+        with _guard("list recordings"), store.session() as s:
+            dropped = [r.id for r in s.scalars(live) if not _kept(r, filters)]
+        if dropped:
+            wheres.append(_R.id.notin_(dropped))
+    return stmt.where(*wheres), wheres
+
+
+def _kept(rec: Recording, filters: Filters) -> bool:
+    """Whether the Python-only status checks keep ``rec``."""
+    status = rec.status
+    if filters.errors_only and not (status in FAILED or (status != "running"
+                                                          and rec.tool_errors)):
+        return False
+    return not filters.statuses or status in filters.statuses
+
+
+def _too_many_words(store: Store, filters: Filters) -> set[str] | None:
+    """The recordings a text search found, when more than a statement may bind."""
+    if not filters.text:
+        return None
+    found = recordings_saying(store, filters.text)
+    return set(found) if len(found) > MOST_BOUND_IDS else None
+
+
+def list_sessions(store: Store, filters: Filters, *, limit: int | None = None,
+                  offset: int = 0, full: bool = False) -> list[Recording]:
+    """Recordings matching ``filters``, newest first (summary columns only, unless
+    ``full``: every column, as ``sessions --json`` shows them); ``offset`` and
+    ``limit`` select one page in the database."""
+    saying = _too_many_words(store, filters)
+    if saying is not None:  # told apart as they are read
+        stmt = _filtered(store, filters, full=full)
+        with _guard("list recordings"), store.session() as s:
+            recs = [r for r in s.scalars(stmt) if r.id in saying and _kept(r, filters)]
+        return recs[offset:None if limit is None else offset + limit]
+    stmt, _ = _scope(store, filters, full=full)
+    if offset:
+        stmt = stmt.offset(offset)
+    if limit is not None:
         stmt = stmt.limit(limit)
     with _guard("list recordings"), store.session() as s:
-        if saying is None:
-            recs = list(s.scalars(stmt))
-        else:
-            recs = [r for r in s.scalars(stmt) if r.id in saying][:limit]
-    if filters.errors_only:
-        recs = [r for r in recs if r.status in FAILED or (r.status != "running" and r.tool_errors)]
-    if filters.statuses:
-        recs = [r for r in recs if r.status in filters.statuses]
-    return recs
+        return list(s.scalars(stmt))
+
+
+@dataclass(frozen=True, slots=True)
+class Tiles:
+    """The summary figures above the session list."""
+
+    count: int
+    total_cost: float
+    error_rate: float | None
+    p95_duration_s: float | None
+    running: int
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The ``q`` quantile (0..1) by linear interpolation; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q
+    low = math.floor(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def _duration_ns() -> Any:
+    """:attr:`Recording.duration_ns` in SQL."""
+    end = func.coalesce(_R.ended_ns, _R.last_seen_ns)
+    return case((end < _R.started_ns, literal(0)), else_=end - _R.started_ns)
+
+
+def _cost() -> Any:
+    """:attr:`Recording.cost` in SQL, 0 where unknown (as :attr:`Recording.cost_origin`
+    says it: an estimate of no model call is no cost)."""
+    known = and_(or_(_R.cost_source.is_(None), _R.cost_source != "unknown"),
+                 or_(_R.cost_source.is_(None), _R.cost_source != "estimate",
+                     func.coalesce(_R.model_calls, 0) != 0))
+    return case((known, func.coalesce(_R.cost_usd, 0.0)), else_=literal(0.0))
+
+
+def _seconds(ns: int) -> float:
+    """A duration as the session table shows it (seconds, two decimals)."""
+    return round(ns / 1e9, 2)
+
+
+def summary(store: Store, filters: Filters) -> Tiles:
+    """Count, total cost, error rate, p95 duration and running count of the
+    recordings matching ``filters``, counted by the database: only the recordings
+    it calls running are read (their proxy's pid is checked here)."""
+    saying = _too_many_words(store, filters)
+    if saying is not None:
+        return tiles_of(list_sessions(store, filters))
+    stmt, _ = _scope(store, filters)
+    now = time.time_ns()
+    status = status_expression(now)
+    where = () if stmt.whereclause is None else (stmt.whereclause,)
+    settled = (*where, status != "running")
+    live = stmt.where(status == "running")
+    with _guard("summarise recordings"), store.session() as s:
+        heartbeat = list(s.scalars(live))
+        ended = func.coalesce(_R.ended_ns, _R.last_seen_ns)
+        count, cost, errors, n_timed = s.execute(
+            select(func.count(), func.coalesce(func.sum(_cost()), 0.0),
+                   func.coalesce(func.sum(case((status.in_(sorted(FAILED)), 1), else_=0)), 0),
+                   func.count(ended))
+            .where(*settled)
+        ).one()
+        n_timed = int(n_timed)
+        timed = (*settled, ended.is_not(None))
+        extra = [rec.duration_ns for rec in heartbeat if rec.status != "running"]
+        extra_ns = [d for d in extra if d is not None]
+        p95 = None
+        if n_timed + len(extra_ns):
+            pos = (n_timed + len(extra_ns) - 1) * 0.95
+            low = math.floor(pos)
+            start = max(0, low - len(extra_ns))
+            window = s.execute(
+                select(_duration_ns()).where(*timed).order_by(_duration_ns())
+                .offset(start).limit(low + 2 - start)
+            ).scalars()
+            merged = sorted([int(d) for d in window] + extra_ns)
+            picked = [_seconds(d) for d in merged[low - start: low - start + 2]]
+            upper = picked[1] if len(picked) > 1 else picked[0]
+            p95 = picked[0] + (upper - picked[0]) * (pos - low)
+    count = int(count) + len(heartbeat)
+    running = sum(1 for rec in heartbeat if rec.status == "running")
+    errors = int(errors) + sum(1 for rec in heartbeat if rec.status in FAILED)
+    cost = float(cost) + sum(rec.cost or 0.0 for rec in heartbeat)
+    finished = count - running
+    return Tiles(count=count, total_cost=cost,
+                 error_rate=errors / finished if finished else None,
+                 p95_duration_s=p95, running=running)
+
+
+def tiles_of(recs: Sequence[Recording]) -> Tiles:
+    """The summary figures of recordings read into Python."""
+    count = errors = running = 0
+    cost = 0.0
+    durations: list[float] = []
+    for rec in recs:
+        count += 1
+        cost += rec.cost or 0.0
+        status = rec.status
+        if status == "running":
+            running += 1
+            continue
+        errors += status in FAILED
+        if rec.duration_ns is not None:
+            durations.append(_seconds(rec.duration_ns))
+    finished = count - running
+    return Tiles(count=count, total_cost=cost,
+                 error_rate=errors / finished if finished else None,
+                 p95_duration_s=percentile(durations, 0.95), running=running)
 
 
 def first_prompts(
@@ -334,7 +478,10 @@ def choices(store: Store) -> dict[str, list[str]]:
             select(_R.cwd).where(_R.cwd.is_not(None), _R.cwd != "").distinct()).scalars())
         sources = sorted(str(c) for c in conn.execute(select(_R.source).distinct()).scalars())
         pairs: set[str] = set()
-        for tags in conn.execute(select(_R.tags)).scalars():
+        # Each distinct set of tags once (as its JSON text: PostgreSQL's json has no
+        # equality), not every recording's.
+        for text in conn.execute(select(cast(_R.tags, Text)).distinct()).scalars():
+            tags = json.loads(text) if text else None
             if isinstance(tags, dict):
                 pairs.update(f"{k}={v}" for k, v in tags.items())
     return {"tools": tool_names, "tags": sorted(pairs), "projects": projects,

@@ -31,6 +31,7 @@ from ..model.events import Event
 from ..model.summary import outcome_columns, summary_columns
 from ..recording import RecordingInfo, new_recording_id
 from ..store import Store, open_store
+from ..store.rows import event_rows, info_columns
 from ..testing.serving import NotAnswering, wait_until_answering
 
 DAY_NS = 86_400_000_000_000
@@ -232,34 +233,45 @@ def _events(lines: list[tuple[str, bytes]], start_ns: int, step_ns: int) -> list
     ]
 
 
-def _store_recording(
-    store: Store, info: RecordingInfo, events: list[Event], *, batch: int = 5000
-) -> None:
-    store.create_recording(info)
+def _finished(info: RecordingInfo, events: list[Event]) -> dict[str, Any]:
+    """The columns of a recording of ``events`` that has ended (as the indexer
+    would leave them), observing the stream into ``info``."""
     session = Session()
     for ev in events:
         session.add(ev)
         info.observe(ev)
-    for start in range(0, len(events), batch):
-        store.write_batch(info.id, events[start : start + batch])
     end = info.started_ns + (events[-1].t_ns if events else 0)
-    store.update_recording(
-        info.id,
+    return {
+        **info_columns(info),
         **summary_columns(session),
         **outcome_columns(session.outcome(ended=True, exit_code=info.exit_code)),
-        ended_ns=end,
-        last_seen_ns=end,
-        exit_code=info.exit_code,
-        cli_session_id=info.cli_session_id,
-        model=info.model,
-        claude_code_version=info.claude_code_version,
-    )
+        "ended_ns": end,
+        "last_seen_ns": end,
+    }
+
+
+def _store_recording(
+    store: Store, info: RecordingInfo, events: list[Event], *, batch: int = 5000
+) -> None:
+    store.create_recording(info)
+    for start in range(0, len(events), batch):
+        store.write_batch(info.id, events[start : start + batch])
+    columns = _finished(info, events)
+    store.update_recording(info.id, **{k: v for k, v in columns.items() if k != "id"})
+
+
+#: Small recordings stored a transaction (one insert of their rows, one COPY or
+#: batched insert of their lines).
+SEED_BATCH = 1000
 
 
 def seed(store: Store, *, sessions: int, lines: int, now_ns: int | None = None) -> str:
-    """Fill ``store`` with small recordings and one of ``lines`` lines; returns the big one's id."""
+    """Fill ``store`` with small recordings and one of ``lines`` lines; returns the big
+    one's id.  The small ones go in :data:`SEED_BATCH` at a time
+    (:meth:`Store.add_recordings`)."""
     rng = random.Random(5)
     now = time.time_ns() if now_ns is None else now_ns
+    pending: list[tuple[dict[str, Any], Any, Any]] = []
     for i in range(sessions):
         started = now - rng.randrange(30 * DAY_NS)
         model = MODELS[i % len(MODELS)]
@@ -273,7 +285,11 @@ def seed(store: Store, *, sessions: int, lines: int, now_ns: int | None = None) 
             source="import",
             exit_code=1 if rng.random() < 0.05 else 0,
         )
-        _store_recording(store, info, _events(body, started, rng.randrange(1, 40) * 1_000_000))
+        events = _events(body, started, rng.randrange(1, 40) * 1_000_000)
+        pending.append((_finished(info, events), *event_rows(info.id, events)))
+        if len(pending) == SEED_BATCH or i == sessions - 1:
+            store.add_recordings(pending)
+            pending = []
     body = _init_lines(MODELS[0])
     n = 0
     while len(body) < lines:

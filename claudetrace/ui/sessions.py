@@ -9,14 +9,14 @@ list is a link.
 from __future__ import annotations
 
 import datetime as dt
-import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from ..display import visible_text
 from ..model import FAILED
 from ..store.browse import Filters as Filters  # the list's filters are a query
+from ..store.browse import Tiles as Tiles
+from ..store.browse import percentile as percentile
+from ..store.browse import tiles_of as tiles_of
 from ..store.models import Recording
 
 
@@ -74,49 +74,3 @@ def session_row(rec: Recording) -> dict[str, Any]:
     }
     # Recorded and user-given text as every page shows it (bidi controls escaped).
     return {k: visible_text(v) if isinstance(v, str) else v for k, v in row.items()}
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """The ``q`` quantile (0..1) by linear interpolation; None for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q
-    low = math.floor(pos)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
-
-
-@dataclass(frozen=True, slots=True)
-class Tiles:
-    """The summary tiles above the session table."""
-
-    count: int
-    total_cost: float
-    error_rate: float | None
-    p95_duration_s: float | None
-    running: int
-
-
-def tiles(rows: Iterable[Mapping[str, Any]]) -> Tiles:
-    """Count, total cost, error rate and p95 duration of session rows."""
-    count = errors = running = 0
-    cost = 0.0
-    durations: list[float] = []
-    for row in rows:
-        count += 1
-        cost += float(row.get("cost ($)") or 0.0)
-        if row.get("status") == "running":
-            running += 1
-        elif row.get("error"):
-            errors += 1
-        if row.get("duration (s)") is not None and row.get("status") != "running":
-            durations.append(float(row["duration (s)"]))
-    finished = count - running
-    return Tiles(
-        count=count,
-        total_cost=cost,
-        error_rate=errors / finished if finished else None,
-        p95_duration_s=percentile(durations, 0.95),
-        running=running,
-    )

@@ -18,7 +18,7 @@ from claudetrace.model import FAILED, STATUSES
 from claudetrace.pricing import dollars
 from claudetrace.store import browse as queries
 from claudetrace.ui import present
-from claudetrace.ui.sessions import TABLE_COLUMNS, Filters, session_row, tiles
+from claudetrace.ui.sessions import TABLE_COLUMNS, Filters, session_row
 from claudetrace.ui.views import common
 from claudetrace.ui.views.common import money, param, plain, set_params
 
@@ -138,9 +138,8 @@ def list_page() -> None:
 
 def _list_body(filters: Filters) -> None:
     db = common.store()
-    recordings = queries.list_sessions(db, filters)
-    rows = [session_row(r) for r in recordings]
-    summary = tiles(rows)
+    # The figures are counted by the database; only the page shown is read.
+    summary = queries.summary(db, filters)
     c1, c2, c3, c4, c5 = st.columns(5)
     c1.metric("Sessions", f"{summary.count:,}")
     c2.metric("Total cost", money(summary.total_cost))
@@ -150,7 +149,7 @@ def _list_body(filters: Filters) -> None:
     )
     c5.metric("Running", summary.running)
     common.metrics_drawn()  # a session opened from here shows its header at once
-    if not rows:
+    if not summary.count:
         if db.count_recordings() == 0:
             st.info(
                 "No recordings yet. Record one with `claudetrace proxy -- claude …`, "
@@ -160,7 +159,7 @@ def _list_body(filters: Filters) -> None:
             st.info("No session matches these filters.")
         _open_by_id()
         return
-    pages = max(1, -(-len(rows) // PAGE_SIZE))
+    pages = max(1, -(-summary.count // PAGE_SIZE))
     page_no = min(common.int_param("page", 1) or 1, pages)
     if pages > 1:
         page_no = int(
@@ -169,7 +168,9 @@ def _list_body(filters: Filters) -> None:
             )
         )
         set_params(page=page_no if page_no > 1 else None)
-    shown = rows[(page_no - 1) * PAGE_SIZE : page_no * PAGE_SIZE]
+    recordings = queries.list_sessions(db, filters, offset=(page_no - 1) * PAGE_SIZE,
+                                       limit=PAGE_SIZE)
+    shown = [session_row(r) for r in recordings]
     prompts = queries.first_prompts(db, [row["id"] for row in shown])
     by_id = {r.id: r for r in recordings}
     running = 0

@@ -1,0 +1,94 @@
+"""A store of recordings in every status, and the check that the session list's
+figures counted by the database are the ones Python counts from the recordings."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from claudetrace.recording import RecordingInfo, new_recording_id
+from claudetrace.store import Store
+from claudetrace.store import browse as queries
+from claudetrace.store.browse import Filters
+
+SECOND = 1_000_000_000
+
+
+def seed_statuses(store: Store, tag: str) -> None:
+    """26 recordings tagged ``summary=tag``: ended ok / error / killed, with known,
+    estimated and unknown costs, tool errors; running (fresh heartbeat); incomplete
+    (stale heartbeat); and proxies of this host whose process is gone while their
+    heartbeat is fresh (running by SQL, incomplete by the pid check)."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    now = time.time_ns()
+    for i in range(26):
+        started = now - (i + 1) * 3600 * SECOND - i * 7919
+        kind = ("ok", "error", "killed", "running", "incomplete", "gone")[i % 6]
+        info = RecordingInfo(
+            id=new_recording_id(started), argv=["claude"], started_ns=started,
+            name=f"{tag}-{kind}-{i}", tags={"summary": tag, "half": str(i % 2)},
+            source="proxy" if kind == "gone" else "import",
+            host=os.uname().nodename, pid=dead.pid if kind == "gone" else None,
+            cwd=f"/p/{i % 3}",
+        )
+        store.create_recording(info)
+        values: dict[str, object] = {
+            "cost_usd": round(0.0137 * (i + 1), 6),
+            "cost_source": ("cli", "estimate", "unknown")[i % 3],
+            "tool_errors": i % 4 == 0,
+            "model": ("claude-opus-4-5", "claude-haiku-4-5")[i % 2],
+        }
+        if kind in ("ok", "error", "killed"):
+            values |= {"ended_ns": started + (i * 37 % 11 + 1) * SECOND // 3,
+                       "outcome": kind, "exit_code": 0 if kind == "ok" else 1}
+        elif kind in ("running", "gone"):
+            values["last_seen_ns"] = now - (i % 3) * SECOND
+        else:
+            values["last_seen_ns"] = started + 5 * SECOND
+        store.update_recording(info.id, **values)
+
+
+FILTERS = (
+    Filters(),
+    Filters(errors_only=True),
+    Filters(statuses=("running",)),
+    Filters(statuses=("incomplete",)),
+    Filters(statuses=("ok", "killed")),
+    Filters(statuses=("incomplete", "error"), errors_only=True),
+    Filters(tags=("half=1",)),
+    Filters(models=("claude-haiku-4-5",), min_cost=0.05),
+    Filters(projects=("/p/1",), errors_only=True),
+    Filters(models=("none",)),
+)
+
+
+def check_summaries(store: Store, tag: str) -> None:
+    """For each filter: the SQL figures equal a Python count over the same
+    recordings, and every page read with LIMIT/OFFSET is that slice of the list."""
+    seen_gone = False
+    for base in FILTERS:
+        filters = base.with_(tags=(*base.tags, f"summary={tag}"))
+        every = queries.list_sessions(store, filters)
+        expected = queries.tiles_of(every)
+        got = queries.summary(store, filters)
+        assert (got.count, got.running) == (expected.count, expected.running), filters
+        assert got.total_cost == pytest.approx(expected.total_cost, abs=1e-9), filters
+        assert got.error_rate == pytest.approx(expected.error_rate), filters
+        assert got.p95_duration_s == pytest.approx(expected.p95_duration_s), filters
+        for offset, limit in ((0, 4), (3, 5), (24, 4)):
+            page = queries.list_sessions(store, filters, offset=offset, limit=limit)
+            assert [r.id for r in page] == [r.id for r in every[offset:offset + limit]]
+        seen_gone |= any(r.name.startswith(f"{tag}-gone") and r.status == "incomplete"
+                         for r in every)
+    assert seen_gone  # the pid check was exercised
+    assert {f"summary={tag}", "half=0", "half=1"} <= set(queries.choices(store)["tags"])
+    everything = queries.summary(store, Filters(tags=(f"summary={tag}",)))
+    # 26 recordings: 4 running (fresh heartbeat, no pid); 4 + 4 incomplete (stale,
+    # or a proxy gone); 5 ok, 5 error, 4 killed.
+    assert (everything.count, everything.running) == (26, 4)
+    assert everything.error_rate == pytest.approx((8 + 5 + 4) / 22)
