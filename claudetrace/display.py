@@ -119,5 +119,10 @@ def say(message: str, *, err: bool = False) -> None:
     stream.flush()
 
 
-__all__ = ["UNSAFE", "UNSAFE_IN_TEXT", "for_terminal", "markup", "say", "visible",
+def plural(n: int, noun: str, many: str | None = None) -> str:
+    """``1 turn``, ``2 turns`` (``many``: the plural, when not the noun and an s)."""
+    return f"{n} {noun if n == 1 else many or noun + 's'}"
+
+
+__all__ = ["UNSAFE", "UNSAFE_IN_TEXT", "for_terminal", "markup", "plural", "say", "visible",
            "visible_data", "visible_lines", "visible_text"]

@@ -17,7 +17,7 @@ from typing import Any, Final, NamedTuple
 
 import msgspec
 
-from .formats.facts import plural
+from .display import plural
 from .model.content import message_blocks
 from .model.events import Event, may_nest_too_deep
 

@@ -27,7 +27,15 @@ from claudetrace.recording import RecordingInfo
 from claudetrace.store import Recording, Store, event_rows, open_store, plain
 from claudetrace.store import sqlite as sqlite_writes
 from claudetrace.store.engine import error_line, head_revision, is_transient_error
-from claudetrace.store.rows import Flat, each_row, first_seq, flat_rows, insert_batches, row_count
+from claudetrace.store.rows import (
+    COLUMNS,
+    Flat,
+    each_row,
+    first_seq,
+    flat_rows,
+    insert_batches,
+    row_count,
+)
 from claudetrace.store.writer import _open_writes
 
 SAMPLES = Path(__file__).parent / "fixtures" / "samples"
@@ -155,15 +163,16 @@ def test_a_connection_taking_fewer_parameters_gets_fewer_rows_a_statement(
 @settings(max_examples=200, deadline=None)
 @given(count=st.integers(0, 450), per_insert=st.sampled_from([1, 3, 50, 200]))
 def test_flat_rows_are_the_rows(count: int, per_insert: int) -> None:
-    rows = [(f"r{seq}", seq, *range(13)) for seq in range(count)]
-    flat = Flat(15, [value for row in rows for value in row])
+    width = len(COLUMNS["events"])
+    rows = [(f"r{seq}", seq, *range(width - 2)) for seq in range(count)]
+    flat = Flat(width, [value for row in rows for value in row])
     assert list(each_row(flat)) == rows == list(each_row(rows))
     assert row_count(flat) == count == row_count(rows)
     assert first_seq(flat) == first_seq(rows) == (0 if rows else None)
     for taken in (rows, flat):
         batches = list(insert_batches("events", taken, per_insert=per_insert))
         inserted = [row for statement, parameters in batches for group in parameters
-                    for row in each_row(Flat(15, list(group)))]
+                    for row in each_row(Flat(width, list(group)))]
         assert inserted == rows
         # Whole statements of per_insert rows, then fewer rows than that, one a statement.
         sizes = [(statement.count("(?"), len(parameters)) for statement, parameters in batches]

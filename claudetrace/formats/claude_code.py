@@ -43,10 +43,10 @@ from typing import Any, Final
 
 import msgspec
 
+from ..display import plural
 from ..errors import ClaudeTraceError
 from ..model.events import Event, is_tool_result_type, parsed_event
 from ..recording import RecordingInfo, new_recording_id
-from .facts import plural
 from .jsonl import JsonlFile
 from .layout import SessionFiles, peek_session_id, side_chains_of
 from .timeline import Item, agent_links, first_time, main_items, merged, timed, timestamp_ns

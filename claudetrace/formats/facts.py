@@ -10,6 +10,7 @@ import datetime as dt
 import shlex
 from typing import Any
 
+from ..display import plural as plural  # said here as everywhere
 from ..pricing import dollars
 
 #: Shown for a value the recording's source cannot know.
@@ -40,11 +41,6 @@ def latency(seconds: float) -> str:
     if seconds < 120:
         return f"{seconds:.1f} s"
     return f"{seconds / 60:.1f} min"
-
-
-def plural(n: int, noun: str, many: str | None = None) -> str:
-    """``1 turn``, ``2 turns`` (``many``: the plural, when not the noun and an s)."""
-    return f"{n} {noun if n == 1 else many or noun + 's'}"
 
 
 #: Sources that are files written beside the CLI (no process seen), and their names.

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ..display import plural
 from ..errors import ClaudeTraceError, StoreError
 from ..ids import new_recording_id
 from ..model.events import Event
@@ -45,7 +46,6 @@ from .claude_code import (
     read_session,
 )
 from .claude_trace import is_claude_trace_line, read_claude_trace
-from .facts import plural
 from .jsonl import EMPTY as _EMPTY
 from .jsonl import UNFINISHED as _UNFINISHED
 from .jsonl import UnreadableFile, first_object, looks_like
