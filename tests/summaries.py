@@ -62,6 +62,8 @@ FILTERS = (
     Filters(statuses=("incomplete", "error"), errors_only=True),
     Filters(tags=("half=1",)),
     Filters(models=("claude-haiku-4-5",), min_cost=0.05),
+    Filters(min_cost=0.0),
+    Filters(max_cost=0.2),
     Filters(projects=("/p/1",), errors_only=True),
     Filters(models=("none",)),
 )
@@ -74,6 +76,11 @@ def check_summaries(store: Store, tag: str) -> None:
     for base in FILTERS:
         filters = base.with_(tags=(*base.tags, f"summary={tag}"))
         every = queries.list_sessions(store, filters)
+        # A cost filter lists only costs known (as shown) and in its bounds.
+        low, high = filters.min_cost, filters.max_cost
+        assert (low is None and high is None) or all(r.cost is not None for r in every), filters
+        assert all(low is None or r.cost >= low for r in every), filters
+        assert all(high is None or r.cost <= high for r in every), filters
         expected = queries.tiles_of(every)
         got = queries.summary(store, filters)
         assert (got.count, got.running) == (expected.count, expected.running), filters

@@ -19,6 +19,8 @@ from claudetrace.formats.imports import Planner, import_units
 from claudetrace.indexer import open_settled_store
 
 CORPUS = Path(__file__).parent / "fixtures" / "transcripts" / "projects"
+#: Sessions resumed (one conversation in several files: one recording).
+RESUMED = Path(__file__).parent / "fixtures" / "transcripts" / "resumed" / "projects"
 
 
 def _dump(db: Path) -> dict[str, list[tuple[Any, ...]]]:
@@ -61,12 +63,15 @@ def spools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("shape", ["corpus", "bench"])
+@pytest.mark.parametrize("shape", ["corpus", "resumed", "bench"])
 def test_converting_ahead_stores_what_one_at_a_time_stores(
         shape: str, tmp_path: Path, ct_env: Path, spools: Path) -> None:
     root = tmp_path / "projects"
     if shape == "corpus":  # every layout and damage the transcript tests know
         shutil.copytree(CORPUS, root)
+    elif shape == "resumed":  # resumed chains and forks among plain sessions
+        shutil.copytree(CORPUS, root)
+        shutil.copytree(RESUMED, root, dirs_exist_ok=True)
     else:
         write_tree(root, sessions=5, size=500_000, agents=3)
     one, ahead = tmp_path / "one.db", tmp_path / "ahead.db"
@@ -74,7 +79,11 @@ def test_converting_ahead_stores_what_one_at_a_time_stores(
     said_ahead = _import(root, ahead, parallel=True)
     assert said_ahead == said_one
     assert {action for _path, action, _rid, _note in said_one} >= {"imported"}
-    assert _dump(ahead) == _dump(one)
+    dump = _dump(one)
+    assert _dump(ahead) == dump
+    if shape == "resumed":  # the chain of three files is one recording, resumes listed
+        assert any("resumed_as" in str(row) and "5e550001" in str(row)
+                   for row in dump["recordings"])
     assert list(spools.iterdir()) == []
 
     # Again: unchanged; then one session grown and one file cut short.

@@ -224,28 +224,39 @@ def _stored(db_path: Path) -> list[tuple[str, int | None, int]]:
                           "WHERE e.recording_id = r.id) FROM recordings r").fetchall()
 
 
+def _importing(tmp_path: Path, db_path: Path, lines: int,
+               output: int) -> tuple[Path, int, subprocess.Popen[bytes]]:
+    """A big cassette of ``lines`` lines, its line count, and its import started."""
+    big = tmp_path / "big.ndjson"
+    _big_cassette(big, lines)
+    total = big.read_bytes().count(b"\n") - 1
+    return big, total, subprocess.Popen(
+        [PY, "-m", "claudetrace", "import", str(big), "--db", str(db_path)],
+        stdout=output, stderr=output)
+
+
+def _wait_some_stored(db_path: Path) -> None:
+    """Until some events of the one recording are stored (not all, if it is big)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            rows = _stored(db_path)
+        except sqlite3.OperationalError:  # not made yet, or locked for a moment
+            rows = []
+        if rows and rows[0][2] > 0:
+            return
+        time.sleep(0.05)
+
+
 @pytest.mark.slow
 def test_a_cassette_import_killed_half_way_is_replaced_by_importing_it_again(
     db_path: Path, tmp_path: Path
 ) -> None:
     import signal
 
-    big = tmp_path / "big.ndjson"
-    _big_cassette(big, 150_000)
-    total = big.read_bytes().count(b"\n") - 1
-    importer = subprocess.Popen([PY, "-m", "claudetrace", "import", str(big), "--db",
-                                 str(db_path)], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
+    big, total, importer = _importing(tmp_path, db_path, 150_000, subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:  # until some events are stored, not all
-            try:
-                rows = _stored(db_path)
-            except sqlite3.OperationalError:  # not made yet, or locked for a moment
-                rows = []
-            if rows and rows[0][2] > 0:
-                break
-            time.sleep(0.05)
+        _wait_some_stored(db_path)
         importer.send_signal(signal.SIGKILL)
     finally:
         importer.wait(timeout=60)
@@ -266,6 +277,28 @@ def test_a_cassette_import_killed_half_way_is_replaced_by_importing_it_again(
     assert third.returncode == 0 and third.stdout.decode().split() == [half], third.stderr
     assert b"unchanged" in third.stderr
     assert [r[0] for r in _stored(db_path)] == [half]
+
+
+@pytest.mark.slow
+def test_a_second_import_leaves_a_cassette_another_process_is_importing(
+    db_path: Path, tmp_path: Path
+) -> None:
+    big, total, first = _importing(tmp_path, db_path, 60_000, subprocess.PIPE)
+    try:
+        _wait_some_stored(db_path)  # the first has stored some, not all
+        second = ct("import", str(big), "--db", str(db_path), timeout=300)
+    finally:
+        out, err = first.communicate(timeout=300)
+    assert first.returncode == 0, err
+    (rid,) = out.decode().split()
+    # The second neither deleted the half the first was writing nor stored a copy.
+    assert second.returncode == 1
+    assert f"being imported by process {first.pid} into recording {rid}".encode() \
+        in second.stderr
+    ((stored_id, ended, stored),) = _stored(db_path)
+    assert (stored_id, stored) == (rid, total) and ended is not None
+    again = ct("import", str(big), "--db", str(db_path))
+    assert again.returncode == 0 and b"unchanged" in again.stderr
 
 
 def test_importing_a_cassette_twice_keeps_one_recording(db_path: Path, tmp_path: Path) -> None:

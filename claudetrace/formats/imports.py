@@ -644,10 +644,13 @@ def cassette_recording_id(path: Path, header: dict[str, Any]) -> str:
     return new_recording_id(started if usable else 0, random=digest.digest())
 
 
-def _stored_state(url: str | None, store: Callable[[], Any], recording_id: str) -> str | None:
-    """``whole``, ``half`` (no end written: an import killed half way) or None (not
-    stored) for ``recording_id``: straight from a SQLite file (no SQLAlchemy to
-    load), else through ``store()``."""
+def _stored_state(
+    url: str | None, store: Callable[[], Any], recording_id: str
+) -> tuple[str | None, Any]:
+    """``(state, importer)`` of ``recording_id``: ``whole``, ``half`` (no end
+    written: an import killed half way, or one still running) or None (not
+    stored), and who imports it (``extra["importer"]``: host and pid): straight
+    from a SQLite file (no SQLAlchemy to load), else through ``store()``."""
     import sqlite3
 
     from ..errors import SessionNotFound
@@ -658,16 +661,45 @@ def _stored_state(url: str | None, store: Callable[[], Any], recording_id: str) 
         try:
             with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro",
                                                     uri=True)) as conn:
-                row = conn.execute("SELECT ended_ns FROM recordings WHERE id = ?",
+                row = conn.execute("SELECT ended_ns, extra FROM recordings WHERE id = ?",
                                    (recording_id,)).fetchone()
-            return None if row is None else ("half" if row[0] is None else "whole")
+            if row is None:
+                return None, None
+            extra = json.loads(row[1]) if isinstance(row[1], str) else None
+            importer = extra.get("importer") if isinstance(extra, dict) else None
+            return ("half" if row[0] is None else "whole"), importer
         except (sqlite3.Error, ValueError):
             pass  # not there yet, or not as expected: the store says
     try:
         rec = store().get(recording_id)
     except SessionNotFound:
+        return None, None
+    return ("half" if rec.ended_ns is None else "whole"), (rec.extra or {}).get("importer")
+
+
+def _this_importer() -> dict[str, Any]:
+    return {"host": os.uname().nodename, "pid": os.getpid()}
+
+
+def _importing_elsewhere(importer: Any) -> str | None:
+    """Who else is importing a half-stored cassette (``importer``, as
+    :func:`_stored_state` read it), or None when nobody is: its process is gone
+    on this host, it is this process, or the recording predates the mark.  One
+    on another host cannot be checked, so it counts as importing."""
+    if not isinstance(importer, dict) or not isinstance(importer.get("pid"), int):
         return None
-    return "half" if rec.ended_ns is None else "whole"
+    host, pid = importer.get("host"), importer["pid"]
+    if host != os.uname().nodename:
+        return f"process {pid} on {host}"
+    if pid == os.getpid():
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except (PermissionError, OSError):
+        pass
+    return f"process {pid}"
 
 
 def import_cassette_file(
@@ -695,21 +727,47 @@ def import_cassette_file(
     with closing(events):
         info = info_from_header(header)
         info.id = cassette_recording_id(path, header)
-        known = _stored_state(url, store, info.id)
+        info.extra["importer"] = _this_importer()
+        known, importer = _stored_state(url, store, info.id)
         if known == "whole":
             return Imported(path, "cassette", "unchanged", info.id, sid)
+        busy = _importing_elsewhere(importer) if known == "half" else None
+        if busy:
+            raise ImportFormatError(_busy_note(path, info.id, busy))
         if known == "half":  # what it holds is in the cassette, whole
             store().delete_recording(info.id)
+
+        def forget(rid: str) -> None:
+            # Only this import's own half: another process's (one that stored the
+            # recording first, making this one's insert fail) is left to it.
+            state, owner = _stored_state(url, store, rid)
+            if state == "half" and owner == _this_importer():
+                store().delete_recording(rid)
+
         total = count_lines(path) - 1 if enabled() else None
-        with track(events, f"importing {path.name}", total=total, unit="events") as shown:
-            if writer is None:
-                rid = store().import_cassette((header, shown), name=name, tags=tags, info=info)
-            else:
-                rid = import_cassette(writer, (header, shown), name=name, tags=tags, info=info,
-                                      forget=lambda rid: store().delete_recording(rid))
+        try:
+            with track(events, f"importing {path.name}", total=total, unit="events") as shown:
+                if writer is None:
+                    rid = store().import_cassette((header, shown), name=name, tags=tags,
+                                                  info=info)
+                else:
+                    rid = import_cassette(writer, (header, shown), name=name, tags=tags,
+                                          info=info, forget=forget)
+        except ClaudeTraceError:
+            state, owner = _stored_state(url, store, info.id)
+            if state is not None and owner != _this_importer():  # another import's
+                busy = _importing_elsewhere(owner) if state == "half" else None
+                raise ImportFormatError(_busy_note(path, info.id, busy or "another process"
+                                                   )) from None
+            raise
     action: Action = "imported" if known is None else "updated"
     note = "" if known is None else "a half import replaced"
     return Imported(path, "cassette", action, rid, sid, note=note)
+
+
+def _busy_note(path: Path, recording_id: str, who: str) -> str:
+    return (f"{path}: being imported by {who} into recording {recording_id}; "
+            "import it again once that has ended")
 
 
 def import_file(

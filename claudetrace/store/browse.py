@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sqlalchemy import ColumnElement, Text, and_, case, cast, func, literal, or_, select
+from sqlalchemy import ColumnElement, Text, and_, case, cast, func, literal, null, or_, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import load_only
 
@@ -229,10 +229,11 @@ def _filtered(store: Store, filters: Filters, *, full: bool = False) -> Any:
         stmt = stmt.where(_R.started_ns < filters.until_ns)
     if filters.models:
         stmt = stmt.where(_R.model.in_(list(filters.models)))
+    # Bounds on the cost shown (:attr:`Recording.cost`): one unknown is in none.
     if filters.min_cost is not None:
-        stmt = stmt.where(_R.cost_usd >= filters.min_cost)
+        stmt = stmt.where(_known_cost() >= filters.min_cost)
     if filters.max_cost is not None:
-        stmt = stmt.where(_R.cost_usd <= filters.max_cost)
+        stmt = stmt.where(_known_cost() <= filters.max_cost)
     if filters.tools:
         stmt = stmt.where(_R.id.in_(
             select(_T.recording_id).where(_T.kind == "use", _T.tool_name.in_(list(filters.tools)))
@@ -351,13 +352,20 @@ def _duration_ns() -> Any:
     return case((end < _R.started_ns, literal(0)), else_=end - _R.started_ns)
 
 
+def _known_cost() -> Any:
+    """:attr:`Recording.cost` in SQL: NULL where :attr:`Recording.cost_origin` says
+    ``unknown`` (an estimate of no model call is no cost; no source and no cost)."""
+    unknown = or_(
+        _R.cost_source == "unknown",
+        and_(_R.cost_source == "estimate", func.coalesce(_R.model_calls, 0) == 0),
+        and_(func.coalesce(_R.cost_source, "") == "", func.coalesce(_R.cost_usd, 0.0) == 0),
+    )
+    return case((unknown, null()), else_=func.coalesce(_R.cost_usd, 0.0))
+
+
 def _cost() -> Any:
-    """:attr:`Recording.cost` in SQL, 0 where unknown (as :attr:`Recording.cost_origin`
-    says it: an estimate of no model call is no cost)."""
-    known = and_(or_(_R.cost_source.is_(None), _R.cost_source != "unknown"),
-                 or_(_R.cost_source.is_(None), _R.cost_source != "estimate",
-                     func.coalesce(_R.model_calls, 0) != 0))
-    return case((known, func.coalesce(_R.cost_usd, 0.0)), else_=literal(0.0))
+    """:attr:`Recording.cost` in SQL, 0 where unknown."""
+    return func.coalesce(_known_cost(), 0.0)
 
 
 def _seconds(ns: int) -> float:
