@@ -19,13 +19,23 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 
-from claudetrace.store.rows import rollup_statements
-
 revision = "0008_usage_rollups"
 down_revision = "0007_usage_calls"
 branch_labels = None
 depends_on = None
 
+#: The sums of the calls stored before, as the store made them at this revision
+#: (written out here: a migration does not change with the code after it).
+#: An hour is (t_ns / 3600e9) * 3600e9 in integer division; a call at its very
+#: start is summed apart (on_hour).
+_KEYS = ("recording_id, (t_ns / 3600000000000) * 3600000000000, "
+         "(t_ns = (t_ns / 3600000000000) * 3600000000000), model, cost_source")
+_FILL = ("INSERT INTO usage_hours (recording_id, hour_ns, on_hour, model, cost_source, "
+         "input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens, cost_usd, "
+         "calls, first_ns, last_ns) "
+         f"SELECT {_KEYS}, SUM(input_tokens), SUM(output_tokens), SUM(cache_read_tokens), "
+         "SUM(cache_creation_tokens), SUM(cost_usd), COUNT(*), MIN(t_ns), MAX(t_ns) "
+         f"FROM usage_calls WHERE NOT duplicate GROUP BY {_KEYS}")
 
 
 def _load_0007() -> Any:
@@ -75,8 +85,7 @@ def upgrade() -> None:
         op.execute(_before._SQLITE_TRIGGER.format(usage=(
             "\n    DELETE FROM usage_calls WHERE recording_id = OLD.id;"
             "\n    DELETE FROM usage_hours WHERE recording_id = OLD.id;")))
-    for statement in rollup_statements("1 = 1"):
-        op.execute(statement)
+    op.execute(_FILL)
 
 
 def downgrade() -> None:
