@@ -215,6 +215,13 @@ def report_data(
     )
     now = present.session_liveness(rec, session)
     conversation = _Items(present.call_figures(session))
+    source: str
+    if usage is None:
+        models, usd, source = model_usage(session, cost), cost.usd, cost.source
+        no_calls = usd is None and not session.calls
+    else:
+        models, usd, source = usage_rows(usage), usage.cost_or_none(), usage.cost_source
+        no_calls = not usage.calls
     return {
         "v": 1,
         "title": rec.name or rec.cli_session_id or rec.id,
@@ -243,12 +250,9 @@ def report_data(
         ]
         if process
         else None,
-        "models": model_usage(session, cost) if usage is None else usage_rows(usage),
-        "cost_source": cost.source if usage is None else usage.cost_source,
-        "cost_text": (NO_COST if cost.usd is None and not session.calls
-                      else money(cost.usd, cost.source, digits=6)) if usage is None
-        else NO_COST if not usage.calls
-        else money(usage.cost_or_none(), usage.cost_source, digits=6),
+        "models": models,
+        "cost_source": source,
+        "cost_text": NO_COST if no_calls else money(usd, source, digits=6),
     }
 
 
