@@ -12,7 +12,20 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
 from typing import Any, Final, cast
 
-from sqlalchemy import Connection, Engine, Table, delete, func, insert, or_, select, text, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Table,
+    Text,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+    text,
+    update,
+)
+from sqlalchemy import cast as sql_cast
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -421,6 +434,29 @@ class Store:
         recording."""
         with _store_errors("delete"), self.engine.begin() as conn:
             conn.execute(delete(_RECORDINGS).where(_RECORDINGS.c.id == recording_id))
+
+    def import_state(self, recording_id: str) -> tuple[int | None, str] | None:
+        """``(ended_ns, extra as stored text)`` of ``recording_id``, or None when it
+        is not stored: whether an import of it ended, who imports it, and the text
+        :meth:`delete_half_import` compares."""
+        t = _RECORDINGS.c
+        with _store_errors("read"), self.engine.connect() as conn:
+            row = conn.execute(select(t.ended_ns, sql_cast(t.extra, Text))
+                               .where(t.id == recording_id)).first()
+        return None if row is None else (row[0], str(row[1] or ""))
+
+    def delete_half_import(self, recording_id: str, seen: str) -> bool:
+        """Delete the half-imported recording ``recording_id`` (no end written)
+        only while its ``extra`` is still the text ``seen`` (its importer's mark,
+        :meth:`import_state`), in one statement: of two imports replacing the same
+        dead half at once, one deletes it and the other, finding nothing to
+        delete, looks again.  True when this call deleted it."""
+        t = _RECORDINGS.c
+        with _store_errors("delete"), self.engine.begin() as conn:
+            done = conn.execute(delete(_RECORDINGS).where(
+                t.id == recording_id, t.ended_ns.is_(None),
+                sql_cast(t.extra, Text) == seen))
+        return bool(done.rowcount)
 
     # -- reading -----------------------------------------------------------------
 
