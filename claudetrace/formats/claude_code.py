@@ -114,7 +114,8 @@ def is_transcript_line(obj: Any) -> bool:
         return False
     if obj.get("type") in _TRANSCRIPT_ONLY:
         return True
-    return "sessionId" in obj and obj.get("type") in ("user", "assistant", "system")
+    # ``mode`` (the permission mode) begins a forked or resumed session's file (CLI 2.1).
+    return "sessionId" in obj and obj.get("type") in ("user", "assistant", "system", "mode")
 
 
 @dataclass

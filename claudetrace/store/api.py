@@ -505,6 +505,8 @@ class Store:
                         .limit(6)
                     )
                 )
+            if not by_prefix:
+                by_prefix = self._resumed_as(s, q)
         if len(by_prefix) == 1:
             return by_prefix[0]
         if not by_prefix:
@@ -518,6 +520,22 @@ class Store:
             query=query,
             candidates=ids,
         )
+
+    @staticmethod
+    def _resumed_as(s: Session, query: str) -> list[Recording]:
+        """Recordings a resumed session's new id (or a prefix of one) was joined to
+        (``extra.resumed_as``, an imported transcript's ``claude --resume``): the
+        text of ``extra`` narrows them in SQL, the list itself decides."""
+        extra = sql_cast(_RECORDINGS.c.extra, Text)
+        rows = s.scalars(
+            select(Recording)
+            .where(extra.like('%"resumed\\_as"%', escape="\\"),
+                   extra.like("%" + _like_prefix(query)[:-1] + "%", escape="\\"))
+            .order_by(_RECORDINGS.c.started_ns.desc())
+            .limit(50))
+        return [rec for rec in rows
+                if any(isinstance(sid, str) and sid.startswith(query)
+                       for sid in (rec.extra or {}).get("resumed_as") or ())][:6]
 
     def list_recordings(
         self,
