@@ -92,6 +92,8 @@ class Imported:
     #: Why it was skipped, or what was wrong (damaged lines).
     note: str = ""
     damage: int = 0
+    #: Earlier recordings of the session's resumed files, folded into this one.
+    folded: tuple[str, ...] = ()
 
 
 @dataclass
@@ -345,7 +347,9 @@ def _look(opened: Callable[[], Any], unit: Unit, index: Index | None) -> Importe
     sid = unit.files.session_id if unit.files is not None else unit.path.stem
     known = _recording_of(opened, source, sid, index)
     if known is not None and (known.extra or {}).get("fingerprint") == digest:
-        return Imported(unit.path, unit.kind, "unchanged", known.id, known.cli_session_id)
+        folded = _fold(opened, source, known.id, known.extra, index)
+        return Imported(unit.path, unit.kind, "unchanged", known.id, known.cli_session_id,
+                        note=_folded_note(folded), folded=folded)
     if known is not None and (shrunk := _shrunk(known, paths)):
         return Imported(unit.path, unit.kind, "truncated", known.id, sid,
                         note=f"{shrunk}: the stored recording is kept as it was")
@@ -613,10 +617,37 @@ def _store_converted(
             raise
         opened().put_recording(info, Spool.read(made.spool), open_seen_ns=seen,
                                summary=made.summary)
+    folded = _fold(opened, source, info.id, info.extra, index)
     action: Action = "updated" if known is not None else "imported"
-    note = f"{plural(converted.damage, 'damaged line')} skipped" if converted.damage else ""
-    return Imported(unit.path, unit.kind, action, info.id, sid, note=note,
-                    damage=converted.damage)
+    notes = [f"{plural(converted.damage, 'damaged line')} skipped"] if converted.damage else []
+    notes += [_folded_note(folded)] if folded else []
+    return Imported(unit.path, unit.kind, action, info.id, sid, note="; ".join(notes),
+                    damage=converted.damage, folded=folded)
+
+
+def _fold(opened: Callable[[], Any], source: str, recording_id: str,
+          extra: dict[str, Any] | None, index: Index | None) -> tuple[str, ...]:
+    """Fold into ``recording_id`` the recordings an earlier import made of the
+    files of the sessions it was resumed as (``extra["resumed_as"]``: before
+    resumed sessions were joined, each file was a recording of its own);
+    their ids."""
+    gone: list[str] = []
+    for sid in (extra or {}).get("resumed_as") or ():
+        if not isinstance(sid, str):
+            continue
+        old = _recording_of(opened, source, sid, index)
+        if old is not None and old.id != recording_id:
+            gone.append(old.id)
+            if index is not None:
+                index.pop((source, sid[:_SESSION_ID_SIZE]), None)
+    if gone:
+        opened().fold_recordings(recording_id, gone)
+    return tuple(gone)
+
+
+def _folded_note(folded: tuple[str, ...]) -> str:
+    return (f"{plural(len(folded), 'earlier recording')} of its resumed files folded in: "
+            f"{', '.join(folded)}") if folded else ""
 
 
 def _read(unit: Unit, sink: Callable[[Event], None]) -> Transcript:

@@ -458,6 +458,40 @@ class Store:
                 sql_cast(t.extra, Text) == seen))
         return bool(done.rowcount)
 
+    def fold_recordings(self, into: str, others: Sequence[str]) -> None:
+        """Delete the recordings ``others``, whose content the recording ``into``
+        now holds (an earlier import's recordings of a resumed session's files,
+        joined since), in one transaction.  An API message whose usage counted in
+        them only (the copies elsewhere marked duplicates) counts again in one of
+        the copies left (the recording with the smallest id), its hourly sums
+        made again: the folded content is counted once, never twice or not at all."""
+        u = _USAGE.c
+        gone = [rid for rid in others if rid != into]
+        if not gone:
+            return
+        with _store_errors("delete"), self.engine.begin() as conn:
+            held: set[str] = set()
+            for chunk in chunks(gone):
+                held.update(conn.execute(select(u.call_id).where(
+                    u.recording_id.in_(chunk), u.duplicate.is_(False))).scalars())
+            for chunk in chunks(gone):
+                conn.execute(delete(_RECORDINGS).where(_RECORDINGS.c.id.in_(chunk)))
+            copies: dict[str, list[tuple[str, bool]]] = {}
+            for chunk in chunks(sorted(held)):
+                for call, rid, dup in conn.execute(select(u.call_id, u.recording_id,
+                                                          u.duplicate).where(u.call_id.in_(chunk))):
+                    copies.setdefault(call, []).append((rid, bool(dup)))
+            touched: set[str] = set()
+            for call, rows in copies.items():
+                if all(dup for _rid, dup in rows):
+                    first = min(rid for rid, _dup in rows)
+                    conn.execute(update(_USAGE).where(u.call_id == call, u.recording_id == first)
+                                 .values(duplicate=False))
+                    touched.add(first)
+            for rid in sorted(touched):
+                for statement in rollup_statements("recording_id = :rid"):
+                    conn.execute(text(statement), {"rid": rid})
+
     # -- reading -----------------------------------------------------------------
 
     def get(self, recording_id: str) -> Recording:
