@@ -193,6 +193,12 @@ class _Converter:
         self.cost_fresh = False
         #: A result went out without the running totals.
         self.cost_unreported = False
+        #: Whether the main thread's first entry is read yet, and was a compaction
+        #: that goes on from another session (:mod:`.continuation`): its
+        #: cost-state lines carry that session's running totals on, so they are
+        #: not this file's; its calls are counted as seen, its cost estimated.
+        self.first_entry_seen = False
+        self.carried_on = False
         #: Side chain → the tool use it nests under; agent tool uses not yet claimed.
         self.chain_parent: dict[str, str] = {}
         self.agent_uses: dict[str, str] = {}
@@ -294,8 +300,14 @@ class _Converter:
         """One entry at ``when``; ``chain`` names the side chain it belongs to
         (None on the main thread)."""
         kind = entry.get("type")
+        if chain is None and not self.first_entry_seen and kind in (
+                "user", "assistant", "system"):
+            self.first_entry_seen = True
+            self.carried_on = (kind == "system" and entry.get("subtype") == "compact_boundary"
+                               and isinstance(entry.get("logicalParentUuid"), str))
         if kind == "cost-state":
-            self.cost_state(entry)
+            if not self.carried_on:
+                self.cost_state(entry)
             return
         if kind not in ("user", "assistant", "system", "summary", "attachment"):
             return

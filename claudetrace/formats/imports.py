@@ -46,6 +46,7 @@ from .claude_code import (
     read_session,
 )
 from .claude_trace import is_claude_trace_line, read_claude_trace
+from .continuation import continues
 from .jsonl import EMPTY as _EMPTY
 from .jsonl import UNFINISHED as _UNFINISHED
 from .jsonl import UnreadableFile, first_object, looks_like
@@ -590,6 +591,9 @@ def _store_converted(
     if known is None:
         known = _recording_of(opened, source, sid, index)
     info.extra.update(fingerprint=pending.digest, files=pending.sizes, session_id=sid)
+    link = continues(unit.files.path) if unit.files is not None else None
+    if link is not None:
+        info.extra["continues"] = link
     if converted.warnings:
         info.extra["warnings"] = converted.warnings
         info.extra["damaged_lines"] = converted.damage
