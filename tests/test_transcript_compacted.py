@@ -44,6 +44,9 @@ def test_the_compacted_resume_stays_apart_and_names_what_it_continues(db_path: P
     assert len(run("import", str(PROJECTS), *db).stdout.split()) == 2
     listed = {r["session_id"]: r for r in json.loads(run("sessions", "--json", *db).stdout)}
     assert set(listed) == {EARLIER, LATER}
+    # The answer the compaction kept ends a turn of its own: the new prompt's
+    # result is the new prompt's, and the session is whole.
+    assert listed[LATER]["status"] == "ok", listed[LATER]["status_reason"]
     shown = run("show", LATER, *db).stdout
     assert f"continues  {EARLIER} (after its compaction)" in shown
     assert "continues" not in run("show", EARLIER, *db).stdout

@@ -129,6 +129,9 @@ class _Turn:
     waiting_on_tools: bool = False
     #: The main agent's last answer was an API error (no answer went through after it).
     api_error: bool = False
+    #: Answers a compaction kept, repeated at the start of a file that goes on from
+    #: another session: the earlier session's calls, not counted again here.
+    kept: bool = False
 
 
 @dataclass
@@ -451,10 +454,14 @@ class _Converter:
         if isinstance(model, str) and model != _SYNTHETIC:
             self.facts.setdefault("model", model)
         turn = self.turn
+        if turn is None and parent is None and self.carried_on and self.first_prompt is None:
+            # What the compaction kept, before this file's first prompt: a turn of
+            # its own that ends with it (not one that a later result would end).
+            turn = self.turn = _Turn(when, when, kept=True)
         if parent is None:
             self.init(model, when)
         text, _results, uses = _scan(msg.get("content"))
-        if turn is not None:
+        if turn is not None and not turn.kept:
             message_id = msg.get("id")
             usage = msg.get("usage")
             if isinstance(message_id, str) and isinstance(usage, dict):
