@@ -962,3 +962,28 @@ def test_a_resumed_sessions_id_and_a_half_import_on_postgres(pg_url: str) -> Non
         assert store.import_state(half.id) is None
     finally:
         store.close()
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_resume_files_imported_apart_fold_in_on_postgres(pg_url: str, tmp_path: Path) -> None:
+    from tests.test_reliability import ct
+    from tests.test_transcript_resume import CHAIN, S1, S2, S3, _imported_the_old_way
+
+    projects = tmp_path / "projects"
+    shutil.copytree(CHAIN, projects / CHAIN.name)
+    store = open_store(pg_url)
+    try:
+        for rec in store.list_recordings():  # the chain as another test left it: gone
+            if rec.cli_session_id in (S1, S2, S3):
+                store.delete_recording(rec.id)
+    finally:
+        store.close()
+    assert len(_imported_the_old_way(pg_url, projects)) == 3
+    done = ct("import", str(projects), "--db", pg_url)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.decode().splitlines()[-1] == (
+        "import: 0 imported, 1 updated, 0 unchanged; 2 earlier recordings of resumed "
+        "sessions folded in")
+    report = json.loads(ct("usage", "session", "--json", "--db", pg_url).stdout)
+    assert [(s["sessionId"], s["outputTokens"]) for s in report["sessions"]
+            if s["sessionId"] in (S1, S2, S3)] == [(S1, 80 + 140 + 210 + 60)]

@@ -171,7 +171,7 @@ def test_resumed_usage_matches_ccusage(ccusage: Path, tmp_path: Path, db_path: P
     assert by_id[F2]["outputTokens"] == 70
 
 
-def _imported_the_old_way(db_path: Path, projects: Path) -> list[str]:
+def _imported_the_old_way(db_path: Path | str, projects: Path) -> list[str]:
     """A store as an importer before resumed sessions were joined left it: each
     main file of ``projects`` a recording of its own (under the session id its
     lines carry), stored by the importer through the store's API.  Their ids."""
