@@ -937,3 +937,53 @@ def test_session_list_figures_counted_in_sql_on_postgres(pg_url: str) -> None:
         check_summaries(store, "pg")
     finally:
         store.close()
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_a_resumed_sessions_id_and_a_half_import_on_postgres(pg_url: str) -> None:
+    from claudetrace.indexer import open_settled_store
+    from claudetrace.recording import RecordingInfo
+    from tests.test_reliability import ct
+    from tests.test_resume_ids import CHAIN, S2, S3
+
+    (rid,) = ct("import", str(CHAIN), "--db", pg_url).stdout.decode().split()
+    assert f"recording  {rid}" in ct("show", S3, "--db", pg_url).stdout.decode()
+    store = open_settled_store(pg_url)
+    try:
+        assert store.resolve(S2).id == rid
+        # The half-import replacement compares extra's text on PostgreSQL too.
+        half = RecordingInfo(id="01HALF0000000000000000000X", argv=[], started_ns=1,
+                             source="import", extra={"importer": {"pid": 1}})
+        store.create_recording(half)
+        state = store.import_state(half.id)
+        assert state is not None and state[0] is None and '"pid"' in state[1]
+        assert not store.delete_half_import(half.id, state[1] + " ")
+        assert store.delete_half_import(half.id, state[1])
+        assert store.import_state(half.id) is None
+    finally:
+        store.close()
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_resume_files_imported_apart_fold_in_on_postgres(pg_url: str, tmp_path: Path) -> None:
+    from tests.test_reliability import ct
+    from tests.test_transcript_resume import CHAIN, S1, S2, S3, _imported_the_old_way
+
+    projects = tmp_path / "projects"
+    shutil.copytree(CHAIN, projects / CHAIN.name)
+    store = open_store(pg_url)
+    try:
+        for rec in store.list_recordings():  # the chain as another test left it: gone
+            if rec.cli_session_id in (S1, S2, S3):
+                store.delete_recording(rec.id)
+    finally:
+        store.close()
+    assert len(_imported_the_old_way(pg_url, projects)) == 3
+    done = ct("import", str(projects), "--db", pg_url)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.decode().splitlines()[-1] == (
+        "import: 0 imported, 1 updated, 0 unchanged; 2 earlier recordings of resumed "
+        "sessions folded in")
+    report = json.loads(ct("usage", "session", "--json", "--db", pg_url).stdout)
+    assert [(s["sessionId"], s["outputTokens"]) for s in report["sessions"]
+            if s["sessionId"] in (S1, S2, S3)] == [(S1, 80 + 140 + 210 + 60)]

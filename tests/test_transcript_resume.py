@@ -169,3 +169,68 @@ def test_resumed_usage_matches_ccusage(ccusage: Path, tmp_path: Path, db_path: P
     by_id = {s["sessionId"]: s for s in mine["sessions"]}
     assert set(by_id) == {S1, F1, F2}
     assert by_id[F2]["outputTokens"] == 70
+
+
+def _imported_the_old_way(db_path: Path | str, projects: Path) -> list[str]:
+    """A store as an importer before resumed sessions were joined left it: each
+    main file of ``projects`` a recording of its own (under the session id its
+    lines carry), stored by the importer through the store's API.  Their ids."""
+    from claudetrace.formats.imports import Unit
+    from claudetrace.formats.layout import SessionFiles
+    from claudetrace.indexer import open_settled_store
+
+    planner = Planner()
+    store = open_settled_store(str(db_path))
+    try:
+        ids = []
+        for path in sorted(projects.rglob("*.jsonl")):
+            sid = planner.session_id(path) or path.stem
+            unit = Unit("transcript", path, SessionFiles(sid, mains=[path]))
+            ids.append(import_unit(store, unit).recording_id or "")
+        return ids
+    finally:
+        store.close()
+
+
+def test_a_store_with_resume_files_imported_apart_folds_them_in(
+        tmp_path: Path, db_path: Path) -> None:
+    projects = tmp_path / "projects"
+    shutil.copytree(CORPUS, projects)
+    old = _imported_the_old_way(db_path, projects)
+    db = ["--db", str(db_path)]
+    listed = json.loads(run("sessions", "--json", *db).stdout)
+    assert len(listed) == len(old) == 5  # S1, S2, S3, F1, F2 apart
+    done = run("import", str(projects), *db)
+    err = done.stderr.splitlines()
+    assert err[-1] == ("import: 0 imported, 1 updated, 2 unchanged; 2 earlier recordings of "
+                       "resumed sessions folded in")
+    (said,) = [line for line in err if "updated" in line and S1 in line]
+    assert "2 earlier recordings of its resumed files folded in: " in said
+    listed = json.loads(run("sessions", "--json", *db).stdout)
+    assert sorted(r["session_id"] for r in listed) == [S1, F1, F2]
+    (chain,) = [r["id"] for r in listed if r["session_id"] == S1]
+    assert f"recording  {chain}" in run("show", S3, *db).stdout
+    # Each message's usage once: what a store that never held the files apart says.
+    fresh = tmp_path / "fresh.db"
+    run("import", str(projects), "--db", str(fresh))
+    for report in ("daily", "session"):
+        assert usage(db_path, report, projects) == usage(fresh, report, projects), report
+    sessions = {s["sessionId"]: s for s in usage(db_path, "session", projects)["sessions"]}
+    assert sessions[S1]["outputTokens"] == 80 + 140 + 210 + 60
+    assert sessions[F2]["outputTokens"] == 70
+    again = run("import", str(projects), *db)
+    assert again.stderr.splitlines()[-1] == "import: 0 imported, 0 updated, 3 unchanged"
+
+
+@pytest.mark.slow
+def test_a_folded_store_counts_as_ccusage_does(ccusage: Path, tmp_path: Path,
+                                               db_path: Path) -> None:
+    config = tmp_path / "config"
+    shutil.copytree(CORPUS, config / "projects")
+    _imported_the_old_way(db_path, config / "projects")
+    run("import", str(config / "projects"), "--db", str(db_path))
+    for report in ("daily", "session"):
+        theirs = run_ccusage(ccusage, config, report)
+        mine = usage(db_path, report, config / "projects")
+        assert {k: mine["totals"][k] for k in TOKENS} == {
+            k: theirs["totals"][k] for k in TOKENS}, report

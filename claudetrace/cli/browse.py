@@ -584,10 +584,12 @@ class _Tally:
         self.counts: dict[str, int] = {}
         self.skipped = 0
         self.damage = 0
+        self.folded = 0
 
     def add(self, done: Any) -> None:
         self.counts[done.action] = self.counts.get(done.action, 0) + 1
         self.damage += done.damage
+        self.folded += len(done.folded)
         what = f"session {done.session_id}" if done.kind == "transcript" else (
             f"recording {done.recording_id}")
         if done.action == "skipped":
@@ -595,7 +597,8 @@ class _Tally:
             note = done.note.removeprefix(f"{done.path}: ")
             say(f"{done.path}: skipped: {note}", err=True)
         elif done.action == "unchanged":
-            say(f"{done.path}: unchanged, recording {done.recording_id}", err=True)
+            extra = f" ({done.note})" if done.note else ""
+            say(f"{done.path}: unchanged, recording {done.recording_id}{extra}", err=True)
             if done.kind == "cassette":  # its id, as when it was imported
                 click.echo(done.recording_id)
         elif done.action == "truncated":
@@ -613,6 +616,9 @@ class _Tally:
                          if self.counts.get(a) or a in ("imported", "updated", "unchanged"))
         if self.damage:
             said += f"; {plural(self.damage, 'damaged line')} skipped"
+        if self.folded:
+            said += (f"; {plural(self.folded, 'earlier recording')} of resumed sessions "
+                     "folded in")
         return f"import: {said}"
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from ..display import say
+from ..formats.owner import importing_elsewhere
 from ._common import db_option, read_store, reports_errors
 
 
@@ -29,7 +30,9 @@ def doctor(db_url: str | None, retry: tuple[str, ...]) -> None:
     ``….capture.damaged``) and never tried again by itself; its recording, if
     any of it was stored, is marked incomplete.  A cassette whose import was
     stopped before its end (killed) is listed as half imported.  Exit status 1
-    while any is set aside or half imported, so scripts can check.
+    while any is set aside or half imported, so scripts can check.  One whose
+    import is still running is listed as being imported by its process (host),
+    and does not change the exit status.
 
     Recordings that lost bytes (forwarded to the CLI or the host but never
     written to the capture, as on a full disk) are listed too, for
@@ -72,7 +75,15 @@ def doctor(db_url: str | None, retry: tuple[str, ...]) -> None:
     for rec in lossy:
         say(f"{rec.id}  incomplete: {rec.lost_bytes} bytes forwarded but not recorded "
                    "(a full disk?); the rest is stored")
+    stopped = []
     for rec in halves:
+        # One still being imported is said as such: nothing to do but wait.
+        owner: Any = (rec.extra or {}).get("importer")
+        if importing_elsewhere(owner):
+            click.echo(f"{rec.id}  being imported by process {owner['pid']} "
+                       f"({owner.get('host')})")
+            continue
+        stopped.append(rec)
         click.echo(f"{rec.id}  half imported: a cassette's import stopped before its end "
                    f"(killed?); import the cassette again")
     waiting = [p for p in cap.capture_files(url) if not cap.writer_alive(p)]
@@ -86,5 +97,6 @@ def doctor(db_url: str | None, retry: tuple[str, ...]) -> None:
     if not aside and not waiting:
         click.echo("nothing set aside: every finished recording is stored"
                    + (" (some with bytes lost, above)" if lossy else ""))
-    if aside or halves:
+    if aside or stopped:
         raise SystemExit(1)
+

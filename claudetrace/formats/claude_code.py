@@ -114,7 +114,8 @@ def is_transcript_line(obj: Any) -> bool:
         return False
     if obj.get("type") in _TRANSCRIPT_ONLY:
         return True
-    return "sessionId" in obj and obj.get("type") in ("user", "assistant", "system")
+    # ``mode`` (the permission mode) begins a forked or resumed session's file (CLI 2.1).
+    return "sessionId" in obj and obj.get("type") in ("user", "assistant", "system", "mode")
 
 
 @dataclass
@@ -128,6 +129,9 @@ class _Turn:
     waiting_on_tools: bool = False
     #: The main agent's last answer was an API error (no answer went through after it).
     api_error: bool = False
+    #: Answers a compaction kept, repeated at the start of a file that goes on from
+    #: another session: the earlier session's calls, not counted again here.
+    kept: bool = False
 
 
 @dataclass
@@ -192,6 +196,12 @@ class _Converter:
         self.cost_fresh = False
         #: A result went out without the running totals.
         self.cost_unreported = False
+        #: Whether the main thread's first entry is read yet, and was a compaction
+        #: that goes on from another session (:mod:`.continuation`): its
+        #: cost-state lines carry that session's running totals on, so they are
+        #: not this file's; its calls are counted as seen, its cost estimated.
+        self.first_entry_seen = False
+        self.carried_on = False
         #: Side chain → the tool use it nests under; agent tool uses not yet claimed.
         self.chain_parent: dict[str, str] = {}
         self.agent_uses: dict[str, str] = {}
@@ -293,8 +303,14 @@ class _Converter:
         """One entry at ``when``; ``chain`` names the side chain it belongs to
         (None on the main thread)."""
         kind = entry.get("type")
+        if chain is None and not self.first_entry_seen and kind in (
+                "user", "assistant", "system"):
+            self.first_entry_seen = True
+            self.carried_on = (kind == "system" and entry.get("subtype") == "compact_boundary"
+                               and isinstance(entry.get("logicalParentUuid"), str))
         if kind == "cost-state":
-            self.cost_state(entry)
+            if not self.carried_on:
+                self.cost_state(entry)
             return
         if kind not in ("user", "assistant", "system", "summary", "attachment"):
             return
@@ -438,10 +454,14 @@ class _Converter:
         if isinstance(model, str) and model != _SYNTHETIC:
             self.facts.setdefault("model", model)
         turn = self.turn
+        if turn is None and parent is None and self.carried_on and self.first_prompt is None:
+            # What the compaction kept, before this file's first prompt: a turn of
+            # its own that ends with it (not one that a later result would end).
+            turn = self.turn = _Turn(when, when, kept=True)
         if parent is None:
             self.init(model, when)
         text, _results, uses = _scan(msg.get("content"))
-        if turn is not None:
+        if turn is not None and not turn.kept:
             message_id = msg.get("id")
             usage = msg.get("usage")
             if isinstance(message_id, str) and isinstance(usage, dict):

@@ -142,6 +142,7 @@ def facts(rec: Any) -> list[tuple[str, str]]:
         ("exit", exit_text(rec)),
         ("cli session", f"{rec.cli_session_id or '—'}  claude {rec.claude_code_version or '?'}"),
         *_resumed(rec),
+        *_continues(rec),
         ("model / mode", f"{rec.model or '—'} / {rec.permission_mode or '—'}"),
         (
             "turns / tools",
@@ -176,6 +177,17 @@ def _resumed(rec: Any) -> list[tuple[str, str]]:
     if not isinstance(ids, list) or not ids:
         return []
     return [("resumed as", ", ".join(str(i) for i in ids))]
+
+
+def _continues(rec: Any) -> list[tuple[str, str]]:
+    """A row naming the session a compacted session's file goes on from
+    (``extra.continues``, :mod:`.continuation`), when it says one."""
+    link = (rec.extra or {}).get("continues")
+    if not isinstance(link, dict) or not isinstance(link.get("session_id"), str):
+        return []
+    how = ("after its compaction" if link.get("certain") else
+           "as its compaction summary says; that file was not imported beside it")
+    return [("continues", f"{link['session_id']} ({how})")]
 
 
 def _per_model(rec: Any) -> list[tuple[str, str]]:

@@ -46,6 +46,7 @@ from .claude_code import (
     read_session,
 )
 from .claude_trace import is_claude_trace_line, read_claude_trace
+from .continuation import continues
 from .jsonl import EMPTY as _EMPTY
 from .jsonl import UNFINISHED as _UNFINISHED
 from .jsonl import UnreadableFile, first_object, looks_like
@@ -59,6 +60,7 @@ from .layout import (
     side_chains_of,
 )
 from .layout import sessions as group_sessions
+from .owner import importing_elsewhere, this_importer
 from .spool import Spool
 
 Kind = Literal["cassette", "transcript", "claude-trace"]
@@ -91,6 +93,8 @@ class Imported:
     #: Why it was skipped, or what was wrong (damaged lines).
     note: str = ""
     damage: int = 0
+    #: Earlier recordings of the session's resumed files, folded into this one.
+    folded: tuple[str, ...] = ()
 
 
 @dataclass
@@ -344,7 +348,9 @@ def _look(opened: Callable[[], Any], unit: Unit, index: Index | None) -> Importe
     sid = unit.files.session_id if unit.files is not None else unit.path.stem
     known = _recording_of(opened, source, sid, index)
     if known is not None and (known.extra or {}).get("fingerprint") == digest:
-        return Imported(unit.path, unit.kind, "unchanged", known.id, known.cli_session_id)
+        folded = _fold(opened, source, known.id, known.extra, index)
+        return Imported(unit.path, unit.kind, "unchanged", known.id, known.cli_session_id,
+                        note=_folded_note(folded), folded=folded)
     if known is not None and (shrunk := _shrunk(known, paths)):
         return Imported(unit.path, unit.kind, "truncated", known.id, sid,
                         note=f"{shrunk}: the stored recording is kept as it was")
@@ -585,6 +591,9 @@ def _store_converted(
     if known is None:
         known = _recording_of(opened, source, sid, index)
     info.extra.update(fingerprint=pending.digest, files=pending.sizes, session_id=sid)
+    link = continues(unit.files.path) if unit.files is not None else None
+    if link is not None:
+        info.extra["continues"] = link
     if converted.warnings:
         info.extra["warnings"] = converted.warnings
         info.extra["damaged_lines"] = converted.damage
@@ -612,10 +621,37 @@ def _store_converted(
             raise
         opened().put_recording(info, Spool.read(made.spool), open_seen_ns=seen,
                                summary=made.summary)
+    folded = _fold(opened, source, info.id, info.extra, index)
     action: Action = "updated" if known is not None else "imported"
-    note = f"{plural(converted.damage, 'damaged line')} skipped" if converted.damage else ""
-    return Imported(unit.path, unit.kind, action, info.id, sid, note=note,
-                    damage=converted.damage)
+    notes = [f"{plural(converted.damage, 'damaged line')} skipped"] if converted.damage else []
+    notes += [_folded_note(folded)] if folded else []
+    return Imported(unit.path, unit.kind, action, info.id, sid, note="; ".join(notes),
+                    damage=converted.damage, folded=folded)
+
+
+def _fold(opened: Callable[[], Any], source: str, recording_id: str,
+          extra: dict[str, Any] | None, index: Index | None) -> tuple[str, ...]:
+    """Fold into ``recording_id`` the recordings an earlier import made of the
+    files of the sessions it was resumed as (``extra["resumed_as"]``: before
+    resumed sessions were joined, each file was a recording of its own);
+    their ids."""
+    gone: list[str] = []
+    for sid in (extra or {}).get("resumed_as") or ():
+        if not isinstance(sid, str):
+            continue
+        old = _recording_of(opened, source, sid, index)
+        if old is not None and old.id != recording_id:
+            gone.append(old.id)
+            if index is not None:
+                index.pop((source, sid[:_SESSION_ID_SIZE]), None)
+    if gone:
+        opened().fold_recordings(recording_id, gone)
+    return tuple(gone)
+
+
+def _folded_note(folded: tuple[str, ...]) -> str:
+    return (f"{plural(len(folded), 'earlier recording')} of its resumed files folded in: "
+            f"{', '.join(folded)}") if folded else ""
 
 
 def _read(unit: Unit, sink: Callable[[Event], None]) -> Transcript:
@@ -646,60 +682,37 @@ def cassette_recording_id(path: Path, header: dict[str, Any]) -> str:
 
 def _stored_state(
     url: str | None, store: Callable[[], Any], recording_id: str
-) -> tuple[str | None, Any]:
-    """``(state, importer)`` of ``recording_id``: ``whole``, ``half`` (no end
-    written: an import killed half way, or one still running) or None (not
-    stored), and who imports it (``extra["importer"]``: host and pid): straight
-    from a SQLite file (no SQLAlchemy to load), else through ``store()``."""
+) -> tuple[str | None, Any, str]:
+    """``(state, importer, seen)`` of ``recording_id``: ``whole``, ``half`` (no
+    end written: an import killed half way, or one still running) or None (not
+    stored), who imports it (``extra["importer"]``, :mod:`.owner`), and its
+    ``extra`` as stored (what replacing a dead half compares): straight from a
+    SQLite file (no SQLAlchemy to load), else through ``store()``."""
     import sqlite3
 
-    from ..errors import SessionNotFound
     from ..store.sqlite import plain_file
 
     path = plain_file(url) if url else None
-    if path is not None:
-        try:
-            with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro",
-                                                    uri=True)) as conn:
-                row = conn.execute("SELECT ended_ns, extra FROM recordings WHERE id = ?",
-                                   (recording_id,)).fetchone()
-            if row is None:
-                return None, None
-            extra = json.loads(row[1]) if isinstance(row[1], str) else None
-            importer = extra.get("importer") if isinstance(extra, dict) else None
-            return ("half" if row[0] is None else "whole"), importer
-        except (sqlite3.Error, ValueError):
-            pass  # not there yet, or not as expected: the store says
+    row: tuple[int | None, str] | None = None
     try:
-        rec = store().get(recording_id)
-    except SessionNotFound:
-        return None, None
-    return ("half" if rec.ended_ns is None else "whole"), (rec.extra or {}).get("importer")
-
-
-def _this_importer() -> dict[str, Any]:
-    return {"host": os.uname().nodename, "pid": os.getpid()}
-
-
-def _importing_elsewhere(importer: Any) -> str | None:
-    """Who else is importing a half-stored cassette (``importer``, as
-    :func:`_stored_state` read it), or None when nobody is: its process is gone
-    on this host, it is this process, or the recording predates the mark.  One
-    on another host cannot be checked, so it counts as importing."""
-    if not isinstance(importer, dict) or not isinstance(importer.get("pid"), int):
-        return None
-    host, pid = importer.get("host"), importer["pid"]
-    if host != os.uname().nodename:
-        return f"process {pid} on {host}"
-    if pid == os.getpid():
-        return None
+        if path is None:
+            raise ValueError("not a plain SQLite file")
+        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro",
+                                                uri=True)) as conn:
+            row = conn.execute("SELECT ended_ns, extra FROM recordings WHERE id = ?",
+                               (recording_id,)).fetchone()
+    except (sqlite3.Error, ValueError):
+        # Not there yet, or not as expected: the store says.
+        row = store().import_state(recording_id)
+    if row is None:
+        return None, None, ""
+    seen = row[1] if isinstance(row[1], str) else ""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except (PermissionError, OSError):
-        pass
-    return f"process {pid}"
+        extra = json.loads(seen)
+    except ValueError:
+        extra = None
+    importer = extra.get("importer") if isinstance(extra, dict) else None
+    return ("half" if row[0] is None else "whole"), importer, seen
 
 
 def import_cassette_file(
@@ -712,8 +725,10 @@ def import_cassette_file(
     The recording's id comes from the cassette's bytes (:func:`cassette_recording_id`):
     a cassette imported whole before is ``unchanged`` (never a second recording);
     one whose import was killed half way (``doctor`` lists it: its end is written
-    last) is replaced by the whole import, under the same id.  ``url``, the
-    store's, lets a SQLite file be looked at without loading SQLAlchemy.
+    last) is replaced by the whole import, under the same id, by one import
+    only: another that tries at the same moment finds it gone or taken and says
+    ``unchanged`` or who imports it.  ``url``, the store's, lets a SQLite file
+    be looked at without loading SQLAlchemy.
     """
     from contextlib import closing
 
@@ -724,24 +739,31 @@ def import_cassette_file(
     header, events = iter_cassette(path)
     session_id = header.get("session_id")
     sid = session_id if isinstance(session_id, str) else None
+    me = this_importer()
     with closing(events):
         info = info_from_header(header)
         info.id = cassette_recording_id(path, header)
-        info.extra["importer"] = _this_importer()
-        known, importer = _stored_state(url, store, info.id)
+        info.extra["importer"] = me
+        known, importer, seen = _stored_state(url, store, info.id)
+        replaced = False
+        while known == "half":
+            busy = importing_elsewhere(importer)
+            if busy:
+                raise ImportFormatError(_busy_note(path, info.id, busy))
+            # What it holds is in the cassette, whole; another import replacing
+            # the same half at this moment deletes it first: look again.
+            if store().delete_half_import(info.id, seen):
+                replaced = True
+                break
+            known, importer, seen = _stored_state(url, store, info.id)
         if known == "whole":
             return Imported(path, "cassette", "unchanged", info.id, sid)
-        busy = _importing_elsewhere(importer) if known == "half" else None
-        if busy:
-            raise ImportFormatError(_busy_note(path, info.id, busy))
-        if known == "half":  # what it holds is in the cassette, whole
-            store().delete_recording(info.id)
 
         def forget(rid: str) -> None:
             # Only this import's own half: another process's (one that stored the
             # recording first, making this one's insert fail) is left to it.
-            state, owner = _stored_state(url, store, rid)
-            if state == "half" and owner == _this_importer():
+            state, owner, _ = _stored_state(url, store, rid)
+            if state == "half" and owner == me:
                 store().delete_recording(rid)
 
         total = count_lines(path) - 1 if enabled() else None
@@ -754,14 +776,15 @@ def import_cassette_file(
                     rid = import_cassette(writer, (header, shown), name=name, tags=tags,
                                           info=info, forget=forget)
         except ClaudeTraceError:
-            state, owner = _stored_state(url, store, info.id)
-            if state is not None and owner != _this_importer():  # another import's
-                busy = _importing_elsewhere(owner) if state == "half" else None
-                raise ImportFormatError(_busy_note(path, info.id, busy or "another process"
-                                                   )) from None
+            state, owner, _ = _stored_state(url, store, info.id)
+            if state == "whole" and owner != me:  # another import stored it first
+                return Imported(path, "cassette", "unchanged", info.id, sid)
+            if state == "half" and owner != me:  # another import is storing it
+                busy = importing_elsewhere(owner) or "another process"
+                raise ImportFormatError(_busy_note(path, info.id, busy)) from None
             raise
-    action: Action = "imported" if known is None else "updated"
-    note = "" if known is None else "a half import replaced"
+    action: Action = "updated" if replaced else "imported"
+    note = "a half import replaced" if replaced else ""
     return Imported(path, "cassette", action, rid, sid, note=note)
 
 

@@ -178,8 +178,10 @@ def side_chains_of(path: Path) -> list[Path]:
 
 #: Changed whenever the conversion reads a file differently, so that each file
 #: imported before is read again once (2: assistant lines keep ``error`` and
-#: ``isApiErrorMessage``, and a turn left with an API error is an error).
-READING: Final = b"2"
+#: ``isApiErrorMessage``, and a turn left with an API error is an error; 3: a
+#: file that begins with a compaction names the session it continues and does not
+#: read the running totals its cost-state lines carry on from it).
+READING: Final = b"3"
 
 
 def fingerprint(paths: Sequence[Path], base: Path | None = None) -> str:

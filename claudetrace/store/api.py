@@ -12,7 +12,20 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
 from typing import Any, Final, cast
 
-from sqlalchemy import Connection, Engine, Table, delete, func, insert, or_, select, text, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Table,
+    Text,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+    text,
+    update,
+)
+from sqlalchemy import cast as sql_cast
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -422,6 +435,63 @@ class Store:
         with _store_errors("delete"), self.engine.begin() as conn:
             conn.execute(delete(_RECORDINGS).where(_RECORDINGS.c.id == recording_id))
 
+    def import_state(self, recording_id: str) -> tuple[int | None, str] | None:
+        """``(ended_ns, extra as stored text)`` of ``recording_id``, or None when it
+        is not stored: whether an import of it ended, who imports it, and the text
+        :meth:`delete_half_import` compares."""
+        t = _RECORDINGS.c
+        with _store_errors("read"), self.engine.connect() as conn:
+            row = conn.execute(select(t.ended_ns, sql_cast(t.extra, Text))
+                               .where(t.id == recording_id)).first()
+        return None if row is None else (row[0], str(row[1] or ""))
+
+    def delete_half_import(self, recording_id: str, seen: str) -> bool:
+        """Delete the half-imported recording ``recording_id`` (no end written)
+        only while its ``extra`` is still the text ``seen`` (its importer's mark,
+        :meth:`import_state`), in one statement: of two imports replacing the same
+        dead half at once, one deletes it and the other, finding nothing to
+        delete, looks again.  True when this call deleted it."""
+        t = _RECORDINGS.c
+        with _store_errors("delete"), self.engine.begin() as conn:
+            done = conn.execute(delete(_RECORDINGS).where(
+                t.id == recording_id, t.ended_ns.is_(None),
+                sql_cast(t.extra, Text) == seen))
+        return bool(done.rowcount)
+
+    def fold_recordings(self, into: str, others: Sequence[str]) -> None:
+        """Delete the recordings ``others``, whose content the recording ``into``
+        now holds (an earlier import's recordings of a resumed session's files,
+        joined since), in one transaction.  An API message whose usage counted in
+        them only (the copies elsewhere marked duplicates) counts again in one of
+        the copies left (the recording with the smallest id), its hourly sums
+        made again: the folded content is counted once, never twice or not at all."""
+        u = _USAGE.c
+        gone = [rid for rid in others if rid != into]
+        if not gone:
+            return
+        with _store_errors("delete"), self.engine.begin() as conn:
+            held: set[str] = set()
+            for chunk in chunks(gone):
+                held.update(conn.execute(select(u.call_id).where(
+                    u.recording_id.in_(chunk), u.duplicate.is_(False))).scalars())
+            for chunk in chunks(gone):
+                conn.execute(delete(_RECORDINGS).where(_RECORDINGS.c.id.in_(chunk)))
+            copies: dict[str, list[tuple[str, bool]]] = {}
+            for chunk in chunks(sorted(held)):
+                for call, rid, dup in conn.execute(select(u.call_id, u.recording_id,
+                                                          u.duplicate).where(u.call_id.in_(chunk))):
+                    copies.setdefault(call, []).append((rid, bool(dup)))
+            touched: set[str] = set()
+            for call, rows in copies.items():
+                if all(dup for _rid, dup in rows):
+                    first = min(rid for rid, _dup in rows)
+                    conn.execute(update(_USAGE).where(u.call_id == call, u.recording_id == first)
+                                 .values(duplicate=False))
+                    touched.add(first)
+            for rid in sorted(touched):
+                for statement in rollup_statements("recording_id = :rid"):
+                    conn.execute(text(statement), {"rid": rid})
+
     # -- reading -----------------------------------------------------------------
 
     def get(self, recording_id: str) -> Recording:
@@ -469,6 +539,8 @@ class Store:
                         .limit(6)
                     )
                 )
+            if not by_prefix:
+                by_prefix = self._resumed_as(s, q)
         if len(by_prefix) == 1:
             return by_prefix[0]
         if not by_prefix:
@@ -482,6 +554,22 @@ class Store:
             query=query,
             candidates=ids,
         )
+
+    @staticmethod
+    def _resumed_as(s: Session, query: str) -> list[Recording]:
+        """Recordings a resumed session's new id (or a prefix of one) was joined to
+        (``extra.resumed_as``, an imported transcript's ``claude --resume``): the
+        text of ``extra`` narrows them in SQL, the list itself decides."""
+        extra = sql_cast(_RECORDINGS.c.extra, Text)
+        rows = s.scalars(
+            select(Recording)
+            .where(extra.like('%"resumed\\_as"%', escape="\\"),
+                   extra.like("%" + _like_prefix(query)[:-1] + "%", escape="\\"))
+            .order_by(_RECORDINGS.c.started_ns.desc())
+            .limit(50))
+        return [rec for rec in rows
+                if any(isinstance(sid, str) and sid.startswith(query)
+                       for sid in (rec.extra or {}).get("resumed_as") or ())][:6]
 
     def list_recordings(
         self,

@@ -1,0 +1,162 @@
+"""Who imports a cassette (issue 33's closing note): a half recording names its
+importer by host, pid and the process's start time; a second import leaves one
+that is still being imported alone, replaces a dead one (one import only, when
+two try at once), and ``doctor`` tells the two apart.  Real processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from claudetrace.formats.imports import cassette_recording_id
+from claudetrace.formats.owner import importing_elsewhere, start_time, this_importer
+from claudetrace.indexer import open_settled_store
+from claudetrace.model.events import Event
+from tests.test_reliability import _big_cassette, _stored, ct
+
+PY = sys.executable
+pytestmark = pytest.mark.usefixtures("ct_env")
+
+
+@pytest.fixture
+def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    """A live process on this host that is not an importer."""
+    proc = subprocess.Popen([PY, "-c", "import time; time.sleep(600)"])
+    yield proc
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+
+def _dead_pid() -> int:
+    gone = subprocess.Popen([PY, "-c", "pass"])
+    gone.wait()
+    return gone.pid
+
+
+def _half(db_path: Path, cassette: Path, importer: dict[str, Any]) -> str:
+    """Store the first events of ``cassette`` as its import killed half way would,
+    marked as imported by ``importer``; its recording id."""
+    from claudetrace.cassette import read_cassette
+    from claudetrace.store import ingest
+    from claudetrace.store.ingest import info_from_header
+
+    whole = read_cassette(cassette)
+    info = info_from_header(whole.header)
+    info.id = cassette_recording_id(cassette, whole.header)
+    info.extra["importer"] = importer
+
+    def killed() -> Iterator[Event]:
+        yield from whole.events[:3]
+        raise KeyboardInterrupt
+
+    store = open_settled_store(str(db_path))
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(ingest, "_take_back", lambda *args: None)
+            with pytest.raises(KeyboardInterrupt):
+                store.import_cassette((whole.header, killed()), info=info, batch=2)
+    finally:
+        store.close()
+    return info.id
+
+
+def test_a_process_is_known_by_its_pid_and_start_time(
+        sleeper: subprocess.Popen[bytes]) -> None:
+    mark = this_importer()
+    assert mark["pid"] == os.getpid() and isinstance(mark["started"], int)
+    started = start_time(sleeper.pid)
+    assert isinstance(started, int) and started >= mark["started"]
+    host = os.uname().nodename
+    alive = {"host": host, "pid": sleeper.pid, "started": started}
+    assert importing_elsewhere(alive) == f"process {sleeper.pid}"
+    # The same pid, started at another time: the importer is gone, its pid reused.
+    assert importing_elsewhere({**alive, "started": started - 1}) is None
+    # A mark without a start time (an older claudetrace's) goes by the pid alone.
+    assert importing_elsewhere({"host": host, "pid": sleeper.pid}) == f"process {sleeper.pid}"
+    assert importing_elsewhere({"host": host, "pid": _dead_pid()}) is None
+    assert importing_elsewhere({"host": "elsewhere", "pid": 1}) == "process 1 on elsewhere"
+
+
+def test_a_reused_pid_does_not_keep_a_dead_half_waiting(
+        db_path: Path, tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
+    cassette = tmp_path / "c.ndjson"
+    _big_cassette(cassette, 50)
+    host = os.uname().nodename
+    started = start_time(sleeper.pid)
+    assert started is not None
+    # The importer's pid is alive and started when it said: it is still importing.
+    rid = _half(db_path, cassette, {"host": host, "pid": sleeper.pid, "started": started})
+    doctor = ct("doctor", "--db", str(db_path))
+    assert f"{rid}  being imported by process {sleeper.pid} ({host})".encode() \
+        in doctor.stdout, doctor.stdout
+    assert b"half imported" not in doctor.stdout and doctor.returncode == 0
+    busy = ct("import", str(cassette), "--db", str(db_path))
+    assert busy.returncode == 1
+    assert f"being imported by process {sleeper.pid} into recording {rid}".encode() \
+        in busy.stderr
+    # Now the same pid names a process started at another time (a pid reused).
+    with sqlite3.connect(db_path) as db:
+        db.execute("DELETE FROM recordings")
+    assert _half(db_path, cassette, {"host": host, "pid": sleeper.pid,
+                                     "started": started + 1}) == rid
+    doctor = ct("doctor", "--db", str(db_path))
+    assert doctor.returncode == 1 and f"{rid}  half imported".encode() in doctor.stdout
+    again = ct("import", str(cassette), "--db", str(db_path))
+    assert again.returncode == 0, again.stderr
+    assert b"a half import replaced" in again.stderr
+    ((stored_id, ended, events),) = _stored(db_path)
+    assert stored_id == rid and ended is not None
+    assert events == cassette.read_bytes().count(b"\n") - 1
+
+
+def test_a_stale_look_deletes_nothing(db_path: Path, tmp_path: Path) -> None:
+    cassette = tmp_path / "c.ndjson"
+    _big_cassette(cassette, 10)
+    rid = _half(db_path, cassette, {"host": os.uname().nodename, "pid": _dead_pid()})
+    store = open_settled_store(str(db_path))
+    try:
+        state = store.import_state(rid)
+        assert state is not None and state[0] is None
+        # Another import replaced the half between this one's look and its delete.
+        assert not store.delete_half_import(rid, state[1].replace("pid", "pid ", 1))
+        assert store.import_state(rid) == state
+        assert store.delete_half_import(rid, state[1])
+        assert store.import_state(rid) is None
+    finally:
+        store.close()
+
+
+@pytest.mark.slow
+def test_two_imports_replacing_one_dead_half_store_it_once(
+        db_path: Path, tmp_path: Path) -> None:
+    cassette = tmp_path / "c.ndjson"
+    _big_cassette(cassette, 20_000)
+    total = cassette.read_bytes().count(b"\n") - 1
+    for _round in range(3):
+        with sqlite3.connect(db_path) as db:
+            if db.execute("SELECT name FROM sqlite_master WHERE name = 'recordings'"
+                          ).fetchone():
+                db.execute("DELETE FROM recordings")
+        rid = _half(db_path, cassette, {"host": os.uname().nodename, "pid": _dead_pid()})
+        both = [subprocess.Popen([PY, "-m", "claudetrace", "import", str(cassette),
+                                  "--db", str(db_path)], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE) for _ in range(2)]
+        said = [proc.communicate(timeout=300) for proc in both]
+        errs = [err.decode() for _out, err in said]
+        replaced = [e for e in errs if "a half import replaced" in e]
+        assert len(replaced) == 1, errs
+        (other,) = [e for e in errs if e not in replaced]
+        assert "unchanged" in other or "being imported by process" in other, errs
+        assert [out.decode().split() for out, _ in said].count([rid]) >= 1
+        ((stored_id, ended, events),) = _stored(db_path)
+        assert (stored_id, events) == (rid, total) and ended is not None
+    again = ct("import", str(cassette), "--db", str(db_path))
+    assert again.returncode == 0 and b"unchanged" in again.stderr
