@@ -4,7 +4,9 @@ Each message line (``user``, ``assistant``, ``result``) has its readable text
 (:func:`claudetrace.model.protocol.searchable_text`: message text, tool names
 and arguments, results; not ids or JSON keys) indexed as words: runs of letters
 and digits, the rest made spaces, so that SQLite's FTS5 and PostgreSQL's text
-search (``to_tsvector('simple', …)``) cut them alike (and fold their case).  The
+search (``to_tsvector('simple', …)``) cut them alike (and fold their case).
+An entry holds each of its words once (:func:`distinct`): the search asks
+whether a line holds a word, never where or how often.  The
 writers add a batch's rows here in the batch's transaction (migration
 0006_team_scale); :mod:`.search` queries them.  No SQLAlchemy: the writer
 process imports this.
@@ -40,6 +42,20 @@ def spaced(text: str) -> str:
     return _NOT_WORD.sub(" ", text)
 
 
+def distinct(text: str) -> str:
+    """The words of a line's text as its index entry holds them: :func:`spaced`,
+    each word once, in the order of its first use, none when it says nothing.
+
+    The index tells only which lines hold a word (SQLite's ``detail=none``,
+    PostgreSQL's ``strip``-ped ``tsvector``), and each engine cuts words at
+    spaces, so an entry's words index the line as all of its words would; a
+    word said again costs the tokenizer and, in SQLite, the index's copy of the
+    words (FTS5's content table).  Tool output repeats itself: text of 2 KB
+    keeps about 40% of its characters, of 100 KB about 16%
+    (docs/benchmarks.md)."""
+    return " ".join(dict.fromkeys(spaced(text[:MOST_CHARS]).split()))
+
+
 def words(text: str) -> list[str]:
     """The words of ``text`` (a query) as the index holds them, in lower case."""
     return spaced(text).lower().split()
@@ -47,7 +63,7 @@ def words(text: str) -> list[str]:
 
 def index_rows(rows: Rows) -> list[tuple[str, int, str]]:
     """``(recording_id, seq, words)`` for the message lines of a batch's event
-    rows that say anything (:func:`spaced`)."""
+    rows that say anything (:func:`distinct`)."""
     if isinstance(rows, Flat):
         kinds = rows.values[_TYPE::_WIDTH]
         if not SEARCHED_TYPES.intersection(kinds):
@@ -67,20 +83,19 @@ def entry(recording_id: str, seq: int, direction: str,
     """``(recording_id, seq, words)`` of one message line; None when it says nothing."""
     from ..model.protocol import line_text
 
-    said = spaced(line_text(bytes(data))[:MOST_CHARS])
-    return (recording_id, seq, said) if said and not said.isspace() else None
+    said = distinct(line_text(bytes(data)))
+    return (recording_id, seq, said) if said else None
 
 
 def line_words(event: Event) -> str | None:
-    """The words of ``event``'s line as the index holds them (:func:`spaced`); None
+    """The words of ``event``'s line as the index holds them (:func:`distinct`); None
     for a line that is not a message or says nothing.  An event that holds its
     parsed line (a converter's) is not parsed again."""
     if event.fields.type not in SEARCHED_TYPES:
         return None
     from ..model.protocol import searchable_text
 
-    said = spaced(searchable_text(event)[:MOST_CHARS])
-    return said if said and not said.isspace() else None
+    return distinct(searchable_text(event)) or None
 
 
 class Said(Event, gc=False):
