@@ -913,6 +913,47 @@ def test_0009_drops_the_line_copies_and_a_downgrade_fills_them_on_postgres(pg_ur
         store.close()
 
 
+def test_0010_compresses_lines_with_lz4_and_a_downgrade_goes_back_on_postgres(
+        pg_url: str) -> None:
+    """Lines over PostgreSQL's compression threshold are stored with lz4 after
+    0010 (pglz took most of a burst of huge lines), with pglz after its
+    downgrade, and every line reads back byte for byte either way."""
+    from alembic import command
+
+    from claudetrace.store.engine import alembic_config
+
+    big = json.dumps({"type": "user", "message": {"content": [{
+        "type": "tool_result", "content": "a line of a file read\n" * 4000}]}}).encode()
+
+    def store_big(store: Any) -> tuple[str, str]:
+        info = RecordingInfo.start(["claude"])
+        store.create_recording(info)
+        store.write_batch(info.id, [Event(0, "out", 0, big)])
+        with store.engine.connect() as conn:
+            how = conn.exec_driver_sql(
+                "SELECT pg_column_compression(data) FROM events WHERE recording_id = %(r)s",
+                {"r": info.id}).scalar_one()
+        return info.id, how
+
+    store = open_store(pg_url)
+    try:
+        after, lz4 = store_big(store)
+        with store.engine.begin() as conn:
+            command.downgrade(alembic_config(conn), "0009_footprint")
+        before, pglz = store_big(store)
+        assert (lz4, pglz) == ("lz4", "pglz")
+        for rid in (after, before):
+            assert [e.data for e in store.iter_events(rid)] == [big]
+    finally:
+        store.close()
+    store = open_store(pg_url)  # upgraded again
+    try:
+        assert store_big(store)[1] == "lz4"
+        assert [e.data for e in store.iter_events(before)] == [big]
+    finally:
+        store.close()
+
+
 @pytest.mark.usefixtures("ct_env")
 def test_usage_reports_from_the_hour_sums_on_postgres(
     pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
