@@ -186,20 +186,22 @@ def test_each_entry_goes_under_its_own_events_rowid(store: Store, db_path: Path)
     assert found == [(a, 1, "alpha1"), (a, 5, "alpha5"), (b, 2, "beta2"), (b, 4, "beta4")]
 
 
-def test_an_entry_holds_each_word_once_and_indexes_the_line_as_all_its_words(
+def test_a_long_entry_holds_each_word_once_and_indexes_the_line_as_all_its_words(
         store: Store, db_path: Path) -> None:
-    """An entry keeps a word said again once (the index says which lines hold a
-    word, not how often): FTS5 holds the same terms for the same lines as it
-    would for every word, on the fixtures', the bench shapes' and odd lines."""
+    """An entry past ONCE_FROM characters keeps a word said again once (the index
+    says which lines hold a word, not how often); a shorter one goes as it is.
+    FTS5 holds the same terms for the same lines as it would for every word, on
+    the fixtures', the bench shapes' and odd lines."""
     from claudetrace.model.protocol import line_text
-    from claudetrace.store.textindex import MOST_CHARS, distinct
+    from claudetrace.store.textindex import MOST_CHARS, ONCE_FROM, distinct
 
-    rid = _said(store, "Again and again, AGAIN: again_and_again")
+    short = _said(store, "Again and again")
+    long = _said(store, "Again and again, AGAIN: again_and_again " * (ONCE_FROM // 30))
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("SELECT words FROM event_search").fetchall() == [
-            ("Again and again AGAIN",)]
-    assert [h.recording_id for h in search(store, "again")] == [rid]
-    assert [h.recording_id for h in search(store, "again and again")] == [rid]
+        assert conn.execute("SELECT words FROM event_search ORDER BY rowid").fetchall() == [
+            ("Again and again",), ("Again and again AGAIN",)]
+    assert [h.recording_id for h in search(store, "again")] == [long, short]
+    assert [h.recording_id for h in search(store, "again and again")] == [long, short]
 
     odd = b'{"type":"user","message":{"content":"caf\\u00e9 Caf\\u00c9 \\u0130 i\\u0307"}}'
     texts = [line_text(line) for line in [odd, *_lines_to_read(("tools", 40), ("huge", 4))]]
