@@ -186,6 +186,53 @@ def test_each_entry_goes_under_its_own_events_rowid(store: Store, db_path: Path)
     assert found == [(a, 1, "alpha1"), (a, 5, "alpha5"), (b, 2, "beta2"), (b, 4, "beta4")]
 
 
+def test_a_long_entry_holds_each_word_once_and_indexes_the_line_as_all_its_words(
+        store: Store, db_path: Path) -> None:
+    """An entry past ONCE_FROM characters keeps a word said again once (the index
+    says which lines hold a word, not how often); a shorter one goes as it is.
+    FTS5 holds the same terms for the same lines as it would for every word, on
+    the fixtures', the bench shapes' and odd lines."""
+    from claudetrace.model.protocol import line_text
+    from claudetrace.store.textindex import MOST_CHARS, ONCE_FROM, distinct
+
+    short = _said(store, "Again and again")
+    long = _said(store, "Again and again, AGAIN: again_and_again " * (ONCE_FROM // 30))
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("SELECT words FROM event_search ORDER BY rowid").fetchall() == [
+            ("Again and again",), ("Again and again AGAIN",)]
+    assert [h.recording_id for h in search(store, "again")] == [long, short]
+    assert [h.recording_id for h in search(store, "again and again")] == [long, short]
+
+    odd = b'{"type":"user","message":{"content":"caf\\u00e9 Caf\\u00c9 \\u0130 i\\u0307"}}'
+    texts = [line_text(line) for line in [odd, *_lines_to_read(("tools", 40), ("huge", 4))]]
+    with sqlite3.connect(":memory:") as conn:
+        for table in ("every", "once"):
+            conn.execute(f"CREATE VIRTUAL TABLE {table} USING fts5(words, detail=none)")
+            conn.execute(f"CREATE VIRTUAL TABLE {table}_terms USING fts5vocab({table}, row)")
+        conn.executemany("INSERT INTO every (rowid, words) VALUES (?, ?)",
+                         [(n, spaced(t[:MOST_CHARS])) for n, t in enumerate(texts)])
+        conn.executemany("INSERT INTO once (rowid, words) VALUES (?, ?)",
+                         [(n, distinct(t)) for n, t in enumerate(texts)])
+        every, once = (conn.execute(f"SELECT term, doc FROM {table}_terms ORDER BY term").fetchall()
+                       for table in ("every", "once"))
+        assert every == once and len(once) > 1000
+        kept = conn.execute("SELECT sum(length(words)) FROM once").fetchone()[0]
+        assert kept < conn.execute("SELECT sum(length(words)) FROM every").fetchone()[0] / 2
+
+
+def _lines_to_read(*shapes: tuple[str, int]) -> list[bytes]:
+    """The odd lines above, the fixture cassettes' lines and ``shapes``' lines
+    (a bench shape's name and how many of its lines)."""
+    from claudetrace.bench.shapes import shape_lines
+
+    lines = list(_EDGE_LINES)
+    for path in sorted(CASSETTES.glob("*.ndjson")):
+        lines += [event.data for event in read_cassette(path).events]
+    for shape, count in shapes:
+        lines += list(shape_lines(shape, count))
+    return lines
+
+
 def _whole(data: bytes) -> str:
     """searchable_text over the whole line parsed (the way line_text is held to)."""
     from claudetrace.model.protocol import searchable_text
@@ -218,14 +265,9 @@ def test_line_text_reads_lines_as_the_whole_parse_does() -> None:
     the whole line, on every fixture and bench shape's lines and on lines the
     quick decoder refuses or would read otherwise (NaN, bytes that are not
     UTF-8, lone surrogates, duplicate keys, nesting past the limit)."""
-    from claudetrace.bench.shapes import shape_lines
     from claudetrace.model.protocol import line_text
 
-    lines = list(_EDGE_LINES)
-    for path in sorted(CASSETTES.glob("*.ndjson")):
-        lines += [event.data for event in read_cassette(path).events]
-    for shape, count in (("deltas", 120), ("tools", 40), ("huge", 4)):
-        lines += list(shape_lines(shape, count))
+    lines = _lines_to_read(("deltas", 120), ("tools", 40), ("huge", 4))
     said = [line_text(line) for line in lines]
     assert said == [_whole(line) for line in lines]
     spaced_line = b' {"type":"user","message":{"content":"spaced"}} '

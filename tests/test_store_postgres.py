@@ -469,6 +469,33 @@ def test_search_on_postgres_through_both_writers_and_the_migration(pg_url: str) 
 
 
 @pytest.mark.usefixtures("ct_env")
+def test_an_entry_of_each_word_once_is_the_vector_of_all_its_words_on_postgres(
+        pg_url: str) -> None:
+    """PostgreSQL's stripped vector of an entry's words, each once, is the one of
+    all the line's words, on the fixtures', the bench shapes' and odd lines."""
+    import psycopg
+
+    from claudetrace.bench.shapes import shape_lines
+    from claudetrace.model.protocol import line_text
+    from claudetrace.store.postgres import plain_url
+    from claudetrace.store.textindex import MOST_CHARS, distinct, spaced
+
+    lines = [b'{"type":"user","message":{"content":"Caf\\u00e9 caf\\u00c9 1e10 1.5 x_y"}}']
+    for path in sorted((Path(__file__).parent / "fixtures" / "cassettes").glob("*.ndjson")):
+        lines += [event.data for event in read_cassette(path).events]
+    for shape, count in (("tools", 40), ("huge", 4)):
+        lines += list(shape_lines(shape, count))
+    texts = [t for t in map(line_text, lines) if t]
+    conninfo = plain_url(pg_url)
+    assert conninfo is not None
+    with psycopg.connect(conninfo) as conn:
+        differ = conn.execute(
+            "SELECT count(*) FROM unnest(%s::text[], %s::text[]) AS u(every, once) "
+            "WHERE strip(to_tsvector('simple', every)) <> strip(to_tsvector('simple', once))",
+            ([spaced(t[:MOST_CHARS]) for t in texts], [distinct(t) for t in texts])).fetchone()
+    assert len(texts) > 50 and differ == (0,)
+
+
 def test_session_filters_by_tag_and_status_on_postgres(pg_url: str) -> None:
     from claudetrace.store.browse import Filters, list_sessions
 
@@ -882,6 +909,47 @@ def test_0009_drops_the_line_copies_and_a_downgrade_fills_them_on_postgres(pg_ur
         assert not {"uuid", "session_id"} & columns(store)
         assert [(e.seq, e.direction, e.t_ns, e.data, e.eol)
                 for e in store.iter_events(rid)] == events
+    finally:
+        store.close()
+
+
+def test_0010_compresses_lines_with_lz4_and_a_downgrade_goes_back_on_postgres(
+        pg_url: str) -> None:
+    """Lines over PostgreSQL's compression threshold are stored with lz4 after
+    0010 (pglz took most of a burst of huge lines), with pglz after its
+    downgrade, and every line reads back byte for byte either way."""
+    from alembic import command
+
+    from claudetrace.store.engine import alembic_config
+
+    big = json.dumps({"type": "user", "message": {"content": [{
+        "type": "tool_result", "content": "a line of a file read\n" * 4000}]}}).encode()
+
+    def store_big(store: Any) -> tuple[str, str]:
+        info = RecordingInfo.start(["claude"])
+        store.create_recording(info)
+        store.write_batch(info.id, [Event(0, "out", 0, big)])
+        with store.engine.connect() as conn:
+            how = conn.exec_driver_sql(
+                "SELECT pg_column_compression(data) FROM events WHERE recording_id = %(r)s",
+                {"r": info.id}).scalar_one()
+        return info.id, how
+
+    store = open_store(pg_url)
+    try:
+        after, lz4 = store_big(store)
+        with store.engine.begin() as conn:
+            command.downgrade(alembic_config(conn), "0009_footprint")
+        before, pglz = store_big(store)
+        assert (lz4, pglz) == ("lz4", "pglz")
+        for rid in (after, before):
+            assert [e.data for e in store.iter_events(rid)] == [big]
+    finally:
+        store.close()
+    store = open_store(pg_url)  # upgraded again
+    try:
+        assert store_big(store)[1] == "lz4"
+        assert [e.data for e in store.iter_events(before)] == [big]
     finally:
         store.close()
 

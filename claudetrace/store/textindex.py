@@ -4,9 +4,11 @@ Each message line (``user``, ``assistant``, ``result``) has its readable text
 (:func:`claudetrace.model.protocol.searchable_text`: message text, tool names
 and arguments, results; not ids or JSON keys) indexed as words: runs of letters
 and digits, the rest made spaces, so that SQLite's FTS5 and PostgreSQL's text
-search (``to_tsvector('simple', …)``) cut them alike (and fold their case).  The
-writers add a batch's rows here in the batch's transaction (migration
-0006_team_scale); :mod:`.search` queries them.  No SQLAlchemy: the writer
+search (``to_tsvector('simple', …)``) cut them alike (and fold their case).
+A long entry, and every entry on PostgreSQL, holds each of its words once
+(:func:`once`): the search asks whether a line holds a word, never where or
+how often.  The writers add a batch's rows here in the batch's transaction
+(migration 0006_team_scale); :mod:`.search` queries them.  No SQLAlchemy: the writer
 process imports this.
 """
 
@@ -24,6 +26,11 @@ SEARCHED_TYPES: Final = frozenset({"user", "assistant", "result"})
 #: Characters of a line's text that are indexed (a tool's result can be a whole
 #: file; PostgreSQL refuses a ``tsvector`` past 1 MiB).
 MOST_CHARS: Final = 100_000
+#: The length (characters of :func:`spaced` text) past which an entry holds each
+#: word once (:func:`once`): a file read or a long tool output repeats itself
+#: (text of 100 KB keeps about 16% of its characters); shorter text goes as
+#: it is to SQLite, and PostgreSQL's writers make every entry's words once.
+ONCE_FROM: Final = 8192
 
 _NOT_WORD: Final = re.compile(r"[\W_]+")
 #: ASCII text's bytes: letters and digits as they are, anything else a space.
@@ -40,6 +47,30 @@ def spaced(text: str) -> str:
     return _NOT_WORD.sub(" ", text)
 
 
+def distinct(text: str) -> str:
+    """The words of a line's text as its index entry holds them: :func:`spaced`,
+    and, past :data:`ONCE_FROM` characters, each word once, in the order of its
+    first use (:func:`once`); empty when it says nothing."""
+    said = spaced(text[:MOST_CHARS])
+    if len(said) > ONCE_FROM:
+        return once(said)
+    return "" if said.isspace() else said
+
+
+def once(said: str) -> str:
+    """The words of ``said`` (:func:`spaced` text), each once, in the order of
+    its first use.
+
+    The index tells only which lines hold a word (SQLite's ``detail=none``,
+    PostgreSQL's ``strip``-ped ``tsvector``), and each engine cuts words at
+    spaces, so these words index the line as all of its words would.  A word
+    said again costs PostgreSQL's ``to_tsvector`` and, in SQLite, the index's
+    copy of the words (FTS5's content table); making the words once costs
+    Python more than SQLite's tokenizer saves on text of a few KB
+    (docs/benchmarks.md), hence :data:`ONCE_FROM`."""
+    return " ".join(dict.fromkeys(said.split()))
+
+
 def words(text: str) -> list[str]:
     """The words of ``text`` (a query) as the index holds them, in lower case."""
     return spaced(text).lower().split()
@@ -47,7 +78,7 @@ def words(text: str) -> list[str]:
 
 def index_rows(rows: Rows) -> list[tuple[str, int, str]]:
     """``(recording_id, seq, words)`` for the message lines of a batch's event
-    rows that say anything (:func:`spaced`)."""
+    rows that say anything (:func:`distinct`)."""
     if isinstance(rows, Flat):
         kinds = rows.values[_TYPE::_WIDTH]
         if not SEARCHED_TYPES.intersection(kinds):
@@ -67,20 +98,19 @@ def entry(recording_id: str, seq: int, direction: str,
     """``(recording_id, seq, words)`` of one message line; None when it says nothing."""
     from ..model.protocol import line_text
 
-    said = spaced(line_text(bytes(data))[:MOST_CHARS])
-    return (recording_id, seq, said) if said and not said.isspace() else None
+    said = distinct(line_text(bytes(data)))
+    return (recording_id, seq, said) if said else None
 
 
 def line_words(event: Event) -> str | None:
-    """The words of ``event``'s line as the index holds them (:func:`spaced`); None
+    """The words of ``event``'s line as the index holds them (:func:`distinct`); None
     for a line that is not a message or says nothing.  An event that holds its
     parsed line (a converter's) is not parsed again."""
     if event.fields.type not in SEARCHED_TYPES:
         return None
     from ..model.protocol import searchable_text
 
-    said = spaced(searchable_text(event)[:MOST_CHARS])
-    return said if said and not said.isspace() else None
+    return distinct(searchable_text(event)) or None
 
 
 class Said(Event, gc=False):
@@ -128,11 +158,13 @@ def insert_sqlite(cursor: Any, entries: list[tuple[str, int, str]]) -> None:
 
 def insert_postgres(cursor: Any, entries: list[tuple[str, int, str]]) -> None:
     """Add ``entries`` to PostgreSQL's ``event_search`` (a ``tsvector`` a line,
-    under a GIN index), in one statement.  The vectors are ``strip``-ped of
-    where each word stands: the search asks for words (``w:* & …``), never a
-    phrase, and a tool result's vector without them is about half the size."""
+    under a GIN index), in one statement, each entry's words once (:func:`once`:
+    ``to_tsvector`` and the index took the tools shape's entries in about a
+    third less time).  The vectors are ``strip``-ped of where each word stands:
+    the search asks for words (``w:* & …``), never a phrase, and a tool
+    result's vector without them is about half the size."""
     cursor.execute(
         "INSERT INTO event_search (recording_id, seq, terms) "
         "SELECT r, s, strip(to_tsvector('simple', w)) FROM unnest(%s::varchar[], %s::int[], "
         "%s::text[]) AS u(r, s, w)",
-        ([e[0] for e in entries], [e[1] for e in entries], [e[2] for e in entries]))
+        ([e[0] for e in entries], [e[1] for e in entries], [once(e[2]) for e in entries]))
