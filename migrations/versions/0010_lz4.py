@@ -1,6 +1,6 @@
 """PostgreSQL compresses the lines and the search vectors with lz4
 
-Revision ID: 0010_ingest3
+Revision ID: 0010_lz4
 Revises: 0009_footprint
 Create Date: 2026-11-28 12:30:00
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0010_ingest3"
+revision = "0010_lz4"
 down_revision = "0009_footprint"
 branch_labels = None
 depends_on = None
