@@ -218,7 +218,8 @@ def show(session: str, db_url: str | None, raw: bool, deltas: bool, width: int) 
     rec = store.resolve(session)
     out = sys.stdout
     paint = Painter(wants_colour(out))
-    out.write("".join(f"{paint(f'{key:>14}', 'bold')}  {visible(value)}\n"
+    # A label is recorded text too: a per-model row is labelled with the model's name.
+    out.write("".join(f"{paint(f'{visible(key):>14}', 'bold')}  {visible(value)}\n"
                       for key, value in facts(rec)) + "\n")
     out.flush()  # the summary is on screen before the transcript is read
     if raw:
