@@ -385,6 +385,13 @@ def test_sessions_filters_as_the_ui_does(db_path: Path) -> None:
     assert ids("--tag", "team=infra", "--status", "ok") == [ok]
     assert ids("--status", "running") == [running.id]
     assert set(ids("--since", "2d")) == {ok, denied, running.id}
+    # Before 1970 (or before year 1) is "all", past what a time can hold is "none":
+    # these were an OverflowError / ValueError traceback.
+    for far_back in ("99999999999d", "9" * 400 + "w", "0001-01-01"):
+        assert len(ids("--since", far_back, "-n", "0")) == 4, far_back
+    assert ids("--since", "9999-12-31T23:59:59+00:00") == []
+    pruned = invoke("prune", "--db", str(db_path), "--older-than", "99999999999d", "--dry-run")
+    assert pruned.exit_code == 0 and "Traceback" not in pruned.output
     assert old in ids("--status", "ok", "--status", "error", "-n", "0")
     assert ids("--errors") == [r for r in ids() if r in ids("--errors")]
     assert ids("--search", "fake model") == [ok]
