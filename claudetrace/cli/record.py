@@ -56,6 +56,15 @@ def proxy(
     Example:
       claudetrace proxy --name smoke -- claude --output-format stream-json ...
     """
+    if command[0].startswith("-"):
+        # An option of ours misspelt (``--nmae``), taken for the command as unknown
+        # options are: it would fail to start and leave a failed recording behind.
+        from difflib import get_close_matches
+
+        ctx = click.get_current_context()
+        option = command[0].partition("=")[0]
+        ours = [opt for param in ctx.command.params for opt in param.opts + param.secondary_opts]
+        raise click.NoSuchOption(option, possibilities=get_close_matches(option, ours), ctx=ctx)
     run_and_exit(
         list(command),
         db=db_url,
