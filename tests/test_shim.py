@@ -340,3 +340,16 @@ def test_a_replay_shim_injects_faults_and_checks_them_first(tmp_path: Path) -> N
         timeout=60,
     )
     assert alone.returncode == 2 and "--fault needs --replay" in alone.stderr
+
+
+def test_shim_prints_the_path_it_wrote(tmp_path: Path) -> None:
+    # click.echo dropped an ESC [...m from the path in a pipe: the path printed
+    # was not the shim's.
+    from click.testing import CliRunner
+
+    from claudetrace.cli import cli
+
+    out = tmp_path / "claude\x1b[2Jrec"
+    done = CliRunner().invoke(cli, ["shim", str(out), "--real", sys.executable])
+    assert done.exit_code == 0, done.output
+    assert done.stdout == f"{out}\n" and os.access(out, os.X_OK)
