@@ -55,7 +55,9 @@ def _on_path(program: str) -> str | None:
         return None
 
 
-def _is_self(path: str) -> bool:
+def _is_self(path: str, *, shims: bool = True) -> bool:
+    """Whether ``path`` runs claudetrace: its own executable (or a ``claude`` link
+    to it), or, with ``shims``, a shim that claudetrace wrote."""
     real = os.path.realpath(path)
     ours = {os.path.realpath(sys.argv[0])} if sys.argv and sys.argv[0] else set()
     script = _on_path("claudetrace")
@@ -68,7 +70,7 @@ def _is_self(path: str) -> bool:
             head = handle.read(4096)
     except OSError:
         return False
-    return b"claudetrace shim" in head or b"from claudetrace.cli import main" in head
+    return (shims and b"claudetrace shim" in head) or b"from claudetrace.cli import main" in head
 
 
 def find_real_cli(
@@ -83,6 +85,10 @@ def find_real_cli(
         path = (None if os.path.dirname(candidate) else _on_path(candidate)) or candidate
         if not (os.path.isfile(path) and os.access(path, os.X_OK)):
             raise ShimError(f"the real claude CLI {candidate!r} is not an executable file")
+        if _is_self(path, shims=False):
+            # A ``claude`` link to claudetrace would run itself, and that one itself…
+            raise ShimError(f"the real claude CLI {candidate!r} is claudetrace itself (a "
+                            "claude link to it): name the real claude")
         return os.path.abspath(path)
     for folder in os.environ.get("PATH", "").split(os.pathsep):
         path = os.path.join(folder or ".", "claude")

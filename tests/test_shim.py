@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -231,6 +233,30 @@ def test_argv0_dispatch_without_a_real_claude_is_exit_127(tmp_path: Path) -> Non
     assert run.returncode == 127
     assert run.stderr.startswith("claudetrace: cannot find the real claude CLI")
     assert len(run.stderr.splitlines()) == 1
+
+
+def test_argv0_dispatch_refuses_itself_as_the_real_cli(tmp_path: Path, db_path: Path) -> None:
+    # ``export CLAUDETRACE_REAL_CLI=$(command -v claude)`` once the link is first
+    # on PATH names the link: each claude ran the next, a chain of proxies
+    # (and indexers) growing until something killed it.
+    link = _symlinked_claude(tmp_path)
+    for named in (str(link), "claude"):
+        env = {**os.environ, "CLAUDETRACE_REAL_CLI": named, "CLAUDETRACE_DB": str(db_path),
+               "PATH": os.pathsep.join([str(link.parent), os.environ.get("PATH", "")])}
+        with subprocess.Popen([str(link), "-p"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env,
+                              start_new_session=True) as proc:
+            try:
+                _out, err = proc.communicate("hi\n", timeout=60)
+            finally:  # a chain of claudes must not outlive the test
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+        assert proc.returncode == 127, (named, err)
+        [line] = err.splitlines()
+        assert line.startswith("claudetrace: the real claude CLI") and "is claudetrace" in line
+    assert not db_path.exists() or not sessions(db_path)
+    with pytest.raises(ShimError, match="is claudetrace itself"):
+        find_real_cli(str(link))
 
 
 def test_find_real_cli_skips_itself_and_other_shims(
