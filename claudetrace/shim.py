@@ -57,7 +57,8 @@ def _on_path(program: str) -> str | None:
 
 def _is_self(path: str, *, shims: bool = True) -> bool:
     """Whether ``path`` runs claudetrace: its own executable (or a ``claude`` link
-    to it), or, with ``shims``, a shim that claudetrace wrote."""
+    to it), or, with ``shims``, a shim that claudetrace wrote (one that replays, or
+    records another CLI, does not run itself: it may be named as the real CLI)."""
     real = os.path.realpath(path)
     ours = {os.path.realpath(sys.argv[0])} if sys.argv and sys.argv[0] else set()
     script = _on_path("claudetrace")
@@ -70,7 +71,9 @@ def _is_self(path: str, *, shims: bool = True) -> bool:
             head = handle.read(4096)
     except OSError:
         return False
-    return (shims and b"claudetrace shim" in head) or b"from claudetrace.cli import main" in head
+    if b"claudetrace shim" in head:
+        return shims
+    return b"from claudetrace.cli import main" in head  # its console script
 
 
 def find_real_cli(
@@ -173,6 +176,11 @@ def write_shim(
             raise ShimError(f"{path} is not a regular file; give the shim's file name")
         if not target.parent.is_dir():
             raise ShimError(f"cannot write shim {path}: no folder {target.parent} (make it first)")
+        if real is not None and target.exists() and os.path.samefile(target, real):
+            # ``claudetrace shim "$(command -v claude)"``: the real CLI would be gone,
+            # and the shim would run itself.
+            raise ShimError(f"{path} is the real claude CLI: a shim there would replace "
+                            "it; write the shim elsewhere")
         tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
         tmp.write_text(
             shim_script(command, real=real, env_defaults=env_defaults, stamp=stamp),

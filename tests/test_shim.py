@@ -379,3 +379,20 @@ def test_shim_prints_the_path_it_wrote(tmp_path: Path) -> None:
     done = CliRunner().invoke(cli, ["shim", str(out), "--real", sys.executable])
     assert done.exit_code == 0, done.output
     assert done.stdout == f"{out}\n" and os.access(out, os.X_OK)
+
+
+def test_a_shim_is_not_written_over_the_real_cli(tmp_path: Path, fake_claude: Path) -> None:
+    # ``claudetrace shim "$(command -v claude)"`` replaced the real CLI by a shim
+    # that ran itself: the CLI gone, and every run a chain of proxies.
+    before = fake_claude.read_bytes()
+    with pytest.raises(ShimError, match="is the real claude CLI"):
+        write_shim(fake_claude, ["true"], real=str(fake_claude))
+    done = subprocess.run([sys.executable, "-m", "claudetrace", "shim", str(fake_claude)],
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PATH": str(fake_claude.parent)})
+    assert done.returncode == 1 and "is the real claude CLI" in done.stderr, done.stderr
+    assert fake_claude.read_bytes() == before
+    # A replaying shim runs no CLI: it may stand as the real one.
+    replaying = tmp_path / "replaying"
+    write_shim(replaying, [*self_command(), "replay", "x.ndjson"])
+    assert find_real_cli(str(replaying)) == str(replaying)
