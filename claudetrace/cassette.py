@@ -22,17 +22,19 @@ import json
 import math
 import os
 import stat
-from collections.abc import Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from json.encoder import encode_basestring
 from pathlib import Path
-from typing import IO, Annotated, Any, Final, Literal
+from typing import IO, Annotated, Any, Final, Literal, TypeVar
 
 import msgspec
 
 from .errors import CassetteError
 from .model.events import DIRECTIONS, Event
+
+_T = TypeVar("_T")
 
 MAGIC: Final = "cassette"
 VERSION: Final = 1
@@ -142,7 +144,19 @@ def write_cassette_pages(
     once, with no step of its own a line); returns the number of lines."""
     if not isinstance(target, (str, os.PathLike)):
         return _write(target, header, pages)
-    path = Path(target)
+    try:
+        return replace_file(target, lambda out: _write(out, header, pages))
+    except OSError as exc:
+        raise CassetteError(
+            f"cannot write cassette: {exc.strerror or exc}", path=str(target)
+        ) from exc
+
+
+def replace_file(path: str | os.PathLike[str], write: Callable[[IO[str]], _T]) -> _T:
+    """``write`` the new content of ``path`` (UTF-8 text, owner only) beside it,
+    then rename it over ``path``: a write that fails (a full disk) leaves what
+    was there whole and no file of its own behind, and raises the
+    :class:`OSError`.  Returns what ``write`` returns."""
     tmp: Path | None = None
     try:
         real = file_to_replace(path)
@@ -150,18 +164,16 @@ def write_cassette_pages(
             # /dev/null, a FIFO, /dev/stdout: written into, never replaced by a file
             # (as root, the rename below put a regular file in /dev/null's place).
             with open(path, "w", encoding="utf-8", newline="\n") as out:
-                return _write(out, header, pages)
+                return write(out)
         tmp = real.with_name(f".{real.name}.tmp{os.getpid()}")
         with private_file(tmp) as out:
-            count = _write(out, header, pages)
+            result = write(out)
         os.replace(tmp, real)
-    except OSError as exc:
+    except BaseException:
         if tmp is not None:
             tmp.unlink(missing_ok=True)
-        raise CassetteError(
-            f"cannot write cassette: {exc.strerror or exc}", path=str(path)
-        ) from exc
-    return count
+        raise
+    return result
 
 
 def file_to_replace(path: str | os.PathLike[str]) -> Path | None:

@@ -198,8 +198,11 @@ def run_demo(
 
 
 def next_steps(recording_id: str, db: str | None = None) -> list[str]:
-    """The commands to run next, with ``--db`` when the demo was given one."""
-    opt = f" --db {db}" if db else ""
+    """The commands to run next, with ``--db`` when the demo was given one (its
+    password hidden: no command prints one)."""
+    from .store.engine import hide_password
+
+    opt = f" --db {hide_password(db)}" if db else ""
     return [
         f"claudetrace sessions{opt}",
         f"claudetrace show {recording_id}{opt}",

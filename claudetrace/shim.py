@@ -55,7 +55,10 @@ def _on_path(program: str) -> str | None:
         return None
 
 
-def _is_self(path: str) -> bool:
+def _is_self(path: str, *, shims: bool = True) -> bool:
+    """Whether ``path`` runs claudetrace: its own executable (or a ``claude`` link
+    to it), or, with ``shims``, a shim that claudetrace wrote (one that replays, or
+    records another CLI, does not run itself: it may be named as the real CLI)."""
     real = os.path.realpath(path)
     ours = {os.path.realpath(sys.argv[0])} if sys.argv and sys.argv[0] else set()
     script = _on_path("claudetrace")
@@ -68,7 +71,9 @@ def _is_self(path: str) -> bool:
             head = handle.read(4096)
     except OSError:
         return False
-    return b"claudetrace shim" in head or b"from claudetrace.cli import main" in head
+    if b"claudetrace shim" in head:
+        return shims
+    return b"from claudetrace.cli import main" in head  # its console script
 
 
 def find_real_cli(
@@ -83,6 +88,10 @@ def find_real_cli(
         path = (None if os.path.dirname(candidate) else _on_path(candidate)) or candidate
         if not (os.path.isfile(path) and os.access(path, os.X_OK)):
             raise ShimError(f"the real claude CLI {candidate!r} is not an executable file")
+        if _is_self(path, shims=False):
+            # A ``claude`` link to claudetrace would run itself, and that one itself…
+            raise ShimError(f"the real claude CLI {candidate!r} is claudetrace itself (a "
+                            "claude link to it): name the real claude")
         return os.path.abspath(path)
     for folder in os.environ.get("PATH", "").split(os.pathsep):
         path = os.path.join(folder or ".", "claude")
@@ -167,6 +176,11 @@ def write_shim(
             raise ShimError(f"{path} is not a regular file; give the shim's file name")
         if not target.parent.is_dir():
             raise ShimError(f"cannot write shim {path}: no folder {target.parent} (make it first)")
+        if real is not None and target.exists() and os.path.samefile(target, real):
+            # ``claudetrace shim "$(command -v claude)"``: the real CLI would be gone,
+            # and the shim would run itself.
+            raise ShimError(f"{path} is the real claude CLI: a shim there would replace "
+                            "it; write the shim elsewhere")
         tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
         tmp.write_text(
             shim_script(command, real=real, env_defaults=env_defaults, stamp=stamp),

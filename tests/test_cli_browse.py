@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -385,6 +386,13 @@ def test_sessions_filters_as_the_ui_does(db_path: Path) -> None:
     assert ids("--tag", "team=infra", "--status", "ok") == [ok]
     assert ids("--status", "running") == [running.id]
     assert set(ids("--since", "2d")) == {ok, denied, running.id}
+    # Before 1970 (or before year 1) is "all", past what a time can hold is "none":
+    # these were an OverflowError / ValueError traceback.
+    for far_back in ("99999999999d", "9" * 400 + "w", "0001-01-01"):
+        assert len(ids("--since", far_back, "-n", "0")) == 4, far_back
+    assert ids("--since", "9999-12-31T23:59:59+00:00") == []
+    pruned = invoke("prune", "--db", str(db_path), "--older-than", "99999999999d", "--dry-run")
+    assert pruned.exit_code == 0 and "Traceback" not in pruned.output
     assert old in ids("--status", "ok", "--status", "error", "-n", "0")
     assert ids("--errors") == [r for r in ids() if r in ids("--errors")]
     assert ids("--search", "fake model") == [ok]
@@ -392,3 +400,49 @@ def test_sessions_filters_as_the_ui_does(db_path: Path) -> None:
     assert bad.exit_code == 2 and "'fine' is not one of" in bad.output
     none = invoke("sessions", "--db", str(db_path), "--tag", "team=nobody")
     assert none.exit_code == 0 and "No recordings match." in none.output
+
+
+def _limited(limit: int, *args: str, stdout: Path) -> subprocess.CompletedProcess[str]:
+    """``claudetrace ARGS`` with no file allowed past ``limit`` bytes (a full disk),
+    its stdout into ``stdout``."""
+    import resource
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+
+    # Unbuffered, Python's stdout drops what a short write left (a CPython
+    # limitation, not ours): buffered as a user's is, a full disk raises.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    with stdout.open("w") as out:
+        return subprocess.run([sys.executable, "-m", "claudetrace", *args], stdout=out,
+                              stderr=subprocess.PIPE, text=True, timeout=120, preexec_fn=cap,
+                              env=env)
+
+
+def test_a_full_disk_is_one_line_and_leaves_the_last_report_whole(
+    db_path: Path, tmp_path: Path,
+) -> None:
+    # Printing into a full disk was a traceback; export -o report.html cut the
+    # report already there at the limit (the cassette export replaces its file).
+    lines = [{"claudetrace": "cassette", "version": 1, "argv": ["claude"], "exit_code": 0}]
+    lines += [{"seq": i, "t": i / 100, "dir": "out", "line": json.dumps({
+        "type": "assistant", "message": {"id": f"m{i}", "role": "assistant", "content": [
+            {"type": "text", "text": f"word{i} " * 40}]}})} for i in range(2000)]
+    cassette = tmp_path / "big.ndjson"
+    cassette.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    rid = invoke("import", str(cassette), "--db", str(db_path)).stdout.strip()
+    report = tmp_path / "report.html"
+    assert invoke("export", rid, "--db", str(db_path), "-o", str(report)).exit_code == 0
+    before = report.read_bytes()
+    assert len(before) > 200_000
+    limit = 100_000
+    for args in (("show", rid), ("show", rid, "--raw"), ("export", rid),
+                 ("export", rid, "--format", "html"), ("tail", rid, "--raw"),
+                 ("export", rid, "-o", str(report))):
+        done = _limited(limit, *args, "--db", str(db_path), stdout=tmp_path / "out")
+        assert done.returncode == 1, (args, done.stderr)
+        [line] = done.stderr.splitlines()
+        assert line.startswith("claudetrace: ") and "cannot write" in line, args
+        assert line.endswith("File too large"), (args, line)
+    assert report.read_bytes() == before
+    assert not [p for p in tmp_path.iterdir() if ".tmp" in p.name], "no file left behind"

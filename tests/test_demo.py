@@ -51,6 +51,9 @@ def test_next_steps_carry_the_database_option() -> None:
         "claudetrace ui",
     ]
     assert next_steps("01ABC", "x.db")[1] == "claudetrace show 01ABC --db x.db"
+    # No command prints a database password: the demo's next steps printed it.
+    assert next_steps("01ABC", "postgresql+psycopg://me:s3cret@db/traces")[0] == (
+        "claudetrace sessions --db postgresql+psycopg://me:***@db/traces")
 
 
 @pytest.fixture(scope="module")

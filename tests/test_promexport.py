@@ -506,6 +506,29 @@ def test_metrics_dump(store: Store, db_path: Path) -> None:
     ] == len(CASSETTES)
 
 
+def test_metrics_dump_into_a_pipe_is_the_exposition_exactly(
+    store: Store, db_path: Path, tmp_path: Path,
+) -> None:
+    # click.echo drops ``ESC [...m`` from what it writes into a pipe: a model named
+    # with one had another label value in ``dump`` than on /metrics.
+    model = "claude-x\x1b[31mred"
+    line = json.dumps({"type": "assistant", "message": {
+        "id": "msg_1", "role": "assistant", "model": model, "content": [],
+        "usage": {"input_tokens": 3, "output_tokens": 4}}})
+    cassette = tmp_path / "red.ndjson"
+    cassette.write_text(json.dumps({"claudetrace": "cassette", "version": 1, "argv": [],
+                                    "exit_code": 0}) + "\n"
+                        + json.dumps({"seq": 0, "t": 0.1, "dir": "out", "line": line}) + "\n")
+    store.import_cassette(read_cassette(cassette))
+    result = CliRunner().invoke(cli, ["metrics", "dump", "--db", str(db_path)])
+    assert result.exit_code == 0, result.output
+    def steady(text: str) -> str:  # all but the scrape's own duration
+        return re.sub(r"(claudetrace_store_scrape_duration_seconds) \S+", r"\1", text)
+
+    assert steady(result.output) == steady(StoreMetrics(store).exposition())
+    assert f'model="{model}"' in result.output
+
+
 def test_metrics_dump_openmetrics(store: Store, db_path: Path) -> None:
     result = CliRunner().invoke(cli, ["metrics", "dump", "--openmetrics", "--db", str(db_path)])
     assert result.exit_code == 0, result.output

@@ -402,6 +402,21 @@ def test_child_that_cannot_start_is_one_line_exit_127_and_a_failed_session(
         store.close()
 
 
+def test_a_misspelt_option_is_a_usage_error_not_a_command(db_path: Path) -> None:
+    # ``--nmae smoke -- claude`` ran "--nmae" as the command: exit 127 and a
+    # failed recording in the store for a typo.
+    def proxied(*extra: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(proxy_argv(db_path, "true", extra=extra), capture_output=True,
+                              timeout=60, check=False)
+
+    done = proxied("--nmae", "smoke")
+    assert done.returncode == 2, done.stderr
+    assert "No such option '--nmae'. Did you mean '--name'?" in done.stderr.decode()
+    for extra in (("--bogus=1",), ("-x",)):
+        assert proxied(*extra).returncode == 2, extra
+    assert not db_path.exists() or not open_settled_store(str(db_path)).list_recordings()
+
+
 def test_64_mib_line_is_forwarded_and_stored_exactly(db_path: Path) -> None:
     size = 64 * 1024 * 1024
     line = (b'{"type":"big","pad":"' + b"x" * (size - 40) + b'"}').ljust(size, b" ")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -233,6 +235,30 @@ def test_argv0_dispatch_without_a_real_claude_is_exit_127(tmp_path: Path) -> Non
     assert len(run.stderr.splitlines()) == 1
 
 
+def test_argv0_dispatch_refuses_itself_as_the_real_cli(tmp_path: Path, db_path: Path) -> None:
+    # ``export CLAUDETRACE_REAL_CLI=$(command -v claude)`` once the link is first
+    # on PATH names the link: each claude ran the next, a chain of proxies
+    # (and indexers) growing until something killed it.
+    link = _symlinked_claude(tmp_path)
+    for named in (str(link), "claude"):
+        env = {**os.environ, "CLAUDETRACE_REAL_CLI": named, "CLAUDETRACE_DB": str(db_path),
+               "PATH": os.pathsep.join([str(link.parent), os.environ.get("PATH", "")])}
+        with subprocess.Popen([str(link), "-p"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env,
+                              start_new_session=True) as proc:
+            try:
+                _out, err = proc.communicate("hi\n", timeout=60)
+            finally:  # a chain of claudes must not outlive the test
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+        assert proc.returncode == 127, (named, err)
+        [line] = err.splitlines()
+        assert line.startswith("claudetrace: the real claude CLI") and "is claudetrace" in line
+    assert not db_path.exists() or not sessions(db_path)
+    with pytest.raises(ShimError, match="is claudetrace itself"):
+        find_real_cli(str(link))
+
+
 def test_find_real_cli_skips_itself_and_other_shims(
     tmp_path: Path, fake_claude: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -340,3 +366,33 @@ def test_a_replay_shim_injects_faults_and_checks_them_first(tmp_path: Path) -> N
         timeout=60,
     )
     assert alone.returncode == 2 and "--fault needs --replay" in alone.stderr
+
+
+def test_shim_prints_the_path_it_wrote(tmp_path: Path) -> None:
+    # click.echo dropped an ESC [...m from the path in a pipe: the path printed
+    # was not the shim's.
+    from click.testing import CliRunner
+
+    from claudetrace.cli import cli
+
+    out = tmp_path / "claude\x1b[2Jrec"
+    done = CliRunner().invoke(cli, ["shim", str(out), "--real", sys.executable])
+    assert done.exit_code == 0, done.output
+    assert done.stdout == f"{out}\n" and os.access(out, os.X_OK)
+
+
+def test_a_shim_is_not_written_over_the_real_cli(tmp_path: Path, fake_claude: Path) -> None:
+    # ``claudetrace shim "$(command -v claude)"`` replaced the real CLI by a shim
+    # that ran itself: the CLI gone, and every run a chain of proxies.
+    before = fake_claude.read_bytes()
+    with pytest.raises(ShimError, match="is the real claude CLI"):
+        write_shim(fake_claude, ["true"], real=str(fake_claude))
+    done = subprocess.run([sys.executable, "-m", "claudetrace", "shim", str(fake_claude)],
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PATH": str(fake_claude.parent)})
+    assert done.returncode == 1 and "is the real claude CLI" in done.stderr, done.stderr
+    assert fake_claude.read_bytes() == before
+    # A replaying shim runs no CLI: it may stand as the real one.
+    replaying = tmp_path / "replaying"
+    write_shim(replaying, [*self_command(), "replay", "x.ndjson"])
+    assert find_real_cli(str(replaying)) == str(replaying)

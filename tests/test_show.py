@@ -92,6 +92,11 @@ def _nasty_cassette(path: Path) -> Path:
         add("out", json.dumps({"type": "system", "subtype": text, "x": text}))
         add("out", json.dumps({"type": "control_request", "request_id": text,
                                "request": {"subtype": text}}))
+    for n, text in enumerate(NASTY[:2]):  # two models: ``show`` gives each a row
+        add("out", json.dumps({"type": "assistant", "message": {
+            "id": f"msg_{n}", "role": "assistant", "model": f"model-{n}{text}",
+            "content": [{"type": "text", "text": "hi"}],
+            "usage": {"input_tokens": 1, "output_tokens": 1}}}))
     add("out", "not json \x1b[2J")
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records),
                     encoding="utf-8")
@@ -115,6 +120,7 @@ def test_show_and_tail_escape_what_would_drive_the_terminal(
         assert "\\x1b]52;c;ZXZpbA==\\x07clipboard" in shown.stdout
         assert "\\x9b31mC1 CSI" in shown.stdout and "shown\\x0dhidden" in shown.stdout
         assert "evil\\x1b]0;x\\x07" in shown.stdout  # the summary too
+        assert "model-1\\x1b]52;c;ZXZpbA==\\x07clipboard" in shown.stdout  # its rows' labels
     tailed = invoke("tail", rid, "--db", str(db_path))
     assert tailed.exit_code == 0, tailed.output
     assert not _controls(tailed.stdout) and "\\x1b[2J\\x1b[Hcleared" in tailed.stdout

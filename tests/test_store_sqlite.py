@@ -423,3 +423,40 @@ def test_the_writer_and_the_indexer_do_not_load_sqlalchemy() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "[]"
+
+
+def _read_only_mount_works() -> bool:
+    return shutil.which("unshare") is not None and subprocess.run(
+        ["unshare", "-m", "true"], capture_output=True, check=False).returncode == 0
+
+
+@pytest.mark.skipif(not _read_only_mount_works(), reason="needs unshare -m (root)")
+def test_a_database_on_a_read_only_file_system_is_read(tmp_path: Path) -> None:
+    # A store on a read-only mount (a backup, a ``:ro`` volume): SQLite cannot make
+    # the WAL's shared-memory file beside it, and every read command said "unable
+    # to open database file"; ``db upgrade`` was a traceback.
+    sample = SAMPLES / "basic.cassette.ndjson"
+    folder = tmp_path / "backup"
+    folder.mkdir()
+    db = folder / "claudetrace.db"
+    store = open_store(str(db))
+    try:
+        rid = store.import_cassette(read_cassette(sample))
+    finally:
+        store.close()
+    assert not Path(f"{db}-wal").exists() and not Path(f"{db}-shm").exists()
+    script = f"""
+mount --bind {folder} {folder} && mount -o remount,bind,ro {folder} || exit 99
+for args in "sessions --json" "show {rid}" "search the" "db upgrade" "import {sample}"; do
+  {sys.executable} -m claudetrace $args --db {db}; echo "rc=$?"
+done
+"""
+    done = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode != 99, done.stderr
+    codes = [line for line in done.stdout.splitlines() if line.startswith("rc=")]
+    assert codes == ["rc=0", "rc=0", "rc=0", "rc=1", "rc=1"], (done.stdout, done.stderr)
+    assert rid in done.stdout and "Traceback" not in done.stderr
+    errors = done.stderr.splitlines()
+    assert len(errors) == 2 and "Read-only file system" in errors[0], errors
+    assert "readonly database" in errors[1], errors

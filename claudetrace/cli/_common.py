@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import functools
+import os
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -13,6 +15,9 @@ from ..display import say
 from ..errors import ClaudeTraceError
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: A write refused for want of room: the disk, the user's quota, a file size limit.
+_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 db_option = click.option(
     "--db",
@@ -54,5 +59,11 @@ def reports_errors(func: F) -> F:
             fail(str(exc), exc.exit_code)
         except BrokenPipeError:
             sys.exit(141)
+        except OSError as exc:
+            if exc.errno not in _FULL:
+                raise
+            # Output into a full disk: what did not fit would fail again at exit.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            fail(f"cannot write{f' {exc.filename}' if exc.filename else ''}: {exc.strerror}")
 
     return wrapper  # type: ignore[return-value]

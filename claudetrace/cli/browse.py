@@ -9,11 +9,12 @@ import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing, nullcontext
-from typing import TYPE_CHECKING, Any, Final
+from typing import IO, TYPE_CHECKING, Any, Final
 
 import click
 
 from ..display import for_terminal, say
+from ..errors import ClaudeTraceError
 from ..formats.facts import cost_source, cost_usd, plural
 from ..formats.facts import cost_text as _cost_text
 from ..formats.facts import duration as _duration
@@ -218,7 +219,8 @@ def show(session: str, db_url: str | None, raw: bool, deltas: bool, width: int) 
     rec = store.resolve(session)
     out = sys.stdout
     paint = Painter(wants_colour(out))
-    out.write("".join(f"{paint(f'{key:>14}', 'bold')}  {visible(value)}\n"
+    # A label is recorded text too: a per-model row is labelled with the model's name.
+    out.write("".join(f"{paint(f'{visible(key):>14}', 'bold')}  {visible(value)}\n"
                       for key, value in facts(rec)) + "\n")
     out.flush()  # the summary is on screen before the transcript is read
     if raw:
@@ -426,7 +428,7 @@ def _exported_events(store: Any, rec: Any, redactor: Any = None) -> Any:
 
 
 def _export_html(store: Any, rec: Any, output: str, redactor: Any) -> None:
-    from ..cassette import private_file
+    from ..cassette import replace_file
     from ..formats.html import write_report
     from ..sanitize import Sanitizer
     from ..store.usage import store_reader
@@ -442,8 +444,14 @@ def _export_html(store: Any, rec: Any, output: str, redactor: Any) -> None:
             write_report(for_terminal(sys.stdout), rec, events, redactor=shown, usage=usage)
         sys.stdout.flush()
         return
-    with private_file(output) as out, _exported_events(store, rec) as events:
-        count = write_report(out, rec, events, redactor=shown, usage=usage)
+    def write(out: IO[str]) -> int:
+        with _exported_events(store, rec) as events:
+            return write_report(out, rec, events, redactor=shown, usage=usage)
+
+    try:
+        count = replace_file(output, write)
+    except OSError as exc:
+        raise ClaudeTraceError(f"{output}: cannot write report: {exc.strerror or exc}") from exc
     say(f"wrote the report of {rec.id} ({count} events) to {output}", err=True)
 
 

@@ -19,13 +19,14 @@ def demo(db_url: str | None) -> None:
     """
     from ..config import resolve_url
     from ..demo import DEMO_CASSETTE, next_steps, run_demo
+    from ..store.engine import hide_password
 
     click.echo(f"Replaying {DEMO_CASSETTE.name} (an SDK MCP tool call) through the proxy…")
     result = run_demo(db_url)
     click.echo(
         f"Recorded session {result.recording_id}: {result.events} lines "
         f"({result.sent} from the host, {result.received} from the CLI) "
-        f"into {resolve_url(db_url)}"
+        f"into {hide_password(resolve_url(db_url))}"
     )
     click.echo("\nWhat next:")
     for command in next_steps(result.recording_id, db_url):

@@ -64,14 +64,16 @@ def serve(db_url: str | None, host: str, port: int) -> None:
 @reports_errors
 def dump(db_url: str | None, openmetrics: bool) -> None:
     """Print the metrics exposition once and exit."""
-    from ..display import visible_lines
+    from ..display import for_terminal
     from ..promexport import StoreMetrics
 
     store = read_store(db_url)
     try:
         text = StoreMetrics(store).exposition(openmetrics=openmetrics)
         # Label values are recorded model names: on a terminal they are escaped
-        # as every view escapes them; a pipe gets the exposition exactly.
-        click.echo(visible_lines(text) if sys.stdout.isatty() else text, nl=False)
+        # as every view escapes them; a pipe gets the exposition exactly (which
+        # click.echo, dropping ESC [...m there, would not give).
+        for_terminal(sys.stdout).write(text)
+        sys.stdout.flush()
     finally:
         store.close()

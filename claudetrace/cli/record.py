@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import click
 
@@ -56,6 +57,15 @@ def proxy(
     Example:
       claudetrace proxy --name smoke -- claude --output-format stream-json ...
     """
+    if command[0].startswith("-"):
+        # An option of ours misspelt (``--nmae``), taken for the command as unknown
+        # options are: it would fail to start and leave a failed recording behind.
+        from difflib import get_close_matches
+
+        ctx = click.get_current_context()
+        option = command[0].partition("=")[0]
+        ours = [opt for param in ctx.command.params for opt in param.opts + param.secondary_opts]
+        raise click.NoSuchOption(option, possibilities=get_close_matches(option, ours), ctx=ctx)
     run_and_exit(
         list(command),
         db=db_url,
@@ -112,6 +122,7 @@ def shim(
     TypeScript: query({ options: { pathToClaudeCodeExecutable: "OUT" } })
     Go:         the SDK's CLI path option
     """
+    from ..display import for_terminal
     from ..shim import find_real_cli, proxy_command, write_shim
 
     if faults and not replay_source:
@@ -128,4 +139,6 @@ def shim(
         db = os.path.abspath(db_url) if db_url and "://" not in db_url else db_url
         command = proxy_command(real_cli, db=db, name=name, tags=_parse_tags(tags))
         path = write_shim(out, command, real=real_cli)
-    click.echo(str(path))
+    # The path as written (click.echo would drop an ESC [...m from it in a pipe),
+    # escaped on a terminal.
+    for_terminal(sys.stdout).write(f"{path}\n")

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import re
+import sqlite3
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from sqlalchemy import Engine, create_engine, event, inspect
 from sqlalchemy.engine import Connection, make_url
@@ -195,6 +198,12 @@ def create_store_engine(
         if path is not None:
             _prepare_sqlite_file(path, create)
         kwargs["connect_args"] = {"timeout": busy_timeout_s, "check_same_thread": False}
+        if path is not None and _on_read_only_filesystem(path):
+            # Nobody can write it, so it cannot change: read as immutable, the one
+            # way SQLite opens a WAL file whose folder takes no shared-memory file.
+            kwargs["creator"] = functools.partial(
+                sqlite3.connect, f"file:{quote(str(path.resolve()))}?mode=ro&immutable=1",
+                uri=True, **kwargs["connect_args"])
     else:
         kwargs["pool_pre_ping"] = True
     try:
@@ -212,6 +221,19 @@ def create_store_engine(
             event.listen(engine, "do_execute", _execute_past_host_adapters)
             event.listen(engine, "do_executemany", _executemany_past_host_adapters)
     return engine
+
+
+def _on_read_only_filesystem(path: Path) -> bool:
+    """Whether ``path`` is a file on a file system mounted read-only (a backup, a
+    snapshot, a container's ``:ro`` volume) with nothing in a write-ahead log
+    beside it (immutable, SQLite would not read the log)."""
+    try:
+        if not (path.is_file() and os.statvfs(path).f_flag & os.ST_RDONLY):
+            return False
+    except OSError:
+        return False
+    log = Path(f"{path}-wal")
+    return not log.exists() or log.stat().st_size == 0
 
 
 def _prepare_sqlite_file(path: Path, create: bool) -> None:
@@ -287,7 +309,12 @@ def _migration_lock(engine: Engine) -> Iterator[None]:
     """Serialise migrations: a lock file beside SQLite, an advisory lock on PostgreSQL."""
     if engine.dialect.name == "sqlite" and engine.url.database not in (None, "", ":memory:"):
         lock_path = f"{engine.url.database}.migrate.lock"
-        with open(os.open(lock_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "a") as handle:
+        try:
+            fd = os.open(lock_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        except OSError as exc:
+            raise StoreError(f"cannot migrate {engine.url.database}: cannot make its lock "
+                             f"file {lock_path}: {exc.strerror}") from exc
+        with open(fd, "a") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 yield

@@ -8,6 +8,7 @@ same ids, names, attributes and recorded times.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -20,6 +21,14 @@ from .spans import SpanBuilder
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+#: The latest time a stored ``started_ns`` (a signed 64-bit integer) can hold.
+_LAST_NS = 2**63 - 1
+
+
+def _epoch_ns(ns: float) -> int:
+    """``ns`` since the epoch held to what a store can compare: a time before 1970
+    is 0 (no recording is older), one past 2262 the last ns a store holds."""
+    return 0 if ns <= 0 else _LAST_NS if ns >= _LAST_NS else int(ns)
 
 
 def parse_since(text: str, now_ns: int | None = None, *, option: str = "--since") -> int:
@@ -31,14 +40,19 @@ def parse_since(text: str, now_ns: int | None = None, *, option: str = "--since"
     now = time.time_ns() if now_ns is None else now_ns
     match = _DURATION.match(text)
     if match:
-        return now - int(float(match.group(1)) * _UNIT_S[match.group(2)] * 1e9)
+        ago = float(match.group(1)) * _UNIT_S[match.group(2)] * 1e9  # inf for 400 digits
+        return now - int(ago) if ago < now else 0
     try:
         when = dt.datetime.fromisoformat(text.strip())
     except ValueError as exc:
         raise TelemetryError(
             f"{option} {text!r} is neither a duration (30m, 2h, 7d) nor an ISO date"
         ) from exc
-    return int(when.timestamp() * 1e9)
+    try:
+        seconds = when.timestamp()
+    except (OverflowError, OSError, ValueError):  # year 1 in local time is year 0 in UTC
+        seconds = 0.0 if when.year < 1970 else math.inf
+    return _epoch_ns(seconds * 1e9)
 
 
 def select_recordings(
