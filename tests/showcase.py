@@ -4,7 +4,7 @@ and imported from a Claude Code transcript.
 Each is made from a real-CLI fixture cassette, changed only where the test needs a
 shape the fixtures lack (a Markdown answer, a result whose ``is_error`` is true
 under ``subtype: success``); the imported one from a transcript written here with
-a TodoWrite list, a subagent (Task) and a compaction.
+a TodoWrite list, a subagent (Task), a compaction and a rewind.
 """
 
 from __future__ import annotations
@@ -69,7 +69,8 @@ def _line(kind: str, uuid: str, at: int, **fields: Any) -> dict[str, Any]:
 
 
 def transcript(folder: Path) -> Path:
-    """A Claude Code transcript: a TodoWrite list, a Task subagent, a compaction."""
+    """A Claude Code transcript: a TodoWrite list, a Task subagent, a compaction, a
+    rewind (the second of three prompts abandoned)."""
     todos = [
         {"content": "read the cart code", "status": "completed", "activeForm": "reading"},
         {"content": "fix the rounding", "status": "in_progress", "activeForm": "fixing"},
@@ -79,10 +80,11 @@ def transcript(folder: Path) -> Path:
     usage = {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 0,
              "cache_creation_input_tokens": 0}
 
-    def assistant(uuid: str, at: int, msg_id: str, content: list[Any]) -> dict[str, Any]:
+    def assistant(uuid: str, at: int, msg_id: str, content: list[Any],
+                  stop: str = "tool_use", **extra: Any) -> dict[str, Any]:
         return _line("assistant", uuid, at, message={
             "id": msg_id, "type": "message", "role": "assistant", "model": model,
-            "content": content, "stop_reason": "tool_use", "usage": usage})
+            "content": content, "stop_reason": stop, "usage": usage}, **extra)
 
     def result(uuid: str, at: int, tool_id: str, text: str, **extra: Any) -> dict[str, Any]:
         return _line("user", uuid, at, message={"role": "user", "content": [
@@ -107,6 +109,16 @@ def transcript(folder: Path) -> Path:
             "id": "msg_3", "type": "message", "role": "assistant", "model": model,
             "content": [{"type": "text", "text": "Fixed: **round half up** in `cart.py`."}],
             "stop_reason": "end_turn", "usage": usage}),
+        # A second prompt, then a rewind: the third goes on from the first's answer,
+        # so the second and its answer are an abandoned branch.
+        _line("user", "u2", 10, parentUuid="a3",
+              message={"role": "user", "content": "Also round the tax."}),
+        assistant("a4", 11, "msg_4", [{"type": "text", "text": "Tax rounded too."}],
+                  "end_turn", parentUuid="u2"),
+        _line("user", "u3", 12, parentUuid="a3",
+              message={"role": "user", "content": "Leave the tax as it was."}),
+        assistant("a5", 13, "msg_5", [{"type": "text", "text": "The tax is unchanged."}],
+                  "end_turn", parentUuid="u3"),
     ]
     path = folder / f"{SESSION_ID}.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))

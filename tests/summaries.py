@@ -3,6 +3,7 @@ figures counted by the database are the ones Python counts from the recordings."
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import time
 
 import pytest
 
+from claudetrace.model import FAILED
 from claudetrace.recording import RecordingInfo, new_recording_id
 from claudetrace.store import Store
 from claudetrace.store import browse as queries
@@ -99,3 +101,12 @@ def check_summaries(store: Store, tag: str) -> None:
     # or a proxy gone); 5 ok, 5 error, 4 killed.
     assert (everything.count, everything.running) == (26, 4)
     assert everything.error_rate == pytest.approx((8 + 5 + 4) / 22)
+    # The Stats page's sessions and failures per day, counted by the database
+    # (the gone proxies' by the pid check), are Python's count over every recording.
+    by_day: dict[dt.date, list[int]] = {}
+    for rec in queries.list_sessions(store, Filters()):
+        day = by_day.setdefault(
+            dt.datetime.fromtimestamp(rec.started_ns / 1e9, tz=dt.timezone.utc).date(), [0, 0])
+        day[0] += 1
+        day[1] += rec.status in FAILED
+    assert {d: [n, e] for d, n, e in queries.sessions_per_day(store)} == by_day

@@ -76,6 +76,20 @@ def test_filters_are_read_back_from_the_url(app: AppTest) -> None:
     assert at.text_input(key="f_text").value == "very long story"
 
 
+def test_a_new_page_draws_the_list_before_its_filters_and_keeps_what_they_say(
+    app: AppTest, ui_db: dict[str, str]
+) -> None:
+    """A new browser page draws the list first (its widgets after it); a URL's filter
+    the widgets cannot show (a model no recording has) is dropped, as before."""
+    at = run(app, model="no-such-model", q="hooked")
+    assert metrics(at)["Sessions"] == "1"
+    assert at.multiselect(key="f_model").value == []
+    assert "model" not in at.query_params and at.query_params["q"] == "hooked"
+    assert list(at.dataframe(key="sessions_table").value["name"]) == ["hooks"]
+    at = run(AppTest.from_file(APP, default_timeout=60), model="no-such-model")
+    assert metrics(at)["Sessions"] == str(len(ui_db) - 1)
+
+
 def test_selecting_one_row_opens_it_two_rows_offer_a_diff(app: AppTest) -> None:
     at = run(app)
     table = at.dataframe(key="sessions_table").value

@@ -66,6 +66,19 @@ def test_seed_builds_what_the_benchmark_measures(tmp_path: Path) -> None:
         r.id: f"task {r.name.split('-')[1]}: add {r.name.split('-')[1]} and 40" for r in small}
     assert len(list_sessions(store, Filters(tools=("mcp__calc__add",)))) == 6
     assert [r.name for r in list_sessions(store, Filters(text="task 3"))] == ["bench-3"]
+    # Their calls are in the usage layer, as the indexer leaves them (the Stats
+    # page sums them): the big session's messages repeat the small ones' ids, so
+    # each is counted once, as `usage` counts a message two recordings hold.
+    from claudetrace.store.usage import UsageFilter, store_reader
+    from claudetrace.usage import periods, sessions
+
+    total = sum(t.output for t in periods(
+        store_reader(store), "daily", UsageFilter(), None).values())
+    # (bench-N's message is msg_N, as is the big session's turn N, alike in usage).
+    assert total == rec.output_tokens > sum(r.output_tokens for r in small) > 0
+    per_recording = {s.recording_id: s.totals.calls for s in sessions(
+        store_reader(store), UsageFilter())}
+    assert all(per_recording[r.id] == r.model_calls == 2 for r in small)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])

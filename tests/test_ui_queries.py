@@ -7,6 +7,7 @@ import datetime as dt
 import pytest
 
 from claudetrace.indexer import open_settled_store
+from claudetrace.model import FAILED
 from claudetrace.store import Store
 from claudetrace.store import browse as queries
 from claudetrace.ui.sessions import Filters
@@ -113,9 +114,18 @@ def test_tool_usage_and_failure_rates(store: Store) -> None:
 
 
 def test_daily_usage(store: Store, ui_db: dict[str, str]) -> None:
-    days = daily_usage(queries.list_sessions(store, Filters()))
+    days = daily_usage(queries.sessions_per_day(store))
     assert [d["day"] for d in days] == sorted(d["day"] for d in days)
-    assert sum(d["sessions"] for d in days) == len(ui_db) - 1
+    everyone = queries.list_sessions(store, Filters())
+    assert sum(d["sessions"] for d in days) == len(ui_db) - 1 == len(everyone)
+    # The database's counts per day are the Python ones over every recording.
+    by_day: dict[dt.date, list[int]] = {}
+    for rec in everyone:
+        day = dt.datetime.fromtimestamp(rec.started_ns / 1e9, tz=dt.timezone.utc).date()
+        by_day.setdefault(day, [0, 0])
+        by_day[day][0] += 1
+        by_day[day][1] += rec.status in FAILED
+    assert {d["day"]: [d["sessions"], d["errors"]] for d in days} == by_day
     assert sum(d["errors"] for d in days) >= 1
 
 

@@ -207,3 +207,104 @@ def test_the_report_draws_the_same_presentation_model(
         assert problems == []
     finally:
         view.context.close()
+
+
+#: Per session: the trace header's status and error count, the per-prompt figures of
+#: its first prompt, and turn ``n``'s span picked: its prompt and its result.
+GLANCE = {
+    "finished": ("ok", "0", r"turn 1 · 1 call · 0 tools · 100 in · 25 out", 1,
+                 "Say hello.", "Hello from the fake model."),
+    "failed": ("error", "2", r"turn 1 · 2 calls · 1 tool \(1 failed\) · 201 in · 51 out", 1,
+               "Create created.txt with touch.", "I was not allowed to."),
+    "running": ("running", "0", r"turn 1 · 1 call · 1 tool · 100 in · 1 out · .* · under way",
+                1, "Create created.txt with touch.", "(none yet)"),
+    "imported": ("ok", "0", r"turn 1 · 3 calls · 2 tools · 30 in · 15 out", 2,
+                 "Also round the tax.", "Tax rounded too."),
+}
+
+
+@pytest.mark.parametrize("name", list(GLANCE))
+def test_trace_header_prompt_figures_and_span_input_output(
+    server: str, page: Any, sessions: dict[str, str], tmp_path: Path, name: str
+) -> None:
+    status, errors, figures, turn, prompt, answer = GLANCE[name]
+    page.goto(f"{server}/?session={sessions[name]}&live=")
+    # claude-code-log's per-prompt counts, under the prompt.
+    expect(page.get_by_text(re.compile("↳ " + figures)).first).to_be_visible(timeout=TIMEOUT)
+    page.goto(f"{server}/?session={sessions[name]}&live=&tab=trace&span=turn:{turn}")
+    head = page.locator(".ct-head")
+    expect(head.locator("[data-label='status']")).to_have_text(f"status{status}",
+                                                               timeout=TIMEOUT)
+    expect(head.locator("[data-label='errors']")).to_have_text(f"errors{errors}")
+    labels = [e.get_attribute("data-label") for e in head.locator(".f").all()]
+    assert labels == ["status", "started", "duration", "models", "tokens", "cost", "calls",
+                      "tools", "errors"]
+    expect(head.locator("[data-label='models']")).to_contain_text("claude-opus-5-5")
+    expect(head.locator("[data-label='cost']")).to_contain_text(
+        "estimate" if name in ("running", "imported") else "the CLI's")
+    bad = head.locator(".f.bad")
+    assert [b.get_attribute("data-label") for b in bad.all()] == (
+        ["status", "errors"] if name == "failed" else [])
+    # Phoenix's input/output pane: the turn picked, its prompt beside its result.
+    given, said = page.locator(".st-key-span_input"), page.locator(".st-key-span_output")
+    expect(given).to_contain_text(prompt, timeout=TIMEOUT)
+    expect(said).to_contain_text(answer)
+    assert given.bounding_box()["x"] < said.bounding_box()["x"]  # side by side
+    if name == "failed":
+        expect(said).to_contain_text("result (error)")
+    page.screenshot(path=str(tmp_path / f"glance-{name}.png"), full_page=True)
+
+
+def test_the_rewind_lists_its_abandoned_branch(
+    server: str, page: Any, sessions: dict[str, str], tmp_path: Path
+) -> None:
+    page.goto(f"{server}/?session={sessions['imported']}")
+    branch = page.get_by_text("Abandoned branch · 1 prompt")
+    expect(branch).to_be_visible(timeout=TIMEOUT)
+    branch.click()
+    listed = page.locator("[data-testid='stExpander']").filter(has_text="Abandoned branch")
+    expect(listed).to_contain_text("Also round the tax.")
+    expect(listed).to_contain_text("turn 2 · 1 call · 0 tools · 10 in · 5 out")
+    # The branch is still in place, dimmed (marked), and the conversation goes on.
+    expect(page.get_by_text("The tax is unchanged.")).to_be_visible()
+    page.screenshot(path=str(tmp_path / "rewind-branch.png"), full_page=True)
+
+
+@pytest.mark.parametrize("name", list(GLANCE))
+def test_the_report_draws_the_trace_header_prompt_figures_and_span_input_output(
+    browser: Any, sessions: dict[str, str], tmp_path: Path, name: str
+) -> None:
+    status, errors, figures, turn, prompt, answer = GLANCE[name]
+    view, problems = offline(browser, report(sessions, name, tmp_path))
+    try:
+        expect(view.locator("#conv .pf").first).to_have_text(re.compile("↳ " + figures))
+        if name == "imported":
+            branch = view.locator("details.branch")
+            expect(branch.locator("summary")).to_have_text("abandoned branch · 1 prompt")
+            branch.locator("summary").click()
+            expect(branch.locator("li")).to_contain_text("Also round the tax.")
+        view.get_by_role("tab", name="Trace").click()
+        head = view.locator(".thead")
+        expect(head.locator("[data-label='status']")).to_have_text(f"status{status}")
+        expect(head.locator("[data-label='errors']")).to_have_text(f"errors{errors}")
+        assert [b.get_attribute("data-label") for b in head.locator(".f.bad").all()] == (
+            ["status", "errors"] if name == "failed" else [])
+        view.locator(f"#trace tr[data-ref='turn:{turn}']").click()
+        expect(view.locator(".iopane [data-side='input']")).to_contain_text(prompt)
+        expect(view.locator(".iopane [data-side='output']")).to_contain_text(answer)
+        if name == "failed":
+            tool = view.locator("#trace tr[data-kind='tool']")
+            tool.click()
+            expect(view.locator(".iopane [data-side='input']")).to_contain_text(
+                "touch created.txt")
+            expect(view.locator(".iopane .bad [data-side], .iopane [data-side].bad")
+                   ).to_contain_text("Not in this test.")
+        if name == "finished":
+            view.locator("#trace tr[data-kind='model']").click()
+            out = view.locator(".iopane [data-side='output'] .md")
+            expect(out.locator("strong")).to_have_text("Done.")
+            assert out.locator("script, img, b").count() == 0
+        view.screenshot(path=str(tmp_path / f"report-glance-{name}.png"), full_page=True)
+        assert problems == []
+    finally:
+        view.context.close()

@@ -33,7 +33,7 @@ from ..recording import RecordingInfo
 from ..sanitize import Sanitizer
 from ..telemetry import conventions as c
 from ..telemetry.spans import SpanBuilder
-from ..ui import present
+from ..ui import outline, present
 from ..ui.controlplane import session_control_rows
 from ..ui.conversation import Decision, Item, build_conversation
 from ..ui.markdown import markdown_tree
@@ -71,11 +71,25 @@ class _Items:
     the page reads it from the tree), the figures of the model call it starts
     (``fig``), what a user line is (``lbl``), an abandoned branch (``ab``)."""
 
-    def __init__(self, figures: dict[str, present.CallFigures]) -> None:
+    def __init__(self, figures: dict[str, present.CallFigures],
+                 prompts: dict[int, outline.PromptFigures]) -> None:
         self.figures = figures
+        self.prompts = prompts
         self.told: set[str] = set()
+        #: Where each item is among the rows: its index, then its index among its
+        #: tool call's children, and so on (by ``id()`` of the item).
+        self.paths: dict[int, list[int]] = {}
 
-    def row(self, item: Item) -> list[Any]:
+    def rows(self, items: list[Item], path: list[int] | None = None) -> list[list[Any]]:
+        """The rows of ``items`` (at ``path`` among the rows)."""
+        return [self.row(item, [*(path or []), at]) for at, item in enumerate(items)]
+
+    def refer(self, parts: list[tuple[Item, str]]) -> list[list[Any]]:
+        """``[path, part]`` of each item shown (:class:`claudetrace.ui.outline.SpanIO`)."""
+        return [[self.paths[id(item)], part] for item, part in parts if id(item) in self.paths]
+
+    def row(self, item: Item, path: list[int]) -> list[Any]:
+        self.paths[id(item)] = path
         row: list[Any] = [item.kind, _round(item.t), item.text, 1 if item.is_error else 0]
         extra: dict[str, Any] = {}
         if item.tool is not None:
@@ -90,7 +104,7 @@ class _Items:
             if tool.decisions:
                 extra["dec"] = [_decision(d) for d in tool.decisions]
             if tool.children:
-                extra["ch"] = [self.row(child) for child in tool.children]
+                extra["ch"] = self.rows(tool.children, path)
             todo = present.todos(tool.name, tool.input)
             if todo is not None:
                 extra["todo"] = todo
@@ -110,6 +124,10 @@ class _Items:
             extra["lbl"] = item.label
         if item.abandoned:
             extra["ab"] = 1
+        if item.kind == "user" and item.seq in self.prompts:
+            extra["pf"] = self.prompts[item.seq].text()
+        if item.branch:  # a rewind's abandoned prompts, shown above it
+            extra["br"] = [self.paths[id(p)] for p in item.branch if id(p) in self.paths]
         call_id = item.call_id
         if call_id and call_id not in self.told and call_id in self.figures:
             self.told.add(call_id)
@@ -214,7 +232,18 @@ def report_data(
         status=rec.status,
     )
     now = present.session_liveness(rec, session)
-    conversation = _Items(present.call_figures(session))
+    conversation = _Items(present.call_figures(session), outline.prompt_figures(session, tree))
+    items = build_conversation(events)
+    conv = conversation.rows(items)
+    trace = present.trace_rows(tree, rec.started_ns)
+    inputs = outline.Spans(items, session)
+    io: dict[str, list[Any]] = {}
+    for row in trace:
+        found = inputs.io(row.ref) if row.ref else None
+        if found is not None:
+            io[row.ref] = [found.input_title, conversation.refer(found.inputs),
+                           found.output_title, conversation.refer(found.outputs),
+                           1 if found.is_error else 0]
     source: str
     if usage is None:
         models, usd, source = model_usage(session, cost), cost.usd, cost.source
@@ -233,8 +262,13 @@ def report_data(
                  present.offset(now.last_event_ns)],
         "facts": [list(pair) for pair in facts(rec)],
         "process": process,
-        "conv": [conversation.row(item) for item in build_conversation(events)],
-        "trace": [row.as_list() for row in present.trace_rows(tree, rec.started_ns)],
+        "conv": conv,
+        "trace": [row.as_list() for row in trace],
+        "th": [[label, value, 1 if bad else 0] for label, value, bad in outline.trace_header(
+            tree, status=rec.status,
+            started=dt.datetime.fromtimestamp(rec.started_ns / 1e9, tz=dt.timezone.utc)
+            .strftime("%Y-%m-%d %H:%M:%S UTC"), cost_source=cost.source).cells()],
+        "io": io,
         "tl": _timeline(rows, end),
         "cp": [
             [

@@ -17,6 +17,7 @@ from sqlalchemy import (
     Engine,
     Table,
     Text,
+    bindparam,
     delete,
     func,
     insert,
@@ -50,6 +51,7 @@ from .rows import (
     ROWS_PER_INSERT,
     USAGE_CALLS,
     Rows,
+    api_message_id,
     chunks,
     each_row,
     event_rows,
@@ -167,19 +169,48 @@ class Store:
     ) -> None:
         """Store whole recordings at once, in one transaction: each one's columns
         (every recording the same keys), its ``events`` rows and its
-        ``event_tools`` rows (:func:`event_rows`).  A bulk load (``bench ui``'s
-        seed): one statement for the recordings, one ``COPY`` or batched insert
-        for all their lines."""
+        ``event_tools`` rows (:func:`event_rows`), and its calls' ``usage_calls``
+        rows when its columns carry them (``summary_columns(…, started_ns=…)``).
+        A bulk load (``bench ui``'s seed): one statement for the recordings, one
+        ``COPY`` or batched insert for all their lines, one for their calls."""
         if not recordings:
             return
         rows = [row for _, lines, _ in recordings for row in each_row(lines)]
         tools = [row for _, _, refs in recordings for row in each_row(refs)]
+        calls = {c["id"]: c[USAGE_CALLS] for c, _, _ in recordings if USAGE_CALLS in c}
         with _store_errors("add recordings"), self.engine.begin() as conn:
-            conn.execute(insert(_RECORDINGS), [storable_columns(c) for c, _, _ in recordings])
+            conn.execute(insert(_RECORDINGS), [
+                storable_columns({k: v for k, v in c.items() if k != USAGE_CALLS})
+                for c, _, _ in recordings])
             if rows:
                 self._insert_rows(conn, _EVENTS, rows)
             if tools:
                 self._insert_rows(conn, _TOOLS, tools)
+            if calls:
+                self._add_usage(conn, calls)
+
+    def _add_usage(self, conn: Connection, calls: dict[str, list[tuple[Any, ...]]]) -> None:
+        """The ``usage_calls`` and ``usage_hours`` rows of new recordings' calls; a
+        message an earlier recording (stored before, or earlier in ``calls``) holds
+        is marked a duplicate, as :meth:`_replace_usage` marks it."""
+        ids = sorted({str(c[0]) for found in calls.values() for c in found
+                      if api_message_id(str(c[0]))})
+        held: set[str] = set()
+        for chunk in chunks(ids):
+            held.update(conn.execute(select(_USAGE.c.call_id).where(
+                _USAGE.c.call_id.in_(chunk), _USAGE.c.duplicate.is_(False))).scalars())
+        usage: list[tuple[Any, ...]] = []
+        for recording_id, found in calls.items():
+            mine = usage_call_rows(recording_id, found,
+                                   lambda asked: [i for i in asked if i in held])
+            held.update(r[1] for r in mine if api_message_id(r[1]))
+            usage += mine
+        if usage:
+            self._insert_rows(conn, _USAGE, usage)
+        for chunk in chunks(list(calls)):
+            for statement in rollup_statements("recording_id IN :ids"):
+                conn.execute(text(statement).bindparams(bindparam("ids", expanding=True)),
+                             {"ids": chunk})
 
     def write_rows(
         self,

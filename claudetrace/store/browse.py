@@ -618,6 +618,29 @@ def control_events(store: Store, recording_id: str) -> list[Event]:
     return list(store.iter_events(recording_id, types=CONTROL_TYPES))
 
 
+_DAY_NS = 86_400 * 1_000_000_000
+
+
+def sessions_per_day(store: Store) -> list[tuple[dt.date, int, int]]:
+    """``(UTC day, sessions started, sessions failed)`` per day, oldest first: counted
+    by the database (one ``GROUP BY`` over the recordings' summary columns); only the
+    recordings it calls running are read, for the pid check :func:`summary` makes."""
+    day = (_R.started_ns // _DAY_NS).label("day")
+    status = status_expression(time.time_ns())
+    failed = func.coalesce(func.sum(case((status.in_(sorted(FAILED)), 1), else_=0)), 0)
+    with _guard("count sessions per day"), store.session() as s:
+        rows = {int(d): [int(n), int(e)] for d, n, e in s.execute(
+            select(day, func.count(), failed).group_by(day))}
+        # A recording whose heartbeat says running but whose proxy is gone failed
+        # (incomplete): only this check tells, as the list's status does.
+        for rec in s.scalars(select(Recording).options(load_only(*SUMMARY_COLUMNS))
+                             .where(status == "running")):
+            if rec.status in FAILED:
+                rows[rec.started_ns // _DAY_NS][1] += 1
+    epoch = dt.date(1970, 1, 1)
+    return [(epoch + dt.timedelta(days=d), n, e) for d, (n, e) in sorted(rows.items())]
+
+
 def tool_usage(
     store: Store, recording_ids: Sequence[str] | None = None
 ) -> dict[str, tuple[int, int]]:
@@ -640,6 +663,11 @@ def tool_usage(
     if recording_ids is not None:
         uses = uses.where(_T.recording_id.in_(list(recording_ids)))
         failing = failing.where(_E.recording_id.in_(list(recording_ids)))
+    # Only recordings whose summary counts a failed tool (or that are still being
+    # recorded, their summary not final) hold a failing result: the scan of result
+    # lines stays the size of the failures, not of the store.
+    failing = failing.where(_E.recording_id.in_(
+        select(_R.id).where(or_(_R.tool_errors > 0, _R.ended_ns.is_(None)))))
     with _guard("read tool usage"), store.engine.connect() as conn:
         calls = {str(name or "?"): int(n) for name, n in conn.execute(uses)}
         failed_ids: list[str] = []

@@ -117,6 +117,9 @@ class Item:
     label: str | None = None
     #: Part of a branch the user rewound (a later ``rewind`` item says so).
     abandoned: bool = False
+    #: A ``rewind`` item's abandoned branch: the prompts it left, in order (their
+    #: answers follow them in the conversation, marked :attr:`abandoned`).
+    branch: list[Item] = field(default_factory=list)
 
 
 class _Builder:
@@ -263,16 +266,21 @@ class _Builder:
                 return None
         return None
 
-    def abandon(self, prompt_uuids: list[str]) -> None:
-        """Mark the items from the first of these prompts on as an abandoned branch."""
+    def abandon(self, prompt_uuids: list[str]) -> list[Item]:
+        """Mark the items from the first of these prompts on as an abandoned branch;
+        returns the branch's prompts."""
         firsts = [self.prompts[u].seq for u in prompt_uuids if u in self.prompts]
         if not firsts:
-            return
+            return []
         start = min(firsts)
+        branch = []
         for item in reversed(self.items):
             if item.seq < start:
                 break
             item.abandoned = True
+            if item.kind == "user":
+                branch.append(item)
+        return branch[::-1]
 
     def result(self, ev: Event) -> None:
         turn = self.turn_ended_at(ev.seq)
@@ -318,11 +326,12 @@ class _Builder:
         elif subtype == "rewind":
             gone = msg.get("abandoned_prompts")
             gone = [g for g in gone if isinstance(g, str)] if isinstance(gone, list) else []
-            self.abandon(gone)
+            branch = self.abandon(gone)
             count = len(gone)
             what = "the last prompt" if count == 1 else f"the last {count} prompts"
             self.add(ev, "rewind", f"rewound: {what} and their answers are an abandoned "
-                     "branch; the conversation goes on from before them", data=rest)
+                     "branch; the conversation goes on from before them", data=rest,
+                     branch=branch)
         elif subtype == "api_error" or "error" in subtype:
             self.add(ev, "error", f"{subtype}: {_compact(rest)}", is_error=True, data=rest)
         else:
@@ -434,6 +443,15 @@ class LazyConversation:
             items, following = conv.part(start, size)
             conv.settle(items)
             return items, following
+
+
+    def through(self, seq: int) -> list[Item]:
+        """Every top-level item so far, read on as far as line ``seq`` and the part
+        that holds it need (a span's input and output: its answer's lines and its
+        tools' results)."""
+        self.part(seq, 50)
+        with self._lock:
+            return list(self._conversation.items)
 
 
 def _seq(item: Item) -> int:

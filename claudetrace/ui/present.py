@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -134,13 +134,15 @@ def _weight(usage: Usage) -> float:
     return sum(_PRICE_WEIGHT[kind] * usage.get(kind) for kind in _PRICE_WEIGHT)
 
 
-def call_figures(session: Session, *, estimate: bool = True) -> dict[str, CallFigures]:
+def call_figures(session: Session, *, estimate: bool = True,
+                 turns: Collection[int] | None = None) -> dict[str, CallFigures]:
     """The figures of every model call of ``session``, by call id.
 
     A call's cost is its share of what the CLI reported for its turn and model
     when the CLI reported costs; else the price table's for the call
     (:meth:`~claudetrace.model.Session.call_price`, an estimate) unless
-    ``estimate`` is False; None for a model without a price.
+    ``estimate`` is False; None for a model without a price.  ``turns``: only
+    the calls of the turns of these numbers.
     """
     cli = session.cli_cost_reported
     # Per lane, the times at which the CLI sent something to the model: the turn's
@@ -156,7 +158,7 @@ def call_figures(session: Session, *, estimate: bool = True) -> dict[str, CallFi
     for lane_marks in marks.values():
         lane_marks.sort()
     out: dict[str, CallFigures] = {}
-    for turn in session.turns:
+    for turn in session.turns if turns is None else _picked(session, turns):
         shares: dict[str, float] = {}
         for model, cost in turn.cost_by_model.items() if cli else ():
             calls = [c for c in turn.calls if (c.model or session.model or "unknown") == model]
@@ -213,6 +215,9 @@ class TraceNode:
     #: What else a person reads about the node (stop reason, first token, outcome…).
     detail: str = ""
     children: list[TraceNode] = field(default_factory=list)
+    #: What the node is of the session model: ``turn:<n>``, ``model:<call id>``,
+    #: ``tool:<tool use id>`` (its input and output: :class:`~claudetrace.ui.outline.Spans`).
+    ref: str = ""
 
     @property
     def duration_ns(self) -> int | None:
@@ -235,7 +240,7 @@ def _tool_node(index: _Index, tool: ToolCall) -> TraceNode:
         bits.append(f"permission {tool.permission.verdict}")
     bits += [f"hook {h.hook_event or '?'} {h.verdict}" for h in tool.hooks]
     node = TraceNode("tool", tool.name, tool.start_ns, tool.end_ns, status,
-                     detail=" · ".join(bits))
+                     detail=" · ".join(bits), ref=f"tool:{tool.id}")
     agent = index.session.subagents.get(tool.id)
     if agent is not None:
         sub = TraceNode(
@@ -266,7 +271,7 @@ def _call_node(fig: CallFigures) -> TraceNode:
     return TraceNode(
         "model", call.model or "model", fig.request_ns, fig.end_ns,
         "error" if call.error else "ok", usage=call.usage, cost_usd=fig.cost_usd,
-        detail=" · ".join(bits),
+        detail=" · ".join(bits), ref=f"model:{call.id}",
     )
 
 
@@ -327,6 +332,7 @@ def trace_tree(
     end_ns: int | None = None,
     status: str = "ok",
     estimate: bool = True,
+    turns: Collection[int] | None = None,
 ) -> TraceNode:
     """The span tree of ``session``: agent → turn → model call / tool → subagent → …
 
@@ -334,25 +340,26 @@ def trace_tree(
     session's (:meth:`~claudetrace.model.Session.outcome`): a failure marks the
     root red.  Costs are the CLI's where it reported them, else the price
     table's (unless ``estimate`` is False), unknown (None) for a model without
-    a price: :meth:`~claudetrace.model.Session.cost`.
+    a price: :meth:`~claudetrace.model.Session.cost`.  ``turns``: only the turns of
+    these numbers under the root (a page's prompts' figures, without the rest).
     """
     tools: dict[tuple[str | None, int], list[ToolCall]] = {}
     for tool in session.tools.values():
         tools.setdefault((tool.lane, tool.turn), []).append(tool)
-    index = _Index(session, call_figures(session, estimate=estimate), tools)
+    index = _Index(session, call_figures(session, estimate=estimate, turns=turns), tools)
     cost = session.cost(estimate=estimate)
     root = TraceNode(
         "agent", title, 0, end_ns,
         "running" if status == "running" else ("error" if status in _FAILED else "ok"),
         detail=status if cost.source != "estimate" else f"{status} · cost estimated",
     )
-    for turn in session.turns:
+    for turn in session.turns if turns is None else _picked(session, turns):
         status_of = "running" if not turn.done else ("error" if turn.is_error else "ok")
         bits = [result_word(turn) if turn.done else "under way"]
         if turn.interrupted:
             bits.append("interrupted")
         node = TraceNode("turn", f"turn {turn.number}", turn.start_ns, turn.end_ns, status_of,
-                         detail=" · ".join(b for b in bits if b))
+                         detail=" · ".join(b for b in bits if b), ref=f"turn:{turn.number}")
         node.children = _lane_nodes(index, None, turn.number) + _unnamed_lanes(index, turn)
         node.children.sort(key=lambda child: child.start_ns)
         _add_up(node)
@@ -365,6 +372,12 @@ def trace_tree(
 
 
 _FAILED: Final = frozenset({"error", "incomplete", "killed"})
+
+
+def _picked(session: Session, numbers: Collection[int]) -> list[Turn]:
+    """The turns of ``session`` numbered ``numbers``, in order."""
+    turns = session.turns
+    return [turns[n - 1] for n in sorted(set(numbers)) if 0 < n <= len(turns)]
 
 
 def walk(node: TraceNode, depth: int = 0) -> Iterator[tuple[int, TraceNode]]:
@@ -391,13 +404,14 @@ class TraceRow:
     tokens: str
     cost: str
     detail: str
+    ref: str = ""
 
     def as_list(self) -> list[Any]:
         """Compact JSON for the HTML report (times in seconds)."""
         return [
             self.depth, self.kind, self.label, self.status, round(self.start_ns / 1e9, 4),
             None if self.end_ns is None else round(self.end_ns / 1e9, 4), self.clock,
-            self.offset, self.duration, self.tokens, self.cost, self.detail,
+            self.offset, self.duration, self.tokens, self.cost, self.detail, self.ref,
         ]
 
 
@@ -410,7 +424,7 @@ def trace_rows(tree: TraceNode, started_ns: int) -> list[TraceRow]:
             clock(started_ns, node.start_ns), offset(node.start_ns), duration(node.duration_ns),
             tokens_text(node.usage) if node.usage else "",
             "" if node.kind == "tool" and node.cost_usd is None else money(node.cost_usd),
-            node.detail,
+            node.detail, node.ref,
         ))
     return rows
 

@@ -1,10 +1,13 @@
 """Statistics across recordings: usage over time, tools, latencies.
 
-Tokens and cost come from the usage query layer (:mod:`claudetrace.usage`, what
-``claudetrace usage`` reports); sessions and failures per day from the recordings'
-summary columns; tool figures from
-:func:`claudetrace.store.browse.tool_usage`; latencies from the telemetry spans of
-a bounded set of recent recordings (see :func:`claudetrace.ui.timeline.latencies`).
+Every figure but the latencies is an aggregate the database computes, so the page
+reads no recording one by one however many the store holds: tokens and cost from
+the usage query layer (:mod:`claudetrace.usage`, what ``claudetrace usage``
+reports); sessions and failures per day from a ``GROUP BY`` over the recordings'
+summary columns (:func:`claudetrace.store.browse.sessions_per_day`); tool figures
+from :func:`claudetrace.store.browse.tool_usage`; latencies from the telemetry
+spans of a bounded set of recent recordings (see
+:func:`claudetrace.ui.timeline.latencies`).
 """
 
 from __future__ import annotations
@@ -13,23 +16,16 @@ import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..model import FAILED
-from ..store.models import Recording
 from ..store.usage import Reader, UsageFilter
 from ..usage import Totals, periods
-from .sessions import percentile, started_at
+from .sessions import percentile
 
 
-def daily_usage(recordings: Iterable[Recording]) -> list[dict[str, Any]]:
-    """Sessions started and failed per UTC day, oldest first (their tokens and cost:
+def daily_usage(days: Iterable[tuple[dt.date, int, int]]) -> list[dict[str, Any]]:
+    """Sessions started and failed per UTC day, oldest first, as table rows, from
+    :func:`claudetrace.store.browse.sessions_per_day` (their tokens and cost:
     :func:`usage_days`)."""
-    days: dict[dt.date, dict[str, Any]] = {}
-    for rec in recordings:
-        day = started_at(rec.started_ns).date()
-        row = days.setdefault(day, {"day": day, "sessions": 0, "errors": 0})
-        row["sessions"] += 1
-        row["errors"] += 1 if rec.status in FAILED else 0
-    return [days[d] for d in sorted(days)]
+    return [{"day": day, "sessions": n, "errors": failed} for day, n, failed in sorted(days)]
 
 
 def usage_days(reader: Reader) -> dict[str, Totals]:

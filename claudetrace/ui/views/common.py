@@ -229,6 +229,9 @@ text-align:left;white-space:nowrap}
 .ct-trace .track{position:relative;width:180px;height:10px;background:rgba(128,128,128,.15)}
 .ct-trace .bar{position:absolute;top:0;height:10px;min-width:2px;background:#1f77b4}
 .ct-trace tr.s-error .bar{background:#c62828}.ct-trace tr.s-running .bar{background:#b26a00}
+.ct-head{display:flex;flex-wrap:wrap;gap:4px 18px;font-size:14px;margin:0 0 6px}
+.ct-head .f span{display:block;font-size:11px;color:#6b7079;text-transform:uppercase}
+.ct-head .f.bad{color:#c62828;font-weight:600}
 .ct-md table{border-collapse:collapse}.ct-md th,.ct-md td{border:1px solid rgba(128,128,128,.4);
 padding:2px 8px}.ct-md pre{background:rgba(128,128,128,.12);padding:6px;overflow:auto}
 </style>"""

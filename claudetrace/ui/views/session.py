@@ -19,9 +19,9 @@ from claudetrace.errors import ClaudeTraceError
 from claudetrace.model.events import Event
 from claudetrace.store import Recording, Store
 from claudetrace.store import browse as queries
-from claudetrace.ui import present
+from claudetrace.ui import outline, present
 from claudetrace.ui.controlplane import ControlRow, control_rows
-from claudetrace.ui.conversation import Item, LazyConversation, ToolCall
+from claudetrace.ui.conversation import Item, LazyConversation, ToolCall, walk
 from claudetrace.ui.markdown import markdown_tree, tree_html
 from claudetrace.ui.views import common, trace
 from claudetrace.ui.views.common import money, param, plain, seconds, set_params
@@ -92,7 +92,8 @@ def _body(db: Store, recording_id: str, rec: Recording | None = None) -> None:
     if tab == "conversation":
         _conversation(db, rec)
     elif tab == "trace":
-        trace.tab(db, rec)
+        trace.tab(db, rec, _lazy_conversation(
+            db, rec.id, rec.event_count, rec.ended_ns is not None).through)
     elif tab == "control":
         _control(db, rec)
     else:
@@ -199,8 +200,14 @@ def _conversation(db: Store, rec: Recording) -> None:
     if not items:
         st.info("Nothing to show in this part of the conversation.")
     conversation = _lazy_conversation(db, rec.id, rec.event_count, rec.ended_ns is not None)
-    shown = _Shown(rec.started_ns, present.call_figures(
-        conversation.session))
+    session = conversation.session
+    # The figures of the prompts shown only (a part of a long session's turns).
+    starts = {t.start_seq: t.number for t in session.turns}
+    turns = {starts[i.seq] for _, i in walk(items) if i.kind == "user" and i.seq in starts}
+    turns |= {starts[p.seq] for i in items for p in i.branch if p.seq in starts}
+    shown = _Shown(rec.started_ns, present.call_figures(session), outline.prompt_figures(
+        session, present.trace_tree(session, end_ns=rec.duration_ns, status=rec.status,
+                                    turns=turns)))
     common.style()
     for item in items:
         _item(item, 0, shown)
@@ -218,9 +225,12 @@ class _Shown:
     """What the items of one page share: the start (for wall-clock times) and each
     model call's figures, said once, under the first item of the call."""
 
-    def __init__(self, started_ns: int, figures: dict[str, present.CallFigures]) -> None:
+    def __init__(self, started_ns: int, figures: dict[str, present.CallFigures],
+                 prompts: dict[int, outline.PromptFigures] | None = None) -> None:
         self.started_ns = started_ns
         self.figures = figures
+        #: What followed each prompt, by its line (claude-code-log's per-prompt counts).
+        self.prompts = prompts or {}
         self.told: set[str] = set()
 
     def meta(self, item: Item) -> str:
@@ -248,6 +258,8 @@ def _item(item: Item, depth: int, shown: _Shown) -> None:
             else:
                 st.text(visible_text(item.text))
             st.caption(shown.meta(item))
+            if item.kind == "user" and item.seq in shown.prompts:
+                st.caption(f"↳ {plain(shown.prompts[item.seq].text(), 300)}")
     elif item.kind == "thinking":
         with st.expander(f"Thinking · line {item.seq}", expanded=False):
             st.text(visible_text(item.text))
@@ -265,6 +277,15 @@ def _item(item: Item, depth: int, shown: _Shown) -> None:
             st.info(f"{plain(item.text, 200)} · {shown.meta(item)}", icon=":material/compress:")
     elif item.kind == "rewind":
         st.warning(f"{plain(item.text, 300)} · {shown.meta(item)}", icon=":material/undo:")
+        if item.branch:
+            count = len(item.branch)
+            with st.expander(f"Abandoned branch · {count} prompt{'s' if count != 1 else ''}",
+                             expanded=False, icon=":material/fork_right:"):
+                for prompt in item.branch:
+                    st.text(visible_text(prompt.text))
+                    figures = shown.prompts.get(prompt.seq)
+                    st.caption(shown.meta(prompt).removeprefix("abandoned branch · ")
+                               + (f" · {plain(figures.text(), 300)}" if figures else ""))
     elif item.kind in ("error", "stderr"):
         with st.container(border=True):
             st.caption(f"{'stderr' if item.kind == 'stderr' else 'error'} · {shown.meta(item)}")

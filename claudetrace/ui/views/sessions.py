@@ -125,15 +125,32 @@ def list_page() -> None:
     st.title("Sessions")
     db = common.store()
     params = {k: str(v) for k, v in st.query_params.items()}
-    filters = _filters_from_widgets(Filters.from_params(params), queries.models(db))
-    wanted = filters.to_params()
-    for key in queries.PARAMS:
-        set_params(**{key: wanted.get(key)})
+    from_url = Filters.from_params(params)
+    if "f_model" not in st.session_state and not params.get("live"):
+        # A new browser page: the sidebar's widgets will show the URL's filters, so
+        # the list is drawn first and the widgets after it (the browser loads each
+        # kind of widget's code before it shows what follows it).
+        _list_body(from_url)
+        filters = _filters_from_widgets(from_url, queries.models(db))
+        common.auto_refresh_toggle("live_list")
+        if filters != from_url:
+            _keep(filters)
+            st.rerun()
+        return
+    filters = _filters_from_widgets(from_url, queries.models(db))
+    _keep(filters)
     live = common.auto_refresh_toggle("live_list")
     if live:
         st.fragment(run_every=2.0)(_list_body)(filters)
     else:
         _list_body(filters)
+
+
+def _keep(filters: Filters) -> None:
+    """Put ``filters`` in the URL."""
+    wanted = filters.to_params()
+    for key in queries.PARAMS:
+        set_params(**{key: wanted.get(key)})
 
 
 def _list_body(filters: Filters) -> None:

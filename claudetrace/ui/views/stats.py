@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import streamlit as st
 
 from claudetrace.store import Store
@@ -23,6 +25,7 @@ from claudetrace.ui.stats import (
 )
 from claudetrace.ui.timeline import latencies
 from claudetrace.ui.views import common
+from claudetrace.usage import Totals
 
 #: Lines read per recording for latency spans (bounds the cost of a huge session).
 LATENCY_MAX_EVENTS = 50_000
@@ -36,15 +39,35 @@ def _latency_samples(_db: Store, recording_id: str, event_count: int) -> dict[st
     )
 
 
+#: How long the page's aggregates are kept (seconds): a reload within it reads
+#: nothing; a session recorded since shows after it.
+AGGREGATES_TTL = 30
+
+
+@st.cache_data(show_spinner=False, ttl=AGGREGATES_TTL, max_entries=4)
+def _sessions_per_day(_db: Store, url: str) -> list[tuple[dt.date, int, int]]:
+    return queries.sessions_per_day(_db)
+
+
+@st.cache_data(show_spinner=False, ttl=AGGREGATES_TTL, max_entries=4)
+def _usage_days(_db: Store, url: str) -> dict[str, Totals]:
+    return usage_days(store_reader(_db))
+
+
+@st.cache_data(show_spinner=False, ttl=AGGREGATES_TTL, max_entries=4)
+def _tool_usage(_db: Store, url: str) -> dict[str, tuple[int, int]]:
+    return queries.tool_usage(_db)
+
+
 def page() -> None:
     """Aggregates across sessions."""
     st.title("Stats")
     db = common.store()
-    recordings = queries.list_sessions(db, Filters())
-    if not recordings:
+    per_day = _sessions_per_day(db, db.url)
+    if not per_day:
         st.info("No recordings yet.")
         return
-    days = usage_days(store_reader(db))
+    days = _usage_days(db, db.url)
     daily = usage_rows(days)
     st.subheader("Cost and tokens over time (per UTC day)")
     st.caption("The figures of `claudetrace usage daily -z UTC`: each API message once, "
@@ -58,10 +81,10 @@ def page() -> None:
     st.dataframe(daily, hide_index=True, key="daily_table")
     st.dataframe(model_rows(days), hide_index=True, key="daily_models_table")
     st.caption("Sessions started and failed per UTC day")
-    st.dataframe(daily_usage(recordings), hide_index=True, key="sessions_per_day_table")
+    st.dataframe(daily_usage(per_day), hide_index=True, key="sessions_per_day_table")
 
     st.subheader("Tools")
-    rates = tool_rates(queries.tool_usage(db))
+    rates = tool_rates(_tool_usage(db, db.url))
     if rates:
         st.dataframe(
             rates,
@@ -85,7 +108,7 @@ def page() -> None:
     common.set_params(recent=recent if recent != 20 else None)
     samples = merge_samples(
         _latency_samples(db, r.id, r.event_count)
-        for r in recordings[:recent]
+        for r in queries.list_sessions(db, Filters(), limit=recent)
         if r.ended_ns is not None
     )
     table = latency_table(samples)

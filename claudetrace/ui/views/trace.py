@@ -5,11 +5,18 @@ wall-clock and relative start, duration bar, tokens, cost and detail."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import streamlit as st
 
+from claudetrace.display import visible_text
+from claudetrace.model import Session
 from claudetrace.store import Recording, Store
-from claudetrace.ui import present
+from claudetrace.ui import outline, present
+from claudetrace.ui.conversation import Item
+from claudetrace.ui.markdown import markdown_tree, tree_html
 from claudetrace.ui.views import common
+from claudetrace.ui.views.common import param, plain, set_params
 
 #: Nodes of the span tree drawn per page.
 TRACE_PAGE = 400
@@ -17,6 +24,11 @@ TRACE_PAGE = 400
 
 def read_rows(db: Store, rec: Recording) -> list[present.TraceRow]:
     """The span tree of ``rec`` as rows, the session folded as far as it is stored."""
+    return read_tree(db, rec)[1]
+
+
+def read_tree(db: Store, rec: Recording) -> tuple[present.TraceNode, list[present.TraceRow]]:
+    """The span tree of ``rec`` and its rows, the session folded as far as it is stored."""
     folded = common.folded(db, rec)
     return _tree_rows(folded, rec.id, rec.event_count, rec.status,
                       rec.started_ns, rec.duration_ns)
@@ -26,11 +38,23 @@ def read_rows(db: Store, rec: Recording) -> list[present.TraceRow]:
 def _tree_rows(
     _folded: common.Folded, recording_id: str, event_count: int, status: str,
     started_ns: int, duration_ns: int | None,
-) -> list[present.TraceRow]:
-    """The span tree of a recording as rows (once per recording, line count and status)."""
+) -> tuple[present.TraceNode, list[present.TraceRow]]:
+    """The span tree of a recording and its rows (once per recording, line count and
+    status)."""
     tree = present.trace_tree(
         _folded.session, end_ns=duration_ns, status=status)
-    return present.trace_rows(tree, started_ns)
+    return tree, present.trace_rows(tree, started_ns)
+
+
+def _header_html(head: outline.TraceHeader) -> str:
+    """The trace header as a strip of labelled figures (texts escaped)."""
+    from html import escape
+
+    cells = "".join(
+        f'<div class="f{" bad" if bad else ""}" data-label="{escape(label)}">'
+        f"<span>{escape(label)}</span>{escape(value)}</div>"
+        for label, value, bad in head.cells())
+    return f'<div class="ct-head">{cells}</div>'
 
 
 def _trace_html(rows: list[present.TraceRow]) -> str:
@@ -60,12 +84,19 @@ def _trace_html(rows: list[present.TraceRow]) -> str:
     return "".join(out)
 
 
-def tab(db: Store, rec: Recording) -> None:
-    """The Trace tab: the span tree, a part of it at a time."""
-    rows = read_rows(db, rec)
+def tab(db: Store, rec: Recording, items_through: Callable[[int], list[Item]]) -> None:
+    """The Trace tab: the header, the span tree a part of it at a time, and the input
+    and output of the span picked (``items_through(seq)``: the conversation's items
+    read as far as line ``seq``)."""
+    tree, rows = read_tree(db, rec)
     if len(rows) <= 1:
         st.info("No turns yet.")
         return
+    session = common.folded(db, rec).session
+    common.style()
+    st.html(_header_html(outline.trace_header(
+        tree, status=rec.status, started=common.when(rec.started_ns),
+        cost_source=session.cost().source)))
     part = common.pager(len(rows), TRACE_PAGE, "tpart", "spans", "trace_part")
     errors = sum(1 for r in rows if r.status == "error")
     st.caption(
@@ -73,5 +104,55 @@ def tab(db: Store, rec: Recording) -> None:
         + (f" · {errors} in error (red)" if errors else "")
         + " · times in UTC and since the start"
     )
-    common.style()
-    st.html(_trace_html(rows[(part - 1) * TRACE_PAGE : part * TRACE_PAGE]))
+    shown = rows[(part - 1) * TRACE_PAGE : part * TRACE_PAGE]
+    _io_pane(session, shown, items_through)
+    st.html(_trace_html(shown))
+
+
+def _span_seq(session: Session, ref: str) -> int:
+    """The last line of the span ``ref`` the session model knows (0: none)."""
+    kind, _, key = ref.partition(":")
+    if kind == "tool" and key in session.tools:
+        tool = session.tools[key]
+        return tool.end_seq if tool.end_seq is not None else tool.start_seq
+    if kind == "model" and key in session.calls:
+        return session.calls[key].start_seq
+    if kind == "turn" and key.isdigit() and 0 < int(key) <= len(session.turns):
+        turn = session.turns[int(key) - 1]
+        return turn.end_seq if turn.end_seq is not None else turn.start_seq
+    return 0
+
+
+def _io_pane(session: Session, rows: list[present.TraceRow],
+             items_through: Callable[[int], list[Item]]) -> None:
+    """Phoenix's input/output pane: the span picked (``?span=``), its input and its
+    output side by side, answers' Markdown rendered as in the conversation."""
+    labels = {r.ref: f"{r.kind} · {r.label} · {r.offset}" for r in rows if r.ref}
+    wanted = param("span")
+    picked = st.selectbox(
+        "Input and output of a span", list(labels), format_func=labels.__getitem__,
+        index=list(labels).index(wanted) if wanted in labels else None,
+        placeholder="Pick a span (a turn, a model call, a tool) to see its input and output",
+        key="trace_span")
+    set_params(span=picked)
+    if picked is None:
+        return
+    io = outline.Spans(items_through(_span_seq(session, picked)), session).io(picked)
+    if io is None:
+        st.caption("No input or output recorded for this span.")
+        return
+    left, right = st.columns(2)
+    given, answered = io.texts()
+    with left.container(border=True, key="span_input"):
+        st.caption(plain(io.input_title, 80))
+        st.text(visible_text(given))
+    with right.container(border=True, key="span_output"):
+        st.caption(plain(io.output_title, 80))
+        tree = markdown_tree(visible_text(answered)) if io.outputs and all(
+            item.kind in ("assistant", "result") for item, _ in io.outputs) else None
+        if tree is not None:
+            st.html(f'<div class="ct-md">{tree_html(tree)}</div>')
+        elif io.is_error:
+            st.error(plain(answered, 2000))
+        else:
+            st.text(visible_text(answered))
