@@ -391,6 +391,51 @@ def test_a_delete_by_hand_leaves_no_orphans_on_postgres(pg_url: str) -> None:
 
 
 @pytest.mark.usefixtures("ct_env")
+def test_a_prune_stopped_half_way_leaves_no_search_rows_behind(
+        pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A large recording's events go from its last down, a batch a transaction;
+    # their search rows (PostgreSQL has no trigger on events) go in the same one.
+    import psycopg
+
+    from claudetrace.store import retention
+    from claudetrace.store.postgres import plain_url
+    from tests.pruning import old_recording
+
+    store = open_store(pg_url)
+    try:
+        rid = old_recording(store, days=45, events=6_000, tags={"prune": "stopped"})
+        calls = 0
+        paced = retention._paced
+
+        def stop_after_two(done: retention.Pruned, work: Any) -> None:
+            nonlocal calls
+            calls += 1
+            if calls > 2:
+                raise KeyboardInterrupt
+            paced(done, work)
+
+        monkeypatch.setattr(retention, "_paced", stop_after_two)
+        with pytest.raises(KeyboardInterrupt):
+            retention.prune(store, [rid], batch_events=1000)
+    finally:
+        store.close()
+    conninfo = plain_url(pg_url)
+    assert conninfo is not None
+    with psycopg.connect(conninfo) as conn:
+        left = conn.execute("SELECT count(*), max(seq) FROM events WHERE recording_id = %s",
+                            (rid,)).fetchone()
+        assert left == (4000, 3999)
+        behind = conn.execute(
+            "SELECT count(*) FROM event_search s WHERE recording_id = %s AND NOT EXISTS "
+            "(SELECT 1 FROM events e WHERE e.recording_id = s.recording_id AND e.seq = s.seq)",
+            (rid,)).fetchone()
+        assert behind == (0,)
+        assert conn.execute("SELECT count(*) FROM event_search WHERE recording_id = %s",
+                            (rid,)).fetchone() == (400,)
+        conn.execute("DELETE FROM recordings WHERE id = %s", (rid,))
+
+
+@pytest.mark.usefixtures("ct_env")
 def test_prune_while_a_proxy_records_on_postgres(pg_url: str) -> None:
     import psycopg
 
