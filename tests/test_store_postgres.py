@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -460,6 +461,16 @@ def test_prune_while_a_proxy_records_on_postgres(pg_url: str) -> None:
     with psycopg.connect(conninfo) as conn:
         assert _rows_of(conn, gone) == (0, 0, 0)
         assert _rows_of(conn, [str(live[0]["id"])])[0] == 600
+        # Every table a recording has rows in was vacuumed, the search index too.
+        tables = {"recordings", "events", "event_tools", "event_search", "usage_calls",
+                  "usage_hours"}
+        for _ in range(50):  # the statistics are published a moment later
+            vacuumed = {row[0] for row in conn.execute(
+                "SELECT relname FROM pg_stat_user_tables WHERE last_vacuum IS NOT NULL")}
+            if tables <= vacuumed:
+                break
+            time.sleep(0.1)
+        assert tables <= vacuumed
 
 
 

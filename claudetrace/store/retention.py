@@ -220,7 +220,8 @@ def give_back_space(store: Store) -> Space:
     transaction; another file keeps its free pages for new recordings, and the
     note says how to convert it.  PostgreSQL: a plain ``VACUUM`` (which neither
     readers nor writers wait for) makes the space reusable by new rows; it hands
-    the system back only the empty pages at the end of each table.
+    the system back only the empty pages at the end of each table.  Every table
+    a recording has rows in is vacuumed (the search index and usage rows too).
     """
     try:
         if store.engine.dialect.name == "sqlite":
@@ -271,15 +272,19 @@ def _incremental_vacuum(store: Store) -> None:
         raw.close()
 
 
+#: The tables a prune deletes from (their rows go with their recording's).
+_PRUNED_TABLES = ("recordings", "events", "event_tools", "event_search", "usage_calls",
+                  "usage_hours")
 _SIZE = ("SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
-         "WHERE c.relname IN ('recordings', 'events', 'event_tools') "
+         f"WHERE c.relname IN ({', '.join(repr(t) for t in _PRUNED_TABLES)}) "
+         "AND c.relkind IN ('r', 'p') "
          "AND c.relnamespace = current_schema()::regnamespace")
 
 
 def _postgres_space(store: Store) -> Space:
     with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         before = int(conn.exec_driver_sql(_SIZE).scalar() or 0)
-        conn.exec_driver_sql("VACUUM recordings, events, event_tools")
+        conn.exec_driver_sql(f"VACUUM {', '.join(_PRUNED_TABLES)}")
         after = int(conn.exec_driver_sql(_SIZE).scalar() or 0)
     returned = max(0, before - after)
     return Space(returned, f"VACUUM made the deleted rows' space reusable by new recordings; "
