@@ -447,7 +447,7 @@ def measure(url: str, built: Built, *, repeat: int = 3, burst_lines: int = 20_00
     """Time each target on the built store (see the module's text); the prune last
     (it deletes about half the store)."""
     from ..promexport import StoreMetrics
-    from ..store.browse import Filters, list_sessions
+    from ..store.browse import Filters, _tool_usage_from_events, list_sessions
     from ..store.search import recordings_saying, search
     from .shapes import shape_lines, write_input
 
@@ -455,6 +455,7 @@ def measure(url: str, built: Built, *, repeat: int = 3, burst_lines: int = 20_00
     rows = figures.rows
     store = open_store(url)
     try:
+        everyone = [r.id for r in store.list_recordings()]
         for _ in range(repeat):
             first, later = _scrapes(url)
             rows.setdefault("/metrics, first scrape of a metrics serve just started",
@@ -480,6 +481,8 @@ def measure(url: str, built: Built, *, repeat: int = 3, burst_lines: int = 20_00
             timed(rows, f"{BIG_LINES // 1000}k-line session's page (conversation)",
                   lambda: session_page(store, built.big_id, BIG_LINES))
             timed(rows, "Stats page's queries", lambda: stats_queries(store))
+            timed(rows, "its tool table from every tool row and result line (as before)",
+                  lambda: _tool_usage_from_events(store, everyone))
         if not prune:
             return figures
         with tempfile.TemporaryDirectory(prefix="claudetrace-team-", dir=workdir) as tmp:
