@@ -404,10 +404,11 @@ def _burst(url: str, source: Path, lines: int) -> float:
     return time.perf_counter() - start + _check_stored(url, 2 * lines)
 
 
-def stats_queries(store: Store) -> int:
+def stats_queries(store: Store, rows: dict[str, list[float]] | None = None) -> int:
     """What the Stats page asks the store (:mod:`claudetrace.ui.views.stats`): every
     recording's row, the usage layer's days, tools' calls and failures, and the
-    latency spans of the newest 20 sessions; returns the recordings listed."""
+    latency spans of the newest 20 sessions; returns the recordings listed.  Each
+    part is timed into ``rows`` when given."""
     from ..store import browse
     from ..store.usage import store_reader
     from ..telemetry import build_spans
@@ -415,14 +416,23 @@ def stats_queries(store: Store) -> int:
     from ..ui.stats import daily_usage, usage_days
     from ..ui.timeline import latencies
 
-    recordings = browse.list_sessions(store, Filters())
-    usage_days(store_reader(store))
+    parts: dict[str, list[float]] = {} if rows is None else rows
+
+    def latency() -> int:
+        folded = 0
+        for rec in recordings[:20]:
+            if rec.ended_ns is not None:
+                events = list(store.iter_events(rec.id, limit=50_000))
+                latencies(build_spans(store.get(rec.id).info(), events))
+                folded += len(events)
+        return folded
+
+    recordings = timed(parts, "  Stats: every recording's row",
+                       lambda: browse.list_sessions(store, Filters()))
+    timed(parts, "  Stats: the usage layer's days", lambda: usage_days(store_reader(store)))
     daily_usage(recordings)
-    browse.tool_usage(store)
-    for rec in recordings[:20]:
-        if rec.ended_ns is not None:
-            full = store.get(rec.id)
-            latencies(build_spans(full.info(), store.iter_events(rec.id, limit=50_000)))
+    timed(parts, "  Stats: the tool table", lambda: browse.tool_usage(store))
+    timed(parts, "  Stats: latency spans of the newest 20 sessions", latency)
     return len(recordings)
 
 
@@ -469,6 +479,9 @@ def measure(url: str, built: Built, *, repeat: int = 3, burst_lines: int = 20_00
                           lambda: _command(url, "search", RARE).stdout)
             if built.rare_id not in found:
                 raise RuntimeError(f"search did not find {RARE!r} in {built.rare_id}")
+            timed(rows, "claudetrace --version, a new process (the floor of the two above)",
+                  lambda: subprocess.run([sys.executable, "-m", "claudetrace", "--version"],
+                                         check=True, capture_output=True))
             hits = timed(rows, f"search {RARE!r} in this process", lambda: search(store, RARE))
             if [h.recording_id for h in hits] != [built.rare_id]:
                 raise RuntimeError(f"search found {RARE!r} in {len(hits)} lines")
@@ -480,7 +493,7 @@ def measure(url: str, built: Built, *, repeat: int = 3, burst_lines: int = 20_00
                   lambda: list_sessions(store, Filters(tags=("team=infra",)), limit=50))
             timed(rows, f"{BIG_LINES // 1000}k-line session's page (conversation)",
                   lambda: session_page(store, built.big_id, BIG_LINES))
-            timed(rows, "Stats page's queries", lambda: stats_queries(store))
+            timed(rows, "Stats page's queries", lambda: stats_queries(store, rows))
             timed(rows, "its tool table from every tool row and result line (as before)",
                   lambda: _tool_usage_from_events(store, everyone))
         if not prune:
