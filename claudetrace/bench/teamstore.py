@@ -13,15 +13,21 @@ templates before anything is timed (:func:`check_copies`).
 
 What is timed (:func:`measure`), each against the target of issue 37:
 
-- a cold ``/metrics`` scrape in a new process (``claudetrace metrics dump``),
-  and in this one (a new exporter);
-- ``claudetrace search WORD`` of the rare word, in a new process and in this one;
-- the session list (the newest 50), a page of the 20k-line session (the
-  conversation as ``show`` and the UI read it: the first page of events and its
-  recording), the Stats page's queries;
-- ``claudetrace prune --older-than 30d --yes`` while a proxy records a burst:
-  the burst's time to be listed complete, before and during the prune, and the
-  longest delete transaction; a reader's query timed during the prune too.
+- the first scrape of a ``claudetrace metrics serve`` just started and its
+  next one; ``claudetrace metrics dump`` in a new process; a new exporter in
+  this process;
+- ``claudetrace search WORD`` of the rare word in a new process (beside
+  ``claudetrace --version``, the floor of a new process) and in this one; the
+  UI's search box with a word every session says;
+- the session list (the newest 50, and by tag), a page of the 20k-line session
+  (its recording, the conversation's first part as the UI reads it, the raw
+  tab's middle page), the Stats page's queries, each part apart, and its tool
+  table as it was read before;
+- ``claudetrace prune --older-than 30d --yes`` while a proxy records bursts
+  one after another: a burst's time to be listed complete before and during
+  the prune, the session list read meanwhile, anyone waiting for a lock, what
+  prune said, and the rows left without their recording (or event) after it
+  and after a ``DELETE FROM recordings`` by hand.
 """
 
 from __future__ import annotations
