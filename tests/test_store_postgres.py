@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -391,6 +392,51 @@ def test_a_delete_by_hand_leaves_no_orphans_on_postgres(pg_url: str) -> None:
 
 
 @pytest.mark.usefixtures("ct_env")
+def test_a_prune_stopped_half_way_leaves_no_search_rows_behind(
+        pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A large recording's events go from its last down, a batch a transaction;
+    # their search rows (PostgreSQL has no trigger on events) go in the same one.
+    import psycopg
+
+    from claudetrace.store import retention
+    from claudetrace.store.postgres import plain_url
+    from tests.pruning import old_recording
+
+    store = open_store(pg_url)
+    try:
+        rid = old_recording(store, days=45, events=6_000, tags={"prune": "stopped"})
+        calls = 0
+        paced = retention._paced
+
+        def stop_after_two(done: retention.Pruned, work: Any) -> None:
+            nonlocal calls
+            calls += 1
+            if calls > 2:
+                raise KeyboardInterrupt
+            paced(done, work)
+
+        monkeypatch.setattr(retention, "_paced", stop_after_two)
+        with pytest.raises(KeyboardInterrupt):
+            retention.prune(store, [rid], batch_events=1000)
+    finally:
+        store.close()
+    conninfo = plain_url(pg_url)
+    assert conninfo is not None
+    with psycopg.connect(conninfo) as conn:
+        left = conn.execute("SELECT count(*), max(seq) FROM events WHERE recording_id = %s",
+                            (rid,)).fetchone()
+        assert left == (4000, 3999)
+        behind = conn.execute(
+            "SELECT count(*) FROM event_search s WHERE recording_id = %s AND NOT EXISTS "
+            "(SELECT 1 FROM events e WHERE e.recording_id = s.recording_id AND e.seq = s.seq)",
+            (rid,)).fetchone()
+        assert behind == (0,)
+        assert conn.execute("SELECT count(*) FROM event_search WHERE recording_id = %s",
+                            (rid,)).fetchone() == (400,)
+        conn.execute("DELETE FROM recordings WHERE id = %s", (rid,))
+
+
+@pytest.mark.usefixtures("ct_env")
 def test_prune_while_a_proxy_records_on_postgres(pg_url: str) -> None:
     import psycopg
 
@@ -415,6 +461,16 @@ def test_prune_while_a_proxy_records_on_postgres(pg_url: str) -> None:
     with psycopg.connect(conninfo) as conn:
         assert _rows_of(conn, gone) == (0, 0, 0)
         assert _rows_of(conn, [str(live[0]["id"])])[0] == 600
+        # Every table a recording has rows in was vacuumed, the search index too.
+        tables = {"recordings", "events", "event_tools", "event_search", "usage_calls",
+                  "usage_hours"}
+        for _ in range(50):  # the statistics are published a moment later
+            vacuumed = {row[0] for row in conn.execute(
+                "SELECT relname FROM pg_stat_user_tables WHERE last_vacuum IS NOT NULL")}
+            if tables <= vacuumed:
+                break
+            time.sleep(0.1)
+        assert tables <= vacuumed
 
 
 

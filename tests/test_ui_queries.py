@@ -113,6 +113,34 @@ def test_tool_usage_and_failure_rates(store: Store) -> None:
     assert usage["mcp__calc__add"] == (1, 0)
 
 
+def test_tool_usage_reads_stored_figures_as_the_events_say(
+    ui_db: dict[str, str], tmp_path
+) -> None:
+    """Ended recordings' tool calls come from their stored figures; the counts are
+    what their events say, and a recording without figures (stored before 0006)
+    is counted from its events."""
+    import shutil
+
+    copy = tmp_path / "ui.db"
+    shutil.copy(ui_db["url"], copy)
+    store = open_settled_store(str(copy))
+    try:
+        ids = [r.id for r in store.list_recordings()]
+        from_events = queries._tool_usage_from_events(store, ids)
+        assert queries.tool_usage(store) == from_events
+        stored = [i for i in ids if store.get(i).figures is not None]
+        assert stored and from_events["Bash"][1] == 1
+        # Figures that say something else are what is counted (they are read)...
+        store.update_recording(ui_db["permission_deny"], figures={"tools": [
+            ["Bash", "error", None], ["Bash", "error", None]]})
+        assert queries.tool_usage(store)["Bash"][1] == 2
+        # ...and a recording without them is counted from its events.
+        store.update_recording(ui_db["permission_deny"], figures=None)
+        assert queries.tool_usage(store) == from_events
+    finally:
+        store.close()
+
+
 def test_daily_usage(store: Store, ui_db: dict[str, str]) -> None:
     days = daily_usage(queries.sessions_per_day(store))
     assert [d["day"] for d in days] == sorted(d["day"] for d in days)

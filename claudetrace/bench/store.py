@@ -123,14 +123,17 @@ class StoreReport:
         out = [f"store: {self.sessions:,} sessions, {self.events:,} events, filled in "
                f"{self.fill_s:.1f} s (through the store's import); each row the median of "
                f"{len(next(iter(self.rows.values()), [0]))}", ""]
-        width = max(len(name) for name in self.rows)
-        out.append(f"{'':<{width}}   seconds")
-        for name, runs in self.rows.items():
-            out.append(f"{name:<{width}}   {statistics.median(runs):7.3f}")
-        return [*out, "", *self.notes]
+        return [*out, *median_table(self.rows), "", *self.notes]
 
 
-def _time(rows: dict[str, list[float]], name: str, work: Callable[[], Any]) -> Any:
+def median_table(rows: dict[str, list[float]]) -> list[str]:
+    """A row's name and the median of its runs (seconds), a line each, under a heading."""
+    width = max(len(name) for name in rows)
+    return [f"{'':<{width}}   seconds",
+            *(f"{name:<{width}}   {statistics.median(runs):7.3f}" for name, runs in rows.items())]
+
+
+def timed(rows: dict[str, list[float]], name: str, work: Callable[[], Any]) -> Any:
     start = time.perf_counter()
     result = work()
     rows.setdefault(name, []).append(time.perf_counter() - start)
@@ -154,28 +157,28 @@ def run_store_bench(*, sessions: int = 5000, turns: int = 4, repeat: int = 3,
             rows = report.rows
             infra = Filters(tags=("team=infra",), statuses=("ok",))
             for _ in range(repeat):
-                listed = _time(rows, "session list (newest 50)",
+                listed = timed(rows, "session list (newest 50)",
                                lambda: list_sessions(store, Filters(), limit=50))
-                _time(rows, "list by tag and status (newest 50)",
+                timed(rows, "list by tag and status (newest 50)",
                       lambda: list_sessions(store, infra, limit=50))
-                rare = _time(rows, f"search {RARE!r} (one old session)",
+                rare = timed(rows, f"search {RARE!r} (one old session)",
                              lambda: search(store, RARE))
-                _time(rows, f"search {COMMON!r} (every session; first 50 lines)",
+                timed(rows, f"search {COMMON!r} (every session; first 50 lines)",
                       lambda: search(store, COMMON))
-                saying = _time(rows, f"UI search box {COMMON + ' the'!r} (every session)",
+                saying = timed(rows, f"UI search box {COMMON + ' the'!r} (every session)",
                                lambda: recordings_saying(store, f"{COMMON} the"))
-                _time(rows, "/metrics, cold (a new exporter)",
+                timed(rows, "/metrics, cold (a new exporter)",
                       lambda: StoreMetrics(store).exposition())
             warm = StoreMetrics(store)
             warm.exposition()
             for _ in range(repeat):
-                _time(rows, "/metrics, a later scrape", warm.exposition)
+                timed(rows, "/metrics, a later scrape", warm.exposition)
             if len(listed) < min(50, sessions) or len(rare) != 1 or len(saying) < sessions:
                 raise RuntimeError("the store does not hold what the bench stored")
             for rec in list_sessions(store, Filters(tags=("bench=store",))):
                 store.update_recording(rec.id, figures=None)  # as before migration 0006
             for _ in range(repeat):
-                _time(rows, "/metrics, cold, every recording folded (before 0006)",
+                timed(rows, "/metrics, cold, every recording folded (before 0006)",
                       lambda: StoreMetrics(store).exposition())
             if db is not None:
                 mine = matching(store, Criteria(tags={"bench": "store"}))

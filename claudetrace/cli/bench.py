@@ -192,24 +192,52 @@ def session_bench(lines: int, repeat: int, cassette: str | None) -> None:
         click.echo(line)
 
 
+def _count(value: str) -> int:
+    """``10M``, ``500k`` or a plain number."""
+    scale = {"k": 1_000, "m": 1_000_000}.get(value[-1:].lower(), 1)
+    digits = value[:-1] if scale > 1 else value
+    try:
+        return int(float(digits) * scale)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a count (e.g. 1M, 500k, 2000000)") from None
+
+
 @bench.command("store")
 @click.option("--sessions", default=5000, show_default=True, type=click.IntRange(min=2),
               help="Sessions to store (fewer for CI).")
 @click.option("--turns", default=4, show_default=True, type=click.IntRange(min=1),
               help="Turns a session (21 lines each, 5 a turn and the init).")
+@click.option("--events", metavar="N",
+              help="Build a team's store of about N events (1M, 5M, 10M) on PostgreSQL "
+                   "instead (--db: an empty database, left filled), and time the targets "
+                   "of issue 37 on it, prune included.")
 @click.option("--repeat", default=3, show_default=True, type=click.IntRange(min=1),
               help="Rounds (each row is the median).")
 @click.option("--db", "db_url", metavar="URL",
               help="Fill this database instead of a new SQLite file (the bench's "
                    "recordings are deleted after).")
 @reports_errors
-def store_bench(sessions: int, turns: int, repeat: int, db_url: str | None) -> None:
+def store_bench(sessions: int, turns: int, events: str | None, repeat: int,
+                db_url: str | None) -> None:
     """A team's store: the session list, search, a cold /metrics scrape.
 
     Fills a store with SESSIONS imported sessions and times reading it through
     the commands' own functions, with a cold scrape that folds every recording
-    again (as before the stored figures) for comparison.
+    again (as before the stored figures) for comparison.  With --events, builds
+    a store of that many events on PostgreSQL (templates through the writer,
+    then copies by COPY) and times /metrics, search, listing, a 20k-line
+    session's page, the Stats page and a prune while a proxy records.
     """
+    if events is not None:
+        from ..bench.teamstore import run_team_bench
+
+        if db_url is None:
+            raise click.UsageError("--events needs --db postgresql+psycopg://… "
+                                   "(an empty database)")
+        for line in run_team_bench(db_url, events=_count(events), sessions=sessions,
+                                   repeat=repeat, say=click.echo):
+            click.echo(line)
+        return
     from ..bench.store import run_store_bench
 
     report = run_store_bench(sessions=sessions, turns=turns, repeat=repeat, db=db_url)

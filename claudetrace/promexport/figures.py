@@ -152,7 +152,10 @@ class EventFigures:
 
 
 def _observe(hists: dict[Labels, Histogram], labels: Labels, duration_ns: int) -> None:
-    hists.setdefault(labels, Histogram()).observe(duration_ns / 1e9)
+    hist = hists.get(labels)
+    if hist is None:
+        hist = hists[labels] = Histogram()
+    hist.observe(duration_ns / 1e9)
 
 
 def session_figures(session: Session) -> EventFigures:
@@ -162,16 +165,28 @@ def session_figures(session: Session) -> EventFigures:
 
 def record_figures(records: Mapping[str, Any]) -> EventFigures:
     """The event figures of one recording from its :func:`figure_records` (as the
-    store keeps them, in its ``figures`` column).
+    store keeps them, in its ``figures`` column)."""
+    figures = EventFigures()
+    add_records(figures, records)
+    return figures
+
+
+def add_records(figures: EventFigures, records: Mapping[str, Any]) -> None:
+    """Add one recording's :func:`figure_records` to ``figures`` (a scrape adds every
+    recording's into one, with no figures of its own for each: 216k tool calls
+    in 0.75 s that way, in about half of that so).
 
     A tool call is timed from its ``tool_use`` to its ``tool_result``; a control
     round trip from request to answer (zero when the answer was recorded first).
     """
-    figures = EventFigures()
-    for name, tool_outcome, duration_ns in records.get("tools") or ():
-        figures.tool_calls[(name, tool_outcome)] += 1
+    tool_calls, tool_duration = figures.tool_calls, figures.tool_duration
+    for name, tool_outcome, duration_ns in records.get("tools") or ():  # most records
+        tool_calls[(name, tool_outcome)] += 1
         if duration_ns is not None:
-            _observe(figures.tool_duration, (name,), duration_ns)
+            hist = tool_duration.get((name,))
+            if hist is None:
+                hist = tool_duration[(name,)] = Histogram()
+            hist.observe(duration_ns / 1e9)
     for subtype, initiator, trip_outcome, duration_ns, kind, tool_name, decision in (
             records.get("controls") or ()):
         outcome = "unanswered" if trip_outcome in ("unanswered", "cancelled") else trip_outcome
@@ -185,7 +200,6 @@ def record_figures(records: Mapping[str, Any]) -> EventFigures:
             _observe(figures.permission_wait, (name,), duration_ns)
             if decision in ("allow", "deny"):
                 figures.permission_decisions[(name, decision)] += 1
-    return figures
 
 
 def event_families(figures: EventFigures) -> list[Family]:

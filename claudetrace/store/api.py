@@ -387,13 +387,7 @@ class Store:
 
     @staticmethod
     def _cut(conn: Connection, recording_id: str, kept: int) -> None:
-        conn.execute(delete(_TOOLS).where(_TOOLS.c.recording_id == recording_id,
-                                          _TOOLS.c.seq >= kept))
-        conn.execute(delete(_EVENTS).where(_EVENTS.c.recording_id == recording_id,
-                                           _EVENTS.c.seq >= kept))
-        if conn.dialect.name == "postgresql":  # SQLite's search rows go with the events
-            conn.exec_driver_sql("DELETE FROM event_search WHERE recording_id = %(id)s "
-                                 "AND seq >= %(kept)s", {"id": recording_id, "kept": kept})
+        cut_events(conn, recording_id, kept)
 
     def _insert_events(self, conn: Connection, recording_id: str, events: list[Event]) -> None:
         rows, tools = event_rows(recording_id, events)
@@ -814,6 +808,19 @@ class Store:
     def load_cassette(self, recording_id: str) -> Cassette:
         rec = self.get(recording_id)
         return Cassette(header=self.cassette_header(rec), events=list(self.iter_events(rec.id)))
+
+
+def cut_events(conn: Connection, recording_id: str, kept: int) -> int:
+    """Delete a recording's events from seq ``kept`` on, with their tool rows and
+    search rows (in ``conn``'s transaction); the events deleted."""
+    conn.execute(delete(_TOOLS).where(_TOOLS.c.recording_id == recording_id,
+                                      _TOOLS.c.seq >= kept))
+    deleted = conn.execute(delete(_EVENTS).where(_EVENTS.c.recording_id == recording_id,
+                                                 _EVENTS.c.seq >= kept)).rowcount
+    if conn.dialect.name == "postgresql":  # SQLite's search rows go with the events
+        conn.exec_driver_sql("DELETE FROM event_search WHERE recording_id = %(id)s "
+                             "AND seq >= %(kept)s", {"id": recording_id, "kept": kept})
+    return max(0, int(deleted or 0))
 
 
 @contextlib.contextmanager

@@ -20,14 +20,13 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import load_only
 
 from ..errors import StoreError
-from .api import Store
+from .api import Store, cut_events
 from .engine import error_reason
-from .models import EventRow, EventTool, Recording
+from .models import EventRow, Recording
 
 _RECORDINGS = cast(Table, Recording.__table__)
 _R = _RECORDINGS.c
 _EVENTS = cast(Table, EventRow.__table__)
-_TOOLS = cast(Table, EventTool.__table__)
 
 #: Events a delete transaction takes at most: a few milliseconds of the write lock.
 BATCH_EVENTS = 2000
@@ -142,11 +141,7 @@ def prune(store: Store, ids: Sequence[str], *, batch_events: int = BATCH_EVENTS,
                 end = size - 1
                 while end >= batch_events:
                     start = end + 1 - batch_events
-                    done.events += _in_transaction(store, done, [
-                        delete(_TOOLS).where(_TOOLS.c.recording_id == rid,
-                                             _TOOLS.c.seq >= start),
-                        delete(_EVENTS).where(_EVENTS.c.recording_id == rid,
-                                              _EVENTS.c.seq >= start)])
+                    done.events += _cut(store, done, rid, start)
                     end = start - 1
                 size = end + 1
             if group and (grouped + size > batch_events or len(group) >= GROUP_MOST):
@@ -158,6 +153,19 @@ def prune(store: Store, ids: Sequence[str], *, batch_events: int = BATCH_EVENTS,
         raise StoreError(f"prune failed: {error_reason(exc)} "
                          f"({done.recordings} recordings deleted)") from exc
     return done
+
+
+def _cut(store: Store, done: Pruned, recording_id: str, kept: int) -> int:
+    """Delete a recording's events from ``kept`` on, with their tool and search
+    rows (:func:`~.api.cut_events`), in a transaction of its own, paced."""
+    count = 0
+
+    def run() -> None:
+        nonlocal count
+        with store.engine.begin() as conn:
+            count = cut_events(conn, recording_id, kept)
+    _paced(done, run)
+    return count
 
 
 def _delete_rows(store: Store, done: Pruned, ids: list[str]) -> None:
@@ -212,7 +220,8 @@ def give_back_space(store: Store) -> Space:
     transaction; another file keeps its free pages for new recordings, and the
     note says how to convert it.  PostgreSQL: a plain ``VACUUM`` (which neither
     readers nor writers wait for) makes the space reusable by new rows; it hands
-    the system back only the empty pages at the end of each table.
+    the system back only the empty pages at the end of each table.  Every table
+    a recording has rows in is vacuumed (the search index and usage rows too).
     """
     try:
         if store.engine.dialect.name == "sqlite":
@@ -263,15 +272,19 @@ def _incremental_vacuum(store: Store) -> None:
         raw.close()
 
 
+#: The tables a prune deletes from (their rows go with their recording's).
+_PRUNED_TABLES = ("recordings", "events", "event_tools", "event_search", "usage_calls",
+                  "usage_hours")
 _SIZE = ("SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
-         "WHERE c.relname IN ('recordings', 'events', 'event_tools') "
+         f"WHERE c.relname IN ({', '.join(repr(t) for t in _PRUNED_TABLES)}) "
+         "AND c.relkind IN ('r', 'p') "
          "AND c.relnamespace = current_schema()::regnamespace")
 
 
 def _postgres_space(store: Store) -> Space:
     with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         before = int(conn.exec_driver_sql(_SIZE).scalar() or 0)
-        conn.exec_driver_sql("VACUUM recordings, events, event_tools")
+        conn.exec_driver_sql(f"VACUUM {', '.join(_PRUNED_TABLES)}")
         after = int(conn.exec_driver_sql(_SIZE).scalar() or 0)
     returned = max(0, before - after)
     return Space(returned, f"VACUUM made the deleted rows' space reusable by new recordings; "

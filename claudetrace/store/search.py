@@ -51,12 +51,17 @@ def _candidates(store: Store, query_words: list[str], columns: str,
                 "JOIN events e ON e.recording_id = s.recording_id AND e.seq = s.seq "
                 "JOIN recordings r ON r.id = e.recording_id "
                 f"WHERE s.terms @@ to_tsquery('simple', :q) {order}",
-                {"q": " & ".join(f"{w}:*" for w in query_words)})
+                {"q": _tsquery(query_words)})
     return (f"SELECT {columns} FROM event_search s "
             "JOIN events e ON e.rowid = s.rowid "
             "JOIN recordings r ON r.id = e.recording_id "
             f"WHERE event_search MATCH :q {order}",
             {"q": " ".join(f'"{w}"*' for w in query_words)})
+
+
+def _tsquery(query_words: list[str]) -> str:
+    """PostgreSQL's query for lines with a word starting with each of ``query_words``."""
+    return " & ".join(f"{w}:*" for w in query_words)
 
 
 def _query(needle: str) -> tuple[list[str], str, bool]:
@@ -111,6 +116,14 @@ def recordings_saying(store: Store, needle: str) -> list[str]:
     found: set[str] = set()
     try:
         with store.engine.connect() as conn:
+            if plain and store.engine.dialect.name == "postgresql":
+                # The index's rows name their recording: no event is read (joined
+                # to the events, a word every session says took 7.8-11.9 s at
+                # 10M events, against 0.37-0.59 s so).
+                return sorted(conn.execute(text(
+                    "SELECT r.id FROM recordings r WHERE r.id IN (SELECT s.recording_id "
+                    "FROM event_search s WHERE s.terms @@ to_tsquery('simple', :q))"),
+                    {"q": _tsquery(query_words)}).scalars())
             if plain:
                 statement, params = _candidates(store, query_words, "DISTINCT e.recording_id")
                 return sorted(conn.execute(text(statement), params).scalars())

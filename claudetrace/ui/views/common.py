@@ -9,7 +9,6 @@ first; bodies are shown with ``st.text`` / ``st.code`` / ``st.json``.
 from __future__ import annotations
 
 import datetime as dt
-import gc
 import os
 import re
 import threading
@@ -26,6 +25,7 @@ from claudetrace.errors import ClaudeTraceError
 from claudetrace.indexer import open_settled_store
 from claudetrace.model import Session
 from claudetrace.model.events import Event
+from claudetrace.pauses import no_gc_pauses as no_gc_pauses  # the pages use it from here
 from claudetrace.store import Recording, Store
 from claudetrace.ui.present import money as money  # the one way a cost is printed
 
@@ -144,20 +144,6 @@ def drawn_first(seconds: float = HEAD_START) -> Iterator[None]:
     left = start + seconds - time.monotonic()
     if left > 0:
         time.sleep(left)
-
-
-@contextmanager
-def no_gc_pauses() -> Iterator[None]:
-    """Build a large structure without the cyclic collector's passes: each one walks
-    every object alive (every line of the recording), and a 200k-line session's
-    spans took a third longer with them.  What is garbage is collected afterwards."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 class Folded:
