@@ -61,7 +61,7 @@ def test_dry_run_counts_and_deletes_nothing_and_asking_needs_a_terminal(
     before = _rows(db_path)
     dry = invoke("prune", "--db", str(db_path), "--older-than", "30d", "--dry-run")
     assert dry.exit_code == 0
-    assert dry.output.splitlines()[0].startswith("1 recordings (20 events")
+    assert dry.output.splitlines()[0].startswith("1 recording (20 events")
     assert rid in dry.output
     asked = invoke("prune", "--db", str(db_path), "--older-than", "30d")
     assert asked.exit_code == 2 and "add --yes" in asked.output
@@ -73,7 +73,7 @@ def test_prune_deletes_every_row_of_what_it_names(db_path: Path, store: Store) -
     kept = old_recording(store, days=3, events=25)
     result = invoke("prune", "--db", str(db_path), "--older-than", "30d", "--yes")
     assert result.exit_code == 0, result.output
-    assert "deleted 1 recordings (12000 events) in 6 transactions" in result.output
+    assert "deleted 1 recording (12000 events) in 6 transactions" in result.output
     assert "given back to the system" in result.output
     assert _rows(db_path) == (1, 25, 3)
     assert [r.id for r in store.list_recordings()] == [kept]
@@ -139,3 +139,13 @@ def test_small_recordings_are_deleted_several_a_transaction(store: Store, db_pat
     done = prune(store, ids, batch_events=10)
     assert (done.recordings, done.events, done.transactions) == (12, 36, 4)  # 3 a transaction
     assert _rows(db_path) == (0, 0, 0)
+
+
+def test_dry_run_escapes_recorded_names(db_path: Path, store: Store) -> None:
+    """A recording's name is recorded text: ``--dry-run`` prints it escaped, so a
+    name carrying an OSC 52 sequence cannot write the reader's clipboard."""
+    old_recording(store, days=40, events=3, name="nightly\x1b]52;c;ZXZpbA==\x07\u202e")
+    dry = invoke("prune", "--db", str(db_path), "--older-than", "30d", "--dry-run")
+    assert dry.exit_code == 0
+    assert "\x1b" not in dry.output and "\u202e" not in dry.output
+    assert "nightly\\x1b]52;c;ZXZpbA==\\x07\\u202e" in dry.output

@@ -36,6 +36,7 @@ def prune(db_url: str | None, older_than: str | None, tags: tuple[str, ...],
     deletion asked for unless --yes.  Deleting goes in short transactions, so
     proxies recording meanwhile are stored as usual.
     """
+    from ..display import plural, visible
     from ..store.retention import Criteria, give_back_space, matching
     from ..store.retention import prune as delete
     from ..telemetry.backfill import parse_since
@@ -49,12 +50,13 @@ def prune(db_url: str | None, older_than: str | None, tags: tuple[str, ...],
     try:
         found = matching(store, criteria)
         running = (f"; {found.running} still running, left alone" if found.running else "")
-        click.echo(f"{len(found.recordings)} recordings ({found.events} events, "
+        click.echo(f"{plural(len(found.recordings), 'recording')} ({found.events} events, "
                    f"{found.bytes / 1e6:.1f} MB of lines) match{running}")
         if dry_run:
             for rec in found.recordings:
-                click.echo(f"  {rec.id}  {_when(rec.started_ns)}  {rec.event_count:>9} events"
-                           f"  {rec.name or ''}")
+                # The name is recorded text (a tag, a session's own title): escaped.
+                click.echo(f"  {visible(rec.id)}  {_when(rec.started_ns)}"
+                           f"  {rec.event_count:>9} events  {visible(rec.name or '')}")
             return
         if not found.recordings:
             return
@@ -66,7 +68,7 @@ def prune(db_url: str | None, older_than: str | None, tags: tuple[str, ...],
         # answered is left alone.
         still = {r.id for r in matching(store, criteria).recordings}
         done = delete(store, [r.id for r in found.recordings if r.id in still])
-        click.echo(f"deleted {done.recordings} recordings ({done.events} events) in "
+        click.echo(f"deleted {plural(done.recordings, 'recording')} ({done.events} events) in "
                    f"{done.transactions} transactions (longest {done.longest_s:.3f} s)")
         space = give_back_space(store)
         if space.note:
