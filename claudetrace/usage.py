@@ -78,6 +78,50 @@ class Totals:
         if model is not None:
             self._model(model)._take(*f, (source,))
 
+    @classmethod
+    def of_models(cls, models: list[tuple[str, frozenset[str], Figures]]) -> Totals:
+        """The totals of one figure per model (each model once), whose calls'
+        costs come from the given sources."""
+        by_model = {model: cls(*f, set(sources)) for model, sources, f in models}
+        if len(models) == 1:
+            _model, sources, f = models[0]
+            return cls(*f, set(sources), by_model)
+        i, o, cr, cc, cost, n = map(sum, zip(*(f for _, _, f in models), strict=True))
+        return cls(i, o, cr, cc, cost, n, set().union(*(s for _, s, _ in models)), by_model)
+
+    @classmethod
+    def sum_of(cls, many: Iterable[Totals]) -> Totals:
+        """The sum of ``many``, per model too: what :meth:`merge` of each into an
+        empty one makes (the same additions in the same order), without the
+        per-model objects of every step."""
+        i = o = cr = cc = n = 0
+        cost = 0.0
+        sources: set[str] = set()
+        models: dict[str, list[Any]] = {}
+        for t in many:
+            i += t.input
+            o += t.output
+            cr += t.cache_read
+            cc += t.cache_creation
+            cost += t.cost
+            n += t.calls
+            sources |= t.sources
+            for model, m in t.models.items():
+                acc = models.get(model)
+                if acc is None:
+                    models[model] = [m.input, m.output, m.cache_read, m.cache_creation,
+                                     0.0 + m.cost, m.calls, set(m.sources)]
+                else:
+                    acc[0] += m.input
+                    acc[1] += m.output
+                    acc[2] += m.cache_read
+                    acc[3] += m.cache_creation
+                    acc[4] += m.cost
+                    acc[5] += m.calls
+                    acc[6] |= m.sources
+        return cls(i, o, cr, cc, cost, n, sources,
+                   {model: cls(*acc) for model, acc in models.items()})
+
     def merge(self, other: Totals) -> None:
         """Add ``other``'s figures, per model too."""
         for into, t in [(self, other), *((self._model(m), t) for m, t in other.models.items())]:
@@ -192,12 +236,8 @@ def periods(reader: Reader, report: Report, f: UsageFilter, tz: dt.tzinfo | None
 def period_json(report: Report, found: dict[str, Totals]) -> dict[str, Any]:
     """A period report as ccusage's ``--json`` writes it."""
     listed, period = KEYS[report]
-    total = Totals()
-    entries = []
-    for when, t in found.items():
-        entries.append({period: when, "period": when, **t.entry_json()})
-        total.merge(t)
-    return {listed: entries, "totals": total.totals_json()}
+    entries = [{period: when, "period": when, **t.entry_json()} for when, t in found.items()]
+    return {listed: entries, "totals": Totals.sum_of(found.values()).totals_json()}
 
 
 @dataclass
@@ -217,11 +257,9 @@ def sessions(reader: Reader, f: UsageFilter) -> list[SessionTotals]:
     """Each recording's figures, oldest last activity first."""
     out = []
     for rec in q.by_recording(reader, f):
-        totals = Totals()
-        for model, source, figures in rec.models:
-            totals.add(model, source, figures)
         out.append(SessionTotals(rec.recording_id, rec.session_id or rec.recording_id, rec.name,
-                                 rec.cwd, rec.source, rec.last_ns, totals))
+                                 rec.cwd, rec.source, rec.last_ns,
+                                 Totals.of_models(rec.models)))
     return out
 
 
@@ -233,7 +271,6 @@ def recording_totals(reader: Reader, recording_id: str) -> Totals:
 
 def session_json(found: list[SessionTotals], tz: dt.tzinfo | None) -> dict[str, Any]:
     """The session report as ccusage's ``session --json`` writes it."""
-    total = Totals()
     entries = []
     for s in found:
         t = s.totals
@@ -243,8 +280,7 @@ def session_json(found: list[SessionTotals], tz: dt.tzinfo | None) -> dict[str, 
             "projectPath": s.project, "recordingId": s.recording_id, "name": s.name,
             "source": s.source,
         })
-        total.merge(t)
-    return {"sessions": entries, "totals": total.totals_json()}
+    return {"sessions": entries, "totals": Totals.sum_of(s.totals for s in found).totals_json()}
 
 
 # -- 5-hour blocks ---------------------------------------------------------------------
