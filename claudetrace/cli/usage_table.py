@@ -33,18 +33,26 @@ def _text(value: str | None) -> str:
 
 
 def cost_cell(t: Totals) -> Cell:
-    """``$1.23``, ``~$1.23`` for an estimate, ``?`` or ``$1.23 + ?`` where some
-    calls have no price."""
+    """``$1.23``, ``~$1.23`` for an estimate, ``$1.23 + ~$0.05`` where the CLI
+    reported a part (the table priced the calls it put no cost on), ``?`` or
+    ``$1.23 + ?`` where some calls have no price."""
     source = t.cost_source
     if source == "unknown":
         return Text("?", style="yellow")
-    amount = ("~" if source == "estimate" else "") + dollars(
-        t.cost, digits=2 if t.cost >= 1 else 4)
+    cli = t.cost - t.estimated
+    if source == "estimate" and round(cli, 9) > 0:  # the CLI's part, and the table's
+        amount = f"{_amount(cli)} + ~{_amount(t.estimated)}"
+    else:
+        amount = ("~" if source == "estimate" else "") + _amount(t.cost)
     if t.unpriced:
         cell = Text(amount)
         cell.append(" + ?", style="yellow")
         return cell
     return amount
+
+
+def _amount(usd: float) -> str:
+    return dollars(usd, digits=2 if usd >= 1 else 4)
 
 
 def _numbers(t: Totals) -> list[Cell]:

@@ -281,7 +281,8 @@ class RecordingUsage(NamedTuple):
     cwd: str
     source: str
     last_ns: int
-    models: list[tuple[str, frozenset[str], Figures]]
+    #: ``(model, cost sources, figures, the price table's part of the cost)``.
+    models: list[tuple[str, frozenset[str], Figures, float]]
 
 
 #: The cost sources a row of ``usage_calls`` can have, each a bit of a group's
@@ -305,7 +306,9 @@ def by_recording(reader: Reader, f: UsageFilter) -> list[RecordingUsage]:
     c = _columns(f)
     source, params = _from(reader, f, c)
     sums = (f"SELECT u.recording_id, u.model, {c.sums}, {_sources('u.cost_source')}, "
-            f"{c.first}, {c.last}{source} GROUP BY u.recording_id, u.model")
+            f"{c.first}, {c.last}, "
+            f"SUM(CASE WHEN u.cost_source = 'estimate' THEN u.cost_usd ELSE 0 END)"
+            f"{source} GROUP BY u.recording_id, u.model")
     sql = (f"SELECT s.*, r.cli_session_id, r.name, r.cwd, r.source FROM ({sums}) s "
            f"JOIN recordings r ON r.id = s.recording_id")
     found: dict[str, list[tuple[Any, ...]]] = {}
@@ -316,9 +319,9 @@ def by_recording(reader: Reader, f: UsageFilter) -> list[RecordingUsage]:
         rows.sort(key=lambda row: (row[9], row[1]))  # models by their first calls
         first = rows[0]
         out.append(RecordingUsage(
-            rid, first[11], first[12], first[13] or "", first[14],
+            rid, first[12], first[13], first[14] or "", first[15],
             max(int(row[10]) for row in rows),
-            [(row[1], _MASKS[int(row[8])], _figures(row, 2)) for row in rows]))
+            [(row[1], _MASKS[int(row[8])], _figures(row, 2), row[11] or 0.0) for row in rows]))
     out.sort(key=lambda r: (r.last_ns, r.recording_id))
     return out
 
