@@ -55,9 +55,11 @@ class Totals:
     sources: set[str] = field(default_factory=set)
     #: Per model, in first-seen order.
     models: dict[str, Totals] = field(default_factory=dict)
+    #: The part of ``cost`` the price table gave (calls the CLI put no cost on).
+    estimated: float = 0.0
 
     def _take(self, i: int, o: int, cr: int, cc: int, cost: float, n: int,
-              sources: Iterable[str]) -> None:
+              sources: Iterable[str], estimated: float = 0.0) -> None:
         self.input += i
         self.output += o
         self.cache_read += cr
@@ -65,6 +67,7 @@ class Totals:
         self.cost += cost
         self.calls += n
         self.sources.update(sources)
+        self.estimated += estimated
 
     def _model(self, model: str) -> Totals:
         mine = self.models.get(model)
@@ -74,15 +77,64 @@ class Totals:
 
     def add(self, model: str | None, source: str, f: Figures) -> None:
         """Add one group's figures, under ``model`` too (None: in all only)."""
-        self._take(*f, (source,))
+        estimated = f.cost if source == "estimate" else 0.0
+        self._take(*f, (source,), estimated)
         if model is not None:
-            self._model(model)._take(*f, (source,))
+            self._model(model)._take(*f, (source,), estimated)
+
+    @classmethod
+    def of_models(cls, models: list[tuple[str, frozenset[str], Figures, float]]) -> Totals:
+        """The totals of one figure per model (each model once), whose calls'
+        costs come from the given sources, the table's part of it estimated."""
+        by_model = {model: cls(*f, set(sources), {}, est) for model, sources, f, est in models}
+        if len(models) == 1:
+            _model, sources, f, est = models[0]
+            return cls(*f, set(sources), by_model, est)
+        i, o, cr, cc, cost, n = map(sum, zip(*(f for _, _, f, _ in models), strict=True))
+        return cls(i, o, cr, cc, cost, n, set().union(*(s for _, s, _, _ in models)), by_model,
+                   sum(est for _, _, _, est in models))
+
+    @classmethod
+    def sum_of(cls, many: Iterable[Totals]) -> Totals:
+        """The sum of ``many``, per model too: what :meth:`merge` of each into an
+        empty one makes (the same additions in the same order), without the
+        per-model objects of every step."""
+        i = o = cr = cc = n = 0
+        cost = estimated = 0.0
+        sources: set[str] = set()
+        models: dict[str, list[Any]] = {}
+        for t in many:
+            i += t.input
+            o += t.output
+            cr += t.cache_read
+            cc += t.cache_creation
+            cost += t.cost
+            n += t.calls
+            estimated += t.estimated
+            sources |= t.sources
+            for model, m in t.models.items():
+                acc = models.get(model)
+                if acc is None:
+                    models[model] = [m.input, m.output, m.cache_read, m.cache_creation,
+                                     0.0 + m.cost, m.calls, set(m.sources), {},
+                                     0.0 + m.estimated]
+                else:
+                    acc[0] += m.input
+                    acc[1] += m.output
+                    acc[2] += m.cache_read
+                    acc[3] += m.cache_creation
+                    acc[4] += m.cost
+                    acc[5] += m.calls
+                    acc[6] |= m.sources
+                    acc[8] += m.estimated
+        return cls(i, o, cr, cc, cost, n, sources,
+                   {model: cls(*acc) for model, acc in models.items()}, estimated)
 
     def merge(self, other: Totals) -> None:
         """Add ``other``'s figures, per model too."""
         for into, t in [(self, other), *((self._model(m), t) for m, t in other.models.items())]:
             into._take(t.input, t.output, t.cache_read, t.cache_creation, t.cost, t.calls,
-                       t.sources)
+                       t.sources, t.estimated)
 
     @property
     def total_tokens(self) -> int:
@@ -103,6 +155,12 @@ class Totals:
         """The models of which some calls have no price."""
         return [m for m, t in self.models.items() if "unknown" in t.sources]
 
+    def split_json(self) -> dict[str, float]:
+        """The cost's parts: the CLI's (what it reported) and the price table's
+        (calls it put no cost on, each from its own tokens)."""
+        return {"cliCost": round(self.cost - self.estimated, 9),
+                "estimatedCost": round(self.estimated, 9)}
+
     def cost_or_none(self) -> float | None:
         return None if self.sources == {"unknown"} else round(self.cost, 9)
 
@@ -117,6 +175,7 @@ class Totals:
             **self.tokens_json(),
             "totalCost": round(self.cost, 9),
             "costSource": self.cost_source,
+            **self.split_json(),
             "unpricedModels": self.unpriced,
             "modelsUsed": list(self.models),
             "modelBreakdowns": [
@@ -131,7 +190,8 @@ class Totals:
         return {"inputTokens": self.input, "outputTokens": self.output,
                 "cacheCreationTokens": self.cache_creation, "cacheReadTokens": self.cache_read,
                 "totalCost": round(self.cost, 9), "totalTokens": self.total_tokens,
-                "costSource": self.cost_source, "unpricedModels": self.unpriced}
+                "costSource": self.cost_source, **self.split_json(),
+                "unpricedModels": self.unpriced}
 
 
 def zone(name: str | None) -> dt.tzinfo | None:
@@ -192,12 +252,8 @@ def periods(reader: Reader, report: Report, f: UsageFilter, tz: dt.tzinfo | None
 def period_json(report: Report, found: dict[str, Totals]) -> dict[str, Any]:
     """A period report as ccusage's ``--json`` writes it."""
     listed, period = KEYS[report]
-    total = Totals()
-    entries = []
-    for when, t in found.items():
-        entries.append({period: when, "period": when, **t.entry_json()})
-        total.merge(t)
-    return {listed: entries, "totals": total.totals_json()}
+    entries = [{period: when, "period": when, **t.entry_json()} for when, t in found.items()]
+    return {listed: entries, "totals": Totals.sum_of(found.values()).totals_json()}
 
 
 @dataclass
@@ -217,11 +273,9 @@ def sessions(reader: Reader, f: UsageFilter) -> list[SessionTotals]:
     """Each recording's figures, oldest last activity first."""
     out = []
     for rec in q.by_recording(reader, f):
-        totals = Totals()
-        for model, source, figures in rec.models:
-            totals.add(model, source, figures)
         out.append(SessionTotals(rec.recording_id, rec.session_id or rec.recording_id, rec.name,
-                                 rec.cwd, rec.source, rec.last_ns, totals))
+                                 rec.cwd, rec.source, rec.last_ns,
+                                 Totals.of_models(rec.models)))
     return out
 
 
@@ -233,7 +287,6 @@ def recording_totals(reader: Reader, recording_id: str) -> Totals:
 
 def session_json(found: list[SessionTotals], tz: dt.tzinfo | None) -> dict[str, Any]:
     """The session report as ccusage's ``session --json`` writes it."""
-    total = Totals()
     entries = []
     for s in found:
         t = s.totals
@@ -243,8 +296,7 @@ def session_json(found: list[SessionTotals], tz: dt.tzinfo | None) -> dict[str, 
             "projectPath": s.project, "recordingId": s.recording_id, "name": s.name,
             "source": s.source,
         })
-        total.merge(t)
-    return {"sessions": entries, "totals": total.totals_json()}
+    return {"sessions": entries, "totals": Totals.sum_of(s.totals for s in found).totals_json()}
 
 
 # -- 5-hour blocks ---------------------------------------------------------------------
@@ -373,7 +425,7 @@ def blocks_json(blocks: list[Block], now_ns: int) -> dict[str, Any]:
                             "cacheCreationInputTokens": t.cache_creation,
                             "cacheReadInputTokens": t.cache_read},
             "totalTokens": t.total_tokens, "costUSD": round(t.cost, 9),
-            "costSource": t.cost_source, "unpricedModels": t.unpriced,
+            "costSource": t.cost_source, **t.split_json(), "unpricedModels": t.unpriced,
             "models": list(t.models),
             "burnRate": b.burn_rate() if active else None,
             "projection": b.projection(now_ns) if active else None,

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final, cast
 
 from ..testing.transcripts import random_corpus, write_transcript
 
@@ -96,3 +97,120 @@ def report_lines(rows: list[Row]) -> Iterator[str]:
         ratio = f"  {row.seconds / base:.2f}x ccusage" if base and row.what.startswith(
             "claudetrace") else ""
         yield f"{row.what:<62} {row.seconds:7.3f} s{ratio}"
+
+
+#: The team store's shape: calls a session, seconds between them, and its models.
+TEAM_CALLS: Final = 35
+_TEAM_GAP_S: Final = 20
+_TEAM_MODELS: Final = ("claude-sonnet-4-5-20250929", "claude-opus-4-1-20250805",
+                       "claude-haiku-4-5-20251001", "claude-3-5-haiku-20241022")
+
+
+def seed_team(db_url: str, sessions: int, *, calls: int = TEAM_CALLS, days: int = 60,
+              seed: int = 7) -> int:
+    """Fill the store at ``db_url`` with ``sessions`` recordings of ``calls`` model
+    calls each, written straight into ``usage_calls`` and ``usage_hours`` as the
+    importer writes them (``calls`` calls 20 s apart, four models, CLI costs,
+    one call in seven priced by the table; started over ``days`` days, in five
+    projects, tagged by team).  Returns the calls written."""
+    import random
+
+    from sqlalchemy import Table, insert, text
+
+    from ..store import open_store
+    from ..store.models import Recording, UsageCall
+    from ..store.rows import rollup_statements
+    from ..store.values import storable_columns
+
+    rng = random.Random(seed)
+    store = open_store(db_url, create=True)
+    start = int(time.time()) - days * 86_400
+    written = 0
+    try:
+        batch = 1000
+        for first in range(0, sessions, batch):
+            recs, rows = [], []
+            for n in range(first, min(sessions, first + batch)):
+                rid = f"team{n:022d}"
+                t0 = (start + rng.randrange(days * 86_400)) * 1_000_000_000
+                recs.append(storable_columns({
+                    "id": rid, "name": f"job-{n % 50}", "tags": {"team": f"t{n % 8}"},
+                    "cwd": f"/home/dev/project-{n % 5}", "source": "transcript",
+                    "started_ns": t0, "cli_session_id": f"session-{n:08d}"}))
+                for c in range(calls):
+                    model = _TEAM_MODELS[(n + c // 9) % len(_TEAM_MODELS)]
+                    i, o = rng.randrange(1, 50), rng.randrange(10, 2000)
+                    cr, cc = rng.randrange(0, 60_000), rng.randrange(0, 4000)
+                    estimate = c % 7 == 6
+                    rows.append({
+                        "recording_id": rid, "call_id": f"msg_{n:08d}_{c:04d}",
+                        "t_ns": t0 + c * _TEAM_GAP_S * 1_000_000_000 + rng.randrange(10**9),
+                        "model": model, "input_tokens": i, "output_tokens": o,
+                        "cache_read_tokens": cr, "cache_creation_tokens": cc,
+                        "cost_usd": (i * 3 + o * 15 + cr * 0.3 + cc * 3.75) / 1e6,
+                        "cost_source": "estimate" if estimate else "cli",
+                        "duplicate": False})
+            with store.engine.begin() as conn:
+                conn.execute(insert(cast(Table, Recording.__table__)), recs)
+                conn.execute(insert(cast(Table, UsageCall.__table__)), rows)
+                delete, fill = rollup_statements(
+                    f"recording_id >= '{recs[0]['id']}' AND recording_id <= '{recs[-1]['id']}'")
+                conn.execute(text(delete))
+                conn.execute(text(fill))
+            written += len(rows)
+    finally:
+        store.close()
+    return written
+
+
+#: The team bench's reports: each as a table and ``--json``, per model, narrowed.
+TEAM_REPORTS: Final = (
+    *((report, *form) for report in ("daily", "monthly", "session", "blocks")
+      for form in ((), ("--json",), ("--breakdown",))),
+    ("session", "--json", "--project", "project-2", "--tag", "team=t3"),
+    ("daily", "--json", "--model", "claude-opus-4-1-20250805", "-z", "Europe/Paris"),
+)
+
+
+def run_team_bench(*, sessions: int, db_url: str | None, repeat: int,
+                   say: Callable[[str], None]) -> list[Row]:
+    """A team's store (:func:`seed_team`, at ``db_url`` or a fresh SQLite file; a
+    store that holds its recordings already is used as it is), then each report
+    of :data:`TEAM_REPORTS` timed as a user runs it (a process each, start-up
+    included, ``-z UTC`` unless it names a zone), taking turns; medians."""
+    with tempfile.TemporaryDirectory(prefix="claudetrace-bench-team-") as tmp:
+        url = db_url or f"sqlite:///{tmp}/team.db"
+        held = _team_sessions(url)
+        if held:
+            say(f"{held} sessions of a team's store already at the database: used as they are")
+        else:
+            started = time.perf_counter()
+            calls = seed_team(url, sessions)
+            say(f"{sessions} sessions, {calls} calls seeded in "
+                f"{time.perf_counter() - started:.1f} s")
+        env = {**os.environ, "CLAUDETRACE_PROGRESS": "0"}
+        commands = {" ".join(args): [sys.executable, "-m", "claudetrace", "usage", *args,
+                                     *(() if "-z" in args else ("-z", "UTC")), "--db", url]
+                    for args in TEAM_REPORTS}
+        times: dict[str, list[float]] = {what: [] for what in commands}
+        for _ in range(repeat):
+            for what, argv in commands.items():
+                times[what].append(_timed(argv, env))
+        return [Row(f"claudetrace usage {what}", statistics.median(found))
+                for what, found in times.items()]
+
+
+def _team_sessions(url: str) -> int:
+    """How many of :func:`seed_team`'s recordings the store at ``url`` holds (none:
+    no store yet)."""
+    from sqlalchemy import text
+
+    from ..store import open_store
+
+    store = open_store(url, create=True)
+    try:
+        with store.engine.connect() as conn:
+            return int(conn.execute(text(
+                "SELECT COUNT(*) FROM recordings WHERE id LIKE 'team%'")).scalar_one())
+    finally:
+        store.close()

@@ -256,16 +256,26 @@ def store_bench(sessions: int, turns: int, events: str | None, repeat: int,
               help="ccusage to compare with [default: on PATH, or the tests' copy in a checkout].")
 @click.option("--repeat", default=3, show_default=True, type=click.IntRange(min=1),
               help="Runs per command (taking turns); each row is the median.")
+@click.option("--team", type=click.IntRange(min=1), metavar="SESSIONS",
+              help="Instead: a team's store of SESSIONS sessions (35 calls each) seeded "
+              "at --db (or a fresh SQLite file), and every report on it, as a table, "
+              "--json, --breakdown and filtered.")
 @reports_errors
 def usage_bench(sessions: int, calls: int, db_url: str | None, ccusage: str | None,
-                repeat: int) -> None:
+                repeat: int, team: int | None) -> None:
     """claudetrace usage against ccusage on the same made-up transcript tree.
 
     Targets: import then usage daily at most 2x ccusage's time; usage daily on the
-    filled store at most 0.25x; any report under 1 s on 10,000 sessions in PostgreSQL.
+    filled store at most 0.25x; any report under 1 s on 10,000 sessions in PostgreSQL
+    (--team 10000 --db URL).
     """
-    from ..bench.usage import find_ccusage, report_lines, run_usage_bench
+    from ..bench.usage import find_ccusage, report_lines, run_team_bench, run_usage_bench
 
+    if team is not None:
+        for line in report_lines(run_team_bench(sessions=team, db_url=db_url, repeat=repeat,
+                                                say=click.echo)):
+            click.echo(line)
+        return
     found = find_ccusage(ccusage)
     if found is None:
         click.echo("ccusage not found: no side-by-side row (npm install ccusage)", err=True)

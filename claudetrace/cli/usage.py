@@ -119,7 +119,7 @@ def _report(reader: Any, report: str, as_json: bool, breakdown: bool, live: bool
         return
     from rich.console import Console
 
-    from .usage_table import blocks_table, period_table, session_table
+    from .usage_table import blocks_table, period_table, session_table, show
 
     console = Console(width=None if sys.stdout.isatty() else 200)
     if report == "blocks":
@@ -137,11 +137,11 @@ def _report(reader: Any, report: str, as_json: bool, breakdown: bool, live: bool
                 except KeyboardInterrupt:
                     pass
             return
-        console.print(table())
+        show(console, table())
     elif report == "session":
-        console.print(session_table(reports.sessions(reader, f), tz, breakdown))
+        show(console, session_table(reports.sessions(reader, f), tz, breakdown))
     else:
-        console.print(period_table(kind, reports.periods(reader, kind, f, tz), breakdown))
+        show(console, period_table(kind, reports.periods(reader, kind, f, tz), breakdown))
 
 
 def _imported(db_url: str | None, paths: tuple[str, ...]) -> Any:

@@ -25,7 +25,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 from .plain import SCHEMA_HEAD
 from .rows import HOUR_NS, hour_columns
@@ -186,15 +186,21 @@ class _Columns(NamedTuple):
     kept: str  # the condition a row needs besides the filter's
 
 
+def _sums(calls: str) -> str:
+    """SQL of a group's :class:`Figures` (whole numbers as integers on both
+    databases: PostgreSQL's ``SUM`` of ``BIGINT`` is a ``numeric``)."""
+    tokens = ", ".join(f"CAST(SUM(u.{t}) AS BIGINT)" for t in (
+        "input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens"))
+    return f"{tokens}, SUM(u.cost_usd), CAST({calls} AS BIGINT)"
+
+
 _HOURS = _Columns(
     "usage_hours", "u.hour_ns", "u.hour_ns", "u.on_hour", "MIN(u.first_ns)", "MAX(u.last_ns)",
-    "SUM(u.input_tokens), SUM(u.output_tokens), SUM(u.cache_read_tokens), "
-    "SUM(u.cache_creation_tokens), SUM(u.cost_usd), SUM(u.calls)", "1 = 1")
+    _sums("SUM(u.calls)"), "1 = 1")
 _CALLS = _Columns(
     "usage_calls", "u.t_ns", *hour_columns("u.t_ns"),
     "MIN(u.t_ns)", "MAX(u.t_ns)",
-    "SUM(u.input_tokens), SUM(u.output_tokens), SUM(u.cache_read_tokens), "
-    "SUM(u.cache_creation_tokens), SUM(u.cost_usd), COUNT(*)",
+    _sums("COUNT(*)"),
     "NOT u.duplicate")  # a message two recordings hold, once
 
 
@@ -206,9 +212,9 @@ def _columns(f: UsageFilter, *times: int) -> _Columns:
 
 
 def _figures(row: tuple[Any, ...], at: int) -> Figures:
-    i, o, cr, cc, cost, n = row[at:at + 6]
-    return Figures(int(i or 0), int(o or 0), int(cr or 0), int(cc or 0), float(cost or 0.0),
-                   int(n))
+    """The :class:`Figures` of :data:`_Columns.sums` at ``row[at:]``."""
+    return Figures(row[at], row[at + 1], row[at + 2], row[at + 3], row[at + 4] or 0.0,
+                   row[at + 5])
 
 
 def _from(reader: Reader, f: UsageFilter, c: _Columns) -> tuple[str, list[Any]]:
@@ -266,7 +272,8 @@ def buckets(reader: Reader, f: UsageFilter, bucket_ns: int, offset_ns: int = 0,
 
 
 class RecordingUsage(NamedTuple):
-    """A recording's figures per model and cost source, and what it is."""
+    """A recording's figures per model (in the order of their first calls), the
+    cost sources of each model's calls, and what the recording is."""
 
     recording_id: str
     session_id: str | None
@@ -274,33 +281,49 @@ class RecordingUsage(NamedTuple):
     cwd: str
     source: str
     last_ns: int
-    models: list[tuple[str, str, Figures]]
+    #: ``(model, cost sources, figures, the price table's part of the cost)``.
+    models: list[tuple[str, frozenset[str], Figures, float]]
+
+
+#: The cost sources a row of ``usage_calls`` can have, each a bit of a group's
+#: :func:`_sources` mask.
+COST_SOURCES: Final = ("cli", "estimate", "unknown")
+_MASKS: Final = [frozenset(s for bit, s in enumerate(COST_SOURCES) if mask >> bit & 1)
+                 for mask in range(1 << len(COST_SOURCES))]
+
+
+def _sources(column: str) -> str:
+    """SQL of a group's cost sources as a bit mask (bit i: :data:`COST_SOURCES` [i])."""
+    return " + ".join(f"MAX(CASE WHEN {column} = '{s}' THEN {1 << bit} ELSE 0 END)"
+                      for bit, s in enumerate(COST_SOURCES))
 
 
 def by_recording(reader: Reader, f: UsageFilter) -> list[RecordingUsage]:
-    """Each recording with calls: its figures per model and cost source, oldest
-    last activity first."""
+    """Each recording with calls: its figures per model, oldest last activity first.
+
+    The database sums them by recording and model (the cost sources a bit mask),
+    a row each, with the recording's columns; nothing is sorted there."""
     c = _columns(f)
     source, params = _from(reader, f, c)
-    sums = (f"SELECT u.recording_id, u.model, u.cost_source, {c.sums}, {c.last}, "
-            f"{c.first} AS first_ns{source} GROUP BY u.recording_id, u.model, u.cost_source")
-    # Each recording's models in the order of their first calls, on every database.
+    sums = (f"SELECT u.recording_id, u.model, {c.sums}, {_sources('u.cost_source')}, "
+            f"{c.first}, {c.last}, "
+            f"SUM(CASE WHEN u.cost_source = 'estimate' THEN u.cost_usd ELSE 0 END)"
+            f"{source} GROUP BY u.recording_id, u.model")
     sql = (f"SELECT s.*, r.cli_session_id, r.name, r.cwd, r.source FROM ({sums}) s "
-           f"JOIN recordings r ON r.id = s.recording_id "
-           f"ORDER BY s.recording_id, s.first_ns, s.model, s.cost_source")
-    found: dict[str, RecordingUsage] = {}
-    last: dict[str, int] = {}
+           f"JOIN recordings r ON r.id = s.recording_id")
+    found: dict[str, list[tuple[Any, ...]]] = {}
     for row in reader.rows(sql, params):
-        rid = row[0]
-        rec = found.get(rid)
-        if rec is None:
-            rec = found[rid] = RecordingUsage(rid, row[11], row[12], row[13] or "",
-                                              row[14], 0, [])
-            last[rid] = 0
-        rec.models.append((row[1], row[2], _figures(row, 3)))
-        last[rid] = max(last[rid], int(row[9]))
-    found = {rid: rec._replace(last_ns=last[rid]) for rid, rec in found.items()}
-    return sorted(found.values(), key=lambda r: (r.last_ns, r.recording_id))
+        found.setdefault(row[0], []).append(row)
+    out = []
+    for rid, rows in found.items():
+        rows.sort(key=lambda row: (row[9], row[1]))  # models by their first calls
+        first = rows[0]
+        out.append(RecordingUsage(
+            rid, first[12], first[13], first[14] or "", first[15],
+            max(int(row[10]) for row in rows),
+            [(row[1], _MASKS[int(row[8])], _figures(row, 2), row[11] or 0.0) for row in rows]))
+    out.sort(key=lambda r: (r.last_ns, r.recording_id))
+    return out
 
 
 class HourUsage(NamedTuple):

@@ -1,0 +1,94 @@
+"""The usage tables: written line by line (:class:`~claudetrace.cli.usage_table.Grid`),
+as Rich's ``Table`` prints them, and the team bench that times them at scale."""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from claudetrace.bench.usage import TEAM_REPORTS, run_team_bench, seed_team
+from claudetrace.cli import cli
+from claudetrace.cli.usage_table import Grid, _pad, _wrap
+
+
+def _fill(table: Table | Grid) -> None:
+    table.add_row("2026-01-01", "a, b, some-long-model-name, another-model-name-here", "1,234")
+    cost = Text("~$1.0")
+    cost.append(" + ?", style="yellow")
+    table.add_row("", "└ mödel 日本", cost, style="dim")
+    table.add_row("x", Text("gap", style="dim"))
+    table.add_section()
+    table.add_row(Text("Total", style="bold"), "", "9")
+    table.caption = Text("~ estimated\n? no price for x")
+
+
+@pytest.mark.parametrize("colour", [False, True])
+@pytest.mark.parametrize("width", [200, 60, 40])
+def test_the_grid_prints_what_rich_s_table_prints(colour: bool, width: int) -> None:
+    rich = Table(header_style="bold")
+    for name, justify in [("day", "left"), ("models", "left"), ("n", "right")]:
+        rich.add_column(name, justify=justify)  # type: ignore[arg-type]
+    grid = Grid([("day", "left"), ("models", "left"), ("n", "right")])
+    out = []
+    for table in (rich, grid):
+        _fill(table)
+        console = Console(width=width, file=io.StringIO(), force_terminal=colour,
+                          color_system="standard" if colour else None)
+        console.print(table)
+        out.append(console.file.getvalue())  # type: ignore[attr-defined]
+    assert out[1] == out[0]
+    assert ("\x1b[" in out[1]) == colour
+
+
+def test_plain_text_wraps_as_rich_wraps_it() -> None:
+    console = Console(file=io.StringIO())
+    rng = random.Random(3)
+    for _ in range(5000):
+        text = "".join(rng.choice("ab ,-x") for _ in range(rng.randrange(1, 40)))
+        if not text.strip():
+            continue
+        width = rng.randrange(1, 15)
+        ours = [_pad(line, width, False) for line in _wrap(console, text, width)]
+        assert all(isinstance(line, str) for line in ours)  # without Rich's objects
+        assert ours == [_pad(line, width, False).plain  # type: ignore[union-attr]
+                        for line in _wrap(console, Text(text), width)], (text, width)
+
+
+def test_a_team_s_reports_by_session_add_up_to_the_days(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/team.db"
+    assert seed_team(url, 40, calls=10) == 400
+
+    def report(*args: str) -> dict:
+        out = CliRunner().invoke(cli, ["usage", *args, "--json", "-z", "UTC", "--db", url])
+        assert out.exit_code == 0, out.output
+        return json.loads(out.stdout)
+
+    sessions, daily = report("session"), report("daily")
+    assert len(sessions["sessions"]) == 40
+    assert sessions["totals"] == daily["totals"]
+    assert sum(s["totalTokens"] for s in sessions["sessions"]) == daily["totals"]["totalTokens"]
+    assert daily["totals"]["costSource"] == "estimate"  # one call in seven priced by the table
+    narrowed = report("session", "--project", "project-2", "--tag", "team=t3")
+    assert {s["projectPath"] for s in narrowed["sessions"]} == {"/home/dev/project-2"}
+    table = CliRunner().invoke(cli, ["usage", "session", "-b", "-z", "UTC", "--db", url])
+    assert table.exit_code == 0 and table.stdout.count("└ ") == sum(
+        len(s["modelBreakdowns"]) for s in sessions["sessions"])
+
+
+@pytest.mark.slow
+def test_bench_usage_team_times_every_report(tmp_path: Path) -> None:
+    said: list[str] = []
+    url = f"sqlite:///{tmp_path}/team.db"
+    rows = run_team_bench(sessions=20, db_url=url, repeat=1, say=said.append)
+    assert len(rows) == len(TEAM_REPORTS) and all(r.seconds > 0 for r in rows)
+    assert said == ["20 sessions, 700 calls seeded in " + said[0].rsplit(" in ", 1)[1]]
+    run_team_bench(sessions=20, db_url=url, repeat=1, say=said.append)  # seeded once
+    assert said[1].startswith("20 sessions of a team's store already")
