@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
-from sqlalchemy import Connection, Executable, Table, delete, func, select
+from sqlalchemy import Connection, Table, func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import load_only
 
@@ -185,20 +185,6 @@ def _delete_rows(store: Store, done: Pruned, ids: list[str]) -> None:
     _paced(done, run)
     done.recordings += deleted
     done.events += int(events)
-
-
-def _in_transaction(store: Store, done: Pruned, statements: Sequence[Executable]) -> int:
-    """Run ``statements`` in one transaction, then leave the database alone at least
-    as long; the rows the last one changed."""
-    count = 0
-
-    def run() -> None:
-        nonlocal count
-        with store.engine.begin() as conn:
-            for statement in statements:
-                count = conn.execute(statement).rowcount
-    _paced(done, run)
-    return max(0, int(count or 0))
 
 
 def _paced(done: Pruned, work: Callable[[], None]) -> None:
