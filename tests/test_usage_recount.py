@@ -178,3 +178,21 @@ def test_fold_still_counts_once(store: Store) -> None:
     real files); folding nothing is nothing."""
     store.fold_recordings("X", ["X"])
     assert store.delete_recordings([]) == 0
+
+
+def test_a_prune_group_holds_as_many_counted_calls_as_lines(store: Store) -> None:
+    """Recounting costs a delete work for each call the deleted recordings count:
+    prune's groups take no more of them than of lines, so a transaction stays short."""
+    from claudetrace.recording import RecordingInfo
+    from claudetrace.store.rows import USAGE_CALLS
+
+    ids = []
+    for i in range(4):  # no lines, 3 calls each: one group of 4 before
+        info = RecordingInfo.start(["claude"])
+        store.create_recording(info)
+        calls = [(f"msg_{i}_{k}", 10**18 + k, "m", 1, 2, 3, 4, None, "unknown")
+                 for k in range(3)]
+        store.write_rows(info.id, [], [], {USAGE_CALLS: calls, "ended_ns": 10**18})
+        ids.append(info.id)
+    done = prune(store, ids, batch_events=6)
+    assert (done.recordings, done.transactions) == (4, 2)

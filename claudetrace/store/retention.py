@@ -22,11 +22,12 @@ from sqlalchemy.orm import load_only
 from ..errors import StoreError
 from .api import Store, cut_events
 from .engine import error_reason
-from .models import EventRow, Recording
+from .models import EventRow, Recording, UsageCall
 
 _RECORDINGS = cast(Table, Recording.__table__)
 _R = _RECORDINGS.c
 _EVENTS = cast(Table, EventRow.__table__)
+_USAGE = cast(Table, UsageCall.__table__)
 
 #: Events a delete transaction takes at most: a few milliseconds of the write lock.
 BATCH_EVENTS = 2000
@@ -109,8 +110,9 @@ class Pruned:
 
 def prune(store: Store, ids: Sequence[str], *, batch_events: int = BATCH_EVENTS,
           progress: Callable[[Pruned], None] | None = None) -> Pruned:
-    """Delete recordings ``ids`` with their events, at most ``batch_events`` events a
-    transaction: small recordings several at a time, a large one's events from
+    """Delete recordings ``ids`` with their events, at most ``batch_events`` events
+    (and calls whose usage they count, counted again elsewhere) a transaction:
+    small recordings several at a time, a large one's events from
     its last down, then its row (the schema's triggers delete a deleted
     recording's rows with it, migration 0006).
 
@@ -144,6 +146,9 @@ def prune(store: Store, ids: Sequence[str], *, batch_events: int = BATCH_EVENTS,
                     done.events += _cut(store, done, rid, start)
                     end = start - 1
                 size = end + 1
+            # The calls it counts are counted again in the copies left (the store's
+            # delete): as much work a call as a line, so a group takes as many.
+            size += _counted_calls(store, rid)
             if group and (grouped + size > batch_events or len(group) >= GROUP_MOST):
                 flush()
             group.append(rid)
@@ -155,6 +160,13 @@ def prune(store: Store, ids: Sequence[str], *, batch_events: int = BATCH_EVENTS,
     except StoreError as exc:  # the store's delete says what failed
         raise StoreError(f"prune failed: {exc} ({done.recordings} recordings deleted)") from exc
     return done
+
+
+def _counted_calls(store: Store, recording_id: str) -> int:
+    """How many calls' usage counts in the recording (not duplicates)."""
+    with store.engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(_USAGE).where(
+            _USAGE.c.recording_id == recording_id, _USAGE.c.duplicate.is_(False))).scalar() or 0)
 
 
 def _cut(store: Store, done: Pruned, recording_id: str, kept: int) -> int:
