@@ -409,15 +409,18 @@ class Store:
 
         rows = usage_call_rows(recording_id, calls, elsewhere)
         mine = _USAGE.c.recording_id == recording_id
-        if whole:
+        dropped: set[str] = set()
+        if whole:  # a message it counted and holds no more counts again elsewhere
+            dropped = _counted(conn, [recording_id]) - {row[1] for row in rows}
             conn.execute(delete(_USAGE).where(mine))
         else:
             for chunk in chunks([row[1] for row in rows]):
                 conn.execute(delete(_USAGE).where(mine, _USAGE.c.call_id.in_(chunk)))
         if rows:
             self._insert_rows(conn, _USAGE, rows)
-        for statement in rollup_statements("recording_id = :rid"):
-            conn.execute(text(statement), {"rid": recording_id})
+        _rollup(conn, recording_id)
+        if dropped:
+            _recount(conn, dropped)
 
     def tables_bytes(self) -> int:
         """What the store's tables take on disk, with their indexes (and TOAST on
@@ -457,8 +460,7 @@ class Store:
         written holds the row (``FOR KEY SHARE``, :func:`_hold_recording`): its
         lines are committed first and go with it, and a later batch finds no
         recording."""
-        with _store_errors("delete"), self.engine.begin() as conn:
-            conn.execute(delete(_RECORDINGS).where(_RECORDINGS.c.id == recording_id))
+        self.delete_recordings([recording_id])
 
     def import_state(self, recording_id: str) -> tuple[int | None, str] | None:
         """``(ended_ns, extra as stored text)`` of ``recording_id``, or None when it
@@ -478,44 +480,30 @@ class Store:
         delete, looks again.  True when this call deleted it."""
         t = _RECORDINGS.c
         with _store_errors("delete"), self.engine.begin() as conn:
-            done = conn.execute(delete(_RECORDINGS).where(
-                t.id == recording_id, t.ended_ns.is_(None),
-                sql_cast(t.extra, Text) == seen))
-        return bool(done.rowcount)
+            done = _delete_counted(conn, [recording_id], t.ended_ns.is_(None),
+                                   sql_cast(t.extra, Text) == seen)
+        return bool(done)
 
     def fold_recordings(self, into: str, others: Sequence[str]) -> None:
         """Delete the recordings ``others``, whose content the recording ``into``
         now holds (an earlier import's recordings of a resumed session's files,
-        joined since), in one transaction.  An API message whose usage counted in
-        them only (the copies elsewhere marked duplicates) counts again in one of
-        the copies left (the recording with the smallest id), its hourly sums
-        made again: the folded content is counted once, never twice or not at all."""
-        u = _USAGE.c
+        joined since), in one transaction, their usage counted again where
+        copies are left (:meth:`delete_recordings`)."""
         gone = [rid for rid in others if rid != into]
-        if not gone:
-            return
+        if gone:
+            self.delete_recordings(gone)
+
+    def delete_recordings(self, ids: Sequence[str]) -> int:
+        """Delete the recordings ``ids`` in one transaction (the schema's triggers
+        take their rows with them); returns how many were there.  An API message
+        whose usage counted in them only (the copies elsewhere marked
+        duplicates) counts again in one of the copies left (:func:`_recount`):
+        what every other recording holds is counted once, never twice or not at
+        all."""
+        if not ids:
+            return 0
         with _store_errors("delete"), self.engine.begin() as conn:
-            held: set[str] = set()
-            for chunk in chunks(gone):
-                held.update(conn.execute(select(u.call_id).where(
-                    u.recording_id.in_(chunk), u.duplicate.is_(False))).scalars())
-            for chunk in chunks(gone):
-                conn.execute(delete(_RECORDINGS).where(_RECORDINGS.c.id.in_(chunk)))
-            copies: dict[str, list[tuple[str, bool]]] = {}
-            for chunk in chunks(sorted(held)):
-                for call, rid, dup in conn.execute(select(u.call_id, u.recording_id,
-                                                          u.duplicate).where(u.call_id.in_(chunk))):
-                    copies.setdefault(call, []).append((rid, bool(dup)))
-            touched: set[str] = set()
-            for call, rows in copies.items():
-                if all(dup for _rid, dup in rows):
-                    first = min(rid for rid, _dup in rows)
-                    conn.execute(update(_USAGE).where(u.call_id == call, u.recording_id == first)
-                                 .values(duplicate=False))
-                    touched.add(first)
-            for rid in sorted(touched):
-                for statement in rollup_statements("recording_id = :rid"):
-                    conn.execute(text(statement), {"rid": rid})
+            return _delete_counted(conn, list(ids))
 
     # -- reading -----------------------------------------------------------------
 
@@ -911,6 +899,63 @@ def _hold_recording(conn: Connection, recording_id: str) -> None:
     ).first()
     if found is None:
         raise StoreError(f"no recording {recording_id!r} to store events in")
+
+
+def _counted(conn: Connection, ids: list[str]) -> set[str]:
+    """The API messages whose usage counts in the recordings ``ids`` (not duplicates)."""
+    u = _USAGE.c
+    held: set[str] = set()
+    for chunk in chunks(ids):
+        held.update(conn.execute(select(u.call_id).where(
+            u.recording_id.in_(chunk), u.duplicate.is_(False))).scalars())
+    return {call for call in held if api_message_id(call)}
+
+
+def _delete_counted(conn: Connection, ids: list[str], *where: Any) -> int:
+    """Delete the recordings ``ids`` (those of them ``where`` keeps) in ``conn``'s
+    transaction, and count again the messages only they counted
+    (:func:`_recount`): the one way every path deletes recordings (delete,
+    prune, a fold, a half import's replacement).  How many were deleted."""
+    held = _counted(conn, ids)
+    deleted = 0
+    for chunk in chunks(ids):
+        deleted += conn.execute(delete(_RECORDINGS).where(
+            _RECORDINGS.c.id.in_(chunk), *where)).rowcount or 0
+    if deleted and held:
+        _recount(conn, held)
+    return deleted
+
+
+def _recount(conn: Connection, calls: set[str]) -> None:
+    """Make each API message of ``calls`` that no stored row counts (every copy
+    left a duplicate: the recording that counted it deleted, or holding it no
+    more) count in the copy of the recording that started first (then: the
+    smallest id), and make that recording's hourly sums again (``usage_hours``).
+    A statement per recording a chunk touches, not per message."""
+    u, r = _USAGE.c, _RECORDINGS.c
+    touched: set[str] = set()
+    for chunk in chunks(sorted(calls)):
+        copies: dict[str, list[tuple[int, str, bool]]] = {}
+        for call, rid, dup, started in conn.execute(
+                select(u.call_id, u.recording_id, u.duplicate, r.started_ns)
+                .join(_RECORDINGS, r.id == u.recording_id).where(u.call_id.in_(chunk))):
+            copies.setdefault(call, []).append((int(started or 0), rid, bool(dup)))
+        counts: dict[str, list[str]] = {}
+        for call, rows in copies.items():
+            if all(dup for _started, _rid, dup in rows):
+                counts.setdefault(min(rows)[1], []).append(call)
+        for rid, ids in counts.items():
+            conn.execute(update(_USAGE).where(u.recording_id == rid, u.call_id.in_(ids))
+                         .values(duplicate=False))
+        touched.update(counts)
+    for rid in sorted(touched):
+        _rollup(conn, rid)
+
+
+def _rollup(conn: Connection, recording_id: str) -> None:
+    """Make ``usage_hours``' rows of a recording the sums of its counted calls."""
+    for statement in rollup_statements("recording_id = :rid"):
+        conn.execute(text(statement), {"rid": recording_id})
 
 
 def _like_prefix(prefix: str) -> str:

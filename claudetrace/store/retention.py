@@ -15,18 +15,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
-from sqlalchemy import Connection, Executable, Table, delete, func, select
+from sqlalchemy import Connection, Table, func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import load_only
 
 from ..errors import StoreError
 from .api import Store, cut_events
 from .engine import error_reason
-from .models import EventRow, Recording
+from .models import EventRow, Recording, UsageCall
 
 _RECORDINGS = cast(Table, Recording.__table__)
 _R = _RECORDINGS.c
 _EVENTS = cast(Table, EventRow.__table__)
+_USAGE = cast(Table, UsageCall.__table__)
 
 #: Events a delete transaction takes at most: a few milliseconds of the write lock.
 BATCH_EVENTS = 2000
@@ -109,8 +110,9 @@ class Pruned:
 
 def prune(store: Store, ids: Sequence[str], *, batch_events: int = BATCH_EVENTS,
           progress: Callable[[Pruned], None] | None = None) -> Pruned:
-    """Delete recordings ``ids`` with their events, at most ``batch_events`` events a
-    transaction: small recordings several at a time, a large one's events from
+    """Delete recordings ``ids`` with their events, at most ``batch_events`` events
+    (and calls whose usage they count, counted again elsewhere) a transaction:
+    small recordings several at a time, a large one's events from
     its last down, then its row (the schema's triggers delete a deleted
     recording's rows with it, migration 0006).
 
@@ -144,6 +146,9 @@ def prune(store: Store, ids: Sequence[str], *, batch_events: int = BATCH_EVENTS,
                     done.events += _cut(store, done, rid, start)
                     end = start - 1
                 size = end + 1
+            # The calls it counts are counted again in the copies left (the store's
+            # delete): as much work a call as a line, so a group takes as many.
+            size += _counted_calls(store, rid)
             if group and (grouped + size > batch_events or len(group) >= GROUP_MOST):
                 flush()
             group.append(rid)
@@ -152,7 +157,16 @@ def prune(store: Store, ids: Sequence[str], *, batch_events: int = BATCH_EVENTS,
     except SQLAlchemyError as exc:
         raise StoreError(f"prune failed: {error_reason(exc)} "
                          f"({done.recordings} recordings deleted)") from exc
+    except StoreError as exc:  # the store's delete says what failed
+        raise StoreError(f"prune failed: {exc} ({done.recordings} recordings deleted)") from exc
     return done
+
+
+def _counted_calls(store: Store, recording_id: str) -> int:
+    """How many calls' usage counts in the recording (not duplicates)."""
+    with store.engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(_USAGE).where(
+            _USAGE.c.recording_id == recording_id, _USAGE.c.duplicate.is_(False))).scalar() or 0)
 
 
 def _cut(store: Store, done: Pruned, recording_id: str, kept: int) -> int:
@@ -170,26 +184,19 @@ def _cut(store: Store, done: Pruned, recording_id: str, kept: int) -> int:
 
 def _delete_rows(store: Store, done: Pruned, ids: list[str]) -> None:
     """Delete recordings ``ids`` (their rows take their events with them) in one
-    transaction, counting their events first."""
+    transaction (:meth:`Store.delete_recordings`), counting their events first."""
     with store.engine.connect() as conn:
         events = conn.execute(select(func.count()).select_from(_EVENTS)
                               .where(_EVENTS.c.recording_id.in_(ids))).scalar() or 0
-    done.recordings += _in_transaction(store, done, [delete(_RECORDINGS).where(_R.id.in_(ids))])
-    done.events += int(events)
-
-
-def _in_transaction(store: Store, done: Pruned, statements: Sequence[Executable]) -> int:
-    """Run ``statements`` in one transaction, then leave the database alone at least
-    as long; the rows the last one changed."""
-    count = 0
+    deleted = 0
 
     def run() -> None:
-        nonlocal count
-        with store.engine.begin() as conn:
-            for statement in statements:
-                count = conn.execute(statement).rowcount
+        nonlocal deleted
+        # The store's delete: a message only these counted counts again in a copy left.
+        deleted = store.delete_recordings(ids)
     _paced(done, run)
-    return max(0, int(count or 0))
+    done.recordings += deleted
+    done.events += int(events)
 
 
 def _paced(done: Pruned, work: Callable[[], None]) -> None:
