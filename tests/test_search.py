@@ -174,6 +174,23 @@ def test_the_search_command_asks_the_store_of_an_older_schema_or_a_missing_file(
     assert missing.returncode != 0 and "nope.db" in missing.stderr
 
 
+def test_the_search_command_stores_a_finished_recording_waiting_in_its_capture_first(
+        store: Store, db_path: Path) -> None:
+    from tests.test_indexer import capture_path, dead_pid, new_info, write_capture
+
+    info = new_info(pid=dead_pid())  # its proxy was killed before its indexer stored it
+    path = capture_path(db_path, info)
+    line = b'{"type":"result","subtype":"success","result":"a walrus waited"}\n'
+    write_capture(path, info, [("out", line)], {"exit_code": 0})
+    done = search_alone("walrus", "--db", str(db_path))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(info.id) and "a walrus waited" in done.stdout
+    assert not path.exists()
+    # Once stored, the next search asks the database alone.
+    again = search_alone("walrus", "--db", str(db_path))
+    assert again.stdout == done.stdout and again.stderr.splitlines()[-1] == "[]"
+
+
 def test_a_proxied_session_is_indexed_by_the_writer(db_path: Path) -> None:
     open_store(str(db_path)).close()  # at the head: the writer writes it plainly
     line = b'{"type":"result","subtype":"success","result":"proxied zebra text"}\n'
