@@ -146,6 +146,28 @@ def capture_files(url: str) -> list[Path]:
     return sorted(found, key=lambda p: p.name)
 
 
+def nothing_to_settle(url: str) -> bool:
+    """True when no finished recording waits in a capture file for the database
+    ``url`` (only running proxies' captures, or none): a reader may read the
+    database as it is.  Worked out without SQLAlchemy: for a server database,
+    whose earlier builds' folder takes SQLAlchemy to name
+    (:func:`_legacy_url_key`), a finished capture waiting for any database under
+    the data directory counts (False: the caller settles through the store,
+    which tells them apart)."""
+    found = [p for p in capture_dirs(url) for p in _captures_in(p)]
+    if _sqlite_file(url) is None:
+        with contextlib.suppress(OSError):
+            found.extend(p for folder in (data_dir() / "capture").iterdir()
+                         for p in _captures_in(folder))
+    return all(writer_alive(capture) for capture in found)
+
+
+def _captures_in(folder: Path) -> list[Path]:
+    with contextlib.suppress(OSError):
+        return [p for p in folder.iterdir() if p.name.endswith(SUFFIX)]
+    return []
+
+
 def lock_path(capture: Path) -> Path:
     return capture.with_name(capture.name[: -len(SUFFIX)] + LOCK_SUFFIX)
 

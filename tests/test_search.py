@@ -18,7 +18,7 @@ from claudetrace.indexer import open_settled_store
 from claudetrace.model.events import Event
 from claudetrace.recording import RecordingInfo
 from claudetrace.store import Store, open_store
-from claudetrace.store.search import recordings_saying, search, snippet
+from claudetrace.store.search import recordings_saying, search, search_plain, snippet
 from claudetrace.store.textindex import spaced, words
 
 CASSETTES = Path(__file__).parent / "fixtures" / "cassettes"
@@ -114,6 +114,81 @@ def test_the_search_command_escapes_and_speaks_json(store: Store, db_path: Path)
     assert hit["snippet"].startswith("ring the bell \x1b]0;owned")
     nothing = CliRunner().invoke(cli, ["search", "absent", "--db", str(db_path)])
     assert nothing.exit_code == 1 and "nothing says 'absent'" in nothing.output
+
+
+#: ``claudetrace search ARGS…`` in a process of its own, naming on stderr the
+#: database modules it imported.
+SEARCH_ALONE = """
+import sys
+from claudetrace.cli import cli
+try:
+    cli(["search", *sys.argv[1:]])
+finally:
+    print(sorted({m.split('.')[0] for m in sys.modules} & {'sqlalchemy', 'alembic'}),
+          file=sys.stderr)
+"""
+
+
+def search_alone(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", SEARCH_ALONE, *args], capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_the_search_command_asks_sqlite_without_sqlalchemy_and_finds_what_the_store_finds(
+        store: Store, db_path: Path) -> None:
+    old = _said(store, "Hello, world: the deploy FAILED at step 3", started_ns=10**18)
+    store.import_cassette(read_cassette(CASSETTES / "plain.ndjson"))
+    for query in ("hel", "deploy failed", "fake model", "ello", "!!!"):
+        assert search_plain(f"sqlite:///{db_path}", query, limit=None) == search(
+            store, query, limit=None)
+    done = search_alone("deploy fail", "--db", str(db_path), "--json")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[-1] == "[]"  # neither SQLAlchemy nor Alembic
+    (hit,) = json.loads(done.stdout)
+    assert (hit["recording_id"], hit["seq"]) == (old, 1)
+    # The text output is the store's, to the byte.
+    shown = search_alone("fake", "--db", str(db_path))
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout == CliRunner().invoke(
+        cli, ["search", "fake", "--db", str(db_path)]).output
+    nothing = search_alone("absent", "--db", str(db_path))
+    assert nothing.returncode == 1 and "nothing says 'absent'" in nothing.stderr
+
+
+def test_the_search_command_asks_the_store_of_an_older_schema_or_a_missing_file(
+        db_path: Path, tmp_path: Path) -> None:
+    from alembic import command
+
+    from claudetrace.store.engine import alembic_config
+
+    store = open_store(str(db_path))
+    rid = store.import_cassette(read_cassette(CASSETTES / "plain.ndjson"))
+    with store.engine.begin() as conn:
+        command.downgrade(alembic_config(conn), "0009_footprint")
+    store.close()
+    assert search_plain(f"sqlite:///{db_path}", "fake") is None  # not at the head
+    done = search_alone("fake", "--db", str(db_path))
+    assert done.returncode == 0 and rid in done.stdout, done.stderr
+    assert "sqlalchemy" in done.stderr.splitlines()[-1]  # the store migrated it
+    missing = search_alone("fake", "--db", str(tmp_path / "nope.db"))
+    assert missing.returncode != 0 and "nope.db" in missing.stderr
+
+
+def test_the_search_command_stores_a_finished_recording_waiting_in_its_capture_first(
+        store: Store, db_path: Path) -> None:
+    from tests.test_indexer import capture_path, dead_pid, new_info, write_capture
+
+    info = new_info(pid=dead_pid())  # its proxy was killed before its indexer stored it
+    path = capture_path(db_path, info)
+    line = b'{"type":"result","subtype":"success","result":"a walrus waited"}\n'
+    write_capture(path, info, [("out", line)], {"exit_code": 0})
+    done = search_alone("walrus", "--db", str(db_path))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(info.id) and "a walrus waited" in done.stdout
+    assert not path.exists()
+    # Once stored, the next search asks the database alone.
+    again = search_alone("walrus", "--db", str(db_path))
+    assert again.stdout == done.stdout and again.stderr.splitlines()[-1] == "[]"
 
 
 def test_a_proxied_session_is_indexed_by_the_writer(db_path: Path) -> None:

@@ -478,11 +478,14 @@ def test_prune_while_a_proxy_records_on_postgres(pg_url: str) -> None:
 def test_search_on_postgres_through_both_writers_and_the_migration(pg_url: str) -> None:
     import psycopg
     from alembic import command
+    from click.testing import CliRunner
 
+    from claudetrace.cli import cli
     from claudetrace.indexer import open_settled_store
     from claudetrace.store.engine import alembic_config
     from claudetrace.store.postgres import plain_url
-    from claudetrace.store.search import recordings_saying, search
+    from claudetrace.store.search import recordings_saying, search, search_plain
+    from tests.test_search import SEARCH_ALONE
 
     line = b'{"type":"result","subtype":"success","result":"Proxied okapi, in PostgreSQL"}\n'
     done = subprocess.run(
@@ -500,10 +503,19 @@ def test_search_on_postgres_through_both_writers_and_the_migration(pg_url: str) 
         fake = [h.seq for h in search(store, "fake model", limit=None) if h.recording_id == rid]
         assert fake
         assert rid in recordings_saying(store, "fak")
+        # ``claudetrace search`` asks through psycopg alone, and finds the same.
+        for query in ("OKAPI, in postgres", "fake model", "fak", "!!!"):
+            assert search_plain(pg_url, query, limit=None) == search(store, query, limit=None)
+        done = subprocess.run([sys.executable, "-c", SEARCH_ALONE, "okapi", "--db", pg_url],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.splitlines()[-1] == "[]"  # neither SQLAlchemy nor Alembic
+        assert done.stdout == CliRunner().invoke(cli, ["search", "okapi", "--db", pg_url]).output
         with store.engine.begin() as conn:
             command.downgrade(alembic_config(conn), "0005_postgres_bulk_events")
     finally:
         store.close()
+    assert search_plain(pg_url, "fake model") is None  # not at the head: the store's
     store = open_store(pg_url)  # upgraded again: what was stored is indexed
     try:
         assert [h.seq for h in search(store, "fake model", limit=None)

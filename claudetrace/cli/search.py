@@ -8,6 +8,7 @@ import json
 import click
 
 from ..formats.facts import when as _when
+from ..store.search import Hit
 from ._common import db_option, read_store, reports_errors
 
 
@@ -26,13 +27,8 @@ def search(text: str, db_url: str | None, limit: int, as_json: bool) -> None:
     its sequence number and the text around the match.
     """
     from ..display import visible
-    from ..store.search import search as find
 
-    store = read_store(db_url)
-    try:
-        hits = find(store, text, limit=limit or None)
-    finally:
-        store.close()
+    hits = _find(db_url, text, limit or None)
     if as_json:
         click.echo(json.dumps([{
             "recording_id": h.recording_id,
@@ -51,3 +47,26 @@ def search(text: str, db_url: str | None, limit: int, as_json: bool) -> None:
     for h in hits:
         click.echo(f"{h.recording_id}  {_when(h.started_ns)}  #{h.seq:<6} {h.type or '':<9} "
                    f"{visible(h.name or '')}  {visible(h.snippet)}")
+
+
+def _find(db_url: str | None, text: str, limit: int | None) -> list[Hit]:
+    """The lines saying ``text``: asked of the database through its driver alone
+    (:func:`~claudetrace.store.search.search_plain`: no SQLAlchemy, a new process
+    answers in its start-up's time and the query's) when no finished recording
+    waits in a capture file to be stored first; else, or where the plain path
+    does not serve (another URL, an older schema), through the store, as every
+    read command opens it (:func:`read_store`)."""
+    from .. import capture as cap
+    from ..config import resolve_url
+    from ..store.search import search, search_plain
+
+    url = resolve_url(db_url)
+    if cap.nothing_to_settle(url):
+        hits = search_plain(url, text, limit=limit)
+        if hits is not None:
+            return hits
+    store = read_store(db_url)
+    try:
+        return search(store, text, limit=limit)
+    finally:
+        store.close()

@@ -7,20 +7,25 @@ of the query's words (SQLite FTS5, PostgreSQL ``tsvector`` under GIN), and,
 where the query is more than one plain word, the text of those lines is
 checked for the query itself.  ``claudetrace search`` and the session
 browser's search box both ask here.
+
+No SQLAlchemy at import: ``claudetrace search`` asks a plain SQLite file or
+PostgreSQL URL through :mod:`sqlite3` or psycopg alone (:func:`search_plain`),
+the statements and the reading of the lines found being the store's, so a new
+process answers in the time of its start-up and the query.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-
-from sqlalchemy import text
-from sqlalchemy.exc import SQLAlchemyError
+from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
 from ..model.protocol import line_text
-from .api import Store
-from .engine import error_reason
 from .textindex import words
+
+if TYPE_CHECKING:
+    from .api import Store
 
 #: Characters of context on each side of the match in a snippet.
 SNIPPET_CONTEXT = 60
@@ -41,21 +46,22 @@ class Hit:
     snippet: str
 
 
-def _candidates(store: Store, query_words: list[str], columns: str,
-                order: str = "") -> tuple[str, dict[str, str]]:
+def _candidates(dialect: str, query_words: list[str], columns: str, order: str = "",
+                mark: str = ":q") -> tuple[str, dict[str, str]]:
     """A ``SELECT columns`` (of ``e``, the events, and ``r``, their recordings) of
     the lines the index finds holding a word that starts with each of
-    ``query_words``, ordered by ``order``."""
-    if store.engine.dialect.name == "postgresql":
+    ``query_words``, ordered by ``order``; the query's parameter written
+    ``mark`` (``:q``: SQLAlchemy's and :mod:`sqlite3`'s; psycopg's ``%(q)s``)."""
+    if dialect == "postgresql":
         return (f"SELECT {columns} FROM event_search s "
                 "JOIN events e ON e.recording_id = s.recording_id AND e.seq = s.seq "
                 "JOIN recordings r ON r.id = e.recording_id "
-                f"WHERE s.terms @@ to_tsquery('simple', :q) {order}",
+                f"WHERE s.terms @@ to_tsquery('simple', {mark}) {order}",
                 {"q": _tsquery(query_words)})
     return (f"SELECT {columns} FROM event_search s "
             "JOIN events e ON e.rowid = s.rowid "
             "JOIN recordings r ON r.id = e.recording_id "
-            f"WHERE event_search MATCH :q {order}",
+            f"WHERE event_search MATCH {mark} {order}",
             {"q": " ".join(f'"{w}"*' for w in query_words)})
 
 
@@ -72,51 +78,156 @@ def _query(needle: str) -> tuple[list[str], str, bool]:
     return query_words, wanted, query_words == [wanted]
 
 
-def search(store: Store, needle: str, *, limit: int | None = 50) -> list[Hit]:
-    """The lines of every recording that say ``needle``, the newest stored first,
-    at most ``limit``."""
+#: What :func:`search` reads of each line found, in order.
+_HIT_COLUMNS = ("e.recording_id, e.seq, e.direction, e.type, e.data, "
+                "r.started_ns, r.name")
+
+
+def _statement(dialect: str, needle: str,
+               mark: str = ":q") -> tuple[str, dict[str, str], str, bool] | None:
+    """:func:`search`'s statement and parameters on ``dialect``, with the query as
+    looked for in a line and whether the index alone answers it; None for a
+    query without words."""
     query_words, wanted, plain = _query(needle)
     if not query_words:
-        return []
+        return None
     # Newest first, in an order the index gives without sorting every line found
     # (SQLite: the FTS table's rowids, the events'; PostgreSQL: the recording ids,
     # which begin with their start time, and seq).
     order = ("ORDER BY s.recording_id DESC, s.seq DESC"
-             if store.engine.dialect.name == "postgresql" else "ORDER BY s.rowid DESC")
-    statement, params = _candidates(
-        store, query_words, "e.recording_id, e.seq, e.direction, e.type, e.data, "
-        "r.started_ns, r.name", order)
+             if dialect == "postgresql" else "ORDER BY s.rowid DESC")
+    statement, params = _candidates(dialect, query_words, _HIT_COLUMNS, order, mark)
+    return statement, params, wanted, plain
+
+
+def _hits(rows: Iterable[Any], wanted: str, plain: bool, limit: int | None) -> list[Hit]:
+    """The lines of ``rows`` (:data:`_HIT_COLUMNS`) that say ``wanted``, at most
+    ``limit``: read only until the limit is reached."""
     hits: list[Hit] = []
+    for rid, seq, direction, kind, data, started_ns, name in rows:
+        said = line_text(bytes(data))
+        if not (plain or wanted in said.casefold()):
+            continue
+        hits.append(Hit(rid, seq, direction, kind, started_ns, name, snippet(said, wanted)))
+        if limit is not None and len(hits) >= limit:
+            break
+    return hits
+
+
+def search(store: Store, needle: str, *, limit: int | None = 50) -> list[Hit]:
+    """The lines of every recording that say ``needle``, the newest stored first,
+    at most ``limit``."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from .engine import error_reason
+
+    asked = _statement(store.engine.dialect.name, needle)
+    if asked is None:
+        return []
+    statement, params, wanted, plain = asked
     try:
         # Streamed (a server-side cursor on PostgreSQL): only the lines read until
         # the limit is reached are fetched.
         with store.engine.connect().execution_options(stream_results=True,
                                                       yield_per=200) as conn:
-            for rid, seq, direction, kind, data, started_ns, name in conn.execute(
-                    text(statement), params):
-                said = line_text(bytes(data))
-                if not (plain or wanted in said.casefold()):
-                    continue
-                hits.append(Hit(rid, seq, direction, kind, started_ns, name,
-                                snippet(said, wanted)))
-                if limit is not None and len(hits) >= limit:
-                    break
+            return _hits(conn.execute(text(statement), params), wanted, plain, limit)
     except SQLAlchemyError as exc:
         raise StoreError(f"search failed: {error_reason(exc)}") from exc
-    return hits
+
+
+def search_plain(url: str, needle: str, *, limit: int | None = 50) -> list[Hit] | None:
+    """:func:`search` of the database ``url`` through :mod:`sqlite3` or psycopg
+    alone, without SQLAlchemy or the store: a SQLite file named plainly
+    (:func:`~.sqlite.plain_file`) or a PostgreSQL URL libpq reads as SQLAlchemy
+    does (:func:`~.postgres.plain_url`), at the newest schema.  None for any
+    other database, a schema not at the head, or a server that cannot be
+    reached: the caller asks the store (:func:`search`), which says why."""
+    from .plain import NotPlain, require_head
+    from .sqlite import first_line, plain_file
+
+    path = plain_file(url)
+    if path is not None:
+        return _search_sqlite(path, needle, limit)
+    if not url.startswith("postgresql+psycopg://"):
+        return None
+    from .postgres import plain_url
+
+    conninfo = plain_url(url)
+    if conninfo is None:
+        return None
+    import psycopg
+
+    try:
+        conn = psycopg.connect(conninfo)
+    except psycopg.Error:
+        return None
+    try:
+        with conn.cursor() as cursor:
+            require_head([row[0] for row in cursor.execute(
+                "SELECT version_num FROM alembic_version")])
+        asked = _statement("postgresql", needle, "%(q)s")
+        if asked is None:
+            return []
+        statement, params, wanted, plain = asked
+        # A server-side cursor: only the lines read until the limit are fetched.
+        with conn.cursor(name="claudetrace_search") as cursor:
+            cursor.itersize = 200
+            cursor.execute(statement, params)
+            return _hits(cursor, wanted, plain, limit)
+    except (NotPlain, psycopg.errors.UndefinedTable):
+        return None
+    except psycopg.Error as exc:
+        raise StoreError(f"search failed: {first_line(exc)}") from exc
+    finally:
+        conn.close()
+
+
+def _search_sqlite(path: Any, needle: str, limit: int | None) -> list[Hit] | None:
+    """:func:`search_plain` of a SQLite file (it exists: :func:`~.sqlite.plain_file`)."""
+    import sqlite3
+
+    from .plain import NotPlain, require_head
+    from .sqlite import BUSY_TIMEOUT_S, first_line
+
+    try:
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S)
+    except sqlite3.Error:
+        return None
+    try:
+        try:
+            require_head([row[0] for row in conn.execute(
+                "SELECT version_num FROM alembic_version")])
+        except (NotPlain, sqlite3.Error):
+            return None
+        asked = _statement("sqlite", needle)
+        if asked is None:
+            return []
+        statement, params, wanted, plain = asked
+        return _hits(conn.execute(statement, params), wanted, plain, limit)
+    except sqlite3.Error as exc:
+        raise StoreError(f"search failed: {first_line(exc)}") from exc
+    finally:
+        conn.close()
 
 
 def recordings_saying(store: Store, needle: str) -> list[str]:
     """The ids of the recordings that have a line saying ``needle`` (one word: from
     the index alone; else the lines it finds are read, one recording's only
     until one says it)."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from .engine import error_reason
+
     query_words, wanted, plain = _query(needle)
     if not query_words:
         return []
+    dialect = store.engine.dialect.name
     found: set[str] = set()
     try:
         with store.engine.connect() as conn:
-            if plain and store.engine.dialect.name == "postgresql":
+            if plain and dialect == "postgresql":
                 # The index's rows name their recording: no event is read (joined
                 # to the events, a word every session says took 7.8-11.9 s at
                 # 10M events, against 0.37-0.59 s so).
@@ -125,9 +236,9 @@ def recordings_saying(store: Store, needle: str) -> list[str]:
                     "FROM event_search s WHERE s.terms @@ to_tsquery('simple', :q))"),
                     {"q": _tsquery(query_words)}).scalars())
             if plain:
-                statement, params = _candidates(store, query_words, "DISTINCT e.recording_id")
+                statement, params = _candidates(dialect, query_words, "DISTINCT e.recording_id")
                 return sorted(conn.execute(text(statement), params).scalars())
-            statement, params = _candidates(store, query_words,
+            statement, params = _candidates(dialect, query_words,
                                             "e.recording_id, e.seq, e.direction, e.data")
             for rid, _seq, _direction, data in conn.execute(text(statement), params):
                 if rid not in found and wanted in line_text(bytes(data)).casefold():
