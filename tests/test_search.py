@@ -347,3 +347,11 @@ def test_line_text_reads_lines_as_the_whole_parse_does() -> None:
     assert said == [_whole(line) for line in lines]
     spaced_line = b' {"type":"user","message":{"content":"spaced"}} '
     assert said[_EDGE_LINES.index(spaced_line)] == "spaced"
+
+
+def test_a_negative_limit_is_a_usage_error(tmp_path: Path) -> None:
+    """``-n -1`` is refused in one line (it gave every line but the newest)."""
+    result = CliRunner().invoke(cli, ["search", "hello", "--db", str(tmp_path / "x.db"),
+                                      "-n", "-1"])
+    assert result.exit_code == 2
+    assert "-1 is not in the range x>=0" in result.output

@@ -15,7 +15,7 @@ from ._common import db_option, read_store, reports_errors
 @click.command()
 @click.argument("text")
 @db_option
-@click.option("-n", "--limit", default=50, show_default=True,
+@click.option("-n", "--limit", default=50, show_default=True, type=click.IntRange(min=0),
               help="How many lines at most, the newest stored first (0: all).")
 @click.option("--json", "as_json", is_flag=True, help="JSON (one array) for scripts.")
 @reports_errors
