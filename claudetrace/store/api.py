@@ -71,6 +71,15 @@ _EVENTS = cast(Table, EventRow.__table__)
 _TOOLS = cast(Table, EventTool.__table__)
 _RECORDINGS = cast(Table, Recording.__table__)
 _USAGE = cast(Table, UsageCall.__table__)
+#: The call ids, of those asked (``ids``), that a recording other than ``rid``
+#: holds and counts.  One statement, its ids bound as a list: an ``IN`` of
+#: literal ids had SQLAlchemy coerce each into an expression, on every write
+#: of a recording's calls.
+_HELD_ELSEWHERE: Final = select(_USAGE.c.call_id).where(
+    _USAGE.c.call_id.in_(bindparam("ids", expanding=True)),
+    _USAGE.c.recording_id != bindparam("rid"), _USAGE.c.duplicate.is_(False))
+
+
 def open_store(
     db: str | None = None, *, migrate: bool = True, create: bool = True,
     busy_timeout_s: float = BUSY_TIMEOUT_S, log_bytes: int | None = None,
@@ -403,9 +412,8 @@ class Store:
         rows); a message another recording holds is marked a duplicate."""
         def elsewhere(ids: list[str]) -> Iterator[str]:
             for chunk in chunks(ids):
-                yield from conn.execute(select(_USAGE.c.call_id).where(
-                    _USAGE.c.call_id.in_(chunk), _USAGE.c.recording_id != recording_id,
-                    _USAGE.c.duplicate.is_(False))).scalars()
+                yield from conn.execute(_HELD_ELSEWHERE,
+                                        {"ids": chunk, "rid": recording_id}).scalars()
 
         rows = usage_call_rows(recording_id, calls, elsewhere)
         mine = _USAGE.c.recording_id == recording_id

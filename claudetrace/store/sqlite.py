@@ -118,6 +118,13 @@ _BYTES_ADAPTER = bytes_unchanged()
 def plain_file(url: str) -> Path | None:
     """The file of ``url`` when it is a SQLite file named plainly
     (``sqlite:///PATH``, nothing to decode, no options) and exists; else None."""
+    path = plain_name(url)
+    return path if path is not None and path.is_file() else None
+
+
+def plain_name(url: str) -> Path | None:
+    """The file ``url`` names when it is a SQLite file named plainly
+    (``sqlite:///PATH``, nothing to decode, no options), there or not; else None."""
     prefix = "sqlite:///"
     if not url.startswith(prefix):
         return None
@@ -125,8 +132,7 @@ def plain_file(url: str) -> Path | None:
     if not name or name == ":memory:" or name.startswith("file:") or any(
             c in name for c in "%?#"):
         return None
-    path = Path(name)
-    return path if path.is_file() else None
+    return Path(name)
 
 
 def first_line(exc: BaseException) -> str:
