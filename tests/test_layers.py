@@ -34,7 +34,7 @@ PACKAGE = Path(claudetrace.__file__).parent
 
 #: Layers, lowest first; each entry names a module or a package (all its modules).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("config", "errors", "progress", "ids", "interrupts", "display", "pricing",
+    ("base", ("config", "errors", "progress", "ids", "interrupts", "display", "pricing", "pauses",
               "pattern", "_version")),
     ("model", ("model", "recording", "cassette", "redact")),
     ("store", ("store",)),

@@ -297,7 +297,7 @@ def check_copies(url: str, built: Built) -> list[str]:
     (but its id and times), its summary folded again from its stored lines, its
     lines, its usage (``usage session``'s figures) and its search index rows.
     Returns what differs (nothing: the copies are as if recorded)."""
-    from ..cli.browse import session_record
+    from ..formats.facts import session_record
     from ..model import Session
     from ..model.summary import summary_columns
     from ..store.usage import store_reader
@@ -333,12 +333,9 @@ def check_copies(url: str, built: Built) -> list[str]:
             if (a.input, a.output, a.cache_read, a.cache_creation, a.calls, round(a.cost, 9)) != \
                     (b.input, b.output, b.cache_read, b.cache_creation, b.calls, round(b.cost, 9)):
                 problems.append(f"{rid}: usage differs from its template's")
-            with store.engine.connect() as conn:
-                from sqlalchemy import text
-                counts = [conn.execute(text(f"SELECT count(*) FROM {table} WHERE "
-                                            "recording_id = :r"), {"r": r}).scalar()
-                          for table in ("event_search", "event_tools", "usage_calls",
-                                        "usage_hours") for r in (template, rid)]
+            counts = [store.rows_per_table(r)[table]
+                      for table in ("event_search", "event_tools", "usage_calls",
+                                    "usage_hours") for r in (template, rid)]
             if counts[0::2] != counts[1::2]:
                 problems.append(f"{rid}: rows per table {counts[1::2]}, template {counts[0::2]}")
     finally:
@@ -411,10 +408,10 @@ def _burst(url: str, source: Path, lines: int) -> float:
 
 
 def stats_queries(store: Store, rows: dict[str, list[float]] | None = None) -> int:
-    """What the Stats page asks the store (:mod:`claudetrace.ui.views.stats`): every
-    recording's row, the usage layer's days, tools' calls and failures, and the
-    latency spans of the newest 20 sessions; returns the recordings listed.  Each
-    part is timed into ``rows`` when given."""
+    """What the Stats page asks the store (:mod:`claudetrace.ui.views.stats`):
+    sessions and failures per day, the usage layer's days, tools' calls and
+    failures, and the latency spans of the newest 20 sessions (their rows listed
+    first); returns the days counted.  Each part is timed into ``rows`` when given."""
     from ..store import browse
     from ..store.usage import store_reader
     from ..telemetry import build_spans
@@ -433,13 +430,15 @@ def stats_queries(store: Store, rows: dict[str, list[float]] | None = None) -> i
                 folded += len(events)
         return folded
 
-    recordings = timed(parts, "  Stats: every recording's row",
-                       lambda: browse.list_sessions(store, Filters()))
+    recordings = timed(parts, "  Stats: the newest 20 sessions' rows",
+                       lambda: browse.list_sessions(store, Filters(), limit=20))
+    per_day = timed(parts, "  Stats: sessions and failures per day",
+                    lambda: browse.sessions_per_day(store))
+    daily_usage(per_day)
     timed(parts, "  Stats: the usage layer's days", lambda: usage_days(store_reader(store)))
-    daily_usage(recordings)
     timed(parts, "  Stats: the tool table", lambda: browse.tool_usage(store))
     timed(parts, "  Stats: latency spans of the newest 20 sessions", latency)
-    return len(recordings)
+    return len(per_day)
 
 
 def session_page(store: Store, recording_id: str, length: int) -> int:

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, cast
+from typing import Any, Final
 
 from ..testing.transcripts import random_corpus, write_transcript
 
@@ -109,18 +109,14 @@ _TEAM_MODELS: Final = ("claude-sonnet-4-5-20250929", "claude-opus-4-1-20250805",
 def seed_team(db_url: str, sessions: int, *, calls: int = TEAM_CALLS, days: int = 60,
               seed: int = 7) -> int:
     """Fill the store at ``db_url`` with ``sessions`` recordings of ``calls`` model
-    calls each, written straight into ``usage_calls`` and ``usage_hours`` as the
-    importer writes them (``calls`` calls 20 s apart, four models, CLI costs,
-    one call in seven priced by the table; started over ``days`` days, in five
-    projects, tagged by team).  Returns the calls written."""
+    calls each, stored in bulk by :meth:`Store.add_recordings` into ``usage_calls``
+    and ``usage_hours`` as the importer writes them (``calls`` calls 20 s apart,
+    four models, CLI costs, one call in seven priced by the table; started over
+    ``days`` days, in five projects, tagged by team).  Returns the calls written."""
     import random
 
-    from sqlalchemy import Table, insert, text
-
     from ..store import open_store
-    from ..store.models import Recording, UsageCall
-    from ..store.rows import rollup_statements
-    from ..store.values import storable_columns
+    from ..store.rows import USAGE_CALLS
 
     rng = random.Random(seed)
     store = open_store(db_url, create=True)
@@ -129,35 +125,30 @@ def seed_team(db_url: str, sessions: int, *, calls: int = TEAM_CALLS, days: int 
     try:
         batch = 1000
         for first in range(0, sessions, batch):
-            recs, rows = [], []
+            recordings: list[tuple[dict[str, Any], Any, Any]] = []
             for n in range(first, min(sessions, first + batch)):
                 rid = f"team{n:022d}"
                 t0 = (start + rng.randrange(days * 86_400)) * 1_000_000_000
-                recs.append(storable_columns({
-                    "id": rid, "name": f"job-{n % 50}", "tags": {"team": f"t{n % 8}"},
-                    "cwd": f"/home/dev/project-{n % 5}", "source": "transcript",
-                    "started_ns": t0, "cli_session_id": f"session-{n:08d}"}))
+                found: list[tuple[object, ...]] = []
                 for c in range(calls):
                     model = _TEAM_MODELS[(n + c // 9) % len(_TEAM_MODELS)]
                     i, o = rng.randrange(1, 50), rng.randrange(10, 2000)
                     cr, cc = rng.randrange(0, 60_000), rng.randrange(0, 4000)
                     estimate = c % 7 == 6
-                    rows.append({
-                        "recording_id": rid, "call_id": f"msg_{n:08d}_{c:04d}",
-                        "t_ns": t0 + c * _TEAM_GAP_S * 1_000_000_000 + rng.randrange(10**9),
-                        "model": model, "input_tokens": i, "output_tokens": o,
-                        "cache_read_tokens": cr, "cache_creation_tokens": cc,
-                        "cost_usd": (i * 3 + o * 15 + cr * 0.3 + cc * 3.75) / 1e6,
-                        "cost_source": "estimate" if estimate else "cli",
-                        "duplicate": False})
-            with store.engine.begin() as conn:
-                conn.execute(insert(cast(Table, Recording.__table__)), recs)
-                conn.execute(insert(cast(Table, UsageCall.__table__)), rows)
-                delete, fill = rollup_statements(
-                    f"recording_id >= '{recs[0]['id']}' AND recording_id <= '{recs[-1]['id']}'")
-                conn.execute(text(delete))
-                conn.execute(text(fill))
-            written += len(rows)
+                    # As the session model gives a recording's calls: id, time,
+                    # model, the four token counts, cost, where the cost came from.
+                    found.append((
+                        f"msg_{n:08d}_{c:04d}",
+                        t0 + c * _TEAM_GAP_S * 1_000_000_000 + rng.randrange(10**9),
+                        model, i, o, cr, cc, (i * 3 + o * 15 + cr * 0.3 + cc * 3.75) / 1e6,
+                        "estimate" if estimate else "cli"))
+                recordings.append(({
+                    "id": rid, "name": f"job-{n % 50}", "tags": {"team": f"t{n % 8}"},
+                    "cwd": f"/home/dev/project-{n % 5}", "source": "transcript",
+                    "started_ns": t0, "cli_session_id": f"session-{n:08d}",
+                    USAGE_CALLS: found}, [], []))
+                written += len(found)
+            store.add_recordings(recordings)
     finally:
         store.close()
     return written
@@ -203,14 +194,10 @@ def run_team_bench(*, sessions: int, db_url: str | None, repeat: int,
 def _team_sessions(url: str) -> int:
     """How many of :func:`seed_team`'s recordings the store at ``url`` holds (none:
     no store yet)."""
-    from sqlalchemy import text
-
     from ..store import open_store
 
     store = open_store(url, create=True)
     try:
-        with store.engine.connect() as conn:
-            return int(conn.execute(text(
-                "SELECT COUNT(*) FROM recordings WHERE id LIKE 'team%'")).scalar_one())
+        return store.count_recordings(id_prefix="team")
     finally:
         store.close()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import itertools
 import json
 import os
@@ -15,61 +14,15 @@ import click
 
 from ..display import for_terminal, say
 from ..errors import ClaudeTraceError
-from ..formats.facts import cost_source, cost_usd, plural
 from ..formats.facts import cost_text as _cost_text
 from ..formats.facts import duration as _duration
 from ..formats.facts import exit_text as _exit_text
+from ..formats.facts import plural, session_record
 from ..formats.facts import when as _when
 from ._common import db_option, read_store, reports_errors
 
 if TYPE_CHECKING:
     from ..sanitize import Sanitizer
-
-
-def session_record(rec: Any) -> dict[str, Any]:
-    """A recording as the JSON object `sessions --json` prints."""
-    return {
-        "id": rec.id,
-        "name": rec.name,
-        "tags": rec.tags or {},
-        "status": rec.status,
-        "status_reason": rec.status_reason,
-        "started_at": dt.datetime.fromtimestamp(rec.started_ns / 1e9, dt.timezone.utc).isoformat(),
-        "started_ns": rec.started_ns,
-        "ended_ns": rec.ended_ns,
-        "duration_s": None if rec.duration_ns is None else rec.duration_ns / 1e9,
-        "exit_code": rec.exit_code,
-        "signal": rec.signal,
-        "error": rec.error,
-        "argv": rec.argv,
-        "cwd": rec.cwd,
-        "host": rec.host,
-        "pid": rec.pid,
-        "source": rec.source,
-        "claudetrace_version": rec.claudetrace_version,
-        "session_id": rec.cli_session_id,
-        "claude_code_version": rec.claude_code_version,
-        "model": rec.model,
-        "permission_mode": rec.permission_mode,
-        "events": rec.event_count,
-        "bytes": rec.byte_count,
-        "lost_bytes": rec.lost_bytes,
-        "turns": rec.turns,
-        "num_turns": rec.num_turns,
-        "model_calls": rec.model_calls,
-        "tool_calls": rec.tool_calls,
-        "tool_errors": rec.tool_errors,
-        "input_tokens": rec.input_tokens,
-        "output_tokens": rec.output_tokens,
-        "cache_read_tokens": rec.cache_read_tokens,
-        "cache_creation_tokens": rec.cache_creation_tokens,
-        "cost_usd": cost_usd(rec),
-        "cost_source": cost_source(rec),
-        "is_error": rec.is_error,
-        "result_subtype": rec.result_subtype,
-        "models": rec.models or {},
-        "warnings": rec.warnings,
-    }
 
 
 @click.command()

@@ -659,9 +659,13 @@ class Store:
                 .order_by(table.started_ns.desc(), table.id.desc())
             ))
 
-    def count_recordings(self) -> int:
+    def count_recordings(self, id_prefix: str = "") -> int:
+        """How many recordings the store holds (those whose id begins ``id_prefix``)."""
+        stmt = select(func.count()).select_from(Recording)
+        if id_prefix:
+            stmt = stmt.where(Recording.id.startswith(id_prefix, autoescape=True))
         with _store_errors("read"), self.session() as s:
-            return int(s.scalar(select(func.count()).select_from(Recording)) or 0)
+            return int(s.scalar(stmt) or 0)
 
     def iter_events(
         self,
@@ -761,6 +765,16 @@ class Store:
                     .where(_EVENTS.c.recording_id == recording_id)
                 ).scalar_one()
             )
+
+    def rows_per_table(self, recording_id: str) -> dict[str, int]:
+        """How many rows each table keyed by recording holds of ``recording_id``
+        (``events``, ``event_search``, ``event_tools``, ``usage_calls``,
+        ``usage_hours``): what a copy of a recording must match."""
+        tables = ("events", "event_search", "event_tools", "usage_calls", "usage_hours")
+        with _store_errors("read"), self.engine.connect() as conn:
+            return {table: int(conn.execute(
+                text(f"SELECT count(*) FROM {table} WHERE recording_id = :r"),
+                {"r": recording_id}).scalar_one()) for table in tables}
 
     def has_event(self, recording_id: str, seq: int) -> bool:
         """Whether the recording has a line numbered ``seq``."""
