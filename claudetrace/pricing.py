@@ -99,6 +99,31 @@ def _tier_rates(lib: Any, model: str, at: int) -> tuple[float, float, float, flo
     return (float(base / at), float(output / at), float(read / at), float(write / at))
 
 
+def _starts(lib: Any, model: str) -> tuple[int, ...] | None:
+    """``model``'s tier starts, asked of the table once (hold :data:`_lock`)."""
+    if model not in _tiers:
+        _tiers[model] = _tier_starts(lib, model)
+    return _tiers[model]
+
+
+def calls_cost(model: str | None, input: int, output: int, cache_read: int,
+               cache_creation: int) -> float | None:
+    """The price in USD of several requests of ``model`` from their summed token
+    counts, where that sum tells: their input in all (cache included) within the
+    model's first tier, so each request's was too, and a tier's price is linear.
+    None otherwise (the sum crosses a tier: which requests did is not known), and
+    where :func:`call_cost` has no price."""
+    if model and (input or output or cache_read or cache_creation):
+        lib = _library()
+        if lib is None:
+            return None
+        with _lock:
+            starts = _starts(lib, model)
+        if starts and input + cache_read + cache_creation > starts[0]:
+            return None
+    return call_cost(model, input, output, cache_read, cache_creation)
+
+
 def call_cost(model: str | None, input: int, output: int, cache_read: int,
               cache_creation: int) -> float | None:
     """The price in USD of one API request of ``model`` with these token counts.
@@ -117,9 +142,7 @@ def call_cost(model: str | None, input: int, output: int, cache_read: int,
         return None
     total_input = input + cache_read + cache_creation
     with _lock:
-        if model not in _tiers:
-            _tiers[model] = _tier_starts(lib, model)
-        starts = _tiers[model]
+        starts = _starts(lib, model)
         if starts is None:
             return None
         tier = sum(1 for start in starts if total_input > start)

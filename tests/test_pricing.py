@@ -201,3 +201,18 @@ def test_a_session_without_model_calls_has_no_cost(db_path: Path, tmp_path: Path
         assert "— (no model calls)" in out and "$0" not in out, out
     tail = CliRunner().invoke(cli, ["tail", "latest", "--db", str(db_path)]).stdout
     assert "$0" not in tail and "cost unknown" in tail, tail
+
+
+def test_a_sum_of_calls_is_priced_only_where_the_sum_tells_the_tier() -> None:
+    """Two Sonnet calls of 150k input each are two first-tier prices; their sum
+    (300k) would read as one long-context request, so it has no price."""
+    one = (2000, 800, 148_000, 1000)
+    assert pricing.calls_cost(SONNET, *one) == pytest.approx(table_price(SONNET, *one))
+    two = tuple(2 * n for n in one)
+    assert pricing.call_cost(SONNET, *two) is not None
+    assert pricing.calls_cost(SONNET, *two) is None
+    small = (100, 20, 300, 10)
+    assert pricing.calls_cost(SONNET, *(3 * n for n in small)) == pytest.approx(
+        3 * table_price(SONNET, *small))
+    assert pricing.calls_cost("no-such-model", *small) is None
+    assert pricing.calls_cost(None, 0, 0, 0, 0) == 0.0

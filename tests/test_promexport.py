@@ -580,3 +580,81 @@ def test_a_proxied_recording_stores_its_figures_as_it_ends(db_path: Path) -> Non
         assert rec.figures == {"tools": [["Bash", "unfinished", None]], "controls": []}
     finally:
         store.close()
+
+
+def test_running_gauges_are_the_live_summary_less_the_written_calls(store: Store) -> None:
+    """A running recording's tokens its summary has and its calls' rows do not yet
+    (a turn under way) are the gauge's; written, or the recording ended, or its
+    heartbeat stale, they are not; a model served stays at 0."""
+    metrics = StoreMetrics(store)
+    cassette = read_cassette(FIXTURES / "permission_deny.cassette.ndjson")
+    header = {k: v for k, v in cassette.header.items() if k != "ended_ns"}
+    rid = store.import_cassette((header, cassette.events))
+    store.update_recording(rid, ended_ns=None, last_seen_ns=time.time_ns())
+    running = "claudetrace_store_running_tokens"
+    _, samples = parse_exposition(metrics.exposition())
+    gauge = values(samples, running, "model", "type")
+    counted = values(samples, "claudetrace_store_tokens_total", "model", "type")
+    assert set(gauge) == set(counted)  # every model the counters have, at 0:
+    assert not any(gauge.values())  # the rows have every call
+    summary = store.get(rid).models
+    model = next(iter(summary))
+    more = {**summary, model: {**summary[model], "input": summary[model]["input"] + 7,
+                               "output": summary[model]["output"] + 3},
+            "claude-y": {"input": 5, "output": 0, "cache_read": 0, "cache_creation": 0}}
+    store.update_recording(rid, models=more)
+    _, samples = parse_exposition(metrics.exposition())
+    gauge = values(samples, running, "model", "type")
+    assert {k: v for k, v in gauge.items() if v} == {
+        (model, "input"): 7, (model, "output"): 3, ("claude-y", "input"): 5}
+    counters = values(samples, "claudetrace_store_tokens_total", "model", "type")
+    assert ("claude-y", "input") not in counters
+    for stop in ({"last_seen_ns": time.time_ns() - 60 * S}, {"ended_ns": time.time_ns()}):
+        store.update_recording(rid, **stop)
+        _, samples = parse_exposition(metrics.exposition())
+        gauge = values(samples, running, "model", "type")
+        assert set(gauge) >= {(model, "input"), ("claude-y", "input")}
+        assert not any(gauge.values())
+        store.update_recording(rid, ended_ns=None, last_seen_ns=time.time_ns())
+
+
+def test_a_turn_ending_during_a_scrape_is_not_counted_twice(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The counters are read before the gauges: a turn whose calls are written
+    between the two reads is in neither in that scrape (in the counters in the
+    next), never in both."""
+    from claudetrace.promexport import store as promstore
+
+    metrics = StoreMetrics(store)
+    cassette = read_cassette(FIXTURES / "permission_deny.cassette.ndjson")
+    header = {k: v for k, v in cassette.header.items() if k != "ended_ns"}
+    rid = store.import_cassette((header, cassette.events))
+    summary = store.get(rid).models
+    model = next(iter(summary))
+    store.update_recording(rid, ended_ns=None, last_seen_ns=time.time_ns(), models={
+        **summary, model: {**summary[model], "input": summary[model]["input"] + 7}})
+    tokens, running = "claudetrace_store_tokens_total", "claudetrace_store_running_tokens"
+    _, before = parse_exposition(metrics.exposition())
+    under_way = values(before, running, "model", "type")[model, "input"]
+    assert under_way == 7
+    final = values(before, tokens, "model", "type")[model, "input"] + 7
+    read = promstore.aggregate.running_unwritten
+    ends: list[int] = []
+
+    def turn_ends_meanwhile(*args: object) -> object:
+        found = read(*args)  # type: ignore[arg-type]
+        if not ends:  # then the turn's call is written, as the indexer does when it ends
+            ends.append(1)
+            store.write_batch(rid, [], {"usage_calls": [
+                ("msg_under_way", time.time_ns(), model, 7, 0, 0, 0, None, "unknown")]})
+        return found
+
+    monkeypatch.setattr(promstore.aggregate, "running_unwritten", turn_ends_meanwhile)
+    _, during = parse_exposition(metrics.exposition())
+    _, after = parse_exposition(metrics.exposition())
+    assert values(during, running, "model", "type")[model, "input"] == 7  # read first
+    for samples in (during, after):
+        assert (values(samples, tokens, "model", "type")[model, "input"]
+                + values(samples, running, "model", "type")[model, "input"]) <= final
+    assert values(after, tokens, "model", "type")[model, "input"] == final
+    assert values(after, running, "model", "type")[model, "input"] == 0

@@ -49,6 +49,20 @@ TOKENS = MetricSpec(
     "counted once; input, output, cache_read, cache_creation; input excludes the cache).",
     ("model", "type"),
 )
+RUNNING_TOKENS = MetricSpec(
+    "claudetrace_store_running_tokens",
+    "gauge",
+    "Tokens by model and type that running sessions have used and tokens_total does not "
+    "count yet (their turns under way); 0 once those turns end and the counter has them.",
+    ("model", "type"),
+)
+RUNNING_COST = MetricSpec(
+    "claudetrace_store_running_cost_usd",
+    "gauge",
+    "Estimated cost in USD of running_tokens by model (the genai-prices table; tokens "
+    "whose price their sum cannot tell, or of a model with no price, are left out).",
+    ("model",),
+)
 TURNS = MetricSpec(
     "claudetrace_store_turns_total", "counter",
     "Turns (a user message to its result, or to the end), by the model that answered.",
@@ -105,6 +119,8 @@ METRICS: Final[tuple[MetricSpec, ...]] = (
     LAST_SESSION_START,
     COST,
     TOKENS,
+    RUNNING_TOKENS,
+    RUNNING_COST,
     TURNS,
     EVENTS,
     BYTES,

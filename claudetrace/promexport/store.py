@@ -21,6 +21,7 @@ from ..errors import StoreError
 from ..model import STATUSES, TOKEN_TYPES, Session
 from ..model.summary import figure_records
 from ..pauses import no_gc_pauses
+from ..pricing import calls_cost
 from ..store import Store, aggregate
 from ..store import usage as usage_query
 from .exposition import Family, render
@@ -30,6 +31,8 @@ from .figures import (
     EVENTS,
     LAST_SESSION_START,
     METRICS,
+    RUNNING_COST,
+    RUNNING_TOKENS,
     SCRAPE_DURATION,
     SESSIONS,
     SESSIONS_STARTED,
@@ -66,6 +69,8 @@ class StoreMetrics:
         self._folded_models: dict[str, dict[str, Any]] = {}
         self._usage_cost: dict[tuple[str, str], float] = {}
         self._usage_tokens: dict[tuple[str, str], int] = {}
+        #: The models the running gauges have served (at 0 once their turns end).
+        self._running_models: set[str] = set()
 
     def collect(self) -> list[Family]:
         """All families of :data:`METRICS`, freshly computed."""
@@ -103,13 +108,38 @@ class StoreMetrics:
             tokens.add((model, kind), value)
         for model, figures in sorted(models.items()):
             turns.add((model,), figures["turns"])
+        # After the counters: a turn that ends between the two reads is in neither
+        # then, never in both (see aggregate.running_unwritten).
+        running_tokens, running_cost = self._running_families()
         n_events, n_bytes, newest = aggregate.totals(self.store)
         events, byte_count, last = Family(EVENTS), Family(BYTES), Family(LAST_SESSION_START)
         events.add((), n_events)
         byte_count.add((), n_bytes)
         if newest is not None:
             last.add((), newest / 1e9)
-        return [sessions, started, last, cost, tokens, turns, events, byte_count]
+        return [sessions, started, last, cost, tokens, running_tokens, running_cost, turns,
+                events, byte_count]
+
+    def _running_families(self) -> tuple[Family, Family]:
+        """What running sessions have used and the counters do not count yet: tokens
+        by model and type, and their estimated cost by model (priced from each
+        model's sum where the sum tells the price: :func:`~claudetrace.pricing.calls_cost`).
+        Every model the counters have is served, at 0 while no running session has
+        any (so ``tokens_total + running_tokens`` matches series), and so is one
+        served once."""
+        unwritten = aggregate.running_unwritten(self.store, self._clock())
+        self._running_models.update(model or UNKNOWN for model, counts in unwritten.items()
+                                    if any(counts))
+        self._running_models.update(model for model, _kind in self._usage_tokens)
+        tokens, cost = Family(RUNNING_TOKENS), Family(RUNNING_COST)
+        for model in sorted(self._running_models):
+            counts = unwritten.get(model, (0, 0, 0, 0))
+            for kind, n in zip(TOKEN_TYPES, counts, strict=True):
+                tokens.add((model, kind), n)
+            usd = calls_cost(model, *counts)
+            if usd is not None:
+                cost.add((model,), usd)
+        return tokens, cost
 
     def _usage_costs(self) -> dict[tuple[str, str], float]:
         """Cost by model and source, and (in :attr:`_usage_tokens`) tokens by model

@@ -15,8 +15,9 @@ from typing import Any, Final
 from sqlalchemy import func, select
 
 from ..model.events import Event
+from ..model.usage import TOKEN_TYPES
 from .api import Store, _store_errors
-from .models import EventRow, Recording, status_expression, type_in
+from .models import EventRow, Recording, UsageCall, status_expression, type_in
 
 #: Recordings read per query (bounded IN lists).
 CHUNK: Final = 500
@@ -29,14 +30,18 @@ def status_counts(store: Store, now_ns: int) -> Counter[str]:
     with _store_errors("read"), store.session() as s:
         for name, n in s.execute(select(status, func.count()).group_by(status)):
             counts[name] = n
-        # The pid check of Recording.status cannot run in SQL; apply it to the few
-        # recordings the heartbeat calls running.
-        for rec in s.scalars(select(Recording).where(status == "running")):
-            actual = rec.status
+        for _rec, actual in _heartbeat_running(s, status):
             if actual != "running":
                 counts["running"] -= 1
                 counts[actual] += 1
     return counts
+
+
+def _heartbeat_running(s: Any, status: Any) -> Iterator[tuple[Recording, str]]:
+    """The recordings the heartbeat calls running, each with its status: the pid
+    check of :attr:`Recording.status` cannot run in SQL, so it is applied to those few."""
+    for rec in s.scalars(select(Recording).where(status == "running")):
+        yield rec, rec.status
 
 
 def source_counts(store: Store) -> list[tuple[str | None, int]]:
@@ -65,6 +70,50 @@ def recording_states(store: Store) -> list[tuple[str, bool, dict[str, Any], str]
         return [(rid, ended, dict(models or {}), source or "cli")
                 for rid, ended, models, source in s.execute(
                     select(r.id, r.ended_ns.is_not(None), r.models, r.cost_source))]
+
+
+#: A model's tokens by type (input, output, cache read, cache creation).
+Tokens = tuple[int, int, int, int]
+
+
+def running_unwritten(store: Store, now_ns: int) -> dict[str, Tokens]:
+    """Tokens by model that running recordings have used and not yet written as
+    calls (``usage_calls``, what the usage reports and counters read): each
+    running recording's live summary (its ``models`` column, every call so far,
+    refreshed by the indexer while the session runs) less its calls' rows (those
+    of the turns that ended), per model and type, never below zero.
+
+    The summary is read first: rows written since only lower the difference, so
+    what a turn's end moves into the rows is never counted twice."""
+    status = status_expression(now_ns)
+    summaries: dict[str, dict[str, Any]] = {}
+    with _store_errors("read"), store.session() as s:
+        for rec, actual in _heartbeat_running(s, status):
+            if actual == "running":
+                summaries[rec.id] = dict(rec.models or {})
+    written: dict[tuple[str, str], Tokens] = {}
+    ids = list(summaries)
+    u = UsageCall
+    for at in range(0, len(ids), CHUNK):
+        with _store_errors("read"), store.session() as s:
+            for rid, model, *sums in s.execute(
+                    select(u.recording_id, u.model, func.sum(u.input_tokens),
+                           func.sum(u.output_tokens), func.sum(u.cache_read_tokens),
+                           func.sum(u.cache_creation_tokens))
+                    .where(u.recording_id.in_(ids[at:at + CHUNK]))
+                    .group_by(u.recording_id, u.model)):
+                written[rid, model] = tuple(int(n or 0) for n in sums)  # type: ignore[assignment]
+    out: dict[str, Tokens] = {}
+    for rid, models in summaries.items():
+        for model, figures in models.items():
+            if not isinstance(figures, dict):
+                continue
+            done = written.get((rid, model), (0, 0, 0, 0))
+            left = tuple(max(0, int(figures.get(key) or 0) - n)
+                         for key, n in zip(TOKEN_TYPES, done, strict=True))
+            mine = out.get(model, (0, 0, 0, 0))
+            out[model] = tuple(a + b for a, b in zip(mine, left, strict=True))  # type: ignore[assignment]
+    return out
 
 
 def stored_figures(store: Store, ids: Sequence[str]) -> dict[str, dict[str, Any]]:

@@ -25,8 +25,9 @@ answer at a timing that differs from run to run.  Side requests get
 
 A reply can also misbehave: ``delay`` sleeps before each SSE event (so an
 interrupt can land mid-stream), ``hang`` stops after ``message_start`` and keeps
-the connection open until the server closes, ``drop_after`` closes the
-connection after that many events, and ``status`` answers with an API error.
+the connection open until the server closes, ``hold`` waits there until the test
+releases it, ``drop_after`` closes the connection after that many events, and
+``status`` answers with an API error.
 Every request is recorded in :attr:`FakeAPI.requests`; requests for paths the
 fake does not know are answered 404 and listed in :attr:`FakeAPI.unknown`.
 
@@ -45,7 +46,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
@@ -103,6 +104,9 @@ class Reply:
     model: str | None = None
     delay: float = 0.0
     hang: bool = False
+    #: Set by the test: the stream waits after ``message_start`` until it is set
+    #: (or the server closes), then goes on (a turn held under way, then released).
+    hold: threading.Event | None = field(default=None, compare=False)
     drop_after: int | None = None
     status: int = 200
     error_type: str = "api_error"
@@ -615,6 +619,10 @@ class _Handler(BaseHTTPRequestHandler):
                 if answer.hang and event["type"] == "message_start":
                     self._wait_for_hangup()
                     return
+                if answer.hold is not None and event["type"] == "message_start":
+                    while not answer.hold.wait(0.05):
+                        if self.fake._closing.is_set():
+                            return
         except (BrokenPipeError, ConnectionResetError):
             # The CLI hung up (interrupt, killed): nothing left to answer.
             return
