@@ -38,7 +38,9 @@ from .figures import (
     UNKNOWN,
     EventFigures,
     add_records,
+    add_sums,
     event_families,
+    is_records,
 )
 
 #: Recordings read per query when computing event figures (bounded IN lists).
@@ -142,14 +144,16 @@ class StoreMetrics:
         live_models: dict[str, dict[str, Any]] = {}
         pending = {rid: (ended, models, source) for rid, ended, models, source in states
                    if rid not in self._folded}
-        # A cold scrape decodes every ended recording's stored records (5.8 MB of
-        # JSON lists at 10M events): without the collector's passes over them.
+        # A cold scrape decodes every ended recording's stored figures: without the
+        # collector's passes over them.
         with no_gc_pauses():
             stored = aggregate.stored_figures(
                 self.store, [rid for rid, (ended, _m, _s) in pending.items() if ended])
             for rid in [rid for rid in pending if rid in stored]:  # in order: the same sums
-                # Stored as it ended: no events read.
-                add_records(self._folded_figures, stored[rid])
+                # Stored as it ended, summed (or, stored before, its records): no
+                # events read.
+                figures = stored[rid]
+                (add_records if is_records(figures) else add_sums)(self._folded_figures, figures)
                 _ended, models, _source = pending.pop(rid)
                 _add_models(self._folded_models, models)
                 self._folded.add(rid)
