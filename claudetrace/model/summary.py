@@ -160,7 +160,8 @@ BUCKETS: Final[tuple[float, ...]] = (
 UNKNOWN: Final = "unknown"
 #: The counters of :func:`figure_sums` (rows ``[*labels, n]``).
 SUM_COUNTERS: Final = ("tool_calls", "control_requests", "permission_decisions")
-#: Its histograms (rows ``[*labels, sum_ns, [count per bucket, +Inf last]]``).
+#: Its histograms (rows ``[*labels, sum_ns, [bucket, count, bucket, count…]]``: the
+#: buckets observed, by index in :data:`BUCKETS`, ``len(BUCKETS)`` for ``+Inf``).
 SUM_HISTOGRAMS: Final = ("tool_duration", "control_duration", "permission_wait")
 
 
@@ -206,7 +207,9 @@ def sum_figure_records(records: Mapping[str, Any]) -> dict[str, list[list[Any]]]
     for field, counted in counters.items():
         out[field] = [[*labels, n] for labels, n in counted.items()]
     for field, observed in hists.items():
-        out[field] = [[*labels, *summed] for labels, summed in observed.items()]
+        out[field] = [[*labels, summed[0], [x for i in sorted(summed[1])
+                                             for x in (i, summed[1][i])]]
+                      for labels, summed in observed.items()]
     return out
 
 
@@ -214,9 +217,10 @@ def _observe(hists: dict[tuple[Any, ...], list[Any]], labels: tuple[Any, ...],
              duration_ns: int) -> None:
     summed = hists.get(labels)
     if summed is None:
-        summed = hists[labels] = [0, [0] * (len(BUCKETS) + 1)]
+        summed = hists[labels] = [0, {}]
     summed[0] += duration_ns
-    summed[1][bisect.bisect_left(BUCKETS, duration_ns / 1e9)] += 1
+    bucket = bisect.bisect_left(BUCKETS, duration_ns / 1e9)
+    summed[1][bucket] = summed[1].get(bucket, 0) + 1
 
 
 def outcome_columns(outcome: Outcome) -> dict[str, Any]:

@@ -9,7 +9,7 @@ format or OpenMetrics.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
@@ -76,18 +76,22 @@ class Histogram:
         self.sum_ns += round(seconds * 1e9)
         self.count += 1
 
-    def add(self, counts: Iterable[int], sum_ns: int) -> None:
-        """Add observations already counted per bucket (``+Inf`` last) summing to
-        ``sum_ns``."""
+    def add(self, buckets: Sequence[int], sum_ns: int) -> None:
+        """Add observations already counted by bucket (``[index, count, index,
+        count…]``, ``len(BUCKETS)`` the index of ``+Inf``) summing to ``sum_ns``."""
         mine = self.counts
-        for i, n in enumerate(counts):
-            mine[i] += n
+        for at in range(0, len(buckets), 2):
+            n = buckets[at + 1]
+            mine[buckets[at]] += n
             self.count += n
         self.sum_ns += sum_ns
 
     def merge(self, other: Histogram) -> None:
         """Add ``other``'s observations to this histogram."""
-        self.add(other.counts, other.sum_ns)
+        for i, n in enumerate(other.counts):
+            self.counts[i] += n
+        self.sum_ns += other.sum_ns
+        self.count += other.count
 
     def cumulative(self) -> Iterator[tuple[str, int]]:
         """``(le, cumulative count)`` pairs, ending with ``+Inf``."""
