@@ -499,8 +499,7 @@ def test_stored_sums_scrape_as_the_records_and_the_events_do(engine_url: str) ->
     both, and from every recording's events folded again."""
     from sqlalchemy import update
 
-    from claudetrace.model.summary import figure_records
-    from claudetrace.promexport.figures import is_records
+    from claudetrace.model.summary import figure_records, is_records
 
     store = open_settled_store(engine_url)
     try:

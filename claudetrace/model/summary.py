@@ -11,7 +11,7 @@ an ended recording stores, so a scrape's work grows with sessions, not tool call
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from .session import Cost, Outcome, Session, Turn
@@ -211,6 +211,22 @@ def sum_figure_records(records: Mapping[str, Any]) -> dict[str, list[list[Any]]]
                                              for x in (i, summed[1][i])]]
                       for labels, summed in observed.items()]
     return out
+
+
+def is_records(figures: Mapping[str, Any]) -> bool:
+    """Whether a stored ``figures`` column holds :func:`figure_records` (as stored
+    before the sums were: one row a tool call), not :func:`figure_sums`."""
+    return "tools" in figures or "controls" in figures
+
+
+def tool_call_counts(figures: Mapping[str, Any]) -> Iterator[tuple[Any, Any, int]]:
+    """``(tool name, outcome, calls)`` of a stored ``figures`` column, records or sums."""
+    if is_records(figures):
+        for name, outcome, _duration in figures.get("tools") or ():
+            yield name, outcome, 1
+    else:
+        for name, outcome, n in figures.get("tool_calls") or ():
+            yield name, outcome, n
 
 
 def _observe(hists: dict[tuple[Any, ...], list[Any]], labels: tuple[Any, ...],

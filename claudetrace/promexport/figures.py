@@ -14,7 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..model import Session, summary
-from ..model.summary import SUM_COUNTERS, SUM_HISTOGRAMS, figure_records, sum_figure_records
+from ..model.summary import (
+    SUM_COUNTERS,
+    SUM_HISTOGRAMS,
+    figure_records,
+    sum_figure_records,
+)
 from .exposition import Family, Histogram, Labels, MetricSpec
 
 #: The label value when a tool, model or source is not known.
@@ -187,12 +192,6 @@ def add_sums(figures: EventFigures, sums: Mapping[str, Any]) -> None:
             if hist is None:
                 hist = hists[labels] = Histogram()
             hist.add(row[-1], row[-2])
-
-
-def is_records(figures: Mapping[str, Any]) -> bool:
-    """Whether a stored ``figures`` column holds the records themselves (as stored
-    before the sums were: one row a tool call), not their sums."""
-    return "tools" in figures or "controls" in figures
 
 
 def event_families(figures: EventFigures) -> list[Family]:

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from ..errors import StoreError
 from ..model import STATUSES, TOKEN_TYPES, Session
-from ..model.summary import figure_records
+from ..model.summary import figure_records, is_records
 from ..pauses import no_gc_pauses
 from ..store import Store, aggregate
 from ..store import usage as usage_query
@@ -40,7 +40,6 @@ from .figures import (
     add_records,
     add_sums,
     event_families,
-    is_records,
 )
 
 #: Recordings read per query when computing event figures (bounded IN lists).
