@@ -4,7 +4,8 @@
 sources, totals), the per-model turns each recording stored, and tokens and cost
 per model from the usage query layer (:mod:`claudetrace.store.usage`); the figures
 derived from events (tool calls, control round trips, permission decisions) come
-from the records each recording stored as it ended (its ``figures`` column), read
+from the figures each recording stored as it ended, summed by label set and
+bucket (its ``figures`` column; one record a call if stored before the sums), read
 once (they never change again); a recording that ended without them (stored
 before migration 0006) and one still running have their session model folded
 from their events, once and on every scrape respectively.
