@@ -38,7 +38,7 @@ from .config import DB_ENV, FLUSH_TIMEOUT_ENV, resolve_url, yield_cpu
 from .errors import ClaudeTraceError
 from .model import Session
 from .model.events import Direction, Event, forget_all_parsed
-from .model.summary import figure_records, outcome_columns, summary_columns
+from .model.summary import figure_sums, outcome_columns, summary_columns
 from .recording import EventSink, RecordingInfo
 
 if TYPE_CHECKING:
@@ -335,7 +335,7 @@ class Indexer:
             updates.update(outcome_columns(self.session.outcome(
                 ended=True, exit_code=self.info.exit_code, signal=self.info.signal,
                 error=self.info.error, lost_bytes=self.report.lost_bytes)))
-            updates["figures"] = figure_records(self.session)
+            updates["figures"] = figure_sums(self.session)
         batch = self._pending
         store.write_batch(self.info.id, batch, updates)
         if rewrite:

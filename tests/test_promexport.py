@@ -46,6 +46,7 @@ from claudetrace.store.models import status_expression
 from claudetrace.telemetry import conventions as c
 from claudetrace.telemetry.metrics import measurements
 from claudetrace.telemetry.spans import build_spans
+from tests.test_store_postgres import pg_url  # noqa: F401  (the fixture)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "telemetry"
 CASSETTES = sorted(FIXTURES.glob("*.ndjson"))
@@ -484,6 +485,68 @@ def test_a_cold_scrape_reads_the_stored_figures_not_the_events(
     assert _figures_only(folded) == _figures_only(stored)
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def engine_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return str(tmp_path / "claudetrace.db")
+    return str(request.getfixturevalue("pg_url"))
+
+
+def test_stored_sums_scrape_as_the_records_and_the_events_do(engine_url: str) -> None:
+    """An ended recording stores its figures summed by label set and bucket (both
+    writers: import here, the proxy's indexer below); the full exposition is the
+    same as from the records stored before (one row a tool call), from a mix of
+    both, and from every recording's events folded again."""
+    from sqlalchemy import update
+
+    from claudetrace.model.summary import figure_records, is_records
+
+    store = open_settled_store(engine_url)
+    try:
+        for path in CASSETTES:
+            store.import_cassette(read_cassette(path))
+        now = time.time_ns()
+        cassette = read_cassette(FIXTURES / "permission_deny.cassette.ndjson")
+        header = {k: v for k, v in cassette.header.items() if k != "ended_ns"}
+        running = store.import_cassette((header, cassette.events))
+        store.update_recording(running, ended_ns=None, last_seen_ns=now)
+        add_recording(store, now, ended_ns=now, signal=9, outcome="killed")  # no events
+
+        def exposition() -> str:
+            text = StoreMetrics(store, clock=lambda: now).exposition()
+            return re.sub(r"(claudetrace_store_scrape_duration_seconds) \S+", r"\1", text)
+
+        with store.session() as session:
+            stored = dict(session.execute(select(Recording.id, Recording.figures).where(
+                Recording.ended_ns.is_not(None), Recording.figures.is_not(None))).all())
+        stored = {rid: f for rid, f in stored.items() if isinstance(f, dict)}
+        assert len(stored) >= len(CASSETTES)
+        assert not any(is_records(figures) for figures in stored.values())
+        summed = exposition()
+        for name in ("tool_duration_seconds_bucket", "permission_wait_seconds_sum",
+                     "control_duration_seconds_count", "tool_calls_total",
+                     "permission_decisions_total"):
+            assert f"claudetrace_store_{name}{{" in summed, name
+
+        def store_records(ids: list[str]) -> None:
+            for rid in ids:
+                session = Session()
+                session.add_many(list(store.iter_events(rid)))
+                store.update_recording(rid, figures=figure_records(session))
+
+        ids = sorted(stored)
+        store_records(ids[::2])  # some as stored before the sums
+        mixed = exposition()
+        store_records(ids[1::2])
+        recorded = exposition()
+        with store.engine.begin() as conn:  # as stored before migration 0006: folded
+            conn.execute(update(Recording).values(figures=None))
+        folded = exposition()
+        assert summed == mixed == recorded == folded
+    finally:
+        store.close()
+
+
 def test_status_sql_agrees_with_the_model(store: Store) -> None:
     now = time.time_ns()
     with store.session() as session:
@@ -577,7 +640,10 @@ def test_a_proxied_recording_stores_its_figures_as_it_ends(db_path: Path) -> Non
     store = open_settled_store(str(db_path))
     try:
         (rec,) = store.list_recordings()
-        assert rec.figures == {"tools": [["Bash", "unfinished", None]], "controls": []}
+        assert rec.figures == {  # summed: one row a label set
+            "tool_calls": [["Bash", "unfinished", 1]], "control_requests": [],
+            "permission_decisions": [], "tool_duration": [], "control_duration": [],
+            "permission_wait": []}
     finally:
         store.close()
 

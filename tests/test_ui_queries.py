@@ -121,6 +121,8 @@ def test_tool_usage_reads_stored_figures_as_the_events_say(
     is counted from its events."""
     import shutil
 
+    from claudetrace.model import summary
+
     copy = tmp_path / "ui.db"
     shutil.copy(ui_db["url"], copy)
     store = open_settled_store(str(copy))
@@ -134,6 +136,12 @@ def test_tool_usage_reads_stored_figures_as_the_events_say(
         store.update_recording(ui_db["permission_deny"], figures={"tools": [
             ["Bash", "error", None], ["Bash", "error", None]]})
         assert queries.tool_usage(store)["Bash"][1] == 2
+        # ...summed (as stored since) as well as one record a call (as before)...
+        assert not any(summary.is_records(store.get(i).figures) for i in stored
+                       if i != ui_db["permission_deny"])
+        store.update_recording(ui_db["permission_deny"], figures={"tool_calls": [
+            ["Bash", "error", 3]]})
+        assert queries.tool_usage(store)["Bash"][1] == 3
         # ...and a recording without them is counted from its events.
         store.update_recording(ui_db["permission_deny"], figures=None)
         assert queries.tool_usage(store) == from_events

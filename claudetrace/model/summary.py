@@ -3,12 +3,16 @@
 The recorder (live, after every batch) and ``import`` (once) store what
 :func:`summary_columns` computes from the :class:`~.session.Session` they fold;
 :func:`outcome_columns` adds the status once the recording has ended, and
-:func:`figure_records` the records the Prometheus figures are made of.
+:func:`figure_records` the records the Prometheus figures are made of, and
+:func:`figure_sums` those records summed by label set and histogram bucket (what
+an ended recording stores, so a scrape's work grows with sessions, not tool calls).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import bisect
+from collections.abc import Iterator, Mapping
+from typing import Any, Final
 
 from .session import Cost, Outcome, Session, Turn
 from .usage import Usage
@@ -145,6 +149,94 @@ def figure_records(session: Session) -> dict[str, list[list[Any]]]:
         "controls": [[trip.subtype, trip.initiator, trip.outcome, trip.duration_ns, trip.kind,
                       trip.tool_name, trip.decision] for trip in session.controls],
     }
+
+
+#: Histogram bucket upper bounds in seconds of the Prometheus figures (tool runs
+#: and permission waits can take minutes: a person answers those).
+BUCKETS: Final[tuple[float, ...]] = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+)  # fmt: skip
+#: The label value when a tool is not known.
+UNKNOWN: Final = "unknown"
+#: The counters of :func:`figure_sums` (rows ``[*labels, n]``).
+SUM_COUNTERS: Final = ("tool_calls", "control_requests", "permission_decisions")
+#: Its histograms (rows ``[*labels, sum_ns, [bucket, count, bucket, count…]]``: the
+#: buckets observed, by index in :data:`BUCKETS`, ``len(BUCKETS)`` for ``+Inf``).
+SUM_HISTOGRAMS: Final = ("tool_duration", "control_duration", "permission_wait")
+
+
+def figure_sums(session: Session) -> dict[str, list[list[Any]]]:
+    """The ``figures`` column of an ended recording: :func:`sum_figure_records` of its
+    :func:`figure_records`."""
+    return sum_figure_records(figure_records(session))
+
+
+def sum_figure_records(records: Mapping[str, Any]) -> dict[str, list[list[Any]]]:
+    """One recording's :func:`figure_records` summed by label set: tool calls by
+    name and outcome, control requests by subtype, initiator and outcome
+    (``cancelled`` counted as ``unanswered``), permission decisions by tool; and
+    histograms over :data:`BUCKETS` of the tool, control round-trip and permission
+    wait durations (whole nanoseconds summed, so sums add up alike in any order).
+
+    A tool call is timed from its ``tool_use`` to its ``tool_result``; a control
+    round trip from request to answer (zero when the answer was recorded first).
+    """
+    counters: dict[str, dict[tuple[Any, ...], int]] = {name: {} for name in SUM_COUNTERS}
+    hists: dict[str, dict[tuple[Any, ...], list[Any]]] = {name: {} for name in SUM_HISTOGRAMS}
+    tool_calls, tool_duration = counters["tool_calls"], hists["tool_duration"]
+    for name, tool_outcome, duration_ns in records.get("tools") or ():  # most records
+        key = (name, tool_outcome)
+        tool_calls[key] = tool_calls.get(key, 0) + 1
+        if duration_ns is not None:
+            _observe(tool_duration, (name,), duration_ns)
+    requests, decisions = counters["control_requests"], counters["permission_decisions"]
+    for subtype, initiator, trip_outcome, duration_ns, kind, tool_name, decision in (
+            records.get("controls") or ()):
+        outcome = "unanswered" if trip_outcome in ("unanswered", "cancelled") else trip_outcome
+        labels = (subtype, initiator, outcome)
+        requests[labels] = requests.get(labels, 0) + 1
+        if duration_ns is None or outcome == "unanswered":
+            continue
+        _observe(hists["control_duration"], labels, duration_ns)
+        if kind == "permission":
+            name = tool_name or UNKNOWN
+            _observe(hists["permission_wait"], (name,), duration_ns)
+            if decision in ("allow", "deny"):
+                decisions[name, decision] = decisions.get((name, decision), 0) + 1
+    out: dict[str, list[list[Any]]] = {}
+    for field, counted in counters.items():
+        out[field] = [[*labels, n] for labels, n in counted.items()]
+    for field, observed in hists.items():
+        out[field] = [[*labels, summed[0], [x for i in sorted(summed[1])
+                                             for x in (i, summed[1][i])]]
+                      for labels, summed in observed.items()]
+    return out
+
+
+def is_records(figures: Mapping[str, Any]) -> bool:
+    """Whether a stored ``figures`` column holds :func:`figure_records` (as stored
+    before the sums were: one row a tool call), not :func:`figure_sums`."""
+    return "tools" in figures or "controls" in figures
+
+
+def tool_call_counts(figures: Mapping[str, Any]) -> Iterator[tuple[Any, Any, int]]:
+    """``(tool name, outcome, calls)`` of a stored ``figures`` column, records or sums."""
+    if is_records(figures):
+        for name, outcome, _duration in figures.get("tools") or ():
+            yield name, outcome, 1
+    else:
+        for name, outcome, n in figures.get("tool_calls") or ():
+            yield name, outcome, n
+
+
+def _observe(hists: dict[tuple[Any, ...], list[Any]], labels: tuple[Any, ...],
+             duration_ns: int) -> None:
+    summed = hists.get(labels)
+    if summed is None:
+        summed = hists[labels] = [0, {}]
+    summed[0] += duration_ns
+    bucket = bisect.bisect_left(BUCKETS, duration_ns / 1e9)
+    summed[1][bucket] = summed[1].get(bucket, 0) + 1
 
 
 def outcome_columns(outcome: Outcome) -> dict[str, Any]:

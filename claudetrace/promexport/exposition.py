@@ -9,7 +9,7 @@ format or OpenMetrics.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
@@ -25,16 +25,16 @@ from prometheus_client.openmetrics.exposition import generate_latest as openmetr
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from ..model import summary
+
 MetricKind = Literal["counter", "gauge", "histogram"]
 
 #: Content type of the text exposition format, version 0.0.4.
 CONTENT_TYPE: Final = CONTENT_TYPE_PLAIN_0_0_4
 
-#: Histogram bucket upper bounds in seconds (tool runs and permission waits can
-#: take minutes: a person answers those).
-BUCKETS: Final[tuple[float, ...]] = (
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
-)  # fmt: skip
+#: Histogram bucket upper bounds in seconds (the session summary's, which ended
+#: recordings store their durations counted in).
+BUCKETS: Final = summary.BUCKETS
 
 
 @dataclass(frozen=True)
@@ -55,26 +55,42 @@ class MetricSpec:
 
 
 class Histogram:
-    """A Prometheus histogram over :data:`BUCKETS` (counts per bucket, not cumulative)."""
+    """A Prometheus histogram over :data:`BUCKETS` (counts per bucket, not cumulative),
+    its sum kept in whole nanoseconds (the same in any order of adding)."""
 
-    __slots__ = ("count", "counts", "sum")
+    __slots__ = ("count", "counts", "sum_ns")
 
     def __init__(self) -> None:
         self.counts = [0] * (len(BUCKETS) + 1)
-        self.sum = 0.0
+        self.sum_ns = 0
         self.count = 0
+
+    @property
+    def sum(self) -> float:
+        """The sum of the observations, in seconds."""
+        return self.sum_ns / 1e9
 
     def observe(self, seconds: float) -> None:
         """Count one observation of ``seconds``."""
         self.counts[bisect.bisect_left(BUCKETS, seconds)] += 1
-        self.sum += seconds
+        self.sum_ns += round(seconds * 1e9)
         self.count += 1
+
+    def add(self, buckets: Sequence[int], sum_ns: int) -> None:
+        """Add observations already counted by bucket (``[index, count, index,
+        count…]``, ``len(BUCKETS)`` the index of ``+Inf``) summing to ``sum_ns``."""
+        mine = self.counts
+        for at in range(0, len(buckets), 2):
+            n = buckets[at + 1]
+            mine[buckets[at]] += n
+            self.count += n
+        self.sum_ns += sum_ns
 
     def merge(self, other: Histogram) -> None:
         """Add ``other``'s observations to this histogram."""
         for i, n in enumerate(other.counts):
             self.counts[i] += n
-        self.sum += other.sum
+        self.sum_ns += other.sum_ns
         self.count += other.count
 
     def cumulative(self) -> Iterator[tuple[str, int]]:

@@ -13,12 +13,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ..model import Session
-from ..model.summary import figure_records
+from ..model import Session, summary
+from ..model.summary import (
+    SUM_COUNTERS,
+    SUM_HISTOGRAMS,
+    figure_records,
+    sum_figure_records,
+)
 from .exposition import Family, Histogram, Labels, MetricSpec
 
 #: The label value when a tool, model or source is not known.
-UNKNOWN: Final = "unknown"
+UNKNOWN: Final = summary.UNKNOWN
 
 SESSIONS = MetricSpec(
     "claudetrace_store_sessions", "gauge", "Recordings in the store by status.", ("status",)
@@ -167,13 +172,6 @@ class EventFigures:
                 mine.setdefault(labels, Histogram()).merge(hist)
 
 
-def _observe(hists: dict[Labels, Histogram], labels: Labels, duration_ns: int) -> None:
-    hist = hists.get(labels)
-    if hist is None:
-        hist = hists[labels] = Histogram()
-    hist.observe(duration_ns / 1e9)
-
-
 def session_figures(session: Session) -> EventFigures:
     """The event figures of one recording, read from its session model."""
     return record_figures(figure_records(session))
@@ -188,34 +186,28 @@ def record_figures(records: Mapping[str, Any]) -> EventFigures:
 
 
 def add_records(figures: EventFigures, records: Mapping[str, Any]) -> None:
-    """Add one recording's :func:`figure_records` to ``figures`` (a scrape adds every
-    recording's into one, with no figures of its own for each: 216k tool calls
-    in 0.75 s that way, in about half of that so).
+    """Add one recording's :func:`figure_records` to ``figures`` (summed first:
+    :func:`~claudetrace.model.summary.sum_figure_records`)."""
+    add_sums(figures, sum_figure_records(records))
 
-    A tool call is timed from its ``tool_use`` to its ``tool_result``; a control
-    round trip from request to answer (zero when the answer was recorded first).
-    """
-    tool_calls, tool_duration = figures.tool_calls, figures.tool_duration
-    for name, tool_outcome, duration_ns in records.get("tools") or ():  # most records
-        tool_calls[(name, tool_outcome)] += 1
-        if duration_ns is not None:
-            hist = tool_duration.get((name,))
+
+def add_sums(figures: EventFigures, sums: Mapping[str, Any]) -> None:
+    """Add one recording's figures summed by label set and bucket (the ``figures``
+    column it stored as it ended: :func:`~claudetrace.model.summary.figure_sums`) to
+    ``figures``: a scrape adds every recording's into one, a few rows each however
+    many tool calls it made."""
+    for name in SUM_COUNTERS:
+        counter: Counter[Labels] = getattr(figures, name)
+        for row in sums.get(name) or ():
+            counter[tuple(row[:-1])] += row[-1]
+    for name in SUM_HISTOGRAMS:
+        hists: dict[Labels, Histogram] = getattr(figures, name)
+        for row in sums.get(name) or ():
+            labels = tuple(row[:-2])
+            hist = hists.get(labels)
             if hist is None:
-                hist = tool_duration[(name,)] = Histogram()
-            hist.observe(duration_ns / 1e9)
-    for subtype, initiator, trip_outcome, duration_ns, kind, tool_name, decision in (
-            records.get("controls") or ()):
-        outcome = "unanswered" if trip_outcome in ("unanswered", "cancelled") else trip_outcome
-        labels = (subtype, initiator, outcome)
-        figures.control_requests[labels] += 1
-        if duration_ns is None or outcome == "unanswered":
-            continue
-        _observe(figures.control_duration, labels, duration_ns)
-        if kind == "permission":
-            name = tool_name or UNKNOWN
-            _observe(figures.permission_wait, (name,), duration_ns)
-            if decision in ("allow", "deny"):
-                figures.permission_decisions[(name, decision)] += 1
+                hist = hists[labels] = Histogram()
+            hist.add(row[-1], row[-2])
 
 
 def event_families(figures: EventFigures) -> list[Family]:

@@ -4,7 +4,8 @@
 sources, totals), the per-model turns each recording stored, and tokens and cost
 per model from the usage query layer (:mod:`claudetrace.store.usage`); the figures
 derived from events (tool calls, control round trips, permission decisions) come
-from the records each recording stored as it ended (its ``figures`` column), read
+from the figures each recording stored as it ended, summed by label set and
+bucket (its ``figures`` column; one record a call if stored before the sums), read
 once (they never change again); a recording that ended without them (stored
 before migration 0006) and one still running have their session model folded
 from their events, once and on every scrape respectively.
@@ -19,7 +20,7 @@ from typing import Any, Final
 
 from ..errors import StoreError
 from ..model import STATUSES, TOKEN_TYPES, Session
-from ..model.summary import figure_records
+from ..model.summary import figure_records, is_records
 from ..pauses import no_gc_pauses
 from ..pricing import calls_cost
 from ..store import Store, aggregate
@@ -41,6 +42,7 @@ from .figures import (
     UNKNOWN,
     EventFigures,
     add_records,
+    add_sums,
     event_families,
 )
 
@@ -172,14 +174,16 @@ class StoreMetrics:
         live_models: dict[str, dict[str, Any]] = {}
         pending = {rid: (ended, models, source) for rid, ended, models, source in states
                    if rid not in self._folded}
-        # A cold scrape decodes every ended recording's stored records (5.8 MB of
-        # JSON lists at 10M events): without the collector's passes over them.
+        # A cold scrape decodes every ended recording's stored figures: without the
+        # collector's passes over them.
         with no_gc_pauses():
             stored = aggregate.stored_figures(
                 self.store, [rid for rid, (ended, _m, _s) in pending.items() if ended])
             for rid in [rid for rid in pending if rid in stored]:  # in order: the same sums
-                # Stored as it ended: no events read.
-                add_records(self._folded_figures, stored[rid])
+                # Stored as it ended, summed (or, stored before, its records): no
+                # events read.
+                figures = stored[rid]
+                (add_records if is_records(figures) else add_sums)(self._folded_figures, figures)
                 _ended, models, _source = pending.pop(rid)
                 _add_models(self._folded_models, models)
                 self._folded.add(rid)

@@ -26,6 +26,7 @@ from ..errors import StoreError
 from ..model import FAILED
 from ..model.events import Event
 from ..model.protocol import failed_tool_ids, line_text
+from ..model.summary import tool_call_counts
 from .api import Store
 from .models import EventRow, EventTool, Recording, status_expression, type_in
 from .search import recordings_saying
@@ -647,7 +648,8 @@ def tool_usage(
     """``tool name -> (calls, failures)`` across recordings (all, or the ids given).
 
     An ended recording's calls and failures are in the records it stored as it
-    ended (its ``figures``: a tool call's name and outcome), read without its
+    ended (its ``figures``: calls by tool name and outcome, or before the sums one
+    record a call: :func:`claudetrace.model.summary.tool_call_counts`), read without its
     events; so a Stats page costs the same on a store of 1M events as of 10M.
     The others (running, or stored before migration 0006) are counted from
     their events (:func:`_tool_usage_from_events`).
@@ -663,11 +665,11 @@ def tool_usage(
             if figures is None:
                 unstored.append(rid)
                 continue
-            for name, outcome, _duration in figures.get("tools") or ():
+            for name, outcome, n in tool_call_counts(figures):
                 name = str(name or "?")
-                calls[name] = calls.get(name, 0) + 1
+                calls[name] = calls.get(name, 0) + n
                 if outcome == "error":
-                    failures[name] = failures.get(name, 0) + 1
+                    failures[name] = failures.get(name, 0) + n
     for start in range(0, len(unstored), 500):  # bounded IN lists
         for name, (n, failed) in _tool_usage_from_events(
                 store, unstored[start:start + 500]).items():

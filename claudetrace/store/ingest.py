@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from ..cassette import Cassette
 from ..model import Session
 from ..model.events import Event
-from ..model.summary import figure_records, outcome_columns, summary_columns
+from ..model.summary import figure_sums, outcome_columns, summary_columns
 from ..recording import RecordingInfo, new_recording_id
 from .rows import stream_columns
 
@@ -136,7 +136,7 @@ def ended_columns(session: Session, info: RecordingInfo, ended_ns: int) -> dict[
         **outcome_columns(session.outcome(
             ended=True, exit_code=info.exit_code, signal=info.signal, error=info.error)),
         **stream_columns(info),
-        "figures": figure_records(session),
+        "figures": figure_sums(session),
         "ended_ns": ended_ns,
         "last_seen_ns": ended_ns,
     }

@@ -105,8 +105,10 @@ class Recording(Base):
     #: Bytes forwarded but not recorded (a full disk), with the pieces of lines such
     #: a gap cut, which are not stored: a recording that lost any is ``incomplete``.
     lost_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
-    #: What the Prometheus figures are made of, stored when the recording ended
-    #: (:func:`claudetrace.model.summary.figure_records`); None: not stored.
+    #: The Prometheus figures, stored when the recording ended: summed by label set
+    #: and bucket (:func:`claudetrace.model.summary.figure_sums`), or one record a
+    #: tool call and control round trip as stored before the sums
+    #: (:func:`~claudetrace.model.summary.figure_records`); None: not stored.
     figures: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     extra: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
 
