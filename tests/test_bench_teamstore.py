@@ -76,9 +76,11 @@ def test_bench_store_events_times_every_target_and_leaves_no_orphans(
     for row in ("/metrics, first scrape of a metrics serve just started",
                 f"claudetrace search {teamstore.RARE}", "session list, newest 50",
                 "20k-line session's page", "Stats page's queries",
-                "burst listed complete, before prune", "burst listed complete, during prune",
-                "prune --older-than 30d"):
+                "burst listed complete, before prune", "prune --older-than 30d"):
         assert row in out
+    # A burst is timed while the prune runs, unless so small a store's prune ended
+    # within the second the bench gives it to begin (the bench then says so).
+    assert "burst listed complete, during prune" in out or "(0 bursts recorded meanwhile" in out
     assert "copies checked against their templates" in out
     assert "rows left without their recording or event: none" in out
     assert "after a DELETE FROM recordings by hand: none" in out
