@@ -37,6 +37,8 @@ _UNSAFE_ABOVE_C0: Final = (
     "\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff")
 #: What :func:`visible` escapes (see the module's docstring).
 UNSAFE: Final = re.compile(f"[\x00-\x1f{_UNSAFE_ABOVE_C0}]")
+#: What :func:`visible_json` escapes: JSON already writes C0 controls as escapes.
+_UNSAFE_IN_JSON: Final = re.compile(f"[{_UNSAFE_ABOVE_C0}]")
 #: What :func:`visible_text` escapes: the same but newline and tab.
 UNSAFE_IN_TEXT: Final = re.compile(f"[\x00-\x08\x0b-\x1f{_UNSAFE_ABOVE_C0}]")
 
@@ -52,6 +54,14 @@ def visible(text: str) -> str:
     terminal's state, start a new line or reorder what follows."""
     # Printable text (most of it) has none of them: a C loop tells.
     return text if text.isprintable() else UNSAFE.sub(_escape, text)
+
+
+def visible_json(text: str) -> str:
+    """JSON text with DEL, C1 and bidi controls, line separators and lone surrogates
+    written as ``\\uNNNN`` escapes: the same JSON value, and nothing in it can
+    reorder or control the terminal it is printed on (``json.dumps`` does this with
+    its default ``ensure_ascii``; msgspec writes such characters as they are)."""
+    return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def visible_text(text: str) -> str:

@@ -169,6 +169,23 @@ def test_a_recorded_name_is_escaped_in_the_table(
     assert "\x1b" not in text and "\\x1b" in text
 
 
+def test_json_escapes_bidi_and_c1_and_keeps_the_value(
+    store: Store, db_path: Path, tmp_path: Path
+) -> None:
+    """``--json`` writes bidi and C1 controls as ``\\uNNNN`` (as ``sessions --json``
+    does): a model name cannot reorder or control the terminal, and a script reads
+    the very name recorded."""
+    model = "claude-\u202eder\u2066\x9b31m"
+    t = Transcript("11111111-0000-4000-8000-00000000000b", "-x", [
+        Call(model, at(20, 9), 100, 10)])
+    import_file(store, write_transcript(tmp_path / "projects", t))
+    out = CliRunner().invoke(cli, ["usage", "daily", "--json", "-z", "UTC", "--db", str(db_path)])
+    assert out.exit_code == 0, out.output
+    assert not any(c in out.stdout for c in "\u202e\u2066\x9b")
+    assert "\\u202e" in out.stdout
+    assert json.loads(out.stdout)["daily"][0]["modelsUsed"] == [model]
+
+
 def call(t: dt.datetime, model: str = SONNET, n: int = 10) -> HourUsage:
     ns = int(t.timestamp()) * 1_000_000_000
     return HourUsage(ns, ns, model, "estimate", n, n, 0, 0, 0.01, 1)

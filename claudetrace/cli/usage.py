@@ -111,11 +111,13 @@ def _report(reader: Any, report: str, as_json: bool, breakdown: bool, live: bool
     if as_json:
         import msgspec
 
+        from ..display import visible_json
+
         data = reports.report_json(reader, kind, f, tz, time.time_ns())
         # msgspec writes it in C (json's indenting encoder is Python: seconds for
         # ten thousand sessions).
-        sys.stdout.write(msgspec.json.format(msgspec.json.encode(data), indent=2).decode()
-                         + "\n")
+        text = msgspec.json.format(msgspec.json.encode(data), indent=2).decode()
+        sys.stdout.write(visible_json(text) + "\n")
         return
     from rich.console import Console
 
