@@ -663,7 +663,7 @@ class Store:
         """How many recordings the store holds (those whose id begins ``id_prefix``)."""
         stmt = select(func.count()).select_from(Recording)
         if id_prefix:
-            stmt = stmt.where(Recording.id.startswith(id_prefix, autoescape=True))
+            stmt = stmt.where(Recording.id.like(_like_prefix(id_prefix), escape="\\"))
         with _store_errors("read"), self.session() as s:
             return int(s.scalar(stmt) or 0)
 
