@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from ..model.events import Event
-from ..store import Store, open_store
+from ..store import Store, open_store, retention
 from . import replicate
 from .store import median_table, timed
 
@@ -547,9 +547,7 @@ def _prune_during_bursts(url: str, store: Store, source: Path, lines: int,
             start = time.perf_counter()
             list_sessions(store, Filters(), limit=50)
             reads.append(time.perf_counter() - start)
-            with store.engine.connect() as conn:  # anyone waiting for a lock, now
-                waits.append(int(conn.exec_driver_sql(
-                    "SELECT count(*) FROM pg_locks WHERE NOT granted").scalar() or 0))
+            waits.append(retention.waiting_locks(store))  # anyone waiting for a lock, now
             stop.wait(0.2)
 
     reader = threading.Thread(target=read)
@@ -576,42 +574,17 @@ def _prune_during_bursts(url: str, store: Store, source: Path, lines: int,
             f"{size / 1e9:.2f} GB before, {store.tables_bytes() / 1e9:.2f} GB after; "
             f"a lock waited for in {sum(1 for w in waits if w)} of {len(waits)} looks):",
             *("  " + line for line in out.strip().splitlines()),
-            f"rows left without their recording or event: {orphans(store) or 'none'}",
+            f"rows left without their recording or event: {retention.orphans(store) or 'none'}",
             f"after a DELETE FROM recordings by hand: {_delete_by_hand(store) or 'none'}"]
-
-
-#: Rows of each table whose recording (or, for the search index, event) is gone.
-_ORPHANS = {
-    "events": "SELECT count(*) FROM events e WHERE NOT EXISTS "
-              "(SELECT 1 FROM recordings r WHERE r.id = e.recording_id)",
-    "event_tools": "SELECT count(*) FROM event_tools t WHERE NOT EXISTS "
-                   "(SELECT 1 FROM events e WHERE e.recording_id = t.recording_id "
-                   "AND e.seq = t.seq)",
-    "event_search": "SELECT count(*) FROM event_search s WHERE NOT EXISTS "
-                    "(SELECT 1 FROM events e WHERE e.recording_id = s.recording_id "
-                    "AND e.seq = s.seq)",
-    "usage_calls": "SELECT count(*) FROM usage_calls u WHERE NOT EXISTS "
-                   "(SELECT 1 FROM recordings r WHERE r.id = u.recording_id)",
-    "usage_hours": "SELECT count(*) FROM usage_hours u WHERE NOT EXISTS "
-                   "(SELECT 1 FROM recordings r WHERE r.id = u.recording_id)",
-}
-
-
-def orphans(store: Store) -> dict[str, int]:
-    """The tables with rows whose recording (or event) is gone, and how many."""
-    with store.engine.connect() as conn:
-        counts = {table: int(conn.exec_driver_sql(sql).scalar() or 0)
-                  for table, sql in _ORPHANS.items()}
-    return {table: n for table, n in counts.items() if n}
 
 
 def _delete_by_hand(store: Store) -> dict[str, int]:
     """Delete the oldest recording as a person in ``psql`` would (one statement);
-    the rows it left behind (:func:`orphans`)."""
-    with store.engine.begin() as conn:
-        conn.exec_driver_sql("DELETE FROM recordings WHERE id = "
-                             "(SELECT id FROM recordings ORDER BY started_ns LIMIT 1)")
-    return orphans(store)
+    the rows it left behind (:func:`~claudetrace.store.retention.orphans`)."""
+    oldest = store.list_recordings(limit=1, newest_first=False)
+    if oldest:
+        retention.delete_row_by_hand(store, oldest[0].id)
+    return retention.orphans(store)
 
 
 def run_team_bench(url: str, *, events: int, sessions: int = 5000, repeat: int = 3,
