@@ -21,8 +21,9 @@ What is timed (:func:`measure`), each against the target of issue 37:
   UI's search box with a word every session says;
 - the session list (the newest 50, and by tag), a page of the 20k-line session
   (its recording, the conversation's first part as the UI reads it, the raw
-  tab's middle page), the Stats page's queries, each part apart, and its tool
-  table as it was read before;
+  tab's middle page), the Stats page's queries, each part apart (the first
+  look, which folds the newest sessions' latencies and keeps them, apart from
+  the later ones), and its tool table and latencies as they were read before;
 - ``claudetrace prune --older-than 30d --yes`` while a proxy records bursts
   one after another: a burst's time to be listed complete before and during
   the prune, the session list read meanwhile, anyone waiting for a lock, what
