@@ -106,6 +106,7 @@ def is_transient(exc: BaseException) -> bool:
 
 @dataclass
 class IndexReport:
+    recording_id: str | None = None
     events: int = 0
     stored: int = 0
     lost_bytes: int = 0
@@ -427,6 +428,7 @@ def follow(
     finally:
         reader.close()
     cap.remove(capture)
+    indexer.report.recording_id = info.id
     return indexer.report
 
 
@@ -735,7 +737,23 @@ def main(argv: list[str] | None = None) -> int:
         store.close()
     for problem in report.sink_errors:
         _say(problem)
+    _pack_lines(url, report.recording_id)
     return 0
+
+
+def _pack_lines(url: str, recording_id: str | None) -> None:
+    """Pack the stored recording's lines (:mod:`claudetrace.store.packing`), off the
+    burst's path: it is listed complete already.  A failure leaves them as they
+    were recorded, for ``claudetrace db pack``."""
+    if recording_id is None:
+        return
+    from .store.packing import pack_url
+
+    try:
+        pack_url(url, recording_id)
+    except Exception as exc:  # the lines are stored either way
+        _say(f"the recording's lines are stored as recorded, not packed ({_one_line(exc)}); "
+             "`claudetrace db pack` packs them")
 
 
 #: How long the indexer waits at the end for live telemetry's worker to catch up

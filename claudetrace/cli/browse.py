@@ -655,3 +655,29 @@ def db_url_cmd(db_url: str | None) -> None:
     if database_named(db_url):
         require_database(url)
     say(hide_password(url))
+
+
+@db.command("pack")
+@db_option
+@reports_errors
+def db_pack(db_url: str | None) -> None:
+    """Pack the lines of every ended recording not packed yet.
+
+    A proxied recording's lines are packed (zlib against a dictionary the store
+    keeps) by its indexer once it is listed complete; imported recordings, and
+    any whose packing was cut short, are packed here.  Reads give every line
+    back byte for byte either way.
+    """
+    from ..store import open_store
+
+    store = open_store(db_url, create=False)
+    try:
+        rows = store.pack_lines()
+        # The space the packed lines freed: SQLite shrinks its file, PostgreSQL
+        # makes the dead row versions reusable (a plain VACUUM, as prune does).
+        from ..store.retention import give_back_space
+
+        give_back_space(store)
+    finally:
+        store.close()
+    say(f"{rows} lines looked at")

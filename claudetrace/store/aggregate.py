@@ -141,14 +141,17 @@ def events_of(
     for at in range(0, len(ids), CHUNK):
         chunk = list(ids[at:at + CHUNK])
         found: dict[str, list[Event]] = {rid: [] for rid in chunk}
+        unpack = store.unpacker()
         with _store_errors("read"), store.engine.connect() as conn:
             for row in conn.execute(
-                select(e.recording_id, e.seq, e.direction, e.t_ns, e.wall_ns, e.data, e.eol)
+                select(e.recording_id, e.seq, e.direction, e.t_ns, e.wall_ns, e.data, e.eol,
+                       e.codec)
                 .where(e.recording_id.in_(chunk), type_in(types))
                 .order_by(e.recording_id, e.seq)
             ):
                 found[row.recording_id].append(Event(
-                    row.seq, row.direction, row.t_ns, bytes(row.data), row.eol, row.wall_ns))
+                    row.seq, row.direction, row.t_ns, unpack(row.data, row.codec), row.eol,
+                    row.wall_ns))
         yield from found.items()
 
 

@@ -45,7 +45,8 @@ from .engine import (
     upgrade,
 )
 from .ingest import ended_columns, import_cassette, info_from_header
-from .models import EventRow, EventTool, Recording, UsageCall, type_in
+from .models import EventRow, EventTool, LineDictionary, Recording, UsageCall, type_in
+from .packing import Unpacker, pack_all
 from .postgres import copy_rows
 from .rows import (
     ROWS_PER_INSERT,
@@ -119,6 +120,39 @@ class Store:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._unpacker: Unpacker | None = None
+
+    def unpacker(self) -> Unpacker:
+        """What turns a row's ``data`` and ``codec`` back into its line as recorded
+        (:mod:`.packing`), with this store's dictionaries cached."""
+        if self._unpacker is None:
+            table = cast(Table, LineDictionary.__table__)
+
+            def fetch(number: int) -> bytes | None:
+                with _store_errors("read"), self.engine.connect() as conn:
+                    found = conn.execute(select(table.c.data).where(
+                        table.c.id == number)).scalar()
+                return None if found is None else bytes(found)
+
+            self._unpacker = Unpacker(fetch)
+        return self._unpacker
+
+    def pack_lines(self, recording_ids: Iterable[str] | None = None) -> int:
+        """Pack the lines of ended recordings (``recording_ids``, default every one
+        not packed yet: :func:`.packing.unpacked_recordings`); returns the rows looked at."""
+        with _store_errors("settle lines"), self.engine.connect() as conn:
+            driver = conn.connection.driver_connection
+            dialect = self.engine.dialect.name
+            if dialect == "sqlite":
+                # The pass opens its own transactions (BEGIN IMMEDIATE).
+                conn.connection.commit()
+                level = driver.isolation_level  # type: ignore[union-attr]
+                driver.isolation_level = None  # type: ignore[union-attr]
+                try:
+                    return pack_all(driver, dialect, recording_ids)
+                finally:
+                    driver.isolation_level = level  # type: ignore[union-attr]
+            return pack_all(driver, dialect, recording_ids)
 
     @property
     def url(self) -> str:
@@ -374,7 +408,7 @@ class Store:
         kept (read a page at a time), the rest deleted, the new ones inserted a
         batch at a time.  Returns how many were kept."""
         kept = 0
-        stored = _stored_rows(conn, recording_id) if compare else iter(())
+        stored = _stored_rows(conn, recording_id, self.unpacker()) if compare else iter(())
         batch: list[Event] = []
         cut = not compare
         for ev in events:
@@ -702,8 +736,9 @@ class Store:
         not JSON objects are always given).
         """
         c = _EVENTS.c
-        stmt = select(c.seq, c.direction, c.t_ns, c.data, c.eol, c.wall_ns).where(
+        stmt = select(c.seq, c.direction, c.t_ns, c.data, c.eol, c.wall_ns, c.codec).where(
             c.recording_id == recording_id)
+        unpack = self.unpacker()
         if directions:
             stmt = stmt.where(c.direction.in_(list(directions)))
         if types:
@@ -717,9 +752,7 @@ class Store:
         def read(next_seq: int, page: int) -> Sequence[Any]:
             with _store_errors("read"), self.engine.connect() as conn:
                 rows: Sequence[Any] = conn.execute(stmt.where(c.seq >= next_seq).limit(page)).all()
-            if rows and type(rows[0][3]) is not bytes:  # a driver's memoryview
-                rows = [(s, d, t, bytes(b), e, w) for s, d, t, b, e, w in rows]
-            return rows
+            return [(s, d, t, unpack(b, k), e, w) for s, d, t, b, e, w, k in rows]
 
         for rows in _seq_pages(read, start_seq, limit, chunk):
             yield from rows
@@ -739,8 +772,9 @@ class Store:
             while page := list(islice(rows, chunk)):
                 yield [row[:5] for row in page]
             return
-        sql = ("SELECT seq, direction, t_ns, data, eol FROM events"
+        sql = ("SELECT seq, direction, t_ns, data, eol, codec FROM events"
                " WHERE recording_id = ? AND seq >= ? ORDER BY seq LIMIT ?")
+        unpack = self.unpacker()
 
         def read(next_seq: int, page: int) -> Sequence[Any]:
             with _store_errors("read"), self.engine.connect() as conn:
@@ -750,7 +784,9 @@ class Store:
                 try:
                     rows: Sequence[Any] = cursor.execute(
                         sql, (recording_id, next_seq, page)).fetchall()
-                    return rows
+                    return [row[:5] if row[5] is None else
+                            (row[0], row[1], row[2], unpack(row[3], row[5]), row[4])
+                            for row in rows]
                 finally:
                     cursor.close()
 
@@ -984,19 +1020,19 @@ def _like_prefix(prefix: str) -> str:
     return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-def _stored_rows(conn: Connection, recording_id: str, page: int = _PUT_BATCH
-                 ) -> Iterator[tuple[Any, ...]]:
+def _stored_rows(conn: Connection, recording_id: str, unpack: Unpacker,
+                 page: int = _PUT_BATCH) -> Iterator[tuple[Any, ...]]:
     """The stored events of a recording as ``(seq, direction, t_ns, data, eol,
     wall_ns)``, in order, read a page at a time on ``conn`` (in its transaction)."""
     c = _EVENTS.c
     next_seq = 0
     while True:
         rows = conn.execute(
-            select(c.seq, c.direction, c.t_ns, c.data, c.eol, c.wall_ns)
+            select(c.seq, c.direction, c.t_ns, c.data, c.eol, c.wall_ns, c.codec)
             .where(c.recording_id == recording_id, c.seq >= next_seq)
             .order_by(c.seq).limit(page)).all()
-        for row in rows:
-            yield tuple(row)
+        for seq, direction, t_ns, data, eol, wall_ns, codec in rows:
+            yield seq, direction, t_ns, unpack(data, codec), eol, wall_ns
         if len(rows) < page:
             return
         next_seq = rows[-1][0] + 1

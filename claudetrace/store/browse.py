@@ -29,6 +29,7 @@ from ..model.protocol import failed_tool_ids, line_text
 from ..model.summary import tool_call_counts
 from .api import Store
 from .models import EventRow, EventTool, Recording, status_expression, type_in
+from .packing import KEPT
 from .search import recordings_saying
 
 
@@ -456,6 +457,7 @@ def first_prompts(
     if not ids:
         return {}
     out: dict[str, str] = {}
+    unpack = store.unpacker()
     with _guard("read first prompts"), store.engine.connect() as conn:
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
@@ -466,11 +468,11 @@ def first_prompts(
                 .subquery()
             )
             rows = conn.execute(
-                select(_E.recording_id, _E.seq, _E.data).join(
+                select(_E.recording_id, _E.seq, _E.data, _E.codec).join(
                     firsts, (_E.recording_id == firsts.c.recording_id) & (_E.seq == firsts.c.seq))
             )
-            for rid, _seq, data in rows:
-                text = line_text(bytes(data))
+            for rid, _seq, data, codec in rows:
+                text = line_text(unpack(data, codec))
                 text = " ".join(text.split())
                 out[rid] = text if len(text) <= limit else text[: limit - 1] + "…"
     return out
@@ -598,7 +600,7 @@ def conversation_events(
 ) -> list[Event]:
     """Up to ``limit`` lines from ``start_seq`` that a conversation shows (no deltas)."""
     stmt = (
-        select(_E.seq, _E.direction, _E.t_ns, _E.wall_ns, _E.data, _E.eol)
+        select(_E.seq, _E.direction, _E.t_ns, _E.wall_ns, _E.data, _E.eol, _E.codec)
         .where(
             _E.recording_id == recording_id,
             _E.seq >= start_seq,
@@ -607,9 +609,10 @@ def conversation_events(
         .order_by(_E.seq)
         .limit(limit)
     )
+    unpack = store.unpacker()
     with _guard("read events"), store.engine.connect() as conn:
         return [
-            Event(r.seq, r.direction, r.t_ns, bytes(r.data), r.eol, r.wall_ns)
+            Event(r.seq, r.direction, r.t_ns, unpack(r.data, r.codec), r.eol, r.wall_ns)
             for r in conn.execute(stmt)
         ]
 
@@ -695,15 +698,19 @@ def _tool_usage_from_events(
     named = (select(_T.recording_id, _T.tool_use_id, _T.tool_name).distinct()
              .where(_T.kind == "use", _T.recording_id.in_(list(recording_ids))).subquery())
     uses = select(named.c.tool_name, func.count()).group_by(named.c.tool_name)
-    failing = select(_E.recording_id, _E.seq, _E.direction, _E.t_ns, _E.data).where(
+    # A packed line (an ended recording's, :mod:`.packing`) cannot be searched in
+    # SQL: it is read and looked at here.
+    failing = select(_E.recording_id, _E.seq, _E.direction, _E.t_ns, _E.data, _E.codec).where(
         type_in(["user"]),
         _E.direction == "out",
         or_(
+            _E.codec.is_not(None) & (_E.codec != KEPT),
             cast(_E.data, Text).like('%"is\\_error":true%', escape="\\"),
             cast(_E.data, Text).like('%"is\\_error": true%', escape="\\"),
         )
         if store.engine.dialect.name == "sqlite"
-        else func.position(literal(b'"is_error"').op("IN")(_E.data)) > 0,
+        else or_(_E.codec.is_not(None) & (_E.codec != KEPT),
+                 func.position(literal(b'"is_error"').op("IN")(_E.data)) > 0),
     )
     failing = failing.where(_E.recording_id.in_(list(recording_ids)))
     # Only recordings whose summary counts a failed tool (or that are still being
@@ -714,9 +721,11 @@ def _tool_usage_from_events(
     with _guard("read tool usage"), store.engine.connect() as conn:
         calls = {str(name or "?"): int(n) for name, n in conn.execute(uses)}
         failed_ids: list[str] = []
+        unpack = store.unpacker()
         for row in conn.execute(failing.limit(20000)):
-            ev = Event(row.seq, row.direction, row.t_ns, bytes(row.data))
-            failed_ids.extend(failed_tool_ids(ev))
+            line = unpack(row.data, row.codec)
+            if b'"is_error"' in line:
+                failed_ids.extend(failed_tool_ids(Event(row.seq, row.direction, row.t_ns, line)))
         failures: dict[str, int] = {}
         for start in range(0, len(failed_ids), 500):
             chunk = failed_ids[start : start + 500]

@@ -24,6 +24,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     MetaData,
+    SmallInteger,
     String,
     Text,
     and_,
@@ -241,6 +242,10 @@ class EventRow(Base):
     # The line's own uuid and session_id are not kept apart (migration 0009_footprint):
     # no query reads them, and the line holds them.
     parent_tool_use_id: Mapped[str | None] = mapped_column(String(128))
+    #: How ``data`` is held (migration 0012_footprint2): NULL as recorded, else as
+    #: :mod:`claudetrace.store.packing` packed it once the recording ended; every
+    #: reader goes through :meth:`claudetrace.store.Store.unpacker`.
+    codec: Mapped[int | None] = mapped_column(SmallInteger)
 
     # Sparse indexes (migration 0004): a line goes into an index only when a
     # query may look it up there, so most lines (stream events) cost the
@@ -261,6 +266,18 @@ def type_in(types: Sequence[str]) -> ColumnElement[bool]:
     if UNINDEXED_TYPE in wanted:
         return column.in_(wanted)
     return and_(column.in_(wanted), column != literal_column(f"'{UNINDEXED_TYPE}'"))
+
+
+class LineDictionary(Base):
+    """A preset dictionary the lines of ended recordings are packed against
+    (:mod:`claudetrace.store.packing`); stored once, never changed: its ``id`` is
+    the ``events.codec`` of the rows packed with it."""
+
+    __tablename__ = "line_dictionaries"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    created_ns: Mapped[int] = mapped_column(BigInteger)
 
 
 class UsageCall(Base):

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
 from ..model.protocol import line_text
+from .packing import Unpacker
 from .textindex import words
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ def _query(needle: str) -> tuple[list[str], str, bool]:
 
 
 #: What :func:`search` reads of each line found, in order.
-_HIT_COLUMNS = ("e.recording_id, e.seq, e.direction, e.type, e.data, "
+_HIT_COLUMNS = ("e.recording_id, e.seq, e.direction, e.type, e.data, e.codec, "
                 "r.started_ns, r.name")
 
 
@@ -100,12 +101,13 @@ def _statement(dialect: str, needle: str,
     return statement, params, wanted, plain
 
 
-def _hits(rows: Iterable[Any], wanted: str, plain: bool, limit: int | None) -> list[Hit]:
+def _hits(rows: Iterable[Any], wanted: str, plain: bool, limit: int | None,
+          unpack: Unpacker) -> list[Hit]:
     """The lines of ``rows`` (:data:`_HIT_COLUMNS`) that say ``wanted``, at most
     ``limit``: read only until the limit is reached."""
     hits: list[Hit] = []
-    for rid, seq, direction, kind, data, started_ns, name in rows:
-        said = line_text(bytes(data))
+    for rid, seq, direction, kind, data, codec, started_ns, name in rows:
+        said = line_text(unpack(data, codec))
         if not (plain or wanted in said.casefold()):
             continue
         hits.append(Hit(rid, seq, direction, kind, started_ns, name, snippet(said, wanted)))
@@ -131,7 +133,8 @@ def search(store: Store, needle: str, *, limit: int | None = 50) -> list[Hit]:
         # the limit is reached are fetched.
         with store.engine.connect().execution_options(stream_results=True,
                                                       yield_per=200) as conn:
-            return _hits(conn.execute(text(statement), params), wanted, plain, limit)
+            return _hits(conn.execute(text(statement), params), wanted, plain, limit,
+                         store.unpacker())
     except SQLAlchemyError as exc:
         raise StoreError(f"search failed: {error_reason(exc)}") from exc
 
@@ -170,11 +173,12 @@ def search_plain(url: str, needle: str, *, limit: int | None = 50) -> list[Hit] 
         if asked is None:
             return []
         statement, params, wanted, plain = asked
+        unpack = Unpacker(lambda number: _dictionary(conn.cursor(), "%s", number))
         # A server-side cursor: only the lines read until the limit are fetched.
         with conn.cursor(name="claudetrace_search") as cursor:
             cursor.itersize = 200
             cursor.execute(statement, params)
-            return _hits(cursor, wanted, plain, limit)
+            return _hits(cursor, wanted, plain, limit, unpack)
     except (NotPlain, psycopg.errors.UndefinedTable):
         return None
     except psycopg.Error as exc:
@@ -204,7 +208,8 @@ def _search_sqlite(path: Any, needle: str, limit: int | None) -> list[Hit] | Non
         if asked is None:
             return []
         statement, params, wanted, plain = asked
-        return _hits(conn.execute(statement, params), wanted, plain, limit)
+        unpack = Unpacker(lambda number: _dictionary(conn.cursor(), "?", number))
+        return _hits(conn.execute(statement, params), wanted, plain, limit, unpack)
     except sqlite3.Error as exc:
         raise StoreError(f"search failed: {first_line(exc)}") from exc
     finally:
@@ -239,13 +244,21 @@ def recordings_saying(store: Store, needle: str) -> list[str]:
                 statement, params = _candidates(dialect, query_words, "DISTINCT e.recording_id")
                 return sorted(conn.execute(text(statement), params).scalars())
             statement, params = _candidates(dialect, query_words,
-                                            "e.recording_id, e.seq, e.direction, e.data")
-            for rid, _seq, _direction, data in conn.execute(text(statement), params):
-                if rid not in found and wanted in line_text(bytes(data)).casefold():
+                                            "e.recording_id, e.seq, e.data, e.codec")
+            unpack = store.unpacker()
+            for rid, _seq, data, codec in conn.execute(text(statement), params):
+                if rid not in found and wanted in line_text(unpack(data, codec)).casefold():
                     found.add(rid)
     except SQLAlchemyError as exc:
         raise StoreError(f"search messages failed: {error_reason(exc)}") from exc
     return sorted(found)
+
+
+def _dictionary(cursor: Any, mark: str, number: int) -> bytes | None:
+    """The line dictionary ``number`` (:mod:`.packing`), read on a DB-API ``cursor``."""
+    row = cursor.execute(f"SELECT data FROM line_dictionaries WHERE id = {mark}",
+                         (number,)).fetchone()
+    return None if row is None else bytes(row[0])
 
 
 def snippet(said: str, wanted: str, context: int = SNIPPET_CONTEXT) -> str:
