@@ -769,8 +769,9 @@ class Store:
     def rows_per_table(self, recording_id: str) -> dict[str, int]:
         """How many rows each table keyed by recording holds of ``recording_id``
         (``events``, ``event_search``, ``event_tools``, ``usage_calls``,
-        ``usage_hours``): what a copy of a recording must match."""
-        tables = ("events", "event_search", "event_tools", "usage_calls", "usage_hours")
+        ``usage_hours``, ``usage_models``): what a copy of a recording must match."""
+        tables = ("events", "event_search", "event_tools", "usage_calls", "usage_hours",
+                  "usage_models")
         with _store_errors("read"), self.engine.connect() as conn:
             return {table: int(conn.execute(
                 text(f"SELECT count(*) FROM {table} WHERE recording_id = :r"),

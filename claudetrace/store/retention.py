@@ -281,7 +281,7 @@ def _incremental_vacuum(store: Store) -> None:
 
 #: The tables a prune deletes from (their rows go with their recording's).
 _PRUNED_TABLES = ("recordings", "events", "event_tools", "event_search", "usage_calls",
-                  "usage_hours")
+                  "usage_hours", "usage_models")
 _SIZE = ("SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
          f"WHERE c.relname IN ({', '.join(repr(t) for t in _PRUNED_TABLES)}) "
          "AND c.relkind IN ('r', 'p') "
