@@ -23,6 +23,7 @@ from ..recording import RecordingInfo
 from . import values
 from .rows import (
     USAGE_CALLS,
+    USAGE_LOCK,
     Rows,
     chunks,
     info_columns,
@@ -113,6 +114,9 @@ class PlainWrites:
     def _placeholder(self, name: str) -> str:
         raise NotImplementedError
 
+    #: The database's: ``sqlite`` or ``postgresql``.
+    _dialect: str = ""
+
     def _index(self, cursor: Any, entries: list[tuple[str, int, str]]) -> None:
         """Add message lines' words to the search index (:mod:`.textindex`)."""
         raise NotImplementedError
@@ -159,6 +163,8 @@ class PlainWrites:
                                [*chunk, recording_id])
                 yield from (row[0] for row in cursor.fetchall())
 
+        if self._dialect == "postgresql":
+            cursor.execute(USAGE_LOCK)
         rows = usage_call_rows(recording_id, calls, elsewhere)
         for chunk in chunks([row[1] for row in rows]):
             cursor.execute(f"DELETE FROM usage_calls WHERE recording_id = {mark} AND call_id IN "

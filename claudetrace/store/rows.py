@@ -96,6 +96,15 @@ def rollup_statements(where: str) -> tuple[str, ...]:
             f"WHERE ({where}) AND NOT duplicate GROUP BY recording_id, model")
 
 
+#: On PostgreSQL, taken before a writer asks which of its messages another
+#: recording counts, and held to its commit: two transactions storing the same
+#: message at once would otherwise both hear "none" and both count it (under
+#: read committed neither sees the other's rows).  One lock for every usage
+#: write, so that no two writers can wait on each other's (SQLite writes one
+#: transaction at a time already).
+USAGE_LOCK: Final = "SELECT pg_advisory_xact_lock(727272)"
+
+
 def usage_call_rows(recording_id: str, calls: Iterable[tuple[Any, ...]],
                     elsewhere: Callable[[list[str]], Iterable[str]] | None = None,
                     ) -> list[tuple[Any, ...]]:
