@@ -17,7 +17,8 @@
 A module may import its own layer and the layers below it, never one above
 (imports inside functions count too: a lazy import is still a dependency).
 The model layer is pure: besides the standard library it imports only msgspec.
-All SQL is behind the store's API: only ``store/`` imports SQLAlchemy.
+All SQL is behind the store's API: only ``store/`` imports SQLAlchemy, and no
+other module reaches into a store's engine (``store.engine``) to send its own.
 """
 
 from __future__ import annotations
@@ -50,6 +51,10 @@ MODEL_THIRD_PARTY = {"msgspec"}
 #: module names the folders of server databases as earlier builds did, by the URL
 #: SQLAlchemy renders).
 SQL_ALLOWED = ("store", "capture")
+
+
+#: Attributes that reach past the store's API to its database.
+SQL_ATTRIBUTES = {"engine", "exec_driver_sql", "raw_connection"}
 
 
 def module_name(path: Path) -> str:
@@ -146,6 +151,20 @@ def test_imports_run_one_way(path: Path) -> None:
     if LAYERS[mine][0] == "model":
         foreign = others - set(sys.stdlib_module_names) - MODEL_THIRD_PARTY - {"__future__"}
         assert not foreign, f"the model layer is pure, but claudetrace.{module} imports {foreign}"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=module_name)
+def test_sql_goes_through_the_stores_api(path: Path) -> None:
+    # ``store.engine.connect()`` needs no import of SQLAlchemy: the import rule
+    # alone let a benchmark send its own statements (pg_locks, deletes by hand).
+    module = module_name(path)
+    if module.split(".")[0] in SQL_ALLOWED:
+        return
+    reached = sorted({f"line {node.lineno}: .{node.attr}"
+                      for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8")))
+                      if isinstance(node, ast.Attribute) and node.attr in SQL_ATTRIBUTES})
+    assert not reached, (f"claudetrace.{module} reaches into the store's database: "
+                         + ", ".join(reached) + " (put the query behind the store's API)")
 
 
 @pytest.mark.parametrize("path", MODULES, ids=module_name)

@@ -149,3 +149,22 @@ def test_dry_run_escapes_recorded_names(db_path: Path, store: Store) -> None:
     assert dry.exit_code == 0
     assert "\x1b" not in dry.output and "\u202e" not in dry.output
     assert "nightly\\x1b]52;c;ZXZpbA==\\x07\\u202e" in dry.output
+
+
+def test_a_row_deleted_by_hand_leaves_no_orphans_and_a_stray_row_is_found(
+        db_path: Path, store: Store) -> None:
+    from claudetrace.cassette import read_cassette
+    from claudetrace.store.retention import delete_row_by_hand, orphans
+
+    rid = store.import_cassette(read_cassette(
+        Path(__file__).parent / "fixtures" / "cassettes" / "streamed_tools.ndjson"))
+    kept = old_recording(store, days=3, events=25)
+    assert orphans(store) == {}
+    delete_row_by_hand(store, rid)  # one plain DELETE: the schema takes the rest
+    assert [r.id for r in store.list_recordings()] == [kept]
+    assert orphans(store) == {}
+    with sqlite3.connect(db_path) as conn:  # a row no recording holds, as an old bug left
+        conn.execute("PRAGMA foreign_keys = OFF")
+        conn.execute("UPDATE events SET recording_id = 'gone' WHERE seq = 0")
+    found = orphans(store)
+    assert found["events"] == 1 and set(found) <= {"events", "event_tools"}

@@ -392,6 +392,32 @@ def test_a_delete_by_hand_leaves_no_orphans_on_postgres(pg_url: str) -> None:
 
 
 @pytest.mark.usefixtures("ct_env")
+def test_the_stores_orphan_check_and_delete_by_hand_on_postgres(pg_url: str) -> None:
+    from claudetrace.store.retention import delete_row_by_hand, orphans, waiting_locks
+
+    store = open_store(pg_url)
+    try:
+        cassette = read_cassette(Path(__file__).parent / "fixtures" / "cassettes" / "hooks.ndjson")
+        ids = [store.import_cassette(cassette) for _ in range(2)]
+        assert orphans(store) == {} and waiting_locks(store) == 0
+        delete_row_by_hand(store, ids[0])
+        assert orphans(store) == {}
+        with store.engine.begin() as conn:  # a row left by hand, as before migration 0006
+            conn.exec_driver_sql("ALTER TABLE events DISABLE TRIGGER USER")
+            conn.exec_driver_sql("ALTER TABLE recordings DISABLE TRIGGER USER")
+            conn.exec_driver_sql("DELETE FROM recordings WHERE id = %s", (ids[1],))
+            conn.exec_driver_sql("ALTER TABLE recordings ENABLE TRIGGER USER")
+            conn.exec_driver_sql("ALTER TABLE events ENABLE TRIGGER USER")
+        found = orphans(store)
+        assert found["events"] == store.count_events(ids[1]) > 0
+        assert "usage_calls" in found
+    finally:
+        with store.engine.begin() as conn:
+            conn.exec_driver_sql("TRUNCATE recordings")  # its trigger takes the rest
+        store.close()
+
+
+@pytest.mark.usefixtures("ct_env")
 def test_a_prune_stopped_half_way_leaves_no_search_rows_behind(
         pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # A large recording's events go from its last down, a batch a transaction;

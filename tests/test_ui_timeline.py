@@ -8,7 +8,8 @@ from pathlib import Path
 from claudetrace.cassette import read_cassette
 from claudetrace.store import info_from_header
 from claudetrace.telemetry import build_spans
-from claudetrace.ui.timeline import latencies, timeline_rows
+from claudetrace.telemetry.latency import latencies
+from claudetrace.ui.timeline import timeline_rows
 
 CASSETTES = Path(__file__).parent / "fixtures" / "cassettes"
 

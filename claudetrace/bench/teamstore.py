@@ -21,8 +21,9 @@ What is timed (:func:`measure`), each against the target of issue 37:
   UI's search box with a word every session says;
 - the session list (the newest 50, and by tag), a page of the 20k-line session
   (its recording, the conversation's first part as the UI reads it, the raw
-  tab's middle page), the Stats page's queries, each part apart, and its tool
-  table as it was read before;
+  tab's middle page), the Stats page's queries, each part apart (the first
+  look, which folds the newest sessions' latencies and keeps them, apart from
+  the later ones), and its tool table and latencies as they were read before;
 - ``claudetrace prune --older-than 30d --yes`` while a proxy records bursts
   one after another: a burst's time to be listed complete before and during
   the prune, the session list read meanwhile, anyone waiting for a lock, what
@@ -46,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from ..model.events import Event
-from ..store import Store, open_store
+from ..store import Store, open_store, retention
 from . import replicate
 from .store import median_table, timed
 
@@ -410,26 +411,17 @@ def _burst(url: str, source: Path, lines: int) -> float:
 def stats_queries(store: Store, rows: dict[str, list[float]] | None = None) -> int:
     """What the Stats page asks the store (:mod:`claudetrace.ui.views.stats`):
     sessions and failures per day, the usage layer's days, tools' calls and
-    failures, and the latency spans of the newest 20 sessions (their rows listed
-    first); returns the days counted.  Each part is timed into ``rows`` when given."""
+    failures, and the latency samples of the newest 20 sessions (their rows
+    listed first; the samples kept of each, or folded from its lines and kept the
+    first time: :func:`~claudetrace.telemetry.latency.recent_latencies`); returns
+    the days counted.  Each part is timed into ``rows`` when given."""
     from ..store import browse
     from ..store.usage import store_reader
-    from ..telemetry import build_spans
+    from ..telemetry.latency import recent_latencies
     from ..ui.sessions import Filters
     from ..ui.stats import daily_usage, usage_days
-    from ..ui.timeline import latencies
 
     parts: dict[str, list[float]] = {} if rows is None else rows
-
-    def latency() -> int:
-        folded = 0
-        for rec in recordings[:20]:
-            if rec.ended_ns is not None:
-                events = list(store.iter_events(rec.id, limit=50_000))
-                latencies(build_spans(store.get(rec.id).info(), events))
-                folded += len(events)
-        return folded
-
     recordings = timed(parts, "  Stats: the newest 20 sessions' rows",
                        lambda: browse.list_sessions(store, Filters(), limit=20))
     per_day = timed(parts, "  Stats: sessions and failures per day",
@@ -437,8 +429,22 @@ def stats_queries(store: Store, rows: dict[str, list[float]] | None = None) -> i
     daily_usage(per_day)
     timed(parts, "  Stats: the usage layer's days", lambda: usage_days(store_reader(store)))
     timed(parts, "  Stats: the tool table", lambda: browse.tool_usage(store))
-    timed(parts, "  Stats: latency spans of the newest 20 sessions", latency)
+    timed(parts, "  Stats: latency samples of the newest 20 sessions",
+          lambda: recent_latencies(store, recordings))
     return len(per_day)
+
+
+def folded_latencies(store: Store) -> int:
+    """The Stats page's latency samples of the newest 20 sessions folded from
+    their lines, as the page computed them on every look before they were kept;
+    how many samples."""
+    from ..store import browse
+    from ..telemetry.latency import fold_latencies, merge_samples
+    from ..ui.sessions import Filters
+
+    newest = browse.list_sessions(store, Filters(), limit=20)
+    samples = merge_samples(fold_latencies(store, r.id) for r in newest if r.ended_ns is not None)
+    return sum(len(v) for v in samples.values())
 
 
 def session_page(store: Store, recording_id: str, length: int) -> int:
@@ -498,7 +504,13 @@ def measure(url: str, built: Built, *, repeat: int = 3, burst_lines: int = 20_00
                   lambda: list_sessions(store, Filters(tags=("team=infra",)), limit=50))
             timed(rows, f"{BIG_LINES // 1000}k-line session's page (conversation)",
                   lambda: session_page(store, built.big_id, BIG_LINES))
+            if not rows.get("Stats page's queries, the first look (latencies folded, kept)"):
+                # The built store has no samples kept: the first look folds them.
+                timed(rows, "Stats page's queries, the first look (latencies folded, kept)",
+                      lambda: stats_queries(store))
             timed(rows, "Stats page's queries", lambda: stats_queries(store, rows))
+            timed(rows, "its latencies folded from the newest 20 sessions' lines (as before)",
+                  lambda: folded_latencies(store))
             timed(rows, "its tool table from every tool row and result line (as before)",
                   lambda: _tool_usage_from_events(store, everyone))
         if not prune:
@@ -536,9 +548,7 @@ def _prune_during_bursts(url: str, store: Store, source: Path, lines: int,
             start = time.perf_counter()
             list_sessions(store, Filters(), limit=50)
             reads.append(time.perf_counter() - start)
-            with store.engine.connect() as conn:  # anyone waiting for a lock, now
-                waits.append(int(conn.exec_driver_sql(
-                    "SELECT count(*) FROM pg_locks WHERE NOT granted").scalar() or 0))
+            waits.append(retention.waiting_locks(store))  # anyone waiting for a lock, now
             stop.wait(0.2)
 
     reader = threading.Thread(target=read)
@@ -565,44 +575,17 @@ def _prune_during_bursts(url: str, store: Store, source: Path, lines: int,
             f"{size / 1e9:.2f} GB before, {store.tables_bytes() / 1e9:.2f} GB after; "
             f"a lock waited for in {sum(1 for w in waits if w)} of {len(waits)} looks):",
             *("  " + line for line in out.strip().splitlines()),
-            f"rows left without their recording or event: {orphans(store) or 'none'}",
+            f"rows left without their recording or event: {retention.orphans(store) or 'none'}",
             f"after a DELETE FROM recordings by hand: {_delete_by_hand(store) or 'none'}"]
-
-
-#: Rows of each table whose recording (or, for the search index, event) is gone.
-_ORPHANS = {
-    "events": "SELECT count(*) FROM events e WHERE NOT EXISTS "
-              "(SELECT 1 FROM recordings r WHERE r.id = e.recording_id)",
-    "event_tools": "SELECT count(*) FROM event_tools t WHERE NOT EXISTS "
-                   "(SELECT 1 FROM events e WHERE e.recording_id = t.recording_id "
-                   "AND e.seq = t.seq)",
-    "event_search": "SELECT count(*) FROM event_search s WHERE NOT EXISTS "
-                    "(SELECT 1 FROM events e WHERE e.recording_id = s.recording_id "
-                    "AND e.seq = s.seq)",
-    "usage_calls": "SELECT count(*) FROM usage_calls u WHERE NOT EXISTS "
-                   "(SELECT 1 FROM recordings r WHERE r.id = u.recording_id)",
-    "usage_hours": "SELECT count(*) FROM usage_hours u WHERE NOT EXISTS "
-                   "(SELECT 1 FROM recordings r WHERE r.id = u.recording_id)",
-    "usage_models": "SELECT count(*) FROM usage_models u WHERE NOT EXISTS "
-                    "(SELECT 1 FROM recordings r WHERE r.id = u.recording_id)",
-}
-
-
-def orphans(store: Store) -> dict[str, int]:
-    """The tables with rows whose recording (or event) is gone, and how many."""
-    with store.engine.connect() as conn:
-        counts = {table: int(conn.exec_driver_sql(sql).scalar() or 0)
-                  for table, sql in _ORPHANS.items()}
-    return {table: n for table, n in counts.items() if n}
 
 
 def _delete_by_hand(store: Store) -> dict[str, int]:
     """Delete the oldest recording as a person in ``psql`` would (one statement);
-    the rows it left behind (:func:`orphans`)."""
-    with store.engine.begin() as conn:
-        conn.exec_driver_sql("DELETE FROM recordings WHERE id = "
-                             "(SELECT id FROM recordings ORDER BY started_ns LIMIT 1)")
-    return orphans(store)
+    the rows it left behind (:func:`~claudetrace.store.retention.orphans`)."""
+    oldest = store.list_recordings(limit=1, newest_first=False)
+    if oldest:
+        retention.delete_row_by_hand(store, oldest[0].id)
+    return retention.orphans(store)
 
 
 def run_team_bench(url: str, *, events: int, sessions: int = 5000, repeat: int = 3,

@@ -2,17 +2,18 @@
 
 Every query a fleet view needs lives here, behind the store: statuses by
 ``GROUP BY`` (the status itself is the session model's, stored when a recording
-ends), sources, totals, the per-model figures each recording stored, and the
-events of many recordings at once for the figures derived from their sessions.
+ends), sources, totals, the per-model figures each recording stored, the
+events of many recordings at once for the figures derived from their sessions,
+and the Stats page's latency samples kept of ended recordings.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
-from sqlalchemy import func, select
+from sqlalchemy import Connection, func, select, update
 
 from ..model.events import Event
 from ..model.usage import TOKEN_TYPES
@@ -149,3 +150,69 @@ def events_of(
                 found[row.recording_id].append(Event(
                     row.seq, row.direction, row.t_ns, bytes(row.data), row.eol, row.wall_ns))
         yield from found.items()
+
+
+#: How long keeping latency samples waits for another writer's lock (seconds):
+#: they are kept on the way, by a page that reads, and are folded again next
+#: time when the database is busy.
+KEEP_WAIT_S: Final = 0.5
+
+
+def stored_latencies(
+    store: Store, recordings: Mapping[str, int]
+) -> dict[str, dict[str, list[float]]]:
+    """The latency samples kept of ``recordings`` (recording id → its event
+    count now) by :func:`keep_latencies`: those folded from that many events
+    of an ended recording (one whose lines changed since is left out, as are
+    those with none kept), by recording id."""
+    r = Recording
+    ids = list(recordings)
+    found: dict[str, dict[str, list[float]]] = {}
+    for at in range(0, len(ids), CHUNK):
+        with _store_errors("read"), store.session() as s:
+            for rid, kept in s.execute(select(r.id, r.latencies).where(
+                    r.id.in_(ids[at:at + CHUNK]), r.ended_ns.is_not(None))):
+                if (isinstance(kept, dict) and kept.get("events") == recordings[rid]
+                        and isinstance(kept.get("samples"), dict)):
+                    found[rid] = kept["samples"]
+    return found
+
+
+def keep_latencies(
+    store: Store, folded: Mapping[str, tuple[int, Mapping[str, Sequence[float]]]]
+) -> int:
+    """Keep the latency samples of ended recordings (recording id → the event
+    count they were folded from and the samples), in one short transaction that
+    waits at most :data:`KEEP_WAIT_S` for another writer; a recording not ended,
+    deleted or of another event count by now is left as it is.  Returns how many
+    were kept.  Raises :class:`~claudetrace.errors.StoreError` when the database
+    refuses (busy): nothing is kept then."""
+    if not folded:
+        return 0
+    r = Recording
+    kept = 0
+    with _store_errors("keep latency samples"), store.engine.begin() as conn:
+        restore = _short_lock_wait(conn)
+        try:
+            for rid, (events, samples) in folded.items():
+                kept += conn.execute(
+                    update(Recording).where(r.id == rid, r.ended_ns.is_not(None),
+                                            r.event_count == events)
+                    .values(latencies={"events": events, "samples": dict(samples)})).rowcount
+        finally:
+            restore()
+    return kept
+
+
+def _short_lock_wait(conn: Connection) -> Callable[[], None]:
+    """Make ``conn`` wait at most :data:`KEEP_WAIT_S` for a lock; what sets it back."""
+    if conn.dialect.name == "sqlite":
+        before = conn.exec_driver_sql("PRAGMA busy_timeout").scalar()
+        conn.exec_driver_sql(f"PRAGMA busy_timeout = {int(KEEP_WAIT_S * 1000)}")
+
+        def restore() -> None:
+            conn.exec_driver_sql(f"PRAGMA busy_timeout = {int(before or 0)}")
+        return restore
+    # PostgreSQL: for this transaction only.
+    conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{int(KEEP_WAIT_S * 1000)}ms'")
+    return lambda: None

@@ -137,6 +137,8 @@ def ended_columns(session: Session, info: RecordingInfo, ended_ns: int) -> dict[
             ended=True, exit_code=info.exit_code, signal=info.signal, error=info.error)),
         **stream_columns(info),
         "figures": figure_sums(session),
+        # Lines stored anew: the Stats page folds their latencies again.
+        "latencies": None,
         "ended_ns": ended_ns,
         "last_seen_ns": ended_ns,
     }

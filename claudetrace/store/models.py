@@ -111,6 +111,12 @@ class Recording(Base):
     #: (:func:`~claudetrace.model.summary.figure_records`); None: not stored.
     figures: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     extra: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    #: The Stats page's latency samples of the ended recording,
+    #: ``{"events": N, "samples": {category: [ms, …]}}``, kept the first time the
+    #: page folded them from its first ``N`` lines
+    #: (:func:`claudetrace.telemetry.latency.recent_latencies`); None: not folded
+    #: yet.  Deferred: no listing reads it.
+    latencies: Mapped[dict[str, Any] | None] = mapped_column(JSON, deferred=True)
 
     @property
     def status(self) -> str:

@@ -37,7 +37,7 @@ from .textindex import index_rows
 #: Alembic: a store that is already there opens without importing Alembic or
 #: reading the migration scripts (a third of an indexer's start-up).  A test
 #: checks it against the scripts' head.
-SCHEMA_HEAD: Final = "0011_rollup"
+SCHEMA_HEAD: Final = "0012_rollup"
 
 #: The ``recordings`` table's columns at :data:`SCHEMA_HEAD`, with the value a new
 #: row takes where none is given (the models' defaults; None: NULL), and which
@@ -52,11 +52,12 @@ RECORDING_DEFAULTS: Final[dict[str, Any]] = {
     "output_tokens": 0, "cache_read_tokens": 0, "cache_creation_tokens": 0,
     "cost_usd": 0.0, "cost_source": None, "is_error": False, "result_subtype": None,
     "models": None, "outcome": None, "outcome_reason": None, "lost_bytes": 0, "figures": None,
-    "extra": {},
+    "extra": {}, "latencies": None,
 }
 _DEFAULTS_GIVEN: Final = {name: value for name, value in RECORDING_DEFAULTS.items()
                            if value is not None}
-JSON_COLUMNS: Final = frozenset({"tags", "argv", "env", "models", "figures", "extra"})
+JSON_COLUMNS: Final = frozenset({"tags", "argv", "env", "models", "figures", "extra",
+                                  "latencies"})
 
 
 class NotPlain(Exception):

@@ -13,9 +13,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Final, cast
 
-from sqlalchemy import Connection, Table, func, select
+from sqlalchemy import Connection, Table, func, select, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import load_only
 
@@ -298,3 +298,64 @@ def _postgres_space(store: Store) -> Space:
                            f"{returned / 1e6:.1f} MB (empty pages at the tables' ends) went "
                            "back to the system (VACUUM FULL returns the rest but blocks "
                            "every reader while it runs)")
+
+
+# -- checking what a delete left (the team-store bench, the tests) ----------------------------
+
+#: Rows of each table whose recording (or, for the search index, event) is gone;
+#: ``{search}`` is the search index's own test (its rows name their event on
+#: PostgreSQL, share its rowid in SQLite's FTS5 table).
+_ORPHANS: Final = {
+    "events": "SELECT count(*) FROM events e WHERE NOT EXISTS "
+              "(SELECT 1 FROM recordings r WHERE r.id = e.recording_id)",
+    "event_tools": "SELECT count(*) FROM event_tools t WHERE NOT EXISTS "
+                   "(SELECT 1 FROM events e WHERE e.recording_id = t.recording_id "
+                   "AND e.seq = t.seq)",
+    "event_search": "SELECT count(*) FROM event_search s WHERE NOT EXISTS "
+                    "(SELECT 1 FROM events e WHERE {search})",
+    "usage_calls": "SELECT count(*) FROM usage_calls u WHERE NOT EXISTS "
+                   "(SELECT 1 FROM recordings r WHERE r.id = u.recording_id)",
+    "usage_hours": "SELECT count(*) FROM usage_hours u WHERE NOT EXISTS "
+                   "(SELECT 1 FROM recordings r WHERE r.id = u.recording_id)",
+    "usage_models": "SELECT count(*) FROM usage_models u WHERE NOT EXISTS "
+                    "(SELECT 1 FROM recordings r WHERE r.id = u.recording_id)",
+}
+_SEARCH_ROW: Final = {"postgresql": "e.recording_id = s.recording_id AND e.seq = s.seq",
+                      "sqlite": "e.rowid = s.rowid"}
+
+
+def orphans(store: Store) -> dict[str, int]:
+    """The tables with rows whose recording (or event) is gone, and how many
+    (none: the schema and the deletes left nothing behind)."""
+    search = _SEARCH_ROW.get(store.engine.dialect.name, _SEARCH_ROW["postgresql"])
+    try:
+        with store.engine.connect() as conn:
+            counts = {table: int(conn.exec_driver_sql(sql.format(search=search)).scalar() or 0)
+                      for table, sql in _ORPHANS.items()}
+    except SQLAlchemyError as exc:
+        raise StoreError(f"read failed: {error_reason(exc)}") from exc
+    return {table: n for table, n in counts.items() if n}
+
+
+def delete_row_by_hand(store: Store, recording_id: str) -> None:
+    """Delete a recording's row alone, in the one plain ``DELETE FROM recordings``
+    a person types in ``psql`` or ``sqlite3`` (none of the store's own cleaning:
+    what its other rows become is the schema's doing; :func:`orphans` says)."""
+    try:
+        with store.engine.begin() as conn:
+            conn.execute(text("DELETE FROM recordings WHERE id = :id"), {"id": recording_id})
+    except SQLAlchemyError as exc:
+        raise StoreError(f"delete failed: {error_reason(exc)}") from exc
+
+
+def waiting_locks(store: Store) -> int:
+    """How many locks someone waits for in the database now (PostgreSQL's
+    ``pg_locks``); 0 on SQLite, which shows no one's waits."""
+    if store.engine.dialect.name != "postgresql":
+        return 0
+    try:
+        with store.engine.connect() as conn:
+            return int(conn.exec_driver_sql(
+                "SELECT count(*) FROM pg_locks WHERE NOT granted").scalar() or 0)
+    except SQLAlchemyError as exc:
+        raise StoreError(f"read failed: {error_reason(exc)}") from exc

@@ -6,8 +6,8 @@ the usage query layer (:mod:`claudetrace.usage`, what ``claudetrace usage``
 reports); sessions and failures per day from a ``GROUP BY`` over the recordings'
 summary columns (:func:`claudetrace.store.browse.sessions_per_day`); tool figures
 from :func:`claudetrace.store.browse.tool_usage`; latencies from the telemetry
-spans of a bounded set of recent recordings (see
-:func:`claudetrace.ui.timeline.latencies`).
+spans of the newest sessions, folded once per ended recording and kept in the
+store (:func:`claudetrace.telemetry.latency.recent_latencies`).
 """
 
 from __future__ import annotations
@@ -120,12 +120,3 @@ def latency_table(samples: Mapping[str, Sequence[float]]) -> list[dict[str, Any]
             }
         )
     return rows
-
-
-def merge_samples(parts: Iterable[Mapping[str, Sequence[float]]]) -> dict[str, list[float]]:
-    """Latency samples of several recordings put together."""
-    out: dict[str, list[float]] = {}
-    for part in parts:
-        for key, values in part.items():
-            out.setdefault(key, []).extend(values)
-    return out

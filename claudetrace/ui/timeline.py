@@ -1,9 +1,10 @@
-"""The OpenTelemetry spans as timeline rows: the HTML report's waterfall, and the
-latencies of the Stats page.
+"""The OpenTelemetry spans as timeline rows: the HTML report's waterfall.
 
 The spans are the ones :func:`claudetrace.telemetry.build_spans` builds (never
-rebuilt here); this module only orders them as a tree and classifies them (turn,
-model call, tool, permission, hook, subagent, MCP, control).  The session page
+rebuilt here); this module only orders them as a tree, each row with its
+category (turn, model call, tool, permission, hook, subagent, MCP, control:
+:func:`claudetrace.telemetry.latency.category`, as the Stats page's latencies
+have it).  The session page
 draws the presentation model's span tree instead (its Trace tab).
 """
 
@@ -14,30 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..telemetry import conventions as c
+from ..telemetry.latency import category
 from ..telemetry.records import SpanRecord
-
-
-def category(span: SpanRecord) -> str:
-    """The waterfall category of a span from the builder."""
-    prefix = span.key.split("/", 1)[0].split("#", 1)[0]
-    if prefix == "root":
-        return "session"
-    if prefix == "turn":
-        return "turn"
-    if prefix == "chat":
-        return "model"
-    if prefix == "tool":
-        return "tool"
-    if prefix == "agent":
-        return "subagent"
-    subtype = span.attributes.get(c.CONTROL_SUBTYPE)
-    if subtype == "can_use_tool":
-        return "permission"
-    if subtype == "hook_callback":
-        return "hook"
-    if subtype == "mcp_message":
-        return "mcp"
-    return "control"
 
 
 @dataclass(slots=True)
@@ -95,13 +74,3 @@ def timeline_rows(spans: Iterable[SpanRecord], started_ns: int) -> list[Timeline
 
     visit(None, 0)
     return rows
-
-
-def latencies(spans: Iterable[SpanRecord]) -> dict[str, list[float]]:
-    """Durations in ms of finished spans, by category (for latency percentiles)."""
-    out: dict[str, list[float]] = {}
-    for span in spans:
-        if span.end_ns is None:
-            continue
-        out.setdefault(category(span), []).append((span.end_ns - span.start_ns) / 1e6)
-    return out

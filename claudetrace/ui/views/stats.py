@@ -9,13 +9,12 @@ import streamlit as st
 from claudetrace.store import Store
 from claudetrace.store import browse as queries
 from claudetrace.store.usage import store_reader
-from claudetrace.telemetry import build_spans
+from claudetrace.telemetry.latency import fold_latencies, recent_latencies
 from claudetrace.ui.sessions import Filters
 from claudetrace.ui.stats import (
     TOKEN_SERIES,
     daily_usage,
     latency_table,
-    merge_samples,
     model_rows,
     token_chart,
     tool_rates,
@@ -23,20 +22,14 @@ from claudetrace.ui.stats import (
     usage_rows,
     usage_total,
 )
-from claudetrace.ui.timeline import latencies
 from claudetrace.ui.views import common
 from claudetrace.usage import Totals
-
-#: Lines read per recording for latency spans (bounds the cost of a huge session).
-LATENCY_MAX_EVENTS = 50_000
 
 
 @st.cache_data(show_spinner=False, max_entries=512)
 def _latency_samples(_db: Store, recording_id: str, event_count: int) -> dict[str, list[float]]:
-    rec = _db.get(recording_id)
-    return latencies(
-        build_spans(rec.info(), _db.iter_events(recording_id, limit=LATENCY_MAX_EVENTS))
-    )
+    """Folded from the lines of an ended recording that has no samples kept yet."""
+    return fold_latencies(_db, recording_id)
 
 
 #: How long the page's aggregates are kept (seconds): a reload within it reads
@@ -106,11 +99,8 @@ def page() -> None:
         )
     )
     common.set_params(recent=recent if recent != 20 else None)
-    samples = merge_samples(
-        _latency_samples(db, r.id, r.event_count)
-        for r in queries.list_sessions(db, Filters(), limit=recent)
-        if r.ended_ns is not None
-    )
+    samples = recent_latencies(db, queries.list_sessions(db, Filters(), limit=recent),
+                               lambda r: _latency_samples(db, r.id, r.event_count))
     table = latency_table(samples)
     if table:
         st.dataframe(table, hide_index=True, key="latency_table")

@@ -1,7 +1,7 @@
 """usage_models: each recording's calls summed by model
 
-Revision ID: 0011_rollup
-Revises: 0010_lz4
+Revision ID: 0012_rollup
+Revises: 0011_stats6
 Create Date: 2026-11-28 15:30:00
 
 The session report (``usage session``: a row per recording and model) read the
@@ -22,8 +22,8 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0011_rollup"
-down_revision = "0010_lz4"
+revision = "0012_rollup"
+down_revision = "0011_stats6"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,121 @@
+"""The Stats page's latency samples, kept in the store the first time the page
+folds an ended recording's spans, equal the fold of its lines (what the page
+computed on every look before), on every fixture cassette, on SQLite and
+PostgreSQL; nothing is kept on the recording path, and samples of lines that
+changed since are folded again."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from claudetrace.cassette import read_cassette
+from claudetrace.store import Store, browse, open_store
+from claudetrace.store.aggregate import keep_latencies, stored_latencies
+from claudetrace.telemetry import latency
+from claudetrace.telemetry.latency import fold_latencies, merge_samples, recent_latencies
+from claudetrace.ui.sessions import Filters
+from tests.test_store_postgres import pg_url  # noqa: F401 - the throwaway cluster fixture
+
+CASSETTES = sorted((Path(__file__).parent / "fixtures" / "cassettes").glob("*.ndjson"))
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_store(request: pytest.FixtureRequest, db_path: Path) -> Iterator[Store]:
+    url = str(db_path) if request.param == "sqlite" else request.getfixturevalue("pg_url")
+    store = open_store(url)
+    try:
+        yield store
+    finally:
+        if request.param == "postgresql":
+            with store.engine.begin() as conn:
+                conn.exec_driver_sql("TRUNCATE recordings CASCADE")
+        store.close()
+
+
+def _no_fold(row: Any) -> dict[str, list[float]]:
+    raise AssertionError(f"{row.id} was folded again: its kept samples were not read")
+
+
+def _counts(store: Store, ids: list[str]) -> dict[str, int]:
+    return {rid: store.get(rid).event_count for rid in ids}
+
+
+def test_kept_samples_equal_the_fold_on_every_cassette(any_store: Store) -> None:
+    ids = [any_store.import_cassette(read_cassette(path), name=path.stem) for path in CASSETTES]
+    folded = {rid: fold_latencies(any_store, rid) for rid in ids}
+    assert stored_latencies(any_store, _counts(any_store, ids)) == {}  # none on the way in
+    listed = browse.list_sessions(any_store, Filters())
+    first = recent_latencies(any_store, listed)
+    assert first == merge_samples(folded[r.id] for r in listed)
+    kept = stored_latencies(any_store, _counts(any_store, ids))
+    for rid, path in zip(ids, CASSETTES, strict=True):
+        assert kept[rid] == folded[rid], path.stem  # to the last bit of each float
+    plain = ids[[p.stem for p in CASSETTES].index("plain")]
+    assert kept[plain]["model"] == [pytest.approx(152.449633)]
+    # Later looks read what was kept: the page's table is the same, nothing folded.
+    again = browse.list_sessions(any_store, Filters())
+    assert recent_latencies(any_store, again, _no_fold) == first
+
+
+def test_samples_of_lines_that_changed_are_folded_again(any_store: Store) -> None:
+    path = next(p for p in CASSETTES if p.stem == "multi_turn")
+    rid = any_store.import_cassette(read_cassette(path))
+    recent_latencies(any_store, browse.list_sessions(any_store, Filters()))
+    count = any_store.get(rid).event_count
+    assert rid in stored_latencies(any_store, {rid: count})
+    any_store.update_recording(rid, event_count=count - 1)  # as if its lines were cut
+    assert stored_latencies(any_store, {rid: count - 1}) == {}
+    seen: list[str] = []
+    recent_latencies(any_store, browse.list_sessions(any_store, Filters()),
+                     lambda r: seen.append(r.id) or fold_latencies(any_store, r.id))
+    assert seen == [rid]
+    assert rid in stored_latencies(any_store, {rid: count - 1})  # kept anew
+
+
+def test_a_running_recording_is_neither_folded_nor_kept(any_store: Store) -> None:
+    path = next(p for p in CASSETTES if p.stem == "plain")
+    rid = any_store.import_cassette(read_cassette(path))
+    any_store.update_recording(rid, ended_ns=None)
+    listed = browse.list_sessions(any_store, Filters())
+    assert recent_latencies(any_store, listed, _no_fold) == {}
+    assert keep_latencies(any_store, {rid: (any_store.get(rid).event_count, {"turn": [1.0]})}) == 0
+    assert stored_latencies(any_store, {rid: any_store.get(rid).event_count}) == {}
+
+
+def test_a_busy_database_keeps_nothing_and_the_page_still_has_its_samples(
+        db_path: Path) -> None:
+    store = open_store(str(db_path))
+    try:
+        rid = store.import_cassette(read_cassette(next(p for p in CASSETTES
+                                                       if p.stem == "streamed_tools")))
+        want = fold_latencies(store, rid)
+        other = sqlite3.connect(db_path, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")  # another process's write lock
+            listed = browse.list_sessions(store, Filters())
+            assert recent_latencies(store, listed) == want
+            other.execute("ROLLBACK")
+        finally:
+            other.close()
+        count = store.get(rid).event_count
+        assert stored_latencies(store, {rid: count}) == {}
+        assert recent_latencies(store, browse.list_sessions(store, Filters())) == want
+        assert stored_latencies(store, {rid: count}) == {rid: want}
+    finally:
+        store.close()
+
+
+def test_a_recording_of_more_lines_than_folded_keeps_its_first_lines_samples(
+        monkeypatch: pytest.MonkeyPatch, store: Store) -> None:
+    monkeypatch.setattr(latency, "LATENCY_MAX_EVENTS", 3)
+    rid = store.import_cassette(read_cassette(next(p for p in CASSETTES
+                                                   if p.stem == "multi_turn")))
+    listed = browse.list_sessions(store, Filters())
+    samples = recent_latencies(store, listed)
+    assert samples == fold_latencies(store, rid)
+    assert recent_latencies(store, listed, _no_fold) == samples
