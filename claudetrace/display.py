@@ -61,6 +61,8 @@ def visible_json(text: str) -> str:
     written as ``\\uNNNN`` escapes: the same JSON value, and nothing in it can
     reorder or control the terminal it is printed on (``json.dumps`` does this with
     its default ``ensure_ascii``; msgspec writes such characters as they are)."""
+    if text.isascii() and "\x7f" not in text:  # nothing to escape: a scan in C
+        return text
     return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from .store import usage as q
+from .store.rows import COST_SOURCES
 from .store.usage import Figures, Reader, UsageFilter
 
 Report = Literal["daily", "weekly", "monthly", "session", "blocks"]
@@ -42,6 +43,15 @@ BLOCK_NS: Final = 5 * 3600 * 1_000_000_000
 _HOUR_NS: Final = 3600 * 1_000_000_000
 
 
+#: Each cost source's bit in :attr:`Totals.sources` (the store's masks).
+_BIT: Final = {source: 1 << bit for bit, source in enumerate(COST_SOURCES)}
+_UNKNOWN: Final = _BIT["unknown"]
+#: :attr:`Totals.cost_source` of each mask: ``cli`` when every call's cost is the
+#: CLI's (or there are none), ``unknown`` when none has a price, else ``estimate``.
+_SOURCE_OF: Final = ["cli" if mask & ~_BIT["cli"] == 0 else "unknown" if mask == _UNKNOWN
+                     else "estimate" for mask in range(1 << len(COST_SOURCES))]
+
+
 @dataclass(slots=True)
 class Totals:
     """Tokens and cost of a group of calls, per model and in all."""
@@ -52,21 +62,22 @@ class Totals:
     cache_creation: int = 0
     cost: float = 0.0
     calls: int = 0
-    sources: set[str] = field(default_factory=set)
+    #: Where the calls' costs come from: a bit mask of :data:`_BIT`.
+    sources: int = 0
     #: Per model, in first-seen order.
     models: dict[str, Totals] = field(default_factory=dict)
     #: The part of ``cost`` the price table gave (calls the CLI put no cost on).
     estimated: float = 0.0
 
     def _take(self, i: int, o: int, cr: int, cc: int, cost: float, n: int,
-              sources: Iterable[str], estimated: float = 0.0) -> None:
+              sources: int, estimated: float = 0.0) -> None:
         self.input += i
         self.output += o
         self.cache_read += cr
         self.cache_creation += cc
         self.cost += cost
         self.calls += n
-        self.sources.update(sources)
+        self.sources |= sources
         self.estimated += estimated
 
     def _model(self, model: str) -> Totals:
@@ -78,21 +89,25 @@ class Totals:
     def add(self, model: str | None, source: str, f: Figures) -> None:
         """Add one group's figures, under ``model`` too (None: in all only)."""
         estimated = f.cost if source == "estimate" else 0.0
-        self._take(*f, (source,), estimated)
+        bit = _BIT[source]
+        self._take(*f, bit, estimated)
         if model is not None:
-            self._model(model)._take(*f, (source,), estimated)
+            self._model(model)._take(*f, bit, estimated)
 
     @classmethod
-    def of_models(cls, models: list[tuple[str, frozenset[str], Figures, float]]) -> Totals:
+    def of_models(cls, models: list[tuple[str, int, Figures, float]]) -> Totals:
         """The totals of one figure per model (each model once), whose calls'
-        costs come from the given sources, the table's part of it estimated."""
-        by_model = {model: cls(*f, set(sources), {}, est) for model, sources, f, est in models}
+        costs come from the sources of the mask given, the table's part of it
+        estimated."""
         if len(models) == 1:
-            _model, sources, f, est = models[0]
-            return cls(*f, set(sources), by_model, est)
+            model, mask, f, est = models[0]
+            return cls(*f, mask, {model: cls(*f, mask, {}, est)}, est)
+        by_model = {model: cls(*f, mask, {}, est) for model, mask, f, est in models}
         i, o, cr, cc, cost, n = map(sum, zip(*(f for _, _, f, _ in models), strict=True))
-        return cls(i, o, cr, cc, cost, n, set().union(*(s for _, s, _, _ in models)), by_model,
-                   sum(est for _, _, _, est in models))
+        mask = 0
+        for _, each, _, _ in models:
+            mask |= each
+        return cls(i, o, cr, cc, cost, n, mask, by_model, sum(est for _, _, _, est in models))
 
     @classmethod
     def sum_of(cls, many: Iterable[Totals]) -> Totals:
@@ -101,7 +116,7 @@ class Totals:
         per-model objects of every step."""
         i = o = cr = cc = n = 0
         cost = estimated = 0.0
-        sources: set[str] = set()
+        sources = 0
         models: dict[str, list[Any]] = {}
         for t in many:
             i += t.input
@@ -116,7 +131,7 @@ class Totals:
                 acc = models.get(model)
                 if acc is None:
                     models[model] = [m.input, m.output, m.cache_read, m.cache_creation,
-                                     0.0 + m.cost, m.calls, set(m.sources), {},
+                                     0.0 + m.cost, m.calls, m.sources, {},
                                      0.0 + m.estimated]
                 else:
                     acc[0] += m.input
@@ -144,16 +159,14 @@ class Totals:
     def cost_source(self) -> str:
         """``cli`` when every call's cost is the CLI's, ``estimate`` when some are
         the table's, ``unknown`` when none has a price (no calls: ``cli``)."""
-        if self.sources <= {"cli"}:
-            return "cli"
-        if self.sources == {"unknown"}:
-            return "unknown"
-        return "estimate"
+        return _SOURCE_OF[self.sources]
 
     @property
     def unpriced(self) -> list[str]:
         """The models of which some calls have no price."""
-        return [m for m, t in self.models.items() if "unknown" in t.sources]
+        if not self.sources & _UNKNOWN:
+            return []
+        return [m for m, t in self.models.items() if t.sources & _UNKNOWN]
 
     def split_json(self) -> dict[str, float]:
         """The cost's parts: the CLI's (what it reported) and the price table's
@@ -162,7 +175,7 @@ class Totals:
                 "estimatedCost": round(self.estimated, 9)}
 
     def cost_or_none(self) -> float | None:
-        return None if self.sources == {"unknown"} else round(self.cost, 9)
+        return None if self.sources == _UNKNOWN else round(self.cost, 9)
 
     def tokens_json(self) -> dict[str, Any]:
         return {"inputTokens": self.input, "outputTokens": self.output,
@@ -171,18 +184,24 @@ class Totals:
 
     def entry_json(self) -> dict[str, Any]:
         """ccusage's fields of a period or session, and ours (``costSource`` …)."""
+        models = self.models.items()
         return {
-            **self.tokens_json(),
+            "inputTokens": self.input, "outputTokens": self.output,
+            "cacheCreationTokens": self.cache_creation, "cacheReadTokens": self.cache_read,
+            "totalTokens": self.input + self.output + self.cache_read + self.cache_creation,
             "totalCost": round(self.cost, 9),
-            "costSource": self.cost_source,
-            **self.split_json(),
+            "costSource": _SOURCE_OF[self.sources],
+            "cliCost": round(self.cost - self.estimated, 9),
+            "estimatedCost": round(self.estimated, 9),
             "unpricedModels": self.unpriced,
             "modelsUsed": list(self.models),
             "modelBreakdowns": [
                 {"modelName": m, "inputTokens": t.input, "outputTokens": t.output,
                  "cacheCreationTokens": t.cache_creation, "cacheReadTokens": t.cache_read,
-                 "cost": t.cost_or_none(), "costSource": t.cost_source}
-                for m, t in sorted(self.models.items(), key=lambda mt: -mt[1].cost)
+                 "cost": None if t.sources == _UNKNOWN else round(t.cost, 9),
+                 "costSource": _SOURCE_OF[t.sources]}
+                for m, t in (sorted(models, key=lambda mt: -mt[1].cost) if len(models) > 1
+                             else models)
             ],
         }
 
@@ -276,6 +295,16 @@ def sessions(reader: Reader, f: UsageFilter) -> list[SessionTotals]:
         out.append(SessionTotals(rec.recording_id, rec.session_id or rec.recording_id, rec.name,
                                  rec.cwd, rec.source, rec.last_ns,
                                  Totals.of_models(rec.models)))
+    return out
+
+
+def recordings_totals(reader: Reader, ids: list[str]) -> dict[str, Totals]:
+    """The figures of the recordings ``ids`` that have calls, as :func:`sessions`
+    gives them, by recording id."""
+    out: dict[str, Totals] = {}
+    for at in range(0, len(ids), 500):  # a bounded IN list
+        for s in sessions(reader, UsageFilter(recordings=tuple(ids[at:at + 500]))):
+            out[s.recording_id] = s.totals
     return out
 
 

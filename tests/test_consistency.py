@@ -91,6 +91,8 @@ def from_usage_json(db: Path, rid: str) -> dict[str, Any]:
         "tokens": {(b["modelName"], k): b[key] for b in rec["modelBreakdowns"]
                    for k, key in kinds.items()},
         "cost": {b["modelName"]: b["cost"] for b in rec["modelBreakdowns"] if b["cost"]},
+        "total": rec["totalCost"],
+        "cost_source": rec["costSource"],
     }
 
 
@@ -134,7 +136,7 @@ def from_show(db: Path, rid: str) -> dict[str, Any]:
     turns = re.search(r"(\d+) turns? \(prompt to result; (\d+) API round trips? by the "
                       r"CLI's num_turns\), \d+ model calls?, (\d+) tool calls?", text)
     tokens = re.search(r"in (\d+) \(\+cache read (\d+), cache write (\d+)\), out (\d+)", text)
-    cost = re.search(r"cost\s+\$(\S+)( \(estimate\))?", text)
+    cost = re.search(r"cost\s+(\$(\S+)( \(estimate\))?)", text)
     status = re.search(r"status\s+(\w+)", text)
     assert turns and tokens and cost and status, text
     return {
@@ -142,9 +144,10 @@ def from_show(db: Path, rid: str) -> dict[str, Any]:
         "num_turns": int(turns[2]),
         "tool_calls": int(turns[3]),
         "totals": (int(tokens[1]), int(tokens[4]), int(tokens[2]), int(tokens[3]),
-                   float(cost[1])),
+                   float(cost[2])),
         "status": status[1],
-        "cost_source": "estimate" if cost[2] else "cli",
+        "cost_source": "estimate" if cost[3] else "cli",
+        "cost_text": cost[1],
     }
 
 
@@ -203,9 +206,11 @@ def from_html_report(store: Store, rid: str) -> dict[str, Any]:
     page = re.search(r'<script type="application/json" id="report-data">(.*?)</script>',
                      out.stdout, re.S)
     assert page is not None
-    rows = json.loads(page[1])["models"]
+    data = json.loads(page[1])
+    rows = data["models"]
     kinds = ("input", "output", "cache_read", "cache_creation")
     return {
+        "facts_cost": dict(data["facts"])["cost"],
         "tokens": {(r[0], kind): r[2 + i] for r in rows for i, kind in enumerate(kinds)},
         "cost": {r[0]: r[6] for r in rows if r[6]},
         "calls": {r[0]: r[1] for r in rows},
@@ -322,10 +327,17 @@ def test_every_view_reports_what_the_cli_printed(
         sum(n for (_, k), n in listed["tokens"].items() if k == kind)
         for kind in ("input", "output", "cache_read", "cache_creation"))
     # Cost per model: the CLI's; where it printed none (it died first), the price
-    # table's, marked as an estimate.
+    # table's, marked as an estimate.  The session's cost: the CLI's, plus the
+    # table's price of a message it was streaming when it died (counted from the
+    # raw lines: the tokens its message_start carried), then an estimate.
     if cli_said["results"]:
-        assert listed["cost_source"] == shown["cost_source"] == "cli"
         want, total = cli_said["cost"], cli_said["total_cost"]
+        source = "cli"
+        unfinished = unfinished_calls(path)
+        if unfinished:
+            total += sum(priced_by_the_table(unfinished).values())
+            source = "estimate"
+        assert listed["cost_source"] == shown["cost_source"] == usage["cost_source"] == source
     else:
         assert listed["cost_source"] == shown["cost_source"] == "estimate"
         want = priced_by_the_table(listed["tokens"])
@@ -341,6 +353,9 @@ def test_every_view_reports_what_the_cli_printed(
     assert html["cost"] == pytest.approx({m: round(v, 6) for m, v in usage["cost"].items()})
     assert shown["totals"][4] == pytest.approx(total, abs=5e-7)
     assert listed["totals"][4] == pytest.approx(total)
+    # One cost everywhere: sessions, show and the HTML report's facts say usage's.
+    assert listed["totals"][4] == pytest.approx(usage["total"], abs=1e-9)
+    assert html["facts_cost"] == shown["cost_text"]
     # The status, one definition everywhere.
     assert listed["status"] == shown["status"] == spans["status"] == otlp["status"] == (
         prom["status"]) == status

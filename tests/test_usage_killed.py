@@ -105,3 +105,13 @@ def test_a_killed_stream_adds_its_own_estimate_to_the_cli_s_cost(
     table = CliRunner().invoke(cli, ["usage", "session", "--db", str(rig.db)])
     assert table.exit_code == 0, table.output
     assert f"{dollars(said.total_cost_usd)} + ~{dollars(streaming)}" in table.stdout
+    # The session list and show say the same figure (they read the same layer),
+    # not the CLI's alone.
+    listed = CliRunner().invoke(cli, ["sessions", "--json", "--db", str(rig.db)])
+    assert listed.exit_code == 0, listed.output
+    (rec,) = json.loads(listed.stdout)
+    assert rec["cost_usd"] == pytest.approx(said.total_cost_usd + streaming, abs=1e-9)
+    assert rec["cost_source"] == "estimate"
+    shown = CliRunner().invoke(cli, ["show", rid, "--db", str(rig.db)])
+    assert shown.exit_code == 0, shown.output
+    assert f"{dollars(entry['totalCost'], digits=6)} (estimate)" in shown.stdout

@@ -78,7 +78,8 @@ def reports(db: str) -> dict[str, Any]:
 
 
 def assert_hours_are_the_calls(db: str) -> None:
-    """``usage_hours`` holds the sums of the counted calls, recording by recording."""
+    """``usage_hours`` holds the sums of the counted calls, recording by recording,
+    and ``usage_models`` the same by recording and model."""
     store = open_store(db)
     try:
         with store.engine.connect() as conn:
@@ -88,9 +89,19 @@ def assert_hours_are_the_calls(db: str) -> None:
             calls = conn.exec_driver_sql(
                 "SELECT recording_id, SUM(output_tokens), COUNT(*) FROM usage_calls "
                 "WHERE NOT duplicate GROUP BY recording_id ORDER BY recording_id").all()
+            models = conn.exec_driver_sql(
+                "SELECT recording_id, model, input_tokens, output_tokens, cache_read_tokens, "
+                "cache_creation_tokens, calls, first_ns, last_ns FROM usage_models "
+                "ORDER BY recording_id, model").all()
+            by_model = conn.exec_driver_sql(
+                "SELECT recording_id, model, SUM(input_tokens), SUM(output_tokens), "
+                "SUM(cache_read_tokens), SUM(cache_creation_tokens), COUNT(*), MIN(t_ns), "
+                "MAX(t_ns) FROM usage_calls WHERE NOT duplicate GROUP BY recording_id, model "
+                "ORDER BY recording_id, model").all()
     finally:
         store.close()
     assert [tuple(r) for r in hours] == [tuple(r) for r in calls]
+    assert [tuple(map(str, r)) for r in models] == [tuple(map(str, r)) for r in by_model]
 
 
 def survivors(tmp_path: Path, *files: Path) -> str:

@@ -36,7 +36,7 @@ HOUR_NS: Final = 3_600 * 1_000_000_000
 #: The tables a recording has rows in, parents first; a table missing from the
 #: database (an older schema) is left out.
 TABLES: Final = ("recordings", "events", "event_search", "event_tools", "usage_calls",
-                 "usage_hours")
+                 "usage_hours", "usage_models")
 #: Column types psycopg writes in ``COPY``'s binary format from the values it reads.
 _BINARY: Final = frozenset({"varchar", "text", "int2", "int4", "int8", "bool", "bytea",
                             "float4", "float8"})

@@ -336,7 +336,7 @@ def check_copies(url: str, built: Built) -> list[str]:
                 problems.append(f"{rid}: usage differs from its template's")
             counts = [store.rows_per_table(r)[table]
                       for table in ("event_search", "event_tools", "usage_calls",
-                                    "usage_hours") for r in (template, rid)]
+                                    "usage_hours", "usage_models") for r in (template, rid)]
             if counts[0::2] != counts[1::2]:
                 problems.append(f"{rid}: rows per table {counts[1::2]}, template {counts[0::2]}")
     finally:

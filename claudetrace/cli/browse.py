@@ -64,7 +64,7 @@ def sessions(db_url: str | None, as_json: bool, limit: int, models: tuple[str, .
                       text=(text or "").strip(),
                       started_after_ns=None if since is None else parse_since(since))
     store = read_store(db_url)
-    recs = list_sessions(store, filters, limit=limit or None, full=True)
+    recs = _with_usage(store, list_sessions(store, filters, limit=limit or None, full=True))
     if as_json:
         click.echo(json.dumps([session_record(r) for r in recs], indent=2))
         return
@@ -128,6 +128,17 @@ def sessions(db_url: str | None, as_json: bool, limit: int, models: tuple[str, .
     console.print(table)
 
 
+def _with_usage(store: Any, recs: list[Any]) -> list[Any]:
+    """``recs`` with their costs as ``usage session`` gives them (one query layer:
+    :func:`claudetrace.formats.facts.with_usage`)."""
+    from ..formats.facts import with_usage
+    from ..store.usage import store_reader
+    from ..usage import recordings_totals
+
+    found = recordings_totals(store_reader(store), [r.id for r in recs])
+    return [with_usage(r, found.get(r.id)) for r in recs]
+
+
 #: The most of a name or model a ``sessions`` cell shows.
 _CELL = 60
 
@@ -170,11 +181,12 @@ def show(session: str, db_url: str | None, raw: bool, deltas: bool, width: int) 
 
     store = read_store(db_url)
     rec = store.resolve(session)
+    (costed,) = _with_usage(store, [rec])
     out = sys.stdout
     paint = Painter(wants_colour(out))
     # A label is recorded text too: a per-model row is labelled with the model's name.
     out.write("".join(f"{paint(f'{visible(key):>14}', 'bold')}  {visible(value)}\n"
-                      for key, value in facts(rec)) + "\n")
+                      for key, value in facts(costed)) + "\n")
     out.flush()  # the summary is on screen before the transcript is read
     if raw:
         _show_raw(store, rec.id, out, paint)

@@ -39,11 +39,14 @@ def cost_cell(t: Totals) -> Cell:
     source = t.cost_source
     if source == "unknown":
         return Text("?", style="yellow")
-    cli = t.cost - t.estimated
-    if source == "estimate" and round(cli, 9) > 0:  # the CLI's part, and the table's
-        amount = f"{_amount(cli)} + ~{_amount(t.estimated)}"
+    # The figures --json writes (to 1e-9 dollars): a cent's half there reads the
+    # same whatever order the database added the calls in.
+    split = t.split_json()
+    cli = split["cliCost"]
+    if source == "estimate" and cli > 0:  # the CLI's part, and the table's
+        amount = f"{_amount(cli)} + ~{_amount(split['estimatedCost'])}"
     else:
-        amount = ("~" if source == "estimate" else "") + _amount(t.cost)
+        amount = ("~" if source == "estimate" else "") + _amount(round(t.cost, 9))
     if t.unpriced:
         cell = Text(amount)
         cell.append(" + ?", style="yellow")

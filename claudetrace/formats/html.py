@@ -213,7 +213,7 @@ def report_data(
     ``usage``: the recording's figures from the store's usage query layer
     (:func:`claudetrace.usage.recording_totals`), shown as its tokens and cost;
     without it, the session model's."""
-    from .facts import facts
+    from .facts import facts, with_usage
 
     info: RecordingInfo = rec.info()
     # One fold of the session serves the spans, the control plane and the figures.
@@ -260,7 +260,7 @@ def report_data(
         "started_ms": rec.started_ns // 1_000_000,
         "live": [now.state, now.detail, present.clock(rec.started_ns, now.last_event_ns),
                  present.offset(now.last_event_ns)],
-        "facts": [list(pair) for pair in facts(rec)],
+        "facts": [list(pair) for pair in facts(rec if usage is None else with_usage(rec, usage))],
         "process": process,
         "conv": conv,
         "trace": [row.as_list() for row in trace],

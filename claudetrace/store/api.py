@@ -51,6 +51,7 @@ from .postgres import copy_rows
 from .rows import (
     ROWS_PER_INSERT,
     USAGE_CALLS,
+    USAGE_LOCK,
     Rows,
     api_message_id,
     chunks,
@@ -238,6 +239,7 @@ class Store:
         is marked a duplicate, as :meth:`_replace_usage` marks it."""
         ids = sorted({str(c[0]) for found in calls.values() for c in found
                       if api_message_id(str(c[0]))})
+        _lock_usage(conn)
         held: set[str] = set()
         for chunk in chunks(ids):
             held.update(conn.execute(select(_USAGE.c.call_id).where(
@@ -449,6 +451,7 @@ class Store:
                 yield from conn.execute(_HELD_ELSEWHERE,
                                         {"ids": chunk, "rid": recording_id}).scalars()
 
+        _lock_usage(conn)
         rows = usage_call_rows(recording_id, calls, elsewhere)
         mine = _USAGE.c.recording_id == recording_id
         dropped: set[str] = set()
@@ -805,8 +808,9 @@ class Store:
     def rows_per_table(self, recording_id: str) -> dict[str, int]:
         """How many rows each table keyed by recording holds of ``recording_id``
         (``events``, ``event_search``, ``event_tools``, ``usage_calls``,
-        ``usage_hours``): what a copy of a recording must match."""
-        tables = ("events", "event_search", "event_tools", "usage_calls", "usage_hours")
+        ``usage_hours``, ``usage_models``): what a copy of a recording must match."""
+        tables = ("events", "event_search", "event_tools", "usage_calls", "usage_hours",
+                  "usage_models")
         with _store_errors("read"), self.engine.connect() as conn:
             return {table: int(conn.execute(
                 text(f"SELECT count(*) FROM {table} WHERE recording_id = :r"),
@@ -974,6 +978,7 @@ def _delete_counted(conn: Connection, ids: list[str], *where: Any) -> int:
     transaction, and count again the messages only they counted
     (:func:`_recount`): the one way every path deletes recordings (delete,
     prune, a fold, a half import's replacement).  How many were deleted."""
+    _lock_usage(conn)
     held = _counted(conn, ids)
     deleted = 0
     for chunk in chunks(ids):
@@ -982,6 +987,13 @@ def _delete_counted(conn: Connection, ids: list[str], *where: Any) -> int:
     if deleted and held:
         _recount(conn, held)
     return deleted
+
+
+def _lock_usage(conn: Connection) -> None:
+    """Wait for any other transaction writing usage to end (PostgreSQL:
+    :data:`~.rows.USAGE_LOCK`), to the end of this one."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(USAGE_LOCK)
 
 
 def _recount(conn: Connection, calls: set[str]) -> None:

@@ -341,6 +341,36 @@ class UsageHour(Base):
     last_ns: Mapped[int] = mapped_column(BigInteger)
 
 
+class UsageModel(Base):
+    """A recording's calls of one model, summed: what the session report, the
+    session list and the HTML report read (:mod:`claudetrace.store.usage`), a row
+    per recording and model.
+
+    Made again from ``usage_calls`` with ``usage_hours``
+    (:func:`claudetrace.store.rows.rollup_statements`); duplicates left out.
+    ``sources``: the calls' cost sources, a bit mask
+    (:data:`claudetrace.store.rows.COST_SOURCES`); ``estimated_usd``: the price
+    table's part of ``cost_usd`` (None when no call has a cost).
+    """
+
+    __tablename__ = "usage_models"
+
+    recording_id: Mapped[str] = mapped_column(
+        String(26), ForeignKey("recordings.id", ondelete="CASCADE"), primary_key=True
+    )
+    model: Mapped[str] = mapped_column(String(100), primary_key=True)
+    input_tokens: Mapped[int] = mapped_column(BigInteger)
+    output_tokens: Mapped[int] = mapped_column(BigInteger)
+    cache_read_tokens: Mapped[int] = mapped_column(BigInteger)
+    cache_creation_tokens: Mapped[int] = mapped_column(BigInteger)
+    cost_usd: Mapped[float | None] = mapped_column(Float)
+    estimated_usd: Mapped[float] = mapped_column(Float)
+    sources: Mapped[int] = mapped_column(Integer)
+    calls: Mapped[int] = mapped_column(BigInteger)
+    first_ns: Mapped[int] = mapped_column(BigInteger)
+    last_ns: Mapped[int] = mapped_column(BigInteger)
+
+
 class EventTool(Base):
     """A tool use id mentioned by an event (see :class:`claudetrace.model.events.ToolRef`)."""
 

@@ -23,6 +23,7 @@ from ..recording import RecordingInfo
 from . import values
 from .rows import (
     USAGE_CALLS,
+    USAGE_LOCK,
     Rows,
     chunks,
     info_columns,
@@ -36,7 +37,7 @@ from .textindex import index_rows
 #: Alembic: a store that is already there opens without importing Alembic or
 #: reading the migration scripts (a third of an indexer's start-up).  A test
 #: checks it against the scripts' head.
-SCHEMA_HEAD: Final = "0012_footprint2"
+SCHEMA_HEAD: Final = "0013_rollup"
 
 #: The ``recordings`` table's columns at :data:`SCHEMA_HEAD`, with the value a new
 #: row takes where none is given (the models' defaults; None: NULL), and which
@@ -114,6 +115,9 @@ class PlainWrites:
     def _placeholder(self, name: str) -> str:
         raise NotImplementedError
 
+    #: The database's: ``sqlite`` or ``postgresql``.
+    _dialect: str = ""
+
     def _index(self, cursor: Any, entries: list[tuple[str, int, str]]) -> None:
         """Add message lines' words to the search index (:mod:`.textindex`)."""
         raise NotImplementedError
@@ -160,6 +164,8 @@ class PlainWrites:
                                [*chunk, recording_id])
                 yield from (row[0] for row in cursor.fetchall())
 
+        if self._dialect == "postgresql":
+            cursor.execute(USAGE_LOCK)
         rows = usage_call_rows(recording_id, calls, elsewhere)
         for chunk in chunks([row[1] for row in rows]):
             cursor.execute(f"DELETE FROM usage_calls WHERE recording_id = {mark} AND call_id IN "

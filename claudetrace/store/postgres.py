@@ -88,6 +88,8 @@ class PostgresWrites(PlainWrites):
     reached.
     """
 
+    _dialect = "postgresql"
+
     def __init__(self, conninfo: str, *, ping_after_s: float = 1.0) -> None:
         import psycopg
 

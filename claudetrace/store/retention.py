@@ -281,7 +281,7 @@ def _incremental_vacuum(store: Store) -> None:
 
 #: The tables a prune deletes from (their rows go with their recording's).
 _PRUNED_TABLES = ("recordings", "events", "event_tools", "event_search", "usage_calls",
-                  "usage_hours")
+                  "usage_hours", "usage_models")
 _SIZE = ("SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
          f"WHERE c.relname IN ({', '.join(repr(t) for t in _PRUNED_TABLES)}) "
          "AND c.relkind IN ('r', 'p') "
@@ -317,6 +317,8 @@ _ORPHANS: Final = {
                    "(SELECT 1 FROM recordings r WHERE r.id = u.recording_id)",
     "usage_hours": "SELECT count(*) FROM usage_hours u WHERE NOT EXISTS "
                    "(SELECT 1 FROM recordings r WHERE r.id = u.recording_id)",
+    "usage_models": "SELECT count(*) FROM usage_models u WHERE NOT EXISTS "
+                    "(SELECT 1 FROM recordings r WHERE r.id = u.recording_id)",
 }
 _SEARCH_ROW: Final = {"postgresql": "e.recording_id = s.recording_id AND e.seq = s.seq",
                       "sqlite": "e.rowid = s.rowid"}

@@ -57,18 +57,52 @@ def hour_columns(t_ns: str) -> tuple[str, str]:
     return hour, f"({t_ns} = {hour})"
 
 
-def rollup_statements(where: str) -> tuple[str, str]:
-    """``DELETE`` and ``INSERT … SELECT`` that make ``usage_hours`` the sums of the
-    ``usage_calls`` that ``where`` keeps (a condition on ``recording_id``, the
-    same in both; duplicates are left out), in SQL that SQLite and PostgreSQL
-    both read."""
+#: ``usage_models``' rows sum a recording's calls by model (their cost sources a
+#: bit mask, :data:`COST_SOURCES`; the price table's part of the cost apart): what
+#: the session report, the session list and the HTML report read, a row per
+#: recording and model, with nothing left to add up.
+_MODEL_COLUMNS: Final = ("recording_id, model, input_tokens, output_tokens, "
+                         "cache_read_tokens, cache_creation_tokens, cost_usd, estimated_usd, "
+                         "sources, calls, first_ns, last_ns")
+#: The cost sources a row of ``usage_calls`` can have, each a bit of a group's
+#: :func:`sources_mask`.
+COST_SOURCES: Final = ("cli", "estimate", "unknown")
+
+
+def sources_mask(column: str) -> str:
+    """SQL of a group's cost sources as a bit mask (bit i: :data:`COST_SOURCES` [i])."""
+    return " + ".join(f"MAX(CASE WHEN {column} = '{s}' THEN {1 << bit} ELSE 0 END)"
+                      for bit, s in enumerate(COST_SOURCES))
+
+
+def rollup_statements(where: str) -> tuple[str, ...]:
+    """``DELETE`` and ``INSERT … SELECT`` that make ``usage_hours`` and
+    ``usage_models`` the sums of the ``usage_calls`` that ``where`` keeps (a
+    condition on ``recording_id``, once in each statement; duplicates are left
+    out), in SQL that SQLite and PostgreSQL both read."""
     hour, on_hour = hour_columns("t_ns")
     keys = f"recording_id, {hour}, {on_hour}, model, cost_source"
     return (f"DELETE FROM usage_hours WHERE {where}",
             f"INSERT INTO usage_hours ({_ROLLUP_COLUMNS}) SELECT {keys}, SUM(input_tokens), "
             f"SUM(output_tokens), SUM(cache_read_tokens), SUM(cache_creation_tokens), "
             f"SUM(cost_usd), COUNT(*), MIN(t_ns), MAX(t_ns) FROM usage_calls "
-            f"WHERE ({where}) AND NOT duplicate GROUP BY {keys}")
+            f"WHERE ({where}) AND NOT duplicate GROUP BY {keys}",
+            f"DELETE FROM usage_models WHERE {where}",
+            f"INSERT INTO usage_models ({_MODEL_COLUMNS}) SELECT recording_id, model, "
+            f"SUM(input_tokens), SUM(output_tokens), SUM(cache_read_tokens), "
+            f"SUM(cache_creation_tokens), SUM(cost_usd), "
+            f"SUM(CASE WHEN cost_source = 'estimate' THEN cost_usd ELSE 0 END), "
+            f"{sources_mask('cost_source')}, COUNT(*), MIN(t_ns), MAX(t_ns) FROM usage_calls "
+            f"WHERE ({where}) AND NOT duplicate GROUP BY recording_id, model")
+
+
+#: On PostgreSQL, taken before a writer asks which of its messages another
+#: recording counts, and held to its commit: two transactions storing the same
+#: message at once would otherwise both hear "none" and both count it (under
+#: read committed neither sees the other's rows).  One lock for every usage
+#: write, so that no two writers can wait on each other's (SQLite writes one
+#: transaction at a time already).
+USAGE_LOCK: Final = "SELECT pg_advisory_xact_lock(727272)"
 
 
 def usage_call_rows(recording_id: str, calls: Iterable[tuple[Any, ...]],

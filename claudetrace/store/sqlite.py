@@ -159,6 +159,8 @@ class SqliteWrites(PlainWrites):
     be opened.
     """
 
+    _dialect = "sqlite"
+
     def __init__(self, path: Path, *, busy_timeout_s: float = BUSY_TIMEOUT_S,
                  log_bytes: int | None = None, rows_per_insert: int = ROWS_PER_INSERT) -> None:
         self._path = path

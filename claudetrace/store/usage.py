@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple, Protocol
 
 from .plain import SCHEMA_HEAD
-from .rows import HOUR_NS, hour_columns
+from .rows import HOUR_NS, hour_columns, sources_mask
 from .sqlite import plain_file
 
 
@@ -204,6 +204,11 @@ _CALLS = _Columns(
     "NOT u.duplicate")  # a message two recordings hold, once
 
 
+#: ``usage_models``' sums (a recording's calls by model): only ever read whole, by
+#: :func:`by_recording`, where no time bound cuts them.
+_MODELS = _Columns("usage_models", "", "", "", "", "", "", "1 = 1")
+
+
 def _columns(f: UsageFilter, *times: int) -> _Columns:
     """The per-hour sums when ``f``'s bounds and ``times`` (bucket size and shift)
     are whole hours, else the calls."""
@@ -217,8 +222,10 @@ def _figures(row: tuple[Any, ...], at: int) -> Figures:
                    row[at + 5])
 
 
-def _from(reader: Reader, f: UsageFilter, c: _Columns) -> tuple[str, list[Any]]:
-    """The ``FROM … WHERE …`` of the rows ``f`` keeps, and its parameters."""
+def _from(reader: Reader, f: UsageFilter, c: _Columns, *, join: bool = False,
+          ) -> tuple[str, list[Any]]:
+    """The ``FROM … WHERE …`` of the rows ``f`` keeps, and its parameters (``join``:
+    with the recordings, ``r``, whatever ``f`` asks)."""
     m = reader.marker
     joins, where = "", [c.kept]
     params: list[Any] = []
@@ -234,7 +241,7 @@ def _from(reader: Reader, f: UsageFilter, c: _Columns) -> tuple[str, list[Any]]:
     if f.recordings:
         where.append(f"u.recording_id IN ({', '.join([m] * len(f.recordings))})")
         params.extend(f.recordings)
-    if f.by_recording:
+    if f.by_recording or join:
         joins = " JOIN recordings r ON r.id = u.recording_id"
         if f.project:
             escaped = f.project.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
@@ -281,47 +288,53 @@ class RecordingUsage(NamedTuple):
     cwd: str
     source: str
     last_ns: int
-    #: ``(model, cost sources, figures, the price table's part of the cost)``.
-    models: list[tuple[str, frozenset[str], Figures, float]]
+    #: ``(model, cost sources (a bit mask, bit i: :data:`~.rows.COST_SOURCES` [i]),
+    #: figures, the price table's part of the cost)``.
+    models: list[tuple[str, int, Figures, float]]
 
 
-#: The cost sources a row of ``usage_calls`` can have, each a bit of a group's
-#: :func:`_sources` mask.
-COST_SOURCES: Final = ("cli", "estimate", "unknown")
-_MASKS: Final = [frozenset(s for bit, s in enumerate(COST_SOURCES) if mask >> bit & 1)
-                 for mask in range(1 << len(COST_SOURCES))]
-
-
-def _sources(column: str) -> str:
-    """SQL of a group's cost sources as a bit mask (bit i: :data:`COST_SOURCES` [i])."""
-    return " + ".join(f"MAX(CASE WHEN {column} = '{s}' THEN {1 << bit} ELSE 0 END)"
-                      for bit, s in enumerate(COST_SOURCES))
+#: The recording's columns :func:`by_recording` reads after a model's figures.
+_RECORDING_COLUMNS: Final = "r.cli_session_id, r.name, r.cwd, r.source"
 
 
 def by_recording(reader: Reader, f: UsageFilter) -> list[RecordingUsage]:
     """Each recording with calls: its figures per model, oldest last activity first.
 
-    The database sums them by recording and model (the cost sources a bit mask),
-    a row each, with the recording's columns; nothing is sorted there."""
-    c = _columns(f)
-    source, params = _from(reader, f, c)
-    sums = (f"SELECT u.recording_id, u.model, {c.sums}, {_sources('u.cost_source')}, "
-            f"{c.first}, {c.last}, "
-            f"SUM(CASE WHEN u.cost_source = 'estimate' THEN u.cost_usd ELSE 0 END)"
-            f"{source} GROUP BY u.recording_id, u.model")
-    sql = (f"SELECT s.*, r.cli_session_id, r.name, r.cwd, r.source FROM ({sums}) s "
-           f"JOIN recordings r ON r.id = s.recording_id")
+    Without a time bound: the sums the store keeps by recording and model
+    (``usage_models``), read as they are; with one, the hourly sums (or the
+    calls) that the database adds up by recording and model.  A row each, with
+    the recording's columns; nothing is sorted there."""
+    if f.since_ns is None and f.until_ns is None:
+        source, params = _from(reader, f, _MODELS, join=True)
+        sql = (f"SELECT u.recording_id, u.model, u.input_tokens, u.output_tokens, "
+               f"u.cache_read_tokens, u.cache_creation_tokens, u.cost_usd, u.calls, "
+               f"u.sources, u.first_ns, u.last_ns, u.estimated_usd, {_RECORDING_COLUMNS}"
+               f"{source}")
+    else:
+        c = _columns(f)
+        source, params = _from(reader, f, c)
+        sums = (f"SELECT u.recording_id, u.model, {c.sums}, {sources_mask('u.cost_source')}, "
+                f"{c.first}, {c.last}, "
+                f"SUM(CASE WHEN u.cost_source = 'estimate' THEN u.cost_usd ELSE 0 END)"
+                f"{source} GROUP BY u.recording_id, u.model")
+        sql = (f"SELECT s.*, {_RECORDING_COLUMNS} FROM ({sums}) s "
+               f"JOIN recordings r ON r.id = s.recording_id")
     found: dict[str, list[tuple[Any, ...]]] = {}
     for row in reader.rows(sql, params):
-        found.setdefault(row[0], []).append(row)
+        mine = found.get(row[0])
+        if mine is None:
+            found[row[0]] = [row]
+        else:
+            mine.append(row)
     out = []
     for rid, rows in found.items():
-        rows.sort(key=lambda row: (row[9], row[1]))  # models by their first calls
+        if len(rows) > 1:
+            rows.sort(key=lambda row: (row[9], row[1]))  # models by their first calls
         first = rows[0]
         out.append(RecordingUsage(
             rid, first[12], first[13], first[14] or "", first[15],
             max(int(row[10]) for row in rows),
-            [(row[1], _MASKS[int(row[8])], _figures(row, 2), row[11] or 0.0) for row in rows]))
+            [(row[1], int(row[8]), _figures(row, 2), row[11] or 0.0) for row in rows]))
     out.sort(key=lambda r: (r.last_ns, r.recording_id))
     return out
 
