@@ -25,43 +25,40 @@ import contextlib
 import hashlib
 import json
 import os
-import pickle
-import subprocess
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..display import plural
 from ..errors import ClaudeTraceError, StoreError
 from ..ids import new_recording_id
-from ..model.events import Event
-from ..store.ingest import ended_columns
-from .claude_code import (
-    SOURCE,
-    Transcript,
-    TranscriptError,
-    is_transcript_line,
-    read_session,
-)
-from .claude_trace import is_claude_trace_line, read_claude_trace
-from .continuation import continues
-from .jsonl import EMPTY as _EMPTY
-from .jsonl import UNFINISHED as _UNFINISHED
-from .jsonl import UnreadableFile, first_object, looks_like
 from .layout import (
     ENTRY_TYPES,
+    SOURCE,
     SessionFiles,
+    base_folder,
     file_names,
     fingerprint,
     owner_folder,
+    owner_name,
     peek,
     side_chains_of,
+    stamp,
 )
 from .layout import sessions as group_sessions
 from .owner import importing_elsewhere, this_importer
-from .spool import Spool
+
+if TYPE_CHECKING:
+    import subprocess
+
+    from ..model.events import Event
+    from .claude_code import Transcript
+
+# The readers and converters (and the event model under them) are imported where
+# a file is read or converted: an unchanged tree is planned and found unchanged
+# from its files' stat alone, and those imports were a third of that pass.
 
 Kind = Literal["cassette", "transcript", "claude-trace"]
 Action = Literal["imported", "updated", "unchanged", "skipped", "truncated"]
@@ -104,6 +101,8 @@ class Unit:
     kind: Kind
     path: Path
     files: SessionFiles | None = None
+    #: What the planner read of its files' first lines, by path (:data:`Peeked`).
+    peeked: dict[Path, Peeked] = field(default_factory=dict)
 
     @property
     def paths(self) -> list[Path]:
@@ -118,6 +117,10 @@ def detect(path: Path) -> Kind:
 
 def probe(path: Path) -> tuple[Kind, dict[str, Any]]:
     """:func:`detect`, with the first line's object."""
+    from .claude_code import is_transcript_line
+    from .claude_trace import is_claude_trace_line
+    from .jsonl import EMPTY, UNFINISHED, UnreadableFile, first_object, looks_like
+
     try:
         obj, why = first_object(path)
     except UnreadableFile as exc:
@@ -130,28 +133,47 @@ def probe(path: Path) -> tuple[Kind, dict[str, Any]]:
         if is_claude_trace_line(obj):
             return "claude-trace", obj
         why = looks_like(obj)
-    if obj is None and why in (_EMPTY, _UNFINISHED):
+    if obj is None and why in (EMPTY, UNFINISHED):
         raise ImportFormatError(f"{path}: {why}", pending=True)
     raise ImportFormatError(
         f"{path}: not a claudetrace cassette, a Claude Code transcript or a claude-trace log"
         f" ({why})")
 
 
+#: What planning reads of a file's first lines, kept with its recording
+#: (``extra["peeked"]``, by name: :func:`stored_peeks`) so that the next plan
+#: of an unchanged file reads it from there: the file's :func:`~.layout.stamp`
+#: (size, modification and change times, inode) when read, then its kind, its
+#: session id and its first entry's uuid.
+Peeked = list[Any]
+
+
 @dataclass
 class Planner:
     """Turns paths into :class:`Unit` s, remembering what it learnt of each file (its
-    kind and session id do not change) from one look to the next."""
+    kind and session id do not change) from one look to the next.
+
+    ``stored`` (:func:`stored_peeks`): what an earlier import read of the first
+    lines of files, by absolute path; a file whose stamp is still the one it had
+    then is not opened again."""
 
     known: dict[Path, tuple[Kind, str | None]] = field(default_factory=dict)
     #: Each main transcript's first entry's uuid (a resumed session's files share it).
     starts: dict[Path, str | None] = field(default_factory=dict)
+    stored: dict[str, Peeked] = field(default_factory=dict)
+    #: The stamp of each file whose first lines were read (or found in ``stored``).
+    stamps: dict[Path, tuple[int, ...]] = field(default_factory=dict)
 
     def kind(self, path: Path) -> tuple[Kind, str | None]:
         found = self.known.get(path)
-        if found is None and path.name.startswith("agent-") and owner_folder(path):
+        if found is None and path.name.startswith("agent-") and owner_name(path):
             # A side chain filed under its session: its folder says whose it is.
             return "transcript", None
+        if found is None and self.stored:
+            found = self._stored(path)
         if found is None:
+            with contextlib.suppress(OSError):  # the probe says what is wrong
+                self.stamps[path] = stamp(os.stat(path))
             kind, obj = probe(path)
             sid, uid = obj.get("sessionId"), obj.get("uuid")
             if obj.get("type") not in ENTRY_TYPES:
@@ -165,6 +187,29 @@ class Planner:
             if kind == "transcript":
                 self.starts[path] = uid if isinstance(uid, str) and uid else None
         return found
+
+    def _stored(self, path: Path) -> tuple[Kind, str | None] | None:
+        """What ``stored`` says of ``path``, when it is still the same file."""
+        peeked = self.stored.get(os.path.abspath(path))
+        if peeked is None or len(peeked) != 7:
+            return None
+        try:
+            now = stamp(os.stat(path))
+        except OSError:
+            return None
+        kind, sid, uid = peeked[4:]
+        if tuple(peeked[:4]) != now or kind not in ("transcript", "claude-trace"):
+            return None
+        self.stamps[path] = now
+        found: tuple[Kind, str | None] = (kind, sid if isinstance(sid, str) and sid else None)
+        self.known[path] = found
+        if kind == "transcript":
+            self.starts[path] = uid if isinstance(uid, str) and uid else None
+        return found
+
+    def _peeked(self, paths: Iterable[Path]) -> dict[Path, Peeked]:
+        return {path: [*self.stamps[path], *self.known[path], self.starts.get(path)]
+                for path in paths if path in self.stamps and path in self.known}
 
     def first_uuid(self, path: Path) -> str | None:
         """A main transcript's first entry's uuid (:func:`.layout.peek_first_uuid`)."""
@@ -198,11 +243,11 @@ class Planner:
                 if named is not False:
                     wanted.add(path)
             elif named is not False:
-                units.append(Unit(kind, path))
+                units.append(Unit(kind, path, peeked=self._peeked([path])))
         for group in group_sessions(dict.fromkeys(transcripts), self.session_id,
                                     self.first_uuid):
             if wanted.intersection(group.files):
-                units.append(Unit("transcript", group.path, group))
+                units.append(Unit("transcript", group.path, group, self._peeked(group.files)))
         return units, skipped
 
     @staticmethod
@@ -287,26 +332,49 @@ def index_of(rows: Iterable[tuple[Any, ...]]) -> Index:
     return index
 
 
+#: The ``source`` of recordings converted from files, as :func:`stored_sessions` reads them.
+_CONVERTED = (SOURCE, "claude-trace")
+
+
 def stored_sessions(url: str, store: Callable[[], Any]) -> Index:
     """Every stored session converted from a transcript or log, read in one query:
     straight from a SQLite file (no SQLAlchemy to load when nothing changed), else
     through ``store()``."""
+    found = stored_in_file(url)
+    return found if found is not None else index_of(store().converted_sessions(_CONVERTED))
+
+
+def stored_in_file(url: str) -> Index | None:
+    """:func:`stored_sessions` read straight from a plain SQLite file (read-only,
+    nothing written), or None when ``url`` names none or it cannot be read so."""
     import sqlite3
 
-    from ..store.sqlite import plain_file
+    from ..config import plain_file
 
-    sources = (SOURCE, "claude-trace")
     path = plain_file(url)
-    if path is not None:
-        try:
-            with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro",
-                                                    uri=True)) as conn:
-                return index_of(conn.execute(
-                    "SELECT id, source, cli_session_id, name, tags, extra FROM recordings"
-                    " WHERE source IN (?, ?)", sources))
-        except (sqlite3.Error, ValueError):
-            pass  # not there yet, or not as expected: the store says
-    return index_of(store().converted_sessions(sources))
+    if path is None:
+        return None
+    try:
+        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro",
+                                                uri=True)) as conn:
+            return index_of(conn.execute(
+                "SELECT id, source, cli_session_id, name, tags, extra FROM recordings"
+                " WHERE source IN (?, ?)", _CONVERTED))
+    except (sqlite3.Error, ValueError):
+        return None  # not there yet, or not as expected: the store says
+
+
+def stored_peeks(index: Index | None) -> dict[str, Peeked]:
+    """What earlier imports read of the first lines of the files of the recordings
+    in ``index`` (:data:`Peeked`), by absolute path: for :class:`Planner`."""
+    found: dict[str, Peeked] = {}
+    for known in (index or {}).values():
+        folder, peeked = known.extra.get("folder"), known.extra.get("peeked")
+        if isinstance(folder, str) and isinstance(peeked, dict):
+            for name, value in peeked.items():
+                if isinstance(value, list):
+                    found[os.path.join(folder, name)] = value
+    return found
 
 
 def _recording_of(store: Any, source: str, session_id: str, index: Index | None) -> Any:
@@ -370,6 +438,9 @@ class _Converted:
 
 def _convert(unit: Unit) -> _Converted:
     """Convert a unit into a spool file."""
+    from ..store.ingest import ended_columns
+    from .spool import Spool
+
     spool = Spool()
     try:
         converted = _read(unit, spool.add)
@@ -446,7 +517,7 @@ def import_units(
         for unit in units:
             try:
                 yield import_unit(opened, unit, name=name, tags=tags, index=index)
-            except TranscriptError as exc:
+            except _unreadable() as exc:
                 yield Imported(unit.path, unit.kind, "skipped", None, note=str(exc))
         return
     with contextlib.nullcontext(converting) if converting is not None else Converting(
@@ -463,7 +534,7 @@ def import_units(
                     done = _store_converted(opened, what, made, index, name, tags)
                 finally:
                     os.unlink(made.spool)
-            except TranscriptError as exc:
+            except _unreadable() as exc:
                 done = Imported(unit.path, unit.kind, "skipped", None, note=str(exc))
             yield done
 
@@ -528,7 +599,7 @@ class Converting:
     def drop(self, at: int) -> None:
         """Throw away unit ``at``'s conversion, if it was sent."""
         if at in self.sent:
-            with contextlib.suppress(TranscriptError):
+            with contextlib.suppress(_unreadable()):
                 made = self._answer(at)
                 if made is not None:
                     os.unlink(made.spool)
@@ -536,6 +607,8 @@ class Converting:
     def _answer(self, at: int) -> _Converted | None:
         """The second process's answer for unit ``at`` (those before it, not
         wanted now, thrown away); None when it has none."""
+        import pickle
+
         while self.sent and self.child is not None:
             first = next(iter(self.sent))
             del self.sent[first]
@@ -565,6 +638,9 @@ class Converting:
                 return
 
     def _request(self, at: int) -> bool:
+        import pickle
+        import subprocess
+
         if self.child is None and not self.gone:
             self.child = subprocess.Popen(
                 [sys.executable, "-m", "claudetrace.formats.convert_child"],
@@ -592,6 +668,8 @@ def convert_child() -> int:
     made)``, ``("unreadable", error)`` (a
     :class:`~.claude_code.TranscriptError`), or ``("failed", None)`` for
     anything else (the importer converts that unit itself, to fail as it would)."""
+    import pickle
+
     requests, answers = sys.stdin.buffer, sys.stdout.buffer
     while True:
         try:
@@ -601,7 +679,7 @@ def convert_child() -> int:
         answer: tuple[str, Any]
         try:
             answer = ("converted", _convert(unit))
-        except TranscriptError as exc:
+        except _unreadable() as exc:
             answer = ("unreadable", exc)
         except Exception:
             answer = ("failed", None)
@@ -613,6 +691,9 @@ def _store_converted(
     opened: Callable[[], Any], pending: _Pending, made: _Converted, index: Index | None,
     name: str | None, tags: dict[str, str] | None,
 ) -> Imported:
+    from .continuation import continues
+    from .spool import Spool
+
     unit, converted, known = pending.unit, made.transcript, pending.known
     info = converted.info
     source = info.source
@@ -620,6 +701,11 @@ def _store_converted(
     if known is None:
         known = _recording_of(opened, source, sid, index)
     info.extra.update(fingerprint=pending.digest, files=pending.sizes, session_id=sid)
+    base = base_folder(unit.paths)
+    if unit.peeked and base is not None:
+        names = {path: name for name, path in file_names(unit.paths, base).items()}
+        info.extra.update(folder=os.path.abspath(base), peeked={
+            names[path]: value for path, value in unit.peeked.items() if path in names})
     link = continues(unit.files.path) if unit.files is not None else None
     if link is not None:
         info.extra["continues"] = link
@@ -683,7 +769,19 @@ def _folded_note(folded: tuple[str, ...]) -> str:
             f"{', '.join(folded)}") if folded else ""
 
 
+def _unreadable() -> type[ClaudeTraceError]:
+    """:class:`~.claude_code.TranscriptError` (with the converter, imported when a
+    file is read: an ``except`` clause is evaluated only when something was raised)."""
+    from .claude_code import TranscriptError
+
+    return TranscriptError
+
+
 def _read(unit: Unit, sink: Callable[[Event], None]) -> Transcript:
+    from .claude_code import TranscriptError, read_session
+    from .claude_trace import read_claude_trace
+    from .jsonl import UnreadableFile
+
     try:
         if unit.files is not None:
             return read_session(unit.files, sink=sink)
@@ -719,7 +817,7 @@ def _stored_state(
     SQLite file (no SQLAlchemy to load), else through ``store()``."""
     import sqlite3
 
-    from ..store.sqlite import plain_file
+    from ..config import plain_file
 
     path = plain_file(url) if url else None
     row: tuple[int | None, str] | None = None
@@ -909,5 +1007,7 @@ __all__ = [
     "index_of",
     "probe",
     "stable_recording_id",
+    "stored_in_file",
+    "stored_peeks",
     "stored_sessions",
 ]
