@@ -641,9 +641,11 @@ class Converting:
         import pickle
         import subprocess
 
+        from .spool import spool_folder
+
         if self.child is None and not self.gone:
             self.child = subprocess.Popen(
-                [sys.executable, "-m", "claudetrace.formats.convert_child"],
+                [sys.executable, "-m", "claudetrace.formats.convert_child", spool_folder()],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         if self.child is None or self.gone:
             return False
@@ -662,29 +664,48 @@ class Converting:
         self.sent.clear()
 
 
-def convert_child() -> int:
+def convert_child(folder: str | None = None) -> int:
     """The second process of :class:`Converting`: each unit read (pickled) from stdin,
-    converted into a spool file, answered (pickled) on stdout: ``("converted",
+    converted into a spool file (in ``folder``, the importer's:
+    :func:`~.spool.spool_folder`), answered (pickled) on stdout: ``("converted",
     made)``, ``("unreadable", error)`` (a
     :class:`~.claude_code.TranscriptError`), or ``("failed", None)`` for
-    anything else (the importer converts that unit itself, to fail as it would)."""
+    anything else (the importer converts that unit itself, to fail as it would).
+    It ends when the importer does: at the end of its requests, when its answer
+    cannot be written, or before the next unit once the importer is gone (killed:
+    the units it sent are still in the pipe), leaving no spool file of its own."""
     import pickle
 
+    from .spool import use_folder
+
+    if folder is not None:
+        use_folder(folder)
+    importer = os.getppid()
     requests, answers = sys.stdin.buffer, sys.stdout.buffer
     while True:
         try:
             unit = pickle.load(requests)
         except EOFError:
             return 0
+        if os.getppid() != importer:
+            return 0
         answer: tuple[str, Any]
+        made: _Converted | None = None
         try:
-            answer = ("converted", _convert(unit))
+            made = _convert(unit)
+            answer = ("converted", made)
         except _unreadable() as exc:
             answer = ("unreadable", exc)
         except Exception:
             answer = ("failed", None)
-        pickle.dump(answer, answers, protocol=pickle.HIGHEST_PROTOCOL)
-        answers.flush()
+        try:
+            pickle.dump(answer, answers, protocol=pickle.HIGHEST_PROTOCOL)
+            answers.flush()
+        except OSError:  # the importer is gone: nobody will read or remove it
+            if made is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(made.spool)
+            return 0
 
 
 def _store_converted(
