@@ -17,6 +17,8 @@ from click.testing import CliRunner
 
 from claudetrace.bench.transcripts import write_tree
 from claudetrace.cli import cli
+from claudetrace.formats.imports import Watcher
+from claudetrace.store import Store
 
 PY = sys.executable
 
@@ -70,13 +72,8 @@ def test_an_unchanged_tree_is_found_so_from_stat_alone(tmp_path: Path, db_path: 
     assert _files(db_path) == before
 
 
-@pytest.mark.parametrize("how", ["in place", "renamed over"])
-def test_a_file_rewritten_to_its_size_and_time_is_read_again(
-    tmp_path: Path, db_path: Path, how: str
-) -> None:
-    tree = write_tree(tmp_path / "projects", sessions=3, size=150_000, agents=2)
-    _import(tree.root, db_path)
-    path = sorted(tree.root.glob("*/*.jsonl"))[0]
+def _rewrite(path: Path, how: str) -> None:
+    """Change a word of ``path``, keeping its size and modification time."""
     st = path.stat()
     data = path.read_bytes()
     word = b"checkout"
@@ -93,6 +90,15 @@ def test_a_file_rewritten_to_its_size_and_time_is_read_again(
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     now = path.stat()
     assert (now.st_size, now.st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+
+
+@pytest.mark.parametrize("how", ["in place", "renamed over"])
+def test_a_file_rewritten_to_its_size_and_time_is_read_again(
+    tmp_path: Path, db_path: Path, how: str
+) -> None:
+    tree = write_tree(tmp_path / "projects", sessions=3, size=150_000, agents=2)
+    _import(tree.root, db_path)
+    _rewrite(sorted(tree.root.glob("*/*.jsonl"))[0], how)
     assert _import(tree.root, db_path) == "import: 0 imported, 1 updated, 2 unchanged"
     assert _import(tree.root, db_path) == "import: 0 imported, 0 updated, 3 unchanged"
 
@@ -113,3 +119,18 @@ def test_a_file_grown_is_read_again_and_the_rest_is_not(tmp_path: Path, db_path:
     owner = side.parent.parent
     assert {p.parent for p in opened if p.parent != owner.parent} <= {side.parent}
     assert all(p.name.startswith(owner.name) for p in opened if p.parent == owner.parent)
+
+
+def test_a_watch_sees_a_file_rewritten_to_its_size_and_time(
+    tmp_path: Path, store: Store
+) -> None:
+    tree = write_tree(tmp_path / "projects", sessions=2, size=100_000, agents=1)
+    watcher = Watcher(store, [tree.root])
+    said: list[Any] = []
+    watcher.poll(said.append, lambda path, exc: said.append(exc))
+    assert [d.action for d in said] == ["imported"] * 2
+    said.clear()
+    path = sorted(tree.root.glob("*/*.jsonl"))[0]
+    _rewrite(path, "in place")
+    watcher.poll(said.append, lambda path, exc: said.append(exc))
+    assert [(d.path, d.action) for d in said] == [(path, "updated")]

@@ -971,7 +971,7 @@ class Watcher:
         self.name = name
         self.tags = tags
         self.planner = Planner()
-        self.seen: dict[Path, tuple[tuple[int, int], ...]] = {}
+        self.seen: dict[Path, tuple[tuple[int, ...], ...]] = {}
         self.said: set[tuple[Path, str]] = set()
 
     def poll(
@@ -992,10 +992,12 @@ class Watcher:
             if unit.kind == "cassette":
                 continue
             try:
-                stamp = tuple((p.stat().st_size, p.stat().st_mtime_ns) for p in unit.paths)
+                # As the fingerprint sees them: a file rewritten to its size and
+                # modification time is another.
+                stamps = tuple(stamp(os.stat(p)) for p in unit.paths)
             except OSError:
                 continue  # removed while we looked
-            if self.seen.get(unit.path) == stamp:
+            if self.seen.get(unit.path) == stamps:
                 continue
             try:
                 done = import_unit(self.store, unit, name=self.name, tags=self.tags)
@@ -1006,7 +1008,7 @@ class Watcher:
                         (unit.path, done.note) not in self.said)):
                     self.said.add((unit.path, done.note))
                     report(done)
-            self.seen[unit.path] = stamp
+            self.seen[unit.path] = stamps
 
 
 __all__ = [
