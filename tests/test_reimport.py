@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,7 @@ from claudetrace.formats.imports import Watcher
 from claudetrace.store import Store
 
 PY = sys.executable
+CORPUS = Path(__file__).parent / "fixtures" / "transcripts" / "projects"
 
 #: ``claudetrace import`` in a process that notes, through Python's audit hooks,
 #: every transcript it opens and every process it starts, and which of the
@@ -134,3 +136,25 @@ def test_a_watch_sees_a_file_rewritten_to_its_size_and_time(
     _rewrite(path, "in place")
     watcher.poll(said.append, lambda path, exc: said.append(exc))
     assert [(d.path, d.action) for d in said] == [(path, "updated")]
+
+
+def test_what_a_session_folder_holds_besides_is_skipped_again_unread(
+    tmp_path: Path, db_path: Path
+) -> None:
+    corpus = Path(shutil.copytree(CORPUS, tmp_path / "projects"))
+    argv = ["import", str(corpus), "--db", str(db_path)]
+    first = CliRunner().invoke(cli, argv)
+    assert first.exit_code == 1  # two files skipped
+    report = tmp_path / "report.json"
+    run = subprocess.run([PY, "-c", AUDITED, str(report), *argv], capture_output=True,
+                         text=True, check=False)
+    assert run.returncode == 1
+    assert run.stderr.splitlines()[-1] == "import: 0 imported, 0 updated, 6 unchanged, 2 skipped"
+    said = [line for line in run.stderr.splitlines() if ": skipped: " in line]
+    assert said == [line for line in first.stderr.splitlines() if ": skipped: " in line]
+    assert len(said) == 2
+    # A workflow's journal, filed under its session, is remembered with it; a file
+    # beside the sessions of a project is no session's, and read again to be skipped.
+    opened = json.loads(report.read_text())["opened"]
+    assert [Path(p).name for p in opened] == ["notes.jsonl"]
+    assert any("journal.jsonl: skipped: not a claudetrace cassette" in line for line in said)

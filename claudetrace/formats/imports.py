@@ -36,6 +36,7 @@ from ..errors import ClaudeTraceError, StoreError
 from ..ids import new_recording_id
 from .layout import (
     ENTRY_TYPES,
+    READING,
     SOURCE,
     SessionFiles,
     base_folder,
@@ -144,7 +145,9 @@ def probe(path: Path) -> tuple[Kind, dict[str, Any]]:
 #: (``extra["peeked"]``, by name: :func:`stored_peeks`) so that the next plan
 #: of an unchanged file reads it from there: the file's :func:`~.layout.stamp`
 #: (size, modification and change times, inode) when read, then its kind, its
-#: session id and its first entry's uuid.
+#: session id and its first entry's uuid; or, for a file under a session's
+#: folder that is no transcript (a workflow's ``journal.jsonl``), ``"skipped"``
+#: and what it seems to be.
 Peeked = list[Any]
 
 
@@ -163,6 +166,8 @@ class Planner:
     stored: dict[str, Peeked] = field(default_factory=dict)
     #: The stamp of each file whose first lines were read (or found in ``stored``).
     stamps: dict[Path, tuple[int, ...]] = field(default_factory=dict)
+    #: Why each file read (or found in ``stored``) is no transcript, cassette or log.
+    skips: dict[Path, str] = field(default_factory=dict)
 
     def kind(self, path: Path) -> tuple[Kind, str | None]:
         found = self.known.get(path)
@@ -174,7 +179,13 @@ class Planner:
         if found is None:
             with contextlib.suppress(OSError):  # the probe says what is wrong
                 self.stamps[path] = stamp(os.stat(path))
-            kind, obj = probe(path)
+            try:
+                kind, obj = probe(path)
+            except ImportFormatError as exc:
+                said = str(exc).removeprefix(f"{path}: ")
+                if not exc.pending and said != str(exc) and said.startswith("not a "):
+                    self.skips[path] = said
+                raise
             sid, uid = obj.get("sessionId"), obj.get("uuid")
             if obj.get("type") not in ENTRY_TYPES:
                 uid = None
@@ -198,9 +209,12 @@ class Planner:
         except OSError:
             return None
         kind, sid, uid = peeked[4:]
-        if tuple(peeked[:4]) != now or kind not in ("transcript", "claude-trace"):
+        if tuple(peeked[:4]) != now or kind not in ("transcript", "claude-trace", "skipped"):
             return None
         self.stamps[path] = now
+        if kind == "skipped":
+            self.skips[path] = str(sid)
+            raise ImportFormatError(f"{path}: {sid}")
         found: tuple[Kind, str | None] = (kind, sid if isinstance(sid, str) and sid else None)
         self.known[path] = found
         if kind == "transcript":
@@ -209,7 +223,9 @@ class Planner:
 
     def _peeked(self, paths: Iterable[Path]) -> dict[Path, Peeked]:
         return {path: [*self.stamps[path], *self.known[path], self.starts.get(path)]
-                for path in paths if path in self.stamps and path in self.known}
+                if path in self.known else [*self.stamps[path], "skipped", self.skips[path], None]
+                for path in paths if path in self.stamps and (
+                    path in self.known or path in self.skips)}
 
     def first_uuid(self, path: Path) -> str | None:
         """A main transcript's first entry's uuid (:func:`.layout.peek_first_uuid`)."""
@@ -244,10 +260,20 @@ class Planner:
                     wanted.add(path)
             elif named is not False:
                 units.append(Unit(kind, path, peeked=self._peeked([path])))
+        owners: dict[str, Unit] = {}
         for group in group_sessions(dict.fromkeys(transcripts), self.session_id,
                                     self.first_uuid):
             if wanted.intersection(group.files):
-                units.append(Unit("transcript", group.path, group, self._peeked(group.files)))
+                unit = Unit("transcript", group.path, group, self._peeked(group.files))
+                units.append(unit)
+                owners.update((str(p.with_suffix("")), unit) for p in group.mains)
+                owners.update((owner, unit) for p in group.sides if (owner := owner_name(p)))
+        # What a session's folder holds that is no transcript is remembered with
+        # the session, so that it is skipped again without being read.
+        for done in skipped:
+            owner = owner_name(done.path)
+            if owner in owners:
+                owners[owner].peeked.update(self._peeked([done.path]))
         return units, skipped
 
     @staticmethod
@@ -368,9 +394,12 @@ def stored_peeks(index: Index | None) -> dict[str, Peeked]:
     """What earlier imports read of the first lines of the files of the recordings
     in ``index`` (:data:`Peeked`), by absolute path: for :class:`Planner`."""
     found: dict[str, Peeked] = {}
+    reading = READING.decode()
     for known in (index or {}).values():
         folder, peeked = known.extra.get("folder"), known.extra.get("peeked")
-        if isinstance(folder, str) and isinstance(peeked, dict):
+        # Read as this reading reads a file's first lines, else read again.
+        if isinstance(folder, str) and isinstance(peeked, dict) and (
+                known.extra.get("peeked_reading") == reading):
             for name, value in peeked.items():
                 if isinstance(value, list):
                     found[os.path.join(folder, name)] = value
@@ -724,9 +753,9 @@ def _store_converted(
     info.extra.update(fingerprint=pending.digest, files=pending.sizes, session_id=sid)
     base = base_folder(unit.paths)
     if unit.peeked and base is not None:
-        names = {path: name for name, path in file_names(unit.paths, base).items()}
-        info.extra.update(folder=os.path.abspath(base), peeked={
-            names[path]: value for path, value in unit.peeked.items() if path in names})
+        names = file_names(list(unit.peeked), base)
+        info.extra.update(folder=os.path.abspath(base), peeked_reading=READING.decode(),
+                          peeked={name: unit.peeked[path] for name, path in names.items()})
     link = continues(unit.files.path) if unit.files is not None else None
     if link is not None:
         info.extra["continues"] = link
