@@ -42,11 +42,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from .config import data_dir, resolve_url
-from .model.events import Direction, Event, LineSplitter
 from .recording import RecordingInfo
+
+if TYPE_CHECKING:
+    from .model.events import Direction, Event
 
 __all__ = ["data_dir", "resolve_url"]  # where captures and the database live: claudetrace.config
 
@@ -346,6 +348,10 @@ class RecordLines:
         self.lost_bytes = 0
         #: What was wrong with the capture's own records (a damaged end record…).
         self.problems: list[str] = []
+        # Here, not at the top: a command that only looks for captures waiting
+        # (an unchanged `import`) loads no event model.
+        from .model.events import LineSplitter
+
         self._splitters = {d: LineSplitter() for d in CHUNK_KINDS}
         #: Directions after a gap, whose bytes up to the next newline are a tail.
         self._cut: set[str] = set()
@@ -410,6 +416,8 @@ class RecordLines:
     def rests(self) -> list[Event]:
         """The final lines without a newline, as events, each complete when its last
         bytes were read."""
+        from .model.events import Event
+
         events = []
         for direction in CHUNK_KINDS:
             rest = self._splitters[direction].finish()

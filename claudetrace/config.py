@@ -61,6 +61,28 @@ def resolve_url(db: str | None = None) -> str:
 INDEXER_PRIORITY_ENV: Final = "CLAUDETRACE_INDEXER_PRIORITY"
 
 
+def plain_file(url: str) -> Path | None:
+    """The file of ``url`` when it is a SQLite file named plainly
+    (``sqlite:///PATH``, nothing to decode, no options) and exists; else None."""
+    path = plain_name(url)
+    return path if path is not None and path.is_file() else None
+
+
+def plain_name(url: str) -> Path | None:
+    """The file ``url`` names when it is a SQLite file named plainly
+    (``sqlite:///PATH``, nothing to decode, no options), there or not; else None."""
+    prefix = "sqlite:///"
+    if not url.startswith(prefix):
+        return None
+    name = url[len(prefix):]
+    if not name or name == ":memory:" or name.startswith("file:") or any(
+            c in name for c in "%?#"):
+        return None
+    from pathlib import Path
+
+    return Path(name)
+
+
 def yield_cpu(priority: str | None = None) -> None:
     """Run on otherwise idle CPU time (``SCHED_IDLE``) unless told otherwise.
 

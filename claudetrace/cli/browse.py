@@ -459,22 +459,31 @@ def import_(
     """
     import os
 
-    from ..formats.imports import Converting, ImportFormatError, Planner, in_parallel
+    from ..config import plain_file, plain_name, resolve_url
+    from ..formats.imports import (
+        Converting,
+        ImportFormatError,
+        Planner,
+        in_parallel,
+        stored_in_file,
+        stored_peeks,
+    )
     from .record import _parse_tags
 
     parsed_tags = _parse_tags(tags)
-    planner = Planner()
+    url = resolve_url(db_url)
+    # What a SQLite file holds already, read first, in one query: an unchanged
+    # file is then planned without being opened (a server database is read
+    # later, through the store, which its import opens anyway).
+    index = stored_in_file(url)
+    planner = Planner(stored=stored_peeks(index))
     units, skipped = planner.plan(paths)
     # One file named: what is wrong with it is the command's one-line error.
     single = len(paths) == 1 and not os.path.isdir(paths[0]) and not watch
     if single and skipped:
         raise ImportFormatError(skipped[0].note)
     from .. import capture as cap
-    from ..config import resolve_url
-    from ..indexer import open_settled_store, writer_for
-    from ..store.sqlite import plain_file, plain_name
 
-    url = resolve_url(db_url)
     # Into a SQLite file not made yet (nothing in it to compare with), the
     # sessions' conversion starts first: it runs beside the file's migrations.
     sessions = [u for u in units if u.kind != "cassette"]
@@ -485,6 +494,7 @@ def import_(
     # reading; started first, so its start-up runs beside ours (none without one).
     started: Any = None
     if any(u.kind == "cassette" for u in units):
+        from ..indexer import writer_for
         from ..store.writer import WriterProcess
 
         started = WriterProcess(url, writer_for(db_url))
@@ -494,6 +504,9 @@ def import_(
         """The store, opened (and settled) when first needed: cassettes written
         by the writer into a database that is there need none (nor SQLAlchemy)."""
         if not opened:
+            # Here: an unchanged tree needs no store, nor the indexer's imports.
+            from ..indexer import open_settled_store
+
             opened.append(open_settled_store(db_url, create=True))
         return opened[0]
 
@@ -506,7 +519,8 @@ def import_(
             store()  # a file to make, or a database in memory: opened first, as ever
         # A database in memory is one per process: the writer's would be another.
         writer = None if opened and opened[0].in_memory else started
-        _import_units(units, store, writer, name, parsed_tags, tally, url, single, converting)
+        _import_units(units, store, writer, name, parsed_tags, tally, url, single, converting,
+                      index)
         if not opened and cap.capture_files(url):
             store()  # stores the finished sessions still waiting, as every command does
     click.echo(tally.summary(), err=True)
@@ -519,7 +533,7 @@ def import_(
 
 def _import_units(units: Sequence[Any], store: Any, writer: Any, name: str | None,
                   tags: dict[str, str], tally: _Tally, url: str, single: bool,
-                  converting: Any = None) -> None:
+                  converting: Any = None, index: Any = None) -> None:
     from ..errors import ClaudeTraceError, StoreError
     from ..formats.imports import (
         Imported,
@@ -549,7 +563,8 @@ def _import_units(units: Sequence[Any], store: Any, writer: Any, name: str | Non
         if not converted:
             return
         # What is stored already, in one look (an unchanged session opens nothing).
-        index = stored_sessions(url, store)
+        if index is None:
+            index = stored_sessions(url, store)
         for done, _unit in zip(import_units(store, converted, name=name, tags=tags, index=index,
                                             converting=converting),
                                shown, strict=False):

@@ -48,11 +48,9 @@ from ..errors import ClaudeTraceError
 from ..model.events import Event, is_tool_result_type, parsed_event
 from ..recording import RecordingInfo, new_recording_id
 from .jsonl import JsonlFile
-from .layout import SessionFiles, peek_session_id, side_chains_of
+from .layout import SOURCE, SessionFiles, peek_session_id, side_chains_of
 from .timeline import Item, agent_links, first_time, main_items, merged, timed, timestamp_ns
 
-#: ``source`` of recordings imported from transcripts.
-SOURCE: Final = "transcript"
 #: Types only a Claude Code transcript line has (a stream-json line never does).
 _TRANSCRIPT_ONLY: Final = frozenset(
     {

@@ -11,4 +11,4 @@ import sys
 from .imports import convert_child
 
 if __name__ == "__main__":
-    sys.exit(convert_child())
+    sys.exit(convert_child(sys.argv[1] if len(sys.argv) > 1 else None))

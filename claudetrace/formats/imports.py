@@ -25,43 +25,41 @@ import contextlib
 import hashlib
 import json
 import os
-import pickle
-import subprocess
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..display import plural
 from ..errors import ClaudeTraceError, StoreError
 from ..ids import new_recording_id
-from ..model.events import Event
-from ..store.ingest import ended_columns
-from .claude_code import (
-    SOURCE,
-    Transcript,
-    TranscriptError,
-    is_transcript_line,
-    read_session,
-)
-from .claude_trace import is_claude_trace_line, read_claude_trace
-from .continuation import continues
-from .jsonl import EMPTY as _EMPTY
-from .jsonl import UNFINISHED as _UNFINISHED
-from .jsonl import UnreadableFile, first_object, looks_like
 from .layout import (
     ENTRY_TYPES,
+    READING,
+    SOURCE,
     SessionFiles,
+    base_folder,
     file_names,
     fingerprint,
     owner_folder,
+    owner_name,
     peek,
     side_chains_of,
+    stamp,
 )
 from .layout import sessions as group_sessions
 from .owner import importing_elsewhere, this_importer
-from .spool import Spool
+
+if TYPE_CHECKING:
+    import subprocess
+
+    from ..model.events import Event
+    from .claude_code import Transcript
+
+# The readers and converters (and the event model under them) are imported where
+# a file is read or converted: an unchanged tree is planned and found unchanged
+# from its files' stat alone, and those imports were a third of that pass.
 
 Kind = Literal["cassette", "transcript", "claude-trace"]
 Action = Literal["imported", "updated", "unchanged", "skipped", "truncated"]
@@ -104,6 +102,8 @@ class Unit:
     kind: Kind
     path: Path
     files: SessionFiles | None = None
+    #: What the planner read of its files' first lines, by path (:data:`Peeked`).
+    peeked: dict[Path, Peeked] = field(default_factory=dict)
 
     @property
     def paths(self) -> list[Path]:
@@ -118,6 +118,10 @@ def detect(path: Path) -> Kind:
 
 def probe(path: Path) -> tuple[Kind, dict[str, Any]]:
     """:func:`detect`, with the first line's object."""
+    from .claude_code import is_transcript_line
+    from .claude_trace import is_claude_trace_line
+    from .jsonl import EMPTY, UNFINISHED, UnreadableFile, first_object, looks_like
+
     try:
         obj, why = first_object(path)
     except UnreadableFile as exc:
@@ -130,29 +134,58 @@ def probe(path: Path) -> tuple[Kind, dict[str, Any]]:
         if is_claude_trace_line(obj):
             return "claude-trace", obj
         why = looks_like(obj)
-    if obj is None and why in (_EMPTY, _UNFINISHED):
+    if obj is None and why in (EMPTY, UNFINISHED):
         raise ImportFormatError(f"{path}: {why}", pending=True)
     raise ImportFormatError(
         f"{path}: not a claudetrace cassette, a Claude Code transcript or a claude-trace log"
         f" ({why})")
 
 
+#: What planning reads of a file's first lines, kept with its recording
+#: (``extra["peeked"]``, by name: :func:`stored_peeks`) so that the next plan
+#: of an unchanged file reads it from there: the file's :func:`~.layout.stamp`
+#: (size, modification and change times, inode) when read, then its kind, its
+#: session id and its first entry's uuid; or, for a file under a session's
+#: folder that is no transcript (a workflow's ``journal.jsonl``), ``"skipped"``
+#: and what it seems to be.
+Peeked = list[Any]
+
+
 @dataclass
 class Planner:
     """Turns paths into :class:`Unit` s, remembering what it learnt of each file (its
-    kind and session id do not change) from one look to the next."""
+    kind and session id do not change) from one look to the next.
+
+    ``stored`` (:func:`stored_peeks`): what an earlier import read of the first
+    lines of files, by absolute path; a file whose stamp is still the one it had
+    then is not opened again."""
 
     known: dict[Path, tuple[Kind, str | None]] = field(default_factory=dict)
     #: Each main transcript's first entry's uuid (a resumed session's files share it).
     starts: dict[Path, str | None] = field(default_factory=dict)
+    stored: dict[str, Peeked] = field(default_factory=dict)
+    #: The stamp of each file whose first lines were read (or found in ``stored``).
+    stamps: dict[Path, tuple[int, ...]] = field(default_factory=dict)
+    #: Why each file read (or found in ``stored``) is no transcript, cassette or log.
+    skips: dict[Path, str] = field(default_factory=dict)
 
     def kind(self, path: Path) -> tuple[Kind, str | None]:
         found = self.known.get(path)
-        if found is None and path.name.startswith("agent-") and owner_folder(path):
+        if found is None and path.name.startswith("agent-") and owner_name(path):
             # A side chain filed under its session: its folder says whose it is.
             return "transcript", None
+        if found is None and self.stored:
+            found = self._stored(path)
         if found is None:
-            kind, obj = probe(path)
+            with contextlib.suppress(OSError):  # the probe says what is wrong
+                self.stamps[path] = stamp(os.stat(path))
+            try:
+                kind, obj = probe(path)
+            except ImportFormatError as exc:
+                said = str(exc).removeprefix(f"{path}: ")
+                if not exc.pending and said != str(exc) and said.startswith("not a "):
+                    self.skips[path] = said
+                raise
             sid, uid = obj.get("sessionId"), obj.get("uuid")
             if obj.get("type") not in ENTRY_TYPES:
                 uid = None
@@ -165,6 +198,34 @@ class Planner:
             if kind == "transcript":
                 self.starts[path] = uid if isinstance(uid, str) and uid else None
         return found
+
+    def _stored(self, path: Path) -> tuple[Kind, str | None] | None:
+        """What ``stored`` says of ``path``, when it is still the same file."""
+        peeked = self.stored.get(os.path.abspath(path))
+        if peeked is None or len(peeked) != 7:
+            return None
+        try:
+            now = stamp(os.stat(path))
+        except OSError:
+            return None
+        kind, sid, uid = peeked[4:]
+        if tuple(peeked[:4]) != now or kind not in ("transcript", "claude-trace", "skipped"):
+            return None
+        self.stamps[path] = now
+        if kind == "skipped":
+            self.skips[path] = str(sid)
+            raise ImportFormatError(f"{path}: {sid}")
+        found: tuple[Kind, str | None] = (kind, sid if isinstance(sid, str) and sid else None)
+        self.known[path] = found
+        if kind == "transcript":
+            self.starts[path] = uid if isinstance(uid, str) and uid else None
+        return found
+
+    def _peeked(self, paths: Iterable[Path]) -> dict[Path, Peeked]:
+        return {path: [*self.stamps[path], *self.known[path], self.starts.get(path)]
+                if path in self.known else [*self.stamps[path], "skipped", self.skips[path], None]
+                for path in paths if path in self.stamps and (
+                    path in self.known or path in self.skips)}
 
     def first_uuid(self, path: Path) -> str | None:
         """A main transcript's first entry's uuid (:func:`.layout.peek_first_uuid`)."""
@@ -198,11 +259,21 @@ class Planner:
                 if named is not False:
                     wanted.add(path)
             elif named is not False:
-                units.append(Unit(kind, path))
+                units.append(Unit(kind, path, peeked=self._peeked([path])))
+        owners: dict[str, Unit] = {}
         for group in group_sessions(dict.fromkeys(transcripts), self.session_id,
                                     self.first_uuid):
             if wanted.intersection(group.files):
-                units.append(Unit("transcript", group.path, group))
+                unit = Unit("transcript", group.path, group, self._peeked(group.files))
+                units.append(unit)
+                owners.update((str(p.with_suffix("")), unit) for p in group.mains)
+                owners.update((owner, unit) for p in group.sides if (owner := owner_name(p)))
+        # What a session's folder holds that is no transcript is remembered with
+        # the session, so that it is skipped again without being read.
+        for done in skipped:
+            owner = owner_name(done.path)
+            if owner in owners:
+                owners[owner].peeked.update(self._peeked([done.path]))
         return units, skipped
 
     @staticmethod
@@ -287,26 +358,52 @@ def index_of(rows: Iterable[tuple[Any, ...]]) -> Index:
     return index
 
 
+#: The ``source`` of recordings converted from files, as :func:`stored_sessions` reads them.
+_CONVERTED = (SOURCE, "claude-trace")
+
+
 def stored_sessions(url: str, store: Callable[[], Any]) -> Index:
     """Every stored session converted from a transcript or log, read in one query:
     straight from a SQLite file (no SQLAlchemy to load when nothing changed), else
     through ``store()``."""
+    found = stored_in_file(url)
+    return found if found is not None else index_of(store().converted_sessions(_CONVERTED))
+
+
+def stored_in_file(url: str) -> Index | None:
+    """:func:`stored_sessions` read straight from a plain SQLite file (read-only,
+    nothing written), or None when ``url`` names none or it cannot be read so."""
     import sqlite3
 
-    from ..store.sqlite import plain_file
+    from ..config import plain_file
 
-    sources = (SOURCE, "claude-trace")
     path = plain_file(url)
-    if path is not None:
-        try:
-            with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro",
-                                                    uri=True)) as conn:
-                return index_of(conn.execute(
-                    "SELECT id, source, cli_session_id, name, tags, extra FROM recordings"
-                    " WHERE source IN (?, ?)", sources))
-        except (sqlite3.Error, ValueError):
-            pass  # not there yet, or not as expected: the store says
-    return index_of(store().converted_sessions(sources))
+    if path is None:
+        return None
+    try:
+        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro",
+                                                uri=True)) as conn:
+            return index_of(conn.execute(
+                "SELECT id, source, cli_session_id, name, tags, extra FROM recordings"
+                " WHERE source IN (?, ?)", _CONVERTED))
+    except (sqlite3.Error, ValueError):
+        return None  # not there yet, or not as expected: the store says
+
+
+def stored_peeks(index: Index | None) -> dict[str, Peeked]:
+    """What earlier imports read of the first lines of the files of the recordings
+    in ``index`` (:data:`Peeked`), by absolute path: for :class:`Planner`."""
+    found: dict[str, Peeked] = {}
+    reading = READING.decode()
+    for known in (index or {}).values():
+        folder, peeked = known.extra.get("folder"), known.extra.get("peeked")
+        # Read as this reading reads a file's first lines, else read again.
+        if isinstance(folder, str) and isinstance(peeked, dict) and (
+                known.extra.get("peeked_reading") == reading):
+            for name, value in peeked.items():
+                if isinstance(value, list):
+                    found[os.path.join(folder, name)] = value
+    return found
 
 
 def _recording_of(store: Any, source: str, session_id: str, index: Index | None) -> Any:
@@ -370,6 +467,9 @@ class _Converted:
 
 def _convert(unit: Unit) -> _Converted:
     """Convert a unit into a spool file."""
+    from ..store.ingest import ended_columns
+    from .spool import Spool
+
     spool = Spool()
     try:
         converted = _read(unit, spool.add)
@@ -446,7 +546,7 @@ def import_units(
         for unit in units:
             try:
                 yield import_unit(opened, unit, name=name, tags=tags, index=index)
-            except TranscriptError as exc:
+            except _unreadable() as exc:
                 yield Imported(unit.path, unit.kind, "skipped", None, note=str(exc))
         return
     with contextlib.nullcontext(converting) if converting is not None else Converting(
@@ -463,7 +563,7 @@ def import_units(
                     done = _store_converted(opened, what, made, index, name, tags)
                 finally:
                     os.unlink(made.spool)
-            except TranscriptError as exc:
+            except _unreadable() as exc:
                 done = Imported(unit.path, unit.kind, "skipped", None, note=str(exc))
             yield done
 
@@ -528,7 +628,7 @@ class Converting:
     def drop(self, at: int) -> None:
         """Throw away unit ``at``'s conversion, if it was sent."""
         if at in self.sent:
-            with contextlib.suppress(TranscriptError):
+            with contextlib.suppress(_unreadable()):
                 made = self._answer(at)
                 if made is not None:
                     os.unlink(made.spool)
@@ -536,6 +636,8 @@ class Converting:
     def _answer(self, at: int) -> _Converted | None:
         """The second process's answer for unit ``at`` (those before it, not
         wanted now, thrown away); None when it has none."""
+        import pickle
+
         while self.sent and self.child is not None:
             first = next(iter(self.sent))
             del self.sent[first]
@@ -565,9 +667,14 @@ class Converting:
                 return
 
     def _request(self, at: int) -> bool:
+        import pickle
+        import subprocess
+
+        from .spool import spool_folder
+
         if self.child is None and not self.gone:
             self.child = subprocess.Popen(
-                [sys.executable, "-m", "claudetrace.formats.convert_child"],
+                [sys.executable, "-m", "claudetrace.formats.convert_child", spool_folder()],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         if self.child is None or self.gone:
             return False
@@ -586,33 +693,57 @@ class Converting:
         self.sent.clear()
 
 
-def convert_child() -> int:
+def convert_child(folder: str | None = None) -> int:
     """The second process of :class:`Converting`: each unit read (pickled) from stdin,
-    converted into a spool file, answered (pickled) on stdout: ``("converted",
+    converted into a spool file (in ``folder``, the importer's:
+    :func:`~.spool.spool_folder`), answered (pickled) on stdout: ``("converted",
     made)``, ``("unreadable", error)`` (a
     :class:`~.claude_code.TranscriptError`), or ``("failed", None)`` for
-    anything else (the importer converts that unit itself, to fail as it would)."""
+    anything else (the importer converts that unit itself, to fail as it would).
+    It ends when the importer does: at the end of its requests, when its answer
+    cannot be written, or before the next unit once the importer is gone (killed:
+    the units it sent are still in the pipe), leaving no spool file of its own."""
+    import pickle
+
+    from .spool import use_folder
+
+    if folder is not None:
+        use_folder(folder)
+    importer = os.getppid()
     requests, answers = sys.stdin.buffer, sys.stdout.buffer
     while True:
         try:
             unit = pickle.load(requests)
         except EOFError:
             return 0
+        if os.getppid() != importer:
+            return 0
         answer: tuple[str, Any]
+        made: _Converted | None = None
         try:
-            answer = ("converted", _convert(unit))
-        except TranscriptError as exc:
+            made = _convert(unit)
+            answer = ("converted", made)
+        except _unreadable() as exc:
             answer = ("unreadable", exc)
         except Exception:
             answer = ("failed", None)
-        pickle.dump(answer, answers, protocol=pickle.HIGHEST_PROTOCOL)
-        answers.flush()
+        try:
+            pickle.dump(answer, answers, protocol=pickle.HIGHEST_PROTOCOL)
+            answers.flush()
+        except OSError:  # the importer is gone: nobody will read or remove it
+            if made is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(made.spool)
+            return 0
 
 
 def _store_converted(
     opened: Callable[[], Any], pending: _Pending, made: _Converted, index: Index | None,
     name: str | None, tags: dict[str, str] | None,
 ) -> Imported:
+    from .continuation import continues
+    from .spool import Spool
+
     unit, converted, known = pending.unit, made.transcript, pending.known
     info = converted.info
     source = info.source
@@ -620,6 +751,11 @@ def _store_converted(
     if known is None:
         known = _recording_of(opened, source, sid, index)
     info.extra.update(fingerprint=pending.digest, files=pending.sizes, session_id=sid)
+    base = base_folder(unit.paths)
+    if unit.peeked and base is not None:
+        names = file_names(list(unit.peeked), base)
+        info.extra.update(folder=os.path.abspath(base), peeked_reading=READING.decode(),
+                          peeked={name: unit.peeked[path] for name, path in names.items()})
     link = continues(unit.files.path) if unit.files is not None else None
     if link is not None:
         info.extra["continues"] = link
@@ -683,7 +819,19 @@ def _folded_note(folded: tuple[str, ...]) -> str:
             f"{', '.join(folded)}") if folded else ""
 
 
+def _unreadable() -> type[ClaudeTraceError]:
+    """:class:`~.claude_code.TranscriptError` (with the converter, imported when a
+    file is read: an ``except`` clause is evaluated only when something was raised)."""
+    from .claude_code import TranscriptError
+
+    return TranscriptError
+
+
 def _read(unit: Unit, sink: Callable[[Event], None]) -> Transcript:
+    from .claude_code import TranscriptError, read_session
+    from .claude_trace import read_claude_trace
+    from .jsonl import UnreadableFile
+
     try:
         if unit.files is not None:
             return read_session(unit.files, sink=sink)
@@ -719,7 +867,7 @@ def _stored_state(
     SQLite file (no SQLAlchemy to load), else through ``store()``."""
     import sqlite3
 
-    from ..store.sqlite import plain_file
+    from ..config import plain_file
 
     path = plain_file(url) if url else None
     row: tuple[int | None, str] | None = None
@@ -852,7 +1000,7 @@ class Watcher:
         self.name = name
         self.tags = tags
         self.planner = Planner()
-        self.seen: dict[Path, tuple[tuple[int, int], ...]] = {}
+        self.seen: dict[Path, tuple[tuple[int, ...], ...]] = {}
         self.said: set[tuple[Path, str]] = set()
 
     def poll(
@@ -873,10 +1021,12 @@ class Watcher:
             if unit.kind == "cassette":
                 continue
             try:
-                stamp = tuple((p.stat().st_size, p.stat().st_mtime_ns) for p in unit.paths)
+                # As the fingerprint sees them: a file rewritten to its size and
+                # modification time is another.
+                stamps = tuple(stamp(os.stat(p)) for p in unit.paths)
             except OSError:
                 continue  # removed while we looked
-            if self.seen.get(unit.path) == stamp:
+            if self.seen.get(unit.path) == stamps:
                 continue
             try:
                 done = import_unit(self.store, unit, name=self.name, tags=self.tags)
@@ -887,7 +1037,7 @@ class Watcher:
                         (unit.path, done.note) not in self.said)):
                     self.said.add((unit.path, done.note))
                     report(done)
-            self.seen[unit.path] = stamp
+            self.seen[unit.path] = stamps
 
 
 __all__ = [
@@ -909,5 +1059,7 @@ __all__ = [
     "index_of",
     "probe",
     "stable_recording_id",
+    "stored_in_file",
+    "stored_peeks",
     "stored_sessions",
 ]

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from .jsonl import JsonlFile
-
+#: ``source`` of recordings imported from transcripts.
+SOURCE: Final = "transcript"
 #: Lines read to find a file's session id (a few bookkeeping lines may come first).
 _PEEK_LINES: Final = 20
 
@@ -59,14 +59,24 @@ class SessionFiles:
 
 def is_side_chain(path: Path) -> bool:
     """A subagent's transcript (``agent-*.jsonl``, top level or under ``subagents/``)."""
-    return path.name.startswith("agent-") or owner_folder(path) is not None
+    return path.name.startswith("agent-") or owner_name(path) is not None
 
 
 def owner_folder(path: Path) -> Path | None:
     """The session folder a ``…/<session>/subagents/…`` file is filed under."""
+    name = owner_name(path)
+    return Path(name) if name is not None else None
+
+
+def owner_name(path: Path) -> str | None:
+    """:func:`owner_folder`'s name (no :class:`~pathlib.Path` made: planning a tree
+    asks it of every file)."""
     name = str(path)
-    at = name.rfind(f"{os.sep}subagents{os.sep}")
-    return Path(name[:at]) if at > 0 else None
+    at = name.rfind(_SUBAGENTS)
+    return name[:at] if at > 0 else None
+
+
+_SUBAGENTS: Final = f"{os.sep}subagents{os.sep}"
 
 
 def peek_session_id(path: Path) -> str | None:
@@ -83,6 +93,10 @@ def peek_first_uuid(path: Path) -> str | None:
 def peek(path: Path) -> tuple[str | None, str | None]:
     """A file's first ``sessionId`` and first conversation entry's uuid, from its
     first lines (one read for both)."""
+    # Here, not above: planning an unchanged tree never opens a file, and the
+    # reader's imports (the event model) are a third of that pass's time.
+    from .jsonl import JsonlFile
+
     sid: str | None = None
     uid: str | None = None
     objects = JsonlFile(path).objects()
@@ -111,20 +125,23 @@ def sessions(paths: Iterable[Path], session_of: Any = peek_session_id,
     uuid (a cache can stand in for each).
     """
     found: dict[str, SessionFiles] = {}
-    owners: dict[Path, str] = {}
+    owners: dict[str, str] = {}
     for path in paths:
-        owner = owner_folder(path)
+        owner = owner_name(path)
         if owner is None:
             sid = session_of(path)
         elif owner in owners:
             sid = owners[owner]
         else:
-            main = owner.with_suffix(".jsonl")
-            sid = owners[owner] = (session_of(main) if main.is_file() else None) or owner.name
+            main = Path(owner).with_suffix(".jsonl")
+            sid = owners[owner] = (session_of(main) if main.is_file() else None) or (
+                os.path.basename(owner))
         if not sid:
             sid = path.stem
-        group = found.setdefault(sid, SessionFiles(sid))
-        if is_side_chain(path):
+        group = found.get(sid)
+        if group is None:
+            group = found[sid] = SessionFiles(sid)
+        if owner is not None or path.name.startswith("agent-"):  # is_side_chain
             group.sides.append(path)
         else:
             group.mains.append(path)
@@ -186,25 +203,49 @@ READING: Final = b"3"
 
 def fingerprint(paths: Sequence[Path], base: Path | None = None) -> str:
     """A digest of the files' names (relative to ``base``, however the folder was
-    named or wherever it moved), sizes and modification times, and of
-    :data:`READING`: an unchanged session is skipped on import without reading it."""
+    named or wherever it moved), sizes, modification and change times and inode
+    numbers, and of :data:`READING`: an unchanged session is skipped on import
+    without reading it.  The change time and inode tell a file replaced by another
+    of the same size whose modification time was kept (``cp -p``, ``rsync -t``,
+    a rename over it), which the size and modification time alone would not."""
     digest = hashlib.sha256(b"reading " + READING + b"\0")
     for name, path in sorted(file_names(paths, base).items()):
-        st = path.stat()
-        digest.update(os.fsencode(name) + f"\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+        digest.update(os.fsencode(name) + b"\0" + stamp_bytes(os.stat(path)))
     return digest.hexdigest()
 
 
+def stamp(st: os.stat_result) -> tuple[int, int, int, int]:
+    """What a file's ``stat`` says of its content: size, modification and change
+    times, inode number (the same four for the same file, unless rewritten
+    within one tick of the file system's clock to the same size)."""
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino
+
+
+def stamp_bytes(st: os.stat_result) -> bytes:
+    return f"{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\0".encode()
+
+
+def base_folder(paths: Sequence[Path]) -> Path | None:
+    """The folder a unit's file names are relative to: the project folder of the
+    first file (a side chain filed under its session names the session's folder)."""
+    if not paths:
+        return None
+    owner = owner_folder(paths[0])
+    return owner.parent if owner is not None else paths[0].parent
+
+
 def file_names(paths: Sequence[Path], base: Path | None = None) -> dict[str, Path]:
-    """Each file by its name relative to ``base`` (else the project folder of the
-    first: a side chain filed under its session names the session's folder)."""
-    if base is None and paths:
-        owner = owner_folder(paths[0])
-        base = owner.parent if owner is not None else paths[0].parent
+    """Each file by its name relative to ``base`` (else :func:`base_folder`)."""
+    if base is None:
+        base = base_folder(paths)
     top = str(base) if base is not None else ""
-    return {os.path.relpath(path, top): path for path in paths}
+    # Files found under ``base`` (all of them, but for a file named beside its
+    # session's) need no os.path.relpath, a tenth of an unchanged pass.
+    prefix = top + os.sep if top and top != "." else ""
+    return {(name[len(prefix):] if prefix and (name := str(path)).startswith(prefix)
+             and ".." not in name else os.path.relpath(path, top)): path for path in paths}
 
 
-__all__ = ["ENTRY_TYPES", "SessionFiles", "file_names", "fingerprint", "is_side_chain",
-           "owner_folder", "peek", "peek_first_uuid", "peek_session_id", "sessions",
-           "side_chains_of"]
+__all__ = ["ENTRY_TYPES", "SOURCE", "SessionFiles", "base_folder", "file_names", "fingerprint",
+           "is_side_chain", "owner_folder", "owner_name", "peek", "peek_first_uuid",
+           "peek_session_id", "sessions", "side_chains_of", "stamp"]

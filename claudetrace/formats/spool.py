@@ -9,11 +9,21 @@ worked out while the converter holds the parsed line.  Memory holds a line at a
 time, whatever the session's size; :meth:`Spool.read` gives the events back,
 as :class:`~claudetrace.store.textindex.Said`, for the store to write a batch at
 a time without parsing a line again.
+
+Spool files live in a folder of the importing process's own
+(:func:`spool_folder`: ``claudetrace-spool-HOST-PID-START-…`` in the temporary
+folder, named with the process's mark, :mod:`.owner`), which it removes when it
+ends; its converting process (``convert_child``) writes into the same folder.
+A process killed (SIGKILL, a crash) leaves its folder behind: the next import
+that spools removes every such folder whose process is gone.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 
@@ -23,6 +33,11 @@ from ..model import Session as SessionModel
 from ..model.events import Direction, Event, LineFields
 from ..recording import RecordingInfo
 from ..store.textindex import Said, line_words
+from .owner import importing_elsewhere, start_time
+
+#: The names of spool folders begin with this, then ``HOST-PID-START-``.
+FOLDER_PREFIX = "claudetrace-spool-"
+_folder: str | None = None
 
 
 class _Seen:
@@ -50,7 +65,7 @@ class Spool:
         # Closed by close() or discard(); read again by name.  The file itself,
         # not NamedTemporaryFile's wrapper, whose every write goes through a
         # Python-level __getattr__ (a twentieth of a conversion's time).
-        handle, self.name = tempfile.mkstemp(prefix="claudetrace-import-")
+        handle, self.name = tempfile.mkstemp(prefix="claudetrace-import-", dir=spool_folder())
         self.file = open(handle, "wb")  # noqa: SIM115
         self._write = self.file.write
 
@@ -81,4 +96,54 @@ class Spool:
                            words=words)
 
 
-__all__ = ["Spool"]
+def spool_folder() -> str:
+    """This process's folder of spool files: the one its importer named
+    (:func:`use_folder`), else one made now (removed when this process ends),
+    after removing those of processes that are gone (:func:`sweep`)."""
+    global _folder
+    if _folder is None or not os.path.isdir(_folder):
+        sweep()
+        pid = os.getpid()
+        host = os.uname().nodename.replace(os.sep, "_")
+        _folder = tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{host}-{pid}-{start_time(pid) or 0}-")
+        atexit.register(shutil.rmtree, _folder, ignore_errors=True)
+    return _folder
+
+
+def use_folder(folder: str) -> None:
+    """Spool into ``folder`` (the importing process's, in its converting process)."""
+    global _folder
+    _folder = folder
+
+
+def sweep(where: str | None = None) -> list[str]:
+    """Remove the spool folders in ``where`` (the temporary folder) of processes
+    on this host that are gone (killed before they could remove their own);
+    the folders removed."""
+    where = where or tempfile.gettempdir()
+    here = os.uname().nodename.replace(os.sep, "_")
+    removed = []
+    with contextlib.suppress(OSError), os.scandir(where) as entries:
+        for entry in entries:
+            if not entry.name.startswith(FOLDER_PREFIX) or entry.path == _folder:
+                continue
+            parts = entry.name[len(FOLDER_PREFIX):].rsplit("-", 3)
+            if len(parts) != 4 or parts[0] != here or not (
+                    parts[1].isdigit() and parts[2].isdigit()):
+                continue
+            pid, started = int(parts[1]), int(parts[2])
+            mark = {"host": os.uname().nodename, "pid": pid}
+            if started:
+                mark["started"] = started
+            try:
+                mine = entry.is_dir(follow_symlinks=False) and (
+                    entry.stat(follow_symlinks=False).st_uid == os.getuid())
+            except OSError:
+                continue
+            if mine and importing_elsewhere(mark) is None:
+                shutil.rmtree(entry.path, ignore_errors=True)
+                removed.append(entry.path)
+    return removed
+
+
+__all__ = ["FOLDER_PREFIX", "Spool", "spool_folder", "sweep", "use_folder"]

@@ -21,6 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
+from ..config import plain_file as plain_file  # re-exported: it was here
+from ..config import plain_name as plain_name
 from ..errors import StoreError
 from .plain import PlainWrites, require_head
 from .rows import ROWS_PER_INSERT, Rows, insert_batches, rows_per_insert
@@ -113,26 +115,6 @@ def bytes_unchanged(method: Any = _BYTES_METHOD) -> Any:
 
 
 _BYTES_ADAPTER = bytes_unchanged()
-
-
-def plain_file(url: str) -> Path | None:
-    """The file of ``url`` when it is a SQLite file named plainly
-    (``sqlite:///PATH``, nothing to decode, no options) and exists; else None."""
-    path = plain_name(url)
-    return path if path is not None and path.is_file() else None
-
-
-def plain_name(url: str) -> Path | None:
-    """The file ``url`` names when it is a SQLite file named plainly
-    (``sqlite:///PATH``, nothing to decode, no options), there or not; else None."""
-    prefix = "sqlite:///"
-    if not url.startswith(prefix):
-        return None
-    name = url[len(prefix):]
-    if not name or name == ":memory:" or name.startswith("file:") or any(
-            c in name for c in "%?#"):
-        return None
-    return Path(name)
 
 
 def first_line(exc: BaseException) -> str:
