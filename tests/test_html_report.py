@@ -387,3 +387,51 @@ def test_bidi_controls_are_drawn_escaped_in_chromium(
         view.check()
     finally:
         view.close()
+
+
+class _Sink(io.TextIOBase):
+    """A text stream that keeps only how much was written to it."""
+
+    def __init__(self) -> None:
+        self.size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self.size += len(text)
+        return len(text)
+
+
+def test_a_report_of_huge_lines_is_written_without_holding_them_twice(store: Store) -> None:
+    # Two 4 MB texts (a tool's result and an answer) from a store stream: the
+    # events are let go once folded and the page goes out a row at a time, so
+    # the peak is about the texts once and one row's JSON, not the lines, their
+    # parsed copies, the whole JSON and the whole page on top (8x before).
+    import tracemalloc
+
+    cassette = read_cassette(Path(__file__).parent.parent / "claudetrace" / "demo_data"
+                             / "session.cassette.ndjson")
+    big = ("alpha **beta** `gamma`\n\n- delta " * 130_000)[:4_000_000]
+    for event in cassette.events:
+        obj = event.obj
+        if event.seq == 14:
+            obj["message"]["content"][0]["content"][0]["text"] = big
+        elif event.seq == 15:
+            obj["message"]["content"][0]["text"] = big + " "
+        else:
+            continue
+        event.data = json.dumps(obj).encode()
+        event._obj = obj = None
+    rid = store.import_cassette(cassette, name="huge")
+    rec = store.get(rid)
+    del cassette, obj
+    sink = _Sink()
+    tracemalloc.start()
+    try:
+        write_report(sink, rec, store.iter_events(rid))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert sink.size > 8_000_000
+    assert peak < 4 * 8_000_000, f"peak {peak / 1e6:.1f} MB for 8 MB of text"
