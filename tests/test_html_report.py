@@ -435,3 +435,47 @@ def test_a_report_of_huge_lines_is_written_without_holding_them_twice(store: Sto
         tracemalloc.stop()
     assert sink.size > 8_000_000
     assert peak < 4 * 8_000_000, f"peak {peak / 1e6:.1f} MB for 8 MB of text"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("fmt", "signum"), [
+    ("html", "SIGTERM"), ("html", "SIGINT"), ("cassette", "SIGTERM"), ("html", "SIGHUP"),
+])
+def test_a_signal_during_export_leaves_the_old_file_and_no_temporary(
+    store: Store, db_path: Path, tmp_path: Path, fmt: str, signum: str,
+) -> None:
+    # A real `claudetrace export -o FILE`, stopped once its temporary file beside
+    # FILE exists (the report is being made into it): FILE keeps what it held,
+    # the temporary file is gone, and the process ends by the signal (Ctrl-C: 1).
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    rid = big_session(store, 200_000)
+    store.close()
+    out = tmp_path / "out" / f"report.{'html' if fmt == 'html' else 'ndjson'}"
+    out.parent.mkdir()
+    out.write_text("what was there\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "claudetrace", "export", "--db", str(db_path), rid,
+         "--format", fmt, "-o", str(out)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not [p for p in out.parent.iterdir() if p.name.startswith(".report.")]:
+            assert proc.poll() is None, "the export ended before it could be stopped"
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        proc.send_signal(getattr(signal, signum))
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert sorted(p.name for p in out.parent.iterdir()) == [out.name], err
+    assert out.read_text() == "what was there\n"
+    expected = 1 if signum == "SIGINT" else -getattr(signal, signum)
+    assert proc.returncode == expected, err
