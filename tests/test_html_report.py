@@ -479,3 +479,18 @@ def test_a_signal_during_export_leaves_the_old_file_and_no_temporary(
     assert out.read_text() == "what was there\n"
     expected = 1 if signum == "SIGINT" else -getattr(signal, signum)
     assert proc.returncode == expected, err
+
+
+def test_a_title_that_spells_the_templates_data_mark_stays_a_title(store: Store) -> None:
+    # The page was made by replacing marks in the whole template one after the
+    # other: a recording named "/*REPORT-DATA*/" had the report's JSON put into
+    # its <title> as well.
+    rec, events = stored(store, "plain")
+    data = report_data(rec, events)
+    data["title"] = "/*REPORT-DATA*/ <!--REPORT-TITLE-->"
+    page = render_report(data)
+    title = re.search(r"<title>(.*?)</title>", page, re.S)
+    assert title is not None
+    assert title.group(1) == "/*REPORT-DATA*/ &lt;!--REPORT-TITLE--&gt; — claudetrace report"
+    assert page.count('"v":1') == 1
+    assert embedded(page)["title"] == data["title"]
