@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import errno
 import json
 import math
@@ -152,28 +153,75 @@ def write_cassette_pages(
         ) from exc
 
 
-def replace_file(path: str | os.PathLike[str], write: Callable[[IO[str]], _T]) -> _T:
-    """``write`` the new content of ``path`` (UTF-8 text, owner only) beside it,
-    then rename it over ``path``: a write that fails (a full disk) leaves what
-    was there whole and no file of its own behind, and raises the
-    :class:`OSError`.  Returns what ``write`` returns."""
-    tmp: Path | None = None
+def replace_file(path: str | os.PathLike[str], write: Callable[[IO[str]], _T], *,
+                 mode: int = 0o600) -> _T:
+    """``write`` the new content of ``path`` (UTF-8 text, owner only unless ``mode``
+    says otherwise) beside it, then rename it over ``path``: a write that fails
+    (a full disk), a Ctrl-C, or a SIGTERM or SIGHUP meanwhile leaves what was there
+    whole and no file of its own behind; the failure is raised (the signal is
+    acted on once that file is gone: the process ends as it would have).  Returns
+    what ``write`` returns."""
+    with _signals_unwind():
+        tmp: Path | None = None
+        try:
+            real = file_to_replace(path)
+            if real is None:
+                # /dev/null, a FIFO, /dev/stdout: written into, never replaced by a
+                # file (as root, the rename below put a regular file in /dev/null's place).
+                with open(path, "w", encoding="utf-8", newline="\n") as out:
+                    return write(out)
+            tmp = real.with_name(f".{real.name}.tmp{os.getpid()}")
+            with private_file(tmp, mode) as out:
+                result = write(out)
+            os.replace(tmp, real)
+        except BaseException:
+            if tmp is not None:
+                tmp.unlink(missing_ok=True)
+            raise
+        return result
+
+
+class _Stopped(BaseException):
+    """A SIGTERM or SIGHUP that came while a file was being written beside its place."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _signals_unwind() -> Iterator[None]:
+    """SIGTERM and SIGHUP, where they would kill the process outright (their
+    default action), raise :class:`_Stopped` inside: the code being left cleans
+    up (its ``except``/``finally``), then the process is killed by the same
+    signal.  Handlers someone set (or ignoring) stay; off the main thread,
+    nothing changes."""
+    import signal
+
+    taken: list[signal.Signals] = []
+    previous: list[Any] = []
+
+    def stop(signum: int, _frame: object) -> None:
+        raise _Stopped(signum)
+
     try:
-        real = file_to_replace(path)
-        if real is None:
-            # /dev/null, a FIFO, /dev/stdout: written into, never replaced by a file
-            # (as root, the rename below put a regular file in /dev/null's place).
-            with open(path, "w", encoding="utf-8", newline="\n") as out:
-                return write(out)
-        tmp = real.with_name(f".{real.name}.tmp{os.getpid()}")
-        with private_file(tmp) as out:
-            result = write(out)
-        os.replace(tmp, real)
-    except BaseException:
-        if tmp is not None:
-            tmp.unlink(missing_ok=True)
-        raise
-    return result
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) is signal.SIG_DFL:
+                previous.append(signal.signal(sig, stop))
+                taken.append(sig)
+    except ValueError:  # not the main thread: signals are not ours to take
+        pass
+    try:
+        yield
+    except _Stopped as stopped:
+        for sig in taken:
+            signal.signal(sig, signal.SIG_DFL)
+        taken.clear()
+        os.kill(os.getpid(), stopped.signum)
+        raise  # the signal is delivered before kill returns; this is not reached
+    finally:
+        for sig, handler in zip(taken, previous, strict=False):
+            signal.signal(sig, handler)
 
 
 def file_to_replace(path: str | os.PathLike[str]) -> Path | None:
@@ -195,10 +243,11 @@ def file_to_replace(path: str | os.PathLike[str]) -> Path | None:
     return real
 
 
-def private_file(path: str | os.PathLike[str]) -> IO[str]:
+def private_file(path: str | os.PathLike[str], mode: int = 0o600) -> IO[str]:
     """``path`` opened to write UTF-8 text, made readable by its owner only (a
-    recording's content may be secret); an existing file keeps its mode."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    recording's content may be secret) unless ``mode`` (less the umask) says
+    otherwise; an existing file keeps its mode."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     return open(fd, "w", encoding="utf-8", newline="\n")
 
 

@@ -162,8 +162,9 @@ def write_shim(
     """Write an executable shim at ``out`` (0755) and return its path."""
     import stat
     from pathlib import Path
+    from typing import IO
 
-    from .cassette import file_to_replace
+    from .cassette import file_to_replace, replace_file
 
     path = Path(out).expanduser().absolute()
     if path.is_dir():
@@ -181,13 +182,16 @@ def write_shim(
             # and the shim would run itself.
             raise ShimError(f"{path} is the real claude CLI: a shim there would replace "
                             "it; write the shim elsewhere")
-        tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
-        tmp.write_text(
-            shim_script(command, real=real, env_defaults=env_defaults, stamp=stamp),
-            encoding="utf-8",
-        )
-        tmp.chmod(tmp.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH | stat.S_IRUSR)
-        os.replace(tmp, target)
+        script = shim_script(command, real=real, env_defaults=env_defaults, stamp=stamp)
+
+        def write(out: IO[str]) -> None:
+            out.write(script)
+            made = os.fstat(out.fileno()).st_mode
+            os.fchmod(out.fileno(),
+                      made | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH | stat.S_IRUSR)
+
+        # Beside it and renamed: a full disk or a signal leaves no half shim.
+        replace_file(target, write, mode=0o666)
     except OSError as exc:
         raise ShimError(f"cannot write shim {path}: {exc.strerror or exc}") from exc
     return path

@@ -387,3 +387,110 @@ def test_bidi_controls_are_drawn_escaped_in_chromium(
         view.check()
     finally:
         view.close()
+
+
+class _Sink(io.TextIOBase):
+    """A text stream that keeps only how much was written to it."""
+
+    def __init__(self) -> None:
+        self.size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self.size += len(text)
+        return len(text)
+
+
+def test_a_report_of_huge_lines_is_written_without_holding_them_twice(store: Store) -> None:
+    # Two 4 MB texts (a tool's result and an answer) from a store stream: the
+    # events are let go once folded and the page goes out a row at a time, so
+    # the peak is about the texts once and one row's JSON, not the lines, their
+    # parsed copies, the whole JSON and the whole page on top (8x before).
+    import tracemalloc
+
+    cassette = read_cassette(Path(__file__).parent.parent / "claudetrace" / "demo_data"
+                             / "session.cassette.ndjson")
+    big = ("alpha **beta** `gamma`\n\n- delta " * 130_000)[:4_000_000]
+    for event in cassette.events:
+        obj = event.obj
+        if event.seq == 14:
+            obj["message"]["content"][0]["content"][0]["text"] = big
+        elif event.seq == 15:
+            obj["message"]["content"][0]["text"] = big + " "
+        else:
+            continue
+        event.data = json.dumps(obj).encode()
+        event._obj = obj = None
+    rid = store.import_cassette(cassette, name="huge")
+    rec = store.get(rid)
+    del cassette, obj
+    sink = _Sink()
+    tracemalloc.start()
+    try:
+        write_report(sink, rec, store.iter_events(rid))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert sink.size > 8_000_000
+    assert peak < 4 * 8_000_000, f"peak {peak / 1e6:.1f} MB for 8 MB of text"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("fmt", "signum"), [
+    ("html", "SIGTERM"), ("html", "SIGINT"), ("cassette", "SIGTERM"), ("html", "SIGHUP"),
+])
+def test_a_signal_during_export_leaves_the_old_file_and_no_temporary(
+    store: Store, db_path: Path, tmp_path: Path, fmt: str, signum: str,
+) -> None:
+    # A real `claudetrace export -o FILE`, stopped once its temporary file beside
+    # FILE exists (the report is being made into it): FILE keeps what it held,
+    # the temporary file is gone, and the process ends by the signal (Ctrl-C: 1).
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    rid = big_session(store, 200_000)
+    store.close()
+    out = tmp_path / "out" / f"report.{'html' if fmt == 'html' else 'ndjson'}"
+    out.parent.mkdir()
+    out.write_text("what was there\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "claudetrace", "export", "--db", str(db_path), rid,
+         "--format", fmt, "-o", str(out)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not [p for p in out.parent.iterdir() if p.name.startswith(".report.")]:
+            assert proc.poll() is None, "the export ended before it could be stopped"
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        proc.send_signal(getattr(signal, signum))
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert sorted(p.name for p in out.parent.iterdir()) == [out.name], err
+    assert out.read_text() == "what was there\n"
+    expected = 1 if signum == "SIGINT" else -getattr(signal, signum)
+    assert proc.returncode == expected, err
+
+
+def test_a_title_that_spells_the_templates_data_mark_stays_a_title(store: Store) -> None:
+    # The page was made by replacing marks in the whole template one after the
+    # other: a recording named "/*REPORT-DATA*/" had the report's JSON put into
+    # its <title> as well.
+    rec, events = stored(store, "plain")
+    data = report_data(rec, events)
+    data["title"] = "/*REPORT-DATA*/ <!--REPORT-TITLE-->"
+    page = render_report(data)
+    title = re.search(r"<title>(.*?)</title>", page, re.S)
+    assert title is not None
+    assert title.group(1) == "/*REPORT-DATA*/ &lt;!--REPORT-TITLE--&gt; — claudetrace report"
+    assert page.count('"v":1') == 1
+    assert embedded(page)["title"] == data["title"]

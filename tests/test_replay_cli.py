@@ -55,3 +55,29 @@ def test_bad_matching_options_are_one_line(args: list[str], message: str) -> Non
     result = CliRunner().invoke(cli, ["replay", str(SAMPLE), *args, "--", "-p", "x"])
     assert result.exit_code in (1, 2), result.output
     assert result.output.count("\n") == 1 and message in result.output, result.output
+
+
+def test_a_report_that_does_not_fit_is_said_and_leaves_no_half_file(tmp_path: Path) -> None:
+    # A file size limit smaller than the divergence report: no half report is
+    # left, stderr says so in one line, and the host still gets the divergence's
+    # exit code (it was 1, with half a report and "cannot write: File too large").
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (100, 100))
+
+    report = tmp_path / "out" / "report.json"
+    report.parent.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "claudetrace", "replay", str(SAMPLE), "--report", str(report)],
+        input=b'{"type":"user","message":{"role":"user","content":"different"}}\n',
+        capture_output=True, preexec_fn=small_files, timeout=60,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
+    )
+    err = done.stderr.decode()
+    assert done.returncode == 84, err
+    assert f"claudetrace replay: cannot write the report {report}: File too large" in err
+    assert list(report.parent.iterdir()) == []

@@ -396,3 +396,27 @@ def test_a_shim_is_not_written_over_the_real_cli(tmp_path: Path, fake_claude: Pa
     replaying = tmp_path / "replaying"
     write_shim(replaying, [*self_command(), "replay", "x.ndjson"])
     assert find_real_cli(str(replaying)) == str(replaying)
+
+
+def test_a_shim_that_does_not_fit_leaves_no_file_behind(tmp_path: Path) -> None:
+    # A file size limit (`ulimit -f`) smaller than the shim: the command says it
+    # cannot write it, and neither a half shim nor its temporary file is left.
+    import resource
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200))
+
+    real = tmp_path / "claude"
+    real.write_text("#!/bin/sh\n")
+    real.chmod(0o755)
+    out = tmp_path / "out" / "my-claude"
+    out.parent.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "claudetrace", "shim", str(out), "--real", str(real)],
+        capture_output=True, text=True, preexec_fn=small_files, timeout=60,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
+    )
+    assert done.returncode != 0
+    assert done.stderr.startswith("claudetrace: cannot write shim"), done.stderr
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    assert list(out.parent.iterdir()) == []

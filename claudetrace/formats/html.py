@@ -19,8 +19,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from importlib import resources
+from itertools import islice
 from typing import IO, TYPE_CHECKING, Any
 
 from .._version import __version__
@@ -35,7 +36,7 @@ from ..telemetry import conventions as c
 from ..telemetry.spans import SpanBuilder
 from ..ui import outline, present
 from ..ui.controlplane import session_control_rows
-from ..ui.conversation import Decision, Item, build_conversation
+from ..ui.conversation import Conversation, Decision, Item
 from ..ui.markdown import markdown_tree
 from ..ui.timeline import TimelineRow, timeline_rows
 from .facts import NO_COST, has_process, money
@@ -47,6 +48,8 @@ if TYPE_CHECKING:
 _DATA_MARK = "/*REPORT-DATA*/"
 _TITLE_MARK = "<!--REPORT-TITLE-->"
 _MISSING = object()
+#: Events folded at a time (then let go).
+_SLICE = 1024
 #: Longest attribute value kept in a timeline bar's details.
 _DETAIL_LIMIT = 300
 
@@ -205,10 +208,13 @@ def usage_rows(totals: Totals) -> list[list[Any]]:
 
 
 def report_data(
-    rec: Any, events: Sequence[Event], *, generated: str | None = None,
+    rec: Any, events: Iterable[Event], *, generated: str | None = None,
     usage: Totals | None = None,
 ) -> dict[str, Any]:
     """The report of ``rec`` (a stored recording) and its ``events`` as JSON-ready data.
+
+    ``events`` are read once, in order, and none is kept: a stream from the store
+    costs the memory of the texts the report shows, not of every line as well.
 
     ``usage``: the recording's figures from the store's usage query layer
     (:func:`claudetrace.usage.recording_totals`), shown as its tokens and cost;
@@ -216,24 +222,35 @@ def report_data(
     from .facts import facts, with_usage
 
     info: RecordingInfo = rec.info()
-    # One fold of the session serves the spans, the control plane and the figures.
+    # One pass over the events, a slice at a time, feeds the spans' fold (which
+    # serves the spans, the control plane and the figures) and the conversation's;
+    # a slice is let go once folded, so a line's bytes are not held beside the
+    # texts the conversation keeps of it.
     builder = SpanBuilder(info)
-    builder.feed_many(events)
+    conversation_fold = Conversation()
+    last_t: float | None = None
+    unread = iter(events)
+    while batch := list(islice(unread, _SLICE)):
+        builder.feed_many(batch)
+        conversation_fold.feed_many(batch)
+        last_t = batch[-1].t
+        del batch  # before the next slice is read
     builder.close(info)
+    conversation_fold.settle(conversation_fold.items)
     spans, session = builder.finished, builder.session
     cost = session.cost()
     rows = timeline_rows(spans, info.started_ns)
     process = has_process(rec)
     end = max((r.end_s for r in rows), default=0.0)
-    if events:
-        end = max(end, events[-1].t)
+    if last_t is not None:
+        end = max(end, last_t)
     tree = present.trace_tree(
         session, title=str(rec.name or "claude-code"), end_ns=rec.duration_ns,
         status=rec.status,
     )
     now = present.session_liveness(rec, session)
     conversation = _Items(present.call_figures(session), outline.prompt_figures(session, tree))
-    items = build_conversation(events)
+    items = conversation_fold.items
     conv = conversation.rows(items)
     trace = present.trace_rows(tree, rec.started_ns)
     inputs = outline.Spans(items, session)
@@ -302,16 +319,44 @@ def template() -> str:
     return resources.files(__package__).joinpath("report.html").read_text(encoding="utf-8")
 
 
+def _same(value: Any) -> Any:
+    return value
+
+
+def report_chunks(data: dict[str, Any], clean: Callable[[Any], Any] = _same) -> Iterator[str]:
+    """The page of :func:`render_report` in pieces, to be written as they come:
+    ``data``'s values one at a time, a list's (the conversation's) one row at a
+    time, each through ``clean`` (a redaction such as :meth:`Sanitizer.value`,
+    applied to ``{key: value}`` as it applies to the whole of ``data``) and
+    :func:`claudetrace.display.visible_data`.  No piece holds more than one of
+    ``data``'s values or rows, so a page of a session with huge lines is never
+    held whole, nor its JSON."""
+    from html import escape
+
+    head, rest = template().split(_TITLE_MARK, 1)
+    middle, tail = rest.split(_DATA_MARK, 1)
+    title = visible_data(clean({"title": data["title"]}))["title"]
+    yield head + escape(f"{title} — claudetrace report") + middle + "{"
+    for at, (key, value) in enumerate(data.items()):
+        comma = "," if at else ""
+        if not isinstance(value, list):
+            pair = _script_json(visible_data(clean({key: value})))
+            yield comma + pair[1:-1]  # "key":value, from {"key":value}
+            continue
+        # A list's redaction is its items' (Sanitizer.value), a row at a time.
+        name = next(iter(visible_data(clean({key: None}))))
+        yield f"{comma}{_script_json(name)}:["
+        for row_at, row in enumerate(value):
+            yield ("," if row_at else "") + _script_json(visible_data(clean(row)))
+        yield "]"
+    yield "}" + tail
+
+
 def render_report(data: dict[str, Any]) -> str:
     """The complete HTML page for ``data`` from :func:`report_data`: every string
     in it through :func:`claudetrace.display.visible_text` (a bidi control or an
     escape sequence is shown as ``\\u202e`` / ``\\x1b``, as on a terminal)."""
-    from html import escape
-
-    shown = visible_data(data)
-    page = template()
-    page = page.replace(_TITLE_MARK, escape(f"{shown['title']} — claudetrace report"))
-    return page.replace(_DATA_MARK, _script_json(shown))
+    return "".join(report_chunks(data))
 
 
 def write_report(
@@ -329,12 +374,29 @@ def write_report(
     report shows of the events, rather than every event, so a session's
     streaming deltas are not redacted one by one.  Pass
     ``Sanitizer(secrets=False)`` for the texts as recorded.
+
+    ``events`` are read once and not kept, and the page is written a piece at a
+    time (:func:`report_chunks`).
     """
     clean = secret_redactor() if redactor is None else redactor
-    shown = list(events)
-    out.write(render_report(clean.value(report_data(rec, shown, usage=usage))))
-    return len(shown)
+    counted = _Counted(events)
+    for chunk in report_chunks(report_data(rec, counted, usage=usage), clean.value):
+        out.write(chunk)
+    return counted.count
 
 
-__all__ = ["model_usage", "render_report", "report_data", "secret_redactor", "usage_rows",
-           "write_report"]
+class _Counted:
+    """An iterable of events that counts them as they are read."""
+
+    def __init__(self, events: Iterable[Event]) -> None:
+        self.events = events
+        self.count = 0
+
+    def __iter__(self) -> Iterator[Event]:
+        for event in self.events:
+            self.count += 1
+            yield event
+
+
+__all__ = ["model_usage", "render_report", "report_chunks", "report_data", "secret_redactor",
+           "usage_rows", "write_report"]

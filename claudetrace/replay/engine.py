@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from ..cassette import Cassette, read_cassette
+from ..cassette import Cassette, read_cassette, replace_file
 from ..display import for_terminal, visible, visible_lines
 from ..errors import CassetteError, ReplayError, SessionNotFound, StoreError
 from ..model.events import Event, LineSplitter
@@ -385,10 +385,16 @@ class ReplayEngine:
         with contextlib.suppress(BrokenPipeError):
             self._emit(stderr, (divergence.render() + "\n").encode("utf-8", "replace"))
         if self.options.report_path:
-            Path(self.options.report_path).write_text(
-                json.dumps(divergence.to_json(), indent=2, ensure_ascii=False) + "\n",
-                encoding="utf-8",
-            )
+            text = json.dumps(divergence.to_json(), indent=2, ensure_ascii=False) + "\n"
+            try:
+                # Beside it and renamed: never half a report (a full disk, a signal).
+                replace_file(self.options.report_path, lambda out: out.write(text), mode=0o666)
+            except OSError as exc:
+                # The host still gets its error result and the divergence's exit code.
+                line = (f"claudetrace replay: cannot write the report "
+                        f"{visible(str(self.options.report_path))}: {exc.strerror or exc}\n")
+                with contextlib.suppress(BrokenPipeError):
+                    self._emit(stderr, line.encode("utf-8", "replace"))
 
 
 def live_redactor(header: dict[str, object], extra: Sequence[str] = ()) -> Callable[[bytes], bytes]:
