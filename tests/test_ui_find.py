@@ -107,3 +107,10 @@ def test_counts_equal_the_occurrences_in_the_texts_searched(query: str) -> None:
                    for _, text in find.item_texts(item))
     expected += sum(len(regex.findall(text)) for row in rows for _, text in find.row_texts(row))
     assert found.total == expected
+
+
+def test_a_summary_names_a_dozen_turns_and_counts_the_rest() -> None:
+    found = find.Found("x", [find.Match("item", find.item_anchor(n), "user · text", 1,
+                                        ("", "x", ""), n, seq=n) for n in range(1, 31)])
+    assert found.summary() == (
+        "30 matches · 30 items, 0 spans · turns 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12… (30 turns)")

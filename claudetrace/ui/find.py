@@ -30,6 +30,8 @@ from .present import TraceRow
 #: Longest text looked for (a longer query is cut: nobody types more).
 QUERY_LIMIT: Final = 200
 _SPACES: Final = re.compile(r"\s+")
+#: Turns named in a summary (the rest counted).
+TURNS_NAMED: Final = 12
 #: Characters of context either side of the first occurrence in a match's excerpt.
 CONTEXT: Final = 40
 
@@ -100,8 +102,10 @@ class Found:
                 f"{spans:,} span{'s' if spans != 1 else ''}"]
         turns = self.turns()
         if turns:
-            bits.append(("turn " if len(turns) == 1 else "turns ")
-                        + ", ".join(str(t) for t in turns))
+            named = ", ".join(str(t) for t in turns[:TURNS_NAMED])
+            if len(turns) > TURNS_NAMED:
+                named += f"… ({len(turns):,} turns)"
+            bits.append(("turn " if len(turns) == 1 else "turns ") + named)
         return " · ".join(bits)
 
     def anchors(self) -> set[str]:

@@ -175,7 +175,11 @@ def _find_box(db: Store, rec: Recording, tab: str) -> find_view.Finder | None:
     def read() -> tuple[list[Item], list[present.TraceRow], Session]:
         with common.no_gc_pauses():
             items = conversation.through(rec.event_count)
-        return items, trace.read_rows(db, rec), conversation.session
+            # The span rows of the session the conversation folded (as the Trace tab
+            # draws them): a second fold of a 20k-line session took 1-2 s more.
+            session = conversation.session
+            rows = trace.tree_rows(session, rec.status, rec.started_ns, rec.duration_ns)[1]
+        return items, rows, session
 
     start, end = 0, None
     if tab == "conversation":

@@ -43,8 +43,14 @@ def _tree_rows(
 ) -> tuple[present.TraceNode, list[present.TraceRow]]:
     """The span tree of a recording and its rows (once per recording, line count and
     status)."""
-    tree = present.trace_tree(
-        _folded.session, end_ns=duration_ns, status=status)
+    return tree_rows(_folded.session, status, started_ns, duration_ns)
+
+
+def tree_rows(session: Session, status: str, started_ns: int, duration_ns: int | None
+              ) -> tuple[present.TraceNode, list[present.TraceRow]]:
+    """The span tree of ``session`` (a recording's, with its status, start and
+    duration) and its rows, as the tab draws them."""
+    tree = present.trace_tree(session, end_ns=duration_ns, status=status)
     return tree, present.trace_rows(tree, started_ns)
 
 
