@@ -449,3 +449,18 @@ def test_bidi_controls_are_shown_escaped_on_every_page(
     assert not set(shown) & set(BIDI)
     raw = run(AppTest.from_file(APP, default_timeout=60), session=rid, tab="raw")
     assert not set(all_text(raw)) & set(BIDI)
+
+
+def test_find_in_a_session_counts_marks_and_keeps_the_text_in_the_url(
+    app: AppTest, ui_db: dict[str, str]
+) -> None:
+    at = run(app, session=ui_db["permission_deny"], find="TOUCH")
+    assert any(c.value == "Find “TOUCH”: 2 matches · 2 items, 0 spans · turn 1"
+               for c in at.caption)
+    headings = [h.value for h in at.subheader]
+    assert headings[:2] == ["match 1 of 2 · user · text", "match 2 of 2 · tool Bash · input"]
+    assert at.query_params["find"] == "TOUCH"
+    # The text as typed: a pattern's characters are themselves, shown escaped.
+    at.text_input(key="find_box").input("t*").run()
+    assert any(c.value == "Find “t\\*”: no match" for c in at.caption)
+    assert at.query_params["find"] == "t*"

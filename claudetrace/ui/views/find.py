@@ -90,8 +90,9 @@ class Finder:
         number = self._numbers[find.span_anchor(index)]
         match = self.found.matches[number - 1]
         with st.container(key="ctfind_pane"):
-            st.subheader(f"match {number} of {len(self.found.matches)} · {match.label}",
-                         anchor=pane_anchor(index))
+            # A tool's name is recorded text: escaped, as every Markdown element here.
+            st.subheader(f"match {number} of {len(self.found.matches)} · "
+                         f"{plain(match.label, 200)}", anchor=pane_anchor(index))
         return True
 
     def heading(self, item: Item) -> None:
@@ -105,7 +106,7 @@ class Finder:
         with st.container(key=f"ctfind_{item.seq}"):
             times = f" · {match.count} occurrences" if match.count > 1 else ""
             st.subheader(
-                f"match {number} of {len(self.found.matches)} · {match.label}{times}",
+                f"match {number} of {len(self.found.matches)} · {plain(match.label, 200)}{times}",
                 anchor=anchor)
 
     def holds(self, item: Item) -> bool:
