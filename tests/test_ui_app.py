@@ -51,7 +51,38 @@ def test_session_list_with_tiles(app: AppTest, ui_db: dict[str, str]) -> None:
     assert m["Total cost"].startswith("$") and m["Error rate"].endswith("%")
     table = at.dataframe(key="sessions_table").value
     assert set(table["id"]) == {v for k, v in ui_db.items() if k != "url"}
-    assert "still-running" in set(table["name"]) and "running" in set(table["status"])
+    statuses = {status for cell in table["status"] for status in cell}
+    assert "still-running" in set(table["name"]) and "running" in statuses
+    # A failure's status and failed tools are red labels (no pandas Styler: its per-cell
+    # CSS cost 0.29 s a page of 500 rows).
+    columns = json.loads(at.dataframe(key="sessions_table").proto.columns)
+    status = columns["status"]["type_config"]
+    assert status["type"] == "multiselect"
+    colours = {o["value"]: o.get("color") for o in status["options"]}
+    assert colours["error"] == colours["killed"] == "#c62828" and colours["ok"] == "gray"
+    assert columns["tool errors"]["type_config"]["type"] == "multiselect"
+
+
+def test_the_list_pages_from_the_url_and_its_picker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from claudetrace.store import open_store
+    from claudetrace.ui.bench import seed
+
+    store = open_store(str(tmp_path / "many.db"))
+    try:
+        seed(store, sessions=520, lines=20)  # 521 recordings: two pages of 500
+    finally:
+        store.close()
+    monkeypatch.setenv("CLAUDETRACE_DB", str(tmp_path / "many.db"))
+    at = run(AppTest.from_file(APP, default_timeout=60), page="2")
+    second = list(at.dataframe(key="sessions_table").value["id"])
+    assert len(second) == 21 and at.number_input(key="list_page").value == 2
+    at.number_input(key="list_page").set_value(1).run()
+    assert not at.exception, at.exception
+    first = list(at.dataframe(key="sessions_table").value["id"])
+    assert "page" not in at.query_params and at.number_input(key="list_page").value == 1
+    assert len(first) == 500 and not set(first) & set(second)
 
 
 def test_filters_narrow_the_list_and_land_in_the_url(app: AppTest, ui_db: dict[str, str]) -> None:
@@ -383,7 +414,8 @@ def test_the_list_previews_first_prompts_and_filters_by_tool_and_status(
 
 def test_a_status_filter_from_a_link(app: AppTest) -> None:
     at = run(app, status="killed")
-    assert set(at.dataframe(key="sessions_table").value["status"]) == {"killed"}
+    assert {s for cell in at.dataframe(key="sessions_table").value["status"] for s in cell
+            } == {"killed"}
     assert at.multiselect(key="f_status").value == ["killed"]
 
 
@@ -393,8 +425,6 @@ BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c
 def test_bidi_controls_are_shown_escaped_on_every_page(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import json
-
     from claudetrace.cassette import Cassette, read_cassette
     from claudetrace.indexer import open_settled_store
     from claudetrace.model.events import Event
@@ -419,3 +449,18 @@ def test_bidi_controls_are_shown_escaped_on_every_page(
     assert not set(shown) & set(BIDI)
     raw = run(AppTest.from_file(APP, default_timeout=60), session=rid, tab="raw")
     assert not set(all_text(raw)) & set(BIDI)
+
+
+def test_find_in_a_session_counts_marks_and_keeps_the_text_in_the_url(
+    app: AppTest, ui_db: dict[str, str]
+) -> None:
+    at = run(app, session=ui_db["permission_deny"], find="TOUCH")
+    assert any(c.value == "Find “TOUCH”: 2 matches · 2 items, 0 spans · turn 1"
+               for c in at.caption)
+    headings = [h.value for h in at.subheader]
+    assert headings[:2] == ["match 1 of 2 · user · text", "match 2 of 2 · tool Bash · input"]
+    assert at.query_params["find"] == "TOUCH"
+    # The text as typed: a pattern's characters are themselves, shown escaped.
+    at.text_input(key="find_box").input("t*").run()
+    assert any(c.value == "Find “t\\*”: no match" for c in at.caption)
+    assert at.query_params["find"] == "t*"

@@ -308,3 +308,103 @@ def test_the_report_draws_the_trace_header_prompt_figures_and_span_input_output(
         assert problems == []
     finally:
         view.context.close()
+
+
+#: A text to find in each session, what the find box says of it, and the kind and
+#: anchor of each match (the UI's and the report's count the same).
+FINDS = {
+    "finished": ("OPUS", "2 matches · 1 item, 1 span · turn 1"),
+    "failed": ("bash", "2 matches · 1 item, 1 span · turn 1"),
+    "imported": ("Round", "10 matches · 9 items, 0 spans · turns 1, 2"),
+}
+
+
+def in_view(page: Any, selector: str) -> bool:
+    """Whether the element is on the screen (scrolled to)."""
+    return bool(page.evaluate(
+        "s => { const r = document.querySelector(s).getBoundingClientRect();"
+        " return r.bottom > 0 && r.top < window.innerHeight; }", selector))
+
+
+@pytest.mark.parametrize("name", list(FINDS))
+def test_find_counts_links_and_marks_matches_on_the_session_page(
+    server: str, page: Any, sessions: dict[str, str], tmp_path: Path, name: str
+) -> None:
+    query, summary = FINDS[name]
+    page.set_viewport_size({"width": 1400, "height": 700})
+    page.goto(f"{server}/?session={sessions[name]}&live=&find={query}")
+    expect(page.get_by_text(re.compile(rf"^Find “{query}”: {re.escape(summary)}$"))
+           ).to_be_visible(timeout=TIMEOUT)
+    links = page.locator(".ct-find-list li")
+    links.first.wait_for(timeout=TIMEOUT)
+    matches = [(li.get_attribute("data-kind"), li.get_attribute("data-anchor"),
+                li.locator("a").get_attribute("href")) for li in links.all()]
+    assert matches and all((anchor and href.endswith(f"#{anchor}")) or kind == "span"
+                           for kind, anchor, href in matches)
+    # Each listed excerpt marks the text, case as recorded.
+    assert [m.lower() for m in links.locator("mark").all_inner_texts()] == [query.lower()] * len(
+        matches)
+    # The conversation shown: each item match under its anchor heading, its text marked.
+    for kind, anchor, href in matches:
+        if kind == "item":
+            assert href == f"#{anchor}"  # on this page: an anchor, no reload
+            expect(page.locator(f"h3#{anchor}")).to_contain_text(re.compile(r"^match \d+ of"))
+    marks = page.locator("[data-testid=stMain] mark:not(.ct-find-list mark)")
+    assert marks.count() >= 1
+    assert {m.lower() for m in page.locator(".ct-found mark, .ct-md mark").all_inner_texts()
+            } <= {query.lower()}
+    last_item = [a for k, a, _ in matches if k == "item"][-1]
+    links.locator(f"a[href='#{last_item}']").click()
+    page.wait_for_function(f"location.hash === '#{last_item}'", timeout=TIMEOUT)
+    page.wait_for_timeout(500)
+    assert in_view(page, f"#{last_item}")
+    spans = [(a, h) for k, a, h in matches if k == "span"]
+    if spans:
+        # Another tab: the link opens the trace (its span in the pane when it has one),
+        # scrolled to the match, the row marked.
+        anchor, href = spans[-1]
+        page.locator(f".ct-find-list li[data-anchor='{anchor}'] a").click()
+        target = href.rsplit("#", 1)[1]
+        page.locator(f"#{target}").wait_for(timeout=TIMEOUT)
+        assert "tab=trace" in page.url and f"find={query}" in page.url
+        row = page.locator(f"tr#{anchor}")
+        expect(row.locator("mark").first).to_have_text(re.compile(query, re.IGNORECASE))
+        assert "found" in (row.get_attribute("class") or "")
+        if target.startswith("find-p"):
+            page.wait_for_timeout(1000)
+            assert in_view(page, f"#{target}")
+    page.screenshot(path=str(tmp_path / f"find-{name}.png"))
+
+
+@pytest.mark.parametrize("name", list(FINDS))
+def test_the_report_finds_the_same_matches(
+    browser: Any, sessions: dict[str, str], tmp_path: Path, name: str
+) -> None:
+    query, summary = FINDS[name]
+    path = report(sessions, name, tmp_path)
+    view, problems = offline(browser, path)
+    try:
+        view.goto(path.as_uri() + f"#conversation&find={query}")
+        view.reload()
+        expect(view.locator("#findcount")).to_have_text(re.compile(rf"^{re.escape(summary)}$"),
+                                                         timeout=TIMEOUT)
+        items = view.locator("#findlist li")
+        kinds = [li.get_attribute("data-kind") for li in items.all()]
+        assert kinds.count("item") == int(summary.split(" · ")[1].split()[0])
+        assert kinds.count("span") == int(summary.split(", ")[1].split()[0])
+        for at in range(items.count()):
+            items.nth(at).locator("button").click()
+            anchor = items.nth(at).get_attribute("data-anchor")
+            current = view.locator(".current")
+            assert current.get_attribute("id") == anchor
+            expect(current.locator("mark").first).to_have_text(re.compile(query, re.IGNORECASE))
+            assert in_view(view, f"#{anchor}")
+        assert f"find={query}" in view.url
+        # Nothing recorded became markup; nothing was fetched.
+        assert view.locator("#conv script, #conv img").count() == 0
+        assert problems == []
+        view.locator("#find").fill("")
+        view.wait_for_timeout(400)
+        assert view.locator("mark.fm").count() == 0 and "find=" not in view.url
+    finally:
+        view.context.close()

@@ -286,6 +286,9 @@ def report_data(
             started=dt.datetime.fromtimestamp(rec.started_ns / 1e9, tz=dt.timezone.utc)
             .strftime("%Y-%m-%d %H:%M:%S UTC"), cost_source=cost.source).cells()],
         "io": io,
+        # Where each turn starts (seconds since the start, as an item's), for the
+        # find box to say which turns hold its matches.
+        "turns": [_round(turn.start_ns / 1e9) for turn in session.turns],
         "tl": _timeline(rows, end),
         "cp": [
             [

@@ -281,7 +281,9 @@ def _scope(store: Store, filters: Filters, *, full: bool = False) -> tuple[Any, 
     if filters.text:
         wheres.append(_R.id.in_(recordings_saying(store, filters.text)))
     if filters.errors_only or filters.statuses:
-        live = stmt.where(*wheres, status_expression(time.time_ns()) == "running")
+        # No ORDER BY: sorting by start walked the whole table through its index
+        # (0.08 s at 10,000 recordings on SQLite, 0.02 s without).
+        live = stmt.order_by(None).where(*wheres, status_expression(time.time_ns()) == "running")
         with _guard("list recordings"), store.session() as s:
             dropped = [r.id for r in s.scalars(live) if not _kept(r, filters)]
         if dropped:
@@ -387,7 +389,9 @@ def summary(store: Store, filters: Filters) -> Tiles:
     status = status_expression(now)
     where = () if stmt.whereclause is None else (stmt.whereclause,)
     settled = (*where, status != "running")
-    live = stmt.where(status == "running")
+    # The running ones in no order: ordered by start, SQLite walked the whole table
+    # through the start index (0.08 s at 10,000 recordings, 0.02 s unordered).
+    live = stmt.order_by(None).where(status == "running")
     with _guard("summarise recordings"), store.session() as s:
         heartbeat = list(s.scalars(live))
         ended = func.coalesce(_R.ended_ns, _R.last_seen_ns)

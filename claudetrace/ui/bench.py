@@ -360,12 +360,17 @@ def _views(big_id: str) -> dict[str, dict[str, str]]:
         "session list": {},
         "big session: conversation": {"session": big_id},
         "big session: trace": {"session": big_id, "tab": "trace"},
+        # A text in one prompt of the big session, found over all of its lines
+        # (the whole recording read and folded on the first run).
+        "big session: find": {"session": big_id, "find": FIND_TEXT},
         "big session: raw": {"session": big_id, "tab": "raw"},
         "big session: control plane": {"session": big_id, "tab": "control"},
         "stats": {},
     }
 
 
+#: What the find view looks for: one prompt of the big session's (its 778th turn).
+FIND_TEXT = "big turn 777"
 #: Views that are a page of their own (its URL path), not the sessions page's.
 _PAGES = {"stats": "stats"}
 
@@ -379,6 +384,7 @@ _LAST = {
     "session list": "[data-testid='stDataFrame']",
     "big session: conversation": "[data-testid='stChatMessage']",
     "big session: trace": "table.ct-trace",
+    "big session: find": ".ct-find-list",
     "big session: raw": "[data-testid='stDataFrame']",
     "big session: control plane": "[data-testid='stDataFrame'], [data-testid='stAlert']",
     "stats": "[data-testid='stDataFrame']",

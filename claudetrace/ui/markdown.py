@@ -140,19 +140,44 @@ def tree_text(tree: Tree) -> str:
     return "".join(parts).strip()
 
 
-def tree_html(tree: Tree) -> str:
-    """The tree as HTML: only :data:`TAGS`, every text escaped, links to http(s) only."""
-    return "".join(_html(node) for node in tree)
+def tree_html(tree: Tree, mark: re.Pattern[str] | None = None) -> str:
+    """The tree as HTML: only :data:`TAGS`, every text escaped, links to http(s) only;
+    what ``mark`` matches in its texts inside ``<mark>`` (a text found in the page)."""
+    return "".join(_html(node, mark) for node in tree)
 
 
-def _html(node: Any) -> str:
+def marked_html(text: str, mark: re.Pattern[str] | None) -> str:
+    """``text`` escaped, what ``mark`` matches in it inside ``<mark>``."""
+    return "".join(f"<mark>{escape(piece)}</mark>" if hit else escape(piece)
+                   for piece, hit in segments(text, mark))
+
+
+def segments(text: str, mark: re.Pattern[str] | None) -> list[tuple[str, bool]]:
+    """``text`` cut into ``(piece, matched)`` pieces, in order (the whole text,
+    unmarked, when ``mark`` is None or matches nothing)."""
+    if mark is None:
+        return [(text, False)]
+    out: list[tuple[str, bool]] = []
+    at = 0
+    for m in mark.finditer(text):
+        if m.start() > at:
+            out.append((text[at:m.start()], False))
+        if m.end() > m.start():
+            out.append((m.group(), True))
+        at = m.end()
+    if at < len(text) or not out:
+        out.append((text[at:], False))
+    return out
+
+
+def _html(node: Any, mark: re.Pattern[str] | None = None) -> str:
     if isinstance(node, str):
-        return escape(node)
+        return marked_html(node, mark)
     tag = node[0]
     if tag not in TAGS:
         return "".join(_html(child) for child in node[1:])
     if tag == "a":
-        inner = "".join(_html(child) for child in node[2:])
+        inner = "".join(_html(child, mark) for child in node[2:])
         if not node[1]:
             return inner
         href = escape(node[1], quote=True)
@@ -160,8 +185,9 @@ def _html(node: Any) -> str:
     if tag in ("hr", "br"):
         return f"<{tag}>"
     if tag == "pre":
-        return f"<pre><code>{escape(node[1])}</code></pre>"
-    return f"<{tag}>" + "".join(_html(child) for child in node[1:]) + f"</{tag}>"
+        return f"<pre><code>{marked_html(node[1], mark)}</code></pre>"
+    return f"<{tag}>" + "".join(_html(child, mark) for child in node[1:]) + f"</{tag}>"
 
 
-__all__ = ["LIMIT", "TAGS", "Tree", "markdown_tree", "tree_html", "tree_text"]
+__all__ = ["LIMIT", "TAGS", "Tree", "markdown_tree", "marked_html", "segments", "tree_html",
+           "tree_text"]

@@ -16,6 +16,7 @@ import streamlit as st
 from claudetrace.cassette import write_cassette
 from claudetrace.display import visible_data, visible_text
 from claudetrace.errors import ClaudeTraceError
+from claudetrace.model import Session
 from claudetrace.model.events import Event
 from claudetrace.store import Recording, Store
 from claudetrace.store import browse as queries
@@ -24,6 +25,7 @@ from claudetrace.ui.controlplane import ControlRow, control_rows
 from claudetrace.ui.conversation import Item, LazyConversation, ToolCall, walk
 from claudetrace.ui.markdown import markdown_tree, tree_html
 from claudetrace.ui.views import common, trace
+from claudetrace.ui.views import find as find_view
 from claudetrace.ui.views.common import money, param, plain, seconds, set_params
 
 TABS = {
@@ -79,6 +81,7 @@ def _body(db: Store, recording_id: str, rec: Recording | None = None) -> None:
     with common.drawn_first():
         # The tab's reads (kept by the caches) while the browser draws the header.
         _READS[tab](db, rec)
+    finder = _find_box(db, rec, tab)
     picked = st.segmented_control(
         "View",
         list(TABS),
@@ -90,10 +93,10 @@ def _body(db: Store, recording_id: str, rec: Recording | None = None) -> None:
     tab = picked or tab
     set_params(tab=tab if tab != "conversation" else None)
     if tab == "conversation":
-        _conversation(db, rec)
+        _conversation(db, rec, finder)
     elif tab == "trace":
         trace.tab(db, rec, _lazy_conversation(
-            db, rec.id, rec.event_count, rec.ended_ns is not None).through)
+            db, rec.id, rec.event_count, rec.ended_ns is not None).through, finder)
     elif tab == "control":
         _control(db, rec)
     else:
@@ -165,6 +168,26 @@ def _header(db: Store, rec: Recording) -> None:
         st.warning(f"Incomplete: {plain(why, 500)}. This is what was saved.")
 
 
+def _find_box(db: Store, rec: Recording, tab: str) -> find_view.Finder | None:
+    """The find box; what it found, and where the page shows what."""
+    conversation = _lazy_conversation(db, rec.id, rec.event_count, rec.ended_ns is not None)
+
+    def read() -> tuple[list[Item], list[present.TraceRow], Session]:
+        with common.no_gc_pauses():
+            items = conversation.through(rec.event_count)
+            # The span rows of the session the conversation folded (as the Trace tab
+            # draws them): a second fold of a 20k-line session took 1-2 s more.
+            session = conversation.session
+            rows = trace.tree_rows(session, rec.status, rec.started_ns, rec.duration_ns)[1]
+        return items, rows, session
+
+    start, end = 0, None
+    if tab == "conversation":
+        start, _, end = _conversation_part(db, rec)
+    return find_view.box(rec, read, tab=tab, conv_start=start, conv_end=end,
+                         trace_page=trace.TRACE_PAGE)
+
+
 # -- conversation ------------------------------------------------------------------
 
 
@@ -190,7 +213,7 @@ def _conversation_part(db: Store, rec: Recording) -> tuple[int, list[Item], int 
     return start, items, following
 
 
-def _conversation(db: Store, rec: Recording) -> None:
+def _conversation(db: Store, rec: Recording, finder: find_view.Finder | None = None) -> None:
     start, items, following = _conversation_part(db, rec)
     if start:
         st.caption(f"Showing from line {start}.")
@@ -207,7 +230,7 @@ def _conversation(db: Store, rec: Recording) -> None:
     turns |= {starts[p.seq] for i in items for p in i.branch if p.seq in starts}
     shown = _Shown(rec.started_ns, present.call_figures(session), outline.prompt_figures(
         session, present.trace_tree(session, end_ns=rec.duration_ns, status=rec.status,
-                                    turns=turns)))
+                                    turns=turns)), finder)
     common.style()
     for item in items:
         _item(item, 0, shown)
@@ -226,8 +249,11 @@ class _Shown:
     model call's figures, said once, under the first item of the call."""
 
     def __init__(self, started_ns: int, figures: dict[str, present.CallFigures],
-                 prompts: dict[int, outline.PromptFigures] | None = None) -> None:
+                 prompts: dict[int, outline.PromptFigures] | None = None,
+                 finder: find_view.Finder | None = None) -> None:
         self.started_ns = started_ns
+        #: The find box's matches, marked where the items are drawn.
+        self.finder = finder
         self.figures = figures
         #: What followed each prompt, by its line (claude-code-log's per-prompt counts).
         self.prompts = prompts or {}
@@ -248,23 +274,34 @@ class _Shown:
 
 
 def _item(item: Item, depth: int, shown: _Shown) -> None:
+    finder = shown.finder if shown.finder is not None and shown.finder.holds(item) else None
+    if finder is not None:
+        finder.heading(item)
+        if item.kind not in (*_ROLE, "tool", "thinking"):
+            st.html(finder.html(visible_text(item.text)))
     if item.kind in _ROLE:
         with st.chat_message(_ROLE[item.kind]):
             if item.label:
                 st.caption(plain(item.label, 80))
             tree = markdown_tree(visible_text(item.text)) if item.kind == "assistant" else None
             if tree is not None:
-                st.html(f'<div class="ct-md">{tree_html(tree)}</div>')
+                mark = finder.mark if finder is not None else None
+                st.html(f'<div class="ct-md">{tree_html(tree, mark)}</div>')
+            elif finder is not None:
+                st.html(finder.html(visible_text(item.text)))
             else:
                 st.text(visible_text(item.text))
             st.caption(shown.meta(item))
             if item.kind == "user" and item.seq in shown.prompts:
                 st.caption(f"↳ {plain(shown.prompts[item.seq].text(), 300)}")
     elif item.kind == "thinking":
-        with st.expander(f"Thinking · line {item.seq}", expanded=False):
-            st.text(visible_text(item.text))
+        with st.expander(f"Thinking · line {item.seq}", expanded=finder is not None):
+            if finder is not None:
+                st.html(finder.html(visible_text(item.text)))
+            else:
+                st.text(visible_text(item.text))
     elif item.kind == "tool" and item.tool is not None:
-        _tool(item, depth, shown)
+        _tool(item, depth, shown, finder)
     elif item.kind == "result":
         (st.error if item.is_error else st.success)(
             f"Result · {plain(_result_label(item))} · {shown.meta(item)}")
@@ -314,14 +351,18 @@ def _result_label(item: Item) -> str:
     return " · ".join(bits)
 
 
-def _tool(item: Item, depth: int, shown: _Shown) -> None:
+def _tool(item: Item, depth: int, shown: _Shown,
+          finder: find_view.Finder | None = None) -> None:
     call = item.tool
     assert call is not None
     state = "failed" if call.is_error else ("ok" if call.answered else "no result")
     todo = present.todos(call.name, call.input)
     task = present.subagent_task(call.name, call.input)
+    # A subagent holding a match opens (the match may be in its own work).
+    inside = shown.finder is not None and any(
+        shown.finder.holds(i) for _, i in walk(call.children))
     if task is not None:
-        _subagent(item, task, state, depth, shown)
+        _subagent(item, task, state, depth, shown, finder, inside)
         return
     label = f"Tool {plain(call.name, 80)} · {state} · line {item.seq}"
     if todo is not None:
@@ -330,7 +371,7 @@ def _tool(item: Item, depth: int, shown: _Shown) -> None:
         label += " · " + ", ".join(f"{d.kind} {plain(d.outcome, 20)}" for d in call.decisions)
     with st.expander(
         label,
-        expanded=call.is_error,
+        expanded=call.is_error or finder is not None or inside,
         icon=":material/error:" if call.is_error else (
             ":material/checklist:" if todo is not None else ":material/build:"),
     ):
@@ -341,7 +382,10 @@ def _tool(item: Item, depth: int, shown: _Shown) -> None:
         # st.text, not st.code: a code block makes the browser load and run
         # Streamlit's syntax highlighter (a 1.5 MB script, ~0.3 s of a 200k-line
         # session's page), for blocks that are collapsed.
-        st.text(visible_text(_tool_text(call)))
+        if finder is not None:
+            st.html(finder.html(visible_text(_tool_text(call))))
+        else:
+            st.text(visible_text(_tool_text(call)))
         if call.children:  # a tool other than Agent/Task whose lines nest (rare)
             with st.container(border=True):
                 for child in call.children:
@@ -349,7 +393,8 @@ def _tool(item: Item, depth: int, shown: _Shown) -> None:
 
 
 def _subagent(
-    item: Item, task: tuple[str, str, str], state: str, depth: int, shown: _Shown
+    item: Item, task: tuple[str, str, str], state: str, depth: int, shown: _Shown,
+    finder: find_view.Finder | None = None, inside: bool = False,
 ) -> None:
     """An Agent/Task call as what it is: a prompt to a subagent, its work, its answer."""
     call = item.tool
@@ -359,11 +404,14 @@ def _subagent(
     if description:
         label += f" · {plain(description, 80)}"
     label += f" · {state} · line {item.seq} · {len(call.children)} items"
-    with st.expander(label, expanded=call.is_error,
+    with st.expander(label, expanded=call.is_error or finder is not None or inside,
                      icon=":material/error:" if call.is_error else ":material/smart_toy:"):
         st.caption(shown.meta(item))
         st.caption("prompt")
-        st.text(visible_text(prompt[:20000] or "(none recorded)"))
+        if finder is not None:
+            st.html(finder.html(visible_text(_tool_text(call))))
+        else:
+            st.text(visible_text(prompt[:20000] or "(none recorded)"))
         for d in call.decisions:
             st.caption(f"{d.kind} {plain(d.name, 80)} → {plain(d.outcome, 40)}")
         if call.children:

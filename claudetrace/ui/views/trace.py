@@ -14,9 +14,11 @@ from claudetrace.model import Session
 from claudetrace.store import Recording, Store
 from claudetrace.ui import outline, present
 from claudetrace.ui.conversation import Item
-from claudetrace.ui.markdown import markdown_tree, tree_html
+from claudetrace.ui.find import span_anchor
+from claudetrace.ui.markdown import markdown_tree, marked_html, tree_html
 from claudetrace.ui.views import common
 from claudetrace.ui.views.common import param, plain, set_params
+from claudetrace.ui.views.find import Finder
 
 #: Nodes of the span tree drawn per page.
 TRACE_PAGE = 400
@@ -41,8 +43,14 @@ def _tree_rows(
 ) -> tuple[present.TraceNode, list[present.TraceRow]]:
     """The span tree of a recording and its rows (once per recording, line count and
     status)."""
-    tree = present.trace_tree(
-        _folded.session, end_ns=duration_ns, status=status)
+    return tree_rows(_folded.session, status, started_ns, duration_ns)
+
+
+def tree_rows(session: Session, status: str, started_ns: int, duration_ns: int | None
+              ) -> tuple[present.TraceNode, list[present.TraceRow]]:
+    """The span tree of ``session`` (a recording's, with its status, start and
+    duration) and its rows, as the tab draws them."""
+    tree = present.trace_tree(session, end_ns=duration_ns, status=status)
     return tree, present.trace_rows(tree, started_ns)
 
 
@@ -57,34 +65,45 @@ def _header_html(head: outline.TraceHeader) -> str:
     return f'<div class="ct-head">{cells}</div>'
 
 
-def _trace_html(rows: list[present.TraceRow]) -> str:
-    """The rows as an HTML table: every recorded text escaped."""
+def _trace_html(rows: list[present.TraceRow], finder: Finder | None = None,
+                first: int = 0) -> str:
+    """The rows as an HTML table: every recorded text escaped; the rows holding the
+    find box's text (``first``: the index of ``rows[0]`` in the tree) marked, each
+    with its anchor."""
     from html import escape
+
+    mark = finder.mark if finder is not None else None
+    anchors = finder.anchors if finder is not None else set()
 
     end = max((r.end_ns or r.start_ns for r in rows), default=0) or 1
     out = ['<table class="ct-trace"><thead><tr><th>span</th><th>start (UTC)</th>'
            '<th>since start</th><th>duration</th><th></th><th>tokens</th><th>cost</th>'
            "<th>detail</th></tr></thead><tbody>"]
-    for r in rows:
+    for at, r in enumerate(rows, first):
         left = 100 * r.start_ns / end
         width = 100 * max(0, (r.end_ns if r.end_ns is not None else end) - r.start_ns) / end
+        anchor = span_anchor(at)
+        hit = anchor in anchors
+        found = f' id="{anchor}"' if hit else ""
         out.append(
-            f'<tr class="s-{escape(r.status)}" data-kind="{escape(r.kind)}" '
-            f'data-status="{escape(r.status)}">'
+            f'<tr class="s-{escape(r.status)}{" found" if hit else ""}"{found} '
+            f'data-kind="{escape(r.kind)}" data-status="{escape(r.status)}">'
             f'<td style="padding-left:{8 + 16 * r.depth}px">'
-            f'<span class="kind k-{escape(r.kind)}">{escape(r.kind)}</span>{escape(r.label)}</td>'
+            f'<span class="kind k-{escape(r.kind)}">{escape(r.kind)}</span>'
+            f"{marked_html(r.label, mark if hit else None)}</td>"
             f"<td>{escape(r.clock)}</td><td class=n>{escape(r.offset)}</td>"
             f"<td class=n>{escape(r.duration)}</td>"
             f'<td><div class="track"><div class="bar" style="left:{left:.2f}%;'
             f'width:{width:.2f}%"></div></div></td>'
             f"<td class=n>{escape(r.tokens)}</td><td class=n>{escape(r.cost)}</td>"
-            f'<td class="detail">{escape(r.detail)}</td></tr>'
+            f'<td class="detail">{marked_html(r.detail, mark if hit else None)}</td></tr>'
         )
     out.append("</tbody></table>")
     return "".join(out)
 
 
-def tab(db: Store, rec: Recording, items_through: Callable[[int], list[Item]]) -> None:
+def tab(db: Store, rec: Recording, items_through: Callable[[int], list[Item]],
+        finder: Finder | None = None) -> None:
     """The Trace tab: the header, the span tree a part of it at a time, and the input
     and output of the span picked (``items_through(seq)``: the conversation's items
     read as far as line ``seq``)."""
@@ -105,8 +124,8 @@ def tab(db: Store, rec: Recording, items_through: Callable[[int], list[Item]]) -
         + " · times in UTC and since the start"
     )
     shown = rows[(part - 1) * TRACE_PAGE : part * TRACE_PAGE]
-    _io_pane(session, shown, items_through)
-    st.html(_trace_html(shown))
+    _io_pane(session, shown, items_through, finder, rows)
+    st.html(_trace_html(shown, finder, (part - 1) * TRACE_PAGE))
 
 
 def _span_seq(session: Session, ref: str) -> int:
@@ -124,7 +143,8 @@ def _span_seq(session: Session, ref: str) -> int:
 
 
 def _io_pane(session: Session, rows: list[present.TraceRow],
-             items_through: Callable[[int], list[Item]]) -> None:
+             items_through: Callable[[int], list[Item]], finder: Finder | None = None,
+             every: list[present.TraceRow] | None = None) -> None:
     """Phoenix's input/output pane: the span picked (``?span=``), its input and its
     output side by side, answers' Markdown rendered as in the conversation."""
     labels = {r.ref: f"{r.kind} · {r.label} · {r.offset}" for r in rows if r.ref}
@@ -137,6 +157,8 @@ def _io_pane(session: Session, rows: list[present.TraceRow],
     set_params(span=picked)
     if picked is None:
         return
+    if finder is not None and not finder.pane_heading(every or rows, picked):
+        finder = None
     io = outline.Spans(items_through(_span_seq(session, picked)), session).io(picked)
     if io is None:
         st.caption("No input or output recorded for this span.")
@@ -145,13 +167,20 @@ def _io_pane(session: Session, rows: list[present.TraceRow],
     given, answered = io.texts()
     with left.container(border=True, key="span_input"):
         st.caption(plain(io.input_title, 80))
-        st.text(visible_text(given))
+        if finder is not None:
+            st.html(finder.html(visible_text(given)))
+        else:
+            st.text(visible_text(given))
     with right.container(border=True, key="span_output"):
         st.caption(plain(io.output_title, 80))
         tree = markdown_tree(visible_text(answered)) if io.outputs and all(
             item.kind in ("assistant", "result") for item, _ in io.outputs) else None
         if tree is not None:
-            st.html(f'<div class="ct-md">{tree_html(tree)}</div>')
+            mark = finder.mark if finder is not None else None
+            st.html(f'<div class="ct-md">{tree_html(tree, mark)}</div>')
+        elif finder is not None:  # marked; an error's text red as st.error's
+            st.html(f'<div class="{"ct-bad" if io.is_error else ""}">'
+                    f"{finder.html(visible_text(answered))}</div>")
         elif io.is_error:
             st.error(plain(answered, 2000))
         else:

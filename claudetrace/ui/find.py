@@ -1,0 +1,227 @@
+"""Find a text within one session, as Phoenix and Langfuse search within a trace.
+
+:func:`find` looks for a plain text (case-insensitive; no pattern syntax: ``.``,
+``*`` or ``(`` are the characters themselves) in the session's conversation
+(prompts, answers, thinking, results, a tool call's input and result, subagent
+items included) and in its span tree's rows (each span's name and detail, the
+attributes the trace shows), and says how many times it occurs, in which items
+and spans and in which turns.  Each match names the anchor the pages put on what
+holds it, so a page can jump to it; :func:`~claudetrace.ui.markdown.segments`
+cuts a text into the pieces to draw marked and unmarked.
+
+Pure functions over conversation items and trace rows; nothing here reads the
+store or writes markup.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ..model import Session
+from .conversation import Item
+from .markdown import segments
+from .present import TraceRow
+
+#: Longest text looked for (a longer query is cut: nobody types more).
+QUERY_LIMIT: Final = 200
+_SPACES: Final = re.compile(r"\s+")
+#: Turns named in a summary (the rest counted).
+TURNS_NAMED: Final = 12
+#: Characters of context either side of the first occurrence in a match's excerpt.
+CONTEXT: Final = 40
+
+
+def pattern(query: str) -> re.Pattern[str] | None:
+    """``query`` as a case-insensitive literal pattern (None for an empty query).
+
+    ``re.escape`` keeps every character literal; ``re.IGNORECASE`` folds case
+    without changing a text's length, so match positions are the text's own."""
+    text = query.strip()[:QUERY_LIMIT]
+    return re.compile(re.escape(text), re.IGNORECASE) if text else None
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """One item or span that holds the text, with how often and where."""
+
+    #: ``item`` (a conversation item) or ``span`` (a row of the span tree).
+    kind: str
+    #: The element id the pages give what holds the match (``find-i12``, ``find-s3``).
+    anchor: str
+    #: What it is, in words (``tool Bash · result``, ``model call claude-…``).
+    label: str
+    #: Occurrences in it.
+    count: int
+    #: The first occurrence with some context: before, the match, after.
+    excerpt: tuple[str, str, str]
+    #: The turn it belongs to (0: before the first prompt).
+    turn: int
+    #: An item's line, and the line of the top-level item that holds it (the
+    #: conversation part to show); a span's row index in the tree's rows.
+    seq: int = 0
+    top_seq: int = 0
+    row: int = 0
+    #: A span's node (:attr:`~claudetrace.ui.present.TraceRow.ref`: ``tool:<id>``…).
+    ref: str = ""
+
+
+@dataclass(slots=True)
+class Found:
+    """What :func:`find` found: every match, items first, in the order shown."""
+
+    query: str
+    matches: list[Match] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        """Occurrences in all."""
+        return sum(m.count for m in self.matches)
+
+    def items(self) -> list[Match]:
+        return [m for m in self.matches if m.kind == "item"]
+
+    def spans(self) -> list[Match]:
+        return [m for m in self.matches if m.kind == "span"]
+
+    def turns(self) -> list[int]:
+        """The turns that hold a match, in order."""
+        return sorted({m.turn for m in self.matches if m.turn})
+
+    def summary(self) -> str:
+        """``7 matches · 4 items, 2 spans · turns 1, 3`` (or ``no match``)."""
+        if not self.matches:
+            return "no match"
+        items, spans = len(self.items()), len(self.spans())
+        bits = [f"{self.total:,} match{'es' if self.total != 1 else ''}",
+                f"{items:,} item{'s' if items != 1 else ''}, "
+                f"{spans:,} span{'s' if spans != 1 else ''}"]
+        turns = self.turns()
+        if turns:
+            named = ", ".join(str(t) for t in turns[:TURNS_NAMED])
+            if len(turns) > TURNS_NAMED:
+                named += f"… ({len(turns):,} turns)"
+            bits.append(("turn " if len(turns) == 1 else "turns ") + named)
+        return " · ".join(bits)
+
+    def anchors(self) -> set[str]:
+        return {m.anchor for m in self.matches}
+
+
+def item_texts(item: Item) -> list[tuple[str, str]]:
+    """The ``(part, text)`` of ``item`` that are searched: its text, and a tool
+    call's input (as JSON) and result."""
+    out = [("name" if item.tool is not None else "text", item.text)] if item.text else []
+    tool = item.tool
+    if tool is not None:
+        if tool.input is not None:
+            out.append(("input", _json(tool.input)))
+        if tool.result is not None:
+            out.append(("result", tool.result))
+    return out
+
+
+def row_texts(row: TraceRow) -> list[tuple[str, str]]:
+    """The ``(part, text)`` of a span row that are searched: its name and detail."""
+    return [(part, text) for part, text in (("name", row.label), ("detail", row.detail))
+            if text]
+
+
+def _json(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(
+        value, ensure_ascii=False, indent=2, default=str)
+
+
+def _excerpt(text: str, m: re.Match[str]) -> tuple[str, str, str]:
+    before = text[max(0, m.start() - CONTEXT):m.start()]
+    after = text[m.end():m.end() + CONTEXT]
+    if m.start() > CONTEXT:
+        before = "…" + before
+    if m.end() + CONTEXT < len(text):
+        after += "…"
+    return _SPACES.sub(" ", before), m.group(), _SPACES.sub(" ", after)
+
+
+def _item_label(item: Item) -> str:
+    if item.tool is not None:
+        return f"tool {item.tool.name}"
+    return item.label or item.kind
+
+
+def _scan(texts: Iterable[tuple[str, str]], found: re.Pattern[str]
+          ) -> tuple[int, list[str], tuple[str, str, str] | None]:
+    count, parts, excerpt = 0, [], None
+    for part, text in texts:
+        hits = 0
+        for m in found.finditer(text):
+            if excerpt is None:
+                excerpt = _excerpt(text, m)
+            hits += 1
+        if hits:
+            count += hits
+            parts.append(part)
+    return count, parts, excerpt
+
+
+def find(query: str, items: Sequence[Item], rows: Sequence[TraceRow],
+         session: Session) -> Found:
+    """Where ``query`` occurs among ``items`` (the conversation, nested items
+    included) and ``rows`` (the span tree's rows) of ``session``."""
+    found = pattern(query)
+    out = Found(query.strip()[:QUERY_LIMIT])
+    if found is None:
+        return out
+    starts = [t.start_seq for t in session.turns]
+    for top in items:
+        for item in _walk(top):
+            count, parts, excerpt = _scan(item_texts(item), found)
+            if count and excerpt is not None:
+                out.matches.append(Match(
+                    "item", item_anchor(item.seq), f"{_item_label(item)} · {', '.join(parts)}",
+                    count, excerpt, bisect.bisect_right(starts, item.seq),
+                    seq=item.seq, top_seq=top.seq))
+    turn_of = _row_turns(rows)
+    for index, row in enumerate(rows):
+        count, parts, excerpt = _scan(row_texts(row), found)
+        if count and excerpt is not None:
+            out.matches.append(Match(
+                "span", span_anchor(index), f"{row.kind} {row.label} · {', '.join(parts)}",
+                count, excerpt, turn_of[index], row=index, ref=row.ref))
+    return out
+
+
+def _walk(item: Item) -> Iterable[Item]:
+    yield item
+    if item.tool is not None:
+        for child in item.tool.children:
+            yield from _walk(child)
+
+
+def _row_turns(rows: Sequence[TraceRow]) -> list[int]:
+    """Each row's turn: the ``turn:N`` row it is drawn under (0 for none)."""
+    out, turn = [], 0
+    for row in rows:
+        if row.kind == "turn" and row.ref.startswith("turn:"):
+            turn = int(row.ref.removeprefix("turn:") or 0)
+        elif row.depth <= 1:
+            turn = 0 if row.kind != "turn" else turn
+        out.append(turn)
+    return out
+
+
+def item_anchor(seq: int) -> str:
+    """The element id of the conversation item at line ``seq``."""
+    return f"find-i{seq}"
+
+
+def span_anchor(index: int) -> str:
+    """The element id of the span tree's row ``index``."""
+    return f"find-s{index}"
+
+
+__all__ = ["Found", "Match", "find", "item_anchor", "item_texts", "pattern", "row_texts",
+           "segments", "span_anchor"]

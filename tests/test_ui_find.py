@@ -1,0 +1,116 @@
+"""Find within a session (claudetrace.ui.find) on real-CLI recordings and the
+showcase sessions, without a browser: what is searched, the counts, turns and
+anchors, a literal case-insensitive text, and the marks escaped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from claudetrace.cassette import read_cassette
+from claudetrace.store import open_store
+from claudetrace.ui import find, present
+from claudetrace.ui.conversation import Conversation, walk
+from claudetrace.ui.markdown import markdown_tree, marked_html, segments, tree_html
+from tests.showcase import seed
+
+CASSETTES = Path(__file__).parent / "fixtures" / "cassettes"
+
+
+def folded(events: object) -> tuple[Conversation, list[present.TraceRow]]:
+    conv = Conversation()
+    conv.feed_many(events)  # type: ignore[arg-type]
+    conv.settle(conv.items)
+    tree = present.trace_tree(conv.session, end_ns=None, status="ok")
+    return conv, present.trace_rows(tree, 0)
+
+
+def found_in(name: str, query: str) -> find.Found:
+    conv, rows = folded(read_cassette(CASSETTES / f"{name}.ndjson").events)
+    return find.find(query, conv.items, rows, conv.session)
+
+
+def test_a_tool_input_and_the_prompt_are_found_case_ignored() -> None:
+    found = found_in("permission_deny", "TOUCH")
+    assert [(m.kind, m.label, m.turn) for m in found.matches] == [
+        ("item", "user · text", 1), ("item", "tool Bash · input", 1)]
+    assert found.total == 2 and found.turns() == [1]
+    assert found.summary() == "2 matches · 2 items, 0 spans · turn 1"
+    before, hit, after = found.matches[1].excerpt
+    assert hit == "touch" and before.endswith('"command": "') and "\n" not in after
+    assert [m.anchor for m in found.matches] == [find.item_anchor(m.seq) for m in found.matches]
+
+
+def test_a_span_is_found_by_its_name_and_detail() -> None:
+    found = found_in("permission_deny", "permission deny")
+    spans = found.spans()
+    assert [(m.label, m.turn, m.ref.split(":")[0]) for m in spans] == [
+        ("tool Bash · detail", 1, "tool")]
+    assert spans[0].anchor == find.span_anchor(spans[0].row)
+
+
+def test_a_subagent_item_is_found_under_the_call_that_holds_it() -> None:
+    found = found_in("subagent", "count the words")
+    nested = [m for m in found.items() if m.seq != m.top_seq]
+    assert nested, found.matches
+    tool = next(m for m in found.items() if m.label.startswith("tool Agent"))
+    assert all(m.top_seq == tool.seq for m in nested)
+
+
+def test_the_text_is_literal_never_a_pattern() -> None:
+    assert find.pattern("  ") is None
+    regex = find.pattern("a.c(")
+    assert regex is not None
+    assert regex.findall("abc( a.c( A.C(") == ["a.c(", "A.C("]
+    assert found_in("permission_deny", ".*").matches == []
+    assert found_in("permission_deny", "").summary() == "no match"
+
+
+def test_marks_are_escaped_and_keep_the_text() -> None:
+    mark = find.pattern("<b>")
+    text = 'x <B> <script>alert("<b>")</script>'
+    assert "".join(piece for piece, _ in segments(text, mark)) == text
+    assert [piece for piece, hit in segments(text, mark) if hit] == ["<B>", "<b>"]
+    html = marked_html(text, mark)
+    assert html.count("<mark>") == 2 and "<script>" not in html and "&lt;B&gt;" in html
+    tree = markdown_tree("**bold** and `code` with <b>")
+    assert tree is not None
+    assert tree_html(tree, find.pattern("bold")) == tree_html(tree).replace(
+        "bold", "<mark>bold</mark>", 1)
+
+
+def test_the_showcase_sessions_say_where_their_matches_are(tmp_path: Path) -> None:
+    store = open_store(str(tmp_path / "x.db"))
+    try:
+        ids = seed(store, tmp_path)
+        conv, rows = folded(store.iter_events(ids["imported"]))
+    finally:
+        store.close()
+    found = find.find("round", conv.items, rows, conv.session)
+    # Prompts of turns 1 and 2, a TodoWrite input, a subagent's prompt and answer,
+    # the compaction summary, answers and results.
+    assert found.turns() == [1, 2]
+    assert found.total == 10 and len(found.items()) == 9
+    labels = [m.label for m in found.matches]
+    assert "tool TodoWrite · input" in labels and "tool Task · input, result" in labels
+    assert len(found.anchors()) == len(found.matches)
+
+
+@pytest.mark.parametrize("query", ["round", "ROUND_TOTAL", "cart.py"])
+def test_counts_equal_the_occurrences_in_the_texts_searched(query: str) -> None:
+    conv, rows = folded(read_cassette(CASSETTES / "subagent.ndjson").events)
+    found = find.find(query, conv.items, rows, conv.session)
+    regex = find.pattern(query)
+    assert regex is not None
+    expected = sum(len(regex.findall(text)) for _, item in walk(conv.items)
+                   for _, text in find.item_texts(item))
+    expected += sum(len(regex.findall(text)) for row in rows for _, text in find.row_texts(row))
+    assert found.total == expected
+
+
+def test_a_summary_names_a_dozen_turns_and_counts_the_rest() -> None:
+    found = find.Found("x", [find.Match("item", find.item_anchor(n), "user · text", 1,
+                                        ("", "x", ""), n, seq=n) for n in range(1, 31)])
+    assert found.summary() == (
+        "30 matches · 30 items, 0 spans · turns 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12… (30 turns)")
