@@ -31,6 +31,7 @@ from ..model.summary import model_figures
 from ..pricing import dollars
 from ..recording import RecordingInfo
 from ..sanitize import Sanitizer
+from ..store.links import NO_LINKS, Links
 from ..telemetry import conventions as c
 from ..telemetry.spans import SpanBuilder
 from ..ui import outline, present
@@ -206,13 +207,15 @@ def usage_rows(totals: Totals) -> list[list[Any]]:
 
 def report_data(
     rec: Any, events: Sequence[Event], *, generated: str | None = None,
-    usage: Totals | None = None,
+    usage: Totals | None = None, links: Links = NO_LINKS,
 ) -> dict[str, Any]:
     """The report of ``rec`` (a stored recording) and its ``events`` as JSON-ready data.
 
     ``usage``: the recording's figures from the store's usage query layer
     (:func:`claudetrace.usage.recording_totals`), shown as its tokens and cost;
-    without it, the session model's."""
+    without it, the session model's.  ``links``: the sessions it continues, is
+    continued in or was resumed as (:func:`claudetrace.store.links.links_of`),
+    named by their ids in text (the other sessions are not in the file)."""
     from .facts import facts
 
     info: RecordingInfo = rec.info()
@@ -260,7 +263,7 @@ def report_data(
         "started_ms": rec.started_ns // 1_000_000,
         "live": [now.state, now.detail, present.clock(rec.started_ns, now.last_event_ns),
                  present.offset(now.last_event_ns)],
-        "facts": [list(pair) for pair in facts(rec)],
+        "facts": [list(pair) for pair in facts(rec, links)],
         "process": process,
         "conv": conv,
         "trace": [row.as_list() for row in trace],
@@ -321,6 +324,7 @@ def write_report(
     *,
     redactor: Sanitizer | None = None,
     usage: Totals | None = None,
+    links: Links = NO_LINKS,
 ) -> int:
     """Write the report of ``rec`` to ``out``; returns the number of events shown.
 
@@ -332,7 +336,7 @@ def write_report(
     """
     clean = secret_redactor() if redactor is None else redactor
     shown = list(events)
-    out.write(render_report(clean.value(report_data(rec, shown, usage=usage))))
+    out.write(render_report(clean.value(report_data(rec, shown, usage=usage, links=links))))
     return len(shown)
 
 
