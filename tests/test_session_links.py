@@ -30,7 +30,7 @@ from click.testing import CliRunner
 
 from claudetrace.cli import cli
 from claudetrace.store import open_store
-from claudetrace.store.links import links_of, session_links
+from claudetrace.store.links import links_of, listed_links, session_links
 from tests.browsing import launched, needs_chromium, ui_server
 from tests.test_store_postgres import pg_url  # noqa: F401  (the fixture)
 
@@ -129,7 +129,16 @@ def test_both_sides_say_the_link_in_any_import_order(db: str, tmp_path: Path,
     assert "continues  " not in shown
     assert report_facts(report(db, LATER))["continues"] == f"{EARLIER} (after its compaction)"
     assert report_facts(report(db, EARLIER))["continued in"] == f"{LATER} (after a compaction)"
-    # Importing again changes nothing: one link, each way.
+    # The session list's reading (no ``extra`` loaded) finds the same ids.
+    store = open_store(db)
+    try:
+        listed_ids = listed_links(store, [early_id, late_id, "01NOTHERE"])
+    finally:
+        store.close()
+    assert [link.recording_id for link in listed_ids[early_id].continued_in] == [late_id]
+    assert listed_ids[late_id].continues is not None
+    assert listed_ids[late_id].continues.session_id == EARLIER
+        # Importing again changes nothing: one link, each way.
     imported(db, folder)
     assert listed(db)[EARLIER]["links"] == rows[EARLIER]["links"]
 
@@ -160,10 +169,14 @@ def test_the_forks_a_session_was_resumed_as_are_listed(db: str) -> None:
     assert f"recording  {rid}" in run("show", FORKS[0], "--db", db).stdout
 
 
+@pytest.mark.parametrize("one_by_one", [10, 0])
 def test_a_compacted_fork_of_a_joined_session_finds_it_by_the_id_it_was_resumed_as(
-        db: str, tmp_path: Path) -> None:
+        db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_by_one: int) -> None:
     # The later file says it goes on from a session that was itself a fork, joined
-    # into the first session's recording: the link opens that recording.
+    # into the first session's recording: the link opens that recording (found
+    # by a narrow text match, or, with more ids to find, one read of every
+    # resumed session).
+    monkeypatch.setattr("claudetrace.store.links._ONE_BY_ONE", one_by_one)
     folder = tmp_path / "projects" / "-home-dev-project"
     folder.mkdir(parents=True)
     text = (COMPACTED / f"{LATER}.jsonl").read_text()
@@ -179,6 +192,24 @@ def test_a_compacted_fork_of_a_joined_session_finds_it_by_the_id_it_was_resumed_
         assert [link.recording_id for link in both[rid].continued_in] == [later.id]
     finally:
         store.close()
+
+
+def test_the_session_list_has_a_links_column(db_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    from tests.test_ui_app import APP
+
+    imported(str(db_path), COMPACTED)
+    imported(str(db_path), FORKED)
+    monkeypatch.setenv("CLAUDETRACE_DB", str(db_path))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    assert not at.exception, at.exception
+    table = at.dataframe(key="sessions_table").value
+    links = dict(zip(table["session_id"], table["links"], strict=True))
+    assert links == {EARLIER: f"continued in {LATER[:8]}", LATER: f"continues {EARLIER[:8]}",
+                     FIRST: f"resumed as {FORKS[0][:8]}, {FORKS[1][:8]}"}
 
 
 def test_the_continues_lookup_uses_its_index_on_sqlite(db_path: Path) -> None:

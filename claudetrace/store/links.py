@@ -38,8 +38,20 @@ EXPRESSION: Final = {
     "postgresql": "(extra -> 'continues' ->> 'session_id')",
 }
 
+#: The ids a recording was resumed as, read without the rest of ``extra`` (a
+#: JSON text on SQLite, a value on PostgreSQL).
+_RESUMED: Final = {
+    "sqlite": "json_extract(extra, '$.resumed_as')",
+    "postgresql": "(extra -> 'resumed_as')",
+}
+
 #: At most this many recordings are said to continue one session.
 _MOST: Final = 50
+#: Session ids asked in one ``IN`` list (SQLite takes 32,766 parameters at most).
+_CHUNK: Final = 500
+#: Unstored ids looked for one by one among the ids sessions were resumed as (a
+#: narrow text match each); more are matched in one read of every resumed session.
+_ONE_BY_ONE: Final = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,9 +108,13 @@ def continues_expression(dialect: str) -> ColumnElement[Any]:
     return literal_column(EXPRESSION[dialect])
 
 
-def session_links(store: Store, recs: Sequence[Any]) -> dict[str, Links]:
-    """Each of ``recs``'s links by recording id (those with none left out), in two
-    or three indexed queries however many ``recs`` there are."""
+def session_links(store: Store, recs: Sequence[Any], *,
+                  find_resumed: bool = True) -> dict[str, Links]:
+    """Each of ``recs``'s links by recording id (those with none left out), in
+    indexed queries (one per 500 session ids).  A continued session not stored
+    under its own id is looked for among the ids sessions were resumed as,
+    unless not ``find_resumed`` (a text scan of ``extra``: the session list,
+    which shows the ids only, leaves it out)."""
     owned: dict[str, str] = {}  # a session id → the recording of recs holding it
     for rec in recs:
         for sid in (rec.cli_session_id, *resumed_ids(rec)):
@@ -106,7 +122,7 @@ def session_links(store: Store, recs: Sequence[Any]) -> dict[str, Links]:
                 owned.setdefault(sid, rec.id)
     targets = {found[0] for rec in recs if (found := continued_id(rec)) is not None}
     later = _continuing(store, owned)
-    holders = _holders(store, targets)
+    holders = _holders(store, targets, find_resumed=find_resumed)
     out: dict[str, Links] = {}
     for rec in recs:
         found = continued_id(rec)
@@ -124,6 +140,44 @@ def session_links(store: Store, recs: Sequence[Any]) -> dict[str, Links]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class _Linking:
+    """What of a recording its links are found from (its ``extra`` reduced to them)."""
+
+    id: str
+    cli_session_id: str | None
+    extra: dict[str, Any]
+
+
+def listed_links(store: Store, recording_ids: Sequence[str]) -> dict[str, Links]:
+    """The links of the recordings ``recording_ids`` for the session list, which
+    loads no ``extra``: the two values read from it by the database, the ids
+    only (not looked for among resumed sessions: the list shows the ids)."""
+    import json
+
+    from sqlalchemy import literal_column, select
+
+    from .models import Recording
+
+    table = Recording.__table__.c
+    dialect = store.engine.dialect.name
+    rows: list[Any] = []
+    with store.session() as s:
+        for wanted in _chunks(recording_ids):
+            rows += s.execute(select(table.id, table.cli_session_id,
+                                     continues_expression(dialect),
+                                     literal_column(_RESUMED[dialect]))
+                              .where(table.id.in_(wanted))).all()
+    recs = []
+    for rid, sid, continued, resumed in rows:
+        if isinstance(resumed, str):
+            resumed = json.loads(resumed)
+        recs.append(_Linking(rid, sid, {
+            "continues": {"session_id": continued} if continued else None,
+            "resumed_as": resumed if isinstance(resumed, list) else None}))
+    return session_links(store, recs, find_resumed=False)
+
+
 def links_of(store: Store, rec: Any) -> Links:
     """The links of one recording."""
     return session_links(store, [rec]).get(rec.id, NO_LINKS)
@@ -137,49 +191,59 @@ def _continuing(store: Store, sids: Iterable[str]) -> list[tuple[Recording, str,
 
     from .models import Recording
 
-    wanted = sorted(set(sids))
-    if not wanted:
-        return []
     table = Recording.__table__.c
     expression = continues_expression(store.engine.dialect.name)
-    stmt = (select(Recording)
-            .options(load_only(Recording.id, Recording.cli_session_id, Recording.extra,
-                               Recording.started_ns))
-            .where(expression.in_(wanted))
-            .order_by(table.started_ns, table.id)
-            .limit(_MOST * len(wanted)))
+    rows: list[Recording] = []
     with store.session() as s:
-        rows = list(s.scalars(stmt))
+        for wanted in _chunks(sids):
+            rows += s.scalars(
+                select(Recording)
+                .options(load_only(Recording.id, Recording.cli_session_id, Recording.extra,
+                                   Recording.started_ns))
+                .where(expression.in_(wanted))
+                .order_by(table.started_ns, table.id)
+                .limit(_MOST * len(wanted)))
+    rows.sort(key=lambda row: (row.started_ns, row.id))
     return [(row, found[0], found[1]) for row in rows
             if (found := continued_id(row)) is not None]
 
 
-def _holders(store: Store, sids: Iterable[str]) -> dict[str, str]:
-    """The recording holding each of ``sids`` (its CLI session id, else one it
-    was resumed as), for those stored."""
-    from sqlalchemy import select
+def _holders(store: Store, sids: Iterable[str], *, find_resumed: bool) -> dict[str, str]:
+    """The recording holding each of ``sids`` (its CLI session id, else, when
+    ``find_resumed``, one it was resumed as), for those stored."""
+    from sqlalchemy import Text, cast, select
+    from sqlalchemy.orm import load_only
 
     from .api import Store
     from .models import Recording
 
-    wanted = sorted(set(sids))
-    if not wanted:
-        return {}
     table = Recording.__table__.c
     found: dict[str, str] = {}
     with store.session() as s:
-        for rid, sid in s.execute(select(table.id, table.cli_session_id)
-                                  .where(table.cli_session_id.in_(wanted))
-                                  .order_by(table.started_ns)):
-            found.setdefault(sid, rid)
-        for sid in (sid for sid in wanted if sid not in found):
-            # A session resumed before it was compacted: joined into the
-            # recording whose ``resumed_as`` names it (as ``Store.resolve`` finds it).
-            for rec in Store.resumed_into(s, sid):
-                if sid in resumed_ids(rec):
-                    found.setdefault(sid, rec.id)
+        for wanted in _chunks(sids):
+            for rid, sid in s.execute(select(table.id, table.cli_session_id)
+                                      .where(table.cli_session_id.in_(wanted))
+                                      .order_by(table.started_ns)):
+                found.setdefault(sid, rid)
+        rest = {sid for sid in sids if sid not in found} if find_resumed else set()
+        # A session resumed before it was compacted: joined into the recording
+        # whose ``resumed_as`` names it (as ``Store.resolve`` finds it).
+        resumed: Iterable[Recording] = (
+            (rec for sid in sorted(rest) for rec in Store.resumed_into(s, sid))
+            if len(rest) <= _ONE_BY_ONE else
+            s.scalars(select(Recording).options(load_only(Recording.id, Recording.extra))
+                      .where(cast(table.extra, Text).like('%"resumed\\_as"%', escape="\\"))
+                      .order_by(table.started_ns)))
+        for rec in resumed:
+            for sid in rest.intersection(resumed_ids(rec)):
+                found.setdefault(sid, rec.id)
     return found
 
 
+def _chunks(sids: Iterable[str]) -> Iterable[list[str]]:
+    wanted = sorted(set(sids))
+    return (wanted[i:i + _CHUNK] for i in range(0, len(wanted), _CHUNK))
+
+
 __all__ = ["EXPRESSION", "INDEX", "NO_LINKS", "Link", "Links", "continued_id",
-           "continues_expression", "links_of", "resumed_ids", "session_links"]
+           "continues_expression", "links_of", "listed_links", "resumed_ids", "session_links"]

@@ -349,6 +349,13 @@ def link_rows(links: Links) -> list[LinkRow]:
     return rows
 
 
+def link_summary(links: Links) -> str:
+    """A session's links in a few words for the session list: ``continues
+    9d626fe2 · continued in c5ed8d29`` (each id's first 8 characters)."""
+    return " · ".join(f"{row.label} {', '.join(item.session_id[:8] for item in row.items)}"
+                      for row in link_rows(links))
+
+
 __all__ = [
     "LinkItem",
     "LinkRow",
@@ -357,6 +364,7 @@ __all__ = [
     "Spans",
     "TraceHeader",
     "link_rows",
+    "link_summary",
     "part_text",
     "prompt_figures",
     "trace_header",
