@@ -121,18 +121,19 @@ def session_links(store: Store, recs: Sequence[Any], *,
             if sid:
                 owned.setdefault(sid, rec.id)
     targets = {found[0] for rec in recs if (found := continued_id(rec)) is not None}
-    later = _continuing(store, owned)
+    later: dict[str, list[Link]] = {}  # a session id → the recordings continuing it
+    for row, sid, certain in _continuing(store, owned):
+        later.setdefault(sid, []).append(Link(row.cli_session_id or row.id, row.id, certain))
     holders = _holders(store, targets, find_resumed=find_resumed)
     out: dict[str, Links] = {}
     for rec in recs:
         found = continued_id(rec)
-        sids = {s for s in (rec.cli_session_id, *resumed_ids(rec)) if s}
+        sids = dict.fromkeys(s for s in (rec.cli_session_id, *resumed_ids(rec)) if s)
         links = Links(
             continues=None if found is None else Link(
                 found[0], holders.get(found[0]), certain=found[1]),
-            continued_in=tuple(
-                Link(row.cli_session_id or row.id, row.id, certain=certain)
-                for row, sid, certain in later if sid in sids and row.id != rec.id),
+            continued_in=tuple(link for sid in sids for link in later.get(sid, ())
+                               if link.recording_id != rec.id),
             resumed_as=resumed_ids(rec),
         )
         if links:
