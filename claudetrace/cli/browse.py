@@ -66,7 +66,11 @@ def sessions(db_url: str | None, as_json: bool, limit: int, models: tuple[str, .
     store = read_store(db_url)
     recs = _with_usage(store, list_sessions(store, filters, limit=limit or None, full=True))
     if as_json:
-        click.echo(json.dumps([session_record(r) for r in recs], indent=2))
+        from ..store.links import NO_LINKS, session_links
+
+        links = session_links(store, recs)
+        click.echo(json.dumps([session_record(r, links.get(r.id, NO_LINKS)) for r in recs],
+                              indent=2))
         return
     from rich.console import Console
     from rich.table import Table
@@ -177,6 +181,7 @@ def show(session: str, db_url: str | None, raw: bool, deltas: bool, width: int) 
     """
     from ..display import visible
     from ..formats.facts import facts
+    from ..store.links import links_of
     from ..terminal import Painter, wants_colour
 
     store = read_store(db_url)
@@ -186,7 +191,7 @@ def show(session: str, db_url: str | None, raw: bool, deltas: bool, width: int) 
     paint = Painter(wants_colour(out))
     # A label is recorded text too: a per-model row is labelled with the model's name.
     out.write("".join(f"{paint(f'{visible(key):>14}', 'bold')}  {visible(value)}\n"
-                      for key, value in facts(costed)) + "\n")
+                      for key, value in facts(costed, links_of(store, rec))) + "\n")
     out.flush()  # the summary is on screen before the transcript is read
     if raw:
         _show_raw(store, rec.id, out, paint)
@@ -396,6 +401,7 @@ def _export_html(store: Any, rec: Any, output: str, redactor: Any) -> None:
     from ..cassette import replace_file
     from ..formats.html import write_report
     from ..sanitize import Sanitizer
+    from ..store.links import links_of
     from ..store.usage import store_reader
     from ..usage import recording_totals
 
@@ -404,14 +410,16 @@ def _export_html(store: Any, rec: Any, output: str, redactor: Any) -> None:
     shown = Sanitizer(secrets=False) if redactor is None else redactor
     # Tokens and cost as `usage session` gives them (one query layer).
     usage = recording_totals(store_reader(store), rec.id)
+    links = links_of(store, rec)
     if output == "-":
         with _exported_events(store, rec) as events:
-            write_report(for_terminal(sys.stdout), rec, events, redactor=shown, usage=usage)
+            write_report(for_terminal(sys.stdout), rec, events, redactor=shown, usage=usage,
+                         links=links)
         sys.stdout.flush()
         return
     def write(out: IO[str]) -> int:
         with _exported_events(store, rec) as events:
-            return write_report(out, rec, events, redactor=shown, usage=usage)
+            return write_report(out, rec, events, redactor=shown, usage=usage, links=links)
 
     try:
         count = replace_file(output, write)

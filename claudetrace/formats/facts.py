@@ -12,6 +12,8 @@ from typing import Any
 
 from ..display import plural as plural  # said here as everywhere
 from ..pricing import dollars
+from ..store.links import NO_LINKS, Links
+from ..ui.outline import link_rows
 
 #: Shown for a value the recording's source cannot know.
 UNKNOWN = "unknown"
@@ -154,8 +156,9 @@ def command_text(argv: list[str] | None) -> str:
     return shlex.join(argv or [])
 
 
-def facts(rec: Any) -> list[tuple[str, str]]:
-    """Label / value pairs describing ``rec`` (a stored :class:`~claudetrace.store.Recording`)."""
+def facts(rec: Any, links: Links = NO_LINKS) -> list[tuple[str, str]]:
+    """Label / value pairs describing ``rec`` (a stored :class:`~claudetrace.store.Recording`)
+    and its ``links`` to other sessions (:func:`claudetrace.store.links.links_of`)."""
     process = has_process(rec)
     rows = [
         ("recording", rec.id + (f"  ({rec.name})" if rec.name else "")),
@@ -179,8 +182,7 @@ def facts(rec: Any) -> list[tuple[str, str]]:
     rows += [
         ("exit", exit_text(rec)),
         ("cli session", f"{rec.cli_session_id or '—'}  claude {rec.claude_code_version or '?'}"),
-        *_resumed(rec),
-        *_continues(rec),
+        *((row.label, row.text) for row in link_rows(links)),
         ("model / mode", f"{rec.model or '—'} / {rec.permission_mode or '—'}"),
         (
             "turns / tools",
@@ -208,26 +210,6 @@ def facts(rec: Any) -> list[tuple[str, str]]:
     return rows
 
 
-def _resumed(rec: Any) -> list[tuple[str, str]]:
-    """A row naming the session ids a resumed session went on as (an imported
-    transcript's later files), when there are any."""
-    ids = (rec.extra or {}).get("resumed_as")
-    if not isinstance(ids, list) or not ids:
-        return []
-    return [("resumed as", ", ".join(str(i) for i in ids))]
-
-
-def _continues(rec: Any) -> list[tuple[str, str]]:
-    """A row naming the session a compacted session's file goes on from
-    (``extra.continues``, :mod:`.continuation`), when it says one."""
-    link = (rec.extra or {}).get("continues")
-    if not isinstance(link, dict) or not isinstance(link.get("session_id"), str):
-        return []
-    how = ("after its compaction" if link.get("certain") else
-           "as its compaction summary says; that file was not imported beside it")
-    return [("continues", f"{link['session_id']} ({how})")]
-
-
 def _per_model(rec: Any) -> list[tuple[str, str]]:
     """One row per model when the session used several (after ``set_model``)."""
     models = rec.models or {}
@@ -246,8 +228,8 @@ def _per_model(rec: Any) -> list[tuple[str, str]]:
     return rows
 
 
-def session_record(rec: Any) -> dict[str, Any]:
-    """A recording as the JSON object `sessions --json` prints."""
+def session_record(rec: Any, links: Links = NO_LINKS) -> dict[str, Any]:
+    """A recording as the JSON object `sessions --json` prints, with its ``links``."""
     return {
         "id": rec.id,
         "name": rec.name,
@@ -289,4 +271,20 @@ def session_record(rec: Any) -> dict[str, Any]:
         "result_subtype": rec.result_subtype,
         "models": rec.models or {},
         "warnings": rec.warnings,
+        "links": links_record(links),
+    }
+
+
+def links_record(links: Links) -> dict[str, Any]:
+    """A recording's links as `sessions --json` prints them: ``continues`` (an
+    object or null), ``continued_in`` (a list) and ``resumed_as`` (session ids);
+    ``recording_id`` is null where the other session is not in the store."""
+    def other(link: Any) -> dict[str, Any]:
+        return {"session_id": link.session_id, "recording_id": link.recording_id,
+                "certain": link.certain}
+
+    return {
+        "continues": None if links.continues is None else other(links.continues),
+        "continued_in": [other(link) for link in links.continued_in],
+        "resumed_as": list(links.resumed_as),
     }

@@ -32,6 +32,7 @@ from ..model.summary import model_figures
 from ..pricing import dollars
 from ..recording import RecordingInfo
 from ..sanitize import Sanitizer
+from ..store.links import NO_LINKS, Links
 from ..telemetry import conventions as c
 from ..telemetry.spans import SpanBuilder
 from ..ui import outline, present
@@ -209,7 +210,7 @@ def usage_rows(totals: Totals) -> list[list[Any]]:
 
 def report_data(
     rec: Any, events: Iterable[Event], *, generated: str | None = None,
-    usage: Totals | None = None,
+    usage: Totals | None = None, links: Links = NO_LINKS,
 ) -> dict[str, Any]:
     """The report of ``rec`` (a stored recording) and its ``events`` as JSON-ready data.
 
@@ -218,7 +219,9 @@ def report_data(
 
     ``usage``: the recording's figures from the store's usage query layer
     (:func:`claudetrace.usage.recording_totals`), shown as its tokens and cost;
-    without it, the session model's."""
+    without it, the session model's.  ``links``: the sessions it continues, is
+    continued in or was resumed as (:func:`claudetrace.store.links.links_of`),
+    named by their ids in text (the other sessions are not in the file)."""
     from .facts import facts, with_usage
 
     info: RecordingInfo = rec.info()
@@ -277,7 +280,8 @@ def report_data(
         "started_ms": rec.started_ns // 1_000_000,
         "live": [now.state, now.detail, present.clock(rec.started_ns, now.last_event_ns),
                  present.offset(now.last_event_ns)],
-        "facts": [list(pair) for pair in facts(rec if usage is None else with_usage(rec, usage))],
+        "facts": [list(pair) for pair in facts(
+            rec if usage is None else with_usage(rec, usage), links)],
         "process": process,
         "conv": conv,
         "trace": [row.as_list() for row in trace],
@@ -369,6 +373,7 @@ def write_report(
     *,
     redactor: Sanitizer | None = None,
     usage: Totals | None = None,
+    links: Links = NO_LINKS,
 ) -> int:
     """Write the report of ``rec`` to ``out``; returns the number of events shown.
 
@@ -383,7 +388,7 @@ def write_report(
     """
     clean = secret_redactor() if redactor is None else redactor
     counted = _Counted(events)
-    for chunk in report_chunks(report_data(rec, counted, usage=usage), clean.value):
+    for chunk in report_chunks(report_data(rec, counted, usage=usage, links=links), clean.value):
         out.write(chunk)
     return counted.count
 

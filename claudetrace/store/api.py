@@ -598,7 +598,7 @@ class Store:
                     )
                 )
             if not by_prefix:
-                by_prefix = self._resumed_as(s, q)
+                by_prefix = self.resumed_into(s, q)
         if len(by_prefix) == 1:
             return by_prefix[0]
         if not by_prefix:
@@ -614,7 +614,7 @@ class Store:
         )
 
     @staticmethod
-    def _resumed_as(s: Session, query: str) -> list[Recording]:
+    def resumed_into(s: Session, query: str) -> list[Recording]:
         """Recordings a resumed session's new id (or a prefix of one) was joined to
         (``extra.resumed_as``, an imported transcript's ``claude --resume``): the
         text of ``extra`` narrows them in SQL, the list itself decides."""

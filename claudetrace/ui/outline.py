@@ -11,10 +11,13 @@ span tree and the conversation, from the same presentation model.
   input; the reply, the tool's result or the turn's result), from the
   conversation's items;
 - the branch a rewind abandoned is listed at its marker
-  (:attr:`claudetrace.ui.conversation.Item.branch`).
+  (:attr:`claudetrace.ui.conversation.Item.branch`);
+- :func:`link_rows`: the sessions this one continues, is continued in, or was
+  resumed as (:class:`claudetrace.store.links.Links`), each with the recording
+  to open when it is stored.
 
 Pure functions over :class:`~claudetrace.ui.present.TraceNode` trees, the session
-model and conversation items; nothing here reads the store.
+model, conversation items and a recording's links; nothing here reads the store.
 """
 
 from __future__ import annotations
@@ -23,12 +26,15 @@ import bisect
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ..model import Session, Usage
 from .conversation import Item, walk
 from .present import TraceNode, duration, money, tokens_text
 from .present import walk as walk_tree
+
+if TYPE_CHECKING:
+    from ..store.links import Links
 
 #: Longest text a span's input or output shows (the rest is in the conversation).
 IO_LIMIT: Final = 4000
@@ -277,11 +283,88 @@ class Spans:
         return None
 
 
+# -- links to other sessions -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LinkItem:
+    """One other session a link names."""
+
+    #: The CLI session id of the other session (recorded text: escape it).
+    session_id: str
+    #: Its recording, to open (None: not stored, or joined into this recording).
+    recording_id: str | None
+    #: What the link rests on, in a few words (empty: nothing to add).
+    note: str = ""
+    #: Whether the other session is missing from the store.
+    missing: bool = False
+
+    @property
+    def text(self) -> str:
+        """``<id> (<note>)``, with ``, not in this store`` when it is not stored."""
+        return (self.session_id + (f" ({self.note})" if self.note else "")
+                + (", not in this store" if self.missing else ""))
+
+
+@dataclass(frozen=True, slots=True)
+class LinkRow:
+    """A kind of link (``continues``, ``continued in``, ``resumed as``) and the
+    sessions it names."""
+
+    label: str
+    items: tuple[LinkItem, ...]
+
+    @property
+    def text(self) -> str:
+        """The sessions named, as one line of text."""
+        return ", ".join(item.text for item in self.items)
+
+
+#: What a ``continues`` link rests on: the same compaction in both files, or
+#: only the word of the compaction's summary.
+_CERTAIN: Final = {True: "after its compaction",
+                   False: "as its compaction summary says; that file was not imported "
+                          "beside it"}
+
+
+def link_rows(links: Links) -> list[LinkRow]:
+    """The rows a session's links make, in the order the page and ``show`` list them:
+    the session it continues, the ids it was resumed as (joined into it), the
+    sessions that continue it."""
+    rows = []
+    if links.continues is not None:
+        link = links.continues
+        rows.append(LinkRow("continues", (LinkItem(
+            link.session_id, link.recording_id, _CERTAIN[link.certain],
+            missing=link.recording_id is None),)))
+    if links.resumed_as:
+        rows.append(LinkRow("resumed as", tuple(LinkItem(sid, None)
+                                                for sid in links.resumed_as)))
+    if links.continued_in:
+        rows.append(LinkRow("continued in", tuple(
+            LinkItem(link.session_id, link.recording_id,
+                     "after a compaction" if link.certain else
+                     "as its compaction summary says")
+            for link in links.continued_in)))
+    return rows
+
+
+def link_summary(links: Links) -> str:
+    """A session's links in a few words for the session list: ``continues
+    9d626fe2 · continued in c5ed8d29`` (each id's first 8 characters)."""
+    return " · ".join(f"{row.label} {', '.join(item.session_id[:8] for item in row.items)}"
+                      for row in link_rows(links))
+
+
 __all__ = [
+    "LinkItem",
+    "LinkRow",
     "PromptFigures",
     "SpanIO",
     "Spans",
     "TraceHeader",
+    "link_rows",
+    "link_summary",
     "part_text",
     "prompt_figures",
     "trace_header",

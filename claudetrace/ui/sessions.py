@@ -31,7 +31,7 @@ def started_at(started_ns: int) -> dt.datetime:
 TABLE_COLUMNS = (
     "open", "status", "exit", "first prompt", "started", "duration (s)", "tool calls",
     "tool errors", "model", "turns", "tokens", "cost ($)", "cost source", "now", "name",
-    "reason", "tags", "project", "source", "lines", "CLI", "id",
+    "reason", "tags", "project", "source", "links", "lines", "CLI", "id",
 )
 
 
@@ -68,9 +68,11 @@ def session_row(rec: Recording) -> dict[str, Any]:
         "session_id": rec.cli_session_id or "",
         "project": rec.cwd or "",
         "source": rec.source,
-        # Filled in for the rows shown: the first prompt, a running session's liveness.
+        # Filled in for the rows shown: the first prompt, a running session's
+        # liveness, the sessions it is linked to.
         "first prompt": "",
         "now": "",
+        "links": "",
     }
     # Recorded and user-given text as every page shows it (bidi controls escaped).
     return {k: visible_text(v) if isinstance(v, str) else v for k, v in row.items()}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Callable
+from urllib.parse import quote
 
 import streamlit as st
 
@@ -20,6 +21,7 @@ from claudetrace.model import Session
 from claudetrace.model.events import Event
 from claudetrace.store import Recording, Store
 from claudetrace.store import browse as queries
+from claudetrace.store.links import links_of
 from claudetrace.ui import outline, present
 from claudetrace.ui.controlplane import ControlRow, control_rows
 from claudetrace.ui.conversation import Item, LazyConversation, ToolCall, walk
@@ -150,6 +152,8 @@ def _header(db: Store, rec: Recording) -> None:
             "tags " + plain(", ".join(f"{k}={v}" for k, v in sorted(rec.tags.items())), 200)
         )
     st.caption(" · ".join(facts))
+    for row in outline.link_rows(links_of(db, rec)):
+        st.markdown(f"**{row.label}** " + ", ".join(_linked(item) for item in row.items))
     if rec.error:
         st.error(plain(rec.error, 500))
     for warning in rec.warnings:
@@ -186,6 +190,15 @@ def _find_box(db: Store, rec: Recording, tab: str) -> find_view.Finder | None:
         start, _, end = _conversation_part(db, rec)
     return find_view.box(rec, read, tab=tab, conv_start=start, conv_end=end,
                          trace_page=trace.TRACE_PAGE)
+
+
+def _linked(item: outline.LinkItem) -> str:
+    """A link to the other session's page (its recording), its id escaped."""
+    text = plain(item.session_id, 80)
+    shown = (f"[{text}](?session={quote(item.recording_id, safe='')})"
+             if item.recording_id else text)
+    return (shown + (f" ({plain(item.note, 120)})" if item.note else "")
+            + (" — not in this store" if item.missing else ""))
 
 
 # -- conversation ------------------------------------------------------------------

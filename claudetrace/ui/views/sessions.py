@@ -17,7 +17,8 @@ from claudetrace.display import visible_text
 from claudetrace.model import FAILED, STATUSES
 from claudetrace.store import Store
 from claudetrace.store import browse as queries
-from claudetrace.ui import present
+from claudetrace.store.links import listed_links
+from claudetrace.ui import outline, present
 from claudetrace.ui.sessions import TABLE_COLUMNS, Filters, session_row
 from claudetrace.ui.views import common
 from claudetrace.ui.views.common import money, param, plain, set_params
@@ -225,11 +226,14 @@ def _page_rows(db: Store, filters: Filters, page_no: int
                                        limit=PAGE_SIZE)
     shown = [session_row(r) for r in recordings]
     prompts = queries.first_prompts(db, [row["id"] for row in shown])
+    links = listed_links(db, [r.id for r in recordings])
     by_id = {r.id: r for r in recordings}
     running = 0
     for row in shown:
         row["open"] = f"?session={row['id']}"
         row["first prompt"] = visible_text(prompts.get(row["id"], ""))
+        if row["id"] in links:
+            row["links"] = visible_text(outline.link_summary(links[row["id"]]))
         if row["status"] == "running" and running < LIVE_ROWS:
             running += 1
             rec = by_id[row["id"]]
