@@ -26,15 +26,16 @@ from claudetrace.cli import cli
 
 FIXTURES = Path(__file__).parent / "fixtures"
 DIGESTS = FIXTURES / "import_dump.json"
-#: A recording's fingerprint of its files: of their paths and times, not of what
-#: they hold (the import compares it to see a file unchanged).
-_FINGERPRINT = re.compile(r'"fingerprint": "[0-9a-f]+"')
+#: What a recording keeps of its files' metadata (their paths, times and inodes,
+#: not what they hold: the import compares it to see a file unchanged): its
+#: fingerprint and each file's stat as last peeked.
+_STAT = re.compile(r'"fingerprint": "[0-9a-f]+"|"peeked": \{[^{}]*\}')
 
 
 def table_digests(db: Path, root: Path) -> dict[str, list[object]]:
     """Rows and a digest of each table of ``db``, the folder ``root`` (where the
-    imported files were: a temporary one) written ``<root>``, and the files'
-    fingerprints (their paths and times) left out."""
+    imported files were: a temporary one) written ``<root>``, and what a
+    recording keeps of its files' metadata left out (:data:`_STAT`)."""
     conn = sqlite3.connect(db)
     try:
         names = [r[0] for r in conn.execute(
@@ -45,8 +46,8 @@ def table_digests(db: Path, root: Path) -> dict[str, list[object]]:
                 rows = conn.execute(f'SELECT rowid, * FROM "{name}"').fetchall()
             except sqlite3.OperationalError:  # WITHOUT ROWID
                 rows = conn.execute(f'SELECT * FROM "{name}"').fetchall()
-            text = sorted(_FINGERPRINT.sub('"fingerprint": ""', repr(row).replace(
-                str(root), "<root>")) for row in rows)
+            text = sorted(_STAT.sub("<stat>", repr(row).replace(str(root), "<root>"))
+                          for row in rows)
             out[name] = [len(text), hashlib.sha256("\n".join(text).encode()).hexdigest()]
         return out
     finally:
