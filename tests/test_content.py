@@ -62,3 +62,37 @@ def test_content_text_is_what_a_person_reads() -> None:
     assert content_text([{"type": "text", "text": "a"}, {"type": "thinking", "thinking": "t"},
                          {"type": "image"}, {"type": "text", "text": "b"}], " ") == "a [image] b"
     assert content_text([3]) == "3"
+
+
+#: Content of every shape a line may hold: each kind of block, odd members and
+#: types, a tool result nested in a tool result, a single block not in a list.
+SHAPES: list[Any] = [
+    None, "", "a prompt", 7, [], {"type": "text", "text": "one block, no list"},
+    [{"type": "text", "text": ""}, {"type": "text", "text": 3}, {"type": "text"},
+     {"type": "thinking", "thinking": "deep"}, {"type": "redacted_thinking", "data": "x"},
+     {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls", "n": [1, True,
+                                                                            None, 2.5]}},
+     {"type": "tool_use", "id": "t1", "name": "Again", "input": "text"},
+     {"type": "server_tool_use", "id": 5, "name": None, "input": None},
+     {"type": "mcp_tool_use", "id": "t3", "name": "", "input": {"a": {"b": "c"}}},
+     {"type": "tool_result", "tool_use_id": "t1", "is_error": 1,
+      "content": [{"type": "text", "text": "no"}, {"type": "image", "source": {}},
+                  {"type": "tool_result", "tool_use_id": "in", "content": "nested"}, "bare"]},
+     {"type": "web_search_tool_result", "tool_use_id": "t2", "content": {"type": "text",
+                                                                        "text": "found"}},
+     {"type": "tool_result", "tool_use_id": "t1", "content": "second answer"},
+     {"type": "tool_result", "tool_use_id": None, "content": None},
+     {"type": "image"}, {"type": None}, {"x": 1}, "bare", 8, None, ["list"]],
+]
+
+
+def test_a_block_is_found_in_the_content_as_among_its_blocks() -> None:
+    from claudetrace.model.content import find_content_block
+
+    for content in SHAPES:
+        read = blocks(content)
+        for kind in ("tool_use", "tool_result"):
+            for block_id in ("t1", "t2", "t3", "in", "5", "none"):
+                want = find_block(read, kind, block_id)  # type: ignore[arg-type]
+                got = find_content_block(content, kind, block_id)  # type: ignore[arg-type]
+                assert got == want, (content, kind, block_id)

@@ -216,3 +216,28 @@ def test_a_sum_of_calls_is_priced_only_where_the_sum_tells_the_tier() -> None:
         3 * table_price(SONNET, *small))
     assert pricing.calls_cost("no-such-model", *small) is None
     assert pricing.calls_cost(None, 0, 0, 0, 0) == 0.0
+
+
+def test_a_summary_prices_each_call_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The session's cost and its calls' rows (usage_calls) take one price of each
+    call: the rows reuse what Session.cost priced (an import summed it twice)."""
+    from claudetrace.bench.transcripts import write_tree
+    from claudetrace.formats.claude_code import read_transcript
+    from claudetrace.model import session as session_module
+    from claudetrace.model.summary import summary_columns
+
+    tree = write_tree(tmp_path / "projects", sessions=1, size=200_000, agents=2)
+    path = next(p for p in tree.root.glob("*/*.jsonl"))
+    session = fold(read_transcript(path).events)
+    asked: list[str | None] = []
+
+    def counted(model: str | None, *tokens: int) -> float | None:
+        asked.append(model)
+        return pricing.call_cost(model, *tokens)
+
+    monkeypatch.setattr(session_module, "call_cost", counted)
+    columns = summary_columns(session, started_ns=0)
+    assert columns["cost_source"] == "estimate"
+    rows = columns["usage_calls"]
+    assert len(asked) == len(session.calls) == len(rows) > 10
+    assert sum(row[7] for row in rows) == pytest.approx(columns["cost_usd"])

@@ -140,3 +140,46 @@ def test_what_a_permission_or_hook_answer_decided() -> None:
     assert answer_verdict("hook_callback", {"continue": False}) == "stop"
     assert answer_verdict("hook_callback", {}) == "continue"
     assert answer_verdict("can_use_tool", None) == "error"
+
+
+def _text_of_blocks(event: Event) -> str:
+    """searchable_text as it read the blocks of a line (before it walked the JSON)."""
+    from claudetrace.model.content import blocks, message_blocks
+    from claudetrace.model.protocol import _values
+
+    def block_text(block: Any, out: list[str]) -> None:
+        if block.kind == "tool_use":
+            if block.name:
+                out.append(block.name)
+            _values(block.input, out)
+        elif block.kind == "tool_result":
+            for part in blocks(block.raw.get("content") if isinstance(block.raw, dict) else None):
+                block_text(part, out)
+        elif block.text:
+            out.append(block.text)
+
+    out: list[str] = []
+    if event.fields.type in ("user", "assistant"):
+        for block in message_blocks(event):
+            block_text(block, out)
+    elif event.fields.type == "result":
+        result = (event.message or {}).get("result")
+        if isinstance(result, str):
+            out.append(result)
+    return "\n".join(out)
+
+
+def test_the_searchable_text_is_what_the_blocks_say() -> None:
+    from claudetrace.model.protocol import searchable_text
+    from tests.test_content import SHAPES
+
+    lines: list[Any] = [{"type": "result", "result": "done"}, {"type": "result", "result": 1},
+                        {"type": "user", "message": "not an object"}, {"type": "system"}]
+    for content in SHAPES:
+        for kind in ("user", "assistant"):
+            lines.append({"type": kind, "message": {"role": kind, "content": content}})
+    for obj in lines:
+        event = Event(0, "out", 0, json.dumps(obj).encode())
+        assert searchable_text(event) == _text_of_blocks(event), obj
+    assert "Bash\nls\n1\n2.5\nAgain" in searchable_text(Event(0, "out", 0, json.dumps(
+        lines[-1]).encode()))

@@ -23,7 +23,8 @@ from .events import TOOL_USE_TYPES, Event, is_tool_result_type
 
 BlockKind = Literal["text", "thinking", "tool_use", "tool_result", "image", "other"]
 
-_THINKING: Final = frozenset({"thinking", "redacted_thinking"})
+#: The block types of thinking (the one place they are spelled).
+THINKING_TYPES: Final = frozenset({"thinking", "redacted_thinking"})
 
 
 class Block(msgspec.Struct, frozen=True):
@@ -76,7 +77,7 @@ def read_block(block: Any) -> Block:
     name = kind if isinstance(kind, str) else "block"
     if kind == "text":
         return Block("text", name, _str(block.get("text")) or "", raw=block)
-    if kind in _THINKING:
+    if kind in THINKING_TYPES:
         return Block("thinking", name, _str(block.get("thinking")) or "", raw=block)
     if kind in TOOL_USE_TYPES:
         return Block("tool_use", name, id=_str(block.get("id")), name=_str(block.get("name")),
@@ -134,6 +135,25 @@ def content_text(content: Any, sep: str = "\n") -> str:
 def find_block(found: Iterable[Block], kind: BlockKind, block_id: str) -> Block | None:
     """The ``tool_use`` (by its id) or ``tool_result`` (by the id it answers) among ``found``."""
     return next((b for b in found if b.kind == kind and b.id == block_id), None)
+
+
+def find_content_block(content: Any, kind: Literal["tool_use", "tool_result"],
+                       block_id: str) -> Block | None:
+    """``find_block(blocks(content), kind, block_id)``, reading only the block
+    found: the session model looks up a block or two of a line, and the text of
+    every tool result of it (:func:`content_text`) is not made for that."""
+    if content is None:
+        return None
+    for block in content if isinstance(content, list) else (content,):
+        if not isinstance(block, dict):
+            continue
+        if kind == "tool_use":
+            if block.get("type") not in TOOL_USE_TYPES or block.get("id") != block_id:
+                continue
+        elif not is_tool_result_type(block.get("type")) or block.get("tool_use_id") != block_id:
+            continue
+        return read_block(block)
+    return None
 
 
 def _json(value: Any) -> str:

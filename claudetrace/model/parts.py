@@ -248,12 +248,16 @@ class Cost:
     """What a session cost and how that is known (:meth:`Session.cost`).
 
     ``usd`` is None when ``source`` is ``unknown``; ``by_model`` holds a price
-    for each model that has one (None for a model without).
+    for each model that has one (None for a model without).  ``by_call``: the
+    price table's price of each call (by id) where the calls were priced for
+    it, so that the calls' rows (:func:`~.summary.usage_rows`) do not price
+    them again; not part of the value (compared and shown without it).
     """
 
     usd: float | None
     source: CostSource
     by_model: dict[str, float | None] = field(default_factory=dict)
+    by_call: dict[str, float | None] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,8 +18,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .content import Block, blocks, message_blocks
-from .events import Event, parsed_event, said_parts
+from .content import THINKING_TYPES, message_blocks
+from .events import TOOL_USE_TYPES, Event, is_tool_result_type, parsed_event, said_parts
 
 #: The answers to ``can_use_tool`` the SDKs define.
 PERMISSION_DECISIONS = frozenset({"allow", "deny"})
@@ -198,17 +198,40 @@ def _values(value: Any, out: list[str]) -> None:
         out.append(str(value))
 
 
-def _block_text(block: Block, out: list[str]) -> None:
-    if block.kind == "tool_use":
-        if block.name:
-            out.append(block.name)
-        _values(block.input, out)
-    elif block.kind == "tool_result":
-        content = block.raw.get("content") if isinstance(block.raw, dict) else None
-        for part in blocks(content):
-            _block_text(part, out)
-    elif block.text:
-        out.append(block.text)
+def _content_text(content: Any, out: list[str]) -> None:
+    """The readable text of a ``content`` value into ``out``, as its
+    :func:`~.content.blocks` read (text and thinking, a tool use's name and
+    argument values, a tool result's content, nothing of other blocks), walked in
+    the parsed JSON: a line's words are made without a :class:`~.content.Block`
+    of each block, nor the text of a tool result's content that blocks make and
+    the words read again part by part."""
+    if content is None:
+        return
+    for block in content if isinstance(content, list) else (content,):
+        if isinstance(block, str):
+            if block:
+                out.append(block)
+            continue
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            text = block.get("text")
+        elif kind in THINKING_TYPES:
+            text = block.get("thinking")
+        elif kind in TOOL_USE_TYPES:
+            name = block.get("name")
+            if isinstance(name, str) and name:
+                out.append(name)
+            _values(block.get("input"), out)
+            continue
+        elif is_tool_result_type(kind):
+            _content_text(block.get("content"), out)
+            continue
+        else:
+            continue
+        if isinstance(text, str) and text:
+            out.append(text)
 
 
 def searchable_text(event: Event) -> str:
@@ -220,8 +243,9 @@ def searchable_text(event: Event) -> str:
     kind = event.fields.type
     out: list[str] = []
     if kind in ("user", "assistant"):
-        for block in message_blocks(event):
-            _block_text(block, out)
+        message = (event.message or {}).get("message")
+        if isinstance(message, dict):
+            _content_text(message.get("content"), out)
     elif kind == "result":
         result = (event.message or {}).get("result")
         if isinstance(result, str):

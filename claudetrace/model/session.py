@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from ..pricing import call_cost
-from .content import Block, blocks, find_block, message_blocks
+from .content import Block, find_content_block, message_content
 from .events import Event
 from .parts import (
     COST_SOURCES,
@@ -397,11 +397,9 @@ class Session:
             # The main agent's answer: an API error leaves the turn failed until
             # an answer that is not one follows (a retry that went through).
             self.current_turn(event.seq, event.t_ns).api_error = error
-        found: list[Block] | None = None
         for ref in event.fields.tools:
             if ref.kind == "use" and ref.tool_use_id not in self.tools:
-                found = found if found is not None else blocks(message.get("content"))
-                block = find_block(found, "tool_use", ref.tool_use_id)
+                block = find_content_block(message.get("content"), "tool_use", ref.tool_use_id)
                 self._open_tool(ref.tool_use_id, ref.name, block, lane, event)
 
     # -- tools -------------------------------------------------------------------------
@@ -440,12 +438,12 @@ class Session:
         results = [ref for ref in event.fields.tools if ref.kind == "result"]
         if not results:
             return
-        found = message_blocks(event)
+        content = message_content(event)
         for ref in results:
             tool = self.tools.get(ref.tool_use_id)
             if tool is None or tool.end_ns is not None:
                 continue
-            block = find_block(found, "tool_result", ref.tool_use_id)
+            block = find_content_block(content, "tool_result", ref.tool_use_id)
             tool.end_seq, tool.end_ns = event.seq, event.t_ns
             tool.is_error = block is not None and block.is_error
             agent = self.subagents.get(ref.tool_use_id)
@@ -671,15 +669,17 @@ class Session:
             # No call, no cost: an empty session is not a "$0 (estimate)".
             return Cost(None, "unknown")
         by_model: dict[str, float | None] = {}
+        by_call: dict[str, float | None] = {}
         for call in self.calls.values():
             model = call.model or self.model or "unknown"
-            price = self.call_price(call)
+            price = by_call[call.id] = self.call_price(call)
             before = by_model.get(model, 0.0)
             by_model[model] = None if price is None or before is None else before + price
         rounded = {m: None if c is None else round(c, 9) for m, c in sorted(by_model.items())}
         if any(c is None for c in rounded.values()):
-            return Cost(None, "unknown", rounded)
-        return Cost(round(sum(c or 0.0 for c in rounded.values()), 9), "estimate", rounded)
+            return Cost(None, "unknown", rounded, by_call)
+        return Cost(round(sum(c or 0.0 for c in rounded.values()), 9), "estimate", rounded,
+                    by_call)
 
     @property
     def models(self) -> list[str]:

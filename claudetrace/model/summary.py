@@ -83,6 +83,7 @@ def usage_rows(session: Session, started_ns: int, cost: Cost | None = None, *,
     chosen = (list(session.calls.values()) if from_turn <= 1 and not ended_turns else
               [c for turn in session.turns[from_turn - 1:] if turn.done or not ended_turns
                for c in turn.calls])
+    priced = cost.by_call
     for call in chosen:
         usage = call.usage
         if not usage:
@@ -91,7 +92,9 @@ def usage_rows(session: Session, started_ns: int, cost: Cost | None = None, *,
         if call.id in shares:
             price, source = shares[call.id], "cli"
         else:
-            price = session.call_price(call)
+            # Priced once: by Session.cost where it priced this very call.
+            price = (priced[call.id] if call.id in priced and session.calls.get(call.id) is call
+                     else session.call_price(call))
             source = "unknown" if price is None else "estimate"
         rows.append((call.id, started_ns + call.start_ns, call.model or session.model or "unknown",
                      usage.input, usage.output, usage.cache_read, usage.cache_creation,

@@ -113,8 +113,8 @@ def usage_call_rows(recording_id: str, calls: Iterable[tuple[Any, ...]],
     duplicate when ``elsewhere`` (the ids, of those asked, that another recording
     holds) names it."""
     number = values.number
-    rows = [(recording_id, clip(c[0], 128), number(c[1]), clip(c[2], 100),
-             *(number(v) for v in c[3:8]), c[8]) for c in calls]
+    rows = [(recording_id, _short(c[0], 128), number(c[1]), _short(c[2], 100),
+             *map(number, c[3:8]), c[8]) for c in calls]
     shared = [r[1] for r in rows if api_message_id(r[1])]
     held = set(elsewhere(shared)) if elsewhere and shared else set()
     return [(*r, r[1] in held) for r in rows]
@@ -188,6 +188,14 @@ def _fill(recording_id: str, events: Iterable[Event], add_row: Callable[[tuple[A
         for ref in f.tools:
             add_tool((recording_id, ev.seq, clip(ref.tool_use_id, 128), clip(ref.name, 200),
                       ref.kind))
+
+
+def _short(value: str | None, size: int) -> str | None:
+    """:func:`clip`, with the one test most values need first (an id or a model
+    name: ASCII, short, no NUL), for the rows of every call of an import."""
+    if type(value) is str and len(value) <= size and value.isascii() and "\x00" not in value:
+        return value
+    return clip(value, size)
 
 
 def clip(value: str | None, size: int) -> str | None:

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from ..model.events import Event
+from ..model.protocol import line_text, searchable_text
 from .rows import COLUMNS, Flat, Rows, each_row
 
 #: The line types whose text is indexed: what was said, not the protocol around it.
@@ -96,8 +97,6 @@ def index_rows(rows: Rows) -> list[tuple[str, int, str]]:
 def entry(recording_id: str, seq: int, direction: str,
           data: bytes) -> tuple[str, int, str] | None:
     """``(recording_id, seq, words)`` of one message line; None when it says nothing."""
-    from ..model.protocol import line_text
-
     said = distinct(line_text(bytes(data)))
     return (recording_id, seq, said) if said else None
 
@@ -108,8 +107,6 @@ def line_words(event: Event) -> str | None:
     parsed line (a converter's) is not parsed again."""
     if event.fields.type not in SEARCHED_TYPES:
         return None
-    from ..model.protocol import searchable_text
-
     return distinct(searchable_text(event)) or None
 
 
