@@ -322,6 +322,13 @@ def test_import_command_on_folders_and_files(tmp_path: Path, db_path: Path) -> N
     assert "You're welcome." in shown.stdout
     listed = json.loads(runner.invoke(cli, ["sessions", "--json", *db]).stdout)
     assert {r["source"] for r in listed} == {"transcript", "import"}
+    # The cost-state at the end covers both turns (its running total): usage
+    # shares it among all three calls, it does not price the first turn's again.
+    report = json.loads(runner.invoke(cli, ["usage", "session", "--json", *db]).stdout)
+    (entry,) = [e for e in report["sessions"] if e["sessionId"] == SID]
+    assert (entry["totalCost"], entry["costSource"], entry["estimatedCost"]) == (0.0042, "cli", 0)
+    (listed_entry,) = [r for r in listed if r["source"] == "transcript"]
+    assert (listed_entry["cost_usd"], listed_entry["cost_source"]) == (0.0042, "cli")
     bad = tmp_path / "notes.txt"
     bad.write_text("hello\n")
     failed = runner.invoke(cli, ["import", str(bad), *db])

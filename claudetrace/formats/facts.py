@@ -77,18 +77,22 @@ class _Costed:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._rec, name)
 
+    # A session with a call no price is known for has no cost, however many of
+    # its other calls are priced (``usage`` sums what is known and lists the
+    # unpriced models; a session's single figure would silently leave them out).
+
     @property
     def cost_origin(self) -> str:
-        return str(self._usage.cost_source)
+        return UNKNOWN if self._usage.unpriced else str(self._usage.cost_source)
 
     @property
     def cost(self) -> float | None:
-        cost: float | None = self._usage.cost_or_none()
+        cost: float | None = None if self._usage.unpriced else self._usage.cost_or_none()
         return cost
 
     @property
     def cost_usd(self) -> float:
-        return float(self._usage.cost_or_none() or 0.0)
+        return float(self.cost or 0.0)
 
 
 def with_usage(rec: Any, usage: Any) -> Any:

@@ -14,6 +14,7 @@ import bisect
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
+from .parts import ModelCall
 from .session import Cost, Outcome, Session, Turn
 from .usage import Usage
 
@@ -67,18 +68,28 @@ def usage_rows(session: Session, started_ns: int, cost: Cost | None = None, *,
     among the turn's calls of that model in proportion to their tokens, so the
     calls add up to the CLI's figure (the price table is not loaded for it: the
     live indexer writes these); a call the CLI put no cost on yet is priced by
-    the table.
+    the table.  A turn's cost is what the CLI's running total grew by since the
+    last it reported, so it also covers the calls of the turns before it that
+    reported none (a transcript's ``cost-state`` written at its end): those
+    share it too, not priced a second time.
     """
     cost = cost or session.cost()
     shares: dict[str, float] = {}
     if cost.source == "cli":
+        uncosted: list[ModelCall] = []  # calls of turns the CLI's total had not covered yet
         for turn in session.turns[from_turn - 1:]:
+            if not turn.cost_by_model:
+                uncosted.extend(turn.calls)
+                continue
             for model, spent in turn.cost_by_model.items():
-                calls = [c for c in turn.calls if (c.model or session.model or "unknown") == model]
+                calls = [c for c in (*uncosted, *turn.calls)
+                         if (c.model or session.model or "unknown") == model]
                 weights = [float(c.usage.total) for c in calls]
                 whole = sum(weights) or 1.0
                 for call, weight in zip(calls, weights, strict=True):
                     shares[call.id] = spent * weight / whole
+            uncosted = [c for c in uncosted
+                        if (c.model or session.model or "unknown") not in turn.cost_by_model]
     rows = []
     chosen = (list(session.calls.values()) if from_turn <= 1 and not ended_turns else
               [c for turn in session.turns[from_turn - 1:] if turn.done or not ended_turns
