@@ -53,13 +53,17 @@ def test_a_tiny_ingest_run_stores_every_event_and_prints_its_rows() -> None:
     assert all(r.cpu_seconds for r in report.runs)  # the naive loop's; the proxy's and more
     text = "\n".join(report.lines_out())
     assert "naive loop" in text and "claudetrace, SQLite" in text and "x the naive loop" in text
-    # Each database holds at least the lines it recorded, both directions.
-    assert all(r.stored_bytes and r.stored_bytes >= report.raw_bytes for r in report.runs)
+    # Each database holds the lines it recorded, both directions: the naive loop
+    # as they came, claudetrace packed once the recording ended (docs/store.md).
+    naive = [r for r in report.runs if r.name == "naive loop"]
+    assert all(r.stored_bytes and r.stored_bytes >= report.raw_bytes for r in naive)
+    assert all(r.stored_bytes for r in report.runs)
     assert report.raw_bytes == 2 * (report.bytes - 400)
     assert "footprint" in text
-    # Where the bytes went, by table and index: the lines are in the events table.
+    # Where the bytes went, by table and index: the lines (packed) are in the
+    # events table.
     stores = [r for r in report.runs if r.name != "naive loop"]
-    assert all(r.relations["events"] >= report.raw_bytes for r in stores)
+    assert all(r.relations["events"] > 0 for r in stores)
     assert all(0 < sum(r.relations.values()) <= r.stored_bytes for r in stores)
     assert "claudetrace, SQLite: B/event by relation" in text and " events " in text
 

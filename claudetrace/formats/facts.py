@@ -13,7 +13,6 @@ from typing import Any
 from ..display import plural as plural  # said here as everywhere
 from ..pricing import dollars
 from ..store.links import NO_LINKS, Links
-from ..ui.outline import link_rows
 
 #: Shown for a value the recording's source cannot know.
 UNKNOWN = "unknown"
@@ -163,6 +162,10 @@ def command_text(argv: list[str] | None) -> str:
 def facts(rec: Any, links: Links = NO_LINKS) -> list[tuple[str, str]]:
     """Label / value pairs describing ``rec`` (a stored :class:`~claudetrace.store.Recording`)
     and its ``links`` to other sessions (:func:`claudetrace.store.links.links_of`)."""
+    # The presentation model is loaded only by what shows facts (an unchanged
+    # re-import, which imports this module's helpers, must not load it).
+    from ..ui.outline import link_rows
+
     process = has_process(rec)
     rows = [
         ("recording", rec.id + (f"  ({rec.name})" if rec.name else "")),
