@@ -273,7 +273,7 @@ def report_data(
         models, usd, source = usage_rows(usage), usage.cost_or_none(), usage.cost_source
         no_calls = not usage.calls
     # The cost every other view says (the facts' and the trace header's).
-    priced = None if usage is None else with_usage(rec, usage)
+    priced = None if usage is None or not usage.calls else with_usage(rec, usage)
     return {
         "v": 1,
         "title": rec.name or rec.cli_session_id or rec.id,
