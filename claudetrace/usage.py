@@ -314,6 +314,56 @@ def recording_totals(reader: Reader, recording_id: str) -> Totals:
     return found[0].totals if found else Totals()
 
 
+class _Costed:
+    """A stored recording whose cost is what the usage reports give it (see
+    :func:`with_usage`); every other attribute is the recording's."""
+
+    def __init__(self, rec: Any, usage: Any) -> None:
+        self._rec = rec
+        self._usage = usage
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._rec, name)
+
+    # A session with a call no price is known for has no cost, however many of
+    # its other calls are priced (``usage`` sums what is known and lists the
+    # unpriced models; a session's single figure would silently leave them out).
+
+    @property
+    def cost_origin(self) -> str:
+        return "unknown" if self._usage.unpriced else str(self._usage.cost_source)
+
+    @property
+    def cost(self) -> float | None:
+        cost: float | None = None if self._usage.unpriced else self._usage.cost_or_none()
+        return cost
+
+    @property
+    def cost_usd(self) -> float:
+        return float(self.cost or 0.0)
+
+
+def with_usage(rec: Any, usage: Totals | None) -> Any:
+    """``rec`` with the cost the usage layer gives it (``usage``: its
+    :class:`~claudetrace.usage.Totals`, the recording's entry of ``usage session``),
+    so that ``show``, ``sessions``, the HTML report and the UI say the figure
+    ``usage`` says: the CLI's reported cost plus the table's price of any call it put no
+    cost on (a message it was streaming when it was killed), each API message
+    counted once.  ``rec`` itself where the layer holds no call of it (none yet
+    written, or every one counted in another recording)."""
+    if usage is None or not usage.calls:
+        return rec
+    return _Costed(rec, usage)
+
+
+def costed(reader: Reader, recs: list[Any]) -> list[Any]:
+    """Stored recordings ``recs`` with their costs as ``usage session`` gives them
+    (:func:`with_usage`), their figures read in one query per 500 of them: a
+    list's page, never the whole store."""
+    found = recordings_totals(reader, [r.id for r in recs])
+    return [with_usage(r, found.get(r.id)) for r in recs]
+
+
 def session_json(found: list[SessionTotals], tz: dt.tzinfo | None) -> dict[str, Any]:
     """The session report as ccusage's ``session --json`` writes it."""
     entries = []

@@ -3,8 +3,8 @@
 For each real-CLI fixture recording (``tests/fixtures/cassettes``, recorded by
 ``tests/record_fixtures.py`` through the proxy from the bundled CLI), the same
 figures are read from every place a user can see them — ``sessions --json``,
-``show``, the spans, the OTLP metrics, the Prometheus figures and the HTML
-report's per-model table — and compared
+``show``, the spans, the OTLP metrics, the Prometheus figures, the HTML
+report's per-model table and the UI's list, session header and trace header — and compared
 with each other and with the CLI's own ``result`` lines: turns, tool calls,
 tokens per model and type, cost per model, and the status.
 """
@@ -15,6 +15,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterator
+from html import unescape
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from claudetrace.telemetry.spans import build_spans
 from claudetrace.transcript import entries
 from claudetrace.ui.conversation import build_conversation
 from claudetrace.ui.diff import turn_summaries
+from claudetrace.ui.present import money
 
 CASSETTES = Path(__file__).parent / "fixtures" / "cassettes"
 FIXTURES = sorted(CASSETTES.glob("*.ndjson"))
@@ -217,6 +219,35 @@ def from_html_report(store: Store, rid: str) -> dict[str, Any]:
     }
 
 
+def from_ui(db: Path, rid: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The cost the UI gives the recording: its row of the session list, its
+    page's cost metric and its trace header's cost (Streamlit's AppTest)."""
+    from streamlit.testing.v1 import AppTest
+
+    import claudetrace.ui
+
+    app = str(Path(claudetrace.ui.__file__).with_name("app.py"))
+    monkeypatch.setenv("CLAUDETRACE_DB", str(db))
+
+    def run(**params: str) -> AppTest:
+        at = AppTest.from_file(app, default_timeout=60)
+        for key, value in params.items():
+            at.query_params[key] = value
+        at.run()
+        assert not at.exception, at.exception
+        return at
+
+    table = run().dataframe(key="sessions_table").value
+    (row,) = [r for _, r in table.iterrows() if r["id"] == rid]
+    metrics = {m.label: m.value for m in run(session=rid).metric}
+    (label,) = [k for k in metrics if k.startswith("Cost")]
+    trace = "".join(str(e.proto.body) for e in run(session=rid, tab="trace").get("html"))
+    header = re.search(r'data-label="cost"><span>cost</span>([^<]*)<', trace)
+    assert header is not None, trace
+    return {"list": row["cost ($)"], "list_source": row["cost source"],
+            "header": metrics[label], "header_label": label, "trace": unescape(header[1])}
+
+
 def from_prometheus(store: Store) -> dict[str, Any]:
     samples: dict[tuple[str, frozenset[tuple[str, str]]], float] = {}
     for line in StoreMetrics(store).exposition().splitlines():
@@ -285,7 +316,7 @@ def unfinished_calls(path: Path) -> Tokens:
 @pytest.mark.parametrize(
     "name", [p.stem for p in FIXTURES] + ["killed_mid_stream"])
 def test_every_view_reports_what_the_cli_printed(
-    name: str, db_path: Path, store: Store, tmp_path: Path
+    name: str, db_path: Path, store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = killed_mid_stream(tmp_path) if name == "killed_mid_stream" else CASSETTES / (
         f"{name}.ndjson")
@@ -298,6 +329,7 @@ def test_every_view_reports_what_the_cli_printed(
     prom = from_prometheus(store)
     html = from_html_report(store, rid)
     usage = from_usage_json(db_path, rid)
+    ui = from_ui(db_path, rid, monkeypatch)
     status = STATUS.get(name, "ok")
 
     # Turns: a user message to its result; the CLI's num_turns is its own figure.
@@ -356,6 +388,14 @@ def test_every_view_reports_what_the_cli_printed(
     # One cost everywhere: sessions, show and the HTML report's facts say usage's.
     assert listed["totals"][4] == pytest.approx(usage["total"], abs=1e-9)
     assert html["facts_cost"] == shown["cost_text"]
+    # And the UI's: the list's row, the session page's header and its trace header.
+    assert ui["list"] == pytest.approx(round(usage["total"], 6), abs=1e-9)
+    assert ui["list_source"] == usage["cost_source"]
+    estimated = usage["cost_source"] == "estimate"
+    assert (ui["header"], ui["header_label"]) == (
+        money(usage["total"]), "Cost (estimate)" if estimated else "Cost")
+    assert ui["trace"] == money(usage["total"]) + (
+        " (estimate, price table)" if estimated else " (the CLI's)")
     # The status, one definition everywhere.
     assert listed["status"] == shown["status"] == spans["status"] == otlp["status"] == (
         prom["status"]) == status

@@ -133,14 +133,12 @@ def sessions(db_url: str | None, as_json: bool, limit: int, models: tuple[str, .
 
 
 def _with_usage(store: Any, recs: list[Any]) -> list[Any]:
-    """``recs`` with their costs as ``usage session`` gives them (one query layer:
-    :func:`claudetrace.formats.facts.with_usage`)."""
-    from ..formats.facts import with_usage
+    """``recs`` with their costs as ``usage session`` gives them (one layer:
+    :func:`claudetrace.usage.costed`)."""
     from ..store.usage import store_reader
-    from ..usage import recordings_totals
+    from ..usage import costed
 
-    found = recordings_totals(store_reader(store), [r.id for r in recs])
-    return [with_usage(r, found.get(r.id)) for r in recs]
+    return costed(store_reader(store), recs)
 
 
 #: The most of a name or model a ``sessions`` cell shows.

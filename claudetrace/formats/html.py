@@ -222,7 +222,8 @@ def report_data(
     without it, the session model's.  ``links``: the sessions it continues, is
     continued in or was resumed as (:func:`claudetrace.store.links.links_of`),
     named by their ids in text (the other sessions are not in the file)."""
-    from .facts import facts, with_usage
+    from ..usage import with_usage
+    from .facts import facts
 
     info: RecordingInfo = rec.info()
     # One pass over the events, a slice at a time, feeds the spans' fold (which
@@ -271,6 +272,8 @@ def report_data(
     else:
         models, usd, source = usage_rows(usage), usage.cost_or_none(), usage.cost_source
         no_calls = not usage.calls
+    # The cost every other view says (the facts' and the trace header's).
+    priced = None if usage is None or not usage.calls else with_usage(rec, usage)
     return {
         "v": 1,
         "title": rec.name or rec.cli_session_id or rec.id,
@@ -280,15 +283,14 @@ def report_data(
         "started_ms": rec.started_ns // 1_000_000,
         "live": [now.state, now.detail, present.clock(rec.started_ns, now.last_event_ns),
                  present.offset(now.last_event_ns)],
-        "facts": [list(pair) for pair in facts(
-            rec if usage is None else with_usage(rec, usage), links)],
+        "facts": [list(pair) for pair in facts(priced or rec, links)],
         "process": process,
         "conv": conv,
         "trace": [row.as_list() for row in trace],
         "th": [[label, value, 1 if bad else 0] for label, value, bad in outline.trace_header(
             tree, status=rec.status,
             started=dt.datetime.fromtimestamp(rec.started_ns / 1e9, tz=dt.timezone.utc)
-            .strftime("%Y-%m-%d %H:%M:%S UTC"), cost_source=cost.source).cells()],
+            .strftime("%Y-%m-%d %H:%M:%S UTC"), cost_source=cost.source, rec=priced).cells()],
         "io": io,
         # Where each turn starts (seconds since the start, as an item's), for the
         # find box to say which turns hold its matches.

@@ -91,13 +91,18 @@ def _counts(node: TraceNode) -> tuple[int, int, int, set[str]]:
 
 
 def trace_header(tree: TraceNode, *, status: str, started: str,
-                 cost_source: str) -> TraceHeader:
+                 cost_source: str, rec: Any = None) -> TraceHeader:
     """The header of the trace ``tree`` (:func:`~claudetrace.ui.present.trace_tree`) of a
     session whose status, start (a wall-clock text) and cost source are given.  The
-    figures are the tree's: its root's tokens and cost, its nodes counted."""
+    figures are the tree's: its root's tokens and cost, its nodes counted; with
+    ``rec`` (a stored recording as :func:`claudetrace.usage.costed` gives it) the
+    cost and its source are the recording's, the figure every other view says."""
     calls, tools, errors, models = _counts(tree)
-    cost = money(tree.cost_usd) if tree.cost_usd is not None else "unknown"
-    if tree.cost_usd is not None:
+    usd = tree.cost_usd
+    if rec is not None:
+        usd, cost_source = rec.cost, rec.cost_origin
+    cost = money(usd) if usd is not None else "unknown"
+    if usd is not None:
         cost += {"cli": " (the CLI's)", "estimate": " (estimate, price table)"}.get(
             cost_source, "")
     return TraceHeader(

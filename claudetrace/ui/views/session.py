@@ -22,6 +22,7 @@ from claudetrace.model.events import Event
 from claudetrace.store import Recording, Store
 from claudetrace.store import browse as queries
 from claudetrace.store.links import links_of
+from claudetrace.store.usage import store_reader
 from claudetrace.ui import outline, present
 from claudetrace.ui.controlplane import ControlRow, control_rows
 from claudetrace.ui.conversation import Item, LazyConversation, ToolCall, walk
@@ -29,6 +30,7 @@ from claudetrace.ui.markdown import markdown_tree, tree_html
 from claudetrace.ui.views import common, trace
 from claudetrace.ui.views import find as find_view
 from claudetrace.ui.views.common import money, param, plain, seconds, set_params
+from claudetrace.usage import costed
 
 TABS = {
     "conversation": "Conversation",
@@ -110,7 +112,9 @@ def _header(db: Store, rec: Recording) -> None:
     # A running session's page says what it is doing: its liveness needs the
     # session folded (kept by the server, fed only the lines stored since).
     session = common.folded(db, rec).session if status == "running" else None
-    head = present.header(rec, session)
+    # The cost as ``usage session`` (and sessions, show, the report) says it.
+    (priced,) = costed(store_reader(db), [rec])
+    head = present.header(priced, session)
     cols = st.columns(6)
     lost = rec.lost_bytes or 0
     cols[0].metric(

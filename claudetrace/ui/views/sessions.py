@@ -18,10 +18,12 @@ from claudetrace.model import FAILED, STATUSES
 from claudetrace.store import Store
 from claudetrace.store import browse as queries
 from claudetrace.store.links import listed_links
+from claudetrace.store.usage import store_reader
 from claudetrace.ui import outline, present
 from claudetrace.ui.sessions import TABLE_COLUMNS, Filters, session_row
 from claudetrace.ui.views import common
 from claudetrace.ui.views.common import money, param, plain, set_params
+from claudetrace.usage import costed
 
 #: Rows per page of the session table.
 PAGE_SIZE = 500
@@ -224,6 +226,9 @@ def _page_rows(db: Store, filters: Filters, page_no: int
     columns' configs, and the rows as read."""
     recordings = queries.list_sessions(db, filters, offset=(page_no - 1) * PAGE_SIZE,
                                        limit=PAGE_SIZE)
+    # Each cost as ``usage session`` (and sessions, show, the report) says it: the
+    # page's recordings' figures in one query.
+    recordings = costed(store_reader(db), recordings)
     shown = [session_row(r) for r in recordings]
     prompts = queries.first_prompts(db, [row["id"] for row in shown])
     links = listed_links(db, [r.id for r in recordings])

@@ -12,6 +12,7 @@ import streamlit as st
 from claudetrace.display import visible_text
 from claudetrace.model import Session
 from claudetrace.store import Recording, Store
+from claudetrace.store.usage import store_reader
 from claudetrace.ui import outline, present
 from claudetrace.ui.conversation import Item
 from claudetrace.ui.find import span_anchor
@@ -19,6 +20,7 @@ from claudetrace.ui.markdown import markdown_tree, marked_html, tree_html
 from claudetrace.ui.views import common
 from claudetrace.ui.views.common import param, plain, set_params
 from claudetrace.ui.views.find import Finder
+from claudetrace.usage import costed
 
 #: Nodes of the span tree drawn per page.
 TRACE_PAGE = 400
@@ -113,9 +115,12 @@ def tab(db: Store, rec: Recording, items_through: Callable[[int], list[Item]],
         return
     session = common.folded(db, rec).session
     common.style()
+    # The cost usage gives it once it has calls there; before (a running session's
+    # first turn), the tree's as it is folded.
+    (priced,) = costed(store_reader(db), [rec])
     st.html(_header_html(outline.trace_header(
         tree, status=rec.status, started=common.when(rec.started_ns),
-        cost_source=session.cost().source)))
+        cost_source=session.cost().source, rec=None if priced is rec else priced)))
     part = common.pager(len(rows), TRACE_PAGE, "tpart", "spans", "trace_part")
     errors = sum(1 for r in rows if r.status == "error")
     st.caption(
