@@ -5,6 +5,7 @@ on real SQLite files."""
 
 from __future__ import annotations
 
+import json
 import resource
 import sqlite3
 import subprocess
@@ -106,3 +107,28 @@ def test_an_import_finding_nothing_says_where_transcripts_are(tmp_path: Path,
     assert done.returncode == 0 and "~/.claude/projects" not in done.stderr
     done = run(None, "import", "--db", str(db_path), str(TRANSCRIPTS / "forked"))  # unchanged
     assert done.returncode == 0 and "~/.claude/projects" not in done.stderr
+
+
+def test_the_proxy_with_no_room_forwards_everything_and_keeps_the_capture(
+        db_path: Path, tmp_path: Path) -> None:
+    # The recording is not the session: the host gets every byte, the capture
+    # what fitted, and the next command with room stores it.
+    assert run(None, "import", "--db", str(db_path), str(TRANSCRIPTS / "forked")).returncode == 0
+    data = "".join(json.dumps({"type": "user", "message": {"role": "user",
+                                                           "content": f"{i} " + "x" * 200}}) + "\n"
+                   for i in range(400))
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (SMALL, resource.RLIM_INFINITY))
+
+    done = subprocess.run([sys.executable, "-m", "claudetrace", "proxy", "--db", str(db_path),
+                           "--", "cat"], input=data, capture_output=True, text=True,
+                          timeout=180, preexec_fn=cap, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == data
+    assert "forwarded but not recorded" in done.stderr
+    listed = run(None, "sessions", "--json", "--db", str(db_path))
+    assert listed.returncode == 0, listed.stderr
+    proxied = [r for r in json.loads(listed.stdout) if r.get("lost_bytes")]
+    assert proxied and proxied[0]["status"] == "incomplete"
+    assert len(recordings(db_path)) == 2
