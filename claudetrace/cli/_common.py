@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import functools
 import os
 import sys
@@ -12,12 +11,9 @@ from typing import Any, TypeVar
 import click
 
 from ..display import say
-from ..errors import ClaudeTraceError
+from ..errors import NO_ROOM_ERRNOS, ClaudeTraceError
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-#: A write refused for want of room: the disk, the user's quota, a file size limit.
-_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 db_option = click.option(
     "--db",
@@ -61,7 +57,7 @@ def reports_errors(func: F) -> F:
         except BrokenPipeError:
             sys.exit(141)
         except OSError as exc:
-            if exc.errno not in _FULL:
+            if exc.errno not in NO_ROOM_ERRNOS:
                 _no_room(exc, kwargs)
                 raise
             # Output into a full disk: what did not fit would fail again at exit.

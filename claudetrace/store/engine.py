@@ -10,7 +10,6 @@ use, under a lock so concurrent first users do not race.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import functools
 import os
@@ -27,7 +26,7 @@ from sqlalchemy import Engine, create_engine, event, inspect
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
 
-from ..errors import BadDatabaseURL, ClaudeTraceError, StoreError
+from ..errors import NO_ROOM_ERRNOS, BadDatabaseURL, ClaudeTraceError, StoreError
 from .plain import SCHEMA_HEAD as SCHEMA_HEAD
 from .sqlite import ADAPTERS, bind_directly, first_line, set_up
 from .sqlite import BUSY_TIMEOUT_S as BUSY_TIMEOUT_S
@@ -442,8 +441,7 @@ def is_out_of_room(exc: BaseException) -> bool:
     error from a writer process arrives as its line only."""
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT,
-                                                        errno.EFBIG):
+        if isinstance(seen, OSError) and seen.errno in NO_ROOM_ERRNOS:
             return True
         if isinstance(seen, sqlite3.Error) and \
                 (getattr(seen, "sqlite_errorcode", 0) & 0xFF) in (sqlite3.SQLITE_FULL,
