@@ -17,6 +17,11 @@ traceback::
 
 from __future__ import annotations
 
+import errno
+
+#: A write refused for want of room: the disk, the user's quota, a file size limit.
+NO_ROOM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
 
 class ClaudeTraceError(Exception):
     """Base class of every error claudetrace reports to a user."""

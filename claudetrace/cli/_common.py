@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import functools
 import os
 import sys
@@ -12,12 +11,9 @@ from typing import Any, TypeVar
 import click
 
 from ..display import say
-from ..errors import ClaudeTraceError
+from ..errors import NO_ROOM_ERRNOS, ClaudeTraceError
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-#: A write refused for want of room: the disk, the user's quota, a file size limit.
-_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 db_option = click.option(
     "--db",
@@ -56,14 +52,40 @@ def reports_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except ClaudeTraceError as exc:
+            _no_room(exc, kwargs)
             fail(str(exc), exc.exit_code)
         except BrokenPipeError:
             sys.exit(141)
         except OSError as exc:
-            if exc.errno not in _FULL:
+            if exc.errno not in NO_ROOM_ERRNOS:
+                _no_room(exc, kwargs)
                 raise
             # Output into a full disk: what did not fit would fail again at exit.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             fail(f"cannot write{f' {exc.filename}' if exc.filename else ''}: {exc.strerror}")
+        except Exception as exc:
+            _no_room(exc, kwargs)  # a database error no layer put into words
+            raise
 
     return wrapper  # type: ignore[return-value]
+
+
+def _no_room(exc: BaseException, kwargs: dict[str, Any]) -> None:
+    """When the database found no room to write (the disk full, a file size limit),
+    say so in one line naming it, and exit 1; else return.  Only the store's own
+    errors are looked at: another's message may quote recorded text."""
+    from ..errors import StoreError
+
+    if not isinstance(exc, StoreError) and not _is_database_error(exc):
+        return
+    from ..config import resolve_url
+    from ..store.engine import is_out_of_room, out_of_room_line
+
+    if is_out_of_room(exc):
+        fail(out_of_room_line(resolve_url(kwargs.get("db_url")),
+                              opening="cannot open database" in str(exc)))
+
+
+def _is_database_error(exc: BaseException) -> bool:
+    """An error of SQLite, SQLAlchemy or psycopg (told without importing them)."""
+    return type(exc).__module__.split(".")[0] in ("sqlite3", "sqlalchemy", "psycopg")

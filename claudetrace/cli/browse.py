@@ -461,7 +461,8 @@ def import_(
     again skips it when unchanged and updates its recording when it grew (one
     now shorter is reported and left as stored); --watch keeps doing so as they
     are written.  The last line sums up; the exit status is 1 when anything was
-    skipped.
+    skipped, or when PATH holds nothing to import (said so, with where Claude
+    Code keeps its transcripts).
     """
     import os
 
@@ -530,6 +531,13 @@ def import_(
         if not opened and cap.capture_files(url):
             store()  # stores the finished sessions still waiting, as every command does
     click.echo(tally.summary(), err=True)
+    if not units and not watch:
+        # Nothing there to import: a wrong folder, most likely (--watch waits for
+        # transcripts to appear).
+        say(f"claudetrace: no Claude Code transcript, cassette or claude-trace log in "
+            f"{', '.join(paths)} (Claude Code keeps its transcripts in ~/.claude/projects)",
+            err=True)
+        raise SystemExit(1)
     if watch:
         said = {(done.path, done.note) for done in skipped}
         _watch(store(), paths, interval, planner, name, parsed_tags, said)

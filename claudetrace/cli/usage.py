@@ -181,10 +181,11 @@ def _imported(db_url: str | None, paths: tuple[str, ...]) -> Any:
         try:
             done[import_file(store, path).action] += 1
         except Exception as exc:  # one file must not stop the report
-            from ..errors import ClaudeTraceError
+            from ..errors import ClaudeTraceError, StoreError
 
-            if not isinstance(exc, (ClaudeTraceError, OSError, ValueError)):
-                raise
+            if isinstance(exc, StoreError) or \
+                    not isinstance(exc, (ClaudeTraceError, OSError, ValueError)):
+                raise  # the database refuses (so would it the others): said once
             done["skipped"] += 1
             click.echo(f"claudetrace: {path}: {exc}", err=True)
     click.echo("imported: " + (", ".join(f"{n} {what}" for what, n in sorted(done.items()))

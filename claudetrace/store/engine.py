@@ -26,7 +26,7 @@ from sqlalchemy import Engine, create_engine, event, inspect
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
 
-from ..errors import BadDatabaseURL, ClaudeTraceError, StoreError
+from ..errors import NO_ROOM_ERRNOS, BadDatabaseURL, ClaudeTraceError, StoreError
 from .plain import SCHEMA_HEAD as SCHEMA_HEAD
 from .sqlite import ADAPTERS, bind_directly, first_line, set_up
 from .sqlite import BUSY_TIMEOUT_S as BUSY_TIMEOUT_S
@@ -426,6 +426,46 @@ def is_transient_error(exc: BaseException) -> bool:
             return True
         seen = seen.__cause__ or seen.__context__
     return False
+
+
+#: What a database says when a write found no room: SQLite's ``SQLITE_FULL`` and
+#: ``SQLITE_IOERR`` (a file size limit, ``ulimit -f``, fails its write with EFBIG,
+#: which SQLite reports as an I/O error), the system's own words, PostgreSQL's.
+_NO_ROOM = ("disk i/o error", "database or disk is full", "no space left on device",
+            "file too large", "disk quota exceeded", "could not extend file")
+
+
+def is_out_of_room(exc: BaseException) -> bool:
+    """True when ``exc`` (or anything in its causes) says a write found no room:
+    the disk full, a quota, a file size limit.  Told by the words too, as an
+    error from a writer process arrives as its line only."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in NO_ROOM_ERRNOS:
+            return True
+        if isinstance(seen, sqlite3.Error) and \
+                (getattr(seen, "sqlite_errorcode", 0) & 0xFF) in (sqlite3.SQLITE_FULL,
+                                                                 sqlite3.SQLITE_IOERR):
+            return True
+        # The first line only: a SQLAlchemy error goes on with the statement and
+        # its parameters (recorded text, which may say anything).
+        said = first_line(getattr(seen, "orig", None) or seen).lower()
+        if any(words in said for words in _NO_ROOM):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def out_of_room_line(url: str, opening: bool) -> str:
+    """The one line said when the database at ``url`` found no room to write."""
+    path = sqlite_path(url)
+    where = str(path) if path is not None else hide_password(url)
+    why = ("likely because the disk is full or a file size limit (ulimit -f) is reached"
+           if url.startswith("sqlite") else "likely because the database server's disk is full")
+    side = (f" (SQLite writes its side files {path.name}-wal and {path.name}-shm even to open it)"
+            if opening and path is not None else "")
+    return (f"cannot write database {where}, {why}{side}; free space or raise the limit "
+            "and run it again (what is stored is kept)")
 
 
 def database_error_line(exc: BaseException) -> str | None:
