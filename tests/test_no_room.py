@@ -109,6 +109,7 @@ def test_an_import_finding_nothing_says_where_transcripts_are(tmp_path: Path,
     assert done.returncode == 0 and "~/.claude/projects" not in done.stderr
 
 
+@pytest.mark.slow  # the next command waits about 30 s for the indexer to give up
 def test_the_proxy_with_no_room_forwards_everything_and_keeps_the_capture(
         db_path: Path, tmp_path: Path) -> None:
     # The recording is not the session: the host gets every byte, the capture
