@@ -398,8 +398,11 @@ class Block:
 
     def burn_rate(self) -> dict[str, float] | None:
         """Tokens a minute (all, and input plus output) and cost an hour, over the
-        block's calls so far (ccusage's ``burnRate``)."""
-        if self.first_ns is None or self.last_ns is None or self.last_ns <= self.first_ns:
+        block's calls so far (ccusage's ``burnRate``); None until a minute lies
+        between its first and last call (ccusage divides by any span, so a block of
+        one quick session "burns" millions of tokens a minute)."""
+        if (self.first_ns is None or self.last_ns is None
+                or self.last_ns - self.first_ns < _MINUTE_NS):
             return None
         minutes = (self.last_ns - self.first_ns) / 60e9
         t = self.totals
@@ -417,6 +420,9 @@ class Block:
                                      + rate["tokensPerMinute"] * remaining),
                 "totalCost": round(self.totals.cost + rate["costPerHour"] / 60 * remaining, 2),
                 "remainingMinutes": round(remaining)}
+
+
+_MINUTE_NS: Final = 60_000_000_000
 
 
 def _hour_of(t_ns: int) -> tuple[int, bool]:

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from claudetrace.cassette import read_cassette
 from claudetrace.cli import cli
 from claudetrace.formats.imports import import_file
-from claudetrace.store import Store
+from claudetrace.store import Store, open_store
 from claudetrace.store.usage import HourUsage
 from claudetrace.testing.transcripts import Call, Transcript, write_transcript
 from claudetrace.usage import make_blocks
@@ -217,6 +217,37 @@ def test_the_active_block_has_a_burn_rate_and_a_projection() -> None:
     assert projection["totalTokens"] == 60 + 2 * 240
     later = int(at(20, 15).timestamp()) * 1_000_000_000
     assert not block.active(later)
+
+
+def test_a_block_of_calls_seconds_apart_has_no_burn_rate_yet() -> None:
+    # Two calls 20 s apart: no rate (ccusage's would be 180 tokens a minute, and a
+    # session of a few calls in one second gives millions), hence no projection.
+    start = at(20, 9, 0)
+    (block,) = make_blocks([call(start), call(start + dt.timedelta(seconds=20), n=20)])
+    assert block.burn_rate() is None
+    assert block.projection(int(at(20, 9, 5).timestamp()) * 1_000_000_000) is None
+
+
+def test_the_active_block_of_one_quick_session_says_its_rate_is_not_known_yet(
+    tmp_path: Path
+) -> None:
+    now = dt.datetime.now(UTC)
+    quick = Transcript("44444444-0000-4000-8000-000000000001", "-home-dev-quick", [
+        Call(SONNET, now - dt.timedelta(seconds=12), 1000, 200),
+        Call(SONNET, now - dt.timedelta(seconds=11), 1000, 200)], cwd="/home/dev/quick")
+    db = tmp_path / "store.db"
+    store = open_store(f"sqlite:///{db}")
+    try:
+        import_file(store, write_transcript(tmp_path / "projects", quick))
+    finally:
+        store.close()
+    table = CliRunner().invoke(cli, ["usage", "blocks", "--db", str(db)], env={"COLUMNS": "200"})
+    assert table.exit_code == 0, table.output
+    assert "ACTIVE" in table.output and "under a minute between its calls" in table.output
+    assert "tokens/min" not in table.output
+    data = CliRunner().invoke(cli, ["usage", "blocks", "--json", "--db", str(db)])
+    (block,) = json.loads(data.output)["blocks"]
+    assert block["isActive"] and block["burnRate"] is None and block["projection"] is None
 
 
 def test_a_message_two_recordings_hold_counts_once(

@@ -375,4 +375,7 @@ def blocks_table(found: list[Block], now_ns: int, breakdown: bool) -> Grid:
                               (f"{projection['totalTokens']:,} tokens, "
                                    f"${projection['totalCost']:,.2f} at the block's end, "
                                    f"{projection['remainingMinutes']} min left"))
+            else:
+                table.add_row("", Text("burn rate", style="cyan"),
+                              Text("not yet: under a minute between its calls", style="dim"))
     return _notes(table, [b.totals for b in found if not b.gap])
