@@ -273,7 +273,7 @@ class Session:
         for model, (want, cost) in deltas.items():
             if cost is not None:
                 turn.cost_by_model[model] = round(cost, 9)
-            calls = [c for c in turn.calls if (c.model or self.model or "unknown") == model]
+            calls = [c for c in turn.calls if self.model_of(c) == model]
             rest = want.minus(_sum(c.usage for c in calls if c.final))
             loose_main = [c for c in calls if not c.final and c.lane is None]
             loose_sub = [c for c in calls if not c.final and c.lane is not None]
@@ -646,6 +646,11 @@ class Session:
         return any(turn.total_cost_usd is not None or turn.cost_by_model
                    for turn in self.turns)
 
+    def model_of(self, call: ModelCall) -> str:
+        """The model a call's tokens and cost are counted under: its own, else the
+        session's, else ``unknown``."""
+        return call.model or self.model or "unknown"
+
     def call_price(self, call: ModelCall) -> float | None:
         """What ``call`` would cost by the price table (:mod:`claudetrace.pricing`);
         None for a model the table does not know (a call of no tokens costs 0)."""
@@ -671,7 +676,7 @@ class Session:
         by_model: dict[str, float | None] = {}
         by_call: dict[str, float | None] = {}
         for call in self.calls.values():
-            model = call.model or self.model or "unknown"
+            model = self.model_of(call)
             price = by_call[call.id] = self.call_price(call)
             before = by_model.get(model, 0.0)
             by_model[model] = None if price is None or before is None else before + price

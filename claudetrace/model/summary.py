@@ -33,7 +33,7 @@ def model_figures(session: Session, cost: Cost | None = None) -> dict[str, dict[
     calls: dict[str, int] = {}
     for call in session.calls.values():
         if call.observed:  # as model_calls counts them: the calls the host saw
-            model = call.model or session.model or "unknown"
+            model = session.model_of(call)
             calls[model] = calls.get(model, 0) + 1
     turns: dict[str, int] = {}
     for turn in session.turns:
@@ -83,13 +83,13 @@ def usage_rows(session: Session, started_ns: int, cost: Cost | None = None, *,
                 continue
             for model, spent in turn.cost_by_model.items():
                 calls = [c for c in (*uncosted, *turn.calls)
-                         if (c.model or session.model or "unknown") == model]
+                         if session.model_of(c) == model]
                 weights = [float(c.usage.total) for c in calls]
                 whole = sum(weights) or 1.0
                 for call, weight in zip(calls, weights, strict=True):
                     shares[call.id] = spent * weight / whole
             uncosted = [c for c in uncosted
-                        if (c.model or session.model or "unknown") not in turn.cost_by_model]
+                        if session.model_of(c) not in turn.cost_by_model]
     rows = []
     chosen = (list(session.calls.values()) if from_turn <= 1 and not ended_turns else
               [c for turn in session.turns[from_turn - 1:] if turn.done or not ended_turns
@@ -107,7 +107,7 @@ def usage_rows(session: Session, started_ns: int, cost: Cost | None = None, *,
             price = (priced[call.id] if call.id in priced and session.calls.get(call.id) is call
                      else session.call_price(call))
             source = "unknown" if price is None else "estimate"
-        rows.append((call.id, started_ns + call.start_ns, call.model or session.model or "unknown",
+        rows.append((call.id, started_ns + call.start_ns, session.model_of(call),
                      usage.input, usage.output, usage.cache_read, usage.cache_creation,
                      price, source))
     return rows

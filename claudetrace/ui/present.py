@@ -161,7 +161,7 @@ def call_figures(session: Session, *, estimate: bool = True,
     for turn in session.turns if turns is None else _picked(session, turns):
         shares: dict[str, float] = {}
         for model, cost in turn.cost_by_model.items() if cli else ():
-            calls = [c for c in turn.calls if (c.model or session.model or "unknown") == model]
+            calls = [c for c in turn.calls if session.model_of(c) == model]
             total = sum(_weight(c.usage) for c in calls)
             for c in calls:
                 shares[c.id] = cost * (_weight(c.usage) / total if total else 1 / len(calls))
