@@ -770,7 +770,9 @@ def _retry(
 
     While the proxy runs there is no deadline (the capture file holds everything
     meanwhile); once it has gone, the last error is raised after ``give_up_s``
-    more seconds of failures.
+    more seconds of failures, or at once when the write found no room (a full
+    disk or a file size limit does not pass in seconds, and the next command,
+    which waits for this one, stores the capture file where it has room).
     """
     delay = 0.1
     failing_since: float | None = None
@@ -782,10 +784,16 @@ def _retry(
             now = time.monotonic()
             if writer_gone():
                 failing_since = failing_since or now
-                if now - failing_since >= give_up_s:
+                if now - failing_since >= give_up_s or _no_room(exc):
                     raise
         time.sleep(delay)
         delay = min(delay * 2, 2.0)
+
+
+def _no_room(exc: BaseException) -> bool:
+    from .store.engine import is_out_of_room
+
+    return is_out_of_room(exc)
 
 
 def _one_line(exc: BaseException) -> str:
