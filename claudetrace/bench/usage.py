@@ -91,10 +91,12 @@ def run_usage_bench(*, sessions: int, calls: int, db_url: str | None, ccusage: s
             if argv is None:
                 say(f"ccusage@{npm_version} from npm: not run ({said})")
             else:
-                commands[f"ccusage {said} daily --offline --json"] = argv.copy
+                label = said if said.startswith("ccusage") else f"ccusage {said}"
+                commands[f"{label} daily --offline --json"] = argv.copy
         if ccusage:
             version = _version_of(ccusage)
-            commands[f"ccusage {version} daily --offline --json".replace("  ", " ")] = lambda: [
+            label = version if version.startswith("ccusage") else f"ccusage {version}".strip()
+            commands[f"{label} daily --offline --json"] = lambda: [
                 ccusage, "daily", "--offline", "--json"]
         if db_url is None:
             commands["claudetrace usage daily --json --import TREE (fresh store)"] = lambda: [
