@@ -281,7 +281,7 @@ def usage_bench(sessions: int, calls: int, db_url: str | None, ccusage: str | No
             click.echo(line)
         return
     found = find_ccusage(ccusage)
-    if found is None:
+    if found is None and npm_version == "none":
         click.echo("ccusage not found: no side-by-side row (npm install ccusage)", err=True)
     rows = run_usage_bench(sessions=sessions, calls=calls, db_url=db_url, ccusage=found,
                            repeat=repeat, say=click.echo,
