@@ -134,6 +134,8 @@ class Grid:
         fast = "│ " + " │ ".join(f"{{:{'>' if r else '<'}{w}}}"
                                  for r, w in zip(right, widths, strict=True)) + " │"
         size = sum(widths) + 3 * len(widths) + 1
+        #: A text cell's lines, by text and column, where it wraps.
+        wrapped: dict[tuple[str, int], list[str]] = {}
 
         def row(cells: list[Cell], edge: str) -> Iterator[str]:
             texts = [cell for cell in cells if isinstance(cell, str)]
@@ -151,6 +153,14 @@ class Grid:
                 space = width - _width(text)
                 if space >= 0:
                     parts.append([" " * space + text if right[j] else text + " " * space])
+                elif isinstance(cell, str):
+                    # Many rows wrap the same text (a session's models): once each.
+                    key = (cell, j)
+                    lines = wrapped.get(key)
+                    if lines is None:
+                        lines = wrapped[key] = [_plain(_pad(line, width, right[j]))
+                                                for line in _wrap(console, cell, width)]
+                    parts.append(lines)
                 else:
                     parts.append([_plain(_pad(line, width, right[j]))
                                   for line in _wrap(console, cell, width)])
