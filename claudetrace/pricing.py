@@ -33,7 +33,9 @@ def dollars(usd: float, *, digits: int = 4) -> str:
     two significant digits (up to nine): a tiny estimate never reads ``$0.0000``.
     """
     places = digits
-    if 0 < abs(usd) < 1:
+    # Only an amount under 10^(1 - digits) needs more places than ``digits``
+    # (most amounts are not: no logarithm for them).
+    if 0 < abs(usd) < 1 and abs(usd) < 10.0 ** (1 - digits):
         places = max(digits, min(9, 1 - math.floor(math.log10(abs(usd)))))
     return f"${usd:,.{places}f}"
 

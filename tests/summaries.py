@@ -16,6 +16,8 @@ from claudetrace.recording import RecordingInfo, new_recording_id
 from claudetrace.store import Store
 from claudetrace.store import browse as queries
 from claudetrace.store.browse import Filters
+from claudetrace.store.usage import store_reader
+from claudetrace.usage import costed
 
 SECOND = 1_000_000_000
 
@@ -77,7 +79,8 @@ def check_summaries(store: Store, tag: str) -> None:
     seen_gone = False
     for base in FILTERS:
         filters = base.with_(tags=(*base.tags, f"summary={tag}"))
-        every = queries.list_sessions(store, filters)
+        # Each with the cost the list shows (``usage``'s).
+        every = costed(store_reader(store), queries.list_sessions(store, filters))
         # A cost filter lists only costs known (as shown) and in its bounds.
         low, high = filters.min_cost, filters.max_cost
         assert (low is None and high is None) or all(r.cost is not None for r in every), filters

@@ -10,8 +10,10 @@ from claudetrace.indexer import open_settled_store
 from claudetrace.model import FAILED
 from claudetrace.store import Store
 from claudetrace.store import browse as queries
+from claudetrace.store.usage import store_reader
 from claudetrace.ui.sessions import Filters
 from claudetrace.ui.stats import daily_usage, tool_rates
+from claudetrace.usage import costed
 
 
 @pytest.fixture
@@ -62,9 +64,12 @@ def test_filters_model_cost_dates_errors(store: Store, ui_db: dict[str, str]) ->
     assert queries.models(store) == ["claude-opus-5-5", "claude-sonnet-5"]
     assert names(queries.list_sessions(store, Filters(models=("nope",)))) == set()
     assert len(queries.list_sessions(store, Filters(models=("claude-opus-5-5",)))) >= 8
-    cheap = queries.list_sessions(store, Filters(max_cost=0.001))
-    assert cheap and all(r.cost_usd <= 0.001 for r in cheap)
-    assert all(r.cost_usd >= 0.0015 for r in queries.list_sessions(store, Filters(min_cost=0.0015)))
+    # The bounds are on the cost the list shows, ``usage``'s (each message counted
+    # once: the fixture's sessions share the fake API's message ids).
+    cheap = costed(store_reader(store), queries.list_sessions(store, Filters(max_cost=0.001)))
+    assert cheap and all(r.cost <= 0.001 for r in cheap)
+    dear = costed(store_reader(store), queries.list_sessions(store, Filters(min_cost=0.0015)))
+    assert dear and all(r.cost >= 0.0015 for r in dear)
     tomorrow = dt.datetime.now(dt.timezone.utc).date() + dt.timedelta(days=1)
     assert queries.list_sessions(store, Filters(since=tomorrow)) == []
     assert len(queries.list_sessions(store, Filters(until=tomorrow))) == len(everything)
@@ -204,3 +209,20 @@ def test_summary_figures_and_pages_counted_in_sql_match_python(tmp_path) -> None
         check_summaries(store, "sqlite")
     finally:
         store.close()
+
+
+def test_the_cost_filter_and_tile_use_usage_s_cost(store: Store, ui_db: dict[str, str]) -> None:
+    # A proxied session whose CLI reported 0.002952 $, of which usage counts
+    # 0.000984 $ here (its other messages' ids are counted in another recording):
+    # the list shows usage's figure, and the filter and the tile say the same.
+    (rec,) = [r for r in queries.list_sessions(store, Filters()) if r.id == ui_db["subagent"]]
+    (shown,) = costed(store_reader(store), [rec])
+    assert rec.cost == pytest.approx(0.002952) and shown.cost == pytest.approx(0.000984)
+    ids = {r.id for r in queries.list_sessions(store, Filters(max_cost=0.001))}
+    assert ui_db["subagent"] in ids
+    ids = {r.id for r in queries.list_sessions(store, Filters(min_cost=0.002))}
+    assert ui_db["subagent"] not in ids
+    every = costed(store_reader(store), queries.list_sessions(store, Filters()))
+    tile = queries.summary(store, Filters())
+    # (usage rounds each figure to 1e-9 $)
+    assert tile.total_cost == pytest.approx(sum(r.cost or 0.0 for r in every), abs=1e-8)

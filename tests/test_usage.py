@@ -372,3 +372,30 @@ def test_usage_import_reads_only_what_changed(db_path: Path, tmp_path: Path) -> 
     said, last = report()
     assert f"{len(found) - 1} unchanged" in said, said
     assert last["totals"]["inputTokens"] == first["totals"]["inputTokens"] + 1
+
+
+#: ``usage`` run alone in a process: the report on stdout, then the heavy modules
+#: it imported on stderr.
+USAGE_ALONE = """
+import sys
+from claudetrace.cli import cli
+try:
+    cli(["usage", *sys.argv[1:]])
+finally:
+    print(sorted({m for m in sys.modules if m.startswith(
+        ("claudetrace.model", "claudetrace.store.textindex", "sqlalchemy"))}), file=sys.stderr)
+"""
+
+
+def test_a_report_on_a_bare_connection_loads_no_session_model(
+        filled: list[Transcript], db_path: Path) -> None:
+    # What a report reads is the store's sums: the session model (and the search
+    # index's code that folds lines with it) is start-up time it does not use.
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", USAGE_ALONE, "daily", "--json", "-z", "UTC",
+                           "--db", str(db_path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["daily"]
+    assert done.stderr.strip().splitlines()[-1] == "[]"

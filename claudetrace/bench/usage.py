@@ -1,11 +1,12 @@
 """``claudetrace bench usage``: ``usage`` reports against ccusage on the same transcripts.
 
 A tree of made-up Claude Code transcripts (:mod:`claudetrace.testing.transcripts`)
-is read by ccusage (``daily --offline --json``, where it is installed) and by
+is read by ccusage (``daily --offline --json``: the copy found, and a release
+installed from npm off the clock, 20.0.24 unless told) and by
 ``claudetrace usage daily --import TREE`` into a fresh store (import, then the
 report); then each report runs again on the filled store.  Every figure is the
 median of ``repeat`` runs of the command as a user runs it (a process each, its
-start-up included), taking turns.
+start-up included), taking turns, so ccusage and claudetrace run side by side.
 """
 
 from __future__ import annotations
@@ -51,9 +52,20 @@ def _timed(argv: list[str], env: dict[str, str]) -> float:
     return time.perf_counter() - started
 
 
+#: The ccusage release installed from npm for the side-by-side row (the newest
+#: that runs on Node 18; later ones need a newer Node).
+CCUSAGE_NPM: Final = "20.0.24"
+
+
 def run_usage_bench(*, sessions: int, calls: int, db_url: str | None, ccusage: str | None,
-                    repeat: int, say: Callable[[str], None]) -> list[Row]:
-    """Write the tree, then time ccusage and claudetrace on it (see the module's text)."""
+                    repeat: int, say: Callable[[str], None],
+                    npm_version: str | None = CCUSAGE_NPM) -> list[Row]:
+    """Write the tree, then time ccusage and claudetrace on it (see the module's text).
+
+    ``ccusage``: a ccusage program to run too; ``npm_version``: the release of
+    ccusage to install from npm and run (None: none)."""
+    from .transcripts import ccusage_command
+
     with tempfile.TemporaryDirectory(prefix="claudetrace-bench-usage-") as tmp:
         root = Path(tmp)
         started = time.perf_counter()
@@ -74,8 +86,17 @@ def run_usage_bench(*, sessions: int, calls: int, db_url: str | None, ccusage: s
         _timed([*me, "daily", "--json", "--db", filled, "--import", str(root / "projects")],
                env)  # the store the later reports read
         commands: dict[str, Callable[[], list[str]]] = {}
+        if npm_version:
+            argv, said = ccusage_command(root / "npm", npm_version)
+            if argv is None:
+                say(f"ccusage@{npm_version} from npm: not run ({said})")
+            else:
+                label = said if said.startswith("ccusage") else f"ccusage {said}"
+                commands[f"{label} daily --offline --json"] = argv.copy
         if ccusage:
-            commands["ccusage daily --offline --json"] = lambda: [
+            version = _version_of(ccusage)
+            label = version if version.startswith("ccusage") else f"ccusage {version}".strip()
+            commands[f"{label} daily --offline --json"] = lambda: [
                 ccusage, "daily", "--offline", "--json"]
         if db_url is None:
             commands["claudetrace usage daily --json --import TREE (fresh store)"] = lambda: [
@@ -90,13 +111,24 @@ def run_usage_bench(*, sessions: int, calls: int, db_url: str | None, ccusage: s
         return [Row(what, statistics.median(found)) for what, found in times.items()]
 
 
+def _version_of(program: str) -> str:
+    """``program --version``'s first line ('' when it says nothing or fails)."""
+    try:
+        done = subprocess.run([program, "--version"], capture_output=True, timeout=120,
+                              check=False)
+    except OSError:
+        return ""
+    return (done.stdout.decode(errors="replace").strip().splitlines() or [""])[0]
+
+
 def report_lines(rows: list[Row]) -> Iterator[str]:
-    """The rows, with each claudetrace row's ratio to ccusage's."""
-    base = next((r.seconds for r in rows if r.what.startswith("ccusage")), None)
+    """The rows, with each claudetrace row's ratio to each ccusage row's."""
+    bases = [(r.what.split(" daily")[0], r.seconds) for r in rows
+             if r.what.startswith("ccusage") and r.seconds]
     for row in rows:
-        ratio = f"  {row.seconds / base:.2f}x ccusage" if base and row.what.startswith(
-            "claudetrace") else ""
-        yield f"{row.what:<62} {row.seconds:7.3f} s{ratio}"
+        ratio = ", ".join(f"{row.seconds / seconds:.2f}x {name}" for name, seconds in bases
+                          ) if row.what.startswith("claudetrace") else ""
+        yield f"{row.what:<62} {row.seconds:7.3f} s" + (f"  {ratio}" if ratio else "")
 
 
 #: The team store's shape: calls a session, seconds between them, and its models.

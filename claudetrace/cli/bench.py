@@ -254,6 +254,10 @@ def store_bench(sessions: int, turns: int, events: str | None, repeat: int,
               "[default: fresh SQLite files].")
 @click.option("--ccusage", metavar="PATH",
               help="ccusage to compare with [default: on PATH, or the tests' copy in a checkout].")
+@click.option("--ccusage-npm", "npm_version", default="20.0.24", show_default=True,
+              metavar="VERSION",
+              help="Also install this ccusage release from npm (off the clock) and run it "
+              "beside ('none': leave it out).")
 @click.option("--repeat", default=3, show_default=True, type=click.IntRange(min=1),
               help="Runs per command (taking turns); each row is the median.")
 @click.option("--team", type=click.IntRange(min=1), metavar="SESSIONS",
@@ -262,7 +266,7 @@ def store_bench(sessions: int, turns: int, events: str | None, repeat: int,
               "--json, --breakdown and filtered.")
 @reports_errors
 def usage_bench(sessions: int, calls: int, db_url: str | None, ccusage: str | None,
-                repeat: int, team: int | None) -> None:
+                npm_version: str, repeat: int, team: int | None) -> None:
     """claudetrace usage against ccusage on the same made-up transcript tree.
 
     Targets: import then usage daily at most 2x ccusage's time; usage daily on the
@@ -277,10 +281,11 @@ def usage_bench(sessions: int, calls: int, db_url: str | None, ccusage: str | No
             click.echo(line)
         return
     found = find_ccusage(ccusage)
-    if found is None:
+    if found is None and npm_version == "none":
         click.echo("ccusage not found: no side-by-side row (npm install ccusage)", err=True)
     rows = run_usage_bench(sessions=sessions, calls=calls, db_url=db_url, ccusage=found,
-                           repeat=repeat, say=click.echo)
+                           repeat=repeat, say=click.echo,
+                           npm_version=None if npm_version == "none" else npm_version)
     for line in report_lines(rows):
         click.echo(line)
 

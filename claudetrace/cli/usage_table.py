@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Iterable, Iterator
+from itertools import zip_longest
 from typing import TYPE_CHECKING, Any
 
 from rich.cells import cell_len
@@ -93,11 +94,15 @@ class Grid:
 
     def _widths(self, max_width: int) -> list[int]:
         widths = [_width(name) for name, _ in self.columns]
-        for row in self.rows:
-            if row is not None:
-                texts = [_plain(cell) for cell in row[0]]
-                lengths = (map(len, texts) if "".join(texts).isascii() else map(_width, texts))
-                widths[:len(texts)] = map(max, widths, lengths)
+        # A column at a time (a row has no more cells than there are columns; a
+        # shorter one's missing cells are empty): its cells' lengths where they
+        # are all ASCII, each character a cell wide.
+        texts = [[cell if isinstance(cell, str) else cell.plain for cell in row[0]]
+                 for row in self.rows if row is not None]
+        for j, column in enumerate(zip_longest(*texts, fillvalue="")):
+            longest = max(map(len, column) if "".join(column).isascii()
+                          else map(_width, column))
+            widths[j] = max(widths[j], longest)
         excess = sum(widths) + 3 * len(widths) + 1 - max_width
         narrow = [j for j, (_, justify) in enumerate(self.columns) if justify == "left"]
         while excess > 0:
@@ -129,6 +134,8 @@ class Grid:
         fast = "│ " + " │ ".join(f"{{:{'>' if r else '<'}{w}}}"
                                  for r, w in zip(right, widths, strict=True)) + " │"
         size = sum(widths) + 3 * len(widths) + 1
+        #: A text cell's lines, by text and column, where it wraps.
+        wrapped: dict[tuple[str, int], list[str]] = {}
 
         def row(cells: list[Cell], edge: str) -> Iterator[str]:
             texts = [cell for cell in cells if isinstance(cell, str)]
@@ -143,9 +150,17 @@ class Grid:
             for j, cell in enumerate([*cells, *blank[len(cells):]]):
                 text = _plain(cell)
                 width = widths[j]
-                if _width(text) <= width:
-                    space = width - _width(text)
+                space = width - _width(text)
+                if space >= 0:
                     parts.append([" " * space + text if right[j] else text + " " * space])
+                elif isinstance(cell, str):
+                    # Many rows wrap the same text (a session's models): once each.
+                    key = (cell, j)
+                    lines = wrapped.get(key)
+                    if lines is None:
+                        lines = wrapped[key] = [_plain(_pad(line, width, right[j]))
+                                                for line in _wrap(console, cell, width)]
+                    parts.append(lines)
                 else:
                     parts.append([_plain(_pad(line, width, right[j]))
                                   for line in _wrap(console, cell, width)])

@@ -28,8 +28,16 @@ from ..model.events import Event
 from ..model.protocol import failed_tool_ids, line_text
 from ..model.summary import tool_call_counts
 from .api import Store
-from .models import EventRow, EventTool, Recording, status_expression, type_in
+from .models import (
+    EventRow,
+    EventTool,
+    Recording,
+    UsageModel,
+    status_expression,
+    type_in,
+)
 from .packing import KEPT
+from .rows import COST_SOURCES
 from .search import recordings_saying
 
 
@@ -166,6 +174,9 @@ def _float(value: str | None) -> float | None:
 _R = Recording.__table__.c
 _E = EventRow.__table__.c
 _T = EventTool.__table__.c
+_U = UsageModel.__table__.c
+#: The bit of ``unknown`` (no price) in ``usage_models.sources``.
+_UNKNOWN_BIT = 1 << COST_SOURCES.index("unknown")
 
 #: Lines the conversation never shows (streaming deltas, keep-alives).
 NOISE_TYPES = ("stream_event", "keep_alive")
@@ -357,14 +368,24 @@ def _duration_ns() -> Any:
 
 
 def _known_cost() -> Any:
-    """:attr:`Recording.cost` in SQL: NULL where :attr:`Recording.cost_origin` says
-    ``unknown`` (an estimate of no model call is no cost; no source and no cost)."""
+    """A recording's cost in SQL as ``usage session`` gives it
+    (:func:`claudetrace.usage.with_usage`): the sum of its calls' costs by model
+    (``usage_models``), NULL where one of them has no price; where it has no
+    calls there, :attr:`Recording.cost`: NULL where :attr:`Recording.cost_origin`
+    says ``unknown`` (an estimate of no model call is no cost; no source and no
+    cost)."""
     unknown = or_(
         _R.cost_source == "unknown",
         and_(_R.cost_source == "estimate", func.coalesce(_R.model_calls, 0) == 0),
         and_(func.coalesce(_R.cost_source, "") == "", func.coalesce(_R.cost_usd, 0.0) == 0),
     )
-    return case((unknown, null()), else_=func.coalesce(_R.cost_usd, 0.0))
+    stored = case((unknown, null()), else_=func.coalesce(_R.cost_usd, 0.0))
+    unpriced = _U.sources.op("&")(_UNKNOWN_BIT) != 0
+    # One correlated aggregate (a row even where the recording has none there).
+    return (select(case((func.count() == 0, stored),
+                        (func.max(case((unpriced, 1), else_=0)) == 1, null()),
+                        else_=func.coalesce(func.sum(_U.cost_usd), 0.0)))
+            .where(_U.recording_id == _R.id).scalar_subquery())
 
 
 def _cost() -> Any:
@@ -383,7 +404,9 @@ def summary(store: Store, filters: Filters) -> Tiles:
     it calls running are read (their proxy's pid is checked here)."""
     saying = _too_many_words(store, filters)
     if saying is not None:
-        return tiles_of(list_sessions(store, filters))
+        recs = list_sessions(store, filters)
+        with _guard("summarise recordings"), store.session() as s:
+            return tiles_of(recs, costs=_costs_of(s, [r.id for r in recs]))
     stmt, _ = _scope(store, filters)
     now = time.time_ns()
     status = status_expression(now)
@@ -394,6 +417,7 @@ def summary(store: Store, filters: Filters) -> Tiles:
     live = stmt.order_by(None).where(status == "running")
     with _guard("summarise recordings"), store.session() as s:
         heartbeat = list(s.scalars(live))
+        heartbeat_costs = _costs_of(s, [rec.id for rec in heartbeat])
         ended = func.coalesce(_R.ended_ns, _R.last_seen_ns)
         count, cost, errors, n_timed = s.execute(
             select(func.count(), func.coalesce(func.sum(_cost()), 0.0),
@@ -421,21 +445,33 @@ def summary(store: Store, filters: Filters) -> Tiles:
     count = int(count) + len(heartbeat)
     running = sum(1 for rec in heartbeat if rec.status == "running")
     errors = int(errors) + sum(1 for rec in heartbeat if rec.status in FAILED)
-    cost = float(cost) + sum(rec.cost or 0.0 for rec in heartbeat)
+    cost = float(cost) + sum(heartbeat_costs.get(rec.id) or 0.0 for rec in heartbeat)
     finished = count - running
     return Tiles(count=count, total_cost=cost,
                  error_rate=errors / finished if finished else None,
                  p95_duration_s=p95, running=running)
 
 
-def tiles_of(recs: Sequence[Recording]) -> Tiles:
-    """The summary figures of recordings read into Python."""
+def _costs_of(s: Any, ids: list[str]) -> dict[str, float | None]:
+    """The costs of the recordings ``ids`` as ``usage session`` gives them (see
+    :func:`_known_cost`), by id: a query per 500 of them."""
+    out: dict[str, float | None] = {}
+    for at in range(0, len(ids), 500):  # a bounded IN list
+        out.update((rid, cost) for rid, cost in s.execute(
+            select(_R.id, _known_cost()).where(_R.id.in_(ids[at:at + 500]))))
+    return out
+
+
+def tiles_of(recs: Sequence[Recording], *,
+             costs: Mapping[str, float | None] | None = None) -> Tiles:
+    """The summary figures of recordings read into Python (``costs``: their costs
+    by id as ``usage`` gives them; else each one's :attr:`Recording.cost`)."""
     count = errors = running = 0
     cost = 0.0
     durations: list[float] = []
     for rec in recs:
         count += 1
-        cost += rec.cost or 0.0
+        cost += (rec.cost if costs is None else costs.get(rec.id, rec.cost)) or 0.0
         status = rec.status
         if status == "running":
             running += 1

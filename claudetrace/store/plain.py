@@ -31,7 +31,6 @@ from .rows import (
     row_count,
     usage_call_rows,
 )
-from .textindex import index_rows
 
 #: The newest migration's revision (``migrations/versions``), known without
 #: Alembic: a store that is already there opens without importing Alembic or
@@ -131,6 +130,8 @@ class PlainWrites:
 
     def write_rows(self, recording_id: str, rows: Rows, tools: Rows,
                    recording_updates: dict[str, Any] | None = None) -> None:
+        from .textindex import index_rows  # the session model: not for a reader
+
         said = index_rows(rows)  # before the transaction: not while holding SQLite's lock
         calls = None
         if recording_updates and USAGE_CALLS in recording_updates:

@@ -23,7 +23,6 @@ from ..errors import StoreError
 from .plain import JSON_COLUMNS, PlainWrites, require_head
 from .rows import COLUMNS, Rows, each_row
 from .sqlite import first_line
-from .textindex import insert_postgres
 
 if TYPE_CHECKING:
     import psycopg
@@ -161,6 +160,8 @@ class PostgresWrites(PlainWrites):
         copy_rows(self._conn, table, rows)
 
     def _index(self, cursor: psycopg.Cursor[Any], entries: list[tuple[str, int, str]]) -> None:
+        from .textindex import insert_postgres  # the session model: only to write
+
         insert_postgres(cursor, entries)
 
     def _placeholder(self, name: str) -> str:

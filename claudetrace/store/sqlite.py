@@ -26,7 +26,6 @@ from ..config import plain_name as plain_name
 from ..errors import StoreError
 from .plain import PlainWrites, require_head
 from .rows import ROWS_PER_INSERT, Rows, insert_batches, rows_per_insert
-from .textindex import insert_sqlite
 
 #: How long SQLite waits on a lock held by another writer before giving up.
 BUSY_TIMEOUT_S: Final = 30.0
@@ -216,6 +215,8 @@ class SqliteWrites(PlainWrites):
             cursor.executemany(statement, parameters)
 
     def _index(self, cursor: sqlite3.Cursor, entries: list[tuple[str, int, str]]) -> None:
+        from .textindex import insert_sqlite  # the session model: only to write
+
         insert_sqlite(cursor, entries)
 
     def checkpoint(self) -> None:

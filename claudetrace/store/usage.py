@@ -27,9 +27,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple, Protocol
 
+from ..config import plain_file
 from .plain import SCHEMA_HEAD
 from .rows import HOUR_NS, hour_columns, sources_mask
-from .sqlite import plain_file
 
 
 class Reader(Protocol):
