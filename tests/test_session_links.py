@@ -144,6 +144,27 @@ def test_both_sides_say_the_link_in_any_import_order(db: str, tmp_path: Path,
     assert listed(db)[EARLIER]["links"] == rows[EARLIER]["links"]
 
 
+def test_a_long_list_s_links_read_at_once_are_the_same(db: str, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # A list of more than 5,000 sessions reads every continuing recording at once
+    # instead of 500 ids a query: the same links.
+    import claudetrace.store.links as links
+
+    shutil.copytree(COMPACTED, tmp_path / "projects" / COMPACTED.name)
+    shutil.copytree(FORKED, tmp_path / "forked")
+    imported(db, tmp_path / "projects", tmp_path / "forked")
+    store = open_store(db)
+    try:
+        recs = store.list_recordings()
+        chunked = session_links(store, recs)
+        monkeypatch.setattr(links, "_ALL_AT_ONCE", 0)
+        assert session_links(store, recs) == chunked
+    finally:
+        store.close()
+    assert any(link.continued_in for link in chunked.values())
+    assert any(link.continues for link in chunked.values())
+
+
 @pytest.mark.parametrize("gone", ["later", "earlier"])
 def test_deleting_either_side_leaves_no_dangling_claim(db: str, gone: str) -> None:
     imported(db, COMPACTED / f"{EARLIER}.jsonl", name="early")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
@@ -19,7 +18,7 @@ from ..formats.facts import duration as _duration
 from ..formats.facts import exit_text as _exit_text
 from ..formats.facts import plural, session_record
 from ..formats.facts import when as _when
-from ._common import db_option, read_store, reports_errors
+from ._common import db_option, echo_json, read_store, reports_errors
 
 if TYPE_CHECKING:
     from ..sanitize import Sanitizer
@@ -69,8 +68,7 @@ def sessions(db_url: str | None, as_json: bool, limit: int, models: tuple[str, .
         from ..store.links import NO_LINKS, session_links
 
         links = session_links(store, recs)
-        click.echo(json.dumps([session_record(r, links.get(r.id, NO_LINKS)) for r in recs],
-                              indent=2))
+        echo_json([session_record(r, links.get(r.id, NO_LINKS)) for r in recs])
         return
     from rich.console import Console
     from rich.table import Table

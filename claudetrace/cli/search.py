@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 
 import click
 
 from ..formats.facts import when as _when
 from ..store.search import Hit
-from ._common import db_option, read_store, reports_errors
+from ._common import db_option, echo_json, read_store, reports_errors
 
 
 @click.command()
@@ -30,7 +29,7 @@ def search(text: str, db_url: str | None, limit: int, as_json: bool) -> None:
 
     hits = _find(db_url, text, limit or None)
     if as_json:
-        click.echo(json.dumps([{
+        echo_json([{
             "recording_id": h.recording_id,
             "seq": h.seq,
             "direction": h.direction,
@@ -39,7 +38,7 @@ def search(text: str, db_url: str | None, limit: int, as_json: bool) -> None:
             "started_at": dt.datetime.fromtimestamp(h.started_ns / 1e9,
                                                     dt.timezone.utc).isoformat(),
             "snippet": h.snippet,
-        } for h in hits], indent=2))
+        } for h in hits])
         return
     if not hits:
         click.echo(f"nothing says {visible(text)!r}", err=True)

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from ._common import db_option, read_store, reports_errors
+from ._common import db_option, echo_json, read_store, reports_errors
 
 
 def _day(value: str | None, tz: dt.tzinfo | None, *, end: bool) -> int | None:
@@ -130,15 +130,7 @@ def _report(reader: Any, report: str, as_json: bool, breakdown: bool, live: bool
 
     kind: Any = report
     if as_json:
-        import msgspec
-
-        from ..display import visible_json
-
-        data = reports.report_json(reader, kind, f, tz, time.time_ns())
-        # msgspec writes it in C (json's indenting encoder is Python: seconds for
-        # ten thousand sessions).
-        text = msgspec.json.format(msgspec.json.encode(data), indent=2).decode()
-        sys.stdout.write(visible_json(text) + "\n")
+        echo_json(reports.report_json(reader, kind, f, tz, time.time_ns()))
         return
     from rich.console import Console
 

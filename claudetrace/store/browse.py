@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Text, and_, case, cast, func, literal, null, or_, select
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import load_only
+from sqlalchemy.orm import defer, load_only
 
 from ..errors import StoreError
 from ..model import FAILED
@@ -234,8 +234,12 @@ def _guard(what: str) -> Iterator[None]:
 
 def _filtered(store: Store, filters: Filters, *, full: bool = False) -> Any:
     stmt = select(Recording)
-    if not full:
-        stmt = stmt.options(load_only(*SUMMARY_COLUMNS))
+    # ``full``: what `sessions --json` prints; not the environment, nor the
+    # Prometheus figures or latency samples (large JSON: at 100,000 recordings
+    # their decoding was most of the reading, and of the memory).
+    stmt = stmt.options(*(
+        [defer(Recording.env), defer(Recording.figures), defer(Recording.latencies)] if full
+        else [load_only(*SUMMARY_COLUMNS)]))
     if filters.since_ns is not None:
         stmt = stmt.where(_R.started_ns >= filters.since_ns)
     if filters.until_ns is not None:

@@ -49,6 +49,9 @@ _RESUMED: Final = {
 _MOST: Final = 50
 #: Session ids asked in one ``IN`` list (SQLite takes 32,766 parameters at most).
 _CHUNK: Final = 500
+#: Above this many session ids, the recordings continuing any session are read
+#: at once and matched in Python (0.2 s of a list of 100,000, not 200 queries).
+_ALL_AT_ONCE: Final = 5_000
 #: Unstored ids looked for one by one among the ids sessions were resumed as (a
 #: narrow text match each); more are matched in one read of every resumed session.
 _ONE_BY_ONE: Final = 10
@@ -194,19 +197,33 @@ def _continuing(store: Store, sids: Iterable[str]) -> list[tuple[Recording, str,
 
     table = Recording.__table__.c
     expression = continues_expression(store.engine.dialect.name)
+    columns = load_only(Recording.id, Recording.cli_session_id, Recording.extra,
+                        Recording.started_ns)
+    wanted_ids = set(sids)
     rows: list[Recording] = []
     with store.session() as s:
-        for wanted in _chunks(sids):
-            rows += s.scalars(
-                select(Recording)
-                .options(load_only(Recording.id, Recording.cli_session_id, Recording.extra,
-                                   Recording.started_ns))
-                .where(expression.in_(wanted))
-                .order_by(table.started_ns, table.id)
-                .limit(_MOST * len(wanted)))
+        if len(wanted_ids) > _ALL_AT_ONCE:
+            # Many sessions (a whole list): one read of every recording that
+            # continues one (the index's rows, a few), not a query per 500 ids.
+            rows = list(s.scalars(select(Recording).options(columns)
+                                  .where(expression.is_not(None))))
+        else:
+            for wanted in _chunks(wanted_ids):
+                rows += s.scalars(select(Recording).options(columns)
+                                  .where(expression.in_(wanted))
+                                  .order_by(table.started_ns, table.id)
+                                  .limit(_MOST * len(wanted)))
     rows.sort(key=lambda row: (row.started_ns, row.id))
-    return [(row, found[0], found[1]) for row in rows
-            if (found := continued_id(row)) is not None]
+    out: list[tuple[Recording, str, bool]] = []
+    counted: dict[str, int] = {}  # at most _MOST a session, the oldest
+    for row in rows:
+        found = continued_id(row)
+        if found is None or found[0] not in wanted_ids:
+            continue
+        counted[found[0]] = counted.get(found[0], 0) + 1
+        if counted[found[0]] <= _MOST:
+            out.append((row, *found))
+    return out
 
 
 def _holders(store: Store, sids: Iterable[str], *, find_resumed: bool) -> dict[str, str]:
