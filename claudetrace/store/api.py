@@ -80,6 +80,9 @@ _USAGE = cast(Table, UsageCall.__table__)
 _HELD_ELSEWHERE: Final = select(_USAGE.c.call_id).where(
     _USAGE.c.call_id.in_(bindparam("ids", expanding=True)),
     _USAGE.c.recording_id != bindparam("rid"), _USAGE.c.duplicate.is_(False))
+#: A recording's row written with its columns as parameters (:meth:`Store.put_recording`).
+_UPDATE_RECORDING = update(_RECORDINGS).where(_RECORDINGS.c.id == bindparam("_rid"))
+_INSERT_RECORDING = insert(_RECORDINGS)
 
 
 def open_store(
@@ -390,7 +393,6 @@ class Store:
         calls = list(columns.pop(USAGE_CALLS, ()))
         if open_seen_ns is not None:
             columns.update(ended_ns=None, last_seen_ns=open_seen_ns)
-        r = _RECORDINGS.c
         with _store_errors("import"), self.engine.begin() as conn:
             if self.engine.dialect.name == "sqlite":
                 # A session's tool and usage rows go into indexes of random ids
@@ -401,11 +403,13 @@ class Store:
             # A write first, so SQLite takes its write lock before anything is
             # read: what is kept is read in the transaction that keeps it, so two
             # importers of one transcript (import --watch and an import) take turns.
+            # Values as parameters of statements made once: ``.values(**stored)``
+            # coerced each of the row's values into a new statement, about a sixth
+            # of the storing process's time on ``bench import``'s tree.
             stored = storable_columns(columns)
-            found = conn.execute(
-                update(_RECORDINGS).where(r.id == info.id).values(**stored)).rowcount
+            found = conn.execute(_UPDATE_RECORDING, {**stored, "_rid": info.id}).rowcount
             if not found:
-                conn.execute(insert(_RECORDINGS).values(**stored))
+                conn.execute(_INSERT_RECORDING, stored)
             kept = self._put_events(conn, info.id, events, compare=bool(found))
             self._replace_usage(conn, info.id, calls, whole=True)
         return kept
