@@ -411,7 +411,7 @@ class Store:
             if not found:
                 conn.execute(_INSERT_RECORDING, stored)
             kept = self._put_events(conn, info.id, events, compare=bool(found))
-            self._replace_usage(conn, info.id, calls, whole=True)
+            self._replace_usage(conn, info.id, calls, whole=True, new=not found)
         return kept
 
     def _put_events(self, conn: Connection, recording_id: str, events: Iterable[Event], *,
@@ -452,10 +452,12 @@ class Store:
             self._insert_rows(conn, _TOOLS, tools)
 
     def _replace_usage(self, conn: Connection, recording_id: str,
-                       calls: list[tuple[Any, ...]], *, whole: bool = False) -> None:
+                       calls: list[tuple[Any, ...]], *, whole: bool = False,
+                       new: bool = False) -> None:
         """Make ``calls`` (:func:`~claudetrace.model.summary.usage_rows`) the
         recording's rows of ``usage_calls`` for those calls (``whole``: all its
-        rows); a message another recording holds is marked a duplicate."""
+        rows; ``new``: a recording inserted in this transaction, that holds none
+        yet); a message another recording holds is marked a duplicate."""
         def elsewhere(ids: list[str]) -> Iterator[str]:
             for chunk in chunks(ids):
                 yield from conn.execute(_HELD_ELSEWHERE,
@@ -465,10 +467,10 @@ class Store:
         rows = usage_call_rows(recording_id, calls, elsewhere)
         mine = _USAGE.c.recording_id == recording_id
         dropped: set[str] = set()
-        if whole:  # a message it counted and holds no more counts again elsewhere
+        if whole and not new:  # a message it counted and holds no more counts again elsewhere
             dropped = _counted(conn, [recording_id]) - {row[1] for row in rows}
             conn.execute(delete(_USAGE).where(mine))
-        else:
+        elif not new:
             for chunk in chunks([row[1] for row in rows]):
                 conn.execute(delete(_USAGE).where(mine, _USAGE.c.call_id.in_(chunk)))
         if rows:
