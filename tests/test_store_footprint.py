@@ -52,3 +52,24 @@ def test_0009_drops_the_copies_and_a_downgrade_fills_them_from_the_lines(db_path
         assert [h.seq for h in search(store, "the")] == said and said
     finally:
         store.close()
+
+
+def test_usage_call_rows_store_every_number_as_the_engines_take_it() -> None:
+    """The one-test path of ``usage_call_rows`` keeps exactly what
+    :func:`claudetrace.store.values.number` makes of each number: ints past 64
+    bits clamped, a cost that is not finite made 0.0, a bool left a bool."""
+    from claudetrace.store import values
+    from claudetrace.store.rows import usage_call_rows
+
+    calls = [
+        ("msg_1", 10, "m", 1, 2, 3, 4, 0.5, "estimate"),
+        ("msg_2", 10, "m", 2**70, -(2**70), 3, 4, None, "unknown"),
+        ("msg_3", 10, "m", 1, 2, 3, 4, float("nan"), "cli"),
+        ("msg_4", 10, "m", True, 2, 3, 4, float("inf"), "cli"),
+        ("msg_5", 2**64, "m" * 150, 1, 2, 3, 4, 1, "cli"),
+    ]
+    rows = usage_call_rows("r", calls)
+    assert rows == [("r", c[0], values.number(c[1]), c[2][:100], *map(values.number, c[3:8]),
+                     c[8], False) for c in calls]
+    assert rows[1][4:6] == (values.INT64_MAX, values.INT64_MIN)
+    assert rows[2][8] == 0.0 and rows[3][8] == 0.0

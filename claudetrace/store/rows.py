@@ -8,6 +8,7 @@ it on SQLite.
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeAlias
 
 from ..recording import RecordingInfo
 from . import values
+from .values import INT64_MAX, INT64_MIN
 
 if TYPE_CHECKING:
     from ..model.events import Event
@@ -112,12 +114,24 @@ def usage_call_rows(recording_id: str, calls: Iterable[tuple[Any, ...]],
     numbers as every engine takes them: :func:`.values.number`), each marked a
     duplicate when ``elsewhere`` (the ids, of those asked, that another recording
     holds) names it."""
-    number = values.number
-    rows = [(recording_id, _short(c[0], 128), number(c[1]), _short(c[2], 100),
-             *map(number, c[3:8]), c[8]) for c in calls]
+    rows = [(recording_id, _short(c[0], 128), *_numbers(c)) for c in calls]
     shared = [r[1] for r in rows if api_message_id(r[1])]
     held = set(elsewhere(shared)) if elsewhere and shared else set()
     return [(*r, r[1] in held) for r in rows]
+
+
+def _numbers(call: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A call's columns after its id: the numbers :func:`.values.number`, with the
+    one test most calls need first (every number an int within 64 bits, a cost a
+    float or None)."""
+    t, model, a, b, c, d, cost, source = call[1:9]
+    if (type(t) is type(a) is type(b) is type(c) is type(d) is int
+            and min(t, a, b, c, d) >= INT64_MIN and max(t, a, b, c, d) <= INT64_MAX
+            and (cost is None or (type(cost) is float and math.isfinite(cost)))):
+        return t, _short(model, 100), a, b, c, d, cost, source
+    number = values.number
+    return (number(t), _short(model, 100), number(a), number(b), number(c), number(d),
+            number(cost), source)
 
 
 def api_message_id(call_id: str | None) -> bool:
@@ -186,7 +200,7 @@ def _fill(recording_id: str, events: Iterable[Event], add_row: Callable[[tuple[A
                  1 if ev.eol else 0, len(data), 1 if f.is_json else 0, kind, sub, req,
                  parent))
         for ref in f.tools:
-            add_tool((recording_id, ev.seq, clip(ref.tool_use_id, 128), clip(ref.name, 200),
+            add_tool((recording_id, ev.seq, _short(ref.tool_use_id, 128), _short(ref.name, 200),
                       ref.kind))
 
 
