@@ -78,20 +78,26 @@ def _url_key(url: str) -> str:
 
     Worked out without SQLAlchemy: the proxy opens its capture file before it
     forwards a byte, and importing SQLAlchemy would hold its first lines up.
+    The query's parameters are taken decoded and sorted, as SQLAlchemy renders
+    them (``?port=5432&host=/run/pg`` and ``?host=%2Frun%2Fpg&port=5432`` are one
+    database): the proxy keys by the URL as given, a command by the store's.
     """
     db_file = _sqlite_file(url)
     if db_file is not None:
         name = str(db_file)
     else:
-        from urllib.parse import urlsplit, urlunsplit
+        from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
         name = url
         with contextlib.suppress(ValueError):  # not parseable: the URL as it is
             parts = urlsplit(url)
+            if parts.query:
+                pairs = sorted(parse_qsl(parts.query, keep_blank_values=True))
+                parts = parts._replace(query="&".join(f"{k}={v}" for k, v in pairs))
             if parts.password is not None:
                 userinfo, _, hostport = parts.netloc.rpartition("@")
-                netloc = f"{userinfo.partition(':')[0]}:***@{hostport}"
-                name = urlunsplit(parts._replace(netloc=netloc))
+                parts = parts._replace(netloc=f"{userinfo.partition(':')[0]}:***@{hostport}")
+            name = urlunsplit(parts)
     return hashlib.sha256(name.encode()).hexdigest()[:16]
 
 

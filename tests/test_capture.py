@@ -333,6 +333,22 @@ def test_capture_dirs_beside_sqlite_then_data_dir(tmp_path: Path, ct_env: Path) 
     assert memory.parent == ct_env / "capture"
 
 
+@pytest.mark.parametrize("url", [
+    "postgresql://postgres@/ct?host=/run/postgresql&port=5433",  # a socket directory
+    "postgresql://postgres@/ct?port=5433&host=/run/postgresql",
+    "postgresql+psycopg://u:p%40ss%2Fw@db.example:5432/ct?sslmode=require&application_name=a",
+    "postgresql://u@db.example/ct?options=-c%20search_path%3Dx",
+])
+def test_the_proxy_and_a_command_find_one_capture_folder(url: str, ct_env: Path) -> None:
+    # The proxy keys by the URL as given, a command by its store's (SQLAlchemy
+    # sorts and encodes the query): with a socket directory in ``host=`` they
+    # differed, so no command waited for the indexer or stored what it left.
+    from sqlalchemy.engine import make_url
+
+    assert cap.capture_dirs(url) == cap.capture_dirs(
+        make_url(url).render_as_string(hide_password=False))
+
+
 def test_create_falls_back_to_the_data_dir(tmp_path: Path, ct_env: Path) -> None:
     # A regular file where the database's directory should be: nothing can be
     # created beside the database (this holds for root too, unlike permissions).

@@ -218,7 +218,8 @@ def test_captures_left_by_earlier_builds_for_a_server_database_are_still_found(
     # rendering of its URL; the proxy now names it without SQLAlchemy.
     from sqlalchemy.engine import make_url
 
-    url = "postgresql+psycopg://u:secret@db.example:5432/ct?sslmode=require&a=b"
+    # (An encoded space, which SQLAlchemy writes as ``+``: the two names differ.)
+    url = "postgresql+psycopg://u:secret@db.example:5432/ct?sslmode=require&a=b%20c"
     old = hashlib.sha256(make_url(url).render_as_string(hide_password=True).encode())
     folder = ct_env / "capture" / old.hexdigest()[:16]
     folder.mkdir(parents=True)
