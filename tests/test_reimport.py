@@ -20,6 +20,7 @@ from claudetrace.bench.transcripts import write_tree
 from claudetrace.cli import cli
 from claudetrace.formats.imports import Watcher
 from claudetrace.store import Store
+from tests.test_store_postgres import fresh_database, pg_url  # noqa: F401  (the fixture)
 
 PY = sys.executable
 CORPUS = Path(__file__).parent / "fixtures" / "transcripts" / "projects"
@@ -236,3 +237,26 @@ def test_a_watch_reads_a_file_that_is_no_transcript_once(
     notes.write_bytes(b'{"note": "and the electrician"}\n')
     watcher.poll(said.append, lambda path, exc: said.append(exc))
     assert probed.count(notes) == 2
+
+
+@pytest.fixture
+def pg_db(request: pytest.FixtureRequest) -> str:
+    """A fresh database on the module's PostgreSQL server."""
+    pytest.importorskip("psycopg")
+    server = request.getfixturevalue("pg_url")
+    return fresh_database(server, f"reimport_{abs(hash(request.node.name)) % 10**9}")
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_an_unchanged_tree_on_postgresql_opens_no_file(tmp_path: Path, pg_db: str) -> None:
+    tree = write_tree(tmp_path / "projects", sessions=3, size=60_000, agents=2)
+    (tree.root / "notes.jsonl").write_bytes(b'{"note": "call the plumber"}\n')
+    argv = ["import", str(tree.root), "--db", pg_db]
+    first = subprocess.run([PY, "-m", "claudetrace", *argv], capture_output=True, text=True,
+                           check=False)
+    assert first.stderr.splitlines()[-1] == "import: 3 imported, 0 updated, 0 unchanged, 1 skipped"
+    run, seen = _audited(tmp_path, argv)
+    assert run.stderr.splitlines()[-1] == "import: 0 imported, 0 updated, 3 unchanged, 1 skipped"
+    # What was stored is read in one query, through psycopg alone: no file opened
+    # to plan, no process started, neither the converter nor SQLAlchemy loaded.
+    assert seen == {"opened": [], "started": [], "modules": []}

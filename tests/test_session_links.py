@@ -33,7 +33,7 @@ from claudetrace.cli import cli
 from claudetrace.store import open_store
 from claudetrace.store.links import links_of, listed_links, session_links
 from tests.browsing import launched, needs_chromium, ui_server
-from tests.test_store_postgres import pg_url  # noqa: F401  (the fixture)
+from tests.test_store_postgres import fresh_database, pg_url  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.usefixtures("ct_env")
 FIXTURES = Path(__file__).parent / "fixtures" / "transcripts"
@@ -66,14 +66,7 @@ def db(request: pytest.FixtureRequest, db_path: Path) -> str:
         return str(db_path)
     pytest.importorskip("psycopg")
     server = request.getfixturevalue("pg_url")
-    import psycopg
-
-    name = f"links_{abs(hash(request.node.name)) % 10**9}"
-    admin = server.replace("postgresql+psycopg://", "postgresql://")
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name}")
-        conn.execute(f"CREATE DATABASE {name}")
-    return server.rsplit("/", 1)[0] + f"/{name}"
+    return fresh_database(server, f"links_{abs(hash(request.node.name)) % 10**9}")
 
 
 def imported(db: str, *paths: Path, name: str | None = None) -> list[str]:

@@ -392,11 +392,15 @@ def stored_sessions(url: str, store: Callable[[], Any]) -> Index:
 
 def stored_in_file(url: str) -> Index | None:
     """:func:`stored_sessions` read straight from a plain SQLite file (read-only,
-    nothing written), or None when ``url`` names none or it cannot be read so."""
+    nothing written) or a PostgreSQL database through psycopg alone (no
+    SQLAlchemy, no models), in one query; None when ``url`` names neither or
+    it cannot be read so."""
     import sqlite3
 
     from ..config import plain_file
 
+    if url.startswith("postgresql"):
+        return _stored_in_server(url)
     path = plain_file(url)
     if path is None:
         return None
@@ -407,6 +411,24 @@ def stored_in_file(url: str) -> Index | None:
                 "SELECT id, source, cli_session_id, name, tags, extra FROM recordings"
                 " WHERE source IN (?, ?)", _CONVERTED))
     except (sqlite3.Error, ValueError):
+        return None  # not there yet, or not as expected: the store says
+
+
+def _stored_in_server(url: str) -> Index | None:
+    """:func:`stored_in_file` of a PostgreSQL URL libpq reads as SQLAlchemy does."""
+    from ..store.postgres import plain_url
+
+    conninfo = plain_url(url)
+    if conninfo is None:
+        return None
+    import psycopg
+
+    try:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            return index_of(conn.execute(
+                "SELECT id, source, cli_session_id, name, tags, extra FROM recordings"
+                " WHERE source IN (%s, %s)", _CONVERTED))
+    except psycopg.Error:
         return None  # not there yet, or not as expected: the store says
 
 
