@@ -260,3 +260,41 @@ def test_an_unchanged_tree_on_postgresql_opens_no_file(tmp_path: Path, pg_db: st
     # What was stored is read in one query, through psycopg alone: no file opened
     # to plan, no process started, neither the converter nor SQLAlchemy loaded.
     assert seen == {"opened": [], "started": [], "modules": []}
+
+
+def test_an_unchanged_import_sweeps_the_spool_folders_of_dead_importers(
+    tmp_path: Path, db_path: Path
+) -> None:
+    from claudetrace.formats.owner import FOLDER_PREFIX, start_time
+
+    tree = write_tree(tmp_path / "projects", sessions=2, size=40_000, agents=1)
+    _import(tree.root, db_path)
+    before = _files(db_path)
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    env = {**os.environ, "TMPDIR": str(temp)}
+    argv = [PY, "-c", AUDITED, str(tmp_path / "report.json"), "import", str(tree.root),
+            "--db", str(db_path)]
+    # None to sweep: the temporary folder is only listed.
+    run = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    assert run.stderr.splitlines()[-1] == "import: 0 imported, 0 updated, 2 unchanged"
+    assert list(temp.iterdir()) == []
+    host = os.uname().nodename
+    gone = subprocess.Popen([PY, "-c", "pass"])
+    gone.wait()
+    alive = subprocess.Popen([PY, "-c", "import time; time.sleep(60)"])
+    try:
+        dead = temp / f"{FOLDER_PREFIX}{host}-{gone.pid}-0-abc"
+        live = temp / f"{FOLDER_PREFIX}{host}-{alive.pid}-{start_time(alive.pid) or 0}-abc"
+        for folder in (dead, live):
+            folder.mkdir()
+            (folder / "claudetrace-import-1").write_bytes(b"x" * 1000)
+        run = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+        assert run.stderr.splitlines()[-1] == "import: 0 imported, 0 updated, 2 unchanged"
+        assert [p.name for p in temp.iterdir()] == [live.name]
+    finally:
+        alive.kill()
+        alive.wait()
+    seen = json.loads((tmp_path / "report.json").read_text())
+    assert seen == {"opened": [], "started": [], "modules": []}
+    assert _files(db_path) == before

@@ -474,10 +474,14 @@ def import_(
         stored_peeks,
         stored_sessions,
     )
+    from ..formats.owner import sweep_spools
     from .record import _parse_tags
 
     parsed_tags = _parse_tags(tags)
     url = resolve_url(db_url)
+    # Spool folders that killed imports left behind go now, whatever this one
+    # does (a listing of the temporary folder when there are none).
+    sweep_spools()
     opened: list[Any] = []
 
     def store() -> Any:
