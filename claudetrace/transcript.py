@@ -218,13 +218,16 @@ def marker_text(msg: dict[str, Any]) -> str | None:
         return (f"rewind: {what} and what answered are an abandoned branch; the "
                 "conversation goes on from before")
     if sub == "resume":
+        from .store.links import is_fork
+
         copied = msg.get("copied_entries")
         count = copied if isinstance(copied, int) else 0
         said = plural(count, "earlier entry", "earlier entries")
         sid = msg.get("resumed_as")
         same = sid == msg.get("session_id")  # resumed under its own id
         who = f" as session {sid}" if isinstance(sid, str) and not same else ""
-        return (f"resumed{who}: the conversation goes on (its file repeats {said}, "
+        how = "forked" if who and is_fork(msg.get("version")) else "resumed"
+        return (f"{how}{who}: the conversation goes on (its file repeats {said}, "
                 "shown once above)")
     if sub == "summary":
         text = msg.get("summary")

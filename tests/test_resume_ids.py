@@ -49,7 +49,7 @@ def joined(db_path: Path) -> dict[str, str]:
 def test_a_real_forked_session_imports_as_one_recording(db_path: Path,
                                                          joined: dict[str, str]) -> None:
     shown = run("show", FIRST, "--db", str(db_path)).stdout
-    assert f"resumed as  {FORKS[0]}, {FORKS[1]}" in shown
+    assert f"forked as  {FORKS[0]}, {FORKS[1]}" in shown
     assert shown.count("user Say hi") == 1 and "user Once more" in shown
 
 

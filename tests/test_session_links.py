@@ -2,12 +2,14 @@
 
 ``fixtures/transcripts/compacted`` (the real CLI 2.1.330 and the fake API): a
 session compacted, then resumed with ``--fork-session``: the fork's file begins
-with the compaction, so it is a recording of its own that ``continues`` the
-earlier one; the earlier one is ``continued in`` it, by a query over the later
-recordings' ``continues`` (:mod:`claudetrace.store.links`), whatever order the
-files were imported in, and no longer once the later one is deleted.
-``fixtures/transcripts/forked``: a session forked twice without a compaction,
-joined into one recording that was ``resumed as`` the forks' ids.
+with the compaction, so it is a recording of its own ``forked from`` the
+earlier one (``continues``, with ``fork``); the earlier one is ``forked as`` it,
+by a query over the later recordings' ``continues``
+(:mod:`claudetrace.store.links`), whatever order the files were imported in,
+and no longer once the later one is deleted.  ``fixtures/transcripts/forked``:
+a session forked twice without a compaction, joined into one recording that
+was ``forked as`` the forks' ids.  A CLI before 1.0.124 made a new id and file on
+every ``--resume``: such files are ``resumed as`` and ``continues``.
 
 Each side is checked in ``show``, ``sessions --json`` (``links``), the HTML
 report (the other id in text) and the session browser in a real Chromium (a
@@ -33,7 +35,7 @@ from claudetrace.cli import cli
 from claudetrace.store import open_store
 from claudetrace.store.links import links_of, listed_links, session_links
 from tests.browsing import launched, needs_chromium, ui_server
-from tests.test_store_postgres import pg_url  # noqa: F401  (the fixture)
+from tests.test_store_postgres import fresh_database, pg_url  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.usefixtures("ct_env")
 FIXTURES = Path(__file__).parent / "fixtures" / "transcripts"
@@ -66,14 +68,7 @@ def db(request: pytest.FixtureRequest, db_path: Path) -> str:
         return str(db_path)
     pytest.importorskip("psycopg")
     server = request.getfixturevalue("pg_url")
-    import psycopg
-
-    name = f"links_{abs(hash(request.node.name)) % 10**9}"
-    admin = server.replace("postgresql+psycopg://", "postgresql://")
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name}")
-        conn.execute(f"CREATE DATABASE {name}")
-    return server.rsplit("/", 1)[0] + f"/{name}"
+    return fresh_database(server, f"links_{abs(hash(request.node.name)) % 10**9}")
 
 
 def imported(db: str, *paths: Path, name: str | None = None) -> list[str]:
@@ -109,7 +104,7 @@ def test_both_sides_say_the_link_in_any_import_order(db: str, tmp_path: Path,
     elif order == "later first":
         imported(db, late)
         # Before the earlier one is stored, the later one says it is not here.
-        assert (f"continues  {EARLIER} (after its compaction), not in this store"
+        assert (f"forked from  {EARLIER} (after its compaction), not in this store"
                 in run("show", LATER, "--db", db).stdout)
         imported(db, early)
     else:
@@ -117,19 +112,21 @@ def test_both_sides_say_the_link_in_any_import_order(db: str, tmp_path: Path,
     rows = listed(db)
     early_id, late_id = rows[EARLIER]["id"], rows[LATER]["id"]
     assert rows[LATER]["links"] == {
-        "continues": {"session_id": EARLIER, "recording_id": early_id, "certain": True},
-        "continued_in": [], "resumed_as": []}
+        "continues": {"session_id": EARLIER, "recording_id": early_id, "certain": True,
+                      "fork": True},
+        "continued_in": [], "resumed_as": [], "forked_as": []}
     assert rows[EARLIER]["links"] == {
         "continues": None,
-        "continued_in": [{"session_id": LATER, "recording_id": late_id, "certain": True}],
-        "resumed_as": []}
-    assert f"continues  {EARLIER} (after its compaction)\n" in run(
+        "continued_in": [{"session_id": LATER, "recording_id": late_id, "certain": True,
+                          "fork": True}],
+        "resumed_as": [], "forked_as": []}
+    assert f"forked from  {EARLIER} (after its compaction)\n" in run(
         "show", LATER, "--db", db).stdout
     shown = run("show", EARLIER, "--db", db).stdout
-    assert f"continued in  {LATER} (after a compaction)\n" in shown
-    assert "continues  " not in shown
-    assert report_facts(report(db, LATER))["continues"] == f"{EARLIER} (after its compaction)"
-    assert report_facts(report(db, EARLIER))["continued in"] == f"{LATER} (after a compaction)"
+    assert f"forked as  {LATER} (after a compaction)\n" in shown
+    assert "continues  " not in shown and "forked from  " not in shown
+    assert report_facts(report(db, LATER))["forked from"] == f"{EARLIER} (after its compaction)"
+    assert report_facts(report(db, EARLIER))["forked as"] == f"{LATER} (after a compaction)"
     # The session list's reading (no ``extra`` loaded) finds the same ids.
     store = open_store(db)
     try:
@@ -174,21 +171,50 @@ def test_deleting_either_side_leaves_no_dangling_claim(db: str, gone: str) -> No
     if gone == "later":
         assert set(rows) == {EARLIER}
         assert rows[EARLIER]["links"]["continued_in"] == []
-        assert "continued in" not in run("show", EARLIER, "--db", db).stdout
+        assert "forked as" not in run("show", EARLIER, "--db", db).stdout
     else:
         assert set(rows) == {LATER}
         assert rows[LATER]["links"]["continues"] == {
-            "session_id": EARLIER, "recording_id": None, "certain": True}
-        assert (f"continues  {EARLIER} (after its compaction), not in this store"
+            "session_id": EARLIER, "recording_id": None, "certain": True, "fork": True}
+        assert (f"forked from  {EARLIER} (after its compaction), not in this store"
                 in run("show", LATER, "--db", db).stdout)
 
 
-def test_the_forks_a_session_was_resumed_as_are_listed(db: str) -> None:
+def test_the_forks_of_a_session_are_listed_as_forks(db: str) -> None:
     (rid,) = imported(db, FORKED)
     row = listed(db)[FIRST]
-    assert row["links"] == {"continues": None, "continued_in": [], "resumed_as": list(FORKS)}
-    assert report_facts(report(db, FORKS[1]))["resumed as"] == ", ".join(FORKS)
-    assert f"recording  {rid}" in run("show", FORKS[0], "--db", db).stdout
+    assert row["links"] == {"continues": None, "continued_in": [], "resumed_as": [],
+                            "forked_as": list(FORKS)}
+    facts = report_facts(report(db, FORKS[1]))
+    assert facts["forked as"] == ", ".join(FORKS)
+    assert "resumed as" not in facts
+    shown = run("show", FORKS[0], "--db", db).stdout
+    assert f"recording  {rid}" in shown
+    assert f"forked as  {FORKS[0]}, {FORKS[1]}\n" in shown
+    assert f"forked as session {FORKS[0]}: the conversation goes on" in shown
+    assert "resumed" not in shown
+
+
+def test_a_session_resumed_by_a_cli_before_2_0_is_resumed_not_forked(
+        db: str, tmp_path: Path) -> None:
+    # Claude Code 1.0.x made a new id and file on every --resume: the same files,
+    # written by 1.0.67, are a resume and a continuation, not forks.
+    old = tmp_path / "old" / "projects"
+    for folder, name in ((FORKED / "-home-dev-project", "-home-dev-forked"),
+                         (COMPACTED, COMPACTED.name)):
+        (old / name).mkdir(parents=True)
+        for path in folder.glob("*.jsonl"):
+            (old / name / path.name).write_text(
+                path.read_text().replace('"version":"2.1.330"', '"version":"1.0.67"'))
+    imported(db, old)
+    rows = listed(db)
+    assert rows[FIRST]["links"]["resumed_as"] == list(FORKS)
+    assert rows[FIRST]["links"]["forked_as"] == []
+    assert rows[LATER]["links"]["continues"]["fork"] is False
+    assert rows[EARLIER]["links"]["continued_in"][0]["fork"] is False
+    assert f"resumed as  {FORKS[0]}, {FORKS[1]}\n" in run("show", FIRST, "--db", db).stdout
+    assert f"continues  {EARLIER}" in run("show", LATER, "--db", db).stdout
+    assert f"continued in  {LATER}" in run("show", EARLIER, "--db", db).stdout
 
 
 @pytest.mark.parametrize("one_by_one", [10, 0])
@@ -230,8 +256,8 @@ def test_the_session_list_has_a_links_column(db_path: Path,
     assert not at.exception, at.exception
     table = at.dataframe(key="sessions_table").value
     links = dict(zip(table["session_id"], table["links"], strict=True))
-    assert links == {EARLIER: f"continued in {LATER[:8]}", LATER: f"continues {EARLIER[:8]}",
-                     FIRST: f"resumed as {FORKS[0][:8]}, {FORKS[1][:8]}"}
+    assert links == {EARLIER: f"forked as {LATER[:8]}", LATER: f"forked from {EARLIER[:8]}",
+                     FIRST: f"forked as {FORKS[0][:8]}, {FORKS[1][:8]}"}
 
 
 def test_the_continues_lookup_uses_its_index(db: str) -> None:
@@ -304,10 +330,10 @@ def test_each_side_links_to_the_other_in_the_browser(db: str, tmp_path: Path,
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         timeout = 60_000
         page.goto(f"{base}/?session={early_id}")
-        forward = link_on(page, "continued in", LATER, "(after a compaction)", late_id)
+        forward = link_on(page, "forked as", LATER, "(after a compaction)", late_id)
         page.screenshot(path=str(tmp_path / "earlier.png"), full_page=True)
         page.goto(f"{base}/{forward.get_attribute('href')}")
-        back = link_on(page, "continues", EARLIER, "(after its compaction)", early_id)
+        back = link_on(page, "forked from", EARLIER, "(after its compaction)", early_id)
         expect(page.get_by_role("heading", name=f"Session {late_id}")).to_be_visible()
         # Followed, the link opens the other page (in a tab of its own, as every
         # Markdown link in Streamlit does).
@@ -317,10 +343,10 @@ def test_each_side_links_to_the_other_in_the_browser(db: str, tmp_path: Path,
         other.get_by_role("link", name=LATER).wait_for(timeout=timeout)
         assert f"session={early_id}" in other.url
         other.close()
-        # The forks' ids a session was resumed as, on its page (nothing to open:
+        # The forks' ids a session was forked as, on its page (nothing to open:
         # they are this recording).
         page.goto(f"{base}/?session={FORKS[0]}")
-        expect(page.get_by_text("resumed as", exact=True)).to_be_visible(timeout=timeout)
+        expect(page.get_by_text("forked as", exact=True)).to_be_visible(timeout=timeout)
         expect(page.get_by_text(FORKS[1]).first).to_be_visible()
         # The crafted id: its characters, no link, no markup, not in this store.
         page.goto(f"{base}/?session=0dd00000")
@@ -341,8 +367,8 @@ def test_the_report_names_the_other_session_in_text_in_chromium(
 
     db = str(db_path)
     imported(db, COMPACTED)
-    for session, label, other in ((EARLIER, "continued in", f"{LATER} (after a compaction)"),
-                                  (LATER, "continues", f"{EARLIER} (after its compaction)")):
+    for session, label, other in ((EARLIER, "forked as", f"{LATER} (after a compaction)"),
+                                  (LATER, "forked from", f"{EARLIER} (after its compaction)")):
         path = tmp_path / f"{session}.html"
         run("export", session, "--format", "html", "-o", str(path), "--db", db)
         page = browser.new_page()

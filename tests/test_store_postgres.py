@@ -49,6 +49,18 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def fresh_database(server: str, name: str) -> str:
+    """The URL of a database ``name`` made afresh (dropped first) on the server
+    ``server`` (:func:`pg_url`)."""
+    import psycopg
+
+    admin = server.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name}")
+        conn.execute(f"CREATE DATABASE {name}")
+    return server.rsplit("/", 1)[0] + f"/{name}"
+
+
 @pytest.fixture(scope="module")
 def pg_url() -> Iterator[str]:
     bindir = _server_bin()

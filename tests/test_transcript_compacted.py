@@ -48,7 +48,7 @@ def test_the_compacted_resume_stays_apart_and_names_what_it_continues(db_path: P
     # result is the new prompt's, and the session is whole.
     assert listed[LATER]["status"] == "ok", listed[LATER]["status_reason"]
     shown = run("show", LATER, *db).stdout
-    assert f"continues  {EARLIER} (after its compaction)" in shown
+    assert f"forked from  {EARLIER} (after its compaction)" in shown
     assert "continues" not in run("show", EARLIER, *db).stdout
     html = run("export", LATER, "--format", "html", "-o", "-", *db).stdout
     assert EARLIER in html and "after its compaction" in html
@@ -68,7 +68,7 @@ def test_without_the_earlier_file_the_link_is_the_summarys_word(tmp_path: Path,
     (alone / f"{EARLIER}.jsonl").unlink()
     run("import", str(alone), "--db", str(db_path))
     shown = run("show", LATER, "--db", str(db_path)).stdout
-    assert f"continues  {EARLIER} (as its compaction summary says; that file was not " \
+    assert f"forked from  {EARLIER} (as its compaction summary says; that file was not " \
         "imported beside it)" in shown
 
 

@@ -1,4 +1,4 @@
-"""Resumed Claude Code sessions (``claude --resume`` / ``--continue``): CLI 2.x writes
+"""Resumed Claude Code sessions (``claude --resume`` / ``--continue``): CLI 1.0.x writes
 a new file that begins with a copy of the earlier file's lines (their uuids, times,
 API message ids and request ids kept) under the new session id, then goes on.
 

@@ -472,15 +472,35 @@ def import_(
         in_parallel,
         stored_in_file,
         stored_peeks,
+        stored_sessions,
     )
+    from ..formats.owner import sweep_spools
     from .record import _parse_tags
 
     parsed_tags = _parse_tags(tags)
     url = resolve_url(db_url)
-    # What a SQLite file holds already, read first, in one query: an unchanged
-    # file is then planned without being opened (a server database is read
-    # later, through the store, which its import opens anyway).
+    # Spool folders that killed imports left behind go now, whatever this one
+    # does (a listing of the temporary folder when there are none).
+    sweep_spools()
+    opened: list[Any] = []
+
+    def store() -> Any:
+        """The store, opened (and settled) when first needed: cassettes written
+        by the writer into a database that is there need none (nor SQLAlchemy)."""
+        if not opened:
+            # Here: an unchanged tree needs no store, nor the indexer's imports.
+            from ..indexer import open_settled_store
+
+            opened.append(open_settled_store(db_url, create=True))
+        return opened[0]
+
+    # What the store holds already, read first, in one query: an unchanged file
+    # is then planned without being opened.  A SQLite file is read straight
+    # (no SQLAlchemy); a server database through the store, which its import
+    # opens anyway.
     index = stored_in_file(url)
+    if index is None and not url.startswith("sqlite"):
+        index = stored_sessions(url, store)
     planner = Planner(stored=stored_peeks(index))
     units, skipped = planner.plan(paths)
     # One file named: what is wrong with it is the command's one-line error.
@@ -503,18 +523,6 @@ def import_(
         from ..store.writer import WriterProcess
 
         started = WriterProcess(url, writer_for(db_url))
-    opened: list[Any] = []
-
-    def store() -> Any:
-        """The store, opened (and settled) when first needed: cassettes written
-        by the writer into a database that is there need none (nor SQLAlchemy)."""
-        if not opened:
-            # Here: an unchanged tree needs no store, nor the indexer's imports.
-            from ..indexer import open_settled_store
-
-            opened.append(open_settled_store(db_url, create=True))
-        return opened[0]
-
     tally = _Tally()
     for done in skipped:
         tally.add(done)
@@ -526,7 +534,7 @@ def import_(
         writer = None if opened and opened[0].in_memory else started
         _import_units(units, store, writer, name, parsed_tags, tally, url, single, converting,
                       index)
-        if not opened and cap.capture_files(url):
+        if not opened and not cap.nothing_to_settle(url):
             store()  # stores the finished sessions still waiting, as every command does
     click.echo(tally.summary(), err=True)
     if not units and not watch:

@@ -495,6 +495,8 @@ class _Converter:
         )
         turn = self.turn
         if msg["subtype"] == "resume":
+            if isinstance(entry.get("version"), str):
+                msg["version"] = entry["version"]  # a fork's or a resume's (our marker's)
             if turn is not None and turn.calls and not turn.waiting_on_tools:
                 self.close_turn()  # the earlier run ended with its last answer
             sid = msg.get("resumed_as")

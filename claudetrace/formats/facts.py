@@ -242,14 +242,17 @@ def session_record(rec: Any, links: Links = NO_LINKS) -> dict[str, Any]:
 
 def links_record(links: Links) -> dict[str, Any]:
     """A recording's links as `sessions --json` prints them: ``continues`` (an
-    object or null), ``continued_in`` (a list) and ``resumed_as`` (session ids);
-    ``recording_id`` is null where the other session is not in the store."""
+    object or null), ``continued_in`` (a list), ``resumed_as`` and ``forked_as``
+    (session ids joined into it); ``recording_id`` is null where the other
+    session is not in the store, ``fork`` true where the later session is a
+    fork of the earlier (``continues``: this one was forked from it)."""
     def other(link: Any) -> dict[str, Any]:
         return {"session_id": link.session_id, "recording_id": link.recording_id,
-                "certain": link.certain}
+                "certain": link.certain, "fork": link.fork}
 
     return {
         "continues": None if links.continues is None else other(links.continues),
         "continued_in": [other(link) for link in links.continued_in],
         "resumed_as": list(links.resumed_as),
+        "forked_as": list(links.forked_as),
     }

@@ -174,6 +174,8 @@ class Planner:
         if found is None and path.name.startswith("agent-") and owner_name(path):
             # A side chain filed under its session: its folder says whose it is.
             return "transcript", None
+        if found is None and path in self.skips:
+            self._skipped_again(path)
         if found is None and self.stored:
             found = self._stored(path)
         if found is None:
@@ -198,6 +200,16 @@ class Planner:
             if kind == "transcript":
                 self.starts[path] = uid if isinstance(uid, str) and uid else None
         return found
+
+    def _skipped_again(self, path: Path) -> None:
+        """Skip again, unread, a file found no transcript before (a watch's next
+        look), while it is the same file."""
+        try:
+            now = stamp(os.stat(path))
+        except OSError:
+            return
+        if self.stamps.get(path) == now:
+            raise ImportFormatError(f"{path}: {self.skips[path]}")
 
     def _stored(self, path: Path) -> tuple[Kind, str | None] | None:
         """What ``stored`` says of ``path``, when it is still the same file."""
@@ -268,12 +280,20 @@ class Planner:
                 units.append(unit)
                 owners.update((str(p.with_suffix("")), unit) for p in group.mains)
                 owners.update((owner, unit) for p in group.sides if (owner := owner_name(p)))
-        # What a session's folder holds that is no transcript is remembered with
-        # the session, so that it is skipped again without being read.
+        # What is no transcript is remembered with a session, so that it is
+        # skipped again without being read: a session's folder's with that
+        # session, a project's (another tool's log, notes) with its first
+        # session, anything else with the first session of all.
+        sessions = [u for u in units if u.files is not None]
+        beside: dict[Path, Unit] = {}
+        for unit in reversed(sessions):
+            beside[unit.path.parent] = unit
         for done in skipped:
             owner = owner_name(done.path)
-            if owner in owners:
-                owners[owner].peeked.update(self._peeked([done.path]))
+            host = owners.get(owner) if owner is not None else None
+            host = host or beside.get(done.path.parent) or (sessions[0] if sessions else None)
+            if host is not None:
+                host.peeked.update(self._peeked([done.path]))
         return units, skipped
 
     @staticmethod
@@ -372,11 +392,15 @@ def stored_sessions(url: str, store: Callable[[], Any]) -> Index:
 
 def stored_in_file(url: str) -> Index | None:
     """:func:`stored_sessions` read straight from a plain SQLite file (read-only,
-    nothing written), or None when ``url`` names none or it cannot be read so."""
+    nothing written) or a PostgreSQL database through psycopg alone (no
+    SQLAlchemy, no models), in one query; None when ``url`` names neither or
+    it cannot be read so."""
     import sqlite3
 
     from ..config import plain_file
 
+    if url.startswith("postgresql"):
+        return _stored_in_server(url)
     path = plain_file(url)
     if path is None:
         return None
@@ -387,6 +411,24 @@ def stored_in_file(url: str) -> Index | None:
                 "SELECT id, source, cli_session_id, name, tags, extra FROM recordings"
                 " WHERE source IN (?, ?)", _CONVERTED))
     except (sqlite3.Error, ValueError):
+        return None  # not there yet, or not as expected: the store says
+
+
+def _stored_in_server(url: str) -> Index | None:
+    """:func:`stored_in_file` of a PostgreSQL URL libpq reads as SQLAlchemy does."""
+    from ..store.postgres import plain_url
+
+    conninfo = plain_url(url)
+    if conninfo is None:
+        return None
+    import psycopg
+
+    try:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            return index_of(conn.execute(
+                "SELECT id, source, cli_session_id, name, tags, extra FROM recordings"
+                " WHERE source IN (%s, %s)", _CONVERTED))
+    except psycopg.Error:
         return None  # not there yet, or not as expected: the store says
 
 
@@ -402,7 +444,9 @@ def stored_peeks(index: Index | None) -> dict[str, Peeked]:
                 known.extra.get("peeked_reading") == reading):
             for name, value in peeked.items():
                 if isinstance(value, list):
-                    found[os.path.join(folder, name)] = value
+                    # A file outside the session's folder is named from it ("../").
+                    path = os.path.join(folder, name)
+                    found[os.path.normpath(path) if ".." in name else path] = value
     return found
 
 
@@ -427,6 +471,29 @@ def _shrunk(known: Any, paths: list[Path]) -> str:
     return ""
 
 
+def _peeks_of(unit: Unit) -> dict[str, Any]:
+    """What a unit's recording keeps (in ``extra``) of what planning read of
+    its files' first lines (:func:`stored_peeks` reads it back)."""
+    base = base_folder(unit.paths)
+    if not unit.peeked or base is None:
+        return {}
+    names = file_names(list(unit.peeked), base)
+    return {"folder": os.path.abspath(base), "peeked_reading": READING.decode(),
+            "peeked": {name: unit.peeked[path] for name, path in names.items()}}
+
+
+def _remember_peeks(opened: Callable[[], Any], unit: Unit, known: Any) -> None:
+    """Keep with an unchanged session's recording what planning read anew of the
+    files it stands for (a file beside it that is no transcript, new or changed):
+    the next plan reads it from there, not from the file.  Nothing is written
+    when the recording keeps that already."""
+    extra = known.extra or {}
+    peeks = _peeks_of(unit)
+    if not peeks or all(extra.get(key) == value for key, value in peeks.items()):
+        return
+    opened().update_recording(known.id, extra={**extra, **peeks})
+
+
 @dataclass
 class _Pending:
     """A session or log to convert and store: what was known of it before."""
@@ -437,14 +504,18 @@ class _Pending:
     known: Any
 
 
-def _look(opened: Callable[[], Any], unit: Unit, index: Index | None) -> Imported | _Pending:
-    """What to do with a unit: nothing (unchanged, truncated), or convert it."""
+def _look(opened: Callable[[], Any], unit: Unit, index: Index | None,
+          *, first: bool = False) -> Imported | _Pending:
+    """What to do with a unit: nothing (unchanged, truncated), or convert it
+    (``first``: a look ahead, which writes nothing)."""
     source = SOURCE if unit.kind == "transcript" else "claude-trace"
     paths = unit.paths
     digest = fingerprint(paths)
     sid = unit.files.session_id if unit.files is not None else unit.path.stem
     known = _recording_of(opened, source, sid, index)
     if known is not None and (known.extra or {}).get("fingerprint") == digest:
+        if not first:
+            _remember_peeks(opened, unit, known)
         folded = _fold(opened, source, known.id, known.extra, index)
         return Imported(unit.path, unit.kind, "unchanged", known.id, known.cli_session_id,
                         note=_folded_note(folded), folded=folded)
@@ -660,7 +731,7 @@ class Converting:
             at = self.next
             self.next += 1
             try:
-                first = _look(self.opened, self.units[at], self.index)
+                first = _look(self.opened, self.units[at], self.index, first=True)
             except (ClaudeTraceError, OSError):
                 continue  # its turn says what it is
             if isinstance(first, _Pending) and not self._request(at):
@@ -751,11 +822,7 @@ def _store_converted(
     if known is None:
         known = _recording_of(opened, source, sid, index)
     info.extra.update(fingerprint=pending.digest, files=pending.sizes, session_id=sid)
-    base = base_folder(unit.paths)
-    if unit.peeked and base is not None:
-        names = file_names(list(unit.peeked), base)
-        info.extra.update(folder=os.path.abspath(base), peeked_reading=READING.decode(),
-                          peeked={name: unit.peeked[path] for name, path in names.items()})
+    info.extra.update(_peeks_of(unit))
     link = continues(unit.files.path) if unit.files is not None else None
     if link is not None:
         info.extra["continues"] = link

@@ -197,8 +197,10 @@ def side_chains_of(path: Path) -> list[Path]:
 #: imported before is read again once (2: assistant lines keep ``error`` and
 #: ``isApiErrorMessage``, and a turn left with an API error is an error; 3: a
 #: file that begins with a compaction names the session it continues and does not
-#: read the running totals its cost-state lines carry on from it).
-READING: Final = b"3"
+#: read the running totals its cost-state lines carry on from it; 4: where a
+#: resumed session's file goes on, the CLI version that wrote it is kept, which
+#: tells a fork from a resume).
+READING: Final = b"4"
 
 
 def fingerprint(paths: Sequence[Path], base: Path | None = None) -> str:

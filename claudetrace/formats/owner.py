@@ -5,13 +5,18 @@ and marks it with its importer (:func:`this_importer`: host, pid and, on Linux,
 the process's start time).  A second import of the cassette, and ``doctor``,
 read that mark: :func:`importing_elsewhere` says who still imports it, or None
 when nobody does (the process is gone, or its pid now names another process:
-one started at another time).
+one started at another time).  :func:`sweep_spools` removes by the same mark
+the spool folders of importers that are gone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any
+
+#: The names of spool folders (:mod:`.spool`) begin with this, then ``HOST-PID-START-``.
+FOLDER_PREFIX = "claudetrace-spool-"
 
 
 def start_time(pid: int) -> int | None:
@@ -64,3 +69,37 @@ def importing_elsewhere(importer: Any) -> str | None:
     except OSError:
         pass
     return f"process {pid}"
+
+
+def sweep_spools(where: str | None = None, *, keep: str | None = None) -> list[str]:
+    """Remove the spool folders (:mod:`.spool`) in ``where`` (the temporary
+    folder) of processes on this host that are gone (killed before they could
+    remove their own), but ``keep``; the folders removed.  Cheap where there
+    are none: one listing of the folder, nothing written."""
+    import shutil
+    import tempfile
+
+    where = where or tempfile.gettempdir()
+    here = os.uname().nodename.replace(os.sep, "_")
+    removed = []
+    with contextlib.suppress(OSError), os.scandir(where) as entries:
+        for entry in entries:
+            if not entry.name.startswith(FOLDER_PREFIX) or entry.path == keep:
+                continue
+            parts = entry.name[len(FOLDER_PREFIX):].rsplit("-", 3)
+            if len(parts) != 4 or parts[0] != here or not (
+                    parts[1].isdigit() and parts[2].isdigit()):
+                continue
+            pid, started = int(parts[1]), int(parts[2])
+            mark = {"host": os.uname().nodename, "pid": pid}
+            if started:
+                mark["started"] = started
+            try:
+                mine = entry.is_dir(follow_symlinks=False) and (
+                    entry.stat(follow_symlinks=False).st_uid == os.getuid())
+            except OSError:
+                continue
+            if mine and importing_elsewhere(mark) is None:
+                shutil.rmtree(entry.path, ignore_errors=True)
+                removed.append(entry.path)
+    return removed

@@ -15,13 +15,13 @@ Spool files live in a folder of the importing process's own
 folder, named with the process's mark, :mod:`.owner`), which it removes when it
 ends; its converting process (``convert_child``) writes into the same folder.
 A process killed (SIGKILL, a crash) leaves its folder behind: the next import
-that spools removes every such folder whose process is gone.
+(whatever it imports, an unchanged tree too) removes every such folder whose
+process is gone (:func:`~.owner.sweep_spools`).
 """
 
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
 import shutil
 import tempfile
@@ -33,10 +33,8 @@ from ..model import Session as SessionModel
 from ..model.events import Direction, Event, LineFields
 from ..recording import RecordingInfo
 from ..store.textindex import Said, line_words
-from .owner import importing_elsewhere, start_time
+from .owner import FOLDER_PREFIX, start_time, sweep_spools
 
-#: The names of spool folders begin with this, then ``HOST-PID-START-``.
-FOLDER_PREFIX = "claudetrace-spool-"
 _folder: str | None = None
 
 
@@ -117,33 +115,8 @@ def use_folder(folder: str) -> None:
 
 
 def sweep(where: str | None = None) -> list[str]:
-    """Remove the spool folders in ``where`` (the temporary folder) of processes
-    on this host that are gone (killed before they could remove their own);
-    the folders removed."""
-    where = where or tempfile.gettempdir()
-    here = os.uname().nodename.replace(os.sep, "_")
-    removed = []
-    with contextlib.suppress(OSError), os.scandir(where) as entries:
-        for entry in entries:
-            if not entry.name.startswith(FOLDER_PREFIX) or entry.path == _folder:
-                continue
-            parts = entry.name[len(FOLDER_PREFIX):].rsplit("-", 3)
-            if len(parts) != 4 or parts[0] != here or not (
-                    parts[1].isdigit() and parts[2].isdigit()):
-                continue
-            pid, started = int(parts[1]), int(parts[2])
-            mark = {"host": os.uname().nodename, "pid": pid}
-            if started:
-                mark["started"] = started
-            try:
-                mine = entry.is_dir(follow_symlinks=False) and (
-                    entry.stat(follow_symlinks=False).st_uid == os.getuid())
-            except OSError:
-                continue
-            if mine and importing_elsewhere(mark) is None:
-                shutil.rmtree(entry.path, ignore_errors=True)
-                removed.append(entry.path)
-    return removed
+    """:func:`~.owner.sweep_spools`, this process's own folder kept."""
+    return sweep_spools(where, keep=_folder)
 
 
 __all__ = ["FOLDER_PREFIX", "Spool", "spool_folder", "sweep", "use_folder"]

@@ -112,11 +112,16 @@ _ENTRIES = frozenset({"user", "assistant", "system", "attachment"})
 
 def resume_marker(entry: dict[str, Any], copied: int) -> dict[str, Any]:
     """The ``system/resume`` entry put where a resumed session's file goes on from
-    its copy of ``copied`` earlier entries, naming the session id it goes on as."""
+    its copy of ``copied`` earlier entries, naming the session id it goes on as
+    and the CLI version that wrote it (which tells a fork from a resume:
+    :func:`claudetrace.store.links.is_fork`)."""
     marker: dict[str, Any] = {"type": "system", "subtype": "resume", "copied_entries": copied}
     sid = entry.get("sessionId")
     if isinstance(sid, str):
         marker["resumed_as"] = sid
+    version = entry.get("version")
+    if isinstance(version, str):
+        marker["version"] = version
     if "timestamp" in entry:
         marker["timestamp"] = entry["timestamp"]
     return marker

@@ -11,6 +11,12 @@ So neither the order files are imported in, nor a re-import, nor deleting or
 pruning either side can leave the two ends disagreeing: a link whose other side
 is not stored names its session id with no recording.
 
+A fork is told from a resume by the CLI that wrote the later session
+(:func:`is_fork`): from Claude Code 1.0.124, ``--resume`` keeps the session's id
+and goes on in its own file (``--fork-session`` came in then for a new one), so
+a later session under a new id that goes on from another is a fork
+(``--fork-session``, ``/branch``); before it, every resume made a new id and file.
+
 The values (:class:`Links`) load without SQLAlchemy, for the commands that only
 print them; the queries load it when they run.
 """
@@ -67,6 +73,8 @@ class Link:
     #: For ``continues``: the earlier file was beside it and holds the same
     #: compaction (else only what the compaction's summary says).
     certain: bool = True
+    #: The later of the two sessions is a fork of the earlier (:func:`is_fork`).
+    fork: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,14 +85,35 @@ class Links:
     continues: Link | None = None
     #: The sessions that go on from this one after a compaction.
     continued_in: tuple[Link, ...] = ()
-    #: The ids this session was resumed (or forked) as, joined into it.
+    #: The ids this session was resumed as, joined into it.
     resumed_as: tuple[str, ...] = ()
+    #: The ids this session was forked as, joined into it (their files begin
+    #: with a copy of its conversation).
+    forked_as: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.continues or self.continued_in or self.resumed_as)
+        return bool(self.continues or self.continued_in or self.resumed_as
+                    or self.forked_as)
 
 
 NO_LINKS: Final = Links()
+
+
+#: The first Claude Code release whose ``--resume`` keeps the session's id (and
+#: file), and which has ``--fork-session`` for a new one.
+_FORKS_FROM: Final = (1, 0, 124)
+
+
+def is_fork(version: Any) -> bool:
+    """Whether a session written by Claude Code ``version`` under an id of its own,
+    going on from another session, is a fork of it (not a resume)."""
+    if not isinstance(version, str):
+        return False
+    parts = version.split("-")[0].split(".")[:3]
+    try:
+        return tuple(int(part) for part in parts) >= _FORKS_FROM
+    except ValueError:
+        return False
 
 
 def resumed_ids(rec: Any) -> tuple[str, ...]:
@@ -126,18 +155,22 @@ def session_links(store: Store, recs: Sequence[Any], *,
     targets = {found[0] for rec in recs if (found := continued_id(rec)) is not None}
     later: dict[str, list[Link]] = {}  # a session id → the recordings continuing it
     for row, sid, certain in _continuing(store, owned):
-        later.setdefault(sid, []).append(Link(row.cli_session_id or row.id, row.id, certain))
+        later.setdefault(sid, []).append(Link(row.cli_session_id or row.id, row.id, certain,
+                                              fork=is_fork(row.claude_code_version)))
     holders = _holders(store, targets, find_resumed=find_resumed)
     out: dict[str, Links] = {}
     for rec in recs:
         found = continued_id(rec)
-        sids = dict.fromkeys(s for s in (rec.cli_session_id, *resumed_ids(rec)) if s)
+        joined = resumed_ids(rec)
+        forked = is_fork(rec.claude_code_version)
+        sids = dict.fromkeys(s for s in (rec.cli_session_id, *joined) if s)
         links = Links(
             continues=None if found is None else Link(
-                found[0], holders.get(found[0]), certain=found[1]),
+                found[0], holders.get(found[0]), certain=found[1], fork=forked),
             continued_in=tuple(link for sid in sids for link in later.get(sid, ())
                                if link.recording_id != rec.id),
-            resumed_as=resumed_ids(rec),
+            resumed_as=() if forked else joined,
+            forked_as=joined if forked else (),
         )
         if links:
             out[rec.id] = links
@@ -150,6 +183,7 @@ class _Linking:
 
     id: str
     cli_session_id: str | None
+    claude_code_version: str | None
     extra: dict[str, Any]
 
 
@@ -168,15 +202,15 @@ def listed_links(store: Store, recording_ids: Sequence[str]) -> dict[str, Links]
     rows: list[Any] = []
     with store.session() as s:
         for wanted in _chunks(recording_ids):
-            rows += s.execute(select(table.id, table.cli_session_id,
+            rows += s.execute(select(table.id, table.cli_session_id, table.claude_code_version,
                                      continues_expression(dialect),
                                      literal_column(_RESUMED[dialect]))
                               .where(table.id.in_(wanted))).all()
     recs = []
-    for rid, sid, continued, resumed in rows:
+    for rid, sid, version, continued, resumed in rows:
         if isinstance(resumed, str):
             resumed = json.loads(resumed)
-        recs.append(_Linking(rid, sid, {
+        recs.append(_Linking(rid, sid, version, {
             "continues": {"session_id": continued} if continued else None,
             "resumed_as": resumed if isinstance(resumed, list) else None}))
     return session_links(store, recs, find_resumed=False)
@@ -198,7 +232,7 @@ def _continuing(store: Store, sids: Iterable[str]) -> list[tuple[Recording, str,
     table = Recording.__table__.c
     expression = continues_expression(store.engine.dialect.name)
     columns = load_only(Recording.id, Recording.cli_session_id, Recording.extra,
-                        Recording.started_ns)
+                        Recording.started_ns, Recording.claude_code_version)
     wanted_ids = set(sids)
     rows: list[Recording] = []
     with store.session() as s:
@@ -264,4 +298,5 @@ def _chunks(sids: Iterable[str]) -> Iterable[list[str]]:
 
 
 __all__ = ["EXPRESSION", "INDEX", "NO_LINKS", "Link", "Links", "continued_id",
-           "continues_expression", "links_of", "listed_links", "resumed_ids", "session_links"]
+           "continues_expression", "is_fork", "links_of", "listed_links", "resumed_ids",
+           "session_links"]

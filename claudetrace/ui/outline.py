@@ -12,9 +12,9 @@ span tree and the conversation, from the same presentation model.
   conversation's items;
 - the branch a rewind abandoned is listed at its marker
   (:attr:`claudetrace.ui.conversation.Item.branch`);
-- :func:`link_rows`: the sessions this one continues, is continued in, or was
-  resumed as (:class:`claudetrace.store.links.Links`), each with the recording
-  to open when it is stored.
+- :func:`link_rows`: the sessions this one continues (or was forked from), is
+  continued in, or was resumed or forked as (:class:`claudetrace.store.links.Links`),
+  each with the recording to open when it is stored.
 
 Pure functions over :class:`~claudetrace.ui.present.TraceNode` trees, the session
 model, conversation items and a recording's links; nothing here reads the store.
@@ -313,8 +313,8 @@ class LinkItem:
 
 @dataclass(frozen=True, slots=True)
 class LinkRow:
-    """A kind of link (``continues``, ``continued in``, ``resumed as``) and the
-    sessions it names."""
+    """A kind of link (``continues``, ``forked from``, ``continued in``, ``resumed
+    as``, ``forked as``) and the sessions it names."""
 
     label: str
     items: tuple[LinkItem, ...]
@@ -334,23 +334,24 @@ _CERTAIN: Final = {True: "after its compaction",
 
 def link_rows(links: Links) -> list[LinkRow]:
     """The rows a session's links make, in the order the page and ``show`` list them:
-    the session it continues, the ids it was resumed as (joined into it), the
-    sessions that continue it."""
+    the session it continues (or was forked from), the ids it was resumed or
+    forked as (joined into it), the sessions that continue it, and its forks."""
     rows = []
     if links.continues is not None:
         link = links.continues
-        rows.append(LinkRow("continues", (LinkItem(
+        rows.append(LinkRow("forked from" if link.fork else "continues", (LinkItem(
             link.session_id, link.recording_id, _CERTAIN[link.certain],
             missing=link.recording_id is None),)))
-    if links.resumed_as:
-        rows.append(LinkRow("resumed as", tuple(LinkItem(sid, None)
-                                                for sid in links.resumed_as)))
-    if links.continued_in:
-        rows.append(LinkRow("continued in", tuple(
-            LinkItem(link.session_id, link.recording_id,
-                     "after a compaction" if link.certain else
-                     "as its compaction summary says")
-            for link in links.continued_in)))
+    for label, sids in (("resumed as", links.resumed_as), ("forked as", links.forked_as)):
+        if sids:
+            rows.append(LinkRow(label, tuple(LinkItem(sid, None) for sid in sids)))
+    for label, fork in (("continued in", False), ("forked as", True)):
+        later = tuple(LinkItem(link.session_id, link.recording_id,
+                               "after a compaction" if link.certain else
+                               "as its compaction summary says")
+                      for link in links.continued_in if link.fork is fork)
+        if later:
+            rows.append(LinkRow(label, later))
     return rows
 
 
