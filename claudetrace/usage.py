@@ -314,6 +314,18 @@ def recording_totals(reader: Reader, recording_id: str) -> Totals:
     return found[0].totals if found else Totals()
 
 
+def counted_elsewhere(reader: Reader, recording_id: str) -> frozenset[str]:
+    """The ids of the calls of ``recording_id`` that another recording counts (the
+    same API message, stored there first: a resumed session's repeated history),
+    which its span tree leaves out of its sums; none when every one of its calls
+    is (the recording then says its own figures, as :func:`with_usage` does)."""
+    sql = f"SELECT call_id, duplicate FROM usage_calls WHERE recording_id = {reader.marker}"
+    rows = list(reader.rows(sql, [recording_id]))
+    if all(duplicate for _, duplicate in rows):
+        return frozenset()
+    return frozenset(call_id for call_id, duplicate in rows if duplicate)
+
+
 class _Costed:
     """A stored recording whose cost is what the usage reports give it (see
     :func:`with_usage`); every other attribute is the recording's."""

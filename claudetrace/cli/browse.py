@@ -399,23 +399,26 @@ def _export_html(store: Any, rec: Any, output: str, redactor: Any) -> None:
     from ..sanitize import Sanitizer
     from ..store.links import links_of
     from ..store.usage import store_reader
-    from ..usage import recording_totals
+    from ..usage import counted_elsewhere, recording_totals
 
     # The report redacts the strings it shows, not every event; with --no-redact,
     # nothing (the report's own default is to redact).
     shown = Sanitizer(secrets=False) if redactor is None else redactor
     # Tokens and cost as `usage session` gives them (one query layer).
-    usage = recording_totals(store_reader(store), rec.id)
+    reader = store_reader(store)
+    usage = recording_totals(reader, rec.id)
+    elsewhere = counted_elsewhere(reader, rec.id)
     links = links_of(store, rec)
     if output == "-":
         with _exported_events(store, rec) as events:
             write_report(for_terminal(sys.stdout), rec, events, redactor=shown, usage=usage,
-                         links=links)
+                         links=links, elsewhere=elsewhere)
         sys.stdout.flush()
         return
     def write(out: IO[str]) -> int:
         with _exported_events(store, rec) as events:
-            return write_report(out, rec, events, redactor=shown, usage=usage, links=links)
+            return write_report(out, rec, events, redactor=shown, usage=usage, links=links,
+                                elsewhere=elsewhere)
 
     try:
         count = replace_file(output, write)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from importlib import resources
 from itertools import islice
 from typing import IO, TYPE_CHECKING, Any
@@ -210,7 +210,7 @@ def usage_rows(totals: Totals) -> list[list[Any]]:
 
 def report_data(
     rec: Any, events: Iterable[Event], *, generated: str | None = None,
-    usage: Totals | None = None, links: Links = NO_LINKS,
+    usage: Totals | None = None, links: Links = NO_LINKS, elsewhere: Collection[str] = (),
 ) -> dict[str, Any]:
     """The report of ``rec`` (a stored recording) and its ``events`` as JSON-ready data.
 
@@ -221,7 +221,9 @@ def report_data(
     (:func:`claudetrace.usage.recording_totals`), shown as its tokens and cost;
     without it, the session model's.  ``links``: the sessions it continues, is
     continued in or was resumed as (:func:`claudetrace.store.links.links_of`),
-    named by their ids in text (the other sessions are not in the file)."""
+    named by their ids in text (the other sessions are not in the file).
+    ``elsewhere``: the ids of its calls another recording counts
+    (:func:`claudetrace.usage.counted_elsewhere`), left out of the span tree's sums."""
     from ..usage import with_usage
     from .facts import facts
 
@@ -250,10 +252,11 @@ def report_data(
         end = max(end, last_t)
     tree = present.trace_tree(
         session, title=str(rec.name or "claude-code"), end_ns=rec.duration_ns,
-        status=rec.status,
+        status=rec.status, elsewhere=elsewhere,
     )
     now = present.session_liveness(rec, session)
-    conversation = _Items(present.call_figures(session), outline.prompt_figures(session, tree))
+    conversation = _Items(present.call_figures(session, elsewhere=elsewhere),
+                          outline.prompt_figures(session, tree))
     items = conversation_fold.items
     conv = conversation.rows(items)
     trace = present.trace_rows(tree, rec.started_ns)
@@ -376,6 +379,7 @@ def write_report(
     redactor: Sanitizer | None = None,
     usage: Totals | None = None,
     links: Links = NO_LINKS,
+    elsewhere: Collection[str] = (),
 ) -> int:
     """Write the report of ``rec`` to ``out``; returns the number of events shown.
 
@@ -390,7 +394,8 @@ def write_report(
     """
     clean = secret_redactor() if redactor is None else redactor
     counted = _Counted(events)
-    for chunk in report_chunks(report_data(rec, counted, usage=usage, links=links), clean.value):
+    data = report_data(rec, counted, usage=usage, links=links, elsewhere=elsewhere)
+    for chunk in report_chunks(data, clean.value):
         out.write(chunk)
     return counted.count
 

@@ -56,57 +56,68 @@ def turn_model(turn: Turn) -> str | None:
     return next((call.model for call in turn.calls if call.model), None)
 
 
+def cli_shares(session: Session, cost: Cost, from_turn: int = 1) -> dict[str, float]:
+    """Each call's share of the CLI's reported cost, by call id (none where the CLI
+    reported no cost): a turn's cost for a model is shared among the turn's calls
+    of that model in proportion to their tokens, so the calls add up to the CLI's
+    figure.  A turn's cost is what the CLI's running total grew by since the last
+    it reported, so it also covers the calls of the turns before it that reported
+    none (a transcript's ``cost-state`` written at its end): those share it too.
+    ``from_turn``: of the turns of that number on only."""
+    shares: dict[str, float] = {}
+    if cost.source != "cli":
+        return shares
+    uncosted: list[ModelCall] = []  # calls of turns the CLI's total had not covered yet
+    for turn in session.turns[from_turn - 1:]:
+        if not turn.cost_by_model:
+            uncosted.extend(turn.calls)
+            continue
+        for model, spent in turn.cost_by_model.items():
+            calls = [c for c in (*uncosted, *turn.calls) if session.model_of(c) == model]
+            weights = [float(c.usage.total) for c in calls]
+            whole = sum(weights) or 1.0
+            for call, weight in zip(calls, weights, strict=True):
+                shares[call.id] = spent * weight / whole
+        uncosted = [c for c in uncosted if session.model_of(c) not in turn.cost_by_model]
+    return shares
+
+
+def call_cost(session: Session, call: ModelCall, cost: Cost,
+              shares: Mapping[str, float]) -> tuple[float | None, str]:
+    """What ``call`` cost and where that comes from (``cli``, ``estimate`` or
+    ``unknown``), as ``usage_calls`` holds it: its share of the CLI's cost
+    (``shares``: :func:`cli_shares`), else its price by the table (None: a model
+    without a price)."""
+    if call.id in shares:
+        return shares[call.id], "cli"
+    priced = cost.by_call
+    # Priced once: by Session.cost where it priced this very call.
+    price = (priced[call.id] if call.id in priced and session.calls.get(call.id) is call
+             else session.call_price(call))
+    return price, "unknown" if price is None else "estimate"
+
+
 def usage_rows(session: Session, started_ns: int, cost: Cost | None = None, *,
                from_turn: int = 1, ended_turns: bool = False) -> list[tuple[Any, ...]]:
     """Per model call with tokens: ``(call id, Unix time ns, model, input, output,
     cache read, cache creation, cost or None, cost source)`` (``usage_calls``),
     of the calls of turn ``from_turn`` on (``ended_turns``: of the turns that
     ended only; a call's figures change only until its turn's result, and the
-    live indexer writes each turn's once it ended).
-
-    Where the CLI reported the session's cost, a turn's cost for a model is shared
-    among the turn's calls of that model in proportion to their tokens, so the
-    calls add up to the CLI's figure (the price table is not loaded for it: the
-    live indexer writes these); a call the CLI put no cost on yet is priced by
-    the table.  A turn's cost is what the CLI's running total grew by since the
-    last it reported, so it also covers the calls of the turns before it that
-    reported none (a transcript's ``cost-state`` written at its end): those
-    share it too, not priced a second time.
+    live indexer writes each turn's once it ended).  Each call's cost is
+    :func:`call_cost`'s (the price table is not loaded where the CLI reported
+    the cost: the live indexer writes these).
     """
     cost = cost or session.cost()
-    shares: dict[str, float] = {}
-    if cost.source == "cli":
-        uncosted: list[ModelCall] = []  # calls of turns the CLI's total had not covered yet
-        for turn in session.turns[from_turn - 1:]:
-            if not turn.cost_by_model:
-                uncosted.extend(turn.calls)
-                continue
-            for model, spent in turn.cost_by_model.items():
-                calls = [c for c in (*uncosted, *turn.calls)
-                         if session.model_of(c) == model]
-                weights = [float(c.usage.total) for c in calls]
-                whole = sum(weights) or 1.0
-                for call, weight in zip(calls, weights, strict=True):
-                    shares[call.id] = spent * weight / whole
-            uncosted = [c for c in uncosted
-                        if session.model_of(c) not in turn.cost_by_model]
+    shares = cli_shares(session, cost, from_turn)
     rows = []
     chosen = (list(session.calls.values()) if from_turn <= 1 and not ended_turns else
               [c for turn in session.turns[from_turn - 1:] if turn.done or not ended_turns
                for c in turn.calls])
-    priced = cost.by_call
     for call in chosen:
         usage = call.usage
         if not usage:
             continue
-        price: float | None
-        if call.id in shares:
-            price, source = shares[call.id], "cli"
-        else:
-            # Priced once: by Session.cost where it priced this very call.
-            price = (priced[call.id] if call.id in priced and session.calls.get(call.id) is call
-                     else session.call_price(call))
-            source = "unknown" if price is None else "estimate"
+        price, source = call_cost(session, call, cost, shares)
         rows.append((call.id, started_ns + call.start_ns, session.model_of(call),
                      usage.input, usage.output, usage.cache_read, usage.cache_creation,
                      price, source))

@@ -28,12 +28,8 @@ from typing import Any, Final
 
 from ..model import ModelCall, Session, ToolCall, Turn, Usage
 from ..model.liveness import Liveness, liveness
+from ..model.summary import call_cost, cli_shares
 from ..pricing import dollars
-
-#: Relative price of each token type (Anthropic prices every Claude model in these
-#: ratios: output 5x input, cache write 1.25x, cache read 0.1x): how a turn's cost,
-#: which the CLI reports per turn and model, is shared among the turn's calls.
-_PRICE_WEIGHT: Final = {"input": 1.0, "output": 5.0, "cache_read": 0.1, "cache_creation": 1.25}
 
 
 def clock(started_ns: int, at_ns: int | None) -> str:
@@ -94,17 +90,22 @@ class CallFigures:
     #: When the CLI sent the request: the turn's prompt, or the last tool result
     #: (or model call) of its lane before it.
     request_ns: int
-    #: The call's share of its turn's cost for its model, or its price by the
-    #: table (None: unknown).
+    #: What the call cost as ``claudetrace usage`` counts it
+    #: (:func:`claudetrace.model.summary.call_cost`): its share of its turn's cost
+    #: for its model, or its price by the table (None: unknown).
     cost_usd: float | None
     #: ``message_start`` after the request (streamed calls only).
     ttft_ns: int | None
     #: The call's last line (a call the host never saw: its subagent's end).
     end_ns: int
-    #: ``cli`` (a share of the turn's cost the CLI reported) or ``estimate``.
+    #: ``cli`` (a share of the turn's cost the CLI reported), ``estimate`` or
+    #: ``unknown``.
     cost_source: str = "cli"
     #: The call's stop reason: its own, else (the turn's last call) its result's.
     stop_reason: str | None = None
+    #: Another recording holds the same API message and counts it (a resumed
+    #: session's repeated history): its tokens and cost are not this session's.
+    elsewhere: bool = False
 
     @property
     def latency_ns(self) -> int:
@@ -120,6 +121,8 @@ class CallFigures:
         if self.cost_usd is not None:
             bits.append(money(self.cost_usd) + (
                 " (estimate)" if self.cost_source == "estimate" else ""))
+        if self.elsewhere:
+            bits.append(ELSEWHERE)
         bits.append(duration(self.latency_ns))
         if self.ttft_ns is not None:
             bits.append(f"first token {duration(self.ttft_ns)}")
@@ -130,21 +133,25 @@ class CallFigures:
         return " · ".join(bits)
 
 
-def _weight(usage: Usage) -> float:
-    return sum(_PRICE_WEIGHT[kind] * usage.get(kind) for kind in _PRICE_WEIGHT)
+#: What a call counted in another recording says.
+ELSEWHERE: Final = "counted in another recording"
 
 
 def call_figures(session: Session, *, estimate: bool = True,
-                 turns: Collection[int] | None = None) -> dict[str, CallFigures]:
+                 turns: Collection[int] | None = None,
+                 elsewhere: Collection[str] = ()) -> dict[str, CallFigures]:
     """The figures of every model call of ``session``, by call id.
 
-    A call's cost is its share of what the CLI reported for its turn and model
-    when the CLI reported costs; else the price table's for the call
-    (:meth:`~claudetrace.model.Session.call_price`, an estimate) unless
-    ``estimate`` is False; None for a model without a price.  ``turns``: only
-    the calls of the turns of these numbers.
+    A call's cost is what ``claudetrace usage`` counts for it
+    (:func:`~claudetrace.model.summary.call_cost`): its share of what the CLI
+    reported for its turn and model, else the price table's (an estimate)
+    unless ``estimate`` is False; None for a model without a price.
+    ``turns``: only the calls of the turns of these numbers.  ``elsewhere``: the
+    ids of the calls another recording counts (the store's duplicates:
+    :func:`claudetrace.usage.counted_elsewhere`).
     """
-    cli = session.cli_cost_reported
+    cost = session.cost()
+    shares = cli_shares(session, cost)
     # Per lane, the times at which the CLI sent something to the model: the turn's
     # prompt (main lane), a subagent's start, each tool's result.
     marks: dict[str | None, list[int]] = {}
@@ -159,12 +166,6 @@ def call_figures(session: Session, *, estimate: bool = True,
         lane_marks.sort()
     out: dict[str, CallFigures] = {}
     for turn in session.turns if turns is None else _picked(session, turns):
-        shares: dict[str, float] = {}
-        for model, cost in turn.cost_by_model.items() if cli else ():
-            calls = [c for c in turn.calls if session.model_of(c) == model]
-            total = sum(_weight(c.usage) for c in calls)
-            for c in calls:
-                shares[c.id] = cost * (_weight(c.usage) / total if total else 1 / len(calls))
         previous_end: dict[str | None, int] = {}
         for call in sorted(turn.calls, key=lambda c: c.start_ns):
             lane_marks = marks.get(call.lane, [])
@@ -187,10 +188,11 @@ def call_figures(session: Session, *, estimate: bool = True,
                 # it ran within the subagent.
                 request, end = runner.start_ns, runner.end_ns or end
             ttft = call.start_ns - request if call.streamed and call.observed else None
-            share = shares.get(call.id) if cli else (
-                session.call_price(call) if estimate else None)
-            out[call.id] = CallFigures(call, request, share, ttft, end,
-                                       "cli" if cli else "estimate", call.stop_reason)
+            price, source = call_cost(session, call, cost, shares)
+            if source == "estimate" and not estimate:
+                price, source = None, "unknown"
+            out[call.id] = CallFigures(call, request, price, ttft, end, source,
+                                       call.stop_reason, call.id in elsewhere)
         last = [c for c in turn.calls if c.lane is None and c.observed]
         if last and turn.done and out[last[-1].id].stop_reason is None:
             out[last[-1].id].stop_reason = turn.stop_reason
@@ -218,6 +220,9 @@ class TraceNode:
     #: What the node is of the session model: ``turn:<n>``, ``model:<call id>``,
     #: ``tool:<tool use id>`` (its input and output: :class:`~claudetrace.ui.outline.Spans`).
     ref: str = ""
+    #: Whether its tokens and cost count in its parent's (a model call another
+    #: recording counts does not: :data:`ELSEWHERE`).
+    counted: bool = True
 
     @property
     def duration_ns(self) -> int | None:
@@ -268,10 +273,12 @@ def _call_node(fig: CallFigures) -> TraceNode:
         bits.append("not seen on the wire (counted by the CLI)")
     if call.error:
         bits.append(f"error: {call.error}")
+    if fig.elsewhere:
+        bits.append(ELSEWHERE)
     return TraceNode(
         "model", call.model or "model", fig.request_ns, fig.end_ns,
         "error" if call.error else "ok", usage=call.usage, cost_usd=fig.cost_usd,
-        detail=" · ".join(bits), ref=f"model:{call.id}",
+        detail=" · ".join(bits), ref=f"model:{call.id}", counted=not fig.elsewhere,
     )
 
 
@@ -313,16 +320,21 @@ def _unnamed_lanes(index: _Index, turn: Turn) -> list[TraceNode]:
 
 def _add_up(node: TraceNode) -> None:
     """A node's tokens and cost: what its children's add up to (the cost unknown
-    when a model call's is, or when no child has one)."""
+    when a model call's is, or when no child has one), those another recording
+    counts left out."""
     usage = Usage()
-    costs = [c.cost_usd for c in node.children if c.kind in ("model", "tool", "subagent")
-             and (c.cost_usd is not None or c.kind == "model")]
-    for child in node.children:
+    counted = [c for c in node.children if c.counted]
+    costs = [c.cost_usd for c in counted if c.cost_usd is not None or c.kind == "model" or (
+        c.kind == "turn" and any(m.kind == "model" and m.counted for m in c.children))]
+    for child in counted:
         if child.usage is not None:
             usage.add(child.usage)
     node.usage = usage
-    node.cost_usd = None if not costs or None in costs else sum(
-        c for c in costs if c is not None)
+    if not costs and len(counted) < len(node.children):
+        node.cost_usd = 0.0  # every call of it counted in another recording
+    else:
+        node.cost_usd = None if not costs or None in costs else sum(
+            c for c in costs if c is not None)
 
 
 def trace_tree(
@@ -333,20 +345,25 @@ def trace_tree(
     status: str = "ok",
     estimate: bool = True,
     turns: Collection[int] | None = None,
+    elsewhere: Collection[str] = (),
 ) -> TraceNode:
     """The span tree of ``session``: agent → turn → model call / tool → subagent → …
 
     ``end_ns`` is the recording's end (None while it runs); ``status`` the
     session's (:meth:`~claudetrace.model.Session.outcome`): a failure marks the
-    root red.  Costs are the CLI's where it reported them, else the price
-    table's (unless ``estimate`` is False), unknown (None) for a model without
-    a price: :meth:`~claudetrace.model.Session.cost`.  ``turns``: only the turns of
-    these numbers under the root (a page's prompts' figures, without the rest).
+    root red.  Each model call's cost is what ``claudetrace usage`` counts for it
+    (:func:`call_figures`: the CLI's where it reported them, else the price
+    table's unless ``estimate`` is False, unknown (None) for a model without a
+    price); a turn's and the session's are their calls' added up, leaving out
+    the calls another recording counts (``elsewhere``), so the root says what
+    ``usage session`` says.  ``turns``: only the turns of these numbers under
+    the root (a page's prompts' figures, without the rest).
     """
     tools: dict[tuple[str | None, int], list[ToolCall]] = {}
     for tool in session.tools.values():
         tools.setdefault((tool.lane, tool.turn), []).append(tool)
-    index = _Index(session, call_figures(session, estimate=estimate, turns=turns), tools)
+    index = _Index(session, call_figures(session, estimate=estimate, turns=turns,
+                                         elsewhere=elsewhere), tools)
     cost = session.cost(estimate=estimate)
     root = TraceNode(
         "agent", title, 0, end_ns,
@@ -363,11 +380,8 @@ def trace_tree(
         node.children = _lane_nodes(index, None, turn.number) + _unnamed_lanes(index, turn)
         node.children.sort(key=lambda child: child.start_ns)
         _add_up(node)
-        if turn.done and cost.source == "cli":
-            node.cost_usd = turn.cost_usd
         root.children.append(node)
     _add_up(root)
-    root.cost_usd = cost.usd
     return root
 
 

@@ -186,7 +186,8 @@ def _find_box(db: Store, rec: Recording, tab: str) -> find_view.Finder | None:
             # The span rows of the session the conversation folded (as the Trace tab
             # draws them): a second fold of a 20k-line session took 1-2 s more.
             session = conversation.session
-            rows = trace.tree_rows(session, rec.status, rec.started_ns, rec.duration_ns)[1]
+            rows = trace.tree_rows(session, rec.status, rec.started_ns, rec.duration_ns,
+                                   trace.elsewhere_of(db, rec))[1]
         return items, rows, session
 
     start, end = 0, None
@@ -245,9 +246,11 @@ def _conversation(db: Store, rec: Recording, finder: find_view.Finder | None = N
     starts = {t.start_seq: t.number for t in session.turns}
     turns = {starts[i.seq] for _, i in walk(items) if i.kind == "user" and i.seq in starts}
     turns |= {starts[p.seq] for i in items for p in i.branch if p.seq in starts}
-    shown = _Shown(rec.started_ns, present.call_figures(session), outline.prompt_figures(
-        session, present.trace_tree(session, end_ns=rec.duration_ns, status=rec.status,
-                                    turns=turns)), finder)
+    elsewhere = trace.elsewhere_of(db, rec)
+    shown = _Shown(rec.started_ns, present.call_figures(session, elsewhere=elsewhere),
+                   outline.prompt_figures(session, present.trace_tree(
+                       session, end_ns=rec.duration_ns, status=rec.status, turns=turns,
+                       elsewhere=elsewhere)), finder)
     common.style()
     for item in items:
         _item(item, 0, shown)

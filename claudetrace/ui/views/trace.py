@@ -20,7 +20,7 @@ from claudetrace.ui.markdown import markdown_tree, marked_html, tree_html
 from claudetrace.ui.views import common
 from claudetrace.ui.views.common import param, plain, set_params
 from claudetrace.ui.views.find import Finder
-from claudetrace.usage import costed
+from claudetrace.usage import costed, counted_elsewhere
 
 #: Nodes of the span tree drawn per page.
 TRACE_PAGE = 400
@@ -35,24 +35,31 @@ def read_tree(db: Store, rec: Recording) -> tuple[present.TraceNode, list[presen
     """The span tree of ``rec`` and its rows, the session folded as far as it is stored."""
     folded = common.folded(db, rec)
     return _tree_rows(folded, rec.id, rec.event_count, rec.status,
-                      rec.started_ns, rec.duration_ns)
+                      rec.started_ns, rec.duration_ns, elsewhere_of(db, rec))
+
+
+def elsewhere_of(db: Store, rec: Recording) -> frozenset[str]:
+    """The ids of ``rec``'s calls another recording counts (left out of the span
+    tree's sums, as ``usage`` leaves them out)."""
+    return counted_elsewhere(store_reader(db), rec.id)
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
 def _tree_rows(
     _folded: common.Folded, recording_id: str, event_count: int, status: str,
-    started_ns: int, duration_ns: int | None,
+    started_ns: int, duration_ns: int | None, elsewhere: frozenset[str],
 ) -> tuple[present.TraceNode, list[present.TraceRow]]:
-    """The span tree of a recording and its rows (once per recording, line count and
-    status)."""
-    return tree_rows(_folded.session, status, started_ns, duration_ns)
+    """The span tree of a recording and its rows (once per recording, line count,
+    status and calls counted elsewhere)."""
+    return tree_rows(_folded.session, status, started_ns, duration_ns, elsewhere)
 
 
-def tree_rows(session: Session, status: str, started_ns: int, duration_ns: int | None
+def tree_rows(session: Session, status: str, started_ns: int, duration_ns: int | None,
+              elsewhere: frozenset[str] = frozenset(),
               ) -> tuple[present.TraceNode, list[present.TraceRow]]:
     """The span tree of ``session`` (a recording's, with its status, start and
-    duration) and its rows, as the tab draws them."""
-    tree = present.trace_tree(session, end_ns=duration_ns, status=status)
+    duration; ``elsewhere``: :func:`elsewhere_of`) and its rows, as the tab draws them."""
+    tree = present.trace_tree(session, end_ns=duration_ns, status=status, elsewhere=elsewhere)
     return tree, present.trace_rows(tree, started_ns)
 
 
