@@ -114,3 +114,41 @@ def test_a_summary_names_a_dozen_turns_and_counts_the_rest() -> None:
                                         ("", "x", ""), n, seq=n) for n in range(1, 31)])
     assert found.summary() == (
         "30 matches · 30 items, 0 spans · turns 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12… (30 turns)")
+
+
+#: Tool inputs: those a browser's JSON writes as input_text does, and those it does
+#: not (the report then carries input_text's own text).
+INPUTS = [
+    {"command": "ls -la", "description": "List"}, "a text", ["x", 1, True, None],
+    {"nested": {"deep": [1, 2, {"k": "é ü 中 \U0001f600 \u2028"}]}, "empty": {}, "none": []},
+    {"esc": "tab\tnew\nline \"q\" \\ \x1b\x7f"}, {"big": 2**53 - 1}, {},
+    {"float": 1.0}, {"float": 0.1}, {"tiny": 1e-7}, {"huge": 1e21}, {"big": 2**60},
+    {"2": "b", "1": "a"}, {"nan": float("nan")},
+]
+
+
+def test_an_input_reads_the_same_in_the_report_as_on_the_page() -> None:
+    import json
+    import shutil
+    import subprocess
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    # What a browser makes of each value the report carries (JSON.parse of the
+    # page's data, then JSON.stringify(value, null, 2), as the report's json()).
+    script = ("const vs = JSON.parse(require('fs').readFileSync(0, 'utf8'));"
+              "process.stdout.write(JSON.stringify(vs.map(v => typeof v === 'string' ? v"
+              " : JSON.stringify(v, null, 2))));")
+    data = json.dumps(INPUTS, allow_nan=True).replace("NaN", "null")
+    written = json.loads(subprocess.run([node, "-e", script], input=data, text=True,
+                                        capture_output=True, check=True).stdout)
+    for value, browser in zip(INPUTS, written, strict=True):
+        if not find.js_differs(value):
+            assert browser == find.input_text(value), value
+    assert [find.js_differs(v) for v in INPUTS].count(True) == 7
+    # Each of these a browser writes otherwise (1, 1e-7, a rounded 2**60, "1"
+    # first, null): the report carries the page's text for them.
+    for at in (7, 9, 11, 12, 13):
+        assert find.js_differs(INPUTS[at]), INPUTS[at]
+        assert written[at] != find.input_text(INPUTS[at]), INPUTS[at]

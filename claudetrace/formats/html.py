@@ -16,6 +16,7 @@ image, and a Content-Security-Policy that forbids them, so it works from
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import json
 import os
@@ -25,7 +26,7 @@ from itertools import islice
 from typing import IO, TYPE_CHECKING, Any
 
 from .._version import __version__
-from ..display import visible_data
+from ..display import visible_data, visible_text
 from ..model import Cost, Session
 from ..model.events import Event
 from ..model.summary import model_figures
@@ -38,6 +39,7 @@ from ..telemetry.spans import SpanBuilder
 from ..ui import outline, present
 from ..ui.controlplane import session_control_rows
 from ..ui.conversation import Conversation, Decision, Item
+from ..ui.find import input_text, js_differs
 from ..ui.markdown import markdown_tree
 from ..ui.timeline import TimelineRow, timeline_rows
 from .facts import NO_COST, has_process, money
@@ -73,12 +75,16 @@ class _Items:
     a tool call's (``id``, ``in``, ``out``, ``err``, ``dec``, ``ch``, ``todo``, ``sub``), a
     decision's (``dec``), an answer's Markdown tree (``md``, the text then left out:
     the page reads it from the tree), the figures of the model call it starts
-    (``fig``), what a user line is (``lbl``), an abandoned branch (``ab``)."""
+    (``fig``), what a user line is (``lbl``), an abandoned branch (``ab``), its turn
+    (``tn``) where the page's reckoning by time (``turns``) would say another."""
 
     def __init__(self, figures: dict[str, present.CallFigures],
-                 prompts: dict[int, outline.PromptFigures]) -> None:
+                 prompts: dict[int, outline.PromptFigures], session: Session) -> None:
         self.figures = figures
         self.prompts = prompts
+        # An item's turn, as the session page's find box counts it: by line.
+        self.turn_seqs = [turn.start_seq for turn in session.turns]
+        self.turn_times = [_round(turn.start_ns / 1e9) for turn in session.turns]
         self.told: set[str] = set()
         #: Where each item is among the rows: its index, then its index among its
         #: tool call's children, and so on (by ``id()`` of the item).
@@ -96,11 +102,16 @@ class _Items:
         self.paths[id(item)] = path
         row: list[Any] = [item.kind, _round(item.t), item.text, 1 if item.is_error else 0]
         extra: dict[str, Any] = {}
+        turn = bisect.bisect_right(self.turn_seqs, item.seq)
+        if turn != bisect.bisect_right(self.turn_times, row[1]):
+            extra["tn"] = turn
         if item.tool is not None:
             tool = item.tool
             extra["id"] = tool.tool_use_id
             if tool.input is not None:
                 extra["in"] = tool.input
+                if js_differs(tool.input):  # the text find counts in and the page shows
+                    extra["it"] = input_text(tool.input)
             if tool.answered:
                 extra["out"] = tool.result or ""
                 if tool.is_error:
@@ -118,7 +129,7 @@ class _Items:
         elif item.decision is not None:
             extra["dec"] = [_decision(item.decision)]
         if item.kind == "assistant":
-            tree = markdown_tree(item.text)
+            tree = markdown_tree(visible_text(item.text))  # as the session page draws it
             if tree is not None:
                 extra["md"] = tree
                 row[2] = ""
@@ -256,7 +267,7 @@ def report_data(
     )
     now = present.session_liveness(rec, session)
     conversation = _Items(present.call_figures(session, elsewhere=elsewhere),
-                          outline.prompt_figures(session, tree))
+                          outline.prompt_figures(session, tree), session)
     items = conversation_fold.items
     conv = conversation.rows(items)
     trace = present.trace_rows(tree, rec.started_ns)
@@ -297,7 +308,7 @@ def report_data(
         "io": io,
         # Where each turn starts (seconds since the start, as an item's), for the
         # find box to say which turns hold its matches.
-        "turns": [_round(turn.start_ns / 1e9) for turn in session.turns],
+        "turns": conversation.turn_times,
         "tl": _timeline(rows, end),
         "cp": [
             [

@@ -22,9 +22,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from ..display import visible_text
 from ..model import Session
 from .conversation import Item
-from .markdown import segments
+from .markdown import markdown_tree, segments, tree_leaves
 from .present import TraceRow
 
 #: Longest text looked for (a longer query is cut: nobody types more).
@@ -113,13 +114,21 @@ class Found:
 
 
 def item_texts(item: Item) -> list[tuple[str, str]]:
-    """The ``(part, text)`` of ``item`` that are searched: its text, and a tool
-    call's input (as JSON) and result."""
-    out = [("name" if item.tool is not None else "text", item.text)] if item.text else []
+    """The ``(part, text)`` of ``item`` that are searched, as the pages draw them:
+    its text (an answer drawn as Markdown: each of its texts,
+    :func:`~claudetrace.ui.markdown.tree_leaves`, none of the syntax), and a tool
+    call's input (as JSON: :func:`input_text`) and result."""
+    out: list[tuple[str, str]] = []
+    if item.text:
+        tree = markdown_tree(visible_text(item.text)) if item.kind == "assistant" else None
+        if tree is not None:
+            out += [("text", leaf) for leaf in tree_leaves(tree)]
+        else:
+            out.append(("name" if item.tool is not None else "text", item.text))
     tool = item.tool
     if tool is not None:
         if tool.input is not None:
-            out.append(("input", _json(tool.input)))
+            out.append(("input", input_text(tool.input)))
         if tool.result is not None:
             out.append(("result", tool.result))
     return out
@@ -131,9 +140,34 @@ def row_texts(row: TraceRow) -> list[tuple[str, str]]:
             if text]
 
 
-def _json(value: Any) -> str:
+def input_text(value: Any) -> str:
+    """A tool call's input as the pages show it: a text as it is, else JSON
+    indented by two (what the HTML report's ``JSON.stringify(value, null, 2)``
+    writes wherever :func:`js_differs` says it would not: the report then carries
+    this text)."""
     return value if isinstance(value, str) else json.dumps(
         value, ensure_ascii=False, indent=2, default=str)
+
+
+#: The largest integer a browser's JSON reads exactly.
+_JS_SAFE: Final = 2**53 - 1
+
+
+def js_differs(value: Any) -> bool:
+    """Whether a browser's ``JSON.stringify(value, null, 2)`` can differ from
+    :func:`input_text`: a float (``1.0`` is ``1`` there, exponents are written
+    otherwise), an integer past 2**53, a key a browser orders first (an array
+    index, such as ``"1"``), or a value JSON has no type for."""
+    if value is None or isinstance(value, (str, bool)):
+        return False
+    if isinstance(value, int):
+        return abs(value) > _JS_SAFE
+    if isinstance(value, list):
+        return any(js_differs(v) for v in value)
+    if isinstance(value, dict):
+        return any(not isinstance(k, str) or k.isdigit() or js_differs(v)
+                   for k, v in value.items())
+    return True
 
 
 def _excerpt(text: str, m: re.Match[str]) -> tuple[str, str, str]:
@@ -163,7 +197,8 @@ def _scan(texts: Iterable[tuple[str, str]], found: re.Pattern[str]
             hits += 1
         if hits:
             count += hits
-            parts.append(part)
+            if part not in parts:
+                parts.append(part)
     return count, parts, excerpt
 
 
@@ -223,5 +258,6 @@ def span_anchor(index: int) -> str:
     return f"find-s{index}"
 
 
-__all__ = ["Found", "Match", "find", "item_anchor", "item_texts", "pattern", "row_texts",
+__all__ = ["Found", "Match", "find", "input_text", "item_anchor", "item_texts", "js_differs",
+           "pattern", "row_texts",
            "segments", "span_anchor"]

@@ -121,6 +121,24 @@ def _unwrap(children: list[Any], node: SyntaxTreeNode) -> list[Any]:
     return out
 
 
+def tree_leaves(tree: Tree) -> list[str]:
+    """The texts of a tree as the page holds them, one per text node, in order
+    (a link's address left out): what the find box counts and marks in, a match
+    never spanning two of them (the HTML report's ``mdLeaves`` reads the same)."""
+    out: list[str] = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, str):
+            out.append(node)
+            return
+        for child in node[2 if node[0] == "a" else 1:]:
+            visit(child)
+
+    for block in tree:
+        visit(block)
+    return out
+
+
 def tree_text(tree: Tree) -> str:
     """The text of a tree (what a search reads)."""
     parts: list[str] = []
@@ -175,7 +193,7 @@ def _html(node: Any, mark: re.Pattern[str] | None = None) -> str:
         return marked_html(node, mark)
     tag = node[0]
     if tag not in TAGS:
-        return "".join(_html(child) for child in node[1:])
+        return "".join(_html(child, mark) for child in node[1:])
     if tag == "a":
         inner = "".join(_html(child, mark) for child in node[2:])
         if not node[1]:
@@ -190,4 +208,4 @@ def _html(node: Any, mark: re.Pattern[str] | None = None) -> str:
 
 
 __all__ = ["LIMIT", "TAGS", "Tree", "markdown_tree", "marked_html", "segments", "tree_html",
-           "tree_text"]
+           "tree_leaves", "tree_text"]

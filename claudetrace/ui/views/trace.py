@@ -35,7 +35,12 @@ def read_tree(db: Store, rec: Recording) -> tuple[present.TraceNode, list[presen
     """The span tree of ``rec`` and its rows, the session folded as far as it is stored."""
     folded = common.folded(db, rec)
     return _tree_rows(folded, rec.id, rec.event_count, rec.status,
-                      rec.started_ns, rec.duration_ns, elsewhere_of(db, rec))
+                      rec.started_ns, rec.duration_ns, elsewhere_of(db, rec), title_of(rec))
+
+
+def title_of(rec: Recording) -> str:
+    """The span tree's root: the recording's name (as the HTML report names it)."""
+    return str(rec.name or "claude-code")
 
 
 def elsewhere_of(db: Store, rec: Recording) -> frozenset[str]:
@@ -47,19 +52,21 @@ def elsewhere_of(db: Store, rec: Recording) -> frozenset[str]:
 @st.cache_resource(show_spinner=False, max_entries=4)
 def _tree_rows(
     _folded: common.Folded, recording_id: str, event_count: int, status: str,
-    started_ns: int, duration_ns: int | None, elsewhere: frozenset[str],
+    started_ns: int, duration_ns: int | None, elsewhere: frozenset[str], title: str,
 ) -> tuple[present.TraceNode, list[present.TraceRow]]:
     """The span tree of a recording and its rows (once per recording, line count,
-    status and calls counted elsewhere)."""
-    return tree_rows(_folded.session, status, started_ns, duration_ns, elsewhere)
+    status, calls counted elsewhere and name)."""
+    return tree_rows(_folded.session, status, started_ns, duration_ns, elsewhere, title)
 
 
 def tree_rows(session: Session, status: str, started_ns: int, duration_ns: int | None,
-              elsewhere: frozenset[str] = frozenset(),
+              elsewhere: frozenset[str] = frozenset(), title: str = "claude-code",
               ) -> tuple[present.TraceNode, list[present.TraceRow]]:
     """The span tree of ``session`` (a recording's, with its status, start and
-    duration; ``elsewhere``: :func:`elsewhere_of`) and its rows, as the tab draws them."""
-    tree = present.trace_tree(session, end_ns=duration_ns, status=status, elsewhere=elsewhere)
+    duration; ``elsewhere``: :func:`elsewhere_of`; ``title``: :func:`title_of`) and
+    its rows, as the tab draws them."""
+    tree = present.trace_tree(session, title=title, end_ns=duration_ns, status=status,
+                              elsewhere=elsewhere)
     return tree, present.trace_rows(tree, started_ns)
 
 
