@@ -79,7 +79,10 @@ def sweep_spools(where: str | None = None, *, keep: str | None = None) -> list[s
     import shutil
     import tempfile
 
-    where = where or tempfile.gettempdir()
+    try:
+        where = where or tempfile.gettempdir()
+    except OSError:  # no usable temporary folder (a full disk): nothing to sweep
+        return []
     here = os.uname().nodename.replace(os.sep, "_")
     removed = []
     with contextlib.suppress(OSError), os.scandir(where) as entries:
