@@ -45,8 +45,17 @@ def echo_json(data: Any) -> None:
 
     from ..display import visible_json
 
-    text = msgspec.json.format(msgspec.json.encode(data), indent=2).decode()
-    sys.stdout.write(visible_json(text) + "\n")
+    raw = msgspec.json.format(msgspec.json.encode(data), indent=2)
+    out = getattr(sys.stdout, "buffer", None)
+    if out is not None and raw.isascii() and b"\x7f" not in raw:
+        # Nothing to escape: the bytes as they are (a report of 10,000 sessions
+        # is 18 MB, decoded and encoded again for nothing).
+        sys.stdout.flush()
+        out.write(raw)
+        out.write(b"\n")
+        out.flush()
+        return
+    sys.stdout.write(visible_json(raw.decode()) + "\n")
 
 
 def fail(message: str, code: int = 1) -> None:

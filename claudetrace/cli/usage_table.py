@@ -137,15 +137,45 @@ class Grid:
         #: A text cell's lines, by text and column, where it wraps.
         wrapped: dict[tuple[str, int], list[str]] = {}
 
+        #: Whether each character of a text (not ASCII) is one cell wide, by text.
+        single: dict[str, bool] = {}
+
+        def one_cell_each(texts: list[str]) -> bool:
+            for text in [text for text in texts if not text.isascii()]:
+                found = single.get(text)
+                if found is None:
+                    found = single[text] = cell_len(text) == len(text)
+                if not found:
+                    return False
+            return True
+
         def row(cells: list[Cell], edge: str) -> Iterator[str]:
             texts = [cell for cell in cells if isinstance(cell, str)]
-            if len(texts) == len(cells) and ("".join(texts).isascii() or all(
-                    text.isascii() or cell_len(text) == len(text) for text in texts)):
+            if len(texts) == len(cells) and ("".join(texts).isascii()
+                                             or one_cell_each(texts)):
                 # Every character a cell: no cell wider than its column if the line fits.
                 line = fast.format(*texts, *blank[len(texts):])
                 if len(line) == size:
                     yield line if edge == "│" else line.replace("│", edge)
                     return
+                # Else the cells wider than their columns in lines (each text once:
+                # many rows wrap the same models), the others as they are, below
+                # them blanks; every line in the one format.
+                columns: list[list[str]] = []
+                for j, text in enumerate([*texts, *blank[len(texts):]]):
+                    if len(text) <= widths[j]:
+                        columns.append([text])
+                        continue
+                    key = (text, j)
+                    lines = wrapped.get(key)
+                    if lines is None:
+                        lines = wrapped[key] = [_plain(_pad(line, widths[j], right[j]))
+                                                for line in _wrap(console, text, widths[j])]
+                    columns.append(lines)
+                for at in range(max(map(len, columns))):
+                    line = fast.format(*[c[at] if at < len(c) else "" for c in columns])
+                    yield line if edge == "│" else line.replace("│", edge)
+                return
             parts: list[list[str]] = []
             for j, cell in enumerate([*cells, *blank[len(cells):]]):
                 text = _plain(cell)

@@ -89,7 +89,9 @@ class _PostgresReader:
         from ..errors import StoreError
 
         try:
-            found: list[tuple[Any, ...]] = self.conn.execute(sql, params).fetchall()
+            # Binary: numbers as they are stored, a fifth less to read than as text.
+            found: list[tuple[Any, ...]] = self.conn.execute(
+                sql, params, binary=True).fetchall()
             return found
         except psycopg.Error as exc:
             raise StoreError(f"read failed: {str(exc).strip().splitlines()[0]}") from exc
@@ -303,38 +305,45 @@ def by_recording(reader: Reader, f: UsageFilter) -> list[RecordingUsage]:
     Without a time bound: the sums the store keeps by recording and model
     (``usage_models``), read as they are; with one, the hourly sums (or the
     calls) that the database adds up by recording and model.  A row each, with
-    the recording's columns; nothing is sorted there."""
+    the recording's columns, a recording's rows together (the database sorts them:
+    Python only reads them in turn)."""
     if f.since_ns is None and f.until_ns is None:
         source, params = _from(reader, f, _MODELS, join=True)
         sql = (f"SELECT u.recording_id, u.model, u.input_tokens, u.output_tokens, "
                f"u.cache_read_tokens, u.cache_creation_tokens, u.cost_usd, u.calls, "
                f"u.sources, u.first_ns, u.last_ns, u.estimated_usd, {_RECORDING_COLUMNS}"
                f"{source}")
+        t = "u"
     else:
         c = _columns(f)
         source, params = _from(reader, f, c)
         sums = (f"SELECT u.recording_id, u.model, {c.sums}, {sources_mask('u.cost_source')}, "
-                f"{c.first}, {c.last}, "
+                f"{c.first} AS first_ns, {c.last}, "
                 f"SUM(CASE WHEN u.cost_source = 'estimate' THEN u.cost_usd ELSE 0 END)"
                 f"{source} GROUP BY u.recording_id, u.model")
         sql = (f"SELECT s.*, {_RECORDING_COLUMNS} FROM ({sums}) s "
                f"JOIN recordings r ON r.id = s.recording_id")
-    found: dict[str, list[tuple[Any, ...]]] = {}
+        t = "s"
+    # A recording's rows together, its models in the order of their first calls
+    # (names compared by code point, as Python compares them).
+    collate = ' COLLATE "C"' if reader.dialect == "postgresql" else ""
+    sql += f" ORDER BY {t}.recording_id, {t}.first_ns, {t}.model{collate}"
+    Group = tuple[tuple[Any, ...], list[tuple[str, int, Figures, float]], list[int]]
+    groups: list[Group] = []
+    rid = None
+    mine: Group = ((), [], [])
     for row in reader.rows(sql, params):
-        mine = found.get(row[0])
-        if mine is None:
-            found[row[0]] = [row]
+        model = (row[1], int(row[8]),
+                 Figures(row[2], row[3], row[4], row[5], row[6] or 0.0, row[7]), row[11] or 0.0)
+        if row[0] == rid:
+            mine[1].append(model)
+            mine[2].append(row[10])
         else:
-            mine.append(row)
-    out = []
-    for rid, rows in found.items():
-        if len(rows) > 1:
-            rows.sort(key=lambda row: (row[9], row[1]))  # models by their first calls
-        first = rows[0]
-        out.append(RecordingUsage(
-            rid, first[12], first[13], first[14] or "", first[15],
-            max(int(row[10]) for row in rows),
-            [(row[1], int(row[8]), _figures(row, 2), row[11] or 0.0) for row in rows]))
+            rid = row[0]
+            mine = (row, [model], [row[10]])
+            groups.append(mine)
+    out = [RecordingUsage(first[0], first[12], first[13], first[14] or "", first[15],
+                          int(max(lasts)), models) for first, models, lasts in groups]
     out.sort(key=lambda r: (r.last_ns, r.recording_id))
     return out
 
