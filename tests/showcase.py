@@ -99,7 +99,10 @@ def transcript(folder: Path) -> Path:
                                       "input": {"description": "find callers",
                                                 "prompt": "Find who calls round_total.",
                                                 "subagent_type": "Explore"}}]),
-        result("r2", 6, "toolu_task", "round_total is called from checkout.py only.",
+        # Letters whose case a regular expression folds otherwise than a browser.
+        result("r2", 6, "toolu_task",
+               "round_total is called from checkout.py only ("
+               "\u039f\u0394\u039f\u03a3, \u017ftop, \u0130stanbul, \u0131i).",
                toolUseResult={"agentId": "agent01", "status": "completed"}),
         _line("system", "s1", 7, subtype="compact_boundary", content="Conversation compacted",
               compactMetadata={"trigger": "manual", "preTokens": 48213}),
