@@ -16,7 +16,7 @@ from playwright.sync_api import expect
 from claudetrace.cli import cli
 from claudetrace.indexer import open_settled_store
 from tests.browsing import launched, needs_chromium, ui_server
-from tests.showcase import seed
+from tests.showcase import SUBAGENT_ANSWER, seed
 
 pytestmark = [pytest.mark.slow, needs_chromium]
 TIMEOUT = 30_000
@@ -130,7 +130,7 @@ def test_imported_session_shows_todos_compaction_and_its_trace(
     expect(task).to_be_visible()
     task.click()
     expect(page.get_by_text("Find who calls round_total.")).to_be_visible()
-    expect(page.get_by_text("round_total is called from checkout.py only.")).to_be_visible()
+    expect(page.get_by_text(SUBAGENT_ANSWER)).to_be_visible()
     expect(page.get_by_text(re.compile(r"exit unknown"))).to_be_visible()
     # The transcript reported no cost: the price table's, said to be an estimate.
     expect(page.get_by_text("Cost (estimate)")).to_be_visible()
@@ -189,7 +189,7 @@ def test_the_report_draws_the_same_presentation_model(
             expect(view.locator(".item .k.compaction").first).to_be_visible()
             view.get_by_text("subagent Explore").click()
             expect(view.get_by_text("Find who calls round_total.")).to_be_visible()
-            expect(view.get_by_text("round_total is called from checkout.py only.")
+            expect(view.get_by_text(SUBAGENT_ANSWER)
                    ).to_be_visible()
         view.get_by_role("tab", name="Trace").click()
         rows = view.locator("#trace tr[data-kind]")
