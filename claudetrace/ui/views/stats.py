@@ -72,7 +72,7 @@ def page() -> None:
     # compile in each new page before the first chart was drawn (bench ui --browser).
     tokens = token_chart(daily)
     c1.html(bars_html(tokens["day"], {"cost ($)": [r["cost ($)"] for r in daily]},
-                     unit="cost ($)", figure=lambda v: f"${v:,.2f}"))
+                     unit="cost ($)", figure=lambda v: f"${v:,.6g}"))
     c2.html(bars_html(tokens["day"], {k: tokens[k] for k in TOKEN_SERIES}, unit="tokens"))
     st.dataframe(daily, hide_index=True, key="daily_table")
     st.dataframe(model_rows(days), hide_index=True, key="daily_models_table")
