@@ -57,6 +57,10 @@ def changed(name: str, kind: str, change: Any) -> Cassette:
     return Cassette(dict(cassette.header), events)
 
 
+#: The imported session's subagent answer, with letters whose case a regular
+#: expression folds otherwise than a browser lowercases.
+SUBAGENT_ANSWER = ("round_total is called from checkout.py only "
+                   "(\u039f\u0394\u039f\u03a3, \u017ftop, \u0130stanbul, \u0131i).")
 SESSION_ID = "5e55a0e0-0000-4000-8000-0000000000aa"
 
 
@@ -99,7 +103,7 @@ def transcript(folder: Path) -> Path:
                                       "input": {"description": "find callers",
                                                 "prompt": "Find who calls round_total.",
                                                 "subagent_type": "Explore"}}]),
-        result("r2", 6, "toolu_task", "round_total is called from checkout.py only.",
+        result("r2", 6, "toolu_task", SUBAGENT_ANSWER,
                toolUseResult={"agentId": "agent01", "status": "completed"}),
         _line("system", "s1", 7, subtype="compact_boundary", content="Conversation compacted",
               compactMetadata={"trigger": "manual", "preTokens": 48213}),

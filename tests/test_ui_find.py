@@ -60,11 +60,41 @@ def test_a_subagent_item_is_found_under_the_call_that_holds_it() -> None:
 
 def test_the_text_is_literal_never_a_pattern() -> None:
     assert find.pattern("  ") is None
-    regex = find.pattern("a.c(")
-    assert regex is not None
-    assert regex.findall("abc( a.c( A.C(") == ["a.c(", "A.C("]
+    needle = find.pattern("a.c(")
+    assert needle is not None
+    assert list(needle.spans("abc( a.c( A.C(")) == [(5, 9), (10, 14)]
     assert found_in("permission_deny", ".*").matches == []
     assert found_in("permission_deny", "").summary() == "no match"
+
+
+#: Texts whose case a regular expression's IGNORECASE folds otherwise than a
+#: browser's toLowerCase (what the HTML report's find counts by): a final sigma,
+#: a long s, a dotless i, a dotted capital I (two characters lowercased).
+SIGMA, FINAL, CAPITAL = "\u03c3", "\u03c2", "\u03a3"
+LONG_S, DOTLESS, DOTTED, KELVIN = "\u017f", "\u0131", "\u0130", "\u212a"
+ODOS = "\u039f\u0394\u039f" + CAPITAL
+FOLDS = [(f"{ODOS} {CAPITAL}\u039f{CAPITAL}", SIGMA, [CAPITAL]), (ODOS, FINAL, [CAPITAL]),
+         (f"{LONG_S}top stop", "s", ["s"]), (f"{DOTLESS}i", "I", ["i"]),
+         (f"{DOTTED}stanbul", "i\u0307", [DOTTED]), (f"{DOTTED}stanbul", "I", [DOTTED]),
+         (f"x {DOTTED}{DOTTED} y", "i\u0307i\u0307", [DOTTED * 2]),
+         (f"{KELVIN} k", "K", [KELVIN, "k"])]
+
+
+@pytest.mark.parametrize(("text", "query", "marked"), FOLDS)
+def test_case_is_folded_as_the_browser_lowercases(text: str, query: str,
+                                                  marked: list[str]) -> None:
+    needle = find.pattern(query)
+    assert needle is not None
+    assert [piece for piece, hit in segments(text, needle) if hit] == marked
+    assert "".join(piece for piece, _ in segments(text, needle)) == text
+
+
+def test_the_query_is_trimmed_and_cut_as_the_browser_does() -> None:
+    assert find.query_text("\ufeff x \u3000") == "x"
+    assert find.query_text("\x85x\x1c") == "\x85x\x1c"
+    # 200 UTF-16 units: 100 emoji, the 101st halved and so left out.
+    assert find.query_text("😀" * 150) == "😀" * 100
+    assert find.query_text("a" + "😀" * 150) == "a" + "😀" * 99
 
 
 def test_marks_are_escaped_and_keep_the_text() -> None:
@@ -101,11 +131,11 @@ def test_the_showcase_sessions_say_where_their_matches_are(tmp_path: Path) -> No
 def test_counts_equal_the_occurrences_in_the_texts_searched(query: str) -> None:
     conv, rows = folded(read_cassette(CASSETTES / "subagent.ndjson").events)
     found = find.find(query, conv.items, rows, conv.session)
-    regex = find.pattern(query)
-    assert regex is not None
-    expected = sum(len(regex.findall(text)) for _, item in walk(conv.items)
+    needle = find.pattern(query)
+    assert needle is not None
+    expected = sum(needle.count(text) for _, item in walk(conv.items)
                    for _, text in find.item_texts(item))
-    expected += sum(len(regex.findall(text)) for row in rows for _, text in find.row_texts(row))
+    expected += sum(needle.count(text) for row in rows for _, text in find.row_texts(row))
     assert found.total == expected
 
 

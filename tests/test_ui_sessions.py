@@ -118,3 +118,19 @@ def test_token_chart_has_a_time_axis_and_draws_a_single_day() -> None:
     data = token_chart(one_day)
     assert data["day"] == [dt.date(2023, 11, 14).isoformat()]
     assert data["input tokens"] == [5] and data["output tokens"] == [7]
+
+
+def test_bars_stack_a_day_per_bar_and_escape_every_text() -> None:
+    from claudetrace.ui.stats import bars_html
+
+    html = bars_html(["2026-11-01", "<b>x</b>"], {"in": [30, 0], "out": [10, None]},
+                     unit="tokens")
+    assert html.count('class="ct-bar"') == 2
+    # Parts sized against the tallest bar, each saying its day, series and figure.
+    assert 'title="2026-11-01 · in: 30" style="height:75.000%' in html
+    assert 'title="2026-11-01 · out: 10" style="height:25.000%' in html
+    assert "<b>" not in html and "&lt;b&gt;x&lt;/b&gt;" in html
+    assert "<span>40</span><span>20</span><span>0</span>" in html  # the y axis
+    # No day, or nothing but zeros: an empty frame, no division by zero.
+    assert bars_html([], {"in": []}, unit="tokens").count('class="ct-bar"') == 0
+    assert "height:" in bars_html(["2026-11-01"], {"in": [0]}, unit="tokens")

@@ -378,7 +378,7 @@ _PAGES = {"stats": "stats"}
 #: What a view shows first, and the element it draws last (CSS selectors).
 _FLOOR = "no such session (floor)"
 _FIRST = {"session list": "[data-testid='stMetric']", _FLOOR: "[data-testid='stAlert']",
-          "stats": "[data-testid='stVegaLiteChart']"}
+          "stats": ".ct-bars .ct-bar"}
 _LAST = {
     _FLOOR: "[data-testid='stAlert']",
     "session list": "[data-testid='stDataFrame']",

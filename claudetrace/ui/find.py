@@ -18,7 +18,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -37,13 +37,68 @@ TURNS_NAMED: Final = 12
 CONTEXT: Final = 40
 
 
-def pattern(query: str) -> re.Pattern[str] | None:
-    """``query`` as a case-insensitive literal pattern (None for an empty query).
+#: What a browser's ``String.prototype.trim`` takes off a text's ends (the HTML
+#: report's find box trims so; ``str.strip`` would also take ``\x1c`` to ``\x1f`` and
+#: ``\x85``, and keep ``\ufeff``).
+_JS_SPACE: Final = ("\t\n\v\f\r \xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
+                    "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff")
 
-    ``re.escape`` keeps every character literal; ``re.IGNORECASE`` folds case
-    without changing a text's length, so match positions are the text's own."""
-    text = query.strip()[:QUERY_LIMIT]
-    return re.compile(re.escape(text), re.IGNORECASE) if text else None
+
+def query_text(query: str) -> str:
+    """``query`` as both pages look for it: trimmed as a browser trims, and cut to
+    :data:`QUERY_LIMIT` UTF-16 units as a browser's ``slice`` cuts (a character
+    the cut would halve is left out)."""
+    text = query.strip(_JS_SPACE)
+    if len(text) > QUERY_LIMIT // 2:
+        text = text.encode("utf-16-le")[: 2 * QUERY_LIMIT].decode("utf-16-le", "ignore")
+    return text
+
+
+class Needle:
+    """A text looked for, case ignored, as the HTML report's find looks for it: the
+    text and the query lowercased (``str.lower`` and a browser's ``toLowerCase``
+    follow the same Unicode mappings, a final sigma included), then the query
+    found literally, matches not overlapping.
+
+    ``re.IGNORECASE`` folds otherwise (a final sigma, a sigma and a capital sigma
+    are one letter there, a long s is an ``s``, a dotless i an ``i``), so the session
+    page once counted one more or one fewer match than the report in such a text;
+    this is the one rule both count by."""
+
+    __slots__ = ("_low", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._low = text.lower()
+
+    def spans(self, text: str) -> Iterator[tuple[int, int]]:
+        """Where the text occurs in ``text``: ``(start, end)`` in ``text``'s own
+        characters (a lowercased character can be longer: ``İ`` is ``i̇``)."""
+        low, q = text.lower(), self._low
+        at = low.find(q)
+        if at < 0:
+            return
+        origin: list[int] | None = None
+        if len(low) != len(text):
+            origin = [i for i, ch in enumerate(text) for _ in ch.lower()]
+            origin.append(len(text))
+        while at >= 0:
+            end = at + len(q)
+            if origin is None:
+                yield at, end
+            else:
+                yield origin[at], origin[end - 1] + 1
+            at = low.find(q, end)
+
+    def count(self, text: str) -> int:
+        """How many times the text occurs in ``text``."""
+        return sum(1 for _ in self.spans(text))
+
+
+def pattern(query: str) -> Needle | None:
+    """``query`` to look for (None for an empty query); see :class:`Needle`."""
+    text = query_text(query)
+    return Needle(text) if text else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,14 +225,14 @@ def js_differs(value: Any) -> bool:
     return True
 
 
-def _excerpt(text: str, m: re.Match[str]) -> tuple[str, str, str]:
-    before = text[max(0, m.start() - CONTEXT):m.start()]
-    after = text[m.end():m.end() + CONTEXT]
-    if m.start() > CONTEXT:
+def _excerpt(text: str, start: int, end: int) -> tuple[str, str, str]:
+    before = text[max(0, start - CONTEXT):start]
+    after = text[end:end + CONTEXT]
+    if start > CONTEXT:
         before = "…" + before
-    if m.end() + CONTEXT < len(text):
+    if end + CONTEXT < len(text):
         after += "…"
-    return _SPACES.sub(" ", before), m.group(), _SPACES.sub(" ", after)
+    return _SPACES.sub(" ", before), text[start:end], _SPACES.sub(" ", after)
 
 
 def _item_label(item: Item) -> str:
@@ -186,14 +241,14 @@ def _item_label(item: Item) -> str:
     return item.label or item.kind
 
 
-def _scan(texts: Iterable[tuple[str, str]], found: re.Pattern[str]
+def _scan(texts: Iterable[tuple[str, str]], found: Needle
           ) -> tuple[int, list[str], tuple[str, str, str] | None]:
     count, parts, excerpt = 0, [], None
     for part, text in texts:
         hits = 0
-        for m in found.finditer(text):
+        for start, end in found.spans(text):
             if excerpt is None:
-                excerpt = _excerpt(text, m)
+                excerpt = _excerpt(text, start, end)
             hits += 1
         if hits:
             count += hits
@@ -207,7 +262,7 @@ def find(query: str, items: Sequence[Item], rows: Sequence[TraceRow],
     """Where ``query`` occurs among ``items`` (the conversation, nested items
     included) and ``rows`` (the span tree's rows) of ``session``."""
     found = pattern(query)
-    out = Found(query.strip()[:QUERY_LIMIT])
+    out = Found(query_text(query))
     if found is None:
         return out
     starts = [t.start_seq for t in session.turns]
@@ -258,6 +313,5 @@ def span_anchor(index: int) -> str:
     return f"find-s{index}"
 
 
-__all__ = ["Found", "Match", "find", "input_text", "item_anchor", "item_texts", "js_differs",
-           "pattern", "row_texts",
-           "segments", "span_anchor"]
+__all__ = ["Found", "Match", "Needle", "find", "input_text", "item_anchor", "item_texts",
+           "js_differs", "pattern", "query_text", "row_texts", "segments", "span_anchor"]

@@ -13,8 +13,9 @@ loads from anywhere.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from html import escape
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
@@ -46,6 +47,14 @@ def _parser() -> MarkdownIt:
 
 
 Tree = list[Any]
+
+
+class Marker(Protocol):
+    """What marks a text found (:class:`claudetrace.ui.find.Needle`)."""
+
+    def spans(self, text: str) -> Iterable[tuple[int, int]]:
+        """``(start, end)`` of each match in ``text``, in order, not overlapping."""
+        ...
 
 
 def markdown_tree(text: str) -> Tree | None:
@@ -158,37 +167,37 @@ def tree_text(tree: Tree) -> str:
     return "".join(parts).strip()
 
 
-def tree_html(tree: Tree, mark: re.Pattern[str] | None = None) -> str:
+def tree_html(tree: Tree, mark: Marker | None = None) -> str:
     """The tree as HTML: only :data:`TAGS`, every text escaped, links to http(s) only;
     what ``mark`` matches in its texts inside ``<mark>`` (a text found in the page)."""
     return "".join(_html(node, mark) for node in tree)
 
 
-def marked_html(text: str, mark: re.Pattern[str] | None) -> str:
+def marked_html(text: str, mark: Marker | None) -> str:
     """``text`` escaped, what ``mark`` matches in it inside ``<mark>``."""
     return "".join(f"<mark>{escape(piece)}</mark>" if hit else escape(piece)
                    for piece, hit in segments(text, mark))
 
 
-def segments(text: str, mark: re.Pattern[str] | None) -> list[tuple[str, bool]]:
+def segments(text: str, mark: Marker | None) -> list[tuple[str, bool]]:
     """``text`` cut into ``(piece, matched)`` pieces, in order (the whole text,
     unmarked, when ``mark`` is None or matches nothing)."""
     if mark is None:
         return [(text, False)]
     out: list[tuple[str, bool]] = []
     at = 0
-    for m in mark.finditer(text):
-        if m.start() > at:
-            out.append((text[at:m.start()], False))
-        if m.end() > m.start():
-            out.append((m.group(), True))
-        at = m.end()
+    for start, end in mark.spans(text):
+        if start > at:
+            out.append((text[at:start], False))
+        if end > start:
+            out.append((text[start:end], True))
+        at = end
     if at < len(text) or not out:
         out.append((text[at:], False))
     return out
 
 
-def _html(node: Any, mark: re.Pattern[str] | None = None) -> str:
+def _html(node: Any, mark: Marker | None = None) -> str:
     if isinstance(node, str):
         return marked_html(node, mark)
     tag = node[0]
@@ -207,5 +216,5 @@ def _html(node: Any, mark: re.Pattern[str] | None = None) -> str:
     return f"<{tag}>" + "".join(_html(child, mark) for child in node[1:]) + f"</{tag}>"
 
 
-__all__ = ["LIMIT", "TAGS", "Tree", "markdown_tree", "marked_html", "segments", "tree_html",
-           "tree_leaves", "tree_text"]
+__all__ = ["LIMIT", "TAGS", "Marker", "Tree", "markdown_tree", "marked_html", "segments",
+           "tree_html", "tree_leaves", "tree_text"]

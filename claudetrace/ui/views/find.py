@@ -131,7 +131,7 @@ def box(rec: Recording, read: Callable[[], tuple[list[Item], list[TraceRow], Ses
         "Find in this session", value=param("find"), key="find_box",
         placeholder="Find a text in the conversation, tool inputs and results, spans",
         help="Case ignored, the text as typed (no wildcards); matches are marked.")
-    query = query.strip()[: find.QUERY_LIMIT]
+    query = find.query_text(query)
     set_params(find=query or None)
     if not query:
         return None

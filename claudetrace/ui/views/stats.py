@@ -13,6 +13,7 @@ from claudetrace.telemetry.latency import fold_latencies, recent_latencies
 from claudetrace.ui.sessions import Filters
 from claudetrace.ui.stats import (
     TOKEN_SERIES,
+    bars_html,
     daily_usage,
     latency_table,
     model_rows,
@@ -67,10 +68,12 @@ def page() -> None:
                "as the store's usage calls hold it (a turn still streaming is not in them).")
     st.markdown(usage_total(days))
     c1, c2 = st.columns(2)
-    c1.bar_chart({r["day"]: r["cost ($)"] or 0.0 for r in daily}, x_label="day",
-                 y_label="cost ($)")
-    c2.bar_chart(token_chart(daily), x="day", y=list(TOKEN_SERIES), x_label="day (UTC)",
-                 y_label="tokens")
+    # Boxes of HTML, not st.bar_chart: Vega's scripts took a second or more to load and
+    # compile in each new page before the first chart was drawn (bench ui --browser).
+    tokens = token_chart(daily)
+    c1.html(bars_html(tokens["day"], {"cost ($)": [r["cost ($)"] for r in daily]},
+                     unit="cost ($)", figure=lambda v: f"${v:,.6g}"))
+    c2.html(bars_html(tokens["day"], {k: tokens[k] for k in TOKEN_SERIES}, unit="tokens"))
     st.dataframe(daily, hide_index=True, key="daily_table")
     st.dataframe(model_rows(days), hide_index=True, key="daily_models_table")
     st.caption("Sessions started and failed per UTC day")
