@@ -141,9 +141,12 @@ class Store:
             self._unpacker = Unpacker(fetch)
         return self._unpacker
 
-    def pack_lines(self, recording_ids: Iterable[str] | None = None) -> int:
+    def pack_lines(self, recording_ids: Iterable[str] | None = None, *,
+                   proxied: bool = False) -> int:
         """Pack the lines of ended recordings (``recording_ids``, default every one
-        not packed yet: :func:`.packing.unpacked_recordings`); returns the rows looked at."""
+        not packed yet: :func:`.packing.unpacked_recordings`, of ``proxied`` ones
+        only if so), adding the search words a burst's batches left out; returns
+        the rows looked at."""
         with _store_errors("settle lines"), self.engine.connect() as conn:
             driver = conn.connection.driver_connection
             dialect = self.engine.dialect.name
@@ -153,10 +156,10 @@ class Store:
                 level = driver.isolation_level  # type: ignore[union-attr]
                 driver.isolation_level = None  # type: ignore[union-attr]
                 try:
-                    return pack_all(driver, dialect, recording_ids)
+                    return pack_all(driver, dialect, recording_ids, proxied=proxied)
                 finally:
                     driver.isolation_level = level  # type: ignore[union-attr]
-            return pack_all(driver, dialect, recording_ids)
+            return pack_all(driver, dialect, recording_ids, proxied=proxied)
 
     @property
     def url(self) -> str:

@@ -10,6 +10,17 @@ first recording large enough to teach it: JSON keys, the session's ids and
 the CLI's phrasing repeat from line to line, so a 300-byte line keeps about a
 third of its bytes with the dictionary and two thirds without.
 
+The same pass adds the search index's words (:mod:`.textindex`) of each
+message line that has no entry yet: the indexer's writer leaves a burst's
+words out (:data:`~.plain.LATER_FROM_ROWS`), so that the recording is listed
+complete sooner, and the pass, run as the recording ends, gives them to the
+index a moment later, in the same short transactions as the lines it packs.
+``codec`` is the pass's marker: a row still as recorded may lack its words; a
+row packed (or looked at) has them.  An indexer killed before its pass leaves
+its recording to the next ``claudetrace search`` (or the UI's search), which
+runs the pass first on every ended proxied recording not packed yet
+(:func:`catch_up`).
+
 ``events.codec`` says how each row's ``data`` is held, so a row is either as
 recorded or packed, never between: NULL (as recorded, not packed yet),
 :data:`KEPT` (looked at, kept as recorded: packing would not make it
@@ -135,6 +146,16 @@ class _Db:
             return self.connection
         return self.connection.cursor()
 
+    def hold(self, cursor: Any, recording_id: str) -> None:
+        """Take the recording for the transaction, against another pass over it
+        (``claudetrace search`` catching up while its indexer packs): each row is
+        read and rewritten by one pass.  SQLite's ``BEGIN IMMEDIATE`` holds the
+        whole database already; PostgreSQL locks the recording's row (``FOR NO
+        KEY UPDATE``: its writer's ``FOR KEY SHARE`` goes on beside it)."""
+        if not self.sqlite:
+            cursor.execute("SELECT id FROM recordings WHERE id = %s FOR NO KEY UPDATE",
+                           (recording_id,))
+
     def commit(self) -> None:
         self.connection.commit() if not self.sqlite else self.connection.execute("COMMIT")
 
@@ -158,6 +179,7 @@ def _dictionary_for(db: _Db, recording_id: str) -> tuple[int, bytes] | None:
     enough; None: pack without one."""
     cursor = db.begin()
     try:
+        db.hold(cursor, recording_id)
         found = _newest_dictionary(cursor)
         if found is None:
             lines = [bytes(row[0]) for row in cursor.execute(db.sql(
@@ -198,6 +220,7 @@ def pack_recording(connection: Any, dialect: str, recording_id: str) -> int:
     while True:
         cursor = db.begin()
         try:
+            db.hold(cursor, recording_id)
             sizes = cursor.execute(db.sql(
                 "SELECT seq, size FROM events WHERE recording_id = ? AND seq > ? "
                 "AND codec IS NULL ORDER BY seq LIMIT ?"),
@@ -214,6 +237,7 @@ def pack_recording(connection: Any, dialect: str, recording_id: str) -> int:
             if db.sqlite:
                 rows = _rewrite_sqlite(cursor, recording_id, after, last, number, zdict)
             else:
+                _index_postgres(cursor, recording_id, after, last)
                 # Lines PostgreSQL compresses itself (lz4, 0010_lz4) are only marked:
                 # an update that leaves ``data`` keeps its compressed value as it is.
                 cursor.execute(db.sql(
@@ -261,10 +285,20 @@ def _rewrite_sqlite(cursor: Any, recording_id: str, after: int, last: int, numbe
     if not rows:
         return rows
     at_data, at_codec, at_seq = names.index("data"), names.index("codec"), names.index("seq")
+    at_type, at_direction = names.index("type"), names.index("direction")
     words = dict(cursor.execute(
         "SELECT rowid, words FROM event_search WHERE rowid BETWEEN ? AND ?",
         (min(r[0] for r in rows), max(r[0] for r in rows))).fetchall())
     said = {row[1 + at_seq]: words[row[0]] for row in rows if row[0] in words}
+    # The message lines the writer left without their words (a burst's).
+    from .textindex import SEARCHED_TYPES, entry
+
+    for row in rows:
+        if row[0] not in words and row[1 + at_type] in SEARCHED_TYPES:
+            found = entry(recording_id, row[1 + at_seq], row[1 + at_direction],
+                          bytes(row[1 + at_data]))
+            if found is not None:
+                said[found[1]] = found[2]
     cursor.executemany("DELETE FROM events WHERE rowid = ?", [(row[0],) for row in rows])
     again = []
     for row in rows:
@@ -282,13 +316,34 @@ def _rewrite_sqlite(cursor: Any, recording_id: str, after: int, last: int, numbe
     return [(row[1 + at_seq],) for row in rows]
 
 
-def unpacked_recordings(connection: Any, dialect: str) -> list[str]:
+def _index_postgres(cursor: Any, recording_id: str, after: int, last: int) -> None:
+    """Add the words of the message lines ``after < seq <= last`` of
+    ``recording_id`` not packed yet that have no entry in the search index (the
+    writer leaves a burst's out), in the caller's transaction."""
+    from .textindex import SEARCHED_TYPES, entry, insert_postgres
+
+    rows = cursor.execute(
+        "SELECT e.seq, e.direction, e.data FROM events e WHERE e.recording_id = %s "
+        "AND e.seq > %s AND e.seq <= %s AND e.codec IS NULL AND e.type = ANY(%s) "
+        "AND NOT EXISTS (SELECT 1 FROM event_search s WHERE s.recording_id = e.recording_id "
+        "AND s.seq = e.seq) ORDER BY e.seq",
+        (recording_id, after, last, sorted(SEARCHED_TYPES))).fetchall()
+    found = [e for seq, direction, data in rows
+             if (e := entry(recording_id, seq, direction, bytes(data))) is not None]
+    if found:
+        insert_postgres(cursor, found)
+
+
+def unpacked_recordings(connection: Any, dialect: str, *, proxied: bool = False) -> list[str]:
     """The ended recordings whose newest line is not packed yet (the pass
-    packs a recording's lines in order, and new lines come after the old)."""
+    packs a recording's lines in order, and new lines come after the old);
+    ``proxied``: only those an indexer stored (``source`` ``proxy``), which may
+    lack search words until packed (imports write theirs with their lines)."""
     db = _Db(connection, dialect)
     cursor = connection.cursor()
     found = [str(row[0]) for row in cursor.execute(
-        "SELECT r.id FROM recordings r WHERE r.ended_ns IS NOT NULL AND EXISTS ("
+        "SELECT r.id FROM recordings r WHERE r.ended_ns IS NOT NULL "
+        + ("AND r.source = 'proxy' " if proxied else "") + "AND EXISTS ("
         "SELECT 1 FROM events e WHERE e.recording_id = r.id AND e.codec IS NULL "
         "AND e.seq = (SELECT max(m.seq) FROM events m WHERE m.recording_id = r.id)) "
         "ORDER BY r.id").fetchall()]
@@ -297,11 +352,22 @@ def unpacked_recordings(connection: Any, dialect: str) -> list[str]:
     return found
 
 
-def pack_all(connection: Any, dialect: str, ids: Iterable[str] | None = None) -> int:
-    """:func:`pack_recording` of each of ``ids`` (default: :func:`unpacked_recordings`);
-    returns the rows looked at."""
-    wanted = unpacked_recordings(connection, dialect) if ids is None else list(ids)
+def pack_all(connection: Any, dialect: str, ids: Iterable[str] | None = None, *,
+             proxied: bool = False) -> int:
+    """:func:`pack_recording` of each of ``ids`` (default: :func:`unpacked_recordings`,
+    of ``proxied`` ones only if so); returns the rows looked at."""
+    wanted = (unpacked_recordings(connection, dialect, proxied=proxied) if ids is None
+              else list(ids))
     return sum(pack_recording(connection, dialect, rid) for rid in wanted)
+
+
+def catch_up(connection: Any, dialect: str) -> int:
+    """Run the pass over every ended proxied recording not packed yet: those whose
+    indexer was stopped before its pass (or is in it now: the two share the rows,
+    :meth:`_Db.hold`), so that the search index holds every word of every ended
+    session; returns the rows looked at (none when the store is caught up: one
+    query)."""
+    return pack_all(connection, dialect, proxied=True)
 
 
 #: Free pages a SQLite transaction gives back after the pass (16 KiB pages: 8 MiB).
