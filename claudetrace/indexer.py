@@ -338,6 +338,7 @@ class Indexer:
                 error=self.info.error, lost_bytes=self.report.lost_bytes)))
             updates["figures"] = figure_sums(self.session)
         batch = self._pending
+        self._note_words_later(batch, updates)
         store.write_batch(self.info.id, batch, updates)
         if rewrite:
             self._usage_results = results
@@ -352,6 +353,20 @@ class Indexer:
             # A store that writes beside us (:class:`~claudetrace.store.writer.WriterProcess`)
             # has everything committed before the capture file may go.
             store.wait_written()
+
+    def _note_words_later(self, batch: list[Event], updates: dict[str, object]) -> None:
+        """With the first batch the writer stores without its search words (a
+        burst's), say so on the recording (``extra``), in the batch's
+        transaction: the pass after the recording ends, or the next search,
+        adds them (:data:`~claudetrace.store.packing.WORDS_LATER`)."""
+        if not getattr(self.store, "words_later", False):
+            return
+        from .store.packing import WORDS_LATER
+        from .store.plain import LATER_FROM_ROWS
+
+        if len(batch) >= LATER_FROM_ROWS and WORDS_LATER not in self.info.extra:
+            self.info.extra[WORDS_LATER] = True
+            updates["extra"] = dict(self.info.extra)
 
 
 # -- following a live capture (the indexer process) -----------------------------------------
@@ -726,7 +741,7 @@ def main(argv: list[str] | None = None) -> int:
     # the batch being read 440 times in a 200k-event burst, for nothing (a
     # twelfth of our CPU time).  It still runs should we hold this many more.
     gc.set_threshold(GC_OBJECTS)
-    store = WriterProcess(url, writer)
+    store = WriterProcess(url, writer, words_later=True)
     try:
         report = follow(
             args.capture, store, wakeup_fd=args.wakeup_fd, sinks_for=sinks_for, give_up_s=give_up,

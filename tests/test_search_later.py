@@ -4,6 +4,7 @@ up on a recording whose indexer was killed before it had."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -17,7 +18,7 @@ import pytest
 
 from claudetrace.bench.shapes import shape_lines
 from claudetrace.indexer import open_settled_store
-from claudetrace.store.packing import catch_up, pack_recording
+from claudetrace.store.packing import WORDS_LATER, catch_up, pack_recording
 from claudetrace.store.textindex import entry
 from tests.test_store_postgres import pg_url  # noqa: F401 - the server, a fixture
 
@@ -160,8 +161,10 @@ def test_search_catches_up_on_a_burst_whose_indexer_was_killed_after_listing(
         lock.close()
     held, wanted = _held_sqlite(db)
     assert len(wanted) == 12_000
-    # Listed complete without most of its words: they come after.
+    # Listed complete without most of its words: they come after, and the
+    # recording says so.
     assert len(held) < len(wanted) // 2, (len(held), len(wanted))
+    assert _marked(db)
     found = _search(str(db), SAID)
     assert found.returncode == 0, found.stderr
     held, wanted = _held_sqlite(db)
@@ -170,8 +173,29 @@ def test_search_catches_up_on_a_burst_whose_indexer_was_killed_after_listing(
                                                  for w in wanted.values())
     assert _search(str(db), UNSAID).returncode == 1
     # Caught up: the next search finds nothing to do.
+    assert not _marked(db)
     with sqlite3.connect(db, isolation_level=None) as conn:
         assert catch_up(conn, "sqlite") == 0
+
+
+def _marked(db: Path) -> bool:
+    with sqlite3.connect(db) as conn:
+        (extra,) = conn.execute("SELECT extra FROM recordings").fetchone()
+    return WORDS_LATER in json.loads(extra)
+
+
+def test_a_search_leaves_a_recording_with_its_words_as_it_is(tmp_path: Path,
+                                                              ct_env: Path) -> None:
+    """An import writes its words with its lines and leaves them unpacked (for
+    ``db pack``): a search has nothing to catch up on, and packs nothing."""
+    cassette = Path(__file__).parent / "fixtures" / "cassettes" / "plain.ndjson"
+    db = tmp_path / "i.db"
+    subprocess.run([sys.executable, "-m", "claudetrace", "import", "--db", str(db),
+                    str(cassette)], check=True, capture_output=True)
+    _search(str(db), "hello")
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM events WHERE codec IS NOT NULL"
+                            ).fetchone() == (0,)
 
 
 def test_search_catches_up_on_postgresql(tmp_path: Path, ct_env: Path,
@@ -215,6 +239,8 @@ def test_search_catches_up_on_postgresql(tmp_path: Path, ct_env: Path,
         indexed = conn.execute("SELECT count(*) FROM event_search WHERE recording_id = %s",
                                (rid,)).fetchone()[0]
         assert indexed < len(wanted) // 2, indexed
+        assert conn.execute("SELECT extra::jsonb ? %s FROM recordings WHERE id = %s",
+                            (WORDS_LATER, rid)).fetchone() == (True,)
     found = _search(pg_url, SAID)
     assert found.returncode == 0, found.stderr
     with psycopg.connect(conninfo) as conn:
@@ -227,6 +253,8 @@ def test_search_catches_up_on_postgresql(tmp_path: Path, ct_env: Path,
             assert sorted(held[seq].replace("'", "").split()) == sorted(
                 set(said.lower().split())), seq
         assert pack_recording(conn, "postgresql", rid) == 0  # caught up
+        assert conn.execute("SELECT extra::jsonb ? %s FROM recordings WHERE id = %s",
+                            (WORDS_LATER, rid)).fetchone() == (False,)
 
 
 @pytest.mark.parametrize("rows", [1, 255])

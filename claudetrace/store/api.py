@@ -46,7 +46,7 @@ from .engine import (
 )
 from .ingest import ended_columns, import_cassette, info_from_header
 from .models import EventRow, EventTool, LineDictionary, Recording, UsageCall, type_in
-from .packing import Unpacker, pack_all
+from .packing import Unpacker, catch_up, pack_all
 from .postgres import copy_rows
 from .rows import (
     ROWS_PER_INSERT,
@@ -142,11 +142,11 @@ class Store:
         return self._unpacker
 
     def pack_lines(self, recording_ids: Iterable[str] | None = None, *,
-                   proxied: bool = False) -> int:
+                   catching_up: bool = False) -> int:
         """Pack the lines of ended recordings (``recording_ids``, default every one
-        not packed yet: :func:`.packing.unpacked_recordings`, of ``proxied`` ones
-        only if so), adding the search words a burst's batches left out; returns
-        the rows looked at."""
+        not packed yet: :func:`.packing.unpacked_recordings`; ``catching_up``: those
+        whose search words a burst's batches left out, :func:`.packing.words_later`),
+        adding those words; returns the rows looked at."""
         with _store_errors("settle lines"), self.engine.connect() as conn:
             driver = conn.connection.driver_connection
             dialect = self.engine.dialect.name
@@ -156,10 +156,14 @@ class Store:
                 level = driver.isolation_level  # type: ignore[union-attr]
                 driver.isolation_level = None  # type: ignore[union-attr]
                 try:
-                    return pack_all(driver, dialect, recording_ids, proxied=proxied)
+                    if catching_up:
+                        return catch_up(driver, dialect)
+                    return pack_all(driver, dialect, recording_ids)
                 finally:
                     driver.isolation_level = level  # type: ignore[union-attr]
-            return pack_all(driver, dialect, recording_ids, proxied=proxied)
+            if catching_up:
+                return catch_up(driver, dialect)
+            return pack_all(driver, dialect, recording_ids)
 
     @property
     def url(self) -> str:

@@ -16,10 +16,11 @@ words out (:data:`~.plain.LATER_FROM_ROWS`), so that the recording is listed
 complete sooner, and the pass, run as the recording ends, gives them to the
 index a moment later, in the same short transactions as the lines it packs.
 ``codec`` is the pass's marker: a row still as recorded may lack its words; a
-row packed (or looked at) has them.  An indexer killed before its pass leaves
-its recording to the next ``claudetrace search`` (or the UI's search), which
-runs the pass first on every ended proxied recording not packed yet
-(:func:`catch_up`).
+row packed (or looked at) has them.  A recording whose writer left any words
+out says so in ``extra`` (:data:`WORDS_LATER`, set with that batch, taken off
+by the pass's last transaction); an indexer killed before its pass leaves its
+recording to the next ``claudetrace search`` (or the UI's search), which runs
+the pass first on every ended recording that says so (:func:`catch_up`).
 
 ``events.codec`` says how each row's ``data`` is held, so a row is either as
 recorded or packed, never between: NULL (as recorded, not packed yet),
@@ -36,12 +37,17 @@ No SQLAlchemy: the indexer imports this, with :mod:`sqlite3` or psycopg.
 
 from __future__ import annotations
 
+import json
 import time
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
+#: The key of ``recordings.extra`` that says some of the recording's lines were
+#: stored without their search words (a burst's batches), until the pass has
+#: added them.
+WORDS_LATER: Final = "search_words_later"
 #: ``events.codec`` of a row looked at and kept as recorded.
 KEPT: Final = 0
 #: ``events.codec`` of a row packed with raw deflate and no dictionary.
@@ -226,6 +232,7 @@ def pack_recording(connection: Any, dialect: str, recording_id: str) -> int:
                 "AND codec IS NULL ORDER BY seq LIMIT ?"),
                 (recording_id, after, CHUNK)).fetchall()
             if not sizes:
+                _words_done(cursor, db, recording_id)
                 db.commit()
                 return done
             last, total = sizes[0][0], 0
@@ -316,6 +323,22 @@ def _rewrite_sqlite(cursor: Any, recording_id: str, after: int, last: int, numbe
     return [(row[1 + at_seq],) for row in rows]
 
 
+def _words_done(cursor: Any, db: _Db, recording_id: str) -> None:
+    """Take :data:`WORDS_LATER` off the recording's ``extra``: every line has its
+    words (in the pass's last transaction, the recording held)."""
+    row = cursor.execute(db.sql("SELECT extra FROM recordings WHERE id = ?"),
+                         (recording_id,)).fetchone()
+    if row is None or row[0] is None:
+        return
+    extra = json.loads(row[0]) if isinstance(row[0], (str, bytes)) else row[0]
+    if not isinstance(extra, dict) or WORDS_LATER not in extra:
+        return
+    del extra[WORDS_LATER]
+    cast = "" if db.sqlite else "::JSON"
+    cursor.execute(db.sql(f"UPDATE recordings SET extra = ?{cast} WHERE id = ?"),
+                   (json.dumps(extra), recording_id))
+
+
 def _index_postgres(cursor: Any, recording_id: str, after: int, last: int) -> None:
     """Add the words of the message lines ``after < seq <= last`` of
     ``recording_id`` not packed yet that have no entry in the search index (the
@@ -334,16 +357,13 @@ def _index_postgres(cursor: Any, recording_id: str, after: int, last: int) -> No
         insert_postgres(cursor, found)
 
 
-def unpacked_recordings(connection: Any, dialect: str, *, proxied: bool = False) -> list[str]:
+def unpacked_recordings(connection: Any, dialect: str) -> list[str]:
     """The ended recordings whose newest line is not packed yet (the pass
-    packs a recording's lines in order, and new lines come after the old);
-    ``proxied``: only those an indexer stored (``source`` ``proxy``), which may
-    lack search words until packed (imports write theirs with their lines)."""
+    packs a recording's lines in order, and new lines come after the old)."""
     db = _Db(connection, dialect)
     cursor = connection.cursor()
     found = [str(row[0]) for row in cursor.execute(
-        "SELECT r.id FROM recordings r WHERE r.ended_ns IS NOT NULL "
-        + ("AND r.source = 'proxy' " if proxied else "") + "AND EXISTS ("
+        "SELECT r.id FROM recordings r WHERE r.ended_ns IS NOT NULL AND EXISTS ("
         "SELECT 1 FROM events e WHERE e.recording_id = r.id AND e.codec IS NULL "
         "AND e.seq = (SELECT max(m.seq) FROM events m WHERE m.recording_id = r.id)) "
         "ORDER BY r.id").fetchall()]
@@ -352,22 +372,33 @@ def unpacked_recordings(connection: Any, dialect: str, *, proxied: bool = False)
     return found
 
 
-def pack_all(connection: Any, dialect: str, ids: Iterable[str] | None = None, *,
-             proxied: bool = False) -> int:
-    """:func:`pack_recording` of each of ``ids`` (default: :func:`unpacked_recordings`,
-    of ``proxied`` ones only if so); returns the rows looked at."""
-    wanted = (unpacked_recordings(connection, dialect, proxied=proxied) if ids is None
-              else list(ids))
+def pack_all(connection: Any, dialect: str, ids: Iterable[str] | None = None) -> int:
+    """:func:`pack_recording` of each of ``ids`` (default: :func:`unpacked_recordings`);
+    returns the rows looked at."""
+    wanted = unpacked_recordings(connection, dialect) if ids is None else list(ids)
     return sum(pack_recording(connection, dialect, rid) for rid in wanted)
 
 
+def words_later(connection: Any, dialect: str) -> list[str]:
+    """The ended recordings some of whose lines still lack their search words
+    (:data:`WORDS_LATER`): their indexer was stopped before its pass, or is in it."""
+    db = _Db(connection, dialect)
+    text = "r.extra" if db.sqlite else "CAST(r.extra AS TEXT)"
+    found = [str(row[0]) for row in connection.cursor().execute(
+        f"SELECT r.id FROM recordings r WHERE r.ended_ns IS NOT NULL AND {text} LIKE "
+        f"'%\"{WORDS_LATER}\"%' ORDER BY r.id").fetchall()]
+    if not db.sqlite:
+        connection.rollback()
+    return found
+
+
 def catch_up(connection: Any, dialect: str) -> int:
-    """Run the pass over every ended proxied recording not packed yet: those whose
-    indexer was stopped before its pass (or is in it now: the two share the rows,
-    :meth:`_Db.hold`), so that the search index holds every word of every ended
-    session; returns the rows looked at (none when the store is caught up: one
-    query)."""
-    return pack_all(connection, dialect, proxied=True)
+    """Run the pass over every ended recording some of whose lines lack their search
+    words (:func:`words_later`): its indexer was stopped before its pass (or is
+    in it now: the two share the rows, :meth:`_Db.hold`), so that the search
+    index holds every word of every ended session; returns the rows looked at
+    (none when the store is caught up: one query)."""
+    return pack_all(connection, dialect, words_later(connection, dialect))
 
 
 #: Free pages a SQLite transaction gives back after the pass (16 KiB pages: 8 MiB).

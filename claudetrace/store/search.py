@@ -11,7 +11,7 @@ browser's search box both ask here.
 A burst's words reach the index a moment after its recording is listed
 complete (the pass that packs its lines adds them, :mod:`.packing`); each
 search first runs that pass over any ended recording whose indexer did not
-(:func:`~.packing.catch_up`: one query when there is none), so it finds every
+(:func:`~.packing.catch_up`: one query of the recordings when there is none), so it finds every
 word of every ended session.  A store it cannot write (a read-only file or
 user) is searched as it stands.
 
@@ -272,7 +272,7 @@ def _catch_up_store(store: Store) -> None:
     """:func:`~.packing.catch_up` through the store; a store it cannot write is
     searched as it stands."""
     try:
-        store.pack_lines(proxied=True)
+        store.pack_lines(catching_up=True)
     except StoreError:
         pass
     except Exception as exc:  # the driver's own (the pass runs on it): sqlite3, psycopg

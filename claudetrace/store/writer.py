@@ -99,8 +99,11 @@ class WriterProcess:
     """
 
     def __init__(self, url: str, process: subprocess.Popen[bytes] | None, *,
-                 busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
+                 busy_timeout_s: float = BUSY_TIMEOUT_S, words_later: bool = False) -> None:
         self._url = url
+        #: The child leaves a burst's search words for the pass after the
+        #: recording ends (it was started so: :func:`_open_writes`).
+        self.words_later = words_later and process is not None
         self._busy_timeout_s = busy_timeout_s
         self._local: Store | None = None
         #: Requests taken and not yet done, in order, with their numbers.
