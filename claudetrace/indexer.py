@@ -338,6 +338,7 @@ class Indexer:
                 error=self.info.error, lost_bytes=self.report.lost_bytes)))
             updates["figures"] = figure_sums(self.session)
         batch = self._pending
+        self._note_words_later(batch, updates)
         store.write_batch(self.info.id, batch, updates)
         if rewrite:
             self._usage_results = results
@@ -352,6 +353,20 @@ class Indexer:
             # A store that writes beside us (:class:`~claudetrace.store.writer.WriterProcess`)
             # has everything committed before the capture file may go.
             store.wait_written()
+
+    def _note_words_later(self, batch: list[Event], updates: dict[str, object]) -> None:
+        """With the first batch the writer stores without its search words (a
+        burst's), say so on the recording (``extra``), in the batch's
+        transaction: the pass after the recording ends, or the next search,
+        adds them (:data:`~claudetrace.store.packing.WORDS_LATER`)."""
+        if not getattr(self.store, "words_later", False):
+            return
+        from .store.packing import WORDS_LATER
+        from .store.plain import LATER_FROM_ROWS
+
+        if len(batch) >= LATER_FROM_ROWS and WORDS_LATER not in self.info.extra:
+            self.info.extra[WORDS_LATER] = True
+            updates["extra"] = dict(self.info.extra)
 
 
 # -- following a live capture (the indexer process) -----------------------------------------
@@ -602,7 +617,8 @@ PIPE_BYTES: Final = 1 << 20
 def start_writer(url: str, *, kept_in: str | None = None,
                  busy_timeout_s: float | None = None,
                  lock_fd: int | None = None, idle: bool = False,
-                 lazy_checkpoints: bool = False) -> subprocess.Popen[bytes]:
+                 lazy_checkpoints: bool = False,
+                 words_later: bool = False) -> subprocess.Popen[bytes]:
     """Start ``python -m claudetrace.store.writer_child`` for the database ``url`` (its
     requests on its stdin, its replies on its stdout: see
     :class:`~claudetrace.store.writer.WriterProcess`).  The URL goes in
@@ -618,7 +634,9 @@ def start_writer(url: str, *, kept_in: str | None = None,
     runs on idle CPU time as the indexer does (:func:`~claudetrace.config.yield_cpu`),
     once started.  ``lazy_checkpoints``: it copies SQLite's log into the database
     when the writes pause, not after each (for a writer whose end nobody waits
-    for: :class:`~claudetrace.store.writer._Checkpoints`)."""
+    for: :class:`~claudetrace.store.writer._Checkpoints`).  ``words_later``: a
+    burst's search words are left for the pass after the recording is listed
+    complete (:func:`_pack_lines`; :data:`~claudetrace.store.plain.LATER_FROM_ROWS`)."""
     argv = [sys.executable, "-m", "claudetrace.store.writer_child"]
     if kept_in is not None:
         argv += ["--kept-in", kept_in]
@@ -630,6 +648,8 @@ def start_writer(url: str, *, kept_in: str | None = None,
         argv.append("--idle")
     if lazy_checkpoints:
         argv.append("--lazy-checkpoints")
+    if words_later:
+        argv.append("--words-later")
     process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                env={**os.environ, DB_ENV: url}, start_new_session=True,
                                pass_fds=() if lock_fd is None else (lock_fd,))
@@ -702,7 +722,8 @@ def main(argv: list[str] | None = None) -> int:
     url = resolve_url(args.db)
     try:
         writer: subprocess.Popen[bytes] | None = start_writer(
-            url, kept_in=str(args.capture), lock_fd=lock_fd, idle=True, lazy_checkpoints=True)
+            url, kept_in=str(args.capture), lock_fd=lock_fd, idle=True, lazy_checkpoints=True,
+            words_later=True)
     except OSError as exc:
         _say(f"cannot start the writer ({exc.strerror or exc}); storing without it")
         writer = None
@@ -720,7 +741,7 @@ def main(argv: list[str] | None = None) -> int:
     # the batch being read 440 times in a 200k-event burst, for nothing (a
     # twelfth of our CPU time).  It still runs should we hold this many more.
     gc.set_threshold(GC_OBJECTS)
-    store = WriterProcess(url, writer)
+    store = WriterProcess(url, writer, words_later=True)
     try:
         report = follow(
             args.capture, store, wakeup_fd=args.wakeup_fd, sinks_for=sinks_for, give_up_s=give_up,
@@ -742,9 +763,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _pack_lines(url: str, recording_id: str | None) -> None:
-    """Pack the stored recording's lines (:mod:`claudetrace.store.packing`), off the
-    burst's path: it is listed complete already.  A failure leaves them as they
-    were recorded, for ``claudetrace db pack``."""
+    """Pack the stored recording's lines (:mod:`claudetrace.store.packing`), and add
+    the search words its writer left out of a burst's batches, off the burst's
+    path: it is listed complete already.  A failure leaves them as they were
+    recorded, for ``claudetrace db pack`` or the next search (which catches up)."""
     if recording_id is None:
         return
     from .store.packing import pack_url
@@ -752,7 +774,8 @@ def _pack_lines(url: str, recording_id: str | None) -> None:
     try:
         pack_url(url, recording_id)
     except Exception as exc:  # the lines are stored either way
-        _say(f"the recording's lines are stored as recorded, not packed ({_one_line(exc)}); "
+        _say(f"the recording's lines are stored as recorded, not packed, and a burst's words "
+             f"reach the search index with the next search ({_one_line(exc)}); "
              "`claudetrace db pack` packs them")
 
 

@@ -46,7 +46,7 @@ from .engine import (
 )
 from .ingest import ended_columns, import_cassette, info_from_header
 from .models import EventRow, EventTool, LineDictionary, Recording, UsageCall, type_in
-from .packing import Unpacker, pack_all
+from .packing import Unpacker, catch_up, pack_all
 from .postgres import copy_rows
 from .rows import (
     ROWS_PER_INSERT,
@@ -141,9 +141,12 @@ class Store:
             self._unpacker = Unpacker(fetch)
         return self._unpacker
 
-    def pack_lines(self, recording_ids: Iterable[str] | None = None) -> int:
+    def pack_lines(self, recording_ids: Iterable[str] | None = None, *,
+                   catching_up: bool = False) -> int:
         """Pack the lines of ended recordings (``recording_ids``, default every one
-        not packed yet: :func:`.packing.unpacked_recordings`); returns the rows looked at."""
+        not packed yet: :func:`.packing.unpacked_recordings`; ``catching_up``: those
+        whose search words a burst's batches left out, :func:`.packing.words_later`),
+        adding those words; returns the rows looked at."""
         with _store_errors("settle lines"), self.engine.connect() as conn:
             driver = conn.connection.driver_connection
             dialect = self.engine.dialect.name
@@ -153,9 +156,13 @@ class Store:
                 level = driver.isolation_level  # type: ignore[union-attr]
                 driver.isolation_level = None  # type: ignore[union-attr]
                 try:
+                    if catching_up:
+                        return catch_up(driver, dialect)
                     return pack_all(driver, dialect, recording_ids)
                 finally:
                     driver.isolation_level = level  # type: ignore[union-attr]
+            if catching_up:
+                return catch_up(driver, dialect)
             return pack_all(driver, dialect, recording_ids)
 
     @property

@@ -10,6 +10,18 @@ first recording large enough to teach it: JSON keys, the session's ids and
 the CLI's phrasing repeat from line to line, so a 300-byte line keeps about a
 third of its bytes with the dictionary and two thirds without.
 
+The same pass adds the search index's words (:mod:`.textindex`) of each
+message line that has no entry yet: the indexer's writer leaves a burst's
+words out (:data:`~.plain.LATER_FROM_ROWS`), so that the recording is listed
+complete sooner, and the pass, run as the recording ends, gives them to the
+index a moment later, in the same short transactions as the lines it packs.
+``codec`` is the pass's marker: a row still as recorded may lack its words; a
+row packed (or looked at) has them.  A recording whose writer left any words
+out says so in ``extra`` (:data:`WORDS_LATER`, set with that batch, taken off
+by the pass's last transaction); an indexer killed before its pass leaves its
+recording to the next ``claudetrace search`` (or the UI's search), which runs
+the pass first on every ended recording that says so (:func:`catch_up`).
+
 ``events.codec`` says how each row's ``data`` is held, so a row is either as
 recorded or packed, never between: NULL (as recorded, not packed yet),
 :data:`KEPT` (looked at, kept as recorded: packing would not make it
@@ -25,12 +37,17 @@ No SQLAlchemy: the indexer imports this, with :mod:`sqlite3` or psycopg.
 
 from __future__ import annotations
 
+import json
 import time
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
+#: The key of ``recordings.extra`` that says some of the recording's lines were
+#: stored without their search words (a burst's batches), until the pass has
+#: added them.
+WORDS_LATER: Final = "search_words_later"
 #: ``events.codec`` of a row looked at and kept as recorded.
 KEPT: Final = 0
 #: ``events.codec`` of a row packed with raw deflate and no dictionary.
@@ -135,6 +152,16 @@ class _Db:
             return self.connection
         return self.connection.cursor()
 
+    def hold(self, cursor: Any, recording_id: str) -> None:
+        """Take the recording for the transaction, against another pass over it
+        (``claudetrace search`` catching up while its indexer packs): each row is
+        read and rewritten by one pass.  SQLite's ``BEGIN IMMEDIATE`` holds the
+        whole database already; PostgreSQL locks the recording's row (``FOR NO
+        KEY UPDATE``: its writer's ``FOR KEY SHARE`` goes on beside it)."""
+        if not self.sqlite:
+            cursor.execute("SELECT id FROM recordings WHERE id = %s FOR NO KEY UPDATE",
+                           (recording_id,))
+
     def commit(self) -> None:
         self.connection.commit() if not self.sqlite else self.connection.execute("COMMIT")
 
@@ -158,6 +185,7 @@ def _dictionary_for(db: _Db, recording_id: str) -> tuple[int, bytes] | None:
     enough; None: pack without one."""
     cursor = db.begin()
     try:
+        db.hold(cursor, recording_id)
         found = _newest_dictionary(cursor)
         if found is None:
             lines = [bytes(row[0]) for row in cursor.execute(db.sql(
@@ -198,11 +226,13 @@ def pack_recording(connection: Any, dialect: str, recording_id: str) -> int:
     while True:
         cursor = db.begin()
         try:
+            db.hold(cursor, recording_id)
             sizes = cursor.execute(db.sql(
                 "SELECT seq, size FROM events WHERE recording_id = ? AND seq > ? "
                 "AND codec IS NULL ORDER BY seq LIMIT ?"),
                 (recording_id, after, CHUNK)).fetchall()
             if not sizes:
+                _words_done(cursor, db, recording_id)
                 db.commit()
                 return done
             last, total = sizes[0][0], 0
@@ -214,6 +244,7 @@ def pack_recording(connection: Any, dialect: str, recording_id: str) -> int:
             if db.sqlite:
                 rows = _rewrite_sqlite(cursor, recording_id, after, last, number, zdict)
             else:
+                _index_postgres(cursor, recording_id, after, last)
                 # Lines PostgreSQL compresses itself (lz4, 0010_lz4) are only marked:
                 # an update that leaves ``data`` keeps its compressed value as it is.
                 cursor.execute(db.sql(
@@ -261,10 +292,20 @@ def _rewrite_sqlite(cursor: Any, recording_id: str, after: int, last: int, numbe
     if not rows:
         return rows
     at_data, at_codec, at_seq = names.index("data"), names.index("codec"), names.index("seq")
+    at_type, at_direction = names.index("type"), names.index("direction")
     words = dict(cursor.execute(
         "SELECT rowid, words FROM event_search WHERE rowid BETWEEN ? AND ?",
         (min(r[0] for r in rows), max(r[0] for r in rows))).fetchall())
     said = {row[1 + at_seq]: words[row[0]] for row in rows if row[0] in words}
+    # The message lines the writer left without their words (a burst's).
+    from .textindex import SEARCHED_TYPES, entry
+
+    for row in rows:
+        if row[0] not in words and row[1 + at_type] in SEARCHED_TYPES:
+            found = entry(recording_id, row[1 + at_seq], row[1 + at_direction],
+                          bytes(row[1 + at_data]))
+            if found is not None:
+                said[found[1]] = found[2]
     cursor.executemany("DELETE FROM events WHERE rowid = ?", [(row[0],) for row in rows])
     again = []
     for row in rows:
@@ -280,6 +321,40 @@ def _rewrite_sqlite(cursor: Any, recording_id: str, after: int, last: int, numbe
         cursor.executemany("INSERT INTO event_search (rowid, words) VALUES (?, ?)",
                            [(rowid, said[seq]) for seq, rowid in moved if seq in said])
     return [(row[1 + at_seq],) for row in rows]
+
+
+def _words_done(cursor: Any, db: _Db, recording_id: str) -> None:
+    """Take :data:`WORDS_LATER` off the recording's ``extra``: every line has its
+    words (in the pass's last transaction, the recording held)."""
+    row = cursor.execute(db.sql("SELECT extra FROM recordings WHERE id = ?"),
+                         (recording_id,)).fetchone()
+    if row is None or row[0] is None:
+        return
+    extra = json.loads(row[0]) if isinstance(row[0], (str, bytes)) else row[0]
+    if not isinstance(extra, dict) or WORDS_LATER not in extra:
+        return
+    del extra[WORDS_LATER]
+    cast = "" if db.sqlite else "::JSON"
+    cursor.execute(db.sql(f"UPDATE recordings SET extra = ?{cast} WHERE id = ?"),
+                   (json.dumps(extra), recording_id))
+
+
+def _index_postgres(cursor: Any, recording_id: str, after: int, last: int) -> None:
+    """Add the words of the message lines ``after < seq <= last`` of
+    ``recording_id`` not packed yet that have no entry in the search index (the
+    writer leaves a burst's out), in the caller's transaction."""
+    from .textindex import SEARCHED_TYPES, entry, insert_postgres
+
+    rows = cursor.execute(
+        "SELECT e.seq, e.direction, e.data FROM events e WHERE e.recording_id = %s "
+        "AND e.seq > %s AND e.seq <= %s AND e.codec IS NULL AND e.type = ANY(%s) "
+        "AND NOT EXISTS (SELECT 1 FROM event_search s WHERE s.recording_id = e.recording_id "
+        "AND s.seq = e.seq) ORDER BY e.seq",
+        (recording_id, after, last, sorted(SEARCHED_TYPES))).fetchall()
+    found = [e for seq, direction, data in rows
+             if (e := entry(recording_id, seq, direction, bytes(data))) is not None]
+    if found:
+        insert_postgres(cursor, found)
 
 
 def unpacked_recordings(connection: Any, dialect: str) -> list[str]:
@@ -302,6 +377,28 @@ def pack_all(connection: Any, dialect: str, ids: Iterable[str] | None = None) ->
     returns the rows looked at."""
     wanted = unpacked_recordings(connection, dialect) if ids is None else list(ids)
     return sum(pack_recording(connection, dialect, rid) for rid in wanted)
+
+
+def words_later(connection: Any, dialect: str) -> list[str]:
+    """The ended recordings some of whose lines still lack their search words
+    (:data:`WORDS_LATER`): their indexer was stopped before its pass, or is in it."""
+    db = _Db(connection, dialect)
+    text = "r.extra" if db.sqlite else "CAST(r.extra AS TEXT)"
+    found = [str(row[0]) for row in connection.cursor().execute(
+        f"SELECT r.id FROM recordings r WHERE r.ended_ns IS NOT NULL AND {text} LIKE "
+        f"'%\"{WORDS_LATER}\"%' ORDER BY r.id").fetchall()]
+    if not db.sqlite:
+        connection.rollback()
+    return found
+
+
+def catch_up(connection: Any, dialect: str) -> int:
+    """Run the pass over every ended recording some of whose lines lack their search
+    words (:func:`words_later`): its indexer was stopped before its pass (or is
+    in it now: the two share the rows, :meth:`_Db.hold`), so that the search
+    index holds every word of every ended session; returns the rows looked at
+    (none when the store is caught up: one query)."""
+    return pack_all(connection, dialect, words_later(connection, dialect))
 
 
 #: Free pages a SQLite transaction gives back after the pass (16 KiB pages: 8 MiB).

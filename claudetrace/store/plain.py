@@ -59,6 +59,14 @@ JSON_COLUMNS: Final = frozenset({"tags", "argv", "env", "models", "figures", "ex
                                   "latencies"})
 
 
+#: A batch of at least this many rows (a burst's: the indexer cuts one every
+#: 0.2 s or 5,000 events) is written without its words in the search index when
+#: the writer defers them (:attr:`PlainWrites.words_later_from`): the pass that
+#: runs once the recording is listed complete adds them (:mod:`.packing`).  A
+#: session at a person's pace writes a few lines a batch, which go in at once.
+LATER_FROM_ROWS: Final = 256
+
+
 class NotPlain(Exception):
     """The database is not one the plain writes write (not at the newest schema):
     it is opened with :func:`~claudetrace.store.open_store` instead."""
@@ -116,6 +124,10 @@ class PlainWrites:
 
     #: The database's: ``sqlite`` or ``postgresql``.
     _dialect: str = ""
+    #: The rows of a batch from which its message lines' words are left for the
+    #: pass after the recording ends (:mod:`.packing`); None: always written with
+    #: the batch.  The indexer's writer sets it (:data:`LATER_FROM_ROWS`).
+    words_later_from: int | None = None
 
     def _index(self, cursor: Any, entries: list[tuple[str, int, str]]) -> None:
         """Add message lines' words to the search index (:mod:`.textindex`)."""
@@ -132,7 +144,9 @@ class PlainWrites:
                    recording_updates: dict[str, Any] | None = None) -> None:
         from .textindex import index_rows  # the session model: not for a reader
 
-        said = index_rows(rows)  # before the transaction: not while holding SQLite's lock
+        later = self.words_later_from
+        # Before the transaction: not while holding SQLite's lock.
+        said = index_rows(rows) if later is None or row_count(rows) < later else []
         calls = None
         if recording_updates and USAGE_CALLS in recording_updates:
             recording_updates = dict(recording_updates)

@@ -8,6 +8,13 @@ where the query is more than one plain word, the text of those lines is
 checked for the query itself.  ``claudetrace search`` and the session
 browser's search box both ask here.
 
+A burst's words reach the index a moment after its recording is listed
+complete (the pass that packs its lines adds them, :mod:`.packing`); each
+search first runs that pass over any ended recording whose indexer did not
+(:func:`~.packing.catch_up`: one query of the recordings when there is none), so it finds every
+word of every ended session.  A store it cannot write (a read-only file or
+user) is searched as it stands.
+
 No SQLAlchemy at import: ``claudetrace search`` asks a plain SQLite file or
 PostgreSQL URL through :mod:`sqlite3` or psycopg alone (:func:`search_plain`),
 the statements and the reading of the lines found being the store's, so a new
@@ -22,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
 from ..model.protocol import line_text
-from .packing import Unpacker
+from .packing import Unpacker, catch_up
 from .textindex import words
 
 if TYPE_CHECKING:
@@ -127,6 +134,7 @@ def search(store: Store, needle: str, *, limit: int | None = 50) -> list[Hit]:
     asked = _statement(store.engine.dialect.name, needle)
     if asked is None:
         return []
+    _catch_up_store(store)
     statement, params, wanted, plain = asked
     try:
         # Streamed (a server-side cursor on PostgreSQL): only the lines read until
@@ -172,6 +180,10 @@ def search_plain(url: str, needle: str, *, limit: int | None = 50) -> list[Hit] 
         asked = _statement("postgresql", needle, "%(q)s")
         if asked is None:
             return []
+        try:
+            catch_up(conn, "postgresql")
+        except psycopg.Error:  # not ours to write: searched as it stands
+            conn.rollback()
         statement, params, wanted, plain = asked
         unpack = Unpacker(lambda number: _dictionary(conn.cursor(), "%s", number))
         # A server-side cursor: only the lines read until the limit are fetched.
@@ -207,6 +219,7 @@ def _search_sqlite(path: Any, needle: str, limit: int | None) -> list[Hit] | Non
         asked = _statement("sqlite", needle)
         if asked is None:
             return []
+        _catch_up_sqlite(path)
         statement, params, wanted, plain = asked
         unpack = Unpacker(lambda number: _dictionary(conn.cursor(), "?", number))
         return _hits(conn.execute(statement, params), wanted, plain, limit, unpack)
@@ -228,6 +241,7 @@ def recordings_saying(store: Store, needle: str) -> list[str]:
     query_words, wanted, plain = _query(needle)
     if not query_words:
         return []
+    _catch_up_store(store)
     dialect = store.engine.dialect.name
     found: set[str] = set()
     try:
@@ -252,6 +266,38 @@ def recordings_saying(store: Store, needle: str) -> list[str]:
     except SQLAlchemyError as exc:
         raise StoreError(f"search messages failed: {error_reason(exc)}") from exc
     return sorted(found)
+
+
+def _catch_up_store(store: Store) -> None:
+    """:func:`~.packing.catch_up` through the store; a store it cannot write is
+    searched as it stands."""
+    try:
+        store.pack_lines(catching_up=True)
+    except StoreError:
+        pass
+    except Exception as exc:  # the driver's own (the pass runs on it): sqlite3, psycopg
+        if type(exc).__module__.split(".")[0] not in ("sqlite3", "psycopg"):
+            raise
+
+
+def _catch_up_sqlite(path: Any) -> None:
+    """:func:`~.packing.catch_up` of a SQLite file, on a connection of its own (the
+    pass opens its own transactions); a file it cannot write is searched as it
+    stands."""
+    import sqlite3
+
+    from .sqlite import BUSY_TIMEOUT_S
+
+    try:
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    except sqlite3.Error:
+        return
+    try:
+        catch_up(conn, "sqlite")
+    except sqlite3.Error:
+        pass
+    finally:
+        conn.close()
 
 
 def _dictionary(cursor: Any, mark: str, number: int) -> bytes | None:

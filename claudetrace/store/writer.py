@@ -37,7 +37,7 @@ from typing import IO, TYPE_CHECKING, Any, Final
 from ..config import resolve_url, yield_cpu
 from ..errors import ClaudeTraceError, SessionNotFound, StoreError
 from ..recording import RecordingInfo
-from .plain import NotPlain
+from .plain import LATER_FROM_ROWS, NotPlain, PlainWrites
 from .postgres import plain_url
 from .rows import Rows, event_rows, first_seq, flat_rows
 from .sqlite import BUSY_TIMEOUT_S, SqliteWrites, first_line, is_busy, plain_file
@@ -99,8 +99,11 @@ class WriterProcess:
     """
 
     def __init__(self, url: str, process: subprocess.Popen[bytes] | None, *,
-                 busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
+                 busy_timeout_s: float = BUSY_TIMEOUT_S, words_later: bool = False) -> None:
         self._url = url
+        #: The child leaves a burst's search words for the pass after the
+        #: recording ends (it was started so: :func:`_open_writes`).
+        self.words_later = words_later and process is not None
         self._busy_timeout_s = busy_timeout_s
         self._local: Store | None = None
         #: Requests taken and not yet done, in order, with their numbers.
@@ -270,12 +273,22 @@ def _open(url: str | None, busy_timeout_s: float) -> Store:
     return open_store(url, log_bytes=LOG_BYTES, busy_timeout_s=busy_timeout_s)
 
 
-def _open_writes(busy_timeout_s: float) -> Writes:
+def _open_writes(busy_timeout_s: float, *, words_later: bool = False) -> Writes:
     """The child's database (``$CLAUDETRACE_DB``): a SQLite file at the newest schema
     is written through :class:`~.sqlite.SqliteWrites`, and a PostgreSQL database
     through :class:`~.postgres.PostgresWrites`, without loading SQLAlchemy;
     anything else is opened as a store (made or migrated as needed), as is a
-    database psycopg cannot reach plainly: the store says why."""
+    database psycopg cannot reach plainly: the store says why.  ``words_later``:
+    a burst's batches go without their search words, which the pass after the
+    recording ends adds (:data:`~.plain.LATER_FROM_ROWS`); a store writes them
+    with every batch."""
+    writes = _open_plain(busy_timeout_s)
+    if words_later and isinstance(writes, PlainWrites):
+        writes.words_later_from = LATER_FROM_ROWS
+    return writes
+
+
+def _open_plain(busy_timeout_s: float) -> Writes:
     url = resolve_url(None)
     conninfo = plain_url(url)
     if conninfo is not None:
@@ -361,20 +374,21 @@ def _apply_here(store: Writes, op: str, args: tuple[Any, ...]) -> None:
 
 def _serve(requests: IO[bytes], replies: IO[bytes], busy_timeout_s: float,
            kept_in: str | None, lock_fd: int | None = None, *,
-           lazy_checkpoints: bool = False) -> None:
+           lazy_checkpoints: bool = False, words_later: bool = False) -> None:
     """The child: carry out each request in order and answer it, until the
     requests end.  After a failure, the requests that follow are skipped
     until the failed one comes again.  ``lock_fd`` (the capture file's lock,
     shared with the indexer) is closed once the requests have ended: nothing
     more will be committed then, whether the indexer is done or was killed.
-    ``lazy_checkpoints``: see :class:`_Checkpoints`."""
+    ``lazy_checkpoints``: see :class:`_Checkpoints`; ``words_later``: see
+    :func:`_open_writes`."""
     store: Writes | None = None
     told = False
 
     def open_store() -> Writes:
         nonlocal told
         try:
-            return _open_writes(busy_timeout_s)
+            return _open_writes(busy_timeout_s, words_later=words_later)
         except ClaudeTraceError as exc:
             # Said once (but a lock), for a recording nobody else speaks for; an
             # importer says its own errors.
@@ -526,10 +540,11 @@ def _say(message: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """The writer process (``python -m claudetrace.store.writer_child [--busy-timeout S]
-    [--kept-in PATH] [--lock-fd N] [--idle] [--lazy-checkpoints]``, which sets SQLite
-    up first): serve the requests on stdin, in the database of ``$CLAUDETRACE_DB``;
-    ``--kept-in`` names where the data waits while the database cannot be opened
-    (said once)."""
+    [--kept-in PATH] [--lock-fd N] [--idle] [--lazy-checkpoints] [--words-later]``,
+    which sets SQLite up first): serve the requests on stdin, in the database of
+    ``$CLAUDETRACE_DB``; ``--kept-in`` names where the data waits while the
+    database cannot be opened (said once); ``--words-later``: a burst's search
+    words are left for the pass after the recording ends (:func:`_open_writes`)."""
     import argparse
     import gc
     import signal
@@ -541,6 +556,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle", action="store_true", help="run on idle CPU time")
     parser.add_argument("--lazy-checkpoints", action="store_true",
                         help="copy the log into the database when the writes pause")
+    parser.add_argument("--words-later", action="store_true",
+                        help="leave a burst's search words for the pass after the end")
     args = parser.parse_args(argv)
     if args.idle:
         yield_cpu()
@@ -553,7 +570,8 @@ def main(argv: list[str] | None = None) -> int:
     gc.freeze()
     try:
         _serve(sys.stdin.buffer, sys.stdout.buffer, args.busy_timeout, args.kept_in,
-               args.lock_fd, lazy_checkpoints=args.lazy_checkpoints)
+               args.lock_fd, lazy_checkpoints=args.lazy_checkpoints,
+               words_later=args.words_later)
     except BrokenPipeError:  # the parent has gone: nobody waits for the answers
         return 0
     except BaseException as exc:  # the parent writes the rest itself

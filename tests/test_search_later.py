@@ -1,0 +1,286 @@
+"""A burst's search words reach the index after its recording is listed complete
+(claudetrace.store.packing adds them as it packs the lines), and a search catches
+up on a recording whose indexer was killed before it had."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from claudetrace.bench.shapes import shape_lines
+from claudetrace.indexer import open_settled_store
+from claudetrace.store.packing import WORDS_LATER, catch_up, pack_recording
+from claudetrace.store.textindex import entry
+from tests.test_store_postgres import pg_url  # noqa: F401 - the server, a fixture
+
+#: A word of the tools shape's texts (its vocabulary), and one it never says.
+SAID, UNSAID = "checklist", "xylophone"
+
+
+def _pids(needle: str) -> list[int]:
+    """The processes whose command line holds ``needle``."""
+    found = []
+    for entry_ in os.scandir("/proc"):
+        if not entry_.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry_.name}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if any(needle.encode() in arg for arg in argv) and int(entry_.name) != os.getpid():
+            found.append(int(entry_.name))
+    return found
+
+
+def _wanted(rows: list[tuple[Any, ...]]) -> dict[int, str]:
+    """What the index should hold for the message lines ``(seq, direction, data)``."""
+    return {e[1]: e[2] for seq, direction, data in rows
+            if (e := entry("r", seq, direction, bytes(data))) is not None}
+
+
+def _held_sqlite(db: Path) -> tuple[dict[int, str], dict[int, str]]:
+    """The entries the index holds and should hold, by seq, of the file's one recording."""
+    from claudetrace.store import open_store
+
+    store = open_store(str(db))
+    try:
+        rid = store.list_recordings()[0].id
+        rows = [(e.seq, e.direction, e.data) for e in store.iter_events(rid)
+                if e.fields.type in ("user", "assistant", "result")]
+    finally:
+        store.close()
+    with sqlite3.connect(db) as conn:
+        held = dict(conn.execute("SELECT e.seq, s.words FROM event_search s "
+                                 "JOIN events e ON e.rowid = s.rowid").fetchall())
+    return held, _wanted(rows)
+
+
+def _search(db: str, word: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "claudetrace", "search", "--db", db,
+                           "--limit", "100000", word], capture_output=True, text=True,
+                          timeout=300)
+
+
+def _burst(db: str, tmp_path: Path, lines: int) -> bytes:
+    _made(db)
+    sent = b"".join(line + b"\n" for line in shape_lines("tools", lines))
+    done = subprocess.run([sys.executable, "-m", "claudetrace", "proxy", "--db", db,
+                           "--name", f"burst-{tmp_path.name}", "--", "cat"],
+                          input=sent, capture_output=True, check=True, cwd=tmp_path)
+    assert done.stdout == sent
+    return sent
+
+
+def test_a_burst_is_searchable_a_moment_after_it_is_listed(tmp_path: Path, ct_env: Path) -> None:
+    db = tmp_path / "b.db"
+    _burst(str(db), tmp_path, 2000)
+    open_settled_store(str(db)).close()  # listed complete: the indexer's pass follows
+    deadline = time.monotonic() + 120
+    while _pids(str(tmp_path)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    held, wanted = _held_sqlite(db)
+    assert len(wanted) == 4000 and held == wanted  # both directions of every line
+
+
+def _kill_the_indexer_once_listed(db: str, tmp_path: Path, hold: Any) -> None:
+    """Run a tools burst through the proxy; once its recording is listed complete,
+    keep the indexer's pass from going on (``hold()``) and kill it (SIGKILL)."""
+    _made(db)
+    proxy = subprocess.Popen(
+        [sys.executable, "-m", "claudetrace", "proxy", "--db", db, "--name",
+         f"killed-{tmp_path.name}", "--", "cat"],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, cwd=tmp_path)
+    assert proxy.stdin is not None
+    proxy.stdin.write(b"".join(line + b"\n" for line in shape_lines("tools", 6000)))
+    proxy.stdin.close()
+    assert proxy.wait(120) == 0
+    indexers = _pids("claudetrace.indexer")
+    mine = [pid for pid in indexers if str(tmp_path) in _cmdline(pid)]
+    assert mine, "the indexer ended before it could be killed"
+    hold()
+    for pid in mine:
+        os.kill(pid, signal.SIGKILL)
+
+
+def _made(db: str) -> None:
+    """The store made, as any in use is (a database still to make is written by
+    the store itself, which adds the words with each batch)."""
+    from claudetrace.store import open_store
+
+    open_store(db).close()
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _listed(conn: Any, name: str) -> bool:
+    row = conn.execute("SELECT ended_ns FROM recordings WHERE name = ?", (name,)).fetchone()
+    return row is not None and row[0] is not None
+
+
+def test_search_catches_up_on_a_burst_whose_indexer_was_killed_after_listing(
+        tmp_path: Path, ct_env: Path) -> None:
+    db = tmp_path / "k.db"
+    _made(str(db))
+    lock = sqlite3.connect(db, timeout=60, isolation_level=None)
+
+    def hold() -> None:
+        # Wait for the recording to be listed complete, then take the write lock
+        # the indexer's pass needs for each of its transactions.
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if _listed(lock, f"killed-{tmp_path.name}"):
+                    break
+            except sqlite3.OperationalError:  # no table yet
+                pass
+            assert time.monotonic() < deadline, "never listed complete"
+            time.sleep(0.002)
+        lock.execute("BEGIN IMMEDIATE")
+
+    try:
+        _kill_the_indexer_once_listed(str(db), tmp_path, hold)
+    finally:
+        if lock.in_transaction:
+            lock.execute("ROLLBACK")
+        lock.close()
+    held, wanted = _held_sqlite(db)
+    assert len(wanted) == 12_000
+    # Listed complete without most of its words: they come after, and the
+    # recording says so.
+    assert len(held) < len(wanted) // 2, (len(held), len(wanted))
+    assert _marked(db)
+    found = _search(str(db), SAID)
+    assert found.returncode == 0, found.stderr
+    held, wanted = _held_sqlite(db)
+    assert held == wanted  # every word of every line, once
+    assert len(found.stdout.splitlines()) == sum(SAID in w.lower().split()
+                                                 for w in wanted.values())
+    assert _search(str(db), UNSAID).returncode == 1
+    # Caught up: the next search finds nothing to do.
+    assert not _marked(db)
+    with sqlite3.connect(db, isolation_level=None) as conn:
+        assert catch_up(conn, "sqlite") == 0
+
+
+def _marked(db: Path) -> bool:
+    with sqlite3.connect(db) as conn:
+        (extra,) = conn.execute("SELECT extra FROM recordings").fetchone()
+    return WORDS_LATER in json.loads(extra)
+
+
+def test_a_search_leaves_a_recording_with_its_words_as_it_is(tmp_path: Path,
+                                                              ct_env: Path) -> None:
+    """An import writes its words with its lines and leaves them unpacked (for
+    ``db pack``): a search has nothing to catch up on, and packs nothing."""
+    cassette = Path(__file__).parent / "fixtures" / "cassettes" / "plain.ndjson"
+    db = tmp_path / "i.db"
+    subprocess.run([sys.executable, "-m", "claudetrace", "import", "--db", str(db),
+                    str(cassette)], check=True, capture_output=True)
+    _search(str(db), "hello")
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM events WHERE codec IS NOT NULL"
+                            ).fetchone() == (0,)
+
+
+def test_search_catches_up_on_postgresql(tmp_path: Path, ct_env: Path,
+                                         pg_url: str) -> None:  # noqa: F811
+    import psycopg
+
+    from claudetrace.store.postgres import plain_url
+
+    conninfo = plain_url(pg_url)
+    assert conninfo is not None
+    name = f"killed-{tmp_path.name}"
+    held_by: list[Any] = []
+
+    def hold() -> None:
+        conn = psycopg.connect(conninfo)
+        held_by.append(conn)
+        deadline = time.monotonic() + 120
+        while True:
+            row = conn.execute("SELECT id, ended_ns FROM recordings WHERE name = %s",
+                               (name,)).fetchone()
+            conn.rollback()
+            if row is not None and row[1] is not None:
+                break
+            assert time.monotonic() < deadline, "never listed complete"
+            time.sleep(0.002)
+        # The lock each transaction of the pass takes first.
+        conn.execute("SELECT id FROM recordings WHERE id = %s FOR NO KEY UPDATE", (row[0],))
+
+    try:
+        _kill_the_indexer_once_listed(pg_url, tmp_path, hold)
+    finally:
+        for conn in held_by:
+            conn.rollback()
+            conn.close()
+    with psycopg.connect(conninfo) as conn:
+        (rid,) = conn.execute("SELECT id FROM recordings WHERE name = %s", (name,)).fetchone()
+        rows = conn.execute("SELECT seq, direction, data FROM events WHERE recording_id = %s "
+                            "AND type IN ('user', 'assistant', 'result')", (rid,)).fetchall()
+        wanted = _wanted(rows)
+        assert len(wanted) == 12_000
+        indexed = conn.execute("SELECT count(*) FROM event_search WHERE recording_id = %s",
+                               (rid,)).fetchone()[0]
+        assert indexed < len(wanted) // 2, indexed
+        assert conn.execute("SELECT extra::jsonb ? %s FROM recordings WHERE id = %s",
+                            (WORDS_LATER, rid)).fetchone() == (True,)
+    found = _search(pg_url, SAID)
+    assert found.returncode == 0, found.stderr
+    with psycopg.connect(conninfo) as conn:
+        held = dict(conn.execute(
+            "SELECT seq, terms::text FROM event_search WHERE recording_id = %s",
+            (rid,)).fetchall())
+        assert held.keys() == wanted.keys()
+        # Each entry's words (PostgreSQL's vector: 'word' 'word' …).
+        for seq, said in wanted.items():
+            assert sorted(held[seq].replace("'", "").split()) == sorted(
+                set(said.lower().split())), seq
+        assert pack_recording(conn, "postgresql", rid) == 0  # caught up
+        assert conn.execute("SELECT extra::jsonb ? %s FROM recordings WHERE id = %s",
+                            (WORDS_LATER, rid)).fetchone() == (False,)
+
+
+@pytest.mark.parametrize("rows", [1, 255])
+def test_a_batch_at_a_persons_pace_has_its_words_at_once(tmp_path: Path, rows: int) -> None:
+    """The writer leaves words out only of a burst's batches (LATER_FROM_ROWS)."""
+    from claudetrace.model.events import Event
+    from claudetrace.recording import RecordingInfo
+    from claudetrace.store import open_store
+    from claudetrace.store.plain import LATER_FROM_ROWS
+    from claudetrace.store.rows import flat_rows
+    from claudetrace.store.sqlite import SqliteWrites
+
+    db = tmp_path / "p.db"
+    open_store(str(db)).close()
+    writes = SqliteWrites(db)
+    writes.words_later_from = LATER_FROM_ROWS
+    info = RecordingInfo.start(["claude"])
+    writes.create_recording(info)
+    lines = list(shape_lines("tools", rows + LATER_FROM_ROWS))
+    small = [Event(i, "out", i, line) for i, line in enumerate(lines[:rows])]
+    big = [Event(rows + i, "out", rows + i, line)
+           for i, line in enumerate(lines[rows:])]
+    for batch in (small, big):
+        writes.write_rows(info.id, *flat_rows(info.id, batch))
+    writes.close()
+    with sqlite3.connect(db) as conn:
+        indexed = {row[0] for row in conn.execute(
+            "SELECT e.seq FROM event_search s JOIN events e ON e.rowid = s.rowid")}
+    assert indexed == set(range(rows))
