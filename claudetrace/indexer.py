@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import fcntl
 import gc
 import json
@@ -40,6 +41,7 @@ from .model import Session
 from .model.events import Direction, Event, forget_all_parsed
 from .model.summary import figure_sums, outcome_columns, summary_columns
 from .recording import EventSink, RecordingInfo
+from .telemetry.latency import LatencyFold
 
 if TYPE_CHECKING:
     from .store import Store
@@ -143,6 +145,10 @@ class Indexer:
         self._pending_since = 0.0
         #: The session model, folded as lines arrive (its figures are stored with each batch).
         self.session = Session(model=info.model, session_id=info.cli_session_id)
+        #: The Stats page's latency samples, folded from the lines as they arrive
+        #: and stored with the recording's end: the page reads them, and folds
+        #: none on its first look.
+        self._latency = LatencyFold(info)
         self._meta_dirty = False
         self._created = False
         #: Results the session had when its usage rows were last written, and the
@@ -185,6 +191,7 @@ class Indexer:
                 if observe(event):
                     self._meta_dirty = True
         self.session.add_many(events)
+        self._latency.feed(events)
         if feeds:
             # Each sink takes the chunk's events in one go rather than one between
             # the parsing of others, so its code and state stay in the CPU's caches
@@ -327,8 +334,9 @@ class Indexer:
                 permission_mode=self.info.permission_mode,
             )
         if final and self.ended:
+            ended_ns = self.info.ended_ns or time.time_ns()
             updates.update(
-                ended_ns=self.info.ended_ns or time.time_ns(),
+                ended_ns=ended_ns,
                 exit_code=self.info.exit_code,
                 signal=self.info.signal,
                 error=self.info.error,
@@ -337,6 +345,9 @@ class Indexer:
                 ended=True, exit_code=self.info.exit_code, signal=self.info.signal,
                 error=self.info.error, lost_bytes=self.report.lost_bytes)))
             updates["figures"] = figure_sums(self.session)
+            # The recording as stored once ended (its end is the root span's).
+            updates["latencies"] = self._latency.column(
+                dataclasses.replace(self.info, ended_ns=ended_ns), self.session.event_count)
         batch = self._pending
         store.write_batch(self.info.id, batch, updates)
         if rewrite:
