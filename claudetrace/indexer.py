@@ -66,6 +66,13 @@ HEARTBEAT_S: Final = 1.0
 #: refresh covers what that one took, and always with the last batch; the
 #: event and byte counts go with every batch.
 SUMMARY_SHARE: Final = 0.1
+#: The most of its time the indexer spends folding the Stats page's latency
+#: samples from the lines as they arrive (past its first FOLD_FLOOR_S): a
+#: session's lines arrive over minutes and cost the fold a sliver of that, but
+#: a burst of tool calls took a third more CPU; past this share the fold is
+#: dropped and the samples are folded later (``db pack``, the page's first look).
+FOLD_SHARE: Final = 0.05
+FOLD_FLOOR_S: Final = 0.02
 #: Once the proxy has gone, how long a failing store is retried before the
 #: capture file is left for the next command ($CLAUDETRACE_FLUSH_TIMEOUT).
 GIVE_UP_S: Final = 30.0
@@ -148,7 +155,9 @@ class Indexer:
         #: The Stats page's latency samples, folded from the lines as they arrive
         #: and stored with the recording's end: the page reads them, and folds
         #: none on its first look.
-        self._latency = LatencyFold(info)
+        self._latency: LatencyFold | None = LatencyFold(info)
+        self._fold_s = 0.0
+        self._began = time.monotonic()
         self._meta_dirty = False
         self._created = False
         #: Results the session had when its usage rows were last written, and the
@@ -191,7 +200,8 @@ class Indexer:
                 if observe(event):
                     self._meta_dirty = True
         self.session.add_many(events)
-        self._latency.feed(events)
+        if self._latency is not None:
+            self._fold(events)
         if feeds:
             # Each sink takes the chunk's events in one go rather than one between
             # the parsing of others, so its code and state stay in the CPU's caches
@@ -208,6 +218,18 @@ class Indexer:
         self._pending.extend(events)
         self._pending_bytes += size
         self.report.events += len(events)
+
+    def _fold(self, events: list[Event]) -> None:
+        """Feed the latency fold, and drop it once it took more than
+        :data:`FOLD_SHARE` of the time since the indexer started (a burst: its
+        samples are folded by ``db pack`` or the Stats page's first look)."""
+        assert self._latency is not None
+        start = time.monotonic()
+        self._latency.feed(events)
+        end = time.monotonic()
+        self._fold_s += end - start
+        if self._fold_s > FOLD_FLOOR_S and self._fold_s > FOLD_SHARE * (end - self._began):
+            self._latency = None
 
     def _disable(self, sink: EventSink, exc: Exception) -> None:
         """Stop calling a sink that raised, and report why."""
@@ -345,9 +367,11 @@ class Indexer:
                 ended=True, exit_code=self.info.exit_code, signal=self.info.signal,
                 error=self.info.error, lost_bytes=self.report.lost_bytes)))
             updates["figures"] = figure_sums(self.session)
-            # The recording as stored once ended (its end is the root span's).
-            updates["latencies"] = self._latency.column(
-                dataclasses.replace(self.info, ended_ns=ended_ns), self.session.event_count)
+            if self._latency is not None:
+                # The recording as stored once ended (its end is the root span's).
+                updates["latencies"] = self._latency.column(
+                    dataclasses.replace(self.info, ended_ns=ended_ns),
+                    self.session.event_count)
         batch = self._pending
         store.write_batch(self.info.id, batch, updates)
         if rewrite:

@@ -194,3 +194,26 @@ def test_db_pack_folds_those_stored_without_them(any_store: Store) -> None:
         assert stored_latencies(any_store, {rid: any_store.get(rid).event_count})[rid] == \
             fold_latencies(any_store, rid)
     assert catch_up(any_store) == 0  # nothing left
+
+
+def test_a_burst_the_indexer_gave_up_folding_shows_the_same(
+        monkeypatch: pytest.MonkeyPatch, db_path: Path) -> None:
+    from claudetrace import indexer as ix
+    from tests.test_indexer import capture_path, dead_pid, new_info, write_capture
+
+    monkeypatch.setattr(ix, "FOLD_FLOOR_S", 0.0)
+    monkeypatch.setattr(ix, "FOLD_SHARE", 0.0)  # any fold is too much: dropped
+    store = ix.open_settled_store(str(db_path))
+    try:
+        cassette = read_cassette(next(p for p in CASSETTES if p.stem == "streamed_tools"))
+        info = new_info(pid=dead_pid())
+        capture = capture_path(db_path, info)
+        write_capture(capture, info, [(e.direction, e.data + b"\n") for e in cassette.events],
+                      {"exit_code": 0, "signal": None, "ended_ns": None})
+        ix.follow(capture, store)
+        assert stored_latencies(store, _counts(store, [info.id])) == {}
+        want = fold_latencies(store, info.id)
+        assert recent_latencies(store, browse.list_sessions(store, Filters())) == want
+        assert stored_latencies(store, _counts(store, [info.id])) == {info.id: want}
+    finally:
+        store.close()

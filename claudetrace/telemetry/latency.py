@@ -77,6 +77,11 @@ def fold_latencies(store: Store, recording_id: str) -> Samples:
         build_spans(rec.info(), store.iter_events(recording_id, limit=LATENCY_MAX_EVENTS)))
 
 
+#: The kinds of line into the CLI that start or end a span.
+SPANNED_INPUT: Final = frozenset(
+    {"user", "control_request", "control_response", "control_cancel_request"})
+
+
 class LatencyFold:
     """A recording's samples folded as its lines are stored (the indexer, an
     import): fed each batch in order, it spans the first
@@ -94,9 +99,16 @@ class LatencyFold:
         """The next lines stored, in order."""
         if self._left <= 0 or not events:
             return
-        part = list(events[:self._left]) if len(events) > self._left else list(events)
+        part = events[:self._left] if len(events) > self._left else events
         self._left -= len(part)
-        self._builder.feed_many(part)
+        # Of the lines into the CLI (and its stderr) only a user message and a
+        # control request, answer or cancel start or end a span; the others add a
+        # span event (no duration): left out, but for their time.
+        spanned = [e for e in part if e.direction == "out" or (
+            e.direction == "in" and (e._fields or e.fields).type in SPANNED_INPUT)]
+        if spanned:
+            self._builder.feed_many(spanned)
+        self._builder.advance_to(max(e.t_ns for e in part))
 
     def column(self, info: RecordingInfo, event_count: int) -> dict[str, Any]:
         """The ``latencies`` column of the recording ``info`` (as stored once it
