@@ -1,7 +1,8 @@
-"""The Stats page's latency samples, kept in the store the first time the page
-folds an ended recording's spans, equal the fold of its lines (what the page
-computed on every look before), on every fixture cassette, on SQLite and
-PostgreSQL; nothing is kept on the recording path, and samples of lines that
+"""The Stats page's latency samples, kept in the store, equal the fold of an
+ended recording's lines (what the page computed on every look before), on
+every fixture cassette, on SQLite and PostgreSQL: folded as the lines are
+stored (the indexer, an import), by ``db pack`` for those stored without them,
+or on the page's first look for any still missing; samples of lines that
 changed since are folded again."""
 
 from __future__ import annotations
