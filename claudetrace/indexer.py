@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import fcntl
 import gc
 import json
@@ -40,6 +41,7 @@ from .model import Session
 from .model.events import Direction, Event, forget_all_parsed
 from .model.summary import figure_sums, outcome_columns, summary_columns
 from .recording import EventSink, RecordingInfo
+from .telemetry.latency import LatencyFold
 
 if TYPE_CHECKING:
     from .store import Store
@@ -64,6 +66,13 @@ HEARTBEAT_S: Final = 1.0
 #: refresh covers what that one took, and always with the last batch; the
 #: event and byte counts go with every batch.
 SUMMARY_SHARE: Final = 0.1
+#: The most of its time the indexer spends folding the Stats page's latency
+#: samples from the lines as they arrive (past its first FOLD_FLOOR_S): a
+#: session's lines arrive over minutes and cost the fold a sliver of that, but
+#: a burst of tool calls took a third more CPU; past this share the fold is
+#: dropped and the samples are folded later (``db pack``, the page's first look).
+FOLD_SHARE: Final = 0.05
+FOLD_FLOOR_S: Final = 0.02
 #: Once the proxy has gone, how long a failing store is retried before the
 #: capture file is left for the next command ($CLAUDETRACE_FLUSH_TIMEOUT).
 GIVE_UP_S: Final = 30.0
@@ -143,6 +152,12 @@ class Indexer:
         self._pending_since = 0.0
         #: The session model, folded as lines arrive (its figures are stored with each batch).
         self.session = Session(model=info.model, session_id=info.cli_session_id)
+        #: The Stats page's latency samples, folded from the lines as they arrive
+        #: and stored with the recording's end: the page reads them, and folds
+        #: none on its first look.
+        self._latency: LatencyFold | None = LatencyFold(info)
+        self._fold_s = 0.0
+        self._began = time.monotonic()
         self._meta_dirty = False
         self._created = False
         #: Results the session had when its usage rows were last written, and the
@@ -185,6 +200,8 @@ class Indexer:
                 if observe(event):
                     self._meta_dirty = True
         self.session.add_many(events)
+        if self._latency is not None:
+            self._fold(events)
         if feeds:
             # Each sink takes the chunk's events in one go rather than one between
             # the parsing of others, so its code and state stay in the CPU's caches
@@ -201,6 +218,18 @@ class Indexer:
         self._pending.extend(events)
         self._pending_bytes += size
         self.report.events += len(events)
+
+    def _fold(self, events: list[Event]) -> None:
+        """Feed the latency fold, and drop it once it took more than
+        :data:`FOLD_SHARE` of the time since the indexer started (a burst: its
+        samples are folded by ``db pack`` or the Stats page's first look)."""
+        assert self._latency is not None
+        start = time.monotonic()
+        self._latency.feed(events)
+        end = time.monotonic()
+        self._fold_s += end - start
+        if self._fold_s > FOLD_FLOOR_S and self._fold_s > FOLD_SHARE * (end - self._began):
+            self._latency = None
 
     def _disable(self, sink: EventSink, exc: Exception) -> None:
         """Stop calling a sink that raised, and report why."""
@@ -327,8 +356,9 @@ class Indexer:
                 permission_mode=self.info.permission_mode,
             )
         if final and self.ended:
+            ended_ns = self.info.ended_ns or time.time_ns()
             updates.update(
-                ended_ns=self.info.ended_ns or time.time_ns(),
+                ended_ns=ended_ns,
                 exit_code=self.info.exit_code,
                 signal=self.info.signal,
                 error=self.info.error,
@@ -337,6 +367,11 @@ class Indexer:
                 ended=True, exit_code=self.info.exit_code, signal=self.info.signal,
                 error=self.info.error, lost_bytes=self.report.lost_bytes)))
             updates["figures"] = figure_sums(self.session)
+            if self._latency is not None:
+                # The recording as stored once ended (its end is the root span's).
+                updates["latencies"] = self._latency.column(
+                    dataclasses.replace(self.info, ended_ns=ended_ns),
+                    self.session.event_count)
         batch = self._pending
         self._note_words_later(batch, updates)
         store.write_batch(self.info.id, batch, updates)

@@ -11,6 +11,9 @@ from click.testing import CliRunner
 
 from claudetrace.bench import replicate, teamstore
 from claudetrace.cli import cli
+from claudetrace.store import open_store
+from claudetrace.store.aggregate import stored_latencies
+from claudetrace.telemetry.latency import fold_latencies
 from tests.test_store_postgres import pg_url  # noqa: F401 - the server, a fixture
 
 pytest.importorskip("psycopg")
@@ -54,6 +57,17 @@ def test_copies_are_what_the_writer_would_have_stored(pg_url: str) -> None:  # n
     built = teamstore.build(url, events=12_000, sessions=80)
     assert built.sessions == 80 and built.events > 12_000
     assert teamstore.check_copies(url, built) == []
+    # Stored as a user's imports are: every session's latency samples kept on the
+    # way in (copies with their rows), equal to a visit's fold of its lines.
+    store = open_store(url)
+    try:
+        counts = {r.id: r.event_count for r in store.list_recordings()}
+        kept = stored_latencies(store, counts)
+        assert set(kept) == set(counts)
+        for rid in [built.big_id, built.rare_id, *(c for _t, _n, c in built.samples)]:
+            assert kept[rid] == fold_latencies(store, rid)
+    finally:
+        store.close()
     # The check sees a copy that is not its template's: a line changed, a usage row lost.
     copy = built.samples[0][2]
     _execute(url, "UPDATE events SET data = data || ' '::bytea WHERE recording_id = %s "

@@ -19,6 +19,8 @@ from claude_agent_sdk import ResultMessage, SystemMessage
 
 from claudetrace.indexer import open_settled_store
 from claudetrace.store import Store
+from claudetrace.store.aggregate import stored_latencies
+from claudetrace.telemetry.latency import fold_latencies
 from claudetrace.testing import FakeAPI
 from claudetrace.testing.harness import bundled_cli_version
 from tests.capture_rig import (
@@ -76,6 +78,11 @@ def test_scenario_through_the_proxy(
     assert [e.seq for e in events] == list(range(len(events)))
     assert rec.event_count == len(events)
     assert rec.argv[-2:] == ["--input-format", "stream-json"]
+    # The Stats page's latency samples, stored by the indexer with the end, are
+    # what a visit folds from the stored lines.
+    assert rec.ended_ns is not None
+    assert stored_latencies(store, {recording_id: rec.event_count}) == {
+        recording_id: fold_latencies(store, recording_id)}
 
     # Metadata parsed from the stream.
     inits = init_messages(proxied)

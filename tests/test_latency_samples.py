@@ -1,7 +1,8 @@
-"""The Stats page's latency samples, kept in the store the first time the page
-folds an ended recording's spans, equal the fold of its lines (what the page
-computed on every look before), on every fixture cassette, on SQLite and
-PostgreSQL; nothing is kept on the recording path, and samples of lines that
+"""The Stats page's latency samples, kept in the store, equal the fold of an
+ended recording's lines (what the page computed on every look before), on
+every fixture cassette, on SQLite and PostgreSQL: folded as the lines are
+stored (the indexer, an import), by ``db pack`` for those stored without them,
+or on the page's first look for any still missing; samples of lines that
 changed since are folded again."""
 
 from __future__ import annotations
@@ -119,3 +120,101 @@ def test_a_recording_of_more_lines_than_folded_keeps_its_first_lines_samples(
     samples = recent_latencies(store, listed)
     assert samples == fold_latencies(store, rid)
     assert recent_latencies(store, listed, _no_fold) == samples
+
+
+# -- folded where the lines are in hand: the indexer, an import, db pack ----------------
+
+
+def _kept_equal_the_fold(store: Store, ids: list[str]) -> None:
+    """Each recording's samples kept on the way in equal the fold of its stored
+    lines on a visit, to the last bit; the page then folds nothing."""
+    kept = stored_latencies(store, _counts(store, ids))
+    assert set(kept) == set(ids)  # every one kept on the way in
+    for rid in ids:
+        assert kept[rid] == fold_latencies(store, rid), rid
+    listed = browse.list_sessions(store, Filters())
+    assert recent_latencies(store, listed, _no_fold) == merge_samples(
+        fold_latencies(store, r.id) for r in listed)
+
+
+@pytest.mark.parametrize("most", [latency.LATENCY_MAX_EVENTS, 3])
+def test_an_import_keeps_the_samples_a_visit_would_fold(
+        monkeypatch: pytest.MonkeyPatch, any_store: Store, most: int) -> None:
+    monkeypatch.setattr(latency, "LATENCY_MAX_EVENTS", most)
+    ids = [any_store.import_cassette(read_cassette(path), name=path.stem, batch=7,
+                                     fold=latency.LatencyFold) for path in CASSETTES]
+    _kept_equal_the_fold(any_store, ids)
+
+
+def test_claudetrace_import_of_a_cassette_keeps_them(db_path: Path) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "claudetrace", "import", "--db", str(db_path),
+                           *map(str, CASSETTES)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    store = open_store(str(db_path))
+    try:
+        _kept_equal_the_fold(store, [r.id for r in store.list_recordings()])
+    finally:
+        store.close()
+
+
+def test_the_indexer_keeps_them_as_it_lists_a_recording_complete(db_path: Path) -> None:
+    from claudetrace import indexer as ix
+    from tests.test_indexer import capture_path, dead_pid, new_info, write_capture
+
+    store = ix.open_settled_store(str(db_path))
+    try:
+        ids = []
+        for path in CASSETTES:
+            cassette = read_cassette(path)
+            info = new_info(pid=dead_pid())
+            capture = capture_path(db_path, info)
+            write_capture(capture, info, [(e.direction, e.data + b"\n") for e in cassette.events],
+                          {"exit_code": 0, "signal": None, "ended_ns": None})
+            ix.follow(capture, store)
+            ids.append(info.id)
+        _kept_equal_the_fold(store, ids)
+    finally:
+        store.close()
+
+
+def test_db_pack_folds_those_stored_without_them(any_store: Store) -> None:
+    from claudetrace.telemetry.latency import catch_up
+
+    ids = [any_store.import_cassette(read_cassette(path)) for path in CASSETTES]
+    assert stored_latencies(any_store, _counts(any_store, ids)) == {}  # as an older store
+    running = ids[0]
+    any_store.update_recording(running, ended_ns=None)
+    seen: list[int] = []
+    assert catch_up(any_store, batch=2, progress=seen.append) == len(ids) - 1
+    assert seen[-1] == len(ids) - 1 and len(seen) == -(-(len(ids) - 1) // 2)
+    assert set(stored_latencies(any_store, _counts(any_store, ids))) == set(ids) - {running}
+    for rid in ids[1:]:
+        assert stored_latencies(any_store, {rid: any_store.get(rid).event_count})[rid] == \
+            fold_latencies(any_store, rid)
+    assert catch_up(any_store) == 0  # nothing left
+
+
+def test_a_burst_the_indexer_gave_up_folding_shows_the_same(
+        monkeypatch: pytest.MonkeyPatch, db_path: Path) -> None:
+    from claudetrace import indexer as ix
+    from tests.test_indexer import capture_path, dead_pid, new_info, write_capture
+
+    monkeypatch.setattr(ix, "FOLD_FLOOR_S", 0.0)
+    monkeypatch.setattr(ix, "FOLD_SHARE", 0.0)  # any fold is too much: dropped
+    store = ix.open_settled_store(str(db_path))
+    try:
+        cassette = read_cassette(next(p for p in CASSETTES if p.stem == "streamed_tools"))
+        info = new_info(pid=dead_pid())
+        capture = capture_path(db_path, info)
+        write_capture(capture, info, [(e.direction, e.data + b"\n") for e in cassette.events],
+                      {"exit_code": 0, "signal": None, "ended_ns": None})
+        ix.follow(capture, store)
+        assert stored_latencies(store, _counts(store, [info.id])) == {}
+        want = fold_latencies(store, info.id)
+        assert recent_latencies(store, browse.list_sessions(store, Filters())) == want
+        assert stored_latencies(store, _counts(store, [info.id])) == {info.id: want}
+    finally:
+        store.close()

@@ -717,12 +717,18 @@ def db_pack(db_url: str | None) -> None:
     keeps) by its indexer once it is listed complete; imported recordings, and
     any whose packing was cut short, are packed here.  Reads give every line
     back byte for byte either way.
+
+    Also folds the Stats page's latency samples of every ended recording stored
+    without them (by an earlier version, or cut short), a batch of recordings a
+    short transaction, so that the page's first look folds none.
     """
     from ..store import open_store
+    from ..telemetry.latency import catch_up
 
     store = open_store(db_url, create=False)
     try:
         rows = store.pack_lines()
+        folded = catch_up(store)
         # The space the packed lines freed: SQLite shrinks its file, PostgreSQL
         # makes the dead row versions reusable (a plain VACUUM, as prune does).
         from ..store.retention import give_back_space
@@ -731,3 +737,5 @@ def db_pack(db_url: str | None) -> None:
     finally:
         store.close()
     say(f"{rows} lines looked at")
+    if folded:
+        say(f"latency samples of {folded} recordings folded for the Stats page")

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import Connection, String, cast, func, or_, select, update
 
 from ..model.events import Event
 from ..model.usage import TOKEN_TYPES
@@ -179,6 +179,32 @@ def stored_latencies(
                         and isinstance(kept.get("samples"), dict)):
                     found[rid] = kept["samples"]
     return found
+
+
+def unfolded_latencies(store: Store, limit: int,
+                       before: str | None = None) -> list[tuple[str, int]]:
+    """Up to ``limit`` ended recordings with no latency samples kept, ``(id,
+    event count)``, by id from the newest down (``before``: of ids below it)."""
+    r = Recording
+    # None is kept as SQL NULL or as JSON null, as the statement wrote it.
+    query = select(r.id, r.event_count).where(r.ended_ns.is_not(None), or_(
+        r.latencies.is_(None), cast(r.latencies, String) == "null"))
+    if before is not None:
+        query = query.where(r.id < before)
+    with _store_errors("read"), store.session() as s:
+        return [(rid, int(n or 0)) for rid, n in
+                s.execute(query.order_by(r.id.desc()).limit(limit))]
+
+
+def forget_latencies(store: Store, ids: Sequence[str]) -> None:
+    """Drop the latency samples kept of ``ids`` (``bench store``: a store of an
+    earlier version, which stored none; the page folds them again)."""
+    r = Recording
+    with _store_errors("write"), store.session() as s:
+        for at in range(0, len(ids), CHUNK):
+            s.execute(update(Recording).where(r.id.in_(ids[at:at + CHUNK]))
+                      .values(latencies=None))
+        s.commit()
 
 
 def keep_latencies(

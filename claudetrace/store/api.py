@@ -44,7 +44,7 @@ from .engine import (
     sqlite_path,
     upgrade,
 )
-from .ingest import ended_columns, import_cassette, info_from_header
+from .ingest import Folds, ended_columns, import_cassette, info_from_header
 from .models import EventRow, EventTool, LineDictionary, Recording, UsageCall, type_in
 from .packing import Unpacker, catch_up, pack_all
 from .postgres import copy_rows
@@ -355,15 +355,16 @@ class Store:
         batch: int = 2000,
         info: RecordingInfo | None = None,
         writer: Any = None,
+        fold: Callable[[RecordingInfo], Folds] | None = None,
     ) -> str:
         """Store a cassette as a new recording; returns its id
         (:func:`.ingest.import_cassette`, through ``writer``, a
         :class:`~.writer.WriterProcess`, or else the store's writes on a thread of
-        this process)."""
+        this process; ``fold``: see there)."""
         target = writer if writer is not None else _WritingThread(self)
         with _store_errors("import"):
             rid = import_cassette(target, cassette, forget=self.delete_recording, name=name,
-                                  tags=tags, batch=batch, info=info)
+                                  tags=tags, batch=batch, info=info, fold=fold)
         if writer is None:
             target.close()
         return rid

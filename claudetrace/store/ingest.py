@@ -13,7 +13,7 @@ import contextlib
 import dataclasses
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 from ..cassette import Cassette
@@ -39,6 +39,15 @@ class Writes(Protocol):
     def close(self) -> None: ...
 
 
+class Folds(Protocol):
+    """A fold of a recording's lines as they are stored into a column of its row
+    (the Stats page's latency samples:
+    :class:`claudetrace.telemetry.latency.LatencyFold`)."""
+
+    def feed(self, events: Sequence[Event]) -> None: ...
+    def column(self, info: RecordingInfo, event_count: int) -> dict[str, Any]: ...
+
+
 def import_cassette(
     writer: Writes,
     cassette: Cassette | tuple[dict[str, Any], Iterable[Event]],
@@ -48,11 +57,14 @@ def import_cassette(
     tags: dict[str, str] | None = None,
     batch: int = 2000,
     info: RecordingInfo | None = None,
+    fold: Callable[[RecordingInfo], Folds] | None = None,
 ) -> str:
     """Store a cassette as a new recording through ``writer``; returns its id.
 
     ``info`` describes the recording instead of the header (an importer that
-    knows better: a Claude Code transcript, a recording id to keep).
+    knows better: a Claude Code transcript, a recording id to keep).  ``fold``
+    (given the recording): fed the lines as they are stored, its column is
+    stored with the recording's end (the Stats page's latency samples).
 
     The events are read as they are stored, a batch at a time, so a cassette of
     any size takes a few batches' memory: the writer stores one while the next
@@ -77,7 +89,8 @@ def import_cassette(
         # chance to take it back) leaves a recording that never claims to be
         # whole (``doctor`` lists it).
         writer.create_recording(dataclasses.replace(info, ended_ns=None))
-        _write_events(info, header, events, batch, writer)
+        _write_events(info, header, events, batch, writer,
+                      None if fold is None else fold(info))
     except BaseException:
         _take_back(writer, forget, info.id)
         raise
@@ -111,7 +124,7 @@ def _take_back(writer: Writes, forget: Callable[[str], None], recording_id: str)
 
 
 def _write_events(info: RecordingInfo, header: dict[str, Any], events: Iterator[Event],
-                  batch: int, writer: Writes) -> None:
+                  batch: int, writer: Writes, fold: Folds | None = None) -> None:
     session = Session(model=info.model, session_id=info.cli_session_id)
     pending: list[Event] = []
     last_t = 0
@@ -121,24 +134,34 @@ def _write_events(info: RecordingInfo, header: dict[str, Any], events: Iterator[
         last_t = ev.t_ns
         pending.append(ev)
         if len(pending) >= batch:
+            if fold is not None:
+                fold.feed(pending)
             writer.write_batch(info.id, pending)
             pending = []
     end = header.get("ended_ns")
     ended_ns = end if isinstance(end, int) else info.started_ns + last_t
-    writer.write_batch(info.id, pending, ended_columns(session, info, ended_ns))
+    latencies = None
+    if fold is not None:
+        fold.feed(pending)
+        latencies = fold.column(dataclasses.replace(info, ended_ns=ended_ns),
+                                session.event_count)
+    writer.write_batch(info.id, pending, ended_columns(session, info, ended_ns, latencies))
     writer.wait_written()
 
 
-def ended_columns(session: Session, info: RecordingInfo, ended_ns: int) -> dict[str, Any]:
-    """What an imported recording's row says once all its events are read."""
+def ended_columns(session: Session, info: RecordingInfo, ended_ns: int,
+                  latencies: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What an imported recording's row says once all its events are read
+    (``latencies``: its latency samples folded as they were read, else None:
+    folded later)."""
     return {
         **summary_columns(session, started_ns=info.started_ns),
         **outcome_columns(session.outcome(
             ended=True, exit_code=info.exit_code, signal=info.signal, error=info.error)),
         **stream_columns(info),
         "figures": figure_sums(session),
-        # Lines stored anew: the Stats page folds their latencies again.
-        "latencies": None,
+        # Lines stored anew: their latencies as folded now, else folded again later.
+        "latencies": latencies,
         "ended_ns": ended_ns,
         "last_seen_ns": ended_ns,
     }

@@ -113,10 +113,11 @@ class Recording(Base):
     figures: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     extra: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     #: The Stats page's latency samples of the ended recording,
-    #: ``{"events": N, "samples": {category: [ms, …]}}``, kept the first time the
-    #: page folded them from its first ``N`` lines
-    #: (:func:`claudetrace.telemetry.latency.recent_latencies`); None: not folded
-    #: yet.  Deferred: no listing reads it.
+    #: ``{"events": N, "samples": {category: [ms, …]}}``, folded from its first
+    #: ``N`` lines as they were stored (the indexer, an import:
+    #: :class:`claudetrace.telemetry.latency.LatencyFold`), else by ``db pack``
+    #: or the page's first look (:func:`~claudetrace.telemetry.latency.recent_latencies`);
+    #: None: not folded yet.  Deferred: no listing reads it.
     latencies: Mapped[dict[str, Any] | None] = mapped_column(JSON, deferred=True)
 
     @property

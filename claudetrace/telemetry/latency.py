@@ -9,10 +9,12 @@ page shows percentiles of them over the newest sessions
 Folding a session's spans reads its lines (the first
 :data:`LATENCY_MAX_EVENTS`), which was most of the page's time on a team's
 store.  An ended recording's lines do not change, so its samples are folded
-once, the first time the page asks for them, and kept in the store
-(:func:`claudetrace.store.aggregate.keep_latencies`) with the event count they
-were folded from; later looks read them.  Nothing is computed on the recording
-path (the proxy's indexer, ``import``): a burst costs what it cost.
+where the lines are in hand and kept in the store's ``latencies`` column with
+the event count they were folded from (:class:`LatencyFold`): by the proxy's
+indexer as it stores them, and by ``import`` of a cassette.  A recording
+stored without them (by an earlier version, or cut short) is folded by
+``db pack`` (:func:`catch_up`, in batches), or else the first time the page
+asks for it (:func:`recent_latencies`), and kept; later looks read them.
 """
 
 from __future__ import annotations
@@ -26,36 +28,34 @@ from . import conventions as c
 from .records import SpanRecord
 
 if TYPE_CHECKING:
+    from ..model.events import Event
+    from ..recording import RecordingInfo
     from ..store import Store
 
 #: Lines read per recording for latency spans (bounds the cost of a huge session).
 LATENCY_MAX_EVENTS: Final = 50_000
+#: Recordings :func:`catch_up` folds in one go (one short write transaction).
+CATCH_UP_BATCH: Final = 50
 
 Samples = dict[str, list[float]]
+
+
+#: The category of a span by its key's prefix (``chat#3/…`` → ``model``).
+CATEGORY_OF_PREFIX: Final[Mapping[str, str]] = {
+    "root": "session", "turn": "turn", "chat": "model", "tool": "tool", "agent": "subagent"}
+#: The category of any other span (a control round trip) by its subtype.
+CATEGORY_OF_SUBTYPE: Final[Mapping[Any, str]] = {
+    "can_use_tool": "permission", "hook_callback": "hook", "mcp_message": "mcp"}
 
 
 def category(span: SpanRecord) -> str:
     """The category of a span from the builder: ``session``, ``turn``, ``model``,
     ``tool``, ``subagent``, ``permission``, ``hook``, ``mcp`` or ``control``."""
     prefix = span.key.split("/", 1)[0].split("#", 1)[0]
-    if prefix == "root":
-        return "session"
-    if prefix == "turn":
-        return "turn"
-    if prefix == "chat":
-        return "model"
-    if prefix == "tool":
-        return "tool"
-    if prefix == "agent":
-        return "subagent"
-    subtype = span.attributes.get(c.CONTROL_SUBTYPE)
-    if subtype == "can_use_tool":
-        return "permission"
-    if subtype == "hook_callback":
-        return "hook"
-    if subtype == "mcp_message":
-        return "mcp"
-    return "control"
+    found = CATEGORY_OF_PREFIX.get(prefix)
+    if found is not None:
+        return found
+    return CATEGORY_OF_SUBTYPE.get(span.attributes.get(c.CONTROL_SUBTYPE), "control")
 
 
 def latencies(spans: Iterable[SpanRecord]) -> Samples:
@@ -75,6 +75,64 @@ def fold_latencies(store: Store, recording_id: str) -> Samples:
     rec = store.get(recording_id)
     return latencies(
         build_spans(rec.info(), store.iter_events(recording_id, limit=LATENCY_MAX_EVENTS)))
+
+
+#: The kinds of line into the CLI that start or end a span.
+SPANNED_INPUT: Final = frozenset(
+    {"user", "control_request", "control_response", "control_cancel_request"})
+
+
+class LatencyFold:
+    """A recording's samples folded as its lines are stored (the indexer, an
+    import): fed each batch in order, it spans the first
+    :data:`LATENCY_MAX_EVENTS` lines, as :func:`fold_latencies` reads them back,
+    and gives the ``latencies`` column of the ended recording
+    (:meth:`column`), so the Stats page reads them instead of folding them."""
+
+    def __init__(self, info: RecordingInfo) -> None:
+        from .spans import SpanBuilder
+
+        self._builder = SpanBuilder(info)
+        self._left = LATENCY_MAX_EVENTS
+
+    def feed(self, events: Sequence[Event]) -> None:
+        """The next lines stored, in order."""
+        if self._left <= 0 or not events:
+            return
+        part = events[:self._left] if len(events) > self._left else events
+        self._left -= len(part)
+        # Of the lines into the CLI (and its stderr) only a user message and a
+        # control request, answer or cancel start or end a span; the others add a
+        # span event (no duration): left out, but for their time.
+        spanned = [e for e in part if e.direction == "out" or (
+            e.direction == "in" and (e._fields or e.fields).type in SPANNED_INPUT)]
+        if spanned:
+            self._builder.feed_many(spanned)
+        self._builder.advance_to(max(e.t_ns for e in part))
+
+    def column(self, info: RecordingInfo, event_count: int) -> dict[str, Any]:
+        """The ``latencies`` column of the recording ``info`` (as stored once it
+        ended: its end is the root span's) of ``event_count`` lines in all."""
+        self._builder.close(info)
+        return {"events": event_count, "samples": latencies(self._builder.finished)}
+
+
+def catch_up(store: Store, batch: int = CATCH_UP_BATCH,
+             progress: Callable[[int], None] | None = None) -> int:
+    """Fold and keep the samples of every ended recording stored without them
+    (by an earlier version, or whose fold was cut short), ``batch`` recordings
+    a transaction (a short write each), newest first; returns how many were
+    kept.  ``db pack`` runs it.  ``progress``: told the count after each batch."""
+    from ..store.aggregate import keep_latencies, unfolded_latencies
+
+    kept, after = 0, None
+    while todo := unfolded_latencies(store, batch, after):
+        kept += keep_latencies(store, {rid: (events, fold_latencies(store, rid))
+                                       for rid, events in todo})
+        after = todo[-1][0]
+        if progress is not None:
+            progress(kept)
+    return kept
 
 
 def merge_samples(parts: Iterable[Mapping[str, Sequence[float]]]) -> Samples:
