@@ -979,7 +979,6 @@ def import_cassette_file(
     from ..cassette import iter_cassette
     from ..progress import count_lines, enabled, track
     from ..store.ingest import import_cassette, info_from_header
-    from ..telemetry.latency import LatencyFold
 
     header, events = iter_cassette(path)
     session_id = header.get("session_id")
@@ -1014,13 +1013,15 @@ def import_cassette_file(
         total = count_lines(path) - 1 if enabled() else None
         try:
             with track(events, f"importing {path.name}", total=total, unit="events") as shown:
-                # The Stats page's latency samples folded as the lines are stored.
+                # The Stats page's latency samples are left to `db pack` (or the
+                # page's first visit): folding them here held the session of up to
+                # 50,000 lines in memory, not a batch's lines.
                 if writer is None:
                     rid = store().import_cassette((header, shown), name=name, tags=tags,
-                                                  info=info, fold=LatencyFold)
+                                                  info=info)
                 else:
                     rid = import_cassette(writer, (header, shown), name=name, tags=tags,
-                                          info=info, forget=forget, fold=LatencyFold)
+                                          info=info, forget=forget)
         except ClaudeTraceError:
             state, owner, _ = _stored_state(url, store, info.id)
             if state == "whole" and owner != me:  # another import stored it first

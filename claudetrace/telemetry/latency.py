@@ -92,8 +92,15 @@ class LatencyFold:
     def __init__(self, info: RecordingInfo) -> None:
         from .spans import SpanBuilder
 
-        self._builder = SpanBuilder(info)
+        # Each span's duration taken as it ends, the span let go: memory holds the
+        # spans still open, not every span of the first lines.
+        self._samples: Samples = {}
+        self._builder = SpanBuilder(info, on_end=self._sample)
         self._left = LATENCY_MAX_EVENTS
+
+    def _sample(self, span: SpanRecord) -> None:
+        for key, values in latencies((span,)).items():
+            self._samples.setdefault(key, []).extend(values)
 
     def feed(self, events: Sequence[Event]) -> None:
         """The next lines stored, in order."""
@@ -114,7 +121,7 @@ class LatencyFold:
         """The ``latencies`` column of the recording ``info`` (as stored once it
         ended: its end is the root span's) of ``event_count`` lines in all."""
         self._builder.close(info)
-        return {"events": event_count, "samples": latencies(self._builder.finished)}
+        return {"events": event_count, "samples": self._samples}
 
 
 def catch_up(store: Store, batch: int = CATCH_UP_BATCH,
