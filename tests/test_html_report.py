@@ -463,6 +463,9 @@ def test_a_signal_during_export_leaves_the_old_file_and_no_temporary(
          "--format", fmt, "-o", str(out)],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
+        # A suite run under nohup hands its children SIGHUP ignored, which the
+        # command rightly keeps ignoring: the signal sent here is to be heard.
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
     )
     try:
         deadline = time.monotonic() + 60

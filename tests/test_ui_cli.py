@@ -93,6 +93,9 @@ def test_a_signal_to_the_command_stops_the_server(tmp_path: Path, signum: int) -
     proc = subprocess.Popen(
         [sys.executable, "-m", "claudetrace", "ui", "--db", str(db), "--port", str(port)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+        # A suite run under nohup hands its children SIGHUP ignored, which the
+        # command rightly keeps ignoring: the signal sent here is to be heard.
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
     )
     health = f"http://127.0.0.1:{port}/_stcore/health"
     try:
