@@ -266,7 +266,7 @@ def report_data(
         status=rec.status, elsewhere=elsewhere,
     )
     now = present.session_liveness(rec, session)
-    conversation = _Items(present.call_figures(session, elsewhere=elsewhere),
+    conversation = _Items(present.call_figures(session, elsewhere=elsewhere, cost=cost),
                           outline.prompt_figures(session, tree), session)
     items = conversation_fold.items
     conv = conversation.rows(items)

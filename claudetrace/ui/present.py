@@ -26,7 +26,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ..model import ModelCall, Session, ToolCall, Turn, Usage
+from ..model import Cost, ModelCall, Session, ToolCall, Turn, Usage
 from ..model.liveness import Liveness, liveness
 from ..model.summary import call_cost, cli_shares
 from ..pricing import dollars
@@ -139,7 +139,8 @@ ELSEWHERE: Final = "counted in another recording"
 
 def call_figures(session: Session, *, estimate: bool = True,
                  turns: Collection[int] | None = None,
-                 elsewhere: Collection[str] = ()) -> dict[str, CallFigures]:
+                 elsewhere: Collection[str] = (),
+                 cost: Cost | None = None) -> dict[str, CallFigures]:
     """The figures of every model call of ``session``, by call id.
 
     A call's cost is what ``claudetrace usage`` counts for it
@@ -148,9 +149,10 @@ def call_figures(session: Session, *, estimate: bool = True,
     unless ``estimate`` is False; None for a model without a price.
     ``turns``: only the calls of the turns of these numbers.  ``elsewhere``: the
     ids of the calls another recording counts (the store's duplicates:
-    :func:`claudetrace.usage.counted_elsewhere`).
+    :func:`claudetrace.usage.counted_elsewhere`).  ``cost``: the session's
+    (:meth:`~claudetrace.model.Session.cost`), when the caller has it already.
     """
-    cost = session.cost()
+    cost = cost if cost is not None else session.cost()
     shares = cli_shares(session, cost)
     # Per lane, the times at which the CLI sent something to the model: the turn's
     # prompt (main lane), a subagent's start, each tool's result.
@@ -362,9 +364,9 @@ def trace_tree(
     tools: dict[tuple[str | None, int], list[ToolCall]] = {}
     for tool in session.tools.values():
         tools.setdefault((tool.lane, tool.turn), []).append(tool)
-    index = _Index(session, call_figures(session, estimate=estimate, turns=turns,
-                                         elsewhere=elsewhere), tools)
     cost = session.cost(estimate=estimate)
+    index = _Index(session, call_figures(session, estimate=estimate, turns=turns,
+                                         elsewhere=elsewhere, cost=cost), tools)
     root = TraceNode(
         "agent", title, 0, end_ns,
         "running" if status == "running" else ("error" if status in _FAILED else "ok"),
