@@ -18,7 +18,7 @@ from claudetrace.cli.ui import streamlit_argv
 from claudetrace.indexer import open_settled_store
 from claudetrace.store.browse import Filters, first_prompts, list_sessions
 from claudetrace.testing.serving import wait_until_answering
-from claudetrace.ui.bench import seed, template_turn
+from claudetrace.ui.bench import find_text, seed, template_turn
 
 
 def test_help_lists_the_options() -> None:
@@ -58,6 +58,11 @@ def test_seed_builds_what_the_benchmark_measures(tmp_path: Path) -> None:
     # The session is cut at 300 lines: its last turn may be waiting for its result.
     assert rec.turns > 10 and rec.turns - 1 <= rec.tool_calls <= rec.turns
     assert rec.status == ("ok" if rec.tool_calls == rec.turns else "incomplete")
+    # The find view looks for one turn's prompt, whatever the session's size (a
+    # text past its last turn left `bench ui --browser` waiting for a list never drawn).
+    for lines, turns in ((300, rec.turns), (50_000, 2_000)):
+        prompts = [f"big turn {n}" for n in range(turns)]
+        assert sum(p.startswith(find_text(lines)) for p in prompts) == 1
     small = [r for r in store.list_recordings() if r.id != big]
     assert {r.event_count for r in small} == {3 + len(template_turn("x", 0))}
     # The small ones, stored together, have their lines, tool refs and words.

@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..errors import ClaudeTraceError
 from ..model import Session
 from ..model.events import Event
 from ..model.summary import outcome_columns, summary_columns
@@ -317,7 +318,9 @@ def _timed(at: Any, timeout: float) -> float:
     return elapsed
 
 
-def measure(db_url: str, big_id: str, *, repeat: int = 3) -> dict[str, list[float]]:
+def measure(
+    db_url: str, big_id: str, *, repeat: int = 3, find: str = ""
+) -> dict[str, list[float]]:
     """Seconds per run of: the session list, and each tab of the big session.
 
     One untimed run first pays the process's one-off costs (imports, opening the
@@ -336,7 +339,7 @@ def measure(db_url: str, big_id: str, *, repeat: int = 3) -> dict[str, list[floa
     warm.query_params["session"] = "none-such"
     _timed(warm, 120)
     out: dict[str, list[float]] = {}
-    for label, params in _views(big_id).items():
+    for label, params in _views(big_id, find).items():
         times = []
         for _ in range(repeat):
             at = AppTest.from_file(app, default_timeout=120)
@@ -353,8 +356,9 @@ def measure(db_url: str, big_id: str, *, repeat: int = 3) -> dict[str, list[floa
     return out
 
 
-def _views(big_id: str) -> dict[str, dict[str, str]]:
-    """The views timed, as query parameters."""
+def _views(big_id: str, find: str = "") -> dict[str, dict[str, str]]:
+    """The views timed, as query parameters (``find``: what the find view looks for,
+    :data:`FIND_TEXT` by default)."""
     return {
         _FLOOR: {"session": "none-such"},
         "session list": {},
@@ -362,7 +366,7 @@ def _views(big_id: str) -> dict[str, dict[str, str]]:
         "big session: trace": {"session": big_id, "tab": "trace"},
         # A text in one prompt of the big session, found over all of its lines
         # (the whole recording read and folded on the first run).
-        "big session: find": {"session": big_id, "find": FIND_TEXT},
+        "big session: find": {"session": big_id, "find": find or FIND_TEXT},
         "big session: raw": {"session": big_id, "tab": "raw"},
         "big session: control plane": {"session": big_id, "tab": "control"},
         "stats": {},
@@ -371,6 +375,17 @@ def _views(big_id: str) -> dict[str, dict[str, str]]:
 
 #: What the find view looks for: one prompt of the big session's (its 778th turn).
 FIND_TEXT = "big turn 777"
+
+
+def find_text(big_lines: int) -> str:
+    """What the find view looks for in a big session of ``big_lines`` lines:
+    :data:`FIND_TEXT`, or where the session has fewer turns than that, the prompt of
+    the turn seven tenths of the way in (so the view always has one match to draw:
+    no turn's number has it as a prefix)."""
+    turns = max(1, (big_lines - len(_init_lines(MODELS[0]))) // len(template_turn("", 0)))
+    return FIND_TEXT if turns > 777 else f"big turn {turns * 7 // 10}"
+
+
 #: Views that are a page of their own (its URL path), not the sessions page's.
 _PAGES = {"stats": "stats"}
 
@@ -454,9 +469,13 @@ def serving(db_url: str, workdir: str | os.PathLike[str]) -> Iterator[str]:
                 proc.wait()
 
 
+#: Seconds a timed view may take before the bench gives up on it.
+VIEW_TIMEOUT = 300
+
+
 def measure_browser(
     db_url: str, big_id: str, *, repeat: int = 3, chromium: str = "/usr/bin/chromium",
-    views: Sequence[str] | None = None,
+    views: Sequence[str] | None = None, find: str = "",
 ) -> dict[str, list[tuple[float, float]]]:
     """Per view, ``(first, done)`` seconds from the navigation: to the first content
     the view shows (the header's figures), and to the page finished (the script
@@ -468,6 +487,7 @@ def measure_browser(
     session).  The first run of each view is cold for the server's caches.
     ``views`` names the views to time (all by default).
     """
+    from playwright.sync_api import TimeoutError as PageTimeout
     from playwright.sync_api import sync_playwright
 
     workdir = tempfile.mkdtemp(prefix="claudetrace-ui-bench-")
@@ -482,7 +502,7 @@ def measure_browser(
         warm.goto(f"{base}/?session=none-such")
         warm.wait_for_function("window.__claudetrace.done !== null", timeout=120_000)
         warm.close()
-        for label, params in _views(big_id).items():
+        for label, params in _views(big_id, find).items():
             if views is not None and label not in views:
                 continue
             query = _PAGES.get(label, "") + "?" + "&".join(f"{k}={v}" for k, v in params.items())
@@ -493,8 +513,14 @@ def measure_browser(
                 page = context.new_page()
                 page.add_init_script(watch)
                 page.goto(f"{base}/{query}", wait_until="commit")
-                page.wait_for_function("window.__claudetrace.done !== null",
-                                       timeout=300_000)
+                try:
+                    page.wait_for_function("window.__claudetrace.done !== null",
+                                           timeout=VIEW_TIMEOUT * 1000)
+                except PageTimeout:
+                    raise ClaudeTraceError(
+                        f"bench ui: the view {label!r} did not finish in {VIEW_TIMEOUT} s "
+                        f"(no {_LAST[label]} drawn; see {Path(workdir) / 'server.log'})"
+                    ) from None
                 seen = page.evaluate("window.__claudetrace")
                 times.append((seen["first"] / 1000, seen["done"] / 1000))
                 page.close()
@@ -519,22 +545,24 @@ def run_bench(
     url = store.url
     big = [r for r in store.list_recordings(limit=50) if r.name == "bench-big"]
     if big and store.count_recordings() >= sessions + 1:
-        big_id = big[0].id
+        big_id, big_lines = big[0].id, big[0].event_count
         yield f"reusing seeded database {url}"
     else:
         start = time.perf_counter()
-        big_id = seed(store, sessions=sessions, lines=lines)
+        big_id, big_lines = seed(store, sessions=sessions, lines=lines), lines
         took = time.perf_counter() - start
         yield f"seeded {sessions:,} sessions + one of {lines:,} lines in {took:.1f} s ({url})"
     store.close()
     if browser is not None:
         yield "in headless Chromium: seconds to the first content / to the page finished"
-        for label, pairs in measure_browser(url, big_id, repeat=repeat, chromium=browser).items():
+        for label, pairs in measure_browser(url, big_id, repeat=repeat, chromium=browser,
+                                            find=find_text(big_lines)).items():
             runs = " ".join(f"{a:.2f}/{b:.2f}" for a, b in pairs)
             best = min(pairs, key=lambda p: p[1])
             yield (f"{label:<28} first run {pairs[0][0]:5.2f} / {pairs[0][1]:5.2f} s   "
                    f"best {best[0]:5.2f} / {best[1]:5.2f} s   (runs: {runs})")
         return
-    for label, times in measure(db_url, big_id, repeat=repeat).items():
+    for label, times in measure(db_url, big_id, repeat=repeat,
+                                   find=find_text(big_lines)).items():
         runs = " ".join(f"{t:.2f}" for t in times)
         yield f"{label:<28} first {times[0]:5.2f} s   best {min(times):5.2f} s   (runs: {runs})"
