@@ -89,6 +89,8 @@ _TOKENS: Final = (
     ("cache_read_input_tokens", "cacheReadInputTokens"),
     ("output_tokens", "outputTokens"),
 )
+_API_TOKENS: Final = tuple(api for api, _camel in _TOKENS)
+_CAMEL_TOKENS: Final = tuple(camel for _api, camel in _TOKENS)
 _SYNTHETIC: Final = "<synthetic>"
 _dumps: Final = msgspec.json.encode  # compact, raw UTF-8, as the CLI writes JSON
 
@@ -250,18 +252,30 @@ class _Converter:
         if turn is None:
             return
         self.turn_count += 1
-        main: dict[str, int] = dict.fromkeys((api for api, _ in _TOKENS), 0)
-        by_model: dict[str, dict[str, int]] = {}
+        # A turn holds every call of its threads: summed with one pass over them and
+        # no list or dict a call (the transcript's numbers are parsed JSON: an
+        # ``int`` is a whole number, ``bool`` is not one; see :func:`_count`).
+        main = [0, 0, 0, 0]
+        by_model: dict[str, list[int]] = {}
+        own = 0
+        every = self.sidechain_usage
         for lane, model, usage in turn.calls.values():
-            tokens = [(api, camel, _count(usage.get(api))) for api, camel in _TOKENS]
-            if lane is None or self.sidechain_usage:
-                for api, _camel, value in tokens:
-                    main[api] += value
-            if isinstance(model, str) and model != _SYNTHETIC and any(v for *_, v in tokens):
-                counts = by_model.setdefault(model, dict.fromkeys(
-                    (camel for _, camel in _TOKENS), 0))
-                for _api, camel, value in tokens:
-                    counts[camel] += value
+            get = usage.get
+            tokens = (get("input_tokens"), get("cache_creation_input_tokens"),
+                      get("cache_read_input_tokens"), get("output_tokens"))
+            counts = [v if type(v) is int else 0 for v in tokens]
+            if lane is None:
+                own += 1
+            if lane is None or every:
+                for at, value in enumerate(counts):
+                    main[at] += value
+            if type(model) is str and model != _SYNTHETIC and any(counts):
+                summed = by_model.get(model)
+                if summed is None:
+                    by_model[model] = counts
+                else:
+                    for at, value in enumerate(counts):
+                        summed[at] += value
         is_error = turn.interrupted or turn.api_error
         result: dict[str, Any] = {
             "type": "result",
@@ -270,10 +284,10 @@ class _Converter:
             "subtype": "error_during_execution" if turn.interrupted else "success",
             "is_error": is_error,
             "duration_ms": (turn.end_ns - turn.start_ns) // 1_000_000,
-            "num_turns": sum(1 for lane, _m, _u in turn.calls.values() if lane is None),
+            "num_turns": own,
             "result": turn.last_text,
             "session_id": self.session_id,
-            "usage": main,
+            "usage": dict(zip(_API_TOKENS, main, strict=True)),
             "claudetrace_source": self.source,
         }
         if self.cost_fresh and self.cost_total is not None and self.cost_models:
@@ -290,7 +304,9 @@ class _Converter:
             # The transcript's own count of the turn, every thread, per model;
             # no cost (none is known: not zero).
             if by_model:
-                result["model_usage_since_last_result"] = by_model
+                result["model_usage_since_last_result"] = {
+                    model: dict(zip(_CAMEL_TOKENS, counts, strict=True))
+                    for model, counts in by_model.items()}
             self.cost_unreported = True
         self.cost_fresh = False
         self.emit("out", result, turn.end_ns)
