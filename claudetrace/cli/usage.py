@@ -154,7 +154,7 @@ def _report(reader: Any, report: str, as_json: bool, breakdown: bool, live: bool
             return
         show(console, table())
     elif report == "session":
-        show(console, session_table(reports.sessions(reader, f), tz, breakdown))
+        show(console, session_table(reports.session_report(reader, f, tz), tz, breakdown))
     else:
         show(console, period_table(kind, reports.periods(reader, kind, f, tz), breakdown))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import zip_longest
 from typing import TYPE_CHECKING, Any
 
@@ -18,13 +18,16 @@ from ..display import visible
 from ..pricing import dollars
 
 if TYPE_CHECKING:
-    from ..usage import Block, SessionTotals, Totals
+    from ..usage import Block, SessionReport, Totals
 
 _NUMBERS = ("input", "output", "cache create", "cache read", "total tokens", "cost (USD)")
 
 
-#: A cell: text in its row's style, or Rich :class:`~rich.text.Text` with its own.
-Cell = str | Text
+#: A cell: text in its row's style, Rich :class:`~rich.text.Text` with its own, or a
+#: count (written ``1,234``, right-aligned).
+Cell = str | Text | int
+#: A cell as it is written: a count made text.
+Shown = str | Text
 
 
 def _text(value: str | None) -> str:
@@ -33,35 +36,59 @@ def _text(value: str | None) -> str:
     return visible(value or "")
 
 
-def cost_cell(t: Totals) -> Cell:
+def cost_cell(t: Totals) -> Shown:
     """``$1.23``, ``~$1.23`` for an estimate, ``$1.23 + ~$0.05`` where the CLI
     reported a part (the table priced the calls it put no cost on), ``?`` or
     ``$1.23 + ?`` where some calls have no price."""
-    source = t.cost_source
-    if source == "unknown":
-        return Text("?", style="yellow")
     # The figures --json writes (to 1e-9 dollars): a cent's half there reads the
     # same whatever order the database added the calls in.
-    split = t.split_json()
-    cli = split["cliCost"]
-    if source == "estimate" and cli > 0:  # the CLI's part, and the table's
-        amount = f"{_amount(cli)} + ~{_amount(split['estimatedCost'])}"
+    return cost_text(t.cost_source, t.cost, t.estimated, bool(t.unpriced))
+
+
+def cost_text(source: str, cost: float, estimated: float, unpriced: bool) -> Shown:
+    """:func:`cost_cell` of a group whose calls' costs come from ``source``
+    (``cli``, ``estimate``, ``unknown``), ``estimated`` of ``cost`` the price
+    table's, some calls without a price (``unpriced``)."""
+    if source == "unknown":
+        return Text("?", style="yellow")
+    if source == "estimate":
+        cli = round(cost - estimated, 9)
+        if cli > 0:  # the CLI's part, and the table's
+            amount = f"{_amount(cli)} + ~{_amount(round(estimated, 9))}"
+        else:
+            amount = "~" + _amount(round(cost, 9))
     else:
-        amount = ("~" if source == "estimate" else "") + _amount(round(t.cost, 9))
-    if t.unpriced:
+        amount = _amount(round(cost, 9))
+    if unpriced:
         cell = Text(amount)
         cell.append(" + ?", style="yellow")
         return cell
     return amount
 
 
+_CENTS = "${:,.2f}".format
+_FOUR = "${:,.4f}".format
+
+
 def _amount(usd: float) -> str:
-    return dollars(usd, digits=2 if usd >= 1 else 4)
+    """:func:`~claudetrace.pricing.dollars` with 2 places from a dollar up, else 4
+    (more for an amount under a tenth of a cent): the same text, the common
+    amounts written by a format made once."""
+    if usd >= 1:
+        return _CENTS(usd)
+    if usd >= 0.001:  # dollars' extra places start below 10^(1 - 4)
+        return _FOUR(usd)
+    return dollars(usd, digits=4)
+
+
+_COUNT = "{:,}".format
+#: Whether a text's characters are printable ASCII and box drawing (``└``): each
+#: one cell wide (a C scan, where asking Rich each one's width is not).
+_BOXES = re.compile("[\x20-\x7e\u2500-\u257f]*").fullmatch
 
 
 def _numbers(t: Totals) -> list[Cell]:
-    return [f"{t.input:,}", f"{t.output:,}", f"{t.cache_creation:,}", f"{t.cache_read:,}",
-            f"{t.total_tokens:,}", cost_cell(t)]
+    return [t.input, t.output, t.cache_creation, t.cache_read, t.total_tokens, cost_cell(t)]
 
 
 def _width(text: str) -> int:
@@ -85,6 +112,8 @@ class Grid:
         #: ``(cells, row style)``, or None: a line between sections.
         self.rows: list[tuple[list[Cell], str] | None] = []
         self.caption: Text | None = None
+        #: The columns whose cells are all counts (set by :meth:`_widths`).
+        self._counted: set[int] = set()
 
     def add_row(self, *cells: Cell, style: str = "") -> None:
         self.rows.append((list(cells), style))
@@ -93,16 +122,40 @@ class Grid:
         self.rows.append(None)
 
     def _widths(self, max_width: int) -> list[int]:
+        """Each column's width (and which hold only counts: :attr:`_counted`)."""
         widths = [_width(name) for name, _ in self.columns]
+        rows = [row[0] for row in self.rows if row is not None]
+        counted: set[int] = set()
         # A column at a time (a row has no more cells than there are columns; a
-        # shorter one's missing cells are empty): its cells' lengths where they
-        # are all ASCII, each character a cell wide.
-        texts = [[cell if isinstance(cell, str) else cell.plain for cell in row[0]]
-                 for row in self.rows if row is not None]
-        for j, column in enumerate(zip_longest(*texts, fillvalue="")):
-            longest = max(map(len, column) if "".join(column).isascii()
-                          else map(_width, column))
-            widths[j] = max(widths[j], longest)
+        # shorter one's missing cells are None): its cells' lengths where they are
+        # all ASCII, each character a cell wide; a count's, its longest's.
+        for j, column in enumerate(zip_longest(*rows)):
+            kinds = set(map(type, column))
+            kinds.discard(type(None))
+            present: Any = column if None not in column else [
+                c for c in column if c is not None]
+            numbers: Any
+            texts: Any
+            if kinds == {int}:
+                numbers, texts = present, []
+            elif kinds == {str}:
+                numbers, texts = [], present
+            else:
+                numbers = [cell for cell in present if type(cell) is int]
+                texts = [cell if isinstance(cell, str) else cell.plain for cell in present
+                         if isinstance(cell, (str, Text))]
+            if numbers:
+                widths[j] = max(widths[j], len(_COUNT(max(numbers))), len(_COUNT(min(numbers))))
+                if texts:  # counts beside texts: written as texts
+                    for row in rows:
+                        if j < len(row) and type(row[j]) is int:
+                            row[j] = _COUNT(row[j])
+                else:
+                    counted.add(j)
+            if texts:
+                widths[j] = max(widths[j], max(map(len, texts) if "".join(texts).isascii()
+                                               else map(_width, texts)))
+        self._counted = counted
         excess = sum(widths) + 3 * len(widths) + 1 - max_width
         narrow = [j for j, (_, justify) in enumerate(self.columns) if justify == "left"]
         while excess > 0:
@@ -125,57 +178,130 @@ class Grid:
             out.append(" " * (space // 2) + line + " " * (space - space // 2))
         return out
 
-    def lines(self, console: Console, max_width: int) -> Iterator[str]:
-        """The table as plain text, a line at a time (no colours)."""
+    def lines(self, console: Console, max_width: int, *, styled: bool = False,
+              ) -> Iterator[str]:
+        """The table as text, a line at a time: plain, or (``styled``) with the
+        terminal codes of its styles as Rich writes them (a row of text cells in
+        one format of its style's codes; any other row through Rich's segments)."""
         widths = self._widths(max_width)
+        if styled:
+            yield from self._styled(console, widths)
+            return
+        yield from self._plain(console, widths)
+
+    def _fields(self, widths: list[int]) -> list[str]:
+        """Each column's replacement field in a row's format: its width and side,
+        and a count's ``,`` (written by the format itself: no text made for it)."""
+        return [f"{{:{'>' if justify == 'right' else '<'}{w}{',' if j in self._counted else ''}}}"
+                for j, ((_, justify), w) in enumerate(zip(self.columns, widths, strict=True))]
+
+    def _fits(self, widths: list[int]) -> Callable[[list[Cell]], str | None]:
+        """What writes a row of text cells in one format where it fits (every
+        character a cell, no cell wider than its column), else gives None."""
+        fast = "│ " + " │ ".join(self._fields(widths)) + " │"
+        fast_format = fast.format
+        size = sum(widths) + 3 * len(widths) + 1
+        count = len(widths)
+        counted = sorted(self._counted)
+        #: Whether each character of a text (not ASCII) is one cell wide, by text.
+        single: dict[str, bool] = {}
+
+        def one_cell_each(texts: list[str]) -> bool:
+            for text in texts:
+                if not text.isascii():
+                    found = single.get(text)
+                    if found is None:
+                        found = single[text] = cell_len(text) == len(text)
+                    if not found:
+                        return False
+            return True
+
+        def fits(cells: list[Cell]) -> str | None:
+            if len(cells) != count:
+                return None
+            try:
+                line: str = fast_format(*cells)
+            except (TypeError, ValueError):  # a cell of Rich's Text, a text in counts
+                return None
+            if len(line) != size:
+                return None
+            # Every cell text now (a Text raised), but the counts.
+            texts: Any = [c for c in cells if type(c) is not int] if counted else cells
+            joined = "".join(texts)
+            if joined.isascii() or _BOXES(joined) or one_cell_each(texts):
+                return line
+            return None
+
+        return fits
+
+    def _plain(self, console: Console, widths: list[int]) -> Iterator[str]:
+        fits = self._fits(widths)
+        row = self._plain_row(console, widths)
+        yield self._rule(widths, "┏", "━", "┳", "┓")
+        yield from row([name for name, _ in self.columns], "┃")
+        yield self._rule(widths, "┡", "━", "╇", "┩")
+        section = self._rule(widths, "├", "─", "┼", "┤")
+        for found in self.rows:
+            if found is None:
+                yield section
+                continue
+            line = fits(found[0])
+            if line is not None:
+                yield line
+            else:
+                yield from row(found[0], "│")
+        yield self._rule(widths, "└", "─", "┴", "┘")
+        yield from self._captions(widths)
+
+    def _plain_row(self, console: Console, widths: list[int],
+                   ) -> Callable[[list[Cell], str], list[str]]:
+        """What writes any row as plain lines (its cells, its edge)."""
         right = [justify == "right" for _, justify in self.columns]
         blank = [""] * len(widths)
-        # A row of text cells that fit, in one format: a line of this length.
         fast = "│ " + " │ ".join(f"{{:{'>' if r else '<'}{w}}}"
                                  for r, w in zip(right, widths, strict=True)) + " │"
         size = sum(widths) + 3 * len(widths) + 1
         #: A text cell's lines, by text and column, where it wraps.
         wrapped: dict[tuple[str, int], list[str]] = {}
+        #: The lines below a row's first, by the cells that wrap (and the edge).
+        following: dict[tuple[Any, ...], list[str]] = {}
 
-        #: Whether each character of a text (not ASCII) is one cell wide, by text.
-        single: dict[str, bool] = {}
-
-        def one_cell_each(texts: list[str]) -> bool:
-            for text in [text for text in texts if not text.isascii()]:
-                found = single.get(text)
-                if found is None:
-                    found = single[text] = cell_len(text) == len(text)
-                if not found:
-                    return False
-            return True
-
-        def row(cells: list[Cell], edge: str) -> Iterator[str]:
+        def row(given: list[Cell], edge: str) -> list[str]:
+            cells: list[Shown] = [_COUNT(c) if isinstance(c, int) else c for c in given]
             texts = [cell for cell in cells if isinstance(cell, str)]
-            if len(texts) == len(cells) and ("".join(texts).isascii()
-                                             or one_cell_each(texts)):
+            if len(texts) == len(cells) and (
+                    "".join(texts).isascii() or all(_width(t) == len(t) for t in texts)):
                 # Every character a cell: no cell wider than its column if the line fits.
                 line = fast.format(*texts, *blank[len(texts):])
                 if len(line) == size:
-                    yield line if edge == "│" else line.replace("│", edge)
-                    return
+                    return [line if edge == "│" else line.replace("│", edge)]
                 # Else the cells wider than their columns in lines (each text once:
                 # many rows wrap the same models), the others as they are, below
                 # them blanks; every line in the one format.
                 columns: list[list[str]] = []
+                wrapping: list[tuple[str, int]] = []
                 for j, text in enumerate([*texts, *blank[len(texts):]]):
                     if len(text) <= widths[j]:
                         columns.append([text])
                         continue
                     key = (text, j)
+                    wrapping.append(key)
                     lines = wrapped.get(key)
                     if lines is None:
                         lines = wrapped[key] = [_plain(_pad(line, widths[j], right[j]))
                                                 for line in _wrap(console, text, widths[j])]
                     columns.append(lines)
-                for at in range(max(map(len, columns))):
-                    line = fast.format(*[c[at] if at < len(c) else "" for c in columns])
-                    yield line if edge == "│" else line.replace("│", edge)
-                return
+                # The lines below the first have only the wrapped cells' (the others
+                # are a line each): the same for every row wrapping the same texts.
+                below = following.get((*wrapping, edge))
+                if below is None:
+                    below = following[(*wrapping, edge)] = [
+                        fast.format(*[c[at] if at < len(c) else "" for c in columns])
+                        for at in range(1, max(map(len, columns)))]
+                    if edge != "│":
+                        below = [line.replace("│", edge) for line in below]
+                first = fast.format(*[c[0] for c in columns])
+                return [first if edge == "│" else first.replace("│", edge), *below]
             parts: list[list[str]] = []
             for j, cell in enumerate([*cells, *blank[len(cells):]]):
                 text = _plain(cell)
@@ -194,29 +320,15 @@ class Grid:
                 else:
                     parts.append([_plain(_pad(line, width, right[j]))
                                   for line in _wrap(console, cell, width)])
-            for at in range(max(len(p) for p in parts)):
-                yield f"{edge} " + f" {edge} ".join(
-                    p[at] if at < len(p) else " " * widths[j] for j, p in enumerate(parts)
-                ) + f" {edge}"
+            return [f"{edge} " + f" {edge} ".join(
+                        p[at] if at < len(p) else " " * widths[j] for j, p in enumerate(parts)
+                    ) + f" {edge}" for at in range(max(len(p) for p in parts))]
 
-        yield self._rule(widths, "┏", "━", "┳", "┓")
-        yield from row([name for name, _ in self.columns], "┃")
-        yield self._rule(widths, "┡", "━", "╇", "┩")
-        for found in self.rows:
-            if found is None:
-                yield self._rule(widths, "├", "─", "┼", "┤")
-            else:
-                yield from row(found[0], "│")
-        yield self._rule(widths, "└", "─", "┴", "┘")
-        yield from self._captions(widths)
+        return row
 
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        if console.color_system is None or console.no_color:
-            for line in self.lines(console, options.max_width):
-                yield Segment(line)
-                yield Segment.line()
-            return
-        widths = self._widths(options.max_width)
+    def _painter(self, console: Console, widths: list[int],
+                 ) -> Callable[[list[Cell], str, str], Iterator[Segment]]:
+        """What writes a row as Rich's segments (its cells, style and edge)."""
         new_line = Segment.line()
         styles: dict[Any, Style] = {}
 
@@ -227,7 +339,7 @@ class Grid:
                                         else console.get_style(name, default=""))
             return found
 
-        def cell_segments(cell: Cell, width: int, right: bool, outer: Style) -> list[Segment]:
+        def cell_segments(cell: Shown, width: int, right: bool, outer: Style) -> list[Segment]:
             text = cell if isinstance(cell, str) else cell.plain
             inner = outer if isinstance(cell, str) else outer + style_of(cell.style)
             fill = " " * (width - _width(text))
@@ -238,7 +350,8 @@ class Grid:
                     for seg in cell.render(console, end="")]
             return [*out, Segment(fill, inner)] if not right and fill else out
 
-        def row(cells: list[Cell], style: str, edge: str) -> Iterator[Segment]:
+        def row(given: list[Cell], style: str, edge: str) -> Iterator[Segment]:
+            cells: list[Shown] = [_COUNT(c) if isinstance(c, int) else c for c in given]
             outer = style_of(style)
             pad = Segment(" ", outer) if style else Segment(" ")
             parts: list[list[list[Segment]]] = []
@@ -261,6 +374,80 @@ class Grid:
                         yield Segment(" " * (widths[j] + 2), outer)
                     yield Segment(edge)
                 yield new_line
+
+        return row
+
+    def _styled(self, console: Console, widths: list[int]) -> Iterator[str]:
+        """:meth:`lines` with the styles' codes: what Rich writes to a terminal."""
+        from rich.console import COLOR_SYSTEMS
+
+        system = COLOR_SYSTEMS[console.color_system or "standard"]
+        paint = self._painter(console, widths)
+
+        def text_of(segments: Iterable[Segment]) -> Iterator[str]:
+            """Segments as the console writes them, a line at a time."""
+            out = "".join(seg.style.render(seg.text, color_system=system)
+                          if seg.style else seg.text for seg in segments)
+            yield from out.split("\n")[:-1]
+
+        fits = self._fits(widths)
+        plain_row = self._plain_row(console, widths)
+        formats: dict[tuple[str, str], str] = {}
+
+        def styled(style: str, edge: str) -> str:
+            """A row's format in ``style`` (each pad and cell wrapped in its codes)."""
+            found = formats.get((style, edge))
+            if found is None:
+                start, end = console.get_style(style).render(
+                    "\0", color_system=system).split("\0")
+                found = formats[style, edge] = edge + edge.join(
+                    f"{start} {end}{start}{field}{end}{start} {end}"
+                    for field in self._fields(widths)) + edge
+            return found
+
+        def row(cells: list[Cell], style: str, edge: str) -> Iterator[str]:
+            # Rich writes the text of a row without a style as it is (a text cell,
+            # its pads and fill have none): the plain lines.
+            if not style and not any(isinstance(cell, Text) for cell in cells):
+                yield from plain_row(cells, edge)
+            elif style and fits(cells) is not None:
+                yield styled(style, edge).format(*cells)
+            else:
+                yield from text_of(paint(cells, style, edge))
+
+        section = self._rule(widths, "├", "─", "┼", "┤")
+        yield self._rule(widths, "┏", "━", "┳", "┓")
+        yield from row([name for name, _ in self.columns], "bold", "┃")
+        yield self._rule(widths, "┡", "━", "╇", "┩")
+        for found in self.rows:
+            if found is None:
+                yield section
+                continue
+            cells, style = found
+            line = None if style else fits(cells)
+            if line is not None:
+                yield line
+            else:
+                yield from row(cells, style, "│")
+        yield self._rule(widths, "└", "─", "┴", "┘")
+        if self.caption:
+            yield from text_of(self._caption_segments(console, widths))
+
+    def _caption_segments(self, console: Console, widths: list[int]) -> Iterable[Segment]:
+        caption = self.caption.copy() if self.caption else Text()
+        caption.justify = "center"
+        return console.render(caption, console.options.update(
+            width=sum(widths) + 3 * len(widths) + 1))
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        widths = self._widths(options.max_width)
+        if console.color_system is None or console.no_color:
+            for line in self._plain(console, widths):
+                yield Segment(line)
+                yield Segment.line()
+            return
+        new_line = Segment.line()
+        row = self._painter(console, widths)
 
         def rule(*parts: str) -> list[Segment]:
             return [Segment(self._rule(widths, *parts)), new_line]
@@ -285,15 +472,37 @@ _WORD = re.compile(r"\s*\S+\s*")
 
 
 def show(console: Console, table: Grid) -> None:
-    """Print ``table``: its plain lines straight to the console's file where it
-    shows no colour (a pipe, a file), else through Rich."""
+    """Print ``table``: its lines straight to the console's file, plain where it
+    shows no colour (a pipe, a file), else with the codes Rich would write (where
+    the table fits the terminal: Rich would crop a wider one); else through Rich."""
     if console.color_system is None or console.no_color:
-        console.file.writelines(line + "\n" for line in table.lines(console, console.width))
-    else:
+        _write(console, table.lines(console, console.width))
+        return
+    widths = table._widths(console.width)
+    if (console.legacy_windows or console.is_jupyter or console.record
+            or sum(widths) + 3 * len(widths) + 1 > console.width):
         console.print(table)
+        return
+    _write(console, table.lines(console, console.width, styled=True))
 
 
-def _wrap(console: Console, cell: Cell, width: int) -> list[Cell]:
+def _write(console: Console, lines: Iterable[str]) -> None:
+    """``lines`` to the console's file, some thousands at a time."""
+    write = console.file.write
+    batch: list[str] = []
+    for line in lines:
+        batch.append(line)
+        if len(batch) == 4096:
+            batch.append("")
+            write("\n".join(batch))
+            batch.clear()
+    if batch:
+        batch.append("")
+        write("\n".join(batch))
+    console.file.flush()
+
+
+def _wrap(console: Console, cell: Shown, width: int) -> list[Shown]:
     """A cell wider than its column in lines, as Rich wraps a table's cell
     (words, a word longer than the line cut with ``…``); plain ASCII text
     without Rich's objects."""
@@ -316,11 +525,11 @@ def _wrap(console: Console, cell: Cell, width: int) -> list[Cell]:
     return list(text.wrap(console, width, overflow="ellipsis"))
 
 
-def _plain(cell: Cell) -> str:
+def _plain(cell: Shown) -> str:
     return cell if isinstance(cell, str) else cell.plain
 
 
-def _pad(line: Cell, width: int, right: bool) -> Cell:
+def _pad(line: Shown, width: int, right: bool) -> Shown:
     if isinstance(line, str):
         text = line.rstrip()
         space = " " * (width - _width(text))
@@ -350,24 +559,23 @@ def _models(t: Totals) -> str:
     return _text(", ".join(t.models))
 
 
-def _notes(table: Grid, rows: Iterable[Totals]) -> Grid:
-    every = list(rows)
+def _notes(table: Grid, estimated: bool, unpriced: Iterable[str]) -> Grid:
+    """The caption: what ``~`` means where a row is an estimate (``estimated``),
+    and the models without a price (``unpriced``)."""
     caption = Text()
-    if any(t.cost_source != "cli" for t in every):
+    if estimated:
         caption.append("~ estimated from the price table (genai-prices): the CLI reported no cost")
-    unpriced = sorted({m for t in every for m in t.unpriced})
-    if unpriced:
-        caption.append("\n? no price for ").append(_text(", ".join(unpriced)))
+    named = sorted(set(unpriced))
+    if named:
+        caption.append("\n? no price for ").append(_text(", ".join(named)))
     if caption:
         table.caption = caption
     return table
 
 
-def _total(table: Grid, every: list[Totals], lead: int) -> None:
-    from ..usage import Totals
-
+def _total(table: Grid, total: Totals, lead: int) -> None:
     table.add_section()
-    table.add_row(Text("Total", style="bold"), *[""] * (lead - 1), *_numbers(Totals.sum_of(every)))
+    table.add_row(Text("Total", style="bold"), *[""] * (lead - 1), *_numbers(total))
 
 
 def period_table(report: str, found: dict[str, Totals], breakdown: bool) -> Grid:
@@ -378,21 +586,42 @@ def period_table(report: str, found: dict[str, Totals], breakdown: bool) -> Grid
         table.add_row(when, _models(t), *_numbers(t))
         if breakdown:
             _breakdown(table, t, 2)
-    _total(table, list(found.values()), 2)
-    return _notes(table, found.values())
+    from ..usage import Totals
+
+    _total(table, Totals.sum_of(found.values()), 2)
+    return _notes(table, any(t.cost_source != "cli" for t in found.values()),
+                  (m for t in found.values() for m in t.unpriced))
 
 
-def session_table(found: list[SessionTotals], tz: dt.tzinfo | None, breakdown: bool) -> Grid:
-    """Sessions, oldest last activity first."""
+def session_table(found: SessionReport, tz: dt.tzinfo | None, breakdown: bool) -> Grid:
+    """Sessions, oldest last activity first: the entries ``--json`` writes, a row
+    each (and one per model under it with ``breakdown``)."""
+    from ..usage import SOURCE_OF, UNKNOWN
+
     table = _table(["session", "project", "last activity", "models"])
-    for s in found:
-        last = dt.datetime.fromtimestamp(s.last_ns / 1e9, tz).strftime("%Y-%m-%d %H:%M")
-        table.add_row(_text(s.name or s.session_id), _text(s.project), last,
-                      _models(s.totals), *_numbers(s.totals))
+    add = table.rows.append
+    minutes: dict[int, str] = {}  # many sessions end in the same minute
+    for e, last_ns, models in zip(found.entries, found.lasts, found.models, strict=True):
+        minute = last_ns // 60_000_000_000
+        last = minutes.get(minute)
+        if last is None:
+            last = minutes[minute] = dt.datetime.fromtimestamp(
+                last_ns / 1e9, tz).strftime("%Y-%m-%d %H:%M")
+        name = e.name or e.session_id
+        add(([name if name.isprintable() else visible(name),
+              e.project_path if e.project_path.isprintable() else visible(e.project_path),
+              last, _text(", ".join(e.models_used)), e.input_tokens, e.output_tokens,
+              e.cache_creation_tokens, e.cache_read_tokens, e.total_tokens,
+              cost_text(e.cost_source, e.total_cost, e.estimated_cost,
+                        bool(e.unpriced_models))], ""))
         if breakdown:
-            _breakdown(table, s.totals, 4)
-    _total(table, [s.totals for s in found], 4)
-    return _notes(table, [s.totals for s in found])
+            for model, mask, (i, o, cr, cc, cost, _), est in (
+                    models if len(models) == 1 else sorted(models, key=lambda m: -m[2][4])):
+                add((["", "", "", "└ " + _text(model), i, o, cc, cr, i + o + cr + cc,
+                      cost_text(SOURCE_OF[mask], cost, est, mask & UNKNOWN != 0)], "dim"))
+    _total(table, found.totals, 4)
+    return _notes(table, any(e.cost_source != "cli" for e in found.entries),
+                  (m for e in found.entries for m in e.unpriced_models))
 
 
 def blocks_table(found: list[Block], now_ns: int, breakdown: bool) -> Grid:
@@ -423,4 +652,5 @@ def blocks_table(found: list[Block], now_ns: int, breakdown: bool) -> Grid:
             else:
                 table.add_row("", Text("burn rate", style="cyan"),
                               Text("not yet: under a minute between its calls", style="dim"))
-    return _notes(table, [b.totals for b in found if not b.gap])
+    return _notes(table, any(b.totals.cost_source != "cli" for b in found if not b.gap),
+                  (m for b in found if not b.gap for m in b.totals.unpriced))
