@@ -260,7 +260,6 @@ class Grid:
         blank = [""] * len(widths)
         fast = "│ " + " │ ".join(f"{{:{'>' if r else '<'}{w}}}"
                                  for r, w in zip(right, widths, strict=True)) + " │"
-        size = sum(widths) + 3 * len(widths) + 1
         #: A text cell's lines, by text and column, where it wraps.
         wrapped: dict[tuple[str, int], list[str]] = {}
         #: The lines below a row's first, by the cells that wrap (and the edge).
@@ -271,16 +270,13 @@ class Grid:
             texts = [cell for cell in cells if isinstance(cell, str)]
             if len(texts) == len(cells) and (
                     "".join(texts).isascii() or all(_width(t) == len(t) for t in texts)):
-                # Every character a cell: no cell wider than its column if the line fits.
-                line = fast.format(*texts, *blank[len(texts):])
-                if len(line) == size:
-                    return [line if edge == "│" else line.replace("│", edge)]
-                # Else the cells wider than their columns in lines (each text once:
-                # many rows wrap the same models), the others as they are, below
-                # them blanks; every line in the one format.
+                # Every character a cell: the cells wider than their columns in lines
+                # (each text once: many rows wrap the same models), the others as
+                # they are, below them blanks; every line in the one format.
+                every = [*texts, *blank[len(texts):]]
                 columns: list[list[str]] = []
                 wrapping: list[tuple[str, int]] = []
-                for j, text in enumerate([*texts, *blank[len(texts):]]):
+                for j, text in enumerate(every):
                     if len(text) <= widths[j]:
                         columns.append([text])
                         continue
@@ -291,6 +287,9 @@ class Grid:
                         lines = wrapped[key] = [_plain(_pad(line, widths[j], right[j]))
                                                 for line in _wrap(console, text, widths[j])]
                     columns.append(lines)
+                if not wrapping:  # a line
+                    line = fast.format(*every)
+                    return [line if edge == "│" else line.replace("│", edge)]
                 # The lines below the first have only the wrapped cells' (the others
                 # are a line each): the same for every row wrapping the same texts.
                 below = following.get((*wrapping, edge))
