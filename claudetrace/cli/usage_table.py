@@ -153,8 +153,10 @@ class Grid:
                 else:
                     counted.add(j)
             if texts:
-                widths[j] = max(widths[j], max(map(len, texts) if "".join(texts).isascii()
-                                               else map(_width, texts)))
+                joined = "".join(texts)
+                widths[j] = max(widths[j], max(
+                    map(len, texts) if joined.isascii() or _BOXES(joined)
+                    else map(_width, texts)))
         self._counted = counted
         excess = sum(widths) + 3 * len(widths) + 1 - max_width
         narrow = [j for j, (_, justify) in enumerate(self.columns) if justify == "left"]
@@ -202,6 +204,7 @@ class Grid:
         fast_format = fast.format
         size = sum(widths) + 3 * len(widths) + 1
         count = len(widths)
+        edges = size + 2 * (count + 1)  # a line's UTF-8 bytes when its text is ASCII
         counted = sorted(self._counted)
         #: Whether each character of a text (not ASCII) is one cell wide, by text.
         single: dict[str, bool] = {}
@@ -225,12 +228,13 @@ class Grid:
                 return None
             if len(line) != size:
                 return None
+            # Only ASCII besides its edges (three bytes each in UTF-8), or only
+            # box drawing (the breakdown's "└"): every character a cell.
+            if len(line.encode()) == edges or _BOXES(line):
+                return line
             # Every cell text now (a Text raised), but the counts.
             texts: Any = [c for c in cells if type(c) is not int] if counted else cells
-            joined = "".join(texts)
-            if joined.isascii() or _BOXES(joined) or one_cell_each(texts):
-                return line
-            return None
+            return line if one_cell_each(texts) else None
 
         return fits
 
