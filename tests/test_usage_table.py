@@ -1,4 +1,4 @@
-"""The usage tables: written line by line (:class:`~claudetrace.cli.usage_table.Grid`),
+"""The usage tables: written line by line (:class:`~claudetrace.cli.usage_grid.Grid`),
 as Rich's ``Table`` prints them, and the team bench that times them at scale."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from rich.text import Text
 
 from claudetrace.bench.usage import TEAM_REPORTS, run_team_bench, seed_team
 from claudetrace.cli import cli
-from claudetrace.cli.usage_table import Grid, _pad, _wrap, show
+from claudetrace.cli.usage_grid import Grid, _pad, _wrap, show
 
 
 def _fill(table: Table | Grid) -> None:
