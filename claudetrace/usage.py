@@ -22,7 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -46,10 +46,10 @@ _HOUR_NS: Final = 3600 * 1_000_000_000
 
 #: Each cost source's bit in :attr:`Totals.sources` (the store's masks).
 _BIT: Final = {source: 1 << bit for bit, source in enumerate(COST_SOURCES)}
-_UNKNOWN: Final = _BIT["unknown"]
+UNKNOWN: Final = _BIT["unknown"]
 #: :attr:`Totals.cost_source` of each mask: ``cli`` when every call's cost is the
 #: CLI's (or there are none), ``unknown`` when none has a price, else ``estimate``.
-_SOURCE_OF: Final = ["cli" if mask & ~_BIT["cli"] == 0 else "unknown" if mask == _UNKNOWN
+SOURCE_OF: Final = ["cli" if mask & ~_BIT["cli"] == 0 else "unknown" if mask == UNKNOWN
                      else "estimate" for mask in range(1 << len(COST_SOURCES))]
 
 
@@ -160,14 +160,14 @@ class Totals:
     def cost_source(self) -> str:
         """``cli`` when every call's cost is the CLI's, ``estimate`` when some are
         the table's, ``unknown`` when none has a price (no calls: ``cli``)."""
-        return _SOURCE_OF[self.sources]
+        return SOURCE_OF[self.sources]
 
     @property
     def unpriced(self) -> list[str]:
         """The models of which some calls have no price."""
-        if not self.sources & _UNKNOWN:
+        if not self.sources & UNKNOWN:
             return []
-        return [m for m, t in self.models.items() if t.sources & _UNKNOWN]
+        return [m for m, t in self.models.items() if t.sources & UNKNOWN]
 
     def split_json(self) -> dict[str, float]:
         """The cost's parts: the CLI's (what it reported) and the price table's
@@ -176,35 +176,12 @@ class Totals:
                 "estimatedCost": round(self.estimated, 9)}
 
     def cost_or_none(self) -> float | None:
-        return None if self.sources == _UNKNOWN else round(self.cost, 9)
+        return None if self.sources == UNKNOWN else round(self.cost, 9)
 
     def tokens_json(self) -> dict[str, Any]:
         return {"inputTokens": self.input, "outputTokens": self.output,
                 "cacheCreationTokens": self.cache_creation, "cacheReadTokens": self.cache_read,
                 "totalTokens": self.total_tokens}
-
-    def entry_json(self) -> dict[str, Any]:
-        """ccusage's fields of a period or session, and ours (``costSource`` …)."""
-        models = self.models.items()
-        return {
-            "inputTokens": self.input, "outputTokens": self.output,
-            "cacheCreationTokens": self.cache_creation, "cacheReadTokens": self.cache_read,
-            "totalTokens": self.input + self.output + self.cache_read + self.cache_creation,
-            "totalCost": round(self.cost, 9),
-            "costSource": _SOURCE_OF[self.sources],
-            "cliCost": round(self.cost - self.estimated, 9),
-            "estimatedCost": round(self.estimated, 9),
-            "unpricedModels": self.unpriced,
-            "modelsUsed": list(self.models),
-            "modelBreakdowns": [
-                {"modelName": m, "inputTokens": t.input, "outputTokens": t.output,
-                 "cacheCreationTokens": t.cache_creation, "cacheReadTokens": t.cache_read,
-                 "cost": None if t.sources == _UNKNOWN else round(t.cost, 9),
-                 "costSource": _SOURCE_OF[t.sources]}
-                for m, t in (sorted(models, key=lambda mt: -mt[1].cost) if len(models) > 1
-                             else models)
-            ],
-        }
 
     def totals_json(self) -> dict[str, Any]:
         return {"inputTokens": self.input, "outputTokens": self.output,
@@ -270,9 +247,17 @@ def periods(reader: Reader, report: Report, f: UsageFilter, tz: dt.tzinfo | None
 
 
 def period_json(report: Report, found: dict[str, Totals]) -> dict[str, Any]:
-    """A period report as ccusage's ``--json`` writes it."""
-    listed, period = KEYS[report]
-    entries = [{period: when, "period": when, **t.entry_json()} for when, t in found.items()]
+    """A period report as ccusage's ``--json`` writes it (its entries msgspec
+    structs, :func:`_entry`, as the session report's)."""
+    listed = KEYS[report][0]
+    make = _structs()[1][report]
+    entries = []
+    for when, t in found.items():
+        models = [(m, mt.sources, (mt.input, mt.output, mt.cache_read, mt.cache_creation,
+                                   mt.cost, mt.calls), mt.estimated)
+                  for m, mt in t.models.items()]
+        entries.append(_entry(make, (when, when), t.input, t.output, t.cache_read,
+                              t.cache_creation, t.cost, t.sources, t.estimated, models, ()))
     return {listed: entries, "totals": Totals.sum_of(found.values()).totals_json()}
 
 
@@ -375,20 +360,6 @@ def costed(reader: Reader, recs: list[Any]) -> list[Any]:
     list's page, never the whole store."""
     found = recordings_totals(reader, [r.id for r in recs])
     return [with_usage(r, found.get(r.id)) for r in recs]
-
-
-def session_json(found: list[SessionTotals], tz: dt.tzinfo | None) -> dict[str, Any]:
-    """The session report as ccusage's ``session --json`` writes it."""
-    entries = []
-    for s in found:
-        t = s.totals
-        entries.append({
-            "sessionId": s.session_id, **t.entry_json(),
-            "lastActivity": dt.datetime.fromtimestamp(s.last_ns / 1e9, tz).date().isoformat(),
-            "projectPath": s.project, "recordingId": s.recording_id, "name": s.name,
-            "source": s.source,
-        })
-    return {"sessions": entries, "totals": Totals.sum_of(s.totals for s in found).totals_json()}
 
 
 # -- 5-hour blocks ---------------------------------------------------------------------
@@ -540,20 +511,28 @@ def report_json(reader: Reader, report: Report, f: UsageFilter, tz: dt.tzinfo | 
                 now_ns: int) -> dict[str, Any]:
     """Any report as its ``--json``."""
     if report == "session":
-        return session_report(reader, f, tz)
+        return session_json(session_report(reader, f, tz))
     if report == "blocks":
         return blocks_json(blocks(reader, f), now_ns)
     return period_json(report, periods(reader, report, f, tz))
 
 
-# -- the session report's JSON, encoded in C ------------------------------------------
+# -- the entries of the period and session reports, encoded in C ------------------------
+
+#: The fields every period and session entry has, between its own leading and
+#: trailing ones (msgspec names them in camel case: ``inputTokens`` …).
+_ENTRY_FIELDS: Final = (
+    ("input_tokens", int), ("output_tokens", int), ("cache_creation_tokens", int),
+    ("cache_read_tokens", int), ("total_tokens", int), ("total_cost", float),
+    ("cost_source", str), ("cli_cost", float), ("estimated_cost", float),
+    ("unpriced_models", list[str]), ("models_used", list[str]))
 
 
 @functools.cache
-def _session_structs() -> tuple[type, type]:
-    """The session report's entry and model breakdown as msgspec structs: their
-    fields are :meth:`Totals.entry_json`'s keys (and :func:`session_json`'s), in
-    their order."""
+def _structs() -> tuple[type, dict[str, type]]:
+    """The reports' entries as msgspec structs, whose fields are their JSON keys in
+    their order: a model breakdown, and an entry of each report (a period's key and
+    ``period`` first; a session's id first and what the recording is last)."""
     import msgspec
 
     class Breakdown(msgspec.Struct, rename="camel"):
@@ -565,57 +544,83 @@ def _session_structs() -> tuple[type, type]:
         cost: float | None
         cost_source: str
 
-    class Entry(msgspec.Struct, rename="camel"):
-        session_id: str
-        input_tokens: int
-        output_tokens: int
-        cache_creation_tokens: int
-        cache_read_tokens: int
-        total_tokens: int
-        total_cost: float
-        cost_source: str
-        cli_cost: float
-        estimated_cost: float
-        unpriced_models: list[str]
-        models_used: list[str]
-        model_breakdowns: list[Breakdown]
-        last_activity: str
-        project_path: str
-        recording_id: str
-        name: str | None
-        source: str
-
-    return Entry, Breakdown
+    middle = [*_ENTRY_FIELDS, ("model_breakdowns", list[Breakdown])]
+    entries = {report: msgspec.defstruct(
+        f"{report.title()}Entry", [(KEYS[report][1], str), ("period", str), *middle],
+        rename="camel") for report in KEYS}
+    entries["session"] = msgspec.defstruct(
+        "SessionEntry", [("session_id", str), *middle, ("last_activity", str),
+                         ("project_path", str), ("recording_id", str),
+                         ("name", str | None), ("source", str)], rename="camel")
+    return Breakdown, entries
 
 
-def session_report(reader: Reader, f: UsageFilter, tz: dt.tzinfo | None) -> dict[str, Any]:
-    """:func:`session_json` of :func:`sessions`, its entries msgspec structs: the
-    same JSON, byte for byte, made from the store's rows without a :class:`Totals`
-    and a dict for each session and model (most of a 10,000-session report's time
-    in Python); encoded in C.
+ModelFigures = tuple[str, int, tuple[Any, ...], float]
+"""A model's part of an entry: its name, cost sources (a mask of :data:`_BIT`),
+:class:`~claudetrace.store.usage.Figures`' values and the price table's part of
+its cost."""
+
+
+def _entry(make: Callable[..., Any], lead: tuple[Any, ...], i: int, o: int, cr: int,
+           cc: int, cost: float, mask: int, est: float, models: Sequence[ModelFigures],
+           tail: tuple[Any, ...]) -> Any:
+    """A period's or session's entry (``make``: its struct) from its sums and its
+    models' (in first-seen order): ccusage's fields and ours, its breakdowns the
+    costliest model first, costs to 1e-9 dollars, a model without a price
+    ``null``."""
+    breakdown = _structs()[0]
+    unknown = UNKNOWN
+    source_of = SOURCE_OF
+    return make(
+        *lead, i, o, cc, cr, i + o + cr + cc, round(cost, 9), source_of[mask],
+        round(cost - est, 9), round(est, 9),
+        [m[0] for m in models if m[1] & unknown] if mask & unknown else [],
+        [m[0] for m in models],
+        [breakdown(m[0], fig[0], fig[1], fig[3], fig[2],
+                   None if m[1] == unknown else round(fig[4], 9), source_of[m[1]])
+         for m in (models if len(models) == 1 else sorted(models, key=lambda m: -m[2][4]))
+         for fig in (m[2],)],
+        *tail)
+
+
+@dataclass(slots=True)
+class SessionReport:
+    """The session report: each recording's entry (oldest last activity first),
+    what the JSON writes and the table shows, with its last call's time and its
+    models' figures, and the totals."""
+
+    entries: list[Any]
+    #: Each entry's last call (Unix ns).
+    lasts: list[int]
+    #: Each entry's models, in the order of their first calls.
+    models: list[Sequence[ModelFigures]]
+    totals: Totals
+
+
+def session_report(reader: Reader, f: UsageFilter, tz: dt.tzinfo | None) -> SessionReport:
+    """Each recording's entry, made from the store's rows (a msgspec struct, no
+    :class:`Totals` or dict per session and model: most of a 10,000-session
+    report's time in Python otherwise), and the totals.
 
     A session's sums are :meth:`Totals.of_models`'s (the same ``sum`` of the same
-    figures in the same order), the totals :meth:`Totals.sum_of`'s."""
-    entry, breakdown = _session_structs()
-    unknown = _UNKNOWN
-    source_of = _SOURCE_OF
+    figures in the same order), the totals :meth:`Totals.sum_of`'s of them."""
+    make = _structs()[1]["session"]
     i_all = o_all = cr_all = cc_all = n_all = 0
     cost_all = est_all = 0.0
     mask_all = 0
     masks: dict[str, int] = {}  # each model's cost sources over every session
-    entries = []
+    out = SessionReport([], [], [], Totals())
+    entries, lasts, every = out.entries, out.lasts, out.models
     for rec in q.by_recording(reader, f):
         models = rec.models
         if len(models) == 1:
             _, mask, (i, o, cr, cc, cost, n), est = models[0]
-            breakdowns = models
         else:  # Totals.of_models's sums
             i, o, cr, cc, cost, n = map(sum, zip(*(m[2] for m in models), strict=True))
             mask = 0
             for m in models:
                 mask |= m[1]
             est = sum(m[3] for m in models)
-            breakdowns = sorted(models, key=lambda m: -m[2][4])
         i_all += i
         o_all += o
         cr_all += cr
@@ -626,16 +631,17 @@ def session_report(reader: Reader, f: UsageFilter, tz: dt.tzinfo | None) -> dict
         mask_all |= mask
         for m in models:
             masks[m[0]] = masks.get(m[0], 0) | m[1]
-        entries.append(entry(
-            rec.session_id or rec.recording_id, i, o, cc, cr, i + o + cr + cc,
-            round(cost, 9), source_of[mask], round(cost - est, 9), round(est, 9),
-            [m[0] for m in models if m[1] & unknown] if mask & unknown else [],
-            [m[0] for m in models],
-            [breakdown(m[0], fig[0], fig[1], fig[3], fig[2],
-                       None if m[1] == unknown else round(fig[4], 9), source_of[m[1]])
-             for m in breakdowns for fig in (m[2],)],
-            dt.datetime.fromtimestamp(rec.last_ns / 1e9, tz).date().isoformat(),
-            rec.cwd, rec.recording_id, rec.name, rec.source))
-    totals = Totals(i_all, o_all, cr_all, cc_all, cost_all, n_all, mask_all,
-                    {m: Totals(sources=mask) for m, mask in masks.items()}, est_all)
-    return {"sessions": entries, "totals": totals.totals_json()}
+        entries.append(_entry(
+            make, (rec.session_id or rec.recording_id,), i, o, cr, cc, cost, mask, est,
+            models, (dt.datetime.fromtimestamp(rec.last_ns / 1e9, tz).date().isoformat(),
+                     rec.cwd, rec.recording_id, rec.name, rec.source)))
+        lasts.append(rec.last_ns)
+        every.append(models)
+    out.totals = Totals(i_all, o_all, cr_all, cc_all, cost_all, n_all, mask_all,
+                        {m: Totals(sources=mask) for m, mask in masks.items()}, est_all)
+    return out
+
+
+def session_json(found: SessionReport) -> dict[str, Any]:
+    """The session report as ccusage's ``session --json`` writes it."""
+    return {"sessions": found.entries, "totals": found.totals.totals_json()}

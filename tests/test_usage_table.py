@@ -1,4 +1,4 @@
-"""The usage tables: written line by line (:class:`~claudetrace.cli.usage_table.Grid`),
+"""The usage tables: written line by line (:class:`~claudetrace.cli.usage_grid.Grid`),
 as Rich's ``Table`` prints them, and the team bench that times them at scale."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ import io
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -16,7 +17,7 @@ from rich.text import Text
 
 from claudetrace.bench.usage import TEAM_REPORTS, run_team_bench, seed_team
 from claudetrace.cli import cli
-from claudetrace.cli.usage_table import Grid, _pad, _wrap
+from claudetrace.cli.usage_grid import Grid, _pad, _wrap, show
 
 
 def _fill(table: Table | Grid) -> None:
@@ -45,6 +46,50 @@ def test_the_grid_prints_what_rich_s_table_prints(colour: bool, width: int) -> N
         console.print(table)
         out.append(console.file.getvalue())  # type: ignore[attr-defined]
     assert out[1] == out[0]
+    assert ("\x1b[" in out[1]) == colour
+
+
+def _fill_counts(table: Table | Grid) -> None:
+    # A Grid takes counts as numbers (its format writes their commas).
+    count: Any = (lambda n: n) if isinstance(table, Grid) else (lambda n: f"{n:,}")
+    table.add_row("2026-01-01", "a, b, some-long-model-name, another-model-name-here",
+                  count(1234), "$1.00")
+    table.add_row("2026-01-02", "a", count(7), "~$0.0010")
+    cost = Text("~$1.0")
+    cost.append(" + ?", style="yellow")
+    table.add_row("", "└ mödel 日本", count(0), cost, style="dim")
+    table.add_row("", "└ model", count(1234567), "$0.50", style="dim")
+    table.add_row("", "└ some-long-model-name, another-model-name-here", count(5), "$0.50",
+                  style="dim")
+    table.add_row("x", Text("gap", style="dim"))
+    table.add_section()
+    table.add_row(Text("Total", style="bold"), "", count(9), Text("?", style="yellow"))
+    table.caption = Text("~ estimated\n? no price for x")
+
+
+@pytest.mark.parametrize("colour", [False, True])
+@pytest.mark.parametrize("width", [200, 60])
+def test_the_grid_s_lines_with_counts_are_what_rich_prints(colour: bool, width: int) -> None:
+    """Counts written by the rows' format, and :func:`show`'s lines (with the
+    styles' codes in colour, without Rich's segments), as Rich's ``Table``."""
+    rich = Table(header_style="bold")
+    columns = [("day", "left"), ("models", "left"), ("n", "right"), ("cost", "right")]
+    for name, justify in columns:
+        rich.add_column(name, justify=justify)  # type: ignore[arg-type]
+    grid = Grid(columns)
+    out = []
+    for table in (rich, grid, grid):
+        if table is not grid or not out[1:]:
+            _fill_counts(table)
+        console = Console(width=width, file=io.StringIO(), force_terminal=colour,
+                          color_system="standard" if colour else None)
+        if out[1:]:  # the grid's lines, written without Rich's segments
+            show(console, grid)
+        else:
+            console.print(table)
+        out.append(console.file.getvalue())  # type: ignore[attr-defined]
+    assert out[1] == out[0]
+    assert out[2] == out[0]
     assert ("\x1b[" in out[1]) == colour
 
 

@@ -134,7 +134,8 @@ def _report(reader: Any, report: str, as_json: bool, breakdown: bool, live: bool
         return
     from rich.console import Console
 
-    from .usage_table import blocks_table, period_table, session_table, show
+    from .usage_grid import show
+    from .usage_table import blocks_table, period_table, session_table
 
     console = Console(width=None if sys.stdout.isatty() else 200)
     if report == "blocks":
@@ -154,7 +155,7 @@ def _report(reader: Any, report: str, as_json: bool, breakdown: bool, live: bool
             return
         show(console, table())
     elif report == "session":
-        show(console, session_table(reports.sessions(reader, f), tz, breakdown))
+        show(console, session_table(reports.session_report(reader, f, tz), tz, breakdown))
     else:
         show(console, period_table(kind, reports.periods(reader, kind, f, tz), breakdown))
 
