@@ -144,6 +144,16 @@ def _kept_starts(model: str) -> Any:
         return _tiers.get(model, _ASK)
 
 
+def _asked_starts(model: str) -> Any:
+    """``model``'s tier starts asked of the table (loaded now if need be);
+    :data:`_ASK` when no table is installed."""
+    lib = _library()
+    if lib is None:
+        return _ASK
+    with _lock:
+        return _starts(lib, model)
+
+
 def _library() -> Any:
     """The ``genai_prices`` module, or None where it cannot be imported."""
     global _table, _missing
@@ -211,11 +221,9 @@ def calls_cost(model: str | None, input: int, output: int, cache_read: int,
     if model and (input or output or cache_read or cache_creation):
         starts = _kept_starts(model)
         if starts is _ASK:
-            lib = _library()
-            if lib is None:
+            starts = _asked_starts(model)
+            if starts is _ASK:
                 return None
-            with _lock:
-                starts = _starts(lib, model)
         if starts and input + cache_read + cache_creation > starts[0]:
             return None
     return call_cost(model, input, output, cache_read, cache_creation)
@@ -243,18 +251,15 @@ def call_cost(model: str | None, input: int, output: int, cache_read: int,
         with _lock:
             rates = _rates.get((model, sum(1 for start in starts if total_input > start)))
     if rates is None:
-        lib = _library()
-        if lib is None:
+        starts = _asked_starts(model)
+        if starts is _ASK or starts is None:
             return None
+        tier = sum(1 for start in starts if total_input > start)
         with _lock:
-            starts = _starts(lib, model)
-            if starts is None:
-                return None
-            tier = sum(1 for start in starts if total_input > start)
             rates = _rates.get((model, tier))
             if rates is None:
                 at = starts[tier - 1] + 1 if tier else 1
-                rates = _rates[(model, tier)] = _tier_rates(lib, model, at)
+                rates = _rates[(model, tier)] = _tier_rates(_library(), model, at)
                 _keep()
     r_in, r_out, r_read, r_write = rates
     return input * r_in + output * r_out + cache_read * r_read + cache_creation * r_write
