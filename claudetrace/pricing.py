@@ -15,12 +15,21 @@ rate (the counts do not say which were 1-hour writes).
 
 The table needs Python 3.11 and takes a few tenths of a second to load, so it
 is imported on first use only (never by ``claudetrace proxy``); without it
-(Python 3.10) nothing has a price.  Prices are the table's current ones.
+(Python 3.10) nothing has a price.  Prices are the table's current ones.  The
+rates asked of it are kept in the data directory for the next process
+(:data:`KEPT_FILE`), as long as the installed table is the same files: an
+indexer pricing a session that ended without a ``result`` (its last batch, on
+the way to the recording being listed complete) reads them there instead of
+loading the table.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import json
 import math
+import os
 import threading
 from decimal import Decimal
 from typing import Any, Final
@@ -50,6 +59,99 @@ _tiers: dict[str, tuple[int, ...] | None] = {}
 _rates: dict[tuple[str, int], tuple[float, float, float, float]] = {}
 _table: Any = None
 _missing = False
+#: The rates asked of the table, kept for the next process, in the data directory.
+KEPT_FILE: Final = "prices.json"
+#: The installed table's files as :func:`_table_key` saw them; None until asked
+#: ("" when it is not installed).
+_key: str | None = None
+
+
+def _table_key() -> str:
+    """What tells one installed table from another without importing it: the
+    size and time of its package's files (an upgrade rewrites them); "" when
+    it is not installed."""
+    global _key
+    if _key is None:
+        _key = ""
+        with contextlib.suppress(ImportError, ValueError, OSError):
+            spec = importlib.util.find_spec("genai_prices")
+            if spec is not None and spec.origin:
+                folder = os.path.dirname(spec.origin)
+                stats = [os.stat(os.path.join(folder, name))
+                         for name in ("__init__.py", "data.py", "data_snapshot.py")
+                         if os.path.exists(os.path.join(folder, name))]
+                _key = " ".join(f"{st.st_size}:{st.st_mtime_ns}" for st in stats)
+    return _key
+
+
+def _kept_path() -> str:
+    from .config import data_dir
+
+    return str(data_dir() / KEPT_FILE)
+
+
+def _read_kept() -> None:
+    """The rates an earlier process asked of this same table, into memory (hold
+    :data:`_lock`); nothing when there are none, or they are of another table."""
+    try:
+        with open(_kept_path(), encoding="utf-8") as handle:
+            kept = json.load(handle)
+        if kept.get("table") != _table_key():
+            return
+        for model, starts in kept["tiers"].items():
+            _tiers.setdefault(model, None if starts is None else tuple(starts))
+        for model, tier, *rates in kept["rates"]:
+            _rates.setdefault((model, tier), tuple(rates))
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return
+
+
+def _keep() -> None:
+    """Write the rates asked so far for the next process (hold :data:`_lock`);
+    best effort: a read-only data directory only costs the next process the
+    table's load."""
+    path = _kept_path()
+    kept = {"table": _table_key(),
+            "tiers": {model: None if starts is None else list(starts)
+                      for model, starts in _tiers.items()},
+            "rates": [[model, tier, *rates] for (model, tier), rates in _rates.items()]}
+    temporary = f"{path}.{os.getpid()}.tmp"
+    with contextlib.suppress(OSError):
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        with open(temporary, "w", encoding="utf-8") as handle:
+            json.dump(kept, handle)
+        os.replace(temporary, path)
+    with contextlib.suppress(OSError):
+        os.unlink(temporary)
+
+
+_read = False
+#: What :func:`_kept_starts` says when the table must be asked.
+_ASK: Final[Any] = object()
+
+
+def _kept_starts(model: str) -> Any:
+    """``model``'s tier starts (None: it has no price) as this process or an
+    earlier one asked the installed table; :data:`_ASK` when neither did, or
+    no table is installed."""
+    global _read
+    if not _table_key():
+        return _ASK
+    with _lock:
+        if not _read:
+            _read = True
+            _read_kept()
+        return _tiers.get(model, _ASK)
+
+
+def _asked_starts(model: str) -> Any:
+    """``model``'s tier starts asked of the table (loaded now if need be);
+    :data:`_ASK` when no table is installed."""
+    lib = _library()
+    if lib is None:
+        return _ASK
+    with _lock:
+        return _starts(lib, model)
 
 
 def _library() -> Any:
@@ -105,6 +207,7 @@ def _starts(lib: Any, model: str) -> tuple[int, ...] | None:
     """``model``'s tier starts, asked of the table once (hold :data:`_lock`)."""
     if model not in _tiers:
         _tiers[model] = _tier_starts(lib, model)
+        _keep()
     return _tiers[model]
 
 
@@ -116,11 +219,11 @@ def calls_cost(model: str | None, input: int, output: int, cache_read: int,
     None otherwise (the sum crosses a tier: which requests did is not known), and
     where :func:`call_cost` has no price."""
     if model and (input or output or cache_read or cache_creation):
-        lib = _library()
-        if lib is None:
-            return None
-        with _lock:
-            starts = _starts(lib, model)
+        starts = _kept_starts(model)
+        if starts is _ASK:
+            starts = _asked_starts(model)
+            if starts is _ASK:
+                return None
         if starts and input + cache_read + cache_creation > starts[0]:
             return None
     return call_cost(model, input, output, cache_read, cache_creation)
@@ -139,19 +242,25 @@ def call_cost(model: str | None, input: int, output: int, cache_read: int,
         return 0.0
     if not model:
         return None
-    lib = _library()
-    if lib is None:
-        return None
     total_input = input + cache_read + cache_creation
-    with _lock:
-        starts = _starts(lib, model)
+    starts = _kept_starts(model)
+    rates = None
+    if starts is not _ASK:
         if starts is None:
             return None
+        with _lock:
+            rates = _rates.get((model, sum(1 for start in starts if total_input > start)))
+    if rates is None:
+        starts = _asked_starts(model)
+        if starts is _ASK or starts is None:
+            return None
         tier = sum(1 for start in starts if total_input > start)
-        rates = _rates.get((model, tier))
-        if rates is None:
-            at = starts[tier - 1] + 1 if tier else 1
-            rates = _rates[(model, tier)] = _tier_rates(lib, model, at)
+        with _lock:
+            rates = _rates.get((model, tier))
+            if rates is None:
+                at = starts[tier - 1] + 1 if tier else 1
+                rates = _rates[(model, tier)] = _tier_rates(_library(), model, at)
+                _keep()
     r_in, r_out, r_read, r_write = rates
     return input * r_in + output * r_out + cache_read * r_read + cache_creation * r_write
 

@@ -45,6 +45,10 @@ EDGES = [
     b'{"type":"user","message":{"content":"plain"}}',
     b'{"type":"user","message":{"content":["text",{"type":"tool_result","tool_use_id":"t"}]}}',
     b'{"type":"user","message":{"content":[{"type":"x_tool_result","tool_use_id":"t"}]}}',
+    b'{"type":"user","message":{"content":[{"type":"xtool_result","tool_use_id":"t"}]}}',
+    b'{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t",'
+    b'"is_error":true},{"type":"tool_result","tool_use_id":"u","is_error":{"a":1}},'
+    b'{"type":"tool_result","tool_use_id":"v","is_error":0}]}}',
     b'{"type":"assistant","message":{"content":[{"type":"tool_use","id":"","name":"n"}]}}',
     b'{"type":"control_request","request":{"subtype":"hook_callback","tool_use_id":"t",'
     b'"input":"no object"}}',
@@ -80,15 +84,17 @@ def test_an_event_reads_its_fields_fast_or_from_its_parsed_object_alike() -> Non
         fast, parsed = Event(0, "out", 0, data), Event(0, "out", 0, data)
         parsed.obj  # noqa: B018 - parsed first: fields come from the object
         assert fast.fields == parsed.fields
+        # Its fields read the quick way, the line parses as it would have.
+        assert repr(fast.obj) == repr(parse_json(data)), data
 
 
 # Objects built from the members extract_fields reads, each of any JSON type.
 KEYS = ["type", "subtype", "request_id", "uuid", "session_id", "parent_tool_use_id", "event",
         "request", "response", "message", "content", "content_block", "id", "name",
-        "tool_use_id", "tool_name", "input", "other"]
+        "tool_use_id", "tool_name", "input", "is_error", "other"]
 VALUES = ["tool_use", "tool_result", "mcp_tool_use", "server_tool_use", "control_request",
           "control_response", "stream_event", "assistant", "user", "can_use_tool",
-          "hook_callback", "a_tool_result", "", "x"]
+          "hook_callback", "a_tool_result", "xtool_result", "", "x"]
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5)
     | st.sampled_from(VALUES),

@@ -277,3 +277,50 @@ def test_the_same_session_chunk_by_chunk_and_from_the_store(store: Store, path: 
     stored = summary_columns(fold(store.iter_events(rid), model=rec.model))
     assert stored == whole
     assert {k: getattr(rec, k) for k in whole} == whole
+
+
+def _compact(seq: int, direction: str, obj: dict[str, Any]) -> Event:
+    """A line as the CLI writes it: compact JSON, ``type`` first."""
+    return Event(seq, direction, seq, json.dumps(obj, separators=(",", ":")).encode())  # type: ignore[arg-type]
+
+
+def test_the_fold_parses_each_line_it_reads_once_and_a_tool_result_not_at_all(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tool's end (and its error) comes from the result line's fields: the line,
+    its output echoed twice, is never parsed whole; an assistant line, read whole,
+    is parsed once, its fields taken from that."""
+    from claudetrace.model import events as events_module
+
+    output = "x" * 5000
+    assistant = _compact(1, "out", {"type": "assistant", "message": {
+        "id": "m1", "model": "claude-x", "content": [
+            {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}},
+            {"type": "tool_use", "id": "t2", "name": "Read", "input": {}}],
+        "usage": {"input_tokens": 3, "output_tokens": 4}}})
+    result = _compact(2, "out", {"type": "user", "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "t1", "content": output, "is_error": True},
+        {"type": "tool_result", "tool_use_id": "t2", "content": output}]},
+        "tool_use_result": {"stdout": output}})
+    parsed: list[bytes] = []
+    decoded: list[bytes] = []
+    parse, decode = events_module._parse, events_module._decode_line
+    monkeypatch.setattr(events_module, "_parse", lambda data: parsed.append(data) or parse(data))
+    monkeypatch.setattr(events_module, "_decode_line",
+                        lambda data: decoded.append(data) or decode(data))
+    session = Session()
+    session.add_many([_compact(0, "in", PROMPT), assistant, result])
+    assert session.tools["t1"].is_error is True and session.tools["t2"].is_error is False
+    assert session.tools["t1"].end_seq == session.tools["t2"].end_seq == 2
+    assert session.tools["t1"].input == {"command": "ls"}
+    assert parsed == [assistant.data]
+    assert assistant.data not in decoded and result.data in decoded
+    # The same figures as a fold that parsed every line first.
+    again = Session()
+    lines = [_compact(0, "in", PROMPT), _compact(1, "out", json.loads(assistant.data)),
+             _compact(2, "out", json.loads(result.data))]
+    for event in lines:
+        event.obj  # noqa: B018
+    again.add_many(lines)
+    assert summary_columns(again) == summary_columns(session)
+    assert {k: (t.is_error, t.end_seq) for k, t in again.tools.items()} == {
+        k: (t.is_error, t.end_seq) for k, t in session.tools.items()}

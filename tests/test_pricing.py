@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -117,8 +118,9 @@ def test_an_unknown_model_is_unknown_cost(store: Store, db_path: Path, tmp_path:
 
 
 def test_without_a_price_table_nothing_is_priced(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Python 3.10, where genai-prices does not install.
+    # Python 3.10, where genai-prices does not install (nor are its rates kept).
     monkeypatch.setattr(pricing, "_library", lambda: None)
+    monkeypatch.setattr(pricing, "_table_key", lambda: "")
     from claudetrace.cassette import read_cassette
 
     cassette = read_cassette(Path(__file__).parent / "fixtures" / "cassettes" / "cli_dies.ndjson")
@@ -241,3 +243,30 @@ def test_a_summary_prices_each_call_once(tmp_path: Path, monkeypatch: pytest.Mon
     rows = columns["usage_calls"]
     assert len(asked) == len(session.calls) == len(rows) > 10
     assert sum(row[7] for row in rows) == pytest.approx(columns["cost_usd"])
+
+
+def test_the_rates_are_kept_for_the_next_process(tmp_path: Path) -> None:
+    """A process that prices a call it has not priced before reads the rates an
+    earlier one asked of the same table, without loading the table (an indexer
+    pricing a session without a result, on the way to listing it complete)."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path)}
+    script = (
+        "import sys; from claudetrace import pricing\n"
+        f"price = pricing.call_cost({SONNET!r}, 1200, 300, 40000, 2000)\n"
+        f"unknown = pricing.call_cost('no-such-model', 1, 1, 0, 0)\n"
+        "print(price, unknown, 'genai_prices' in sys.modules)\n")
+    first, second = (subprocess.run([sys.executable, "-c", script], env=env, check=True,
+                                    capture_output=True, text=True).stdout.split()
+                     for _ in range(2))
+    assert first == [repr(table_price(SONNET, 1200, 300, 40_000, 2_000)), "None", "True"]
+    assert second == [*first[:2], "False"]
+    assert (tmp_path / "claudetrace" / pricing.KEPT_FILE).exists()
+    # Rates of another table are not read.
+    kept = tmp_path / "claudetrace" / pricing.KEPT_FILE
+    kept.write_text(kept.read_text().replace('"table": "', '"table": "x'))
+    third = subprocess.run([sys.executable, "-c", script], env=env, check=True,
+                           capture_output=True, text=True).stdout.split()
+    assert third == first

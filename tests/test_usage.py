@@ -305,6 +305,7 @@ def test_the_live_indexer_writes_ended_turns_without_the_price_table(
         raise AssertionError("the price table was loaded")
 
     monkeypatch.setattr(pricing, "_library", no_table)
+    monkeypatch.setattr(pricing, "_table_key", lambda: "")
     rows = summary_columns(session, started_ns=0, ended_turns=True)["usage_calls"]
     first = {c.id for c in session.turns[0].calls if c.usage}
     assert {r[0] for r in rows} == first and {r[8] for r in rows} == {"cli"}

@@ -46,12 +46,16 @@ class ToolRef:
 
     ``use`` is a ``tool_use`` block (or its ``content_block_start``), ``result`` a
     ``tool_result`` block, ``permission`` a ``can_use_tool`` request and ``hook`` a
-    ``hook_callback`` request about that tool use.
+    ``hook_callback`` request about that tool use.  ``is_error``: a result block's
+    ``is_error`` (as a truth value), so that the session model learns how a tool
+    ended from the fields, without parsing the whole line (its output, often
+    kilobytes, echoed twice).
     """
 
     tool_use_id: str
     name: str | None
     kind: ToolRefKind
+    is_error: bool = False
 
 
 class LineFields(msgspec.Struct, frozen=True, gc=False):
@@ -81,6 +85,10 @@ class LineFields(msgspec.Struct, frozen=True, gc=False):
 NOT_JSON: Final = LineFields(is_json=False)
 
 _UNSET: Final[Any] = object()
+#: Not parsed yet either, but known not to nest too deeply: :func:`line_fields`
+#: read its fields the quick way, which only a line without that many brackets
+#: goes (so :attr:`Event.obj` does not count them again).
+_SHALLOW: Final[Any] = object()
 
 
 class Event(msgspec.Struct, eq=False, gc=False):
@@ -122,9 +130,12 @@ class Event(msgspec.Struct, eq=False, gc=False):
     @property
     def obj(self) -> Any:
         """The parsed JSON value, or ``None`` when the line is not JSON."""
-        if self._obj is _UNSET:
-            self._obj = parse_json(self.data)
-        return self._obj
+        obj = self._obj
+        if obj is _UNSET:
+            obj = self._obj = parse_json(self.data)
+        elif obj is _SHALLOW:
+            obj = self._obj = _parse_json(self.data, False)
+        return obj
 
     @property
     def fields(self) -> LineFields:
@@ -134,8 +145,19 @@ class Event(msgspec.Struct, eq=False, gc=False):
         (:func:`line_fields`), which is many times faster.
         """
         if self._fields is None:
-            obj = self._obj
-            self._fields = line_fields(self.data) if obj is _UNSET else extract_fields(obj)
+            if self._obj is _UNSET:
+                self._fields, self._obj = _line_fields(self.data)
+            else:
+                self._fields = extract_fields(self.obj)
+        return self._fields
+
+    def whole_fields(self) -> LineFields:
+        """:attr:`fields`, for a line whose parsed value is wanted as well
+        (:attr:`obj`): when neither is known yet, the whole line is parsed and
+        the fields taken from it, one decoding of the line rather than two
+        (the fields' own, then the whole line's)."""
+        if self._fields is None:
+            self._fields = extract_fields(self.obj)
         return self._fields
 
     @property
@@ -164,7 +186,8 @@ class Event(msgspec.Struct, eq=False, gc=False):
         """
         if self._fields is None:
             self.fields  # noqa: B018 - keep the extracted fields
-        self._obj = _UNSET
+        if self._obj is not _SHALLOW:
+            self._obj = _UNSET
 
     @property
     def valid_utf8(self) -> bool:
@@ -187,7 +210,8 @@ def forget_all_parsed(events: Iterable[Event]) -> None:
     """:meth:`Event.forget_parsed` for each of ``events``, called only for those
     that hold a parsed object or no fields yet (the indexer's every line)."""
     for event in events:
-        if event._fields is None or event._obj is not _UNSET:
+        obj = event._obj
+        if event._fields is None or (obj is not _UNSET and obj is not _SHALLOW):
             event.forget_parsed()
 
 
@@ -211,13 +235,20 @@ def parse_json(data: bytes) -> Any:
     public ``raw_decode``, without the whitespace matches ``json.loads`` makes on
     the way.  Anything else is left to ``json.loads``.
     """
+    return _parse_json(data, True)
+
+
+def _parse_json(data: bytes, deep: bool) -> Any:
+    """:func:`parse_json`; ``deep`` False for a line known to hold too few
+    brackets to nest too deeply (:func:`may_nest_too_deep`): they are not
+    counted again."""
     if not data:
         return None
     try:
         value = _parse(data)
         # Deeper than any protocol line, and than the recursive code reading
         # values (views, replay, redaction) can walk: text, not JSON.
-        if (may_nest_too_deep(data) and isinstance(value, (list, dict))
+        if (deep and may_nest_too_deep(data) and isinstance(value, (list, dict))
                 and _deeper_than(value, MAX_DEPTH)):
             return None
         # A lone surrogate (an escaped ``\ud800``, or its raw UTF-8 form) is valid
@@ -315,7 +346,7 @@ def _content_tool_refs(message: Any, refs: list[ToolRef]) -> None:
         elif is_tool_result_type(kind):
             tid = _str(block.get("tool_use_id"))
             if tid:
-                refs.append(ToolRef(tid, None, "result"))
+                refs.append(ToolRef(tid, None, "result", bool(block.get("is_error"))))
 
 
 def extract_fields(obj: Any) -> LineFields:
@@ -378,6 +409,13 @@ def line_fields(data: bytes) -> LineFields:
     than :data:`MAX_DEPTH` (it may be nested too deeply to be JSON; a shorter
     line than :data:`_SHORTEST_TOO_DEEP` cannot be, if it is JSON at all).
     """
+    return _line_fields(data)[0]
+
+
+def _line_fields(data: bytes) -> tuple[LineFields, Any]:
+    """:func:`line_fields`, and what :attr:`Event._obj` may hold after: ``_SHALLOW``
+    when the line was read the quick way (its brackets were counted: too few
+    to nest too deeply), else ``_UNSET``."""
     try:
         # msgspec checks the UTF-8 of the strings it keeps, not of those it skips.
         if not data.isascii():
@@ -386,10 +424,11 @@ def line_fields(data: bytes) -> LineFields:
         # or more (a text delta of 30 words is one), and the call cost as much
         # as its two counts.
         if len(data) >= _SHORTEST_TOO_DEEP and data.count(b"[") + data.count(b"{") > MAX_DEPTH:
-            return extract_fields(parse_json(data))
-        return _from_fast(_decode_line(data))
+            return extract_fields(parse_json(data)), _UNSET
+        return _from_fast(_decode_line(data)), _SHALLOW
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-        return extract_fields(parse_json(data))  # refused: the general way decides
+        # refused: the general way decides
+        return extract_fields(parse_json(data)), _UNSET
 
 
 
@@ -464,10 +503,9 @@ def _from_fast(line: _Line) -> LineFields:
                 if kind in TOOL_USE_TYPES:
                     if block.id:
                         refs.append(ToolRef(block.id, block.name, "use"))
-                elif block.tool_use_id and (kind in ("tool_result", "mcp_tool_result") or (
-                    kind is not None and kind.endswith("_tool_result")
-                )):
-                    refs.append(ToolRef(block.tool_use_id, None, "result"))
+                elif block.tool_use_id and is_tool_result_type(kind):
+                    refs.append(ToolRef(block.tool_use_id, None, "result",
+                                        bool(block.is_error)))
             tools = tuple(refs)
     return LineFields(True, mtype, subtype, request_id, line.uuid, line.session_id,
                       line.parent_tool_use_id, tools)
@@ -485,6 +523,8 @@ class _Block(msgspec.Struct, gc=False):
     id: str | None = None
     name: str | None = None
     tool_use_id: str | None = None
+    # Any JSON value, read as a truth value as the general way reads it.
+    is_error: Any = None
 
 
 class _Message(msgspec.Struct, gc=False):

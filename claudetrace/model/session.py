@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from ..pricing import call_cost
-from .content import Block, find_content_block, message_content
+from .content import Block, find_content_block
 from .events import Event
 from .parts import (
     COST_SOURCES,
@@ -79,6 +79,17 @@ _READ_SYSTEM: Final = frozenset({"init", "status", "api_error"}) | TASK_SUBTYPES
 TASK_DONE: Final = frozenset({"completed", "failed", "killed", "stopped", "cancelled"})
 #: The tool whose ``tool_use`` runs a subagent (``Task`` in older CLIs).
 SUBAGENT_TOOLS: Final = frozenset({"Agent", "Task"})
+#: How the lines of the CLI's the fold reads whole begin, as the CLI writes
+#: them (``type`` first): such a line is parsed whole at once and its fields
+#: taken from that (:meth:`Event.whole_fields`), rather than its fields read
+#: first and the line parsed after.  Only a shortcut: a line written otherwise
+#: is read the same, in two steps.
+_READ_WHOLE_OUT: Final = (
+    b'{"type":"assistant"', b'{"type":"result"', b'{"type":"control_',
+    *(b'{"type":"system","subtype":"%s"' % name.encode() for name in sorted(_READ_SYSTEM)),
+)
+#: The same for the host's lines: its control requests and answers.
+_READ_WHOLE_IN: Final = (b'{"type":"control_',)
 
 
 class Session:
@@ -137,7 +148,8 @@ class Session:
                 if direction == "err":
                     stderr += 1
                     continue
-                fields = event.fields
+                fields = (event.whole_fields() if data.startswith(
+                    _READ_WHOLE_OUT if direction == "out" else _READ_WHOLE_IN) else event.fields)
                 if not fields.is_json:
                     unparsed += 1
                     continue
@@ -435,17 +447,16 @@ class Session:
         lane = event.fields.parent_tool_use_id
         if lane is not None and lane in self.subagents:
             self.subagents[lane]  # a subagent's prompt
-        results = [ref for ref in event.fields.tools if ref.kind == "result"]
-        if not results:
-            return
-        content = message_content(event)
-        for ref in results:
+        # How each tool ended is in the line's fields (its result block's
+        # is_error): the line, a tool's output echoed twice, is not parsed.
+        for ref in event.fields.tools:
+            if ref.kind != "result":
+                continue
             tool = self.tools.get(ref.tool_use_id)
             if tool is None or tool.end_ns is not None:
                 continue
-            block = find_content_block(content, "tool_result", ref.tool_use_id)
             tool.end_seq, tool.end_ns = event.seq, event.t_ns
-            tool.is_error = block is not None and block.is_error
+            tool.is_error = ref.is_error
             agent = self.subagents.get(ref.tool_use_id)
             if agent is not None and agent.end_ns is None:
                 agent.end_ns = event.t_ns
