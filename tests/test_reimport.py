@@ -152,7 +152,9 @@ def test_what_a_session_folder_holds_besides_is_skipped_again_unread(
     run = subprocess.run([PY, "-c", AUDITED, str(report), *argv], capture_output=True,
                          text=True, check=False)
     assert run.returncode == 1
-    assert run.stderr.splitlines()[-1] == "import: 0 imported, 0 updated, 6 unchanged, 2 skipped"
+    assert run.stderr.splitlines()[-1] == (
+        "import: 0 imported, 0 updated, 6 unchanged, 2 skipped; "
+        "1 file joined to another file's session")
     said = [line for line in run.stderr.splitlines() if ": skipped: " in line]
     assert said == [line for line in first.stderr.splitlines() if ": skipped: " in line]
     assert len(said) == 2

@@ -86,12 +86,16 @@ def test_a_folder_imports_every_session_and_skips_what_is_not_one(
     assert any(line.startswith(f"{corpus}/-home-dev-dmg/notes.jsonl: skipped: ")
                and "a JSON log with keys level, msg, ts" in line for line in err)
     assert any("journal.jsonl: skipped: " in line for line in err)
+    # The resumed session's second file is said to be part of it, and counted.
+    assert f"{corpus}/-home-dev-res/c0ffee00-3333-4444-8555-666677778888.jsonl: part of " \
+        f"session {RESUMED}, with {corpus}/-home-dev-res/{RESUMED}.jsonl " in done.stderr
     assert err[-1] == ("import: 6 imported, 0 updated, 0 unchanged, 2 skipped; "
-                       "2 damaged lines skipped")
+                       "2 damaged lines skipped; 1 file joined to another file's session")
     again = runner.invoke(cli, ["import", str(corpus), *db])
     assert again.stdout == ""
     assert again.stderr.splitlines()[-1] == (
-        "import: 0 imported, 0 updated, 6 unchanged, 2 skipped")
+        "import: 0 imported, 0 updated, 6 unchanged, 2 skipped; "
+        "1 file joined to another file's session")
     store = open_settled_store(str(db_path))
     try:
         assert store.count_recordings() == len(SESSIONS)
@@ -289,11 +293,13 @@ def test_the_same_tree_named_otherwise_is_unchanged(
     monkeypatch.chdir(corpus.parent)
     again = runner.invoke(cli, ["import", "./projects/../projects", *db])
     assert again.stderr.splitlines()[-1] == (
-        "import: 0 imported, 0 updated, 6 unchanged, 2 skipped")
+        "import: 0 imported, 0 updated, 6 unchanged, 2 skipped; "
+        "1 file joined to another file's session")
     moved = corpus.rename(corpus.parent / "elsewhere")
     # A project folder moved elsewhere: its sessions are the same, unchanged.
     assert runner.invoke(cli, ["import", str(moved), *db]).stderr.splitlines()[-1] == (
-        "import: 0 imported, 0 updated, 6 unchanged, 2 skipped")
+        "import: 0 imported, 0 updated, 6 unchanged, 2 skipped; "
+        "1 file joined to another file's session")
 
 
 def test_a_long_session_id_is_one_recording(corpus: Path, store: Store) -> None:
@@ -411,3 +417,82 @@ def test_two_importers_at_once_store_each_session_once(corpus: Path, db_path: Pa
         assert store.count_recordings() == len(SESSIONS)
     finally:
         store.close()
+
+
+def test_a_session_begun_by_a_slash_command_counts_its_first_turn(
+    tmp_path: Path, store: Store
+) -> None:
+    """A skill or custom command invoked before any prompt starts the model's work: its
+    calls are a turn of the session's (they were counted in no turn: their tokens lost,
+    the next turn's result spread over every call, the session \"incomplete\")."""
+    sid = "5a5a5a5a-1111-4222-8333-944455566677"
+    project = tmp_path / "projects" / "-home-dev-skills"
+    project.mkdir(parents=True)
+
+    def entry(n: int, kind: str, **fields: Any) -> dict[str, Any]:
+        return {"type": kind, "sessionId": sid, "uuid": f"s-{n}",
+                "parentUuid": f"s-{n - 1}" if n else None, "cwd": "/home/dev/skills",
+                "version": "2.1.30", "timestamp": f"2026-02-10T10:00:{n:02d}.000Z", **fields}
+
+    def answer(n: int, mid: str, text: str, tokens: tuple[int, int, int, int]) -> dict[str, Any]:
+        usage = dict(zip(("input_tokens", "output_tokens", "cache_creation_input_tokens",
+                          "cache_read_input_tokens"), tokens, strict=True))
+        return entry(n, "assistant", message={
+            "id": mid, "type": "message", "role": "assistant", "model": "claude-opus-4-6",
+            "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
+            "usage": usage})
+
+    lines = [
+        entry(0, "user", message={"role": "user", "content": (
+            "<command-message>review</command-message>\n<command-name>/review</command-name>\n"
+            "<command-args>the parser</command-args>")}),
+        entry(1, "user", isMeta=True, message={"role": "user", "content": [
+            {"type": "text", "text": "Base directory for this skill: /skills/review\n# Review"}]}),
+        answer(2, "msg_s1", "Reviewing.", (1562, 8, 1427, 28160)),
+        answer(3, "msg_s2", "The parser is fine.", (6, 451, 119, 11288)),
+        entry(4, "user", message={"role": "user", "content": "<command-name>/cost</command-name>"}),
+        entry(5, "user", message={"role": "user", "content": (
+            "<local-command-stdout>Total cost: $0.10</local-command-stdout>")}),
+        entry(6, "user", message={"role": "user", "content": "Now fix the lexer."}),
+        answer(7, "msg_s3", "Fixed.", (10, 20, 0, 40000)),
+        entry(8, "system", subtype="turn_duration", durationMs=1000),
+    ]
+    (project / f"{sid}.jsonl").write_text(
+        "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines))
+    got = read_transcript(project / f"{sid}.jsonl")
+    turns = [json.loads(e.data) for e in got.events if e.direction == "in"]
+    assert [t.get("claudetrace_kind") for t in turns] == ["command", None]
+    results = [json.loads(e.data) for e in got.events if e.type == "result"]
+    assert [r["usage"]["input_tokens"] for r in results] == [1562 + 6, 10]
+
+    units, _skipped = Planner().plan([tmp_path / "projects"])
+    for unit in units:
+        import_unit(store, unit)
+    rec = store.resolve(sid)
+    assert figures(rec) == independent_count(tmp_path / "projects")[sid]
+    assert rec.turns == 2 and rec.status == "ok"
+
+
+def test_a_file_joined_to_another_files_session_says_so(tmp_path: Path, db_path: Path) -> None:
+    """A copy of a session's file in another project folder, or a resumed session's
+    other file, is one recording with it: each such file gets a line and a count (it
+    was left out silently), and the copy named alone later is an update of that
+    recording, not \"shorter than when imported … now gone\" of the first file."""
+    first = tmp_path / "projects" / "-home-dev-a" / f"{RESUMED}.jsonl"
+    copy = tmp_path / "projects" / "-home-dev-b" / "copy.jsonl"
+    for path in (first, copy):
+        path.parent.mkdir(parents=True)
+        shutil.copyfile(CORPUS / "-home-dev-shop" / f"{SHOP}.jsonl", path)
+    result = CliRunner().invoke(cli, ["import", "--db", str(db_path), str(first)])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(cli, ["import", "--db", str(db_path), str(copy)])
+    assert result.exit_code == 0, result.output
+    assert f"{copy}: updated session {SHOP}" in result.stderr
+    assert "import: 0 imported, 1 updated, 0 unchanged\n" in result.stderr
+    for _ in range(2):  # the files named from their common folder: an update, then none
+        again = CliRunner().invoke(
+            cli, ["import", "--db", str(db_path), str(tmp_path / "projects")])
+        assert again.exit_code == 0, again.output
+        assert f"{copy}: part of session {SHOP}, with {first}" in again.stderr
+    assert again.stderr.endswith(
+        "import: 0 imported, 0 updated, 1 unchanged; 1 file joined to another file's session\n")

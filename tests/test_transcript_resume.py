@@ -122,7 +122,8 @@ def test_resumed_later_updates_the_same_recording(tmp_path: Path, db_path: Path)
             "import: 1 imported" if sid == S1 else "import: 0 imported, 1 updated")
     assert ids[0] == ids[1] == ids[2]
     again = run("import", str(projects), *db)
-    assert again.stderr.splitlines()[-1] == "import: 0 imported, 0 updated, 1 unchanged"
+    assert again.stderr.splitlines()[-1] == (
+        "import: 0 imported, 0 updated, 1 unchanged; 2 files joined to another file's session")
     # Imported one file at a time, then the folder: each message's usage still once.
     totals = usage(db_path, "daily", projects)["totals"]
     assert totals["outputTokens"] == 80 + 140 + 210 + 60
@@ -202,8 +203,8 @@ def test_a_store_with_resume_files_imported_apart_folds_them_in(
     assert len(listed) == len(old) == 5  # S1, S2, S3, F1, F2 apart
     done = run("import", str(projects), *db)
     err = done.stderr.splitlines()
-    assert err[-1] == ("import: 0 imported, 1 updated, 2 unchanged; 2 earlier recordings of "
-                       "resumed sessions folded in")
+    assert err[-1] == ("import: 0 imported, 1 updated, 2 unchanged; 2 files joined to another "
+                       "file's session; 2 earlier recordings of resumed sessions folded in")
     (said,) = [line for line in err if "updated" in line and S1 in line]
     assert "2 earlier recordings of its resumed files folded in: " in said
     listed = json.loads(run("sessions", "--json", *db).stdout)
@@ -219,7 +220,8 @@ def test_a_store_with_resume_files_imported_apart_folds_them_in(
     assert sessions[S1]["outputTokens"] == 80 + 140 + 210 + 60
     assert sessions[F2]["outputTokens"] == 70
     again = run("import", str(projects), *db)
-    assert again.stderr.splitlines()[-1] == "import: 0 imported, 0 updated, 3 unchanged"
+    assert again.stderr.splitlines()[-1] == (
+        "import: 0 imported, 0 updated, 3 unchanged; 2 files joined to another file's session")
 
 
 @pytest.mark.slow

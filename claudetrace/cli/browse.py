@@ -588,12 +588,13 @@ def _import_units(units: Sequence[Any], store: Any, writer: Any, name: str | Non
         # What is stored already, in one look (an unchanged session opens nothing).
         if index is None:
             index = stored_sessions(url, store)
-        for done, _unit in zip(import_units(store, converted, name=name, tags=tags, index=index,
-                                            converting=converting),
-                               shown, strict=False):
+        for done, unit, _shown in zip(import_units(store, converted, name=name, tags=tags,
+                                                   index=index, converting=converting),
+                                      converted, shown, strict=False):
             if single and done.action == "skipped":
                 raise ImportFormatError(done.note)
             tally.add(done)
+            tally.joined(done, unit)
 
 
 class _Tally:
@@ -605,6 +606,7 @@ class _Tally:
         self.skipped = 0
         self.damage = 0
         self.folded = 0
+        self.together = 0
 
     def add(self, done: Any) -> None:
         self.counts[done.action] = self.counts.get(done.action, 0) + 1
@@ -630,12 +632,25 @@ class _Tally:
                 say(f"{done.path}: {done.action} {what}{extra}", err=True)
             click.echo(done.recording_id)
 
+    def joined(self, done: Any, unit: Any) -> None:
+        """A line for each further main file of a session (a resumed session's, a copy):
+        its entries are the recording's of the session named first, not one of its own."""
+        if done.kind != "transcript" or done.action in ("skipped", "truncated") or (
+                unit.files is None):
+            return
+        for path in unit.files.mains[1:]:
+            self.together += 1
+            say(f"{path}: part of session {done.session_id}, with {unit.path} (one "
+                "conversation: the same session id, or the same first entry)", err=True)
+
     def summary(self) -> str:
         order = ("imported", "updated", "unchanged", "truncated", "skipped")
         said = ", ".join(f"{self.counts.get(a, 0)} {a}" for a in order
                          if self.counts.get(a) or a in ("imported", "updated", "unchanged"))
         if self.damage:
             said += f"; {plural(self.damage, 'damaged line')} skipped"
+        if self.together:
+            said += f"; {plural(self.together, 'file')} joined to another file's session"
         if self.folded:
             said += (f"; {plural(self.folded, 'earlier recording')} of resumed sessions "
                      "folded in")

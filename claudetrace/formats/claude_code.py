@@ -149,6 +149,10 @@ class Transcript:
     last_entry_ns: int = 0
 
 
+#: How a slash command the user invoked begins (its output lines are ``<local-command-…``).
+_INVOKED = ("<command-name>", "<command-message>")
+
+
 def user_kind(entry: dict[str, Any], text: str) -> str | None:
     """What a user line that is no prompt is (:data:`USER_KINDS`), else None."""
     if entry.get("isCompactSummary"):
@@ -412,6 +416,12 @@ class _Converter:
         msg = entry.get("message")
         text, results, _uses = _scan(msg.get("content") if isinstance(msg, dict) else None)
         kind = None if results else user_kind(entry, text)
+        if kind == "command" and parent is None and self.turn is None and not self.carried_on \
+                and text.lstrip().startswith(_INVOKED):
+            # A slash command (a skill, a custom command) before any prompt: the
+            # model's work it starts is a turn, as the CLI's stream-json makes it one.
+            self.start_turn(entry, when, kind)
+            return
         if parent is not None or results or kind is not None:
             if self.turn is not None and parent is None:
                 self.turn.end_ns = when
@@ -426,11 +436,18 @@ class _Converter:
         # A prompt: the previous turn is over, a new one starts.
         self.close_turn()
         self.rewind(entry, when)
-        self.turn = _Turn(when, when)
-        self.emit("in", self._line(entry, None), when)
-        self.pending_init = entry
+        self.start_turn(entry, when)
         if self.first_prompt is None:
             self.first_prompt = entry
+
+    def start_turn(self, entry: dict[str, Any], when: int, kind: str | None = None) -> None:
+        """A turn that ``entry`` starts, the host's line (a prompt, or a command)."""
+        self.turn = _Turn(when, when)
+        line = self._line(entry, None)
+        if kind is not None:
+            line["claudetrace_kind"] = kind
+        self.emit("in", line, when)
+        self.pending_init = entry
 
     def rewind(self, entry: dict[str, Any], when: int) -> None:
         """A ``system/rewind`` line before a prompt that goes on from an entry before

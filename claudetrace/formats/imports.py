@@ -42,6 +42,7 @@ from .layout import (
     base_folder,
     file_names,
     fingerprint,
+    is_side_chain,
     owner_folder,
     owner_name,
     peek,
@@ -464,11 +465,52 @@ def _shrunk(known: Any, paths: list[Path]) -> str:
     """What of a stored recording's files is now shorter, or gone (empty: none)."""
     sizes = (known.extra or {}).get("files") or {}
     now = {name: p.stat().st_size for name, p in file_names(paths).items()}
+    where = {os.path.abspath(p) for p in paths}
     for name, size in sizes.items():
+        if name not in now and _stored_path(known, name) in where:
+            continue  # among these files, named from another folder
         if now.get(name, -1) < size:
             left = "gone" if name not in now else f"{now[name]} bytes"
             return f"{name} is shorter than when imported ({size} bytes, now {left})"
     return ""
+
+
+def _stored_path(known: Any, name: str) -> str | None:
+    """Where a stored recording's file ``name`` was when it was imported (absolute)."""
+    extra = known.extra or {}
+    folder, source = extra.get("folder"), extra.get("source_path")
+    if not isinstance(folder, str):
+        if not isinstance(source, str):
+            return None
+        base = base_folder([Path(source)])
+        folder = os.path.abspath(base) if base is not None else None
+    return os.path.normpath(os.path.join(folder, name)) if folder else None
+
+
+def _with_stored_files(unit: Unit, known: Any) -> Unit:
+    """``unit`` with the files its session's recording was made of that are not among
+    its own but are still where they were (a session's file imported alone, or a copy
+    of one, from elsewhere): the recording is made of them all again."""
+    files = unit.files
+    if files is None:
+        return unit
+    have = {os.path.abspath(p) for p in files.files}
+    more: list[Path] = []
+    for name, size in ((known.extra or {}).get("files") or {}).items():
+        path = _stored_path(known, name)
+        if path is None or path in have or not isinstance(size, int):
+            continue
+        try:
+            if os.stat(path).st_size >= size:
+                more.append(Path(path))
+        except OSError:
+            continue  # gone: _shrunk says so
+    if not more:
+        return unit
+    mains = [p for p in more if not is_side_chain(p)]
+    sides = [p for p in more if is_side_chain(p)]
+    grown = SessionFiles(files.session_id, [*files.mains, *mains], [*files.sides, *sides])
+    return Unit(unit.kind, unit.path, grown, unit.peeked)
 
 
 def _peeks_of(unit: Unit) -> dict[str, Any]:
@@ -509,10 +551,12 @@ def _look(opened: Callable[[], Any], unit: Unit, index: Index | None,
     """What to do with a unit: nothing (unchanged, truncated), or convert it
     (``first``: a look ahead, which writes nothing)."""
     source = SOURCE if unit.kind == "transcript" else "claude-trace"
-    paths = unit.paths
-    digest = fingerprint(paths)
     sid = unit.files.session_id if unit.files is not None else unit.path.stem
     known = _recording_of(opened, source, sid, index)
+    if known is not None:
+        unit = _with_stored_files(unit, known)
+    paths = unit.paths
+    digest = fingerprint(paths)
     if known is not None and (known.extra or {}).get("fingerprint") == digest:
         if not first:
             _remember_peeks(opened, unit, known)
@@ -674,7 +718,7 @@ class Converting:
         ahead = cls(lambda: None, units, None)
         while len(ahead.sent) < CONVERT_BEFORE_STORE and ahead.next < len(units):
             ahead.next += 1
-            if not ahead._request(ahead.next - 1):
+            if not ahead._request(ahead.next - 1, units[ahead.next - 1]):
                 break
         return ahead
 
@@ -734,10 +778,10 @@ class Converting:
                 first = _look(self.opened, self.units[at], self.index, first=True)
             except (ClaudeTraceError, OSError):
                 continue  # its turn says what it is
-            if isinstance(first, _Pending) and not self._request(at):
+            if isinstance(first, _Pending) and not self._request(at, first.unit):
                 return
 
-    def _request(self, at: int) -> bool:
+    def _request(self, at: int, unit: Unit) -> bool:
         import pickle
         import subprocess
 
@@ -750,7 +794,7 @@ class Converting:
         if self.child is None or self.gone:
             return False
         try:
-            pickle.dump(self.units[at], self.child.stdin, protocol=pickle.HIGHEST_PROTOCOL)  # type: ignore[arg-type]
+            pickle.dump(unit, self.child.stdin, protocol=pickle.HIGHEST_PROTOCOL)  # type: ignore[arg-type]
             self.child.stdin.flush()  # type: ignore[union-attr]
         except OSError:
             self._lost()
