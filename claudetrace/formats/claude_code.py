@@ -46,6 +46,7 @@ import msgspec
 from ..display import plural
 from ..errors import ClaudeTraceError
 from ..model.events import Event, is_tool_result_type, parsed_event
+from ..model.usage import count
 from ..recording import RecordingInfo, new_recording_id
 from .jsonl import JsonlFile
 from .layout import SOURCE, SessionFiles, peek_session_id, side_chains_of
@@ -94,8 +95,9 @@ _dumps: Final = msgspec.json.encode  # compact, raw UTF-8, as the CLI writes JSO
 
 
 def _count(value: Any) -> int:
-    """A token count as the transcript gives it (anything but a whole number is 0)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    """A token count as the transcript gives it (a damaged one is 0, as the session
+    model reads it: :func:`~claudetrace.model.usage.count`)."""
+    return count(value)
 
 
 def _is_number(value: Any) -> bool:
