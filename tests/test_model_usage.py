@@ -12,12 +12,16 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from claudetrace import capture as cap
+from claudetrace import indexer as ix
 from claudetrace import pricing
 from claudetrace.cli import cli
+from claudetrace.formats.html import report_data
 from claudetrace.formats.imports import import_file
 from claudetrace.model import Usage, fold
 from claudetrace.model.events import Event
 from claudetrace.model.usage import MAX_TOKENS
+from claudetrace.recording import RecordingInfo
 from claudetrace.store import Store
 from claudetrace.testing.transcripts import Call, Transcript, transcript_lines
 
@@ -132,33 +136,56 @@ def test_damaged_counts_in_a_transcript_count_zero_with_a_warning(
     path.write_text(text)
     rid = import_file(store, path).recording_id
     assert rid
-    sound = Usage(100, 90, 2_000, 300)
-    check_damage_ignored(views(db_path, rid), sound, table_price(OPUS, 100, 50, 2_000, 300, 0)
-                         + table_price(OPUS, 0, 40, 0, 0, 0))
+    check_damage_ignored(views(db_path, rid), SOUND, PRICE)
     assert path.read_text() == text  # the transcript is read, never written
 
 
-def test_damaged_counts_in_a_recording_count_zero_with_a_warning(
+INIT = {"type": "system", "subtype": "init", "model": OPUS, "session_id": "s1"}
+GOOD = {"input_tokens": 100, "output_tokens": 50, "cache_read_input_tokens": 2_000,
+        "cache_creation_input_tokens": 300}
+BAD = {"input_tokens": -5, "output_tokens": 40, "cache_read_input_tokens": 10**30,
+       "cache_creation_input_tokens": 0}
+#: A session whose second answer's usage is damaged: (seq, direction, line).
+LINES = [(0, "in", {"type": "user", "message": {"role": "user", "content": "hi"}}),
+         (1, "out", INIT), (2, "out", assistant("msg_a", GOOD)),
+         (3, "out", assistant("msg_b", BAD))]
+SOUND = Usage(100, 90, 2_000, 300)
+PRICE = table_price(OPUS, 100, 50, 2_000, 300, 0) + table_price(OPUS, 0, 40, 0, 0, 0)
+
+
+def test_damaged_counts_in_a_cassette_count_zero_with_a_warning(
     store: Store, db_path: Path, tmp_path: Path
 ) -> None:
-    init = {"type": "system", "subtype": "init", "model": OPUS, "session_id": "s1"}
-    good = {"input_tokens": 100, "output_tokens": 50, "cache_read_input_tokens": 2_000,
-            "cache_creation_input_tokens": 300}
-    bad = {"input_tokens": -5, "output_tokens": 40, "cache_read_input_tokens": 10**30,
-           "cache_creation_input_tokens": 0}
-    lines = [(0, "in", {"type": "user", "message": {"role": "user", "content": "hi"}}),
-             (1, "out", init), (2, "out", assistant("msg_a", good)),
-             (3, "out", assistant("msg_b", bad))]
     header = {"claudetrace": "cassette", "version": 1, "argv": ["claude"], "started_ns":
               int(T0.timestamp() * 1e9), "session_id": "s1", "model": OPUS}
     cassette = tmp_path / "damaged.ndjson"
     cassette.write_text("".join(json.dumps(x) + "\n" for x in [header, *(
-        {"seq": seq, "t": seq / 10, "dir": d, "line": json.dumps(obj)} for seq, d, obj in lines)]))
+        {"seq": seq, "t": seq / 10, "dir": d, "line": json.dumps(obj)} for seq, d, obj in LINES)]))
     rid = import_file(store, cassette).recording_id
     assert rid
-    sound = Usage(100, 90, 2_000, 300)
-    check_damage_ignored(views(db_path, rid), sound, table_price(OPUS, 100, 50, 2_000, 300, 0)
-                         + table_price(OPUS, 0, 40, 0, 0, 0))
+    check_damage_ignored(views(db_path, rid), SOUND, PRICE)
     # The line is stored as it was, damage and all.
     stored = [e.data for e in store.iter_events(rid)]
-    assert json.dumps(assistant("msg_b", bad)).encode() in stored
+    assert json.dumps(assistant("msg_b", BAD)).encode() in stored
+
+
+def test_damaged_counts_in_a_proxied_recording_count_zero_with_a_warning(
+    store: Store, db_path: Path
+) -> None:
+    # The proxy's indexer, fed the capture's records as the proxy writes them.
+    info = RecordingInfo.start(["claude", "-p"], model=OPUS)
+    indexer = ix.Indexer(info, store)
+    start = int(T0.timestamp() * 1e9)
+    for seq, (_n, direction, obj) in enumerate(LINES):
+        data = json.dumps(obj).encode() + b"\n"
+        indexer.feed(cap.Record(cap.KIND_CODE[direction], seq, start + seq, data))
+    indexer.feed(cap.Record(cap.END, len(LINES), start + 9, b'{"exit_code": 0}'))
+    indexer.finish()
+    check_damage_ignored(views(db_path, info.id), SOUND, PRICE)
+    # The HTML report's model table: calls, the four token counts, cost.
+    data = report_data(store.get(info.id), list(store.iter_events(info.id)))
+    (row,) = data["models"]
+    assert row[2:6] == [SOUND.input, SOUND.output, SOUND.cache_read, SOUND.cache_creation]
+    assert row[6] == pytest.approx(round(PRICE, 6))
+    stored = [e.data for e in store.iter_events(info.id)]
+    assert json.dumps(assistant("msg_b", BAD)).encode() in stored
