@@ -39,7 +39,7 @@ from .config import DB_ENV, FLUSH_TIMEOUT_ENV, resolve_url, yield_cpu
 from .errors import ClaudeTraceError
 from .model import Session
 from .model.events import Direction, Event, forget_all_parsed
-from .model.summary import figure_sums, outcome_columns, summary_columns
+from .model.summary import figure_sums, outcome_columns, summary_columns, usage_warnings
 from .recording import EventSink, RecordingInfo
 from .telemetry.latency import LatencyFold
 
@@ -283,7 +283,8 @@ class Indexer:
         final flush, say — come after the proxy has gone, when stderr reaches no one.
         Best effort: the events are stored already.
         """
-        warnings = list(self._lines.problems) + list(self.report.sink_errors)
+        warnings = (list(self._lines.problems) + list(self.report.sink_errors)
+                    + usage_warnings(self.session))
         kept: dict[str, object] = {}
         for sink in self._all_sinks:
             warnings += getattr(sink, "warnings", ())

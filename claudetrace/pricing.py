@@ -11,7 +11,8 @@ writes, as :class:`~claudetrace.model.usage.Usage` keeps them); genai-prices
 counts ``input_tokens`` as their sum with cache reads and writes inside it, and
 picks a model's long-context tier from that sum — per API request, so a call is
 priced alone, never a session's sum.  Cache writes are priced at the 5-minute
-rate (the counts do not say which were 1-hour writes).
+rate, those a call's usage says were 1-hour writes
+(``cache_creation.ephemeral_1h_input_tokens``) at the table's 1-hour rate.
 
 The table needs Python 3.11 and takes a few tenths of a second to load, so it
 is imported on first use only (never by ``claudetrace proxy``); without it
@@ -55,8 +56,9 @@ PROVIDER: Final = "anthropic"
 _lock = threading.Lock()
 #: model → its tiers' starts (total input tokens), or None when it has no price.
 _tiers: dict[str, tuple[int, ...] | None] = {}
-#: (model, tier) → per-token rates of input, output, cache read, cache write.
-_rates: dict[tuple[str, int], tuple[float, float, float, float]] = {}
+#: (model, tier) → per-token rates of input, output, cache read, cache write
+#: (5-minute) and 1-hour cache write.
+_rates: dict[tuple[str, int], tuple[float, float, float, float, float]] = {}
 _table: Any = None
 _missing = False
 #: The rates asked of the table, kept for the next process, in the data directory.
@@ -101,7 +103,8 @@ def _read_kept() -> None:
         for model, starts in kept["tiers"].items():
             _tiers.setdefault(model, None if starts is None else tuple(starts))
         for model, tier, *rates in kept["rates"]:
-            _rates.setdefault((model, tier), tuple(rates))
+            if len(rates) == 5:  # else kept by an older claudetrace (4 rates): asked again
+                _rates.setdefault((model, tier), tuple(rates))
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return
 
@@ -190,7 +193,7 @@ def _tier_starts(lib: Any, model: str) -> tuple[int, ...] | None:
     return tuple(sorted(starts))
 
 
-def _tier_rates(lib: Any, model: str, at: int) -> tuple[float, float, float, float]:
+def _tier_rates(lib: Any, model: str, at: int) -> tuple[float, float, float, float, float]:
     """Per-token rates of ``model`` for a request of ``at`` input tokens in all.
 
     Asked of the table itself, one token type at a time, at that input total
@@ -200,7 +203,11 @@ def _tier_rates(lib: Any, model: str, at: int) -> tuple[float, float, float, flo
     output = Decimal(_calc(lib, model, input_tokens=at, output_tokens=at).total_price) - base
     read = Decimal(_calc(lib, model, input_tokens=at, cache_read_tokens=at).total_price)
     write = Decimal(_calc(lib, model, input_tokens=at, cache_write_tokens=at).total_price)
-    return (float(base / at), float(output / at), float(read / at), float(write / at))
+    # The table counts 1-hour writes within the writes (cache_write_tokens).
+    hour = Decimal(_calc(lib, model, input_tokens=at, cache_write_tokens=at,
+                         cache_write_1h_tokens=at).total_price)
+    return (float(base / at), float(output / at), float(read / at), float(write / at),
+            float(hour / at))
 
 
 def _starts(lib: Any, model: str) -> tuple[int, ...] | None:
@@ -212,7 +219,7 @@ def _starts(lib: Any, model: str) -> tuple[int, ...] | None:
 
 
 def calls_cost(model: str | None, input: int, output: int, cache_read: int,
-               cache_creation: int) -> float | None:
+               cache_creation: int, cache_creation_1h: int = 0) -> float | None:
     """The price in USD of several requests of ``model`` from their summed token
     counts, where that sum tells: their input in all (cache included) within the
     model's first tier, so each request's was too, and a tier's price is linear.
@@ -226,15 +233,16 @@ def calls_cost(model: str | None, input: int, output: int, cache_read: int,
                 return None
         if starts and input + cache_read + cache_creation > starts[0]:
             return None
-    return call_cost(model, input, output, cache_read, cache_creation)
+    return call_cost(model, input, output, cache_read, cache_creation, cache_creation_1h)
 
 
 def call_cost(model: str | None, input: int, output: int, cache_read: int,
-              cache_creation: int) -> float | None:
+              cache_creation: int, cache_creation_1h: int = 0) -> float | None:
     """The price in USD of one API request of ``model`` with these token counts.
 
-    ``input`` excludes the cache, as Anthropic reports it.  A request that used
-    no tokens costs 0 whatever its model (Claude Code's ``<synthetic>``
+    ``input`` excludes the cache, as Anthropic reports it; ``cache_creation_1h``
+    is the part of ``cache_creation`` written for an hour (priced at that rate).
+    A request that used no tokens costs 0 whatever its model (Claude Code's ``<synthetic>``
     messages); otherwise ``None`` when the model is not in the table or no table
     is installed.
     """
@@ -261,8 +269,10 @@ def call_cost(model: str | None, input: int, output: int, cache_read: int,
                 at = starts[tier - 1] + 1 if tier else 1
                 rates = _rates[(model, tier)] = _tier_rates(_library(), model, at)
                 _keep()
-    r_in, r_out, r_read, r_write = rates
-    return input * r_in + output * r_out + cache_read * r_read + cache_creation * r_write
+    r_in, r_out, r_read, r_write, r_hour = rates
+    hour = min(cache_creation_1h, cache_creation)
+    return (input * r_in + output * r_out + cache_read * r_read
+            + (cache_creation - hour) * r_write + hour * r_hour)
 
 
 def table_version() -> str | None:

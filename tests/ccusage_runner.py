@@ -1,5 +1,11 @@
 """ccusage (npm), pinned in ``tests/ccusage/package.json``, run offline on a folder of
-transcripts: for the comparison tests and ``claudetrace bench usage``."""
+transcripts: for the comparison tests and ``claudetrace bench usage``.
+
+That is ccusage 18, which prices every cache write at the 5-minute rate: its
+comparisons use transcripts without 1-hour writes.  ccusage 20
+(``tests/ccusage20/package.json``, :data:`CCUSAGE_20`) prices them at the 1-hour
+rate, as claudetrace does.
+"""
 
 from __future__ import annotations
 
@@ -12,27 +18,32 @@ from typing import Any
 
 HERE = Path(__file__).parent / "ccusage"
 BIN = HERE / "node_modules" / ".bin" / "ccusage"
+#: ccusage 20's folder (it prices 1-hour cache writes; 18 does not).
+CCUSAGE_20 = Path(__file__).parent / "ccusage20"
 
 
-def ccusage_bin() -> Path | None:
-    """The ccusage executable, installed on first use (``npm install`` in
-    ``tests/ccusage``); None without npm or when it cannot be installed."""
-    if BIN.exists():
-        return BIN
+def ccusage_bin(folder: Path = HERE) -> Path | None:
+    """The ccusage executable pinned in ``folder`` (ccusage 18 unless told),
+    installed on first use (``npm install`` there); None without npm or when it
+    cannot be installed."""
+    binary = folder / "node_modules" / ".bin" / "ccusage"
+    if binary.exists():
+        return binary
     if shutil.which("npm") is None:
         return None
-    done = subprocess.run(["npm", "install", "--no-audit", "--no-fund"], cwd=HERE,
+    done = subprocess.run(["npm", "install", "--no-audit", "--no-fund"], cwd=folder,
                           capture_output=True, text=True, timeout=600, check=False)
-    return BIN if done.returncode == 0 and BIN.exists() else None
+    return binary if done.returncode == 0 and binary.exists() else None
 
 
-def ccusage_or_skip() -> Path:
+def ccusage_or_skip(folder: Path = HERE) -> Path:
     """:func:`ccusage_bin`, or the test skipped saying why there is none."""
     import pytest
 
-    found = ccusage_bin()
+    found = ccusage_bin(folder)
     if found is None:
-        pytest.skip("ccusage needs npm (tests/ccusage/package.json), and it could not install")
+        pytest.skip(f"ccusage needs npm (tests/{folder.name}/package.json), "
+                    "and it could not install")
     return found
 
 

@@ -270,3 +270,12 @@ def test_the_rates_are_kept_for_the_next_process(tmp_path: Path) -> None:
     third = subprocess.run([sys.executable, "-c", script], env=env, check=True,
                            capture_output=True, text=True).stdout.split()
     assert third == first
+    # Rates kept by a claudetrace that kept four (no 1-hour write) are asked again.
+    import json
+
+    older = json.loads(kept.read_text().replace('"table": "x', '"table": "'))
+    older["rates"] = [row[:-1] for row in older["rates"]]
+    kept.write_text(json.dumps(older))
+    fourth = subprocess.run([sys.executable, "-c", script], env=env, check=True,
+                            capture_output=True, text=True).stdout.split()
+    assert fourth == first

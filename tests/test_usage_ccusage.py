@@ -1,7 +1,12 @@
 """``claudetrace usage --json`` against ccusage itself (npm, run ``--offline`` in UTC) on
 transcripts written for the test: the same tokens per period, model and session,
 exactly; the same cost where the two price tables agree, and where they do not,
-the difference they have (docs/usage.md)."""
+the difference they have (docs/usage.md).
+
+``ccusage`` is ccusage 18 (``tests/ccusage``), which prices every cache write at
+the 5-minute rate: the transcripts it is compared on have no 1-hour writes.
+1-hour writes are compared with ccusage 20 (``tests/ccusage20``), which prices
+them at the 1-hour rate as claudetrace does."""
 
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ from click.testing import CliRunner
 from claudetrace.cli import cli
 from claudetrace.store import Store
 from claudetrace.testing.transcripts import Call, Transcript, random_corpus, write_transcript
-from tests.ccusage_runner import ccusage_or_skip, run_ccusage
+from tests.ccusage_runner import CCUSAGE_20, ccusage_or_skip, run_ccusage
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ct_env")]
 TOKENS = ("inputTokens", "outputTokens", "cacheCreationTokens", "cacheReadTokens",
@@ -104,6 +109,34 @@ def test_a_long_context_call_is_where_the_tables_differ(
     assert theirs["totalCost"] == pytest.approx(base + 30_000 * (0.6 - 0.3) / 1e6)
     assert mine["totalCost"] == pytest.approx(
         (10_000 * 6 + 5_000 * 22.5 + 230_000 * 0.6 + 9_000 * 7.5) / 1e6)
+
+
+def test_one_hour_cache_writes_cost_what_ccusage_20_says(db_path: Path, tmp_path: Path) -> None:
+    # Issue 34: a day of 1-hour cache writes (the usage's cache_creation split)
+    # was priced at the 5-minute rate, $3.75/M short on Opus 4.1 and $2.25/M on
+    # Sonnet 4.5 (1-hour writes cost 2x input, 5-minute ones 1.25x).
+    ccusage20 = ccusage_or_skip(CCUSAGE_20)
+    at = dt.datetime(2026, 11, 20, 9, tzinfo=dt.timezone.utc)
+    opus, sonnet = "claude-opus-4-1-20250805", "claude-sonnet-4-5-20250929"
+    minute = dt.timedelta(minutes=1)
+    calls = [Call(opus, at, 1_200, 800, 20_000, 615_226 // 2, cache_creation_1h=615_226 // 2),
+             Call(opus, at + minute, 300, 200, 90_000, 4_000, cache_creation_1h=1_500, lines=2),
+             Call(sonnet, at + 2 * minute, 100, 50, 5_000, 42_176, cache_creation_1h=42_176),
+             Call(sonnet, at + 3 * minute, 100, 50, 9_000, 700)]  # 5-minute writes only
+    write_transcript(tmp_path / "config" / "projects",
+                     Transcript("55555555-0000-4000-8000-000000000001", "-home-dev-hour", calls))
+    theirs = run_ccusage(ccusage20, tmp_path / "config", "daily")
+    mine = ours(db_path, "daily", "--import", str(tmp_path / "config" / "projects"))
+    assert {k: mine["totals"][k] for k in TOKENS} == {k: theirs["totals"][k] for k in TOKENS}
+    assert mine["totals"]["totalCost"] == pytest.approx(theirs["totals"]["totalCost"], rel=1e-9)
+    assert ({m["modelName"]: m["cost"] for m in mine["daily"][0]["modelBreakdowns"]}
+            == pytest.approx({m["modelName"]: m["cost"]
+                              for m in theirs["daily"][0]["modelBreakdowns"]}, rel=1e-9))
+    # And by the API's rates: 1-hour writes at 2x input ($30/M on Opus 4.1).
+    one_hour = (615_226 // 2 + 1_500) * 30 / 1e6 + 42_176 * 6 / 1e6
+    five_minute = 2_500 * 18.75 / 1e6 + 700 * 3.75 / 1e6
+    rest = ((1_500 * 15 + 1_000 * 75 + 110_000 * 1.5) + (200 * 3 + 100 * 15 + 14_000 * 0.3)) / 1e6
+    assert mine["totals"]["totalCost"] == pytest.approx(one_hour + five_minute + rest, rel=1e-9)
 
 
 def test_a_subagent_s_tokens_count(ccusage: Path, db_path: Path, tmp_path: Path) -> None:

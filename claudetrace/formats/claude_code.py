@@ -46,6 +46,7 @@ import msgspec
 from ..display import plural
 from ..errors import ClaudeTraceError
 from ..model.events import Event, is_tool_result_type, parsed_event
+from ..model.usage import MAX_TOKENS, count
 from ..recording import RecordingInfo, new_recording_id
 from .jsonl import JsonlFile
 from .layout import SOURCE, SessionFiles, peek_session_id, side_chains_of
@@ -96,8 +97,9 @@ _dumps: Final = msgspec.json.encode  # compact, raw UTF-8, as the CLI writes JSO
 
 
 def _count(value: Any) -> int:
-    """A token count as the transcript gives it (anything but a whole number is 0)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    """A token count as the transcript gives it (a damaged one is 0, as the session
+    model reads it: :func:`~claudetrace.model.usage.count`)."""
+    return count(value)
 
 
 def _is_number(value: Any) -> bool:
@@ -258,7 +260,8 @@ class _Converter:
         self.turn_count += 1
         # A turn holds every call of its threads: summed with one pass over them and
         # no list or dict a call (the transcript's numbers are parsed JSON: an
-        # ``int`` is a whole number, ``bool`` is not one; see :func:`_count`).
+        # ``int`` is a whole number, ``bool`` is not one; a count out of bounds is
+        # damaged, 0, as :func:`_count` reads it).
         main = [0, 0, 0, 0]
         by_model: dict[str, list[int]] = {}
         own = 0
@@ -267,7 +270,7 @@ class _Converter:
             get = usage.get
             tokens = (get("input_tokens"), get("cache_creation_input_tokens"),
                       get("cache_read_input_tokens"), get("output_tokens"))
-            counts = [v if type(v) is int else 0 for v in tokens]
+            counts = [v if type(v) is int and 0 <= v <= MAX_TOKENS else 0 for v in tokens]
             if lane is None:
                 own += 1
             if lane is None or every:

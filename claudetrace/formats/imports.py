@@ -582,6 +582,7 @@ class _Converted:
 
 def _convert(unit: Unit) -> _Converted:
     """Convert a unit into a spool file."""
+    from ..model.summary import usage_warnings
     from ..store.ingest import ended_columns
     from .spool import Spool
 
@@ -591,6 +592,7 @@ def _convert(unit: Unit) -> _Converted:
         info = converted.info
         spool.seen.observe_into(info)
         summary = ended_columns(spool.session, info, info.started_ns + spool.session.last_ns)
+        converted.warnings += usage_warnings(spool.session)
     except BaseException:
         spool.discard()
         raise

@@ -105,6 +105,9 @@ class Session:
         self.byte_count = 0
         self.stderr_lines = 0
         self.unparsed_lines = 0
+        #: Lines whose usage had a damaged token count (read as 0: see
+        #: :mod:`.usage`), by their sequence number.
+        self.damaged_usage: set[int] = set()
         self.last_ns = 0
         self.saw_output = False
         self.turns: list[Turn] = []
@@ -226,18 +229,18 @@ class Session:
         if isinstance(num_turns, int) and not isinstance(num_turns, bool):
             turn.num_turns = num_turns
         if isinstance(msg.get("usage"), dict):
-            turn.result_usage = Usage.from_api(msg["usage"])
+            turn.result_usage = self._read_usage(event, Usage.from_api(msg["usage"]))
         total = number(msg.get("total_cost_usd"))
         turn.total_cost_usd = total
         for lane, call in list(self._lane_call.items()):  # the turn's calls end with it
             if call.turn == turn.number:
                 del self._lane_call[lane]
-        self._reconcile(turn, self._turn_deltas(msg, turn, total))
+        self._reconcile(turn, self._turn_deltas(event, turn, total))
         if total is not None:
             self._cost_total = total
 
     def _turn_deltas(
-        self, msg: Mapping[str, Any], turn: Turn, total: float | None
+        self, event: Event, turn: Turn, total: float | None
     ) -> dict[str, tuple[Usage, float | None]]:
         """Per model, the usage and cost the CLI counted for this turn.
 
@@ -247,6 +250,7 @@ class Session:
         result's ``model_usage_since_last_result``; without both, its ``usage``
         and the growth of ``total_cost_usd``, charged to the turn's model.
         """
+        msg = event.message or {}
         cumulative = msg.get("modelUsage")
         since = msg.get("model_usage_since_last_result")
         deltas: dict[str, tuple[Usage, float | None]] = {}
@@ -255,14 +259,17 @@ class Session:
                 if not isinstance(entry, dict):
                     continue
                 seen, spent = self._accounted.get(model, (Usage(), 0.0))
-                grown = Usage.from_model_usage(entry).minus(seen)
-                usage = Usage(*(max(0, grown.get(k)) for k in TOKEN_TYPES))
+                grown = self._read_usage(event, Usage.from_model_usage(entry)).minus(seen)
+                usage = Usage(max(0, grown.input), max(0, grown.output),
+                              max(0, grown.cache_read), max(0, grown.cache_creation),
+                              max(0, grown.cache_creation_1h))
                 cost = number(entry.get("costUSD"))
                 deltas[model] = (usage, None if cost is None else max(0.0, cost - spent))
         elif isinstance(since, dict) and since:
             for model, entry in since.items():
                 if isinstance(entry, dict):
-                    deltas[model] = (Usage.from_model_usage(entry), number(entry.get("costUSD")))
+                    deltas[model] = (self._read_usage(event, Usage.from_model_usage(entry)),
+                                     number(entry.get("costUSD")))
         elif turn.result_usage is not None:
             model = self._main_model(turn) or self.model or "unknown"
             cost = None if total is None else max(0.0, total - self._cost_total)
@@ -323,6 +330,13 @@ class Session:
                 call.usage_source = "result"
         turn.usage_by_model = _by_model(turn.calls, self.model)
 
+    def _read_usage(self, event: Event, usage: Usage) -> Usage:
+        """``usage`` as read from ``event``'s line, noting the line when it had a
+        damaged count (:attr:`damaged_usage`)."""
+        if usage.damaged:
+            self.damaged_usage.add(event.seq)
+        return usage
+
     # -- model calls -------------------------------------------------------------------
 
     def _open_call(
@@ -358,7 +372,7 @@ class Session:
                 msg_id, message.get("model"), lane, event, streamed=True
             )
             started.streamed = True
-            started.usage = Usage.from_api(message.get("usage"))
+            started.usage = self._read_usage(event, Usage.from_api(message.get("usage")))
             return
         call = self._lane_call.get(lane)
         if call is None:
@@ -371,6 +385,7 @@ class Session:
             usage = inner.get("usage")
             if isinstance(usage, dict):
                 call.usage.update_from_api(usage)
+                self._read_usage(event, call.usage)
                 call.usage_source = "stream"
         elif sub == "message_stop":
             call.stopped = True
@@ -395,11 +410,13 @@ class Session:
         if not call.streamed and call.usage_source == "message":
             # Partial messages off: each assistant line of a message repeats its
             # usage as of message_start; keep the largest figure of each type.
-            seen, have = Usage.from_api(message.get("usage")), call.usage
+            seen = self._read_usage(event, Usage.from_api(message.get("usage")))
+            have = call.usage
             have.input = max(have.input, seen.input)
             have.output = max(have.output, seen.output)
             have.cache_read = max(have.cache_read, seen.cache_read)
             have.cache_creation = max(have.cache_creation, seen.cache_creation)
+            have.cache_creation_1h = max(have.cache_creation_1h, seen.cache_creation_1h)
             if isinstance(message.get("stop_reason"), str):
                 call.stop_reason = message["stop_reason"]
         error = message_error(event)
@@ -667,7 +684,7 @@ class Session:
         None for a model the table does not know (a call of no tokens costs 0)."""
         usage = call.usage
         return call_cost(call.model or self.model, usage.input, usage.output,
-                         usage.cache_read, usage.cache_creation)
+                         usage.cache_read, usage.cache_creation, usage.cache_creation_1h)
 
     def cost(self, *, estimate: bool = True) -> Cost:
         """What the session cost, and where that comes from (``cost_source``).

@@ -6,6 +6,8 @@ The recorder (live, after every batch) and ``import`` (once) store what
 :func:`figure_records` the records the Prometheus figures are made of, and
 :func:`figure_sums` those records summed by label set and histogram bucket (what
 an ended recording stores, so a scrape's work grows with sessions, not tool calls).
+:func:`usage_warnings` says what a recording keeps among its warnings of the
+damaged token counts it read.
 """
 
 from __future__ import annotations
@@ -17,6 +19,18 @@ from typing import Any, Final
 from .parts import ModelCall
 from .session import Cost, Outcome, Session, Turn
 from .usage import Usage
+
+
+def usage_warnings(session: Session) -> list[str]:
+    """The warning a recording keeps when lines of it had damaged token counts
+    (:mod:`.usage`: each counted 0; the lines are stored as they were), else none."""
+    n = len(session.damaged_usage)
+    if not n:
+        return []
+    lines = "1 line" if n == 1 else f"{n:,} lines"
+    first = min(session.damaged_usage)
+    return [f"{lines} with a damaged token count (negative, not a whole number, or "
+            f"over 2^40; the first at event {first}): counted as 0"]
 
 
 def model_figures(session: Session, cost: Cost | None = None) -> dict[str, dict[str, Any]]:

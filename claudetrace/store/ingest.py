@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from ..cassette import Cassette
 from ..model import Session
 from ..model.events import Event
-from ..model.summary import figure_sums, outcome_columns, summary_columns
+from ..model.summary import figure_sums, outcome_columns, summary_columns, usage_warnings
 from ..recording import RecordingInfo, new_recording_id
 from .rows import stream_columns
 
@@ -145,7 +145,12 @@ def _write_events(info: RecordingInfo, header: dict[str, Any], events: Iterator[
         fold.feed(pending)
         latencies = fold.column(dataclasses.replace(info, ended_ns=ended_ns),
                                 session.event_count)
-    writer.write_batch(info.id, pending, ended_columns(session, info, ended_ns, latencies))
+    columns = ended_columns(session, info, ended_ns, latencies)
+    damaged = usage_warnings(session)
+    if damaged:
+        info.extra["warnings"] = [*info.extra.get("warnings", ()), *damaged]
+        columns["extra"] = dict(info.extra)
+    writer.write_batch(info.id, pending, columns)
     writer.wait_written()
 
 

@@ -27,6 +27,9 @@ class Call:
     cache_creation: int = 0
     #: Lines the message is written as (the usage is repeated on each).
     lines: int = 1
+    #: Of ``cache_creation``, the tokens written for an hour: with any, the usage
+    #: carries the API's split (``cache_creation.ephemeral_1h_input_tokens``).
+    cache_creation_1h: int = 0
 
 
 @dataclass
@@ -60,8 +63,13 @@ def transcript_lines(t: Transcript) -> list[dict[str, Any]]:
             "timestamp": _stamp(call.at - dt.timedelta(seconds=1)), **side,
         })
         parent = uuid
-        usage = {"input_tokens": call.input, "cache_creation_input_tokens": call.cache_creation,
-                 "cache_read_input_tokens": call.cache_read, "output_tokens": call.output}
+        usage: dict[str, Any] = {
+            "input_tokens": call.input, "cache_creation_input_tokens": call.cache_creation,
+            "cache_read_input_tokens": call.cache_read, "output_tokens": call.output}
+        if call.cache_creation_1h:
+            usage["cache_creation"] = {
+                "ephemeral_5m_input_tokens": call.cache_creation - call.cache_creation_1h,
+                "ephemeral_1h_input_tokens": call.cache_creation_1h}
         for part in range(call.lines):
             auuid = f"{t.session_id}-a{n}-{part}"
             lines.append({
