@@ -18,6 +18,29 @@ if TYPE_CHECKING:
     from .model.events import Event
 
 
+#: A recording whose heartbeat (its indexer's, every second) is older than this,
+#: and which has no end, is no longer being written: ``incomplete``.
+STALE_AFTER_NS = 5_000_000_000
+
+
+def recorder_alive(*, host: str | None, pid: int | None, source: str | None,
+                   last_seen_ns: int | None, started_ns: int,
+                   now_ns: int | None = None) -> bool:
+    """Whether a recording that has not ended is still being written: its proxy
+    (a process on this host, by ``pid``) lives, and its heartbeat is fresh
+    (:data:`STALE_AFTER_NS`).  The store's ``running`` and what a search may
+    finish of a recording's words both ask this."""
+    if host == os.uname().nodename and pid is not None and source == "proxy":
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+    now = time.time_ns() if now_ns is None else now_ns
+    return now - (last_seen_ns or started_ns) < STALE_AFTER_NS
+
+
 @dataclass
 class RecordingInfo:
     """Metadata of one recording (the header of a cassette, a row of the store)."""

@@ -4,6 +4,7 @@ up on a recording whose indexer was killed before it had."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -18,7 +19,8 @@ import pytest
 
 from claudetrace.bench.shapes import shape_lines
 from claudetrace.indexer import open_settled_store
-from claudetrace.store.packing import WORDS_LATER, catch_up, pack_recording
+from claudetrace.store.backlog import catch_up
+from claudetrace.store.packing import WORDS_LATER, Unpacker, pack_recording
 from claudetrace.store.textindex import entry
 from tests.test_store_postgres import pg_url  # noqa: F401 - the server, a fixture
 
@@ -287,3 +289,169 @@ def test_a_batch_at_a_persons_pace_has_its_words_at_once(tmp_path: Path, rows: i
         indexed = {row[0] for row in conn.execute(
             "SELECT e.seq FROM event_search s JOIN events e ON e.rowid = s.rowid")}
     assert indexed == set(range(rows))
+
+
+# -- recordings that did not end: abandoned, or still running --------------------------
+
+
+def _open_burst(db: str, tmp_path: Path, lines: int) -> tuple[subprocess.Popen[bytes], str]:
+    """A proxy recording ``cat`` into ``db``, sent a tools burst of ``lines`` lines
+    and held open (its stdin not closed); returns it and its recording's name
+    once every line of the burst, both directions, is stored."""
+    _made(db)
+    name = f"open-{tmp_path.name}"
+    proxy = subprocess.Popen(
+        [sys.executable, "-m", "claudetrace", "proxy", "--db", db, "--name", name, "--", "cat"],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, cwd=tmp_path)
+    assert proxy.stdin is not None
+    proxy.stdin.write(b"".join(line + b"\n" for line in shape_lines("tools", lines)))
+    proxy.stdin.flush()
+    deadline = time.monotonic() + 120
+    while _stored(db, name) < 2 * lines:
+        assert proxy.poll() is None, "the proxy ended"
+        assert time.monotonic() < deadline, "the burst was never stored"
+        time.sleep(0.05)
+    return proxy, name
+
+
+def _connect(db: str) -> Any:
+    if db.startswith("postgresql"):
+        import psycopg
+
+        from claudetrace.store.postgres import plain_url
+
+        return psycopg.connect(plain_url(db), autocommit=True)
+    return sqlite3.connect(db, isolation_level=None)
+
+
+def _one(db: str, statement: str, params: tuple[Any, ...] = ()) -> Any:
+    conn = _connect(db)
+    try:
+        mark = "%s" if db.startswith("postgresql") else "?"
+        return conn.execute(statement.replace("?", mark), params).fetchone()
+    finally:
+        conn.close()
+
+
+def _stored(db: str, name: str) -> int:
+    try:
+        return int(_one(db, "SELECT count(*) FROM events e JOIN recordings r ON "
+                            "r.id = e.recording_id WHERE r.name = ?", (name,))[0])
+    except Exception:  # no table yet
+        return 0
+
+
+def _state(db: str, name: str) -> tuple[str, int | None, bool]:
+    """The recording's id, its end, and whether it says its words came later."""
+    rid, ended, extra = _one(db, "SELECT id, ended_ns, extra FROM recordings WHERE name = ?",
+                             (name,))
+    extra = json.loads(extra) if isinstance(extra, str) else extra
+    return rid, ended, WORDS_LATER in (extra or {})
+
+
+def _index(db: str, rid: str) -> tuple[dict[int, str], dict[int, str], int]:
+    """The words the index holds by seq (each entry's distinct words, sorted), what
+    it should hold, and how many entries it has (a line indexed twice counts twice)."""
+    conn = _connect(db)
+    mark = "%s" if db.startswith("postgresql") else "?"
+    unpack = Unpacker(lambda number: conn.execute(
+        f"SELECT data FROM line_dictionaries WHERE id = {mark}", (number,)).fetchone()[0])
+    try:
+        rows = [(seq, direction, unpack(data, codec)) for seq, direction, data, codec in
+                conn.execute(f"SELECT seq, direction, data, codec FROM events WHERE "
+                             f"recording_id = {mark} AND type IN ('user', 'assistant', "
+                             "'result')", (rid,)).fetchall()]
+        if db.startswith("postgresql"):
+            held = conn.execute("SELECT seq, terms::text FROM event_search WHERE "
+                                "recording_id = %s", (rid,)).fetchall()
+            held = [(seq, said.replace("'", "")) for seq, said in held]
+        else:
+            held = conn.execute("SELECT e.seq, s.words FROM event_search s JOIN events e "
+                                "ON e.rowid = s.rowid WHERE e.recording_id = ?",
+                                (rid,)).fetchall()
+    finally:
+        conn.close()
+    words_of = {seq: " ".join(sorted(set(said.lower().split()))) for seq, said in held}
+    wanted = {seq: " ".join(sorted(set(said.lower().split())))
+              for seq, said in _wanted(rows).items()}
+    return words_of, wanted, len(held)
+
+
+def _said(wanted: dict[int, str]) -> int:
+    return sum(SAID in said.split() for said in wanted.values())
+
+
+def _searched_whole(db: str, name: str) -> str:
+    """Check that the recording ``name`` has not ended and most of its 12,000
+    message lines lack their words; search; check that the index holds every
+    word of every line, once, and the search found each line saying it.
+    Returns the recording's id."""
+    rid, ended, mark = _state(db, name)
+    held, wanted, _ = _index(db, rid)
+    assert ended is None and mark and len(wanted) == 12_000
+    assert len(held) < len(wanted) // 2, (len(held), len(wanted))
+    found = _search(db, SAID)
+    assert found.returncode == 0, found.stderr
+    held, wanted, entries = _index(db, rid)
+    assert held == wanted and entries == len(wanted)
+    assert len([line for line in found.stdout.splitlines() if line.startswith(rid)]) == \
+        _said(wanted)
+    return rid
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_db(request: pytest.FixtureRequest, tmp_path: Path, ct_env: Path) -> str:
+    if request.param == "sqlite":
+        return str(tmp_path / "o.db")
+    return str(request.getfixturevalue("pg_url"))
+
+
+def test_search_finds_every_word_of_an_abandoned_recording(tmp_path: Path, any_db: str) -> None:
+    """Proxy and indexer SIGKILLed mid-burst and the capture gone: nothing will
+    ever end the recording; a search still gives the index all its words."""
+    proxy, name = _open_burst(any_db, tmp_path, 6000)
+    indexers = [pid for pid in _pids("claudetrace.indexer") if str(tmp_path) in _cmdline(pid)]
+    assert indexers
+    for pid in [proxy.pid, *indexers]:
+        os.kill(pid, signal.SIGKILL)
+    proxy.wait(30)
+    assert proxy.stdin is not None
+    with contextlib.suppress(BrokenPipeError):
+        proxy.stdin.close()
+    deadline = time.monotonic() + 60
+    while _pids(str(tmp_path)):  # the writer ends once it has what it was sent
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    captures = [p for p in tmp_path.rglob("*.capture*") if p.is_file()]
+    assert captures
+    for path in captures:
+        path.unlink()
+    rid = _searched_whole(any_db, name)
+    # Nobody writes it: the mark is off, and the next search has nothing to do.
+    assert _state(any_db, name) == (rid, None, False)
+    conn = _connect(any_db)
+    try:
+        assert catch_up(conn, "postgresql" if any_db.startswith("postgresql") else "sqlite") == 0
+    finally:
+        conn.close()
+
+
+def test_a_running_burst_is_searchable_before_it_ends(tmp_path: Path, any_db: str) -> None:
+    """A proxy held open mid-burst: its stored lines are found at once; the mark
+    stays for the lines to come, and the pass at its end adds no word twice."""
+    proxy, name = _open_burst(any_db, tmp_path, 6000)
+    try:
+        rid = _searched_whole(any_db, name)
+        assert _state(any_db, name) == (rid, None, True)  # still running, still marked
+    finally:
+        assert proxy.stdin is not None
+        proxy.stdin.close()
+        assert proxy.wait(120) == 0
+    deadline = time.monotonic() + 120
+    while _pids(str(tmp_path)):  # the indexer's pass at the end
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    rid, ended, mark = _state(any_db, name)
+    assert ended is not None and not mark
+    held, wanted, entries = _index(any_db, rid)
+    assert held == wanted and entries == len(wanted)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import click
@@ -43,19 +43,42 @@ def echo_json(data: Any) -> None:
     terminal escaped as ``json.dumps`` escapes it (:func:`~..display.visible_json`)."""
     import msgspec
 
+    _write_json(msgspec.json.format(msgspec.json.encode(data), indent=2) + b"\n")
+
+
+def echo_json_array(chunks: Iterable[list[Any]]) -> None:
+    """The items of ``chunks`` as one JSON array on stdout, the bytes
+    :func:`echo_json` writes of their list, written a chunk at a time as it
+    comes: memory holds one chunk, never the whole array."""
+    import msgspec
+
+    first = True
+    for chunk in chunks:
+        if not chunk:
+            continue
+        # The chunk as a list, its brackets taken off: its items as they stand
+        # in the whole array (indented once), to be joined by ",\n".
+        raw = msgspec.json.format(msgspec.json.encode(chunk), indent=2)[2:-2]
+        _write_json((b"[\n" if first else b",\n") + raw)
+        first = False
+    _write_json(b"[]\n" if first else b"\n]\n")
+
+
+def _write_json(raw: bytes) -> None:
+    """JSON text from msgspec on stdout, escaped as :func:`echo_json` says (char by
+    char: any piece of a document can be written alone)."""
     from ..display import visible_json
 
-    raw = msgspec.json.format(msgspec.json.encode(data), indent=2)
     out = getattr(sys.stdout, "buffer", None)
     if out is not None and raw.isascii() and b"\x7f" not in raw:
         # Nothing to escape: the bytes as they are (a report of 10,000 sessions
         # is 18 MB, decoded and encoded again for nothing).
         sys.stdout.flush()
         out.write(raw)
-        out.write(b"\n")
         out.flush()
         return
-    sys.stdout.write(visible_json(raw.decode()) + "\n")
+    sys.stdout.write(visible_json(raw.decode()))
+    sys.stdout.flush()
 
 
 def fail(message: str, code: int = 1) -> None:

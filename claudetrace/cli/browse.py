@@ -18,7 +18,7 @@ from ..formats.facts import duration as _duration
 from ..formats.facts import exit_text as _exit_text
 from ..formats.facts import plural, session_record
 from ..formats.facts import when as _when
-from ._common import db_option, echo_json, read_store, reports_errors
+from ._common import db_option, echo_json_array, read_store, reports_errors
 
 if TYPE_CHECKING:
     from ..sanitize import Sanitizer
@@ -63,13 +63,21 @@ def sessions(db_url: str | None, as_json: bool, limit: int, models: tuple[str, .
                       text=(text or "").strip(),
                       started_after_ns=None if since is None else parse_since(since))
     store = read_store(db_url)
-    recs = _with_usage(store, list_sessions(store, filters, limit=limit or None, full=True))
     if as_json:
         from ..store.links import NO_LINKS, session_links
+        from ..store.listing import session_chunks
 
-        links = session_links(store, recs)
-        echo_json([session_record(r, links.get(r.id, NO_LINKS)) for r in recs])
+        def records() -> Iterator[list[dict[str, Any]]]:
+            # Streamed: a chunk's costs and links are read together, and its
+            # records written before the next chunk is read.
+            for chunk in session_chunks(store, filters, limit=limit or None):
+                recs = _with_usage(store, chunk)
+                links = session_links(store, recs)
+                yield [session_record(r, links.get(r.id, NO_LINKS)) for r in recs]
+
+        echo_json_array(records())
         return
+    recs = _with_usage(store, list_sessions(store, filters, limit=limit or None, full=True))
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text

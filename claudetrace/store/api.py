@@ -36,6 +36,7 @@ from ..errors import AmbiguousSession, SessionNotFound, StoreError
 from ..model import Session as SessionModel
 from ..model.events import Direction, Event
 from ..recording import RecordingInfo
+from .backlog import catch_up
 from .engine import (
     BUSY_TIMEOUT_S,
     create_store_engine,
@@ -46,7 +47,7 @@ from .engine import (
 )
 from .ingest import Folds, ended_columns, import_cassette, info_from_header
 from .models import EventRow, EventTool, LineDictionary, Recording, UsageCall, type_in
-from .packing import Unpacker, catch_up, pack_all
+from .packing import Unpacker, pack_all
 from .postgres import copy_rows
 from .rows import (
     ROWS_PER_INSERT,
@@ -144,9 +145,10 @@ class Store:
     def pack_lines(self, recording_ids: Iterable[str] | None = None, *,
                    catching_up: bool = False) -> int:
         """Pack the lines of ended recordings (``recording_ids``, default every one
-        not packed yet: :func:`.packing.unpacked_recordings`; ``catching_up``: those
-        whose search words a burst's batches left out, :func:`.packing.words_later`),
-        adding those words; returns the rows looked at."""
+        not packed yet: :func:`.packing.unpacked_recordings`), adding the search words
+        a burst's batches left out; ``catching_up``: instead, give the index every
+        word of every recording whose batches left some out, ended, running or
+        abandoned (:func:`.backlog.catch_up`); returns the rows looked at."""
         with _store_errors("settle lines"), self.engine.connect() as conn:
             driver = conn.connection.driver_connection
             dialect = self.engine.dialect.name

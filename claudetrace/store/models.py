@@ -8,8 +8,6 @@ Unix epoch, ``t_ns`` is monotonic since the child started.
 
 from __future__ import annotations
 
-import os
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,10 +34,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from ..recording import RecordingInfo
-
-#: A recording whose heartbeat is older than this (and has no end) is incomplete.
-STALE_AFTER_NS = 5_000_000_000
+from ..recording import STALE_AFTER_NS as STALE_AFTER_NS  # re-exported
+from ..recording import RecordingInfo, recorder_alive
 
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -163,15 +159,9 @@ class Recording(Base):
         """True while a proxy is still recording this session."""
         if self.ended_ns is not None:
             return False
-        if self.host == os.uname().nodename and self.pid is not None and self.source == "proxy":
-            try:
-                os.kill(self.pid, 0)
-            except ProcessLookupError:
-                return False
-            except PermissionError:
-                pass
-        now = time.time_ns() if now_ns is None else now_ns
-        return now - (self.last_seen_ns or self.started_ns) < STALE_AFTER_NS
+        return recorder_alive(host=self.host, pid=self.pid, source=self.source,
+                              last_seen_ns=self.last_seen_ns, started_ns=self.started_ns,
+                              now_ns=now_ns)
 
     @property
     def duration_ns(self) -> int | None:

@@ -20,7 +20,8 @@ row packed (or looked at) has them.  A recording whose writer left any words
 out says so in ``extra`` (:data:`WORDS_LATER`, set with that batch, taken off
 by the pass's last transaction); an indexer killed before its pass leaves its
 recording to the next ``claudetrace search`` (or the UI's search), which runs
-the pass first on every ended recording that says so (:func:`catch_up`).
+the pass first on every ended recording that says so, and adds the words of
+one still running or abandoned (:func:`.backlog.catch_up`).
 
 ``events.codec`` says how each row's ``data`` is held, so a row is either as
 recorded or packed, never between: NULL (as recorded, not packed yet),
@@ -48,6 +49,10 @@ from typing import Any, Final
 #: stored without their search words (a burst's batches), until the pass has
 #: added them.
 WORDS_LATER: Final = "search_words_later"
+#: The key of ``recordings.extra`` beside :data:`WORDS_LATER` of a recording
+#: still being written: the seq up to which every line has its words (a search
+#: added them, :mod:`.backlog`), where the next search goes on.
+WORDS_UP_TO: Final = "search_words_up_to"
 #: ``events.codec`` of a row looked at and kept as recorded.
 KEPT: Final = 0
 #: ``events.codec`` of a row packed with raw deflate and no dictionary.
@@ -235,12 +240,7 @@ def pack_recording(connection: Any, dialect: str, recording_id: str) -> int:
                 _words_done(cursor, db, recording_id)
                 db.commit()
                 return done
-            last, total = sizes[0][0], 0
-            for seq, size in sizes:
-                total += size or 0
-                if total > CHUNK_BYTES and seq != sizes[0][0]:
-                    break
-                last = seq
+            last = chunk_end(sizes)
             if db.sqlite:
                 rows = _rewrite_sqlite(cursor, recording_id, after, last, number, zdict)
             else:
@@ -268,6 +268,18 @@ def pack_recording(connection: Any, dialect: str, recording_id: str) -> int:
             return done
         done += len(rows)
         after = rows[-1][0]
+
+
+def chunk_end(sizes: Sequence[Any]) -> int:
+    """The last seq of a chunk of rows ``(seq, size)``: as many as hold
+    :data:`CHUNK_BYTES` of lines, one at least."""
+    last, total = sizes[0][0], 0
+    for seq, size in sizes:
+        total += size or 0
+        if total > CHUNK_BYTES and seq != sizes[0][0]:
+            break
+        last = seq
+    return int(last)
 
 
 def _packed(line: bytes, number: int, zdict: bytes | None) -> tuple[bytes, int]:
@@ -324,16 +336,31 @@ def _rewrite_sqlite(cursor: Any, recording_id: str, after: int, last: int, numbe
 
 
 def _words_done(cursor: Any, db: _Db, recording_id: str) -> None:
-    """Take :data:`WORDS_LATER` off the recording's ``extra``: every line has its
-    words (in the pass's last transaction, the recording held)."""
+    """Take :data:`WORDS_LATER` (and :data:`WORDS_UP_TO`) off the recording's
+    ``extra``: every line has its words (in the pass's last transaction, the
+    recording held)."""
+
+    def done(extra: dict[str, Any]) -> bool:
+        if WORDS_LATER not in extra:
+            return False
+        extra.pop(WORDS_UP_TO, None)
+        del extra[WORDS_LATER]
+        return True
+
+    edit_extra(cursor, db, recording_id, done)
+
+
+def edit_extra(cursor: Any, db: _Db, recording_id: str,
+               edit: Callable[[dict[str, Any]], bool]) -> None:
+    """Read the recording's ``extra``, let ``edit`` change it (it says whether it
+    did) and write it back, in the caller's transaction, the recording held."""
     row = cursor.execute(db.sql("SELECT extra FROM recordings WHERE id = ?"),
                          (recording_id,)).fetchone()
     if row is None or row[0] is None:
         return
     extra = json.loads(row[0]) if isinstance(row[0], (str, bytes)) else row[0]
-    if not isinstance(extra, dict) or WORDS_LATER not in extra:
+    if not isinstance(extra, dict) or not edit(extra):
         return
-    del extra[WORDS_LATER]
     cast = "" if db.sqlite else "::JSON"
     cursor.execute(db.sql(f"UPDATE recordings SET extra = ?{cast} WHERE id = ?"),
                    (json.dumps(extra), recording_id))
@@ -377,28 +404,6 @@ def pack_all(connection: Any, dialect: str, ids: Iterable[str] | None = None) ->
     returns the rows looked at."""
     wanted = unpacked_recordings(connection, dialect) if ids is None else list(ids)
     return sum(pack_recording(connection, dialect, rid) for rid in wanted)
-
-
-def words_later(connection: Any, dialect: str) -> list[str]:
-    """The ended recordings some of whose lines still lack their search words
-    (:data:`WORDS_LATER`): their indexer was stopped before its pass, or is in it."""
-    db = _Db(connection, dialect)
-    text = "r.extra" if db.sqlite else "CAST(r.extra AS TEXT)"
-    found = [str(row[0]) for row in connection.cursor().execute(
-        f"SELECT r.id FROM recordings r WHERE r.ended_ns IS NOT NULL AND {text} LIKE "
-        f"'%\"{WORDS_LATER}\"%' ORDER BY r.id").fetchall()]
-    if not db.sqlite:
-        connection.rollback()
-    return found
-
-
-def catch_up(connection: Any, dialect: str) -> int:
-    """Run the pass over every ended recording some of whose lines lack their search
-    words (:func:`words_later`): its indexer was stopped before its pass (or is
-    in it now: the two share the rows, :meth:`_Db.hold`), so that the search
-    index holds every word of every ended session; returns the rows looked at
-    (none when the store is caught up: one query)."""
-    return pack_all(connection, dialect, words_later(connection, dialect))
 
 
 #: Free pages a SQLite transaction gives back after the pass (16 KiB pages: 8 MiB).

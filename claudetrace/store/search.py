@@ -10,10 +10,12 @@ browser's search box both ask here.
 
 A burst's words reach the index a moment after its recording is listed
 complete (the pass that packs its lines adds them, :mod:`.packing`); each
-search first runs that pass over any ended recording whose indexer did not
-(:func:`~.packing.catch_up`: one query of the recordings when there is none), so it finds every
-word of every ended session.  A store it cannot write (a read-only file or
-user) is searched as it stands.
+search first adds what is missing of every recording whose batches left words
+out (:func:`~.backlog.catch_up`: one query of the recordings when there is
+none): the pass of an ended recording whose indexer did not run it, and the
+words of the lines stored so far of one still running or abandoned, so it
+finds every word of every stored line.  A store it cannot write (a read-only
+file or user) is searched as it stands.
 
 No SQLAlchemy at import: ``claudetrace search`` asks a plain SQLite file or
 PostgreSQL URL through :mod:`sqlite3` or psycopg alone (:func:`search_plain`),
@@ -29,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import StoreError
 from ..model.protocol import line_text
-from .packing import Unpacker, catch_up
+from .backlog import catch_up
+from .packing import Unpacker
 from .textindex import words
 
 if TYPE_CHECKING:
