@@ -266,9 +266,11 @@ class Store:
         rows: Rows,
         tools: Rows,
         recording_updates: dict[str, Any] | None = None,
+        said: list[tuple[str, int, str]] | None = None,
     ) -> None:
         """:meth:`write_batch` of the rows :func:`event_rows` made (perhaps in
-        another process: :mod:`.writer`)."""
+        another process: :mod:`.writer`; ``said``: their search index entries,
+        when the rows hold their lines packed, :func:`~.rows.packed_rows`)."""
         calls = None
         if recording_updates and USAGE_CALLS in recording_updates:
             recording_updates = dict(recording_updates)
@@ -278,7 +280,7 @@ class Store:
             if has_rows or has_tools:
                 _hold_recording(conn, recording_id)
             if has_rows:
-                self._insert_rows(conn, _EVENTS, rows)
+                self._insert_rows(conn, _EVENTS, rows, said)
             if has_tools:
                 self._insert_rows(conn, _TOOLS, tools)
             if calls is not None:  # the recording's calls as they stand now

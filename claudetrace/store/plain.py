@@ -129,10 +129,14 @@ class PlainWrites:
                            list(row.values()))
 
     def write_rows(self, recording_id: str, rows: Rows, tools: Rows,
-                   recording_updates: dict[str, Any] | None = None) -> None:
-        from .textindex import index_rows  # the session model: not for a reader
+                   recording_updates: dict[str, Any] | None = None,
+                   said: list[tuple[str, int, str]] | None = None) -> None:
+        """A batch's rows (``said``: their search index entries, when the caller
+        made them: lines packed as recorded no longer say their words)."""
+        if said is None:
+            from .textindex import index_rows  # the session model: not for a reader
 
-        said = index_rows(rows)  # before the transaction: not while holding SQLite's lock
+            said = index_rows(rows)  # before the transaction: not while holding SQLite's lock
         calls = None
         if recording_updates and USAGE_CALLS in recording_updates:
             recording_updates = dict(recording_updates)

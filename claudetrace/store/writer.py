@@ -37,9 +37,10 @@ from typing import IO, TYPE_CHECKING, Any, Final
 from ..config import resolve_url, yield_cpu
 from ..errors import ClaudeTraceError, SessionNotFound, StoreError
 from ..recording import RecordingInfo
+from .packing import PackAsRecorded
 from .plain import NotPlain
 from .postgres import plain_url
-from .rows import Rows, event_rows, first_seq, flat_rows
+from .rows import DATA_AT, Rows, event_rows, first_seq, flat_rows, packed_rows
 from .sqlite import BUSY_TIMEOUT_S, SqliteWrites, first_line, is_busy, plain_file
 
 if TYPE_CHECKING:
@@ -90,7 +91,9 @@ class WriterProcess:
     no database module: the indexer starts it before importing them).  The child
     opens the database at once, so the connection is ready by the first batch,
     and again on each request while that fails.  When the child has gone (or
-    ``process`` is None), this process writes to ``url`` itself.
+    ``process`` is None), this process writes to ``url`` itself.  With ``pack``
+    (the indexer's), lines recorded into PostgreSQL are packed here, before they
+    cross, once the store has a dictionary (:class:`~.packing.PackAsRecorded`).
 
     Requests are numbered.  Up to :data:`WINDOW` of them are in the pipe or
     being written at once, so the child never waits for the next batch.  The
@@ -99,7 +102,7 @@ class WriterProcess:
     """
 
     def __init__(self, url: str, process: subprocess.Popen[bytes] | None, *,
-                 busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
+                 busy_timeout_s: float = BUSY_TIMEOUT_S, pack: bool = False) -> None:
         self._url = url
         self._busy_timeout_s = busy_timeout_s
         self._local: Store | None = None
@@ -118,6 +121,8 @@ class WriterProcess:
         self._process = process
         #: SQLite: the rows cross to the child as :class:`~.rows.Flat` rows.
         self._flat = url.startswith("sqlite")
+        #: ``pack`` on PostgreSQL: what packs the lines before they cross (:mod:`.packing`).
+        self._packing = PackAsRecorded(url) if pack and not self._flat else None
         if process is not None:
             assert process.stdin is not None and process.stdout is not None
             self._requests, self._replies = process.stdin, process.stdout
@@ -140,7 +145,21 @@ class WriterProcess:
         one raised here is an earlier batch's, and this one was not taken."""
         rows: Rows
         tools: Rows
-        rows, tools = (flat_rows if self._flat else event_rows)(recording_id, events)
+        if self._flat:
+            rows, tools = flat_rows(recording_id, events)
+        else:
+            rows, tools = event_rows(recording_id, events)
+            packer = (self._packing.packer(row[DATA_AT] for row in rows)
+                      if self._packing is not None and rows else None)
+            if packer is not None:
+                # Packed here, beside the writer (which has the database's work):
+                # the search index's words are taken from the lines as recorded.
+                from .textindex import index_rows
+
+                said = index_rows(rows)
+                self._submit("write_rows", recording_id, packed_rows(rows, packer), tools,
+                             recording_updates, said)
+                return
         self._submit("write_rows", recording_id, rows, tools, recording_updates)
 
     def update_recording(self, recording_id: str, **values: Any) -> None:
