@@ -130,13 +130,13 @@ class PlainWrites:
 
     def write_rows(self, recording_id: str, rows: Rows, tools: Rows,
                    recording_updates: dict[str, Any] | None = None,
-                   said: list[tuple[str, int, str]] | None = None) -> None:
-        """A batch's rows (``said``: their search index entries, when the caller
-        made them: lines packed as recorded no longer say their words)."""
-        if said is None:
-            from .textindex import index_rows  # the session model: not for a reader
+                   searched: Rows | None = None) -> None:
+        """A batch's rows; ``searched``: its message rows with their lines as
+        recorded, when ``rows`` hold them packed (:func:`~.rows.packed_rows`)."""
+        from .textindex import index_rows  # the session model: not for a reader
 
-            said = index_rows(rows)  # before the transaction: not while holding SQLite's lock
+        # Before the transaction: not while holding SQLite's lock.
+        said = index_rows(rows if searched is None else searched)
         calls = None
         if recording_updates and USAGE_CALLS in recording_updates:
             recording_updates = dict(recording_updates)

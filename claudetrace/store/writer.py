@@ -152,13 +152,12 @@ class WriterProcess:
             packer = (self._packing.packer(row[DATA_AT] for row in rows)
                       if self._packing is not None and rows else None)
             if packer is not None:
-                # Packed here, beside the writer (which has the database's work):
-                # the search index's words are taken from the lines as recorded.
-                from .textindex import index_rows
+                # Packed here, beside the writer (which has the database's work); the
+                # message lines cross as recorded too, for the writer to index.
+                from .textindex import searched_rows
 
-                said = index_rows(rows)
                 self._submit("write_rows", recording_id, packed_rows(rows, packer), tools,
-                             recording_updates, said)
+                             recording_updates, searched_rows(rows))
                 return
         self._submit("write_rows", recording_id, rows, tools, recording_updates)
 
