@@ -321,8 +321,8 @@ def _events_updated(url: str) -> int:
 def test_a_proxied_recording_on_postgres_is_packed_as_recorded(
         pg_url: str, tmp_path: Path, ct_env: Path) -> None:  # noqa: F811 - the fixture
     """Once the store has a dictionary (here trained on the first recording's first
-    lines, as they are recorded) the indexer packs each line before it is
-    stored: no row is rewritten (a rewrite leaves the line as recorded behind
+    lines, as they are recorded) the indexer packs each line of a session's
+    batches before it is stored: no row is rewritten (a rewrite leaves the line as recorded behind
     as a dead row), every line reads back exactly, and search finds the words
     of a packed line."""
     from tests.test_store_postgres import fresh_database
@@ -337,10 +337,26 @@ def test_a_proxied_recording_on_postgres_is_packed_as_recorded(
         for name in ("first", "second"):
             if name == "second":
                 updated = _events_updated(url)
-            done = subprocess.run([sys.executable, "-m", "claudetrace", "proxy", "--db", url,
-                                   "--name", name, "--", "cat"],
-                                  input=sent, capture_output=True, check=True)
-            assert done.stdout == sent
+            # A session's pace (small batches), not a burst's, whose lines are packed
+            # after (PACK_BATCH_EVENTS): 20 lines each twentieth of a second.
+            pace = ("import sys, time\n"
+                    "lines = sys.stdin.buffer.readlines()\n"
+                    "for at in range(0, len(lines), 20):\n"
+                    "    sys.stdout.buffer.write(b''.join(lines[at:at + 20]))\n"
+                    "    sys.stdout.buffer.flush()\n"
+                    "    time.sleep(0.05)\n")
+            feeder = subprocess.Popen([sys.executable, "-c", pace], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE)
+            assert feeder.stdin is not None and feeder.stdout is not None
+            done = subprocess.Popen([sys.executable, "-m", "claudetrace", "proxy", "--db", url,
+                                     "--name", name, "--", "cat"],
+                                    stdin=feeder.stdout, stdout=subprocess.PIPE)
+            feeder.stdout.close()  # the proxy's now
+            feeder.stdin.write(sent)
+            feeder.stdin.close()
+            out, _ = done.communicate(timeout=120)
+            assert feeder.wait(30) == 0 and done.returncode == 0
+            assert out == sent
             settled = open_settled_store(url)
             settled.close()
             deadline = time.monotonic() + 60

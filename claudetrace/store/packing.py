@@ -22,10 +22,12 @@ on it for long.
 
 On PostgreSQL a pass that rewrites rows leaves their versions as recorded
 behind as dead rows until vacuum (and the table that much bigger), so once the
-store has a dictionary the indexer packs each line as it hands it to its
-writer (:class:`LinePacker`, in its own process, beside the writer's): no row
-is written twice.  A store's first recording, before any dictionary, is packed
-after it ends, as on SQLite.
+store has a dictionary the indexer packs the lines of a session's small
+batches as it hands them to its writer (:class:`PackAsRecorded`, in its own
+process, beside the writer's): those rows are never written twice.  A burst's
+large batches are stored as recorded and packed after, as on SQLite: packing
+on its path would cost more than the rest of it (``PACK_BATCH_EVENTS`` in
+:mod:`.writer`).
 
 No SQLAlchemy: the indexer imports this, with :mod:`sqlite3` or psycopg.
 """

@@ -70,6 +70,13 @@ CHECKPOINT_PAUSE_S: Final = 0.05
 #: began, well before the connection's own bound (:data:`LOG_BYTES`).
 CHECKPOINT_BYTES: Final = LOG_BYTES // 2
 
+#: The largest batch whose lines the indexer packs as they are recorded (on
+#: PostgreSQL, :class:`~.packing.PackAsRecorded`): a batch of a session as it
+#: runs, not a burst's.  Packing takes 11-18 us an event in the indexer, where
+#: a burst's whole path has about 6 (docs/benchmarks.md): a burst's lines are
+#: stored as recorded and packed after, as on SQLite.
+PACK_BATCH_EVENTS: Final = 500
+
 #: What the child may be asked to do: the writing methods of the store.
 _OPERATIONS: Final = frozenset({"create_recording", "write_rows", "update_recording"})
 
@@ -92,8 +99,9 @@ class WriterProcess:
     opens the database at once, so the connection is ready by the first batch,
     and again on each request while that fails.  When the child has gone (or
     ``process`` is None), this process writes to ``url`` itself.  With ``pack``
-    (the indexer's), lines recorded into PostgreSQL are packed here, before they
-    cross, once the store has a dictionary (:class:`~.packing.PackAsRecorded`).
+    (the indexer's), the lines of a batch of at most :data:`PACK_BATCH_EVENTS`
+    recorded into PostgreSQL are packed here, before they cross, once the store
+    has a dictionary (:class:`~.packing.PackAsRecorded`).
 
     Requests are numbered.  Up to :data:`WINDOW` of them are in the pipe or
     being written at once, so the child never waits for the next batch.  The
@@ -150,7 +158,8 @@ class WriterProcess:
         else:
             rows, tools = event_rows(recording_id, events)
             packer = (self._packing.packer(row[DATA_AT] for row in rows)
-                      if self._packing is not None and rows else None)
+                      if self._packing is not None and 0 < len(rows) <= PACK_BATCH_EVENTS
+                      else None)
             if packer is not None:
                 # Packed here, beside the writer (which has the database's work); the
                 # message lines cross as recorded too, for the writer to index.
