@@ -163,6 +163,11 @@ class PackAsRecorded:
         self._lines: list[bytes] = []
         self._bytes = 0
 
+    @property
+    def asked(self) -> bool:
+        """Whether the database was asked for its dictionary already."""
+        return self._asked
+
     def packer(self, lines: Iterable[bytes]) -> LinePacker | None:
         """What packs a batch of ``lines`` (bytes as recorded); None: store them as
         they are.  The database is asked once for its dictionary, and once more

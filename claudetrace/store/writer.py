@@ -131,6 +131,8 @@ class WriterProcess:
         self._flat = url.startswith("sqlite")
         #: ``pack`` on PostgreSQL: what packs the lines before they cross (:mod:`.packing`).
         self._packing = PackAsRecorded(url) if pack and not self._flat else None
+        #: Whether the last batch was one to pack (:data:`PACK_BATCH_EVENTS`).
+        self._small_before = False
         if process is not None:
             assert process.stdin is not None and process.stdout is not None
             self._requests, self._replies = process.stdin, process.stdout
@@ -157,9 +159,14 @@ class WriterProcess:
             rows, tools = flat_rows(recording_id, events)
         else:
             rows, tools = event_rows(recording_id, events)
+            small = 0 < len(rows) <= PACK_BATCH_EVENTS
+            # The database is first asked on a second small batch in a row: a
+            # burst's first batch is small too, and asking (psycopg's import) took
+            # 0.3 s of it.
             packer = (self._packing.packer(row[DATA_AT] for row in rows)
-                      if self._packing is not None and 0 < len(rows) <= PACK_BATCH_EVENTS
-                      else None)
+                      if self._packing is not None and small
+                      and (self._small_before or self._packing.asked) else None)
+            self._small_before = small
             if packer is not None:
                 # Packed here, beside the writer (which has the database's work); the
                 # message lines cross as recorded too, for the writer to index.
