@@ -30,6 +30,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any, Final
@@ -76,6 +77,9 @@ CHECKPOINT_BYTES: Final = LOG_BYTES // 2
 #: a burst's whole path has about 6 (docs/benchmarks.md): a burst's lines are
 #: stored as recorded and packed after, as on SQLite.
 PACK_BATCH_EVENTS: Final = 500
+#: How long batches pause (seconds) before the indexer first asks the database
+#: for its dictionary.
+ASK_AFTER_PAUSE_S: Final = 0.5
 
 #: What the child may be asked to do: the writing methods of the store.
 _OPERATIONS: Final = frozenset({"create_recording", "write_rows", "update_recording"})
@@ -131,8 +135,8 @@ class WriterProcess:
         self._flat = url.startswith("sqlite")
         #: ``pack`` on PostgreSQL: what packs the lines before they cross (:mod:`.packing`).
         self._packing = PackAsRecorded(url) if pack and not self._flat else None
-        #: Whether the last batch was one to pack (:data:`PACK_BATCH_EVENTS`).
-        self._small_before = False
+        #: When the last batch was handed over (:data:`ASK_AFTER_PAUSE_S`); not yet.
+        self._last_batch = time.monotonic()
         if process is not None:
             assert process.stdin is not None and process.stdout is not None
             self._requests, self._replies = process.stdin, process.stdout
@@ -159,14 +163,14 @@ class WriterProcess:
             rows, tools = flat_rows(recording_id, events)
         else:
             rows, tools = event_rows(recording_id, events)
-            small = 0 < len(rows) <= PACK_BATCH_EVENTS
-            # The database is first asked on a second small batch in a row: a
-            # burst's first batch is small too, and asking (psycopg's import) took
-            # 0.3 s of it.
+            # The database is first asked after a pause (a session waiting on its
+            # model; a burst has none): asking imports psycopg, 0.3 s, and small
+            # batches come in a burst too, as the indexer keeps up.
+            now = time.monotonic()
+            paused, self._last_batch = now - self._last_batch >= ASK_AFTER_PAUSE_S, now
             packer = (self._packing.packer(row[DATA_AT] for row in rows)
-                      if self._packing is not None and small
-                      and (self._small_before or self._packing.asked) else None)
-            self._small_before = small
+                      if self._packing is not None and 0 < len(rows) <= PACK_BATCH_EVENTS
+                      and (paused or self._packing.asked) else None)
             if packer is not None:
                 # Packed here, beside the writer (which has the database's work); the
                 # message lines cross as recorded too, for the writer to index.
