@@ -776,7 +776,7 @@ def main(argv: list[str] | None = None) -> int:
     # the batch being read 440 times in a 200k-event burst, for nothing (a
     # twelfth of our CPU time).  It still runs should we hold this many more.
     gc.set_threshold(GC_OBJECTS)
-    store = WriterProcess(url, writer, words_later=True)
+    store = WriterProcess(url, writer, words_later=True, pack=True)
     try:
         report = follow(
             args.capture, store, wakeup_fd=args.wakeup_fd, sinks_for=sinks_for, give_up_s=give_up,

@@ -300,3 +300,90 @@ def test_a_downgrade_unpacks_every_line_first(tmp_path: Path, ct_env: Path) -> N
                 assert stored == [e.data for e in read_cassette(path).events]
     finally:
         store.close()
+
+
+def _events_updated(url: str) -> int:
+    """Rows of ``events`` updated so far, as the server's statistics count them
+    (each backend reports its counts as its transaction ends, or as it exits)."""
+    import psycopg
+
+    from claudetrace.store.postgres import plain_url
+
+    conninfo = plain_url(url)
+    assert conninfo is not None
+    with psycopg.connect(conninfo) as conn:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        row = conn.execute("SELECT n_tup_upd FROM pg_stat_user_tables "
+                           "WHERE relname = 'events'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def test_a_proxied_recording_on_postgres_is_packed_as_recorded(
+        pg_url: str, tmp_path: Path, ct_env: Path) -> None:  # noqa: F811 - the fixture
+    """Once the store has a dictionary (here trained on the first recording's first
+    lines, as they are recorded) the indexer packs each line of a session's
+    batches before it is stored: no row is rewritten (a rewrite leaves the line as recorded behind
+    as a dead row), every line reads back exactly, and search finds the words
+    of a packed line."""
+    from tests.test_store_postgres import fresh_database
+
+    url = fresh_database(pg_url, "packed_as_recorded")
+    lines = list(shape_lines("deltas", 3000))
+    odd = [b"\xff\xfe not utf-8", bytes(b for b in range(256) if b != 10),
+           b'{"type":"user","message":{"role":"user","content":"the quokka word"}}']
+    sent = b"".join(line + b"\n" for line in [*lines, *odd])
+    store = open_store(url)
+    try:
+        for name in ("first", "second"):
+            if name == "second":
+                updated = _events_updated(url)
+            # A session's pace (small batches), not a burst's, whose lines are packed
+            # after (PACK_BATCH_EVENTS): 20 lines each twentieth of a second, and a
+            # pause after the first 200 (ASK_AFTER_PAUSE_S).
+            pace = ("import sys, time\n"
+                    "lines = sys.stdin.buffer.readlines()\n"
+                    "for at in range(0, len(lines), 20):\n"
+                    "    sys.stdout.buffer.write(b''.join(lines[at:at + 20]))\n"
+                    "    sys.stdout.buffer.flush()\n"
+                    "    time.sleep(0.8 if at == 200 else 0.05)\n")
+            feeder = subprocess.Popen([sys.executable, "-c", pace], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE)
+            assert feeder.stdin is not None and feeder.stdout is not None
+            done = subprocess.Popen([sys.executable, "-m", "claudetrace", "proxy", "--db", url,
+                                     "--name", name, "--", "cat"],
+                                    stdin=feeder.stdout, stdout=subprocess.PIPE)
+            feeder.stdout.close()  # the proxy's now
+            feeder.stdin.write(sent)
+            feeder.stdin.close()
+            out, _ = done.communicate(timeout=120)
+            assert feeder.wait(30) == 0 and done.returncode == 0
+            assert out == sent
+            settled = open_settled_store(url)
+            settled.close()
+            deadline = time.monotonic() + 60
+            while None in _codecs(store) and time.monotonic() < deadline:
+                time.sleep(0.2)  # the first recording's first lines: packed after
+            assert None not in _codecs(store)
+        (second,) = [r.id for r in store.list_recordings() if r.name == "second"]
+        time.sleep(1.5)  # the indexer's backends have reported their counts
+        # Inserted packed, none rewritten but those before the pause (the database
+        # is first asked after one): about 440 of 6,006.
+        assert _events_updated(url) - updated <= 1000
+        from sqlalchemy import text
+
+        with store.engine.connect() as conn:
+            packed, raw = conn.execute(text(
+                "SELECT sum(length(data)), sum(size) FROM events WHERE recording_id = :r"),
+                {"r": second}).one()
+            dictionaries = conn.execute(text("SELECT count(*) FROM line_dictionaries")).scalar()
+        assert packed < 0.5 * raw
+        assert dictionaries == 1
+        for direction in ("in", "out"):
+            stored = [e.data for e in store.iter_events(second) if e.direction == direction]
+            assert stored == [*lines, *odd]
+        hits = search(store, "quokka")
+        assert second in {h.recording_id for h in hits}
+        assert [h.seq for h in search_plain(url, "quokka") or []] == [h.seq for h in
+                                                                      search(store, "quokka")]
+    finally:
+        store.close()

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import StoreError
 from .plain import JSON_COLUMNS, PlainWrites, require_head
-from .rows import COLUMNS, Rows, each_row
+from .rows import CODEC, COLUMNS, Rows, each_row
 from .sqlite import first_line
 
 if TYPE_CHECKING:
@@ -63,12 +63,17 @@ def plain_url(url: str) -> str | None:
 def copy_rows(connection: psycopg.Connection[Any], table: str, rows: Rows) -> None:
     """Insert ``rows`` into ``table`` as one ``COPY`` in PostgreSQL's binary format
     (the text format spells each byte of a line in hex, twice its size to write,
-    send and read back), in the connection's transaction."""
-    columns = ", ".join(COLUMNS[table])
+    send and read back), in the connection's transaction.  ``events`` rows one
+    value wider than :data:`~.rows.COLUMNS` carry their :data:`~.rows.CODEC` last
+    (lines packed as recorded: :func:`~.rows.packed_rows`)."""
+    names, types = COLUMNS[table], COPY_TYPES[table]
+    first = next(each_row(rows), ())
+    if table == "events" and len(first) == len(names) + 1:
+        names, types = (*names, CODEC), (*types, "smallint")
     with connection.cursor() as cursor, cursor.copy(
-        f"COPY {table} ({columns}) FROM STDIN (FORMAT BINARY)"
+        f"COPY {table} ({', '.join(names)}) FROM STDIN (FORMAT BINARY)"
     ) as copy:
-        copy.set_types(list(COPY_TYPES[table]))
+        copy.set_types(list(types))
         for row in each_row(rows):
             copy.write_row(row)
 

@@ -30,6 +30,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any, Final
@@ -37,9 +38,10 @@ from typing import IO, TYPE_CHECKING, Any, Final
 from ..config import resolve_url, yield_cpu
 from ..errors import ClaudeTraceError, SessionNotFound, StoreError
 from ..recording import RecordingInfo
+from .packing import PackAsRecorded
 from .plain import LATER_FROM_ROWS, NotPlain, PlainWrites
 from .postgres import plain_url
-from .rows import Rows, event_rows, first_seq, flat_rows
+from .rows import DATA_AT, Rows, event_rows, first_seq, flat_rows, packed_rows
 from .sqlite import BUSY_TIMEOUT_S, SqliteWrites, first_line, is_busy, plain_file
 
 if TYPE_CHECKING:
@@ -69,6 +71,16 @@ CHECKPOINT_PAUSE_S: Final = 0.05
 #: began, well before the connection's own bound (:data:`LOG_BYTES`).
 CHECKPOINT_BYTES: Final = LOG_BYTES // 2
 
+#: The largest batch whose lines the indexer packs as they are recorded (on
+#: PostgreSQL, :class:`~.packing.PackAsRecorded`): a batch of a session as it
+#: runs, not a burst's.  Packing takes 11-18 us an event in the indexer, where
+#: a burst's whole path has about 6 (docs/benchmarks.md): a burst's lines are
+#: stored as recorded and packed after, as on SQLite.
+PACK_BATCH_EVENTS: Final = 500
+#: How long batches pause (seconds) before the indexer first asks the database
+#: for its dictionary.
+ASK_AFTER_PAUSE_S: Final = 0.5
+
 #: What the child may be asked to do: the writing methods of the store.
 _OPERATIONS: Final = frozenset({"create_recording", "write_rows", "update_recording"})
 
@@ -90,7 +102,10 @@ class WriterProcess:
     no database module: the indexer starts it before importing them).  The child
     opens the database at once, so the connection is ready by the first batch,
     and again on each request while that fails.  When the child has gone (or
-    ``process`` is None), this process writes to ``url`` itself.
+    ``process`` is None), this process writes to ``url`` itself.  With ``pack``
+    (the indexer's), the lines of a batch of at most :data:`PACK_BATCH_EVENTS`
+    recorded into PostgreSQL are packed here, before they cross, once the store
+    has a dictionary (:class:`~.packing.PackAsRecorded`).
 
     Requests are numbered.  Up to :data:`WINDOW` of them are in the pipe or
     being written at once, so the child never waits for the next batch.  The
@@ -99,7 +114,8 @@ class WriterProcess:
     """
 
     def __init__(self, url: str, process: subprocess.Popen[bytes] | None, *,
-                 busy_timeout_s: float = BUSY_TIMEOUT_S, words_later: bool = False) -> None:
+                 busy_timeout_s: float = BUSY_TIMEOUT_S, words_later: bool = False,
+                 pack: bool = False) -> None:
         self._url = url
         #: The child leaves a burst's search words for the pass after the
         #: recording ends (it was started so: :func:`_open_writes`).
@@ -121,6 +137,10 @@ class WriterProcess:
         self._process = process
         #: SQLite: the rows cross to the child as :class:`~.rows.Flat` rows.
         self._flat = url.startswith("sqlite")
+        #: ``pack`` on PostgreSQL: what packs the lines before they cross (:mod:`.packing`).
+        self._packing = PackAsRecorded(url) if pack and not self._flat else None
+        #: When the last batch was handed over (:data:`ASK_AFTER_PAUSE_S`); not yet.
+        self._last_batch = time.monotonic()
         if process is not None:
             assert process.stdin is not None and process.stdout is not None
             self._requests, self._replies = process.stdin, process.stdout
@@ -143,7 +163,26 @@ class WriterProcess:
         one raised here is an earlier batch's, and this one was not taken."""
         rows: Rows
         tools: Rows
-        rows, tools = (flat_rows if self._flat else event_rows)(recording_id, events)
+        if self._flat:
+            rows, tools = flat_rows(recording_id, events)
+        else:
+            rows, tools = event_rows(recording_id, events)
+            # The database is first asked after a pause (a session waiting on its
+            # model; a burst has none): asking imports psycopg, 0.3 s, and small
+            # batches come in a burst too, as the indexer keeps up.
+            now = time.monotonic()
+            paused, self._last_batch = now - self._last_batch >= ASK_AFTER_PAUSE_S, now
+            packer = (self._packing.packer(row[DATA_AT] for row in rows)
+                      if self._packing is not None and 0 < len(rows) <= PACK_BATCH_EVENTS
+                      and (paused or self._packing.asked) else None)
+            if packer is not None:
+                # Packed here, beside the writer (which has the database's work); the
+                # message lines cross as recorded too, for the writer to index.
+                from .textindex import searched_rows
+
+                self._submit("write_rows", recording_id, packed_rows(rows, packer), tools,
+                             recording_updates, searched_rows(rows))
+                return
         self._submit("write_rows", recording_id, rows, tools, recording_updates)
 
     def update_recording(self, recording_id: str, **values: Any) -> None:
