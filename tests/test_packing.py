@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from claudetrace.bench.shapes import shape_lines
 from claudetrace.cassette import read_cassette
 from claudetrace.indexer import open_settled_store
@@ -318,16 +320,18 @@ def _events_updated(url: str) -> int:
     return int(row[0]) if row else 0
 
 
+@pytest.mark.parametrize("paced", [True, False], ids=["session", "burst"])
 def test_a_proxied_recording_on_postgres_is_packed_as_recorded(
-        pg_url: str, tmp_path: Path, ct_env: Path) -> None:  # noqa: F811 - the fixture
+        pg_url: str, tmp_path: Path, ct_env: Path, paced: bool) -> None:  # noqa: F811
     """Once the store has a dictionary (here trained on the first recording's first
-    lines, as they are recorded) the indexer packs each line of a session's
-    batches before it is stored: no row is rewritten (a rewrite leaves the line as recorded behind
-    as a dead row), every line reads back exactly, and search finds the words
-    of a packed line."""
+    lines, as they are recorded) the indexer's writer stores each line packed,
+    at a session's pace and in a burst alike: no row is rewritten (a rewrite
+    leaves the line as recorded behind as a dead row), every line reads back
+    exactly, and search finds the words of a packed line (a burst's words are
+    added by the pass after the listing)."""
     from tests.test_store_postgres import fresh_database
 
-    url = fresh_database(pg_url, "packed_as_recorded")
+    url = fresh_database(pg_url, f"packed_as_recorded_{'session' if paced else 'burst'}")
     lines = list(shape_lines("deltas", 3000))
     odd = [b"\xff\xfe not utf-8", bytes(b for b in range(256) if b != 10),
            b'{"type":"user","message":{"role":"user","content":"the quokka word"}}']
@@ -337,15 +341,15 @@ def test_a_proxied_recording_on_postgres_is_packed_as_recorded(
         for name in ("first", "second"):
             if name == "second":
                 updated = _events_updated(url)
-            # A session's pace (small batches), not a burst's, whose lines are packed
-            # after (PACK_BATCH_EVENTS): 20 lines each twentieth of a second, and a
-            # pause after the first 200 (ASK_AFTER_PAUSE_S).
+            # A session's pace (small batches): 20 lines each twentieth of a second;
+            # a burst: all at once.
             pace = ("import sys, time\n"
                     "lines = sys.stdin.buffer.readlines()\n"
-                    "for at in range(0, len(lines), 20):\n"
-                    "    sys.stdout.buffer.write(b''.join(lines[at:at + 20]))\n"
+                    f"step = {20 if paced else 10**9}\n"
+                    "for at in range(0, len(lines), step):\n"
+                    "    sys.stdout.buffer.write(b''.join(lines[at:at + step]))\n"
                     "    sys.stdout.buffer.flush()\n"
-                    "    time.sleep(0.8 if at == 200 else 0.05)\n")
+                    "    time.sleep(0.05)\n")
             feeder = subprocess.Popen([sys.executable, "-c", pace], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE)
             assert feeder.stdin is not None and feeder.stdout is not None
@@ -366,8 +370,8 @@ def test_a_proxied_recording_on_postgres_is_packed_as_recorded(
             assert None not in _codecs(store)
         (second,) = [r.id for r in store.list_recordings() if r.name == "second"]
         time.sleep(1.5)  # the indexer's backends have reported their counts
-        # Inserted packed, none rewritten but those before the pause (the database
-        # is first asked after one): about 440 of 6,006.
+        # Inserted packed, none rewritten (stored as recorded and packed after, all
+        # 6,006 rows of both directions would be).
         assert _events_updated(url) - updated <= 1000
         from sqlalchemy import text
 

@@ -273,11 +273,9 @@ class Store:
         rows: Rows,
         tools: Rows,
         recording_updates: dict[str, Any] | None = None,
-        searched: Rows | None = None,
     ) -> None:
         """:meth:`write_batch` of the rows :func:`event_rows` made (perhaps in
-        another process: :mod:`.writer`; ``searched``: the message rows with their
-        lines as recorded, when ``rows`` hold them packed, :func:`~.rows.packed_rows`)."""
+        another process: :mod:`.writer`)."""
         calls = None
         if recording_updates and USAGE_CALLS in recording_updates:
             recording_updates = dict(recording_updates)
@@ -287,10 +285,7 @@ class Store:
             if has_rows or has_tools:
                 _hold_recording(conn, recording_id)
             if has_rows:
-                if searched is None:
-                    self._insert_rows(conn, _EVENTS, rows)
-                else:  # the lines as recorded say the words
-                    self._insert_rows(conn, _EVENTS, rows, index_rows(searched))
+                self._insert_rows(conn, _EVENTS, rows)
             if has_tools:
                 self._insert_rows(conn, _TOOLS, tools)
             if calls is not None:  # the recording's calls as they stand now

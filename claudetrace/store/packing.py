@@ -34,18 +34,18 @@ on it for long.
 
 On PostgreSQL a pass that rewrites rows leaves their versions as recorded
 behind as dead rows until vacuum (and the table that much bigger), so once the
-store has a dictionary the indexer packs the lines of a session's small
-batches as it hands them to its writer (:class:`PackAsRecorded`, in its own
-process, beside the writer's): those rows are never written twice.  A burst's
-large batches are stored as recorded and packed after, as on SQLite: packing
-on its path would cost more than the rest of it (``PACK_BATCH_EVENTS`` in
-:mod:`.writer`).
+store has a dictionary the indexer's writer stores every batch's lines packed
+(:class:`PackAtIngest`, in the writer process, beside the indexer that parses
+the next batch): those rows are never written twice.  Their words, when the
+writer leaves them for later (a burst's), are added by the pass as for any
+other row (:func:`_words_postgres`).
 
 No SQLAlchemy: the indexer imports this, with :mod:`sqlite3` or psycopg.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import time
@@ -162,68 +162,60 @@ class LinePacker:
         return (packed, self.number) if len(packed) < len(line) else (line, KEPT)
 
 
-class PackAsRecorded:
-    """Whether and how the lines recorded into the database ``url`` are packed as
-    they are handed to its writer: on PostgreSQL (a ``postgresql+psycopg://`` URL
-    psycopg reads plainly), against the store's newest dictionary; when it has
-    none yet, one is trained on the first :data:`TRAIN_FROM` bytes of lines
-    recorded and stored (committed before any row packed with it), as
-    :func:`pack_recording` trains it after.  Any other database, or one not
-    reached: lines are stored as recorded (and packed after, if at all)."""
+class PackAtIngest:
+    """Packs the lines the indexer's writer stores into PostgreSQL as they are
+    stored (:class:`~.postgres.PostgresWrites`), against the store's newest
+    dictionary: a row written once, packed, leaves no version as recorded behind
+    (as the pass's update does, a dead row until vacuum).  When the store has no
+    dictionary yet, one is trained on the first :data:`TRAIN_FROM` bytes of
+    lines and stored in a transaction of its own, committed before any row
+    packed with it; the lines before are stored as recorded (the pass packs
+    them after).  A database that cannot be asked (no such table, a failure)
+    gets its lines as recorded, as before."""
 
-    def __init__(self, url: str) -> None:
-        from .postgres import plain_url
-
-        self._conninfo = plain_url(url)
+    def __init__(self) -> None:
         self._packer: LinePacker | None = None
         self._asked = False
+        self._off = False
         self._lines: list[bytes] = []
         self._bytes = 0
 
-    @property
-    def asked(self) -> bool:
-        """Whether the database was asked for its dictionary already."""
-        return self._asked
-
-    def packer(self, lines: Iterable[bytes]) -> LinePacker | None:
+    def packer(self, transaction: Callable[[], Any],
+               lines: Iterable[bytes]) -> LinePacker | None:
         """What packs a batch of ``lines`` (bytes as recorded); None: store them as
-        they are.  The database is asked once for its dictionary, and once more
-        to store one when it had none and enough lines have been seen."""
-        if self._packer is not None or self._conninfo is None:
+        they are.  ``transaction()`` is a context manager giving a cursor in a
+        transaction of its own (committed as it ends).  The database is asked
+        once for its dictionary, and once more to store one when it had none and
+        enough lines have been seen."""
+        if self._packer is not None or self._off:
             return self._packer
         if not self._asked:
             self._asked = True
-            if not self._ask(()):
-                self._conninfo = None
+            if not self._ask(transaction, ()):
                 return None
         if self._packer is None:
             for line in itertools.islice(lines, TRAIN_LINES - len(self._lines)):
                 self._bytes += len(line)
                 self._lines.append(line[:TRAIN_PREFIX])  # all :func:`train` reads of it
-            if (self._bytes >= TRAIN_FROM or len(self._lines) >= TRAIN_LINES) and \
-                    not self._ask(self._lines):
-                self._conninfo = None
-            if self._packer is not None or self._conninfo is None:
+            if self._bytes >= TRAIN_FROM or len(self._lines) >= TRAIN_LINES:
+                self._ask(transaction, self._lines)
                 self._lines = []
+                self._off = self._packer is None
         return self._packer
 
-    def _ask(self, lines: Sequence[bytes]) -> bool:
+    def _ask(self, transaction: Callable[[], Any], lines: Sequence[bytes]) -> bool:
         """Take the newest dictionary; with ``lines``, when there is none, train
-        one on them and store it.  False when the database cannot be asked."""
-        assert self._conninfo is not None
+        one on them and store it.  False (and no packing) when that fails."""
         try:
-            import psycopg
-
-            with psycopg.connect(self._conninfo) as server, server.cursor() as cursor:
+            with transaction() as cursor:
                 found = _newest_dictionary(cursor)
                 if found is None and lines:
-                    cursor.execute("INSERT INTO line_dictionaries (data, created_ns) "
-                                   "VALUES (%s, %s) RETURNING id, data",
-                                   (train(lines), time.time_ns()))
-                    row = cursor.fetchone()
+                    row = cursor.execute(
+                        "INSERT INTO line_dictionaries (data, created_ns) VALUES (%s, %s) "
+                        "RETURNING id, data", (train(lines), time.time_ns())).fetchone()
                     found = None if row is None else (int(row[0]), bytes(row[1]))
-            # (the connection's block commits)
-        except Exception:  # no psycopg, unreachable, not migrated yet: packed after
+        except Exception:  # the lines are stored as recorded, and packed after
+            self._off = True
             return False
         if found is not None:
             self._packer = LinePacker(*found)
@@ -288,6 +280,12 @@ def _newest_dictionary(cursor: Any) -> tuple[int, bytes] | None:
     return None if row is None else (int(row[0]), bytes(row[1]))
 
 
+def _stored_dictionary(cursor: Any, number: int) -> bytes | None:
+    row = cursor.execute("SELECT data FROM line_dictionaries WHERE id = %s",
+                         (number,)).fetchone()
+    return None if row is None else bytes(row[0])
+
+
 def _dictionary_for(db: _Db, recording_id: str) -> tuple[int, bytes] | None:
     """The store's newest dictionary; trained on ``recording_id`` and stored (in a
     transaction of its own) when there is none yet and the recording is large
@@ -341,9 +339,11 @@ def pack_recording(connection: Any, dialect: str, recording_id: str) -> int:
                 "AND codec IS NULL ORDER BY seq LIMIT ?"),
                 (recording_id, after, CHUNK)).fetchall()
             if not sizes:
-                _words_done(cursor, db, recording_id)
+                if db.sqlite:
+                    _words_done(cursor, db, recording_id)
                 db.commit()
-                return done
+                # PostgreSQL: rows its writer stored packed may still lack their words.
+                return done if db.sqlite else done + _words_postgres(db, recording_id)
             last, total = sizes[0][0], 0
             for seq, size in sizes:
                 total += size or 0
@@ -464,6 +464,59 @@ def _index_postgres(cursor: Any, recording_id: str, after: int, last: int) -> No
              if (e := entry(recording_id, seq, direction, bytes(data))) is not None]
     if found:
         insert_postgres(cursor, found)
+
+
+def _words_postgres(db: _Db, recording_id: str) -> int:
+    """Add the words of the message lines of ``recording_id`` that have none in the
+    search index, whatever their ``codec`` (the indexer's writer stores a burst's
+    lines packed, :class:`PackAtIngest`, and leaves their words for later), when
+    the recording says some are missing (:data:`WORDS_LATER`), :data:`CHUNK` lines
+    (or :data:`CHUNK_BYTES`) a transaction, the recording held; the last takes
+    the mark off.  Returns the lines looked at."""
+    from .textindex import SEARCHED_TYPES, entry, insert_postgres
+
+    cursor = db.begin()
+    row = cursor.execute("SELECT CAST(extra AS TEXT) FROM recordings WHERE id = %s",
+                         (recording_id,)).fetchone()
+    db.commit()
+    if row is None or row[0] is None or f'"{WORDS_LATER}"' not in row[0]:
+        return 0
+    kinds = sorted(SEARCHED_TYPES)
+    lacking = ("FROM events e WHERE e.recording_id = %s AND e.seq > %s AND e.type = ANY(%s) "
+               "AND NOT EXISTS (SELECT 1 FROM event_search s WHERE s.recording_id = "
+               "e.recording_id AND s.seq = e.seq)")
+    done, after = 0, -1
+    while True:
+        cursor = db.begin()
+        try:
+            db.hold(cursor, recording_id)
+            lines = Unpacker(functools.partial(_stored_dictionary, cursor))
+            sizes = cursor.execute(f"SELECT e.seq, e.size {lacking} ORDER BY e.seq LIMIT %s",
+                                   (recording_id, after, kinds, CHUNK)).fetchall()
+            last, total = after, 0
+            for seq, size in sizes:
+                total += size or 0
+                if total > CHUNK_BYTES and last != after:
+                    break
+                last = seq
+            rows = cursor.execute(
+                f"SELECT e.seq, e.direction, e.data, e.codec {lacking} AND e.seq <= %s "
+                "ORDER BY e.seq", (recording_id, after, kinds, last)).fetchall()
+            found = [e for seq, direction, data, codec in rows
+                     if (e := entry(recording_id, seq, direction, lines(data, codec)))
+                     is not None]
+            if found:
+                insert_postgres(cursor, found)
+            if len(rows) == len(sizes) < CHUNK:  # nothing after these
+                _words_done(cursor, db, recording_id)
+                db.commit()
+                return done + len(rows)
+            db.commit()
+        except BaseException:
+            db.rollback()
+            raise
+        done += len(rows)
+        after = last
 
 
 def unpacked_recordings(connection: Any, dialect: str) -> list[str]:

@@ -141,20 +141,12 @@ class PlainWrites:
                            list(row.values()))
 
     def write_rows(self, recording_id: str, rows: Rows, tools: Rows,
-                   recording_updates: dict[str, Any] | None = None,
-                   searched: Rows | None = None) -> None:
-        """A batch's rows; ``searched``: its message rows with their lines as
-        recorded, when ``rows`` hold them packed (:func:`~.rows.packed_rows`)."""
+                   recording_updates: dict[str, Any] | None = None) -> None:
         from .textindex import index_rows  # the session model: not for a reader
 
         later = self.words_later_from
-        # Before the transaction: not while holding SQLite's lock.  Rows packed as
-        # recorded (``searched`` given) are never looked at by the pass after, so
-        # their words go in now, whatever the batch's size.
-        if searched is not None:
-            said = index_rows(searched)
-        else:
-            said = index_rows(rows) if later is None or row_count(rows) < later else []
+        # Before the transaction: not while holding SQLite's lock.
+        said = index_rows(rows) if later is None or row_count(rows) < later else []
         calls = None
         if recording_updates and USAGE_CALLS in recording_updates:
             recording_updates = dict(recording_updates)

@@ -36,8 +36,8 @@ COLUMNS: Final = {
                     "output_tokens", "cache_read_tokens", "cache_creation_tokens", "cost_usd",
                     "cost_source", "duplicate"),
 }
-#: The column an ``events`` row packed as it is recorded carries last, after
-#: :data:`COLUMNS`' (:func:`packed_rows`).
+#: The column a ``COPY`` of ``events`` rows packed as they are stored sends last,
+#: after :data:`COLUMNS`' (:func:`~.postgres.copy_rows`).
 CODEC: Final = "codec"
 #: Where a row of :data:`COLUMNS` ``events`` holds its line.
 DATA_AT: Final = 5
@@ -207,15 +207,6 @@ def _fill(recording_id: str, events: Iterable[Event], add_row: Callable[[tuple[A
         for ref in f.tools:
             add_tool((recording_id, ev.seq, _short(ref.tool_use_id, 128), _short(ref.name, 200),
                       ref.kind))
-
-
-def packed_rows(rows: list[tuple[Any, ...]],
-                pack: Callable[[bytes], tuple[bytes, int]]) -> list[tuple[Any, ...]]:
-    """``events`` rows of :func:`event_rows` with each line as ``pack`` holds it and
-    the :data:`CODEC` it says after the other columns (``size`` stays the line's)."""
-    at = DATA_AT
-    return [(*row[:at], packed, *row[at + 1:], codec)
-            for row in rows for packed, codec in (pack(row[at]),)]
 
 
 def _short(value: str | None, size: int) -> str | None:

@@ -94,12 +94,6 @@ def index_rows(rows: Rows) -> list[tuple[str, int, str]]:
     return [e for e in found if e is not None]
 
 
-def searched_rows(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """The rows of ``rows`` (tuples of :func:`~.rows.event_rows`) whose lines the
-    index holds the words of: what :func:`index_rows` reads of them."""
-    return [row for row in rows if row[_TYPE] in SEARCHED_TYPES]
-
-
 def entry(recording_id: str, seq: int, direction: str,
           data: bytes) -> tuple[str, int, str] | None:
     """``(recording_id, seq, words)`` of one message line; None when it says nothing."""

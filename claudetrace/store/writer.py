@@ -30,7 +30,6 @@ import struct
 import subprocess
 import sys
 import threading
-import time
 from collections import deque
 from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any, Final
@@ -38,16 +37,15 @@ from typing import IO, TYPE_CHECKING, Any, Final
 from ..config import resolve_url, yield_cpu
 from ..errors import ClaudeTraceError, SessionNotFound, StoreError
 from ..recording import RecordingInfo
-from .packing import PackAsRecorded
+from .packing import PackAtIngest
 from .plain import LATER_FROM_ROWS, NotPlain, PlainWrites
-from .postgres import plain_url
-from .rows import DATA_AT, Rows, event_rows, first_seq, flat_rows, packed_rows
+from .postgres import PostgresWrites, plain_url
+from .rows import Rows, event_rows, first_seq, flat_rows
 from .sqlite import BUSY_TIMEOUT_S, SqliteWrites, first_line, is_busy, plain_file
 
 if TYPE_CHECKING:
     from ..model.events import Event
     from .api import Store
-    from .postgres import PostgresWrites
 
     #: What carries out the requests: the child's plain writes, else a store.
     Writes = Store | SqliteWrites | PostgresWrites
@@ -71,16 +69,6 @@ CHECKPOINT_PAUSE_S: Final = 0.05
 #: began, well before the connection's own bound (:data:`LOG_BYTES`).
 CHECKPOINT_BYTES: Final = LOG_BYTES // 2
 
-#: The largest batch whose lines the indexer packs as they are recorded (on
-#: PostgreSQL, :class:`~.packing.PackAsRecorded`): a batch of a session as it
-#: runs, not a burst's.  Packing takes 11-18 us an event in the indexer, where
-#: a burst's whole path has about 6 (docs/benchmarks.md): a burst's lines are
-#: stored as recorded and packed after, as on SQLite.
-PACK_BATCH_EVENTS: Final = 500
-#: How long batches pause (seconds) before the indexer first asks the database
-#: for its dictionary.
-ASK_AFTER_PAUSE_S: Final = 0.5
-
 #: What the child may be asked to do: the writing methods of the store.
 _OPERATIONS: Final = frozenset({"create_recording", "write_rows", "update_recording"})
 
@@ -102,10 +90,7 @@ class WriterProcess:
     no database module: the indexer starts it before importing them).  The child
     opens the database at once, so the connection is ready by the first batch,
     and again on each request while that fails.  When the child has gone (or
-    ``process`` is None), this process writes to ``url`` itself.  With ``pack``
-    (the indexer's), the lines of a batch of at most :data:`PACK_BATCH_EVENTS`
-    recorded into PostgreSQL are packed here, before they cross, once the store
-    has a dictionary (:class:`~.packing.PackAsRecorded`).
+    ``process`` is None), this process writes to ``url`` itself.
 
     Requests are numbered.  Up to :data:`WINDOW` of them are in the pipe or
     being written at once, so the child never waits for the next batch.  The
@@ -114,8 +99,7 @@ class WriterProcess:
     """
 
     def __init__(self, url: str, process: subprocess.Popen[bytes] | None, *,
-                 busy_timeout_s: float = BUSY_TIMEOUT_S, words_later: bool = False,
-                 pack: bool = False) -> None:
+                 busy_timeout_s: float = BUSY_TIMEOUT_S, words_later: bool = False) -> None:
         self._url = url
         #: The child leaves a burst's search words for the pass after the
         #: recording ends (it was started so: :func:`_open_writes`).
@@ -137,10 +121,6 @@ class WriterProcess:
         self._process = process
         #: SQLite: the rows cross to the child as :class:`~.rows.Flat` rows.
         self._flat = url.startswith("sqlite")
-        #: ``pack`` on PostgreSQL: what packs the lines before they cross (:mod:`.packing`).
-        self._packing = PackAsRecorded(url) if pack and not self._flat else None
-        #: When the last batch was handed over (:data:`ASK_AFTER_PAUSE_S`); not yet.
-        self._last_batch = time.monotonic()
         if process is not None:
             assert process.stdin is not None and process.stdout is not None
             self._requests, self._replies = process.stdin, process.stdout
@@ -163,26 +143,7 @@ class WriterProcess:
         one raised here is an earlier batch's, and this one was not taken."""
         rows: Rows
         tools: Rows
-        if self._flat:
-            rows, tools = flat_rows(recording_id, events)
-        else:
-            rows, tools = event_rows(recording_id, events)
-            # The database is first asked after a pause (a session waiting on its
-            # model; a burst has none): asking imports psycopg, 0.3 s, and small
-            # batches come in a burst too, as the indexer keeps up.
-            now = time.monotonic()
-            paused, self._last_batch = now - self._last_batch >= ASK_AFTER_PAUSE_S, now
-            packer = (self._packing.packer(row[DATA_AT] for row in rows)
-                      if self._packing is not None and 0 < len(rows) <= PACK_BATCH_EVENTS
-                      and (paused or self._packing.asked) else None)
-            if packer is not None:
-                # Packed here, beside the writer (which has the database's work); the
-                # message lines cross as recorded too, for the writer to index.
-                from .textindex import searched_rows
-
-                self._submit("write_rows", recording_id, packed_rows(rows, packer), tools,
-                             recording_updates, searched_rows(rows))
-                return
+        rows, tools = (flat_rows if self._flat else event_rows)(recording_id, events)
         self._submit("write_rows", recording_id, rows, tools, recording_updates)
 
     def update_recording(self, recording_id: str, **values: Any) -> None:
@@ -312,7 +273,8 @@ def _open(url: str | None, busy_timeout_s: float) -> Store:
     return open_store(url, log_bytes=LOG_BYTES, busy_timeout_s=busy_timeout_s)
 
 
-def _open_writes(busy_timeout_s: float, *, words_later: bool = False) -> Writes:
+def _open_writes(busy_timeout_s: float, *, words_later: bool = False,
+                 pack: bool = False) -> Writes:
     """The child's database (``$CLAUDETRACE_DB``): a SQLite file at the newest schema
     is written through :class:`~.sqlite.SqliteWrites`, and a PostgreSQL database
     through :class:`~.postgres.PostgresWrites`, without loading SQLAlchemy;
@@ -320,10 +282,15 @@ def _open_writes(busy_timeout_s: float, *, words_later: bool = False) -> Writes:
     database psycopg cannot reach plainly: the store says why.  ``words_later``:
     a burst's batches go without their search words, which the pass after the
     recording ends adds (:data:`~.plain.LATER_FROM_ROWS`); a store writes them
-    with every batch."""
+    with every batch.  ``pack``: on PostgreSQL each batch's lines are stored
+    packed, once the store has a line dictionary
+    (:attr:`~.postgres.PostgresWrites.packing`); elsewhere, and through a store,
+    they are stored as recorded and packed after the recording ends."""
     writes = _open_plain(busy_timeout_s)
     if words_later and isinstance(writes, PlainWrites):
         writes.words_later_from = LATER_FROM_ROWS
+    if pack and isinstance(writes, PostgresWrites):
+        writes.packing = PackAtIngest()
     return writes
 
 
@@ -332,8 +299,6 @@ def _open_plain(busy_timeout_s: float) -> Writes:
     conninfo = plain_url(url)
     if conninfo is not None:
         try:
-            from .postgres import PostgresWrites
-
             return PostgresWrites(conninfo)
         except Exception:  # not at the head, no psycopg, unreachable: the store decides
             return _open(url, busy_timeout_s)
@@ -413,21 +378,22 @@ def _apply_here(store: Writes, op: str, args: tuple[Any, ...]) -> None:
 
 def _serve(requests: IO[bytes], replies: IO[bytes], busy_timeout_s: float,
            kept_in: str | None, lock_fd: int | None = None, *,
-           lazy_checkpoints: bool = False, words_later: bool = False) -> None:
+           lazy_checkpoints: bool = False, words_later: bool = False,
+           pack: bool = False) -> None:
     """The child: carry out each request in order and answer it, until the
     requests end.  After a failure, the requests that follow are skipped
     until the failed one comes again.  ``lock_fd`` (the capture file's lock,
     shared with the indexer) is closed once the requests have ended: nothing
     more will be committed then, whether the indexer is done or was killed.
-    ``lazy_checkpoints``: see :class:`_Checkpoints`; ``words_later``: see
-    :func:`_open_writes`."""
+    ``lazy_checkpoints``: see :class:`_Checkpoints`; ``words_later`` and ``pack``:
+    see :func:`_open_writes`."""
     store: Writes | None = None
     told = False
 
     def open_store() -> Writes:
         nonlocal told
         try:
-            return _open_writes(busy_timeout_s, words_later=words_later)
+            return _open_writes(busy_timeout_s, words_later=words_later, pack=pack)
         except ClaudeTraceError as exc:
             # Said once (but a lock), for a recording nobody else speaks for; an
             # importer says its own errors.
@@ -579,11 +545,12 @@ def _say(message: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """The writer process (``python -m claudetrace.store.writer_child [--busy-timeout S]
-    [--kept-in PATH] [--lock-fd N] [--idle] [--lazy-checkpoints] [--words-later]``,
+    [--kept-in PATH] [--lock-fd N] [--idle] [--lazy-checkpoints] [--words-later] [--pack]``,
     which sets SQLite up first): serve the requests on stdin, in the database of
     ``$CLAUDETRACE_DB``; ``--kept-in`` names where the data waits while the
     database cannot be opened (said once); ``--words-later``: a burst's search
-    words are left for the pass after the recording ends (:func:`_open_writes`)."""
+    words are left for the pass after the recording ends, ``--pack``: the lines are
+    stored packed on PostgreSQL (:func:`_open_writes`)."""
     import argparse
     import gc
     import signal
@@ -597,6 +564,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="copy the log into the database when the writes pause")
     parser.add_argument("--words-later", action="store_true",
                         help="leave a burst's search words for the pass after the end")
+    parser.add_argument("--pack", action="store_true",
+                        help="store the lines packed (PostgreSQL, once it has a dictionary)")
     args = parser.parse_args(argv)
     if args.idle:
         yield_cpu()
@@ -610,7 +579,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _serve(sys.stdin.buffer, sys.stdout.buffer, args.busy_timeout, args.kept_in,
                args.lock_fd, lazy_checkpoints=args.lazy_checkpoints,
-               words_later=args.words_later)
+               words_later=args.words_later, pack=args.pack)
     except BrokenPipeError:  # the parent has gone: nobody waits for the answers
         return 0
     except BaseException as exc:  # the parent writes the rest itself
