@@ -84,13 +84,14 @@ CHUNK_BYTES: Final = 8 * 1024 * 1024
 POSTGRES_COMPRESSES_FROM: Final = 2000
 _WBITS: Final = -15  # raw deflate: no header or checksum (6 bytes a line)
 #: The level, window and memory level lines packed as they are recorded (on the
-#: burst's path) are compressed with: zlib's fastest level, the dictionary's
-#: last 8 KiB (its commonest kinds of line), a state a fifth the size to copy
-#: for each line: about half the CPU time a line of :func:`pack`'s with a dictionary
-#: primed once, for 3-16% more bytes on the bench's shapes.  :func:`unpack`
+#: burst's path) are compressed with: level 3 (zlib's fastest kind of search;
+#: level 1 took about as long for 2-9% more bytes, level 6 a fifth longer for
+#: 2-4% fewer), the dictionary's last 8 KiB (its commonest kinds of line), a
+#: state a fifth the size to copy for each line: about half the CPU time a line
+#: of :func:`pack`'s with a dictionary primed once.  :func:`unpack`
 #: reads them as any other: a raw deflate stream never refers back further
 #: than its window, and the dictionary's tail is the same bytes.
-_INGEST_LEVEL: Final = 1
+_INGEST_LEVEL: Final = 3
 _INGEST_WBITS: Final = -13
 _INGEST_MEMLEVEL: Final = 5
 
