@@ -324,11 +324,12 @@ def _events_updated(url: str) -> int:
 def test_a_proxied_recording_on_postgres_is_packed_as_recorded(
         pg_url: str, tmp_path: Path, ct_env: Path, paced: bool) -> None:  # noqa: F811
     """Once the store has a dictionary (here trained on the first recording's first
-    lines, as they are recorded) the indexer's writer stores each line packed,
-    at a session's pace and in a burst alike: no row is rewritten (a rewrite
-    leaves the line as recorded behind as a dead row), every line reads back
-    exactly, and search finds the words of a packed line (a burst's words are
-    added by the pass after the listing)."""
+    lines, as they are recorded) the indexer's writer stores each line packed:
+    at a session's pace no row is rewritten (a rewrite leaves the line as
+    recorded behind as a dead row); a burst's batches are packed while the
+    writer keeps up (those that wait for it are packed after).  Either way
+    every line reads back exactly, and search finds the words of a packed line
+    (a burst's words are added by the pass after the listing)."""
     from tests.test_store_postgres import fresh_database
 
     url = fresh_database(pg_url, f"packed_as_recorded_{'session' if paced else 'burst'}")
@@ -372,7 +373,8 @@ def test_a_proxied_recording_on_postgres_is_packed_as_recorded(
         time.sleep(1.5)  # the indexer's backends have reported their counts
         # Inserted packed, none rewritten (stored as recorded and packed after, all
         # 6,006 rows of both directions would be).
-        assert _events_updated(url) - updated <= 1000
+        if paced:
+            assert _events_updated(url) - updated <= 1000
         from sqlalchemy import text
 
         with store.engine.connect() as conn:
@@ -391,3 +393,37 @@ def test_a_proxied_recording_on_postgres_is_packed_as_recorded(
                                                                       search(store, "quokka")]
     finally:
         store.close()
+
+
+def test_lines_are_packed_at_ingest_only_while_the_writer_keeps_up() -> None:
+    """The writer packs a batch's lines against the store's dictionary (read back
+    exactly with it), but not while the next batch waits for it: those are
+    stored as recorded, for the pass after the recording ends."""
+    import contextlib
+
+    from claudetrace.store.packing import PackAtIngest
+
+    lines = list(shape_lines("deltas", 400))
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE line_dictionaries (id INTEGER PRIMARY KEY, data BLOB, "
+                 "created_ns INTEGER)")
+    zdict = train(lines)
+    conn.execute("INSERT INTO line_dictionaries (id, data, created_ns) VALUES (7, ?, 0)",
+                 (zdict,))
+
+    @contextlib.contextmanager
+    def transaction() -> Any:
+        yield conn.cursor()
+
+    behind = [False]
+    packing = PackAtIngest(lambda: behind[0])
+    packer = packing.packer(transaction, lines)
+    assert packer is not None
+    packed = [packer(line) for line in lines]
+    assert {codec for _, codec in packed} <= {7, KEPT}
+    assert sum(len(data) for data, _ in packed) < 0.5 * sum(map(len, lines))
+    assert [unpack(data, codec, {7: zdict}.__getitem__) for data, codec in packed] == lines
+    behind[0] = True
+    assert packing.packer(transaction, lines) is None
+    behind[0] = False
+    assert packing.packer(transaction, lines) is packer

@@ -172,9 +172,16 @@ class PackAtIngest:
     lines and stored in a transaction of its own, committed before any row
     packed with it; the lines before are stored as recorded (the pass packs
     them after).  A database that cannot be asked (no such table, a failure)
-    gets its lines as recorded, as before."""
+    gets its lines as recorded, as before.
 
-    def __init__(self) -> None:
+    ``behind()`` says whether the writer has the next batch in hand already (the
+    indexer hands batches over faster than they are written: a burst whose
+    bound the writer would become): that batch's lines are stored as recorded
+    then, and packed after the recording ends.  Packing takes the time the
+    writer would otherwise spend waiting for the next batch, never the burst's."""
+
+    def __init__(self, behind: Callable[[], bool] | None = None) -> None:
+        self._behind = behind
         self._packer: LinePacker | None = None
         self._asked = False
         self._off = False
@@ -189,6 +196,8 @@ class PackAtIngest:
         once for its dictionary, and once more to store one when it had none and
         enough lines have been seen."""
         if self._packer is not None or self._off:
+            if self._packer is None or (self._behind is not None and self._behind()):
+                return None
             return self._packer
         if not self._asked:
             self._asked = True
