@@ -957,9 +957,11 @@ def test_usage_reports_on_postgres_are_sqlite_s(pg_url: str, tmp_path: Path) -> 
 
 def test_the_ingest_bench_measures_what_a_recording_adds_on_postgres(pg_url: str) -> None:
     # bench ingest's footprint on PostgreSQL: its tables, indexes and TOAST grow
-    # by at least the bytes of the lines stored.
+    # by at least the bytes of the lines stored.  A database of its own: one that
+    # earlier tests deleted from has free index pages to reuse.
     from claudetrace.bench.ingest import _relation_bytes, _stored_bytes
 
+    pg_url = fresh_database(pg_url, "ingest_measures")
     store = open_store(pg_url)
     info = RecordingInfo.start(["claude", "-p"])
     store.create_recording(info)
