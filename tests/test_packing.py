@@ -397,8 +397,8 @@ def test_a_proxied_recording_on_postgres_is_packed_as_recorded(
 
 def test_lines_are_packed_at_ingest_only_while_the_writer_keeps_up() -> None:
     """The writer packs a batch's lines against the store's dictionary (read back
-    exactly with it), but not while the next batch waits for it: those are
-    stored as recorded, for the pass after the recording ends."""
+    exactly with it), but not while the next batch waits for it: those lines
+    are stored as recorded, for the pass after the recording ends."""
     import contextlib
 
     from claudetrace.store.packing import PackAtIngest
@@ -423,7 +423,7 @@ def test_lines_are_packed_at_ingest_only_while_the_writer_keeps_up() -> None:
     assert {codec for _, codec in packed} <= {7, KEPT}
     assert sum(len(data) for data, _ in packed) < 0.5 * sum(map(len, lines))
     assert [unpack(data, codec, {7: zdict}.__getitem__) for data, codec in packed] == lines
-    behind[0] = True
-    assert packing.packer(transaction, lines) is None
+    behind[0] = True  # from the next line on: stored as recorded (codec NULL)
+    assert [packer(line) for line in lines[:3]] == [(line, None) for line in lines[:3]]
     behind[0] = False
-    assert packing.packer(transaction, lines) is packer
+    assert packer(lines[0]) == packed[0]

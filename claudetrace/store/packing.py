@@ -176,9 +176,10 @@ class PackAtIngest:
 
     ``behind()`` says whether the writer has the next batch in hand already (the
     indexer hands batches over faster than they are written: a burst whose
-    bound the writer would become): that batch's lines are stored as recorded
-    then, and packed after the recording ends.  Packing takes the time the
-    writer would otherwise spend waiting for the next batch, never the burst's."""
+    bound the writer would become): from that line on, the batch's lines are
+    stored as recorded (``codec`` NULL), and packed after the recording ends.
+    Packing takes the time the writer would otherwise spend waiting for the
+    next batch, not the burst's."""
 
     def __init__(self, behind: Callable[[], bool] | None = None) -> None:
         self._behind = behind
@@ -189,21 +190,16 @@ class PackAtIngest:
         self._bytes = 0
 
     def packer(self, transaction: Callable[[], Any],
-               lines: Iterable[bytes]) -> LinePacker | None:
+               lines: Iterable[bytes]) -> Callable[[bytes], tuple[bytes, int | None]] | None:
         """What packs a batch of ``lines`` (bytes as recorded); None: store them as
         they are.  ``transaction()`` is a context manager giving a cursor in a
         transaction of its own (committed as it ends).  The database is asked
         once for its dictionary, and once more to store one when it had none and
         enough lines have been seen."""
-        if self._packer is not None or self._off:
-            if self._packer is None or (self._behind is not None and self._behind()):
-                return None
-            return self._packer
         if not self._asked:
             self._asked = True
-            if not self._ask(transaction, ()):
-                return None
-        if self._packer is None:
+            self._ask(transaction, ())
+        if self._packer is None and not self._off:
             for line in itertools.islice(lines, TRAIN_LINES - len(self._lines)):
                 self._bytes += len(line)
                 self._lines.append(line[:TRAIN_PREFIX])  # all :func:`train` reads of it
@@ -211,7 +207,15 @@ class PackAtIngest:
                 self._ask(transaction, self._lines)
                 self._lines = []
                 self._off = self._packer is None
-        return self._packer
+        if self._packer is None or self._behind is None:
+            return self._packer
+        return self._pack_unless_behind
+
+    def _pack_unless_behind(self, line: bytes) -> tuple[bytes, int | None]:
+        """The line packed, or as recorded (``codec`` NULL: the pass packs it) once
+        the next batch waits for the writer."""
+        assert self._packer is not None and self._behind is not None
+        return (line, None) if self._behind() else self._packer(line)
 
     def _ask(self, transaction: Callable[[], Any], lines: Sequence[bytes]) -> bool:
         """Take the newest dictionary; with ``lines``, when there is none, train

@@ -63,7 +63,7 @@ def plain_url(url: str) -> str | None:
 
 
 def copy_rows(connection: psycopg.Connection[Any], table: str, rows: Rows,
-              pack: Callable[[bytes], tuple[bytes, int]] | None = None) -> None:
+              pack: Callable[[bytes], tuple[bytes, int | None]] | None = None) -> None:
     """Insert ``rows`` into ``table`` as one ``COPY`` in PostgreSQL's binary format
     (the text format spells each byte of a line in hex, twice its size to write,
     send and read back), in the connection's transaction.  ``pack`` (``events``
@@ -105,7 +105,7 @@ class PostgresWrites(PlainWrites):
     #: sets it); None: as recorded, packed after the recording ends.
     packing: PackAtIngest | None = None
     #: What packs the batch being written (:meth:`write_rows`).
-    _pack: Callable[[bytes], tuple[bytes, int]] | None = None
+    _pack: Callable[[bytes], tuple[bytes, int | None]] | None = None
 
     def __init__(self, conninfo: str, *, ping_after_s: float = 1.0) -> None:
         import psycopg
