@@ -656,7 +656,7 @@ def start_writer(url: str, *, kept_in: str | None = None,
                  busy_timeout_s: float | None = None,
                  lock_fd: int | None = None, idle: bool = False,
                  lazy_checkpoints: bool = False,
-                 words_later: bool = False) -> subprocess.Popen[bytes]:
+                 words_later: bool = False, pack: bool = False) -> subprocess.Popen[bytes]:
     """Start ``python -m claudetrace.store.writer_child`` for the database ``url`` (its
     requests on its stdin, its replies on its stdout: see
     :class:`~claudetrace.store.writer.WriterProcess`).  The URL goes in
@@ -674,7 +674,9 @@ def start_writer(url: str, *, kept_in: str | None = None,
     when the writes pause, not after each (for a writer whose end nobody waits
     for: :class:`~claudetrace.store.writer._Checkpoints`).  ``words_later``: a
     burst's search words are left for the pass after the recording is listed
-    complete (:func:`_pack_lines`; :data:`~claudetrace.store.plain.LATER_FROM_ROWS`)."""
+    complete (:func:`_pack_lines`; :data:`~claudetrace.store.plain.LATER_FROM_ROWS`).
+    ``pack``: it stores the lines packed on PostgreSQL, so that no row is
+    written twice (:class:`~claudetrace.store.packing.PackAtIngest`)."""
     argv = [sys.executable, "-m", "claudetrace.store.writer_child"]
     if kept_in is not None:
         argv += ["--kept-in", kept_in]
@@ -688,6 +690,8 @@ def start_writer(url: str, *, kept_in: str | None = None,
         argv.append("--lazy-checkpoints")
     if words_later:
         argv.append("--words-later")
+    if pack:
+        argv.append("--pack")
     process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                env={**os.environ, DB_ENV: url}, start_new_session=True,
                                pass_fds=() if lock_fd is None else (lock_fd,))
@@ -761,7 +765,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         writer: subprocess.Popen[bytes] | None = start_writer(
             url, kept_in=str(args.capture), lock_fd=lock_fd, idle=True, lazy_checkpoints=True,
-            words_later=True)
+            words_later=True, pack=True)
     except OSError as exc:
         _say(f"cannot start the writer ({exc.strerror or exc}); storing without it")
         writer = None

@@ -20,7 +20,7 @@ import pytest
 from claudetrace.bench.shapes import shape_lines
 from claudetrace.indexer import open_settled_store
 from claudetrace.store.backlog import catch_up
-from claudetrace.store.packing import WORDS_LATER, Unpacker, pack_recording
+from claudetrace.store.packing import WORDS_LATER, Unpacker, pack_recording, unpack
 from claudetrace.store.textindex import entry
 from tests.test_store_postgres import pg_url  # noqa: F401 - the server, a fixture
 
@@ -234,9 +234,14 @@ def test_search_catches_up_on_postgresql(tmp_path: Path, ct_env: Path,
             conn.close()
     with psycopg.connect(conninfo) as conn:
         (rid,) = conn.execute("SELECT id FROM recordings WHERE name = %s", (name,)).fetchone()
-        rows = conn.execute("SELECT seq, direction, data FROM events WHERE recording_id = %s "
-                            "AND type IN ('user', 'assistant', 'result')", (rid,)).fetchall()
-        wanted = _wanted(rows)
+        rows = conn.execute("SELECT seq, direction, data, codec FROM events WHERE "
+                            "recording_id = %s AND type IN ('user', 'assistant', 'result')",
+                            (rid,)).fetchall()
+        # The writer stores the lines packed once the store has a dictionary.
+        zdicts = {n: bytes(d) for n, d in conn.execute("SELECT id, data FROM line_dictionaries")}
+        assert any(codec for *_, codec in rows)
+        wanted = _wanted([(seq, direction, unpack(data, codec, zdicts.__getitem__))
+                          for seq, direction, data, codec in rows])
         assert len(wanted) == 12_000
         indexed = conn.execute("SELECT count(*) FROM event_search WHERE recording_id = %s",
                                (rid,)).fetchone()[0]

@@ -957,9 +957,11 @@ def test_usage_reports_on_postgres_are_sqlite_s(pg_url: str, tmp_path: Path) -> 
 
 def test_the_ingest_bench_measures_what_a_recording_adds_on_postgres(pg_url: str) -> None:
     # bench ingest's footprint on PostgreSQL: its tables, indexes and TOAST grow
-    # by at least the bytes of the lines stored.
+    # by at least the bytes of the lines stored.  A database of its own: one that
+    # earlier tests deleted from has free index pages to reuse.
     from claudetrace.bench.ingest import _relation_bytes, _stored_bytes
 
+    pg_url = fresh_database(pg_url, "ingest_measures")
     store = open_store(pg_url)
     info = RecordingInfo.start(["claude", "-p"])
     store.create_recording(info)
@@ -1061,6 +1063,51 @@ def test_0010_compresses_lines_with_lz4_and_a_downgrade_goes_back_on_postgres(
         assert store_big(store)[1] == "lz4"
         for rid in (after, before):
             assert [e.data for e in store.iter_events(rid)] == [big]
+    finally:
+        store.close()
+
+
+def test_0015_bounds_the_search_index_pending_list_and_a_downgrade_resets_it(
+        pg_url: str) -> None:
+    """The search index's pending list is bounded at 256 kB after 0015 (the server's
+    4 MB was a tenth of a fresh store's first burst), the server's default after
+    its downgrade, and search finds words written either way."""
+    from alembic import command
+
+    from claudetrace.store.engine import alembic_config
+    from claudetrace.store.search import search
+
+    url = fresh_database(pg_url, "pending_list")
+
+    def options(store: Any) -> list[str] | None:
+        with store.engine.connect() as conn:
+            found: list[str] | None = conn.exec_driver_sql(
+                "SELECT reloptions FROM pg_class WHERE relname = 'ix_event_search_terms'"
+            ).scalar_one()
+        return found
+
+    def said(store: Any, word: str) -> str:
+        info = RecordingInfo.start(["claude"])
+        store.create_recording(info)
+        line = json.dumps({"type": "user", "message": {"role": "user", "content": word}})
+        store.write_batch(info.id, [Event(0, "in", 0, line.encode())])
+        return info.id
+
+    store = open_store(url)
+    try:
+        assert options(store) == ["gin_pending_list_limit=256"]
+        after = said(store, "wombat")
+        with store.engine.begin() as conn:
+            command.downgrade(alembic_config(conn), "0014_links")
+        assert options(store) is None
+        before = said(store, "numbat")
+    finally:
+        store.close()
+    store = open_store(url)  # upgraded again
+    try:
+        assert options(store) == ["gin_pending_list_limit=256"]
+        assert {h.recording_id for h in search(store, "wombat")} == {after}
+        assert {h.recording_id for h in search(store, "numbat")} == {before}
     finally:
         store.close()
 

@@ -16,16 +16,18 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import StoreError
 from .plain import JSON_COLUMNS, PlainWrites, require_head
-from .rows import COLUMNS, Rows, each_row
+from .rows import CODEC, COLUMNS, DATA_AT, Rows, each_row, row_count
 from .sqlite import first_line
 
 if TYPE_CHECKING:
     import psycopg
+
+    from .packing import PackAtIngest
 
 #: The PostgreSQL type of each column of :data:`~.rows.COLUMNS`: binary ``COPY``
 #: sends each value as its column's type (a test holds them to the models).
@@ -60,17 +62,28 @@ def plain_url(url: str) -> str | None:
     return "postgresql://" + rest
 
 
-def copy_rows(connection: psycopg.Connection[Any], table: str, rows: Rows) -> None:
+def copy_rows(connection: psycopg.Connection[Any], table: str, rows: Rows,
+              pack: Callable[[bytes], tuple[bytes, int | None]] | None = None) -> None:
     """Insert ``rows`` into ``table`` as one ``COPY`` in PostgreSQL's binary format
     (the text format spells each byte of a line in hex, twice its size to write,
-    send and read back), in the connection's transaction."""
-    columns = ", ".join(COLUMNS[table])
+    send and read back), in the connection's transaction.  ``pack`` (``events``
+    only): each line as it gives it, ``(data, codec)``, with its
+    :data:`~.rows.CODEC` (a row at a time, while the server stores those sent)."""
+    names, types = COLUMNS[table], COPY_TYPES[table]
+    if pack is not None:
+        names, types = (*names, CODEC), (*types, "smallint")
     with connection.cursor() as cursor, cursor.copy(
-        f"COPY {table} ({columns}) FROM STDIN (FORMAT BINARY)"
+        f"COPY {table} ({', '.join(names)}) FROM STDIN (FORMAT BINARY)"
     ) as copy:
-        copy.set_types(list(COPY_TYPES[table]))
+        copy.set_types(list(types))
+        if pack is None:
+            for row in each_row(rows):
+                copy.write_row(row)
+            return
+        at = DATA_AT
         for row in each_row(rows):
-            copy.write_row(row)
+            data, codec = pack(row[at])
+            copy.write_row((*row[:at], data, *row[at + 1:], codec))
 
 
 class PostgresWrites(PlainWrites):
@@ -88,6 +101,11 @@ class PostgresWrites(PlainWrites):
     """
 
     _dialect = "postgresql"
+    #: Whether and how each batch's lines are stored packed (the indexer's writer
+    #: sets it); None: as recorded, packed after the recording ends.
+    packing: PackAtIngest | None = None
+    #: What packs the batch being written (:meth:`write_rows`).
+    _pack: Callable[[bytes], tuple[bytes, int | None]] | None = None
 
     def __init__(self, conninfo: str, *, ping_after_s: float = 1.0) -> None:
         import psycopg
@@ -156,8 +174,23 @@ class PostgresWrites(PlainWrites):
     #: cannot be deleted meanwhile), as the store does (migration 0005).
     _HOLD = "SELECT recordings.id FROM recordings WHERE recordings.id = %s FOR KEY SHARE"
 
+    def write_rows(self, recording_id: str, rows: Rows, tools: Rows,
+                   recording_updates: dict[str, Any] | None = None) -> None:
+        """:meth:`PlainWrites.write_rows`, with the lines packed as they are copied
+        when :attr:`packing` says so (the dictionary is asked for, or stored, in
+        a transaction of its own before the batch's)."""
+        if self.packing is None or not row_count(rows):
+            super().write_rows(recording_id, rows, tools, recording_updates)
+            return
+        self._pack = self.packing.packer(self._transaction,
+                                         (row[DATA_AT] for row in each_row(rows)))
+        try:
+            super().write_rows(recording_id, rows, tools, recording_updates)
+        finally:
+            self._pack = None
+
     def _insert(self, cursor: psycopg.Cursor[Any], table: str, rows: Rows) -> None:
-        copy_rows(self._conn, table, rows)
+        copy_rows(self._conn, table, rows, self._pack if table == "events" else None)
 
     def _index(self, cursor: psycopg.Cursor[Any], entries: list[tuple[str, int, str]]) -> None:
         from .textindex import insert_postgres  # the session model: only to write

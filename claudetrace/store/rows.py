@@ -36,6 +36,11 @@ COLUMNS: Final = {
                     "output_tokens", "cache_read_tokens", "cache_creation_tokens", "cost_usd",
                     "cost_source", "duplicate"),
 }
+#: The column a ``COPY`` of ``events`` rows packed as they are stored sends last,
+#: after :data:`COLUMNS`' (:func:`~.postgres.copy_rows`).
+CODEC: Final = "codec"
+#: Where a row of :data:`COLUMNS` ``events`` holds its line.
+DATA_AT: Final = 5
 #: The key of a recording's updates that carries its :data:`COLUMNS` ``usage_calls``
 #: rows (without the recording id): they replace the recording's rows.
 USAGE_CALLS: Final = "usage_calls"

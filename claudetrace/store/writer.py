@@ -31,21 +31,21 @@ import subprocess
 import sys
 import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING, Any, Final
 
 from ..config import resolve_url, yield_cpu
 from ..errors import ClaudeTraceError, SessionNotFound, StoreError
 from ..recording import RecordingInfo
+from .packing import PackAtIngest
 from .plain import LATER_FROM_ROWS, NotPlain, PlainWrites
-from .postgres import plain_url
+from .postgres import PostgresWrites, plain_url
 from .rows import Rows, event_rows, first_seq, flat_rows
 from .sqlite import BUSY_TIMEOUT_S, SqliteWrites, first_line, is_busy, plain_file
 
 if TYPE_CHECKING:
     from ..model.events import Event
     from .api import Store
-    from .postgres import PostgresWrites
 
     #: What carries out the requests: the child's plain writes, else a store.
     Writes = Store | SqliteWrites | PostgresWrites
@@ -273,7 +273,8 @@ def _open(url: str | None, busy_timeout_s: float) -> Store:
     return open_store(url, log_bytes=LOG_BYTES, busy_timeout_s=busy_timeout_s)
 
 
-def _open_writes(busy_timeout_s: float, *, words_later: bool = False) -> Writes:
+def _open_writes(busy_timeout_s: float, *, words_later: bool = False,
+                 pack: bool = False, behind: Callable[[], bool] | None = None) -> Writes:
     """The child's database (``$CLAUDETRACE_DB``): a SQLite file at the newest schema
     is written through :class:`~.sqlite.SqliteWrites`, and a PostgreSQL database
     through :class:`~.postgres.PostgresWrites`, without loading SQLAlchemy;
@@ -281,10 +282,16 @@ def _open_writes(busy_timeout_s: float, *, words_later: bool = False) -> Writes:
     database psycopg cannot reach plainly: the store says why.  ``words_later``:
     a burst's batches go without their search words, which the pass after the
     recording ends adds (:data:`~.plain.LATER_FROM_ROWS`); a store writes them
-    with every batch."""
+    with every batch.  ``pack``: on PostgreSQL each batch's lines are stored
+    packed, once the store has a line dictionary
+    (:attr:`~.postgres.PostgresWrites.packing`), but while ``behind()`` says the
+    next batch is in already; elsewhere, and through a store, they are stored as
+    recorded and packed after the recording ends."""
     writes = _open_plain(busy_timeout_s)
     if words_later and isinstance(writes, PlainWrites):
         writes.words_later_from = LATER_FROM_ROWS
+    if pack and isinstance(writes, PostgresWrites):
+        writes.packing = PackAtIngest(behind)
     return writes
 
 
@@ -293,8 +300,6 @@ def _open_plain(busy_timeout_s: float) -> Writes:
     conninfo = plain_url(url)
     if conninfo is not None:
         try:
-            from .postgres import PostgresWrites
-
             return PostgresWrites(conninfo)
         except Exception:  # not at the head, no psycopg, unreachable: the store decides
             return _open(url, busy_timeout_s)
@@ -374,21 +379,23 @@ def _apply_here(store: Writes, op: str, args: tuple[Any, ...]) -> None:
 
 def _serve(requests: IO[bytes], replies: IO[bytes], busy_timeout_s: float,
            kept_in: str | None, lock_fd: int | None = None, *,
-           lazy_checkpoints: bool = False, words_later: bool = False) -> None:
+           lazy_checkpoints: bool = False, words_later: bool = False,
+           pack: bool = False) -> None:
     """The child: carry out each request in order and answer it, until the
     requests end.  After a failure, the requests that follow are skipped
     until the failed one comes again.  ``lock_fd`` (the capture file's lock,
     shared with the indexer) is closed once the requests have ended: nothing
     more will be committed then, whether the indexer is done or was killed.
-    ``lazy_checkpoints``: see :class:`_Checkpoints`; ``words_later``: see
-    :func:`_open_writes`."""
+    ``lazy_checkpoints``: see :class:`_Checkpoints`; ``words_later`` and ``pack``:
+    see :func:`_open_writes`."""
     store: Writes | None = None
     told = False
 
     def open_store() -> Writes:
         nonlocal told
         try:
-            return _open_writes(busy_timeout_s, words_later=words_later)
+            return _open_writes(busy_timeout_s, words_later=words_later, pack=pack,
+                                behind=incoming.waiting)
         except ClaudeTraceError as exc:
             # Said once (but a lock), for a recording nobody else speaks for; an
             # importer says its own errors.
@@ -398,11 +405,11 @@ def _serve(requests: IO[bytes], replies: IO[bytes], busy_timeout_s: float,
                      "meanwhile")
             raise
 
+    incoming = _Incoming(requests)
     with contextlib.suppress(ClaudeTraceError):
         store = open_store()
     expected = 0
     checkpoints = _Checkpoints(lazy=lazy_checkpoints)
-    incoming = _Incoming(requests)
     try:
         while (request := incoming.next()) is not None:
             number, body = request
@@ -463,6 +470,10 @@ class _Incoming:
     def next(self) -> tuple[int, bytes] | None:
         """The next request; None once the requests have ended."""
         return self._queue.get()
+
+    def waiting(self) -> bool:
+        """Whether the next request is in already (the caller is ahead)."""
+        return not self._queue.empty()
 
 
 class _Checkpoints:
@@ -540,11 +551,12 @@ def _say(message: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """The writer process (``python -m claudetrace.store.writer_child [--busy-timeout S]
-    [--kept-in PATH] [--lock-fd N] [--idle] [--lazy-checkpoints] [--words-later]``,
+    [--kept-in PATH] [--lock-fd N] [--idle] [--lazy-checkpoints] [--words-later] [--pack]``,
     which sets SQLite up first): serve the requests on stdin, in the database of
     ``$CLAUDETRACE_DB``; ``--kept-in`` names where the data waits while the
     database cannot be opened (said once); ``--words-later``: a burst's search
-    words are left for the pass after the recording ends (:func:`_open_writes`)."""
+    words are left for the pass after the recording ends, ``--pack``: the lines are
+    stored packed on PostgreSQL (:func:`_open_writes`)."""
     import argparse
     import gc
     import signal
@@ -558,6 +570,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="copy the log into the database when the writes pause")
     parser.add_argument("--words-later", action="store_true",
                         help="leave a burst's search words for the pass after the end")
+    parser.add_argument("--pack", action="store_true",
+                        help="store the lines packed (PostgreSQL, once it has a dictionary)")
     args = parser.parse_args(argv)
     if args.idle:
         yield_cpu()
@@ -571,7 +585,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _serve(sys.stdin.buffer, sys.stdout.buffer, args.busy_timeout, args.kept_in,
                args.lock_fd, lazy_checkpoints=args.lazy_checkpoints,
-               words_later=args.words_later)
+               words_later=args.words_later, pack=args.pack)
     except BrokenPipeError:  # the parent has gone: nobody waits for the answers
         return 0
     except BaseException as exc:  # the parent writes the rest itself
