@@ -382,6 +382,14 @@ def _upgrade_once(engine: Engine, *, only_if_needed: bool) -> str | None:
     with _migration_lock(engine), engine.begin() as conn:
         before = current_revision(conn)
         if before != head:
+            if conn.dialect.name == "sqlite":
+                # pysqlite opens a transaction only before it writes a row, so each
+                # CREATE TABLE of the first migration would be kept on its own and a
+                # full disk at its first row would leave the tables without their
+                # history: the whole upgrade is one transaction, begun here.
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+                if before is None:
+                    _drop_half_made(conn)
             if before is None and inspect(conn).has_table("recordings"):
                 raise StoreError(
                     "the database has claudetrace tables but no migration history; "
@@ -394,6 +402,29 @@ def _upgrade_once(engine: Engine, *, only_if_needed: bool) -> str | None:
                 )
             command.upgrade(alembic_config(conn), "head")
         return before
+
+
+def _drop_half_made(conn: Connection) -> None:
+    """Drop what a first migration left on SQLite when it failed part way
+    (claudetrace 0.1.0 kept each table it created): our ``recordings`` and an
+    empty ``alembic_version`` among tables that hold no row at all, so nothing
+    recorded is lost.  A database holding any row is left as it is."""
+    found = conn.exec_driver_sql(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'table'"
+        " AND name NOT LIKE 'sqlite~_%' ESCAPE '~' ORDER BY rowid").all()
+    virtual = [name for name, sql in found
+               if (sql or "").upper().startswith("CREATE VIRTUAL TABLE")]
+    # A full-text index's own tables go with it (and hold rows while it is empty).
+    names = [name for name, _ in found
+             if not any(name.startswith(f"{index}_") for index in virtual)]
+    if "recordings" not in names or "alembic_version" not in names:
+        return
+    quoted = [conn.dialect.identifier_preparer.quote(name) for name in names]
+    if any(conn.exec_driver_sql(f"SELECT 1 FROM {name} LIMIT 1").first() is not None
+           for name in quoted):
+        return
+    for name in reversed(quoted):  # a table before those it refers to
+        conn.exec_driver_sql(f"DROP TABLE {name}")
 
 
 def error_reason(exc: SQLAlchemyError) -> str:
