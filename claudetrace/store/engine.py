@@ -470,21 +470,30 @@ def is_out_of_room(exc: BaseException) -> bool:
     """True when ``exc`` (or anything in its causes) says a write found no room:
     the disk full, a quota, a file size limit.  Told by the words too, as an
     error from a writer process arrives as its line only."""
-    seen: BaseException | None = exc
-    while seen is not None:
+    for seen in _causes(exc):
         if isinstance(seen, OSError) and seen.errno in NO_ROOM_ERRNOS:
             return True
         if isinstance(seen, sqlite3.Error) and \
                 (getattr(seen, "sqlite_errorcode", 0) & 0xFF) in (sqlite3.SQLITE_FULL,
                                                                  sqlite3.SQLITE_IOERR):
             return True
-        # The first line only: a SQLAlchemy error goes on with the statement and
-        # its parameters (recorded text, which may say anything).
-        said = first_line(getattr(seen, "orig", None) or seen).lower()
-        if any(words in said for words in _NO_ROOM):
+        if any(words in _said(seen) for words in _NO_ROOM):
             return True
-        seen = seen.__cause__ or seen.__context__
     return False
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and what caused it, in turn."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        yield seen
+        seen = seen.__cause__ or seen.__context__
+
+
+def _said(exc: BaseException) -> str:
+    """An error's first line, in lower case: a SQLAlchemy error goes on with the
+    statement and its parameters (recorded text, which may say anything)."""
+    return first_line(getattr(exc, "orig", None) or exc).lower()
 
 
 def out_of_room_line(url: str, opening: bool) -> str:
@@ -497,6 +506,23 @@ def out_of_room_line(url: str, opening: bool) -> str:
             if opening and path is not None else "")
     return (f"cannot write database {where}, {why}{side}; free space or raise the limit "
             "and run it again (what is stored is kept)")
+
+
+def is_read_only(exc: BaseException) -> bool:
+    """True when ``exc`` (or anything in its causes) says the database cannot be
+    written at all: a read-only SQLite file or folder, a read-only PostgreSQL
+    transaction (a standby, ``default_transaction_read_only``)."""
+    return any("readonly database" in _said(seen) or "read-only transaction" in _said(seen)
+               for seen in _causes(exc))
+
+
+def read_only_line(url: str, exc: BaseException) -> str:
+    """The one line said when the database at ``url`` is read-only."""
+    path = sqlite_path(url)
+    where = str(path) if path is not None else hide_password(url)
+    reason = first_line(getattr(exc, "orig", None) or exc)
+    return (f"cannot write database {where}: {reason} (read commands still "
+            "work; nothing was changed)")
 
 
 def database_error_line(exc: BaseException) -> str | None:
