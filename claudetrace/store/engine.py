@@ -406,7 +406,7 @@ def _upgrade_once(engine: Engine, *, only_if_needed: bool) -> str | None:
 
 def _drop_half_made(conn: Connection) -> None:
     """Drop what a first migration left on SQLite when it failed part way
-    (claudetrace 0.1.0 kept each table it created): our ``recordings`` and an
+    (an earlier claudetrace kept each table it created): our ``recordings`` and an
     empty ``alembic_version`` among tables that hold no row at all, so nothing
     recorded is lost.  A database holding any row is left as it is."""
     found = conn.exec_driver_sql(
