@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 VERSION_FLAGS = ("-v", "--version")
 
+#: How a shim's second line begins (after ``#!/bin/sh``).
+SHIM_MARK = b"# claudetrace shim:"
+
 
 class ShimError(ClaudeTraceError):
     """The shim cannot be written, or the real CLI cannot be found."""
@@ -117,7 +120,7 @@ def shim_script(
     quoted = " ".join(shlex.quote(part) for part in command)
     lines = [
         "#!/bin/sh",
-        "# claudetrace shim: written by `claudetrace shim`; usable as the SDK's cli_path.",
+        SHIM_MARK.decode() + " written by `claudetrace shim`; usable as the SDK's cli_path.",
     ]
     for name, value in (env_defaults or {}).items():
         if not name.isidentifier():
@@ -151,6 +154,13 @@ def proxy_command(
     return [*command, "--", real]
 
 
+def _replaceable(path: Path) -> bool:
+    """Whether the file at ``path`` may be replaced by a shim: empty, or a shim."""
+    with open(path, "rb") as handle:
+        head = handle.read(4096)
+    return not head or head.startswith(b"#!/bin/sh\n" + SHIM_MARK)
+
+
 def write_shim(
     out: str | os.PathLike[str],
     command: list[str],
@@ -158,8 +168,12 @@ def write_shim(
     real: str | None = None,
     env_defaults: Mapping[str, str] | None = None,
     stamp: str | os.PathLike[str] | None = None,
+    force: bool = False,
 ) -> Path:
-    """Write an executable shim at ``out`` (0755) and return its path."""
+    """Write an executable shim at ``out`` (0755) and return its path.
+
+    A file already there is replaced only when it is empty or a shim claudetrace
+    wrote, unless ``force``: ``claudetrace shim victim.py`` replaced the script."""
     import stat
     from pathlib import Path
     from typing import IO
@@ -182,6 +196,9 @@ def write_shim(
             # and the shim would run itself.
             raise ShimError(f"{path} is the real claude CLI: a shim there would replace "
                             "it; write the shim elsewhere")
+        if not force and target.exists() and not _replaceable(target):
+            raise ShimError(f"{path} exists and is not a shim claudetrace wrote: give another "
+                            "name, or --force to replace it")
         script = shim_script(command, real=real, env_defaults=env_defaults, stamp=stamp)
 
         def write(out: IO[str]) -> None:

@@ -294,6 +294,26 @@ def test_a_polling_interval_of_zero_or_less_is_a_usage_error(
         assert result.exit_code == 2 and "--interval" in result.stderr, result.output
 
 
+def test_a_watched_file_that_fails_is_named_once(tmp_path: Path, db_path: Path) -> None:
+    # Was "claudetrace: watchdir/grow.jsonl: watchdir/grow.jsonl: no timestamp in this file".
+    (tmp_path / "watchdir").mkdir()
+    with subprocess.Popen([sys.executable, "-m", "claudetrace", "import", "--watch",
+                           "--interval", "0.2", "--db", str(db_path), "watchdir"],
+                          cwd=tmp_path, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            assert proc.stderr is not None
+            while "watching" not in proc.stderr.readline():
+                assert proc.poll() is None
+            (tmp_path / "watchdir" / "grow.jsonl").write_text(json.dumps(
+                {"type": "user", "sessionId": "a1b2c3d4-0000-4000-8000-000000000001",
+                 "uuid": "u1", "message": {"role": "user", "content": "hi"}}) + "\n")
+            said = proc.stderr.readline()
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=60)
+    assert said == "claudetrace: watchdir/grow.jsonl: no timestamp in this file\n"
+
+
 def test_a_show_width_below_one_is_a_usage_error(db_path: Path) -> None:
     # -w -5 cut every text 5 characters short of its end (text[:-5]), -w 0 at random.
     assert invoke("import", str(CASSETTES / "hooks.ndjson"), "--db", str(db_path)).exit_code == 0

@@ -137,3 +137,54 @@ def test_the_proxy_with_no_room_forwards_everything_and_keeps_the_capture(
     proxied = [r for r in json.loads(listed.stdout) if r.get("lost_bytes")]
     assert proxied and proxied[0]["status"] == "incomplete"
     assert len(recordings(db_path)) == 2
+
+
+def tables(db: Path) -> list[str]:
+    with closing(sqlite3.connect(db)) as conn:
+        return [row[0] for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+
+
+@pytest.mark.parametrize("limit", [150_000, 300_000])
+def test_a_first_migration_with_no_room_leaves_no_half_made_store(db_path: Path,
+                                                                  limit: int) -> None:
+    # Was: the tables kept and alembic_version empty, then every command (db
+    # upgrade, sessions, doctor) "has claudetrace tables but no migration history".
+    one_no_room_line(run(limit, "db", "upgrade", "--db", str(db_path)), db_path, opening=True)
+    assert "recordings" not in tables(db_path)
+    again = run(None, "db", "upgrade", "--db", str(db_path))
+    assert again.returncode == 0, again.stderr
+    listed = run(None, "sessions", "--db", str(db_path))
+    assert listed.returncode == 0, listed.stderr
+
+
+@pytest.mark.parametrize("made", ["0001", "head"])
+def test_a_half_made_first_migration_is_made_again_and_data_is_never_touched(
+        db_path: Path, made: str) -> None:
+    # What an earlier claudetrace left on a full disk: the first migration's tables
+    # (or all of them), no row in any, alembic_version among them and empty.
+    from alembic import command
+    from sqlalchemy import create_engine
+
+    from claudetrace.store.engine import alembic_config
+
+    engine = create_engine(f"sqlite:///{db_path}")
+    with engine.begin() as conn:
+        command.upgrade(alembic_config(conn), made)
+    engine.dispose()
+    with closing(sqlite3.connect(db_path)) as conn, conn:
+        conn.execute("DELETE FROM alembic_version")
+    listed = run(None, "sessions", "--db", str(db_path))
+    assert listed.returncode == 0, listed.stderr
+    with closing(sqlite3.connect(db_path)) as conn:
+        assert conn.execute("SELECT count(*) FROM alembic_version").fetchone() == (1,)
+    # A row anywhere: refused as before, and left as it is.
+    assert run(None, "import", "--db", str(db_path), str(TRANSCRIPTS / "forked")).returncode == 0
+    before = recordings(db_path)
+    with closing(sqlite3.connect(db_path)) as conn, conn:
+        conn.execute("DELETE FROM alembic_version")
+    for args in (("sessions",), ("db", "upgrade")):
+        done = run(None, *args, "--db", str(db_path))
+        assert done.returncode == 1
+        assert "no migration history" in done.stderr
+    assert recordings(db_path) == before

@@ -144,7 +144,7 @@ def test_a_shim_written_through_a_symlink_goes_to_its_target(tmp_path: Path) -> 
     target.write_text("old\n")
     link = tmp_path / "claude"
     link.symlink_to(target)
-    assert write_shim(link, ["true"]) == link
+    assert write_shim(link, ["true"], force=True) == link
     assert link.is_symlink() and link.readlink() == target
     assert target.read_text().startswith("#!") and os.access(target, os.X_OK)
     assert [p.name for p in folder.iterdir()] == ["claude-shim"]  # no temporary left
@@ -420,3 +420,30 @@ def test_a_shim_that_does_not_fit_leaves_no_file_behind(tmp_path: Path) -> None:
     assert done.stderr.startswith("claudetrace: cannot write shim"), done.stderr
     assert len(done.stderr.splitlines()) == 1, done.stderr
     assert list(out.parent.iterdir()) == []
+
+
+def test_a_file_claudetrace_did_not_write_is_not_replaced_without_force(tmp_path: Path) -> None:
+    # ``claudetrace shim victim.py --real /bin/cat`` replaced the script, exit 0.
+    victim = tmp_path / "victim.py"
+    victim.write_text("print('mine')\n")
+
+    def shim(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "claudetrace", "shim", str(victim),
+                               "--real", "/bin/cat", *extra],
+                              capture_output=True, text=True, timeout=60)
+
+    refused = shim()
+    assert refused.returncode == 1 and refused.stdout == "", refused.stderr
+    assert refused.stderr == (f"claudetrace: {victim} exists and is not a shim claudetrace "
+                              "wrote: give another name, or --force to replace it\n")
+    assert victim.read_text() == "print('mine')\n"
+    with pytest.raises(ShimError, match="not a shim claudetrace wrote"):
+        write_shim(victim, ["true"])
+    assert victim.read_text() == "print('mine')\n"
+    # --force replaces it; a shim (ours) and an empty file are replaced as before.
+    assert shim("--force").returncode == 0
+    assert victim.read_text().startswith("#!/bin/sh\n# claudetrace shim:")
+    assert shim().returncode == 0
+    empty = tmp_path / "empty"
+    empty.touch()
+    assert write_shim(empty, ["true"]) == empty and os.access(empty, os.X_OK)

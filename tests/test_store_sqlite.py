@@ -447,7 +447,8 @@ def test_a_database_on_a_read_only_file_system_is_read(tmp_path: Path) -> None:
     assert not Path(f"{db}-wal").exists() and not Path(f"{db}-shm").exists()
     script = f"""
 mount --bind {folder} {folder} && mount -o remount,bind,ro {folder} || exit 99
-for args in "sessions --json" "show {rid}" "search the" "db upgrade" "import {sample}"; do
+for args in "sessions --json" "show {rid}" "search the" "db upgrade" "import {sample}" \
+            "db pack" "prune --older-than 0d -y"; do
   {sys.executable} -m claudetrace $args --db {db}; echo "rc=$?"
 done
 """
@@ -455,8 +456,12 @@ done
                           text=True, timeout=300, check=False)
     assert done.returncode != 99, done.stderr
     codes = [line for line in done.stdout.splitlines() if line.startswith("rc=")]
-    assert codes == ["rc=0", "rc=0", "rc=0", "rc=1", "rc=1"], (done.stdout, done.stderr)
+    assert codes == ["rc=0", "rc=0", "rc=0", "rc=1", "rc=1", "rc=1", "rc=1"], (done.stdout,
+                                                                              done.stderr)
     assert rid in done.stdout and "Traceback" not in done.stderr
     errors = done.stderr.splitlines()
-    assert len(errors) == 2 and "Read-only file system" in errors[0], errors
-    assert "readonly database" in errors[1], errors
+    assert len(errors) == 4 and "Read-only file system" in errors[0], errors
+    assert all("readonly database" in line for line in errors[1:]), errors
+    # db pack was a traceback (sqlite3.OperationalError from the packer).
+    assert errors[2] == (f"claudetrace: cannot write database {db}: attempt to write a "
+                         "readonly database (read commands still work; nothing was changed)")

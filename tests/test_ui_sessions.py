@@ -43,7 +43,10 @@ def test_session_row_from_summary_columns() -> None:
     failed = session_row(rec(exit_code=1, outcome="error", outcome_reason="exit code 1"))
     assert failed["error"] is True and failed["reason"] == "exit code 1"
     assert list(row)[:3] == ["id", "status", "exit"]
-    assert session_row(rec(signal=9, exit_code=None))["exit"] == -9
+    assert session_row(rec(signal=9, exit_code=None, source="proxy"))["exit"] == "signal 9"
+    assert session_row(rec(exit_code=3, source="proxy"))["exit"] == "3"
+    # A transcript saw no process: "unknown" as the CLI says, not None.
+    assert session_row(rec(exit_code=None, source="transcript"))["exit"] == "unknown"
     # A running session (host and pid alive) has no cost yet rather than $0.
     import os
     running = rec(ended_ns=None, exit_code=None, cost_usd=0.0, host=os.uname().nodename,

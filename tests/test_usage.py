@@ -122,6 +122,12 @@ def test_filters(filled: list[Transcript], db_path: Path) -> None:
                "--until", "2026-11-22")
     assert [e["date"] for e in days["daily"]] == ["2026-11-21", "2026-11-22"]
     assert run(db_path, "daily", "--json", "--source", "proxy")["daily"] == []
+    # A day range the wrong way round was an empty report, exit 0.
+    backwards = CliRunner().invoke(cli, ["usage", "--since", "2026-11-22", "--until", "20261121",
+                                         "-z", "UTC", "--db", str(db_path)])
+    assert backwards.exit_code == 2 and backwards.stdout == ""
+    assert backwards.stderr == ("claudetrace: --since 2026-11-22 is after --until 20261121: "
+                                "no day is in between\n")
 
 
 def test_sessions(filled: list[Transcript], db_path: Path) -> None:

@@ -116,18 +116,21 @@ def reports_errors(func: F) -> F:
 
 def _no_room(exc: BaseException, kwargs: dict[str, Any]) -> None:
     """When the database found no room to write (the disk full, a file size limit),
-    say so in one line naming it, and exit 1; else return.  Only the store's own
+    or could not be written at all (read-only), say so in one line naming it, and
+    exit 1; else return.  Only the store's own
     errors are looked at: another's message may quote recorded text."""
     from ..errors import StoreError
 
     if not isinstance(exc, StoreError) and not _is_database_error(exc):
         return
     from ..config import resolve_url
-    from ..store.engine import is_out_of_room, out_of_room_line
+    from ..store.engine import is_out_of_room, is_read_only, out_of_room_line, read_only_line
 
     if is_out_of_room(exc):
         fail(out_of_room_line(resolve_url(kwargs.get("db_url")),
                               opening="cannot open database" in str(exc)))
+    if not isinstance(exc, StoreError) and is_read_only(exc):
+        fail(read_only_line(resolve_url(kwargs.get("db_url")), exc))
 
 
 def _is_database_error(exc: BaseException) -> bool:

@@ -677,7 +677,8 @@ def _watch(store: Any, paths: tuple[str, ...], interval: float, planner: Any,
     tally = _Tally()
 
     def failed(path: Any, exc: Exception) -> None:
-        say(f"claudetrace: {path}: {exc}", err=True)
+        said = str(exc).removeprefix(f"{path}: ")  # a transcript's error names it already
+        say(f"claudetrace: {path}: {said}", err=True)
 
     say(f"watching {', '.join(paths)} (Ctrl-C to stop)", err=True)
     try:

@@ -73,8 +73,10 @@ def doctor(db_url: str | None, retry: tuple[str, ...]) -> None:
             raise
         say(f"claudetrace: {exc}", err=True)
     for rec in lossy:
-        say(f"{rec.id}  incomplete: {rec.lost_bytes} bytes forwarded but not recorded "
-                   "(a full disk?); the rest is stored")
+        # More than the proxy's exit line counts (the bytes it could not write):
+        # the rest of each line a gap cut is not stored either.
+        say(f"{rec.id}  incomplete: {rec.lost_bytes} bytes not stored (forwarded but not "
+            "recorded, with the rest of each line a gap cut: a full disk?); the rest is stored")
     stopped = []
     for rec in halves:
         # One still being imported is said as such: nothing to do but wait.

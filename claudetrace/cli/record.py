@@ -105,6 +105,8 @@ def proxy(
     help="With --replay: inject a fault (crash@N, signal=SIG@N, exit=CODE@N, hang@N, "
     "delay=SECONDS@N, garbage@N, truncate@N, stderr=TEXT@N; repeatable).",
 )
+@click.option("--force", is_flag=True,
+              help="Replace OUT even when it is a file claudetrace did not write.")
 @reports_errors
 def shim(
     out: str,
@@ -114,6 +116,7 @@ def shim(
     tags: tuple[str, ...],
     replay_source: str | None,
     faults: tuple[str, ...],
+    force: bool,
 ) -> None:
     """Write an executable OUT to use as the SDK's cli_path.
 
@@ -133,12 +136,12 @@ def shim(
         # Checked now, so a typo fails here and not inside the host's test.
         extra = [arg for fault in parse_faults(faults) for arg in ("--fault", fault.spec())]
         command = replay_command(replay_source, db=db_url, extra=extra)
-        path = write_shim(out, command)
+        path = write_shim(out, command, force=force)
     else:
         real_cli = find_real_cli(real)
         db = os.path.abspath(db_url) if db_url and "://" not in db_url else db_url
         command = proxy_command(real_cli, db=db, name=name, tags=_parse_tags(tags))
-        path = write_shim(out, command, real=real_cli)
+        path = write_shim(out, command, real=real_cli, force=force)
     # The path as written (click.echo would drop an ESC [...m from it in a pipe),
     # escaped on a terminal.
     for_terminal(sys.stdout).write(f"{path}\n")

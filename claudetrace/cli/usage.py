@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from ._common import db_option, echo_json, read_store, reports_errors
+from ._common import db_option, echo_json, fail, read_store, reports_errors
 
 
 def _day(value: str | None, tz: dt.tzinfo | None, *, end: bool) -> int | None:
@@ -72,9 +72,13 @@ def usage(report: str, db_url: str | None, as_json: bool, since: str | None, unt
         raise click.BadParameter(str(exc), param_hint="--timezone") from None
     if live and report != "blocks":
         raise click.BadParameter("--live is for the blocks report", param_hint="--live")
+    since_ns, until_ns = _day(since, tz, end=False), _day(until, tz, end=True)
+    if since_ns is not None and until_ns is not None and since_ns >= until_ns:
+        # Was an empty report, as if nothing had been used.
+        fail(f"--since {since} is after --until {until}: no day is in between", 2)
     with _reader(db_url, imports) as reader, _collector_paused(not live):
         _report(reader, report, as_json, breakdown, live, interval, tz, UsageFilter(
-            since_ns=_day(since, tz, end=False), until_ns=_day(until, tz, end=True),
+            since_ns=since_ns, until_ns=until_ns,
             models=models, project=project, tags=_parse_tags(tags), name=name,
             sources=sources))
 

@@ -382,6 +382,14 @@ def _upgrade_once(engine: Engine, *, only_if_needed: bool) -> str | None:
     with _migration_lock(engine), engine.begin() as conn:
         before = current_revision(conn)
         if before != head:
+            if conn.dialect.name == "sqlite":
+                # pysqlite opens a transaction only before it writes a row, so each
+                # CREATE TABLE of the first migration would be kept on its own and a
+                # full disk at its first row would leave the tables without their
+                # history: the whole upgrade is one transaction, begun here.
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+                if before is None:
+                    _drop_half_made(conn)
             if before is None and inspect(conn).has_table("recordings"):
                 raise StoreError(
                     "the database has claudetrace tables but no migration history; "
@@ -394,6 +402,29 @@ def _upgrade_once(engine: Engine, *, only_if_needed: bool) -> str | None:
                 )
             command.upgrade(alembic_config(conn), "head")
         return before
+
+
+def _drop_half_made(conn: Connection) -> None:
+    """Drop what a first migration left on SQLite when it failed part way
+    (an earlier claudetrace kept each table it created): our ``recordings`` and an
+    empty ``alembic_version`` among tables that hold no row at all, so nothing
+    recorded is lost.  A database holding any row is left as it is."""
+    found = conn.exec_driver_sql(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'table'"
+        " AND name NOT LIKE 'sqlite~_%' ESCAPE '~' ORDER BY rowid").all()
+    virtual = [name for name, sql in found
+               if (sql or "").upper().startswith("CREATE VIRTUAL TABLE")]
+    # A full-text index's own tables go with it (and hold rows while it is empty).
+    names = [name for name, _ in found
+             if not any(name.startswith(f"{index}_") for index in virtual)]
+    if "recordings" not in names or "alembic_version" not in names:
+        return
+    quoted = [conn.dialect.identifier_preparer.quote(name) for name in names]
+    if any(conn.exec_driver_sql(f"SELECT 1 FROM {name} LIMIT 1").first() is not None
+           for name in quoted):
+        return
+    for name in reversed(quoted):  # a table before those it refers to
+        conn.exec_driver_sql(f"DROP TABLE {name}")
 
 
 def error_reason(exc: SQLAlchemyError) -> str:
@@ -439,21 +470,30 @@ def is_out_of_room(exc: BaseException) -> bool:
     """True when ``exc`` (or anything in its causes) says a write found no room:
     the disk full, a quota, a file size limit.  Told by the words too, as an
     error from a writer process arrives as its line only."""
-    seen: BaseException | None = exc
-    while seen is not None:
+    for seen in _causes(exc):
         if isinstance(seen, OSError) and seen.errno in NO_ROOM_ERRNOS:
             return True
         if isinstance(seen, sqlite3.Error) and \
                 (getattr(seen, "sqlite_errorcode", 0) & 0xFF) in (sqlite3.SQLITE_FULL,
                                                                  sqlite3.SQLITE_IOERR):
             return True
-        # The first line only: a SQLAlchemy error goes on with the statement and
-        # its parameters (recorded text, which may say anything).
-        said = first_line(getattr(seen, "orig", None) or seen).lower()
-        if any(words in said for words in _NO_ROOM):
+        if any(words in _said(seen) for words in _NO_ROOM):
             return True
-        seen = seen.__cause__ or seen.__context__
     return False
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and what caused it, in turn."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        yield seen
+        seen = seen.__cause__ or seen.__context__
+
+
+def _said(exc: BaseException) -> str:
+    """An error's first line, in lower case: a SQLAlchemy error goes on with the
+    statement and its parameters (recorded text, which may say anything)."""
+    return first_line(getattr(exc, "orig", None) or exc).lower()
 
 
 def out_of_room_line(url: str, opening: bool) -> str:
@@ -466,6 +506,23 @@ def out_of_room_line(url: str, opening: bool) -> str:
             if opening and path is not None else "")
     return (f"cannot write database {where}, {why}{side}; free space or raise the limit "
             "and run it again (what is stored is kept)")
+
+
+def is_read_only(exc: BaseException) -> bool:
+    """True when ``exc`` (or anything in its causes) says the database cannot be
+    written at all: a read-only SQLite file or folder, a read-only PostgreSQL
+    transaction (a standby, ``default_transaction_read_only``)."""
+    return any("readonly database" in _said(seen) or "read-only transaction" in _said(seen)
+               for seen in _causes(exc))
+
+
+def read_only_line(url: str, exc: BaseException) -> str:
+    """The one line said when the database at ``url`` is read-only."""
+    path = sqlite_path(url)
+    where = str(path) if path is not None else hide_password(url)
+    reason = first_line(getattr(exc, "orig", None) or exc)
+    return (f"cannot write database {where}: {reason} (read commands still "
+            "work; nothing was changed)")
 
 
 def database_error_line(exc: BaseException) -> str | None:

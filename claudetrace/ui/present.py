@@ -551,6 +551,19 @@ def session_liveness(rec: Any, session: Session) -> Liveness:
                     signal=rec.signal, error=rec.error)
 
 
+def exit_text(rec: Any) -> str:
+    """How a stored recording's CLI ended, as the pages say it (never ``None``):
+    ``not yet`` while it runs, ``unknown`` for a file source (no process seen),
+    ``signal 9``, the exit code, else ``—``."""
+    if rec.status == "running":
+        return "not yet"
+    if rec.source in _FILE_SOURCES:
+        return "unknown"
+    if rec.signal:
+        return f"signal {rec.signal}"
+    return "—" if rec.exit_code is None else str(rec.exit_code)
+
+
 def header(rec: Any, session: Session | None = None) -> Header:
     """The header of ``rec`` (a stored recording); ``session`` gives the liveness.
 
@@ -561,17 +574,7 @@ def header(rec: Any, session: Session | None = None) -> Header:
     live = None if session is None else session_liveness(rec, session)
     started = dt.datetime.fromtimestamp(rec.started_ns / 1e9, tz=dt.timezone.utc)
     last_ns = live.last_event_ns if live is not None else None
-    if running:
-        cli = rec.claude_code_version or "not yet"
-        exit_text = "not yet"
-    else:
-        cli = rec.claude_code_version or "—"
-        if rec.source in _FILE_SOURCES:
-            exit_text = "unknown"
-        elif rec.signal:
-            exit_text = f"signal {rec.signal}"
-        else:
-            exit_text = "—" if rec.exit_code is None else str(rec.exit_code)
+    cli = rec.claude_code_version or ("not yet" if running else "—")
     return Header(
         status=rec.status,
         liveness=live,
@@ -582,7 +585,7 @@ def header(rec: Any, session: Session | None = None) -> Header:
             duration(last_ns) if last_ns is not None else "—"),
         cost=cost_text(rec),
         cli=cli,
-        exit=exit_text,
+        exit=exit_text(rec),
         model=rec.model or "—",
     )
 

@@ -18,6 +18,7 @@ from ..store.browse import Tiles as Tiles
 from ..store.browse import percentile as percentile
 from ..store.browse import tiles_of as tiles_of
 from ..store.models import Recording
+from .present import exit_text
 
 
 def started_at(started_ns: int) -> dt.datetime:
@@ -44,7 +45,8 @@ def session_row(rec: Recording) -> dict[str, Any]:
     row = {
         "id": rec.id,
         "status": status,
-        "exit": rec.exit_code if rec.signal is None else -rec.signal,
+        # As the session's page says it: "unknown" for a transcript (was None).
+        "exit": exit_text(rec),
         "started": started_at(rec.started_ns),
         "duration (s)": None if duration is None else round(duration / 1e9, 2),
         "name": rec.name or "",

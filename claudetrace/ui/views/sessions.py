@@ -208,7 +208,7 @@ def _list_body(filters: Filters) -> None:
                 "started (UTC)", format="YYYY-MM-DD HH:mm:ss"
             ),
             "cost ($)": st.column_config.NumberColumn(format="%.4f"),
-            "exit": st.column_config.NumberColumn("exit", width="small"),
+            "exit": st.column_config.TextColumn("exit", width="small"),
             "duration (s)": st.column_config.NumberColumn("dur (s)", width="small"),
             "turns": st.column_config.NumberColumn("turns", width="small"),
             "tool calls": st.column_config.NumberColumn("tools", width="small"),
