@@ -946,7 +946,7 @@ def test_usage_reports_on_postgres_are_sqlite_s(pg_url: str, tmp_path: Path) -> 
         try:
             reader = q.store_reader(store)
             only = q.UsageFilter(sources=("transcript",))
-            each = sorted(str(recording_totals(reader, r.recording_id).entry_json())
+            each = sorted(repr(recording_totals(reader, r.recording_id))
                           for r in q.by_recording(reader, only))
             return q.by_model(reader, only), each
         finally:
@@ -1208,8 +1208,8 @@ def test_resume_files_imported_apart_fold_in_on_postgres(pg_url: str, tmp_path: 
     done = ct("import", str(projects), "--db", pg_url)
     assert done.returncode == 0, done.stderr
     assert done.stderr.decode().splitlines()[-1] == (
-        "import: 0 imported, 1 updated, 0 unchanged; 2 earlier recordings of resumed "
-        "sessions folded in")
+        "import: 0 imported, 1 updated, 0 unchanged; 2 files joined to another file's "
+        "session; 2 earlier recordings of resumed sessions folded in")
     report = json.loads(ct("usage", "session", "--json", "--db", pg_url).stdout)
     assert [(s["sessionId"], s["outputTokens"]) for s in report["sessions"]
             if s["sessionId"] in (S1, S2, S3)] == [(S1, 80 + 140 + 210 + 60)]

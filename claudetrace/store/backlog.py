@@ -37,6 +37,7 @@ from .packing import (
     CHUNK,
     WORDS_LATER,
     WORDS_UP_TO,
+    Unpacker,
     _Db,
     _words_done,
     chunk_end,
@@ -111,9 +112,19 @@ def add_words(connection: Any, dialect: str, recording_id: str, *, finished: boo
     (:data:`~.packing.WORDS_UP_TO`), where the next call goes on;
     ``finished``: nothing writes the recording any more, and the last
     transaction takes its marks off instead.  Returns the lines looked at.
-    The lines are left as recorded (packing is an ended recording's pass)."""
+    The lines are left as they are stored (as recorded, or packed by PostgreSQL's
+    writer as it stored them: read through the store's dictionaries)."""
     db = _Db(connection, dialect)
     lacking = _lacking(db)
+
+    def dictionary(number: int) -> bytes | None:
+        row = connection.cursor().execute(db.sql(
+            "SELECT data FROM line_dictionaries WHERE id = ?"), (number,)).fetchone()
+        if not db.sqlite:
+            connection.rollback()
+        return None if row is None else bytes(row[0])
+
+    lines = Unpacker(dictionary)
     # The lines stored now: a batch commits its lines whole and in order, so every
     # line up to the newest is there (and one stored meanwhile is the next call's).
     (newest,) = connection.cursor().execute(db.sql(
@@ -127,20 +138,20 @@ def add_words(connection: Any, dialect: str, recording_id: str, *, finished: boo
     while after < newest:
         sizes = connection.cursor().execute(db.sql(
             f"SELECT e.seq, e.size FROM events e WHERE e.recording_id = ? AND e.seq > ? "
-            f"AND e.seq <= ? AND {_MESSAGES} AND e.codec IS NULL AND {lacking} "
+            f"AND e.seq <= ? AND {_MESSAGES} AND {lacking} "
             "ORDER BY e.seq LIMIT ?"), (recording_id, after, newest, CHUNK)).fetchall()
         if not sizes:
             break
         last = chunk_end(sizes)
         rows = connection.cursor().execute(db.sql(
-            f"SELECT e.seq, e.direction, e.data FROM events e WHERE e.recording_id = ? "
-            f"AND e.seq > ? AND e.seq <= ? AND {_MESSAGES} AND e.codec IS NULL AND {lacking} "
+            f"SELECT e.seq, e.direction, e.data, e.codec FROM events e WHERE e.recording_id = ? "
+            f"AND e.seq > ? AND e.seq <= ? AND {_MESSAGES} AND {lacking} "
             "ORDER BY e.seq"), (recording_id, after, last)).fetchall()
         if not db.sqlite:
             connection.rollback()
         # Worked out before the write: no lock is held meanwhile.
-        found = [e for seq, direction, data in rows
-                 if (e := entry(recording_id, seq, direction, bytes(data))) is not None]
+        found = [e for seq, direction, data, codec in rows
+                 if (e := entry(recording_id, seq, direction, lines(data, codec))) is not None]
         _write(db, recording_id, after, last, found, last)
         noted = last
         done += len(rows)
