@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import glob
+import os
+import pwd
+import shutil
 import signal
+import socket
+import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -104,3 +112,59 @@ def ui_db(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     ids["running"] = info.id
     store.close()
     return ids
+
+
+def _postgres_bin() -> Path | None:
+    found = shutil.which("initdb")
+    if found:
+        return Path(found).parent
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    return Path(candidates[-1]).parent if candidates else None
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    """A throwaway PostgreSQL cluster (initdb/pg_ctl) on a free local port, one for the
+    whole test session (one per xdist worker); the URL of its ``postgres`` database.
+
+    Tests take ``pg_url`` (tests/test_store_postgres.py), a database of their module's
+    own on it.  Skips when the server binaries are missing; as root, the cluster runs
+    as the ``postgres`` system user (the server refuses to run as root).
+    """
+    bindir = _postgres_bin()
+    if bindir is None:
+        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) are not installed")
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        try:
+            user = pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.skip("running as root and there is no 'postgres' user to run the server")
+        runuser = shutil.which("runuser")
+        if runuser is None:
+            pytest.skip("running as root without runuser to drop to the 'postgres' user")
+        prefix = [runuser, "-u", "postgres", "--"]
+    folder = Path(tempfile.mkdtemp(prefix="claudetrace-pg-"))
+    if prefix:
+        os.chown(folder, user.pw_uid, user.pw_gid)
+    with contextlib.closing(socket.socket()) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    data = folder / "data"
+    initdb = [str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
+              "-E", "UTF8", "--no-sync"]
+    subprocess.run([*prefix, *initdb], check=True, capture_output=True, timeout=120)
+    options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off"
+    start = [str(bindir / "pg_ctl"), "-D", str(data), "-o", options,
+             "-l", str(folder / "log"), "-w", "start"]
+    subprocess.run([*prefix, *start], check=True, capture_output=True, timeout=120)
+    try:
+        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run(
+            [*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        shutil.rmtree(folder, ignore_errors=True)
