@@ -49,9 +49,21 @@ def db_path(tmp_path: Path, ct_env: Path) -> Path:
     return tmp_path / "claudetrace.db"
 
 
+@pytest.fixture(scope="session")
+def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite store file migrated to the head once per session, closed (its log
+    folded in): a copy of it is a new store as migrating a new file makes it."""
+    path = tmp_path_factory.mktemp("migrated") / "head.db"
+    open_settled_store(str(path)).close()
+    return path
+
+
 @pytest.fixture
-def store(db_path: Path) -> Iterator[Store]:
-    """An open store on a fresh SQLite file (closed afterwards)."""
+def store(db_path: Path, migrated_sqlite: Path) -> Iterator[Store]:
+    """An open store on a fresh SQLite file (closed afterwards): a copy of the
+    session's migrated file, opened as any store is (the migrations, run on every
+    test's new file, were most of the cost of this fixture)."""
+    shutil.copyfile(migrated_sqlite, db_path)
     opened = open_settled_store(str(db_path))
     yield opened
     opened.close()
