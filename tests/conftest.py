@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import glob
+import os
+import pwd
+import shutil
 import signal
-from collections.abc import Iterator
+import socket
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -12,6 +21,9 @@ from claudetrace.indexer import open_settled_store
 from claudetrace.store import Store
 from claudetrace.testing import FakeAPI
 from claudetrace.testing.harness import bundled_cli
+
+if TYPE_CHECKING:
+    from tests.scenarios import DirectRun
 
 # A suite started in the background (as a shell starts an asynchronous command,
 # and some CI runners do) has Ctrl-C ignored, and every process it starts would
@@ -41,9 +53,21 @@ def db_path(tmp_path: Path, ct_env: Path) -> Path:
     return tmp_path / "claudetrace.db"
 
 
+@pytest.fixture(scope="session")
+def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite store file migrated to the head once per session, closed (its log
+    folded in): a copy of it is a new store as migrating a new file makes it."""
+    path = tmp_path_factory.mktemp("migrated") / "head.db"
+    open_settled_store(str(path)).close()
+    return path
+
+
 @pytest.fixture
-def store(db_path: Path) -> Iterator[Store]:
-    """An open store on a fresh SQLite file (closed afterwards)."""
+def store(db_path: Path, migrated_sqlite: Path) -> Iterator[Store]:
+    """An open store on a fresh SQLite file (closed afterwards): a copy of the
+    session's migrated file, opened as any store is (the migrations, run on every
+    test's new file, were most of the cost of this fixture)."""
+    shutil.copyfile(migrated_sqlite, db_path)
     opened = open_settled_store(str(db_path))
     yield opened
     opened.close()
@@ -60,6 +84,26 @@ def fake_api() -> Iterator[FakeAPI]:
 def real_claude() -> Path:
     """The real ``claude`` CLI bundled with claude_agent_sdk."""
     return bundled_cli()
+
+
+@pytest.fixture(scope="session")
+def direct_run(real_claude: Path, fake_api: FakeAPI) -> Callable[[str], DirectRun]:
+    """Each scenario of tests/scenarios.py run directly against the real CLI once per
+    session, on first asking: the harness's check of every scenario and the proxy's
+    comparison with a direct run read the same run instead of starting the CLI for
+    each.  A run is kept only when it ended; one that raised raises for every asker.
+    """
+    from tests.scenarios import DirectRun, run_scenario
+
+    runs: dict[str, DirectRun] = {}
+
+    def run(name: str) -> DirectRun:
+        if name not in runs:
+            result = run_scenario(name, real_claude, fake_api)
+            runs[name] = DirectRun(result, fake_api.pending, list(fake_api.unknown))
+        return runs[name]
+
+    return run
 
 
 @pytest.fixture(scope="session")
@@ -104,3 +148,59 @@ def ui_db(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     ids["running"] = info.id
     store.close()
     return ids
+
+
+def _postgres_bin() -> Path | None:
+    found = shutil.which("initdb")
+    if found:
+        return Path(found).parent
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    return Path(candidates[-1]).parent if candidates else None
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    """A throwaway PostgreSQL cluster (initdb/pg_ctl) on a free local port, one for the
+    whole test session (one per xdist worker); the URL of its ``postgres`` database.
+
+    Tests take ``pg_url`` (tests/test_store_postgres.py), a database of their module's
+    own on it.  Skips when the server binaries are missing; as root, the cluster runs
+    as the ``postgres`` system user (the server refuses to run as root).
+    """
+    bindir = _postgres_bin()
+    if bindir is None:
+        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) are not installed")
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        try:
+            user = pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.skip("running as root and there is no 'postgres' user to run the server")
+        runuser = shutil.which("runuser")
+        if runuser is None:
+            pytest.skip("running as root without runuser to drop to the 'postgres' user")
+        prefix = [runuser, "-u", "postgres", "--"]
+    folder = Path(tempfile.mkdtemp(prefix="claudetrace-pg-"))
+    if prefix:
+        os.chown(folder, user.pw_uid, user.pw_gid)
+    with contextlib.closing(socket.socket()) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    data = folder / "data"
+    initdb = [str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
+              "-E", "UTF8", "--no-sync"]
+    subprocess.run([*prefix, *initdb], check=True, capture_output=True, timeout=120)
+    options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off"
+    start = [str(bindir / "pg_ctl"), "-D", str(data), "-o", options,
+             "-l", str(folder / "log"), "-w", "start"]
+    subprocess.run([*prefix, *start], check=True, capture_output=True, timeout=120)
+    try:
+        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run(
+            [*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        shutil.rmtree(folder, ignore_errors=True)

@@ -635,3 +635,14 @@ def run_scenario(
 ) -> ScenarioResult:
     """Synchronous :func:`run_scenario_async` (runs its own event loop)."""
     return asyncio.run(run_scenario_async(name, cli_path, api, home=home, env=env, func=func))
+
+
+@dataclass(frozen=True)
+class DirectRun:
+    """A scenario run directly against the real CLI (the ``direct_run`` fixture): what
+    the application saw, and what the fake API was left with right after (scripted
+    answers not used, requests for paths it does not serve)."""
+
+    result: ScenarioResult
+    pending: int
+    unknown: list[Any]

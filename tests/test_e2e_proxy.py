@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -30,7 +30,13 @@ from tests.capture_rig import (
     stream_bytes,
     wait_for_recording,
 )
-from tests.scenarios import SCENARIOS, ScenarioResult, check_scenario, run_scenario
+from tests.scenarios import (
+    SCENARIOS,
+    DirectRun,
+    ScenarioResult,
+    check_scenario,
+    run_scenario,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -57,9 +63,14 @@ def init_messages(result: ScenarioResult) -> list[dict[str, object]]:
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_scenario_through_the_proxy(
-    name: str, rig: Rig, store: Store, real_claude: Path, fake_api: FakeAPI
+    name: str,
+    rig: Rig,
+    store: Store,
+    real_claude: Path,
+    fake_api: FakeAPI,
+    direct_run: Callable[[str], DirectRun],
 ) -> None:
-    direct = run_scenario(name, real_claude, fake_api)
+    direct = direct_run(name).result  # run once per session, shared with tests/test_harness.py
     known = {r.id for r in store.list_recordings()}
     capture = rig.root / name
     capture.mkdir()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from claudetrace.testing.harness import (
     make_home,
     subprocess_env,
 )
-from tests.scenarios import SCENARIOS, check_scenario, run_scenario
+from tests.scenarios import SCENARIOS, DirectRun, check_scenario, run_scenario
 
 
 def test_cli_env_points_at_the_fake_api_and_isolates_home(tmp_path: Path) -> None:
@@ -61,17 +62,20 @@ def test_bundled_cli_is_executable(real_claude: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_scenario_against_the_real_cli(name: str, real_claude: Path, fake_api: FakeAPI) -> None:
-    result = run_scenario(name, real_claude, fake_api)
-    check_scenario(result)
-    assert fake_api.pending == 0, "the CLI did not use every scripted answer"
-    assert fake_api.unknown == [], "the CLI asked the fake API for something it does not serve"
+def test_scenario_against_the_real_cli(name: str, direct_run: Callable[[str], DirectRun]) -> None:
+    run = direct_run(name)  # run once per session, shared with tests/test_e2e_proxy.py
+    check_scenario(run.result)
+    assert run.pending == 0, "the CLI did not use every scripted answer"
+    assert run.unknown == [], "the CLI asked the fake API for something it does not serve"
 
 
 @pytest.mark.slow
-def test_scenarios_are_deterministic(real_claude: Path, fake_api: FakeAPI) -> None:
-    # The basis of comparing direct, proxied and replayed runs.
-    first = run_scenario("mcp_tool", real_claude, fake_api).comparable()
+def test_scenarios_are_deterministic(
+    real_claude: Path, fake_api: FakeAPI, direct_run: Callable[[str], DirectRun]
+) -> None:
+    # The basis of comparing direct, proxied and replayed runs: the session's direct
+    # run of the scenario and one more, made here.
+    first = direct_run("mcp_tool").result.comparable()
     second = run_scenario("mcp_tool", real_claude, fake_api).comparable()
     assert first == second
 

@@ -7,16 +7,13 @@ cluster runs as the ``postgres`` system user (the server refuses to run as root)
 from __future__ import annotations
 
 import contextlib
-import glob
 import json
 import os
-import pwd
 import random
+import re
 import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,20 +32,6 @@ pytest.importorskip("psycopg")
 SAMPLES = sorted((Path(__file__).parent / "fixtures" / "samples").glob("*.cassette.ndjson"))
 
 
-def _server_bin() -> Path | None:
-    found = shutil.which("initdb")
-    if found:
-        return Path(found).parent
-    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
-    return Path(candidates[-1]).parent if candidates else None
-
-
-def _free_port() -> int:
-    with contextlib.closing(socket.socket()) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def fresh_database(server: str, name: str) -> str:
     """The URL of a database ``name`` made afresh (dropped first) on the server
     ``server`` (:func:`pg_url`)."""
@@ -62,69 +45,17 @@ def fresh_database(server: str, name: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def pg_url() -> Iterator[str]:
-    bindir = _server_bin()
-    if bindir is None:
-        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) are not installed")
-    prefix: list[str] = []
-    if os.geteuid() == 0:
-        try:
-            user = pwd.getpwnam("postgres")
-        except KeyError:
-            pytest.skip("running as root and there is no 'postgres' user to run the server")
-        runuser = shutil.which("runuser")
-        if runuser is None:
-            pytest.skip("running as root without runuser to drop to the 'postgres' user")
-        prefix = [runuser, "-u", "postgres", "--"]
-    folder = Path(tempfile.mkdtemp(prefix="claudetrace-pg-"))
-    if prefix:
-        os.chown(folder, user.pw_uid, user.pw_gid)
-    data, port = folder / "data", _free_port()
-    subprocess.run(
-        [
-            *prefix,
-            str(bindir / "initdb"),
-            "-D",
-            str(data),
-            "-U",
-            "postgres",
-            "--auth=trust",
-            "-E",
-            "UTF8",
-            "--no-sync",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off"
-    subprocess.run(
-        [
-            *prefix,
-            str(bindir / "pg_ctl"),
-            "-D",
-            str(data),
-            "-o",
-            options,
-            "-l",
-            str(folder / "log"),
-            "-w",
-            "start",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    try:
-        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
-    finally:
-        subprocess.run(
-            [*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
-            capture_output=True,
-            timeout=60,
-            check=False,
-        )
-        shutil.rmtree(folder, ignore_errors=True)
+def pg_url(pg_server: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A database of this test module's own, made afresh on the session's throwaway
+    cluster (``pg_server`` in conftest.py): each module starts from an empty
+    database, as it did with a cluster of its own, without paying for one."""
+    name = "m_" + re.sub(r"\W", "_", request.module.__name__.rsplit(".", 1)[-1])
+    yield fresh_database(pg_server, name)
+    import psycopg
+
+    admin = pg_server.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 @pytest.mark.usefixtures("ct_env")
