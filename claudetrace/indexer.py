@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import dataclasses
 import fcntl
+import functools
 import gc
 import json
 import os
@@ -58,6 +59,10 @@ BATCH_BYTES: Final = 8 * 1024 * 1024
 GC_OBJECTS: Final = 100_000
 #: Quiet recordings still refresh their heartbeat this often.
 HEARTBEAT_S: Final = 1.0
+#: Once a running recording's input has paused this long, the search words its
+#: writer left out of a burst's batches are added (:meth:`Indexer.add_words`),
+#: until the input goes on: a search then finds them without adding them itself.
+WORDS_QUIET_S: Final = 1.0
 #: The most of its time the indexer spends on a live recording's summary
 #: figures (tokens, cost, calls, tools, status): they add up every model call,
 #: turn and tool so far, so a batch's summary grows with the session, and a
@@ -168,6 +173,8 @@ class Indexer:
         #: When the summary figures were last refreshed, and how long that took.
         self._summary_at = 0.0
         self._summary_cost = 0.0
+        #: Events stored when every line stored had its search words last.
+        self._words_at = 0
 
     @property
     def ended(self) -> bool:
@@ -392,6 +399,45 @@ class Indexer:
             # has everything committed before the capture file may go.
             store.wait_written()
 
+    def words_wait(self, quiet_since: float) -> float | None:
+        """Seconds until :meth:`add_words` is due, the input quiet since
+        ``quiet_since`` (0: now); None when no line stored since it last ran
+        lacks its words."""
+        from .store.packing import WORDS_LATER
+
+        if self._pending or WORDS_LATER not in self.info.extra \
+                or self.report.stored <= self._words_at:
+            return None
+        return max(0.0, quiet_since + WORDS_QUIET_S - time.monotonic())
+
+    def add_words(self, add: Callable[[str, Callable[[], bool]], bool],
+                  stop: Callable[[], bool]) -> None:
+        """Have the words a burst's batches were stored without added to the search
+        index while the recording runs, once they are written: ``add(recording
+        id, stop)`` (:func:`~claudetrace.store.backlog.add_running_words`), in
+        short transactions until ``stop()`` says new input has come.  A failure
+        leaves them to the next search (or the pass as the recording ends)."""
+        self.store.wait_written()
+        stored = self.report.stored
+
+        def stop_or_beat() -> bool:
+            if stop():
+                return True
+            # The heartbeat goes on between transactions: a recording whose
+            # heartbeat is stale is not running, and a search would take its mark
+            # off (:func:`~claudetrace.recording.recorder_alive`).
+            self.maybe_flush(busy=False)
+            return False
+
+        try:
+            done = add(self.info.id, stop_or_beat)
+        except Exception as exc:  # the lines are stored either way
+            _say(f"a burst's words reach the search index with the next search "
+                 f"({_one_line(exc)})")
+            done = True  # not tried again before more lines are stored
+        if done:
+            self._words_at = stored
+
     def _note_words_later(self, batch: list[Event], updates: dict[str, object]) -> None:
         """With the first batch the writer stores without its search words (a
         burst's), say so on the recording (``extra``), in the batch's
@@ -418,6 +464,17 @@ class _Wakeups:
         self.gone = fd is None
         if fd is not None:
             os.set_blocking(fd, False)
+
+    def news(self) -> bool:
+        """Whether the proxy has news, or has gone, since the pipe was last drained
+        (it is left as it is)."""
+        if self.fd is None or self.gone:
+            return True
+        try:
+            readable, _, _ = select.select([self.fd], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)
 
     def drain(self) -> None:
         while self.fd is not None and not self.gone:
@@ -449,12 +506,14 @@ def follow(
     sinks_for: Callable[[RecordingInfo], list[EventSink]] | None = None,
     give_up_s: float = GIVE_UP_S,
     replace: bool = False,
+    add_words: Callable[[str, Callable[[], bool]], bool] | None = None,
 ) -> IndexReport:
     """Store everything in ``capture`` (following it while its proxy runs), then delete it.
 
     ``replace`` first deletes what an earlier, interrupted indexer stored of the
-    same recording.  Raises :class:`GaveUp` (the file stays) when the store
-    cannot be written.
+    same recording.  ``add_words``: adds the search words a burst's batches left
+    out while the input pauses (:meth:`Indexer.add_words`).  Raises
+    :class:`GaveUp` (the file stays) when the store cannot be written.
     """
     reader = cap.CaptureReader(capture)
     wakeups = _Wakeups(wakeup_fd)
@@ -466,17 +525,25 @@ def follow(
         indexer = Indexer(
             info, store, sinks=sinks, writer_gone=wakeups.writer_gone, give_up_s=give_up_s
         )
+        quiet_since = time.monotonic()
         while True:
             records = reader.read()
             for record in records:
                 indexer.feed(record)
             if records:
                 wakeups.drain()
+                quiet_since = time.monotonic()
                 continue
             if wakeups.gone:
                 break
             indexer.maybe_flush(busy=False)
-            wakeups.wait(indexer.wait_timeout())
+            timeout = indexer.wait_timeout()
+            words = None if add_words is None else indexer.words_wait(quiet_since)
+            if words == 0.0 and add_words is not None:
+                indexer.add_words(add_words, wakeups.news)
+                wakeups.drain()  # what stopped it: new lines, or the proxy gone
+                continue
+            wakeups.wait(timeout if words is None else min(timeout, words))
         indexer.finish()
     finally:
         reader.close()
@@ -787,6 +854,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report = follow(
             args.capture, store, wakeup_fd=args.wakeup_fd, sinks_for=sinks_for, give_up_s=give_up,
+            add_words=functools.partial(_add_running_words, url),
         )
         # Stored, and the capture file is gone: a reader waiting on its lock goes
         # on now, not once the writer has tidied up (SQLite folds its log into the
@@ -802,6 +870,13 @@ def main(argv: list[str] | None = None) -> int:
         _say(problem)
     _pack_lines(url, report.recording_id)
     return 0
+
+
+def _add_running_words(url: str, recording_id: str, stop: Callable[[], bool]) -> bool:
+    """:func:`~claudetrace.store.backlog.add_running_words` (imported when first due)."""
+    from .store.backlog import add_running_words
+
+    return add_running_words(url, recording_id, stop=stop)
 
 
 def _pack_lines(url: str, recording_id: str | None) -> None:

@@ -449,14 +449,47 @@ def test_a_running_burst_is_searchable_before_it_ends(tmp_path: Path, any_db: st
         rid = _searched_whole(any_db, name)
         assert _state(any_db, name) == (rid, None, True)  # still running, still marked
     finally:
-        assert proxy.stdin is not None
-        proxy.stdin.close()
-        assert proxy.wait(120) == 0
+        _ended_whole(proxy, any_db, name, tmp_path)
+
+
+def _ended_whole(proxy: subprocess.Popen[bytes], db: str, name: str, tmp_path: Path) -> None:
+    """End the held-open proxy; once its indexer's pass is done, check that the
+    recording ended, lost its mark, and its index holds every line's words once."""
+    assert proxy.stdin is not None
+    proxy.stdin.close()
+    assert proxy.wait(120) == 0
     deadline = time.monotonic() + 120
     while _pids(str(tmp_path)):  # the indexer's pass at the end
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    rid, ended, mark = _state(any_db, name)
+    rid, ended, mark = _state(db, name)
     assert ended is not None and not mark
-    held, wanted, entries = _index(any_db, rid)
+    held, wanted, entries = _index(db, rid)
     assert held == wanted and entries == len(wanted)
+
+
+def test_a_running_burst_gets_its_words_once_its_input_pauses(tmp_path: Path,
+                                                              any_db: str) -> None:
+    """A proxy held open after a burst: its indexer adds the words its writer left
+    out once the input pauses (WORDS_QUIET_S), with no search asking; a search
+    then has nothing to add, and the pass at the end adds no word twice."""
+    proxy, name = _open_burst(any_db, tmp_path, 2000)
+    try:
+        rid, ended, mark = _state(any_db, name)
+        assert ended is None and mark  # the burst's batches went without their words
+        deadline = time.monotonic() + 240
+        while True:
+            held, wanted, entries = _index(any_db, rid)
+            if held == wanted:
+                break
+            assert time.monotonic() < deadline, (len(held), len(wanted))
+            time.sleep(0.2)
+        assert entries == len(wanted) == 4000  # each line once
+        conn = _connect(any_db)
+        try:
+            assert catch_up(conn, "postgresql" if any_db.startswith("postgresql")
+                            else "sqlite") == 0  # a search finds every word added
+        finally:
+            conn.close()
+    finally:
+        _ended_whole(proxy, any_db, name, tmp_path)

@@ -30,11 +30,13 @@ No SQLAlchemy: ``claudetrace search`` runs this on :mod:`sqlite3` or psycopg alo
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from ..recording import recorder_alive
 from .packing import (
     CHUNK,
+    UNINDEXED_POSTGRES,
     WORDS_LATER,
     WORDS_UP_TO,
     Unpacker,
@@ -43,6 +45,8 @@ from .packing import (
     chunk_end,
     edit_extra,
     pack_all,
+    plain_connection,
+    stored_dictionary,
 )
 from .textindex import SEARCHED_TYPES, entry, insert_postgres, insert_sqlite
 
@@ -56,8 +60,7 @@ def _lacking(db: _Db) -> str:
     """The condition of an event row ``e`` with no entry in the search index."""
     if db.sqlite:
         return "NOT EXISTS (SELECT 1 FROM event_search s WHERE s.rowid = e.rowid)"
-    return ("NOT EXISTS (SELECT 1 FROM event_search s WHERE s.recording_id = e.recording_id "
-            "AND s.seq = e.seq)")
+    return UNINDEXED_POSTGRES
 
 
 def marked(connection: Any, dialect: str, now_ns: int | None = None
@@ -103,26 +106,27 @@ def catch_up(connection: Any, dialect: str) -> int:
 
 
 def add_words(connection: Any, dialect: str, recording_id: str, *, finished: bool,
-              after: int = -1) -> int:
+              after: int = -1, chunk: int = CHUNK,
+              stop: Callable[[], bool] | None = None) -> int:
     """Add the words of ``recording_id``'s message lines stored so far (past seq
-    ``after``, up to its newest now) without them, :data:`~.packing.CHUNK`
-    lines (at most :data:`~.packing.CHUNK_BYTES` of them, but one) a
-    transaction, on a DB-API ``connection`` (:mod:`sqlite3` in autocommit mode,
-    or psycopg).  Each transaction notes how far it got
-    (:data:`~.packing.WORDS_UP_TO`), where the next call goes on;
-    ``finished``: nothing writes the recording any more, and the last
-    transaction takes its marks off instead.  Returns the lines looked at.
-    The lines are left as they are stored (as recorded, or packed by PostgreSQL's
-    writer as it stored them: read through the store's dictionaries)."""
+    ``after``, up to its newest now) without them, ``chunk`` lines (at most
+    :data:`~.packing.CHUNK_BYTES` of them, but one) a transaction, on a DB-API
+    ``connection`` (:mod:`sqlite3` in autocommit mode, or psycopg).  Each
+    transaction notes how far it got (:data:`~.packing.WORDS_UP_TO`), where the
+    next call goes on; ``finished``: nothing writes the recording any more, and
+    the last transaction takes its marks off instead; ``stop()``, asked after
+    each transaction, ends the call there (the recording's indexer has new
+    lines to store).  Returns the lines looked at.  The lines are left as they
+    are stored (as recorded, or packed by PostgreSQL's writer as it stored
+    them: read through the store's dictionaries)."""
     db = _Db(connection, dialect)
     lacking = _lacking(db)
 
     def dictionary(number: int) -> bytes | None:
-        row = connection.cursor().execute(db.sql(
-            "SELECT data FROM line_dictionaries WHERE id = ?"), (number,)).fetchone()
+        found = stored_dictionary(connection.cursor(), number, db.mark)
         if not db.sqlite:
             connection.rollback()
-        return None if row is None else bytes(row[0])
+        return found
 
     lines = Unpacker(dictionary)
     # The lines stored now: a batch commits its lines whole and in order, so every
@@ -139,7 +143,7 @@ def add_words(connection: Any, dialect: str, recording_id: str, *, finished: boo
         sizes = connection.cursor().execute(db.sql(
             f"SELECT e.seq, e.size FROM events e WHERE e.recording_id = ? AND e.seq > ? "
             f"AND e.seq <= ? AND {_MESSAGES} AND {lacking} "
-            "ORDER BY e.seq LIMIT ?"), (recording_id, after, newest, CHUNK)).fetchall()
+            "ORDER BY e.seq LIMIT ?"), (recording_id, after, newest, chunk)).fetchall()
         if not sizes:
             break
         last = chunk_end(sizes)
@@ -156,11 +160,51 @@ def add_words(connection: Any, dialect: str, recording_id: str, *, finished: boo
         noted = last
         done += len(rows)
         after = last
+        if stop is not None and after < newest and stop():
+            return done
     if not db.sqlite:
         connection.rollback()
     if finished or noted < newest:
         _write(db, recording_id, newest, newest, [], None if finished else newest)
     return done
+
+
+#: Lines a transaction of :func:`add_running_words`: a line the indexer reads
+#: meanwhile waits for one at most (about 0.06 s on PostgreSQL, the tools shape).
+RUNNING_CHUNK = 250
+
+
+def add_running_words(url: str, recording_id: str, *, stop: Callable[[], bool]) -> bool:
+    """:func:`add_words` of a recording still being recorded, in the database
+    ``url`` (through :mod:`sqlite3` or psycopg alone), from where the last call
+    (or search) left off, :data:`RUNNING_CHUNK` lines a transaction, until
+    ``stop()``: its indexer runs this when the recording's input pauses, so that
+    a search finds a burst's words without adding them itself.  False when
+    stopped first; True when every line stored has its words (or the
+    recording says none are missing), or for a database not reached so (a
+    search adds them)."""
+    with plain_connection(url) as found:
+        if found is None:
+            return True
+        connection, dialect = found
+        db = _Db(connection, dialect)
+        text = "extra" if db.sqlite else "CAST(extra AS TEXT)"
+        row = connection.cursor().execute(db.sql(
+            f"SELECT {text} FROM recordings WHERE id = ?"), (recording_id,)).fetchone()
+        if not db.sqlite:
+            connection.rollback()
+        if row is None or row[0] is None or f'"{WORDS_LATER}"' not in row[0]:
+            return True
+        stopped = False
+
+        def asked() -> bool:
+            nonlocal stopped
+            stopped = stopped or stop()
+            return stopped
+
+        add_words(connection, dialect, recording_id, finished=False, after=_up_to(row[0]),
+                  chunk=RUNNING_CHUNK, stop=asked)
+        return not stopped
 
 
 def _write(db: _Db, recording_id: str, after: int, last: int,
@@ -200,4 +244,4 @@ def _note(extra: dict[str, Any], up_to: int) -> bool:
     return True
 
 
-__all__ = ["add_words", "catch_up", "marked"]
+__all__ = ["add_running_words", "add_words", "catch_up", "marked"]
