@@ -417,7 +417,10 @@ class Indexer:
         id, stop)`` (:func:`~claudetrace.store.backlog.add_running_words`), in
         short transactions until ``stop()`` says new input has come.  A failure
         leaves them to the next search (or the pass as the recording ends)."""
-        self.store.wait_written()
+        try:
+            self.store.wait_written()
+        except ClaudeTraceError:
+            return  # a batch failed: the next flush sends it again, and this waits
         stored = self.report.stored
 
         def stop_or_beat() -> bool:

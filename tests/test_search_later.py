@@ -493,3 +493,39 @@ def test_a_running_burst_gets_its_words_once_its_input_pauses(tmp_path: Path,
             conn.close()
     finally:
         _ended_whole(proxy, any_db, name, tmp_path)
+
+
+def test_the_pass_over_a_running_recording_stops_when_asked_and_goes_on_from_there(
+        tmp_path: Path) -> None:
+    """``add_running_words`` (the indexer's, while its input pauses): one
+    transaction, then ``stop()`` ends it; the next call goes on where it stopped,
+    and the recording keeps its mark for the lines to come."""
+    from claudetrace.model.events import Event
+    from claudetrace.recording import RecordingInfo
+    from claudetrace.store import open_store
+    from claudetrace.store.backlog import RUNNING_CHUNK, add_running_words
+    from claudetrace.store.plain import LATER_FROM_ROWS
+    from claudetrace.store.rows import flat_rows
+    from claudetrace.store.sqlite import SqliteWrites
+
+    db = tmp_path / "r.db"
+    open_store(str(db)).close()
+    writes = SqliteWrites(db)
+    writes.words_later_from = LATER_FROM_ROWS
+    info = RecordingInfo.start(["claude"])
+    info.extra[WORDS_LATER] = True
+    writes.create_recording(info)
+    lines = list(shape_lines("tools", 3 * RUNNING_CHUNK))
+    writes.write_rows(info.id, *flat_rows(info.id, [
+        Event(i, "out", i, line) for i, line in enumerate(lines)]))
+    writes.close()
+    url = f"sqlite:///{db}"
+    asked: list[int] = []
+    assert not add_running_words(url, info.id, stop=lambda: not asked.append(1))
+    held, wanted, entries = _index(str(db), info.id)
+    assert asked == [1] and entries == len(held) == RUNNING_CHUNK
+    assert add_running_words(url, info.id, stop=lambda: False)
+    held, wanted, entries = _index(str(db), info.id)
+    assert held == wanted and entries == len(wanted) == len(lines)
+    assert _marked(db)  # still running: the lines to come may lack theirs
+    assert add_running_words(url, info.id, stop=lambda: True)  # nothing left to add

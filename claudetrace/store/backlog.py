@@ -13,7 +13,8 @@ is missing of every marked recording, whoever is or is not writing it:
   fresh: :func:`~claudetrace.recording.recorder_alive`) gets the words of the
   lines stored so far (:func:`add_words`), so a running session is searchable
   as soon as its lines are stored, burst or not; the mark stays for the lines
-  to come;
+  to come.  Its own indexer adds them too, once its input pauses
+  (:func:`add_running_words`), so that a search usually finds none missing;
 - a recording **nobody writes any more** that never ended (its proxy and its
   indexer both killed, and its capture gone: nothing will end it) gets its
   words too, and loses the mark.
