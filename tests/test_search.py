@@ -20,6 +20,7 @@ from claudetrace.recording import RecordingInfo
 from claudetrace.store import Store, open_store
 from claudetrace.store.search import recordings_saying, search, search_plain, snippet
 from claudetrace.store.textindex import spaced, words
+from tests.test_store_postgres import pg_url  # noqa: F401 - the server, a fixture
 
 CASSETTES = Path(__file__).parent / "fixtures" / "cassettes"
 
@@ -355,3 +356,55 @@ def test_a_negative_limit_is_a_usage_error(tmp_path: Path) -> None:
                                       "-n", "-1"])
     assert result.exit_code == 2
     assert "-1 is not in the range x>=0" in result.output
+
+
+def _two_sessions(store: Store, word: str, newer: RecordingInfo,
+                  older: RecordingInfo) -> None:
+    """Each of ``newer`` and ``older`` says ``word`` in four lines, the newer stored
+    first (SQLite's rowids then run against the sessions' order)."""
+    for info in (newer, older):
+        store.create_recording(info)
+        lines = []
+        for seq in range(8):
+            text = f"{word} deploy step {seq}" if seq % 2 else f"nothing here {seq}"
+            lines.append(Event(seq, "out", seq, json.dumps({
+                "type": "assistant",
+                "message": {"role": "assistant", "content": [{"type": "text", "text": text}]},
+            }).encode()))
+        store.write_batch(info.id, lines)
+
+
+@pytest.mark.parametrize("few", [2000, 1])
+def test_both_engines_list_the_newest_session_first_and_its_last_lines_first(
+        store: Store, db_path: Path, pg_url: str, few: int,  # noqa: F811
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same lines in a SQLite file and on PostgreSQL are listed in one order,
+    whichever was stored first; on SQLite both when FTS5 finds few lines (read
+    and sorted) and many (the events read in order: ``few`` 1)."""
+    import uuid
+
+    import claudetrace.store.search as searching
+
+    monkeypatch.setattr(searching, "FEW_LINES", few)
+    word = f"okapi{uuid.uuid4().hex}"
+    newer = RecordingInfo.start(["claude"], started_ns=2 * 10**18)
+    older = RecordingInfo.start(["claude"], started_ns=10**18)
+    _two_sessions(store, word, newer, older)
+    server = open_store(pg_url)
+    try:
+        _two_sessions(server, word, newer, older)
+        wanted = [(rid, seq) for rid in (newer.id, older.id) for seq in (7, 5, 3, 1)]
+        for query in (word, f"{word} deploy"):
+            found = {}
+            for name, hits in [
+                    ("sqlite", search(store, query, limit=None)),
+                    ("sqlite plain", search_plain(f"sqlite:///{db_path}", query, limit=None)),
+                    ("postgresql", search(server, query, limit=None)),
+                    ("postgresql plain", search_plain(pg_url, query, limit=None))]:
+                assert hits is not None
+                found[name] = [(h.recording_id, h.seq) for h in hits]
+            assert found == dict.fromkeys(found, wanted), query
+            assert [(h.recording_id, h.seq) for h in search(store, query, limit=3)] == \
+                [(h.recording_id, h.seq) for h in search(server, query, limit=3)] == wanted[:3]
+    finally:
+        server.close()

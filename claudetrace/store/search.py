@@ -9,7 +9,8 @@ checked for the query itself.  ``claudetrace search`` and the session
 browser's search box both ask here.
 
 A burst's words reach the index a moment after its recording is listed
-complete (the pass that packs its lines adds them, :mod:`.packing`); each
+complete (the pass that packs its lines adds them, :mod:`.packing`), or, while
+it runs, once its input pauses (its indexer adds them, :mod:`.backlog`); each
 search first adds what is missing of every recording whose batches left words
 out (:func:`~.backlog.catch_up`: one query of the recordings when there is
 none): the pass of an ended recording whose indexer did not run it, and the
@@ -25,14 +26,14 @@ process answers in the time of its start-up and the query.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import StoreError
 from ..model.protocol import line_text
 from .backlog import catch_up
-from .packing import Unpacker
+from .packing import Unpacker, stored_dictionary
 from .textindex import words
 
 if TYPE_CHECKING:
@@ -73,7 +74,12 @@ def _candidates(dialect: str, query_words: list[str], columns: str, order: str =
             "JOIN events e ON e.rowid = s.rowid "
             "JOIN recordings r ON r.id = e.recording_id "
             f"WHERE event_search MATCH {mark} {order}",
-            {"q": " ".join(f'"{w}"*' for w in query_words)})
+            {"q": _match(query_words)})
+
+
+def _match(query_words: list[str]) -> str:
+    """FTS5's query for lines with a word starting with each of ``query_words``."""
+    return " ".join(f'"{w}"*' for w in query_words)
 
 
 def _tsquery(query_words: list[str]) -> str:
@@ -94,21 +100,57 @@ _HIT_COLUMNS = ("e.recording_id, e.seq, e.direction, e.type, e.data, e.codec, "
                 "r.started_ns, r.name")
 
 
-def _statement(dialect: str, needle: str,
+#: On SQLite, the lines the index finds are read and sorted when they are at most
+#: this many; past it the lines are read in order and those it found kept.
+FEW_LINES: Final = 2000
+
+#: Rows: a statement and its parameters, run on the caller's connection.
+Fetch = Callable[[str, dict[str, str]], Sequence[Any]]
+
+
+def _statement(dialect: str, needle: str, fetch: Fetch | None = None,
                mark: str = ":q") -> tuple[str, dict[str, str], str, bool] | None:
-    """:func:`search`'s statement and parameters on ``dialect``, with the query as
-    looked for in a line and whether the index alone answers it; None for a
-    query without words."""
+    """:func:`search`'s statement and parameters on ``dialect`` (asking the
+    database through ``fetch`` which suits), with the query as looked for in a
+    line and whether the index alone answers it; None for a query without
+    words.  ``fetch`` is needed on SQLite alone.
+
+    Both engines list the lines in one order: the newest session first (a
+    recording's id begins with its start time), and a session's last lines
+    first (``seq``).  PostgreSQL's planner reads the index's rows by their
+    primary key, newest first, for a word many lines say, and sorts those the
+    GIN index finds for a rarer one.  On SQLite the lines FTS5 finds (its
+    rowids, the events') are read and sorted when they are few
+    (:data:`FEW_LINES`); else the events' primary key is read from its end and
+    the lines FTS5 found kept: a word many lines say is met again soon, and
+    only the lines listed are read whole."""
     query_words, wanted, plain = _query(needle)
     if not query_words:
         return None
-    # Newest first, in an order the index gives without sorting every line found
-    # (SQLite: the FTS table's rowids, the events'; PostgreSQL: the recording ids,
-    # which begin with their start time, and seq).
-    order = ("ORDER BY s.recording_id DESC, s.seq DESC"
-             if dialect == "postgresql" else "ORDER BY s.rowid DESC")
-    statement, params = _candidates(dialect, query_words, _HIT_COLUMNS, order, mark)
-    return statement, params, wanted, plain
+    if dialect == "postgresql":
+        statement, params = _candidates(dialect, query_words, _HIT_COLUMNS,
+                                        "ORDER BY s.recording_id DESC, s.seq DESC", mark)
+        return statement, params, wanted, plain
+    assert fetch is not None
+    params = {"q": _match(query_words)}
+    # FTS5 merges the lines of every word a prefix starts before it gives the
+    # first (a word many lines say: 0.04-0.07 s at 1M events), and the walk below
+    # merges them again; the words as they are (each one list, read only as far
+    # as the limit) tell the most common queries from the rest first.
+    capped = f"SELECT rowid FROM event_search WHERE event_search MATCH :q LIMIT {FEW_LINES + 1}"
+    found = fetch(capped, {"q": " ".join(f'"{w}"' for w in query_words)})
+    if len(found) <= FEW_LINES:
+        found = fetch(capped, params)
+    head = (f"SELECT {_HIT_COLUMNS} FROM events e JOIN recordings r ON r.id = e.recording_id "
+            "WHERE ")
+    order = " ORDER BY e.recording_id DESC, e.seq DESC"
+    if len(found) <= FEW_LINES:
+        listed = ", ".join(str(int(row[0])) for row in found) or "NULL"
+        return f"{head}e.rowid IN ({listed}){order}", {}, wanted, plain
+    # ``+``: the rowids do not drive the query (SQLite would sort every line
+    # found); the primary key's order does, each rowid looked up among FTS5's.
+    return (f"{head}+e.rowid IN (SELECT rowid FROM event_search WHERE event_search "
+            f"MATCH :q){order}", params, wanted, plain)
 
 
 def _hits(rows: Iterable[Any], wanted: str, plain: bool, limit: int | None,
@@ -134,18 +176,22 @@ def search(store: Store, needle: str, *, limit: int | None = 50) -> list[Hit]:
 
     from .engine import error_reason
 
-    asked = _statement(store.engine.dialect.name, needle)
-    if asked is None:
+    if not words(needle):
         return []
     _catch_up_store(store)
-    statement, params, wanted, plain = asked
     try:
         # Streamed (a server-side cursor on PostgreSQL): only the lines read until
         # the limit is reached are fetched.
         with store.engine.connect().execution_options(stream_results=True,
                                                       yield_per=200) as conn:
-            return _hits(conn.execute(text(statement), params), wanted, plain, limit,
-                         store.unpacker())
+            asked = _statement(store.engine.dialect.name, needle,
+                               lambda sql, params: conn.execute(text(sql), params).fetchall())
+            assert asked is not None
+            statement, params, wanted, plain = asked
+            # Closed when the limit is reached before its end (PostgreSQL's
+            # server-side cursor said so as it was collected, a ResourceWarning).
+            with conn.execute(text(statement), params) as rows:
+                return _hits(rows, wanted, plain, limit, store.unpacker())
     except SQLAlchemyError as exc:
         raise StoreError(f"search failed: {error_reason(exc)}") from exc
 
@@ -180,7 +226,7 @@ def search_plain(url: str, needle: str, *, limit: int | None = 50) -> list[Hit] 
         with conn.cursor() as cursor:
             require_head([row[0] for row in cursor.execute(
                 "SELECT version_num FROM alembic_version")])
-        asked = _statement("postgresql", needle, "%(q)s")
+        asked = _statement("postgresql", needle, mark="%(q)s")
         if asked is None:
             return []
         try:
@@ -188,7 +234,7 @@ def search_plain(url: str, needle: str, *, limit: int | None = 50) -> list[Hit] 
         except psycopg.Error:  # not ours to write: searched as it stands
             conn.rollback()
         statement, params, wanted, plain = asked
-        unpack = Unpacker(lambda number: _dictionary(conn.cursor(), "%s", number))
+        unpack = Unpacker(lambda number: stored_dictionary(conn.cursor(), number))
         # A server-side cursor: only the lines read until the limit are fetched.
         with conn.cursor(name="claudetrace_search") as cursor:
             cursor.itersize = 200
@@ -219,12 +265,14 @@ def _search_sqlite(path: Any, needle: str, limit: int | None) -> list[Hit] | Non
                 "SELECT version_num FROM alembic_version")])
         except (NotPlain, sqlite3.Error):
             return None
-        asked = _statement("sqlite", needle)
-        if asked is None:
+        if not words(needle):
             return []
         _catch_up_sqlite(path)
+        asked = _statement("sqlite", needle,
+                           lambda sql, params: conn.execute(sql, params).fetchall())
+        assert asked is not None
         statement, params, wanted, plain = asked
-        unpack = Unpacker(lambda number: _dictionary(conn.cursor(), "?", number))
+        unpack = Unpacker(lambda number: stored_dictionary(conn.cursor(), number, "?"))
         return _hits(conn.execute(statement, params), wanted, plain, limit, unpack)
     except sqlite3.Error as exc:
         raise StoreError(f"search failed: {first_line(exc)}") from exc
@@ -301,13 +349,6 @@ def _catch_up_sqlite(path: Any) -> None:
         pass
     finally:
         conn.close()
-
-
-def _dictionary(cursor: Any, mark: str, number: int) -> bytes | None:
-    """The line dictionary ``number`` (:mod:`.packing`), read on a DB-API ``cursor``."""
-    row = cursor.execute(f"SELECT data FROM line_dictionaries WHERE id = {mark}",
-                         (number,)).fetchone()
-    return None if row is None else bytes(row[0])
 
 
 def snippet(said: str, wanted: str, context: int = SNIPPET_CONTEXT) -> str:
