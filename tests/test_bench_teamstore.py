@@ -57,6 +57,18 @@ def test_copies_are_what_the_writer_would_have_stored(pg_url: str) -> None:  # n
     built = teamstore.build(url, events=12_000, sessions=80)
     assert built.sessions == 80 and built.events > 12_000
     assert teamstore.check_copies(url, built) == []
+    # The copies' lines packed as the writer packs them, the templates' as imported.
+    import psycopg
+
+    from claudetrace.store.postgres import plain_url
+
+    with psycopg.connect(plain_url(url) or "") as conn:
+        for template, _number, copy in built.samples:
+            codecs = {rid: {c for (c,) in conn.execute(
+                "SELECT DISTINCT codec FROM events WHERE recording_id = %s", (rid,))}
+                for rid in (template, copy)}
+            assert codecs[template] == {None}
+            assert any(c is not None and c < -1 for c in codecs[copy]), codecs[copy]
     # Stored as a user's imports are: every session's latency samples kept on the
     # way in (copies with their rows), equal to a visit's fold of its lines.
     store = open_store(url)
@@ -70,7 +82,8 @@ def test_copies_are_what_the_writer_would_have_stored(pg_url: str) -> None:  # n
         store.close()
     # The check sees a copy that is not its template's: a line changed, a usage row lost.
     copy = built.samples[0][2]
-    _execute(url, "UPDATE events SET data = data || ' '::bytea WHERE recording_id = %s "
+    # (Its line stored as recorded: the copies' lines are packed as the writer packs.)
+    _execute(url, "UPDATE events SET data = '{}'::bytea, codec = NULL WHERE recording_id = %s "
                   "AND seq = 3", (copy,))
     _execute(url, "DELETE FROM usage_calls WHERE recording_id = %s", (built.samples[1][2],))
     problems = teamstore.check_copies(url, built)

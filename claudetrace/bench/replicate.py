@@ -231,10 +231,14 @@ def chunks(copies: Sequence[Copy], size: int) -> Iterator[Sequence[Copy]]:
 
 def replicate(conn: psycopg.Connection[Any], tables: Sequence[_Table],
               started: dict[str, int], copies: Sequence[Copy], *, per_transaction: int = 50,
-              progress: Callable[[int], None] | None = None) -> int:
+              progress: Callable[[int], None] | None = None,
+              pack: Callable[[bytes], tuple[bytes, int]] | None = None) -> int:
     """Write ``copies`` (in the order given) of the templates ``tables`` holds
     (``started``: each template's start time), ``per_transaction`` copies a
-    transaction, a ``COPY`` a table each; returns the event rows written."""
+    transaction, a ``COPY`` a table each; returns the event rows written.
+    ``pack``: each copied line's ``(data, codec)``, as the indexer's writer packs
+    it (:class:`~claudetrace.store.packing.LinePacker`), from the template's line
+    as recorded with the copy's ids."""
     events = 0
     done = 0
     for chunk in chunks(copies, per_transaction):
@@ -244,9 +248,14 @@ def replicate(conn: psycopg.Connection[Any], tables: Sequence[_Table],
                 with cursor.copy(table.statement()) as out:
                     if table.binary:
                         out.set_types([c.type for c in table.columns])
+                    packed = _packed_at(table, pack)
                     for c, rid, ids in made:
                         for cells in table.rows[c.template]:
-                            out.write_row(_made(cells, rid, c.shift_ns, ids))
+                            row = _made(cells, rid, c.shift_ns, ids)
+                            if packed is not None:
+                                data, codec, packer = packed
+                                row[data], row[codec] = packer(row[data])
+                            out.write_row(row)
                         if table.name == "events":
                             events += len(table.rows[c.template])
         conn.commit()
@@ -254,3 +263,13 @@ def replicate(conn: psycopg.Connection[Any], tables: Sequence[_Table],
         if progress is not None:
             progress(done)
     return events
+
+
+def _packed_at(table: _Table, pack: Callable[[bytes], tuple[bytes, int]] | None,
+               ) -> tuple[int, int, Callable[[bytes], tuple[bytes, int]]] | None:
+    """Where ``events`` rows hold their line and its codec, and what packs it,
+    when lines are packed."""
+    names = [c.name for c in table.columns]
+    if pack is None or table.name != "events" or "codec" not in names:
+        return None
+    return names.index("data"), names.index("codec"), pack

@@ -269,7 +269,7 @@ def build(url: str, *, events: int, sessions: int = 5000, now_ns: int | None = N
         copied = replicate.replicate(
             conn, tables, started_at, copies,
             progress=lambda done: say(f"  {done:,} of {len(copies):,} copies")
-            if done % 1000 < 50 else None)
+            if done % 1000 < 50 else None, pack=_line_packer(conn, templates))
         conn.commit()
         conn.autocommit = True
         conn.execute("VACUUM ANALYZE")
@@ -280,6 +280,31 @@ def build(url: str, *, events: int, sessions: int = 5000, now_ns: int | None = N
     del copied
     return Built(sessions, int(total[0] if total else 0), templates_s, copies_s, rare_id,
                  big_id, samples)
+
+
+def _line_packer(conn: Any, templates: list[str]) -> Callable[[bytes], tuple[bytes, int]] | None:
+    """What packs the copies' lines as the indexer's writer packs a recording's
+    (the templates, stored as ``import`` stores, keep theirs as recorded): against
+    a dictionary trained on the templates' lines, stored as the writer stores
+    one; None when there are too few to train on."""
+    from ..store.packing import (
+        POSTGRES_COMPRESSES_FROM,
+        TRAIN_LINES,
+        TRAIN_PREFIX,
+        LinePacker,
+        train_zstd,
+    )
+
+    lines = [bytes(row[0]) for row in conn.execute(
+        "SELECT substr(data, 1, %s) FROM events WHERE recording_id = ANY(%s) LIMIT %s",
+        (TRAIN_PREFIX, templates, TRAIN_LINES))]
+    zdict = train_zstd(lines)
+    if zdict is None:
+        return None
+    row = conn.execute("INSERT INTO line_dictionaries (data, created_ns) VALUES (%s, %s) "
+                       "RETURNING id", (zdict, time.time_ns())).fetchone()
+    conn.commit()
+    return LinePacker(int(row[0]), zdict, keep_from=POSTGRES_COMPRESSES_FROM)
 
 
 def _mapped(value: Any, number: int, template: str, copy_rid: str) -> Any:

@@ -737,7 +737,7 @@ def db_url_cmd(db_url: str | None) -> None:
 def db_pack(db_url: str | None) -> None:
     """Pack the lines of every ended recording not packed yet.
 
-    A proxied recording's lines are packed (zlib against a dictionary the store
+    A proxied recording's lines are packed (zstd against a dictionary the store
     keeps) by its indexer once it is listed complete; imported recordings, and
     any whose packing was cut short, are packed here.  Reads give every line
     back byte for byte either way.

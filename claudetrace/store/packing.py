@@ -1,14 +1,15 @@
 """Ended recordings' lines kept compressed, read back byte for byte.
 
-Recording stores each line as it came (``events.codec`` NULL): compressing on
-the burst's path cost more than the burst took (docs/benchmarks.md).  Once a
-recording is listed complete, :func:`pack_recording` (run by its indexer as
-it ends, and by ``claudetrace db pack`` for the rest: imports, a pass
-cut short) rewrites its lines with zlib (raw deflate) against a preset
-dictionary stored once in the store (``line_dictionaries``), trained on the
-first recording large enough to teach it: JSON keys, the session's ids and
-the CLI's phrasing repeat from line to line, so a 300-byte line keeps about a
-third of its bytes with the dictionary and two thirds without.
+Recording stores each line as it came (``events.codec`` NULL) on SQLite:
+compressing on the burst's path cost more than the burst took
+(docs/benchmarks.md).  Once a recording is listed complete,
+:func:`pack_recording` (run by its indexer as it ends, and by ``claudetrace db
+pack`` for the rest: imports, a pass cut short) rewrites its lines with zstd
+against a dictionary zstd trains on the store's first recording large enough
+to teach it (:func:`train_zstd`, stored once in ``line_dictionaries``): JSON
+keys, the session's ids and the CLI's phrasing repeat from line to line, so a
+300-byte line keeps about a fifth of its bytes with the dictionary.  A store
+too small for one packs with zlib alone (:data:`ZLIB`).
 
 The same pass adds the search index's words (:mod:`.textindex`) of each
 message line that has no entry yet: the indexer's writer leaves a burst's
@@ -26,9 +27,11 @@ one still running or abandoned (:func:`.backlog.catch_up`).
 ``events.codec`` says how each row's ``data`` is held, so a row is either as
 recorded or packed, never between: NULL (as recorded, not packed yet),
 :data:`KEPT` (looked at, kept as recorded: packing would not make it
-smaller), :data:`ZLIB` (raw deflate, no dictionary) or a dictionary's id
-(raw deflate against that dictionary).  Every reader of ``events.data`` goes
-through :func:`unpack` (an :class:`Unpacker` caches the dictionaries).  The
+smaller), :data:`ZLIB` (raw deflate, no dictionary), ``-1 - id`` (zstd
+against the dictionary ``id``: :func:`zstd_codec`) or a dictionary's id (raw
+deflate against that dictionary: the lines of a store packed by an earlier
+build, still read).  Every reader of ``events.data`` goes through
+:func:`unpack` (an :class:`Unpacker` caches the dictionaries).  The
 pass commits :data:`CHUNK` rows a transaction, each row read and written in
 the same one, so a crash loses nothing and a writer of the store never waits
 on it for long.
@@ -37,7 +40,9 @@ On PostgreSQL a pass that rewrites rows leaves their versions as recorded
 behind as dead rows until vacuum (and the table that much bigger), so once the
 store has a dictionary the indexer's writer stores every batch's lines packed
 (:class:`PackAtIngest`, in the writer process, beside the indexer that parses
-the next batch): those rows are never written twice.  Their words, when the
+the next batch): those rows are never written twice.  zstd with a trained
+dictionary packs a line in about a tenth of the time zlib took with a preset
+one, and smaller, so the writer packs a burst's lines as well.  Their words, when the
 writer leaves them for later (a burst's), are added by the pass as for any
 other row (:func:`_words_postgres`).
 
@@ -50,9 +55,9 @@ import contextlib
 import functools
 import itertools
 import json
+import threading
 import time
 import zlib
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Final
 
@@ -75,8 +80,10 @@ LEVEL: Final = 6
 DICTIONARY_BYTES: Final = 32 * 1024
 #: Bytes of lines it takes to train a dictionary (the recording's, else with
 #: other recordings' lines not packed yet); with fewer, lines are packed
-#: without one until the store holds enough.
-TRAIN_FROM: Final = 64 * 1024
+#: without one until the store holds enough.  A store trains one dictionary for
+#: good: trained on 256 KiB of the bench's sample its lines pack to 0.19 of
+#: their bytes, on 64 KiB to 0.28 (docs/benchmarks.md).
+TRAIN_FROM: Final = 256 * 1024
 #: Lines of a recording looked at to train a dictionary.
 TRAIN_LINES: Final = 5000
 #: The bytes of a line :func:`train` takes as its example, at most.
@@ -85,38 +92,81 @@ TRAIN_PREFIX: Final = 2048
 #: their bytes, at most (but one row's), so memory holds one chunk of lines.
 CHUNK: Final = 1000
 CHUNK_BYTES: Final = 8 * 1024 * 1024
-#: The line size (bytes) from which PostgreSQL compresses a row's ``data`` itself
-#: (its TOAST threshold is about 2 KB a row): such lines are left to it.
-POSTGRES_COMPRESSES_FROM: Final = 2000
+#: The line size (bytes) from which lines are left to PostgreSQL's own compression
+#: (lz4, migration 0010_lz4, for a row over about 2 KB): a line of a few
+#: megabytes costs the writer nothing so.  Below it zstd's dictionary packs a
+#: line of 2-64 KB (a tool's result) to about half what lz4 keeps of it.
+POSTGRES_COMPRESSES_FROM: Final = 64 * 1024
 _WBITS: Final = -15  # raw deflate: no header or checksum (6 bytes a line)
-#: The level, window and memory level lines packed as they are recorded (on the
-#: burst's path) are compressed with: level 3 (zlib's fastest kind of search;
-#: level 1 took about as long for 2-9% more bytes, level 6 a fifth longer for
-#: 2-4% fewer), the dictionary's last 8 KiB (its commonest kinds of line), a
-#: state a fifth the size to copy for each line: about half the CPU time a line
-#: of :func:`pack`'s with a dictionary primed once.  :func:`unpack`
-#: reads them as any other: a raw deflate stream never refers back further
-#: than its window, and the dictionary's tail is the same bytes.
-_INGEST_LEVEL: Final = 3
-_INGEST_WBITS: Final = -13
-_INGEST_MEMLEVEL: Final = 5
+#: zstd's level for lines packed against a zstd dictionary (:class:`LinePacker`):
+#: level 3 with a trained dictionary packs the bench's lines 12% smaller than
+#: level 1 for 15% more time, 2-3 us a line, about a tenth of zlib's time with a
+#: preset dictionary (level 3, its state copied for each line) for a fifth fewer
+#: bytes (docs/benchmarks.md).
+ZSTD_LEVEL: Final = 3
+#: The first bytes of a dictionary zstd trained (``ZDICT``'s magic number): how a
+#: stored zstd dictionary is told from a preset deflate one (their rows are
+#: alike; a row's ``codec`` says which its line was packed with).
+ZSTD_DICTIONARY_MAGIC: Final = b"\x37\xa4\x30\xec"
 
 
-def pack(data: bytes, zdict: bytes | None) -> bytes:
-    """``data`` compressed as :func:`unpack` reads it back (raw deflate, against
-    ``zdict`` when given)."""
-    if zdict is None:
-        packer = zlib.compressobj(LEVEL, zlib.DEFLATED, _WBITS)
-    else:
-        packer = zlib.compressobj(LEVEL, zlib.DEFLATED, _WBITS, zdict=zdict)
+def pack(data: bytes) -> bytes:
+    """``data`` compressed as :func:`unpack` reads it back with :data:`ZLIB` (raw
+    deflate, no dictionary)."""
+    packer = zlib.compressobj(LEVEL, zlib.DEFLATED, _WBITS)
     return packer.compress(data) + packer.flush()
+
+
+def zstd_codec(number: int) -> int:
+    """The ``events.codec`` of a line packed with zstd against dictionary ``number``
+    (below :data:`ZLIB`: -2 for dictionary 1, and so on)."""
+    return ZLIB - number
+
+
+def is_zstd_dictionary(data: bytes) -> bool:
+    """Whether a stored dictionary is one zstd trained (:func:`train_zstd`)."""
+    return bytes(data[:4]) == ZSTD_DICTIONARY_MAGIC
+
+
+def _zstd_frames() -> Any:
+    """The frames every zstd line is packed in: no magic number, dictionary id or
+    checksum (9 bytes a line the row's ``codec`` and the store make redundant),
+    the line's size in the header (what :func:`unpack` allocates)."""
+    import zstandard
+
+    return zstandard.FORMAT_ZSTD1_MAGICLESS
+
+
+def zstd_writer(zdict: bytes, level: int = ZSTD_LEVEL) -> Any:
+    """A ``zstandard.ZstdCompressor`` against the dictionary ``zdict``: its
+    ``compress(line)`` gives a frame :func:`unpack` reads back.  One thread at a
+    time."""
+    import zstandard
+
+    params = zstandard.ZstdCompressionParameters.from_level(
+        level, format=_zstd_frames(), write_content_size=1, write_checksum=0,
+        write_dict_id=0)
+    return zstandard.ZstdCompressor(dict_data=zstandard.ZstdCompressionDict(zdict),
+                                    compression_params=params)
+
+
+def zstd_reader(zdict: bytes) -> Any:
+    """A ``zstandard.ZstdDecompressor`` for the lines packed against ``zdict``
+    (:func:`zstd_writer`).  One thread at a time."""
+    import zstandard
+
+    return zstandard.ZstdDecompressor(dict_data=zstandard.ZstdCompressionDict(zdict),
+                                      format=_zstd_frames())
 
 
 def unpack(data: Any, codec: int | None, dictionaries: Callable[[int], bytes]) -> bytes:
     """The line as recorded, of a row's ``data`` held as ``codec`` says;
-    ``dictionaries`` gives a dictionary's bytes by id."""
+    ``dictionaries`` gives a dictionary's bytes by id.  (:class:`Unpacker` keeps
+    what it needs to read zstd lines; this makes it again for each.)"""
     if codec is None or codec == KEPT:
         return data if type(data) is bytes else bytes(data)
+    if codec < ZLIB:
+        return bytes(zstd_reader(dictionaries(ZLIB - codec)).decompress(data))
     if codec == ZLIB:
         unpacker = zlib.decompressobj(_WBITS)
     else:
@@ -127,11 +177,14 @@ def unpack(data: Any, codec: int | None, dictionaries: Callable[[int], bytes]) -
 
 class Unpacker:
     """:func:`unpack` with the store's dictionaries cached (they never change once
-    stored); ``fetch`` reads one by id (None: no such dictionary)."""
+    stored); ``fetch`` reads one by id (None: no such dictionary).  Safe to share
+    between threads (the UI's sessions share a store): a zstd reader is made once
+    for each thread."""
 
     def __init__(self, fetch: Callable[[int], bytes | None]) -> None:
         self._fetch = fetch
         self._known: dict[int, bytes] = {}
+        self._readers = threading.local()
 
     def dictionary(self, number: int) -> bytes:
         """The dictionary ``number``."""
@@ -147,26 +200,35 @@ class Unpacker:
         return found
 
     def __call__(self, data: Any, codec: int | None) -> bytes:
+        if codec is not None and codec < ZLIB:
+            readers: dict[int, Any] | None = getattr(self._readers, "known", None)
+            if readers is None:
+                readers = self._readers.known = {}
+            reader = readers.get(codec)
+            if reader is None:
+                reader = readers[codec] = zstd_reader(self.dictionary(ZLIB - codec))
+            return bytes(reader.decompress(data))
         return unpack(data, codec, self.dictionary)
 
 
 class LinePacker:
-    """Packs lines one at a time against the store's dictionary ``number`` as they
-    are recorded: ``packer(line)`` is the row's ``(data, codec)``.  The
-    compressor is primed with the dictionary once and copied for each line
-    (priming it again would cost twice the line's own compression)."""
+    """Packs lines one at a time with zstd against the store's dictionary
+    ``number`` (:func:`train_zstd`): ``packer(line)`` is the row's ``(data,
+    codec)``, the line as it is (:data:`KEPT`) where packing would not make it
+    smaller, or from ``keep_from`` bytes on (PostgreSQL compresses those itself,
+    :data:`POSTGRES_COMPRESSES_FROM`).  One thread at a time."""
 
-    def __init__(self, number: int, zdict: bytes) -> None:
+    def __init__(self, number: int, zdict: bytes, *, keep_from: int | None = None) -> None:
         self.number = number
-        self._primed = zlib.compressobj(_INGEST_LEVEL, zlib.DEFLATED, _INGEST_WBITS,
-                                        _INGEST_MEMLEVEL, zdict=zdict)
+        self.codec = zstd_codec(number)
+        self._keep_from = keep_from
+        self._compress = zstd_writer(zdict).compress
 
     def __call__(self, line: bytes) -> tuple[bytes, int]:
-        if len(line) >= POSTGRES_COMPRESSES_FROM:
-            return line, KEPT  # PostgreSQL compresses it itself (0010_lz4)
-        packer = self._primed.copy()
-        packed = packer.compress(line) + packer.flush()
-        return (packed, self.number) if len(packed) < len(line) else (line, KEPT)
+        if self._keep_from is not None and len(line) >= self._keep_from:
+            return line, KEPT
+        packed = self._compress(line)
+        return (packed, self.codec) if len(packed) < len(line) else (line, KEPT)
 
 
 class PackAtIngest:
@@ -180,15 +242,14 @@ class PackAtIngest:
     them after).  A database that cannot be asked (no such table, a failure)
     gets its lines as recorded, as before.
 
-    ``behind()`` says whether the writer has the next batch in hand already (the
-    indexer hands batches over faster than they are written: a burst whose
-    bound the writer would become): from that line on, the batch's lines are
-    stored as recorded (``codec`` NULL), and packed after the recording ends.
-    Packing takes the time the writer would otherwise spend waiting for the
-    next batch, not the burst's."""
+    Every line is packed, a burst's too: with zstd against a trained dictionary
+    (:class:`LinePacker`) that takes the writer 2-3 us a line.  With zlib and a
+    preset dictionary (ten times as long) the writer stopped packing wherever
+    the next batch waited for it, and the pass after the listing rewrote those
+    rows: right after a burst the table held each of them twice, a dead
+    version as recorded beside the packed one, until vacuum (docs/benchmarks.md)."""
 
-    def __init__(self, behind: Callable[[], bool] | None = None) -> None:
-        self._behind = behind
+    def __init__(self) -> None:
         self._packer: LinePacker | None = None
         self._asked = False
         self._off = False
@@ -196,7 +257,7 @@ class PackAtIngest:
         self._bytes = 0
 
     def packer(self, transaction: Callable[[], Any],
-               lines: Iterable[bytes]) -> Callable[[bytes], tuple[bytes, int | None]] | None:
+               lines: Iterable[bytes]) -> Callable[[bytes], tuple[bytes, int]] | None:
         """What packs a batch of ``lines`` (bytes as recorded); None: store them as
         they are.  ``transaction()`` is a context manager giving a cursor in a
         transaction of its own (committed as it ends).  The database is asked
@@ -208,52 +269,46 @@ class PackAtIngest:
         if self._packer is None and not self._off:
             for line in itertools.islice(lines, TRAIN_LINES - len(self._lines)):
                 self._bytes += len(line)
-                self._lines.append(line[:TRAIN_PREFIX])  # all :func:`train` reads of it
+                self._lines.append(line[:TRAIN_PREFIX])
             if self._bytes >= TRAIN_FROM or len(self._lines) >= TRAIN_LINES:
                 self._ask(transaction, self._lines)
                 self._lines = []
                 self._off = self._packer is None
-        if self._packer is None or self._behind is None:
-            return self._packer
-        return self._pack_unless_behind
-
-    def _pack_unless_behind(self, line: bytes) -> tuple[bytes, int | None]:
-        """The line packed, or as recorded (``codec`` NULL: the pass packs it) once
-        the next batch waits for the writer."""
-        assert self._packer is not None and self._behind is not None
-        return (line, None) if self._behind() else self._packer(line)
+        return self._packer
 
     def _ask(self, transaction: Callable[[], Any], lines: Sequence[bytes]) -> bool:
-        """Take the newest dictionary; with ``lines``, when there is none, train
+        """Take the newest zstd dictionary; with ``lines``, when there is none, train
         one on them and store it.  False (and no packing) when that fails."""
         try:
             with transaction() as cursor:
                 found = _newest_dictionary(cursor)
-                if found is None and lines:
+                trained = train_zstd(lines) if found is None and lines else None
+                if trained is not None:
                     row = cursor.execute(
                         "INSERT INTO line_dictionaries (data, created_ns) VALUES (%s, %s) "
-                        "RETURNING id, data", (train(lines), time.time_ns())).fetchone()
+                        "RETURNING id, data", (trained, time.time_ns())).fetchone()
                     found = None if row is None else (int(row[0]), bytes(row[1]))
         except Exception:  # the lines are stored as recorded, and packed after
             self._off = True
             return False
         if found is not None:
-            self._packer = LinePacker(*found)
+            self._packer = LinePacker(*found, keep_from=POSTGRES_COMPRESSES_FROM)
         return True
 
 
-def train(lines: Sequence[bytes]) -> bytes:
-    """A preset dictionary for lines like ``lines``: an example of each kind of
-    line (its first 48 bytes: type and subtype), the commonest kinds last, where
-    deflate reaches them cheapest, the whole at most :data:`DICTIONARY_BYTES`."""
-    kinds: Counter[bytes] = Counter(line[:48] for line in lines)
-    example: dict[bytes, bytes] = {}
-    for line in lines:
-        example.setdefault(line[:48], line[:TRAIN_PREFIX])
-    # Rarest first; ties in the order first seen.
-    ordered = sorted(example, key=lambda kind: kinds[kind])
-    body = b"\n".join(example[kind] for kind in ordered)
-    return body[-DICTIONARY_BYTES:]
+def train_zstd(lines: Sequence[bytes]) -> bytes | None:
+    """A zstd dictionary (at most :data:`DICTIONARY_BYTES`) for lines like
+    ``lines``, trained by zstd itself (``ZDICT``: the byte strings the lines
+    repeat, JSON keys, the session's ids, the CLI's phrasing, with the entropy
+    tables to code them); None when there are too few lines to train on."""
+    import zstandard
+
+    try:
+        trained = zstandard.train_dictionary(DICTIONARY_BYTES, list(lines))
+    except zstandard.ZstdError:
+        return None
+    data = bytes(trained.as_bytes())
+    return data if is_zstd_dictionary(data) else None
 
 
 class _Db:
@@ -295,9 +350,13 @@ class _Db:
 
 
 def _newest_dictionary(cursor: Any) -> tuple[int, bytes] | None:
-    row = cursor.execute(
-        "SELECT id, data FROM line_dictionaries ORDER BY id DESC LIMIT 1").fetchone()
-    return None if row is None else (int(row[0]), bytes(row[1]))
+    """The store's newest zstd dictionary (a store packed by an earlier build has
+    deflate ones too, which only its lines are read with)."""
+    found = cursor.execute("SELECT id, data FROM line_dictionaries ORDER BY id DESC")
+    for number, data in found.fetchall():
+        if is_zstd_dictionary(data):
+            return int(number), bytes(data)
+    return None
 
 
 def stored_dictionary(cursor: Any, number: int, mark: str = "%s") -> bytes | None:
@@ -326,10 +385,12 @@ def _dictionary_for(db: _Db, recording_id: str) -> tuple[int, bytes] | None:
                 lines += [bytes(row[0]) for row in cursor.execute(db.sql(
                     "SELECT data FROM events WHERE recording_id <> ? AND codec IS NULL "
                     "LIMIT ?"), (recording_id, TRAIN_LINES)).fetchall()]
-            if sum(map(len, lines)) >= TRAIN_FROM:
+            trained = (train_zstd([line[:TRAIN_PREFIX] for line in lines])
+                       if sum(map(len, lines)) >= TRAIN_FROM else None)
+            if trained is not None:
                 cursor.execute(db.sql(
                     "INSERT INTO line_dictionaries (data, created_ns) VALUES (?, ?)"),
-                    (train(lines), time.time_ns()))
+                    (trained, time.time_ns()))
                 found = _newest_dictionary(cursor)
         db.commit()
         return found
@@ -351,7 +412,7 @@ def pack_recording(connection: Any, dialect: str, recording_id: str) -> int:
     if ended is None or ended[0] is None:
         return 0
     newest = _dictionary_for(db, recording_id)
-    number, zdict = newest if newest is not None else (ZLIB, None)
+    packer = _deflate_alone if newest is None else LinePacker(*newest)
     done, after = 0, -1
     while True:
         cursor = db.begin()
@@ -369,7 +430,7 @@ def pack_recording(connection: Any, dialect: str, recording_id: str) -> int:
                 return done if db.sqlite else done + _words_postgres(db, recording_id)
             last = chunk_end(sizes)
             if db.sqlite:
-                rows = _rewrite_sqlite(cursor, recording_id, after, last, number, zdict)
+                rows = _rewrite_sqlite(cursor, recording_id, after, last, packer)
             else:
                 _index_postgres(cursor, recording_id, after, last)
                 # Lines PostgreSQL compresses itself (lz4, 0010_lz4) are only marked:
@@ -384,7 +445,7 @@ def pack_recording(connection: Any, dialect: str, recording_id: str) -> int:
                     (recording_id, after, last)).fetchall()
                 cursor.executemany(db.sql(
                     "UPDATE events SET data = ?, codec = ? WHERE recording_id = ? AND seq = ?"),
-                    [(*_packed(bytes(data), number, zdict), recording_id, seq)
+                    [(*packer(bytes(data)), recording_id, seq)
                      for seq, data in rows])
                 rows = rows or [(last,)]
             db.commit()
@@ -409,14 +470,15 @@ def chunk_end(sizes: Sequence[Any]) -> int:
     return int(last)
 
 
-def _packed(line: bytes, number: int, zdict: bytes | None) -> tuple[bytes, int]:
-    """A row's new ``(data, codec)``: packed, or as it is when that is no smaller."""
-    packed = pack(line, zdict)
-    return (packed, number) if len(packed) < len(line) else (line, KEPT)
+def _deflate_alone(line: bytes) -> tuple[bytes, int]:
+    """A row's new ``(data, codec)`` in a store too small to train a dictionary:
+    raw deflate (:data:`ZLIB`), or as it is when that is no smaller."""
+    packed = pack(line)
+    return (packed, ZLIB) if len(packed) < len(line) else (line, KEPT)
 
 
-def _rewrite_sqlite(cursor: Any, recording_id: str, after: int, last: int, number: int,
-                    zdict: bytes | None) -> list[Any]:
+def _rewrite_sqlite(cursor: Any, recording_id: str, after: int, last: int,
+                    packer: Callable[[bytes], tuple[bytes, int]]) -> list[Any]:
     """Pack the rows ``after < seq <= last`` of ``recording_id`` not packed yet, in
     the caller's transaction, as new rows: SQLite leaves a page whose rows were
     made smaller where it is, half empty (a rowid table's new rows go after
@@ -449,7 +511,7 @@ def _rewrite_sqlite(cursor: Any, recording_id: str, after: int, last: int, numbe
     again = []
     for row in rows:
         values = list(row[1:])
-        values[at_data], values[at_codec] = _packed(bytes(values[at_data]), number, zdict)
+        values[at_data], values[at_codec] = packer(bytes(values[at_data]))
         again.append(values)
     cursor.executemany(f"INSERT INTO events ({', '.join(names)}) VALUES "
                        f"({', '.join('?' * len(names))})", again)

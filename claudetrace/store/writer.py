@@ -31,7 +31,7 @@ import subprocess
 import sys
 import threading
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any, Final
 
 from ..config import resolve_url, yield_cpu
@@ -274,7 +274,7 @@ def _open(url: str | None, busy_timeout_s: float) -> Store:
 
 
 def _open_writes(busy_timeout_s: float, *, words_later: bool = False,
-                 pack: bool = False, behind: Callable[[], bool] | None = None) -> Writes:
+                 pack: bool = False) -> Writes:
     """The child's database (``$CLAUDETRACE_DB``): a SQLite file at the newest schema
     is written through :class:`~.sqlite.SqliteWrites`, and a PostgreSQL database
     through :class:`~.postgres.PostgresWrites`, without loading SQLAlchemy;
@@ -284,14 +284,13 @@ def _open_writes(busy_timeout_s: float, *, words_later: bool = False,
     recording ends adds (:data:`~.plain.LATER_FROM_ROWS`); a store writes them
     with every batch.  ``pack``: on PostgreSQL each batch's lines are stored
     packed, once the store has a line dictionary
-    (:attr:`~.postgres.PostgresWrites.packing`), but while ``behind()`` says the
-    next batch is in already; elsewhere, and through a store, they are stored as
-    recorded and packed after the recording ends."""
+    (:attr:`~.postgres.PostgresWrites.packing`); elsewhere, and through a store,
+    they are stored as recorded and packed after the recording ends."""
     writes = _open_plain(busy_timeout_s)
     if words_later and isinstance(writes, PlainWrites):
         writes.words_later_from = LATER_FROM_ROWS
     if pack and isinstance(writes, PostgresWrites):
-        writes.packing = PackAtIngest(behind)
+        writes.packing = PackAtIngest()
     return writes
 
 
@@ -394,8 +393,7 @@ def _serve(requests: IO[bytes], replies: IO[bytes], busy_timeout_s: float,
     def open_store() -> Writes:
         nonlocal told
         try:
-            return _open_writes(busy_timeout_s, words_later=words_later, pack=pack,
-                                behind=incoming.waiting)
+            return _open_writes(busy_timeout_s, words_later=words_later, pack=pack)
         except ClaudeTraceError as exc:
             # Said once (but a lock), for a recording nobody else speaks for; an
             # importer says its own errors.
@@ -470,10 +468,6 @@ class _Incoming:
     def next(self) -> tuple[int, bytes] | None:
         """The next request; None once the requests have ended."""
         return self._queue.get()
-
-    def waiting(self) -> bool:
-        """Whether the next request is in already (the caller is ahead)."""
-        return not self._queue.empty()
 
 
 class _Checkpoints:
