@@ -449,9 +449,10 @@ class Indexer:
         if not getattr(self.store, "words_later", False):
             return
         from .store.packing import WORDS_LATER
-        from .store.plain import LATER_FROM_ROWS
+        from .store.plain import defers_words
 
-        if len(batch) >= LATER_FROM_ROWS and WORDS_LATER not in self.info.extra:
+        if WORDS_LATER not in self.info.extra and defers_words(
+                len(batch), sum(len(event.data) for event in batch)):
             self.info.extra[WORDS_LATER] = True
             updates["extra"] = dict(self.info.extra)
 
@@ -744,7 +745,7 @@ def start_writer(url: str, *, kept_in: str | None = None,
     when the writes pause, not after each (for a writer whose end nobody waits
     for: :class:`~claudetrace.store.writer._Checkpoints`).  ``words_later``: a
     burst's search words are left for the pass after the recording is listed
-    complete (:func:`_pack_lines`; :data:`~claudetrace.store.plain.LATER_FROM_ROWS`).
+    complete (:func:`_pack_lines`; :func:`~claudetrace.store.plain.defers_words`).
     ``pack``: it stores the lines packed on PostgreSQL, so that no row is
     written twice (:class:`~claudetrace.store.packing.PackAtIngest`)."""
     argv = [sys.executable, "-m", "claudetrace.store.writer_child"]

@@ -228,3 +228,33 @@ def test_line_fields_takes_a_deeply_nested_line_for_text_as_parse_json_does(
     line = b'{"type":"user","x":' + b"[" * depth + b"]" * depth + b"}"
     assert line_fields(line) == extract_fields(parse_json(line))
     assert (line_fields(line).type == "user") is kept
+
+
+@pytest.mark.parametrize(("depth", "said", "kept"), [
+    (199, "text", True), (250, "text", False),
+    # Brackets in a string nest nothing, but more than MAX_DEPTH of them send the
+    # line the general way, which reads it.
+    (3, "[{" * 150, True), (3, "{" * 100 + "[" * 96, True),
+])
+@pytest.mark.parametrize("size", [600, 5000, 3 << 20])
+def test_a_long_lines_brackets_are_found_as_they_are_counted(
+    depth: int, said: str, kept: bool, size: int,
+) -> None:
+    """A line past _FIND_BRACKETS_FROM has its brackets found one by one: the
+    same lines go the general way as when they were counted, short or long."""
+    from claudetrace.model.events import _FIND_BRACKETS_FROM, line_fields, may_nest_too_deep
+
+    head = b'{"type":"user","x":' + b"[" * depth + b"]" * depth + b',"said":"' + said.encode()
+    line = head + b"a" * max(0, size - len(head) - 2) + b'"}'
+    assert (len(line) >= _FIND_BRACKETS_FROM) == (size > 600)
+    assert may_nest_too_deep(line) == (line.count(b"[") + line.count(b"{") > 200)
+    assert line_fields(line) == extract_fields(parse_json(line))
+    assert (line_fields(line).type == "user") is kept
+
+
+@given(st.lists(st.sampled_from([b"[", b"{", b"]", b"x" * 700, b"\\"]), max_size=400))
+def test_the_brackets_found_are_those_counted(parts: list[bytes]) -> None:
+    from claudetrace.model.events import _brackets_past_depth
+
+    line = b"".join(parts)
+    assert _brackets_past_depth(line) == (line.count(b"[") + line.count(b"{") > 200)

@@ -73,9 +73,9 @@ def _search(db: str, word: str) -> subprocess.CompletedProcess[str]:
                           timeout=300)
 
 
-def _burst(db: str, tmp_path: Path, lines: int) -> bytes:
+def _burst(db: str, tmp_path: Path, lines: int, shape: str = "tools") -> bytes:
     _made(db)
-    sent = b"".join(line + b"\n" for line in shape_lines("tools", lines))
+    sent = b"".join(line + b"\n" for line in shape_lines(shape, lines))
     done = subprocess.run([sys.executable, "-m", "claudetrace", "proxy", "--db", db,
                            "--name", f"burst-{tmp_path.name}", "--", "cat"],
                           input=sent, capture_output=True, check=True, cwd=tmp_path)
@@ -83,15 +83,18 @@ def _burst(db: str, tmp_path: Path, lines: int) -> bytes:
     return sent
 
 
-def test_a_burst_is_searchable_a_moment_after_it_is_listed(tmp_path: Path, ct_env: Path) -> None:
+@pytest.mark.parametrize(("shape", "lines", "messages"), [("tools", 2000, 4000), ("huge", 8, 16)])
+def test_a_burst_is_searchable_a_moment_after_it_is_listed(
+        tmp_path: Path, ct_env: Path, shape: str, lines: int, messages: int) -> None:
+    """A burst of many lines, or of a few huge ones (a burst by its bytes)."""
     db = tmp_path / "b.db"
-    _burst(str(db), tmp_path, 2000)
+    _burst(str(db), tmp_path, lines, shape)
     open_settled_store(str(db)).close()  # listed complete: the indexer's pass follows
     deadline = time.monotonic() + 120
     while _pids(str(tmp_path)) and time.monotonic() < deadline:
         time.sleep(0.05)
     held, wanted = _held_sqlite(db)
-    assert len(wanted) == 4000 and held == wanted  # both directions of every line
+    assert len(wanted) == messages and held == wanted  # both directions of every line
 
 
 def _kill_the_indexer_once_listed(db: str, tmp_path: Path, hold: Any) -> None:
@@ -271,18 +274,11 @@ def test_search_catches_up_on_postgresql(tmp_path: Path, ct_env: Path,
 def test_a_batch_at_a_persons_pace_has_its_words_at_once(tmp_path: Path, rows: int) -> None:
     """The writer leaves words out only of a burst's batches (LATER_FROM_ROWS)."""
     from claudetrace.model.events import Event
-    from claudetrace.recording import RecordingInfo
-    from claudetrace.store import open_store
     from claudetrace.store.plain import LATER_FROM_ROWS
     from claudetrace.store.rows import flat_rows
-    from claudetrace.store.sqlite import SqliteWrites
 
     db = tmp_path / "p.db"
-    open_store(str(db)).close()
-    writes = SqliteWrites(db)
-    writes.words_later_from = LATER_FROM_ROWS
-    info = RecordingInfo.start(["claude"])
-    writes.create_recording(info)
+    writes, info = _indexers_writes(db)
     lines = list(shape_lines("tools", rows + LATER_FROM_ROWS))
     small = [Event(i, "out", i, line) for i, line in enumerate(lines[:rows])]
     big = [Event(rows + i, "out", rows + i, line)
@@ -290,10 +286,51 @@ def test_a_batch_at_a_persons_pace_has_its_words_at_once(tmp_path: Path, rows: i
     for batch in (small, big):
         writes.write_rows(info.id, *flat_rows(info.id, batch))
     writes.close()
+    assert _indexed(db) == set(range(rows))
+
+
+def _indexers_writes(db: Path) -> tuple[Any, Any]:
+    """The writes of an indexer's writer (a burst's words left for later) into a
+    new store at ``db``, and a recording made there."""
+    from claudetrace.recording import RecordingInfo
+    from claudetrace.store import open_store
+    from claudetrace.store.sqlite import SqliteWrites
+
+    open_store(str(db)).close()
+    writes = SqliteWrites(db)
+    writes.words_later = True
+    info = RecordingInfo.start(["claude"])
+    writes.create_recording(info)
+    return writes, info
+
+
+def _indexed(db: Path) -> set[int]:
+    """The seqs of the lines the search index holds words of."""
     with sqlite3.connect(db) as conn:
-        indexed = {row[0] for row in conn.execute(
+        return {row[0] for row in conn.execute(
             "SELECT e.seq FROM event_search s JOIN events e ON e.rowid = s.rowid")}
-    assert indexed == set(range(rows))
+
+
+def test_a_few_huge_lines_are_a_burst_by_their_bytes(tmp_path: Path) -> None:
+    """A batch of a few lines of a megabyte or more goes without its words (they
+    took the writer as long as the lines' writes); one just under goes with them."""
+    from claudetrace.model.events import Event
+    from claudetrace.store.plain import LATER_FROM_BYTES, defers_words
+    from claudetrace.store.rows import flat_rows, row_bytes
+
+    db = tmp_path / "h.db"
+    writes, info = _indexers_writes(db)
+    huge = next(line for line in shape_lines("huge", 8) if len(line) > LATER_FROM_BYTES)
+    said = b'{"type":"user","message":{"role":"user","content":"' + SAID.encode()
+    under = said + b" " * (LATER_FROM_BYTES - len(said) - 4) + b'"}}'
+    batches = [[Event(0, "out", 0, under)], [Event(1, "out", 1, huge)]]
+    for batch in batches:
+        rows, tools = flat_rows(info.id, batch)
+        assert row_bytes(rows) == len(batch[0].data)
+        assert defers_words(1, row_bytes(rows)) == (batch[0].seq == 1)
+        writes.write_rows(info.id, rows, tools)
+    writes.close()
+    assert _indexed(db) == {0}
 
 
 # -- recordings that did not end: abandoned, or still running --------------------------

@@ -269,11 +269,37 @@ MAX_DEPTH: Final = 200
 _SHORTEST_TOO_DEEP: Final = 2 * (MAX_DEPTH + 1)
 
 
+#: The length from which a line's brackets are found one by one (``find``, which
+#: skips to the next at ``memchr``'s speed) rather than counted (``count``, a
+#: byte at a time): a long line is mostly text, with a few brackets (a tool's
+#: output, a file read whole), and the two counts of a 2 MB line took longer
+#: than msgspec's decoding of it.  A shorter line's counts cost less than the
+#: calls of a search.
+_FIND_BRACKETS_FROM: Final = 4096
+
+
 def may_nest_too_deep(data: bytes) -> bool:
     """Whether a line may nest deeper than :data:`MAX_DEPTH`: it is as long as
     :data:`_SHORTEST_TOO_DEEP` and holds more brackets than that depth (a quick
     parser that takes any depth leaves such a line to :func:`parse_json`)."""
-    return len(data) >= _SHORTEST_TOO_DEEP and data.count(b"[") + data.count(b"{") > MAX_DEPTH
+    return len(data) >= _SHORTEST_TOO_DEEP and (
+        data.count(b"[") + data.count(b"{") > MAX_DEPTH if len(data) < _FIND_BRACKETS_FROM
+        else _brackets_past_depth(data))
+
+
+def _brackets_past_depth(data: bytes) -> bool:
+    """``data.count(b"[") + data.count(b"{") > MAX_DEPTH``, the brackets found one
+    by one, up to the first past that depth."""
+    find = data.find
+    left = MAX_DEPTH
+    for bracket in b"{[":
+        at = find(bracket)
+        while at >= 0:
+            if not left:
+                return True
+            left -= 1
+            at = find(bracket, at + 1)
+    return False
 
 
 def _deeper_than(value: Any, limit: int) -> bool:
@@ -423,7 +449,9 @@ def _line_fields(data: bytes) -> tuple[LineFields, Any]:
         # may_nest_too_deep, spelled out: it is asked of every line of 402 bytes
         # or more (a text delta of 30 words is one), and the call cost as much
         # as its two counts.
-        if len(data) >= _SHORTEST_TOO_DEEP and data.count(b"[") + data.count(b"{") > MAX_DEPTH:
+        if len(data) >= _SHORTEST_TOO_DEEP and (
+                data.count(b"[") + data.count(b"{") > MAX_DEPTH
+                if len(data) < _FIND_BRACKETS_FROM else _brackets_past_depth(data)):
             return extract_fields(parse_json(data)), _UNSET
         return _from_fast(_decode_line(data)), _SHALLOW
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
@@ -457,8 +485,7 @@ def said_parts(data: bytes) -> Any:
     try:
         if not data.isascii():
             data.decode("utf-8")  # msgspec checks the strings it keeps only
-        if ((len(data) >= _SHORTEST_TOO_DEEP
-             and data.count(b"[") + data.count(b"{") > MAX_DEPTH)
+        if (may_nest_too_deep(data)
                 or ((b"\\u" in data or b"\xed" in data) and _SURROGATE.search(data))):
             return parse_json(data)
         said = _decode_said(data)

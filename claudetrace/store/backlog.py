@@ -1,7 +1,7 @@
 """The search words a burst's batches left for later, added before a search.
 
 The indexer's writer stores a burst's batches without their message lines'
-words (:data:`~.plain.LATER_FROM_ROWS`) and marks the recording
+words (:func:`~.plain.defers_words`) and marks the recording
 (:data:`~.packing.WORDS_LATER`); the pass that packs the recording's lines once
 it ends adds them (:mod:`.packing`).  Before it searches, ``claudetrace search``
 (and the session browser's search box) runs :func:`catch_up`, which adds what

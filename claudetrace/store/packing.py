@@ -13,7 +13,7 @@ too small for one packs with zlib alone (:data:`ZLIB`).
 
 The same pass adds the search index's words (:mod:`.textindex`) of each
 message line that has no entry yet: the indexer's writer leaves a burst's
-words out (:data:`~.plain.LATER_FROM_ROWS`), so that the recording is listed
+words out (:func:`~.plain.defers_words`), so that the recording is listed
 complete sooner, and the pass, run as the recording ends, gives them to the
 index a moment later, in the same short transactions as the lines it packs.
 ``codec`` is the pass's marker: a row still as recorded may lack its words; a

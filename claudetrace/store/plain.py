@@ -28,6 +28,7 @@ from .rows import (
     chunks,
     info_columns,
     rollup_statements,
+    row_bytes,
     row_count,
     usage_call_rows,
 )
@@ -65,6 +66,17 @@ JSON_COLUMNS: Final = frozenset({"tags", "argv", "env", "models", "figures", "ex
 #: runs once the recording is listed complete adds them (:mod:`.packing`).  A
 #: session at a person's pace writes a few lines a batch, which go in at once.
 LATER_FROM_ROWS: Final = 256
+#: …or of at least this many bytes of lines: a few huge lines (files read whole)
+#: are a burst by their bytes, and their words (each line's text decoded, up to
+#: :data:`~.textindex.MOST_CHARS` of it) took the writer as long as the lines' own
+#: writes (docs/benchmarks.md).
+LATER_FROM_BYTES: Final = 1 << 20
+
+
+def defers_words(rows: int, size: int) -> bool:
+    """Whether the indexer's writer leaves the words of a batch of ``rows`` lines
+    of ``size`` bytes for the pass after the recording ends (a burst's batch)."""
+    return rows >= LATER_FROM_ROWS or size >= LATER_FROM_BYTES
 
 
 class NotPlain(Exception):
@@ -124,10 +136,11 @@ class PlainWrites:
 
     #: The database's: ``sqlite`` or ``postgresql``.
     _dialect: str = ""
-    #: The rows of a batch from which its message lines' words are left for the
-    #: pass after the recording ends (:mod:`.packing`); None: always written with
-    #: the batch.  The indexer's writer sets it (:data:`LATER_FROM_ROWS`).
-    words_later_from: int | None = None
+    #: Whether a burst's batch (:func:`defers_words`) is written without its
+    #: message lines' words, left for the pass after the recording ends
+    #: (:mod:`.packing`); else they go with every batch.  The indexer's writer
+    #: sets it.
+    words_later: bool = False
 
     def _index(self, cursor: Any, entries: list[tuple[str, int, str]]) -> None:
         """Add message lines' words to the search index (:mod:`.textindex`)."""
@@ -144,9 +157,9 @@ class PlainWrites:
                    recording_updates: dict[str, Any] | None = None) -> None:
         from .textindex import index_rows  # the session model: not for a reader
 
-        later = self.words_later_from
         # Before the transaction: not while holding SQLite's lock.
-        said = index_rows(rows) if later is None or row_count(rows) < later else []
+        later = self.words_later and defers_words(row_count(rows), row_bytes(rows))
+        said = [] if later else index_rows(rows)
         calls = None
         if recording_updates and USAGE_CALLS in recording_updates:
             recording_updates = dict(recording_updates)

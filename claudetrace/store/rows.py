@@ -265,6 +265,17 @@ def row_count(rows: Rows) -> int:
     return len(rows)
 
 
+#: Where a row of ``events`` holds its line's length.
+_SIZE: Final = COLUMNS["events"].index("size")
+
+
+def row_bytes(rows: Rows) -> int:
+    """The bytes of the lines ``rows`` (of ``events``) hold: their ``size`` column."""
+    if isinstance(rows, Flat):
+        return sum(rows.values[_SIZE::rows.width])
+    return sum(row[_SIZE] for row in rows)
+
+
 def first_seq(rows: Rows) -> int | None:
     """The ``seq`` of the first of ``rows`` (None when there are none)."""
     first = next(each_row(rows), None)

@@ -38,7 +38,7 @@ from ..config import resolve_url, yield_cpu
 from ..errors import ClaudeTraceError, SessionNotFound, StoreError
 from ..recording import RecordingInfo
 from .packing import PackAtIngest
-from .plain import LATER_FROM_ROWS, NotPlain, PlainWrites
+from .plain import NotPlain, PlainWrites
 from .postgres import PostgresWrites, plain_url
 from .rows import Rows, event_rows, first_seq, flat_rows
 from .sqlite import BUSY_TIMEOUT_S, SqliteWrites, first_line, is_busy, plain_file
@@ -281,14 +281,14 @@ def _open_writes(busy_timeout_s: float, *, words_later: bool = False,
     anything else is opened as a store (made or migrated as needed), as is a
     database psycopg cannot reach plainly: the store says why.  ``words_later``:
     a burst's batches go without their search words, which the pass after the
-    recording ends adds (:data:`~.plain.LATER_FROM_ROWS`); a store writes them
+    recording ends adds (:func:`~.plain.defers_words`); a store writes them
     with every batch.  ``pack``: on PostgreSQL each batch's lines are stored
     packed, once the store has a line dictionary
     (:attr:`~.postgres.PostgresWrites.packing`); elsewhere, and through a store,
     they are stored as recorded and packed after the recording ends."""
     writes = _open_plain(busy_timeout_s)
     if words_later and isinstance(writes, PlainWrites):
-        writes.words_later_from = LATER_FROM_ROWS
+        writes.words_later = True
     if pack and isinstance(writes, PostgresWrites):
         writes.packing = PackAtIngest()
     return writes
