@@ -57,6 +57,7 @@ def accents_are_folded_alike(store: Store) -> None:
         assert [(h.recording_id, h.seq) for h in search(store, query)] == [(rid, 1)], query
     assert search(store, "cafes") == [] and search(store, "cafe, naive") == []
     assert search(store, "zürich")[0].snippet == "Un café naïve à Zürich; Ελληνικά"
+    assert recordings_saying(store, "naive a") == [rid]  # the session list's search too
 
 
 def test_accents_are_folded_alike(store: Store) -> None:

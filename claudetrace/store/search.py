@@ -312,7 +312,7 @@ def recordings_saying(store: Store, needle: str) -> list[str]:
                                             "e.recording_id, e.seq, e.data, e.codec")
             unpack = store.unpacker()
             for rid, _seq, data, codec in conn.execute(text(statement), params):
-                if rid not in found and wanted in line_text(unpack(data, codec)).casefold():
+                if rid not in found and wanted in fold(line_text(unpack(data, codec)).casefold()):
                     found.add(rid)
     except SQLAlchemyError as exc:
         raise StoreError(f"search messages failed: {error_reason(exc)}") from exc
