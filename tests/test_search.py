@@ -42,11 +42,26 @@ def _entries(db_path: Path) -> int:
 
 
 def test_words_are_letters_and_digits_in_lower_case() -> None:
-    assert words("Set model to `claude-sonnet-5`; Créé ß") == [
-        "set", "model", "to", "claude", "sonnet", "5", "créé", "ß"]
+    assert words("Set model to `claude-sonnet-5`; Créé ß Ŀ ǅ Ø") == [
+        "set", "model", "to", "claude", "sonnet", "5", "cree", "ß", "ŀ", "ǆ", "ø"]
     ascii_text = "a_b-c.d\te\x1bf 42x!"
     # ASCII text is cut by a byte table, other text by a regular expression: alike.
     assert spaced(ascii_text) == spaced(ascii_text + "é")[:-1] == "a b c d e f 42x "
+
+
+def accents_are_folded_alike(store: Store) -> None:
+    """A Latin letter's accents count for nothing either way, in the index and in the
+    query (SQLite's tokenizer took them off, PostgreSQL's kept them)."""
+    rid = _said(store, "Un café naïve à Zürich; Ελληνικά")
+    for query in ("cafe", "CAFÉ", "naive", "naïve a zür", "à zurich", "ελλην", "café naïve à"):
+        assert [(h.recording_id, h.seq) for h in search(store, query)] == [(rid, 1)], query
+    assert search(store, "cafes") == [] and search(store, "cafe, naive") == []
+    assert search(store, "zürich")[0].snippet == "Un café naïve à Zürich; Ελληνικά"
+    assert recordings_saying(store, "naive a") == [rid]  # the session list's search too
+
+
+def test_accents_are_folded_alike(store: Store) -> None:
+    accents_are_folded_alike(store)
 
 
 def test_the_index_holds_message_lines_only_and_goes_with_them(

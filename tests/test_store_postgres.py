@@ -507,6 +507,41 @@ def test_search_on_postgres_through_both_writers_and_the_migration(pg_url: str) 
 
 
 @pytest.mark.usefixtures("ct_env")
+def test_accents_are_folded_alike_on_postgres_and_0016_folds_older_entries(
+        pg_url: str) -> None:
+    from alembic import command
+
+    from claudetrace.indexer import open_settled_store
+    from claudetrace.store.engine import alembic_config
+    from claudetrace.store.search import search, search_plain
+    from tests.test_search import accents_are_folded_alike
+
+    store = open_settled_store(pg_url)
+    try:
+        accents_are_folded_alike(store)
+        assert search_plain(pg_url, "cafe naive") == search(store, "cafe naive")
+        rid = store.import_cassette(read_cassette(SAMPLES[0]))
+        with store.engine.begin() as conn:
+            command.downgrade(alembic_config(conn), "0015_pgfoot")
+            # An entry as the earlier writers made it: its accents kept.
+            conn.exec_driver_sql(
+                "INSERT INTO event_search (recording_id, seq, terms) VALUES "
+                "(%(r)s, 0, strip(to_tsvector('simple', 'Ångström déjà vu'))), "
+                "(%(r)s, 1, strip(to_tsvector('simple', 'plain ascii')))", {"r": rid})
+    finally:
+        store.close()
+    store = open_store(pg_url)  # upgraded again: the older entry folded, the other kept
+    try:
+        with store.engine.connect() as conn:
+            terms = dict(conn.exec_driver_sql(
+                "SELECT seq, terms::text FROM event_search WHERE recording_id = %(r)s"
+                " AND seq < 2", {"r": rid}).all())
+        assert terms == {0: "'angstrom' 'deja' 'vu'", 1: "'ascii' 'plain'"}
+    finally:
+        store.close()
+
+
+@pytest.mark.usefixtures("ct_env")
 def test_an_entry_of_each_word_once_is_the_vector_of_all_its_words_on_postgres(
         pg_url: str) -> None:
     """PostgreSQL's stripped vector of an entry's words, each once, is the one of

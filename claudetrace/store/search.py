@@ -34,7 +34,7 @@ from ..errors import StoreError
 from ..model.protocol import line_text
 from .backlog import catch_up
 from .packing import Unpacker, stored_dictionary
-from .textindex import words
+from .textindex import fold, words
 
 if TYPE_CHECKING:
     from .api import Store
@@ -91,7 +91,7 @@ def _query(needle: str) -> tuple[list[str], str, bool]:
     """The query's words, the query as looked for in a line's text (case-folded),
     and whether the index alone answers it (one word, nothing else)."""
     query_words = words(needle)
-    wanted = needle.strip().casefold()
+    wanted = fold(needle.strip().casefold())
     return query_words, wanted, query_words == [wanted]
 
 
@@ -160,7 +160,7 @@ def _hits(rows: Iterable[Any], wanted: str, plain: bool, limit: int | None,
     hits: list[Hit] = []
     for rid, seq, direction, kind, data, codec, started_ns, name in rows:
         said = line_text(unpack(data, codec))
-        if not (plain or wanted in said.casefold()):
+        if not (plain or wanted in fold(said.casefold())):
             continue
         hits.append(Hit(rid, seq, direction, kind, started_ns, name, snippet(said, wanted)))
         if limit is not None and len(hits) >= limit:
@@ -312,7 +312,7 @@ def recordings_saying(store: Store, needle: str) -> list[str]:
                                             "e.recording_id, e.seq, e.data, e.codec")
             unpack = store.unpacker()
             for rid, _seq, data, codec in conn.execute(text(statement), params):
-                if rid not in found and wanted in line_text(unpack(data, codec)).casefold():
+                if rid not in found and wanted in fold(line_text(unpack(data, codec)).casefold()):
                     found.add(rid)
     except SQLAlchemyError as exc:
         raise StoreError(f"search messages failed: {error_reason(exc)}") from exc
@@ -354,7 +354,7 @@ def _catch_up_sqlite(path: Any) -> None:
 def snippet(said: str, wanted: str, context: int = SNIPPET_CONTEXT) -> str:
     """``said`` around the first place it says ``wanted`` (else its first word of
     the query, else its start), whitespace runs made single spaces."""
-    folded = said.casefold()
+    folded = fold(said.casefold())
     at = folded.find(wanted)
     if at < 0:
         first = words(wanted)

@@ -4,7 +4,9 @@ Each message line (``user``, ``assistant``, ``result``) has its readable text
 (:func:`claudetrace.model.protocol.searchable_text`: message text, tool names
 and arguments, results; not ids or JSON keys) indexed as words: runs of letters
 and digits, the rest made spaces, so that SQLite's FTS5 and PostgreSQL's text
-search (``to_tsvector('simple', …)``) cut them alike (and fold their case).
+search (``to_tsvector('simple', …)``) cut them alike (and fold their case), a
+Latin letter's accents taken off first (:func:`fold`: ``café`` is ``cafe`` on both
+engines, as SQLite's tokenizer alone did).
 A long entry, and every entry on PostgreSQL, holds each of its words once
 (:func:`once`): the search asks whether a line holds a word, never where or
 how often.  The writers add a batch's rows here in the batch's transaction
@@ -15,6 +17,7 @@ process imports this.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable
 from typing import Any, Final
 
@@ -36,16 +39,41 @@ ONCE_FROM: Final = 8192
 _NOT_WORD: Final = re.compile(r"[\W_]+")
 #: ASCII text's bytes: letters and digits as they are, anything else a space.
 _ASCII_WORDS: Final = bytes(c if c < 128 and chr(c).isalnum() else 32 for c in range(256))
+
+
+def _latin_bases() -> dict[int, str]:
+    """The Latin letters with accents (Latin-1 Supplement, Extended-A and -B, and
+    Extended Additional) that are an ASCII letter and combining marks alone, each
+    mapped to that letter: what SQLite's ``unicode61`` tokenizer's
+    ``remove_diacritics`` folds, so that PostgreSQL's index folds alike."""
+    bases = {}
+    for cp in (*range(0xC0, 0x250), *range(0x1E00, 0x1F00)):
+        parts = unicodedata.normalize("NFD", chr(cp))
+        if (len(parts) > 1 and parts[0].isascii() and parts[0].isalpha()
+                and all(unicodedata.combining(c) for c in parts[1:])):
+            bases[cp] = parts[0]
+    return bases
+
+
+#: :func:`fold`'s table: a Latin letter with accents to its letter without them.
+LATIN_BASES: Final = _latin_bases()
 _TYPE: Final = COLUMNS["events"].index("type")
 _WIDTH: Final = len(COLUMNS["events"])
 
 
+def fold(text: str) -> str:
+    """``text`` with each Latin letter's accents taken off (``é`` → ``e``, ``Ñ`` →
+    ``N``), character for character (its length kept)."""
+    return text if text.isascii() else text.translate(LATIN_BASES)
+
+
 def spaced(text: str) -> str:
     """``text`` with each run of characters other than letters and digits made a
-    space: its words as the index cuts them (each engine folds their case)."""
+    space and accents taken off (:func:`fold`): its words as the index cuts them
+    (each engine folds their case)."""
     if text.isascii():  # most of it: one C call a byte, a tenth of the regular expression's
         return text.encode().translate(_ASCII_WORDS).decode()
-    return _NOT_WORD.sub(" ", text)
+    return _NOT_WORD.sub(" ", text.translate(LATIN_BASES))
 
 
 def distinct(text: str) -> str:
