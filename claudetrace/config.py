@@ -24,6 +24,9 @@ DB_ENV: Final = "CLAUDETRACE_DB"
 REAL_CLI_ENV: Final = "CLAUDETRACE_REAL_CLI"
 #: Seconds the indexer keeps retrying a failing store after the proxy has gone.
 FLUSH_TIMEOUT_ENV: Final = "CLAUDETRACE_FLUSH_TIMEOUT"
+#: Seconds a running recording's input must pause before its indexer adds the
+#: search words a burst's batches were stored without (default 1).
+WORDS_QUIET_ENV: Final = "CLAUDETRACE_WORDS_QUIET"
 #: Progress bars: ``1`` forces them on, ``0`` off (default: on a terminal).
 PROGRESS_ENV: Final = "CLAUDETRACE_PROGRESS"
 

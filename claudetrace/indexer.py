@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from . import capture as cap
-from .config import DB_ENV, FLUSH_TIMEOUT_ENV, resolve_url, yield_cpu
+from .config import DB_ENV, FLUSH_TIMEOUT_ENV, WORDS_QUIET_ENV, resolve_url, yield_cpu
 from .errors import ClaudeTraceError
 from .model import Session
 from .model.events import Direction, Event, forget_all_parsed
@@ -88,14 +88,19 @@ _DIRECTIONS: Final[tuple[Direction, ...]] = cap.CHUNK_KINDS
 T = TypeVar("T")
 
 
+def seconds_from_env(name: str, default: float) -> float:
+    """``$name`` in seconds (a number ≥ 0), else ``default``."""
+    value = os.environ.get(name, "").strip()
+    try:
+        seconds = float(value) if value else default
+    except ValueError:
+        return default
+    return seconds if seconds >= 0 else default
+
+
 def give_up_from_env() -> float:
     """``$CLAUDETRACE_FLUSH_TIMEOUT`` in seconds, else :data:`GIVE_UP_S`."""
-    value = os.environ.get(FLUSH_TIMEOUT_ENV, "").strip()
-    try:
-        seconds = float(value) if value else GIVE_UP_S
-    except ValueError:
-        return GIVE_UP_S
-    return seconds if seconds >= 0 else GIVE_UP_S
+    return seconds_from_env(FLUSH_TIMEOUT_ENV, GIVE_UP_S)
 
 
 class GaveUp(Exception):
@@ -175,6 +180,7 @@ class Indexer:
         self._summary_cost = 0.0
         #: Events stored when every line stored had its search words last.
         self._words_at = 0
+        self._words_quiet = seconds_from_env(WORDS_QUIET_ENV, WORDS_QUIET_S)
 
     @property
     def ended(self) -> bool:
@@ -408,7 +414,7 @@ class Indexer:
         if self._pending or WORDS_LATER not in self.info.extra \
                 or self.report.stored <= self._words_at:
             return None
-        return max(0.0, quiet_since + WORDS_QUIET_S - time.monotonic())
+        return max(0.0, quiet_since + self._words_quiet - time.monotonic())
 
     def add_words(self, add: Callable[[str, Callable[[], bool]], bool],
                   stop: Callable[[], bool]) -> None:

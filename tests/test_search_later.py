@@ -336,15 +336,20 @@ def test_a_few_huge_lines_are_a_burst_by_their_bytes(tmp_path: Path) -> None:
 # -- recordings that did not end: abandoned, or still running --------------------------
 
 
-def _open_burst(db: str, tmp_path: Path, lines: int) -> tuple[subprocess.Popen[bytes], str]:
+def _open_burst(db: str, tmp_path: Path, lines: int,
+                quiet: float | None = None) -> tuple[subprocess.Popen[bytes], str]:
     """A proxy recording ``cat`` into ``db``, sent a tools burst of ``lines`` lines
     and held open (its stdin not closed); returns it and its recording's name
-    once every line of the burst, both directions, is stored."""
+    once every line of the burst, both directions, is stored.  ``quiet``: the
+    seconds its indexer waits on a pause before adding the burst's words."""
     _made(db)
     name = f"open-{tmp_path.name}"
+    env = dict(os.environ)
+    if quiet is not None:
+        env["CLAUDETRACE_WORDS_QUIET"] = str(quiet)
     proxy = subprocess.Popen(
         [sys.executable, "-m", "claudetrace", "proxy", "--db", db, "--name", name, "--", "cat"],
-        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, cwd=tmp_path)
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, cwd=tmp_path, env=env)
     assert proxy.stdin is not None
     proxy.stdin.write(b"".join(line + b"\n" for line in shape_lines("tools", lines)))
     proxy.stdin.flush()
@@ -451,7 +456,7 @@ def any_db(request: pytest.FixtureRequest, tmp_path: Path, ct_env: Path) -> str:
 def test_search_finds_every_word_of_an_abandoned_recording(tmp_path: Path, any_db: str) -> None:
     """Proxy and indexer SIGKILLed mid-burst and the capture gone: nothing will
     ever end the recording; a search still gives the index all its words."""
-    proxy, name = _open_burst(any_db, tmp_path, 6000)
+    proxy, name = _open_burst(any_db, tmp_path, 6000, quiet=3600)
     indexers = [pid for pid in _pids("claudetrace.indexer") if str(tmp_path) in _cmdline(pid)]
     assert indexers
     for pid in [proxy.pid, *indexers]:
@@ -480,8 +485,9 @@ def test_search_finds_every_word_of_an_abandoned_recording(tmp_path: Path, any_d
 
 def test_a_running_burst_is_searchable_before_it_ends(tmp_path: Path, any_db: str) -> None:
     """A proxy held open mid-burst: its stored lines are found at once; the mark
-    stays for the lines to come, and the pass at its end adds no word twice."""
-    proxy, name = _open_burst(any_db, tmp_path, 6000)
+    stays for the lines to come, and the pass at its end adds no word twice.  (Its
+    indexer does not add them on the pause, so that the search is what adds them.)"""
+    proxy, name = _open_burst(any_db, tmp_path, 6000, quiet=3600)
     try:
         rid = _searched_whole(any_db, name)
         assert _state(any_db, name) == (rid, None, True)  # still running, still marked
