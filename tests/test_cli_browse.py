@@ -12,6 +12,7 @@ import sys
 import time
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -225,9 +226,82 @@ def test_ctrl_c_pressed_twice_during_an_import_leaves_no_recording(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode != 0, err
+    assert proc.returncode == 130, err
     assert "Traceback" not in err, err
     assert _counts(db_path) == before, err
+
+
+def _interrupted(cmd: list[str], ready: Any) -> tuple[int, str, str]:
+    """Run ``cmd`` in a process group of its own, Ctrl-C it as a terminal does (the
+    group: an import's converting process too) once ``ready(proc)`` is true; its
+    status, stdout and stderr."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not ready(proc):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.002)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, out, err
+
+
+def test_ctrl_c_during_a_folders_import_ends_130_keeping_whole_sessions(
+    db_path: Path, tmp_path: Path,
+) -> None:
+    """Ctrl-C ended an import with click's "Aborted!" and status 1; the converting
+    process printed a traceback of its own.  Now: one line, 130, and each session
+    stored whole (one transaction each) or not at all."""
+    from claudetrace.bench.transcripts import write_tree
+
+    projects = tmp_path / "projects"
+    write_tree(projects, sessions=30, size=30 << 20, agents=2)
+    printed: list[str] = []
+
+    def two_stored(proc: subprocess.Popen[str]) -> bool:
+        printed.append(proc.stdout.readline())  # type: ignore[union-attr]
+        return len(printed) >= 2
+
+    status, out, err = _interrupted(
+        [sys.executable, "-m", "claudetrace", "import", "--db", str(db_path), str(projects)],
+        two_stored)
+    assert status == 130, err
+    assert err.splitlines()[-1] == "claudetrace: interrupted", err
+    assert "Traceback" not in err and "Aborted" not in err, err
+    said = [line.strip() for line in printed + out.splitlines() if line.strip()]
+    stored = json.loads(invoke("sessions", "--db", str(db_path), "--json").stdout)
+    assert 2 <= len(stored) < 30
+    assert sorted(s["id"] for s in stored) == sorted(said)
+    # What was stored is what an import left alone stores of those sessions.
+    whole = tmp_path / "whole.db"
+    assert invoke("import", "--db", str(whole), str(projects)).exit_code == 0
+    expected = {s["id"]: s for s in json.loads(
+        invoke("sessions", "--db", str(whole), "--json").stdout)}
+    for got in stored:
+        assert {k: got[k] for k in ("events", "turns", "status")} == {
+            k: expected[got["id"]][k] for k in ("events", "turns", "status")}
+
+
+def test_ctrl_c_during_an_export_leaves_no_file(db_path: Path, tmp_path: Path) -> None:
+    cassette = tmp_path / "big.ndjson"
+    _big_cassette(cassette, 100_000)
+    assert invoke("import", str(cassette), "--db", str(db_path)).exit_code == 0
+    target = tmp_path / "out" / "copy.ndjson"
+    target.parent.mkdir()
+
+    def writing(_proc: subprocess.Popen[str]) -> bool:
+        return any(target.parent.iterdir())  # the file beside its place, being written
+
+    status, _out, err = _interrupted(
+        [sys.executable, "-m", "claudetrace", "export", "latest", "--db", str(db_path),
+         "-o", str(target)], writing)
+    assert (status, err) == (130, "claudetrace: interrupted\n")
+    assert list(target.parent.iterdir()) == []
 
 
 def test_import_takes_a_batchs_memory_not_the_files(db_path: Path, tmp_path: Path) -> None:

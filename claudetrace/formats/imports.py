@@ -724,7 +724,12 @@ class Converting:
                 break
         return ahead
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        if kind is KeyboardInterrupt and self.child is not None:
+            # Stopped: not a wait for the units sent to be converted, only to be
+            # thrown away (their spool files go with the importer's folder).
+            self.child.kill()
+            self.sent.clear()
         for at in list(self.sent):
             self.drop(at)
         if self.child is not None:
@@ -821,9 +826,14 @@ def convert_child(folder: str | None = None) -> int:
     cannot be written, or before the next unit once the importer is gone (killed:
     the units it sent are still in the pipe), leaving no spool file of its own."""
     import pickle
+    import signal
 
     from .spool import use_folder
 
+    # A Ctrl-C at a terminal reaches the importer too, which says so and removes
+    # its spool folder (this one's files with it): this process just ends, with
+    # no traceback of its own.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     if folder is not None:
         use_folder(folder)
     importer = os.getppid()
