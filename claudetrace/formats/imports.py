@@ -900,17 +900,20 @@ def _store_converted(
     # A turn still under way leaves the recording open, seen last at its last entry.
     seen = None if converted.finished else converted.last_entry_ns
     try:
-        opened().put_recording(info, Spool.read(made.spool), open_seen_ns=seen,
-                               summary=made.summary)
+        put = opened().put_recording(info, Spool.read(made.spool), open_seen_ns=seen,
+                                     summary=made.summary)
     except StoreError:
         # Another importer stored this session meanwhile (the same id): once more,
         # as an update of what it stored.
         if known is not None or _recording_of(opened, source, sid, None) is None:
             raise
-        opened().put_recording(info, Spool.read(made.spool), open_seen_ns=seen,
-                               summary=made.summary)
+        put = opened().put_recording(info, Spool.read(made.spool), open_seen_ns=seen,
+                                     summary=made.summary)
     folded = _fold(opened, source, info.id, info.extra, index)
-    action: Action = "updated" if known is not None else "imported"
+    # Stored meanwhile by another importer (two imports of one folder at once): this
+    # one imported nothing, or brought that recording up to date.
+    action: Action = "imported" if not put.found else (
+        "updated" if known is not None or put.changed else "unchanged")
     notes = [f"{plural(converted.damage, 'damaged line')} skipped"] if converted.damage else []
     notes += [_folded_note(folded)] if folded else []
     return Imported(unit.path, unit.kind, action, info.id, sid, note="; ".join(notes),
