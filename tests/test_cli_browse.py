@@ -540,3 +540,15 @@ def test_a_full_disk_is_one_line_and_leaves_the_last_report_whole(
         assert line.endswith("File too large"), (args, line)
     assert report.read_bytes() == before
     assert not [p for p in tmp_path.iterdir() if ".tmp" in p.name], "no file left behind"
+
+
+def test_sessions_says_a_model_or_tag_no_recording_has(
+        db_path: Path, imported: list[str]) -> None:
+    result = invoke("sessions", "--db", str(db_path), "--model", "nope", "--tag", "suite=x")
+    assert result.exit_code == 0 and "No recordings match." in result.stdout
+    models = json.loads(invoke("sessions", "--db", str(db_path), "--json").stdout)
+    held = ", ".join(sorted({s["model"] for s in models}))
+    assert result.stderr.splitlines() == [
+        f"claudetrace: no session used model 'nope'; the store has {held}",
+        "claudetrace: no session is tagged suite=x; the store has suite=cli"]
+    assert invoke("sessions", "--db", str(db_path), "--tag", "suite=cli").stderr == ""
