@@ -552,3 +552,42 @@ def test_sessions_says_a_model_or_tag_no_recording_has(
         f"claudetrace: no session used model 'nope'; the store has {held}",
         "claudetrace: no session is tagged suite=x; the store has suite=cli"]
     assert invoke("sessions", "--db", str(db_path), "--tag", "suite=cli").stderr == ""
+
+
+def _id_ms(recording_id: str) -> int:
+    """The milliseconds a ULID's first 10 characters hold."""
+    digits = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+    ms = 0
+    for char in recording_id[:10]:
+        ms = ms * 32 + digits.index(char)
+    return ms
+
+
+def test_a_cassette_without_a_start_is_dated_by_its_content_else_its_file(
+        db_path: Path, tmp_path: Path) -> None:
+    """A cassette whose header has no ``started_ns`` (the shipped samples) got an
+    id beginning 00000000 (1970), listed last, and the time of its import."""
+    import datetime as dt
+
+    for sample in SAMPLES:
+        assert "started_ns" not in json.loads(sample.read_text().splitlines()[0])
+        assert invoke("import", str(sample), "--db", str(db_path)).exit_code == 0
+    listed = json.loads(invoke("sessions", "--db", str(db_path), "--json").stdout)
+    for rec in listed:
+        assert not rec["id"].startswith("0000")
+        # The first "timestamp" of a line, less its t: within the session's first seconds.
+        started = rec["started_ns"] / 1e9
+        assert _id_ms(rec["id"]) == rec["started_ns"] // 1_000_000
+        assert str(dt.datetime.fromtimestamp(started, dt.timezone.utc)).startswith(
+            "2026-11-22 02:4")
+    assert [r["started_ns"] for r in listed] == sorted((r["started_ns"] for r in listed),
+                                                       reverse=True)
+    # No time written in it: the file's modification time; importing it again: unchanged.
+    bare = tmp_path / "bare.ndjson"
+    bare.write_text('{"claudetrace": "cassette", "version": 1}\n'
+                    '{"seq": 0, "t": 0.5, "dir": "out", "line": "{\\"type\\":\\"x\\"}"}\n')
+    os.utime(bare, ns=(1_790_000_000_123_000_000, 1_790_000_000_123_000_000))
+    first = invoke("import", str(bare), "--db", str(db_path))
+    assert _id_ms(first.stdout.strip()) == 1_790_000_000_123
+    again = invoke("import", str(bare), "--db", str(db_path))
+    assert again.stdout == first.stdout and "unchanged" in again.stderr
