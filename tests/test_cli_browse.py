@@ -12,6 +12,7 @@ import sys
 import time
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -225,9 +226,82 @@ def test_ctrl_c_pressed_twice_during_an_import_leaves_no_recording(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode != 0, err
+    assert proc.returncode == 130, err
     assert "Traceback" not in err, err
     assert _counts(db_path) == before, err
+
+
+def _interrupted(cmd: list[str], ready: Any) -> tuple[int, str, str]:
+    """Run ``cmd`` in a process group of its own, Ctrl-C it as a terminal does (the
+    group: an import's converting process too) once ``ready(proc)`` is true; its
+    status, stdout and stderr."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not ready(proc):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.002)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, out, err
+
+
+def test_ctrl_c_during_a_folders_import_ends_130_keeping_whole_sessions(
+    db_path: Path, tmp_path: Path,
+) -> None:
+    """Ctrl-C ended an import with click's "Aborted!" and status 1; the converting
+    process printed a traceback of its own.  Now: one line, 130, and each session
+    stored whole (one transaction each) or not at all."""
+    from claudetrace.bench.transcripts import write_tree
+
+    projects = tmp_path / "projects"
+    write_tree(projects, sessions=30, size=30 << 20, agents=2)
+    printed: list[str] = []
+
+    def two_stored(proc: subprocess.Popen[str]) -> bool:
+        printed.append(proc.stdout.readline())  # type: ignore[union-attr]
+        return len(printed) >= 2
+
+    status, out, err = _interrupted(
+        [sys.executable, "-m", "claudetrace", "import", "--db", str(db_path), str(projects)],
+        two_stored)
+    assert status == 130, err
+    assert err.splitlines()[-1] == "claudetrace: interrupted", err
+    assert "Traceback" not in err and "Aborted" not in err, err
+    said = [line.strip() for line in printed + out.splitlines() if line.strip()]
+    stored = json.loads(invoke("sessions", "--db", str(db_path), "--json").stdout)
+    assert 2 <= len(stored) < 30
+    assert sorted(s["id"] for s in stored) == sorted(said)
+    # What was stored is what an import left alone stores of those sessions.
+    whole = tmp_path / "whole.db"
+    assert invoke("import", "--db", str(whole), str(projects)).exit_code == 0
+    expected = {s["id"]: s for s in json.loads(
+        invoke("sessions", "--db", str(whole), "--json").stdout)}
+    for got in stored:
+        assert {k: got[k] for k in ("events", "turns", "status")} == {
+            k: expected[got["id"]][k] for k in ("events", "turns", "status")}
+
+
+def test_ctrl_c_during_an_export_leaves_no_file(db_path: Path, tmp_path: Path) -> None:
+    cassette = tmp_path / "big.ndjson"
+    _big_cassette(cassette, 100_000)
+    assert invoke("import", str(cassette), "--db", str(db_path)).exit_code == 0
+    target = tmp_path / "out" / "copy.ndjson"
+    target.parent.mkdir()
+
+    def writing(_proc: subprocess.Popen[str]) -> bool:
+        return any(target.parent.iterdir())  # the file beside its place, being written
+
+    status, _out, err = _interrupted(
+        [sys.executable, "-m", "claudetrace", "export", "latest", "--db", str(db_path),
+         "-o", str(target)], writing)
+    assert (status, err) == (130, "claudetrace: interrupted\n")
+    assert list(target.parent.iterdir()) == []
 
 
 def test_import_takes_a_batchs_memory_not_the_files(db_path: Path, tmp_path: Path) -> None:
@@ -466,3 +540,54 @@ def test_a_full_disk_is_one_line_and_leaves_the_last_report_whole(
         assert line.endswith("File too large"), (args, line)
     assert report.read_bytes() == before
     assert not [p for p in tmp_path.iterdir() if ".tmp" in p.name], "no file left behind"
+
+
+def test_sessions_says_a_model_or_tag_no_recording_has(
+        db_path: Path, imported: list[str]) -> None:
+    result = invoke("sessions", "--db", str(db_path), "--model", "nope", "--tag", "suite=x")
+    assert result.exit_code == 0 and "No recordings match." in result.stdout
+    models = json.loads(invoke("sessions", "--db", str(db_path), "--json").stdout)
+    held = ", ".join(sorted({s["model"] for s in models}))
+    assert result.stderr.splitlines() == [
+        f"claudetrace: no session used model 'nope'; the store has {held}",
+        "claudetrace: no session is tagged suite=x; the store has suite=cli"]
+    assert invoke("sessions", "--db", str(db_path), "--tag", "suite=cli").stderr == ""
+
+
+def _id_ms(recording_id: str) -> int:
+    """The milliseconds a ULID's first 10 characters hold."""
+    digits = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+    ms = 0
+    for char in recording_id[:10]:
+        ms = ms * 32 + digits.index(char)
+    return ms
+
+
+def test_a_cassette_without_a_start_is_dated_by_its_content_else_its_file(
+        db_path: Path, tmp_path: Path) -> None:
+    """A cassette whose header has no ``started_ns`` (the shipped samples) got an
+    id beginning 00000000 (1970), listed last, and the time of its import."""
+    import datetime as dt
+
+    for sample in SAMPLES:
+        assert "started_ns" not in json.loads(sample.read_text().splitlines()[0])
+        assert invoke("import", str(sample), "--db", str(db_path)).exit_code == 0
+    listed = json.loads(invoke("sessions", "--db", str(db_path), "--json").stdout)
+    for rec in listed:
+        assert not rec["id"].startswith("0000")
+        # The first "timestamp" of a line, less its t: within the session's first seconds.
+        started = rec["started_ns"] / 1e9
+        assert _id_ms(rec["id"]) == rec["started_ns"] // 1_000_000
+        assert str(dt.datetime.fromtimestamp(started, dt.timezone.utc)).startswith(
+            "2026-11-22 02:4")
+    assert [r["started_ns"] for r in listed] == sorted((r["started_ns"] for r in listed),
+                                                       reverse=True)
+    # No time written in it: the file's modification time; importing it again: unchanged.
+    bare = tmp_path / "bare.ndjson"
+    bare.write_text('{"claudetrace": "cassette", "version": 1}\n'
+                    '{"seq": 0, "t": 0.5, "dir": "out", "line": "{\\"type\\":\\"x\\"}"}\n')
+    os.utime(bare, ns=(1_790_000_000_123_000_000, 1_790_000_000_123_000_000))
+    first = invoke("import", str(bare), "--db", str(db_path))
+    assert _id_ms(first.stdout.strip()) == 1_790_000_000_123
+    again = invoke("import", str(bare), "--db", str(db_path))
+    assert again.stdout == first.stdout and "unchanged" in again.stderr

@@ -160,3 +160,30 @@ def test_two_imports_replacing_one_dead_half_store_it_once(
         assert (stored_id, events) == (rid, total) and ended is not None
     again = ct("import", str(cassette), "--db", str(db_path))
     assert again.returncode == 0 and b"unchanged" in again.stderr
+
+
+def test_two_imports_of_one_folder_at_once_say_each_session_imported_once(
+        db_path: Path, tmp_path: Path) -> None:
+    """Both said "50 imported": the one that found a session stored by the other
+    meanwhile (the same recording id) wrote it again over the same events and
+    called that an import.  It is ``unchanged`` (or ``updated``) now."""
+    from claudetrace.bench.transcripts import write_tree
+
+    projects = tmp_path / "projects"
+    write_tree(projects, sessions=50, size=5 << 20, agents=2)
+    assert ct("db", "upgrade", "--db", str(db_path)).returncode == 0  # not a race of migrations
+    both = [subprocess.Popen([PY, "-m", "claudetrace", "import", "--db", str(db_path),
+                              str(projects)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True) for _ in range(2)]
+    said = [proc.communicate(timeout=300) for proc in both]
+    assert [proc.returncode for proc in both] == [0, 0], said
+    summaries = [err.splitlines()[-1] for _out, err in said]
+    counts = [dict((what, int(n)) for n, what in (
+        part.split() for part in summary.removeprefix("import: ").split(", ")))
+        for summary in summaries]
+    assert sum(c["imported"] for c in counts) == 50, summaries
+    assert all(sum(c.values()) == 50 for c in counts), summaries
+    assert len(_stored(db_path)) == 50
+    # Each session's id said once on stdout, by the import that stored it.
+    ids = [line for out, _err in said for line in out.split()]
+    assert len(ids) == len(set(ids)) == 50

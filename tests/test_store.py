@@ -464,12 +464,12 @@ def test_put_recording_reads_what_it_keeps_in_its_own_transaction(store: Store) 
         if not interleaved and str(args[2]).startswith("UPDATE recordings"):
             interleaved.append(-1)  # once: its own transaction begins too
             interleaved[0] = store.put_recording(RecordingInfo.start(["claude"], id=info.id),
-                                                 other)
+                                                 other).kept
 
     event.listen(store.engine, "before_cursor_execute", the_other_importer)
     try:
         wanted = lines("a", "b", "c", "d", "e")
-        kept = store.put_recording(RecordingInfo.start(["claude"], id=info.id), wanted)
+        kept = store.put_recording(RecordingInfo.start(["claude"], id=info.id), wanted).kept
     finally:
         event.remove(store.engine, "before_cursor_execute", the_other_importer)
     assert interleaved == [1]

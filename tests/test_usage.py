@@ -19,6 +19,7 @@ from claudetrace.store import Store, open_store
 from claudetrace.store.usage import HourUsage
 from claudetrace.testing.transcripts import Call, Transcript, write_transcript
 from claudetrace.usage import make_blocks
+from tests.test_store_postgres import pg_url  # noqa: F401  (the fixture)
 
 SONNET = "claude-sonnet-4-5-20250929"
 OPUS = "claude-opus-4-5-20251101"
@@ -128,6 +129,41 @@ def test_filters(filled: list[Transcript], db_path: Path) -> None:
     assert backwards.exit_code == 2 and backwards.stdout == ""
     assert backwards.stderr == ("claudetrace: --since 2026-11-22 is after --until 20261121: "
                                 "no day is in between\n")
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_a_filter_that_matches_nothing_says_so_and_what_the_store_has(
+        engine: str, tmp_path: Path, db_path: Path, request: pytest.FixtureRequest) -> None:
+    """``--model nope`` was an empty report and nothing else, as if nothing had been
+    used; every filter of the report now says so alike (exit 0: a valid question)."""
+    db = str(db_path) if engine == "sqlite" else request.getfixturevalue("pg_url")
+    store = open_store(db)
+    try:
+        for t in corpus():
+            assert import_file(store, write_transcript(tmp_path / "projects", t)).recording_id
+        store.update_recording(store.resolve("latest").id, tags={"team": "infra"})
+    finally:
+        store.close()
+    cases = {
+        ("--model", "nope"): "no call used model 'nope'; the store has "
+        f"{SONNET} (3 calls), {OPUS} (2 calls), {HAIKU} (1 call)",
+        ("--project", "gamma"): "no call was made in a project matching 'gamma'; the store "
+        "has /home/dev/alpha (4 calls), /home/dev/beta (2 calls)",
+        ("--source", "proxy"): "no call came from source 'proxy'; the store has "
+        "transcript (6 calls)",
+        ("--name", "x"): "no call is of a session named 'x'; the store has none",
+        ("--tag", "team=web"): "no call is of a session tagged team=web; the store has "
+        "team=infra (1 call)",
+    }
+    for args, line in cases.items():
+        out = CliRunner().invoke(cli, ["usage", "--json", *args, "--db", db])
+        assert out.exit_code == 0, out.output
+        assert json.loads(out.stdout)["daily"] == []
+        assert out.stderr == f"claudetrace: {line}\n"
+    # A filter that matches calls, emptied by another: nothing said of it.
+    out = CliRunner().invoke(cli, ["usage", "--json", "--model", OPUS, "--project", "alpha",
+                                   "--db", db])
+    assert (out.exit_code, out.stderr) == (0, "")
 
 
 def test_sessions(filled: list[Transcript], db_path: Path) -> None:

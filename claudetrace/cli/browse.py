@@ -63,6 +63,7 @@ def sessions(db_url: str | None, as_json: bool, limit: int, models: tuple[str, .
                       text=(text or "").strip(),
                       started_after_ns=None if since is None else parse_since(since))
     store = read_store(db_url)
+    _say_unmatched(store, models, filters.tags)
     if as_json:
         from ..store.links import NO_LINKS, session_links
         from ..store.listing import session_chunks
@@ -433,6 +434,32 @@ def _export_html(store: Any, rec: Any, output: str, redactor: Any) -> None:
     except OSError as exc:
         raise ClaudeTraceError(f"{output}: cannot write report: {exc.strerror or exc}") from exc
     say(f"wrote the report of {rec.id} ({count} events) to {output}", err=True)
+
+
+def _say_unmatched(store: Any, models: tuple[str, ...], tags: tuple[str, ...]) -> None:
+    """A line on stderr for each --model and --tag no recording has (a mistyped one
+    must not look like no session), with what the store has; as ``usage`` says."""
+    from ..store.browse import choices
+    from ..store.browse import models as stored_models
+    from ..store.usage import SHOWN_VALUES
+
+    def held(values: list[str]) -> str:
+        more = len(values) - SHOWN_VALUES
+        return (", ".join(values[:SHOWN_VALUES]) + (f" and {more} more" if more > 0 else "")
+                ) if values else "none"
+
+    if models:
+        known = stored_models(store)
+        for model in models:
+            if model not in known:
+                say(f"claudetrace: no session used model {model!r}; the store has "
+                    f"{held(known)}", err=True)
+    if tags:
+        pairs = choices(store)["tags"]
+        for tag in tags:
+            if tag not in pairs:
+                say(f"claudetrace: no session is tagged {tag}; the store has {held(pairs)}",
+                    err=True)
 
 
 @click.command("import")

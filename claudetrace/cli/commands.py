@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import click
@@ -52,13 +52,40 @@ class LazyGroup(click.Group):
 
     # A usage error quotes what the user typed (an option, a value): escaped as
     # every message is (claudetrace.display), whichever command it is about.
+    # A Ctrl-C ends every command alike (:func:`_interrupts_end`).
     def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
-        with _escaped_usage_errors():
+        with _interrupts_end(), _escaped_usage_errors():
             return super().make_context(*args, **kwargs)
 
     def invoke(self, ctx: click.Context) -> Any:
-        with _escaped_usage_errors():
+        with _interrupts_end(), _escaped_usage_errors():
             return super().invoke(ctx)
+
+
+@contextmanager
+def _interrupts_end() -> Iterator[None]:
+    """A Ctrl-C that reaches the command line ends the command as a command stopped
+    by Ctrl-C ends: one line on stderr and exit status 130 (128 + SIGINT), as the
+    proxy exits, not click's "Aborted!" and 1.  The command's own ``finally``
+    blocks have run by then: what it was writing is whole or gone (an export's
+    file is renamed into place only when complete; an import stores each
+    recording in one transaction, or takes back the half of one).  Commands
+    that run until stopped (``tail --follow``, ``import --watch``, ``metrics
+    serve``, ``usage blocks --live``) take their Ctrl-C themselves and end
+    with 0."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        import signal
+
+        # Pressed again while this is said: no traceback for that one.
+        with suppress(ValueError):  # not the main thread
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        from ..display import say
+
+        with suppress(OSError):  # stderr gone (a closed pipe): the status says it
+            say("claudetrace: interrupted", err=True)
+        raise SystemExit(130) from None
 
 
 @contextmanager

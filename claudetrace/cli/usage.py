@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from ..display import say
 from ._common import db_option, echo_json, fail, read_store, reports_errors
 
 
@@ -63,7 +64,7 @@ def usage(report: str, db_url: str | None, as_json: bool, since: str | None, unt
     as 0.  --json writes ccusage's fields (see docs/usage.md for the differences).
     """
     from .. import usage as reports
-    from ..store.usage import UsageFilter
+    from ..store.usage import UsageFilter, unmatched
     from .record import _parse_tags
 
     try:
@@ -76,11 +77,14 @@ def usage(report: str, db_url: str | None, as_json: bool, since: str | None, unt
     if since_ns is not None and until_ns is not None and since_ns >= until_ns:
         # Was an empty report, as if nothing had been used.
         fail(f"--since {since} is after --until {until}: no day is in between", 2)
+    f = UsageFilter(since_ns=since_ns, until_ns=until_ns, models=models, project=project,
+                    tags=_parse_tags(tags), name=name, sources=sources)
     with _reader(db_url, imports) as reader, _collector_paused(not live):
-        _report(reader, report, as_json, breakdown, live, interval, tz, UsageFilter(
-            since_ns=since_ns, until_ns=until_ns,
-            models=models, project=project, tags=_parse_tags(tags), name=name,
-            sources=sources))
+        # A filter that matches nothing at all (a mistyped model) is said, not
+        # left to look like no use; the (empty) report is still printed, exit 0.
+        for line in unmatched(reader, f):
+            say(f"claudetrace: {line}", err=True)
+        _report(reader, report, as_json, breakdown, live, interval, tz, f)
 
 
 @contextmanager

@@ -22,10 +22,13 @@ from its bytes (:func:`cassette_recording_id`): importing it again is
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import hashlib
 import json
 import os
+import re
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -724,7 +727,12 @@ class Converting:
                 break
         return ahead
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        if kind is KeyboardInterrupt and self.child is not None:
+            # Stopped: not a wait for the units sent to be converted, only to be
+            # thrown away (their spool files go with the importer's folder).
+            self.child.kill()
+            self.sent.clear()
         for at in list(self.sent):
             self.drop(at)
         if self.child is not None:
@@ -821,9 +829,14 @@ def convert_child(folder: str | None = None) -> int:
     cannot be written, or before the next unit once the importer is gone (killed:
     the units it sent are still in the pipe), leaving no spool file of its own."""
     import pickle
+    import signal
 
     from .spool import use_folder
 
+    # A Ctrl-C at a terminal reaches the importer too, which says so and removes
+    # its spool folder (this one's files with it): this process just ends, with
+    # no traceback of its own.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     if folder is not None:
         use_folder(folder)
     importer = os.getppid()
@@ -890,17 +903,20 @@ def _store_converted(
     # A turn still under way leaves the recording open, seen last at its last entry.
     seen = None if converted.finished else converted.last_entry_ns
     try:
-        opened().put_recording(info, Spool.read(made.spool), open_seen_ns=seen,
-                               summary=made.summary)
+        put = opened().put_recording(info, Spool.read(made.spool), open_seen_ns=seen,
+                                     summary=made.summary)
     except StoreError:
         # Another importer stored this session meanwhile (the same id): once more,
         # as an update of what it stored.
         if known is not None or _recording_of(opened, source, sid, None) is None:
             raise
-        opened().put_recording(info, Spool.read(made.spool), open_seen_ns=seen,
-                               summary=made.summary)
+        put = opened().put_recording(info, Spool.read(made.spool), open_seen_ns=seen,
+                                     summary=made.summary)
     folded = _fold(opened, source, info.id, info.extra, index)
-    action: Action = "updated" if known is not None else "imported"
+    # Stored meanwhile by another importer (two imports of one folder at once): this
+    # one imported nothing, or brought that recording up to date.
+    action: Action = "imported" if not put.found else (
+        "updated" if known is not None or put.changed else "unchanged")
     notes = [f"{plural(converted.damage, 'damaged line')} skipped"] if converted.damage else []
     notes += [_folded_note(folded)] if folded else []
     return Imported(unit.path, unit.kind, action, info.id, sid, note="; ".join(notes),
@@ -958,16 +974,52 @@ def _read(unit: Unit, sink: Callable[[Event], None]) -> Transcript:
 
 def cassette_recording_id(path: Path, header: dict[str, Any]) -> str:
     """The recording id the cassette ``path`` imports into: a ULID whose time is the
-    header's ``started_ns`` (0 without one) and whose random part is the digest of
-    the file's bytes, so importing one cassette again finds its recording."""
+    cassette's start (:func:`cassette_started_ns`) and whose random part is the
+    digest of the file's bytes, so importing one cassette again finds its recording."""
     digest = hashlib.sha256(b"claudetrace cassette\0")
     with path.open("rb") as f:
         while chunk := f.read(1 << 20):
             digest.update(chunk)
+    return new_recording_id(cassette_started_ns(path, header), random=digest.digest())
+
+
+#: An ISO 8601 time with its zone, as the CLI's lines carry them ("timestamp").
+_ISO_TIME = re.compile(
+    rb"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d))")
+
+
+def cassette_started_ns(path: Path, header: dict[str, Any]) -> int:
+    """When the cassette ``path`` started (Unix ns): the header's ``started_ns``; else
+    the first time written anywhere in it (an ISO 8601 time with a zone, such as a
+    line's ``timestamp``), less that line's ``t``; else the file's modification
+    time.  Recording ids are made of it (they sort by time: a cassette without
+    ``started_ns`` had one of 1970, listed before every other)."""
     started = header.get("started_ns")
-    usable = isinstance(started, int) and not isinstance(started, bool) and (
-        0 <= started < (1 << 48) * 1_000_000)
-    return new_recording_id(started if usable else 0, random=digest.digest())
+    if isinstance(started, int) and _usable_ns(started):
+        return started
+    with path.open("rb") as f:
+        for number, raw in enumerate(f):
+            found = _ISO_TIME.search(raw)
+            if found is None:
+                continue
+            try:
+                at = dt.datetime.fromisoformat(found.group(1).decode().replace("Z", "+00:00"))
+                t = 0.0 if number == 0 else json.loads(raw).get("t", 0.0)
+                ns = int(at.timestamp() * 1e9) - int(float(t) * 1e9)
+            except (ValueError, TypeError, AttributeError, OverflowError):
+                continue
+            if _usable_ns(ns):
+                return ns
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return time.time_ns()
+
+
+def _usable_ns(value: object) -> bool:
+    """A Unix time in ns that a recording id can hold (48 bits of milliseconds)."""
+    return isinstance(value, int) and not isinstance(value, bool) and (
+        0 < value < (1 << 48) * 1_000_000)
 
 
 def _stored_state(
@@ -1033,6 +1085,9 @@ def import_cassette_file(
     with closing(events):
         info = info_from_header(header)
         info.id = cassette_recording_id(path, header)
+        # The time the id was made of (a header without one: the first time in the
+        # file, else its modification time), not the time of this import.
+        info.started_ns = cassette_started_ns(path, header)
         info.extra["importer"] = me
         known, importer, seen = _stored_state(url, store, info.id)
         replaced = False

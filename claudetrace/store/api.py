@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
-from typing import Any, Final, cast
+from typing import Any, Final, NamedTuple, cast
 
 from sqlalchemy import (
     Connection,
@@ -84,6 +84,19 @@ _HELD_ELSEWHERE: Final = select(_USAGE.c.call_id).where(
 #: A recording's row written with its columns as parameters (:meth:`Store.put_recording`).
 _UPDATE_RECORDING = update(_RECORDINGS).where(_RECORDINGS.c.id == bindparam("_rid"))
 _INSERT_RECORDING = insert(_RECORDINGS)
+
+
+class Put(NamedTuple):
+    """What :meth:`Store.put_recording` did."""
+
+    #: The stored events that begin the new ones, kept as they were.
+    kept: int
+    #: Whether the recording was stored already (by an earlier import, or by
+    #: another importer since this one looked).
+    found: bool
+    #: Whether any event was written or deleted: False when what was stored
+    #: was these very events.
+    changed: bool
 
 
 def open_store(
@@ -374,9 +387,10 @@ class Store:
     def put_recording(
         self, info: RecordingInfo, events: Iterable[Event], *,
         open_seen_ns: int | None = None, summary: dict[str, Any] | None = None,
-    ) -> int:
+    ) -> Put:
         """Make recording ``info.id`` hold exactly ``events`` (numbered from 0), in one
-        transaction; returns how many of its stored events were kept.
+        transaction; returns how many of its stored events were kept, whether it
+        was stored already and whether that changed any (:class:`Put`).
 
         For a recording converted from a file that grows (a Claude Code
         transcript): the first time it is stored whole; afterwards the stored
@@ -420,16 +434,18 @@ class Store:
             found = conn.execute(_UPDATE_RECORDING, {**stored, "_rid": info.id}).rowcount
             if not found:
                 conn.execute(_INSERT_RECORDING, stored)
-            kept = self._put_events(conn, info.id, events, compare=bool(found))
+            kept, changed = self._put_events(conn, info.id, events, compare=bool(found))
             self._replace_usage(conn, info.id, calls, whole=True, new=not found)
-        return kept
+        return Put(kept, bool(found), changed)
 
     def _put_events(self, conn: Connection, recording_id: str, events: Iterable[Event], *,
-                    compare: bool) -> int:
+                    compare: bool) -> tuple[int, bool]:
         """Write ``events`` over what is stored: the stored ones that begin them are
         kept (read a page at a time), the rest deleted, the new ones inserted a
-        batch at a time.  Returns how many were kept."""
+        batch at a time.  Returns how many were kept, and whether any event was
+        deleted or inserted."""
         kept = 0
+        changed = False
         stored = _stored_rows(conn, recording_id, self.unpacker()) if compare else iter(())
         batch: list[Event] = []
         cut = not compare
@@ -440,19 +456,20 @@ class Store:
                     kept += 1
                     continue
                 cut = True
-                self._cut(conn, recording_id, kept)
+                changed = self._cut(conn, recording_id, kept) > 0
+            changed = True
             batch.append(ev)
             if len(batch) >= _PUT_BATCH:
                 self._insert_events(conn, recording_id, batch)
                 batch = []
         if not cut:
-            self._cut(conn, recording_id, kept)
+            changed = self._cut(conn, recording_id, kept) > 0
         self._insert_events(conn, recording_id, batch)
-        return kept
+        return kept, changed
 
     @staticmethod
-    def _cut(conn: Connection, recording_id: str, kept: int) -> None:
-        cut_events(conn, recording_id, kept)
+    def _cut(conn: Connection, recording_id: str, kept: int) -> int:
+        return cut_events(conn, recording_id, kept)
 
     def _insert_events(self, conn: Connection, recording_id: str, events: list[Event]) -> None:
         rows, tools = event_rows(recording_id, events)

@@ -384,3 +384,62 @@ def by_model(reader: Reader, f: UsageFilter) -> list[tuple[str, str, Figures]]:
     sql = (f"SELECT u.model, u.cost_source, {c.sums}{source} "
            f"GROUP BY u.model, u.cost_source ORDER BY u.model, u.cost_source")
     return [(row[0], row[1], _figures(row, 2)) for row in reader.rows(sql, params)]
+
+
+#: A filter's column in :func:`_from`'s tables (``u``: the usage rows, ``r``: their
+#: recordings), and how a line says it matched no call.
+_FILTERS: Final = {
+    "models": ("u.model", "no call used model {}"),
+    "project": ("r.cwd", "no call was made in a project matching {}"),
+    "name": ("r.name", "no call is of a session named {}"),
+    "sources": ("r.source", "no call came from source {}"),
+    # As text: PostgreSQL's json has no equality to group by.
+    "tags": ("CAST(r.tags AS TEXT)", "no call is of a session tagged {}"),
+}
+#: Values a line lists of what the store holds, at most.
+SHOWN_VALUES: Final = 10
+
+
+def unmatched(reader: Reader, f: UsageFilter) -> list[str]:
+    """A line for each value of ``f``'s model, project, name, source and tag filters
+    that matches no call in the store on its own (so that a report it empties is not
+    taken for no use): what the store holds instead, most calls first."""
+    said: list[str] = []
+    for field_name, (column, line) in _FILTERS.items():
+        given = getattr(f, field_name)
+        values: list[Any] = (
+            [{k: v} for k, v in given.items()] if field_name == "tags"
+            else list(given) if isinstance(given, tuple) else [] if given is None else [given])
+        for value in values:
+            alone_by: dict[str, Any] = {
+                field_name: value if field_name in ("project", "name", "tags") else (value,)}
+            alone = UsageFilter(**alone_by)
+            sql, params = _from(reader, alone, _HOURS, join=True)
+            if next(iter(reader.rows(f"SELECT 1{sql} LIMIT 1", params)), None) is None:
+                shown = (f"{next(iter(value))}={next(iter(value.values()))}"
+                         if field_name == "tags" else repr(value))
+                said.append(f"{line.format(shown)}; the store has "
+                            f"{_held(reader, field_name, column)}")
+    return said
+
+
+def _held(reader: Reader, field_name: str, column: str) -> str:
+    """The values of ``column`` among the store's calls, most calls first (at most
+    :data:`SHOWN_VALUES`), as a line's end."""
+    sql, params = _from(reader, UsageFilter(), _HOURS, join=True)
+    rows = reader.rows(f"SELECT {column}, SUM(u.calls){sql} GROUP BY {column}", params)
+    calls: dict[str, int] = {}
+    for value, n in rows:
+        if field_name == "tags":
+            tags = json.loads(value) if isinstance(value, str) else value
+            for key, tag in (tags.items() if isinstance(tags, dict) else ()):
+                calls[f"{key}={tag}"] = calls.get(f"{key}={tag}", 0) + int(n)
+        elif value is not None and value != "":
+            calls[str(value)] = calls.get(str(value), 0) + int(n)
+    if not calls:
+        return "none" if field_name != "models" else "no calls"
+    top = sorted(calls.items(), key=lambda kv: (-kv[1], kv[0]))
+    listed = ", ".join(f"{value} ({n} call{'' if n == 1 else 's'})"
+                       for value, n in top[:SHOWN_VALUES])
+    more = len(top) - SHOWN_VALUES
+    return listed + (f" and {more} more" if more > 0 else "")
