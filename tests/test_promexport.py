@@ -684,6 +684,55 @@ def test_running_gauges_are_the_live_summary_less_the_written_calls(store: Store
         store.update_recording(rid, ended_ns=None, last_seen_ns=time.time_ns())
 
 
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_the_running_cost_prices_1_hour_cache_writes_at_their_rate(
+        tmp_path: Path, request: pytest.FixtureRequest, engine: str) -> None:
+    """An imported session whose calls wrote to the 1-hour cache: its calls' rows
+    hold that split; running, with a turn under way that wrote more of both, the
+    gauge is that turn's price with its 1-hour writes at the 1-hour rate."""
+    import datetime as dt
+
+    from claudetrace.formats.imports import import_file
+    from claudetrace.pricing import call_cost
+    from claudetrace.store import open_store
+    from claudetrace.store.models import UsageCall
+    from claudetrace.testing.transcripts import Call, Transcript, write_transcript
+
+    model = "claude-sonnet-4-5-20250929"
+    at = dt.datetime(2026, 5, 1, 12, tzinfo=dt.timezone.utc)
+    path = write_transcript(tmp_path / "projects", Transcript("s-1h", "-home-dev", [
+        Call(model, at, input=10, output=20, cache_read=300, cache_creation=4000,
+             cache_creation_1h=3000),
+        Call(model, at + dt.timedelta(minutes=1), input=5, output=7, cache_creation=1000,
+             cache_creation_1h=1000)]))
+    url = str(tmp_path / "s.db") if engine == "sqlite" else request.getfixturevalue("pg_url")
+    store = open_store(url)
+    try:
+        rid = import_file(store, path).recording_id
+        with store.session() as s:
+            assert s.execute(select(func.sum(UsageCall.cache_creation_1h_tokens)).where(
+                UsageCall.recording_id == rid)).scalar_one() == 4000
+        summary = store.get(rid).models
+        assert summary[model]["cache_creation_1h"] == 4000
+        # A turn under way: 2,000 more cache writes, 1,500 of them for an hour.
+        store.update_recording(rid, ended_ns=None, last_seen_ns=time.time_ns(), models={
+            model: {**summary[model], "cache_creation": summary[model]["cache_creation"] + 2000,
+                    "cache_creation_1h": 5500}})
+        _, samples = parse_exposition(StoreMetrics(store).exposition())
+        price = call_cost(model, 0, 0, 0, 2000, 1500)
+        as_5_minutes = call_cost(model, 0, 0, 0, 2000)
+        assert price is not None and as_5_minutes is not None and price > as_5_minutes
+        assert values(samples, "claudetrace_store_running_cost_usd", "model")[
+            model,] == pytest.approx(price, abs=1e-12)
+        assert values(samples, "claudetrace_store_running_tokens", "model", "type")[
+            model, "cache_creation"] == 2000
+    finally:
+        if engine == "postgresql":
+            with store.engine.begin() as conn:
+                conn.exec_driver_sql("TRUNCATE recordings CASCADE")
+        store.close()
+
+
 def test_a_turn_ending_during_a_scrape_is_not_counted_twice(
         store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     """The counters are read before the gauges: a turn whose calls are written

@@ -496,7 +496,7 @@ def test_a_downgrade_on_a_sqlite_too_old_to_drop_columns_stops_in_one_line(
         engine.dispose()
     # The newest migration that drops columns is the first to stop.
     assert str(info.value) == (
-        "downgrading 0012_footprint2 drops columns in place, which needs SQLite 3.35 or"
+        "downgrading 0017_usage1h drops columns in place, which needs SQLite 3.35 or"
         " newer (this one is 3.31.1)")
     with sqlite3.connect(db_path) as conn:  # nothing done
         assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [

@@ -67,9 +67,12 @@ def test_usage_call_rows_store_every_number_as_the_engines_take_it() -> None:
         ("msg_3", 10, "m", 1, 2, 3, 4, float("nan"), "cli"),
         ("msg_4", 10, "m", True, 2, 3, 4, float("inf"), "cli"),
         ("msg_5", 2**64, "m" * 150, 1, 2, 3, 4, 1, "cli"),
+        ("msg_6", 10, "m", 1, 2, 3, 4, 0.5, "estimate", 3),  # of the 4 writes, 3 for an hour
+        ("msg_7", 10, "m", 1, 2, 3, 4, 0.5, "estimate", 2**70),
     ]
     rows = usage_call_rows("r", calls)
     assert rows == [("r", c[0], values.number(c[1]), c[2][:100], *map(values.number, c[3:8]),
-                     c[8], False) for c in calls]
+                     c[8], values.number(c[9]) if len(c) > 9 else 0, False) for c in calls]
+    assert [r[10] for r in rows[5:]] == [3, values.INT64_MAX]
     assert rows[1][4:6] == (values.INT64_MAX, values.INT64_MIN)
     assert rows[2][8] == 0.0 and rows[3][8] == 0.0

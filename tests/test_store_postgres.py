@@ -607,7 +607,8 @@ def test_the_copy_types_are_the_models() -> None:
 
 def _recording_as_stored(pg_url: str, recording_id: str) -> dict[str, list[tuple[object, ...]]]:
     """Every column of the recording's rows in the three tables, as text with its
-    type (the recording's id left out: the two writers write two recordings)."""
+    type (the recording's id left out: the two writers write two recordings;
+    ``usage_calls.duplicate`` last)."""
     import psycopg
 
     from claudetrace.store.postgres import plain_url
@@ -624,6 +625,7 @@ def _recording_as_stored(pg_url: str, recording_id: str) -> dict[str, list[tuple
                 "SELECT column_name FROM information_schema.columns WHERE table_name = %s "
                 "ORDER BY ordinal_position", (table,))
                 if row[0] not in (key, "id")]
+            names.sort(key=lambda name: name == "duplicate")  # last (later columns added after it)
             columns = ", ".join(f"{name}::text, pg_typeof({name})::text" for name in names)
             shown[table] = [tuple(row) for row in conn.execute(
                 f"SELECT {columns} FROM {table} WHERE {key} = %s ORDER BY {order}",

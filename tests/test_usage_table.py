@@ -137,3 +137,52 @@ def test_bench_usage_team_times_every_report(tmp_path: Path) -> None:
     assert said == ["20 sessions, 700 calls seeded in " + said[0].rsplit(" in ", 1)[1]]
     run_team_bench(sessions=20, db_url=url, repeat=1, say=said.append)  # seeded once
     assert said[1].startswith("20 sessions of a team's store already")
+
+
+def _as_rich(grid: Grid) -> Table:
+    """The same rows in Rich's ``Table`` (counts written as the grid writes them)."""
+    rich = Table(header_style="bold")
+    for name, justify in grid.columns:
+        rich.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for found in grid.rows:
+        if found is None:
+            rich.add_section()
+            continue
+        cells, style = found
+        rich.add_row(*[f"{c:,}" if isinstance(c, int) else c for c in cells], style=style)
+    rich.caption = grid.caption
+    return rich
+
+
+@pytest.mark.parametrize("colour", [False, True])
+@pytest.mark.parametrize("width", [200, 160])
+def test_a_team_s_session_breakdown_is_what_rich_prints(
+        tmp_path: Path, colour: bool, width: int) -> None:
+    """``usage session --breakdown``: sessions whose models wrap, a dim row per
+    model, the totals and the caption, byte for byte as Rich's ``Table``."""
+    import datetime as dt
+
+    from claudetrace import usage as reports
+    from claudetrace.cli.usage_table import session_table
+    from claudetrace.store.usage import UsageFilter, plain_reader
+
+    url = f"sqlite:///{tmp_path}/team.db"
+    seed_team(url, 30, calls=12)
+    with plain_reader(url) as reader:
+        assert reader is not None
+        found = reports.session_report(reader, UsageFilter(), dt.timezone.utc)
+    out = []
+    for printed in ("rich", "grid"):
+        grid = session_table(found, dt.timezone.utc, True)
+        console = Console(width=width, file=io.StringIO(), force_terminal=colour,
+                          color_system="standard" if colour else None)
+        if printed == "rich":
+            console.print(_as_rich(grid))
+        else:
+            show(console, grid)
+        out.append(console.file.getvalue())  # type: ignore[attr-defined]
+    assert out[1] == out[0]
+    assert out[1].count("└ ") == sum(len(m) for m in found.models) > 30
+    lines = out[1].splitlines()
+    assert len(lines) > out[1].count("└ ") + 30 + 6  # the models' cells wrap
+    assert ("\x1b[2m" in out[1]) == colour

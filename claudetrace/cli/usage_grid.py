@@ -9,9 +9,9 @@ colour, else with the codes Rich writes for its styles (:func:`show`).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator
-from itertools import zip_longest
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from itertools import starmap, zip_longest
+from typing import Any, NamedTuple
 
 from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
@@ -37,6 +37,25 @@ def _width(text: str) -> int:
     return len(text) if text.isascii() else cell_len(text)
 
 
+class _Layout(NamedTuple):
+    """A table's columns: their widths and what their cells read (:meth:`Grid._layout`)."""
+
+    widths: list[int]
+    #: Each column's cells as text, a row each of :attr:`Grid.rows` but the lines
+    #: between sections (a count ``1,234``, Rich's Text its text); None for a
+    #: column of counts only (its rows' format writes them).
+    texts: list[Sequence[str] | None]
+    #: The rows whose cell in each column is not text (a count or Rich's Text
+    #: among texts), or that have fewer cells than there are columns (by column).
+    odd: list[list[int]]
+    #: Whether each column's characters are each a cell wide.
+    single: list[bool]
+    #: Each column's width before narrowing to the console.
+    natural: list[int]
+    #: The rows with a cell of Rich's Text.
+    texted: set[int]
+
+
 class Grid:
     """A table as Rich's :class:`~rich.table.Table` prints it (its default box,
     bold headers, sections, a centred caption), written row by row: Rich
@@ -54,8 +73,8 @@ class Grid:
         #: ``(cells, row style)``, or None: a line between sections.
         self.rows: list[tuple[list[Cell], str] | None] = []
         self.caption: Text | None = None
-        #: The columns whose cells are all counts (set by :meth:`_widths`).
-        self._counted: set[int] = set()
+        #: The last :meth:`_layout`, by the width it was made for and the rows then.
+        self._laid: tuple[tuple[int, int], _Layout] | None = None
 
     def add_row(self, *cells: Cell, style: str = "") -> None:
         self.rows.append((list(cells), style))
@@ -63,43 +82,57 @@ class Grid:
     def add_section(self) -> None:
         self.rows.append(None)
 
-    def _widths(self, max_width: int) -> list[int]:
-        """Each column's width (and which hold only counts: :attr:`_counted`)."""
-        widths = [_width(name) for name, _ in self.columns]
+    def _layout(self, max_width: int) -> _Layout:
+        """Each column's width, from its cells read once (a count column's from its
+        largest and smallest count, which are its longest)."""
+        found = self._laid
+        if found is not None and found[0] == (max_width, len(self.rows)):
+            return found[1]
         rows = [row[0] for row in self.rows if row is not None]
-        counted: set[int] = set()
-        # A column at a time (a row has no more cells than there are columns; a
-        # shorter one's missing cells are None): its cells' lengths where they are
-        # all ASCII, each character a cell wide; a count's, its longest's.
-        for j, column in enumerate(zip_longest(*rows)):
+        count = len(self.columns)
+        # A column at a time (a shorter row's missing cells are blanks, as Rich
+        # writes them).
+        columns: list[Sequence[Cell]] = list(zip_longest(*rows, fillvalue=""))
+        columns += [("",) * len(rows)] * (count - len(columns))
+        texts: list[Sequence[str] | None] = []
+        odd: list[list[int]] = []
+        single: list[bool] = []
+        natural: list[int] = []
+        texted: set[int] = set()
+        short = [] if set(map(len, rows)) <= {count} else [
+            at for at, row in enumerate(rows) if len(row) != count]
+        for (name, _), column in zip(self.columns, columns, strict=True):
             kinds = set(map(type, column))
-            kinds.discard(type(None))
-            present: Any = column if None not in column else [
-                c for c in column if c is not None]
-            numbers: Any
-            texts: Any
+            mine: Any
             if kinds == {int}:
-                numbers, texts = present, []
-            elif kinds == {str}:
-                numbers, texts = [], present
-            else:
-                numbers = [cell for cell in present if type(cell) is int]
-                texts = [cell if isinstance(cell, str) else cell.plain for cell in present
-                         if isinstance(cell, (str, Text))]
-            if numbers:
-                widths[j] = max(widths[j], len(COUNT(max(numbers))), len(COUNT(min(numbers))))
-                if texts:  # counts beside texts: written as texts
-                    for row in rows:
-                        if j < len(row) and type(row[j]) is int:
-                            row[j] = COUNT(row[j])
-                else:
-                    counted.add(j)
-            if texts:
-                joined = "".join(texts)
-                widths[j] = max(widths[j], max(
-                    map(len, texts) if joined.isascii() or _BOXES(joined)
-                    else map(_width, texts)))
-        self._counted = counted
+                counts: Any = column
+                texts.append(None)
+                odd.append([])
+                single.append(True)
+                natural.append(max(_width(name), len(COUNT(max(counts))),
+                                   len(COUNT(min(counts)))))
+                continue
+            if kinds == {str}:
+                mine, others = column, short
+            else:  # mostly text (the totals' row's first cell is Rich's Text)
+                mine = list(column)
+                others = [at for at, kind in enumerate(map(type, column)) if kind is not str]
+                for at in others:
+                    cell = column[at]
+                    if isinstance(cell, int):
+                        mine[at] = COUNT(cell)
+                    elif isinstance(cell, Text):
+                        mine[at] = cell.plain
+                        texted.add(at)
+                others = sorted({*others, *short})
+            joined = "".join(mine)
+            # Only ASCII, or only box drawing (the breakdown's "└"): a cell a character.
+            each = joined.isascii() or _BOXES(joined) is not None
+            texts.append(mine)
+            odd.append(others)
+            single.append(each)
+            natural.append(max(_width(name), max(map(len if each else _width, mine), default=0)))
+        widths = list(natural)
         excess = sum(widths) + 3 * len(widths) + 1 - max_width
         narrow = [j for j, (_, justify) in enumerate(self.columns) if justify == "left"]
         while excess > 0:
@@ -108,7 +141,13 @@ class Grid:
                 break
             widths[j] -= 1
             excess -= 1
-        return widths
+        layout = _Layout(widths, texts, odd, single, natural, texted)
+        self._laid = ((max_width, len(self.rows)), layout)
+        return layout
+
+    def _widths(self, max_width: int) -> list[int]:
+        """Each column's width: as wide as its widest cell, narrowed to ``max_width``."""
+        return self._layout(max_width).widths
 
     @staticmethod
     def _rule(widths: list[int], left: str, line: str, cross: str, right: str) -> str:
@@ -123,81 +162,140 @@ class Grid:
         return out
 
     def lines(self, console: Console, max_width: int, *, styled: bool = False,
-              ) -> Iterator[str]:
-        """The table as text, a line at a time: plain, or (``styled``) with the
-        terminal codes of its styles as Rich writes them (a row of text cells in
-        one format of its style's codes; any other row through Rich's segments)."""
-        widths = self._widths(max_width)
+              ) -> list[str]:
+        """The table as text, a line each (a wrapped row's lines in one): plain,
+        or (``styled``) with the terminal codes of its styles as Rich writes them."""
+        layout = self._layout(max_width)
         if styled:
-            yield from self._styled(console, widths)
-            return
-        yield from self._plain(console, widths)
+            return self._styled(console, layout)
+        return self._plain(console, layout)
 
-    def _fields(self, widths: list[int]) -> list[str]:
+    def _fields(self, layout: _Layout) -> list[str]:
         """Each column's replacement field in a row's format: its width and side,
-        and a count's ``,`` (written by the format itself: no text made for it)."""
-        return [f"{{:{'>' if justify == 'right' else '<'}{w}{',' if j in self._counted else ''}}}"
-                for j, ((_, justify), w) in enumerate(zip(self.columns, widths, strict=True))]
+        and a count's ``,`` (written by the format itself)."""
+        return [f"{{:{'>' if justify == 'right' else '<'}{width}"
+                f"{',' if texts is None else ''}}}"
+                for (_, justify), width, texts in zip(
+                    self.columns, layout.widths, layout.texts, strict=True)]
 
-    def _fits(self, widths: list[int]) -> Callable[[list[Cell]], str | None]:
-        """What writes a row of text cells in one format where it fits (every
-        character a cell, no cell wider than its column), else gives None."""
-        fast = "│ " + " │ ".join(self._fields(widths)) + " │"
-        fast_format = fast.format
-        size = sum(widths) + 3 * len(widths) + 1
-        count = len(widths)
-        edges = size + 2 * (count + 1)  # a line's UTF-8 bytes when its text is ASCII
-        counted = sorted(self._counted)
-        #: Whether each character of a text (not ASCII) is one cell wide, by text.
-        single: dict[str, bool] = {}
+    def _body(self, console: Console, layout: _Layout,
+              codes: Callable[[str], tuple[str, str]] | None) -> list[str | None]:
+        """Each row's text (the lines between sections left out): its line, a C
+        call of one format each, and below it those of its cells that wrap
+        (words, as Rich wraps them); None for a row to write on its own (a cell
+        of characters of other widths too wide or not a cell each; with the
+        styles' ``codes``, a styled row that wraps or a cell of Rich's Text)."""
+        widths = layout.widths
+        right = [justify == "right" for _, justify in self.columns]
+        rows = [row for row in self.rows if row is not None]
+        own: set[int] = set(layout.texted) if codes is not None else set()
+        #: The rows whose cells are formatted as others (as text, their first lines).
+        changed: dict[int, list[Cell]] = {}
 
-        def one_cell_each(texts: list[str]) -> bool:
-            for text in texts:
-                if not text.isascii():
-                    found = single.get(text)
-                    if found is None:
-                        found = single[text] = cell_len(text) == len(text)
-                    if not found:
-                        return False
-            return True
+        def change(at: int) -> list[Cell]:
+            found = changed.get(at)
+            if found is None:
+                given = rows[at][0]
+                found = changed[at] = [*given, *[""] * (len(widths) - len(given))]
+            return found
 
-        def fits(cells: list[Cell]) -> str | None:
-            if len(cells) != count:
-                return None
-            try:
-                line: str = fast_format(*cells)
-            except (TypeError, ValueError):  # a cell of Rich's Text, a text in counts
-                return None
-            if len(line) != size:
-                return None
-            # Only ASCII besides its edges (three bytes each in UTF-8), or only
-            # box drawing (the breakdown's "└"): every character a cell.
-            if len(line.encode()) == edges or _BOXES(line):
-                return line
-            # Every cell text now (a Text raised), but the counts.
-            texts: Any = [c for c in cells if type(c) is not int] if counted else cells
-            return line if one_cell_each(texts) else None
+        #: The wrapping cells' lines, by row: ``(column, its lines)``.
+        wrapping: dict[int, list[tuple[int, list[str]]]] = {}
+        for j, texts in enumerate(layout.texts):
+            if texts is None:
+                continue
+            width = widths[j]
+            for at in layout.odd[j]:
+                change(at)[j] = texts[at]
+            if not layout.single[j]:  # characters of other widths: such a row its own
+                own.update(at for at, text in enumerate(texts) if (not text.isascii()
+                           and _width(text) != len(text)) or len(text) > width)
+            elif layout.natural[j] > width:  # narrowed: its wider cells wrap
+                wrapped: dict[str, list[str]] = {}  # many rows wrap the same text
+                for at, text in enumerate(texts):
+                    if len(text) <= width:
+                        continue
+                    if at in layout.texted or (codes is not None and rows[at][1]):
+                        own.add(at)
+                        continue
+                    pieces = wrapped.get(text)
+                    if pieces is None:
+                        pieces = wrapped[text] = [
+                            _plain(_pad(line, width, right[j]))
+                            for line in _wrap(console, text, width)]
+                    change(at)[j] = pieces[0]
+                    wrapping.setdefault(at, []).append((j, pieces))
+        fields = self._fields(layout)
+        # A row left to be written on its own is given one that formats.
+        blank = [0 if texts is None else "" for texts in layout.texts]
+        cells: list[Sequence[Cell]] = [row[0] for row in rows]
+        for at, mine in changed.items():
+            cells[at] = mine
+        for at in own:
+            cells[at] = blank
+        lines: list[str | None] = list(starmap(("│ " + " │ ".join(fields) + " │").format,
+                                              cells))
+        # Below a wrapped row's line, the others of its wrapping cells (blanks in the
+        # other columns): the same for every row that wraps the same texts.
+        spaces = [" " * width for width in widths]
+        below: dict[tuple[Any, ...], str] = {}
+        for at, cells_lines in wrapping.items():
+            if at in own:
+                continue
+            key = tuple((j, id(found)) for j, found in cells_lines)
+            more = below.get(key)
+            if more is None:
+                rest = []
+                for line_at in range(1, max(len(found) for _, found in cells_lines)):
+                    texts = list(spaces)
+                    for j, found in cells_lines:
+                        if line_at < len(found):
+                            texts[j] = found[line_at]
+                    rest.append("\n│ " + " │ ".join(texts) + " │")
+                more = below[key] = "".join(rest)
+            lines[at] = f"{lines[at]}{more}"
+        for at in own:
+            lines[at] = None
+        if codes is None:
+            return lines
+        # A row in a style: each pad and cell in its codes, as Rich writes them.
+        styled: dict[str, list[int]] = {}
+        for at, row in enumerate(rows):
+            if row[1] and at not in own:
+                styled.setdefault(row[1], []).append(at)
+        for style, ats in styled.items():
+            start, end = codes(style)
+            if "{" in start + end or "}" in start + end:  # not a terminal's codes
+                for at in ats:
+                    lines[at] = None
+                continue
+            row_format = "│" + "│".join(f"{start} {end}{start}{field}{end}{start} {end}"
+                                        for field in fields) + "│"
+            for at, line in zip(ats, starmap(row_format.format, [cells[at] for at in ats]),
+                                strict=True):
+                lines[at] = line
+        return lines
 
-        return fits
-
-    def _plain(self, console: Console, widths: list[int]) -> Iterator[str]:
-        fits = self._fits(widths)
+    def _plain(self, console: Console, layout: _Layout) -> list[str]:
+        widths = layout.widths
         row = self._plain_row(console, widths)
-        yield self._rule(widths, "┏", "━", "┳", "┓")
-        yield from row([name for name, _ in self.columns], "┃")
-        yield self._rule(widths, "┡", "━", "╇", "┩")
+        out = [self._rule(widths, "┏", "━", "┳", "┓"),
+               *row([name for name, _ in self.columns], "┃"),
+               self._rule(widths, "┡", "━", "╇", "┩")]
         section = self._rule(widths, "├", "─", "┼", "┤")
+        body = iter(self._body(console, layout, None))
         for found in self.rows:
             if found is None:
-                yield section
+                out.append(section)
                 continue
-            line = fits(found[0])
+            line = next(body)
             if line is not None:
-                yield line
+                out.append(line)
             else:
-                yield from row(found[0], "│")
-        yield self._rule(widths, "└", "─", "┴", "┘")
-        yield from self._captions(widths)
+                out += row(found[0], "│")
+        out.append(self._rule(widths, "└", "─", "┴", "┘"))
+        out += self._captions(widths)
+        return out
 
     def _plain_row(self, console: Console, widths: list[int],
                    ) -> Callable[[list[Cell], str], list[str]]:
@@ -272,7 +370,7 @@ class Grid:
         return row
 
     def _painter(self, console: Console, widths: list[int],
-                 ) -> Callable[[list[Cell], str, str], Iterator[Segment]]:
+                 ) -> Callable[[list[Cell], str, str], Iterable[Segment]]:
         """What writes a row as Rich's segments (its cells, style and edge)."""
         new_line = Segment.line()
         styles: dict[Any, Style] = {}
@@ -295,7 +393,7 @@ class Grid:
                     for seg in cell.render(console, end="")]
             return [*out, Segment(fill, inner)] if not right and fill else out
 
-        def row(given: list[Cell], style: str, edge: str) -> Iterator[Segment]:
+        def row(given: list[Cell], style: str, edge: str) -> Iterable[Segment]:
             cells: list[Shown] = [COUNT(c) if isinstance(c, int) else c for c in given]
             outer = style_of(style)
             pad = Segment(" ", outer) if style else Segment(" ")
@@ -322,61 +420,51 @@ class Grid:
 
         return row
 
-    def _styled(self, console: Console, widths: list[int]) -> Iterator[str]:
+    def _styled(self, console: Console, layout: _Layout) -> list[str]:
         """:meth:`lines` with the styles' codes: what Rich writes to a terminal."""
         from rich.console import COLOR_SYSTEMS
 
+        widths = layout.widths
         system = COLOR_SYSTEMS[console.color_system or "standard"]
         paint = self._painter(console, widths)
 
-        def text_of(segments: Iterable[Segment]) -> Iterator[str]:
-            """Segments as the console writes them, a line at a time."""
+        def text_of(segments: Iterable[Segment]) -> list[str]:
+            """Segments as the console writes them, a line each."""
             out = "".join(seg.style.render(seg.text, color_system=system)
                           if seg.style else seg.text for seg in segments)
-            yield from out.split("\n")[:-1]
+            return out.split("\n")[:-1]
 
-        fits = self._fits(widths)
+        def codes(style: str) -> tuple[str, str]:
+            start, end = console.get_style(style).render("\0", color_system=system).split("\0")
+            return start, end
+
         plain_row = self._plain_row(console, widths)
-        formats: dict[tuple[str, str], str] = {}
 
-        def styled(style: str, edge: str) -> str:
-            """A row's format in ``style`` (each pad and cell wrapped in its codes)."""
-            found = formats.get((style, edge))
-            if found is None:
-                start, end = console.get_style(style).render(
-                    "\0", color_system=system).split("\0")
-                found = formats[style, edge] = edge + edge.join(
-                    f"{start} {end}{start}{field}{end}{start} {end}"
-                    for field in self._fields(widths)) + edge
-            return found
-
-        def row(cells: list[Cell], style: str, edge: str) -> Iterator[str]:
+        def row(cells: list[Cell], style: str, edge: str) -> list[str]:
             # Rich writes the text of a row without a style as it is (a text cell,
             # its pads and fill have none): the plain lines.
             if not style and not any(isinstance(cell, Text) for cell in cells):
-                yield from plain_row(cells, edge)
-            elif style and fits(cells) is not None:
-                yield styled(style, edge).format(*cells)
-            else:
-                yield from text_of(paint(cells, style, edge))
+                return plain_row(cells, edge)
+            return text_of(paint(cells, style, edge))
 
         section = self._rule(widths, "├", "─", "┼", "┤")
-        yield self._rule(widths, "┏", "━", "┳", "┓")
-        yield from row([name for name, _ in self.columns], "bold", "┃")
-        yield self._rule(widths, "┡", "━", "╇", "┩")
+        out = [self._rule(widths, "┏", "━", "┳", "┓"),
+               *row([name for name, _ in self.columns], "bold", "┃"),
+               self._rule(widths, "┡", "━", "╇", "┩")]
+        body = iter(self._body(console, layout, codes))
         for found in self.rows:
             if found is None:
-                yield section
+                out.append(section)
                 continue
-            cells, style = found
-            line = None if style else fits(cells)
+            line = next(body)
             if line is not None:
-                yield line
+                out.append(line)
             else:
-                yield from row(cells, style, "│")
-        yield self._rule(widths, "└", "─", "┴", "┘")
+                out += row(*found, "│")
+        out.append(self._rule(widths, "└", "─", "┴", "┘"))
         if self.caption:
-            yield from text_of(self._caption_segments(console, widths))
+            out += text_of(self._caption_segments(console, widths))
+        return out
 
     def _caption_segments(self, console: Console, widths: list[int]) -> Iterable[Segment]:
         caption = self.caption.copy() if self.caption else Text()
@@ -387,7 +475,7 @@ class Grid:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         widths = self._widths(options.max_width)
         if console.color_system is None or console.no_color:
-            for line in self._plain(console, widths):
+            for line in self._plain(console, self._layout(options.max_width)):
                 yield Segment(line)
                 yield Segment.line()
             return
@@ -431,19 +519,10 @@ def show(console: Console, table: Grid) -> None:
     _write(console, table.lines(console, console.width, styled=True))
 
 
-def _write(console: Console, lines: Iterable[str]) -> None:
-    """``lines`` to the console's file, some thousands at a time."""
-    write = console.file.write
-    batch: list[str] = []
-    for line in lines:
-        batch.append(line)
-        if len(batch) == 4096:
-            batch.append("")
-            write("\n".join(batch))
-            batch.clear()
-    if batch:
-        batch.append("")
-        write("\n".join(batch))
+def _write(console: Console, lines: list[str]) -> None:
+    """``lines`` to the console's file, in one write."""
+    lines.append("")
+    console.file.write("\n".join(lines))
     console.file.flush()
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
@@ -121,6 +121,11 @@ def period_table(report: str, found: dict[str, Totals], breakdown: bool) -> Grid
                   (m for t in found.values() for m in t.unpriced))
 
 
+def _costliest_first(m: Any) -> float:
+    """A session's models, the costliest first (:data:`~claudetrace.usage.ModelFigures`)."""
+    return -m[2][4]  # type: ignore[no-any-return]
+
+
 def session_table(found: SessionReport, tz: dt.tzinfo | None, breakdown: bool) -> Grid:
     """Sessions, oldest last activity first: the entries ``--json`` writes, a row
     each (and one per model under it with ``breakdown``)."""
@@ -129,6 +134,10 @@ def session_table(found: SessionReport, tz: dt.tzinfo | None, breakdown: bool) -
     table = _table(["session", "project", "last activity", "models"])
     add = table.rows.append
     minutes: dict[int, str] = {}  # many sessions end in the same minute
+    # Many sessions use the same models: each one's cell, and a set's, made once.
+    used: dict[tuple[str, ...], str] = {}
+    under: dict[str, str] = {}
+    by_cost = _costliest_first
     for e, last_ns, models in zip(found.entries, found.lasts, found.models, strict=True):
         minute = last_ns // 60_000_000_000
         last = minutes.get(minute)
@@ -136,16 +145,23 @@ def session_table(found: SessionReport, tz: dt.tzinfo | None, breakdown: bool) -
             last = minutes[minute] = dt.datetime.fromtimestamp(
                 last_ns / 1e9, tz).strftime("%Y-%m-%d %H:%M")
         name = e.name or e.session_id
+        names = tuple(e.models_used)
+        shown = used.get(names)
+        if shown is None:
+            shown = used[names] = _text(", ".join(names))
         add(([name if name.isprintable() else visible(name),
               e.project_path if e.project_path.isprintable() else visible(e.project_path),
-              last, _text(", ".join(e.models_used)), e.input_tokens, e.output_tokens,
+              last, shown, e.input_tokens, e.output_tokens,
               e.cache_creation_tokens, e.cache_read_tokens, e.total_tokens,
               cost_text(e.cost_source, e.total_cost, e.estimated_cost,
                         bool(e.unpriced_models))], ""))
         if breakdown:
             for model, mask, (i, o, cr, cc, cost, _), est in (
-                    models if len(models) == 1 else sorted(models, key=lambda m: -m[2][4])):
-                add((["", "", "", "└ " + _text(model), i, o, cc, cr, i + o + cr + cc,
+                    models if len(models) == 1 else sorted(models, key=by_cost)):
+                label = under.get(model)
+                if label is None:
+                    label = under[model] = "└ " + _text(model)
+                add((["", "", "", label, i, o, cc, cr, i + o + cr + cc,
                       cost_text(SOURCE_OF[mask], cost, est, mask & UNKNOWN != 0)], "dim"))
     _total(table, found.totals, 4)
     return _notes(table, any(e.cost_source != "cli" for e in found.entries),

@@ -34,7 +34,8 @@ def usage_warnings(session: Session) -> list[str]:
 
 
 def model_figures(session: Session, cost: Cost | None = None) -> dict[str, dict[str, Any]]:
-    """Per model: tokens by type, cost, calls and turns answered (the ``models`` column).
+    """Per model: tokens by type, cost, calls and turns answered (the ``models`` column;
+    ``cache_creation_1h``, the 1-hour part of ``cache_creation``, where there is one).
 
     Tokens include what the CLI counted for calls the host never saw (a
     subagent's); ``calls`` counts the calls the host saw, as ``model_calls`` does.
@@ -59,6 +60,8 @@ def model_figures(session: Session, cost: Cost | None = None) -> dict[str, dict[
         usage = by_model.get(model) or Usage()
         figures[model] = {**usage.as_dict(), "cost_usd": costs.get(model, unpriced),
                           "calls": calls.get(model, 0), "turns": turns.get(model, 0)}
+        if usage.cache_creation_1h:  # the part of cache_creation priced at the 1-hour rate
+            figures[model]["cache_creation_1h"] = usage.cache_creation_1h
     return figures
 
 
@@ -114,7 +117,8 @@ def call_cost(session: Session, call: ModelCall, cost: Cost,
 def usage_rows(session: Session, started_ns: int, cost: Cost | None = None, *,
                from_turn: int = 1, ended_turns: bool = False) -> list[tuple[Any, ...]]:
     """Per model call with tokens: ``(call id, Unix time ns, model, input, output,
-    cache read, cache creation, cost or None, cost source)`` (``usage_calls``),
+    cache read, cache creation, cost or None, cost source, 1-hour cache creation)``
+    (``usage_calls``),
     of the calls of turn ``from_turn`` on (``ended_turns``: of the turns that
     ended only; a call's figures change only until its turn's result, and the
     live indexer writes each turn's once it ended).  Each call's cost is
@@ -134,7 +138,7 @@ def usage_rows(session: Session, started_ns: int, cost: Cost | None = None, *,
         price, source = call_cost(session, call, cost, shares)
         rows.append((call.id, started_ns + call.start_ns, session.model_of(call),
                      usage.input, usage.output, usage.cache_read, usage.cache_creation,
-                     price, source))
+                     price, source, usage.cache_creation_1h))
     return rows
 
 

@@ -135,8 +135,9 @@ class StoreMetrics:
         self._running_models.update(model for model, _kind in self._usage_tokens)
         tokens, cost = Family(RUNNING_TOKENS), Family(RUNNING_COST)
         for model in sorted(self._running_models):
-            counts = unwritten.get(model, (0, 0, 0, 0))
-            for kind, n in zip(TOKEN_TYPES, counts, strict=True):
+            counts = unwritten.get(model, (0, 0, 0, 0, 0))
+            # The tokens by type; the cost with the 1-hour cache writes at their rate.
+            for kind, n in zip(TOKEN_TYPES, counts[:4], strict=True):
                 tokens.add((model, kind), n)
             usd = calls_cost(model, *counts)
             if usd is not None:

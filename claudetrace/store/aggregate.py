@@ -73,8 +73,11 @@ def recording_states(store: Store) -> list[tuple[str, bool, dict[str, Any], str]
                     select(r.id, r.ended_ns.is_not(None), r.models, r.cost_source))]
 
 
-#: A model's tokens by type (input, output, cache read, cache creation).
-Tokens = tuple[int, int, int, int]
+#: A model's tokens by type (input, output, cache read, cache creation), and the
+#: part of its cache creation written to the 1-hour cache (priced at its rate).
+Tokens = tuple[int, int, int, int, int]
+#: The keys of :data:`Tokens` in a recording's ``models`` figures.
+_TOKEN_KEYS: Final = (*TOKEN_TYPES, "cache_creation_1h")
 
 
 def running_unwritten(store: Store, now_ns: int) -> dict[str, Tokens]:
@@ -100,7 +103,8 @@ def running_unwritten(store: Store, now_ns: int) -> dict[str, Tokens]:
             for rid, model, *sums in s.execute(
                     select(u.recording_id, u.model, func.sum(u.input_tokens),
                            func.sum(u.output_tokens), func.sum(u.cache_read_tokens),
-                           func.sum(u.cache_creation_tokens))
+                           func.sum(u.cache_creation_tokens),
+                           func.sum(u.cache_creation_1h_tokens))
                     .where(u.recording_id.in_(ids[at:at + CHUNK]))
                     .group_by(u.recording_id, u.model)):
                 written[rid, model] = tuple(int(n or 0) for n in sums)  # type: ignore[assignment]
@@ -109,10 +113,10 @@ def running_unwritten(store: Store, now_ns: int) -> dict[str, Tokens]:
         for model, figures in models.items():
             if not isinstance(figures, dict):
                 continue
-            done = written.get((rid, model), (0, 0, 0, 0))
+            done = written.get((rid, model), (0, 0, 0, 0, 0))
             left = tuple(max(0, int(figures.get(key) or 0) - n)
-                         for key, n in zip(TOKEN_TYPES, done, strict=True))
-            mine = out.get(model, (0, 0, 0, 0))
+                         for key, n in zip(_TOKEN_KEYS, done, strict=True))
+            mine = out.get(model, (0, 0, 0, 0, 0))
             out[model] = tuple(a + b for a, b in zip(mine, left, strict=True))  # type: ignore[assignment]
     return out
 

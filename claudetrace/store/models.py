@@ -295,6 +295,10 @@ class UsageCall(Base):
     cache_creation_tokens: Mapped[int] = mapped_column(BigInteger)
     cost_usd: Mapped[float | None] = mapped_column(Float)
     cost_source: Mapped[str] = mapped_column(String(16))
+    #: The part of ``cache_creation_tokens`` written to the 1-hour cache (priced
+    #: at its own rate); 0 in rows stored before migration 0017.
+    cache_creation_1h_tokens: Mapped[int] = mapped_column(BigInteger, default=0,
+                                                          server_default="0")
     #: Another recording holds the same API message (a resumed session's transcript
     #: repeats its history; a proxied session imported from its transcript too):
     #: counted once, where it was stored first (ccusage's rule).

@@ -36,7 +36,7 @@ COPY_TYPES: Final = {
                "integer", "boolean", "varchar", "varchar", "varchar", "varchar"),
     "event_tools": ("varchar", "integer", "varchar", "varchar", "varchar"),
     "usage_calls": ("varchar", "varchar", "bigint", "varchar", "bigint", "bigint", "bigint",
-                    "bigint", "float8", "varchar", "boolean"),
+                    "bigint", "float8", "varchar", "bigint", "boolean"),
 }
 
 #: The URLs written plainly: SQLAlchemy's for psycopg, which is libpq's but for

@@ -34,7 +34,7 @@ COLUMNS: Final = {
     "event_tools": ("recording_id", "seq", "tool_use_id", "tool_name", "kind"),
     "usage_calls": ("recording_id", "call_id", "t_ns", "model", "input_tokens",
                     "output_tokens", "cache_read_tokens", "cache_creation_tokens", "cost_usd",
-                    "cost_source", "duplicate"),
+                    "cost_source", "cache_creation_1h_tokens", "duplicate"),
 }
 #: The column a ``COPY`` of ``events`` rows packed as they are stored sends last,
 #: after :data:`COLUMNS`' (:func:`~.postgres.copy_rows`).
@@ -130,13 +130,14 @@ def _numbers(call: tuple[Any, ...]) -> tuple[Any, ...]:
     one test most calls need first (every number an int within 64 bits, a cost a
     float or None)."""
     t, model, a, b, c, d, cost, source = call[1:9]
-    if (type(t) is type(a) is type(b) is type(c) is type(d) is int
-            and min(t, a, b, c, d) >= INT64_MIN and max(t, a, b, c, d) <= INT64_MAX
+    h = call[9] if len(call) > 9 else 0  # the 1-hour cache writes (0: none told)
+    if (type(t) is type(a) is type(b) is type(c) is type(d) is type(h) is int
+            and min(t, a, b, c, d, h) >= INT64_MIN and max(t, a, b, c, d, h) <= INT64_MAX
             and (cost is None or (type(cost) is float and math.isfinite(cost)))):
-        return t, _short(model, 100), a, b, c, d, cost, source
+        return t, _short(model, 100), a, b, c, d, cost, source, h
     number = values.number
     return (number(t), _short(model, 100), number(a), number(b), number(c), number(d),
-            number(cost), source)
+            number(cost), source, number(h))
 
 
 def api_message_id(call_id: str | None) -> bool:

@@ -99,7 +99,9 @@ def _fill(conn: sa.Connection) -> None:
     events = sa.table("events", sa.column("recording_id"), sa.column("seq"),
                       sa.column("direction"), sa.column("t_ns"), sa.column("data"),
                       sa.column("eol"))
-    usage = sa.table("usage_calls", *(sa.column(name) for name in COLUMNS["usage_calls"]))
+    # The columns this revision made (0016 adds the 1-hour writes: 0 in these rows).
+    names = [name for name in COLUMNS["usage_calls"] if name != "cache_creation_1h_tokens"]
+    usage = sa.table("usage_calls", *(sa.column(name) for name in names))
     rows = conn.execute(sa.select(recordings.c.id, recordings.c.model, recordings.c.started_ns)
                         .order_by(recordings.c.started_ns)).all()
     seen: set[str] = set()  # API message ids stored so far: later copies are duplicates
@@ -116,8 +118,10 @@ def _fill(conn: sa.Connection) -> None:
                                     lambda ids: [i for i in ids if i in seen])
             seen.update(c[1] for c in calls if api_message_id(c[1]))
             if calls:
-                conn.execute(sa.insert(usage), [dict(zip(COLUMNS["usage_calls"], call,
-                                                         strict=True)) for call in calls])
+                conn.execute(sa.insert(usage), [
+                    {name: value for name, value in zip(COLUMNS["usage_calls"], call,
+                                                        strict=True) if name in names}
+                    for call in calls])
 
 
 def downgrade() -> None:
