@@ -91,7 +91,7 @@ class JsonlFile:
         for number, raw in self.lines():
             obj = parse_object(raw)
             if obj is None:
-                self._damaged(number, why_not_read(raw))
+                self.damaged_line(number, why_not_read(raw))
             else:
                 yield number, obj
 
@@ -127,7 +127,8 @@ class JsonlFile:
                     end = newline + 1
                     size = held + end - at
                     if skipping or size > cap:
-                        self._damaged(number, f"longer than {size_text(self.max_line)}, skipped")
+                        self.damaged_line(
+                            number, f"longer than {size_text(self.max_line)}, skipped")
                         raw = b""
                     elif parts:
                         parts.append(block[at:end])
@@ -148,7 +149,8 @@ class JsonlFile:
             if held:
                 self.torn = True  # being written: the next read takes it
 
-    def _damaged(self, number: int, why: str) -> None:
+    def damaged_line(self, number: int, why: str) -> None:
+        """Count line ``number`` as damaged (skipped) for ``why``."""
         self.damage += 1
         if len(self.damaged) < _NAMED:
             self.damaged.append(f"{self.path.name}:{number}: {why}")
