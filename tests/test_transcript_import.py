@@ -251,6 +251,22 @@ def test_a_timestamp_the_store_cannot_keep_is_a_damaged_line(
     assert got.warnings == [f"{SID}.jsonl:7: timestamp {when} out of range (1970 to 2262)"]
 
 
+def test_a_fifo_or_a_device_is_skipped_not_read(tmp_path: Path, db_path: Path) -> None:
+    write(tmp_path / "projects" / "-home-dev-a" / f"{SID}.jsonl", session_lines())
+    odd = tmp_path / "projects" / "-home-dev-b"
+    odd.mkdir()
+    os.mkfifo(odd / "x.jsonl")  # opened to read, it waits for a writer forever
+    (odd / "z.jsonl").symlink_to("/dev/zero")  # read, it never ends
+    runner = CliRunner()
+    done = runner.invoke(cli, ["import", str(tmp_path / "projects"), "--db", str(db_path)])
+    assert done.exit_code == 1, done.output
+    assert "x.jsonl: skipped: not a regular file (a FIFO)" in done.stderr
+    assert "z.jsonl: skipped: not a regular file (a character device)" in done.stderr
+    assert "import: 1 imported, 0 updated, 0 unchanged, 2 skipped" in done.stderr
+    named = runner.invoke(cli, ["import", str(odd / "x.jsonl"), "--db", str(db_path)])
+    assert named.exit_code == 1 and named.stderr.endswith("not a regular file (a FIFO)\n")
+
+
 def test_subagent_side_chains_nest_under_the_tool_call(tmp_path: Path) -> None:
     main = [
         user("Ask the counter.", 0),

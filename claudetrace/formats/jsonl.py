@@ -11,10 +11,12 @@ being written, and is left for the next read (:attr:`JsonlFile.torn`).
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, BinaryIO, Final
 
 import msgspec
 
@@ -104,10 +106,7 @@ class JsonlFile:
         reading.  A line that spans blocks is held as its parts until its
         newline, and one that grows past the cap is no longer held, only
         measured to its end."""
-        try:
-            handle = self.path.open("rb", buffering=0)
-        except OSError as exc:
-            raise UnreadableFile(f"cannot read {self.path}: {exc.strerror or exc}") from exc
+        handle = open_regular(self.path)
         if not self.max_line:
             self.max_line = MAX_LINE
         cap = self.max_line + 1  # the most bytes a line takes, its newline too
@@ -156,6 +155,31 @@ class JsonlFile:
             self.damaged.append(f"{self.path.name}:{number}: {why}")
 
 
+#: What a file that is not a regular one is, by its mode.
+_NOT_REGULAR: Final = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISDIR, "a folder"))
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """``path`` opened to read, unbuffered, if it is a regular file (or a link to
+    one): a FIFO or a device (``/dev/zero``) would block or never end, so it is an
+    :class:`UnreadableFile` saying ``PATH: not a regular file (a FIFO)``.  Opened
+    without blocking, then looked at, so a FIFO put in its place meanwhile is
+    refused too."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise UnreadableFile(f"cannot read {path}: {exc.strerror or exc}") from exc
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        what = next((name for test, name in _NOT_REGULAR if test(mode)), "another kind")
+        raise UnreadableFile(f"{path}: not a regular file ({what})")
+    os.set_blocking(fd, True)
+    return open(fd, "rb", buffering=0)
+
+
 def size_text(size: int) -> str:
     """A size in MiB when it is whole MiB, else in bytes."""
     return f"{size >> 20} MiB" if size and not size % (1 << 20) else f"{size} bytes"
@@ -187,4 +211,4 @@ def looks_like(obj: dict[str, Any]) -> str:
 
 
 __all__ = ["EMPTY", "MAX_LINE", "UNFINISHED", "JsonlFile", "UnreadableFile", "first_object",
-           "looks_like", "parse_object", "why_not_read"]
+           "looks_like", "open_regular", "parse_object", "why_not_read"]
