@@ -548,3 +548,13 @@ def test_a_database_a_newer_claudetrace_migrated_is_one_line(db_path: Path) -> N
     assert done.returncode != 0
     assert done.stderr.strip().count("\n") == 0 and "upgrade this one" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_database_that_is_no_regular_file_says_so(tmp_path: Path) -> None:
+    # /dev/null takes every write and keeps nothing; SQLite's failure read as a full disk.
+    runner = CliRunner()
+    for args in (["import", str(CASSETTES / "plain.ndjson")], ["sessions"]):
+        done = runner.invoke(cli, [*args, "--db", "/dev/null"])
+        assert (done.exit_code, done.stderr) == (
+            1, "claudetrace: cannot use database /dev/null: not a regular file"
+               " (a character device)\n")

@@ -12,7 +12,6 @@ being written, and is left for the next read (:attr:`JsonlFile.torn`).
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Any, BinaryIO, Final
 
 import msgspec
 
-from ..errors import ClaudeTraceError
+from ..errors import ClaudeTraceError, not_regular
 from ..model.events import MAX_DEPTH, may_nest_too_deep, parse_json
 
 #: The longest line read (bytes).  Claude Code writes a pasted image or a large
@@ -155,12 +154,6 @@ class JsonlFile:
             self.damaged.append(f"{self.path.name}:{number}: {why}")
 
 
-#: What a file that is not a regular one is, by its mode.
-_NOT_REGULAR: Final = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISDIR, "a folder"))
-
-
 def open_regular(path: Path) -> BinaryIO:
     """``path`` opened to read, unbuffered, if it is a regular file (or a link to
     one): a FIFO or a device (``/dev/zero``) would block or never end, so it is an
@@ -171,11 +164,10 @@ def open_regular(path: Path) -> BinaryIO:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         raise UnreadableFile(f"cannot read {path}: {exc.strerror or exc}") from exc
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
+    odd = not_regular(os.fstat(fd).st_mode)
+    if odd:
         os.close(fd)
-        what = next((name for test, name in _NOT_REGULAR if test(mode)), "another kind")
-        raise UnreadableFile(f"{path}: not a regular file ({what})")
+        raise UnreadableFile(f"{path}: {odd}")
     os.set_blocking(fd, True)
     return open(fd, "rb", buffering=0)
 
