@@ -252,7 +252,8 @@ def private_file(path: str | os.PathLike[str], mode: int = 0o600) -> IO[str]:
 
 
 def _write(out: IO[str], header: dict[str, Any], pages: Iterable[Sequence[str]]) -> int:
-    if header.get("claudetrace") != MAGIC or header.get("version") != VERSION:
+    if header.get("claudetrace") != MAGIC or header.get("version") != VERSION or isinstance(
+            header.get("version"), bool):
         header = {**new_header(), **header, "claudetrace": MAGIC, "version": VERSION}
     out.write(dumps_record(header) + "\n")
     count = 0
@@ -278,7 +279,7 @@ def parse_header(text: str, *, path: str | None = None) -> dict[str, Any]:
             line=1,
         )
     version = header.get("version")
-    if version != VERSION:
+    if version != VERSION or isinstance(version, bool):  # true == 1 in Python
         raise CassetteError(
             f"unsupported cassette version {version!r} (this claudetrace reads version 1)",
             path=path,
@@ -289,6 +290,17 @@ def parse_header(text: str, *, path: str | None = None) -> dict[str, Any]:
         if value is not None and (not isinstance(value, int) or isinstance(value, bool)
                                   or not 0 <= value <= MAX_NS):
             raise CassetteError(f'"{key}" must be a time in nanoseconds, not {_short(value)}',
+                                path=path, line=1)
+    argv = header.get("argv")
+    if argv is not None and not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)):
+        # Read as no argv, replay would skip its check of the host's arguments.
+        raise CassetteError(f'"argv" must be a list of strings, not {_short(argv)}',
+                            path=path, line=1)
+    for key in ("exit_code", "signal"):
+        value = header.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                  or not -MAX_SEQ - 1 <= value <= MAX_SEQ):
+            raise CassetteError(f'"{key}" must be an integer or null, not {_short(value)}',
                                 path=path, line=1)
     return header
 

@@ -2,7 +2,7 @@
 environment variables it reads.
 
 The one place these are decided; every layer may import it, and it imports
-nothing of claudetrace.  Worked out without SQLAlchemy (the proxy needs the
+nothing of claudetrace but its errors.  Worked out without SQLAlchemy (the proxy needs the
 database URL before it forwards a byte, and must not wait for that import).
 """
 
@@ -48,16 +48,41 @@ def database_named(db: str | None = None) -> bool:
     return bool((db or os.environ.get(DB_ENV) or "").strip())
 
 
-def resolve_url(db: str | None = None) -> str:
-    """A SQLAlchemy URL from ``--db``, ``$CLAUDETRACE_DB`` or the default file."""
+def resolve_url(db: str | None = None, *, memory: bool = False) -> str:
+    """A SQLAlchemy URL from ``--db``, ``$CLAUDETRACE_DB`` or the default file.
+
+    A database in memory (:func:`in_memory`) is a :class:`~.errors.BadDatabaseURL`
+    unless ``memory``: a command's recorder and indexer are other processes, so
+    nothing would be kept.  (A program's own store in memory is fine.)"""
     value = db or os.environ.get(DB_ENV) or ""
     if not value.strip():
         return f"sqlite:///{data_dir() / 'claudetrace.db'}"
     if "://" in value:
+        if not memory and in_memory(value):
+            from .errors import BadDatabaseURL
+
+            raise BadDatabaseURL(
+                f"{value!r} is an in-memory database: nothing would be kept (the recorder"
+                " and indexer are other processes); give a file or a server", url=value)
         return value
     from pathlib import Path
 
     return f"sqlite:///{Path(value).expanduser().absolute()}"
+
+
+def in_memory(url: str) -> bool:
+    """Whether ``url`` is a SQLite database in memory (``sqlite://``,
+    ``sqlite:///:memory:``, ``sqlite:///file::memory:?uri=true``, ``mode=memory``):
+    gone when its process ends, and not shared with another one."""
+    from urllib.parse import unquote
+
+    scheme, _, rest = url.partition("://")
+    if scheme.split("+")[0].lower() != "sqlite":
+        return False
+    database, _, query = rest.removeprefix("/").partition("?")
+    database = unquote(database)
+    return (database in ("", ":memory:") or database.startswith("file::memory:")
+            or "mode=memory" in unquote(query) or "mode=memory" in database)
 
 
 #: ``$CLAUDETRACE_INDEXER_PRIORITY``: ``idle`` (default), ``low`` (nice 10) or ``normal``.

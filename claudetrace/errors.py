@@ -18,9 +18,25 @@ traceback::
 from __future__ import annotations
 
 import errno
+import stat
 
 #: A write refused for want of room: the disk, the user's quota, a file size limit.
 NO_ROOM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+#: What a file that is not a regular one is, by its mode.
+_NOT_REGULAR = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+                (stat.S_ISDIR, "a folder"))
+
+
+def not_regular(mode: int) -> str | None:
+    """``not a regular file (a FIFO)`` when ``mode`` (``st_mode``) is no regular
+    file's (a FIFO blocks its reader, ``/dev/null`` keeps nothing); else None."""
+    if stat.S_ISREG(mode):
+        return None
+    what = next((name for test, name in _NOT_REGULAR if test(mode)), "another kind")
+    return f"not a regular file ({what})"
 
 
 class ClaudeTraceError(Exception):

@@ -145,6 +145,17 @@ def test_parse_record_reads_both_encodings() -> None:
         (b'{"version": 1}\n', "not a claudetrace cassette"),
         (b'{"claudetrace": "cassette", "version": 2}\n', "unsupported cassette version 2"),
         (b"\xff\xfe\n", "cannot read cassette"),
+        # Each was read as something else: no argv (replay then skips its argv
+        # check), no exit code, version 1 (and written back as true by export).
+        (b'{"claudetrace": "cassette", "version": true}\n', "unsupported cassette version True"),
+        (b'{"claudetrace": "cassette", "version": 1, "argv": "notalist"}\n',
+         "bad.ndjson:1: \"argv\" must be a list of strings, not 'notalist'"),
+        (b'{"claudetrace": "cassette", "version": 1, "argv": ["claude", 3]}\n',
+         '"argv" must be a list of strings'),
+        (b'{"claudetrace": "cassette", "version": 1, "exit_code": "boom"}\n',
+         "\"exit_code\" must be an integer or null, not 'boom'"),
+        (b'{"claudetrace": "cassette", "version": 1, "signal": true}\n',
+         '"signal" must be an integer or null, not True'),
     ],
 )
 def test_bad_headers(tmp_path: Path, content: bytes, message: str) -> None:

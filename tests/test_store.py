@@ -14,10 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from claudetrace.cassette import Cassette, new_header, read_cassette, write_cassette
+from claudetrace.cli import cli
 from claudetrace.errors import AmbiguousSession, BadDatabaseURL, SessionNotFound, StoreError
 from claudetrace.model.events import Event
 from claudetrace.recording import RecordingInfo
@@ -326,6 +328,30 @@ def test_resolve_url_forms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     assert resolve_url(None) == f"sqlite:///{tmp_path / 'data' / 'claudetrace' / 'claudetrace.db'}"
 
 
+@pytest.mark.parametrize("url", [
+    "sqlite://", "sqlite:///:memory:", "sqlite+pysqlite://",
+    "sqlite:///file::memory:?uri=true", "sqlite:///file:x?mode=memory&uri=true",
+])
+def test_an_in_memory_database_is_refused_by_every_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    # The recorder and the indexer are other processes: nothing would be kept.
+    with pytest.raises(BadDatabaseURL, match="in-memory database"):
+        resolve_url(url)
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    said = (f"claudetrace: {url!r} is an in-memory database: nothing would be kept (the"
+            " recorder and indexer are other processes); give a file or a server\n")
+    # The proxy ends its process itself: run as a user runs it.
+    proxied = subprocess.run([sys.executable, "-m", "claudetrace", "proxy", "--db", url, "--",
+                              "true"], capture_output=True, text=True, timeout=120)
+    assert (proxied.returncode, proxied.stderr) == (1, said)
+    monkeypatch.setenv("CLAUDETRACE_DB", url)
+    imported = runner.invoke(cli, ["import", str(CASSETTES / "plain.ndjson")])
+    assert (imported.exit_code, imported.stderr) == (1, said)
+    assert resolve_url("sqlite:///memory.db").endswith("memory.db")  # a file is a file
+
+
 @pytest.mark.usefixtures("ct_env")
 def test_bad_urls_and_missing_drivers() -> None:
     with pytest.raises(BadDatabaseURL):
@@ -522,3 +548,13 @@ def test_a_database_a_newer_claudetrace_migrated_is_one_line(db_path: Path) -> N
     assert done.returncode != 0
     assert done.stderr.strip().count("\n") == 0 and "upgrade this one" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_database_that_is_no_regular_file_says_so(tmp_path: Path) -> None:
+    # /dev/null takes every write and keeps nothing; SQLite's failure read as a full disk.
+    runner = CliRunner()
+    for args in (["import", str(CASSETTES / "plain.ndjson")], ["sessions"]):
+        done = runner.invoke(cli, [*args, "--db", "/dev/null"])
+        assert (done.exit_code, done.stderr) == (
+            1, "claudetrace: cannot use database /dev/null: not a regular file"
+               " (a character device)\n")

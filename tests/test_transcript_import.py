@@ -231,6 +231,42 @@ def test_a_partial_last_line_waits_and_a_bad_line_is_skipped_and_named(tmp_path:
     assert [e.type for e in got.events] == ["user", "system", "assistant", "result"]
 
 
+@pytest.mark.parametrize("when", ["9999-12-31T23:59:59Z", "1969-07-20T20:17:40Z"])
+def test_a_timestamp_the_store_cannot_keep_is_a_damaged_line(
+    tmp_path: Path, db_path: Path, when: str
+) -> None:
+    lines = session_lines()
+    lines[6]["timestamp"] = when  # msg_2's answer: past 2262, or before 1970
+    write(tmp_path / "projects" / "-home-dev-a" / f"{SID}.jsonl", lines)
+    other = "6e1f4d2f-9b63-4b66-8d4f-1d3f5c8b0f22"
+    good = [{**line, "sessionId": other, "uuid": f"b-{n}"}
+            for n, line in enumerate(session_lines())]
+    write(tmp_path / "projects" / "-home-dev-b" / f"{other}.jsonl", good)
+    done = CliRunner().invoke(cli, ["import", str(tmp_path / "projects"), "--db", str(db_path)])
+    # Both sessions are kept; the line is skipped and named, the run says so.
+    assert done.exit_code == 1, done.output
+    assert "Traceback" not in done.output
+    assert "import: 2 imported" in done.stderr and "; 1 damaged line skipped" in done.stderr
+    got = read_transcript(tmp_path / "projects" / "-home-dev-a" / f"{SID}.jsonl")
+    assert got.warnings == [f"{SID}.jsonl:7: timestamp {when} out of range (1970 to 2262)"]
+
+
+def test_a_fifo_or_a_device_is_skipped_not_read(tmp_path: Path, db_path: Path) -> None:
+    write(tmp_path / "projects" / "-home-dev-a" / f"{SID}.jsonl", session_lines())
+    odd = tmp_path / "projects" / "-home-dev-b"
+    odd.mkdir()
+    os.mkfifo(odd / "x.jsonl")  # opened to read, it waits for a writer forever
+    (odd / "z.jsonl").symlink_to("/dev/zero")  # read, it never ends
+    runner = CliRunner()
+    done = runner.invoke(cli, ["import", str(tmp_path / "projects"), "--db", str(db_path)])
+    assert done.exit_code == 1, done.output
+    assert "x.jsonl: skipped: not a regular file (a FIFO)" in done.stderr
+    assert "z.jsonl: skipped: not a regular file (a character device)" in done.stderr
+    assert "import: 1 imported, 0 updated, 0 unchanged, 2 skipped" in done.stderr
+    named = runner.invoke(cli, ["import", str(odd / "x.jsonl"), "--db", str(db_path)])
+    assert named.exit_code == 1 and named.stderr.endswith("not a regular file (a FIFO)\n")
+
+
 def test_subagent_side_chains_nest_under_the_tool_call(tmp_path: Path) -> None:
     main = [
         user("Ask the counter.", 0),

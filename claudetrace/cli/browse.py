@@ -773,9 +773,11 @@ def db_pack(db_url: str | None) -> None:
     without them (by an earlier version, or cut short), a batch of recordings a
     short transaction, so that the page's first look folds none.
     """
+    from ..config import resolve_url
     from ..store import open_store
     from ..telemetry.latency import catch_up
 
+    resolve_url(db_url)  # an in-memory database is refused, as by every command
     store = open_store(db_url, create=False)
     try:
         rows = store.pack_lines()

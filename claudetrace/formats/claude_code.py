@@ -50,7 +50,16 @@ from ..model.usage import MAX_TOKENS, count
 from ..recording import RecordingInfo, new_recording_id
 from .jsonl import JsonlFile
 from .layout import SOURCE, SessionFiles, peek_session_id, side_chains_of
-from .timeline import Item, agent_links, first_time, main_items, merged, timed, timestamp_ns
+from .timeline import (
+    Item,
+    agent_links,
+    first_time,
+    main_items,
+    merged,
+    out_of_range,
+    timed,
+    timestamp_ns,
+)
 
 #: Types only a Claude Code transcript line has (a stream-json line never does).
 _TRANSCRIPT_ONLY: Final = frozenset(
@@ -612,7 +621,13 @@ def read_session(
 
 
 def _objects(reader: JsonlFile) -> Iterator[dict[str, Any]]:
-    return (obj for _number, obj in reader.objects())
+    for number, obj in reader.objects():
+        stamp = obj.get("timestamp")
+        if out_of_range(stamp):
+            # A time the store cannot keep (year 9999): the line is damaged.
+            reader.damaged_line(number, f"timestamp {stamp} out of range (1970 to 2262)")
+        else:
+            yield obj
 
 
 def read_transcript(path: Path, *, recording_id: str | None = None) -> Transcript:

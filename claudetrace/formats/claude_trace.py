@@ -47,7 +47,10 @@ def is_claude_trace_line(obj: Any) -> bool:
 def _iso(seconds: Any) -> str | None:
     if not isinstance(seconds, (int, float)) or isinstance(seconds, bool):
         return None
-    return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).isoformat()
+    try:
+        return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).isoformat()
+    except (OverflowError, OSError, ValueError):
+        return None  # no time at all (1e300): a damaged one, as a missing one
 
 
 def assemble(events: list[dict[str, Any]]) -> dict[str, Any] | None:

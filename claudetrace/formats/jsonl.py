@@ -11,14 +11,15 @@ being written, and is left for the next read (:attr:`JsonlFile.torn`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, BinaryIO, Final
 
 import msgspec
 
-from ..errors import ClaudeTraceError
+from ..errors import ClaudeTraceError, not_regular
 from ..model.events import MAX_DEPTH, may_nest_too_deep, parse_json
 
 #: The longest line read (bytes).  Claude Code writes a pasted image or a large
@@ -91,7 +92,7 @@ class JsonlFile:
         for number, raw in self.lines():
             obj = parse_object(raw)
             if obj is None:
-                self._damaged(number, why_not_read(raw))
+                self.damaged_line(number, why_not_read(raw))
             else:
                 yield number, obj
 
@@ -104,10 +105,7 @@ class JsonlFile:
         reading.  A line that spans blocks is held as its parts until its
         newline, and one that grows past the cap is no longer held, only
         measured to its end."""
-        try:
-            handle = self.path.open("rb", buffering=0)
-        except OSError as exc:
-            raise UnreadableFile(f"cannot read {self.path}: {exc.strerror or exc}") from exc
+        handle = open_regular(self.path)
         if not self.max_line:
             self.max_line = MAX_LINE
         cap = self.max_line + 1  # the most bytes a line takes, its newline too
@@ -127,7 +125,8 @@ class JsonlFile:
                     end = newline + 1
                     size = held + end - at
                     if skipping or size > cap:
-                        self._damaged(number, f"longer than {size_text(self.max_line)}, skipped")
+                        self.damaged_line(
+                            number, f"longer than {size_text(self.max_line)}, skipped")
                         raw = b""
                     elif parts:
                         parts.append(block[at:end])
@@ -148,10 +147,29 @@ class JsonlFile:
             if held:
                 self.torn = True  # being written: the next read takes it
 
-    def _damaged(self, number: int, why: str) -> None:
+    def damaged_line(self, number: int, why: str) -> None:
+        """Count line ``number`` as damaged (skipped) for ``why``."""
         self.damage += 1
         if len(self.damaged) < _NAMED:
             self.damaged.append(f"{self.path.name}:{number}: {why}")
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """``path`` opened to read, unbuffered, if it is a regular file (or a link to
+    one): a FIFO or a device (``/dev/zero``) would block or never end, so it is an
+    :class:`UnreadableFile` saying ``PATH: not a regular file (a FIFO)``.  Opened
+    without blocking, then looked at, so a FIFO put in its place meanwhile is
+    refused too."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise UnreadableFile(f"cannot read {path}: {exc.strerror or exc}") from exc
+    odd = not_regular(os.fstat(fd).st_mode)
+    if odd:
+        os.close(fd)
+        raise UnreadableFile(f"{path}: {odd}")
+    os.set_blocking(fd, True)
+    return open(fd, "rb", buffering=0)
 
 
 def size_text(size: int) -> str:
@@ -185,4 +203,4 @@ def looks_like(obj: dict[str, Any]) -> str:
 
 
 __all__ = ["EMPTY", "MAX_LINE", "UNFINISHED", "JsonlFile", "UnreadableFile", "first_object",
-           "looks_like", "parse_object", "why_not_read"]
+           "looks_like", "open_regular", "parse_object", "why_not_read"]

@@ -20,9 +20,16 @@ from typing import Any
 from ..model.content import blocks
 from .jsonl import JsonlFile, parse_object
 
+#: The latest time the store keeps: ns since the epoch in a signed 64-bit integer
+#: (2262-04-11).  Times before the epoch are not kept either: no transcript was
+#: written then, so such a timestamp is a damaged one.
+LATEST_NS = 2**63 - 1
+
 
 def timestamp_ns(value: Any) -> int | None:
-    """An entry's ISO 8601 ``timestamp`` in ns since the epoch (UTC when unzoned)."""
+    """An entry's ISO 8601 ``timestamp`` in ns since the epoch (UTC when unzoned);
+    None when it has none, or one that is not a time or out of range
+    (:func:`out_of_range`)."""
     if not isinstance(value, str):
         return None
     try:
@@ -31,7 +38,20 @@ def timestamp_ns(value: Any) -> int | None:
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.timezone.utc)
-    return int(when.timestamp() * 1_000_000) * 1000
+    ns = int(when.timestamp() * 1_000_000) * 1000
+    return ns if 0 <= ns <= LATEST_NS else None
+
+
+def out_of_range(value: Any) -> bool:
+    """Whether ``value`` is an ISO 8601 time the store cannot keep (before 1970, after
+    2262-04-11): a damaged timestamp, not a missing one."""
+    if not isinstance(value, str):
+        return False
+    try:
+        dt.datetime.fromisoformat(value)
+    except ValueError:
+        return False
+    return timestamp_ns(value) is None
 
 
 
@@ -174,5 +194,5 @@ def first_time(path: Path) -> int:
     return 1 << 62
 
 
-__all__ = ["Item", "agent_links", "first_time", "main_items", "merged", "resume_marker", "timed",
-           "timestamp_ns"]
+__all__ = ["Item", "agent_links", "first_time", "main_items", "merged", "out_of_range",
+           "resume_marker", "timed", "timestamp_ns"]

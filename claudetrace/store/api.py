@@ -115,7 +115,7 @@ def open_store(
     database is made on first use either way.  ``busy_timeout_s`` is how long a
     write waits on another process's lock (SQLite).
     """
-    url = resolve_url(db)
+    url = resolve_url(db, memory=True)  # the commands refuse one (open_settled_store)
     engine = create_store_engine(url, create=create or not database_named(db),
                                  busy_timeout_s=busy_timeout_s,
                                  log_bytes=log_bytes)

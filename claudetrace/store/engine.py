@@ -26,7 +26,13 @@ from sqlalchemy import Engine, create_engine, event, inspect
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
 
-from ..errors import NO_ROOM_ERRNOS, BadDatabaseURL, ClaudeTraceError, StoreError
+from ..errors import (
+    NO_ROOM_ERRNOS,
+    BadDatabaseURL,
+    ClaudeTraceError,
+    StoreError,
+    not_regular,
+)
 from .plain import SCHEMA_HEAD as SCHEMA_HEAD
 from .sqlite import ADAPTERS, bind_directly, first_line, set_up
 from .sqlite import BUSY_TIMEOUT_S as BUSY_TIMEOUT_S
@@ -240,6 +246,9 @@ def _prepare_sqlite_file(path: Path, create: bool) -> None:
     from ..config import data_dir
 
     if path.exists():
+        odd = not_regular(path.stat().st_mode)
+        if odd:  # /dev/null would take every write and keep nothing
+            raise StoreError(f"cannot use database {path}: {odd}")
         return
     if not create:
         require_database(f"sqlite:///{path}")
