@@ -9,6 +9,7 @@ rate, as claudetrace does.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -25,15 +26,24 @@ CCUSAGE_20 = Path(__file__).parent / "ccusage20"
 def ccusage_bin(folder: Path = HERE) -> Path | None:
     """The ccusage executable pinned in ``folder`` (ccusage 18 unless told),
     installed on first use (``npm install`` there); None without npm or when it
-    cannot be installed."""
+    cannot be installed.
+
+    Several test processes (pytest-xdist's workers, other sessions on the same tree)
+    may ask at once: the install runs under an advisory lock on ``package.json``, and
+    an install counts as done once npm has written its hidden lock file, last.
+    """
     binary = folder / "node_modules" / ".bin" / "ccusage"
-    if binary.exists():
+    done_marker = folder / "node_modules" / ".package-lock.json"
+    if binary.exists() and done_marker.exists():
         return binary
     if shutil.which("npm") is None:
         return None
-    done = subprocess.run(["npm", "install", "--no-audit", "--no-fund"], cwd=folder,
-                          capture_output=True, text=True, timeout=600, check=False)
-    return binary if done.returncode == 0 and binary.exists() else None
+    with open(folder / "package.json", "rb") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (binary.exists() and done_marker.exists()):
+            subprocess.run(["npm", "install", "--no-audit", "--no-fund"], cwd=folder,
+                           capture_output=True, text=True, timeout=600, check=False)
+    return binary if binary.exists() and done_marker.exists() else None
 
 
 def ccusage_or_skip(folder: Path = HERE) -> Path:

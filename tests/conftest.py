@@ -33,6 +33,18 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every test, and every process it starts, has a data directory of the session's
+    own (``$XDG_DATA_HOME``) and no ``$CLAUDETRACE_DB``: a test without ``ct_env`` that
+    keeps the price table (``prices.json``) or a capture file writes there, not into
+    the user's, where pytest-xdist's workers (or another session) would race on it."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg-data")))
+        patch.delenv("CLAUDETRACE_DB", raising=False)
+        yield
+
+
 @pytest.fixture
 def ct_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A scrubbed claudetrace environment: no $CLAUDETRACE_DB, data dir under tmp.

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Li
 #: A command that starts a worker in a session of its own and exits at once, as the
 #: proxy leaves its indexer behind.  The worker spends ``argv[1]`` s of CPU in a child
 #: of its own that it waits for (as the indexer waits for its telemetry worker), then
-#: waits for its stdin to close.
+#: waits for its stdin to close.  The command prints the worker's pid.
 LEAVER = textwrap.dedent("""
     import subprocess, sys
     burn = ("import time\\nend = time.process_time() + " + sys.argv[1] + "\\n"
@@ -24,14 +24,16 @@ LEAVER = textwrap.dedent("""
     worker = ("import subprocess, sys\\n"
               f"subprocess.run([sys.executable, '-c', {burn!r}])\\n"
               "sys.stdin.buffer.read()\\n")
-    subprocess.Popen([sys.executable, "-c", worker], start_new_session=True)
+    print(subprocess.Popen([sys.executable, "-c", worker], start_new_session=True,
+                           stdout=subprocess.DEVNULL).pid)
 """)
 
 
-def leave(burn: float, marker: str, stdin: int) -> None:
-    """Run the command (its worker's stdin: ``stdin``) until it exits."""
-    subprocess.run([sys.executable, "-c", LEAVER, str(burn)], stdin=stdin, check=True,
-                   env={**os.environ, RUN_ENV: marker})
+def leave(burn: float, marker: str, stdin: int) -> int:
+    """Run the command (its worker's stdin: ``stdin``) until it exits; the worker's pid."""
+    done = subprocess.run([sys.executable, "-c", LEAVER, str(burn)], stdin=stdin, check=True,
+                          env={**os.environ, RUN_ENV: marker}, stdout=subprocess.PIPE, text=True)
+    return int(done.stdout)
 
 
 def test_what_a_command_leaves_behind_is_adopted_and_its_cpu_time_counted() -> None:
@@ -57,11 +59,13 @@ def test_orphans_not_asked_for_are_reaped_on_the_way_out() -> None:
     hold, release = os.pipe()
     try:
         with adopting() as orphans:
-            leave(0.0, "x", hold)
+            worker = leave(0.0, "x", hold)
             orphans.look()
             os.close(release)
-        # No zombie is left: this process has no child left to wait for.
+        # No zombie is left: the adopted worker is no child of this process any more.
+        # (Only that pid is asked about: a pytest-xdist worker, or a fixture's server,
+        # has children of its own that are none of this test's business.)
         with pytest.raises(ChildProcessError):
-            os.waitpid(-1, os.WNOHANG)
+            os.waitpid(worker, os.WNOHANG)
     finally:
         os.close(hold)

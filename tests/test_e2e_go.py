@@ -466,7 +466,8 @@ def test_go_host_with_a_changed_prompt_is_told_where(
     run = run_host(go, fake_api, "diverged", shim, "mcp", MCP_PROMPT.replace("40", "41"))
     elapsed = time.monotonic() - started
 
-    assert elapsed < 10, elapsed
+    # Generous for a loaded machine: a host left waiting would wait out its 60 s.
+    assert elapsed < 30, elapsed
     assert fake_api.message_requests() == []
     doc = json.loads(report.read_text())
     assert (doc["kind"], doc["exit_code"]) == ("unmatched-message", 81)

@@ -181,7 +181,7 @@ def test_a_line_arrives_at_once_not_when_a_buffer_fills(db_path: Path) -> None:
         """
         import sys, time
         sys.stdout.write('{"type":"ping"}\\n'); sys.stdout.flush()
-        time.sleep(4)
+        time.sleep(40)
         """
     )
     argv = proxy_argv(db_path, *child)
@@ -191,9 +191,10 @@ def test_a_line_arrives_at_once_not_when_a_buffer_fills(db_path: Path) -> None:
         line = proc.stdout.readline()
         elapsed = time.monotonic() - start
     assert line == b'{"type":"ping"}\n'
-    # Python start-up of proxy and child fits well inside this; a buffered
-    # proxy would hold the line until the child exits after 4 s.
-    assert elapsed < 3.0
+    # Python start-up of proxy and child fits well inside this, on a loaded machine
+    # too; a buffered proxy would hold the line until the child exits after 40 s.
+    # (The child, orphaned when the proxy is killed, ends by itself.)
+    assert elapsed < 20
 
 
 def test_stdin_eof_closes_the_childs_stdin(db_path: Path) -> None:

@@ -382,7 +382,8 @@ def test_an_unreachable_endpoint_fails_fast_in_one_line(stored: tuple[str, str])
     start = time.monotonic()
     result = CliRunner().invoke(cli, ["otel", rid, "--db", db, "--endpoint",
                                       f"http://127.0.0.1:{port}"])
-    assert time.monotonic() - start < 3.5
+    # Generous for a loaded machine: the exporter's retries would take 30 s.
+    assert time.monotonic() - start < 10
     assert result.exit_code == 1
     assert result.output == (f"claudetrace: cannot reach the OTLP endpoint http://127.0.0.1:{port}"
                              ": Connection refused\n")
