@@ -547,14 +547,13 @@ def test_the_pass_over_a_running_recording_stops_when_asked_and_goes_on_from_the
     from claudetrace.recording import RecordingInfo
     from claudetrace.store import open_store
     from claudetrace.store.backlog import RUNNING_CHUNK, add_running_words
-    from claudetrace.store.plain import LATER_FROM_ROWS
     from claudetrace.store.rows import flat_rows
     from claudetrace.store.sqlite import SqliteWrites
 
     db = tmp_path / "r.db"
     open_store(str(db)).close()
     writes = SqliteWrites(db)
-    writes.words_later_from = LATER_FROM_ROWS
+    writes.words_later = True
     info = RecordingInfo.start(["claude"])
     info.extra[WORDS_LATER] = True
     writes.create_recording(info)

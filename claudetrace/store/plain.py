@@ -62,7 +62,7 @@ JSON_COLUMNS: Final = frozenset({"tags", "argv", "env", "models", "figures", "ex
 
 #: A batch of at least this many rows (a burst's: the indexer cuts one every
 #: 0.2 s or 5,000 events) is written without its words in the search index when
-#: the writer defers them (:attr:`PlainWrites.words_later_from`): the pass that
+#: the writer defers them (:attr:`PlainWrites.words_later`): the pass that
 #: runs once the recording is listed complete adds them (:mod:`.packing`).  A
 #: session at a person's pace writes a few lines a batch, which go in at once.
 LATER_FROM_ROWS: Final = 256
