@@ -226,3 +226,19 @@ def test_the_cost_filter_and_tile_use_usage_s_cost(store: Store, ui_db: dict[str
     tile = queries.summary(store, Filters())
     # (usage rounds each figure to 1e-9 $)
     assert tile.total_cost == pytest.approx(sum(r.cost or 0.0 for r in every), abs=1e-8)
+
+
+def test_the_stats_pages_cost_in_all_says_which_part_is_estimated() -> None:
+    from claudetrace.store.usage import Figures
+    from claudetrace.ui.stats import usage_total
+    from claudetrace.usage import Totals
+
+    cli = Totals()
+    cli.add("m", "cli", Figures(10, 5, 0, 0, 0.25, 1))
+    assert usage_total({"d": cli}).endswith("cost $0.250000")
+    estimate = Totals()
+    estimate.add("m", "estimate", Figures(10, 5, 0, 0, 0.5, 1))
+    assert usage_total({"d": estimate}).endswith("cost $0.500000 (estimate)")
+    # A mix was all called an estimate: the CLI's part is its own.
+    assert usage_total({"a": cli, "b": estimate}).endswith(
+        "cost $0.750000 ($0.250000 the CLI's + ~$0.500000 estimated)")

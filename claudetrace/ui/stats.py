@@ -62,7 +62,11 @@ def usage_total(days: Mapping[str, Totals]) -> str:
     total = Totals()
     for t in days.values():
         total.merge(t)
-    cost = f"${total.cost:.6f}" + (" (estimate)" if total.cost_source == "estimate" else "")
+    cost = f"${total.cost:.6f}"
+    cli = round(total.cost - total.estimated, 9)
+    if total.cost_source == "estimate":  # the CLI's where it said, the price table's else
+        cost += (f" (${cli:.6f} the CLI's + ~${total.estimated:.6f} estimated)" if cli > 0
+                 else " (estimate)")
     return (f"In all: {total.total_tokens} tokens ({total.input} input, {total.output} "
             f"output, {total.cache_read} cache read, {total.cache_creation} cache write), "
             f"cost {cost}")
