@@ -109,6 +109,20 @@ def test_stats_token_chart_draws_over_dates(
     assert f"{first['date']} · input tokens: {first['inputTokens']:,}" in tips
     assert "day index" not in tokens.inner_text() and first["date"] in tokens.inner_text()
     assert charts.nth(0).locator(".ct-bar").count() == len(days)
+    # Each date under its own bar (they were spread over the chart's width, bars
+    # being at most 48 px wide: with few days a label stood under another day).
+    dates = [d["date"] for d in days]
+    for chart in (charts.nth(0), tokens):
+        bars = chart.locator(".ct-bar").evaluate_all(
+            "els => els.map(e => { const r = e.getBoundingClientRect(); "
+            "return [r.left, r.right]; })")
+        ticks = chart.locator(".ct-tick").evaluate_all(
+            "els => els.map(e => { const r = e.getBoundingClientRect(); "
+            "return [(r.left + r.right) / 2, e.textContent]; })")
+        assert {day for _, day in ticks} == {dates[0], dates[len(dates) // 2], dates[-1]}
+        for centre, day in ticks:
+            left, right = bars[dates.index(day)]
+            assert left - 1 <= centre <= right + 1, (day, centre, left, right)
     assert page.locator("[data-testid='stVegaLiteChart']").count() == 0
     # The sessions table at 1280 px (a canvas: looked at in the screenshot).
     page.goto(f"{server}/")

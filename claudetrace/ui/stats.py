@@ -91,7 +91,8 @@ def bars_html(days: Sequence[str], series: Mapping[str, Sequence[float | int | N
     at once, where a Vega chart waited for Vega's scripts to load and compile; an
     inline SVG the page's sanitizer removes): each part of a bar says its day,
     series and figure on hover (``title``), the y axis its top, middle and zero,
-    the x axis the first, middle and last days; a legend names the series. Every
+    the x axis the first, middle and last days, each under its bar; a legend names
+    the series. Every
     text escaped."""
     names = list(series)
     totals = [sum(float(series[n][i] or 0) for n in names) for i in range(len(days))]
@@ -108,8 +109,13 @@ def bars_html(days: Sequence[str], series: Mapping[str, Sequence[float | int | N
         columns.append('<div class="ct-bar" style="flex:1;display:flex;flex-direction:'
                        f'column-reverse;height:100%;max-width:48px">{"".join(boxes)}</div>')
     axis = "".join(f"<span>{escape(figure(top * f))}</span>" for f in (1.0, 0.5, 0.0))
-    shown = sorted({0, len(days) // 2, len(days) - 1}) if days else []
-    ticks = "".join(f"<span>{escape(days[i])}</span>" for i in shown)
+    shown = {0, len(days) // 2, len(days) - 1} if days else set()
+    # A cell a day, as wide as its bar, so that each label stands under its bar.
+    ticks = "".join(
+        '<div style="flex:1;max-width:48px;position:relative">'
+        + (f'<span class="ct-tick" style="position:absolute;left:50%;transform:translateX(-50%);'
+           f'white-space:nowrap">{escape(day)}</span>' if i in shown else "")
+        + "</div>" for i, day in enumerate(days))
     legend = "".join(
         f'<span style="margin-left:10px"><i style="display:inline-block;width:10px;'
         f'height:10px;background:{COLOURS[k % len(COLOURS)]};margin-right:4px"></i>'
@@ -123,7 +129,8 @@ def bars_html(days: Sequence[str], series: Mapping[str, Sequence[float | int | N
         f'text-align:right;height:180px;min-width:56px">{axis}</div>'
         '<div style="flex:1"><div style="display:flex;align-items:flex-end;gap:2px;height:180px;'
         f'border-left:1px solid #ccc;border-bottom:1px solid #ccc">{"".join(columns)}</div>'
-        f'<div style="display:flex;justify-content:space-between">{ticks}</div></div></div></div>')
+        f'<div style="display:flex;gap:2px;height:16px;padding-left:1px">{ticks}</div>'
+        '</div></div></div>')
 
 
 def tool_rates(usage: Mapping[str, tuple[int, int]]) -> list[dict[str, Any]]:
