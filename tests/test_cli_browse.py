@@ -340,8 +340,8 @@ def test_bad_database_url_and_missing_driver(tmp_path: Path) -> None:
         invoke("sessions", "--db", str(blocker / "sub" / "x.db")), "no database at"
     )
     # A folder is no database; the root folder has no name to put captures beside.
-    one_line_error(invoke("sessions", "--db", str(tmp_path)), "cannot open database")
-    one_line_error(invoke("sessions", "--db", "/"), "cannot open database")
+    one_line_error(invoke("sessions", "--db", str(tmp_path)), "not a regular file (a folder)")
+    one_line_error(invoke("sessions", "--db", "/"), "not a regular file (a folder)")
 
 
 def test_an_import_that_fails_before_reading_leaves_no_file_open(tmp_path: Path) -> None:
