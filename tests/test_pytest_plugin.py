@@ -322,7 +322,7 @@ def test_a_malformed_cassette_fails_at_setup_with_its_reason(
 @pytest.mark.parametrize(("signal", "message"), [
     (19, "signal 19 (SIGSTOP) would not end the fake CLI*"),
     (1000000, "signal 1000000 is not a signal of this system"),
-    ("TERM", "signal 'TERM' is not a signal number"),
+    ("TERM", "\"signal\" must be an integer or null, not 'TERM'"),
 ])
 def test_a_cassette_whose_signal_would_hang_or_fail_the_replay_fails_at_setup(
     pytester: pytest.Pytester, app: Path, signal: object, message: str
