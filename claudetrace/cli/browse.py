@@ -441,12 +441,10 @@ def _say_unmatched(store: Any, models: tuple[str, ...], tags: tuple[str, ...]) -
     must not look like no session), with what the store has; as ``usage`` says."""
     from ..store.browse import choices
     from ..store.browse import models as stored_models
-    from ..store.usage import SHOWN_VALUES
+    from ..store.usage import some_of
 
     def held(values: list[str]) -> str:
-        more = len(values) - SHOWN_VALUES
-        return (", ".join(values[:SHOWN_VALUES]) + (f" and {more} more" if more > 0 else "")
-                ) if values else "none"
+        return some_of(values) if values else "none"
 
     if models:
         known = stored_models(store)

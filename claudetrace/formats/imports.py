@@ -972,15 +972,19 @@ def _read(unit: Unit, sink: Callable[[Event], None]) -> Transcript:
     return got
 
 
-def cassette_recording_id(path: Path, header: dict[str, Any]) -> str:
+def cassette_recording_id(path: Path, header: dict[str, Any],
+                          started_ns: int | None = None) -> str:
     """The recording id the cassette ``path`` imports into: a ULID whose time is the
-    cassette's start (:func:`cassette_started_ns`) and whose random part is the
-    digest of the file's bytes, so importing one cassette again finds its recording."""
+    cassette's start (``started_ns``, else :func:`cassette_started_ns`) and whose
+    random part is the digest of the file's bytes, so importing one cassette again
+    finds its recording."""
     digest = hashlib.sha256(b"claudetrace cassette\0")
     with path.open("rb") as f:
         while chunk := f.read(1 << 20):
             digest.update(chunk)
-    return new_recording_id(cassette_started_ns(path, header), random=digest.digest())
+    if started_ns is None:
+        started_ns = cassette_started_ns(path, header)
+    return new_recording_id(started_ns, random=digest.digest())
 
 
 #: An ISO 8601 time with its zone, as the CLI's lines carry them ("timestamp").
@@ -998,7 +1002,8 @@ def cassette_started_ns(path: Path, header: dict[str, Any]) -> int:
     if isinstance(started, int) and _usable_ns(started):
         return started
     with path.open("rb") as f:
-        for number, raw in enumerate(f):
+        # A line at most a MiB at a time: a huge line is never held whole.
+        for number, raw in enumerate(iter(lambda: f.readline(1 << 20), b"")):
             found = _ISO_TIME.search(raw)
             if found is None:
                 continue
@@ -1084,10 +1089,10 @@ def import_cassette_file(
     me = this_importer()
     with closing(events):
         info = info_from_header(header)
-        info.id = cassette_recording_id(path, header)
-        # The time the id was made of (a header without one: the first time in the
+        # The time the id is made of (a header without one: the first time in the
         # file, else its modification time), not the time of this import.
         info.started_ns = cassette_started_ns(path, header)
+        info.id = cassette_recording_id(path, header, info.started_ns)
         info.extra["importer"] = me
         known, importer, seen = _stored_state(url, store, info.id)
         replaced = False

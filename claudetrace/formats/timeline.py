@@ -47,6 +47,8 @@ def out_of_range(value: Any) -> bool:
     2262-04-11): a damaged timestamp, not a missing one."""
     if not isinstance(value, str):
         return False
+    if "1970" < value[:4] < "2262" and value[:4].isdigit():
+        return False  # whatever its zone, within range: not parsed a second time
     try:
         dt.datetime.fromisoformat(value)
     except ValueError:

@@ -439,7 +439,11 @@ def _held(reader: Reader, field_name: str, column: str) -> str:
     if not calls:
         return "none" if field_name != "models" else "no calls"
     top = sorted(calls.items(), key=lambda kv: (-kv[1], kv[0]))
-    listed = ", ".join(f"{value} ({n} call{'' if n == 1 else 's'})"
-                       for value, n in top[:SHOWN_VALUES])
-    more = len(top) - SHOWN_VALUES
-    return listed + (f" and {more} more" if more > 0 else "")
+    return some_of([f"{value} ({n} call{'' if n == 1 else 's'})" for value, n in top])
+
+
+def some_of(values: list[str]) -> str:
+    """The first :data:`SHOWN_VALUES` of ``values``, and how many more, as a line's
+    end."""
+    more = len(values) - SHOWN_VALUES
+    return ", ".join(values[:SHOWN_VALUES]) + (f" and {more} more" if more > 0 else "")
