@@ -456,7 +456,7 @@ class Store:
                     kept += 1
                     continue
                 cut = True
-                changed = self._cut(conn, recording_id, kept) > 0
+                self._cut(conn, recording_id, kept)
             changed = True
             batch.append(ev)
             if len(batch) >= _PUT_BATCH:
