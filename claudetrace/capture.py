@@ -35,6 +35,7 @@ import io
 import json
 import os
 import select
+import stat
 import struct
 import termios
 import threading
@@ -45,6 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from .config import data_dir, resolve_url
+from .errors import not_regular
 from .recording import RecordingInfo
 
 if TYPE_CHECKING:
@@ -117,6 +119,39 @@ def _legacy_url_key(url: str) -> str | None:
     return None if key == _url_key(url) else key
 
 
+#: The first bytes of every SQLite database file.
+SQLITE_HEADER: Final = b"SQLite format 3\x00"
+
+
+def database_problem(url: str) -> str | None:
+    """Why the SQLite database ``url`` cannot take a recording, told from the file
+    without opening it (None: none seen, or not a SQLite URL).
+
+    The proxy asks at once, since its indexer, which opens the store, may only
+    find out after a short session has ended and nobody relays its stderr.
+    """
+    db_file = _sqlite_file(url)
+    if db_file is None:
+        return None
+    try:
+        mode = db_file.stat().st_mode
+    except FileNotFoundError:
+        return None  # made on first use
+    except OSError as exc:
+        return f"cannot use database {db_file}: {exc.strerror or exc}"
+    odd = not_regular(mode)  # before opening it: a FIFO's open blocks
+    if odd:
+        return f"cannot use database {db_file}: {odd}"
+    try:
+        with open(db_file, "rb") as file:
+            header = file.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        return f"cannot use database {db_file}: {exc.strerror or exc}"
+    if header and header != SQLITE_HEADER:  # an empty file is a new database
+        return f"cannot use database {db_file}: not a SQLite database"
+    return None
+
+
 def missing_db_folder(url: str) -> Path | None:
     """The folder of a SQLite database ``url`` when it does not exist (it is never
     made but for the default database's)."""
@@ -126,6 +161,15 @@ def missing_db_folder(url: str) -> Path | None:
     return db_file.parent
 
 
+def _device(path: Path) -> bool:
+    """Whether ``path`` is a device, FIFO or socket (neither file nor folder)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 def capture_dirs(url: str) -> list[Path]:
     """Where capture files for the database ``url`` live, preferred first.
 
@@ -133,11 +177,12 @@ def capture_dirs(url: str) -> list[Path]:
     them whatever its ``HOME``; for other databases, and when that directory
     cannot be written, under the user's data directory, keyed by the database.
     Plain SQLite paths need no SQLAlchemy here, which keeps the proxy's start-up
-    light.
+    light.  Never beside a device, FIFO or socket (``/dev/null.capture`` in
+    ``/dev``).
     """
     dirs: list[Path] = []
     db_file = _sqlite_file(url)
-    if db_file is not None and db_file.name:  # ``/`` has no name to put one beside
+    if db_file is not None and db_file.name and not _device(db_file):  # ``/`` has no name
         dirs.append(db_file.with_name(db_file.name + SUFFIX))
     dirs.append(data_dir() / "capture" / _url_key(url))
     return dirs

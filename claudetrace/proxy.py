@@ -398,6 +398,10 @@ def _open_capture(
     if missing is not None:
         _say(f"the database's folder {missing} does not exist; the recording is kept in "
              f"{writer.path} meanwhile", options.stderr_fd)
+    problem = cap.database_problem(url)
+    if problem is not None:
+        _say(f"{problem}; the session is forwarded and kept in {writer.path} until a "
+             "database can take it", options.stderr_fd)
     return writer
 
 

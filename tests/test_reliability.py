@@ -372,6 +372,39 @@ def test_a_mistyped_database_path_is_an_error_and_is_not_created(tmp_path: Path)
     assert not missing.parent.parent.exists()
 
 
+def test_the_proxy_says_at_once_when_its_database_cannot_take_the_session(
+        tmp_path: Path, ct_env: Path) -> None:
+    """``--db /dev/null``, a folder, a FIFO or a file that is no SQLite database: the
+    child runs and every byte is forwarded, but the indexer, which finds out later,
+    may be alone by then; the proxy says so before the session goes on."""
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    text = tmp_path / "notes.db"
+    text.write_text("not a database\n")
+    for db, why in ((Path("/dev/null"), "not a regular file (a character device)"),
+                    (folder, "not a regular file (a folder)"),
+                    (fifo, "not a regular file (a FIFO)"),
+                    (text, "not a SQLite database")):
+        done = ct("proxy", "--db", str(db), "--", "cat", data=b'{"type":"x"}\n', timeout=60)
+        err = done.stderr.decode()
+        assert done.returncode == 0 and done.stdout == b'{"type":"x"}\n', err
+        assert f"claudetrace: cannot use database {db}: {why}; the session is forwarded" \
+            " and kept in " in err, err
+        kept = Path(err.split(" and kept in ", 1)[1].split(" until ", 1)[0])
+        assert kept.name.endswith(cap.SUFFIX), err  # the bytes are on disk, not lost
+    # Beside a folder or a file, as for any database; never in /dev.
+    assert not Path("/dev/null" + cap.SUFFIX).exists()
+    assert text.read_text() == "not a database\n"
+    # A new database and an empty file are fine: nothing said.
+    for db in (tmp_path / "new.db", tmp_path / "empty.db"):
+        if db.name == "empty.db":
+            db.touch()
+        done = ct("proxy", "--db", str(db), "--", "cat", data=b'{"type":"x"}\n', timeout=60)
+        assert done.returncode == 0 and done.stderr == b"", done.stderr
+
+
 def test_files_with_recorded_content_are_private(db_path: Path, ct_env: Path,
                                                  tmp_path: Path) -> None:
     os.umask(0o022)
