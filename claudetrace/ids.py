@@ -29,3 +29,12 @@ def new_recording_id(now_ns: int | None = None, *, random: bytes | None = None) 
         chars.append(_CROCKFORD[value & 31])
         value >>= 5
     return "".join(reversed(chars))
+
+
+def recording_id_ns(recording_id: str) -> int:
+    """The time (Unix ns, to the millisecond) :func:`new_recording_id` made
+    ``recording_id`` of: its first 10 characters."""
+    ms = 0
+    for char in recording_id[:10]:
+        ms = (ms << 5) | _CROCKFORD.index(char)
+    return ms * 1_000_000

@@ -18,6 +18,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from claudetrace.cli import cli
+from claudetrace.ids import recording_id_ns
 
 SAMPLES = sorted((Path(__file__).parent / "fixtures" / "samples").glob("*.cassette.ndjson"))
 
@@ -555,12 +556,7 @@ def test_sessions_says_a_model_or_tag_no_recording_has(
 
 
 def _id_ms(recording_id: str) -> int:
-    """The milliseconds a ULID's first 10 characters hold."""
-    digits = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-    ms = 0
-    for char in recording_id[:10]:
-        ms = ms * 32 + digits.index(char)
-    return ms
+    return recording_id_ns(recording_id) // 1_000_000
 
 
 def test_a_cassette_without_a_start_is_dated_by_its_content_else_its_file(
@@ -591,3 +587,14 @@ def test_a_cassette_without_a_start_is_dated_by_its_content_else_its_file(
     assert _id_ms(first.stdout.strip()) == 1_790_000_000_123
     again = invoke("import", str(bare), "--db", str(db_path))
     assert again.stdout == first.stdout and "unchanged" in again.stderr
+    # A checkout or a copy changes that time: the same bytes keep their recording.
+    os.utime(bare, ns=(1_800_000_000_000_000_000, 1_800_000_000_000_000_000))
+    copy = tmp_path / "copy" / "bare.ndjson"
+    copy.parent.mkdir()
+    copy.write_bytes(bare.read_bytes())
+    for path in (bare, copy):
+        again = invoke("import", str(path), "--db", str(db_path))
+        assert again.stdout == first.stdout and "unchanged" in again.stderr, again.stderr
+    ids = [r["id"] for r in json.loads(invoke("sessions", "--db", str(db_path),
+                                              "--json").stdout)]
+    assert ids.count(first.stdout.strip()) == 1 and len(ids) == len(SAMPLES) + 1

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..display import plural
 from ..errors import ClaudeTraceError, StoreError
-from ..ids import new_recording_id
+from ..ids import new_recording_id, recording_id_ns
 from .layout import (
     ENTRY_TYPES,
     READING,
@@ -993,11 +993,24 @@ _ISO_TIME = re.compile(
 
 
 def cassette_started_ns(path: Path, header: dict[str, Any]) -> int:
-    """When the cassette ``path`` started (Unix ns): the header's ``started_ns``; else
-    the first time written anywhere in it (an ISO 8601 time with a zone, such as a
-    line's ``timestamp``), less that line's ``t``; else the file's modification
-    time.  Recording ids are made of it (they sort by time: a cassette without
-    ``started_ns`` had one of 1970, listed before every other)."""
+    """When the cassette ``path`` started (Unix ns): :func:`written_start`, else the
+    file's modification time.  Recording ids are made of it (they sort by time: a
+    cassette without ``started_ns`` had one of 1970, listed before every other)."""
+    started = written_start(path, header)
+    return _modified_ns(path) if started is None else started
+
+
+def _modified_ns(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return time.time_ns()
+
+
+def written_start(path: Path, header: dict[str, Any]) -> int | None:
+    """When the cassette ``path`` started by what it says (Unix ns): the header's
+    ``started_ns``; else the first time written anywhere in it (an ISO 8601 time
+    with a zone, such as a line's ``timestamp``), less that line's ``t``; else None."""
     started = header.get("started_ns")
     if isinstance(started, int) and _usable_ns(started):
         return started
@@ -1015,10 +1028,7 @@ def cassette_started_ns(path: Path, header: dict[str, Any]) -> int:
                 continue
             if _usable_ns(ns):
                 return ns
-    try:
-        return path.stat().st_mtime_ns
-    except OSError:
-        return time.time_ns()
+    return None
 
 
 def _usable_ns(value: object) -> bool:
@@ -1091,8 +1101,15 @@ def import_cassette_file(
         info = info_from_header(header)
         # The time the id is made of (a header without one: the first time in the
         # file, else its modification time), not the time of this import.
-        info.started_ns = cassette_started_ns(path, header)
+        written = written_start(path, header)
+        info.started_ns = _modified_ns(path) if written is None else written
         info.id = cassette_recording_id(path, header, info.started_ns)
+        if written is None:
+            # Dated by the file's modification time, which a copy or a checkout
+            # changes: the same bytes imported before keep their recording.
+            earlier = store().recording_with_tail(info.id[10:])
+            if earlier is not None:
+                info.id, info.started_ns = earlier, recording_id_ns(earlier)
         info.extra["importer"] = me
         known, importer, seen = _stored_state(url, store, info.id)
         replaced = False

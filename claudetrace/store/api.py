@@ -556,6 +556,17 @@ class Store:
                                .where(t.id == recording_id)).first()
         return None if row is None else (row[0], str(row[1] or ""))
 
+    def recording_with_tail(self, tail: str) -> str | None:
+        """The oldest stored recording whose id ends with ``tail`` (a ULID's 16
+        characters after its time), or None: a cassette dated by its file's
+        modification time is found again by its bytes' digest after a copy or a
+        checkout changed that time (a scan of the ids: asked only then)."""
+        t = _RECORDINGS.c
+        with _store_errors("read"), self.engine.connect() as conn:
+            found = conn.execute(select(t.id).where(func.substr(t.id, 11) == tail)
+                                 .order_by(t.id).limit(1)).scalar()
+        return None if found is None else str(found)
+
     def delete_half_import(self, recording_id: str, seen: str) -> bool:
         """Delete the half-imported recording ``recording_id`` (no end written)
         only while its ``extra`` is still the text ``seen`` (its importer's mark,
