@@ -135,8 +135,8 @@ def database_problem(url: str) -> str | None:
         return None
     try:
         mode = db_file.stat().st_mode
-    except FileNotFoundError:
-        return None  # made on first use
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # made on first use (a missing folder: missing_db_folder says)
     except OSError as exc:
         return f"cannot use database {db_file}: {exc.strerror or exc}"
     odd = not_regular(mode)  # before opening it: a FIFO's open blocks

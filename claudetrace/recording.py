@@ -23,13 +23,23 @@ if TYPE_CHECKING:
 STALE_AFTER_NS = 5_000_000_000
 
 
+#: How much later than its recording's start a proxy's process may seem to have
+#: started (the boot time it is counted from is given in whole seconds).
+_START_SLACK_NS = 2_000_000_000
+
+
 def recorder_alive(*, host: str | None, pid: int | None, source: str | None,
                    last_seen_ns: int | None, started_ns: int,
                    now_ns: int | None = None) -> bool:
-    """Whether a recording that has not ended is still being written: its proxy
-    (a process on this host, by ``pid``) lives, and its heartbeat is fresh
-    (:data:`STALE_AFTER_NS`).  The store's ``running`` and what a search may
-    finish of a recording's words both ask this."""
+    """Whether a recording that has not ended is still being written.
+
+    A proxy on this host answers by its process (``pid``): alive while it lives,
+    whatever its indexer's heartbeat says, since an idle-priority indexer on a
+    loaded machine can miss beats (a search then gave up the running session's
+    words); gone at once when it is, or when its pid names a process started
+    after the recording (a pid reused).  Any other recording is alive while its
+    heartbeat is fresh (:data:`STALE_AFTER_NS`).  The store's ``running`` and what
+    a search may finish of a recording's words both ask this."""
     if host == os.uname().nodename and pid is not None and source == "proxy":
         try:
             os.kill(pid, 0)
@@ -37,8 +47,42 @@ def recorder_alive(*, host: str | None, pid: int | None, source: str | None,
             return False
         except PermissionError:
             pass
+        started = process_started_ns(pid)
+        if started is not None:
+            return started <= started_ns + _START_SLACK_NS
     now = time.time_ns() if now_ns is None else now_ns
     return now - (last_seen_ns or started_ns) < STALE_AFTER_NS
+
+
+def start_time(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks since boot (``/proc/PID/stat``
+    field 22), or None where that cannot be read (no such process, not Linux)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    # The command name (field 2) is in parentheses and may hold spaces or ")".
+    fields = stat[stat.rfind(b")") + 2:].split()
+    try:
+        return int(fields[22 - 3])
+    except (IndexError, ValueError):
+        return None
+
+
+def process_started_ns(pid: int) -> int | None:
+    """When process ``pid`` started (Unix ns, to about a second), or None where
+    that cannot be told (no such process, not Linux)."""
+    ticks = start_time(pid)
+    if ticks is None:
+        return None
+    try:
+        with open("/proc/stat", "rb") as handle:
+            boot = next(int(line.split()[1]) for line in handle if line.startswith(b"btime "))
+        per_second = os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, StopIteration, IndexError):
+        return None
+    return boot * 1_000_000_000 + ticks * 1_000_000_000 // per_second
 
 
 @dataclass

@@ -288,6 +288,27 @@ def test_a_dead_local_proxy_is_incomplete_at_once(store: Store) -> None:
     assert rec.status == "running"
 
 
+def test_a_live_local_proxy_is_running_whatever_its_heartbeat(store: Store) -> None:
+    """An idle-priority indexer on a loaded machine can miss its beats: the proxy's
+    process, alive on this host, says the session runs (a search kept treating it
+    as abandoned and gave up its words).  A pid that now names a process started
+    after the recording is a reused one: incomplete."""
+    here, now = os.uname().nodename, time.time_ns()
+    stale = now - 10 * STALE_AFTER_NS
+    rec = _recording(host=here, pid=os.getpid(), started_ns=now, last_seen_ns=stale)
+    assert (rec.status, rec.status_reason) == ("running", "")
+    later = subprocess.Popen(["sleep", "30"])
+    try:
+        rec = _recording(host=here, pid=later.pid, started_ns=now - 60 * 10**9,
+                         last_seen_ns=now)
+        assert rec.status == "incomplete"
+    finally:
+        later.kill()
+        later.wait()
+    # On another host only the heartbeat can tell.
+    assert _recording(pid=os.getpid(), last_seen_ns=stale).status == "incomplete"
+
+
 def test_write_batch_and_live_recording(store: Store) -> None:
     info = RecordingInfo.start(["claude", "-p"], name="live")
     store.create_recording(info)

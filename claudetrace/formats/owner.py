@@ -15,24 +15,13 @@ import contextlib
 import os
 from typing import Any
 
+from ..recording import start_time
+
+__all__ = ["FOLDER_PREFIX", "importing_elsewhere", "start_time", "sweep_spools",
+           "this_importer"]
+
 #: The names of spool folders (:mod:`.spool`) begin with this, then ``HOST-PID-START-``.
 FOLDER_PREFIX = "claudetrace-spool-"
-
-
-def start_time(pid: int) -> int | None:
-    """When process ``pid`` started, in clock ticks since boot (``/proc/PID/stat``
-    field 22), or None where that cannot be read (no such process, not Linux)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            stat = handle.read()
-    except OSError:
-        return None
-    # The command name (field 2) is in parentheses and may hold spaces or ")".
-    fields = stat[stat.rfind(b")") + 2:].split()
-    try:
-        return int(fields[22 - 3])
-    except (IndexError, ValueError):
-        return None
 
 
 def this_importer() -> dict[str, Any]:
