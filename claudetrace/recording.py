@@ -23,6 +23,21 @@ if TYPE_CHECKING:
 STALE_AFTER_NS = 5_000_000_000
 
 
+def proxy_lives(*, host: str | None, pid: int | None, source: str | None) -> bool | None:
+    """Whether a recording's proxy, a process on this host (by ``pid``), lives;
+    None for a recording whose proxy this host cannot look for (another host's,
+    an import)."""
+    if host != os.uname().nodename or pid is None or source != "proxy":
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
 def recorder_alive(*, host: str | None, pid: int | None, source: str | None,
                    last_seen_ns: int | None, started_ns: int,
                    now_ns: int | None = None) -> bool:
@@ -30,13 +45,8 @@ def recorder_alive(*, host: str | None, pid: int | None, source: str | None,
     (a process on this host, by ``pid``) lives, and its heartbeat is fresh
     (:data:`STALE_AFTER_NS`).  The store's ``running`` and what a search may
     finish of a recording's words both ask this."""
-    if host == os.uname().nodename and pid is not None and source == "proxy":
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass
+    if proxy_lives(host=host, pid=pid, source=source) is False:
+        return False
     now = time.time_ns() if now_ns is None else now_ns
     return now - (last_seen_ns or started_ns) < STALE_AFTER_NS
 

@@ -9,8 +9,8 @@ is missing of every marked recording, whoever is or is not writing it:
 
 - an **ended** recording whose indexer did not run its pass (killed, the
   machine off) gets that pass (:func:`~.packing.pack_recording`);
-- a recording **still being written** (its proxy lives and its heartbeat is
-  fresh: :func:`~claudetrace.recording.recorder_alive`) gets the words of the
+- a recording **still being written** (its proxy lives on this host, or its
+  heartbeat is fresh: :func:`~claudetrace.recording.recorder_alive`) gets the words of the
   lines stored so far (:func:`add_words`), so a running session is searchable
   as soon as its lines are stored, burst or not; the mark stays for the lines
   to come.  Its own indexer adds them too, once its input pauses
@@ -34,7 +34,7 @@ import json
 from collections.abc import Callable
 from typing import Any, Final
 
-from ..recording import recorder_alive
+from ..recording import proxy_lives, recorder_alive
 from .packing import (
     CHUNK,
     UNINDEXED_POSTGRES,
@@ -91,8 +91,13 @@ def marked(connection: Any, dialect: str, now_ns: int | None = None
     if not db.sqlite:
         connection.rollback()
     ended = [str(row[0]) for row in rows if row[1] is not None]
-    others = [(str(rid), recorder_alive(host=host, pid=pid, source=source,
-                                        last_seen_ns=seen, started_ns=started, now_ns=now_ns),
+    # A proxy seen living on this host is writing the recording, whatever its
+    # heartbeat says: an indexer on idle CPU time under load can miss a beat,
+    # and a recording taken for abandoned loses its mark (the words of its
+    # lines to come would wait for its end).
+    others = [(str(rid), bool(proxy_lives(host=host, pid=pid, source=source))
+               or recorder_alive(host=host, pid=pid, source=source, last_seen_ns=seen,
+                                 started_ns=started, now_ns=now_ns),
                _up_to(extra))
               for rid, end, host, pid, source, seen, started, extra in rows if end is None]
     return ended, others
