@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from claudetrace.cassette import read_cassette
-from claudetrace.model import Session, liveness
+from claudetrace.model import Session
 from claudetrace.model.events import Event
+from claudetrace.model.liveness import liveness
 
 FIXTURES = Path(__file__).parent / "fixtures" / "cassettes"
 

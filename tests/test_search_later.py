@@ -571,3 +571,33 @@ def test_the_pass_over_a_running_recording_stops_when_asked_and_goes_on_from_the
     assert held == wanted and entries == len(wanted) == len(lines)
     assert _marked(db)  # still running: the lines to come may lack theirs
     assert add_running_words(url, info.id, stop=lambda: True)  # nothing left to add
+
+
+def test_a_recording_whose_proxy_lives_here_is_still_written_though_its_heartbeat_is_late(
+        tmp_path: Path) -> None:
+    """An indexer on idle CPU time can miss its heartbeat under load: a search
+    still takes the recording for one being written while its proxy lives on
+    this host (its mark kept for the lines to come), and for abandoned once the
+    proxy is gone."""
+    from claudetrace.recording import RecordingInfo
+    from claudetrace.store import open_store
+    from claudetrace.store.backlog import marked
+
+    db = tmp_path / "store.db"
+    store = open_store(str(db))
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    infos = {}
+    for name, pid in (("living", os.getpid()), ("gone", int(gone.stdout))):
+        # Started after this process (an earlier start would make its pid a reused one).
+        info = RecordingInfo.start(["claude"], started_ns=time.time_ns())
+        info.host, info.pid, info.source = os.uname().nodename, pid, "proxy"
+        store.create_recording(info)
+        infos[name] = info.id
+    store.close()
+    with sqlite3.connect(db, isolation_level=None) as conn:
+        conn.execute("UPDATE recordings SET extra = ?, last_seen_ns = ?",
+                     (json.dumps({WORDS_LATER: True}), time.time_ns() - 30 * 10**9))
+        ended, others = marked(conn, "sqlite")
+    assert ended == []
+    assert sorted(others) == sorted([(infos["living"], True, -1), (infos["gone"], False, -1)])

@@ -18,7 +18,7 @@ What is timed (:func:`measure`), each against the target of issue 37:
   this process;
 - ``claudetrace search WORD`` of the rare word in a new process (beside
   ``claudetrace --version``, the floor of a new process) and in this one; the
-  UI's search box with a word every session says;
+  UI's search box with a word and a phrase every session says;
 - the session list (the newest 50, and by tag), a page of the 20k-line session
   (its recording, the conversation's first part as the UI reads it, the raw
   tab's middle page), the Stats page's queries, each part apart (the first
@@ -530,6 +530,8 @@ def measure(url: str, built: Built, *, repeat: int = 3, burst_lines: int = 20_00
                 raise RuntimeError(f"search found {RARE!r} in {len(hits)} lines")
             timed(rows, f"UI search box {COMMON!r} (every session)",
                   lambda: recordings_saying(store, COMMON))
+            timed(rows, f"UI search box {COMMON + ' the'!r} (a phrase every session says)",
+                  lambda: recordings_saying(store, f"{COMMON} the"))
             timed(rows, "session list, newest 50", lambda: list_sessions(store, Filters(),
                                                                           limit=50))
             timed(rows, "session list by tag, newest 50",

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .content import THINKING_TYPES, message_blocks
-from .events import TOOL_USE_TYPES, Event, is_tool_result_type, parsed_event, said_parts
+from .events import TOOL_USE_TYPES, Event, is_tool_result_type, said_parts
 
 #: The answers to ``can_use_tool`` the SDKs define.
 PERMISSION_DECISIONS = frozenset({"allow", "deny"})
@@ -240,14 +240,18 @@ def searchable_text(event: Event) -> str:
     Ids, JSON keys and protocol fields are left out, so a search for "fake" does
     not find every ``msg_fake_…`` id.  Empty for lines that are not messages.
     """
-    kind = event.fields.type
+    return _said_text(event.fields.type, event.message)
+
+
+def _said_text(kind: str | None, line: dict[str, Any] | None) -> str:
+    """:func:`searchable_text` of a line of type ``kind`` whose JSON object is ``line``."""
     out: list[str] = []
     if kind in ("user", "assistant"):
-        message = (event.message or {}).get("message")
+        message = (line or {}).get("message")
         if isinstance(message, dict):
             _content_text(message.get("content"), out)
     elif kind == "result":
-        result = (event.message or {}).get("result")
+        result = (line or {}).get("result")
         if isinstance(result, str):
             out.append(result)
     return "\n".join(out)
@@ -257,4 +261,10 @@ def line_text(data: bytes) -> str:
     """:func:`searchable_text` of a stored line (its bytes), parsing only the parts
     it reads (:func:`~claudetrace.model.events.said_parts`): the search index's
     writer, the search and the session list's first prompts read lines this way."""
-    return searchable_text(parsed_event(0, "in", 0, data, said_parts(data)))
+    # The parts alone, not an event: its fields (the type is all that is read of
+    # them) were a third of the search box's time on a phrase.
+    said = said_parts(data)
+    if not isinstance(said, dict):
+        return ""
+    kind = said.get("type")
+    return _said_text(kind if isinstance(kind, str) else None, said)
