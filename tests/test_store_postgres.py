@@ -431,16 +431,20 @@ def test_prune_while_a_proxy_records_on_postgres(pg_url: str) -> None:
     with psycopg.connect(conninfo) as conn:
         assert _rows_of(conn, gone) == (0, 0, 0)
         assert _rows_of(conn, [str(live[0]["id"])])[0] == 600
-        # Every table a recording has rows in was vacuumed, the search index too.
+        # Every table a recording has rows in was vacuumed and analyzed, the
+        # search index too.
         tables = {"recordings", "events", "event_tools", "event_search", "usage_calls",
                   "usage_hours"}
         for _ in range(50):  # the statistics are published a moment later
             vacuumed = {row[0] for row in conn.execute(
                 "SELECT relname FROM pg_stat_user_tables WHERE last_vacuum IS NOT NULL")}
-            if tables <= vacuumed:
+            analyzed = {row[0] for row in conn.execute(
+                "SELECT relname FROM pg_stat_user_tables WHERE last_analyze IS NOT NULL")}
+            if tables <= vacuumed and tables <= analyzed:
                 break
             time.sleep(0.1)
         assert tables <= vacuumed
+        assert tables <= analyzed
 
 
 

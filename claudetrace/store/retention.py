@@ -226,9 +226,12 @@ def give_back_space(store: Store) -> Space:
     is shrunk by ``PRAGMA incremental_vacuum``, :data:`VACUUM_PAGES` pages a
     transaction; another file keeps its free pages for new recordings, and the
     note says how to convert it.  PostgreSQL: a plain ``VACUUM`` (which neither
-    readers nor writers wait for) makes the space reusable by new rows; it hands
+    readers nor writers wait for) makes the space reusable by new rows, so a
+    store pruned as it grows stays the size of what it holds at most; it hands
     the system back only the empty pages at the end of each table.  Every table
-    a recording has rows in is vacuumed (the search index and usage rows too).
+    a recording has rows in is vacuumed (the search index and usage rows too),
+    and analyzed in the same pass: half a table gone leaves the planner's
+    figures wrong until autovacuum comes round to it.
     """
     try:
         if store.engine.dialect.name == "sqlite":
@@ -291,7 +294,7 @@ _SIZE = ("SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c
 def _postgres_space(store: Store) -> Space:
     with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         before = int(conn.exec_driver_sql(_SIZE).scalar() or 0)
-        conn.exec_driver_sql(f"VACUUM {', '.join(_PRUNED_TABLES)}")
+        conn.exec_driver_sql(f"VACUUM (ANALYZE) {', '.join(_PRUNED_TABLES)}")
         after = int(conn.exec_driver_sql(_SIZE).scalar() or 0)
     returned = max(0, before - after)
     return Space(returned, f"VACUUM made the deleted rows' space reusable by new recordings; "
