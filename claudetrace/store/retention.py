@@ -10,6 +10,7 @@ then returns what the engine can without blocking readers.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -348,16 +349,18 @@ def _rebuild_loose_keys(conn: Connection) -> str | None:
     ``REINDEX … CONCURRENTLY`` builds each new index beside the old one, which
     readers and writers use meanwhile (it takes no lock they wait for), then
     drops the old one: its pages go back to the system."""
-    _drop_left_over(conn)
-    size, packed = conn.exec_driver_sql(_KEY_LOOSENESS).one()
-    if size < REBUILT_FROM or size <= LOOSE_KEY * packed:
-        return None
+    # Bounded: another prune's rebuild holds the table's lock until it is done.
     conn.exec_driver_sql(f"SET lock_timeout = '{REBUILD_WAITS}'")
     try:
+        _drop_left_over(conn)
+        size, packed = conn.exec_driver_sql(_KEY_LOOSENESS).one()
+        if size < REBUILT_FROM or size <= LOOSE_KEY * packed:
+            return None
         for index in _EVENTS_INDEXES:
             conn.exec_driver_sql(f"REINDEX INDEX CONCURRENTLY {index}")
     except DBAPIError as exc:
-        _drop_left_over(conn)
+        with contextlib.suppress(DBAPIError):  # the next prune drops them otherwise
+            _drop_left_over(conn)
         return error_reason(exc)
     finally:
         conn.exec_driver_sql("RESET lock_timeout")
