@@ -431,17 +431,83 @@ def test_prune_while_a_proxy_records_on_postgres(pg_url: str) -> None:
     with psycopg.connect(conninfo) as conn:
         assert _rows_of(conn, gone) == (0, 0, 0)
         assert _rows_of(conn, [str(live[0]["id"])])[0] == 600
-        # Every table a recording has rows in was vacuumed, the search index too.
+        # Every table a recording has rows in was vacuumed and analyzed, the
+        # search index too.
         tables = {"recordings", "events", "event_tools", "event_search", "usage_calls",
                   "usage_hours"}
         for _ in range(50):  # the statistics are published a moment later
             vacuumed = {row[0] for row in conn.execute(
                 "SELECT relname FROM pg_stat_user_tables WHERE last_vacuum IS NOT NULL")}
-            if tables <= vacuumed:
+            analyzed = {row[0] for row in conn.execute(
+                "SELECT relname FROM pg_stat_user_tables WHERE last_analyze IS NOT NULL")}
+            if tables <= vacuumed and tables <= analyzed:
                 break
             time.sleep(0.1)
         assert tables <= vacuumed
+        assert tables <= analyzed
 
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_prune_builds_the_events_key_again_beside_the_old_one_on_postgres(
+        pg_server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a prune ``pk_events`` keeps the pages the deleted keys had; when it
+    takes much more than it would packed, the events' indexes are built again
+    beside the old ones (``REINDEX … CONCURRENTLY``) and the old pages go back
+    to the system; a rebuild that waits too long for an older transaction gives
+    up, and what it (or an interrupted one) left behind is dropped."""
+    import psycopg
+
+    from claudetrace.store import retention
+    from claudetrace.store.postgres import plain_url
+    from tests.pruning import old_recording
+
+    url = fresh_database(pg_server, "loose_key")
+    conninfo = plain_url(url)
+    assert conninfo is not None
+
+    def indexes(conn: Any) -> dict[str, bool]:
+        return dict(conn.execute(
+            "SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c"
+            " ON c.oid = i.indexrelid WHERE i.indrelid = 'events'::regclass").fetchall())
+
+    def key_bytes(conn: Any) -> int:
+        return int(conn.execute("SELECT pg_relation_size('pk_events')").fetchone()[0])
+
+    store = open_store(url)
+    try:
+        gone = old_recording(store, days=45, events=40_000)
+        kept = old_recording(store, days=2, events=10_000)
+        retention.prune(store, [gone])
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            # What an interrupted rebuild leaves: an index no one reads.
+            with pytest.raises(psycopg.errors.DivisionByZero):
+                conn.execute("CREATE INDEX CONCURRENTLY pk_events_ccnew ON events ((seq / 0))")
+            assert indexes(conn)["pk_events_ccnew"] is False
+            loose = key_bytes(conn)
+            with psycopg.connect(conninfo) as old:  # a snapshot older than the rebuild
+                old.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+                old.execute("SELECT count(*) FROM recordings").fetchone()
+                monkeypatch.setattr(retention, "REBUILD_WAITS", "1s")
+                waited = retention.give_back_space(store)
+                old.rollback()
+            assert "the events' indexes were not built again: canceling statement due to " \
+                   "lock timeout" in waited.note, waited.note
+            assert indexes(conn) == {"pk_events": True, "ix_events_recording_type": True}
+            assert key_bytes(conn) == loose
+
+            space = retention.give_back_space(store)
+            assert "(the events' indexes built again beside the old ones) went back to the " \
+                   "system" in space.note, space.note
+            assert indexes(conn) == {"pk_events": True, "ix_events_recording_type": True}
+            assert key_bytes(conn) < loose / 2
+            assert space.returned_bytes is not None and space.returned_bytes >= loose / 2
+            # Packed now: the next prune leaves it alone.
+            assert "indexes" not in retention.give_back_space(store).note
+        assert [e.seq for e in store.iter_events(kept)] == list(range(10_000))
+        assert [r.id for r in store.list_recordings()] == [kept]
+    finally:
+        store.close()
 
 
 @pytest.mark.usefixtures("ct_env")

@@ -781,7 +781,8 @@ def db_pack(db_url: str | None) -> None:
         rows = store.pack_lines()
         folded = catch_up(store)
         # The space the packed lines freed: SQLite shrinks its file, PostgreSQL
-        # makes the dead row versions reusable (a plain VACUUM, as prune does).
+        # makes the dead row versions reusable (a plain VACUUM) and builds a
+        # loose events' key again, as prune does.
         from ..store.retention import give_back_space
 
         give_back_space(store)

@@ -10,13 +10,14 @@ then returns what the engine can without blocking readers.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, cast
 
 from sqlalchemy import Connection, Table, func, select, text
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import load_only
 
 from ..errors import StoreError
@@ -226,9 +227,16 @@ def give_back_space(store: Store) -> Space:
     is shrunk by ``PRAGMA incremental_vacuum``, :data:`VACUUM_PAGES` pages a
     transaction; another file keeps its free pages for new recordings, and the
     note says how to convert it.  PostgreSQL: a plain ``VACUUM`` (which neither
-    readers nor writers wait for) makes the space reusable by new rows; it hands
+    readers nor writers wait for) makes the space reusable by new rows, so a
+    store pruned as it grows stays the size of what it holds at most; it hands
     the system back only the empty pages at the end of each table.  Every table
-    a recording has rows in is vacuumed (the search index and usage rows too).
+    a recording has rows in is vacuumed (the search index and usage rows too),
+    and analyzed in the same pass: half a table gone leaves the planner's
+    figures wrong until autovacuum comes round to it.  The events' key keeps
+    the pages the deleted keys had (and recordings written at once leave its
+    pages half full): when it takes well over what it would packed, the events'
+    indexes are built again beside the old ones, whose pages go back to the
+    system (:func:`_rebuild_loose_keys`).
     """
     try:
         if store.engine.dialect.name == "sqlite":
@@ -288,16 +296,81 @@ _SIZE = ("SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c
          "AND c.relnamespace = current_schema()::regnamespace")
 
 
+#: Bytes an entry of ``pk_events`` (a 26-character recording id and a ``seq``)
+#: takes in an index built at once: a 40-byte tuple, its 4-byte line pointer,
+#: leaf pages 90% full (measured: 49.7 on 1.1M events).
+PACKED_KEY_BYTES: Final = 50
+#: How many times its packed size ``pk_events`` may take before
+#: :func:`give_back_space` builds the events' indexes again.  Recordings written
+#: at once split its pages in half and leave them so (74 to 76 B an entry with
+#: 4 or 16 of them), and a prune empties pages that stay: 1.25 leaves an index
+#: built at once alone.
+LOOSE_KEY: Final = 1.25
+#: The least ``pk_events`` is built again from (bytes): below, nothing worth it.
+REBUILT_FROM: Final = 1 << 20
+#: How long the rebuild waits for transactions older than it (it reads the
+#: table as of its start) before it gives up, leaving the old indexes.
+REBUILD_WAITS: Final = "60s"
+#: The indexes built again (``pk_events`` and the partial one, not the line's
+#: TOAST index: a few pages).
+_EVENTS_INDEXES = ("pk_events", "ix_events_recording_type")
+#: What an interrupted ``REINDEX … CONCURRENTLY`` leaves: an index no one reads
+#: and every write updates.
+_LEFT_OVER = ("SELECT c.oid::regclass::text FROM pg_index i "
+              "JOIN pg_class c ON c.oid = i.indexrelid "
+              "WHERE i.indrelid = 'events'::regclass AND NOT i.indisvalid "
+              "AND c.relname ~ '_cc(new|old)[0-9]*$'")
+_KEY_LOOSENESS = ("SELECT pg_relation_size(c.oid), c.reltuples * "
+                  f"{PACKED_KEY_BYTES} FROM pg_class c WHERE c.oid = 'pk_events'::regclass")
+
+
 def _postgres_space(store: Store) -> Space:
     with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         before = int(conn.exec_driver_sql(_SIZE).scalar() or 0)
-        conn.exec_driver_sql(f"VACUUM {', '.join(_PRUNED_TABLES)}")
+        conn.exec_driver_sql(f"VACUUM (ANALYZE) {', '.join(_PRUNED_TABLES)}")
+        rebuilt = _rebuild_loose_keys(conn)
         after = int(conn.exec_driver_sql(_SIZE).scalar() or 0)
     returned = max(0, before - after)
+    how = ("(the events' indexes built again beside the old ones)" if rebuilt == "" else
+           "(empty pages at the tables' ends)")
+    why = f"; the events' indexes were not built again: {rebuilt}" if rebuilt else ""
     return Space(returned, f"VACUUM made the deleted rows' space reusable by new recordings; "
-                           f"{returned / 1e6:.1f} MB (empty pages at the tables' ends) went "
-                           "back to the system (VACUUM FULL returns the rest but blocks "
-                           "every reader while it runs)")
+                           f"{returned / 1e6:.1f} MB {how} went back to the system{why} "
+                           "(VACUUM FULL returns the rest but blocks every reader while it "
+                           "runs)")
+
+
+def _rebuild_loose_keys(conn: Connection) -> str | None:
+    """Build the events' indexes again when ``pk_events`` takes more than
+    :data:`LOOSE_KEY` times its packed size (by the figures of the ``VACUUM``
+    just run), and drop what an interrupted rebuild left.  None: not needed;
+    "": done; else why it was given up (the old indexes kept).
+
+    ``REINDEX … CONCURRENTLY`` builds each new index beside the old one, which
+    readers and writers use meanwhile (it takes no lock they wait for), then
+    drops the old one: its pages go back to the system."""
+    # Bounded: another prune's rebuild holds the table's lock until it is done.
+    conn.exec_driver_sql(f"SET lock_timeout = '{REBUILD_WAITS}'")
+    try:
+        _drop_left_over(conn)
+        size, packed = conn.exec_driver_sql(_KEY_LOOSENESS).one()
+        if size < REBUILT_FROM or size <= LOOSE_KEY * packed:
+            return None
+        for index in _EVENTS_INDEXES:
+            conn.exec_driver_sql(f"REINDEX INDEX CONCURRENTLY {index}")
+    except DBAPIError as exc:
+        with contextlib.suppress(DBAPIError):  # the next prune drops them otherwise
+            _drop_left_over(conn)
+        return error_reason(exc)
+    finally:
+        conn.exec_driver_sql("RESET lock_timeout")
+    return ""
+
+
+def _drop_left_over(conn: Connection) -> None:
+    """Drop the indexes an interrupted rebuild of the events' left behind."""
+    for (name,) in conn.exec_driver_sql(_LEFT_OVER).all():
+        conn.exec_driver_sql(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
 
 
 # -- checking what a delete left (the team-store bench, the tests) ----------------------------
