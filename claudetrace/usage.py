@@ -585,41 +585,62 @@ def _entry(make: Callable[..., Any], lead: tuple[Any, ...], i: int, o: int, cr: 
 
 @dataclass(slots=True)
 class SessionReport:
-    """The session report: each recording's entry (oldest last activity first),
-    what the JSON writes and the table shows, with its last call's time and its
-    models' figures, and the totals."""
+    """The session report: each recording with calls (oldest last activity first)
+    and its sums over its models, and the totals.  Its entries, what the JSON
+    writes and the table shows, are made from them (:meth:`entries`): the table
+    reads the sums as they are."""
 
-    entries: list[Any]
-    #: Each entry's last call (Unix ns).
-    lasts: list[int]
-    #: Each entry's models, in the order of their first calls.
-    models: list[Sequence[ModelFigures]]
+    recordings: list[q.RecordingUsage]
+    #: Each recording's sums: input, output, cache read and cache creation tokens,
+    #: cost, cost sources (a mask of :data:`_BIT`) and the price table's part of
+    #: the cost (:meth:`Totals.of_models`'s, the same ``sum`` in the same order).
+    sums: list[tuple[int, int, int, int, float, int, float]]
     totals: Totals
+    #: The zone of the entries' ``lastActivity``.
+    tz: dt.tzinfo | None = None
+
+    @property
+    def models(self) -> list[Sequence[ModelFigures]]:
+        """Each recording's models, in the order of their first calls."""
+        return [rec.models for rec in self.recordings]
+
+    def entries(self) -> list[Any]:
+        """Each recording's entry (a msgspec struct: ccusage's fields and ours)."""
+        make = _structs()[1]["session"]
+        tz = self.tz
+        return [_entry(make, (rec.session_id or rec.recording_id,), i, o, cr, cc, cost, mask,
+                       est, rec.models,
+                       (dt.datetime.fromtimestamp(rec.last_ns / 1e9, tz).date().isoformat(),
+                        rec.cwd, rec.recording_id, rec.name, rec.source))
+                for rec, (i, o, cr, cc, cost, mask, est) in zip(
+                    self.recordings, self.sums, strict=True)]
 
 
 def session_report(reader: Reader, f: UsageFilter, tz: dt.tzinfo | None) -> SessionReport:
-    """Each recording's entry, made from the store's rows (a msgspec struct, no
-    :class:`Totals` or dict per session and model: most of a 10,000-session
-    report's time in Python otherwise), and the totals.
+    """Each recording's sums, added up from the store's rows (no :class:`Totals` or
+    dict per session and model: most of a 10,000-session report's time in Python
+    otherwise), and the totals.
 
     A session's sums are :meth:`Totals.of_models`'s (the same ``sum`` of the same
     figures in the same order), the totals :meth:`Totals.sum_of`'s of them."""
-    make = _structs()[1]["session"]
     i_all = o_all = cr_all = cc_all = n_all = 0
     cost_all = est_all = 0.0
     mask_all = 0
     masks: dict[str, int] = {}  # each model's cost sources over every session
-    out = SessionReport([], [], [], Totals())
-    entries, lasts, every = out.entries, out.lasts, out.models
-    for rec in q.by_recording(reader, f):
+    recordings = q.by_recording(reader, f)
+    sums: list[tuple[int, int, int, int, float, int, float]] = []
+    add = sums.append
+    for rec in recordings:
         models = rec.models
         if len(models) == 1:
-            _, mask, (i, o, cr, cc, cost, n), est = models[0]
+            model, mask, (i, o, cr, cc, cost, n), est = models[0]
+            masks[model] = masks.get(model, 0) | mask
         else:  # Totals.of_models's sums
             i, o, cr, cc, cost, n = map(sum, zip(*(m[2] for m in models), strict=True))
             mask = 0
             for m in models:
                 mask |= m[1]
+                masks[m[0]] = masks.get(m[0], 0) | m[1]
             est = sum(m[3] for m in models)
         i_all += i
         o_all += o
@@ -629,19 +650,12 @@ def session_report(reader: Reader, f: UsageFilter, tz: dt.tzinfo | None) -> Sess
         n_all += n
         est_all += est
         mask_all |= mask
-        for m in models:
-            masks[m[0]] = masks.get(m[0], 0) | m[1]
-        entries.append(_entry(
-            make, (rec.session_id or rec.recording_id,), i, o, cr, cc, cost, mask, est,
-            models, (dt.datetime.fromtimestamp(rec.last_ns / 1e9, tz).date().isoformat(),
-                     rec.cwd, rec.recording_id, rec.name, rec.source)))
-        lasts.append(rec.last_ns)
-        every.append(models)
-    out.totals = Totals(i_all, o_all, cr_all, cc_all, cost_all, n_all, mask_all,
-                        {m: Totals(sources=mask) for m, mask in masks.items()}, est_all)
-    return out
+        add((i, o, cr, cc, cost, mask, est))
+    totals = Totals(i_all, o_all, cr_all, cc_all, cost_all, n_all, mask_all,
+                    {m: Totals(sources=mask) for m, mask in masks.items()}, est_all)
+    return SessionReport(recordings, sums, totals, tz)
 
 
 def session_json(found: SessionReport) -> dict[str, Any]:
     """The session report as ccusage's ``session --json`` writes it."""
-    return {"sessions": found.entries, "totals": found.totals.totals_json()}
+    return {"sessions": found.entries(), "totals": found.totals.totals_json()}

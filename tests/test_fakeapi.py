@@ -125,6 +125,62 @@ def test_ids_and_usage_advance_per_message_and_reset(api: FakeAPI) -> None:
     assert len(api.requests) == 1
 
 
+SESSION_A = "4e546b9b-4e11-43b9-a21f-eb6191122376"
+SESSION_B = "0badf00d-1111-4222-8333-444455556666"
+
+
+def post_as(api: FakeAPI, session: str | None, how: str = "header") -> str:
+    """The id of the message answering a request of CLI session ``session``, named
+    the way the CLI does: a header, ``metadata.user_id`` as CLI 2.1.330 writes it
+    (JSON), or as older CLIs did (``…_session_<uuid>``)."""
+    host, port = api.url.removeprefix("http://").split(":")
+    headers = {"Content-Type": "application/json"}
+    body = message_request()
+    if session is not None and how == "header":
+        headers["X-Claude-Code-Session-Id"] = session
+    elif session is not None and how == "json":
+        user = json.dumps({"device_id": "d" * 64, "account_uuid": "", "session_id": session})
+        body["metadata"] = {"user_id": user}
+    elif session is not None:
+        body["metadata"] = {"user_id": f"user_{'d' * 64}_account__session_{session}"}
+    conn = http.client.HTTPConnection(host, int(port), timeout=5)
+    try:
+        conn.request("POST", "/v1/messages?beta=true", json.dumps(body), headers)
+        return str(sse(conn.getresponse().read())[0]["message"]["id"])
+    finally:
+        conn.close()
+
+
+def test_ids_can_be_numbered_per_cli_session() -> None:
+    with FakeAPI(fallback=text("ok"), ids="session") as api:
+        ids = [
+            post_as(api, SESSION_A),
+            post_as(api, SESSION_B, "json"),
+            post_as(api, SESSION_A, "json"),
+            post_as(api, SESSION_B, "user_id"),
+            post_as(api, None),
+            post_as(api, "not-a-session"),
+        ]
+        assert ids == [
+            "msg_fake_4e546b9b_00000",
+            "msg_fake_0badf00d_00000",
+            "msg_fake_4e546b9b_00001",
+            "msg_fake_0badf00d_00001",
+            "msg_fake_00000",  # no session named: the one sequence
+            "msg_fake_00001",
+        ]
+        api.reset(fallback=text("ok"))
+        assert post_as(api, SESSION_A) == "msg_fake_4e546b9b_00000"
+
+
+def test_the_suite_s_fake_keeps_one_sequence_whatever_the_session(api: FakeAPI) -> None:
+    api.fallback = text("ok")
+    assert [post_as(api, SESSION_A), post_as(api, SESSION_B)] == [
+        "msg_fake_00000",
+        "msg_fake_00001",
+    ]
+
+
 def test_non_streaming_requests_get_json_and_leave_the_script_alone(api: FakeAPI) -> None:
     api.script(text("scripted"))
     api.side_reply = text("A title")

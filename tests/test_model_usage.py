@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +139,31 @@ def test_damaged_counts_in_a_transcript_count_zero_with_a_warning(
     assert rid
     check_damage_ignored(views(db_path, rid), SOUND, PRICE)
     assert path.read_text() == text  # the transcript is read, never written
+
+
+def test_a_message_counts_at_the_time_of_the_line_whose_usage_counts(
+    store: Store, db_path: Path, tmp_path: Path
+) -> None:
+    # ccusage 20's rule: the lines of a streamed message before its last carry
+    # message_start's usage; the last, 1.4 s later each, the final one: its time
+    # counts.  A message whose lines all say the same counts at its first.
+    gap = dt.timedelta(milliseconds=1400)
+    t = Transcript("66666666-0000-4000-8000-000000000002", "-home-dev-late",
+                   [Call(OPUS, T0, 100, 50, 2_000, 300, lines=3, line_gap=gap),
+                    Call(OPUS, T0 + dt.timedelta(minutes=1), 10, 0, 0, 0, lines=2, line_gap=gap)])
+    path = tmp_path / "projects" / t.project / f"{t.session_id}.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text("".join(json.dumps(x, separators=(",", ":")) + "\n"
+                            for x in transcript_lines(t)))
+    assert import_file(store, path).recording_id
+    with sqlite3.connect(db_path) as conn:
+        counted = conn.execute("SELECT t_ns, output_tokens FROM usage_calls ORDER BY t_ns")
+        times = [(dt.datetime.fromtimestamp(ns / 1e9, dt.timezone.utc), out)
+                 for ns, out in counted]
+    assert times == [(T0 + 2 * gap, 50), (T0 + dt.timedelta(minutes=1), 0)]
+    out = CliRunner().invoke(cli, ["usage", "blocks", "--json", "-z", "UTC", "--db", str(db_path)])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["blocks"][0]["actualEndTime"] == "2026-11-20T09:01:00.000Z"
 
 
 INIT = {"type": "system", "subtype": "init", "model": OPUS, "session_id": "s1"}

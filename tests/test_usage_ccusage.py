@@ -168,3 +168,25 @@ def test_blocks_match_ccusage(ccusage: Path, tree: tuple[Path, list[Transcript]]
     assert [{k: b[k] for k in fields} for b in got] == [{k: b[k] for k in fields} for b in want]
     assert [sorted(b["models"]) for b in got] == [sorted(b["models"]) for b in want]
     assert [b["costUSD"] for b in got] == pytest.approx([b["costUSD"] for b in want], rel=1e-9)
+
+
+def test_blocks_match_ccusage_20_to_the_millisecond(db_path: Path, tmp_path: Path) -> None:
+    # ccusage 20 keeps a message's largest usage and counts it at the time of the
+    # line that carries it: the last of a streamed message's lines, written ~1.4 s
+    # after its first.  Blocks' ends, last activity and gaps took the first line's
+    # time, 1.4 s early.
+    ccusage20 = ccusage_or_skip(CCUSAGE_20)
+    config = tmp_path / "config"
+    for t in random_corpus(24, seed=11, line_gap=dt.timedelta(milliseconds=1400)):
+        write_transcript(config / "projects", t)
+    fields = ("id", "startTime", "endTime", "actualEndTime", "isActive", "isGap", "entries",
+              "tokenCounts", "totalTokens")
+    want = run_ccusage(ccusage20, config, "blocks")["blocks"]
+    got = ours(db_path, "blocks", "--import", str(config / "projects"))["blocks"]
+    assert [{k: b[k] for k in fields} for b in got] == [{k: b[k] for k in fields} for b in want]
+    assert [b["costUSD"] for b in got] == pytest.approx([b["costUSD"] for b in want], rel=1e-9)
+    # The day a call counts on is that line's too (ccusage 20 names it "period").
+    daily = ours(db_path, "daily")["daily"]
+    theirs = run_ccusage(ccusage20, config, "daily")["daily"]
+    assert [{k: d[k] for k in ("period", *TOKENS)} for d in daily] == [
+        {k: d[k] for k in ("period", *TOKENS)} for d in theirs]

@@ -5,10 +5,14 @@ from __future__ import annotations
 import signal
 import threading
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import click
 
 from ._common import reports_errors
+
+if TYPE_CHECKING:
+    from ..testing.fakeapi import Ids
 
 
 @click.command()
@@ -28,14 +32,22 @@ from ._common import reports_errors
     metavar="TEXT",
     help="Answer prompts no rule matches with this text [default: an error naming the request].",
 )
+@click.option(
+    "--ids",
+    type=click.Choice(["session", "sequence"]),
+    default="session",
+    show_default=True,
+    help="Number message ids per CLI session (msg_fake_<8 hex of the session>_00000), "
+    "or in one sequence for the server's life (msg_fake_00000).",
+)
 @reports_errors
-def fakeapi(host: str, port: int, script_path: str | None, fallback: str | None) -> None:
+def fakeapi(host: str, port: int, script_path: str | None, fallback: str | None, ids: Ids) -> None:
     """Serve a fake Anthropic Messages API until interrupted, for recording without a key.
 
     Prints `ANTHROPIC_BASE_URL=URL` on its first line; point the CLI there (with any
-    ANTHROPIC_API_KEY).  Replies are streamed like the real API's, with
-    deterministic message ids and usage, so cassettes recorded against it re-record
-    identically.
+    ANTHROPIC_API_KEY).  Replies are streamed like the real API's, with message ids
+    deterministic per CLI session and unique across sessions (usage counts a message
+    id once across a store), and deterministic usage.
     """
     from ..testing.fakeapi import FakeAPI, text
     from ..testing.script import Script, load_script
@@ -50,7 +62,7 @@ def fakeapi(host: str, port: int, script_path: str | None, fallback: str | None)
     signal.signal(signal.SIGTERM, finish)
     signal.signal(signal.SIGINT, finish)
     try:
-        api = FakeAPI(fallback=default, host=host, port=port)
+        api = FakeAPI(fallback=default, host=host, port=port, ids=ids)
     except OSError as exc:
         raise click.ClickException(
             f"cannot listen on {host}:{port}: {exc.strerror or exc}"

@@ -128,7 +128,8 @@ def _costliest_first(m: Any) -> float:
 
 def session_table(found: SessionReport, tz: dt.tzinfo | None, breakdown: bool) -> Grid:
     """Sessions, oldest last activity first: the entries ``--json`` writes, a row
-    each (and one per model under it with ``breakdown``)."""
+    each (and one per model under it with ``breakdown``), made from the report's
+    sums as they are (no entry is made)."""
     from ..usage import SOURCE_OF, UNKNOWN
 
     table = _table(["session", "project", "last activity", "models"])
@@ -138,23 +139,31 @@ def session_table(found: SessionReport, tz: dt.tzinfo | None, breakdown: bool) -
     used: dict[tuple[str, ...], str] = {}
     under: dict[str, str] = {}
     by_cost = _costliest_first
-    for e, last_ns, models in zip(found.entries, found.lasts, found.models, strict=True):
+    estimated = False
+    unpriced: list[str] = []
+    for rec, (i, o, cr, cc, cost, mask, est) in zip(found.recordings, found.sums,
+                                                    strict=True):
+        last_ns = rec.last_ns
         minute = last_ns // 60_000_000_000
         last = minutes.get(minute)
         if last is None:
             last = minutes[minute] = dt.datetime.fromtimestamp(
                 last_ns / 1e9, tz).strftime("%Y-%m-%d %H:%M")
-        name = e.name or e.session_id
-        names = tuple(e.models_used)
+        models = rec.models
+        name = rec.name or rec.session_id or rec.recording_id
+        names = tuple([m[0] for m in models])
         shown = used.get(names)
         if shown is None:
             shown = used[names] = _text(", ".join(names))
+        source = SOURCE_OF[mask]
+        if source != "cli":
+            estimated = True
+        if mask & UNKNOWN:
+            unpriced += [m[0] for m in models if m[1] & UNKNOWN]
         add(([name if name.isprintable() else visible(name),
-              e.project_path if e.project_path.isprintable() else visible(e.project_path),
-              last, shown, e.input_tokens, e.output_tokens,
-              e.cache_creation_tokens, e.cache_read_tokens, e.total_tokens,
-              cost_text(e.cost_source, e.total_cost, e.estimated_cost,
-                        bool(e.unpriced_models))], ""))
+              rec.cwd if rec.cwd.isprintable() else visible(rec.cwd),
+              last, shown, i, o, cc, cr, i + o + cr + cc,
+              cost_text(source, round(cost, 9), round(est, 9), mask & UNKNOWN != 0)], ""))
         if breakdown:
             for model, mask, (i, o, cr, cc, cost, _), est in (
                     models if len(models) == 1 else sorted(models, key=by_cost)):
@@ -164,8 +173,7 @@ def session_table(found: SessionReport, tz: dt.tzinfo | None, breakdown: bool) -
                 add((["", "", "", label, i, o, cc, cr, i + o + cr + cc,
                       cost_text(SOURCE_OF[mask], cost, est, mask & UNKNOWN != 0)], "dim"))
     _total(table, found.totals, 4)
-    return _notes(table, any(e.cost_source != "cli" for e in found.entries),
-                  (m for e in found.entries for m in e.unpriced_models))
+    return _notes(table, estimated, unpriced)
 
 
 def blocks_table(found: list[Block], now_ns: int, breakdown: bool) -> Grid:

@@ -140,6 +140,10 @@ class ModelCall:
     #: assistant message only (``message``, provisional), the turn's result
     #: (``result``), or the result alone for a call the host never saw.
     usage_source: UsageSource = "message"
+    #: When the line that last raised :attr:`usage` was seen, for a message
+    #: written as assistant lines (ccusage counts the message at the time of the
+    #: line whose usage it keeps); None: at :attr:`start_ns`.
+    usage_ns: int | None = None
     stop_reason: str | None = None
     error: str | None = None
     stopped: bool = False

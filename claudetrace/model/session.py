@@ -412,6 +412,10 @@ class Session:
             # usage as of message_start; keep the largest figure of each type.
             seen = self._read_usage(event, Usage.from_api(message.get("usage")))
             have = call.usage
+            if (call.usage_ns is None or seen.input > have.input or seen.output > have.output
+                    or seen.cache_read > have.cache_read
+                    or seen.cache_creation > have.cache_creation):
+                call.usage_ns = event.t_ns  # the line whose figure counts
             have.input = max(have.input, seen.input)
             have.output = max(have.output, seen.output)
             have.cache_read = max(have.cache_read, seen.cache_read)

@@ -116,7 +116,8 @@ def call_cost(session: Session, call: ModelCall, cost: Cost,
 
 def usage_rows(session: Session, started_ns: int, cost: Cost | None = None, *,
                from_turn: int = 1, ended_turns: bool = False) -> list[tuple[Any, ...]]:
-    """Per model call with tokens: ``(call id, Unix time ns, model, input, output,
+    """Per model call with tokens: ``(call id, Unix time ns (of the line whose usage
+    counts), model, input, output,
     cache read, cache creation, cost or None, cost source, 1-hour cache creation)``
     (``usage_calls``),
     of the calls of turn ``from_turn`` on (``ended_turns``: of the turns that
@@ -136,7 +137,8 @@ def usage_rows(session: Session, started_ns: int, cost: Cost | None = None, *,
         if not usage:
             continue
         price, source = call_cost(session, call, cost, shares)
-        rows.append((call.id, started_ns + call.start_ns, session.model_of(call),
+        at = call.start_ns if call.usage_ns is None else call.usage_ns
+        rows.append((call.id, started_ns + at, session.model_of(call),
                      usage.input, usage.output, usage.cache_read, usage.cache_creation,
                      price, source, usage.cache_creation_1h))
     return rows

@@ -13,9 +13,14 @@ thinking and tool use blocks, ``message_delta`` with the stop reason and usage,
         assert api.requests[0].streaming
 
 Ids are deterministic (``msg_fake_00000``, ``toolu_msg_fake_00000_0`` …) so
-recordings made against it diff cleanly.  Usage numbers are deterministic too:
-``input_tokens`` is 100 plus the message number, with 50 cache-read and 10
-cache-creation tokens, and ``output_tokens`` is 25 plus the message number.
+recordings made against it diff cleanly.  With ``ids="session"`` (the standalone
+server's choice) they are numbered per CLI session instead,
+``msg_fake_<first 8 hex of the session id>_00000``, from the session id the CLI
+sends with each request: usage counts a message id once across a store, so
+sessions recorded one after another against one server must not share ids.
+Usage numbers are deterministic too: ``input_tokens`` is 100 plus the message
+number, with 50 cache-read and 10 cache-creation tokens, and ``output_tokens``
+is 25 plus the message number.
 
 Which requests consume the script is decided by :attr:`FakeAPI.scripted`: by
 default only streaming requests do, because the CLI's side requests (session
@@ -40,6 +45,7 @@ claudetrace.testing.fakeapi --script FILE`` (or ``claudetrace fakeapi``).
 from __future__ import annotations
 
 import json
+import re
 import select
 import socket
 import threading
@@ -48,7 +54,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
@@ -61,6 +67,16 @@ DEFAULT_MODEL: Final = "claude-opus-5-5"
 TEXT_CHUNKS: Final = 5
 #: The largest request body the fake API reads (a real request is a few MiB).
 MAX_BODY: Final = 64 * 1024 * 1024
+
+#: How message ids are numbered: one sequence for the server's life (``sequence``,
+#: what the suite's committed fixtures hold) or one per CLI session (``session``).
+Ids = Literal["sequence", "session"]
+#: The header the CLI names its session in (CLI 2.1.330).
+SESSION_HEADER: Final = "x-claude-code-session-id"
+#: The session id in ``metadata.user_id``: a JSON string with ``session_id`` in
+#: CLI 2.1.330, ``…_session_<uuid>`` in older CLIs.
+_METADATA_SESSION = re.compile(r'session(?:_id"\s*:\s*"|_)([0-9a-fA-F]{8})-')
+_SESSION_ID = re.compile(r"([0-9a-fA-F]{8})-")
 
 
 @dataclass(frozen=True)
@@ -189,6 +205,20 @@ class RecordedRequest:
             if isinstance(message, dict) and message.get("role") == "user":
                 return content_text(message.get("content"))
         return ""
+
+    @property
+    def session_prefix(self) -> str | None:
+        """First 8 hex digits of the CLI session that sent this request, if it says.
+
+        The ``X-Claude-Code-Session-Id`` header, else the session id in the
+        body's ``metadata.user_id``.
+        """
+        found = _SESSION_ID.match(self.headers.get(SESSION_HEADER, "").strip())
+        if found is None:
+            metadata = self.body.get("metadata") if isinstance(self.body, dict) else None
+            user_id = metadata.get("user_id") if isinstance(metadata, dict) else None
+            found = _METADATA_SESSION.search(user_id) if isinstance(user_id, str) else None
+        return found.group(1).lower() if found else None
 
     def tool_results(self) -> list[dict[str, Any]]:
         """The ``tool_result`` blocks of the last user message."""
@@ -352,7 +382,9 @@ class FakeAPI:
     ``fallback`` answers scripted requests once the queue is empty (``None``
     answers them with a 400 error naming the message, so a test that runs out
     of script fails visibly).  ``side_reply`` answers requests that
-    :attr:`scripted` does not select.
+    :attr:`scripted` does not select.  ``ids`` numbers messages in one sequence
+    (``msg_fake_00000``…) or per CLI session (``msg_fake_4e546b9b_00000``…; a
+    request that names no session falls back to the sequence).
     """
 
     def __init__(
@@ -363,6 +395,7 @@ class FakeAPI:
         scripted: Selector = streaming_only,
         host: str = "127.0.0.1",
         port: int = 0,
+        ids: Ids = "sequence",
     ) -> None:
         self._lock = threading.Lock()
         self._queue: deque[Reply] = deque(replies)
@@ -373,7 +406,9 @@ class FakeAPI:
         self.scripted = scripted
         self.requests: list[RecordedRequest] = []
         self.unknown: list[RecordedRequest] = []
-        self._message_number = 0
+        self.ids = ids
+        #: The next message number of each session (None: the one sequence).
+        self._numbers: dict[str | None, int] = {}
         self._closing = threading.Event()
         self._server = ThreadingHTTPServer((host, port), _handler_for(self))
         self._server.daemon_threads = True
@@ -437,14 +472,15 @@ class FakeAPI:
             self.rules.append(made)
 
     def reset(self, *replies: Reply, fallback: Reply | None = None) -> None:
-        """Forget requests, script and rules, restart ids at ``msg_fake_00000``."""
+        """Forget requests, script and rules, restart ids at ``msg_fake_00000``
+        (and each session's at ``_00000``)."""
         with self._lock:
             self.rules = []
             self._queue = deque(replies)
             self.fallback = fallback
             self.requests.clear()
             self.unknown.clear()
-            self._message_number = 0
+            self._numbers.clear()
 
     @property
     def pending(self) -> int:
@@ -475,9 +511,12 @@ class FakeAPI:
                     answer = self._queue.popleft() if self._queue else self.fallback
             else:
                 answer = self.side_reply
-            number = self._message_number
-            self._message_number += 1
-        message_id = f"msg_fake_{number:05d}"
+            session = request.session_prefix if self.ids == "session" else None
+            number = self._numbers.get(session, 0)
+            self._numbers[session] = number + 1
+        message_id = (
+            f"msg_fake_{number:05d}" if session is None else f"msg_fake_{session}_{number:05d}"
+        )
         request.message_id = message_id
         return answer, message_id, number
 

@@ -27,6 +27,10 @@ class Call:
     cache_creation: int = 0
     #: Lines the message is written as (the usage is repeated on each).
     lines: int = 1
+    #: With lines written this long one after another (``at`` is the first's), as
+    #: the CLI writes a streamed message's blocks: the lines before the last carry
+    #: the usage as of ``message_start`` (one output token), the last the final.
+    line_gap: dt.timedelta | None = None
     #: Of ``cache_creation``, the tokens written for an hour: with any, the usage
     #: carries the API's split (``cache_creation.ephemeral_1h_input_tokens``).
     cache_creation_1h: int = 0
@@ -72,6 +76,11 @@ def transcript_lines(t: Transcript) -> list[dict[str, Any]]:
                 "ephemeral_1h_input_tokens": call.cache_creation_1h}
         for part in range(call.lines):
             auuid = f"{t.session_id}-a{n}-{part}"
+            at, said = call.at, usage
+            if call.line_gap is not None:
+                at = call.at + part * call.line_gap
+                if part < call.lines - 1:
+                    said = {**usage, "output_tokens": min(1, call.output)}
             lines.append({
                 "parentUuid": parent, "isSidechain": False, "userType": "external",
                 "cwd": t.cwd, "sessionId": t.session_id, "version": "2.1.330",
@@ -81,9 +90,9 @@ def transcript_lines(t: Transcript) -> list[dict[str, Any]]:
                     "model": call.model,
                     "content": [{"type": "text", "text": f"answer {n} part {part}"}],
                     "stop_reason": "end_turn" if part == call.lines - 1 else None,
-                    "usage": usage,
+                    "usage": said,
                 },
-                "uuid": auuid, "timestamp": _stamp(call.at), **side,
+                "uuid": auuid, "timestamp": _stamp(at), **side,
             })
             parent = auuid
     return lines
@@ -108,10 +117,12 @@ MODELS = ("claude-sonnet-4-5-20250929", "claude-opus-4-5-20251101", "claude-haik
 
 
 def random_corpus(sessions: int = 16, *, seed: int = 7, calls: int = 12,
-                  models: tuple[str, ...] = MODELS) -> list[Transcript]:
+                  models: tuple[str, ...] = MODELS,
+                  line_gap: dt.timedelta | None = None) -> list[Transcript]:
     """Main-thread sessions over about six weeks from 2026-08-28, in five projects:
     1 to ``calls`` calls each, of random models and token counts (every call under
-    200k input tokens in all, where the tables' prices agree)."""
+    200k input tokens in all, where the tables' prices agree), each written as 1 to
+    3 lines (``line_gap``: :attr:`Call.line_gap`)."""
     import random
 
     rnd = random.Random(seed)
@@ -124,7 +135,7 @@ def random_corpus(sessions: int = 16, *, seed: int = 7, calls: int = 12,
             t += dt.timedelta(minutes=rnd.randint(1, 90))
             made.append(Call(rnd.choice(models), t, rnd.randint(0, 5000), rnd.randint(1, 8000),
                              rnd.randint(0, 150_000), rnd.randint(0, 30_000),
-                             lines=rnd.randint(1, 3)))
+                             lines=rnd.randint(1, 3), line_gap=line_gap))
         out.append(Transcript(f"22222222-0000-4000-8000-{seed:04d}{s:08d}", f"-home-dev-p{s % 5}",
                               made, cwd=f"/home/dev/p{s % 5}"))
     return out
