@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from claudetrace.model.events import Event, LineSplitter, extract_fields, iter_lines, parse_json
+from claudetrace.model.events import (
+    Event,
+    LineSplitter,
+    _without_lone_surrogates,
+    extract_fields,
+    iter_lines,
+    parse_json,
+)
 
 # Streams rich in the bytes that matter to framing: newlines, CR, invalid UTF-8.
 streams = st.lists(
@@ -258,3 +265,36 @@ def test_the_brackets_found_are_those_counted(parts: list[bytes]) -> None:
 
     line = b"".join(parts)
     assert _brackets_past_depth(line) == (line.count(b"[") + line.count(b"{") > 200)
+
+
+_numbers = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+    st.integers().map(str),
+    st.tuples(st.integers(-(10**30), 10**30), st.integers(0, 10**25), st.integers(-400, 400))
+    .map(lambda t: f"{t[0]}.{t[1]}e{t[2]}"),
+    st.sampled_from(["1e400", "-1e400", "NaN", "Infinity", "-Infinity", "1E+2", "-0", "-0.0",
+                     "2.2250738585072011e-308", "4.9e-324", "1.7976931348623157e308"]),
+)
+
+
+@given(st.lists(_numbers, max_size=6), st.text(max_size=6))
+def test_parse_json_reads_numbers_and_strings_as_json_loads_does(
+    numbers: list[str], text: str,
+) -> None:
+    """msgspec decodes a line first (parse_json's fast path): every number and
+    string it takes it reads as json.loads does, and what it refuses (NaN,
+    1e400, a lone surrogate) json.loads still decides."""
+    line = ('{"n":[' + ",".join(numbers) + '],"t":' + json.dumps(text) + ',"r":'
+            + json.dumps(text, ensure_ascii=False) + ',"n":0}')
+    for data in (line.encode("utf-8", "surrogatepass"), line.encode("utf-8", "replace")):
+        expected = _stdlib_parse(data)
+        # a lone surrogate is written as its escape (text_of), as parse_json always did
+        assert repr(parse_json(data)) == repr(_without_lone_surrogates(expected))
+
+
+def test_parse_json_takes_what_msgspec_refuses_from_json_loads() -> None:
+    assert repr(parse_json(b'{"a":NaN,"b":1e400}')) == "{'a': nan, 'b': inf}"
+    assert parse_json(b'{"a":1,"a":2}') == {"a": 2}
+    assert parse_json(b"123456789012345678901234567890") == 123456789012345678901234567890
+    assert parse_json(b'"\\ud800"') == "\\ud800"  # the lone surrogate's escape
+    assert parse_json(b" [1] ") == [1]

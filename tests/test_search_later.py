@@ -21,6 +21,7 @@ from claudetrace.bench.shapes import shape_lines
 from claudetrace.indexer import open_settled_store
 from claudetrace.store.backlog import catch_up
 from claudetrace.store.packing import WORDS_LATER, Unpacker, pack_recording, unpack
+from claudetrace.store.plain import LATER_FROM_ROWS
 from claudetrace.store.textindex import entry
 from tests.test_store_postgres import pg_url  # noqa: F401 - the server, a fixture
 
@@ -270,11 +271,10 @@ def test_search_catches_up_on_postgresql(tmp_path: Path, ct_env: Path,
         assert pack_recording(conn, "postgresql", rid) == 0
 
 
-@pytest.mark.parametrize("rows", [1, 255])
+@pytest.mark.parametrize("rows", [1, 20, LATER_FROM_ROWS - 1])
 def test_a_batch_at_a_persons_pace_has_its_words_at_once(tmp_path: Path, rows: int) -> None:
     """The writer leaves words out only of a burst's batches (LATER_FROM_ROWS)."""
     from claudetrace.model.events import Event
-    from claudetrace.store.plain import LATER_FROM_ROWS
     from claudetrace.store.rows import flat_rows
 
     db = tmp_path / "p.db"

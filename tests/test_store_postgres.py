@@ -1263,3 +1263,22 @@ def test_resume_files_imported_apart_fold_in_on_postgres(pg_url: str, tmp_path: 
     report = json.loads(ct("usage", "session", "--json", "--db", pg_url).stdout)
     assert [(s["sessionId"], s["outputTokens"]) for s in report["sessions"]
             if s["sessionId"] in (S1, S2, S3)] == [(S1, 80 + 140 + 210 + 60)]
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_the_writer_stores_long_lines_packed_as_a_store_holds_them(
+    pg_url: str, tmp_path: Path,
+) -> None:
+    """The indexer's writer on PostgreSQL (packing as it stores), with lines on
+    either side of the length from which they cross beside their batch's pickle."""
+    from tests.test_store_writer import long_lines, stored_rows, written_both_ways
+
+    batches = [long_lines(start) for start in (0, 6, 12)]
+    recording, expected = written_both_ways(pg_url, str(tmp_path / "direct.db"), batches,
+                                            pack=True)
+    store = open_store(pg_url)
+    try:
+        assert stored_rows(store, recording) == expected
+        assert [row[3] for row in expected] == [e.data for batch in batches for e in batch]
+    finally:
+        store.close()

@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,32 +51,108 @@ def writer_for(db_path: Path) -> WriterProcess:
     return WriterProcess(url, start_writer(url, busy_timeout_s=0.2), busy_timeout_s=0.2)
 
 
-def test_the_writer_stores_what_a_store_written_directly_holds(
-    db_path: Path, tmp_path: Path
-) -> None:
+def written_both_ways(url: str, direct_url: str, batches: list[list[Event]], *,
+                      name: str | None = None, pack: bool = False) -> tuple[str, list[Any]]:
+    """Store ``batches`` as a recording through a writer into ``url`` (each batch
+    with its first seq as the recording's ``last_seen_ns``; then ``name``) and
+    all at once through a store into ``direct_url``: the recording's id, and
+    the rows the store holds."""
     info = RecordingInfo.start(["claude", "-p"])
-    writer = writer_for(db_path)
+    writer = WriterProcess(url, start_writer(url, busy_timeout_s=0.2, pack=pack),
+                           busy_timeout_s=0.2)
     try:
         writer.create_recording(info)
-        for start in range(0, 1000, 137):  # more batches than the window
-            writer.write_batch(info.id, events(start, min(137, 1000 - start)),
-                               {"last_seen_ns": start})
-        writer.update_recording(info.id, name="via the writer")
+        for batch in batches:
+            writer.write_batch(info.id, batch, {"last_seen_ns": batch[0].seq})
+        if name is not None:
+            writer.update_recording(info.id, name=name)
         writer.wait_written()
     finally:
         writer.close()
-    direct = open_store(str(tmp_path / "direct.db"))
+    direct = open_store(direct_url)
     try:
         direct.create_recording(info)
-        direct.write_batch(info.id, events(0, 1000))
-        expected = stored_rows(direct, info.id)
+        direct.write_batch(info.id, [event for batch in batches for event in batch])
+        return info.id, stored_rows(direct, info.id)
     finally:
         direct.close()
+
+
+def test_the_writer_stores_what_a_store_written_directly_holds(
+    db_path: Path, tmp_path: Path
+) -> None:
+    # more batches than the window
+    batches = [events(start, min(137, 1000 - start)) for start in range(0, 1000, 137)]
+    recording, expected = written_both_ways(f"sqlite:///{db_path}",
+                                            str(tmp_path / "direct.db"), batches,
+                                            name="via the writer")
     store = open_store(str(db_path))
     try:
-        assert stored_rows(store, info.id) == expected
-        assert store.get(info.id).name == "via the writer"
-        assert store.get(info.id).last_seen_ns == 959
+        assert stored_rows(store, recording) == expected
+        assert store.get(recording).name == "via the writer"
+        assert store.get(recording).last_seen_ns == 959
+    finally:
+        store.close()
+
+
+def long_lines(start: int) -> list[Event]:
+    """Lines on either side of the out-of-band length, one of megabytes, one not
+    UTF-8, between short ones."""
+    size = writer_module.OUT_OF_BAND_BYTES
+    data = [b'{"type":"user","n":"' + b"a" * (size - 23) + b'"}',  # one short of it
+            b'{"type":"user","n":"' + b"b" * (size - 22) + b'"}',  # just that long
+            b"{}",
+            b'{"type":"user","said":"' + b"\n".join([b"c" * 999] * 3000) + b'"}',
+            b"\xff\xfe" + bytes(range(256)) * (size // 128),
+            b"not json"]
+    assert [len(line) >= size for line in data] == [False, True, False, True, True, False]
+    return [Event(start + n, "out" if n % 2 else "in", n * 1000, line, True, n)
+            for n, line in enumerate(data)]
+
+
+def test_a_long_line_crosses_beside_its_batchs_pickle_as_the_same_bytes() -> None:
+    from claudetrace.store.rows import DATA_AT, flat_rows
+
+    lines = long_lines(0)
+    rows, tools = flat_rows("r", lines)
+    frame = writer_module._Frame.of("write_rows", ("r", rows, tools, None))
+    # the long lines themselves (not copies) go beside the pickle, which holds the rest
+    assert [id(line) for line in frame.lines] == [id(e.data) for e in lines
+                                                   if len(e.data) >= 64 * 1024]
+    assert len(frame.body) < sum(len(e.data) for e in lines if len(e.data) < 64 * 1024) + 4096
+    op, (recording, back, _, _) = frame.request()
+    assert op == "write_rows" and recording == "r"
+    assert back.values[DATA_AT::back.width] == [e.data for e in lines]
+    assert all(type(line) is bytes for line in back.values[DATA_AT::back.width])
+
+
+def test_the_writer_stores_long_lines_as_a_store_written_directly_holds(
+    db_path: Path, tmp_path: Path
+) -> None:
+    recording, expected = written_both_ways(f"sqlite:///{db_path}", str(tmp_path / "direct.db"),
+                                            [long_lines(start) for start in (0, 6, 12)])
+    store = open_store(str(db_path))
+    try:
+        assert stored_rows(store, recording) == expected
+    finally:
+        store.close()
+
+
+def test_long_lines_a_killed_writer_left_are_written_here(db_path: Path) -> None:
+    info = RecordingInfo.start(["claude"])
+    writer = dying_writer(db_path, die_at=6)
+    try:
+        writer.create_recording(info)
+        for start in (0, 6, 12, 18):
+            writer.write_batch(info.id, long_lines(start))
+        writer.wait_written()
+    finally:
+        writer.close()
+    assert db_path.with_suffix(".died").read_text() == "6"
+    store = open_store(str(db_path))
+    try:
+        assert [row[3] for row in stored_rows(store, info.id)] == [
+            e.data for start in (0, 6, 12, 18) for e in long_lines(start)]
     finally:
         store.close()
 
@@ -173,11 +250,11 @@ def test_the_log_is_copied_into_the_database_beside_the_writes(db_path: Path) ->
 DYING_CHILD = """
 import os, pickle, signal, sys
 from claudetrace.store.rows import first_seq
-from claudetrace.store.writer import _read, _REQUEST, _REPLY, _apply, _open
+from claudetrace.store.writer import _read_request, _REPLY, _apply, _open
 store = _open(None, 0.2)
-while (request := _read(sys.stdin.buffer, _REQUEST)) is not None:
-    number, body = request
-    op, args = pickle.loads(body)
+while (request := _read_request(sys.stdin.buffer)) is not None:
+    number, frame = request
+    op, args = frame.request()
     _apply(store, op, args)
     if op == "write_rows" and first_seq(args[1]) >= int(os.environ["DIE_AT"]):
         with open(os.environ["DIED_AT"], "w") as died:

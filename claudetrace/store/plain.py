@@ -64,8 +64,12 @@ JSON_COLUMNS: Final = frozenset({"tags", "argv", "env", "models", "figures", "ex
 #: 0.2 s or 5,000 events) is written without its words in the search index when
 #: the writer defers them (:attr:`PlainWrites.words_later`): the pass that
 #: runs once the recording is listed complete adds them (:mod:`.packing`).  A
-#: session at a person's pace writes a few lines a batch, which go in at once.
-LATER_FROM_ROWS: Final = 256
+#: session at a person's pace writes a few lines a batch (a fast stream of text
+#: deltas some twenty in 0.2 s), which go in at once.  Not more: a batch is cut
+#: by time, and a burst the indexer parses slowly (tool results of kilobytes, a
+#: loaded machine) came in batches of about 240 lines, whose words PostgreSQL's
+#: writer then added on the burst's path (a third of its CPU time).
+LATER_FROM_ROWS: Final = 64
 #: …or of at least this many bytes of lines: a few huge lines (files read whole)
 #: are a burst by their bytes, and their words (each line's text decoded, up to
 #: :data:`~.textindex.MOST_CHARS` of it) took the writer as long as the lines' own
