@@ -159,3 +159,35 @@ def test_converting_started_for_a_store_that_fails_leaves_no_spool(
     with pytest.raises(RuntimeError), Converting.start(units):
         raise RuntimeError("the store could not be made")
     assert list(spools.iterdir()) == []
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_sessions_stored_a_batch_at_a_time_are_said_once_committed(
+        parallel: bool, tmp_path: Path, ct_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Several sessions go in one transaction: each is yielded once its batch is
+    committed (another connection sees it), and an import stopped in the middle
+    of a batch leaves none of that batch, which the next import stores."""
+    from claudetrace.formats import imports
+
+    monkeypatch.setattr(imports, "BATCH_UNITS", 2)
+    root, db = tmp_path / "projects", tmp_path / "batch.db"
+    write_tree(root, sessions=5, size=300_000, agents=1)
+    units, _skipped = Planner().plan([root])
+    store = open_settled_store(str(db), create=True)
+
+    def stored() -> set[str]:
+        with sqlite3.connect(db) as conn:
+            return {r[0] for r in conn.execute("SELECT id FROM recordings")}
+
+    try:
+        said = import_units(store, units, parallel=parallel)
+        first = [next(said), next(said)]
+        assert {d.action for d in first} == {"imported"}
+        assert stored() == {d.recording_id for d in first}
+        said.close()  # stopped (Ctrl-C, killed) with the second batch under way
+        assert stored() == {d.recording_id for d in first}
+        again = list(import_units(store, units, parallel=parallel))
+    finally:
+        store.close()
+    assert [d.action for d in again] == ["unchanged"] * 2 + ["imported"] * 3
+    assert stored() == {d.recording_id for d in again}

@@ -579,3 +579,32 @@ def test_a_database_that_is_no_regular_file_says_so(tmp_path: Path) -> None:
         assert (done.exit_code, done.stderr) == (
             1, "claudetrace: cannot use database /dev/null: not a regular file"
                " (a character device)\n")
+
+
+def _numbered(*texts: str) -> list[Event]:
+    return [Event(i, "out", i, b'{"n":"%s"}' % t.encode()) for i, t in enumerate(texts)]
+
+
+def test_a_batch_of_recordings_is_seen_whole_at_its_commit_one_that_fails_alone(
+        store: Store, db_path: Path) -> None:
+    """A folder import's batch: each recording in a savepoint; one that fails is
+    taken back alone, the others are stored at the commit and not before."""
+    def stored() -> list[str]:
+        with sqlite3.connect(db_path) as conn:
+            return [r[0] for r in conn.execute("SELECT id FROM recordings ORDER BY id")]
+
+    first, bad, last = (RecordingInfo.start(["claude"], id=f"r{n}") for n in range(3))
+    with store.batch() as batch:
+        batch.put(first, _numbered("a", "b"))
+        with pytest.raises(StoreError):  # two lines numbered 0: the second is refused
+            batch.put(bad, [*_numbered("a"), *_numbered("x")])
+        batch.put(last, _numbered("c"))
+        assert batch.count == 2
+        assert stored() == []  # nothing seen before the commit
+        batch.commit()
+        assert stored() == ["r0", "r2"]
+        batch.put(RecordingInfo.start(["claude"], id="r3"), _numbered("d"))
+    # Closed without a commit (an import killed): the last one is not there.
+    assert stored() == ["r0", "r2"]
+    assert [e.data for e in store.iter_events("r0")] == [e.data for e in _numbered("a", "b")]
+    assert store.get("r2").event_count == 1

@@ -1282,3 +1282,26 @@ def test_the_writer_stores_long_lines_packed_as_a_store_holds_them(
         assert [row[3] for row in expected] == [e.data for batch in batches for e in batch]
     finally:
         store.close()
+
+
+def test_a_batch_of_recordings_takes_back_one_that_fails_alone_on_postgres(pg_url: str) -> None:
+    """A folder import's batch on PostgreSQL, where a failed statement spoils the
+    whole transaction but for a savepoint: the others are stored at the commit."""
+    def lines(*texts: str) -> list[Event]:
+        return [Event(i, "out", i, b'{"n":"%s"}' % t.encode()) for i, t in enumerate(texts)]
+
+    store = open_store(pg_url)
+    try:
+        with store.batch() as batch:
+            batch.put(RecordingInfo.start(["claude"], id="batch-0"), lines("a", "b"))
+            # Two lines numbered 0 (COPY's error comes as psycopg raises it).
+            with pytest.raises(Exception, match="pk_events"):
+                batch.put(RecordingInfo.start(["claude"], id="batch-1"),
+                          [*lines("a"), *lines("x")])
+            batch.put(RecordingInfo.start(["claude"], id="batch-2"), lines("c"))
+            batch.commit()
+        ids = {r.id for r in store.list_recordings()}
+        assert {"batch-0", "batch-2"} <= ids and "batch-1" not in ids
+        assert [e.data for e in store.iter_events("batch-0")] == [b'{"n":"a"}', b'{"n":"b"}']
+    finally:
+        store.close()

@@ -8,6 +8,7 @@ proxy, the commands, telemetry backfill, replay and the UI use.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
 from typing import Any, Final, NamedTuple, cast
@@ -68,7 +69,7 @@ from .rows import (
 from .textindex import index_events, index_rows, insert_postgres, insert_sqlite
 from .values import storable_columns
 
-__all__ = ["Store", "info_from_header", "open_store", "resolve_url"]
+__all__ = ["Batch", "Store", "info_from_header", "open_store", "resolve_url"]
 
 _EVENTS = cast(Table, EventRow.__table__)
 _TOOLS = cast(Table, EventTool.__table__)
@@ -406,17 +407,7 @@ class Store:
         time (a converter's spool of any size).
         """
         if summary is None:
-            events = list(events)
-            session = SessionModel(model=info.model, session_id=info.cli_session_id)
-            for ev in events:
-                session.add(ev)
-                info.observe(ev)
-                ev.forget_parsed()  # a converter's events may come parsed: a copy of each
-            summary = ended_columns(session, info, info.started_ns + session.last_ns)
-        columns = {**info_columns(info), **summary}
-        calls = list(columns.pop(USAGE_CALLS, ()))
-        if open_seen_ns is not None:
-            columns.update(ended_ns=None, last_seen_ns=open_seen_ns)
+            events, summary = _summarised(info, events)
         with _store_errors("import"), self.engine.begin() as conn:
             if self.engine.dialect.name == "sqlite":
                 # A session's tool and usage rows go into indexes of random ids
@@ -424,18 +415,31 @@ class Store:
                 # too few of their pages, read again from the system's cache.
                 # A setting of this connection (memory, not durability).
                 conn.exec_driver_sql(f"PRAGMA cache_size = -{IMPORT_CACHE_KIB}")
-            # A write first, so SQLite takes its write lock before anything is
-            # read: what is kept is read in the transaction that keeps it, so two
-            # importers of one transcript (import --watch and an import) take turns.
-            # Values as parameters of statements made once: ``.values(**stored)``
-            # coerced each of the row's values into a new statement, about a sixth
-            # of the storing process's time on ``bench import``'s tree.
-            stored = storable_columns(columns)
-            found = conn.execute(_UPDATE_RECORDING, {**stored, "_rid": info.id}).rowcount
-            if not found:
-                conn.execute(_INSERT_RECORDING, stored)
-            kept, changed = self._put_events(conn, info.id, events, compare=bool(found))
-            self._replace_usage(conn, info.id, calls, whole=True, new=not found)
+            return self._put(conn, info, events, open_seen_ns=open_seen_ns, summary=summary)
+
+    def batch(self) -> Batch:
+        """Several :meth:`put_recording` in one transaction (:class:`Batch`)."""
+        return Batch(self)
+
+    def _put(self, conn: Connection, info: RecordingInfo, events: Iterable[Event], *,
+             open_seen_ns: int | None, summary: dict[str, Any]) -> Put:
+        """:meth:`put_recording`'s work, in ``conn``'s transaction."""
+        columns = {**info_columns(info), **summary}
+        calls = list(columns.pop(USAGE_CALLS, ()))
+        if open_seen_ns is not None:
+            columns.update(ended_ns=None, last_seen_ns=open_seen_ns)
+        # A write first, so SQLite takes its write lock before anything is
+        # read: what is kept is read in the transaction that keeps it, so two
+        # importers of one transcript (import --watch and an import) take turns.
+        # Values as parameters of statements made once: ``.values(**stored)``
+        # coerced each of the row's values into a new statement, about a sixth
+        # of the storing process's time on ``bench import``'s tree.
+        stored = storable_columns(columns)
+        found = conn.execute(_UPDATE_RECORDING, {**stored, "_rid": info.id}).rowcount
+        if not found:
+            conn.execute(_INSERT_RECORDING, stored)
+        kept, changed = self._put_events(conn, info.id, events, compare=bool(found))
+        self._replace_usage(conn, info.id, calls, whole=True, new=not found)
         return Put(kept, bool(found), changed)
 
     def _put_events(self, conn: Connection, recording_id: str, events: Iterable[Event], *,
@@ -930,6 +934,98 @@ def _store_errors(what: str) -> Iterator[None]:
         yield
     except SQLAlchemyError as exc:
         raise StoreError(f"{what} failed: {error_reason(exc)}") from exc
+
+
+def _summarised(info: RecordingInfo,
+                events: Iterable[Event]) -> tuple[list[Event], dict[str, Any]]:
+    """``events`` read, and the columns :func:`~.ingest.ended_columns` gives of
+    the session model folded over them (``info`` observing them)."""
+    events = list(events)
+    session = SessionModel(model=info.model, session_id=info.cli_session_id)
+    for ev in events:
+        session.add(ev)
+        info.observe(ev)
+        ev.forget_parsed()  # a converter's events may come parsed: a copy of each
+    return events, ended_columns(session, info, info.started_ns + session.last_ns)
+
+
+class Batch:
+    """Recordings put in one transaction (:meth:`Store.batch`): a folder import's
+    new sessions, so that the pages of the indexes of random ids (tool use and
+    message ids) each session touches are written once a batch, not once a
+    session, and a batch pays one commit.
+
+    Each :meth:`put` is one recording's :meth:`Store.put_recording` in a
+    savepoint of the batch's transaction: one that fails is taken back alone
+    (and raises), the others stay for :meth:`commit`.  Nothing is seen by other
+    connections, nor left by a process killed, before :meth:`commit`.  On
+    SQLite the transaction takes the write lock as it begins (``BEGIN
+    IMMEDIATE``), as a lone put takes it with its first write; other writers
+    wait for the commit, so the caller commits often (:attr:`age`).  Closing
+    the batch takes back what was not committed."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._conn: Connection | None = None
+        self._began = 0.0
+        #: Recordings put since the last commit.
+        self.count = 0
+
+    @property
+    def age(self) -> float:
+        """Seconds since the open transaction began (0: none open)."""
+        return time.monotonic() - self._began if self._conn is not None else 0.0
+
+    def put(self, info: RecordingInfo, events: Iterable[Event], *,
+            open_seen_ns: int | None = None, summary: dict[str, Any] | None = None) -> Put:
+        """:meth:`Store.put_recording` of one recording, in the batch."""
+        if summary is None:
+            events, summary = _summarised(info, events)
+        with _store_errors("import"):
+            conn = self._begin()
+            with conn.begin_nested():
+                put = self.store._put(conn, info, events, open_seen_ns=open_seen_ns,
+                                      summary=summary)
+        self.count += 1
+        return put
+
+    def _begin(self) -> Connection:
+        if self._conn is not None:
+            return self._conn
+        conn = self.store.engine.connect()
+        try:
+            conn.begin()
+            if conn.dialect.name == "sqlite":
+                conn.exec_driver_sql(f"PRAGMA cache_size = -{IMPORT_CACHE_KIB}")
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+        except BaseException:
+            conn.close()
+            raise
+        self._conn, self._began = conn, time.monotonic()
+        return conn
+
+    def commit(self) -> None:
+        """Commit what was put (nothing to do when nothing was)."""
+        conn, self._conn, self.count = self._conn, None, 0
+        if conn is None:
+            return
+        try:
+            with _store_errors("import"):
+                conn.commit()
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        """Take back what was put and not committed."""
+        conn, self._conn, self.count = self._conn, None, 0
+        if conn is not None:
+            conn.close()
+
+    def __enter__(self) -> Batch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class _WritingThread:
