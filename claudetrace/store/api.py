@@ -28,7 +28,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy import cast as sql_cast
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from ..cassette import Cassette, new_header
@@ -322,9 +322,17 @@ class Store:
         prepared ``executemany``.  Message lines go into the search index too
         (:mod:`.textindex`; ``said``: their entries, when the caller has them)."""
         if self.engine.dialect.driver == "psycopg":
+            import psycopg
+
             driver = conn.connection.driver_connection
             assert driver is not None
-            copy_rows(driver, table.name, rows)
+            try:
+                copy_rows(driver, table.name, rows)
+            except psycopg.Error as exc:
+                # Raised by the driver, past SQLAlchemy: made what SQLAlchemy
+                # raises for the same error, so it is told and handled alike.
+                raise DBAPIError.instance(f"COPY {table.name}", None, exc,
+                                          psycopg.Error) from exc
         else:
             marker = "?" if self.engine.dialect.paramstyle == "qmark" else "%s"
             per_insert = ROWS_PER_INSERT
