@@ -35,10 +35,11 @@ def recorder_alive(*, host: str | None, pid: int | None, source: str | None,
 
     A proxy on this host answers by its process (``pid``): alive while it lives,
     whatever its indexer's heartbeat says, since an idle-priority indexer on a
-    loaded machine can miss beats (a search then gave up the running session's
-    words); gone at once when it is, or when its pid names a process started
-    after the recording (a pid reused).  Any other recording is alive while its
-    heartbeat is fresh (:data:`STALE_AFTER_NS`).  The store's ``running`` and what
+    loaded machine can miss beats (a live session was listed incomplete, prune
+    took it, a search gave up its words); gone at once when it is.  Any other
+    recording, and one whose pid names a process started after it (a pid reused:
+    pids wrap at 32,768 by default), is alive while its heartbeat is fresh
+    (:data:`STALE_AFTER_NS`).  The store's ``running`` and what
     a search may finish of a recording's words both ask this."""
     if host == os.uname().nodename and pid is not None and source == "proxy":
         try:
@@ -48,8 +49,10 @@ def recorder_alive(*, host: str | None, pid: int | None, source: str | None,
         except PermissionError:
             pass
         started = process_started_ns(pid)
-        if started is not None:
-            return started <= started_ns + _START_SLACK_NS
+        if started is None or started <= started_ns + _START_SLACK_NS:
+            return True
+        # A process started after the recording is another's (its pid reused):
+        # only the heartbeat can tell.
     now = time.time_ns() if now_ns is None else now_ns
     return now - (last_seen_ns or started_ns) < STALE_AFTER_NS
 
