@@ -290,6 +290,23 @@ def test_subagent_side_chains_nest_under_the_tool_call(tmp_path: Path) -> None:
     assert any(s.name == "invoke_agent c" for s in spans)
 
 
+def test_a_subagent_folder_without_its_main_transcript_keeps_the_working_folder(
+    tmp_path: Path, store: Store
+) -> None:
+    # <session>/subagents/agent-*.jsonl alone (the main file deleted or not copied):
+    # the side chain's lines say where the session ran and which CLI wrote them.
+    side = [
+        {**user("Count", 150, cwd="/home/dev/lone", version="2.1.12"), "isSidechain": True,
+         "agentId": "a1b2"},
+        {**assistant("msg_2", text("3 words"), 300, cwd="/home/dev/lone", version="2.1.12"),
+         "isSidechain": True, "agentId": "a1b2"},
+    ]
+    path = write(tmp_path / SID / "subagents" / "agent-a1b2.jsonl", side)
+    done = import_file(store, path)
+    rec = store.get(done.recording_id or "")
+    assert (rec.cwd, rec.claude_code_version) == ("/home/dev/lone", "2.1.12")
+
+
 def test_import_is_idempotent_and_follows_a_growing_transcript(
     tmp_path: Path, store: Store
 ) -> None:

@@ -243,7 +243,7 @@ def test_running_session_is_flagged_live(app: AppTest, ui_db: dict[str, str]) ->
     # What it is doing and when it last said something, not None or $0.0000.
     said = " ".join(i.value for i in at.info).replace("\\", "")
     assert "thinking" in said and "last event" in said and "UTC (+" in said
-    assert m["Cost"] == "not yet"
+    assert m["Cost"] == "not yet reported"
     facts = " ".join(c.value for c in at.caption)
     assert "CLI not yet" in facts and "exit not yet" in facts and "None" not in facts
 

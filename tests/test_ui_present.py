@@ -115,6 +115,7 @@ def rec(**kw: Any) -> Any:
         status="running", started_ns=1_764_300_000_000_000_000, ended_ns=None, exit_code=None,
         signal=None, error=None, claude_code_version=None, cost_usd=0.0, duration_ns=None,
         source="proxy", model=None, result_subtype=None, cost=None, cost_origin="unknown",
+        model_calls=1, turns=1, models={}, argv=["claude"],
     )
     base.update(kw)
     return SimpleNamespace(**base)
@@ -128,7 +129,7 @@ def test_a_running_session_says_not_yet_instead_of_none_or_zero() -> None:
         if event.fields.type == "control_request" and event.fields.subtype == "can_use_tool":
             break
     head = header(rec(), session)
-    assert (head.cli, head.exit, head.cost) == ("not yet", "not yet", "not yet")
+    assert (head.cli, head.exit, head.cost) == ("not yet", "not yet", "not yet reported")
     assert head.liveness is not None
     assert head.liveness.label == "awaiting approval · can_use_tool Bash"
     assert head.last_event.endswith(f"UTC ({offset(session.last_ns)})")
@@ -138,7 +139,7 @@ def test_a_running_session_says_not_yet_instead_of_none_or_zero() -> None:
     assert done.liveness is not None and done.liveness.state == "disconnected"
     imported = header(rec(status="ok", ended_ns=1, source="transcript", cost=None,
                           cost_origin="unknown"), None)
-    assert (imported.exit, imported.cost) == ("unknown", "unknown")
+    assert (imported.exit, imported.cost) == ("unknown", "unknown (not in this file)")
     # A transcript saw no process: what its lines say (it may grow again), not disconnected.
     transcript = rec(status="ok", ended_ns=1, source="transcript")
     assert session_liveness(transcript, fold(events)).state == "idle"
@@ -189,11 +190,18 @@ def test_every_recording_makes_a_tree_whose_calls_add_up(path: Path) -> None:
 def test_cost_text_says_its_source_and_never_zero_for_unknown() -> None:
     from claudetrace.ui.present import cost_text
 
-    assert cost_text(rec()) == "not yet"
-    assert cost_text(rec(status="ok", ended_ns=1, cost_usd=0.5, cost=0.5)) == "$0.5000"
+    assert cost_text(rec()) == "not yet reported"
+    assert cost_text(rec(status="ok", ended_ns=1, cost_usd=0.5, cost=0.5, cost_origin="cli")
+                     ) == "$0.5000"
     assert cost_text(rec(status="ok", ended_ns=1, cost_usd=0.5, cost=0.5,
                          cost_origin="estimate")) == "$0.5000 (estimate)"
     assert cost_text(rec(status="ok", ended_ns=1, cost=None, cost_origin="unknown")) == "unknown"
+    # One wording per meaning, as show and the HTML report say it (facts.cost_text):
+    # a model without a price, no model call at all, a cost of zero.
+    assert cost_text(rec(status="ok", ended_ns=1, models={"m-9": {"cost_usd": None}})
+                     ) == "unknown (no price for m-9)"
+    assert cost_text(rec(status="ok", ended_ns=1, model_calls=0)) == "— (no model calls)"
+    assert cost_text(rec(status="ok", ended_ns=1, cost=0.0, cost_origin="cli")) == "$0.0000"
 
 
 def test_the_pages_trace_table_escapes_recorded_names() -> None:

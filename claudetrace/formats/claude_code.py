@@ -203,6 +203,10 @@ class _Converter:
         self.pending_init: dict[str, Any] | None = None
         self.facts: dict[str, Any] = {}
         self.first_prompt: dict[str, Any] | None = None
+        #: The first entry that names its working folder, on any thread: where
+        #: the session ran when no prompt of the main thread says it (a subagent's
+        #: file imported without its main transcript).
+        self.first_placed: dict[str, Any] | None = None
         self.cost_total: float | None = None
         self.cost_models: dict[str, dict[str, Any]] = {}
         self.cost_reported: dict[str, dict[str, Any]] = {}
@@ -333,6 +337,8 @@ class _Converter:
         """One entry at ``when``; ``chain`` names the side chain it belongs to
         (None on the main thread)."""
         kind = entry.get("type")
+        if self.first_placed is None and entry.get("cwd"):
+            self.first_placed = entry
         if chain is None and not self.first_entry_seen and kind in (
                 "user", "assistant", "system"):
             self.first_entry_seen = True
@@ -691,13 +697,15 @@ def _convert(
         raise TranscriptError(f"{path}: {what}")
     started = convert.start_ns
     first = convert.first_prompt or {}
-    version = first.get("version")
+    placed = convert.first_placed or {}
+    cwd = first.get("cwd") or placed.get("cwd")
+    version = first.get("version") or placed.get("version")
     mode = first.get("permissionMode")
     info = RecordingInfo(
         id=recording_id or new_recording_id(started),
         argv=[],
         started_ns=started,
-        cwd=str(first.get("cwd") or ""),
+        cwd=cwd if isinstance(cwd, str) else "",
         source=source,
         ended_ns=convert.last_ns if finished else None,
         cli_session_id=session_id,

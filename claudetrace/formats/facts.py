@@ -13,6 +13,8 @@ from typing import Any
 from ..display import plural as plural  # said here as everywhere
 from ..pricing import dollars
 from ..store.links import NO_LINKS, Links
+from ..ui.present import NO_COST as NO_COST  # the report's tokens tab says it too
+from ..ui.present import cost_text as present_cost_text
 
 #: Shown for a value the recording's source cannot know.
 UNKNOWN = "unknown"
@@ -76,14 +78,6 @@ def cost_usd(rec: Any) -> float | None:
     return cost
 
 
-def unpriced_models(rec: Any) -> list[str]:
-    """The models of a recording the price table has no price for."""
-    if cost_source(rec) != UNKNOWN:
-        return []
-    return [m for m, f in (rec.models or {}).items()
-            if isinstance(f, dict) and f.get("cost_usd") is None]
-
-
 def money(usd: float | None, source: str, *, digits: int = 4) -> str:
     """``$0.1200``, ``$0.1200 (estimate)``, or ``unknown``."""
     if usd is None or source == UNKNOWN:
@@ -91,25 +85,10 @@ def money(usd: float | None, source: str, *, digits: int = 4) -> str:
     return dollars(usd, digits=digits) + (" (estimate)" if source == "estimate" else "")
 
 
-#: The cost of a session that made no model call (nothing charged, nothing priced).
-NO_COST = "— (no model calls)"
-
-
 def cost_text(rec: Any, digits: int = 6) -> str:
-    """A stored recording's cost as ``show``, ``sessions`` and the HTML report say it:
-    ``not yet reported`` while it runs before its first result (never ``$0``),
-    ``unknown`` (and why) where the source or the price table cannot say."""
-    if rec.ended_ns is None and rec.result_subtype is None and not rec.cost_usd:
-        return "not yet reported"
-    source = cost_source(rec)
-    if source == UNKNOWN and not rec.model_calls and not rec.turns:
-        return NO_COST
-    if source == UNKNOWN:
-        unpriced = unpriced_models(rec)
-        if unpriced:
-            return f"{UNKNOWN} (no price for {', '.join(unpriced)})"
-        return f"{UNKNOWN} (not in this file)" if not has_process(rec) else UNKNOWN
-    return money(cost_usd(rec), source, digits=digits)
+    """A stored recording's cost as ``show``, ``sessions`` and the HTML report say it,
+    in the session browser's words (:func:`claudetrace.ui.present.cost_text`)."""
+    return present_cost_text(rec, digits)
 
 
 def command_text(argv: list[str] | None) -> str:

@@ -199,8 +199,9 @@ def side_chains_of(path: Path) -> list[Path]:
 #: file that begins with a compaction names the session it continues and does not
 #: read the running totals its cost-state lines carry on from it; 4: where a
 #: resumed session's file goes on, the CLI version that wrote it is kept, which
-#: tells a fork from a resume).
-READING: Final = b"4"
+#: tells a fork from a resume; 5: a session whose main transcript is missing takes
+#: its working folder and CLI version from its subagents' lines).
+READING: Final = b"5"
 
 
 def fingerprint(paths: Sequence[Path], base: Path | None = None) -> str:

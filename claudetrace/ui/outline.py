@@ -30,7 +30,15 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ..model import Session, Usage
 from .conversation import Item, walk
-from .present import TraceNode, duration, money, tokens_text
+from .present import (
+    NO_COST,
+    TraceNode,
+    cost_cell,
+    cost_text,
+    duration,
+    money,
+    tokens_text,
+)
 from .present import walk as walk_tree
 
 if TYPE_CHECKING:
@@ -101,10 +109,16 @@ def trace_header(tree: TraceNode, *, status: str, started: str,
     usd = tree.cost_usd
     if rec is not None:
         usd, cost_source = rec.cost, rec.cost_origin
-    cost = money(usd) if usd is not None else "unknown"
     if usd is not None:
-        cost += {"cli": " (the CLI's)", "estimate": " (estimate, price table)"}.get(
-            cost_source, "")
+        cost = money(usd) + {"cli": " (the CLI's)", "estimate": " (estimate, price table)"
+                             }.get(cost_source, "")
+    elif rec is not None:  # as every view says it: not yet reported, unknown and why…
+        cost = cost_text(rec)
+    else:
+        unpriced = sorted({n.label for _, n in walk_tree(tree)
+                           if n.kind == "model" and n.cost_usd is None and n.counted})
+        cost = f"unknown (no price for {', '.join(unpriced)})" if unpriced else (
+            cost_cell(None, calls=calls > 0) if calls else NO_COST)
     return TraceHeader(
         status=status, started=started, duration=duration(tree.duration_ns),
         models=", ".join(sorted(models)) or "—",
@@ -155,7 +169,8 @@ def prompt_figures(session: Session, tree: TraceNode) -> dict[int, PromptFigures
         failed = sum(1 for _, n in walk_tree(node) if n.kind == "tool" and n.status == "error")
         out[turn.start_seq] = PromptFigures(
             turn.number, calls, tools, failed, node.usage or Usage(),
-            money(node.cost_usd) + estimated if node.cost_usd is not None else "cost unknown",
+            money(node.cost_usd) + estimated if node.cost_usd is not None
+            else "cost unknown" if calls else "cost —",
             duration(node.duration_ns) if node.end_ns is not None else "under way",
         )
     return out

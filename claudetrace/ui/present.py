@@ -439,7 +439,8 @@ def trace_rows(tree: TraceNode, started_ns: int) -> list[TraceRow]:
             depth, node.kind, node.label, node.status, node.start_ns, node.end_ns,
             clock(started_ns, node.start_ns), offset(node.start_ns), duration(node.duration_ns),
             tokens_text(node.usage) if node.usage else "",
-            "" if node.kind == "tool" and node.cost_usd is None else money(node.cost_usd),
+            "" if node.kind == "tool" and node.cost_usd is None
+            else cost_cell(node.cost_usd, calls=bool(node.usage) or node.kind == "model"),
             node.detail, node.ref,
         ))
     return rows
@@ -530,15 +531,36 @@ class Header:
 _FILE_SOURCES: Final = frozenset({"transcript", "claude-trace"})
 
 
-def cost_text(rec: Any) -> str:
-    """A stored recording's cost in a few characters: ``$0.0019``, ``$0.0019 (estimate)``,
-    ``unknown``; ``not yet`` while it runs before its first result (never ``$0``)."""
+#: The cost of a session that made no model call (nothing charged, nothing priced).
+NO_COST: Final = "— (no model calls)"
+
+
+def cost_text(rec: Any, digits: int = 4) -> str:
+    """A stored recording's cost as every view says it (``show``, ``sessions``, the
+    HTML report, the session browser): ``$0.0019``, ``$0.0019 (estimate)``,
+    ``unknown (no price for MODEL)``, :data:`NO_COST`; ``not yet reported`` while
+    it runs before its first result (never ``$0``)."""
     if rec.ended_ns is None and rec.result_subtype is None and not rec.cost_usd:
-        return "not yet"
+        return "not yet reported"
+    source = rec.cost_origin
+    if source == "unknown" and not rec.model_calls:
+        return NO_COST  # a prompt no model call answered is not an unpriced model
     usd = rec.cost
-    if usd is None:
-        return "unknown"
-    return money(usd) + (" (estimate)" if rec.cost_origin == "estimate" else "")
+    if source == "unknown" or usd is None:
+        unpriced = [m for m, f in (rec.models or {}).items()
+                    if isinstance(f, dict) and f.get("cost_usd") is None]
+        if unpriced:
+            return f"unknown (no price for {', '.join(unpriced)})"
+        return "unknown (not in this file)" if rec.source in _FILE_SOURCES else "unknown"
+    return dollars(usd, digits=digits) + (" (estimate)" if source == "estimate" else "")
+
+
+def cost_cell(usd: float | None, *, calls: bool) -> str:
+    """A cost where a table cell or a line has room for a word: the amount,
+    ``unknown`` for calls with no price, ``—`` where no model call was made."""
+    if usd is not None:
+        return money(usd)
+    return "unknown" if calls else "—"
 
 
 def session_liveness(rec: Any, session: Session) -> Liveness:

@@ -64,9 +64,16 @@ def usage_total(days: Mapping[str, Totals]) -> str:
         total.merge(t)
     cost = f"${total.cost:.6f}"
     cli = round(total.cost - total.estimated, 9)
-    if total.cost_source == "estimate":  # the CLI's where it said, the price table's else
+    unpriced = total.unpriced
+    # The CLI's where it said, the price table's else (an unpriced model is no estimate).
+    if total.estimated > 0 or (total.cost_source == "estimate" and not unpriced):
         cost += (f" (${cli:.6f} the CLI's + ~${total.estimated:.6f} estimated)" if cli > 0
                  else " (estimate)")
+    if unpriced:  # as every view says it: unknown, never counted as $0
+        why = f"unknown (no price for {', '.join(unpriced)})"
+        cost = why if total.cost_source == "unknown" else f"{cost} + {why}"
+    elif not total.calls:
+        cost = "— (no model calls)"
     return (f"In all: {total.total_tokens} tokens ({total.input} input, {total.output} "
             f"output, {total.cache_read} cache read, {total.cache_creation} cache write), "
             f"cost {cost}")

@@ -111,6 +111,14 @@ def auto_refresh_toggle(key: str, *, default: bool = False) -> bool:
     return on
 
 
+def metric_row() -> Any:
+    """A row for ``st.metric`` figures, each given ``width="content"``: as wide as its
+    figure, the row wrapping onto another line where the page is narrow.  In
+    ``st.columns`` a figure wider than its column was cut with an ellipsis
+    (``16,574,…`` tokens at 1400 px, ``$0.…`` at 1024 px)."""
+    return st.container(horizontal=True, gap="large")
+
+
 #: How long a new browser page gets to draw a page's first figures before more
 #: elements follow (seconds; see :func:`drawn_first`).
 HEAD_START = 0.3

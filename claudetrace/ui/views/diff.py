@@ -31,21 +31,22 @@ def page() -> None:
     turns_a = turn_summaries(queries.conversation_events(db, a.id, limit=DIFF_MAX_LINES))
     turns_b = turn_summaries(queries.conversation_events(db, b.id, limit=DIFF_MAX_LINES))
     pairs = align(turns_a, turns_b)
-    c1, c2, c3, c4 = st.columns(4)
-    c1.metric("Turns A / B", f"{len(turns_a)} / {len(turns_b)}")
-    c2.metric(
+    row = common.metric_row()
+    row.metric("Turns A / B", f"{len(turns_a)} / {len(turns_b)}", width="content")
+    row.metric(
         "Cost A → B",
         money(b.cost_usd),
         delta=f"{(b.cost_usd or 0) - (a.cost_usd or 0):+.4f} $",
         delta_color="inverse",
+        width="content",
     )
     dur_a = (a.duration_ns or 0) / 1e9
     dur_b = (b.duration_ns or 0) / 1e9
-    c3.metric(
-        "Duration A → B", seconds(dur_b), delta=f"{dur_b - dur_a:+.2f} s", delta_color="inverse"
-    )
+    row.metric("Duration A → B", seconds(dur_b), delta=f"{dur_b - dur_a:+.2f} s",
+               delta_color="inverse", width="content")
     diverged = first_divergence(pairs)
-    c4.metric("First difference", "none" if diverged is None else f"turn {diverged + 1}")
+    row.metric("First difference", "none" if diverged is None else f"turn {diverged + 1}",
+               width="content")
     if diverged is None:
         st.success("Both sessions sent and received the same thing in every turn.")
     else:

@@ -17,7 +17,7 @@ import streamlit as st
 from claudetrace.cassette import write_cassette
 from claudetrace.display import visible_data, visible_text
 from claudetrace.errors import ClaudeTraceError
-from claudetrace.model import Session
+from claudetrace.model import Session, Usage
 from claudetrace.model.events import Event
 from claudetrace.store import Recording, Store
 from claudetrace.store import browse as queries
@@ -115,32 +115,35 @@ def _header(db: Store, rec: Recording) -> None:
     # The cost as ``usage session`` (and sessions, show, the report) says it.
     (priced,) = costed(store_reader(db), [rec])
     head = present.header(priced, session)
-    cols = st.columns(6)
+    row = common.metric_row()
     lost = rec.lost_bytes or 0
-    cols[0].metric(
+    row.metric(
         "Status",
         status,
         delta=f"{lost:,} bytes lost" if lost else None,
         delta_color="inverse",
         help="Bytes forwarded but not recorded (a full disk)" if lost else None,
+        width="content",
     )
-    cols[1].metric("Duration", head.duration)
-    cols[2].metric("Turns", rec.turns)
-    cols[3].metric(
+    row.metric("Duration", head.duration, width="content")
+    row.metric("Turns", rec.turns, width="content")
+    row.metric(
         "Tool calls",
         rec.tool_calls,
         delta=f"{rec.tool_errors} failed" if rec.tool_errors else None,
         delta_color="inverse",
+        width="content",
     )
     tokens = (
         rec.input_tokens + rec.output_tokens + rec.cache_read_tokens + rec.cache_creation_tokens
     )
-    cols[4].metric("Tokens", f"{tokens:,}")
-    # "$0.0019 (estimate)" does not fit a metric: the source goes in the label.
+    row.metric("Tokens", f"{tokens:,}", width="content", help=present.tokens_text(Usage(
+        rec.input_tokens, rec.output_tokens, rec.cache_read_tokens, rec.cache_creation_tokens)))
+    # "$0.0019 (estimate)" is long for a figure: the source goes in the label.
     cost, estimated = head.cost.removesuffix(" (estimate)"), head.cost.endswith(" (estimate)")
-    cols[5].metric("Cost (estimate)" if estimated else "Cost", cost,
-                   help="Priced by the price table: the CLI reported no cost"
-                   if estimated else None)
+    row.metric("Cost (estimate)" if estimated else "Cost", cost, width="content",
+               help="Priced by the price table: the CLI reported no cost"
+               if estimated else None)
     facts = [
         f"id {rec.id}",
         f"{rec.event_count:,} lines",
@@ -149,6 +152,8 @@ def _header(db: Store, rec: Recording) -> None:
         f"CLI {plain(head.cli, 30)}",
         f"exit {plain(head.exit, 30)}",
     ]
+    if rec.cwd:
+        facts.append(f"cwd {plain(rec.cwd, 120)}")
     if rec.cli_session_id:
         facts.append(f"session_id {plain(rec.cli_session_id, 64)}")
     if rec.tags:
@@ -478,10 +483,11 @@ def _control_plane_rows(db: Store, rec: Recording) -> list[ControlRow]:
 def _control(db: Store, rec: Recording) -> None:
     rows = _control_plane_rows(db, rec)
     unanswered = [r for r in rows if r.unanswered]
-    c1, c2, c3 = st.columns(3)
-    c1.metric("Control requests", sum(1 for r in rows if r.request_seq is not None))
-    c2.metric("Unanswered", len(unanswered))
-    c3.metric("Errors", sum(1 for r in rows if r.outcome == "error"))
+    row = common.metric_row()
+    row.metric("Control requests", sum(1 for r in rows if r.request_seq is not None),
+               width="content")
+    row.metric("Unanswered", len(unanswered), width="content")
+    row.metric("Errors", sum(1 for r in rows if r.outcome == "error"), width="content")
     if unanswered:
         st.warning(
             "Unanswered: "

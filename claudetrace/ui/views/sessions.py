@@ -160,14 +160,14 @@ def _list_body(filters: Filters) -> None:
     db = common.store()
     # The figures are counted by the database; only the page shown is read.
     summary = queries.summary(db, filters)
-    c1, c2, c3, c4, c5 = st.columns(5)
-    c1.metric("Sessions", f"{summary.count:,}")
-    c2.metric("Total cost", money(summary.total_cost))
-    c3.metric("Error rate", "—" if summary.error_rate is None else f"{summary.error_rate:.1%}")
-    c4.metric(
-        "p95 duration", "—" if summary.p95_duration_s is None else f"{summary.p95_duration_s:.2f} s"
-    )
-    c5.metric("Running", summary.running)
+    row = common.metric_row()
+    row.metric("Sessions", f"{summary.count:,}", width="content")
+    row.metric("Total cost", money(summary.total_cost), width="content")
+    row.metric("Error rate", "—" if summary.error_rate is None else f"{summary.error_rate:.1%}",
+               width="content")
+    row.metric("p95 duration", "—" if summary.p95_duration_s is None
+               else f"{summary.p95_duration_s:.2f} s", width="content")
+    row.metric("Running", summary.running, width="content")
     if not summary.count:
         common.metrics_drawn()  # a session opened from here shows its header at once
         if db.count_recordings() == 0:
