@@ -9,6 +9,7 @@ import json
 import shutil
 import sqlite3
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 
 from claudetrace.bench.transcripts import write_tree
 from claudetrace.formats.imports import Converting, Planner, import_units
+from claudetrace.formats.spool import spool_folder, use_folder
 from claudetrace.indexer import open_settled_store
 
 CORPUS = Path(__file__).parent / "fixtures" / "transcripts" / "projects"
@@ -54,13 +56,19 @@ def _import(root: Path, db: Path, parallel: bool, units: Any = None) -> list[tup
 
 
 @pytest.fixture
-def spools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A temporary folder of its own for the spool files (of both processes)."""
+def spools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A temporary folder of its own for the spool files (of both processes): this
+    process's spool folder while the test runs.  The folder an importer makes lasts
+    as long as its process (the first test to import would have found it here, left
+    behind by design); its files must not."""
+    before = spool_folder()
     folder = tmp_path / "tmp"
     folder.mkdir()
     monkeypatch.setenv("TMPDIR", str(folder))
     monkeypatch.setattr(tempfile, "tempdir", None)
-    return folder
+    use_folder(str(folder))
+    yield folder
+    use_folder(before)
 
 
 @pytest.mark.parametrize("shape", ["corpus", "resumed", "bench"])
