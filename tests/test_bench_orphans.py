@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -69,3 +70,32 @@ def test_orphans_not_asked_for_are_reaped_on_the_way_out() -> None:
             os.waitpid(worker, os.WNOHANG)
     finally:
         os.close(hold)
+
+
+def test_orphans_are_reaped_after_an_error_too() -> None:
+    hold, release = os.pipe()
+    try:
+        with pytest.raises(RuntimeError, match="a failed run"), adopting() as orphans:
+            worker = leave(0.0, "x", hold)
+            orphans.look()
+            os.close(release)  # the worker ends; nothing here waits for it
+            raise RuntimeError("a failed run")
+        # Waited for in the background as it ends: no zombie is left for the rest of
+        # the process's life.  (The bound only stops a test that would wait for ever.)
+        # Looked at in /proc, not with waitpid, which would reap it here.
+        deadline = time.monotonic() + 60
+        while _child_of_this_process(worker):
+            assert time.monotonic() < deadline, f"{worker} was never waited for"
+            time.sleep(0.05)
+    finally:
+        os.close(hold)
+
+
+def _child_of_this_process(pid: int) -> bool:
+    """Whether ``pid`` is (still) a child of this process, a zombie one included."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            stat = handle.read()
+    except FileNotFoundError:
+        return False
+    return int(stat[stat.rindex(")") + 2:].split()[1]) == os.getpid()

@@ -94,16 +94,23 @@ class Orphans:
 
 @contextlib.contextmanager
 def adopting() -> Iterator[Orphans]:
-    """This process adopts its descendants' orphans while inside; on the way out
-    (without an error) it waits for those it has not waited for."""
+    """This process adopts its descendants' orphans while inside; on the way out it
+    waits for those it has not waited for: then, or after an error (which goes on at
+    once) in a thread of its own, as they end.  Not waited for, each would stay a
+    zombie of this process as long as it runs (a benchmark that failed, in a test
+    session, left its indexers so for the rest of the session)."""
     enabled = _set_subreaper(True)
     orphans = Orphans(enabled)
     try:
         yield orphans
-        orphans.reap()
-    finally:
+    except BaseException:
         if enabled:
             _set_subreaper(False)
+            threading.Thread(target=orphans.reap, name="orphans-reap", daemon=True).start()
+        raise
+    orphans.reap()
+    if enabled:
+        _set_subreaper(False)
 
 
 def _set_subreaper(on: bool) -> bool:
