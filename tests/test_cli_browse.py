@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import tracemalloc
 from pathlib import Path
@@ -244,7 +245,17 @@ def _interrupted(cmd: list[str], ready: Any) -> tuple[int, str, str]:
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.002)
         os.killpg(proc.pid, signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        # Read on through ``ready``'s reader: communicate() reads the pipe past
+        # what that reader holds already (lines said at once went missing).
+        errs: list[str] = []
+        reader = threading.Thread(target=lambda: errs.append(proc.stderr.read()))  # type: ignore[union-attr]
+        reader.start()
+        out = proc.stdout.read()  # type: ignore[union-attr]
+        reader.join(60)
+        proc.wait(60)
+        err = "".join(errs)
+        for pipe in (proc.stdout, proc.stderr):
+            pipe.close()  # type: ignore[union-attr]
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -257,11 +268,15 @@ def test_ctrl_c_during_a_folders_import_ends_130_keeping_whole_sessions(
 ) -> None:
     """Ctrl-C ended an import with click's "Aborted!" and status 1; the converting
     process printed a traceback of its own.  Now: one line, 130, and each session
-    stored whole (one transaction each) or not at all."""
+    stored whole (a batch's transaction, each in a savepoint) or not at all."""
     from claudetrace.bench.transcripts import write_tree
+    from claudetrace.formats.imports import BATCH_UNITS
 
     projects = tmp_path / "projects"
-    write_tree(projects, sessions=30, size=30 << 20, agents=2)
+    # More sessions than a batch stores in one transaction (BATCH_UNITS): the
+    # first said are committed while later ones are still being converted.
+    sessions = 3 * BATCH_UNITS
+    write_tree(projects, sessions=sessions, size=30 << 20, agents=2)
     printed: list[str] = []
 
     def two_stored(proc: subprocess.Popen[str]) -> bool:
@@ -275,14 +290,14 @@ def test_ctrl_c_during_a_folders_import_ends_130_keeping_whole_sessions(
     assert err.splitlines()[-1] == "claudetrace: interrupted", err
     assert "Traceback" not in err and "Aborted" not in err, err
     said = [line.strip() for line in printed + out.splitlines() if line.strip()]
-    stored = json.loads(invoke("sessions", "--db", str(db_path), "--json").stdout)
-    assert 2 <= len(stored) < 30
+    stored = json.loads(invoke("sessions", "--db", str(db_path), "--json", "-n", "0").stdout)
+    assert 2 <= len(stored) < sessions
     assert sorted(s["id"] for s in stored) == sorted(said)
     # What was stored is what an import left alone stores of those sessions.
     whole = tmp_path / "whole.db"
     assert invoke("import", "--db", str(whole), str(projects)).exit_code == 0
     expected = {s["id"]: s for s in json.loads(
-        invoke("sessions", "--db", str(whole), "--json").stdout)}
+        invoke("sessions", "--db", str(whole), "--json", "-n", "0").stdout)}
     for got in stored:
         assert {k: got[k] for k in ("events", "turns", "status")} == {
             k: expected[got["id"]][k] for k in ("events", "turns", "status")}

@@ -690,16 +690,29 @@ def import_units(
             except _unreadable() as exc:
                 done = Imported(unit.path, unit.kind, "skipped", None, note=str(exc))
             except StoreError:
-                batch.commit()  # the units stored before it stay, as one at a time
-                yield from held
+                # The units stored before it stay, as one at a time.
+                yield from _committed(batch, held)
                 raise
             held.append(done)
             if batch.full():
-                batch.commit()
-                yield from held
-                held.clear()
+                yield from _committed(batch, held)
+        yield from _committed(batch, held)
+
+
+def _committed(batch: _Batched, held: list[Imported]) -> Iterator[Imported]:
+    """Commit ``batch`` and yield what it ``held`` (then forgotten), with Ctrl-C held
+    until the caller has taken the last (raised then): a session committed is
+    always said, as one at a time."""
+    from ..interrupts import HeldInterrupts
+
+    hold = HeldInterrupts()
+    try:
         batch.commit()
         yield from held
+        held.clear()
+    finally:
+        if hold.release():
+            raise KeyboardInterrupt
 
 
 #: Recordings a folder import puts in one transaction, at most (:class:`_Batched`):

@@ -26,6 +26,9 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from ..formats.facts import FILE_SOURCES
+from ..formats.facts import NO_COST as NO_COST  # the outline says it too
+from ..formats.facts import cost_text as facts_cost_text
 from ..model import Cost, ModelCall, Session, ToolCall, Turn, Usage
 from ..model.liveness import Liveness, liveness
 from ..model.summary import call_cost, cli_shares
@@ -526,33 +529,10 @@ class Header:
     model: str
 
 
-#: Sources that are files written beside the CLI: no process was seen (as
-#: ``claudetrace.formats.facts.FILE_SOURCES``, which the views cannot import).
-_FILE_SOURCES: Final = frozenset({"transcript", "claude-trace"})
-
-
-#: The cost of a session that made no model call (nothing charged, nothing priced).
-NO_COST: Final = "— (no model calls)"
-
-
 def cost_text(rec: Any, digits: int = 4) -> str:
-    """A stored recording's cost as every view says it (``show``, ``sessions``, the
-    HTML report, the session browser): ``$0.0019``, ``$0.0019 (estimate)``,
-    ``unknown (no price for MODEL)``, :data:`NO_COST`; ``not yet reported`` while
-    it runs before its first result (never ``$0``)."""
-    if rec.ended_ns is None and rec.result_subtype is None and not rec.cost_usd:
-        return "not yet reported"
-    source = rec.cost_origin
-    if source == "unknown" and not rec.model_calls:
-        return NO_COST  # a prompt no model call answered is not an unpriced model
-    usd = rec.cost
-    if source == "unknown" or usd is None:
-        unpriced = [m for m, f in (rec.models or {}).items()
-                    if isinstance(f, dict) and f.get("cost_usd") is None]
-        if unpriced:
-            return f"unknown (no price for {', '.join(unpriced)})"
-        return "unknown (not in this file)" if rec.source in _FILE_SOURCES else "unknown"
-    return dollars(usd, digits=digits) + (" (estimate)" if source == "estimate" else "")
+    """A stored recording's cost as every view says it, to ``digits`` places
+    (:func:`claudetrace.formats.facts.cost_text`)."""
+    return facts_cost_text(rec, digits)
 
 
 def cost_cell(usd: float | None, *, calls: bool) -> str:
@@ -567,7 +547,7 @@ def session_liveness(rec: Any, session: Session) -> Liveness:
     """The liveness of a stored recording: a proxied one is disconnected once it
     ended; a file's (a transcript, a claude-trace log) saw no process, so it is
     what its lines say (idle after a result; a transcript can grow again)."""
-    if rec.source in _FILE_SOURCES:
+    if rec.source in FILE_SOURCES:
         return liveness(session, ended=False)
     return liveness(session, ended=rec.status != "running", exit_code=rec.exit_code,
                     signal=rec.signal, error=rec.error)
@@ -579,7 +559,7 @@ def exit_text(rec: Any) -> str:
     ``signal 9``, the exit code, else ``—``."""
     if rec.status == "running":
         return "not yet"
-    if rec.source in _FILE_SOURCES:
+    if rec.source in FILE_SOURCES:
         return "unknown"
     if rec.signal:
         return f"signal {rec.signal}"
