@@ -41,6 +41,49 @@ def recorder_alive(*, host: str | None, pid: int | None, source: str | None,
     return now - (last_seen_ns or started_ns) < STALE_AFTER_NS
 
 
+def start_time(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks since boot (``/proc/PID/stat``
+    field 22), or None where that cannot be read (no such process, not Linux)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    # The command name (field 2) is in parentheses and may hold spaces or ")".
+    fields = stat[stat.rfind(b")") + 2:].split()
+    try:
+        return int(fields[22 - 3])
+    except (IndexError, ValueError):
+        return None
+
+
+def importing_elsewhere(importer: Any) -> str | None:
+    """Who else is importing a half-stored recording (``importer``, its mark), or
+    None when nobody is: its process is gone on this host, its pid now names a
+    process started at another time (a pid reused), it is this process, or the
+    recording predates the mark.  One on another host cannot be checked, so it
+    counts as importing."""
+    if not isinstance(importer, dict) or not isinstance(importer.get("pid"), int):
+        return None
+    host, pid = importer.get("host"), importer["pid"]
+    if host != os.uname().nodename:
+        return f"process {pid} on {host}"
+    if pid == os.getpid():
+        return None
+    started = importer.get("started")
+    if isinstance(started, int):
+        now = start_time(pid)
+        if now is not None and now != started:
+            return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except OSError:
+        pass
+    return f"process {pid}"
+
+
 @dataclass
 class RecordingInfo:
     """Metadata of one recording (the header of a cassette, a row of the store)."""

@@ -49,7 +49,8 @@ def prune(db_url: str | None, older_than: str | None, tags: tuple[str, ...],
     store = read_store(db_url)
     try:
         found = matching(store, criteria)
-        running = (f"; {found.running} still running, left alone" if found.running else "")
+        running = (f"; {found.running} still running or being imported, left alone"
+                   if found.running else "")
         click.echo(f"{plural(len(found.recordings), 'recording')} ({found.events} events, "
                    f"{found.bytes / 1e6:.1f} MB of lines) match{running}")
         if dry_run:
