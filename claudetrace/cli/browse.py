@@ -725,13 +725,13 @@ def db() -> None:
 def db_upgrade(db_url: str | None) -> None:
     """Apply the Alembic migrations (the store also does this on first use)."""
     from ..config import resolve_url
-    from ..store.engine import create_store_engine, head_revision, upgrade
+    from ..store.engine import create_store_engine, head_revision, shown_url, upgrade
 
     url = resolve_url(db_url)
     engine = create_store_engine(url)
     before = upgrade(engine, only_if_needed=False)
     head = head_revision()
-    shown = engine.url.render_as_string(hide_password=True)
+    shown = shown_url(engine.url)
     if before == head:
         say(f"{shown}: already at revision {head}")
     else:
