@@ -63,6 +63,8 @@ def sessions(db_url: str | None, as_json: bool, limit: int, models: tuple[str, .
                       text=(text or "").strip(),
                       started_after_ns=None if since is None else parse_since(since))
     store = read_store(db_url)
+    # Closed when the command ends (run in-process, a PostgreSQL connection was left open).
+    click.get_current_context().call_on_close(store.close)
     _say_unmatched(store, models, filters.tags)
     if as_json:
         from ..store.links import NO_LINKS, session_links
