@@ -156,7 +156,8 @@ def prompt_figures(session: Session, tree: TraceNode) -> dict[int, PromptFigures
         out[turn.start_seq] = PromptFigures(
             turn.number, calls, tools, failed, node.usage or Usage(),
             money(node.cost_usd) + estimated if node.cost_usd is not None else "cost unknown",
-            duration(node.duration_ns) if node.end_ns is not None else "under way",
+            duration(node.duration_ns) if node.end_ns is not None
+            else ("under way" if node.status == "running" else "cut short"),
         )
     return out
 
