@@ -611,3 +611,20 @@ def test_import_of_a_deeply_nested_file_is_one_line(
     done = ct("import", str(path), "--db", str(db_path))
     assert done.returncode == 1 and message.encode() in done.stderr, done.stderr[-300:]
     assert done.stderr.count(b"\n") == 1
+
+
+def test_a_setting_the_proxy_cannot_read_is_said_once(tmp_path: Path) -> None:
+    db = str(tmp_path / "x.db")
+    env = {**os.environ, "CLAUDETRACE_FLUSH_TIMEOUT": "abc",
+           "CLAUDETRACE_INDEXER_PRIORITY": "bogus"}
+    done = ct("proxy", "--db", db, "--", "cat", data=b"hello\n", env=env)
+    assert done.returncode == 0 and done.stdout == b"hello\n", done.stderr
+    assert done.stderr.decode().splitlines() == [
+        "claudetrace: $CLAUDETRACE_FLUSH_TIMEOUT='abc' is not a number of seconds "
+        "(0 or more): ignored",
+        "claudetrace: $CLAUDETRACE_INDEXER_PRIORITY='bogus' is not one of idle, low, normal: "
+        "idle is used"]
+    fine = ct("proxy", "--db", db, "--", "cat", data=b"hello\n",
+              env={**os.environ, "CLAUDETRACE_FLUSH_TIMEOUT": "5",
+                   "CLAUDETRACE_INDEXER_PRIORITY": "Low"})
+    assert fine.returncode == 0 and fine.stderr == b""
