@@ -11,7 +11,7 @@ from typing import IO, TYPE_CHECKING, Any, Final
 
 import click
 
-from ..display import for_terminal, say
+from ..display import for_terminal, say, short_id
 from ..errors import ClaudeTraceError
 from ..formats.facts import cost_text as _cost_text
 from ..formats.facts import duration as _duration
@@ -647,7 +647,7 @@ class _Tally:
         self.counts[done.action] = self.counts.get(done.action, 0) + 1
         self.damage += done.damage
         self.folded += len(done.folded)
-        what = f"session {done.session_id}" if done.kind == "transcript" else (
+        what = f"session {short_id(str(done.session_id))}" if done.kind == "transcript" else (
             f"recording {done.recording_id}")
         if done.action == "skipped":
             self.skipped += 1
@@ -675,7 +675,7 @@ class _Tally:
             return
         for path in unit.files.mains[1:]:
             self.together += 1
-            say(f"{path}: part of session {done.session_id}, with {unit.path} (one "
+            say(f"{path}: part of session {short_id(str(done.session_id))}, with {unit.path} (one "
                 "conversation: the same session id, or the same first entry)", err=True)
 
     def summary(self) -> str:
