@@ -263,6 +263,15 @@ def _write(out: IO[str], header: dict[str, Any], pages: Iterable[Sequence[str]])
     return count
 
 
+def _json_reason(exc: ValueError) -> str:
+    """Why a line is not JSON, with where in it (``Unterminated string starting at
+    column 12``: the decoder's message alone ends on "at"); the int digit limit's
+    ValueError says its own."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at column {exc.colno}".replace(" at at ", " at ")
+    return str(exc)
+
+
 def parse_header(text: str, *, path: str | None = None) -> dict[str, Any]:
     """Parse and validate a cassette's first line."""
     try:
@@ -270,8 +279,8 @@ def parse_header(text: str, *, path: str | None = None) -> dict[str, Any]:
     except RecursionError as exc:
         raise CassetteError("header is nested too deeply", path=path, line=1) from exc
     except ValueError as exc:
-        reason = getattr(exc, "msg", str(exc))  # e.g. the int digit limit is no JSONDecodeError
-        raise CassetteError(f"header is not JSON ({reason})", path=path, line=1) from exc
+        raise CassetteError(f"header is not JSON ({_json_reason(exc)})", path=path,
+                            line=1) from exc
     if not isinstance(header, dict) or header.get("claudetrace") != MAGIC:
         raise CassetteError(
             'not a claudetrace cassette (first line lacks "claudetrace": "cassette")',
@@ -326,8 +335,8 @@ def parse_record(text: str, *, path: str | None = None, line: int | None = None)
     except RecursionError as exc:
         raise CassetteError("event is nested too deeply", path=path, line=line) from exc
     except ValueError as exc:
-        reason = getattr(exc, "msg", str(exc))
-        raise CassetteError(f"event is not JSON ({reason})", path=path, line=line) from exc
+        raise CassetteError(f"event is not JSON ({_json_reason(exc)})", path=path,
+                            line=line) from exc
     if not isinstance(record, dict):
         raise CassetteError("event is not a JSON object", path=path, line=line)
     seq = record.get("seq")

@@ -111,6 +111,35 @@ def plain_name(url: str) -> Path | None:
     return Path(name)
 
 
+#: What ``$CLAUDETRACE_INDEXER_PRIORITY`` may say.
+INDEXER_PRIORITIES: Final = ("idle", "low", "normal")
+
+
+def env_seconds(name: str) -> float | None:
+    """``$name`` in seconds: a number ≥ 0, else None (unset or a mistake)."""
+    value = os.environ.get(name, "").strip()
+    try:
+        seconds = float(value) if value else None
+    except ValueError:
+        return None
+    return seconds if seconds is not None and seconds >= 0 else None
+
+
+def env_mistakes() -> list[str]:
+    """A sentence for each setting of the environment claudetrace cannot read and
+    so ignores (the proxy says them, once, on stderr)."""
+    said = []
+    for name in (FLUSH_TIMEOUT_ENV, WORDS_QUIET_ENV):
+        value = os.environ.get(name, "").strip()
+        if value and env_seconds(name) is None:
+            said.append(f"${name}={value!r} is not a number of seconds (0 or more): ignored")
+    choice = os.environ.get(INDEXER_PRIORITY_ENV, "").strip()
+    if choice and choice.lower() not in INDEXER_PRIORITIES:
+        said.append(f"${INDEXER_PRIORITY_ENV}={choice!r} is not one of "
+                    f"{', '.join(INDEXER_PRIORITIES)}: idle is used")
+    return said
+
+
 def yield_cpu(priority: str | None = None) -> None:
     """Run on otherwise idle CPU time (``SCHED_IDLE``) unless told otherwise.
 
@@ -124,6 +153,8 @@ def yield_cpu(priority: str | None = None) -> None:
     import contextlib
 
     choice = (priority or os.environ.get(INDEXER_PRIORITY_ENV) or "idle").strip().lower()
+    if choice not in INDEXER_PRIORITIES:
+        choice = "idle"  # a mistaken value: the default (:func:`env_mistakes` says so)
     if choice == "normal":
         return
     if choice == "idle":

@@ -136,5 +136,15 @@ def plural(n: int, noun: str, many: str | None = None) -> str:
     return f"{n} {noun if n == 1 else many or noun + 's'}"
 
 
-__all__ = ["UNSAFE", "UNSAFE_IN_TEXT", "for_terminal", "markup", "plural", "say", "visible",
-           "visible_data", "visible_lines", "visible_text"]
+#: Characters of an id (a session's, as a transcript names it) a message shows at most.
+ID_SHOWN: Final = 64
+
+
+def short_id(text: str, most: int = ID_SHOWN) -> str:
+    """``text`` (an id from recorded data, which may be any length) as a message shows
+    it: whole when short, else its first characters and an ellipsis."""
+    return text if len(text) <= most else text[:most - 1] + "…"
+
+
+__all__ = ["ID_SHOWN", "UNSAFE", "UNSAFE_IN_TEXT", "for_terminal", "markup", "plural", "say",
+           "short_id", "visible", "visible_data", "visible_lines", "visible_text"]

@@ -36,7 +36,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from . import capture as cap
-from .config import DB_ENV, FLUSH_TIMEOUT_ENV, WORDS_QUIET_ENV, resolve_url, yield_cpu
+from .config import (
+    DB_ENV,
+    FLUSH_TIMEOUT_ENV,
+    WORDS_QUIET_ENV,
+    env_seconds,
+    resolve_url,
+    yield_cpu,
+)
 from .errors import ClaudeTraceError
 from .model import Session
 from .model.events import Direction, Event, forget_all_parsed
@@ -90,12 +97,8 @@ T = TypeVar("T")
 
 def seconds_from_env(name: str, default: float) -> float:
     """``$name`` in seconds (a number ≥ 0), else ``default``."""
-    value = os.environ.get(name, "").strip()
-    try:
-        seconds = float(value) if value else default
-    except ValueError:
-        return default
-    return seconds if seconds >= 0 else default
+    seconds = env_seconds(name)
+    return default if seconds is None else seconds
 
 
 def give_up_from_env() -> float:

@@ -88,6 +88,33 @@ def process_started_ns(pid: int) -> int | None:
     return boot * 1_000_000_000 + ticks * 1_000_000_000 // per_second
 
 
+def importing_elsewhere(importer: Any) -> str | None:
+    """Who else is importing a half-stored recording (``importer``, its mark), or
+    None when nobody is: its process is gone on this host, its pid now names a
+    process started at another time (a pid reused), it is this process, or the
+    recording predates the mark.  One on another host cannot be checked, so it
+    counts as importing."""
+    if not isinstance(importer, dict) or not isinstance(importer.get("pid"), int):
+        return None
+    host, pid = importer.get("host"), importer["pid"]
+    if host != os.uname().nodename:
+        return f"process {pid} on {host}"
+    if pid == os.getpid():
+        return None
+    started = importer.get("started")
+    if isinstance(started, int):
+        now = start_time(pid)
+        if now is not None and now != started:
+            return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except OSError:
+        pass
+    return f"process {pid}"
+
+
 @dataclass
 class RecordingInfo:
     """Metadata of one recording (the header of a cassette, a row of the store)."""

@@ -304,3 +304,14 @@ def test_a_page_of_lines_is_spelled_as_each_line_alone(
     assert lines == [event_line(*row) for row in page]
     assert lines == [dumps_record(event_record(Event(*row))) + "\n"  # type: ignore[arg-type]
                      for row in page]
+
+
+def test_a_line_that_is_not_json_says_where_it_breaks() -> None:
+    from claudetrace.cassette import parse_header, parse_record
+
+    with pytest.raises(CassetteError) as info:
+        parse_record('{"seq": 1, "line": "abc', line=7)
+    assert str(info.value) == (
+        "<cassette>:7: event is not JSON (Unterminated string starting at column 20)")
+    with pytest.raises(CassetteError, match=r"header is not JSON \(Expecting value at column 16\)"):
+        parse_header('{"claudetrace":')

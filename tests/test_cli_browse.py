@@ -613,3 +613,21 @@ def test_a_cassette_without_a_start_is_dated_by_its_content_else_its_file(
     ids = [r["id"] for r in json.loads(invoke("sessions", "--db", str(db_path),
                                               "--json").stdout)]
     assert ids.count(first.stdout.strip()) == 1 and len(ids) == len(SAMPLES) + 1
+
+
+def test_import_shortens_a_long_session_id_in_its_messages(
+        db_path: Path, tmp_path: Path) -> None:
+    from claudetrace.testing.transcripts import Transcript, write_transcript
+    from tests.test_usage import corpus
+
+    long_id = "s" * 5000
+    (first, *_) = corpus()
+    path = write_transcript(tmp_path / "projects", Transcript("short-id", first.project,
+                                                              first.calls))
+    path.write_text(path.read_text().replace('"sessionId":"short-id"',
+                                             f'"sessionId":"{long_id}"'))
+    assert long_id in path.read_text()
+    result = CliRunner().invoke(cli, ["import", str(path), "--db", str(db_path)])
+    assert result.exit_code == 0, result.output
+    (line, *_) = result.stderr.splitlines()
+    assert line == f"{path}: imported session {'s' * 63}…", line

@@ -20,7 +20,7 @@ from claudetrace.formats.imports import cassette_recording_id
 from claudetrace.formats.owner import importing_elsewhere, start_time, this_importer
 from claudetrace.indexer import open_settled_store
 from claudetrace.model.events import Event
-from tests.test_reliability import _big_cassette, _stored, ct
+from tests.test_reliability import _big_cassette, _importing, _stored, _wait_some_stored, ct
 
 PY = sys.executable
 pytestmark = pytest.mark.usefixtures("ct_env")
@@ -187,3 +187,42 @@ def test_two_imports_of_one_folder_at_once_say_each_session_imported_once(
     # Each session's id said once on stdout, by the import that stored it.
     ids = [line for out, _err in said for line in out.split()]
     assert len(ids) == len(set(ids)) == 50
+
+
+def test_prune_leaves_a_recording_a_live_import_is_writing(
+        db_path: Path, tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
+    cassette = tmp_path / "c.ndjson"
+    _big_cassette(cassette, 50)
+    started = start_time(sleeper.pid)
+    host = os.uname().nodename
+    rid = _half(db_path, cassette, {"host": host, "pid": sleeper.pid, "started": started})
+    pruned = ct("prune", "--db", str(db_path), "--older-than", "0s", "--yes")
+    assert pruned.returncode == 0, pruned.stderr
+    assert pruned.stdout.startswith(
+        b"0 recordings (0 events, 0.0 MB of lines) match; 1 still running or being imported"), \
+        pruned.stdout
+    assert [r[0] for r in _stored(db_path)] == [rid]
+    # Its importer gone (a pid that names no process): a half left behind, pruned.
+    with sqlite3.connect(db_path) as db:
+        db.execute("DELETE FROM recordings")
+    _half(db_path, cassette, {"host": host, "pid": _dead_pid()})
+    pruned = ct("prune", "--db", str(db_path), "--older-than", "0s", "--yes")
+    assert pruned.returncode == 0 and b"deleted 1 recording" in pruned.stdout, pruned.stdout
+    assert _stored(db_path) == []
+
+
+@pytest.mark.slow
+def test_prune_while_an_import_writes_deletes_nothing_it_writes(
+        db_path: Path, tmp_path: Path) -> None:
+    _, total, importer = _importing(tmp_path, db_path, 60_000, subprocess.PIPE)
+    try:
+        _wait_some_stored(db_path)
+        pruned = ct("prune", "--db", str(db_path), "--older-than", "0s", "--yes")
+    finally:
+        out, err = importer.communicate(timeout=300)
+    assert importer.returncode == 0, err
+    assert pruned.returncode == 0, pruned.stderr
+    assert b"1 still running or being imported, left alone" in pruned.stdout, pruned.stdout
+    (rid,) = out.decode().split()
+    ((stored_id, ended, events),) = _stored(db_path)
+    assert (stored_id, events) == (rid, total) and ended is not None

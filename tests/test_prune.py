@@ -168,3 +168,17 @@ def test_a_row_deleted_by_hand_leaves_no_orphans_and_a_stray_row_is_found(
         conn.execute("UPDATE events SET recording_id = 'gone' WHERE seq = 0")
     found = orphans(store)
     assert found["events"] == 1 and set(found) <= {"events", "event_tools"}
+
+
+def test_a_source_or_tag_no_recording_has_is_said(db_path: Path, store: Store) -> None:
+    old_recording(store, days=40, events=3, tags={"team": "infra"})
+    result = CliRunner().invoke(cli, ["prune", "--db", str(db_path), "--source", "nope",
+                                      "--tag", "team=web", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [
+        "claudetrace: no session is tagged team=web; the store has team=infra",
+        "claudetrace: no recording came from source 'nope'; the store has proxy"]
+    assert result.stdout.startswith("0 recordings")
+    said = CliRunner().invoke(cli, ["prune", "--db", str(db_path), "--source", "proxy",
+                                    "--dry-run"])
+    assert said.stderr == "" and said.stdout.startswith("1 recording")

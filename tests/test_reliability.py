@@ -23,6 +23,7 @@ from claudetrace.config import resolve_url
 from claudetrace.indexer import open_settled_store
 from claudetrace.model.events import Event
 from claudetrace.recording import RecordingInfo
+from claudetrace.store.engine import hide_password
 
 PY = sys.executable
 pytestmark = pytest.mark.usefixtures("ct_env")
@@ -462,6 +463,23 @@ def test_no_command_prints_a_password_from_a_url(ct_env: Path) -> None:
         assert b"PASSWORD" not in ct("sessions", "--db", url).stderr
         shown = ct("db", "url", "--db", url)
         assert shown.returncode == 0 and b"PASSWORD" not in shown.stdout + shown.stderr
+    # A password with an unescaped "@", "/" or "?" (SQLAlchemy reads its tail as the
+    # host, which a driver's error echoes): hidden whole, and refused at once.
+    for url in ("postgresql+psycopg://alice:p@ssw0rd-Secret@127.0.0.1:1/ct",
+                "postgresql+psycopg://alice:p/ss@w0rd-Secret@127.0.0.1:1/ct",
+                "postgresql+psycopg://alice:p?w0rd-Secret@127.0.0.1:1/ct?password=Secret2"):
+        shown = ct("db", "url", "--db", url)
+        assert shown.returncode == 0, shown.stderr
+        assert shown.stdout.startswith(b"postgresql+psycopg://alice:***@127.0.0.1:1/ct"), \
+            shown.stdout
+        assert b"Secret" not in shown.stdout
+        for args in (("sessions",), ("db", "upgrade")):
+            said = ct(*args, "--db", url)
+            assert said.returncode != 0 and b"Secret" not in said.stdout + said.stderr
+        if "p@ss" in url:
+            assert "holds an '@': write it as %40" in one_line(said)
+    assert hide_password("postgresql://u:pw@h/db?sslmode=require&password=Secret2") == \
+        "postgresql://u:***@h/db?sslmode=require&password=***"
     # A URL the store cannot use does not stop the child, nor forwarding.
     done = ct("proxy", "--db", "postgresql+psycopg://u:PASSWORD@host:abc/db", "--", "cat",
               data=b"hello\n", env={**os.environ, "CLAUDETRACE_FLUSH_TIMEOUT": "0"})
@@ -593,3 +611,20 @@ def test_import_of_a_deeply_nested_file_is_one_line(
     done = ct("import", str(path), "--db", str(db_path))
     assert done.returncode == 1 and message.encode() in done.stderr, done.stderr[-300:]
     assert done.stderr.count(b"\n") == 1
+
+
+def test_a_setting_the_proxy_cannot_read_is_said_once(tmp_path: Path) -> None:
+    db = str(tmp_path / "x.db")
+    env = {**os.environ, "CLAUDETRACE_FLUSH_TIMEOUT": "abc",
+           "CLAUDETRACE_INDEXER_PRIORITY": "bogus"}
+    done = ct("proxy", "--db", db, "--", "cat", data=b"hello\n", env=env)
+    assert done.returncode == 0 and done.stdout == b"hello\n", done.stderr
+    assert done.stderr.decode().splitlines() == [
+        "claudetrace: $CLAUDETRACE_FLUSH_TIMEOUT='abc' is not a number of seconds "
+        "(0 or more): ignored",
+        "claudetrace: $CLAUDETRACE_INDEXER_PRIORITY='bogus' is not one of idle, low, normal: "
+        "idle is used"]
+    fine = ct("proxy", "--db", db, "--", "cat", data=b"hello\n",
+              env={**os.environ, "CLAUDETRACE_FLUSH_TIMEOUT": "5",
+                   "CLAUDETRACE_INDEXER_PRIORITY": "Low"})
+    assert fine.returncode == 0 and fine.stderr == b""

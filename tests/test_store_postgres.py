@@ -608,6 +608,53 @@ def test_accents_are_folded_alike_on_postgres_and_0016_folds_older_entries(
 
 
 @pytest.mark.usefixtures("ct_env")
+def test_number_like_words_are_whole_on_postgres_and_0019_recuts_older_entries(
+        pg_url: str) -> None:
+    from alembic import command
+
+    from claudetrace.indexer import open_settled_store
+    from claudetrace.store.engine import alembic_config
+    from claudetrace.store.search import search
+    from tests.test_search import number_like_words_are_whole
+
+    store = open_settled_store(pg_url)
+    try:
+        rid = number_like_words_are_whole(store)
+        plain = store.import_cassette(read_cassette(SAMPLES[0]))
+        with store.engine.begin() as conn:
+            command.downgrade(alembic_config(conn), "0018_words_later")
+            # Entries as the earlier writers made them: through PostgreSQL's parser.
+            conn.exec_driver_sql(
+                "UPDATE event_search SET terms = strip(to_tsvector('simple', "
+                "'Reverted 49e9e56a893f and 1e5x kept 9E9')) WHERE recording_id = %(r)s",
+                {"r": rid})
+            before = dict(conn.exec_driver_sql(
+                "SELECT seq, terms::text FROM event_search WHERE recording_id = %(r)s",
+                {"r": plain}).all())
+        assert [h.recording_id for h in search(store, "e56")] == [rid]  # the old cut
+    finally:
+        store.close()
+    store = open_settled_store(pg_url)  # upgraded again: the cut entry made again
+    try:
+        with store.engine.connect() as conn:
+            assert conn.exec_driver_sql("SELECT count(*) FROM event_search WHERE "
+                                        "recording_id = %(r)s", {"r": rid}).scalar() == 0
+            after = dict(conn.exec_driver_sql(
+                "SELECT seq, terms::text FROM event_search WHERE recording_id = %(r)s",
+                {"r": plain}).all())
+        assert after == before  # entries without such a word are left as they are
+        # The first search adds the words back from the line, whole.
+        assert [(h.recording_id, h.seq) for h in search(store, "49e9e56a893f")] == [(rid, 1)]
+        assert search(store, "e56") == [] and search(store, "1e5x")[0].recording_id == rid
+        with store.engine.connect() as conn:
+            assert conn.exec_driver_sql(
+                "SELECT terms::text FROM event_search WHERE recording_id = %(r)s",
+                {"r": rid}).scalar() == "'1e5x' '49e9e56a893f' '9e9' 'and' 'kept' 'reverted'"
+    finally:
+        store.close()
+
+
+@pytest.mark.usefixtures("ct_env")
 def test_an_entry_of_each_word_once_is_the_vector_of_all_its_words_on_postgres(
         pg_url: str) -> None:
     """PostgreSQL's stripped vector of an entry's words, each once, is the one of

@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -135,3 +139,43 @@ def test_the_figures_of_some_prompts_are_those_of_the_whole_tree(
             conv.session, end_ns=rec.duration_ns, status=rec.status, turns=picked))
         assert {f.turn for f in part.values()} == picked
         assert all(whole[seq] == figures for seq, figures in part.items())
+
+
+def test_a_turn_whose_cli_crashed_is_cut_short_not_under_way(tmp_path: Path) -> None:
+    """``claudetrace proxy -- claudetrace replay … --fault crash@2``: the session is
+    ``error``; its turn, without a result, was drawn running ("under way", no
+    duration) with ``ERRORS 0`` in the header, in the UI and the HTML export."""
+    from tests.test_replay_faults import cassette, user
+
+    db = tmp_path / "x.db"
+    done = subprocess.run(
+        [sys.executable, "-m", "claudetrace", "proxy", "--db", str(db), "--",
+         sys.executable, "-m", "claudetrace", "replay", str(cassette(tmp_path)),
+         "--no-match-argv", "--fault", "crash@2"],
+        input=json.dumps(user("hi")).encode() + b"\n", capture_output=True, timeout=120,
+        check=False)
+    assert done.returncode == 1, done.stderr
+    from claudetrace.indexer import open_settled_store
+
+    store = open_settled_store(str(db))
+    try:
+        rec = store.resolve("latest")
+        assert rec.status == "error"
+        conv = Conversation()
+        conv.feed_many(store.iter_events(rec.id))
+        conv.settle(conv.items)
+        tree = present.trace_tree(conv.session, end_ns=rec.duration_ns, status=rec.status)
+    finally:
+        store.close()
+    (turn,) = [n for n in tree.children if n.kind == "turn"]
+    assert (turn.status, turn.detail) == ("error", "cut short · no result")
+    assert turn.end_ns == rec.duration_ns
+    header = outline.trace_header(tree, status=rec.status, started="", cost_source="")
+    assert header.errors == 1 and ("errors", "1", True) in header.cells()
+    (figures,) = outline.prompt_figures(conv.session, tree).values()
+    assert figures.duration != "under way"
+    out = tmp_path / "x.html"
+    exported = subprocess.run([sys.executable, "-m", "claudetrace", "export", rec.id, "--db",
+                               str(db), "-o", str(out)], capture_output=True, check=False)
+    assert exported.returncode == 0, exported.stderr
+    assert "under way" not in out.read_text() and "cut short" in out.read_text()

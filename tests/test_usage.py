@@ -166,6 +166,38 @@ def test_a_filter_that_matches_nothing_says_so_and_what_the_store_has(
     assert (out.exit_code, out.stderr) == (0, "")
 
 
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_a_tag_with_a_non_ascii_key_or_a_quote_is_found_by_every_command(
+        engine: str, tmp_path: Path, db_path: Path, request: pytest.FixtureRequest) -> None:
+    """``sessions --tag`` asked SQLite by a JSON path made of the key, which misses
+    a key stored escaped (``équipe``, ``ключ``) or holding a ``"``; ``usage`` and
+    ``prune`` found them."""
+    db = str(db_path) if engine == "sqlite" else request.getfixturevalue("pg_url")
+    store = open_store(db)
+    tags = [{"équipe": "web"}, {"ключ": "x"}, {'q"x': "y"}]
+    try:
+        ids = [import_file(store, write_transcript(tmp_path / "projects", t)).recording_id
+               for t in corpus()[:3]]
+        for rid, tag in zip(ids, tags, strict=True):
+            store.update_recording(rid, tags=tag)
+    finally:
+        store.close()
+    for rid, tag in zip(ids, tags, strict=True):
+        ((key, value),) = tag.items()
+        asked = ("--tag", f"{key}={value}", "--db", db)
+        listed = CliRunner().invoke(cli, ["sessions", "--json", *asked])
+        assert listed.exit_code == 0, listed.output
+        assert [r["id"] for r in json.loads(listed.stdout)] == [rid], (tag, listed.output)
+        used = CliRunner().invoke(cli, ["usage", "session", "--json", *asked])
+        assert used.exit_code == 0 and used.stderr == "", used.output
+        assert len(json.loads(used.stdout)["sessions"]) == 1
+        pruned = CliRunner().invoke(cli, ["prune", "--dry-run", *asked])
+        assert pruned.exit_code == 0 and rid in pruned.stdout, pruned.output
+        wrong = CliRunner().invoke(cli, ["sessions", "--json", "--tag", f"{key}=other",
+                                         "--db", db])
+        assert json.loads(wrong.stdout) == []
+
+
 def test_sessions(filled: list[Transcript], db_path: Path) -> None:
     got = run(db_path, "session", "--json", "-z", "UTC")
     by_id = {s["sessionId"]: s for s in got["sessions"]}

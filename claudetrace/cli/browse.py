@@ -11,7 +11,7 @@ from typing import IO, TYPE_CHECKING, Any, Final
 
 import click
 
-from ..display import for_terminal, say
+from ..display import for_terminal, say, short_id
 from ..errors import ClaudeTraceError
 from ..formats.facts import cost_text as _cost_text
 from ..formats.facts import duration as _duration
@@ -63,6 +63,8 @@ def sessions(db_url: str | None, as_json: bool, limit: int, models: tuple[str, .
                       text=(text or "").strip(),
                       started_after_ns=None if since is None else parse_since(since))
     store = read_store(db_url)
+    # Closed when the command ends (run in-process, a PostgreSQL connection was left open).
+    click.get_current_context().call_on_close(store.close)
     _say_unmatched(store, models, filters.tags)
     if as_json:
         from ..store.links import NO_LINKS, session_links
@@ -645,7 +647,7 @@ class _Tally:
         self.counts[done.action] = self.counts.get(done.action, 0) + 1
         self.damage += done.damage
         self.folded += len(done.folded)
-        what = f"session {done.session_id}" if done.kind == "transcript" else (
+        what = f"session {short_id(str(done.session_id))}" if done.kind == "transcript" else (
             f"recording {done.recording_id}")
         if done.action == "skipped":
             self.skipped += 1
@@ -673,7 +675,7 @@ class _Tally:
             return
         for path in unit.files.mains[1:]:
             self.together += 1
-            say(f"{path}: part of session {done.session_id}, with {unit.path} (one "
+            say(f"{path}: part of session {short_id(str(done.session_id))}, with {unit.path} (one "
                 "conversation: the same session id, or the same first entry)", err=True)
 
     def summary(self) -> str:
@@ -725,13 +727,13 @@ def db() -> None:
 def db_upgrade(db_url: str | None) -> None:
     """Apply the Alembic migrations (the store also does this on first use)."""
     from ..config import resolve_url
-    from ..store.engine import create_store_engine, head_revision, upgrade
+    from ..store.engine import create_store_engine, head_revision, shown_url, upgrade
 
     url = resolve_url(db_url)
     engine = create_store_engine(url)
     before = upgrade(engine, only_if_needed=False)
     head = head_revision()
-    shown = engine.url.render_as_string(hide_password=True)
+    shown = shown_url(engine.url)
     if before == head:
         say(f"{shown}: already at revision {head}")
     else:

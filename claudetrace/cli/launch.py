@@ -120,6 +120,10 @@ def run_and_exit(
         from . import interrupted
 
         interrupted()
+    from ..config import env_mistakes
+
+    for mistake in env_mistakes():  # the child started first, as ever
+        sys.stderr.write(f"claudetrace: {mistake}\n")
     from ..errors import ClaudeTraceError
     from ..proxy import ProxyOptions, report_problems, run_proxy
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
@@ -48,8 +49,10 @@ def prune(db_url: str | None, older_than: str | None, tags: tuple[str, ...],
         fail("prune needs --older-than, --tag, --name or --source", 2)
     store = read_store(db_url)
     try:
+        _say_unmatched(store, criteria)
         found = matching(store, criteria)
-        running = (f"; {found.running} still running, left alone" if found.running else "")
+        running = (f"; {found.running} still running or being imported, left alone"
+                   if found.running else "")
         click.echo(f"{plural(len(found.recordings), 'recording')} ({found.events} events, "
                    f"{found.bytes / 1e6:.1f} MB of lines) match{running}")
         if dry_run:
@@ -75,3 +78,19 @@ def prune(db_url: str | None, older_than: str | None, tags: tuple[str, ...],
             click.echo(space.note)
     finally:
         store.close()
+
+
+def _say_unmatched(store: Any, criteria: Any) -> None:
+    """A line on stderr for a --source or --tag no recording has (a mistyped one must
+    not look like nothing old enough to delete), with what the store has; as
+    ``sessions`` and ``usage`` say."""
+    from ..store.browse import choices
+    from ..store.usage import some_of
+    from .browse import _say_unmatched as say_tags_unmatched
+
+    say_tags_unmatched(store, (), tuple(f"{k}={v}" for k, v in criteria.tags.items()))
+    if criteria.source is not None:
+        sources = choices(store)["sources"]
+        if criteria.source not in sources:
+            click.echo(f"claudetrace: no recording came from source {criteria.source!r}; the "
+                       f"store has {some_of(sources) if sources else 'none'}", err=True)

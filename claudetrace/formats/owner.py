@@ -3,9 +3,10 @@
 An import writes a cassette's recording without its end until the last batch,
 and marks it with its importer (:func:`this_importer`: host, pid and, on Linux,
 the process's start time).  A second import of the cassette, and ``doctor``,
-read that mark: :func:`importing_elsewhere` says who still imports it, or None
-when nobody does (the process is gone, or its pid now names another process:
-one started at another time).  :func:`sweep_spools` removes by the same mark
+read that mark: :func:`importing_elsewhere` (the recording model's, which
+``prune`` asks too) says who still imports it, or None when nobody does (the
+process is gone, or its pid now names another process: one started at
+another time).  :func:`sweep_spools` removes by the same mark
 the spool folders of importers that are gone.
 """
 
@@ -15,10 +16,8 @@ import contextlib
 import os
 from typing import Any
 
-from ..recording import start_time
-
-__all__ = ["FOLDER_PREFIX", "importing_elsewhere", "start_time", "sweep_spools",
-           "this_importer"]
+from ..recording import importing_elsewhere as importing_elsewhere  # re-exported
+from ..recording import start_time as start_time  # re-exported
 
 #: The names of spool folders (:mod:`.spool`) begin with this, then ``HOST-PID-START-``.
 FOLDER_PREFIX = "claudetrace-spool-"
@@ -31,33 +30,6 @@ def this_importer() -> dict[str, Any]:
     if started is not None:
         mark["started"] = started
     return mark
-
-
-def importing_elsewhere(importer: Any) -> str | None:
-    """Who else is importing a half-stored recording (``importer``, its mark), or
-    None when nobody is: its process is gone on this host, its pid now names a
-    process started at another time (a pid reused), it is this process, or the
-    recording predates the mark.  One on another host cannot be checked, so it
-    counts as importing."""
-    if not isinstance(importer, dict) or not isinstance(importer.get("pid"), int):
-        return None
-    host, pid = importer.get("host"), importer["pid"]
-    if host != os.uname().nodename:
-        return f"process {pid} on {host}"
-    if pid == os.getpid():
-        return None
-    started = importer.get("started")
-    if isinstance(started, int):
-        now = start_time(pid)
-        if now is not None and now != started:
-            return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except OSError:
-        pass
-    return f"process {pid}"
 
 
 def sweep_spools(where: str | None = None, *, keep: str | None = None) -> list[str]:

@@ -42,6 +42,7 @@ from .engine import (
     BUSY_TIMEOUT_S,
     create_store_engine,
     error_reason,
+    shown_url,
     sqlite_file_bytes,
     sqlite_path,
     upgrade,
@@ -183,7 +184,8 @@ class Store:
 
     @property
     def url(self) -> str:
-        return self.engine.url.render_as_string(hide_password=True)
+        """The database's URL as messages show it (its password hidden)."""
+        return shown_url(self.engine.url)
 
     @property
     def capture_url(self) -> str:

@@ -18,7 +18,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sqlalchemy import ColumnElement, Text, and_, case, cast, func, literal, null, or_, select
+from sqlalchemy import (
+    ColumnElement,
+    Text,
+    and_,
+    case,
+    cast,
+    func,
+    literal,
+    null,
+    or_,
+    select,
+    text,
+)
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import defer, load_only
 
@@ -37,7 +49,7 @@ from .models import (
     type_in,
 )
 from .packing import KEPT
-from .rows import COST_SOURCES
+from .rows import COST_SOURCES, tag_condition
 from .search import recordings_saying
 
 
@@ -273,8 +285,14 @@ def _filtered(store: Store, filters: Filters, *, full: bool = False) -> Any:
         wanted = set(filters.statuses) | ({"running"} if "incomplete" in filters.statuses
                                           else set())
         stmt = stmt.where(status_expression(time.time_ns()).in_(sorted(wanted)))
-    for key, sep, value in (tag.partition("=") for tag in filters.tags):
-        stmt = stmt.where(_R.tags[key].as_string() == value) if sep else stmt.where(literal(False))
+    for number, (key, sep, value) in enumerate(tag.partition("=") for tag in filters.tags):
+        if not sep:
+            stmt = stmt.where(literal(False))
+            continue
+        asked = tag_condition(store.engine.dialect.name, f"{Recording.__tablename__}.tags",
+                              f":tag_key_{number}", f":tag_value_{number}")
+        stmt = stmt.where(text(asked).bindparams(**{f"tag_key_{number}": key,
+                                                    f"tag_value_{number}": value}))
     return stmt.order_by(_R.started_ns.desc(), _R.id.desc())
 
 

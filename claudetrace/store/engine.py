@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import quote
 
 from sqlalchemy import Engine, create_engine, event, inspect
-from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
 
 from ..errors import (
@@ -149,8 +149,22 @@ def event_pages(connection: Connection, columns: str, where: str = "",
 
 
 def hide_password(url: str) -> str:
-    """``url`` with any password replaced by ``***``, even when it does not parse."""
-    return re.sub(r"(://[^/@:]*:)[^@/]*@", r"\1***@", url)
+    """``url`` with any password replaced by ``***``, even when it does not parse.
+
+    The password runs from the user's ``:`` to the last ``@``: one with an
+    unescaped ``@``, ``/`` or ``?`` (SQLAlchemy ends it at its first ``@`` and reads
+    the rest as the host) is hidden whole; an ``@`` after the host hides more, never
+    less.  A ``password=`` in the query is hidden too."""
+    url = re.sub(r"(://[^/@:]*:).*@", r"\1***@", url, count=1, flags=re.DOTALL)
+    head, mark, query = url.partition("?")
+    query = re.sub(r"((?:^|&)password=)[^&]*", r"\1***", query, flags=re.IGNORECASE)
+    return head + mark + query
+
+
+def shown_url(url: URL) -> str:
+    """A parsed URL as messages show it: its password hidden, whole
+    (:func:`hide_password`; SQLAlchemy's own hiding stops at the password's first ``@``)."""
+    return hide_password(url.render_as_string(hide_password=False))
 
 
 def sqlite_file_bytes(path: Path) -> int:
@@ -198,6 +212,12 @@ def create_store_engine(
         raise BadDatabaseURL(
             f"not a database URL or path: {hide_password(url)!r}", url=hide_password(url)
         ) from exc
+    if "@" in (parsed.host or ""):
+        # SQLAlchemy ended the password at its first "@" and took the rest for the
+        # host, which a driver's error would then echo: the password's tail.
+        raise BadDatabaseURL(
+            f"the password in {hide_password(url)!r} holds an '@': write it as %40",
+            url=hide_password(url))
     kwargs: dict[str, Any] = {}
     if parsed.get_backend_name() == "sqlite":
         path = sqlite_path(url)
@@ -357,10 +377,10 @@ def upgrade(engine: Engine, *, only_if_needed: bool = True) -> str | None:
         except OperationalError as exc:
             reason = error_reason(exc)
             if "locked" not in reason or time.monotonic() + delay > deadline:
-                raise StoreError(f"cannot open database {engine.url!r}: {reason}") from exc
+                raise StoreError(f"cannot open database {shown_url(engine.url)}: {reason}") from exc
         except SQLAlchemyError as exc:
             reason = error_reason(exc)
-            raise StoreError(f"cannot migrate database {engine.url!r}: {reason}") from exc
+            raise StoreError(f"cannot migrate database {shown_url(engine.url)}: {reason}") from exc
         time.sleep(delay)
         delay = min(delay * 2, 0.5)
 

@@ -35,7 +35,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from ..recording import STALE_AFTER_NS as STALE_AFTER_NS  # re-exported
-from ..recording import RecordingInfo, recorder_alive
+from ..recording import RecordingInfo, importing_elsewhere, recorder_alive
 
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -162,6 +162,14 @@ class Recording(Base):
         return recorder_alive(host=self.host, pid=self.pid, source=self.source,
                               last_seen_ns=self.last_seen_ns, started_ns=self.started_ns,
                               now_ns=now_ns)
+
+    def being_imported(self) -> bool:
+        """True while an import (another live process, ``extra["importer"]``,
+        :func:`~claudetrace.recording.importing_elsewhere`) is still writing this
+        recording: no end yet, more events to come."""
+        if self.ended_ns is not None:
+            return False
+        return importing_elsewhere((self.extra or {}).get("importer")) is not None
 
     @property
     def duration_ns(self) -> int | None:

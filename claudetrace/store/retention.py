@@ -1,7 +1,8 @@
 """Retention: deleting old recordings while proxies record, and giving the space back.
 
 :func:`matching` finds the recordings a ``claudetrace prune`` names (started
-before a time, by tag, name or source), never one still running; :func:`prune`
+before a time, by tag, name or source), never one still running or still being
+imported (by another live process); :func:`prune`
 deletes them in short transactions, each followed by a pause at least as long as
 it held the database, so a writer waiting for SQLite's lock (the indexer of a
 session being recorded) gets it within a batch's time; :func:`give_back_space`
@@ -59,7 +60,7 @@ class Found:
     """What a prune would delete."""
 
     recordings: list[Recording]
-    #: Recordings the criteria name that are still running, left alone.
+    #: Recordings the criteria name that are still running (or being imported), left alone.
     running: int
 
     @property
@@ -73,14 +74,14 @@ class Found:
 
 def matching(store: Store, criteria: Criteria, *, now_ns: int | None = None) -> Found:
     """The recordings ``criteria`` name, oldest first, without those still running
-    (counted in :attr:`Found.running`)."""
+    or still being imported (counted in :attr:`Found.running`)."""
     if not criteria.given():
         raise StoreError("prune needs --older-than, --tag, --name or --source")
     now = time.time_ns() if now_ns is None else now_ns
     stmt = select(Recording).options(load_only(
         Recording.id, Recording.name, Recording.tags, Recording.source, Recording.started_ns,
         Recording.ended_ns, Recording.last_seen_ns, Recording.host, Recording.pid,
-        Recording.event_count, Recording.byte_count))
+        Recording.event_count, Recording.byte_count, Recording.extra))
     if criteria.started_before_ns is not None:
         stmt = stmt.where(_R.started_ns < criteria.started_before_ns)
     if criteria.name is not None:
@@ -94,7 +95,7 @@ def matching(store: Store, criteria: Criteria, *, now_ns: int | None = None) -> 
                      if all((r.tags or {}).get(k) == v for k, v in criteria.tags.items())]
     except SQLAlchemyError as exc:
         raise StoreError(f"read failed: {error_reason(exc)}") from exc
-    kept = [r for r in found if not r.is_live(now)]
+    kept = [r for r in found if not (r.is_live(now) or r.being_imported())]
     return Found(kept, len(found) - len(kept))
 
 

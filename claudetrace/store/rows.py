@@ -82,6 +82,19 @@ def sources_mask(column: str) -> str:
                       for bit, s in enumerate(COST_SOURCES))
 
 
+def tag_condition(dialect: str, tags: str, key: str, value: str) -> str:
+    """SQL true when the recording's tags (``tags``: its column, as SQL) hold the
+    tag whose key and value are the parameters ``key`` and ``value`` (placeholders).
+
+    SQLite is asked through ``json_each``, whose keys are decoded text: a JSON path
+    made of the key (``$."équipe"``) misses a key stored escaped (``\\u00e9``) or
+    holding a ``"``.  ``sessions`` and ``usage`` ask it so (``prune`` reads the
+    tags in Python)."""
+    if dialect == "postgresql":
+        return f"(({tags})::json ->> {key}) = {value}"
+    return f"EXISTS (SELECT 1 FROM json_each({tags}) WHERE key = {key} AND value = {value})"
+
+
 def rollup_statements(where: str) -> tuple[str, ...]:
     """``DELETE`` and ``INSERT … SELECT`` that make ``usage_hours`` and
     ``usage_models`` the sums of the ``usage_calls`` that ``where`` keeps (a

@@ -4,9 +4,11 @@ Each message line (``user``, ``assistant``, ``result``) has its readable text
 (:func:`claudetrace.model.protocol.searchable_text`: message text, tool names
 and arguments, results; not ids or JSON keys) indexed as words: runs of letters
 and digits, the rest made spaces, so that SQLite's FTS5 and PostgreSQL's text
-search (``to_tsvector('simple', …)``) cut them alike (and fold their case), a
-Latin letter's accents taken off first (:func:`fold`: ``café`` is ``cafe`` on both
-engines, as SQLite's tokenizer alone did).
+search cut them alike (and fold their case), a Latin letter's accents taken off
+first (:func:`fold`: ``café`` is ``cafe`` on both engines, as SQLite's tokenizer
+alone did).  PostgreSQL is given the words already cut (:func:`postgres_words`):
+its parser (``to_tsvector``) read a word such as ``49e9e56a893f`` as a number
+and a word, which SQLite's FTS5 does not.
 A long entry, and every entry on PostgreSQL, holds each of its words once
 (:func:`once`): the search asks whether a line holds a word, never where or
 how often.  The writers add a batch's rows here in the batch's transaction
@@ -105,6 +107,19 @@ def words(text: str) -> list[str]:
     return spaced(text).lower().split()
 
 
+#: Bytes of a word PostgreSQL's ``to_tsvector`` leaves out ("word is too long to be
+#: indexed"); :func:`postgres_words` leaves it out alike.
+PG_WORD_BYTES: Final = 2047
+
+
+def postgres_words(said: str) -> str:
+    """The words of an entry (:func:`spaced` text) as PostgreSQL's index holds them:
+    each once (:func:`once`), in lower case, those it cannot index left out."""
+    # A character is at most 4 bytes: only a long word is measured.
+    return " ".join(w for w in dict.fromkeys(said.lower().split())
+                    if len(w) * 4 < PG_WORD_BYTES or len(w.encode()) < PG_WORD_BYTES)
+
+
 def index_rows(rows: Rows) -> list[tuple[str, int, str]]:
     """``(recording_id, seq, words)`` for the message lines of a batch's event
     rows that say anything (:func:`distinct`)."""
@@ -183,13 +198,15 @@ def insert_sqlite(cursor: Any, entries: list[tuple[str, int, str]]) -> None:
 
 def insert_postgres(cursor: Any, entries: list[tuple[str, int, str]]) -> None:
     """Add ``entries`` to PostgreSQL's ``event_search`` (a ``tsvector`` a line,
-    under a GIN index), in one statement, each entry's words once (:func:`once`:
-    ``to_tsvector`` and the index took the tools shape's entries in about a
-    third less time).  The vectors are ``strip``-ped of where each word stands:
-    the search asks for words (``w:* & …``), never a phrase, and a tool
-    result's vector without them is about half the size."""
+    under a GIN index), in one statement, each entry's words once
+    (:func:`postgres_words`: the index took the tools shape's entries in about a
+    third less time).  The words go in as they are (``array_to_tsvector``), not
+    through PostgreSQL's parser, so they are SQLite's; the vectors hold no
+    positions: the search asks for words (``w:* & …``), never a phrase, and a
+    tool result's vector without them is about half the size."""
     cursor.execute(
         "INSERT INTO event_search (recording_id, seq, terms) "
-        "SELECT r, s, strip(to_tsvector('simple', w)) FROM unnest(%s::varchar[], %s::int[], "
-        "%s::text[]) AS u(r, s, w)",
-        ([e[0] for e in entries], [e[1] for e in entries], [once(e[2]) for e in entries]))
+        "SELECT r, s, array_to_tsvector(string_to_array(w, ' ')) "
+        "FROM unnest(%s::varchar[], %s::int[], %s::text[]) AS u(r, s, w)",
+        ([e[0] for e in entries], [e[1] for e in entries],
+         [postgres_words(e[2]) for e in entries]))

@@ -29,7 +29,7 @@ from typing import Any, Final, NamedTuple, Protocol
 
 from ..config import plain_file
 from .plain import SCHEMA_HEAD
-from .rows import HOUR_NS, hour_columns, sources_mask
+from .rows import HOUR_NS, hour_columns, sources_mask, tag_condition
 
 
 class Reader(Protocol):
@@ -256,12 +256,8 @@ def _from(reader: Reader, f: UsageFilter, c: _Columns, *, join: bool = False,
             where.append(f"r.source IN ({', '.join([m] * len(f.sources))})")
             params.extend(f.sources)
         for key, value in f.tags.items():
-            if reader.dialect == "postgresql":
-                where.append(f"(r.tags::json ->> {m}) = {m}")
-                params.extend([key, value])
-            else:
-                where.append(f"json_extract(r.tags, {m}) = {m}")
-                params.extend([f"$.{json.dumps(key)}", value])
+            where.append(tag_condition(reader.dialect, "r.tags", m, m))
+            params.extend([key, value])
     return f" FROM {c.table} u{joins} WHERE {' AND '.join(where)}", params
 
 

@@ -171,7 +171,8 @@ def prompt_figures(session: Session, tree: TraceNode) -> dict[int, PromptFigures
             turn.number, calls, tools, failed, node.usage or Usage(),
             money(node.cost_usd) + estimated if node.cost_usd is not None
             else "cost unknown" if calls else "cost —",
-            duration(node.duration_ns) if node.end_ns is not None else "under way",
+            duration(node.duration_ns) if node.end_ns is not None
+            else ("under way" if node.status == "running" else "cut short"),
         )
     return out
 

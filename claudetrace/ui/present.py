@@ -376,11 +376,19 @@ def trace_tree(
         detail=status if cost.source != "estimate" else f"{status} · cost estimated",
     )
     for turn in session.turns if turns is None else _picked(session, turns):
-        status_of = "running" if not turn.done else ("error" if turn.is_error else "ok")
-        bits = [result_word(turn) if turn.done else "under way"]
-        if turn.interrupted:
+        turn_end = turn.end_ns
+        if turn.done:
+            status_of, bits = ("error" if turn.is_error else "ok"), [result_word(turn)]
+        elif status == "running":
+            status_of, bits = "running", ["under way"]
+        else:
+            # The session ended (its CLI crashed, was killed…) before the turn's
+            # result: cut short at the session's end, a failure unless interrupted.
+            status_of = "ok" if turn.interrupted else "error"
+            bits, turn_end = ["cut short", turn.ended_with], end_ns
+        if turn.interrupted and "interrupted" not in bits:
             bits.append("interrupted")
-        node = TraceNode("turn", f"turn {turn.number}", turn.start_ns, turn.end_ns, status_of,
+        node = TraceNode("turn", f"turn {turn.number}", turn.start_ns, turn_end, status_of,
                          detail=" · ".join(b for b in bits if b), ref=f"turn:{turn.number}")
         node.children = _lane_nodes(index, None, turn.number) + _unnamed_lanes(index, turn)
         node.children.sort(key=lambda child: child.start_ns)
