@@ -279,3 +279,32 @@ def table_version() -> str | None:
     """The installed price table's version (``genai-prices``), or None."""
     lib = _library()
     return None if lib is None else str(lib.__version__)
+
+
+#: Sources that are files written beside the CLI (no process was seen, so no
+#: cost was reported: ``claudetrace.formats.facts.FILE_SOURCES`` names them).
+FILE_SOURCE_KINDS: Final = frozenset({"transcript", "claude-trace"})
+
+
+#: The cost of a session that made no model call (nothing charged, nothing priced).
+NO_COST: Final = "— (no model calls)"
+
+
+def cost_text(rec: Any, digits: int = 6) -> str:
+    """A stored recording's cost as every view says it (``show``, ``sessions``, the
+    HTML report, the session browser): ``$0.0019``, ``$0.0019 (estimate)``,
+    ``unknown (no price for MODEL)``, :data:`NO_COST`; ``not yet reported`` while
+    it runs before its first result (never ``$0``)."""
+    if rec.ended_ns is None and rec.result_subtype is None and not rec.cost_usd:
+        return "not yet reported"
+    source = rec.cost_origin
+    if source == "unknown" and not rec.model_calls:
+        return NO_COST  # a prompt no model call answered is not an unpriced model
+    usd = rec.cost
+    if source == "unknown" or usd is None:
+        unpriced = [m for m, f in (rec.models or {}).items()
+                    if isinstance(f, dict) and f.get("cost_usd") is None]
+        if unpriced:
+            return f"unknown (no price for {', '.join(unpriced)})"
+        return "unknown (not in this file)" if rec.source in FILE_SOURCE_KINDS else "unknown"
+    return dollars(usd, digits=digits) + (" (estimate)" if source == "estimate" else "")

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import datetime as dt
 import shlex
-from typing import Any, Final
+from typing import Any
 
 from ..display import plural as plural  # said here as everywhere
+from ..pricing import NO_COST as NO_COST  # the report's tokens tab says it too
+from ..pricing import cost_text as cost_text  # said here as everywhere
 from ..pricing import dollars
 from ..store.links import NO_LINKS, Links
 
@@ -80,30 +82,6 @@ def money(usd: float | None, source: str, *, digits: int = 4) -> str:
     """``$0.1200``, ``$0.1200 (estimate)``, or ``unknown``."""
     if usd is None or source == UNKNOWN:
         return UNKNOWN
-    return dollars(usd, digits=digits) + (" (estimate)" if source == "estimate" else "")
-
-
-#: The cost of a session that made no model call (nothing charged, nothing priced).
-NO_COST: Final = "— (no model calls)"
-
-
-def cost_text(rec: Any, digits: int = 6) -> str:
-    """A stored recording's cost as every view says it (``show``, ``sessions``, the
-    HTML report, the session browser): ``$0.0019``, ``$0.0019 (estimate)``,
-    ``unknown (no price for MODEL)``, :data:`NO_COST`; ``not yet reported`` while
-    it runs before its first result (never ``$0``)."""
-    if rec.ended_ns is None and rec.result_subtype is None and not rec.cost_usd:
-        return "not yet reported"
-    source = rec.cost_origin
-    if source == "unknown" and not rec.model_calls:
-        return NO_COST  # a prompt no model call answered is not an unpriced model
-    usd = rec.cost
-    if source == "unknown" or usd is None:
-        unpriced = [m for m, f in (rec.models or {}).items()
-                    if isinstance(f, dict) and f.get("cost_usd") is None]
-        if unpriced:
-            return f"unknown (no price for {', '.join(unpriced)})"
-        return "unknown (not in this file)" if rec.source in FILE_SOURCES else "unknown"
     return dollars(usd, digits=digits) + (" (estimate)" if source == "estimate" else "")
 
 

@@ -26,13 +26,12 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ..formats.facts import FILE_SOURCES
-from ..formats.facts import NO_COST as NO_COST  # the outline says it too
-from ..formats.facts import cost_text as facts_cost_text
 from ..model import Cost, ModelCall, Session, ToolCall, Turn, Usage
 from ..model.liveness import Liveness, liveness
 from ..model.summary import call_cost, cli_shares
-from ..pricing import dollars
+from ..pricing import FILE_SOURCE_KINDS, dollars
+from ..pricing import NO_COST as NO_COST  # the outline says it too
+from ..pricing import cost_text as priced_text
 
 
 def clock(started_ns: int, at_ns: int | None) -> str:
@@ -539,8 +538,8 @@ class Header:
 
 def cost_text(rec: Any, digits: int = 4) -> str:
     """A stored recording's cost as every view says it, to ``digits`` places
-    (:func:`claudetrace.formats.facts.cost_text`)."""
-    return facts_cost_text(rec, digits)
+    (:func:`claudetrace.pricing.cost_text`)."""
+    return priced_text(rec, digits)
 
 
 def cost_cell(usd: float | None, *, calls: bool) -> str:
@@ -555,7 +554,7 @@ def session_liveness(rec: Any, session: Session) -> Liveness:
     """The liveness of a stored recording: a proxied one is disconnected once it
     ended; a file's (a transcript, a claude-trace log) saw no process, so it is
     what its lines say (idle after a result; a transcript can grow again)."""
-    if rec.source in FILE_SOURCES:
+    if rec.source in FILE_SOURCE_KINDS:
         return liveness(session, ended=False)
     return liveness(session, ended=rec.status != "running", exit_code=rec.exit_code,
                     signal=rec.signal, error=rec.error)
@@ -567,7 +566,7 @@ def exit_text(rec: Any) -> str:
     ``signal 9``, the exit code, else ``—``."""
     if rec.status == "running":
         return "not yet"
-    if rec.source in FILE_SOURCES:
+    if rec.source in FILE_SOURCE_KINDS:
         return "unknown"
     if rec.signal:
         return f"signal {rec.signal}"
