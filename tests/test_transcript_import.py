@@ -592,3 +592,27 @@ def test_each_result_says_what_its_turn_added_to_the_running_totals(tmp_path: Pa
     session = fold(got.events)
     assert session.usage_by_model["claude-opus-5-5"] == Usage(600, 150, 300, 60)
     assert session.cost_usd == pytest.approx(0.006)
+
+
+def test_ids_longer_than_their_columns_stay_apart(tmp_path: Path, db_path: Path) -> None:
+    """A session id of 200 characters makes message ids past the 128 a call id's
+    column holds: cut plain, two calls were one row and the import failed on it
+    ("UNIQUE constraint failed: usage_calls…").  Each keeps a digest of the whole."""
+    import datetime as dt
+
+    from claudetrace.testing.transcripts import Call, Transcript, transcript_lines
+
+    at = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
+    t = Transcript(session_id="s" * 200, project="-home-dev-p", calls=[
+        Call("claude-sonnet-4-5", at, input=10, output=5),
+        Call("claude-sonnet-4-5", at + dt.timedelta(seconds=5), input=20, output=7)])
+    path = tmp_path / "projects" / t.project / "long.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text("".join(json.dumps(line, separators=(",", ":")) + "\n"
+                            for line in transcript_lines(t)))
+    for _ in range(2):  # the same cut again: unchanged
+        done = CliRunner().invoke(cli, ["import", str(path.parent.parent), "--db", str(db_path)])
+        assert done.exit_code == 0, done.output
+    report = CliRunner().invoke(cli, ["usage", "session", "--json", "--db", str(db_path)])
+    [session] = json.loads(report.stdout)["sessions"]
+    assert (session["inputTokens"], session["outputTokens"]) == (30, 12)

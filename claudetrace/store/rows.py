@@ -132,7 +132,7 @@ def usage_call_rows(recording_id: str, calls: Iterable[tuple[Any, ...]],
     numbers as every engine takes them: :func:`.values.number`), each marked a
     duplicate when ``elsewhere`` (the ids, of those asked, that another recording
     holds) names it."""
-    rows = [(recording_id, _short(c[0], 128), *_numbers(c)) for c in calls]
+    rows = [(recording_id, _short(c[0], 128, values.ident), *_numbers(c)) for c in calls]
     shared = [r[1] for r in rows if api_message_id(r[1])]
     held = set(elsewhere(shared)) if elsewhere and shared else set()
     return [(*r, r[1] in held) for r in rows]
@@ -168,6 +168,9 @@ def chunks(items: list[str], size: int = 500) -> Iterator[list[str]]:
 #: The sizes of the columns of the fields lines repeat: type, subtype, request_id,
 #: parent_tool_use_id.
 _REPEATED_SIZES: Final = (64, 64, 128, 128)
+#: How each is cut: the type and subtype as text, the ids keeping a digest of the
+#: whole (:func:`.values.ident`), as the tool and call ids they name are.
+_REPEATED_CUTS: Final = (values.text, values.text, values.ident, values.ident)
 
 
 def event_rows(
@@ -209,8 +212,9 @@ def _fill(recording_id: str, events: Iterable[Event], add_row: Callable[[tuple[A
         key = (f.type, f.subtype, f.request_id, f.parent_tool_use_id)
         shared = known.get(key)
         if shared is None:
-            shared = known[key] = tuple(one(value, value)
-                                        for value in map(clip, key, _REPEATED_SIZES))
+            shared = known[key] = tuple(
+                one(value, value) for value in map(
+                    lambda cut, v, n: cut(v, n), _REPEATED_CUTS, key, _REPEATED_SIZES))
         kind, sub, req, parent = shared
         data = ev.data
         # The flags as integers: sqlite3 (before Python 3.12) offers a bool to its
@@ -219,16 +223,18 @@ def _fill(recording_id: str, events: Iterable[Event], add_row: Callable[[tuple[A
                  1 if ev.eol else 0, len(data), 1 if f.is_json else 0, kind, sub, req,
                  parent))
         for ref in f.tools:
-            add_tool((recording_id, ev.seq, _short(ref.tool_use_id, 128), _short(ref.name, 200),
-                      ref.kind))
+            add_tool((recording_id, ev.seq, _short(ref.tool_use_id, 128, values.ident),
+                      _short(ref.name, 200), ref.kind))
 
 
-def _short(value: str | None, size: int) -> str | None:
-    """:func:`clip`, with the one test most values need first (an id or a model
-    name: ASCII, short, no NUL), for the rows of every call of an import."""
+def _short(value: str | None, size: int,
+           cut: Callable[[str | None, int], str | None] | None = None) -> str | None:
+    """:func:`clip` (or ``cut``: :func:`.values.ident` for an id), with the one test
+    most values need first (an id or a model name: ASCII, short, no NUL), for the
+    rows of every call of an import."""
     if type(value) is str and len(value) <= size and value.isascii() and "\x00" not in value:
         return value
-    return clip(value, size)
+    return (cut or clip)(value, size)
 
 
 def clip(value: str | None, size: int) -> str | None:

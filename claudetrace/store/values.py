@@ -32,6 +32,21 @@ def text(value: str | None, size: int | None = None) -> str | None:
     return value if size is None or len(value) <= size else value[:size]
 
 
+def ident(value: str | None, size: int) -> str | None:
+    """An id as :func:`text` stores it, but one longer than ``size`` is cut to
+    make room for a digest of the whole (``…~`` and 16 hex digits): ids that
+    differ only past ``size`` stay apart (two calls whose message ids shared
+    their first 128 characters were one row, and the import failed on it) and
+    the same id is cut the same way wherever it is stored."""
+    kept = text(value)
+    if kept is None or len(kept) <= size:
+        return kept
+    import hashlib
+
+    digest = hashlib.sha256(kept.encode("utf-8")).hexdigest()[:16]
+    return f"{kept[:size - 17]}~{digest}"
+
+
 def needs_care(value: str | None, size: int) -> bool:
     """True when :func:`text` would change ``value`` (too long, or a NUL in it;
     lone surrogates never reach here: :func:`claudetrace.events.parse_json`
