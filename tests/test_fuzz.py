@@ -26,6 +26,7 @@ from claudetrace.recording import RecordingInfo
 from claudetrace.replay.matching import Matcher, compile_script
 from claudetrace.store import event_rows, values
 from claudetrace.store.rows import clip, each_row, flat_rows
+from claudetrace.store.values import ident
 from claudetrace.telemetry import build_spans
 from claudetrace.transcript import entries
 
@@ -101,11 +102,12 @@ def test_store_rows_hold_only_storable_values(evs: list[Event]) -> None:
 
 
 def clipped_everywhere(recording_id: str, evs: list[Event]) -> list[tuple[Any, ...]]:
-    """What event_rows gives, the plain way: every field clipped on every line."""
+    """What event_rows gives, the plain way: every field clipped on every line (an
+    id keeping a digest of the whole: :func:`~claudetrace.store.values.ident`)."""
     return [(recording_id, e.seq, e.direction, e.t_ns, e.wall_ns, e.data, int(e.eol),
              len(e.data), int(e.fields.is_json), clip(e.fields.type, 64),
-             clip(e.fields.subtype, 64), clip(e.fields.request_id, 128),
-             clip(e.fields.parent_tool_use_id, 128))
+             clip(e.fields.subtype, 64), ident(e.fields.request_id, 128),
+             ident(e.fields.parent_tool_use_id, 128))
             for e in evs]
 
 
