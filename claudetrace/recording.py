@@ -28,33 +28,52 @@ STALE_AFTER_NS = 5_000_000_000
 _START_SLACK_NS = 2_000_000_000
 
 
+def proxy_lives(*, host: str | None, pid: int | None, source: str | None,
+                started_ns: int) -> bool | None:
+    """Whether a recording's proxy, a process on this host (by ``pid``), lives:
+    False when it is gone; True when it lives and started no later than the
+    recording; None when this host cannot tell (another host's recording, an
+    import, or a pid that names a process started after the recording: a pid
+    reused, as pids wrap at 32,768 by default)."""
+    if host != os.uname().nodename or pid is None or source != "proxy":
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    started = process_started_ns(pid)
+    if started is None or started <= started_ns + _START_SLACK_NS:
+        return True
+    return None
+
+
 def recorder_alive(*, host: str | None, pid: int | None, source: str | None,
                    last_seen_ns: int | None, started_ns: int,
                    now_ns: int | None = None) -> bool:
-    """Whether a recording that has not ended is still being written.
-
-    A proxy on this host answers by its process (``pid``): alive while it lives,
-    whatever its indexer's heartbeat says, since an idle-priority indexer on a
-    loaded machine can miss beats (a live session was listed incomplete, prune
-    took it, a search gave up its words); gone at once when it is.  Any other
-    recording, and one whose pid names a process started after it (a pid reused:
-    pids wrap at 32,768 by default), is alive while its heartbeat is fresh
-    (:data:`STALE_AFTER_NS`).  The store's ``running`` and what
-    a search may finish of a recording's words both ask this."""
-    if host == os.uname().nodename and pid is not None and source == "proxy":
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass
-        started = process_started_ns(pid)
-        if started is None or started <= started_ns + _START_SLACK_NS:
-            return True
-        # A process started after the recording is another's (its pid reused):
-        # only the heartbeat can tell.
+    """Whether a recording that has not ended is ``running`` (the status every
+    view shows, counted alike in SQL: ``store.models.status_expression``): its
+    proxy, when on this host, has not gone (:func:`proxy_lives`), and its
+    heartbeat is fresh (:data:`STALE_AFTER_NS`)."""
+    if proxy_lives(host=host, pid=pid, source=source, started_ns=started_ns) is False:
+        return False
     now = time.time_ns() if now_ns is None else now_ns
     return now - (last_seen_ns or started_ns) < STALE_AFTER_NS
+
+
+def still_written(*, host: str | None, pid: int | None, source: str | None,
+                  last_seen_ns: int | None, started_ns: int,
+                  now_ns: int | None = None) -> bool:
+    """Whether a recording that has not ended may still get lines: it is running
+    (:func:`recorder_alive`), or its proxy lives on this host whatever its
+    heartbeat says (an idle-priority indexer on a loaded machine misses beats).
+    What ``prune`` leaves alone and what a search keeps a words mark for: a live
+    session taken for abandoned was deleted by prune, and its words waited for
+    its end."""
+    return bool(proxy_lives(host=host, pid=pid, source=source, started_ns=started_ns)) or (
+        recorder_alive(host=host, pid=pid, source=source, last_seen_ns=last_seen_ns,
+                       started_ns=started_ns, now_ns=now_ns))
 
 
 def start_time(pid: int) -> int | None:

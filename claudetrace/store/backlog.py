@@ -10,7 +10,7 @@ is missing of every marked recording, whoever is or is not writing it:
 - an **ended** recording whose indexer did not run its pass (killed, the
   machine off) gets that pass (:func:`~.packing.pack_recording`);
 - a recording **still being written** (its proxy lives on this host, or its
-  heartbeat is fresh: :func:`~claudetrace.recording.recorder_alive`) gets the words of the
+  heartbeat is fresh: :func:`~claudetrace.recording.still_written`) gets the words of the
   lines stored so far (:func:`add_words`), so a running session is searchable
   as soon as its lines are stored, burst or not; the mark stays for the lines
   to come.  Its own indexer adds them too, once its input pauses
@@ -34,7 +34,7 @@ import json
 from collections.abc import Callable
 from typing import Any, Final
 
-from ..recording import recorder_alive
+from ..recording import still_written
 from .packing import (
     CHUNK,
     UNINDEXED_POSTGRES,
@@ -92,10 +92,10 @@ def marked(connection: Any, dialect: str, now_ns: int | None = None
         connection.rollback()
     ended = [str(row[0]) for row in rows if row[1] is not None]
     # A proxy living on this host is writing the recording, whatever its
-    # heartbeat says (recorder_alive): a recording taken for abandoned loses
+    # heartbeat says (still_written): a recording taken for abandoned loses
     # its mark, and the words of its lines to come would wait for its end.
-    others = [(str(rid), recorder_alive(host=host, pid=pid, source=source, last_seen_ns=seen,
-                                        started_ns=started, now_ns=now_ns),
+    others = [(str(rid), still_written(host=host, pid=pid, source=source, last_seen_ns=seen,
+                                       started_ns=started, now_ns=now_ns),
                _up_to(extra))
               for rid, end, host, pid, source, seen, started, extra in rows if end is None]
     return ended, others

@@ -35,7 +35,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from ..recording import STALE_AFTER_NS as STALE_AFTER_NS  # re-exported
-from ..recording import RecordingInfo, importing_elsewhere, recorder_alive
+from ..recording import RecordingInfo, importing_elsewhere, recorder_alive, still_written
 
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -162,6 +162,15 @@ class Recording(Base):
         return recorder_alive(host=self.host, pid=self.pid, source=self.source,
                               last_seen_ns=self.last_seen_ns, started_ns=self.started_ns,
                               now_ns=now_ns)
+
+    def still_written(self, now_ns: int | None = None) -> bool:
+        """True while it may still get lines: :meth:`is_live`, or its proxy lives on
+        this host though its heartbeat is late (:func:`~claudetrace.recording.still_written`)."""
+        if self.ended_ns is not None:
+            return False
+        return still_written(host=self.host, pid=self.pid, source=self.source,
+                             last_seen_ns=self.last_seen_ns, started_ns=self.started_ns,
+                             now_ns=now_ns)
 
     def being_imported(self) -> bool:
         """True while an import (another live process, ``extra["importer"]``,

@@ -95,7 +95,7 @@ def matching(store: Store, criteria: Criteria, *, now_ns: int | None = None) -> 
                      if all((r.tags or {}).get(k) == v for k, v in criteria.tags.items())]
     except SQLAlchemyError as exc:
         raise StoreError(f"read failed: {error_reason(exc)}") from exc
-    kept = [r for r in found if not (r.is_live(now) or r.being_imported())]
+    kept = [r for r in found if not (r.still_written(now) or r.being_imported())]
     return Found(kept, len(found) - len(kept))
 
 
