@@ -612,3 +612,20 @@ def test_a_batch_of_recordings_is_seen_whole_at_its_commit_one_that_fails_alone(
     assert stored() == ["r0", "r2"]
     assert [e.data for e in store.iter_events("r0")] == [e.data for e in _numbered("a", "b")]
     assert store.get("r2").event_count == 1
+
+
+def test_a_long_message_id_stored_in_bulk_counts_once(store: Store, db_path: Path) -> None:
+    """A bulk load asks which messages are stored already by their ids cut as the
+    column holds them (``rows.stored_id``): a message id past 128 characters was
+    asked whole, never found, and counted again."""
+    from claudetrace.store.rows import USAGE_CALLS
+
+    long_id = "msg_" + "x" * 300
+    for n in range(2):
+        calls = [(long_id, 10**18, "claude-sonnet-4-5", 1, 2, 3, 4, 0.001, "cli")]
+        store.add_recordings([({"id": f"01BULK{n}", "started_ns": 10**18 + n,
+                                "source": "transcript", USAGE_CALLS: calls}, [], [])])
+    with sqlite3.connect(db_path) as conn:
+        rows = conn.execute("SELECT recording_id, length(call_id), duplicate FROM usage_calls "
+                            "ORDER BY recording_id").fetchall()
+    assert rows == [("01BULK0", 128, 0), ("01BULK1", 128, 1)]

@@ -616,3 +616,13 @@ def test_ids_longer_than_their_columns_stay_apart(tmp_path: Path, db_path: Path)
     report = CliRunner().invoke(cli, ["usage", "session", "--json", "--db", str(db_path)])
     [session] = json.loads(report.stdout)["sessions"]
     assert (session["inputTokens"], session["outputTokens"]) == (30, 12)
+    # Another session holding the same messages (a copy, a resume) counts none of
+    # them again: the ids it asks about are cut as the stored ones are.
+    copy = path.with_name("copy.jsonl")
+    copy.write_text(path.read_text().replace('"sessionId":"' + "s" * 200 + '"',
+                                             '"sessionId":"copy-of-long"'))
+    done = CliRunner().invoke(cli, ["import", str(path.parent.parent), "--db", str(db_path)])
+    assert done.exit_code == 0, done.output
+    report = CliRunner().invoke(cli, ["usage", "session", "--json", "--db", str(db_path)])
+    totals = json.loads(report.stdout)["totals"]
+    assert (totals["inputTokens"], totals["outputTokens"]) == (30, 12)

@@ -65,6 +65,7 @@ from .rows import (
     rollup_statements,
     row_count,
     rows_per_insert,
+    stored_id,
     usage_call_rows,
 )
 from .textindex import index_events, index_rows, insert_postgres, insert_sqlite
@@ -265,7 +266,7 @@ class Store:
         """The ``usage_calls`` and ``usage_hours`` rows of new recordings' calls; a
         message an earlier recording (stored before, or earlier in ``calls``) holds
         is marked a duplicate, as :meth:`_replace_usage` marks it."""
-        ids = sorted({str(c[0]) for found in calls.values() for c in found
+        ids = sorted({str(stored_id(str(c[0]))) for found in calls.values() for c in found
                       if api_message_id(str(c[0]))})
         _lock_usage(conn)
         held: set[str] = set()

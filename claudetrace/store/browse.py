@@ -49,7 +49,7 @@ from .models import (
     type_in,
 )
 from .packing import KEPT
-from .rows import COST_SOURCES, tag_condition
+from .rows import COST_SOURCES, stored_id, tag_condition
 from .search import recordings_saying
 
 
@@ -789,6 +789,8 @@ def _tool_usage_from_events(
             if b'"is_error"' in line:
                 failed_ids.extend(failed_tool_ids(Event(row.seq, row.direction, row.t_ns, line)))
         failures: dict[str, int] = {}
+        # Asked as the column holds them (a long id keeps a digest: stored_id).
+        failed_ids = [str(stored_id(tid)) for tid in failed_ids]
         for start in range(0, len(failed_ids), 500):
             chunk = failed_ids[start : start + 500]
             names = conn.execute(

@@ -132,7 +132,7 @@ def usage_call_rows(recording_id: str, calls: Iterable[tuple[Any, ...]],
     numbers as every engine takes them: :func:`.values.number`), each marked a
     duplicate when ``elsewhere`` (the ids, of those asked, that another recording
     holds) names it."""
-    rows = [(recording_id, _short(c[0], 128, values.ident), *_numbers(c)) for c in calls]
+    rows = [(recording_id, stored_id(c[0]), *_numbers(c)) for c in calls]
     shared = [r[1] for r in rows if api_message_id(r[1])]
     held = set(elsewhere(shared)) if elsewhere and shared else set()
     return [(*r, r[1] in held) for r in rows]
@@ -165,12 +165,21 @@ def chunks(items: list[str], size: int = 500) -> Iterator[list[str]]:
         yield items[at:at + size]
 
 
-#: The sizes of the columns of the fields lines repeat: type, subtype, request_id,
-#: parent_tool_use_id.
-_REPEATED_SIZES: Final = (64, 64, 128, 128)
-#: How each is cut: the type and subtype as text, the ids keeping a digest of the
-#: whole (:func:`.values.ident`), as the tool and call ids they name are.
-_REPEATED_CUTS: Final = (values.text, values.text, values.ident, values.ident)
+#: The size of the columns of ids: a call's, a tool use's, a request's.
+ID_SIZE: Final = 128
+
+
+def stored_id(value: str | None) -> str | None:
+    """An id (a call's message id, a tool use id) as its column holds it: one too
+    long keeps a digest of the whole (:func:`.values.ident`).  A row is looked
+    up by an id read from a line through this, so it is found however long."""
+    return _short(value, ID_SIZE, values.ident)
+
+
+#: How the fields lines repeat are cut for their columns: type and subtype as
+#: text, request_id and parent_tool_use_id as ids (:func:`stored_id`).
+_REPEATED: Final = ((values.text, 64), (values.text, 64), (values.ident, ID_SIZE),
+                    (values.ident, ID_SIZE))
 
 
 def event_rows(
@@ -212,9 +221,8 @@ def _fill(recording_id: str, events: Iterable[Event], add_row: Callable[[tuple[A
         key = (f.type, f.subtype, f.request_id, f.parent_tool_use_id)
         shared = known.get(key)
         if shared is None:
-            shared = known[key] = tuple(
-                one(value, value) for value in map(
-                    lambda cut, v, n: cut(v, n), _REPEATED_CUTS, key, _REPEATED_SIZES))
+            shared = known[key] = tuple(one(value, value) for value in (
+                cut(field, size) for (cut, size), field in zip(_REPEATED, key, strict=True)))
         kind, sub, req, parent = shared
         data = ev.data
         # The flags as integers: sqlite3 (before Python 3.12) offers a bool to its
@@ -223,7 +231,7 @@ def _fill(recording_id: str, events: Iterable[Event], add_row: Callable[[tuple[A
                  1 if ev.eol else 0, len(data), 1 if f.is_json else 0, kind, sub, req,
                  parent))
         for ref in f.tools:
-            add_tool((recording_id, ev.seq, _short(ref.tool_use_id, 128, values.ident),
+            add_tool((recording_id, ev.seq, stored_id(ref.tool_use_id),
                       _short(ref.name, 200), ref.kind))
 
 
