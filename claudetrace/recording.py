@@ -58,6 +58,11 @@ def recorder_alive(*, host: str | None, pid: int | None, source: str | None,
     heartbeat is fresh (:data:`STALE_AFTER_NS`)."""
     if proxy_lives(host=host, pid=pid, source=source, started_ns=started_ns) is False:
         return False
+    return _beating(last_seen_ns, started_ns, now_ns)
+
+
+def _beating(last_seen_ns: int | None, started_ns: int, now_ns: int | None) -> bool:
+    """Whether a recording's heartbeat is fresh (:data:`STALE_AFTER_NS`)."""
     now = time.time_ns() if now_ns is None else now_ns
     return now - (last_seen_ns or started_ns) < STALE_AFTER_NS
 
@@ -71,9 +76,8 @@ def still_written(*, host: str | None, pid: int | None, source: str | None,
     What ``prune`` leaves alone and what a search keeps a words mark for: a live
     session taken for abandoned was deleted by prune, and its words waited for
     its end."""
-    return bool(proxy_lives(host=host, pid=pid, source=source, started_ns=started_ns)) or (
-        recorder_alive(host=host, pid=pid, source=source, last_seen_ns=last_seen_ns,
-                       started_ns=started_ns, now_ns=now_ns))
+    lives = proxy_lives(host=host, pid=pid, source=source, started_ns=started_ns)
+    return _beating(last_seen_ns, started_ns, now_ns) if lives is None else lives
 
 
 def start_time(pid: int) -> int | None:
