@@ -182,3 +182,26 @@ def test_a_source_or_tag_no_recording_has_is_said(db_path: Path, store: Store) -
     said = CliRunner().invoke(cli, ["prune", "--db", str(db_path), "--source", "proxy",
                                     "--dry-run"])
     assert said.stderr == "" and said.stdout.startswith("1 recording")
+
+
+def test_a_recording_written_again_while_the_prune_runs_is_left_alone(
+        db_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Matched, then written again (its proxy or an import back at it) between two of
+    the prune's transactions: the rest of it is kept, and said."""
+    big = old_recording(store, days=40, events=30)
+    small = old_recording(store, days=40, events=3)
+    import claudetrace.store.retention as retention
+    real_cut = retention._cut
+    now_ns = str(int(store.get(big).started_ns + 40 * DAY_NS))
+
+    def cut_then_revive(*args: object) -> int:
+        count = real_cut(*args)  # type: ignore[arg-type]
+        with sqlite3.connect(db_path) as conn:  # this process records it again
+            conn.execute("UPDATE recordings SET ended_ns = NULL, last_seen_ns = ? WHERE id = ?",
+                         (now_ns, big))
+        return count
+    monkeypatch.setattr(retention, "_cut", cut_then_revive)
+    done = prune(store, [big, small], batch_events=7)
+    assert (done.recordings, done.revived) == (1, 1)
+    assert store.count_events(big) == 23 and store.count_events(small) == 0
+    assert [r.id for r in store.list_recordings()] == [big]

@@ -510,6 +510,38 @@ def test_prune_builds_the_events_key_again_beside_the_old_one_on_postgres(
         store.close()
 
 
+def test_a_prune_does_not_wait_for_another_prunes_vacuum_on_postgres(pg_server: str) -> None:
+    """Two prunes at once: while one's VACUUM or rebuild holds the events' table
+    (SHARE UPDATE EXCLUSIVE), the other's VACUUM skips it instead of waiting
+    without a limit."""
+    import threading
+
+    import psycopg
+
+    from claudetrace.store import retention
+    from claudetrace.store.postgres import plain_url
+    from tests.pruning import old_recording
+
+    url = fresh_database(pg_server, "two_prunes")
+    conninfo = plain_url(url)
+    assert conninfo is not None
+    store = open_store(url)
+    try:
+        retention.prune(store, [old_recording(store, days=45, events=300)])
+        spaces: list[retention.Space] = []
+        with psycopg.connect(conninfo) as other:  # the other prune, in its VACUUM
+            other.execute("LOCK TABLE events IN SHARE UPDATE EXCLUSIVE MODE")
+            worker = threading.Thread(
+                target=lambda: spaces.append(retention.give_back_space(store)), daemon=True)
+            worker.start()
+            worker.join(120)  # a hang's guard, far above the few ms it takes
+            assert spaces, "give_back_space waited for the other VACUUM"
+            other.rollback()
+        assert "VACUUM made the deleted rows' space reusable" in spaces[0].note
+    finally:
+        store.close()
+
+
 @pytest.mark.usefixtures("ct_env")
 def test_search_on_postgres_through_both_writers_and_the_migration(pg_url: str) -> None:
     import psycopg

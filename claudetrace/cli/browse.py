@@ -65,7 +65,7 @@ def sessions(db_url: str | None, as_json: bool, limit: int, models: tuple[str, .
     store = read_store(db_url)
     # Closed when the command ends (run in-process, a PostgreSQL connection was left open).
     click.get_current_context().call_on_close(store.close)
-    _say_unmatched(store, models, filters.tags)
+    say_unmatched(store, models, filters.tags)
     if as_json:
         from ..store.links import NO_LINKS, session_links
         from ..store.listing import session_chunks
@@ -438,7 +438,7 @@ def _export_html(store: Any, rec: Any, output: str, redactor: Any) -> None:
     say(f"wrote the report of {rec.id} ({count} events) to {output}", err=True)
 
 
-def _say_unmatched(store: Any, models: tuple[str, ...], tags: tuple[str, ...]) -> None:
+def say_unmatched(store: Any, models: tuple[str, ...], tags: tuple[str, ...]) -> None:
     """A line on stderr for each --model and --tag no recording has (a mistyped one
     must not look like no session), with what the store has; as ``usage`` says."""
     from ..store.browse import choices

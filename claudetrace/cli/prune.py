@@ -73,6 +73,9 @@ def prune(db_url: str | None, older_than: str | None, tags: tuple[str, ...],
         done = delete(store, [r.id for r in found.recordings if r.id in still])
         click.echo(f"deleted {plural(done.recordings, 'recording')} ({done.events} events) in "
                    f"{done.transactions} transactions (longest {done.longest_s:.3f} s)")
+        if done.revived:
+            click.echo(f"{plural(done.revived, 'recording')} written again while the prune "
+                       "ran, left alone")
         space = give_back_space(store)
         if space.note:
             click.echo(space.note)
@@ -86,7 +89,7 @@ def _say_unmatched(store: Any, criteria: Any) -> None:
     ``sessions`` and ``usage`` say."""
     from ..store.browse import choices
     from ..store.usage import some_of
-    from .browse import _say_unmatched as say_tags_unmatched
+    from .browse import say_unmatched as say_tags_unmatched
 
     say_tags_unmatched(store, (), tuple(f"{k}={v}" for k, v in criteria.tags.items()))
     if criteria.source is not None:

@@ -41,6 +41,13 @@ GROUP_MOST = 500
 VACUUM_PAGES = 2048
 
 
+#: What deciding whether a recording is still written reads of it.
+_LIVE_FIELDS: Final = (Recording.id, Recording.source, Recording.started_ns,
+                       Recording.ended_ns, Recording.last_seen_ns, Recording.host,
+                       Recording.pid, Recording.extra)
+_LIVENESS: Final = load_only(*_LIVE_FIELDS)
+
+
 @dataclass(frozen=True, slots=True)
 class Criteria:
     """Which recordings to delete: all the given conditions hold (none given: none)."""
@@ -79,9 +86,8 @@ def matching(store: Store, criteria: Criteria, *, now_ns: int | None = None) -> 
         raise StoreError("prune needs --older-than, --tag, --name or --source")
     now = time.time_ns() if now_ns is None else now_ns
     stmt = select(Recording).options(load_only(
-        Recording.id, Recording.name, Recording.tags, Recording.source, Recording.started_ns,
-        Recording.ended_ns, Recording.last_seen_ns, Recording.host, Recording.pid,
-        Recording.event_count, Recording.byte_count, Recording.extra))
+        Recording.name, Recording.tags, Recording.event_count, Recording.byte_count,
+        *_LIVE_FIELDS))
     if criteria.started_before_ns is not None:
         stmt = stmt.where(_R.started_ns < criteria.started_before_ns)
     if criteria.name is not None:
@@ -108,6 +114,9 @@ class Pruned:
     transactions: int = 0
     #: The longest a delete transaction took (seconds): how long a writer may wait.
     longest_s: float = 0.0
+    #: Recordings left alone because they came back to life (a proxy or an import
+    #: writing them again) while the prune ran.
+    revived: int = 0
 
 
 def prune(store: Store, ids: Sequence[str], *, batch_events: int = BATCH_EVENTS,
@@ -128,6 +137,9 @@ def prune(store: Store, ids: Sequence[str], *, batch_events: int = BATCH_EVENTS,
 
     def flush() -> None:
         nonlocal grouped
+        written = _written_again(store, group)
+        done.revived += len(written)
+        group[:] = [rid for rid in group if rid not in written]
         if group:
             _delete_rows(store, done, list(group))
             if progress is not None:
@@ -137,17 +149,19 @@ def prune(store: Store, ids: Sequence[str], *, batch_events: int = BATCH_EVENTS,
 
     try:
         for rid in ids:
+            if _written_again(store, [rid]):
+                done.revived += 1
+                continue
             with store.engine.connect() as conn:
                 top = conn.execute(select(func.max(_EVENTS.c.seq))
                                    .where(_EVENTS.c.recording_id == rid)).scalar()
             size = 0 if top is None else int(top) + 1
             if size > batch_events:
-                end = size - 1
-                while end >= batch_events:
-                    start = end + 1 - batch_events
-                    done.events += _cut(store, done, rid, start)
-                    end = start - 1
-                size = end + 1
+                left = _cut_down(store, done, rid, size, batch_events)
+                if left is None:
+                    done.revived += 1
+                    continue
+                size = left
             # The calls it counts are counted again in the copies left (the store's
             # delete): as much work a call as a line, so a group takes as many.
             size += _counted_calls(store, rid)
@@ -162,6 +176,33 @@ def prune(store: Store, ids: Sequence[str], *, batch_events: int = BATCH_EVENTS,
     except StoreError as exc:  # the store's delete says what failed
         raise StoreError(f"prune failed: {exc} ({done.recordings} recordings deleted)") from exc
     return done
+
+
+def _cut_down(store: Store, done: Pruned, recording_id: str, size: int,
+              batch_events: int) -> int | None:
+    """Delete a large recording's events from its last down, ``batch_events`` a
+    transaction, until fewer than that are left; returns how many are left, or
+    None when it came back to life between two cuts (the rest left alone)."""
+    end = size - 1
+    while end >= batch_events:
+        start = end + 1 - batch_events
+        done.events += _cut(store, done, recording_id, start)
+        end = start - 1
+        if _written_again(store, [recording_id]):
+            return None
+    return end + 1
+
+
+def _written_again(store: Store, ids: Sequence[str]) -> set[str]:
+    """Those of ``ids`` that may get lines again (a proxy or an import writing
+    them since they were matched): left alone, as :func:`matching` leaves them."""
+    if not ids:
+        return set()
+    now = time.time_ns()
+    with store.session() as s:
+        return {r.id for r in s.scalars(select(Recording).options(_LIVENESS)
+                                        .where(_R.id.in_(list(ids))))
+                if r.still_written(now) or r.being_imported()}
 
 
 def _counted_calls(store: Store, recording_id: str) -> int:
@@ -328,7 +369,9 @@ _KEY_LOOSENESS = ("SELECT pg_relation_size(c.oid), c.reltuples * "
 def _postgres_space(store: Store) -> Space:
     with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         before = int(conn.exec_driver_sql(_SIZE).scalar() or 0)
-        conn.exec_driver_sql(f"VACUUM (ANALYZE) {', '.join(_PRUNED_TABLES)}")
+        # SKIP_LOCKED: a table another prune's VACUUM or rebuild holds is left to it
+        # (and to autovacuum) instead of waited for without a limit.
+        conn.exec_driver_sql(f"VACUUM (ANALYZE, SKIP_LOCKED) {', '.join(_PRUNED_TABLES)}")
         rebuilt = _rebuild_loose_keys(conn)
         after = int(conn.exec_driver_sql(_SIZE).scalar() or 0)
     returned = max(0, before - after)
