@@ -80,6 +80,23 @@ def test_copies_are_what_the_writer_would_have_stored(pg_url: str) -> None:  # n
             assert kept[rid] == fold_latencies(store, rid)
     finally:
         store.close()
+    # The store's footprint against its lines, from the server's own figures.
+    from claudetrace.bench import footprint
+
+    with psycopg.connect(plain_url(url) or "") as conn:
+        stored = footprint.measure(conn)
+        raw = conn.execute("SELECT sum(length(data)) FROM events WHERE codec IS NULL").fetchone()
+        sizes = dict(conn.execute("SELECT c.relname, pg_relation_size(c.oid) FROM pg_class c "
+                                  "WHERE c.relname IN ('events', 'pk_events')").fetchall())
+    assert stored.events == built.events and stored.raw >= (raw[0] if raw else 0) > 0
+    assert dict(stored.relations)["events"] == sizes["events"]
+    assert stored.total > sizes["events"] + sizes["pk_events"]
+    assert stored.ratio == stored.total / stored.raw
+    columns = dict(stored.columns)
+    assert columns["seq"] == 4.0 and columns["t_ns"] == 8.0 and columns["data"] > 0
+    assert sum(columns.values()) < stored.row
+    report = "\n".join(stored.lines_out())
+    assert f"{stored.ratio:.3f}x the raw bytes" in report and "pk_events" in report
     # The check sees a copy that is not its template's: a line changed, a usage row lost.
     copy = built.samples[0][2]
     # (Its line stored as recorded: the copies' lines are packed as the writer packs.)
@@ -109,6 +126,7 @@ def test_bench_store_events_times_every_target_and_leaves_no_orphans(
     # within the second the bench gives it to begin (the bench then says so).
     assert "burst listed complete, during prune" in out or "(0 bursts recorded meanwhile" in out
     assert "copies checked against their templates" in out
+    assert "footprint: " in out and "x the raw bytes" in out and "an events row" in out
     assert "rows left without their recording or event: none" in out
     assert "after a DELETE FROM recordings by hand: none" in out
     # A database that holds recordings is not filled.

@@ -9,7 +9,8 @@ result, an answer, a ``result`` with usage and cost each turn).  About fifty
 old session alone saying a rare word and one of 20,000 lines; the templates are
 then copied in bulk (:mod:`.replicate`) until the store holds ``sessions``
 sessions and about ``events`` events.  A few copies are checked against their
-templates before anything is timed (:func:`check_copies`).
+templates before anything is timed (:func:`check_copies`), and the store's
+footprint beside its lines' raw bytes is measured as built (:mod:`.footprint`).
 
 What is timed (:func:`measure`), each against the target of issue 37:
 
@@ -650,4 +651,12 @@ def run_team_bench(url: str, *, events: int, sessions: int = 5000, repeat: int =
         raise StoreError("copies differ from their templates: " + "; ".join(problems))
     say(f"{len(built.samples)} copies checked against their templates: sessions --json, "
         "their lines, their summary folded again, usage, index rows alike")
-    return measure(url, built, repeat=repeat, burst_lines=burst_lines).lines_out()
+    import psycopg
+
+    from . import footprint
+
+    with psycopg.connect(plain_url(url) or "") as conn:
+        stored = footprint.measure(conn)
+    figures = measure(url, built, repeat=repeat, burst_lines=burst_lines)
+    figures.notes[:0] = [*stored.lines_out(), ""]
+    return figures.lines_out()

@@ -225,8 +225,10 @@ def store_bench(sessions: int, turns: int, events: str | None, repeat: int,
     the commands' own functions, with a cold scrape that folds every recording
     again (as before the stored figures) for comparison.  With --events, builds
     a store of that many events on PostgreSQL (templates through the writer,
-    then copies by COPY) and times /metrics, search, listing, a 20k-line
-    session's page, the Stats page and a prune while a proxy records.
+    then copies by COPY), says its footprint beside its lines' raw bytes (each
+    table and index, an events row column by column), and times /metrics,
+    search, listing, a 20k-line session's page, the Stats page and a prune while
+    a proxy records.
     """
     if events is not None:
         from ..bench.teamstore import run_team_bench
