@@ -158,9 +158,11 @@ from claudetrace.cli import cli
 try:
     cli(["search", *sys.argv[1:]])
 finally:
-    # Nor the session fold: the lines' text is all a search reads of them.
+    # Nor the session fold (the lines' text is all a search reads of them), nor
+    # the report's facts and prices (a time is all it prints of a session).
     print(sorted({m.split('.')[0] for m in sys.modules} & {'sqlalchemy', 'alembic'}
-                 | set(sys.modules) & {'claudetrace.model.session'}), file=sys.stderr)
+                 | set(sys.modules) & {'claudetrace.model.session', 'claudetrace.formats.facts',
+                                       'claudetrace.pricing'}), file=sys.stderr)
 """
 
 
