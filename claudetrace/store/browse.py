@@ -325,7 +325,7 @@ def _scope(store: Store, filters: Filters, *, full: bool = False) -> tuple[Any, 
     wheres: list[Any] = []
     filters = searched(store, filters)
     if filters.found is not None:
-        wheres.append(_R.id.in_(sorted(filters.found)))
+        wheres.append(_R.id.in_(_listed(store, filters.found)))
     if filters.errors_only or filters.statuses:
         # No ORDER BY: sorting by start walked the whole table through its index
         # (0.08 s at 10,000 recordings on SQLite, 0.02 s without).
@@ -335,6 +335,16 @@ def _scope(store: Store, filters: Filters, *, full: bool = False) -> tuple[Any, 
         if dropped:
             wheres.append(_R.id.notin_(dropped))
     return stmt.where(*wheres), wheres
+
+
+def _listed(store: Store, ids: frozenset[str]) -> Any:
+    """The recordings ``ids`` as a subquery of one JSON parameter: bound as a list,
+    each id was a parameter that SQLAlchemy wrote out and the server planned, in
+    each of a page's statements (5,000 sessions found: 1-2 s of the page)."""
+    each = ("SELECT value FROM json_array_elements_text(CAST(:found_ids AS json))"
+            if store.engine.dialect.name == "postgresql"
+            else "SELECT value FROM json_each(:found_ids)")
+    return text(each).bindparams(found_ids=json.dumps(sorted(ids))).columns(value=Text)
 
 
 def _kept(rec: Recording, filters: Filters) -> bool:
