@@ -27,6 +27,7 @@ with those two kept.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import sys
 from typing import IO, Any, Final
@@ -146,5 +147,12 @@ def short_id(text: str, most: int = ID_SHOWN) -> str:
     return text if len(text) <= most else text[:most - 1] + "…"
 
 
+def when(ns: int | None) -> str:
+    """A wall-clock time (local) for a Unix timestamp in nanoseconds."""
+    if ns is None:
+        return "—"
+    return dt.datetime.fromtimestamp(ns / 1e9).strftime("%Y-%m-%d %H:%M:%S")
+
+
 __all__ = ["ID_SHOWN", "UNSAFE", "UNSAFE_IN_TEXT", "for_terminal", "markup", "plural", "say",
-           "short_id", "visible", "visible_data", "visible_lines", "visible_text"]
+           "short_id", "visible", "visible_data", "visible_lines", "visible_text", "when"]

@@ -17,7 +17,7 @@ from claudetrace.cli import cli
 from claudetrace.indexer import open_settled_store
 from claudetrace.model.events import Event
 from claudetrace.recording import RecordingInfo
-from claudetrace.store import Store, open_store
+from claudetrace.store import Store, browse, open_store
 from claudetrace.store.search import recordings_saying, search, search_plain, snippet
 from claudetrace.store.textindex import spaced, words
 from tests.test_store_postgres import pg_url  # noqa: F401 - the server, a fixture
@@ -158,9 +158,11 @@ from claudetrace.cli import cli
 try:
     cli(["search", *sys.argv[1:]])
 finally:
-    # Nor the session fold: the lines' text is all a search reads of them.
+    # Nor the session fold (the lines' text is all a search reads of them), nor
+    # the report's facts and prices (a time is all it prints of a session).
     print(sorted({m.split('.')[0] for m in sys.modules} & {'sqlalchemy', 'alembic'}
-                 | set(sys.modules) & {'claudetrace.model.session'}), file=sys.stderr)
+                 | set(sys.modules) & {'claudetrace.model.session', 'claudetrace.formats.facts',
+                                       'claudetrace.pricing'}), file=sys.stderr)
 """
 
 
@@ -262,7 +264,6 @@ def test_the_migration_indexes_what_was_stored_before_it(db_path: Path) -> None:
 
 def test_the_session_list_takes_more_sessions_saying_it_than_a_statement_binds(
         store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    from claudetrace.store import browse
 
     ids = [_said(store, f"common word {n}") for n in range(5)]
     monkeypatch.setattr(browse, "MOST_BOUND_IDS", 2)
@@ -483,6 +484,10 @@ def test_the_search_box_reads_a_sessions_lines_past_the_first_holding_the_words(
             assert recordings_saying(where, word) == sorted([later.id, apart.id, first.id])
             assert [(h.recording_id, h.seq) for h in search(where, f"{word} zebra")] == [
                 (first.id, 1), (first.id, 0), (later.id, 2)]
+            # The session list's rows and tiles, the ids found bound as one parameter.
+            listed = browse.searched(where, browse.Filters(text=f"{word} zebra"))
+            assert [r.id for r in browse.list_sessions(where, listed)] == [first.id, later.id]
+            assert browse.summary(where, listed).count == 2
     finally:
         server.close()
 

@@ -242,3 +242,28 @@ def test_the_stats_pages_cost_in_all_says_which_part_is_estimated() -> None:
     # A mix was all called an estimate: the CLI's part is its own.
     assert usage_total({"a": cli, "b": estimate}).endswith(
         "cost $0.750000 ($0.250000 the CLI's + ~$0.500000 estimated)")
+
+
+def test_a_page_of_the_list_asks_the_search_index_once(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[str] = []
+    saying = queries.recordings_saying
+
+    def counted(s: Store, text: str) -> list[str]:
+        asked.append(text)
+        return saying(s, text)
+
+    monkeypatch.setattr(queries, "recordings_saying", counted)
+    # Each query asks it once (the tiles' and the page's asked it twice each).
+    assert queries.summary(store, Filters(text="hooked")).count == 1
+    assert names(queries.list_sessions(store, Filters(text="hooked"))) == {"hooks"}
+    assert asked == ["hooked", "hooked"]
+    # The page asks once for both; the filters stay the same filters.
+    asked.clear()
+    filters = queries.searched(store, Filters(text="hooked"))
+    assert filters == Filters(text="hooked")
+    assert filters.to_params() == {"q": "hooked"}
+    assert queries.summary(store, filters).count == 1
+    assert names(queries.list_sessions(store, filters, limit=50)) == {"hooks"}
+    assert asked == ["hooked"]

@@ -6,7 +6,7 @@ import datetime as dt
 
 import click
 
-from ..formats.facts import when as _when
+from ..display import when as _when
 from ..store.search import Hit
 from ._common import db_option, echo_json, read_store, reports_errors
 

@@ -11,6 +11,7 @@ import shlex
 from typing import Any
 
 from ..display import plural as plural  # said here as everywhere
+from ..display import when as when  # said here as everywhere
 from ..pricing import NO_COST as NO_COST  # the report's tokens tab says it too
 from ..pricing import cost_text as cost_text  # said here as everywhere
 from ..pricing import dollars
@@ -18,13 +19,6 @@ from ..store.links import NO_LINKS, Links
 
 #: Shown for a value the recording's source cannot know.
 UNKNOWN = "unknown"
-
-
-def when(ns: int | None) -> str:
-    """A wall-clock time (local) for a Unix timestamp in nanoseconds."""
-    if ns is None:
-        return "—"
-    return dt.datetime.fromtimestamp(ns / 1e9).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def duration(ns: int | None) -> str:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 from sqlalchemy import Table
 
-from .browse import Filters, _guard, _kept, _scope, _too_many_words
+from .browse import Filters, _guard, _kept, _scope, _too_many_words, searched
 from .models import Recording
 
 if TYPE_CHECKING:
@@ -66,6 +66,7 @@ def session_chunks(store: Store, filters: Filters, *, limit: int | None = None,
     :class:`SessionRow`\\ s, ``chunk`` (default :data:`CHUNK`) at a time, read as
     they are used."""
     chunk = chunk or CHUNK
+    filters = searched(store, filters)
     saying = _too_many_words(store, filters)
     if saying is not None:
         stmt, wanted = _scope_of(store, filters, full_scope=False), saying
