@@ -312,29 +312,28 @@ def counted_elsewhere(reader: Reader, recording_id: str) -> frozenset[str]:
     return frozenset(call_id for call_id, duplicate in rows if duplicate)
 
 
+def cost_of(mask: int, cost: float) -> tuple[float | None, str]:
+    """A recording's single cost figure and where it comes from, from its calls'
+    cost sources (``mask``, of :data:`_BIT`) and the sum of their costs.
+
+    A session with a call no price is known for has no cost, however many of
+    its other calls are priced (``usage`` sums what is known and lists the
+    unpriced models; a session's single figure would silently leave them out)."""
+    if mask & UNKNOWN:
+        return None, "unknown"
+    return round(cost, 9), SOURCE_OF[mask]
+
+
 class _Costed:
     """A stored recording whose cost is what the usage reports give it (see
     :func:`with_usage`); every other attribute is the recording's."""
 
-    def __init__(self, rec: Any, usage: Any) -> None:
+    def __init__(self, rec: Any, cost: tuple[float | None, str]) -> None:
         self._rec = rec
-        self._usage = usage
+        self.cost, self.cost_origin = cost
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._rec, name)
-
-    # A session with a call no price is known for has no cost, however many of
-    # its other calls are priced (``usage`` sums what is known and lists the
-    # unpriced models; a session's single figure would silently leave them out).
-
-    @property
-    def cost_origin(self) -> str:
-        return "unknown" if self._usage.unpriced else str(self._usage.cost_source)
-
-    @property
-    def cost(self) -> float | None:
-        cost: float | None = None if self._usage.unpriced else self._usage.cost_or_none()
-        return cost
 
     @property
     def cost_usd(self) -> float:
@@ -351,15 +350,41 @@ def with_usage(rec: Any, usage: Totals | None) -> Any:
     written, or every one counted in another recording)."""
     if usage is None or not usage.calls:
         return rec
-    return _Costed(rec, usage)
+    return _Costed(rec, cost_of(usage.sources, usage.cost))
+
+
+def recording_costs(reader: Reader, ids: list[str]) -> dict[str, tuple[float | None, str]]:
+    """The cost and its source (:func:`cost_of`) that :func:`with_usage` gives each
+    of the recordings ``ids`` that has calls, by recording id: its models' costs
+    added in :func:`sessions`' order (the same sum), read 500 ids a query, with
+    no figures made that a cost does not need."""
+    out: dict[str, tuple[float | None, str]] = {}
+    rid = None
+    cost: float = 0.0
+    mask = calls = 0
+
+    def done() -> None:
+        if rid is not None and calls:
+            out[rid] = cost_of(mask, cost)
+
+    for at in range(0, len(ids), 500):  # a bounded IN list
+        for row_id, row_cost, row_mask, row_calls in q.model_costs(reader, ids[at:at + 500]):
+            if row_id != rid:
+                done()
+                rid, cost, mask, calls = row_id, 0, 0, 0
+            cost += row_cost or 0.0
+            mask |= int(row_mask)
+            calls += row_calls
+    done()
+    return out
 
 
 def costed(reader: Reader, recs: list[Any]) -> list[Any]:
     """Stored recordings ``recs`` with their costs as ``usage session`` gives them
     (:func:`with_usage`), their figures read in one query per 500 of them: a
     list's page, never the whole store."""
-    found = recordings_totals(reader, [r.id for r in recs])
-    return [with_usage(r, found.get(r.id)) for r in recs]
+    found = recording_costs(reader, [r.id for r in recs])
+    return [r if (cost := found.get(r.id)) is None else _Costed(r, cost) for r in recs]
 
 
 # -- 5-hour blocks ---------------------------------------------------------------------

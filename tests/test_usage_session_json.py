@@ -189,3 +189,17 @@ def test_the_session_table_shows_the_json_s_entries(url: str) -> None:
         [f"{b[k]:,}" for k in KEYS[:4]]
         + [f"{sum(b[k] for k in KEYS[:4]):,}"]
         for e in found["sessions"] for b in e["modelBreakdowns"]]
+
+
+def test_sessions_json_costs_are_the_usage_session_entries(url: str) -> None:
+    """``sessions --json`` (its costs read by ``recording_costs``, a chunk of
+    recordings a query) gives each recording the cost of its ``usage session``
+    entry: none where a model has no price, else the entry's figure and source."""
+    _, found = _report(url, "session")
+    out = CliRunner().invoke(cli, ["sessions", "--json", "-n", "0", "--db", url])
+    assert out.exit_code == 0, out.output
+    listed = {r["id"]: (r["cost_usd"], r["cost_source"]) for r in json.loads(out.stdout)}
+    expected = {e["recordingId"]: (None, "unknown") if e["unpricedModels"]
+                else (e["totalCost"], e["costSource"]) for e in found["sessions"]}
+    assert {rid: listed[rid] for rid in expected} == expected
+    assert {source for _, source in expected.values()} >= {"unknown", "estimate"}
