@@ -246,6 +246,11 @@ def periods(reader: Reader, report: Report, f: UsageFilter, tz: dt.tzinfo | None
     return dict(sorted(out.items()))
 
 
+#: ccusage 20's ``agent`` of a period (every agent's use) and its ``metadata``: the
+#: agents whose use it holds, here always Claude Code's (ccusage 20 reads others').
+_AGENTS: Final = {"agents": ["claude"]}
+
+
 def period_json(report: Report, found: dict[str, Totals]) -> dict[str, Any]:
     """A period report as ccusage's ``--json`` writes it (its entries msgspec
     structs, :func:`_entry`, as the session report's)."""
@@ -257,7 +262,8 @@ def period_json(report: Report, found: dict[str, Totals]) -> dict[str, Any]:
                                    mt.cost, mt.calls), mt.estimated)
                   for m, mt in t.models.items()]
         entries.append(_entry(make, (when, when), t.input, t.output, t.cache_read,
-                              t.cache_creation, t.cost, t.sources, t.estimated, models, ()))
+                              t.cache_creation, t.cost, t.sources, t.estimated, models,
+                              ("all", _AGENTS)))
     return {listed: entries, "totals": Totals.sum_of(found.values()).totals_json()}
 
 
@@ -498,10 +504,11 @@ def make_blocks(hours: Iterable[tuple[Any, ...]]) -> list[Block]:
 
 
 def _iso(ns: int | None) -> str | None:
+    """A time as ccusage writes one: UTC, to the millisecond (cut, not rounded)."""
     if ns is None:
         return None
-    at = dt.datetime.fromtimestamp(ns / 1e9, dt.timezone.utc)
-    return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
+    return dt.datetime.fromtimestamp(ns // 1_000_000 / 1e3, dt.timezone.utc).isoformat(
+        timespec="milliseconds")[:-6] + "Z"
 
 
 def blocks_json(blocks: list[Block], now_ns: int) -> dict[str, Any]:
@@ -570,13 +577,17 @@ def _structs() -> tuple[type, dict[str, type]]:
         cost_source: str
 
     middle = [*_ENTRY_FIELDS, ("model_breakdowns", list[Breakdown])]
+    # ccusage 20's own keys last: ``agent`` and ``metadata`` (``agents`` of a
+    # period, a session's ``lastActivity`` as a time), a session's id as ``period``.
+    ccusage20 = [("agent", str), ("metadata", dict[str, Any])]
     entries = {report: msgspec.defstruct(
-        f"{report.title()}Entry", [(KEYS[report][1], str), ("period", str), *middle],
-        rename="camel") for report in KEYS}
+        f"{report.title()}Entry", [(KEYS[report][1], str), ("period", str), *middle,
+                                   *ccusage20], rename="camel") for report in KEYS}
     entries["session"] = msgspec.defstruct(
         "SessionEntry", [("session_id", str), *middle, ("last_activity", str),
                          ("project_path", str), ("recording_id", str),
-                         ("name", str | None), ("source", str)], rename="camel")
+                         ("name", str | None), ("source", str), ("period", str),
+                         *ccusage20], rename="camel")
     return Breakdown, entries
 
 
@@ -633,12 +644,13 @@ class SessionReport:
         """Each recording's entry (a msgspec struct: ccusage's fields and ours)."""
         make = _structs()[1]["session"]
         tz = self.tz
-        return [_entry(make, (rec.session_id or rec.recording_id,), i, o, cr, cc, cost, mask,
-                       est, rec.models,
+        return [_entry(make, (sid,), i, o, cr, cc, cost, mask, est, rec.models,
                        (dt.datetime.fromtimestamp(rec.last_ns / 1e9, tz).date().isoformat(),
-                        rec.cwd, rec.recording_id, rec.name, rec.source))
+                        rec.cwd, rec.recording_id, rec.name, rec.source,
+                        sid, "claude", {"lastActivity": _iso(rec.last_ns)}))
                 for rec, (i, o, cr, cc, cost, mask, est) in zip(
-                    self.recordings, self.sums, strict=True)]
+                    self.recordings, self.sums, strict=True)
+                for sid in (rec.session_id or rec.recording_id,)]
 
 
 def session_report(reader: Reader, f: UsageFilter, tz: dt.tzinfo | None) -> SessionReport:
@@ -682,5 +694,7 @@ def session_report(reader: Reader, f: UsageFilter, tz: dt.tzinfo | None) -> Sess
 
 
 def session_json(found: SessionReport) -> dict[str, Any]:
-    """The session report as ccusage's ``session --json`` writes it."""
-    return {"sessions": found.entries(), "totals": found.totals.totals_json()}
+    """The session report as ccusage's ``session --json`` writes it: the entries
+    under ccusage 18's ``sessions`` and ccusage 20's ``session`` alike."""
+    entries = found.entries()
+    return {"sessions": entries, "totals": found.totals.totals_json(), "session": entries}
