@@ -246,6 +246,11 @@ def periods(reader: Reader, report: Report, f: UsageFilter, tz: dt.tzinfo | None
     return dict(sorted(out.items()))
 
 
+#: ccusage 20's ``agent`` of a period (every agent's use) and its ``metadata``: the
+#: agents whose use it holds, here always Claude Code's (ccusage 20 reads others').
+_AGENTS: Final = {"agents": ["claude"]}
+
+
 def period_json(report: Report, found: dict[str, Totals]) -> dict[str, Any]:
     """A period report as ccusage's ``--json`` writes it (its entries msgspec
     structs, :func:`_entry`, as the session report's)."""
@@ -257,7 +262,8 @@ def period_json(report: Report, found: dict[str, Totals]) -> dict[str, Any]:
                                    mt.cost, mt.calls), mt.estimated)
                   for m, mt in t.models.items()]
         entries.append(_entry(make, (when, when), t.input, t.output, t.cache_read,
-                              t.cache_creation, t.cost, t.sources, t.estimated, models, ()))
+                              t.cache_creation, t.cost, t.sources, t.estimated, models,
+                              ("all", _AGENTS)))
     return {listed: entries, "totals": Totals.sum_of(found.values()).totals_json()}
 
 
@@ -312,29 +318,28 @@ def counted_elsewhere(reader: Reader, recording_id: str) -> frozenset[str]:
     return frozenset(call_id for call_id, duplicate in rows if duplicate)
 
 
+def cost_of(mask: int, cost: float) -> tuple[float | None, str]:
+    """A recording's single cost figure and where it comes from, from its calls'
+    cost sources (``mask``, of :data:`_BIT`) and the sum of their costs.
+
+    A session with a call no price is known for has no cost, however many of
+    its other calls are priced (``usage`` sums what is known and lists the
+    unpriced models; a session's single figure would silently leave them out)."""
+    if mask & UNKNOWN:
+        return None, "unknown"
+    return round(cost, 9), SOURCE_OF[mask]
+
+
 class _Costed:
     """A stored recording whose cost is what the usage reports give it (see
     :func:`with_usage`); every other attribute is the recording's."""
 
-    def __init__(self, rec: Any, usage: Any) -> None:
+    def __init__(self, rec: Any, cost: tuple[float | None, str]) -> None:
         self._rec = rec
-        self._usage = usage
+        self.cost, self.cost_origin = cost
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._rec, name)
-
-    # A session with a call no price is known for has no cost, however many of
-    # its other calls are priced (``usage`` sums what is known and lists the
-    # unpriced models; a session's single figure would silently leave them out).
-
-    @property
-    def cost_origin(self) -> str:
-        return "unknown" if self._usage.unpriced else str(self._usage.cost_source)
-
-    @property
-    def cost(self) -> float | None:
-        cost: float | None = None if self._usage.unpriced else self._usage.cost_or_none()
-        return cost
 
     @property
     def cost_usd(self) -> float:
@@ -351,15 +356,41 @@ def with_usage(rec: Any, usage: Totals | None) -> Any:
     written, or every one counted in another recording)."""
     if usage is None or not usage.calls:
         return rec
-    return _Costed(rec, usage)
+    return _Costed(rec, cost_of(usage.sources, usage.cost))
+
+
+def recording_costs(reader: Reader, ids: list[str]) -> dict[str, tuple[float | None, str]]:
+    """The cost and its source (:func:`cost_of`) that :func:`with_usage` gives each
+    of the recordings ``ids`` that has calls, by recording id: its models' costs
+    added in :func:`sessions`' order (the same sum), read 500 ids a query, with
+    no figures made that a cost does not need."""
+    out: dict[str, tuple[float | None, str]] = {}
+    rid = None
+    cost: float = 0.0
+    mask = calls = 0
+
+    def done() -> None:
+        if rid is not None and calls:
+            out[rid] = cost_of(mask, cost)
+
+    for at in range(0, len(ids), 500):  # a bounded IN list
+        for row_id, row_cost, row_mask, row_calls in q.model_costs(reader, ids[at:at + 500]):
+            if row_id != rid:
+                done()
+                rid, cost, mask, calls = row_id, 0, 0, 0
+            cost += row_cost or 0.0
+            mask |= int(row_mask)
+            calls += row_calls
+    done()
+    return out
 
 
 def costed(reader: Reader, recs: list[Any]) -> list[Any]:
     """Stored recordings ``recs`` with their costs as ``usage session`` gives them
     (:func:`with_usage`), their figures read in one query per 500 of them: a
     list's page, never the whole store."""
-    found = recordings_totals(reader, [r.id for r in recs])
-    return [with_usage(r, found.get(r.id)) for r in recs]
+    found = recording_costs(reader, [r.id for r in recs])
+    return [r if (cost := found.get(r.id)) is None else _Costed(r, cost) for r in recs]
 
 
 # -- 5-hour blocks ---------------------------------------------------------------------
@@ -473,10 +504,11 @@ def make_blocks(hours: Iterable[tuple[Any, ...]]) -> list[Block]:
 
 
 def _iso(ns: int | None) -> str | None:
+    """A time as ccusage writes one: UTC, to the millisecond (cut, not rounded)."""
     if ns is None:
         return None
-    at = dt.datetime.fromtimestamp(ns / 1e9, dt.timezone.utc)
-    return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
+    return dt.datetime.fromtimestamp(ns // 1_000_000 / 1e3, dt.timezone.utc).isoformat(
+        timespec="milliseconds")[:-6] + "Z"
 
 
 def blocks_json(blocks: list[Block], now_ns: int) -> dict[str, Any]:
@@ -545,13 +577,17 @@ def _structs() -> tuple[type, dict[str, type]]:
         cost_source: str
 
     middle = [*_ENTRY_FIELDS, ("model_breakdowns", list[Breakdown])]
+    # ccusage 20's own keys last: ``agent`` and ``metadata`` (``agents`` of a
+    # period, a session's ``lastActivity`` as a time), a session's id as ``period``.
+    ccusage20 = [("agent", str), ("metadata", dict[str, Any])]
     entries = {report: msgspec.defstruct(
-        f"{report.title()}Entry", [(KEYS[report][1], str), ("period", str), *middle],
-        rename="camel") for report in KEYS}
+        f"{report.title()}Entry", [(KEYS[report][1], str), ("period", str), *middle,
+                                   *ccusage20], rename="camel") for report in KEYS}
     entries["session"] = msgspec.defstruct(
         "SessionEntry", [("session_id", str), *middle, ("last_activity", str),
                          ("project_path", str), ("recording_id", str),
-                         ("name", str | None), ("source", str)], rename="camel")
+                         ("name", str | None), ("source", str), ("period", str),
+                         *ccusage20], rename="camel")
     return Breakdown, entries
 
 
@@ -608,12 +644,13 @@ class SessionReport:
         """Each recording's entry (a msgspec struct: ccusage's fields and ours)."""
         make = _structs()[1]["session"]
         tz = self.tz
-        return [_entry(make, (rec.session_id or rec.recording_id,), i, o, cr, cc, cost, mask,
-                       est, rec.models,
+        return [_entry(make, (sid,), i, o, cr, cc, cost, mask, est, rec.models,
                        (dt.datetime.fromtimestamp(rec.last_ns / 1e9, tz).date().isoformat(),
-                        rec.cwd, rec.recording_id, rec.name, rec.source))
+                        rec.cwd, rec.recording_id, rec.name, rec.source,
+                        sid, "claude", {"lastActivity": _iso(rec.last_ns)}))
                 for rec, (i, o, cr, cc, cost, mask, est) in zip(
-                    self.recordings, self.sums, strict=True)]
+                    self.recordings, self.sums, strict=True)
+                for sid in (rec.session_id or rec.recording_id,)]
 
 
 def session_report(reader: Reader, f: UsageFilter, tz: dt.tzinfo | None) -> SessionReport:
@@ -657,5 +694,7 @@ def session_report(reader: Reader, f: UsageFilter, tz: dt.tzinfo | None) -> Sess
 
 
 def session_json(found: SessionReport) -> dict[str, Any]:
-    """The session report as ccusage's ``session --json`` writes it."""
-    return {"sessions": found.entries(), "totals": found.totals.totals_json()}
+    """The session report as ccusage's ``session --json`` writes it: the entries
+    under ccusage 18's ``sessions`` and ccusage 20's ``session`` alike."""
+    entries = found.entries()
+    return {"sessions": entries, "totals": found.totals.totals_json(), "session": entries}

@@ -134,11 +134,14 @@ def test_each_session_s_entry_is_its_calls(url: str) -> None:
         by_recording, key=lambda r: (max(c[1] for c in by_recording[r]), r))
     for entry in entries:
         assert list(entry) == ["sessionId", *KEYS, "lastActivity", "projectPath",
-                               "recordingId", "name", "source"]
+                               "recordingId", "name", "source", "period", "agent", "metadata"]
+        assert (entry["period"], entry["agent"]) == (entry["sessionId"], "claude")
         assert {k: entry[k] for k in KEYS} == _expected(by_recording[entry["recordingId"]])
         last = max(c[1] for c in by_recording[entry["recordingId"]])
         assert entry["lastActivity"] == dt.datetime.fromtimestamp(last / 1e9, UTC).date() \
             .isoformat()
+        assert entry["metadata"] == {"lastActivity": dt.datetime.fromtimestamp(
+            last // 1_000_000 / 1e3, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"}
     total = _expected(calls)
     assert {k: found["totals"][k] for k in KEYS[:9]} == {k: total[k] for k in KEYS[:9]}
     assert set(found["totals"]["unpricedModels"]) == set(total["unpricedModels"])
@@ -167,7 +170,8 @@ def test_each_period_s_entry_is_its_calls(url: str, report: str) -> None:
     entries = found[report]
     assert [e[key] for e in entries] == sorted(by_period)
     for entry in entries:
-        assert list(entry) == [key, "period", *KEYS]
+        assert list(entry) == [key, "period", *KEYS, "agent", "metadata"]
+        assert (entry["agent"], entry["metadata"]) == ("all", {"agents": ["claude"]})
         assert entry["period"] == entry[key]
         assert {k: entry[k] for k in KEYS} == _expected(by_period[entry[key]])
 
@@ -189,3 +193,17 @@ def test_the_session_table_shows_the_json_s_entries(url: str) -> None:
         [f"{b[k]:,}" for k in KEYS[:4]]
         + [f"{sum(b[k] for k in KEYS[:4]):,}"]
         for e in found["sessions"] for b in e["modelBreakdowns"]]
+
+
+def test_sessions_json_costs_are_the_usage_session_entries(url: str) -> None:
+    """``sessions --json`` (its costs read by ``recording_costs``, a chunk of
+    recordings a query) gives each recording the cost of its ``usage session``
+    entry: none where a model has no price, else the entry's figure and source."""
+    _, found = _report(url, "session")
+    out = CliRunner().invoke(cli, ["sessions", "--json", "-n", "0", "--db", url])
+    assert out.exit_code == 0, out.output
+    listed = {r["id"]: (r["cost_usd"], r["cost_source"]) for r in json.loads(out.stdout)}
+    expected = {e["recordingId"]: (None, "unknown") if e["unpricedModels"]
+                else (e["totalCost"], e["costSource"]) for e in found["sessions"]}
+    assert {rid: listed[rid] for rid in expected} == expected
+    assert {source for _, source in expected.values()} >= {"unknown", "estimate"}

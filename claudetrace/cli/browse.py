@@ -69,14 +69,19 @@ def sessions(db_url: str | None, as_json: bool, limit: int, models: tuple[str, .
     if as_json:
         from ..store.links import NO_LINKS, session_links
         from ..store.listing import session_chunks
+        from ..store.usage import store_reader
+        from ..usage import recording_costs
+
+        reader = store_reader(store)
 
         def records() -> Iterator[list[dict[str, Any]]]:
             # Streamed: a chunk's costs and links are read together, and its
             # records written before the next chunk is read.
             for chunk in session_chunks(store, filters, limit=limit or None):
-                recs = _with_usage(store, chunk)
-                links = session_links(store, recs)
-                yield [session_record(r, links.get(r.id, NO_LINKS)) for r in recs]
+                costs = recording_costs(reader, [r.id for r in chunk])
+                links = session_links(store, chunk)
+                yield [session_record(r, links.get(r.id, NO_LINKS), costs.get(r.id))
+                       for r in chunk]
 
         echo_json_array(records())
         return

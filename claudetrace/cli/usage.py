@@ -65,7 +65,6 @@ def usage(report: str, db_url: str | None, as_json: bool, since: str | None, unt
     """
     from .. import usage as reports
     from ..store.usage import UsageFilter, unmatched
-    from .record import _parse_tags
 
     try:
         tz = reports.zone(timezone)
@@ -77,8 +76,13 @@ def usage(report: str, db_url: str | None, as_json: bool, since: str | None, unt
     if since_ns is not None and until_ns is not None and since_ns >= until_ns:
         # Was an empty report, as if nothing had been used.
         fail(f"--since {since} is after --until {until}: no day is in between", 2)
+    parsed: dict[str, str] = {}
+    if tags:  # the proxy's command line is loaded only to read them
+        from .record import _parse_tags
+
+        parsed = _parse_tags(tags)
     f = UsageFilter(since_ns=since_ns, until_ns=until_ns, models=models, project=project,
-                    tags=_parse_tags(tags), name=name, sources=sources)
+                    tags=parsed, name=name, sources=sources)
     with _reader(db_url, imports) as reader, _collector_paused(not live):
         # A filter that matches nothing at all (a mistyped model) is said, not
         # left to look like no use; the (empty) report is still printed, exit 0.

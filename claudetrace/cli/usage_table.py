@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Text
 
 from ..display import visible
-from ..pricing import dollars
 from .usage_grid import Cell, Grid, Shown
 
 if TYPE_CHECKING:
@@ -66,6 +65,8 @@ def _amount(usd: float) -> str:
         return _CENTS(usd)
     if usd >= 0.001:  # dollars' extra places start below 10^(1 - 4)
         return _FOUR(usd)
+    from ..pricing import dollars  # the price table's module, loaded for few amounts
+
     return dollars(usd, digits=4)
 
 

@@ -160,8 +160,12 @@ def _per_model(rec: Any) -> list[tuple[str, str]]:
     return rows
 
 
-def session_record(rec: Any, links: Links = NO_LINKS) -> dict[str, Any]:
-    """A recording as the JSON object `sessions --json` prints, with its ``links``."""
+def session_record(rec: Any, links: Links = NO_LINKS,
+                   cost: tuple[float | None, str] | None = None) -> dict[str, Any]:
+    """A recording as the JSON object `sessions --json` prints, with its ``links``;
+    ``cost``: its cost and where it comes from as the usage layer gives them
+    (:func:`claudetrace.usage.recording_costs`), else the recording's own."""
+    usd, source = (cost_usd(rec), cost_source(rec)) if cost is None else cost
     return {
         "id": rec.id,
         "name": rec.name,
@@ -197,8 +201,8 @@ def session_record(rec: Any, links: Links = NO_LINKS) -> dict[str, Any]:
         "output_tokens": rec.output_tokens,
         "cache_read_tokens": rec.cache_read_tokens,
         "cache_creation_tokens": rec.cache_creation_tokens,
-        "cost_usd": cost_usd(rec),
-        "cost_source": cost_source(rec),
+        "cost_usd": usd,
+        "cost_source": source,
         "is_error": rec.is_error,
         "result_subtype": rec.result_subtype,
         "models": rec.models or {},

@@ -12,8 +12,9 @@ the columns ``sessions --json`` prints, and the recording's own properties
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, cast
 
 from sqlalchemy import Table
 
@@ -35,11 +36,16 @@ _COLUMNS: Final = tuple(c for c in _TABLE.columns if c.name not in _LEFT_OUT)
 CHUNK: Final = 10_000
 
 
-class SessionRow:
+class SessionRow(NamedTuple("_Columns", [(c.name, Any) for c in _COLUMNS])):  # type: ignore[misc]
     """A recording's columns as read for the list (not the left-out ones), with
-    :class:`~.models.Recording`'s properties that read them."""
+    :class:`~.models.Recording`'s properties that read them: a tuple, made from a
+    row in one call (an object whose attributes are set one by one took a fifth
+    of ``sessions --json``'s time)."""
 
-    __slots__ = tuple(c.name for c in _COLUMNS)
+    __slots__ = ()
+
+    if TYPE_CHECKING:  # the columns, named at run time
+        def __getattr__(self, name: str) -> Any: ...
 
     status = vars(Recording)["status"]
     status_reason = vars(Recording)["status_reason"]
@@ -50,14 +56,7 @@ class SessionRow:
     is_live = vars(Recording)["is_live"]
 
 
-_NAMES: Final = SessionRow.__slots__
-
-
-def _row(values: Any) -> SessionRow:
-    row = SessionRow.__new__(SessionRow)
-    for name, value in zip(_NAMES, values, strict=True):
-        setattr(row, name, value)
-    return row
+_row = functools.partial(tuple.__new__, SessionRow)
 
 
 def session_chunks(store: Store, filters: Filters, *, limit: int | None = None,
@@ -82,7 +81,7 @@ def session_chunks(store: Store, filters: Filters, *, limit: int | None = None,
             for part in result.partitions(chunk):
                 rows = [_row(values) for values in part]
                 if wanted is not None:
-                    rows = [r for r in rows if r.id in wanted  # type: ignore[attr-defined]
+                    rows = [r for r in rows if r.id in wanted
                             and _kept(r, filters)]  # type: ignore[arg-type]
                 if left is not None:
                     rows = rows[:left]

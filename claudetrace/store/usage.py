@@ -295,6 +295,14 @@ class RecordingUsage(NamedTuple):
 _RECORDING_COLUMNS: Final = "r.cli_session_id, r.name, r.cwd, r.source"
 
 
+def _in_call_order(reader: Reader, t: str) -> str:
+    """``ORDER BY`` putting a recording's rows (of ``t``) together, its models in
+    the order of their first calls (names compared by code point, as Python
+    compares them)."""
+    collate = ' COLLATE "C"' if reader.dialect == "postgresql" else ""
+    return f" ORDER BY {t}.recording_id, {t}.first_ns, {t}.model{collate}"
+
+
 def by_recording(reader: Reader, f: UsageFilter) -> list[RecordingUsage]:
     """Each recording with calls: its figures per model, oldest last activity first.
 
@@ -320,10 +328,7 @@ def by_recording(reader: Reader, f: UsageFilter) -> list[RecordingUsage]:
         sql = (f"SELECT s.*, {_RECORDING_COLUMNS} FROM ({sums}) s "
                f"JOIN recordings r ON r.id = s.recording_id")
         t = "s"
-    # A recording's rows together, its models in the order of their first calls
-    # (names compared by code point, as Python compares them).
-    collate = ' COLLATE "C"' if reader.dialect == "postgresql" else ""
-    sql += f" ORDER BY {t}.recording_id, {t}.first_ns, {t}.model{collate}"
+    sql += _in_call_order(reader, t)
     Group = tuple[tuple[Any, ...], list[tuple[str, int, Figures, float]], list[int]]
     groups: list[Group] = []
     rid = None
@@ -342,6 +347,17 @@ def by_recording(reader: Reader, f: UsageFilter) -> list[RecordingUsage]:
                           int(max(lasts)), models) for first, models, lasts in groups]
     out.sort(key=lambda r: (r.last_ns, r.recording_id))
     return out
+
+
+def model_costs(reader: Reader, ids: list[str]) -> Iterable[tuple[Any, ...]]:
+    """``(recording id, cost (None: none priced), cost sources (a mask), calls)`` of
+    each model of the recordings ``ids`` (at most a few hundred: an ``IN`` list),
+    a recording's rows together, its models in :func:`by_recording`'s order: what
+    a recording's cost is added up from, and no more."""
+    sql = (f"SELECT u.recording_id, u.cost_usd, u.sources, u.calls FROM usage_models u "
+           f"WHERE u.recording_id IN ({', '.join([reader.marker] * len(ids))})"
+           f"{_in_call_order(reader, 'u')}")
+    return reader.rows(sql, list(ids))
 
 
 class HourUsage(NamedTuple):
