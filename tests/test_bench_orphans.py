@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from claudetrace.bench.orphans import RUN_ENV, adopting
+from claudetrace.bench.orphans import RUN_ENV, _children, adopting
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
@@ -72,7 +72,14 @@ def test_a_runs_cpu_time_is_read_while_it_runs_its_descendants_apart() -> None:
                 assert time.monotonic() < deadline
                 time.sleep(0.05)
             assert now.own < 0.25  # the worker's own, its child's apart
-            assert orphans.cpu_now("2") is None  # no such run
+            assert orphans.cpu_now("3") is None  # no such run
+            # A worker whose child has exited, waited for: its share stays the child's.
+            worker = leave(0.3, "2", hold)
+            while (then := orphans.cpu_now("2")) is None or _children(worker) \
+                    or then.descendants < 0.29:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            assert then.own < 0.25
             os.close(release)
             whole = orphans.usage("1")
             assert whole is not None and whole.cpu_seconds >= 0.3

@@ -44,8 +44,7 @@ class RunUsage(NamedTuple):
 
 class TreeCpu(NamedTuple):
     """CPU seconds (user + system) a run's adopted processes have used so far:
-    their own (with their children's they have waited for), and their live
-    descendants' (:meth:`Orphans.cpu_now`)."""
+    their own, and their descendants', living or waited for (:meth:`Orphans.cpu_now`)."""
 
     own: float
     descendants: float
@@ -93,9 +92,9 @@ class Orphans:
 
     def cpu_now(self, marker: str) -> TreeCpu | None:
         """The CPU time run ``marker``'s processes have used so far, read while they
-        run (``/proc``): theirs, and their descendants' (the indexer's writer); None
-        when none of them is running.  What ``wait4`` gives later holds this and
-        whatever they do after it."""
+        run (``/proc``): their own, and their descendants' (the indexer's writer),
+        living or waited for; None when none of them is running.  What ``wait4``
+        gives later holds this and whatever they do after it."""
         self.look()
         with self._lock:
             pids = [pid for pid, run in self._runs.items()
@@ -103,12 +102,13 @@ class Orphans:
         own = descendants = 0.0
         seen = False
         for pid in pids:
-            cpu = cpu_seconds(pid)
-            if cpu is None:
+            cpu = cpu_seconds(pid, waited=False)
+            whole = cpu_seconds(pid)
+            if cpu is None or whole is None:
                 continue
             seen = True
             own += cpu
-            descendants += sum(filter(None, map(cpu_seconds, _descendants(pid))))
+            descendants += whole - cpu + sum(filter(None, map(cpu_seconds, _descendants(pid))))
         return TreeCpu(own, descendants) if seen else None
 
     def reap(self) -> None:
