@@ -80,18 +80,24 @@ def still_written(*, host: str | None, pid: int | None, source: str | None,
     return _beating(last_seen_ns, started_ns, now_ns) if lives is None else lives
 
 
-def start_time(pid: int) -> int | None:
-    """When process ``pid`` started, in clock ticks since boot (``/proc/PID/stat``
-    field 22), or None where that cannot be read (no such process, not Linux)."""
+def stat_fields(pid: int) -> list[bytes] | None:
+    """The fields of ``/proc/PID/stat`` from the third (the state) on, so that
+    field N is at N - 3; None where that cannot be read (no such process, not Linux)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
             stat = handle.read()
     except OSError:
         return None
     # The command name (field 2) is in parentheses and may hold spaces or ")".
-    fields = stat[stat.rfind(b")") + 2:].split()
+    return stat[stat.rfind(b")") + 2:].split()
+
+
+def start_time(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks since boot (``/proc/PID/stat``
+    field 22), or None where that cannot be read (no such process, not Linux)."""
+    fields = stat_fields(pid)
     try:
-        return int(fields[22 - 3])
+        return None if fields is None else int(fields[22 - 3])
     except (IndexError, ValueError):
         return None
 

@@ -154,6 +154,10 @@ def test_a_proxy_run_ends_once_its_indexer_and_writer_have_exited(tmp_path: Path
         assert indexing() == []
     assert run.cpu_seconds and run.forwarded_seconds is not None
     assert run.peak_rss_kib  # the indexer's and its writer's, from their exit
+    # Read as it was listed: each process's share, within the whole run's.
+    assert set(run.listed_cpu) == {"proxy", "indexer", "writer"}
+    assert run.listed_cpu["indexer"] > 0 and run.listed_cpu["writer"] > 0
+    assert run.clock_cpu is not None and run.clock_cpu <= run.cpu_seconds + 0.02
 
 
 def test_ingest_rows_are_medians_and_ratios_against_the_naive_loop() -> None:
@@ -185,9 +189,15 @@ def test_the_commands_run_and_print_their_rows() -> None:
 
 
 def test_the_cpu_column_is_held_against_the_naive_loops() -> None:
+    listed = {"proxy": 0.5, "indexer": 3.0, "writer": 2.5}
     report = IngestReport(1000, 10_000, [
         IngestRun("naive loop", 4.0, cpu_seconds=3.0),
-        IngestRun("claudetrace, SQLite", 2.0, 0.5, None, cpu_seconds=6.0),
+        IngestRun("claudetrace, SQLite", 2.0, 0.5, None, cpu_seconds=7.5, listed_cpu=listed),
     ])
-    row = next(line for line in report.lines_out() if line.startswith("claudetrace, SQLite "))
-    assert row.split()[-2:] == ["6.00", "0.50"]
+    lines = report.lines_out()
+    row = next(line for line in lines if line.startswith("claudetrace, SQLite "))
+    # until queryable, its ratio to the naive loop's, and what came after the listing
+    assert row.split()[-3:] == ["6.00", "0.50", "1.50"]
+    assert ("sample, claudetrace, SQLite: CPU until queryable (µs an event): proxy 0.50 s "
+            "(250.0), indexer 3.00 s (1500.0), writer 2.50 s (1250.0); the naive loop "
+            "3.00 s (1500.0)") in lines

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from claudetrace.bench.orphans import RUN_ENV, adopting
+from claudetrace.bench.orphans import RUN_ENV, _children, adopting
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
@@ -30,9 +30,14 @@ LEAVER = textwrap.dedent("""
 """)
 
 
-def leave(burn: float, marker: str, stdin: int) -> int:
+#: :data:`LEAVER` whose worker's child, once it has burnt its CPU, waits for its
+#: stdin to close too (as the indexer's writer lives as long as the indexer).
+HOLDER = LEAVER.replace("pass\\n\")", "pass\\nimport sys\\nsys.stdin.buffer.read()\\n\")")
+
+
+def leave(burn: float, marker: str, stdin: int, command: str = LEAVER) -> int:
     """Run the command (its worker's stdin: ``stdin``) until it exits; the worker's pid."""
-    done = subprocess.run([sys.executable, "-c", LEAVER, str(burn)], stdin=stdin, check=True,
+    done = subprocess.run([sys.executable, "-c", command, str(burn)], stdin=stdin, check=True,
                           env={**os.environ, RUN_ENV: marker}, stdout=subprocess.PIPE, text=True)
     return int(done.stdout)
 
@@ -52,6 +57,33 @@ def test_what_a_command_leaves_behind_is_adopted_and_its_cpu_time_counted() -> N
             assert busy.cpu_seconds >= 0.3 > idle.cpu_seconds
             assert busy.peak_rss_kib > 0 and idle.peak_rss_kib > 0
             assert orphans.usage("3") is None  # no such run: unknown, not zero
+    finally:
+        os.close(hold)
+
+
+def test_a_runs_cpu_time_is_read_while_it_runs_its_descendants_apart() -> None:
+    hold, release = os.pipe()
+    try:
+        with adopting() as orphans:
+            leave(0.3, "1", hold, HOLDER)
+            # The worker's child burns its 0.3 s and waits, as the worker does.
+            deadline = time.monotonic() + 30
+            while (now := orphans.cpu_now("1")) is None or now.descendants < 0.29:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            assert now.own < 0.25  # the worker's own, its child's apart
+            assert orphans.cpu_now("3") is None  # no such run
+            # A worker whose child has exited, waited for: its share stays the child's.
+            worker = leave(0.3, "2", hold)
+            while (then := orphans.cpu_now("2")) is None or _children(worker) \
+                    or then.descendants < 0.29:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            assert then.own < 0.25
+            os.close(release)
+            whole = orphans.usage("1")
+            assert whole is not None and whole.cpu_seconds >= 0.3
+            assert orphans.cpu_now("1") is None  # it has gone
     finally:
         os.close(hold)
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from claudetrace.errors import StoreError
-from claudetrace.indexer import start_writer
+from claudetrace.indexer import HEARTBEAT_S, MAX_LATENCY_S, start_writer
 from claudetrace.model.events import Event
 from claudetrace.recording import RecordingInfo
 from claudetrace.store import Store, open_store
@@ -432,6 +432,27 @@ def test_a_lazy_writer_copies_a_burst_once_the_writes_pause() -> None:
         assert copies.copy_now()
         wait_for(lambda: store.copies == 2, "the copy of the bytes")
         assert not copies.copy_now()  # counted from that copy on
+    finally:
+        copies.stop()
+
+
+def test_a_lazy_writer_does_not_copy_between_a_bursts_batches() -> None:
+    # The indexer cuts a burst's batches every MAX_LATENCY_S: no pause, for the log.
+    store, copies = CountedCopies(), writer_module._Checkpoints(lazy=True)
+    try:
+        last = time.monotonic()
+        longest = 0.0
+        for _ in range(4):
+            copies.after_write(store, 1000)  # type: ignore[arg-type]
+            time.sleep(MAX_LATENCY_S)
+            now = time.monotonic()
+            longest, last = max(longest, now - last), now
+        copies.after_write(store, 1000)  # type: ignore[arg-type]
+        if longest < 2 * MAX_LATENCY_S:  # the machine kept the pace
+            assert store.copies == 0
+        # ...and a quiet session's log is copied between its heartbeats.
+        assert MAX_LATENCY_S < writer_module.CHECKPOINT_PAUSE_S < HEARTBEAT_S
+        wait_for(lambda: store.copies == 1, "the copy once the burst is over")
     finally:
         copies.stop()
 

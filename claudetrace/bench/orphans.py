@@ -27,6 +27,8 @@ import threading
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from ..recording import stat_fields
+
 #: Set in a benchmarked command's environment; what it leaves behind inherits it.
 RUN_ENV = "CLAUDETRACE_BENCH_RUN"
 _PR_SET_CHILD_SUBREAPER = 36
@@ -38,6 +40,14 @@ class RunUsage(NamedTuple):
 
     cpu_seconds: float
     peak_rss_kib: int
+
+
+class TreeCpu(NamedTuple):
+    """CPU seconds (user + system) a run's adopted processes have used so far:
+    their own, and their descendants', living or waited for (:meth:`Orphans.cpu_now`)."""
+
+    own: float
+    descendants: float
 
 
 class Orphans:
@@ -79,6 +89,27 @@ class Orphans:
             total += usage.ru_utime + usage.ru_stime
             peak = max(peak, usage.ru_maxrss)
         return RunUsage(total, peak)
+
+    def cpu_now(self, marker: str) -> TreeCpu | None:
+        """The CPU time run ``marker``'s processes have used so far, read while they
+        run (``/proc``): their own, and their descendants' (the indexer's writer),
+        living or waited for; None when none of them is running.  What ``wait4``
+        gives later holds this and whatever they do after it."""
+        self.look()
+        with self._lock:
+            pids = [pid for pid, run in self._runs.items()
+                    if run == marker and pid not in self._reaped]
+        own = descendants = 0.0
+        seen = False
+        for pid in pids:
+            cpu = cpu_seconds(pid, waited=False)
+            whole = cpu_seconds(pid)
+            if cpu is None or whole is None:
+                continue
+            seen = True
+            own += cpu
+            descendants += whole - cpu + sum(filter(None, map(cpu_seconds, _descendants(pid))))
+        return TreeCpu(own, descendants) if seen else None
 
     def reap(self) -> None:
         """Wait for every adopted process not waited for yet."""
@@ -125,18 +156,51 @@ def _set_subreaper(on: bool) -> bool:
 
 def _adopted() -> list[int]:
     """This process's children outside its process group: not started by it."""
-    me, group = os.getpid(), os.getpgrp()
+    group = os.getpgrp()
     found = []
-    for task in os.listdir(f"/proc/{me}/task"):
+    for pid in _children(os.getpid()):
+        with contextlib.suppress(OSError):
+            if os.getpgid(pid) != group:
+                found.append(pid)
+    return found
+
+
+def _children(pid: int) -> list[int]:
+    """``pid``'s children (of any of its threads); none once it has gone."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    found: list[int] = []
+    for task in tasks:
         try:
-            with open(f"/proc/{me}/task/{task}/children") as handle:
-                children = [int(pid) for pid in handle.read().split()]
+            with open(f"/proc/{pid}/task/{task}/children") as handle:
+                found += [int(child) for child in handle.read().split()]
         except OSError:
             continue
-        for pid in children:
-            with contextlib.suppress(OSError):
-                if os.getpgid(pid) != group:
-                    found.append(pid)
+    return found
+
+
+def cpu_seconds(pid: int, *, waited: bool = True) -> float | None:
+    """CPU seconds (user + system) ``pid`` has used so far (``/proc/PID/stat``),
+    with (``waited``) those of the children it has waited for; None once it has
+    gone (an exited process not yet waited for is still read)."""
+    fields = stat_fields(pid)
+    if fields is None:
+        return None
+    # utime, stime, cutime, cstime: fields 14 to 17, in clock ticks.
+    return sum(int(value) for value in fields[11:15 if waited else 13]) / os.sysconf(
+        "SC_CLK_TCK")
+
+
+def _descendants(pid: int) -> list[int]:
+    """``pid``'s living descendants."""
+    found: list[int] = []
+    parents = [pid]
+    while parents:
+        children = _children(parents.pop())
+        found += children
+        parents += children
     return found
 
 

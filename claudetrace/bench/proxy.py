@@ -84,7 +84,7 @@ from typing import TypeVar
 from ..cassette import read_cassette
 from . import cachegrind, compile_bytecode
 from .cachegrind import Counts, change
-from .orphans import RUN_ENV, adopting
+from .orphans import RUN_ENV, adopting, cpu_seconds
 from .standin import write_script
 
 T = TypeVar("T")
@@ -437,11 +437,9 @@ def _own_cpu_at_exit(pid: int) -> float | None:
     """
     try:
         os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
-        with open(f"/proc/{pid}/stat") as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-    except (OSError, AttributeError, IndexError):
+    except (OSError, AttributeError):
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return cpu_seconds(pid, waited=False)
 
 
 def ping_pong(
@@ -693,13 +691,15 @@ def forgetting() -> Iterator[Made]:
                       f"({exc})", file=sys.stderr)
 
 
-def _check_stored(db_url: str, expected: int, made: Made | None = None) -> float:
+def _check_stored(db_url: str, expected: int, made: Made | None = None, *,
+                  on_listed: Callable[[], None] | None = None) -> float:
     """Seconds until the newest recording is listed complete, as ``claudetrace
     sessions`` lists it: stored (the store settled, which waits for its indexer),
     with ``expected`` events.  Its stored rows are then counted, off the clock
     (a ``count(*)`` of 200k rows takes 10-15 ms, and no reader waits for it):
     the figures only count if every line really was stored.  ``made`` notes
-    the recording (:func:`forgetting`).
+    the recording (:func:`forgetting`); ``on_listed`` is called as soon as it
+    is listed, before the count.
     """
     from ..indexer import settle
     from ..store import open_store
@@ -710,6 +710,8 @@ def _check_stored(db_url: str, expected: int, made: Made | None = None) -> float
         settle(store, quiet=True)  # waits for the indexer
         newest = store.resolve("latest")  # the first that claudetrace sessions lists
         waited = time.perf_counter() - start
+        if on_listed is not None:
+            on_listed()
         stored = store.count_events(newest.id)
     finally:
         store.close()

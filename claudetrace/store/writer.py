@@ -72,9 +72,13 @@ WINDOW: Final = 2
 #: size): the checkpoint thread keeps it smaller, and this bounds it.
 LOG_BYTES: Final = 256 * 1024 * 1024
 #: A lazy writer's checkpoint thread copies the log once the writes have paused
-#: this long (seconds: longer than between a burst's batches, shorter than a
-#: session's pauses)…
-CHECKPOINT_PAUSE_S: Final = 0.05
+#: this long (seconds): longer than between a burst's batches, which the indexer
+#: cuts every 0.2 s (:data:`claudetrace.indexer.MAX_LATENCY_S`), later still when
+#: it waits for a core, and shorter than its heartbeat's 1 s, so that a quiet
+#: session's log is copied between beats.  At 0.05 s a burst's log was copied
+#: after nearly every batch (a sixth of the writer's CPU time before the burst
+#: was listed, on the tool-heavy shape), its last pages again each time…
+CHECKPOINT_PAUSE_S: Final = 0.5
 #: …or once this many bytes of requests have been written since the last copy
 #: began, well before the connection's own bound (:data:`LOG_BYTES`).
 CHECKPOINT_BYTES: Final = LOG_BYTES // 2
