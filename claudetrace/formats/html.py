@@ -128,7 +128,7 @@ class _Items:
                 extra["sub"] = [task[0], task[1]]  # the prompt is in the input
         elif item.decision is not None:
             extra["dec"] = [_decision(item.decision)]
-        if item.kind == "assistant":
+        if item.markdown:
             tree = markdown_tree(visible_text(item.text))  # as the session page draws it
             if tree is not None:
                 extra["md"] = tree

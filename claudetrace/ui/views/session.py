@@ -302,7 +302,11 @@ def _item(item: Item, depth: int, shown: _Shown) -> None:
     finder = shown.finder if shown.finder is not None and shown.finder.holds(item) else None
     if finder is not None:
         finder.heading(item)
-        if item.kind not in (*_ROLE, "tool", "thinking"):
+        tree = (markdown_tree(visible_text(item.text))
+                if item.kind == "result" and item.markdown else None)
+        if tree is not None:
+            st.html(f'<div class="ct-md">{tree_html(tree, finder.mark)}</div>')
+        elif item.kind not in (*_ROLE, "tool", "thinking"):
             st.html(finder.html(visible_text(item.text)))
     if item.kind in _ROLE:
         with st.chat_message(_ROLE[item.kind]):
