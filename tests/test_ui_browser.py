@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -118,8 +119,8 @@ def test_stats_token_chart_draws_over_dates(
             "return [r.left, r.right]; })")
         ticks = chart.locator(".ct-tick").evaluate_all(
             "els => els.map(e => { const r = e.getBoundingClientRect(); "
-            "return [(r.left + r.right) / 2, e.textContent]; })")
-        assert {day for _, day in ticks} == {dates[0], dates[len(dates) // 2], dates[-1]}
+            "return [(r.left + r.right) / 2, e.dataset.day]; })")
+        assert ticks[0][1] == dates[0]
         for centre, day in ticks:
             left, right = bars[dates.index(day)]
             assert left - 1 <= centre <= right + 1, (day, centre, left, right)
@@ -130,3 +131,35 @@ def test_stats_token_chart_draws_over_dates(
     page.wait_for_timeout(1000)
     page.screenshot(path=str(tmp_path / "sessions-1280.png"))
     page.close()
+
+
+@pytest.mark.parametrize("count", [1, 3, 90])
+@pytest.mark.parametrize("width", [330, 720])
+def test_stats_dates_never_overlap(browser: object, tmp_path: Path, count: int,
+                                   width: int) -> None:
+    # Two or three days drew three full dates under bars 48 px wide, one over another.
+    import datetime as dt
+
+    from claudetrace.ui.stats import bars_html
+
+    first = dt.date(2026, 9, 1)
+    days = [(first + dt.timedelta(days=n)).isoformat() for n in range(count)]
+    chart = bars_html(days, {"in": [n + 1 for n in range(count)]}, unit="tokens")
+    page = browser.new_page(viewport={"width": 1000, "height": 400})  # type: ignore[attr-defined]
+    page.set_content(f'<div style="width:{width}px;font-family:sans-serif">{chart}</div>')
+    boxes = page.locator(".ct-tick").evaluate_all(
+        "els => els.map(e => { const r = e.getBoundingClientRect(); "
+        "return [r.left, r.right, e.dataset.day, e.textContent]; })")
+    bars = page.locator(".ct-bar").evaluate_all(
+        "els => els.map(e => { const r = e.getBoundingClientRect(); return [r.left, r.right]; })")
+    page.screenshot(path=str(tmp_path / f"dates-{count}-{width}.png"))
+    page.close()
+    assert boxes[0][2:] == [days[0], "Sep 1"]
+    assert 1 <= len(boxes) <= 6
+    for (_, right, _, _), (left, _, _, _) in itertools.pairwise(boxes):
+        assert right + 4 <= left, boxes  # a gap between two dates
+    for left, right, day, _ in boxes:
+        bar_left, bar_right = bars[days.index(day)]
+        assert bar_left - 1 <= (left + right) / 2 <= bar_right + 1
+    # The first and last days in full, in the heading.
+    assert f"tokens per UTC day · {days[0]}" + (f" to {days[-1]}" if count > 1 else "") in chart
