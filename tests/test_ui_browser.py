@@ -80,6 +80,30 @@ def test_browse_list_session_tabs_and_diff(
     page.close()
 
 
+def test_the_list_says_a_cost_that_is_not_an_amount(
+    server: str, browser: object, ui_db: dict[str, str], tmp_path: Path
+) -> None:
+    # The cost cell of a session with no cost was drawn "None" (a number column).
+    # Wide enough for the grid to lay out the cost columns (it writes the cells of
+    # the columns in view into its hidden accessible table).
+    page = browser.new_page(viewport={"width": 2400, "height": 1000})  # type: ignore[attr-defined]
+    page.goto(f"{server}/")
+    grid = page.locator("[data-testid='stDataFrame']").first
+    grid.locator("[role='columnheader']").filter(has_text="cost source").wait_for(
+        state="attached", timeout=60_000)
+    heads = [h.strip() for h in grid.locator("[role='columnheader']").all_inner_texts()]
+    rows = grid.locator("[role='row']").all()
+    cells = [[c.strip() for c in r.locator("[role='gridcell']").all_inner_texts()] for r in rows]
+    page.screenshot(path=str(tmp_path / "list-costs.png"))
+    page.close()
+    cost = heads.index("cost")
+    costs = {row[0].removeprefix("?session="): row[cost] for row in cells if row}
+    assert costs[ui_db["running"]] == "not yet"
+    assert costs[ui_db["malformed"]] == "—"  # no model call
+    assert costs[ui_db["plain"]] == "$0.00096"
+    assert "None" not in costs.values() and "" not in costs.values()
+
+
 def test_stats_token_chart_draws_over_dates(
     server: str, browser: object, tmp_path: Path, ui_db: dict[str, str]
 ) -> None:

@@ -536,10 +536,10 @@ class Header:
     model: str
 
 
-def cost_text(rec: Any, digits: int = 4) -> str:
+def cost_text(rec: Any, digits: int = 4, *, cell: bool = False) -> str:
     """A stored recording's cost as every view says it, to ``digits`` places
-    (:func:`claudetrace.pricing.cost_text`)."""
-    return priced_text(rec, digits)
+    (:func:`claudetrace.pricing.cost_text`; ``cell``: as a table cell says it)."""
+    return priced_text(rec, digits, cell=cell)
 
 
 def cost_cell(usd: float | None, *, calls: bool) -> str:

@@ -207,7 +207,7 @@ def _list_body(filters: Filters) -> None:
             "started": st.column_config.DatetimeColumn(
                 "started (UTC)", format="YYYY-MM-DD HH:mm:ss"
             ),
-            "cost ($)": st.column_config.NumberColumn(format="%.4f"),
+            "cost": st.column_config.TextColumn("cost", alignment="right"),
             "exit": st.column_config.TextColumn("exit", width="small"),
             "duration (s)": st.column_config.NumberColumn("dur (s)", width="small"),
             "turns": st.column_config.NumberColumn("turns", width="small"),
