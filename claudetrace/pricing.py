@@ -290,6 +290,14 @@ FILE_SOURCE_KINDS: Final = frozenset({"transcript", "claude-trace"})
 NO_COST: Final = "— (no model calls)"
 
 
+def known_cost(rec: Any) -> float | None:
+    """A stored recording's cost when it is an amount (:func:`cost_text` says one),
+    else None: unknown, no model call, not yet reported.  Never 0 for unknown."""
+    if rec.ended_ns is None and rec.result_subtype is None and not rec.cost_usd:
+        return None
+    return None if rec.cost_origin == "unknown" else rec.cost
+
+
 def cost_text(rec: Any, digits: int = 6, *, cell: bool = False) -> str:
     """A stored recording's cost as every view says it (``show``, ``sessions``, the
     HTML report, the session browser): ``$0.0019``, ``$0.0019 (estimate)``,

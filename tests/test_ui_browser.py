@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -102,6 +103,26 @@ def test_the_list_says_a_cost_that_is_not_an_amount(
     assert costs[ui_db["malformed"]] == "—"  # no model call
     assert costs[ui_db["plain"]] == "$0.00096"
     assert "None" not in costs.values() and "" not in costs.values()
+
+
+def test_diff_takes_no_unknown_cost_for_zero(
+    server: str, browser: object, ui_db: dict[str, str], tmp_path: Path
+) -> None:
+    # A session with a cost beside one with none yet (running) or none at all (no
+    # model call): the difference was drawn as if the missing cost were $0.
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})  # type: ignore[attr-defined]
+    for other, said in (("running", "not yet reported"), ("malformed", "— (no model calls)")):
+        page.goto(f"{server}/?diff={ui_db['plain']},{ui_db[other]}")
+        metric = page.locator("[data-testid='stMetric']").filter(has_text="Cost A → B")
+        metric.wait_for(timeout=30_000)
+        page.get_by_text(re.compile(r"^cost A \$0\.00096 · B ")).wait_for(timeout=30_000)
+        assert said in metric.inner_text()
+        assert metric.locator("[data-testid='stMetricDelta']").count() == 0
+        page.screenshot(path=str(tmp_path / f"diff-{other}.png"), full_page=True)
+    page.goto(f"{server}/?diff={ui_db['plain']},{ui_db['multi_turn']}")
+    metric = page.locator("[data-testid='stMetric']").filter(has_text="Cost A → B")
+    metric.locator("[data-testid='stMetricDelta']").wait_for(timeout=30_000)
+    page.close()
 
 
 def test_stats_token_chart_draws_over_dates(

@@ -68,6 +68,11 @@ def duration(ns: int | None) -> str:
     return f"{ms / 1000:.2f} s" if ms < 120_000 else f"{ms / 60_000:.1f} min"
 
 
+def duration_s(seconds: float | None) -> str:
+    """A time in seconds as :func:`duration` says it."""
+    return duration(None if seconds is None else round(seconds * 1e9))
+
+
 def money(value: float | None) -> str:
     """``$0.0019``, ``$0.00012`` (:func:`claudetrace.pricing.dollars`), ``—`` for none."""
     return "—" if value is None else dollars(value)
@@ -607,6 +612,7 @@ __all__ = [
     "call_figures",
     "clock",
     "duration",
+    "duration_s",
     "header",
     "money",
     "offset",
