@@ -115,7 +115,7 @@ def test_a_subagent_call_is_timed_from_its_own_first_line(store: Store) -> None:
 
     haiku = [fig for fig in figures(data["conv"]) if fig.startswith("claude-haiku")]
     assert len(haiku) == 3, haiku  # the Task agent's two calls and the workflow's one
-    assert [fig.split(" · ")[-2] for fig in haiku] == ["4.00 s", "11.00 s", "0 ms"], haiku
+    assert [fig.split(" · ")[-2] for fig in haiku] == ["4.00 s", "11.0 s", "0 ms"], haiku
     trace = [row for row in data["trace"] if "claude-haiku" in json.dumps(row)]
     assert trace, data["trace"]
 

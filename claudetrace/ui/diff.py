@@ -9,7 +9,7 @@ the view to open when a replay diverged from its recording.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +17,7 @@ from ..model import Session
 from ..model.content import content_text, message_blocks, message_content
 from ..model.events import Event
 from ..model.protocol import message_id, result_text
-from .present import cost_cell, duration_s, money
+from .present import cost_cell, duration_s, money, signed
 
 
 @dataclass(slots=True)
@@ -136,10 +136,10 @@ class TurnPair:
             # never $0): a difference only where both sides have an amount.
             "cost A": _cost(self.a),
             "cost B": _cost(self.b),
-            "Δ cost": _signed(self.cost_delta, money) if self.a and self.b else "—",
+            "Δ cost": signed(self.cost_delta, money) if self.a and self.b else "—",
             "time A": duration_s(self.a.duration_s) if self.a else "—",
             "time B": duration_s(self.b.duration_s) if self.b else "—",
-            "Δ time": _signed(self.duration_delta, duration_s) if self.a and self.b else "—",
+            "Δ time": signed(self.duration_delta, duration_s) if self.a and self.b else "—",
         }
 
 
@@ -151,13 +151,6 @@ def _cost(turn: TurnSummary | None) -> str:
     """A turn's cost as a table cell says it: ``—`` for no turn, ``unknown`` for a
     turn whose result named no cost."""
     return "—" if turn is None else cost_cell(turn.cost_usd, calls=True)
-
-
-def _signed(delta: float | None, shown: Callable[[float | None], str]) -> str:
-    """``+$0.0012``, ``-2.41 s``; ``unknown`` when either side is."""
-    if delta is None:
-        return "unknown"
-    return ("-" if delta < 0 else "+") + shown(abs(delta))
 
 
 def align(a: Sequence[TurnSummary], b: Sequence[TurnSummary]) -> list[TurnPair]:

@@ -17,8 +17,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from html import escape
 from typing import Any, Final
 
+from ..pricing import NO_COST, dollars
 from ..store.usage import Reader, UsageFilter
 from ..usage import Totals, periods
+from .present import cost_cell
 from .sessions import percentile
 
 
@@ -41,7 +43,9 @@ TOKEN_SERIES = ("input tokens", "output tokens", "cache read tokens", "cache wri
 
 def _figures(t: Totals) -> dict[str, Any]:
     cost = t.cost_or_none()
-    return {"cost ($)": None if cost is None else round(cost, 6), "cost source": t.cost_source,
+    # "cost ($)" draws the chart; "cost" is what the tables show (never None).
+    return {"cost": cost_cell(cost if t.calls else None, calls=bool(t.calls)),
+            "cost ($)": None if cost is None else round(cost, 6), "cost source": t.cost_source,
             "input tokens": t.input, "output tokens": t.output,
             "cache read tokens": t.cache_read, "cache write tokens": t.cache_creation}
 
@@ -62,18 +66,18 @@ def usage_total(days: Mapping[str, Totals]) -> str:
     total = Totals()
     for t in days.values():
         total.merge(t)
-    cost = f"${total.cost:.6f}"
+    cost = dollars(total.cost, digits=6)
     cli = round(total.cost - total.estimated, 9)
     unpriced = total.unpriced
     # The CLI's where it said, the price table's else (an unpriced model is no estimate).
     if total.estimated > 0 or (total.cost_source == "estimate" and not unpriced):
-        cost += (f" (${cli:.6f} the CLI's + ~${total.estimated:.6f} estimated)" if cli > 0
-                 else " (estimate)")
+        cost += (f" ({dollars(cli, digits=6)} the CLI's + ~{dollars(total.estimated, digits=6)}"
+                 " estimated)" if cli > 0 else " (estimate)")
     if unpriced:  # as every view says it: unknown, never counted as $0
         why = f"unknown (no price for {', '.join(unpriced)})"
         cost = why if total.cost_source == "unknown" else f"{cost} + {why}"
     elif not total.calls:
-        cost = "— (no model calls)"
+        cost = NO_COST
     return (f"In all: {total.total_tokens} tokens ({total.input} input, {total.output} "
             f"output, {total.cache_read} cache read, {total.cache_creation} cache write), "
             f"cost {cost}")

@@ -8,7 +8,6 @@ first; bodies are shown with ``st.text`` / ``st.code`` / ``st.json``.
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import re
 import threading
@@ -87,16 +86,6 @@ def go(**values: Any) -> None:
     st.rerun()
 
 
-def when(ns: int | None) -> str:
-    if ns is None:
-        return "—"
-    return dt.datetime.fromtimestamp(ns / 1e9, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def seconds(value: float | None) -> str:
-    if value is None:
-        return "—"
-    return f"{value:.2f} s" if value < 120 else f"{value / 60:.1f} min"
 
 
 def auto_refresh_toggle(key: str, *, default: bool = False) -> bool:

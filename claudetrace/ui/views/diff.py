@@ -43,12 +43,12 @@ def page() -> None:
     cost_a, cost_b = known_cost(a), known_cost(b)
     row.metric("Cost A → B", present.cost_text(b),
                delta=None if cost_a is None or cost_b is None
-               else f"{cost_b - cost_a:+.4f} $",
+               else present.signed(cost_b - cost_a, present.money),
                delta_color="inverse", width="content")
     dur_a, dur_b = a.duration_ns, b.duration_ns
     row.metric("Duration A → B", present.duration(dur_b),
                delta=None if dur_a is None or dur_b is None
-               else f"{(dur_b - dur_a) / 1e9:+.2f} s",
+               else present.signed((dur_b - dur_a) / 1e9, present.duration_s),
                delta_color="inverse", width="content")
     if cost_a is None or cost_b is None:
         st.caption(plain(f"cost A {present.cost_text(a)} · B {present.cost_text(b)}: "

@@ -29,7 +29,7 @@ from claudetrace.ui.conversation import Item, LazyConversation, ToolCall, walk
 from claudetrace.ui.markdown import markdown_tree, tree_html
 from claudetrace.ui.views import common, trace
 from claudetrace.ui.views import find as find_view
-from claudetrace.ui.views.common import money, param, plain, seconds, set_params
+from claudetrace.ui.views.common import money, param, plain, set_params
 from claudetrace.usage import costed
 
 TABS = {
@@ -372,7 +372,7 @@ def _result_label(item: Item) -> str:
         return "error" if item.is_error else "result"
     bits = [present.result_word(turn)]
     if turn.end_ns is not None:
-        bits.append(seconds((turn.end_ns - turn.start_ns) / 1e9))
+        bits.append(present.duration(turn.end_ns - turn.start_ns))
     if turn.cost_by_model:
         bits.append(money(turn.cost_usd))
     if turn.total_cost_usd is not None:

@@ -165,8 +165,7 @@ def _list_body(filters: Filters) -> None:
     row.metric("Total cost", money(summary.total_cost), width="content")
     row.metric("Error rate", "—" if summary.error_rate is None else f"{summary.error_rate:.1%}",
                width="content")
-    row.metric("p95 duration", "—" if summary.p95_duration_s is None
-               else f"{summary.p95_duration_s:.2f} s", width="content")
+    row.metric("p95 duration", present.duration_s(summary.p95_duration_s), width="content")
     row.metric("Running", summary.running, width="content")
     if not summary.count:
         common.metrics_drawn()  # a session opened from here shows its header at once

@@ -133,7 +133,7 @@ def tab(db: Store, rec: Recording, items_through: Callable[[int], list[Item]],
     # first turn), the tree's as it is folded.
     (priced,) = costed(store_reader(db), [rec])
     st.html(_header_html(outline.trace_header(
-        tree, status=rec.status, started=common.when(rec.started_ns),
+        tree, status=rec.status, started=present.moment(rec.started_ns),
         cost_source=session.cost().source, rec=None if priced is rec else priced)))
     part = common.pager(len(rows), TRACE_PAGE, "tpart", "spans", "trace_part")
     errors = sum(1 for r in rows if r.status == "error")
