@@ -100,6 +100,24 @@ def test_failed_session_reads_error_and_its_tool_is_red(
     page.screenshot(path=str(tmp_path / "failed-trace.png"), full_page=True)
 
 
+def test_the_span_tree_stays_in_the_page_and_its_details_readable(
+    server: str, page: Any, sessions: dict[str, str]
+) -> None:
+    # At 1400 px the table ran 28 px past the page's column (its right-hand cells
+    # cut off) and squeezed each detail to a word a line (76 px).
+    page.goto(f"{server}/?session={sessions['failed']}&tab=trace")
+    page.locator("tr[data-kind='tool']").wait_for(timeout=TIMEOUT)
+    table = page.locator("table.ct-trace")
+    box = table.evaluate("t => { const r = t.getBoundingClientRect(), "
+                         "c = t.closest('[data-testid=stHtml]').getBoundingClientRect(); "
+                         "return [r.right, c.right, "
+                         "getComputedStyle(t.parentElement).overflowX]; }")
+    assert box[0] <= box[1] + 1 and box[2] == "auto", box
+    widths = table.locator("td.detail").evaluate_all(
+        "els => els.map(e => e.getBoundingClientRect().width)")
+    assert min(widths) >= 150, widths
+
+
 def test_running_session_is_awaiting_approval_with_its_last_event(
     server: str, page: Any, sessions: dict[str, str], tmp_path: Path
 ) -> None:

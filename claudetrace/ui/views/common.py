@@ -203,7 +203,9 @@ _STYLE = """<style>
 .ct-trace th,.ct-trace td{padding:2px 8px;border-bottom:1px solid rgba(128,128,128,.2);
 text-align:left;white-space:nowrap}
 .ct-trace td.n{text-align:right;font-variant-numeric:tabular-nums}
-.ct-trace td.detail{white-space:normal;color:#6b7079}
+.ct-trace td.detail{white-space:normal;color:#6b7079;min-width:13em}
+.ct-trace td.tok{white-space:normal;min-width:7em}
+.ct-scroll{overflow-x:auto}
 .ct-trace .kind{font-size:11px;padding:0 5px;border-radius:6px;margin-right:4px;color:#fff}
 .ct-trace .k-agent{background:#7f7f7f}.ct-trace .k-turn{background:#1f77b4}
 .ct-trace .k-model{background:#9467bd}.ct-trace .k-tool{background:#2ca02c}
