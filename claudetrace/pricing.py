@@ -290,21 +290,35 @@ FILE_SOURCE_KINDS: Final = frozenset({"transcript", "claude-trace"})
 NO_COST: Final = "— (no model calls)"
 
 
-def cost_text(rec: Any, digits: int = 6) -> str:
+def known_cost(rec: Any) -> float | None:
+    """A stored recording's cost when it is an amount (:func:`cost_text` says one),
+    else None: unknown, no model call, not yet reported.  Never 0 for unknown."""
+    if rec.ended_ns is None and rec.result_subtype is None and not rec.cost_usd:
+        return None
+    return None if rec.cost_origin == "unknown" else rec.cost
+
+
+def cost_text(rec: Any, digits: int = 6, *, cell: bool = False) -> str:
     """A stored recording's cost as every view says it (``show``, ``sessions``, the
     HTML report, the session browser): ``$0.0019``, ``$0.0019 (estimate)``,
     ``unknown (no price for MODEL)``, :data:`NO_COST`; ``not yet reported`` while
-    it runs before its first result (never ``$0``)."""
+    it runs before its first result (never ``$0``).  ``cell``: as a table cell
+    says it, beside a column that names the cost's source: ``$0.0019``,
+    ``unknown``, ``—``, ``not yet``."""
     if rec.ended_ns is None and rec.result_subtype is None and not rec.cost_usd:
-        return "not yet reported"
+        return "not yet" if cell else "not yet reported"
     source = rec.cost_origin
     if source == "unknown" and not rec.model_calls:
-        return NO_COST  # a prompt no model call answered is not an unpriced model
+        # A prompt no model call answered is not an unpriced model.
+        return "—" if cell else NO_COST
     usd = rec.cost
     if source == "unknown" or usd is None:
+        if cell:
+            return "unknown"
         unpriced = [m for m, f in (rec.models or {}).items()
                     if isinstance(f, dict) and f.get("cost_usd") is None]
         if unpriced:
             return f"unknown (no price for {', '.join(unpriced)})"
         return "unknown (not in this file)" if rec.source in FILE_SOURCE_KINDS else "unknown"
-    return dollars(usd, digits=digits) + (" (estimate)" if source == "estimate" else "")
+    return dollars(usd, digits=digits) + (
+        " (estimate)" if source == "estimate" and not cell else "")

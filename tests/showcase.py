@@ -38,7 +38,10 @@ def _edit(event: Event, change: Any) -> Event:
     return Event(event.seq, event.direction, event.t_ns, json.dumps(obj).encode())
 
 
-def _set_answer(obj: dict[str, Any]) -> None:
+def set_answer(obj: dict[str, Any]) -> None:
+    if obj.get("type") == "result":
+        obj["result"] = ANSWER  # the CLI's result repeats its turn's last answer
+        return
     for block in obj["message"]["content"]:
         if block.get("type") == "text":
             block["text"] = ANSWER
@@ -48,10 +51,11 @@ def _fail_result(obj: dict[str, Any]) -> None:
     obj["is_error"] = True  # subtype stays "success": the CLI's is_error decides
 
 
-def changed(name: str, kind: str, change: Any) -> Cassette:
+def changed(name: str, kinds: str | tuple[str, ...], change: Any) -> Cassette:
     cassette = read_cassette(CASSETTES / f"{name}.ndjson")
+    kinds = (kinds,) if isinstance(kinds, str) else kinds
     events = [
-        _edit(e, change) if e.direction == "out" and e.fields.type == kind else e
+        _edit(e, change) if e.direction == "out" and e.fields.type in kinds else e
         for e in cassette.events
     ]
     return Cassette(dict(cassette.header), events)
@@ -132,7 +136,7 @@ def transcript(folder: Path) -> Path:
 def seed(store: Store, folder: Path) -> dict[str, str]:
     """Store the four sessions; returns their recording ids by kind."""
     ids = {
-        "finished": store.import_cassette(changed("plain", "assistant", _set_answer),
+        "finished": store.import_cassette(changed("plain", ("assistant", "result"), set_answer),
                                           name="finished"),
         "failed": store.import_cassette(changed("permission_deny", "result", _fail_result),
                                         name="failed"),

@@ -244,7 +244,7 @@ def from_ui(db: Path, rid: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, An
     trace = "".join(str(e.proto.body) for e in run(session=rid, tab="trace").get("html"))
     header = re.search(r'data-label="cost"><span>cost</span>([^<]*)<', trace)
     assert header is not None, trace
-    return {"list": row["cost ($)"], "list_source": row["cost source"],
+    return {"list": row["cost"], "list_source": row["cost source"],
             "header": metrics[label], "header_label": label, "trace": unescape(header[1])}
 
 
@@ -389,7 +389,7 @@ def test_every_view_reports_what_the_cli_printed(
     assert listed["totals"][4] == pytest.approx(usage["total"], abs=1e-9)
     assert html["facts_cost"] == shown["cost_text"]
     # And the UI's: the list's row, the session page's header and its trace header.
-    assert ui["list"] == pytest.approx(round(usage["total"], 6), abs=1e-9)
+    assert ui["list"] == money(usage["total"])
     assert ui["list_source"] == usage["cost_source"]
     estimated = usage["cost_source"] == "estimate"
     assert (ui["header"], ui["header_label"]) == (

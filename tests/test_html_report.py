@@ -21,6 +21,7 @@ from claudetrace.model.events import Event
 from claudetrace.sanitize import Sanitizer
 from claudetrace.store import Store
 from tests.browsing import launched, needs_chromium
+from tests.showcase import changed, set_answer
 
 CASSETTES = Path(__file__).parent / "fixtures" / "cassettes"
 #: What the viewer (CSS and script) may add to the size of the session's cassette.
@@ -60,6 +61,34 @@ def test_report_data_of_a_permission_denial(store: Store) -> None:
     assert ["exit", "0"] in data["facts"]
 
 
+def test_a_result_that_repeats_the_answer_is_not_held_again(store: Store) -> None:
+    # The CLI's result repeats the turn's last answer: the report holds and draws
+    # it once (the answer, its Markdown drawn), and the turn's output is that answer.
+    rid = store.import_cassette(changed("plain", ("assistant", "result"), set_answer))
+    rec = store.get(rid)
+    data = report_data(rec, list(store.iter_events(rid)))
+    answer = next(i for i in data["conv"] if i[0] == "assistant")
+    result = next(i for i in data["conv"] if i[0] == "result")
+    assert answer[4]["md"] and result[2] == "" and "md" not in result[4]
+    assert result[4]["lbl"] == "success"
+    assert json.dumps(data).count("Here is what I found") == 1
+    _, outputs = data["io"]["turn:1"][2:4]
+    assert outputs == [[[data["conv"].index(answer)], "text"]]
+
+
+def test_a_result_that_says_more_than_the_answer_is_drawn_as_markdown(store: Store) -> None:
+    said = "**Summary**: the answer above, shortened.\n\n- one\n- two"
+
+    def other_result(obj: dict[str, Any]) -> None:
+        obj["result"] = said
+
+    rid = store.import_cassette(changed("plain", "result", other_result))
+    data = report_data(store.get(rid), list(store.iter_events(rid)))
+    result = next(i for i in data["conv"] if i[0] == "result")
+    assert result[2] == "" and result[4]["md"][0] == ["p", ["strong", "Summary"],
+                                                      ": the answer above, shortened."]
+
+
 def test_subagent_items_nest_under_their_tool_call(store: Store) -> None:
     rec, events = stored(store, "subagent")
     data = report_data(rec, events)
@@ -86,7 +115,7 @@ def test_a_subagent_call_is_timed_from_its_own_first_line(store: Store) -> None:
 
     haiku = [fig for fig in figures(data["conv"]) if fig.startswith("claude-haiku")]
     assert len(haiku) == 3, haiku  # the Task agent's two calls and the workflow's one
-    assert [fig.split(" · ")[-2] for fig in haiku] == ["4.00 s", "11.00 s", "0 ms"], haiku
+    assert [fig.split(" · ")[-2] for fig in haiku] == ["4.00 s", "11.0 s", "0 ms"], haiku
     trace = [row for row in data["trace"] if "claude-haiku" in json.dumps(row)]
     assert trace, data["trace"]
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -79,6 +81,50 @@ def test_browse_list_session_tabs_and_diff(
     page.close()
 
 
+def test_the_list_says_a_cost_that_is_not_an_amount(
+    server: str, browser: object, ui_db: dict[str, str], tmp_path: Path
+) -> None:
+    # The cost cell of a session with no cost was drawn "None" (a number column).
+    # Wide enough for the grid to lay out the cost columns (it writes the cells of
+    # the columns in view into its hidden accessible table).
+    page = browser.new_page(viewport={"width": 2400, "height": 1000})  # type: ignore[attr-defined]
+    page.goto(f"{server}/")
+    grid = page.locator("[data-testid='stDataFrame']").first
+    grid.locator("[role='columnheader']").filter(has_text="cost source").wait_for(
+        state="attached", timeout=60_000)
+    heads = [h.strip() for h in grid.locator("[role='columnheader']").all_inner_texts()]
+    rows = grid.locator("[role='row']").all()
+    cells = [[c.strip() for c in r.locator("[role='gridcell']").all_inner_texts()] for r in rows]
+    page.screenshot(path=str(tmp_path / "list-costs.png"))
+    page.close()
+    cost = heads.index("cost")
+    costs = {row[0].removeprefix("?session="): row[cost] for row in cells if row}
+    assert costs[ui_db["running"]] == "not yet"
+    assert costs[ui_db["malformed"]] == "—"  # no model call
+    assert costs[ui_db["plain"]] == "$0.00096"
+    assert "None" not in costs.values() and "" not in costs.values()
+
+
+def test_diff_takes_no_unknown_cost_for_zero(
+    server: str, browser: object, ui_db: dict[str, str], tmp_path: Path
+) -> None:
+    # A session with a cost beside one with none yet (running) or none at all (no
+    # model call): the difference was drawn as if the missing cost were $0.
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})  # type: ignore[attr-defined]
+    for other, said in (("running", "not yet reported"), ("malformed", "— (no model calls)")):
+        page.goto(f"{server}/?diff={ui_db['plain']},{ui_db[other]}")
+        metric = page.locator("[data-testid='stMetric']").filter(has_text="Cost A → B")
+        metric.wait_for(timeout=30_000)
+        page.get_by_text(re.compile(r"^cost A \$0\.00096 · B ")).wait_for(timeout=30_000)
+        assert said in metric.inner_text()
+        assert metric.locator("[data-testid='stMetricDelta']").count() == 0
+        page.screenshot(path=str(tmp_path / f"diff-{other}.png"), full_page=True)
+    page.goto(f"{server}/?diff={ui_db['plain']},{ui_db['multi_turn']}")
+    metric = page.locator("[data-testid='stMetric']").filter(has_text="Cost A → B")
+    metric.locator("[data-testid='stMetricDelta']").wait_for(timeout=30_000)
+    page.close()
+
+
 def test_stats_token_chart_draws_over_dates(
     server: str, browser: object, tmp_path: Path, ui_db: dict[str, str]
 ) -> None:
@@ -118,8 +164,8 @@ def test_stats_token_chart_draws_over_dates(
             "return [r.left, r.right]; })")
         ticks = chart.locator(".ct-tick").evaluate_all(
             "els => els.map(e => { const r = e.getBoundingClientRect(); "
-            "return [(r.left + r.right) / 2, e.textContent]; })")
-        assert {day for _, day in ticks} == {dates[0], dates[len(dates) // 2], dates[-1]}
+            "return [(r.left + r.right) / 2, e.dataset.day]; })")
+        assert ticks[0][1] == dates[0]
         for centre, day in ticks:
             left, right = bars[dates.index(day)]
             assert left - 1 <= centre <= right + 1, (day, centre, left, right)
@@ -130,3 +176,35 @@ def test_stats_token_chart_draws_over_dates(
     page.wait_for_timeout(1000)
     page.screenshot(path=str(tmp_path / "sessions-1280.png"))
     page.close()
+
+
+@pytest.mark.parametrize("count", [1, 3, 90])
+@pytest.mark.parametrize("width", [330, 720])
+def test_stats_dates_never_overlap(browser: object, tmp_path: Path, count: int,
+                                   width: int) -> None:
+    # Two or three days drew three full dates under bars 48 px wide, one over another.
+    import datetime as dt
+
+    from claudetrace.ui.stats import bars_html
+
+    first = dt.date(2026, 9, 1)
+    days = [(first + dt.timedelta(days=n)).isoformat() for n in range(count)]
+    chart = bars_html(days, {"in": [n + 1 for n in range(count)]}, unit="tokens")
+    page = browser.new_page(viewport={"width": 1000, "height": 400})  # type: ignore[attr-defined]
+    page.set_content(f'<div style="width:{width}px;font-family:sans-serif">{chart}</div>')
+    boxes = page.locator(".ct-tick").evaluate_all(
+        "els => els.map(e => { const r = e.getBoundingClientRect(); "
+        "return [r.left, r.right, e.dataset.day, e.textContent]; })")
+    bars = page.locator(".ct-bar").evaluate_all(
+        "els => els.map(e => { const r = e.getBoundingClientRect(); return [r.left, r.right]; })")
+    page.screenshot(path=str(tmp_path / f"dates-{count}-{width}.png"))
+    page.close()
+    assert boxes[0][2:] == [days[0], "Sep 1"]
+    assert 1 <= len(boxes) <= 6
+    for (_, right, _, _), (left, _, _, _) in itertools.pairwise(boxes):
+        assert right + 4 <= left, boxes  # a gap between two dates
+    for left, right, day, _ in boxes:
+        bar_left, bar_right = bars[days.index(day)]
+        assert bar_left - 1 <= (left + right) / 2 <= bar_right + 1
+    # The first and last days in full, in the heading.
+    assert f"tokens per UTC day · {days[0]}" + (f" to {days[-1]}" if count > 1 else "") in chart

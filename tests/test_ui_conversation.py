@@ -29,8 +29,10 @@ def test_plain_turn_reads_as_a_chat() -> None:
     assert kinds(conversation("plain")) == [
         ("user", "Say hello."),
         ("assistant", "Hello from the fake model."),
-        ("result", "Hello from the fake model."),
+        ("result", ""),  # it repeats the answer: held once
     ]
+    (result,) = [i for i in conversation("plain") if i.kind == "result"]
+    assert [a.text for a in result.answers] == ["Hello from the fake model."]
 
 
 def test_thinking_is_its_own_item() -> None:

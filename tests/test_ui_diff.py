@@ -55,3 +55,15 @@ def test_extra_turns_pair_with_nothing() -> None:
     assert [p.a is None for p in pairs] == [False, True, True]
     assert pairs[2].as_dict()["tools A"] == "—"
     assert pairs[1].cost_delta is None
+
+
+def test_a_cost_not_reported_is_unknown_never_zero() -> None:
+    # A turn whose result named no cost was counted as $0 in the difference.
+    a, b = turns("plain"), turns("plain")
+    b[0].cost_usd = None
+    row = align(a, b)[0].as_dict()
+    assert (row["cost A"], row["cost B"], row["Δ cost"]) == ("$0.00096", "unknown", "unknown")
+    assert row["Δ time"] == "+0 ms" and row["time A"].endswith(" ms")
+    missing = align(turns("plain"), turns("multi_turn"))[1].as_dict()
+    assert (missing["cost A"], missing["Δ cost"], missing["time A"]) == ("—", "—", "—")
+    assert missing["cost B"].startswith("$")

@@ -119,9 +119,10 @@ def test_the_showcase_sessions_say_where_their_matches_are(tmp_path: Path) -> No
         store.close()
     found = find.find("round", conv.items, rows, conv.session)
     # Prompts of turns 1 and 2, a TodoWrite input, a subagent's prompt and answer,
-    # the compaction summary, answers and results.
+    # the compaction summary and answers (a result that repeats its answer is not
+    # counted again).
     assert found.turns() == [1, 2]
-    assert found.total == 10 and len(found.items()) == 9
+    assert found.total == 8 and len(found.items()) == 7
     labels = [m.label for m in found.matches]
     assert "tool TodoWrite · input" in labels and "tool Task · input, result" in labels
     assert len(found.anchors()) == len(found.matches)

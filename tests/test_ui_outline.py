@@ -120,7 +120,9 @@ def test_the_report_refers_to_conversation_rows(folded: dict[str, Any]) -> None:
     given_title, given, out_title, said, bad = data["io"]["turn:1"]
     assert (given_title, out_title, bad) == ("prompt", "result (error)", 1)
     assert [at(p)[2] for p, part in given] == ["Create created.txt with touch."]
-    assert [at(p)[0] for p, part in said] == ["result"]
+    # The result repeats the answer: the turn's output is that answer, held once.
+    assert [(at(p)[0], part) for p, part in said] == [("assistant", "text")]
+    assert at(said[0][0])[2] == "I was not allowed to."
     tool = next(v for k, v in data["io"].items() if k.startswith("tool:"))
     assert [(at(p)[0], part) for p, part in tool[1] + tool[3]] == [("tool", "input"),
                                                                   ("tool", "result")]

@@ -242,3 +242,47 @@ def test_a_lane_no_tool_call_names_is_a_subagent_node_and_counts_in_its_turn() -
     assert tree.usage is not None and turn.usage is not None
     assert tree.usage.input == session.usage.input
     assert turn.usage.input == sum(c.usage.input for c in session.turns[0].calls)
+
+
+def test_one_wording_for_a_time_a_start_and_a_difference() -> None:
+    # The pages said 0.53 s and 66.20 s where tail and the report's facts said
+    # 532 ms and 66.2 s; the Diff page wrote "+0.0012 $".
+    from claudetrace.formats.facts import latency
+    from claudetrace.ui.present import duration, duration_s, moment, money, signed
+
+    for seconds, said in ((0.532, "532 ms"), (3.25, "3.25 s"), (66.2, "66.2 s"),
+                          (726, "12.1 min")):
+        assert duration(round(seconds * 1e9)) == duration_s(seconds) == latency(seconds) == said
+    assert duration(None) == duration_s(None) == moment(None) == "—"
+    assert moment(1_764_308_412_000_000_000) == "2025-11-28 05:40:12 UTC"
+    assert signed(0.0012, money) == "+$0.0012" and signed(-2.41, duration_s) == "-2.41 s"
+    assert signed(None, money) == "unknown"
+
+
+def test_the_ui_and_the_report_format_no_cost_or_time_of_their_own() -> None:
+    # Every cost, duration and start goes through claudetrace.ui.present (or
+    # claudetrace.pricing): a format written in place drifts from the others.
+    import re
+
+    import claudetrace
+
+    root = Path(claudetrace.__file__).parent
+    own = re.compile(r'f"\$\{|\} \$"|:\.\d+f\} s"|:\.\d+f\} ms"|strftime\("%Y-%m-%d %H:%M:%S')
+    files = [*sorted((root / "ui").rglob("*.py")), root / "formats" / "html.py"]
+    found = [f"{path.relative_to(root)}: {line.strip()}" for path in files
+             if path.name not in ("present.py", "bench.py")
+             for line in path.read_text().splitlines() if own.search(line)]
+    assert found == []
+
+
+def test_a_days_cost_in_the_stats_tables_is_words_where_it_is_no_amount() -> None:
+    from claudetrace.store.usage import Figures
+    from claudetrace.ui.stats import usage_rows
+    from claudetrace.usage import Totals
+
+    priced, unpriced = Totals(), Totals()
+    priced.add("claude-opus-5-5", "cli", Figures(10, 5, 0, 0, 0.0012, 1))
+    unpriced.add("claude-new", "unknown", Figures(10, 5, 0, 0, 0.0, 2))
+    rows = usage_rows({"2026-11-01": priced, "2026-11-02": unpriced, "2026-11-03": Totals()})
+    assert [r["cost"] for r in rows] == ["$0.0012", "unknown", "—"]
+    assert rows[1]["cost ($)"] is None  # the chart's figure: no bar, never $0

@@ -52,7 +52,12 @@ def test_session_row_from_summary_columns() -> None:
     running = rec(ended_ns=None, exit_code=None, cost_usd=0.0, host=os.uname().nodename,
                   pid=os.getpid(), source="proxy", last_seen_ns=4_000_000_000_000_000_000)
     assert session_row(running)["status"] == "running"
-    assert session_row(running)["cost ($)"] is None
+    assert session_row(running)["cost"] == "not yet"
+    # An unknown cost is the word every view says, never None or $0.
+    assert row["cost"] == "$0.5000"
+    unpriced = rec(cost_usd=None, model_calls=2, models={"claude-new": {"cost_usd": None}})
+    assert session_row(unpriced)["cost"] == "unknown"
+    assert session_row(rec(cost_usd=None, model_calls=0))["cost"] == "—"
     assert (row["project"], row["source"]) == ("", "import")
 
 

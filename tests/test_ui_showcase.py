@@ -100,6 +100,24 @@ def test_failed_session_reads_error_and_its_tool_is_red(
     page.screenshot(path=str(tmp_path / "failed-trace.png"), full_page=True)
 
 
+def test_the_span_tree_stays_in_the_page_and_its_details_readable(
+    server: str, page: Any, sessions: dict[str, str]
+) -> None:
+    # At 1400 px the table ran 28 px past the page's column (its right-hand cells
+    # cut off) and squeezed each detail to a word a line (76 px).
+    page.goto(f"{server}/?session={sessions['failed']}&tab=trace")
+    page.locator("tr[data-kind='tool']").wait_for(timeout=TIMEOUT)
+    table = page.locator("table.ct-trace")
+    box = table.evaluate("t => { const r = t.getBoundingClientRect(), "
+                         "c = t.closest('[data-testid=stHtml]').getBoundingClientRect(); "
+                         "return [r.right, c.right, "
+                         "getComputedStyle(t.parentElement).overflowX]; }")
+    assert box[0] <= box[1] + 1 and box[2] == "auto", box
+    widths = table.locator("td.detail").evaluate_all(
+        "els => els.map(e => e.getBoundingClientRect().width)")
+    assert min(widths) >= 150, widths
+
+
 def test_running_session_is_awaiting_approval_with_its_last_event(
     server: str, page: Any, sessions: dict[str, str], tmp_path: Path
 ) -> None:
@@ -176,8 +194,10 @@ def test_the_report_draws_the_same_presentation_model(
             expect(live).to_contain_text("last event")
         if name == "finished":
             md = view.locator("#conv .md")
-            expect(md.locator("strong")).to_have_text("Done.")
+            expect(md.locator("strong")).to_have_text("Done.")  # once: not in the result
             expect(md.locator("td").nth(2)).to_have_text("<b>x</b>.py")
+            expect(view.locator(".item .k.result")).to_be_visible()
+            assert "**Done.**" not in view.locator("#conv").inner_text()
             assert md.locator("script, img, b").count() == 0
             expect(view.locator("#conv .fig").first).to_contain_text("100 in · 25 out")
         if name == "failed":
@@ -211,7 +231,7 @@ def test_the_report_draws_the_same_presentation_model(
 #: its first prompt, and turn ``n``'s span picked: its prompt and its result.
 GLANCE = {
     "finished": ("ok", "0", r"turn 1 · 1 call · 0 tools · 100 in · 25 out", 1,
-                 "Say hello.", "Hello from the fake model."),
+                 "Say hello.", "Here is what I found"),
     # (its first call's message id is the finished session's, stored first: that
     # call is counted there, as ``usage`` counts it, and says so)
     "failed": ("error", "2", r"turn 1 · 2 calls · 1 tool \(1 failed\) · 101 in · 26 out", 1,
@@ -315,7 +335,7 @@ def test_the_report_draws_the_trace_header_prompt_figures_and_span_input_output(
 FINDS = {
     "finished": ("OPUS", "2 matches · 1 item, 1 span · turn 1"),
     "failed": ("bash", "2 matches · 1 item, 1 span · turn 1"),
-    "imported": ("Round", "10 matches · 9 items, 0 spans · turns 1, 2"),
+    "imported": ("Round", "8 matches · 7 items, 0 spans · turns 1, 2"),
 }
 
 

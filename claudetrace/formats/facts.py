@@ -16,6 +16,7 @@ from ..pricing import NO_COST as NO_COST  # the report's tokens tab says it too
 from ..pricing import cost_text as cost_text  # said here as everywhere
 from ..pricing import dollars
 from ..store.links import NO_LINKS, Links
+from ..ui.present import duration_s
 
 #: Shown for a value the recording's source cannot know.
 UNKNOWN = "unknown"
@@ -30,14 +31,9 @@ def duration(ns: int | None) -> str:
 
 
 def latency(seconds: float) -> str:
-    """A latency people read: ``412 ms``, ``3.25 s``, ``66.2 s``, ``12.5 min``."""
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 10:
-        return f"{seconds:.2f} s"
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    return f"{seconds / 60:.1f} min"
+    """A latency people read: ``412 ms``, ``3.25 s``, ``66.2 s``, ``12.5 min``
+    (:func:`claudetrace.ui.present.duration`, the pages' and the report's wording)."""
+    return duration_s(seconds)
 
 
 #: Sources that are files written beside the CLI (no process seen), and their names.

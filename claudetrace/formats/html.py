@@ -128,7 +128,7 @@ class _Items:
                 extra["sub"] = [task[0], task[1]]  # the prompt is in the input
         elif item.decision is not None:
             extra["dec"] = [_decision(item.decision)]
-        if item.kind == "assistant":
+        if item.markdown:
             tree = markdown_tree(visible_text(item.text))  # as the session page draws it
             if tree is not None:
                 extra["md"] = tree
@@ -303,8 +303,8 @@ def report_data(
         "trace": [row.as_list() for row in trace],
         "th": [[label, value, 1 if bad else 0] for label, value, bad in outline.trace_header(
             tree, status=rec.status,
-            started=dt.datetime.fromtimestamp(rec.started_ns / 1e9, tz=dt.timezone.utc)
-            .strftime("%Y-%m-%d %H:%M:%S UTC"), cost_source=cost.source, rec=priced).cells()],
+            started=present.moment(rec.started_ns), cost_source=cost.source,
+            rec=priced).cells()],
         "io": io,
         # Where each turn starts (seconds since the start, as an item's), for the
         # find box to say which turns hold its matches.

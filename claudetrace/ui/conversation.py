@@ -42,6 +42,9 @@ USER_KINDS = {
 _SKIPPED_TYPES = frozenset({"stream_event", "keep_alive"})
 #: Control requests the conversation leaves to the control-plane tab.
 _QUIET_CONTROL = frozenset({"initialize", "mcp_message"})
+#: How far apart two texts' lengths may be and still be compared (surrounding
+#: whitespace the CLI may trim from a result).
+_SLACK = 64
 
 
 @dataclass(slots=True)
@@ -120,6 +123,15 @@ class Item:
     #: A ``rewind`` item's abandoned branch: the prompts it left, in order (their
     #: answers follow them in the conversation, marked :attr:`abandoned`).
     branch: list[Item] = field(default_factory=list)
+    #: The answer a ``result`` item repeats (the CLI's result is its turn's last
+    #: answer again): its text is then left out, so the page holds and draws it once.
+    answers: list[Item] = field(default_factory=list)
+
+    @property
+    def markdown(self) -> bool:
+        """Whether the pages draw its text as Markdown: an answer, or a result that
+        says more than its answer (an error's text is shown as it is)."""
+        return self.kind == "assistant" or (self.kind == "result" and not self.is_error)
 
 
 class _Builder:
@@ -285,7 +297,36 @@ class _Builder:
     def result(self, ev: Event) -> None:
         turn = self.turn_ended_at(ev.seq)
         is_error = turn.is_error if turn is not None else False
-        self.add(ev, "result", result_text(ev), is_error=is_error, turn=turn)
+        text = result_text(ev)
+        answers = self.answered(text)
+        self.add(ev, "result", "" if answers else text, is_error=is_error, turn=turn,
+                 answers=answers)
+
+    def answered(self, text: str) -> list[Item]:
+        """The answer of the turn a result with ``text`` ends, when the result repeats
+        it: the last text of its last model call, or that call's texts together.
+        Texts are compared only when their lengths are close (no copy of a long one)."""
+        said = text.strip()
+        if not said:
+            return []
+        texts: list[Item] = []
+        for item in reversed(self.items):
+            if item.kind in ("user", "result"):
+                break
+            if item.kind == "assistant":
+                if texts and item.call_id != texts[-1].call_id:
+                    break
+                texts.append(item)
+        texts.reverse()
+        if not texts:
+            return []
+        if abs(len(texts[-1].text) - len(said)) <= _SLACK and texts[-1].text.strip() == said:
+            return texts[-1:]
+        parts = [t.text for t in texts]
+        close = len(parts) > 1 and abs(sum(map(len, parts)) - len(said)) <= _SLACK * len(parts)
+        if close and any(sep.join(parts).strip() == said for sep in ("", "\n", "\n\n")):
+            return texts
+        return []
 
     def control_request(self, ev: Event) -> None:
         trip = self.trip(ev.seq)

@@ -17,6 +17,7 @@ from ..model import Session
 from ..model.content import content_text, message_blocks, message_content
 from ..model.events import Event
 from ..model.protocol import message_id, result_text
+from .present import cost_cell, duration_s, money, signed
 
 
 @dataclass(slots=True)
@@ -131,17 +132,25 @@ class TurnPair:
             "same tools": self.same_tools,
             "tools A": ", ".join(self.a.tools) if self.a else "—",
             "tools B": ", ".join(self.b.tools) if self.b else "—",
-            "cost A ($)": self.a.cost_usd if self.a else None,
-            "cost B ($)": self.b.cost_usd if self.b else None,
-            "Δ cost ($)": self.cost_delta,
-            "time A (s)": self.a.duration_s if self.a else None,
-            "time B (s)": self.b.duration_s if self.b else None,
-            "Δ time (s)": self.duration_delta,
+            # As every view says a cost and a time (never None, an unknown cost
+            # never $0): a difference only where both sides have an amount.
+            "cost A": _cost(self.a),
+            "cost B": _cost(self.b),
+            "Δ cost": signed(self.cost_delta, money) if self.a and self.b else "—",
+            "time A": duration_s(self.a.duration_s) if self.a else "—",
+            "time B": duration_s(self.b.duration_s) if self.b else "—",
+            "Δ time": signed(self.duration_delta, duration_s) if self.a and self.b else "—",
         }
 
 
 def _delta(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else b - a
+
+
+def _cost(turn: TurnSummary | None) -> str:
+    """A turn's cost as a table cell says it: ``—`` for no turn, ``unknown`` for a
+    turn whose result named no cost."""
+    return "—" if turn is None else cost_cell(turn.cost_usd, calls=True)
 
 
 def align(a: Sequence[TurnSummary], b: Sequence[TurnSummary]) -> list[TurnPair]:

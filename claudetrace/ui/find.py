@@ -175,7 +175,7 @@ def item_texts(item: Item) -> list[tuple[str, str]]:
     call's input (as JSON: :func:`input_text`) and result."""
     out: list[tuple[str, str]] = []
     if item.text:
-        tree = markdown_tree(visible_text(item.text)) if item.kind == "assistant" else None
+        tree = markdown_tree(visible_text(item.text)) if item.markdown else None
         if tree is not None:
             out += [("text", leaf) for leaf in tree_leaves(tree)]
         else:

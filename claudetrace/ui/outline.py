@@ -282,9 +282,11 @@ class Spans:
             if prompt is None and result is None:
                 return None
             failed = result is not None and result.is_error
+            # A result that repeats its turn's answer is shown by that answer.
+            ended = [] if result is None else (result.answers or [result])
             return SpanIO("prompt", [] if prompt is None else [(prompt, "text")],
                           "result (error)" if failed else "result",
-                          [] if result is None else [(result, "text")], is_error=failed)
+                          [(item, "text") for item in ended], is_error=failed)
         if kind == "model":
             said = self.said.get(key)
             if not said:

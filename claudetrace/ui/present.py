@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -59,13 +59,39 @@ def offset(ns: int | None) -> str:
 
 
 def duration(ns: int | None) -> str:
-    """``532 ms``, ``2.41 s``, ``3.2 min``; ``—`` when unknown."""
+    """How long, as every page, ``tail`` and the report say it: ``532 ms``,
+    ``3.25 s``, ``66.2 s``, ``12.1 min``; ``—`` when unknown."""
     if ns is None:
         return "—"
-    ms = ns / 1e6
-    if ms < 1000:
-        return f"{ms:.0f} ms"
-    return f"{ms / 1000:.2f} s" if ms < 120_000 else f"{ms / 60_000:.1f} min"
+    seconds = ns / 1e9
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 10:
+        return f"{seconds:.2f} s"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    return f"{seconds / 60:.1f} min"
+
+
+def duration_s(seconds: float | None) -> str:
+    """A time in seconds as :func:`duration` says it."""
+    return duration(None if seconds is None else round(seconds * 1e9))
+
+
+def moment(ns: int | None) -> str:
+    """A Unix time in nanoseconds as the pages give a start: ``2026-11-28 05:40:12 UTC``."""
+    if ns is None:
+        return "—"
+    return dt.datetime.fromtimestamp(ns / 1e9, tz=dt.timezone.utc).strftime(
+        "%Y-%m-%d %H:%M:%S UTC")
+
+
+def signed(delta: float | None, shown: Callable[[float], str]) -> str:
+    """A difference with its sign before the figure ``shown`` writes: ``+$0.0012``,
+    ``-2.41 s``; ``unknown`` when either side is."""
+    if delta is None:
+        return "unknown"
+    return ("-" if delta < 0 else "+") + shown(abs(delta))
 
 
 def money(value: float | None) -> str:
@@ -536,10 +562,10 @@ class Header:
     model: str
 
 
-def cost_text(rec: Any, digits: int = 4) -> str:
+def cost_text(rec: Any, digits: int = 4, *, cell: bool = False) -> str:
     """A stored recording's cost as every view says it, to ``digits`` places
-    (:func:`claudetrace.pricing.cost_text`)."""
-    return priced_text(rec, digits)
+    (:func:`claudetrace.pricing.cost_text`; ``cell``: as a table cell says it)."""
+    return priced_text(rec, digits, cell=cell)
 
 
 def cost_cell(usd: float | None, *, calls: bool) -> str:
@@ -581,13 +607,12 @@ def header(rec: Any, session: Session | None = None) -> Header:
     """
     running = rec.status == "running"
     live = None if session is None else session_liveness(rec, session)
-    started = dt.datetime.fromtimestamp(rec.started_ns / 1e9, tz=dt.timezone.utc)
     last_ns = live.last_event_ns if live is not None else None
     cli = rec.claude_code_version or ("not yet" if running else "—")
     return Header(
         status=rec.status,
         liveness=live,
-        started=started.strftime("%Y-%m-%d %H:%M:%S UTC"),
+        started=moment(rec.started_ns),
         last_event=clock(rec.started_ns, last_ns) + f" UTC ({offset(last_ns)})"
         if last_ns is not None else "—",
         duration=duration(rec.duration_ns) if rec.duration_ns is not None else (
@@ -607,9 +632,12 @@ __all__ = [
     "call_figures",
     "clock",
     "duration",
+    "duration_s",
     "header",
+    "moment",
     "money",
     "offset",
+    "signed",
     "tokens_text",
     "trace_rows",
     "trace_tree",

@@ -18,7 +18,7 @@ from ..store.browse import Tiles as Tiles
 from ..store.browse import percentile as percentile
 from ..store.browse import tiles_of as tiles_of
 from ..store.models import Recording
-from .present import exit_text
+from .present import cost_text, exit_text
 
 
 def started_at(started_ns: int) -> dt.datetime:
@@ -31,7 +31,7 @@ def started_at(started_ns: int) -> dt.datetime:
 #: wide, rarely read ones last.
 TABLE_COLUMNS = (
     "open", "status", "exit", "first prompt", "started", "duration (s)", "tool calls",
-    "tool errors", "model", "turns", "tokens", "cost ($)", "cost source", "now", "name",
+    "tool errors", "model", "turns", "tokens", "cost", "cost source", "now", "name",
     "reason", "tags", "project", "source", "links", "lines", "CLI", "id",
 )
 
@@ -58,9 +58,9 @@ def session_row(rec: Recording) -> dict[str, Any]:
         + rec.output_tokens
         + rec.cache_read_tokens
         + rec.cache_creation_tokens,
-        # None when unknown (a model without a price, a running session with no
-        # result yet), never 0.
-        "cost ($)": None if (cost := rec.cost) is None else round(cost, 6),
+        # As every view says it (never None, never $0 for unknown): the amount,
+        # "unknown" (a model without a price), "—" (no model call), "not yet".
+        "cost": cost_text(rec, cell=True),
         "cost source": rec.cost_origin,
         "tags": tags,
         "reason": rec.status_reason,

@@ -17,8 +17,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from html import escape
 from typing import Any, Final
 
+from ..pricing import NO_COST, dollars
 from ..store.usage import Reader, UsageFilter
 from ..usage import Totals, periods
+from .present import cost_cell
 from .sessions import percentile
 
 
@@ -41,7 +43,9 @@ TOKEN_SERIES = ("input tokens", "output tokens", "cache read tokens", "cache wri
 
 def _figures(t: Totals) -> dict[str, Any]:
     cost = t.cost_or_none()
-    return {"cost ($)": None if cost is None else round(cost, 6), "cost source": t.cost_source,
+    # "cost ($)" draws the chart; "cost" is what the tables show (never None).
+    return {"cost": cost_cell(cost if t.calls else None, calls=bool(t.calls)),
+            "cost ($)": None if cost is None else round(cost, 6), "cost source": t.cost_source,
             "input tokens": t.input, "output tokens": t.output,
             "cache read tokens": t.cache_read, "cache write tokens": t.cache_creation}
 
@@ -62,18 +66,18 @@ def usage_total(days: Mapping[str, Totals]) -> str:
     total = Totals()
     for t in days.values():
         total.merge(t)
-    cost = f"${total.cost:.6f}"
+    cost = dollars(total.cost, digits=6)
     cli = round(total.cost - total.estimated, 9)
     unpriced = total.unpriced
     # The CLI's where it said, the price table's else (an unpriced model is no estimate).
     if total.estimated > 0 or (total.cost_source == "estimate" and not unpriced):
-        cost += (f" (${cli:.6f} the CLI's + ~${total.estimated:.6f} estimated)" if cli > 0
-                 else " (estimate)")
+        cost += (f" ({dollars(cli, digits=6)} the CLI's + ~{dollars(total.estimated, digits=6)}"
+                 " estimated)" if cli > 0 else " (estimate)")
     if unpriced:  # as every view says it: unknown, never counted as $0
         why = f"unknown (no price for {', '.join(unpriced)})"
         cost = why if total.cost_source == "unknown" else f"{cost} + {why}"
     elif not total.calls:
-        cost = "— (no model calls)"
+        cost = NO_COST
     return (f"In all: {total.total_tokens} tokens ({total.input} input, {total.output} "
             f"output, {total.cache_read} cache read, {total.cache_creation} cache write), "
             f"cost {cost}")
@@ -98,9 +102,8 @@ def bars_html(days: Sequence[str], series: Mapping[str, Sequence[float | int | N
     at once, where a Vega chart waited for Vega's scripts to load and compile; an
     inline SVG the page's sanitizer removes): each part of a bar says its day,
     series and figure on hover (``title``), the y axis its top, middle and zero,
-    the x axis the first, middle and last days, each under its bar; a legend names
-    the series. Every
-    text escaped."""
+    the x axis a few days (:func:`tick_labels`), each under its bar, the heading the
+    first and last; a legend names the series. Every text escaped."""
     names = list(series)
     totals = [sum(float(series[n][i] or 0) for n in names) for i in range(len(days))]
     top = max(totals, default=0.0) or 1.0
@@ -116,13 +119,15 @@ def bars_html(days: Sequence[str], series: Mapping[str, Sequence[float | int | N
         columns.append('<div class="ct-bar" style="flex:1;display:flex;flex-direction:'
                        f'column-reverse;height:100%;max-width:48px">{"".join(boxes)}</div>')
     axis = "".join(f"<span>{escape(figure(top * f))}</span>" for f in (1.0, 0.5, 0.0))
-    shown = {0, len(days) // 2, len(days) - 1} if days else set()
+    labels = tick_labels(days)
     # A cell a day, as wide as its bar, so that each label stands under its bar.
     ticks = "".join(
         '<div style="flex:1;max-width:48px;position:relative">'
-        + (f'<span class="ct-tick" style="position:absolute;left:50%;transform:translateX(-50%);'
-           f'white-space:nowrap">{escape(day)}</span>' if i in shown else "")
+        + (f'<span class="ct-tick" data-day="{escape(day, quote=True)}" style="position:'
+           'absolute;left:50%;transform:translateX(-50%);white-space:nowrap">'
+           f"{escape(labels[i])}</span>" if i in labels else "")
         + "</div>" for i, day in enumerate(days))
+    span = f" · {days[0]} to {days[-1]}" if len(days) > 1 else (f" · {days[0]}" if days else "")
     legend = "".join(
         f'<span style="margin-left:10px"><i style="display:inline-block;width:10px;'
         f'height:10px;background:{COLOURS[k % len(COLOURS)]};margin-right:4px"></i>'
@@ -130,7 +135,7 @@ def bars_html(days: Sequence[str], series: Mapping[str, Sequence[float | int | N
     return (
         f'<div class="ct-bars" role="img" aria-label="{escape(unit, quote=True)} per UTC day" '
         'style="font-size:11px;color:#555;max-width:720px">'
-        f"<div>{escape(unit)} per UTC day{legend}</div>"
+        f"<div>{escape(unit)} per UTC day{escape(span)}{legend}</div>"
         '<div style="display:flex;gap:6px">'
         '<div style="display:flex;flex-direction:column;justify-content:space-between;'
         f'text-align:right;height:180px;min-width:56px">{axis}</div>'
@@ -138,6 +143,27 @@ def bars_html(days: Sequence[str], series: Mapping[str, Sequence[float | int | N
         f'border-left:1px solid #ccc;border-bottom:1px solid #ccc">{"".join(columns)}</div>'
         f'<div style="display:flex;gap:2px;height:16px;padding-left:1px">{ticks}</div>'
         '</div></div></div>')
+
+
+#: At most this many dates under a chart: a label is as wide as a bar (48 px) of a
+#: few days, and a bar is thinner the more days there are.
+MOST_TICKS: Final = 6
+
+
+def tick_labels(days: Sequence[str]) -> dict[int, str]:
+    """The x axis's labels by the index of their day: every ``step``-th day from the
+    first, at most :data:`MOST_TICKS`, each short (``Nov 28``: the heading gives the
+    first and last days in full) so that no two overlap; a day that is no ISO date
+    as it is."""
+    step = max(1, -(-len(days) // MOST_TICKS))
+    out = {}
+    for i in range(0, len(days), step):
+        try:
+            day = dt.date.fromisoformat(days[i])
+            out[i] = f"{day:%b} {day.day}"
+        except ValueError:
+            out[i] = days[i]
+    return out
 
 
 def tool_rates(usage: Mapping[str, tuple[int, int]]) -> list[dict[str, Any]]:

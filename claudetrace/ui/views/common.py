@@ -8,7 +8,6 @@ first; bodies are shown with ``st.text`` / ``st.code`` / ``st.json``.
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import re
 import threading
@@ -87,16 +86,6 @@ def go(**values: Any) -> None:
     st.rerun()
 
 
-def when(ns: int | None) -> str:
-    if ns is None:
-        return "—"
-    return dt.datetime.fromtimestamp(ns / 1e9, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def seconds(value: float | None) -> str:
-    if value is None:
-        return "—"
-    return f"{value:.2f} s" if value < 120 else f"{value / 60:.1f} min"
 
 
 def auto_refresh_toggle(key: str, *, default: bool = False) -> bool:
@@ -214,7 +203,9 @@ _STYLE = """<style>
 .ct-trace th,.ct-trace td{padding:2px 8px;border-bottom:1px solid rgba(128,128,128,.2);
 text-align:left;white-space:nowrap}
 .ct-trace td.n{text-align:right;font-variant-numeric:tabular-nums}
-.ct-trace td.detail{white-space:normal;color:#6b7079}
+.ct-trace td.detail{white-space:normal;color:#6b7079;min-width:13em}
+.ct-trace td.tok{white-space:normal;min-width:7em}
+.ct-scroll{overflow-x:auto}
 .ct-trace .kind{font-size:11px;padding:0 5px;border-radius:6px;margin-right:4px;color:#fff}
 .ct-trace .k-agent{background:#7f7f7f}.ct-trace .k-turn{background:#1f77b4}
 .ct-trace .k-model{background:#9467bd}.ct-trace .k-tool{background:#2ca02c}

@@ -8,12 +8,16 @@ import streamlit as st
 
 from claudetrace.display import visible_text
 from claudetrace.errors import ClaudeTraceError
+from claudetrace.pricing import known_cost
 from claudetrace.store import Recording, Store
 from claudetrace.store import browse as queries
+from claudetrace.store.usage import store_reader
+from claudetrace.ui import present
 from claudetrace.ui.diff import TurnSummary, align, first_divergence, turn_summaries
 from claudetrace.ui.sessions import Filters
 from claudetrace.ui.views import common
-from claudetrace.ui.views.common import money, param, plain, seconds
+from claudetrace.ui.views.common import param, plain
+from claudetrace.usage import costed
 
 #: Lines read per side (deltas excluded) — far more than any real conversation.
 DIFF_MAX_LINES = 20_000
@@ -33,17 +37,22 @@ def page() -> None:
     pairs = align(turns_a, turns_b)
     row = common.metric_row()
     row.metric("Turns A / B", f"{len(turns_a)} / {len(turns_b)}", width="content")
-    row.metric(
-        "Cost A → B",
-        money(b.cost_usd),
-        delta=f"{(b.cost_usd or 0) - (a.cost_usd or 0):+.4f} $",
-        delta_color="inverse",
-        width="content",
-    )
-    dur_a = (a.duration_ns or 0) / 1e9
-    dur_b = (b.duration_ns or 0) / 1e9
-    row.metric("Duration A → B", seconds(dur_b), delta=f"{dur_b - dur_a:+.2f} s",
+    # Each cost as ``usage session`` and every other page say it; a difference only
+    # between two amounts (an unknown cost is never taken for $0).
+    a, b = costed(store_reader(db), [a, b])
+    cost_a, cost_b = known_cost(a), known_cost(b)
+    row.metric("Cost A → B", present.cost_text(b),
+               delta=None if cost_a is None or cost_b is None
+               else present.signed(cost_b - cost_a, present.money),
                delta_color="inverse", width="content")
+    dur_a, dur_b = a.duration_ns, b.duration_ns
+    row.metric("Duration A → B", present.duration(dur_b),
+               delta=None if dur_a is None or dur_b is None
+               else present.signed((dur_b - dur_a) / 1e9, present.duration_s),
+               delta_color="inverse", width="content")
+    if cost_a is None or cost_b is None:
+        st.caption(plain(f"cost A {present.cost_text(a)} · B {present.cost_text(b)}: "
+                         "no difference while a cost is not an amount", 400))
     diverged = first_divergence(pairs)
     row.metric("First difference", "none" if diverged is None else f"turn {diverged + 1}",
                width="content")
@@ -120,8 +129,8 @@ def _side(col: st.delta_generator.DeltaGenerator, label: str, turn: TurnSummary 
             st.caption("tools: " + plain(", ".join(turn.tools), 300))
         facts = [
             f"{turn.result_subtype or 'no result'}",
-            money(turn.cost_usd),
-            seconds(turn.duration_s),
+            present.cost_cell(turn.cost_usd, calls=True),
+            present.duration_s(turn.duration_s),
         ]
         if turn.is_error:
             st.error(plain(" · ".join(facts)))

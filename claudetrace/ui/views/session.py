@@ -29,7 +29,7 @@ from claudetrace.ui.conversation import Item, LazyConversation, ToolCall, walk
 from claudetrace.ui.markdown import markdown_tree, tree_html
 from claudetrace.ui.views import common, trace
 from claudetrace.ui.views import find as find_view
-from claudetrace.ui.views.common import money, param, plain, seconds, set_params
+from claudetrace.ui.views.common import money, param, plain, set_params
 from claudetrace.usage import costed
 
 TABS = {
@@ -302,7 +302,11 @@ def _item(item: Item, depth: int, shown: _Shown) -> None:
     finder = shown.finder if shown.finder is not None and shown.finder.holds(item) else None
     if finder is not None:
         finder.heading(item)
-        if item.kind not in (*_ROLE, "tool", "thinking"):
+        tree = (markdown_tree(visible_text(item.text))
+                if item.kind == "result" and item.markdown else None)
+        if tree is not None:
+            st.html(f'<div class="ct-md">{tree_html(tree, finder.mark)}</div>')
+        elif item.kind not in (*_ROLE, "tool", "thinking"):
             st.html(finder.html(visible_text(item.text)))
     if item.kind in _ROLE:
         with st.chat_message(_ROLE[item.kind]):
@@ -368,7 +372,7 @@ def _result_label(item: Item) -> str:
         return "error" if item.is_error else "result"
     bits = [present.result_word(turn)]
     if turn.end_ns is not None:
-        bits.append(seconds((turn.end_ns - turn.start_ns) / 1e9))
+        bits.append(present.duration(turn.end_ns - turn.start_ns))
     if turn.cost_by_model:
         bits.append(money(turn.cost_usd))
     if turn.total_cost_usd is not None:

@@ -167,8 +167,7 @@ def _list_body(filters: Filters) -> None:
     row.metric("Total cost", money(summary.total_cost), width="content")
     row.metric("Error rate", "—" if summary.error_rate is None else f"{summary.error_rate:.1%}",
                width="content")
-    row.metric("p95 duration", "—" if summary.p95_duration_s is None
-               else f"{summary.p95_duration_s:.2f} s", width="content")
+    row.metric("p95 duration", present.duration_s(summary.p95_duration_s), width="content")
     row.metric("Running", summary.running, width="content")
     if not summary.count:
         common.metrics_drawn()  # a session opened from here shows its header at once
@@ -209,7 +208,7 @@ def _list_body(filters: Filters) -> None:
             "started": st.column_config.DatetimeColumn(
                 "started (UTC)", format="YYYY-MM-DD HH:mm:ss"
             ),
-            "cost ($)": st.column_config.NumberColumn(format="%.4f"),
+            "cost": st.column_config.TextColumn("cost", alignment="right"),
             "exit": st.column_config.TextColumn("exit", width="small"),
             "duration (s)": st.column_config.NumberColumn("dur (s)", width="small"),
             "turns": st.column_config.NumberColumn("turns", width="small"),

@@ -10,6 +10,7 @@ from claudetrace.store import Store
 from claudetrace.store import browse as queries
 from claudetrace.store.usage import store_reader
 from claudetrace.telemetry.latency import fold_latencies, recent_latencies
+from claudetrace.ui import present
 from claudetrace.ui.sessions import Filters
 from claudetrace.ui.stats import (
     TOKEN_SERIES,
@@ -72,10 +73,14 @@ def page() -> None:
     # compile in each new page before the first chart was drawn (bench ui --browser).
     tokens = token_chart(daily)
     c1.html(bars_html(tokens["day"], {"cost ($)": [r["cost ($)"] for r in daily]},
-                     unit="cost ($)", figure=lambda v: f"${v:,.6g}"))
+                     unit="cost ($)", figure=present.money))
     c2.html(bars_html(tokens["day"], {k: tokens[k] for k in TOKEN_SERIES}, unit="tokens"))
-    st.dataframe(daily, hide_index=True, key="daily_table")
-    st.dataframe(model_rows(days), hide_index=True, key="daily_models_table")
+    # The tables say a cost in words where it is no amount ("cost"), never None.
+    st.dataframe(daily, hide_index=True, key="daily_table",
+                 column_order=[k for k in daily[0] if k != "cost ($)"] if daily else None)
+    models = model_rows(days)
+    st.dataframe(models, hide_index=True, key="daily_models_table",
+                 column_order=[k for k in models[0] if k != "cost ($)"] if models else None)
     st.caption("Sessions started and failed per UTC day")
     st.dataframe(daily_usage(per_day), hide_index=True, key="sessions_per_day_table")
 

@@ -92,9 +92,12 @@ def _trace_html(rows: list[present.TraceRow], finder: Finder | None = None,
     anchors = finder.anchors if finder is not None else set()
 
     end = max((r.end_ns or r.start_ns for r in rows), default=0) or 1
-    out = ['<table class="ct-trace"><thead><tr><th>span</th><th>start (UTC)</th>'
-           '<th>since start</th><th>duration</th><th></th><th>tokens</th><th>cost</th>'
-           "<th>detail</th></tr></thead><tbody>"]
+    # In a box of its own that scrolls sideways on a narrow page: the table never
+    # runs past the page's column (its right-hand cells cut off), and the details
+    # keep room to read (they were squeezed to a word a line).
+    out = ['<div class="ct-scroll"><table class="ct-trace"><thead><tr><th>span</th>'
+           '<th>start (UTC)</th><th>since start</th><th>duration</th><th></th>'
+           "<th>tokens</th><th>cost</th><th>detail</th></tr></thead><tbody>"]
     for at, r in enumerate(rows, first):
         left = 100 * r.start_ns / end
         width = 100 * max(0, (r.end_ns if r.end_ns is not None else end) - r.start_ns) / end
@@ -111,10 +114,10 @@ def _trace_html(rows: list[present.TraceRow], finder: Finder | None = None,
             f"<td class=n>{escape(r.duration)}</td>"
             f'<td><div class="track"><div class="bar" style="left:{left:.2f}%;'
             f'width:{width:.2f}%"></div></div></td>'
-            f"<td class=n>{escape(r.tokens)}</td><td class=n>{escape(r.cost)}</td>"
+            f'<td class="n tok">{escape(r.tokens)}</td><td class=n>{escape(r.cost)}</td>'
             f'<td class="detail">{marked_html(r.detail, mark if hit else None)}</td></tr>'
         )
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
     return "".join(out)
 
 
@@ -133,7 +136,7 @@ def tab(db: Store, rec: Recording, items_through: Callable[[int], list[Item]],
     # first turn), the tree's as it is folded.
     (priced,) = costed(store_reader(db), [rec])
     st.html(_header_html(outline.trace_header(
-        tree, status=rec.status, started=common.when(rec.started_ns),
+        tree, status=rec.status, started=present.moment(rec.started_ns),
         cost_source=session.cost().source, rec=None if priced is rec else priced)))
     part = common.pager(len(rows), TRACE_PAGE, "tpart", "spans", "trace_part")
     errors = sum(1 for r in rows if r.status == "error")
