@@ -195,17 +195,27 @@ def pg_server() -> Iterator[str]:
     folder = Path(tempfile.mkdtemp(prefix="claudetrace-pg-"))
     if prefix:
         os.chown(folder, user.pw_uid, user.pw_gid)
-    with contextlib.closing(socket.socket()) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
     data = folder / "data"
     initdb = [str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
               "-E", "UTF8", "--no-sync"]
     subprocess.run([*prefix, *initdb], check=True, capture_output=True, timeout=120)
-    options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off"
-    start = [str(bindir / "pg_ctl"), "-D", str(data), "-o", options,
-             "-l", str(folder / "log"), "-w", "start"]
-    subprocess.run([*prefix, *start], check=True, capture_output=True, timeout=120)
+    # A free port is only free until someone binds it: another worker, or any
+    # process on the machine given it as its ephemeral port, may take it before the
+    # server does (pg_ctl then fails, the server "could not create any TCP/IP
+    # sockets").  Another port is asked for then.
+    for attempt in range(5):
+        with contextlib.closing(socket.socket()) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off"
+        start = [str(bindir / "pg_ctl"), "-D", str(data), "-o", options,
+                 "-l", str(folder / "log"), "-w", "start"]
+        started = subprocess.run([*prefix, *start], capture_output=True, timeout=120,
+                                 check=False)
+        if started.returncode == 0:
+            break
+        if attempt == 4:
+            started.check_returncode()
     try:
         yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
     finally:
