@@ -11,9 +11,8 @@ import signal
 import socket
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
@@ -21,9 +20,6 @@ from claudetrace.indexer import open_settled_store
 from claudetrace.store import Store
 from claudetrace.testing import FakeAPI
 from claudetrace.testing.harness import bundled_cli
-
-if TYPE_CHECKING:
-    from tests.scenarios import DirectRun
 
 # A suite started in the background (as a shell starts an asynchronous command,
 # and some CI runners do) has Ctrl-C ignored, and every process it starts would
@@ -96,26 +92,6 @@ def fake_api() -> Iterator[FakeAPI]:
 def real_claude() -> Path:
     """The real ``claude`` CLI bundled with claude_agent_sdk."""
     return bundled_cli()
-
-
-@pytest.fixture(scope="session")
-def direct_run(real_claude: Path, fake_api: FakeAPI) -> Callable[[str], DirectRun]:
-    """Each scenario of tests/scenarios.py run directly against the real CLI once per
-    session, on first asking: the harness's check of every scenario and the proxy's
-    comparison with a direct run read the same run instead of starting the CLI for
-    each.  A run is kept only when it ended; one that raised raises for every asker.
-    """
-    from tests.scenarios import DirectRun, run_scenario
-
-    runs: dict[str, DirectRun] = {}
-
-    def run(name: str) -> DirectRun:
-        if name not in runs:
-            result = run_scenario(name, real_claude, fake_api)
-            runs[name] = DirectRun(result, fake_api.pending, list(fake_api.unknown))
-        return runs[name]
-
-    return run
 
 
 @pytest.fixture(scope="session")
