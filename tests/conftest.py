@@ -11,9 +11,8 @@ import signal
 import socket
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
@@ -21,9 +20,6 @@ from claudetrace.indexer import open_settled_store
 from claudetrace.store import Store
 from claudetrace.testing import FakeAPI
 from claudetrace.testing.harness import bundled_cli
-
-if TYPE_CHECKING:
-    from tests.scenarios import DirectRun
 
 # A suite started in the background (as a shell starts an asynchronous command,
 # and some CI runners do) has Ctrl-C ignored, and every process it starts would
@@ -96,26 +92,6 @@ def fake_api() -> Iterator[FakeAPI]:
 def real_claude() -> Path:
     """The real ``claude`` CLI bundled with claude_agent_sdk."""
     return bundled_cli()
-
-
-@pytest.fixture(scope="session")
-def direct_run(real_claude: Path, fake_api: FakeAPI) -> Callable[[str], DirectRun]:
-    """Each scenario of tests/scenarios.py run directly against the real CLI once per
-    session, on first asking: the harness's check of every scenario and the proxy's
-    comparison with a direct run read the same run instead of starting the CLI for
-    each.  A run is kept only when it ended; one that raised raises for every asker.
-    """
-    from tests.scenarios import DirectRun, run_scenario
-
-    runs: dict[str, DirectRun] = {}
-
-    def run(name: str) -> DirectRun:
-        if name not in runs:
-            result = run_scenario(name, real_claude, fake_api)
-            runs[name] = DirectRun(result, fake_api.pending, list(fake_api.unknown))
-        return runs[name]
-
-    return run
 
 
 @pytest.fixture(scope="session")
@@ -195,17 +171,27 @@ def pg_server() -> Iterator[str]:
     folder = Path(tempfile.mkdtemp(prefix="claudetrace-pg-"))
     if prefix:
         os.chown(folder, user.pw_uid, user.pw_gid)
-    with contextlib.closing(socket.socket()) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
     data = folder / "data"
     initdb = [str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
               "-E", "UTF8", "--no-sync"]
     subprocess.run([*prefix, *initdb], check=True, capture_output=True, timeout=120)
-    options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off"
-    start = [str(bindir / "pg_ctl"), "-D", str(data), "-o", options,
-             "-l", str(folder / "log"), "-w", "start"]
-    subprocess.run([*prefix, *start], check=True, capture_output=True, timeout=120)
+    # A free port is only free until someone binds it: another worker, or any
+    # process on the machine given it as its ephemeral port, may take it before the
+    # server does (pg_ctl then fails, the server "could not create any TCP/IP
+    # sockets").  Another port is asked for then.
+    for attempt in range(5):
+        with contextlib.closing(socket.socket()) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off"
+        start = [str(bindir / "pg_ctl"), "-D", str(data), "-o", options,
+                 "-l", str(folder / "log"), "-w", "start"]
+        started = subprocess.run([*prefix, *start], capture_output=True, timeout=120,
+                                 check=False)
+        if started.returncode == 0:
+            break
+        if attempt == 4:
+            started.check_returncode()
     try:
         yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
     finally:

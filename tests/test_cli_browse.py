@@ -199,19 +199,26 @@ def _counts(db_path: Path) -> tuple[int, int]:
     return found
 
 
+@pytest.fixture(scope="module")
+def long_cassette(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A cassette of 200,000 lines (200 MB), long enough to import that an import of it
+    can be stopped midway: written once for the tests that only read it."""
+    path = tmp_path_factory.mktemp("long") / "big.ndjson"
+    _big_cassette(path, 200_000)
+    return path
+
+
 @pytest.mark.parametrize("again_after", [0.05, 0.15, 0.3])
 def test_ctrl_c_pressed_twice_during_an_import_leaves_no_recording(
-    db_path: Path, tmp_path: Path, again_after: float,
+    db_path: Path, long_cassette: Path, again_after: float,
 ) -> None:
     """The first Ctrl-C stops the import, which takes what it stored back out; a
     second one while it does so (the store opening, the delete) is held until
     that is done: it left half a recording behind (found by a review)."""
     assert invoke("import", str(SAMPLES[0]), "--db", str(db_path)).exit_code == 0
     before = _counts(db_path)
-    cassette = tmp_path / "big.ndjson"
-    _big_cassette(cassette, 200_000)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "claudetrace", "import", str(cassette), "--db", str(db_path)],
+        [sys.executable, "-m", "claudetrace", "import", str(long_cassette), "--db", str(db_path)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:

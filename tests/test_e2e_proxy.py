@@ -1,7 +1,8 @@
 """End to end: SDK application → shim → ``claudetrace proxy`` → real CLI → fake API.
 
 Each scenario runs twice, directly against the bundled CLI and through a
-recording shim, and the application must see the same messages.  Below the
+recording shim, and the application must see the same messages; the direct run
+alone is checked too (what the scenario expects, every scripted answer used).  Below the
 proxy, the CLI runs inside a capture wrapper that tees its stdin, stdout and
 stderr to files: the stored events must be exactly those bytes, in order, each
 with its direction.  This is the independent witness of the recording.
@@ -50,6 +51,25 @@ def rig(tmp_path_factory: pytest.TempPathFactory, real_claude: Path) -> Rig:
     return make_rig(tmp_path_factory.mktemp("e2e"), real_claude)
 
 
+@pytest.fixture(scope="module")
+def direct_run(real_claude: Path, fake_api: FakeAPI) -> Callable[[str], DirectRun]:
+    """Each scenario of tests/scenarios.py run directly against the real CLI once, on
+    first asking: the check of every scenario and the comparison with a proxied run
+    read the same run instead of starting the CLI for each.  A run is kept only when
+    it ended; one that raised raises for every asker.  (In this module, so that
+    pytest-xdist's ``--dist loadscope`` gives every test reading them one worker.)
+    """
+    runs: dict[str, DirectRun] = {}
+
+    def run(name: str) -> DirectRun:
+        if name not in runs:
+            result = run_scenario(name, real_claude, fake_api)
+            runs[name] = DirectRun(result, fake_api.pending, list(fake_api.unknown))
+        return runs[name]
+
+    return run
+
+
 @pytest.fixture
 def store(rig: Rig) -> Iterator[Store]:
     opened = open_settled_store(str(rig.db))
@@ -62,6 +82,24 @@ def init_messages(result: ScenarioResult) -> list[dict[str, object]]:
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_scenario_against_the_real_cli(name: str, direct_run: Callable[[str], DirectRun]) -> None:
+    run = direct_run(name)  # run once, shared with test_scenario_through_the_proxy
+    check_scenario(run.result)
+    assert run.pending == 0, "the CLI did not use every scripted answer"
+    assert run.unknown == [], "the CLI asked the fake API for something it does not serve"
+
+
+def test_scenarios_are_deterministic(
+    real_claude: Path, fake_api: FakeAPI, direct_run: Callable[[str], DirectRun]
+) -> None:
+    # The basis of comparing direct, proxied and replayed runs: the module's direct
+    # run of the scenario and one more, made here.
+    first = direct_run("mcp_tool").result.comparable()
+    second = run_scenario("mcp_tool", real_claude, fake_api).comparable()
+    assert first == second
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_scenario_through_the_proxy(
     name: str,
     rig: Rig,
@@ -70,7 +108,7 @@ def test_scenario_through_the_proxy(
     fake_api: FakeAPI,
     direct_run: Callable[[str], DirectRun],
 ) -> None:
-    direct = direct_run(name).result  # run once per session, shared with tests/test_harness.py
+    direct = direct_run(name).result  # run once, shared with test_scenario_against_the_real_cli
     known = {r.id for r in store.list_recordings()}
     capture = rig.root / name
     capture.mkdir()

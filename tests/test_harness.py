@@ -1,15 +1,14 @@
-"""The offline CLI harness, and every scenario against the real bundled CLI (no proxy)."""
+"""The offline CLI harness (every scenario against the real bundled CLI, with no proxy, is
+checked in tests/test_e2e_proxy.py, beside the proxied runs that share those runs)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from claudetrace.cassette import read_cassette
-from claudetrace.testing import FakeAPI
 from claudetrace.testing.harness import (
     FAKE_API_KEY,
     PROJECT_DIR,
@@ -18,7 +17,7 @@ from claudetrace.testing.harness import (
     make_home,
     subprocess_env,
 )
-from tests.scenarios import SCENARIOS, DirectRun, check_scenario, run_scenario
+from tests.scenarios import SCENARIOS
 
 
 def test_cli_env_points_at_the_fake_api_and_isolates_home(tmp_path: Path) -> None:
@@ -58,26 +57,6 @@ def test_make_home_creates_the_project_dir(tmp_path: Path) -> None:
 def test_bundled_cli_is_executable(real_claude: Path) -> None:
     assert os.access(real_claude, os.X_OK)
     assert bundled_cli_version().count(".") == 2
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_scenario_against_the_real_cli(name: str, direct_run: Callable[[str], DirectRun]) -> None:
-    run = direct_run(name)  # run once per session, shared with tests/test_e2e_proxy.py
-    check_scenario(run.result)
-    assert run.pending == 0, "the CLI did not use every scripted answer"
-    assert run.unknown == [], "the CLI asked the fake API for something it does not serve"
-
-
-@pytest.mark.slow
-def test_scenarios_are_deterministic(
-    real_claude: Path, fake_api: FakeAPI, direct_run: Callable[[str], DirectRun]
-) -> None:
-    # The basis of comparing direct, proxied and replayed runs: the session's direct
-    # run of the scenario and one more, made here.
-    first = direct_run("mcp_tool").result.comparable()
-    second = run_scenario("mcp_tool", real_claude, fake_api).comparable()
-    assert first == second
 
 
 FIXTURE_CASSETTES = sorted((Path(__file__).parent / "fixtures" / "cassettes").glob("*.ndjson"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -466,12 +467,27 @@ def test_a_report_of_huge_lines_is_written_without_holding_them_twice(store: Sto
     assert peak < 4 * 8_000_000, f"peak {peak / 1e6:.1f} MB for 8 MB of text"
 
 
+@pytest.fixture(scope="module")
+def big_store(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite: Path) -> tuple[Path, str]:
+    """A store file holding one session of 200,000 lines, and its id: made once for the
+    tests that only export it (each from a copy), as seeding it took longer than any
+    of them."""
+    path = tmp_path_factory.mktemp("big-store") / "big.db"
+    shutil.copyfile(migrated_sqlite, path)
+    store = open_settled_store(str(path))
+    try:
+        rid = big_session(store, 200_000)
+    finally:
+        store.close()
+    return path, rid
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("fmt", "signum"), [
     ("html", "SIGTERM"), ("html", "SIGINT"), ("cassette", "SIGTERM"), ("html", "SIGHUP"),
 ])
 def test_a_signal_during_export_leaves_the_old_file_and_no_temporary(
-    store: Store, db_path: Path, tmp_path: Path, fmt: str, signum: str,
+    big_store: tuple[Path, str], db_path: Path, tmp_path: Path, fmt: str, signum: str,
 ) -> None:
     # A real `claudetrace export -o FILE`, stopped once its temporary file beside
     # FILE exists (the report is being made into it): FILE keeps what it held,
@@ -482,8 +498,8 @@ def test_a_signal_during_export_leaves_the_old_file_and_no_temporary(
     import sys
     import time
 
-    rid = big_session(store, 200_000)
-    store.close()
+    shutil.copyfile(big_store[0], db_path)
+    rid = big_store[1]
     out = tmp_path / "out" / f"report.{'html' if fmt == 'html' else 'ndjson'}"
     out.parent.mkdir()
     out.write_text("what was there\n")

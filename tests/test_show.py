@@ -198,15 +198,25 @@ def _peak_of_show(db_path: Path, rid: str, args: tuple[str, ...]) -> int:
         tracemalloc.stop()
 
 
+@pytest.fixture(scope="module")
+def big_recordings(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str], int]:
+    """A store holding a recording of 10,000 lines and one of 30,000 (their ids), and
+    the bigger one's size as a cassette: stored once for the tests that only show them."""
+    folder = tmp_path_factory.mktemp("big-show")
+    db_path = folder / "claudetrace.db"
+    _big(folder / "small.ndjson", 10_000)
+    big = _big(folder / "big.ndjson", 30_000)
+    ids = [invoke("import", str(folder / f"{name}.ndjson"), "--db", str(db_path)).stdout.strip()
+           for name in ("small", "big")]
+    return db_path, ids, big
+
+
 @pytest.mark.parametrize("args", [(), ("--deltas",), ("--raw",)])
 def test_show_reads_a_big_recording_a_page_at_a_time(
-    args: tuple[str, ...], db_path: Path, tmp_path: Path,
+    args: tuple[str, ...], big_recordings: tuple[Path, list[str], int],
 ) -> None:
     # Three times the lines take no more memory: what is read is a page at a time.
-    _big(tmp_path / "small.ndjson", 10_000)
-    big = _big(tmp_path / "big.ndjson", 30_000)
-    ids = [invoke("import", str(tmp_path / f"{name}.ndjson"), "--db", str(db_path)).stdout.strip()
-           for name in ("small", "big")]
+    db_path, ids, big = big_recordings
     invoke("show", ids[0], "--db", str(db_path))  # imports and caches, outside the measurement
     peaks = [_peak_of_show(db_path, rid, args) for rid in ids]
     assert big > 30_000_000 and peaks[1] < peaks[0] * 1.3 and peaks[1] < big / 3, (big, peaks)
