@@ -104,6 +104,9 @@ class ToolCall:
     end_seq: int | None = None
     end_ns: int | None = None
     is_error: bool = False
+    #: The user stopped it (its error result is the interrupt's, not a failure:
+    #: not counted in :attr:`~claudetrace.model.Session.tool_errors`).
+    interrupted: bool = False
     permission: ControlRoundTrip | None = None
     hooks: list[ControlRoundTrip] = field(default_factory=list)
 

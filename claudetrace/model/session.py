@@ -61,6 +61,7 @@ from .protocol import (
     opt_str,
     permission_behavior,
     request_tool_name,
+    says_interrupted,
 )
 from .usage import TOKEN_TYPES, Usage, apportion, number
 
@@ -466,6 +467,15 @@ class Session:
 
     def _user_out(self, event: Event) -> None:
         lane = event.fields.parent_tool_use_id
+        if lane is None and says_interrupted(event):
+            # The user stopped the turn (Esc in Claude Code, written in its
+            # transcript): its error result is explained, as by a host interrupt.
+            turn = self.open_turn
+            if turn is not None:
+                turn.interrupted = True
+                for cut in self.tools.values():
+                    if cut.turn == turn.number and cut.is_error:
+                        cut.interrupted = True
         if lane is not None and lane in self.subagents:
             self.subagents[lane]  # a subagent's prompt
         # How each tool ended is in the line's fields (its result block's
@@ -724,7 +734,8 @@ class Session:
 
     @property
     def tool_errors(self) -> int:
-        return sum(1 for tool in self.tools.values() if tool.outcome == "error")
+        return sum(1 for tool in self.tools.values()
+                   if tool.outcome == "error" and not tool.interrupted)
 
     @property
     def last_result(self) -> Turn | None:

@@ -245,6 +245,8 @@ class _Index:
 def _tool_node(index: _Index, tool: ToolCall) -> TraceNode:
     status = {"ok": "ok", "error": "error"}.get(tool.outcome, "running")
     bits = [tool.outcome if tool.outcome != "unfinished" else "no result yet"]
+    if tool.interrupted:
+        bits[0] = "interrupted by the user"
     if tool.permission is not None:
         bits.append(f"permission {tool.permission.verdict}")
     bits += [f"hook {h.hook_event or '?'} {h.verdict}" for h in tool.hooks]
