@@ -432,3 +432,10 @@ def test_a_running_session_s_spans_are_in_progress_not_failed(tmp_path: Path) ->
     finally:
         proxy.stdin.close()
         proxy.wait(timeout=60)
+
+
+def test_a_since_that_matches_nothing_says_so(stored: tuple[str, str]) -> None:
+    db, _rid = stored
+    tree = CliRunner().invoke(cli, ["otel", "--since", "9999-12-31", "--tree", "--db", db])
+    assert tree.exit_code == 0 and tree.stdout == ""
+    assert tree.stderr == "no recordings matched\n"

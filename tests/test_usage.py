@@ -131,6 +131,20 @@ def test_filters(filled: list[Transcript], db_path: Path) -> None:
                                 "no day is in between\n")
 
 
+@pytest.mark.parametrize("days", [
+    ["--since", "9999-12-31"], ["--until", "99991231"], ["--until", "0001-01-01"],
+    ["--since", "0001-01-01", "-z", "America/New_York"],
+    ["--since", "99991231", "-z", "Pacific/Kiritimati"],
+])
+def test_a_day_a_store_cannot_reach_is_one_clear_error(
+        filled: list[Transcript], db_path: Path, days: list[str]) -> None:
+    # Each was a traceback (Python's date overflow, SQLite's integer overflow).
+    far = CliRunner().invoke(cli, ["usage", *days, "--db", str(db_path)])
+    assert far.exit_code == 2 and far.stdout == "", far.output
+    option, day = days[:2]
+    assert far.stderr == f"claudetrace: {option} {day} is out of range: days from 1678 to 2261\n"
+
+
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
 def test_a_filter_that_matches_nothing_says_so_and_what_the_store_has(
         engine: str, tmp_path: Path, db_path: Path, request: pytest.FixtureRequest) -> None:

@@ -14,6 +14,9 @@ import click
 from ..display import say
 from ._common import db_option, echo_json, fail, read_store, reports_errors
 
+#: The years whose days a store's times (ns since 1970, 64-bit) reach, whatever the zone.
+_FIRST_YEAR, _LAST_YEAR = 1678, 2261
+
 
 def _day(value: str | None, tz: dt.tzinfo | None, *, end: bool) -> int | None:
     """``YYYYMMDD`` or ``YYYY-MM-DD`` (a day in ``tz``; its end when ``end``) as Unix ns."""
@@ -24,6 +27,11 @@ def _day(value: str | None, tz: dt.tzinfo | None, *, end: bool) -> int | None:
         day = dt.datetime.strptime(text, "%Y%m%d").replace(tzinfo=tz)  # None: local
     except ValueError:
         raise click.BadParameter(f"{value!r} is not a day (YYYYMMDD or YYYY-MM-DD)") from None
+    if not _FIRST_YEAR <= day.year <= _LAST_YEAR:
+        # A store keeps times as 64-bit ns since 1970 (1677 to 2262): a day past
+        # them compared nothing but overflowed (Python's dates end at year 9999).
+        fail(f"{'--until' if end else '--since'} {value} is out of range: "
+             f"days from {_FIRST_YEAR} to {_LAST_YEAR}", 2)
     if end:
         day += dt.timedelta(days=1)
     return int(day.timestamp()) * 1_000_000_000
