@@ -72,8 +72,13 @@ __all__ = [
 
 #: ``stream_event`` chunks that change nothing in the model.
 _CHUNKS: Final = frozenset({"content_block_delta", "content_block_start", "content_block_stop"})
-#: The system lines about a subagent's task.
+#: The system lines about a task (a subagent's, or a long Bash command's …).
 TASK_SUBTYPES: Final = frozenset({"task_started", "task_updated", "task_notification"})
+#: The ``task_type``s of the tasks that are subagents (CLI 2.1.330's; a task line
+#: without one is a subagent's, as older CLIs wrote only those).  The others
+#: (``local_bash``: a Bash command still running, ``local_workflow``,
+#: ``monitor_mcp``, ``mcp_task`` …) belong to their tool call and are no subagent.
+AGENT_TASK_TYPES: Final = frozenset({"local_agent", "remote_agent", "in_process_teammate"})
 #: The system subtypes the fold reads more of than the subtype.
 _READ_SYSTEM: Final = frozenset({"init", "status", "api_error"}) | TASK_SUBTYPES
 #: The statuses a task ends with.
@@ -122,6 +127,8 @@ class Session:
         self._pending: dict[str, ControlRoundTrip] = {}
         self._early: dict[str, tuple[Event, int]] = {}
         self._tasks: dict[str, str] = {}
+        #: Tasks that are no subagent (:data:`AGENT_TASK_TYPES`), by task id.
+        self._other_tasks: set[str] = set()
         #: Per model, the usage and cost the turns so far were charged.
         self._accounted: dict[str, tuple[Usage, float]] = {}
         self._cost_total = 0.0
@@ -518,6 +525,8 @@ class Session:
             self.permission_mode = msg["permissionMode"]
         elif subtype in TASK_SUBTYPES:
             task_id, tool_use_id, status = _task_line(msg)
+            if not self._agent_task(msg, task_id):
+                return
             if tool_use_id and task_id:
                 self._tasks[task_id] = tool_use_id
             elif task_id:
@@ -535,9 +544,23 @@ class Session:
     def task_of(self, event: Event) -> tuple[Subagent | None, str | None]:
         """The subagent a ``task_started`` / ``task_updated`` / ``task_notification``
         line (already added) is about, and the status the line gives it (if any)."""
-        task_id, tool_use_id, status = _task_line(event.message or {})
+        msg = event.message or {}
+        task_id, tool_use_id, status = _task_line(msg)
+        if not self._agent_task(msg, task_id):
+            return None, status
         tool_use_id = tool_use_id or (self._tasks.get(task_id) if task_id else None)
         return (self.subagents.get(tool_use_id) if tool_use_id else None), status
+
+    def _agent_task(self, msg: Mapping[str, Any], task_id: str | None) -> bool:
+        """Whether a task line is about a subagent (not, say, a long Bash command)."""
+        if task_id is not None and task_id in self._other_tasks:
+            return False
+        task_type = msg.get("task_type")
+        if isinstance(task_type, str) and task_type not in AGENT_TASK_TYPES:
+            if task_id is not None:
+                self._other_tasks.add(task_id)
+            return False
+        return True
 
     # -- control -----------------------------------------------------------------------
 
