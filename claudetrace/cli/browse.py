@@ -18,7 +18,7 @@ from ..formats.facts import duration as _duration
 from ..formats.facts import exit_text as _exit_text
 from ..formats.facts import plural, session_record
 from ..formats.facts import when as _when
-from ._common import db_option, echo_json_array, read_store, reports_errors
+from ._common import INTERVAL, db_option, echo_json_array, read_store, reports_errors
 
 if TYPE_CHECKING:
     from ..sanitize import Sanitizer
@@ -473,7 +473,7 @@ def say_unmatched(store: Any, models: tuple[str, ...], tags: tuple[str, ...]) ->
     help="Keep importing transcripts that appear or grow under PATH… (Ctrl-C to stop).",
 )
 @click.option(
-    "--interval", default=2.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+    "--interval", default=2.0, show_default=True, type=INTERVAL,
     help="Seconds between looks with --watch.",
 )
 @reports_errors

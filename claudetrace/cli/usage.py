@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from ..display import say
-from ._common import db_option, echo_json, fail, read_store, reports_errors
+from ._common import INTERVAL, db_option, echo_json, fail, read_store, reports_errors
 
 #: The years whose days a store's times (ns since 1970, 64-bit) reach, whatever the zone.
 _FIRST_YEAR, _LAST_YEAR = 1678, 2261
@@ -58,7 +58,8 @@ def _day(value: str | None, tz: dt.tzinfo | None, *, end: bool) -> int | None:
               help="Import these transcripts or folders first (only what changed), "
               "e.g. ~/.claude/projects.")
 @click.option("--live", is_flag=True, help="blocks: refresh in the terminal until Ctrl-C.")
-@click.option("--interval", default=5.0, show_default=True, help="Seconds between refreshes.")
+@click.option("--interval", default=5.0, show_default=True, type=INTERVAL,
+              help="Seconds between refreshes.")
 @reports_errors
 def usage(report: str, db_url: str | None, as_json: bool, since: str | None, until: str | None,
           breakdown: bool, project: str | None, tags: tuple[str, ...], name: str | None,
