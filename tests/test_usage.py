@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -452,7 +453,7 @@ def test_usage_import_reads_only_what_changed(db_path: Path, tmp_path: Path) -> 
         return out.stderr.strip(), json.loads(out.stdout)
 
     said, first = report()
-    assert said.startswith("imported: ") and str(len(found)) in said
+    assert said == f"import: {len(found)} imported, 0 updated, 0 unchanged", said
     said, again = report()
     assert "unchanged" in said and again == first  # nothing read again
     grown = found[2]
@@ -461,6 +462,27 @@ def test_usage_import_reads_only_what_changed(db_path: Path, tmp_path: Path) -> 
     said, last = report()
     assert f"{len(found) - 1} unchanged" in said, said
     assert last["totals"]["inputTokens"] == first["totals"]["inputTokens"] + 1
+
+
+def test_usage_import_says_what_it_skipped_as_import_does(db_path: Path, tmp_path: Path) -> None:
+    # A FIFO and a file with two damaged lines were left out of "imported: N
+    # imported", exit 0; import says them and exits 1: usage --import alike,
+    # still printing the report.
+    projects = tmp_path / "projects"
+    found = corpus()
+    for t in found:
+        write_transcript(projects, t)
+    damaged = next(projects.rglob("*.jsonl"))
+    damaged.write_text(damaged.read_text() + "{broken\n[1, 2\n")
+    os.mkfifo(projects / "pipe.jsonl")
+    out = CliRunner().invoke(cli, ["usage", "monthly", "--json", "-z", "UTC", "--db",
+                                   str(db_path), "--import", str(projects)])
+    assert out.exit_code == 1, out.output
+    assert json.loads(out.stdout)["totals"]["inputTokens"] > 0
+    summary = out.stderr.strip().splitlines()[-1]
+    assert summary == (f"import: {len(found)} imported, 0 updated, 0 unchanged, 1 skipped; "
+                       "2 damaged lines skipped"), out.stderr
+    assert "pipe.jsonl: skipped" in out.stderr
 
 
 #: ``usage`` run alone in a process: the report on stdout, then the heavy modules

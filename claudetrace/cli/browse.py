@@ -636,7 +636,9 @@ class _Tally:
     """What an import did, said a line for each thing (on stderr, the ids on stdout)
     and summed up at the end."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, each: bool = True) -> None:
+        #: Say each file imported (and its id on stdout); else only what was skipped.
+        self.each = each
         self.counts: dict[str, int] = {}
         self.skipped = 0
         self.damage = 0
@@ -653,14 +655,16 @@ class _Tally:
             self.skipped += 1
             note = done.note.removeprefix(f"{done.path}: ")
             say(f"{done.path}: skipped: {note}", err=True)
+        elif done.action == "truncated":
+            self.skipped += 1
+            say(f"{done.path}: not updated: {done.note}", err=True)
+        elif not self.each:
+            return
         elif done.action == "unchanged":
             extra = f" ({done.note})" if done.note else ""
             say(f"{done.path}: unchanged, recording {done.recording_id}{extra}", err=True)
             if done.kind == "cassette":  # its id, as when it was imported
                 click.echo(done.recording_id)
-        elif done.action == "truncated":
-            self.skipped += 1
-            say(f"{done.path}: not updated: {done.note}", err=True)
         else:
             extra = f" ({done.note})" if done.note else ""
             if done.kind != "cassette" or done.action != "imported":

@@ -88,16 +88,21 @@ def usage(report: str, db_url: str | None, as_json: bool, since: str | None, unt
         fail(f"--since {since} is after --until {until}: no day is in between", 2)
     f = UsageFilter(since_ns=since_ns, until_ns=until_ns, models=models, project=project,
                     tags=_parse_tags(tags), name=name, sources=sources)
-    with _reader(db_url, imports) as reader, _collector_paused(not live):
+    from .browse import _Tally
+
+    tally = _Tally(each=False)
+    with _reader(db_url, imports, tally) as reader, _collector_paused(not live):
         # A filter that matches nothing at all (a mistyped model) is said, not
         # left to look like no use; the (empty) report is still printed, exit 0.
         for line in unmatched(reader, f):
             say(f"claudetrace: {line}", err=True)
         _report(reader, report, as_json, breakdown, live, interval, tz, f)
+    if tally.skipped or tally.damage:
+        raise SystemExit(1)  # as import's: the report is made of what could be read
 
 
 @contextmanager
-def _reader(db_url: str | None, imports: tuple[str, ...]) -> Iterator[Any]:
+def _reader(db_url: str | None, imports: tuple[str, ...], tally: Any) -> Iterator[Any]:
     """What runs the report's queries: on a database at the newest schema with
     nothing waiting to be stored, a bare sqlite3 or psycopg connection (no
     SQLAlchemy); else the store, after importing ``imports``."""
@@ -113,7 +118,7 @@ def _reader(db_url: str | None, imports: tuple[str, ...]) -> Iterator[Any]:
                 if plain is not None:
                     yield plain
                     return
-    store = read_store(db_url) if not imports else _imported(db_url, imports)
+    store = read_store(db_url) if not imports else _imported(db_url, imports, tally)
     try:
         yield store_reader(store)
     finally:
@@ -177,27 +182,25 @@ def _report(reader: Any, report: str, as_json: bool, breakdown: bool, live: bool
         show(console, period_table(kind, reports.periods(reader, kind, f, tz), breakdown))
 
 
-def _imported(db_url: str | None, paths: tuple[str, ...]) -> Any:
-    """The store after importing ``paths`` (unchanged files are skipped), with one
-    line on stderr saying what was done."""
-    from collections import Counter
-
-    from ..formats.imports import expand, import_file
+def _imported(db_url: str | None, paths: tuple[str, ...], tally: Any) -> Any:
+    """The store after importing ``paths`` (unchanged files are skipped), saying
+    what was skipped and the import's summary line on stderr (``tally``)."""
+    from ..formats.imports import Imported, Planner, import_file
     from ..indexer import open_settled_store
 
     store = open_settled_store(db_url, create=True)
-    done: Counter[str] = Counter()
-    for path in expand(paths):
+    units, skipped = Planner().plan(paths)
+    for done in skipped:
+        tally.add(done)
+    for unit in units:
         try:
-            done[import_file(store, path).action] += 1
+            tally.add(import_file(store, unit.path))
         except Exception as exc:  # one file must not stop the report
             from ..errors import ClaudeTraceError, StoreError
 
             if isinstance(exc, StoreError) or \
                     not isinstance(exc, (ClaudeTraceError, OSError, ValueError)):
                 raise  # the database refuses (so would it the others): said once
-            done["skipped"] += 1
-            click.echo(f"claudetrace: {path}: {exc}", err=True)
-    click.echo("imported: " + (", ".join(f"{n} {what}" for what, n in sorted(done.items()))
-                               or "nothing"), err=True)
+            tally.add(Imported(unit.path, unit.kind, "skipped", None, note=str(exc)))
+    click.echo(tally.summary(), err=True)
     return store
