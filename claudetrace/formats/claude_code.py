@@ -236,11 +236,12 @@ class _Converter:
     def emit(self, direction: str, obj: dict[str, Any], when: int) -> None:
         if self.start_ns is None:
             self.start_ns = when
-        # Lines are written in order; a clock that steps back does not reorder them.
-        when = max(when, self.last_ns)
+        # Lines are written in order; a clock that steps back does not reorder
+        # them, but each keeps its own time as its wall clock (what dates its usage).
+        wall, when = when, max(when, self.last_ns)
         self.last_ns = when
         event = parsed_event(self.count, direction, when - self.start_ns,  # type: ignore[arg-type]
-                             _dumps(obj), obj, wall_ns=when)
+                             _dumps(obj), obj, wall_ns=wall)
         self.count += 1
         if self.sink is not None:
             self.sink(event)

@@ -360,6 +360,7 @@ class Session:
             start_ns=event.t_ns,
             end_ns=event.t_ns,
             streamed=streamed,
+            wall_ns=event.wall_ns,
         )
         self.calls[msg_id] = call
         self._lane_call[lane] = call
@@ -424,6 +425,7 @@ class Session:
                     or seen.cache_read > have.cache_read
                     or seen.cache_creation > have.cache_creation):
                 call.usage_ns = event.t_ns  # the line whose figure counts
+                call.wall_ns = event.wall_ns
             have.input = max(have.input, seen.input)
             have.output = max(have.output, seen.output)
             have.cache_read = max(have.cache_read, seen.cache_read)
