@@ -146,6 +146,17 @@ def test_a_day_a_store_cannot_reach_is_one_clear_error(
     assert far.stderr == f"claudetrace: {option} {day} is out of range: days from 1678 to 2261\n"
 
 
+def test_zone_local_empty_and_live_json(filled: list[Transcript], db_path: Path) -> None:
+    # The help says "default: local": -z local is that; -z '' was silently local.
+    local = CliRunner().invoke(cli, ["usage", "--json", "-z", "local", "--db", str(db_path)])
+    assert local.exit_code == 0 and json.loads(local.stdout) == run(db_path, "daily", "--json")
+    empty = CliRunner().invoke(cli, ["usage", "-z", "", "--db", str(db_path)])
+    assert empty.exit_code == 2 and "an empty time zone" in empty.output
+    # --live with --json was ignored silently.
+    live = CliRunner().invoke(cli, ["usage", "blocks", "--live", "--json", "--db", str(db_path)])
+    assert live.exit_code == 2 and "not --json" in live.output
+
+
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
 def test_a_filter_that_matches_nothing_says_so_and_what_the_store_has(
         engine: str, tmp_path: Path, db_path: Path, request: pytest.FixtureRequest) -> None:

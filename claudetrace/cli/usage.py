@@ -82,6 +82,9 @@ def usage(report: str, db_url: str | None, as_json: bool, since: str | None, unt
         raise click.BadParameter(str(exc), param_hint="--timezone") from None
     if live and report != "blocks":
         raise click.BadParameter("--live is for the blocks report", param_hint="--live")
+    if live and as_json:
+        raise click.BadParameter("--live refreshes a table in the terminal, not --json",
+                                 param_hint="--live")
     since_ns, until_ns = _day(since, tz, end=False), _day(until, tz, end=True)
     if since_ns is not None and until_ns is not None and since_ns >= until_ns:
         # Was an empty report, as if nothing had been used.
