@@ -225,7 +225,7 @@ def calls_cost(model: str | None, input: int, output: int, cache_read: int,
     model's first tier, so each request's was too, and a tier's price is linear.
     None otherwise (the sum crosses a tier: which requests did is not known), and
     where :func:`call_cost` has no price."""
-    if model and (input or output or cache_read or cache_creation):
+    if model and model.isprintable() and (input or output or cache_read or cache_creation):
         starts = _kept_starts(model)
         if starts is _ASK:
             starts = _asked_starts(model)
@@ -248,7 +248,9 @@ def call_cost(model: str | None, input: int, output: int, cache_read: int,
     """
     if not (input or output or cache_read or cache_creation):
         return 0.0
-    if not model:
+    if not model or not model.isprintable():
+        # A name with a newline or an escape is no model's (the table matches
+        # its prefix: "claude-sonnet-4-5\n\x1b[2J" was priced as Sonnet 4.5).
         return None
     total_input = input + cache_read + cache_creation
     starts = _kept_starts(model)
