@@ -290,6 +290,8 @@ FILE_SOURCE_KINDS: Final = frozenset({"transcript", "claude-trace"})
 
 #: The cost of a session that made no model call (nothing charged, nothing priced).
 NO_COST: Final = "— (no model calls)"
+#: The cost of a session that runs before its first result, in every view.
+NOT_YET: Final = "not yet reported"
 
 
 def cost_text(rec: Any, digits: int = 6) -> str:
@@ -298,7 +300,7 @@ def cost_text(rec: Any, digits: int = 6) -> str:
     ``unknown (no price for MODEL)``, :data:`NO_COST`; ``not yet reported`` while
     it runs before its first result (never ``$0``)."""
     if rec.ended_ns is None and rec.result_subtype is None and not rec.cost_usd:
-        return "not yet reported"
+        return NOT_YET
     source = rec.cost_origin
     if source == "unknown" and not rec.model_calls:
         return NO_COST  # a prompt no model call answered is not an unpriced model

@@ -31,6 +31,7 @@ from ..model.liveness import Liveness, liveness
 from ..model.summary import call_cost, cli_shares
 from ..pricing import FILE_SOURCE_KINDS, dollars
 from ..pricing import NO_COST as NO_COST  # the outline says it too
+from ..pricing import NOT_YET as NOT_YET
 from ..pricing import cost_text as priced_text
 
 
