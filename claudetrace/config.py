@@ -38,7 +38,10 @@ def data_dir() -> Path:
     if sys.platform == "darwin":
         base = Path.home() / "Library" / "Application Support"
     else:
-        base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+        # The XDG spec: a relative XDG_DATA_HOME is invalid and ignored (it made
+        # a database under whatever folder the command ran in).
+        xdg = os.environ.get("XDG_DATA_HOME") or ""
+        base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".local" / "share"
     return base / "claudetrace"
 
 

@@ -225,7 +225,7 @@ def calls_cost(model: str | None, input: int, output: int, cache_read: int,
     model's first tier, so each request's was too, and a tier's price is linear.
     None otherwise (the sum crosses a tier: which requests did is not known), and
     where :func:`call_cost` has no price."""
-    if model and (input or output or cache_read or cache_creation):
+    if model and model.isprintable() and (input or output or cache_read or cache_creation):
         starts = _kept_starts(model)
         if starts is _ASK:
             starts = _asked_starts(model)
@@ -248,7 +248,9 @@ def call_cost(model: str | None, input: int, output: int, cache_read: int,
     """
     if not (input or output or cache_read or cache_creation):
         return 0.0
-    if not model:
+    if not model or not model.isprintable():
+        # A name with a newline or an escape is no model's (the table matches
+        # its prefix: "claude-sonnet-4-5\n\x1b[2J" was priced as Sonnet 4.5).
         return None
     total_input = input + cache_read + cache_creation
     starts = _kept_starts(model)
@@ -288,6 +290,8 @@ FILE_SOURCE_KINDS: Final = frozenset({"transcript", "claude-trace"})
 
 #: The cost of a session that made no model call (nothing charged, nothing priced).
 NO_COST: Final = "— (no model calls)"
+#: The cost of a session that runs before its first result, in every view.
+NOT_YET: Final = "not yet reported"
 
 
 def known_cost(rec: Any) -> float | None:
@@ -306,7 +310,7 @@ def cost_text(rec: Any, digits: int = 6, *, cell: bool = False) -> str:
     says it, beside a column that names the cost's source: ``$0.0019``,
     ``unknown``, ``—``, ``not yet``."""
     if rec.ended_ns is None and rec.result_subtype is None and not rec.cost_usd:
-        return "not yet" if cell else "not yet reported"
+        return "not yet" if cell else NOT_YET
     source = rec.cost_origin
     if source == "unknown" and not rec.model_calls:
         # A prompt no model call answered is not an unpriced model.

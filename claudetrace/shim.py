@@ -86,6 +86,8 @@ def find_real_cli(
 
     ``how`` tells, when there is none, how the caller's user names it.
     """
+    if explicit is not None and not explicit.strip():
+        raise ShimError("the real claude CLI path given is empty: name the real claude")
     candidate = explicit or os.environ.get(REAL_CLI_ENV)
     if candidate:
         path = (None if os.path.dirname(candidate) else _on_path(candidate)) or candidate

@@ -194,8 +194,10 @@ class Totals:
 def zone(name: str | None) -> dt.tzinfo | None:
     """A time zone by IANA name (``UTC`` too); None (no name): this machine's local
     zone, with its summer time, as :mod:`datetime` reads naive local times."""
-    if not name:
+    if name is None or name.lower() == "local":  # what the help calls the default
         return None
+    if not name.strip():
+        raise ValueError("an empty time zone (name one: an IANA name, UTC or local)")
     if name.upper() in ("UTC", "Z"):
         return dt.timezone.utc
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError

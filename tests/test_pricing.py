@@ -53,6 +53,10 @@ def test_no_price_is_none_never_zero() -> None:
     assert pricing.call_cost(None, 10, 0, 0, 0) is None
     # A message of no tokens (Claude Code's "<synthetic>" ones) costs nothing.
     assert pricing.call_cost("<synthetic>", 0, 0, 0, 0) == 0.0
+    # A name with control characters is no model's, not Sonnet 4.5 by its prefix.
+    assert pricing.call_cost("claude-sonnet-4-5", 10, 10, 0, 0) is not None
+    assert pricing.call_cost("claude-sonnet-4-5\n\x1b[2J", 10, 10, 0, 0) is None
+    assert pricing.calls_cost("claude-sonnet-4-5\n\x1b[2J", 10, 10, 0, 0) is None
 
 
 def import_one(store: Store, tmp_path: Path, t: Transcript) -> str:

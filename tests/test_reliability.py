@@ -150,10 +150,10 @@ def test_a_capture_the_database_refuses_is_set_aside_once(db_path: Path) -> None
 
 def test_doctor_retry_of_an_id_not_set_aside_is_an_error(db_path: Path) -> None:
     ct("db", "upgrade", "--db", str(db_path))
-    done = ct("doctor", "--db", str(db_path), "--retry", "01NOSUCH", "--retry", "all")
+    done = ct("doctor", "--db", str(db_path), "--retry", "01nosuch", "--retry", "all")
     assert done.returncode == 1 and done.stdout == b""
-    assert done.stderr.decode().splitlines() == [
-        "claudetrace: no capture set aside for 01NOSUCH (`claudetrace doctor` lists them)"]
+    assert done.stderr.decode().splitlines() == [  # as typed (it said 01NOSUCH)
+        "claudetrace: no capture set aside for 01nosuch (`claudetrace doctor` lists them)"]
     assert ct("doctor", "--db", str(db_path), "--retry", "all").returncode == 0
 
 

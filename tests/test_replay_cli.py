@@ -81,3 +81,20 @@ def test_a_report_that_does_not_fit_is_said_and_leaves_no_half_file(tmp_path: Pa
     assert done.returncode == 84, err
     assert f"claudetrace replay: cannot write the report {report}: File too large" in err
     assert list(report.parent.iterdir()) == []
+
+
+@pytest.mark.parametrize("args", [
+    ["usage", "blocks", "--live", "--interval", "-1"],
+    ["usage", "blocks", "--live", "--interval", "nan"],
+    ["usage", "blocks", "--live", "--interval", "1e300"],
+    ["import", "--watch", "--interval", "1e300", "."],
+    ["tail", "--interval", "nan"],
+    ["replay", str(SAMPLE), "--speed", "1e-300", "--", "-v"],
+    ["replay", str(SAMPLE), "--speed", "nan", "--", "-v"],
+    ["replay", str(SAMPLE), "--speed", "inf", "--", "-v"],
+])
+def test_intervals_and_speeds_are_range_checked(args: list[str], tmp_path: Path) -> None:
+    # Each was a traceback at time.sleep or select.select, or taken silently.
+    result = CliRunner().invoke(cli, [*args, "--db", str(tmp_path / "t.db")])
+    assert result.exit_code == 2, result.output
+    assert "is not a number from" in result.output and "Traceback" not in result.output

@@ -123,6 +123,10 @@ def test_shim_refuses_a_missing_real_cli_a_directory_and_a_pipe(tmp_path: Path) 
     )
     assert missing.returncode == 1 and "is not an executable file" in missing.stderr
     assert len(missing.stderr.splitlines()) == 1
+    empty = subprocess.run([sys.executable, "-m", "claudetrace", "shim", str(tmp_path / "s"),
+                            "--real", ""], capture_output=True, text=True, timeout=60)
+    assert empty.returncode == 1 and empty.stderr == (  # was "pass --real PATH"
+        "claudetrace: the real claude CLI path given is empty: name the real claude\n")
     # A folder that does not exist is not made (a typo would leave folders behind).
     nowhere = tmp_path / "no" / "such" / "dir" / "claude-rec"
     made = subprocess.run([sys.executable, "-m", "claudetrace", "shim", str(nowhere),

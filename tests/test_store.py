@@ -353,6 +353,25 @@ def test_resolve_url_forms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     assert resolve_url(None) == f"sqlite:///{tmp_path / 'data' / 'claudetrace' / 'claudetrace.db'}"
 
 
+def test_a_relative_xdg_data_home_is_ignored_and_a_read_makes_no_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The XDG spec ignores a relative XDG_DATA_HOME: it made rel/dir/claudetrace
+    # under the folder the command ran in.  A missing HOME is said, not made.
+    monkeypatch.delenv("CLAUDETRACE_DB", raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_DATA_HOME", "rel/dir")
+    home = tmp_path / "gone"
+    monkeypatch.setenv("HOME", str(home))
+    assert resolve_url(None) == f"sqlite:///{home / '.local' / 'share' / 'claudetrace'}" \
+        "/claudetrace.db"
+    listed = CliRunner().invoke(cli, ["sessions"])
+    assert listed.exit_code == 1
+    assert listed.output == (f"claudetrace: no database: the home folder {home} does not exist "
+                             "(set HOME, or name one with --db or $CLAUDETRACE_DB)\n")
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("url", [
     "sqlite://", "sqlite:///:memory:", "sqlite+pysqlite://",
     "sqlite:///file::memory:?uri=true", "sqlite:///file:x?mode=memory&uri=true",

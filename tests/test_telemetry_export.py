@@ -398,3 +398,44 @@ def test_a_content_export_says_a_backend_may_keep_the_plain_copy(
     assert result.exit_code == 0, result.output
     assert "content spans keep the ids of a plain export" in result.output
     assert "(Phoenix) shows no content" in result.output
+
+
+def test_a_running_session_s_spans_are_in_progress_not_failed(tmp_path: Path) -> None:
+    # A real proxy still recording: its open turn is running, as show and the UI say.
+    import json
+    import time
+
+    db = str(tmp_path / "live.db")
+    proxy = subprocess.Popen(
+        [sys.executable, "-m", "claudetrace", "proxy", "--db", db, "--", "cat"],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert proxy.stdin is not None
+    try:
+        proxy.stdin.write(b'{"type":"user","message":{"role":"user","content":"x"}}\n')
+        proxy.stdin.flush()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            listed = CliRunner().invoke(cli, ["sessions", "--db", db, "--json"])
+            rows = json.loads(listed.output) if listed.exit_code == 0 else []
+            if rows and rows[0].get("events"):
+                break
+            time.sleep(0.2)
+        assert rows and rows[0]["status"] == "running"
+        tree = CliRunner().invoke(cli, ["otel", "latest", "--db", db, "--tree"])
+        assert tree.exit_code == 0 and "turn 1" in tree.output
+        assert "error" not in tree.output
+        report = tmp_path / "r.html"
+        html = CliRunner().invoke(cli, ["export", "latest", "--db", db, "--format", "html",
+                                        "-o", str(report)])
+        assert html.exit_code == 0, html.output
+        assert "the recording stopped before the CLI exited" not in report.read_text()
+    finally:
+        proxy.stdin.close()
+        proxy.wait(timeout=60)
+
+
+def test_a_since_that_matches_nothing_says_so(stored: tuple[str, str]) -> None:
+    db, _rid = stored
+    tree = CliRunner().invoke(cli, ["otel", "--since", "9999-12-31", "--tree", "--db", db])
+    assert tree.exit_code == 0 and tree.stdout == ""
+    assert tree.stderr == "no recordings matched\n"

@@ -590,3 +590,34 @@ def test_openinference_kinds() -> None:
         "tools/call": {"CHAIN"}, "tools/list": {"CHAIN"}, "initialize": {"CHAIN"},
         "notifications/initialized": {"CHAIN"}, "control": {"CHAIN"},
     }
+
+
+def test_a_long_bash_command_s_task_is_no_subagent() -> None:
+    # CLI 2.1.330 reports a Bash command that runs a while as a local_bash task
+    # (task_started, then task_notification): its tool call, not a subagent.
+    def task(subtype: str, **extra: object) -> dict[str, object]:
+        return {"type": "system", "subtype": subtype, "task_id": "b1", "tool_use_id": "toolu_1",
+                "task_type": "local_bash", "description": "sleep 5", **extra}
+
+    use = {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "sleep 5"}}
+    lines = [
+        ("in", {"type": "user", "message": {"role": "user", "content": "wait"}}),
+        ("out", {"type": "assistant", "message": {"id": "msg_1", "model": "m", "content": [use],
+                                                  "usage": {"input_tokens": 3}}}),
+        ("out", task("task_started")),
+        ("out", task("task_notification", status="completed")),
+        ("out", {"type": "user", "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": ""}]}}),
+        ("out", {"type": "result", "subtype": "success", "is_error": False}),
+    ]
+    events = [
+        Event(n, d, (n + 1) * 1000, json.dumps(obj).encode())  # type: ignore[arg-type]
+        for n, (d, obj) in enumerate(lines)
+    ]
+    info = RecordingInfo(id="01BASH", argv=[], started_ns=START, ended_ns=START + 10**9,
+                         exit_code=0)
+    spans = build_spans(info, events)
+    assert not [s.name for s in spans if s.name.startswith("invoke_agent subagent")]
+    assert shape(spans)[1:4] == ["  turn 1", "    chat m", "    execute_tool Bash"]
+    from claudetrace.model import fold
+    assert fold(events).subagents == {}

@@ -179,6 +179,40 @@ def test_an_interrupted_turn_and_a_turn_still_running(tmp_path: Path) -> None:
     assert not got.finished and got.info.ended_ns is None  # the tool is still running
 
 
+def imported_status(folder: Path, db_path: Path) -> tuple[str, bool, str | None]:
+    """``import FOLDER``, then the session's stored status, is_error and reason."""
+    assert CliRunner().invoke(cli, ["import", str(folder), "--db", str(db_path)]).exit_code == 0
+    store = open_settled_store(str(db_path))
+    try:
+        rec = store.resolve(SID)
+        return rec.status, rec.is_error, rec.status_reason
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("said", [
+    "[Request interrupted by user for tool use]", "[Request interrupted by user]",
+])
+def test_a_tool_call_the_user_interrupted_makes_the_session_interrupted(
+    tmp_path: Path, db_path: Path, said: str
+) -> None:
+    # What Claude Code writes when the user stops a Bash call: the tool's
+    # result is an error, then the interrupt; the session is not an error.
+    failed = tool_result("toolu_1", "Interrupted by user", 600, toolUseResult="x")
+    failed["message"]["content"][0]["is_error"] = True
+    lines = [
+        user("Run the tests.", 0),
+        assistant("msg_1", tool_use("toolu_1", "Bash", command="pytest"), 100),
+        failed,
+        user([text(said)], 700),
+    ]
+    write(tmp_path / "p" / f"{SID}.jsonl", lines)
+    assert imported_status(tmp_path / "p", db_path) == (
+        "interrupted", False, "turn 1 interrupted; the session went on")
+    errors = CliRunner().invoke(cli, ["sessions", "--errors", "--json", "--db", str(db_path)])
+    assert errors.exit_code == 0 and SID not in errors.output
+
+
 def test_a_turn_that_ended_on_an_api_error_is_an_error(tmp_path: Path, db_path: Path) -> None:
     # Claude Code writes the API error it gave up on as a synthetic assistant
     # message marked isApiErrorMessage; a retried one that went through is not.
@@ -188,15 +222,8 @@ def test_a_turn_that_ended_on_an_api_error_is_an_error(tmp_path: Path, db_path: 
     got = read_transcript(write(tmp_path / "a" / f"{SID}.jsonl", lines))
     result = next(e.message for e in got.events if e.type == "result") or {}
     assert result["subtype"] == "success" and result["is_error"] is True
-    result_args = ["import", str(tmp_path / "a"), "--db", str(db_path)]
-    assert CliRunner().invoke(cli, result_args).exit_code == 0
-    store = open_settled_store(str(db_path))
-    try:
-        rec = store.resolve(SID)
-        assert (rec.status, rec.is_error) == ("error", True)
-        assert rec.status_reason == "turn 1 ended with an API error (api_error)"
-    finally:
-        store.close()
+    assert imported_status(tmp_path / "a", db_path) == (
+        "error", True, "turn 1 ended with an API error (api_error)")
     retried = [user("Hello?", 0), failing, assistant("msg_2", text("Hi."), 900)]
     ok = read_transcript(write(tmp_path / "b" / f"{SID}.jsonl", retried))
     assert not fold(ok.events).is_error

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from claudetrace.pricing import cost_text
 from claudetrace.store import open_store
 from claudetrace.ui import outline, present
 from claudetrace.ui.conversation import Conversation, Item, walk
@@ -97,6 +98,20 @@ def test_span_input_and_output(folded: dict[str, Any]) -> None:
     assert spans.io("turn:9") is None and spans.io("tool:nope") is None
     _, running, _ = folded["running"]
     assert texts(outline.Spans(running.items, running.session).io("turn:1"))[3] == "(none yet)"
+
+
+def test_a_running_session_s_header_says_its_cost_as_the_tile_does(
+        folded: dict[str, Any]) -> None:
+    # It said "— (no model calls)" where the tile (pricing.cost_text) says this.
+    from claudetrace.model.events import Event
+
+    rec, _, _ = folded["running"]
+    assert rec.status == "running" and cost_text(rec) == "not yet reported"
+    conv = Conversation()  # its first prompt sent, no model call yet
+    conv.feed_many([Event(0, "in", 1, b'{"type":"user","message":{"role":"user","content":"x"}}')])
+    tree = present.trace_tree(conv.session, end_ns=None, status="running")
+    head = outline.trace_header(tree, status="running", started="", cost_source="")
+    assert head.cost == "not yet reported"
 
 
 def test_the_report_refers_to_conversation_rows(folded: dict[str, Any]) -> None:

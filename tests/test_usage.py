@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -129,6 +130,31 @@ def test_filters(filled: list[Transcript], db_path: Path) -> None:
     assert backwards.exit_code == 2 and backwards.stdout == ""
     assert backwards.stderr == ("claudetrace: --since 2026-11-22 is after --until 20261121: "
                                 "no day is in between\n")
+
+
+@pytest.mark.parametrize("days", [
+    ["--since", "9999-12-31"], ["--until", "99991231"], ["--until", "0001-01-01"],
+    ["--since", "0001-01-01", "-z", "America/New_York"],
+    ["--since", "99991231", "-z", "Pacific/Kiritimati"],
+])
+def test_a_day_a_store_cannot_reach_is_one_clear_error(
+        filled: list[Transcript], db_path: Path, days: list[str]) -> None:
+    # Each was a traceback (Python's date overflow, SQLite's integer overflow).
+    far = CliRunner().invoke(cli, ["usage", *days, "--db", str(db_path)])
+    assert far.exit_code == 2 and far.stdout == "", far.output
+    option, day = days[:2]
+    assert far.stderr == f"claudetrace: {option} {day} is out of range: days from 1678 to 2261\n"
+
+
+def test_zone_local_empty_and_live_json(filled: list[Transcript], db_path: Path) -> None:
+    # The help says "default: local": -z local is that; -z '' was silently local.
+    local = CliRunner().invoke(cli, ["usage", "--json", "-z", "local", "--db", str(db_path)])
+    assert local.exit_code == 0 and json.loads(local.stdout) == run(db_path, "daily", "--json")
+    empty = CliRunner().invoke(cli, ["usage", "-z", "", "--db", str(db_path)])
+    assert empty.exit_code == 2 and "an empty time zone" in empty.output
+    # --live with --json was ignored silently.
+    live = CliRunner().invoke(cli, ["usage", "blocks", "--live", "--json", "--db", str(db_path)])
+    assert live.exit_code == 2 and "not --json" in live.output
 
 
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
@@ -438,7 +464,7 @@ def test_usage_import_reads_only_what_changed(db_path: Path, tmp_path: Path) -> 
         return out.stderr.strip(), json.loads(out.stdout)
 
     said, first = report()
-    assert said.startswith("imported: ") and str(len(found)) in said
+    assert said == f"import: {len(found)} imported, 0 updated, 0 unchanged", said
     said, again = report()
     assert "unchanged" in said and again == first  # nothing read again
     grown = found[2]
@@ -447,6 +473,27 @@ def test_usage_import_reads_only_what_changed(db_path: Path, tmp_path: Path) -> 
     said, last = report()
     assert f"{len(found) - 1} unchanged" in said, said
     assert last["totals"]["inputTokens"] == first["totals"]["inputTokens"] + 1
+
+
+def test_usage_import_says_what_it_skipped_as_import_does(db_path: Path, tmp_path: Path) -> None:
+    # A FIFO and a file with two damaged lines were left out of "imported: N
+    # imported", exit 0; import says them and exits 1: usage --import alike,
+    # still printing the report.
+    projects = tmp_path / "projects"
+    found = corpus()
+    for t in found:
+        write_transcript(projects, t)
+    damaged = next(projects.rglob("*.jsonl"))
+    damaged.write_text(damaged.read_text() + "{broken\n[1, 2\n")
+    os.mkfifo(projects / "pipe.jsonl")
+    out = CliRunner().invoke(cli, ["usage", "monthly", "--json", "-z", "UTC", "--db",
+                                   str(db_path), "--import", str(projects)])
+    assert out.exit_code == 1, out.output
+    assert json.loads(out.stdout)["totals"]["inputTokens"] > 0
+    summary = out.stderr.strip().splitlines()[-1]
+    assert summary == (f"import: {len(found)} imported, 0 updated, 0 unchanged, 1 skipped; "
+                       "2 damaged lines skipped"), out.stderr
+    assert "pipe.jsonl: skipped" in out.stderr
 
 
 #: ``usage`` run alone in a process: the report on stdout, then the heavy modules

@@ -239,3 +239,23 @@ def test_every_ccusage_20_key_is_there_with_its_value(
         **theirs["totals"], "totalCost": pytest.approx(theirs["totals"]["totalCost"], rel=1e-9)}
     if report == "session":
         assert mine["session"] == mine["sessions"]
+
+
+def test_a_call_dated_before_the_file_s_first_entry_counts_on_its_own_day(
+        db_path: Path, tmp_path: Path) -> None:
+    # A clock stepped back: the calls stamped a day before the file's first entry
+    # were counted on the first entry's day (the events' times never go back).
+    day = dt.datetime(2026, 11, 2, 10, tzinfo=dt.timezone.utc)
+    sonnet = "claude-sonnet-4-5-20250929"
+    calls = [Call(sonnet, day, 1, 0, 0, 0),
+             Call(sonnet, day - dt.timedelta(days=1), 100, 0, 0, 0),
+             Call(sonnet, day - dt.timedelta(hours=23), 10, 0, 0, 0)]
+    config = tmp_path / "config"
+    write_transcript(config / "projects",
+                     Transcript("55555555-0000-4000-8000-000000000002", "-home-dev-clock", calls))
+    mine = ours(db_path, "daily", "--import", str(config / "projects"))["daily"]
+    assert [(d["date"], d["totalTokens"]) for d in mine] == [("2026-11-01", 110),
+                                                            ("2026-11-02", 1)]
+    theirs = run_ccusage(ccusage_or_skip(CCUSAGE_20), config, "daily")["daily"]
+    assert [(d["period"], d["totalTokens"]) for d in theirs] == [("2026-11-01", 110),
+                                                                ("2026-11-02", 1)]

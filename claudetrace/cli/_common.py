@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import os
 import sys
 from collections.abc import Callable, Iterable
@@ -14,6 +15,31 @@ from ..display import say
 from ..errors import NO_ROOM_ERRNOS, ClaudeTraceError
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+class Positive(click.ParamType[float]):
+    """A positive finite number from ``least`` to ``most`` (seconds between
+    refreshes, a replay's speed): nan, inf, 0 and negatives are refused, and so
+    is a value so small or large that the sleep or the select it feeds overflows."""
+
+    name = "number"
+
+    def __init__(self, *, least: float = 0.001, most: float = 86400.0) -> None:
+        self.least, self.most = least, most
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not (math.isfinite(number) and self.least <= number <= self.most):
+            self.fail(f"{value} is not a number from {self.least:g} to {self.most:g}", param, ctx)
+        return number
+
+
+#: Seconds between two looks or refreshes (a millisecond to a day).
+INTERVAL = Positive()
+
 
 db_option = click.option(
     "--db",

@@ -18,7 +18,7 @@ from ..formats.facts import duration as _duration
 from ..formats.facts import exit_text as _exit_text
 from ..formats.facts import plural, session_record
 from ..formats.facts import when as _when
-from ._common import db_option, echo_json_array, read_store, reports_errors
+from ._common import INTERVAL, db_option, echo_json_array, read_store, reports_errors
 
 if TYPE_CHECKING:
     from ..sanitize import Sanitizer
@@ -478,7 +478,7 @@ def say_unmatched(store: Any, models: tuple[str, ...], tags: tuple[str, ...]) ->
     help="Keep importing transcripts that appear or grow under PATH… (Ctrl-C to stop).",
 )
 @click.option(
-    "--interval", default=2.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+    "--interval", default=2.0, show_default=True, type=INTERVAL,
     help="Seconds between looks with --watch.",
 )
 @reports_errors
@@ -641,7 +641,9 @@ class _Tally:
     """What an import did, said a line for each thing (on stderr, the ids on stdout)
     and summed up at the end."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, each: bool = True) -> None:
+        #: Say each file imported (and its id on stdout); else only what was skipped.
+        self.each = each
         self.counts: dict[str, int] = {}
         self.skipped = 0
         self.damage = 0
@@ -658,14 +660,16 @@ class _Tally:
             self.skipped += 1
             note = done.note.removeprefix(f"{done.path}: ")
             say(f"{done.path}: skipped: {note}", err=True)
+        elif done.action == "truncated":
+            self.skipped += 1
+            say(f"{done.path}: not updated: {done.note}", err=True)
+        elif not self.each:
+            return
         elif done.action == "unchanged":
             extra = f" ({done.note})" if done.note else ""
             say(f"{done.path}: unchanged, recording {done.recording_id}{extra}", err=True)
             if done.kind == "cassette":  # its id, as when it was imported
                 click.echo(done.recording_id)
-        elif done.action == "truncated":
-            self.skipped += 1
-            say(f"{done.path}: not updated: {done.note}", err=True)
         else:
             extra = f" ({done.note})" if done.note else ""
             if done.kind != "cassette" or done.action != "imported":

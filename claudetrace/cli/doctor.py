@@ -46,9 +46,9 @@ def doctor(db_url: str | None, retry: tuple[str, ...]) -> None:
     url = resolve_url(db_url)
     if retry:
         wanted = {r.upper() for r in retry}
-        # A mistyped id is said, before any capture is put back in line.
-        unknown = sorted(wanted - {"ALL"} - {i.recording_id.upper()
-                                             for i in cap.set_aside_files(url)})
+        # A mistyped id is said (as typed), before any capture is put back in line.
+        kept = {i.recording_id.upper() for i in cap.set_aside_files(url)}
+        unknown = sorted({r for r in retry if r.upper() not in kept | {"ALL"}})
         if unknown:
             raise ClaudeTraceError(f"no capture set aside for {', '.join(unknown)} "
                                    "(`claudetrace doctor` lists them)")

@@ -66,6 +66,9 @@ def otel(
     store = read_store(db_url)
     since_ns = parse_since(since) if since is not None else None
     ids = select_recordings(store, sessions, all_=all_, since_ns=since_ns)
+    if tree and not ids:
+        click.echo("no recordings matched", err=True)
+        return
     if tree:
         for rid in ids:
             say(f"# {rid}")

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ._common import db_option, reports_errors
+from ._common import Positive, db_option, reports_errors
 
 
 @click.command(
@@ -16,7 +16,7 @@ from ._common import db_option, reports_errors
 @db_option
 @click.option(
     "--speed",
-    type=click.FloatRange(min=0, min_open=True),
+    type=Positive(least=0.001, most=1_000_000.0),
     metavar="X",
     help="Reproduce recorded gaps between lines, X times faster.",
 )

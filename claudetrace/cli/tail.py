@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from ..errors import SessionNotFound
-from ._common import db_option, read_store, reports_errors
+from ._common import INTERVAL, db_option, read_store, reports_errors
 
 #: Colour of each kind of line on a terminal (pipes get plain text).
 _STYLES = {
@@ -39,7 +39,7 @@ _STYLES = {
 )
 @click.option("--raw", is_flag=True, help="The recorded lines themselves, with time and direction.")
 @click.option(
-    "--interval", default=0.2, show_default=True, type=click.FloatRange(min=0, min_open=True),
+    "--interval", default=0.2, show_default=True, type=INTERVAL,
     help="Seconds between looks at the store.",
 )
 @reports_errors

@@ -12,7 +12,10 @@ from typing import Any
 import click
 
 from ..display import say
-from ._common import db_option, echo_json, fail, read_store, reports_errors
+from ._common import INTERVAL, db_option, echo_json, fail, read_store, reports_errors
+
+#: The years whose days a store's times (ns since 1970, 64-bit) reach, whatever the zone.
+_FIRST_YEAR, _LAST_YEAR = 1678, 2261
 
 
 def _day(value: str | None, tz: dt.tzinfo | None, *, end: bool) -> int | None:
@@ -24,6 +27,11 @@ def _day(value: str | None, tz: dt.tzinfo | None, *, end: bool) -> int | None:
         day = dt.datetime.strptime(text, "%Y%m%d").replace(tzinfo=tz)  # None: local
     except ValueError:
         raise click.BadParameter(f"{value!r} is not a day (YYYYMMDD or YYYY-MM-DD)") from None
+    if not _FIRST_YEAR <= day.year <= _LAST_YEAR:
+        # A store keeps times as 64-bit ns since 1970 (1677 to 2262): a day past
+        # them compared nothing but overflowed (Python's dates end at year 9999).
+        fail(f"{'--until' if end else '--since'} {value} is out of range: "
+             f"days from {_FIRST_YEAR} to {_LAST_YEAR}", 2)
     if end:
         day += dt.timedelta(days=1)
     return int(day.timestamp()) * 1_000_000_000
@@ -50,7 +58,8 @@ def _day(value: str | None, tz: dt.tzinfo | None, *, end: bool) -> int | None:
               help="Import these transcripts or folders first (only what changed), "
               "e.g. ~/.claude/projects.")
 @click.option("--live", is_flag=True, help="blocks: refresh in the terminal until Ctrl-C.")
-@click.option("--interval", default=5.0, show_default=True, help="Seconds between refreshes.")
+@click.option("--interval", default=5.0, show_default=True, type=INTERVAL,
+              help="Seconds between refreshes.")
 @reports_errors
 def usage(report: str, db_url: str | None, as_json: bool, since: str | None, until: str | None,
           breakdown: bool, project: str | None, tags: tuple[str, ...], name: str | None,
@@ -72,6 +81,9 @@ def usage(report: str, db_url: str | None, as_json: bool, since: str | None, unt
         raise click.BadParameter(str(exc), param_hint="--timezone") from None
     if live and report != "blocks":
         raise click.BadParameter("--live is for the blocks report", param_hint="--live")
+    if live and as_json:
+        raise click.BadParameter("--live refreshes a table in the terminal, not --json",
+                                 param_hint="--live")
     since_ns, until_ns = _day(since, tz, end=False), _day(until, tz, end=True)
     if since_ns is not None and until_ns is not None and since_ns >= until_ns:
         # Was an empty report, as if nothing had been used.
@@ -83,16 +95,21 @@ def usage(report: str, db_url: str | None, as_json: bool, since: str | None, unt
         parsed = _parse_tags(tags)
     f = UsageFilter(since_ns=since_ns, until_ns=until_ns, models=models, project=project,
                     tags=parsed, name=name, sources=sources)
-    with _reader(db_url, imports) as reader, _collector_paused(not live):
+    from .browse import _Tally
+
+    tally = _Tally(each=False)
+    with _reader(db_url, imports, tally) as reader, _collector_paused(not live):
         # A filter that matches nothing at all (a mistyped model) is said, not
         # left to look like no use; the (empty) report is still printed, exit 0.
         for line in unmatched(reader, f):
             say(f"claudetrace: {line}", err=True)
         _report(reader, report, as_json, breakdown, live, interval, tz, f)
+    if tally.skipped or tally.damage:
+        raise SystemExit(1)  # as import's: the report is made of what could be read
 
 
 @contextmanager
-def _reader(db_url: str | None, imports: tuple[str, ...]) -> Iterator[Any]:
+def _reader(db_url: str | None, imports: tuple[str, ...], tally: Any) -> Iterator[Any]:
     """What runs the report's queries: on a database at the newest schema with
     nothing waiting to be stored, a bare sqlite3 or psycopg connection (no
     SQLAlchemy); else the store, after importing ``imports``."""
@@ -108,7 +125,7 @@ def _reader(db_url: str | None, imports: tuple[str, ...]) -> Iterator[Any]:
                 if plain is not None:
                     yield plain
                     return
-    store = read_store(db_url) if not imports else _imported(db_url, imports)
+    store = read_store(db_url) if not imports else _imported(db_url, imports, tally)
     try:
         yield store_reader(store)
     finally:
@@ -172,27 +189,25 @@ def _report(reader: Any, report: str, as_json: bool, breakdown: bool, live: bool
         show(console, period_table(kind, reports.periods(reader, kind, f, tz), breakdown))
 
 
-def _imported(db_url: str | None, paths: tuple[str, ...]) -> Any:
-    """The store after importing ``paths`` (unchanged files are skipped), with one
-    line on stderr saying what was done."""
-    from collections import Counter
-
-    from ..formats.imports import expand, import_file
+def _imported(db_url: str | None, paths: tuple[str, ...], tally: Any) -> Any:
+    """The store after importing ``paths`` (unchanged files are skipped), saying
+    what was skipped and the import's summary line on stderr (``tally``)."""
+    from ..formats.imports import Imported, Planner, import_file
     from ..indexer import open_settled_store
 
     store = open_settled_store(db_url, create=True)
-    done: Counter[str] = Counter()
-    for path in expand(paths):
+    units, skipped = Planner().plan(paths)
+    for done in skipped:
+        tally.add(done)
+    for unit in units:
         try:
-            done[import_file(store, path).action] += 1
+            tally.add(import_file(store, unit.path))
         except Exception as exc:  # one file must not stop the report
             from ..errors import ClaudeTraceError, StoreError
 
             if isinstance(exc, StoreError) or \
                     not isinstance(exc, (ClaudeTraceError, OSError, ValueError)):
                 raise  # the database refuses (so would it the others): said once
-            done["skipped"] += 1
-            click.echo(f"claudetrace: {path}: {exc}", err=True)
-    click.echo("imported: " + (", ".join(f"{n} {what}" for what, n in sorted(done.items()))
-                               or "nothing"), err=True)
+            tally.add(Imported(unit.path, unit.kind, "skipped", None, note=str(exc)))
+    click.echo(tally.summary(), err=True)
     return store

@@ -46,6 +46,7 @@ import msgspec
 from ..display import plural
 from ..errors import ClaudeTraceError
 from ..model.events import Event, is_tool_result_type, parsed_event
+from ..model.protocol import INTERRUPTED_BY_USER
 from ..model.usage import MAX_TOKENS, count
 from ..recording import RecordingInfo, new_recording_id
 from .jsonl import JsonlFile
@@ -78,7 +79,6 @@ _TRANSCRIPT_ONLY: Final = frozenset(
         "atis-latch",
     }
 )
-_INTERRUPTED: Final = "[Request interrupted by user"
 #: ``claudetrace_kind`` of the user lines that are not prompts (and not tool results).
 USER_KINDS: Final = (
     "command", "meta", "compact_summary", "teammate", "steering", "interrupt",
@@ -175,7 +175,7 @@ def user_kind(entry: dict[str, Any], text: str) -> str | None:
         return "command"
     if head.startswith("<teammate-message"):
         return "teammate"
-    if head.startswith(_INTERRUPTED):
+    if head.startswith(INTERRUPTED_BY_USER):
         return "interrupt"
     return None
 
@@ -236,11 +236,12 @@ class _Converter:
     def emit(self, direction: str, obj: dict[str, Any], when: int) -> None:
         if self.start_ns is None:
             self.start_ns = when
-        # Lines are written in order; a clock that steps back does not reorder them.
-        when = max(when, self.last_ns)
+        # Lines are written in order; a clock that steps back does not reorder
+        # them, but each keeps its own time as its wall clock (what dates its usage).
+        wall, when = when, max(when, self.last_ns)
         self.last_ns = when
         event = parsed_event(self.count, direction, when - self.start_ns,  # type: ignore[arg-type]
-                             _dumps(obj), obj, wall_ns=when)
+                             _dumps(obj), obj, wall_ns=wall)
         self.count += 1
         if self.sink is not None:
             self.sink(event)

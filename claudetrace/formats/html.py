@@ -252,7 +252,7 @@ def report_data(
         conversation_fold.feed_many(batch)
         last_t = batch[-1].t
         del batch  # before the next slice is read
-    builder.close(info)
+    builder.close(info, live=info.ended_ns is None and rec.is_live())
     conversation_fold.settle(conversation_fold.items)
     spans, session = builder.finished, builder.session
     cost = session.cost()

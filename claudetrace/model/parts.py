@@ -104,6 +104,9 @@ class ToolCall:
     end_seq: int | None = None
     end_ns: int | None = None
     is_error: bool = False
+    #: The user stopped it (its error result is the interrupt's, not a failure:
+    #: not counted in :attr:`~claudetrace.model.Session.tool_errors`).
+    interrupted: bool = False
     permission: ControlRoundTrip | None = None
     hooks: list[ControlRoundTrip] = field(default_factory=list)
 
@@ -144,6 +147,10 @@ class ModelCall:
     #: written as assistant lines (ccusage counts the message at the time of the
     #: line whose usage it keeps); None: at :attr:`start_ns`.
     usage_ns: int | None = None
+    #: The wall clock of that line (of the call's first line until then), as its
+    #: event has it (0: none): what dates the call's usage, as ccusage dates each
+    #: entry by its own timestamp, a clock that stepped back included.
+    wall_ns: int = 0
     stop_reason: str | None = None
     error: str | None = None
     stopped: bool = False

@@ -23,6 +23,19 @@ from .events import TOOL_USE_TYPES, Event, is_tool_result_type, said_parts
 
 #: The answers to ``can_use_tool`` the SDKs define.
 PERMISSION_DECISIONS = frozenset({"allow", "deny"})
+#: How the user line the CLI writes when the user stops a turn begins: ``[Request
+#: interrupted by user]``, ``[Request interrupted by user for tool use]``.
+INTERRUPTED_BY_USER = "[Request interrupted by user"
+_INTERRUPTED_BYTES = INTERRUPTED_BY_USER.encode()
+
+
+def says_interrupted(event: Event) -> bool:
+    """Whether a ``user`` line is the CLI's note that the user interrupted the turn
+    (a text block, not a tool's output that happens to quote it)."""
+    if _INTERRUPTED_BYTES not in event.data:
+        return False
+    return any(block.kind == "text" and block.text.lstrip().startswith(INTERRUPTED_BY_USER)
+               for block in message_blocks(event))
 
 
 def opt_str(value: Any) -> str | None:

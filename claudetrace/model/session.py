@@ -61,6 +61,7 @@ from .protocol import (
     opt_str,
     permission_behavior,
     request_tool_name,
+    says_interrupted,
 )
 from .usage import TOKEN_TYPES, Usage, apportion, number
 
@@ -71,8 +72,13 @@ __all__ = [
 
 #: ``stream_event`` chunks that change nothing in the model.
 _CHUNKS: Final = frozenset({"content_block_delta", "content_block_start", "content_block_stop"})
-#: The system lines about a subagent's task.
+#: The system lines about a task (a subagent's, or a long Bash command's …).
 TASK_SUBTYPES: Final = frozenset({"task_started", "task_updated", "task_notification"})
+#: The ``task_type``s of the tasks that are subagents (CLI 2.1.330's; a task line
+#: without one is a subagent's, as older CLIs wrote only those).  The others
+#: (``local_bash``: a Bash command still running, ``local_workflow``,
+#: ``monitor_mcp``, ``mcp_task`` …) belong to their tool call and are no subagent.
+AGENT_TASK_TYPES: Final = frozenset({"local_agent", "remote_agent", "in_process_teammate"})
 #: The system subtypes the fold reads more of than the subtype.
 _READ_SYSTEM: Final = frozenset({"init", "status", "api_error"}) | TASK_SUBTYPES
 #: The statuses a task ends with.
@@ -121,6 +127,8 @@ class Session:
         self._pending: dict[str, ControlRoundTrip] = {}
         self._early: dict[str, tuple[Event, int]] = {}
         self._tasks: dict[str, str] = {}
+        #: Tasks that are no subagent (:data:`AGENT_TASK_TYPES`), by task id.
+        self._other_tasks: set[str] = set()
         #: Per model, the usage and cost the turns so far were charged.
         self._accounted: dict[str, tuple[Usage, float]] = {}
         self._cost_total = 0.0
@@ -352,6 +360,7 @@ class Session:
             start_ns=event.t_ns,
             end_ns=event.t_ns,
             streamed=streamed,
+            wall_ns=event.wall_ns,
         )
         self.calls[msg_id] = call
         self._lane_call[lane] = call
@@ -416,6 +425,7 @@ class Session:
                     or seen.cache_read > have.cache_read
                     or seen.cache_creation > have.cache_creation):
                 call.usage_ns = event.t_ns  # the line whose figure counts
+                call.wall_ns = event.wall_ns
             have.input = max(have.input, seen.input)
             have.output = max(have.output, seen.output)
             have.cache_read = max(have.cache_read, seen.cache_read)
@@ -466,6 +476,15 @@ class Session:
 
     def _user_out(self, event: Event) -> None:
         lane = event.fields.parent_tool_use_id
+        if lane is None and says_interrupted(event):
+            # The user stopped the turn (Esc in Claude Code, written in its
+            # transcript): its error result is explained, as by a host interrupt.
+            turn = self.open_turn
+            if turn is not None:
+                turn.interrupted = True
+                for cut in self.tools.values():
+                    if cut.turn == turn.number and cut.is_error:
+                        cut.interrupted = True
         if lane is not None and lane in self.subagents:
             self.subagents[lane]  # a subagent's prompt
         # How each tool ended is in the line's fields (its result block's
@@ -508,6 +527,8 @@ class Session:
             self.permission_mode = msg["permissionMode"]
         elif subtype in TASK_SUBTYPES:
             task_id, tool_use_id, status = _task_line(msg)
+            if not self._agent_task(msg, task_id):
+                return
             if tool_use_id and task_id:
                 self._tasks[task_id] = tool_use_id
             elif task_id:
@@ -525,9 +546,23 @@ class Session:
     def task_of(self, event: Event) -> tuple[Subagent | None, str | None]:
         """The subagent a ``task_started`` / ``task_updated`` / ``task_notification``
         line (already added) is about, and the status the line gives it (if any)."""
-        task_id, tool_use_id, status = _task_line(event.message or {})
+        msg = event.message or {}
+        task_id, tool_use_id, status = _task_line(msg)
+        if not self._agent_task(msg, task_id):
+            return None, status
         tool_use_id = tool_use_id or (self._tasks.get(task_id) if task_id else None)
         return (self.subagents.get(tool_use_id) if tool_use_id else None), status
+
+    def _agent_task(self, msg: Mapping[str, Any], task_id: str | None) -> bool:
+        """Whether a task line is about a subagent (not, say, a long Bash command)."""
+        if task_id is not None and task_id in self._other_tasks:
+            return False
+        task_type = msg.get("task_type")
+        if isinstance(task_type, str) and task_type not in AGENT_TASK_TYPES:
+            if task_id is not None:
+                self._other_tasks.add(task_id)
+            return False
+        return True
 
     # -- control -----------------------------------------------------------------------
 
@@ -724,7 +759,8 @@ class Session:
 
     @property
     def tool_errors(self) -> int:
-        return sum(1 for tool in self.tools.values() if tool.outcome == "error")
+        return sum(1 for tool in self.tools.values()
+                   if tool.outcome == "error" and not tool.interrupted)
 
     @property
     def last_result(self) -> Turn | None:

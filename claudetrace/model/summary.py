@@ -138,7 +138,7 @@ def usage_rows(session: Session, started_ns: int, cost: Cost | None = None, *,
             continue
         price, source = call_cost(session, call, cost, shares)
         at = call.start_ns if call.usage_ns is None else call.usage_ns
-        rows.append((call.id, started_ns + at, session.model_of(call),
+        rows.append((call.id, call.wall_ns or started_ns + at, session.model_of(call),
                      usage.input, usage.output, usage.cache_read, usage.cache_creation,
                      price, source, usage.cache_creation_1h))
     return rows

@@ -119,6 +119,8 @@ def open_store(
     write waits on another process's lock (SQLite).
     """
     url = resolve_url(db, memory=True)  # the commands refuse one (open_settled_store)
+    if not create and not database_named(db):
+        _home_for_default_database()
     engine = create_store_engine(url, create=create or not database_named(db),
                                  busy_timeout_s=busy_timeout_s,
                                  log_bytes=log_bytes)
@@ -129,6 +131,20 @@ def open_store(
             engine.dispose()
             raise
     return Store(engine)
+
+
+def _home_for_default_database() -> None:
+    """Raise :class:`StoreError` when the home folder the default database would be
+    made under does not exist: a read command creates nothing (it made the whole
+    ``$HOME/.local/share/claudetrace`` path for a missing HOME)."""
+    from pathlib import Path
+
+    from ..config import data_dir
+
+    folder = data_dir()
+    if not folder.is_dir() and not Path.home().is_dir():
+        raise StoreError(f"no database: the home folder {Path.home()} does not exist "
+                         "(set HOME, or name one with --db or $CLAUDETRACE_DB)")
 
 
 #: One stored line as :meth:`Store.iter_event_rows` gives it: ``(seq, direction,

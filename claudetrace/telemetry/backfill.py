@@ -79,11 +79,13 @@ def recording_spans(
     on_end: Callable[[SpanRecord], None] | None = None,
     info: Any = None,
 ) -> list[SpanRecord]:
-    """Build the spans of one stored recording (handed to ``on_end`` when given)."""
+    """Build the spans of one stored recording (handed to ``on_end`` when given);
+    a recording still being made has its open spans in progress, not failed."""
     info = store.recording_info(recording_id) if info is None else info
+    live = info.ended_ns is None and store.get(recording_id).is_live()
     builder = SpanBuilder(info, content=content, on_end=on_end)
     builder.feed_many(store.iter_events(recording_id))
-    builder.close(info)
+    builder.close(info, live=live)
     return builder.finished
 
 

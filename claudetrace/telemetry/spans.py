@@ -452,16 +452,20 @@ class SpanBuilder(SpanTree):
 
     # -- the end ---------------------------------------------------------------------
 
-    def close(self, info: RecordingInfo | None = None) -> SpanRecord:
-        """End everything still open (with an error saying why) and the root span."""
+    def close(self, info: RecordingInfo | None = None, *, live: bool = False) -> SpanRecord:
+        """End everything still open (with an error saying why) and the root span.
+
+        ``live``: the recording is still being made (its proxy runs), so what is
+        open is in progress, not cut short: it ends as of the last event, unset.
+        """
         if self._closed:
             return self.root
         self._closed = True
         info = info or self.info
         now = self._last_ns
         session = self.session
-        outcome = session.outcome_of(info)
-        reason = outcome.reason or exit_reason(info)
+        outcome = session.outcome_of(info, live=live)
+        reason = None if outcome.status == "running" else outcome.reason or exit_reason(info)
         for request in self._requests.values():
             request.span.attributes[c.CONTROL_OUTCOME] = "unanswered"
         for tool in self._tools.values():

@@ -32,6 +32,7 @@ from ..model import Session, Usage
 from .conversation import Item, walk
 from .present import (
     NO_COST,
+    NOT_YET,
     TraceNode,
     cost_cell,
     cost_text,
@@ -118,7 +119,8 @@ def trace_header(tree: TraceNode, *, status: str, started: str,
         unpriced = sorted({n.label for _, n in walk_tree(tree)
                            if n.kind == "model" and n.cost_usd is None and n.counted})
         cost = f"unknown (no price for {', '.join(unpriced)})" if unpriced else (
-            cost_cell(None, calls=calls > 0) if calls else NO_COST)
+            cost_cell(None, calls=calls > 0) if calls else
+            NOT_YET if status == "running" else NO_COST)
     return TraceHeader(
         status=status, started=started, duration=duration(tree.duration_ns),
         models=", ".join(sorted(models)) or "—",

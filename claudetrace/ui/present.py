@@ -31,6 +31,7 @@ from ..model.liveness import Liveness, liveness
 from ..model.summary import call_cost, cli_shares
 from ..pricing import FILE_SOURCE_KINDS, dollars
 from ..pricing import NO_COST as NO_COST  # the outline says it too
+from ..pricing import NOT_YET as NOT_YET
 from ..pricing import cost_text as priced_text
 
 
@@ -271,6 +272,8 @@ class _Index:
 def _tool_node(index: _Index, tool: ToolCall) -> TraceNode:
     status = {"ok": "ok", "error": "error"}.get(tool.outcome, "running")
     bits = [tool.outcome if tool.outcome != "unfinished" else "no result yet"]
+    if tool.interrupted:
+        bits[0] = "interrupted by the user"
     if tool.permission is not None:
         bits.append(f"permission {tool.permission.verdict}")
     bits += [f"hook {h.hook_event or '?'} {h.verdict}" for h in tool.hooks]
