@@ -95,16 +95,18 @@ def usage(report: str, db_url: str | None, as_json: bool, since: str | None, unt
         parsed = _parse_tags(tags)
     f = UsageFilter(since_ns=since_ns, until_ns=until_ns, models=models, project=project,
                     tags=parsed, name=name, sources=sources)
-    from .browse import _Tally
+    tally: Any = None
+    if imports:  # the import's tally (and its session model) only when importing
+        from .browse import _Tally
 
-    tally = _Tally(each=False)
+        tally = _Tally(each=False)
     with _reader(db_url, imports, tally) as reader, _collector_paused(not live):
         # A filter that matches nothing at all (a mistyped model) is said, not
         # left to look like no use; the (empty) report is still printed, exit 0.
         for line in unmatched(reader, f):
             say(f"claudetrace: {line}", err=True)
         _report(reader, report, as_json, breakdown, live, interval, tz, f)
-    if tally.skipped or tally.damage:
+    if tally is not None and (tally.skipped or tally.damage):
         raise SystemExit(1)  # as import's: the report is made of what could be read
 
 
