@@ -663,11 +663,14 @@ def _quarantine(store: Any, capture: Path, reason: str, quiet: bool) -> None:
 def _lock(fd: int, wait_s: float, capture: Path, quiet: bool, store: Any = None) -> bool:
     """Wait for the indexer storing ``capture`` to finish (its lock), up to ``wait_s`` —
     but not while the database takes no writes at all (another process's lock):
-    that indexer waits for it as well, and the reader goes on without it."""
+    that indexer waits for it as well, and the reader goes on without it.  A
+    write lock held while the database's files change is that indexer's own (a
+    large batch being written): waited for."""
     deadline = time.monotonic() + wait_s
     told = False
     start = time.monotonic()
     next_probe = start + 2.0
+    files = _files_state(store)
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -677,7 +680,9 @@ def _lock(fd: int, wait_s: float, capture: Path, quiet: bool, store: Any = None)
         now = time.monotonic()
         if store is not None and now >= next_probe:
             if not store.takes_writes():
-                deadline = now
+                before, files = files, _files_state(store)
+                if files == before:  # held, and nothing written: not our indexer
+                    deadline = now
             next_probe = time.monotonic() + 2.0
         if now >= deadline:
             if not quiet:
@@ -694,6 +699,25 @@ def _lock(fd: int, wait_s: float, capture: Path, quiet: bool, store: Any = None)
                 file=sys.stderr,
             )
         time.sleep(LOCK_POLL_S)
+
+
+def _files_state(store: Any) -> tuple[int, ...] | None:
+    """The sizes and modification times of a SQLite store's file and write-ahead
+    log (None for a server database): they change while a writer writes."""
+    from .store.engine import sqlite_path
+
+    path = None if store is None else sqlite_path(str(store.engine.url))
+    if path is None:
+        return None
+    state: list[int] = []
+    for name in (path, Path(f"{path}-wal")):
+        try:
+            info = name.stat()
+        except OSError:
+            state += (-1, -1)
+        else:
+            state += (info.st_size, info.st_mtime_ns)
+    return tuple(state)
 
 
 #: How often a reader waiting for an indexer looks whether it is done (its lock

@@ -26,7 +26,8 @@ from claudetrace.errors import StoreError
 from claudetrace.indexer import open_settled_store
 from claudetrace.model.events import Event, LineSplitter
 from claudetrace.recording import RecordingInfo
-from claudetrace.store import Store
+from claudetrace.store import Store, open_store
+from claudetrace.store.engine import SETTLE_BUSY_TIMEOUT_S
 
 Row = tuple[int, str, bytes, bool, int, int]
 
@@ -327,6 +328,54 @@ def test_settling_waits_for_an_indexer_at_work(db_path: Path, store: Store) -> N
     # The holder exited without storing it: the reader did.
     assert done == [1] and store.count_events(info.id) == 1
     assert not path.exists()
+
+
+#: An indexer writing one large batch: it holds the capture's lock and SQLite's
+#: write lock for seconds (``argv[3]``), the write-ahead log growing meanwhile.
+WRITE_A_LARGE_BATCH = """
+import fcntl, os, sqlite3, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(fd, fcntl.LOCK_EX)
+db = sqlite3.connect(sys.argv[2], isolation_level=None)
+db.execute("CREATE TABLE IF NOT EXISTS big (x BLOB)")
+db.execute("BEGIN IMMEDIATE")
+print("writing", flush=True)
+end = time.monotonic() + float(sys.argv[3])
+while time.monotonic() < end:
+    db.execute("INSERT INTO big VALUES (?)", (os.urandom(1 << 16),))
+    time.sleep(0.01)
+db.execute("COMMIT")
+"""
+
+
+@pytest.mark.usefixtures("store")
+def test_a_reader_waits_for_an_indexer_writing_a_large_batch(db_path: Path,
+                                                            tmp_path: Path) -> None:
+    """The database takes no writes while the indexer waited for writes one large
+    batch (a 64 MiB line): its files change, so the reader waits on, where another
+    process's idle lock sends it on at once (test_reliability's)."""
+    lock = tmp_path / "capture.lock"
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITE_A_LARGE_BATCH, str(lock), str(db_path), "6"],
+        stdout=subprocess.PIPE)
+    try:
+        assert writer.stdout is not None and writer.stdout.readline() == b"writing\n"
+        fd = os.open(lock, os.O_RDWR)
+        # As settling opens it: SQLite's busy wait as short as the reader's probe.
+        settling = open_store(str(db_path), migrate=False,
+                              busy_timeout_s=SETTLE_BUSY_TIMEOUT_S)
+        try:
+            assert ix._lock(fd, 120.0, tmp_path / "capture", True, settling)
+        finally:
+            settling.close()
+            os.close(fd)
+        assert writer.wait(timeout=60) == 0  # it finished before the reader went on
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+            writer.wait()
+        assert writer.stdout is not None
+        writer.stdout.close()
 
 
 def test_a_damaged_capture_is_set_aside_with_one_warning_never_deleted(
