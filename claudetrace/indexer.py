@@ -706,7 +706,7 @@ def _files_state(store: Any) -> tuple[int, ...] | None:
     log (None for a server database): they change while a writer writes."""
     from .store.engine import sqlite_path
 
-    path = None if store is None else sqlite_path(str(store.engine.url))
+    path = None if store is None else sqlite_path(store.url)
     if path is None:
         return None
     state: list[int] = []
