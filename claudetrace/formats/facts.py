@@ -16,7 +16,6 @@ from ..pricing import NO_COST as NO_COST  # the report's tokens tab says it too
 from ..pricing import cost_text as cost_text  # said here as everywhere
 from ..pricing import dollars
 from ..store.links import NO_LINKS, Links
-from ..ui.present import duration_s
 
 #: Shown for a value the recording's source cannot know.
 UNKNOWN = "unknown"
@@ -33,6 +32,10 @@ def duration(ns: int | None) -> str:
 def latency(seconds: float) -> str:
     """A latency people read: ``412 ms``, ``3.25 s``, ``66.2 s``, ``12.5 min``
     (:func:`claudetrace.ui.present.duration`, the pages' and the report's wording)."""
+    # Loaded here: an unchanged re-import imports this module's helpers and must
+    # not load the presentation (and session) model.
+    from ..ui.present import duration_s
+
     return duration_s(seconds)
 
 
