@@ -67,10 +67,9 @@ def prune(db_url: str | None, older_than: str | None, tags: tuple[str, ...],
             if not _can_ask():
                 fail("not deleting without a terminal to ask on: add --yes", 2)
             click.confirm(f"Delete {len(found.recordings)} recordings?", abort=True)
-        # Looked at again: a session that came back to life while the user
-        # answered is left alone.
-        still = {r.id for r in matching(store, criteria).recordings}
-        done = delete(store, [r.id for r in found.recordings if r.id in still])
+        # Each is looked at again before it is deleted: a session that came back
+        # to life while the user answered (or the prune ran) is left alone.
+        done = delete(store, [r.id for r in found.recordings])
         click.echo(f"deleted {plural(done.recordings, 'recording')} ({done.events} events) in "
                    f"{done.transactions} transactions (longest {done.longest_s:.3f} s)")
         if done.revived:

@@ -149,9 +149,6 @@ def prune(store: Store, ids: Sequence[str], *, batch_events: int = BATCH_EVENTS,
 
     try:
         for rid in ids:
-            if _written_again(store, [rid]):
-                done.revived += 1
-                continue
             with store.engine.connect() as conn:
                 top = conn.execute(select(func.max(_EVENTS.c.seq))
                                    .where(_EVENTS.c.recording_id == rid)).scalar()
@@ -182,14 +179,14 @@ def _cut_down(store: Store, done: Pruned, recording_id: str, size: int,
               batch_events: int) -> int | None:
     """Delete a large recording's events from its last down, ``batch_events`` a
     transaction, until fewer than that are left; returns how many are left, or
-    None when it came back to life between two cuts (the rest left alone)."""
+    None when it came back to life before a cut (the rest left alone)."""
     end = size - 1
     while end >= batch_events:
+        if _written_again(store, [recording_id]):
+            return None
         start = end + 1 - batch_events
         done.events += _cut(store, done, recording_id, start)
         end = start - 1
-        if _written_again(store, [recording_id]):
-            return None
     return end + 1
 
 
