@@ -294,10 +294,15 @@ NO_COST: Final = "— (no model calls)"
 NOT_YET: Final = "not yet reported"
 
 
+def _not_yet(rec: Any) -> bool:
+    """Whether a stored recording runs before its first result, nothing charged yet."""
+    return rec.ended_ns is None and rec.result_subtype is None and not rec.cost_usd
+
+
 def known_cost(rec: Any) -> float | None:
     """A stored recording's cost when it is an amount (:func:`cost_text` says one),
     else None: unknown, no model call, not yet reported.  Never 0 for unknown."""
-    if rec.ended_ns is None and rec.result_subtype is None and not rec.cost_usd:
+    if _not_yet(rec):
         return None
     return None if rec.cost_origin == "unknown" else rec.cost
 
@@ -309,7 +314,7 @@ def cost_text(rec: Any, digits: int = 6, *, cell: bool = False) -> str:
     it runs before its first result (never ``$0``).  ``cell``: as a table cell
     says it, beside a column that names the cost's source: ``$0.0019``,
     ``unknown``, ``—``, ``not yet``."""
-    if rec.ended_ns is None and rec.result_subtype is None and not rec.cost_usd:
+    if _not_yet(rec):
         return "not yet" if cell else NOT_YET
     source = rec.cost_origin
     if source == "unknown" and not rec.model_calls:
