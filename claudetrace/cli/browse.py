@@ -566,7 +566,7 @@ def import_(
         from ..store.writer import WriterProcess
 
         started = WriterProcess(url, writer_for(db_url))
-    tally = _Tally()
+    tally = Tally()
     for done in skipped:
         tally.add(done)
     with closing(started) if started is not None else nullcontext(), \
@@ -595,7 +595,7 @@ def import_(
 
 
 def _import_units(units: Sequence[Any], store: Any, writer: Any, name: str | None,
-                  tags: dict[str, str], tally: _Tally, url: str, single: bool,
+                  tags: dict[str, str], tally: Tally, url: str, single: bool,
                   converting: Any = None, index: Any = None) -> None:
     from ..errors import ClaudeTraceError, StoreError
     from ..formats.imports import (
@@ -637,7 +637,7 @@ def _import_units(units: Sequence[Any], store: Any, writer: Any, name: str | Non
             tally.joined(done, unit)
 
 
-class _Tally:
+class Tally:
     """What an import did, said a line for each thing (on stderr, the ids on stdout)
     and summed up at the end."""
 
@@ -710,7 +710,7 @@ def _watch(store: Any, paths: tuple[str, ...], interval: float, planner: Any,
     watcher = Watcher(store, paths, name=name, tags=tags)
     watcher.planner = planner
     watcher.said = said  # the files skipped already said so
-    tally = _Tally()
+    tally = Tally()
 
     def failed(path: Any, exc: Exception) -> None:
         said = str(exc).removeprefix(f"{path}: ")  # a transcript's error names it already

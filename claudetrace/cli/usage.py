@@ -97,9 +97,9 @@ def usage(report: str, db_url: str | None, as_json: bool, since: str | None, unt
                     tags=parsed, name=name, sources=sources)
     tally: Any = None
     if imports:  # the import's tally (and its session model) only when importing
-        from .browse import _Tally
+        from .browse import Tally
 
-        tally = _Tally(each=False)
+        tally = Tally(each=False)
     with _reader(db_url, imports, tally) as reader, _collector_paused(not live):
         # A filter that matches nothing at all (a mistyped model) is said, not
         # left to look like no use; the (empty) report is still printed, exit 0.
