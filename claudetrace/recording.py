@@ -22,6 +22,12 @@ if TYPE_CHECKING:
 #: and which has no end, is no longer being written: ``incomplete``.
 STALE_AFTER_NS = 5_000_000_000
 
+#: How late the heartbeat of a recording whose proxy lives on this host may be
+#: while it is still ``running``: an idle-priority indexer on a loaded machine
+#: misses beats, and the proxy's process says the session goes on; one silent
+#: this long is taken for gone.
+LATE_AFTER_NS = 600_000_000_000
+
 
 #: How much later than its recording's start a proxy's process may seem to have
 #: started (the boot time it is counted from is given in whole seconds).
@@ -54,17 +60,20 @@ def recorder_alive(*, host: str | None, pid: int | None, source: str | None,
                    now_ns: int | None = None) -> bool:
     """Whether a recording that has not ended is ``running`` (the status every
     view shows, counted alike in SQL: ``store.models.status_expression``): its
-    proxy, when on this host, has not gone (:func:`proxy_lives`), and its
-    heartbeat is fresh (:data:`STALE_AFTER_NS`)."""
-    if proxy_lives(host=host, pid=pid, source=source, started_ns=started_ns) is False:
-        return False
-    return _beating(last_seen_ns, started_ns, now_ns)
+    heartbeat is fresh (:data:`STALE_AFTER_NS`) and its proxy, when on this
+    host, has not gone (:func:`proxy_lives`); or that proxy lives and the
+    heartbeat is only late (:data:`LATE_AFTER_NS`)."""
+    lives = proxy_lives(host=host, pid=pid, source=source, started_ns=started_ns)
+    if lives is None:
+        return _beating(last_seen_ns, started_ns, now_ns)
+    return lives and _beating(last_seen_ns, started_ns, now_ns, LATE_AFTER_NS)
 
 
-def _beating(last_seen_ns: int | None, started_ns: int, now_ns: int | None) -> bool:
-    """Whether a recording's heartbeat is fresh (:data:`STALE_AFTER_NS`)."""
+def _beating(last_seen_ns: int | None, started_ns: int, now_ns: int | None,
+             within_ns: int = STALE_AFTER_NS) -> bool:
+    """Whether a recording's heartbeat is younger than ``within_ns``."""
     now = time.time_ns() if now_ns is None else now_ns
-    return now - (last_seen_ns or started_ns) < STALE_AFTER_NS
+    return now - (last_seen_ns or started_ns) < within_ns
 
 
 def still_written(*, host: str | None, pid: int | None, source: str | None,

@@ -22,7 +22,7 @@ from claudetrace.cassette import Cassette, new_header, read_cassette, write_cass
 from claudetrace.cli import cli
 from claudetrace.errors import AmbiguousSession, BadDatabaseURL, SessionNotFound, StoreError
 from claudetrace.model.events import Event
-from claudetrace.recording import RecordingInfo
+from claudetrace.recording import LATE_AFTER_NS, RecordingInfo
 from claudetrace.store import EventTool, Recording, Store, open_store, resolve_url
 from claudetrace.store.models import STALE_AFTER_NS
 
@@ -291,13 +291,17 @@ def test_a_dead_local_proxy_is_incomplete_at_once(store: Store) -> None:
 def test_a_live_local_proxy_is_still_written_whatever_its_heartbeat(store: Store) -> None:
     """An idle-priority indexer on a loaded machine can miss its beats: the proxy's
     process, alive on this host, says the session may still get lines, so prune
-    leaves it and a search keeps its words mark (both took it for abandoned).  Its
-    status stays the heartbeat's, as SQL counts it.  A pid that now names a
-    process started after the recording is a reused one: the heartbeat decides."""
+    leaves it and a search keeps its words mark (both took it for abandoned), and
+    it is running (until its heartbeat is :data:`LATE_AFTER_NS` late).  A pid that
+    now names a process started after the recording is a reused one: the
+    heartbeat decides."""
     here, now = os.uname().nodename, time.time_ns()
     stale = now - 10 * STALE_AFTER_NS
     rec = _recording(host=here, pid=os.getpid(), started_ns=now, last_seen_ns=stale)
-    assert rec.still_written() and rec.status == "incomplete"
+    assert rec.still_written() and rec.status == "running"
+    silent = _recording(host=here, pid=os.getpid(), started_ns=now,
+                        last_seen_ns=now - LATE_AFTER_NS - 1)
+    assert silent.still_written() and silent.status == "incomplete"
     later = subprocess.Popen(["sleep", "30"])
     try:
         rec = _recording(host=here, pid=later.pid, started_ns=now - 60 * 10**9,
@@ -311,6 +315,31 @@ def test_a_live_local_proxy_is_still_written_whatever_its_heartbeat(store: Store
         later.wait()
     # On another host only the heartbeat can tell.
     assert not _recording(pid=os.getpid(), last_seen_ns=stale).still_written()
+
+
+def test_every_view_counts_a_live_local_proxy_with_a_late_heartbeat_as_running(
+        store: Store) -> None:
+    """The list, its status filters, its tiles and the status counts (SQL, then the
+    pid check on what SQL calls running) agree with :attr:`Recording.status`: a
+    proxy alive on this host whose indexer is late by more than the 5 s a
+    heartbeat is fresh is running, not incomplete; silent past
+    :data:`LATE_AFTER_NS` it is incomplete."""
+    from claudetrace.store import aggregate, browse
+
+    info = RecordingInfo.start(["claude"], source="proxy")
+    store.create_recording(info)
+
+    def seen(late_ns: int) -> tuple[object, ...]:
+        store.write_batch(info.id, [], {"last_seen_ns": time.time_ns() - late_ns})
+        running = browse.list_sessions(store, browse.Filters(statuses=("running",)))
+        gone = browse.list_sessions(store, browse.Filters(statuses=("incomplete",)))
+        counts = aggregate.status_counts(store, time.time_ns())
+        return (store.get(info.id).status, [r.id for r in running], [r.id for r in gone],
+                browse.summary(store, browse.Filters()).running,
+                counts["running"], counts["incomplete"])
+
+    assert seen(6 * STALE_AFTER_NS) == ("running", [info.id], [], 1, 1, 0)
+    assert seen(LATE_AFTER_NS + 10**9) == ("incomplete", [], [info.id], 0, 0, 1)
 
 
 def test_write_batch_and_live_recording(store: Store) -> None:

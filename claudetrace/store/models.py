@@ -8,6 +8,7 @@ Unix epoch, ``t_ns`` is monotonic since the child started.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,12 +31,19 @@ from sqlalchemy import (
     func,
     literal,
     literal_column,
+    or_,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from ..recording import (
+    LATE_AFTER_NS,
+    RecordingInfo,
+    importing_elsewhere,
+    recorder_alive,
+    still_written,
+)
 from ..recording import STALE_AFTER_NS as STALE_AFTER_NS  # re-exported
-from ..recording import RecordingInfo, importing_elsewhere, recorder_alive, still_written
 
 NAMING = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -213,11 +221,17 @@ class Recording(Base):
 
 
 def status_expression(now_ns: int) -> Any:
-    """:attr:`Recording.status` in SQL (for ``GROUP BY``), minus its same-host pid check."""
+    """:attr:`Recording.status` in SQL (for ``GROUP BY``), minus its same-host pid
+    check: ``running`` covers every recording that check may find running (a
+    proxy of this host's whose heartbeat is only late too), and callers apply it
+    to those few."""
     r = Recording
     heartbeat = func.coalesce(r.last_seen_ns, r.started_ns)
+    here = and_(r.host == os.uname().nodename, r.source == "proxy", r.pid.is_not(None),
+                heartbeat > now_ns - LATE_AFTER_NS)
     return case(
-        (and_(r.ended_ns.is_(None), heartbeat > now_ns - STALE_AFTER_NS), literal("running")),
+        (and_(r.ended_ns.is_(None), or_(heartbeat > now_ns - STALE_AFTER_NS, here)),
+         literal("running")),
         (r.ended_ns.is_(None), literal("incomplete")),
         else_=func.coalesce(r.outcome, literal("ok")),
     )
