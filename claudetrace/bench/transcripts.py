@@ -101,10 +101,15 @@ class _Writer:
         mid = f"msg_{self.rng.getrandbits(64):016x}"
         base = [self.rng.randint(1, 30), self.rng.randint(0, 4000), self.rng.randint(0, 60000)]
         out = []
-        for i, block in enumerate(blocks):
+        output = 0
+        for block in blocks:
+            # Never shrinking, as the CLI writes it: a tree whose usage shrank
+            # within a message gave ccusage a larger output count than the last
+            # value per message id that claudetrace counts.
+            output += self.rng.randint(1, 50)
             usage = {"input_tokens": base[0], "cache_creation_input_tokens": base[1],
                      "cache_read_input_tokens": base[2],
-                     "output_tokens": self.rng.randint(1, 50) * (i + 1),
+                     "output_tokens": output,
                      "service_tier": "standard"}
             msg = {"id": mid, "type": "message", "role": "assistant", "model": model,
                    "content": [block], "stop_reason": None, "usage": usage}
