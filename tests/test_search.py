@@ -18,6 +18,7 @@ from claudetrace.indexer import open_settled_store
 from claudetrace.model.events import Event
 from claudetrace.recording import RecordingInfo
 from claudetrace.store import Store, browse, open_store
+from claudetrace.store.listing import session_chunks
 from claudetrace.store.search import recordings_saying, search, search_plain, snippet
 from claudetrace.store.textindex import spaced, words
 from tests.test_store_postgres import pg_url  # noqa: F401 - the server, a fixture
@@ -263,13 +264,24 @@ def test_the_migration_indexes_what_was_stored_before_it(db_path: Path) -> None:
 
 
 def test_the_session_list_takes_more_sessions_saying_it_than_a_statement_binds(
-        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-
-    ids = [_said(store, f"common word {n}") for n in range(5)]
-    monkeypatch.setattr(browse, "MOST_BOUND_IDS", 2)
-    listed = browse.list_sessions(store, browse.Filters(text="common"), limit=3)
-    assert [r.id for r in listed] == ids[::-1][:3]
-    assert len(browse.list_sessions(store, browse.Filters(text="common word"))) == 5
+        store: Store, pg_url: str) -> None:  # noqa: F811
+    """The recordings found go to the list's statements as one parameter: more than
+    SQLite binds (32,766) are listed, tiled and streamed as they are, on both
+    engines (on PostgreSQL, few looked up by id, many kept as each is read)."""
+    server = open_store(pg_url)
+    try:
+        for where in (store, server):
+            ids = [_said(where, f"common word {n}") for n in range(5)]
+            for unknown in (40_000, 3):
+                found = {f"01ZZZZZZZZZZZZZZZZZZZ{n:05d}" for n in range(unknown)} | set(ids)
+                filters = browse.Filters(text="common", found=frozenset(found))
+                assert [r.id for r in browse.list_sessions(where, filters, limit=3)] == \
+                    ids[::-1][:3]
+                assert browse.summary(where, filters).count == 5
+                assert [r.id for part in session_chunks(where, filters) for r in part] == \
+                    ids[::-1]
+    finally:
+        server.close()
 
 
 def test_each_entry_goes_under_its_own_events_rowid(store: Store, db_path: Path) -> None:
@@ -488,6 +500,54 @@ def test_the_search_box_reads_a_sessions_lines_past_the_first_holding_the_words(
             listed = browse.searched(where, browse.Filters(text=f"{word} zebra"))
             assert [r.id for r in browse.list_sessions(where, listed)] == [first.id, later.id]
             assert browse.summary(where, listed).count == 2
+    finally:
+        server.close()
+
+
+def _written(text: str, *, ensure_ascii: bool = False) -> bytes:
+    return json.dumps({"type": "assistant", "message": {
+        "role": "assistant", "content": [{"type": "text", "text": text}]}},
+        ensure_ascii=ensure_ascii).encode()
+
+
+def test_a_phrase_is_found_however_its_line_writes_its_text(
+        store: Store, db_path: Path, pg_url: str) -> None:  # noqa: F811
+    """A phrase is looked for in a line's bytes before its text is read (a line that
+    cannot say it is not decoded): a line that says it is found however it is
+    written (escapes, accents, letters that case-fold to ASCII, upper case), on
+    both engines, by the command and the search box; one holding the words
+    apart is not."""
+    import uuid
+
+    word = f"okapi{uuid.uuid4().hex[:12]}"
+    lines = {
+        "escaped accent": _written(f"{word} THÉ end", ensure_ascii=True),
+        "raw accent": _written(f"{word} thé end"),
+        "kelvin": _written(f"{word} \u212aelvin end"),  # the Kelvin sign folds to k
+        "dotted": _written(f"{word} \u0130t end"),  # İ folds to i and a dot
+        "solidus": b'{"type":"assistant","message":{"content":[{"type":"text","text":"'
+                   + word.encode() + b' the\\/end"}]}}',
+        "upper": _written(f"{word.upper()} THE END"),
+        "apart": _written(f"{word}, the end"),
+    }
+    infos = {name: RecordingInfo.start(["claude"], started_ns=(n + 1) * 10**18)
+             for n, name in enumerate(lines)}
+    server = open_store(pg_url)
+    try:
+        for where in (store, server):
+            for name, line in lines.items():
+                where.create_recording(infos[name])
+                where.write_batch(infos[name].id, [Event(0, "out", 0, line)])
+        for query, says in (
+                (f"{word} the", {"escaped accent", "raw accent", "upper", "solidus"}),
+                (f"{word} k", {"kelvin"}), (f"{word} i", {"dotted"}),
+                (f"{word} the/end", {"solidus"}), (f"{word}, the", {"apart"})):
+            wanted = sorted(infos[name].id for name in says)
+            for where, url in ((store, f"sqlite:///{db_path}"), (server, pg_url)):
+                assert recordings_saying(where, query) == wanted, (query, url)
+                for hits in (search(where, query), search_plain(url, query)):
+                    assert hits is not None
+                    assert sorted(h.recording_id for h in hits) == wanted, (query, url)
     finally:
         server.close()
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple, cast
 
 from sqlalchemy import Table
 
-from .browse import Filters, _guard, _kept, _scope, _too_many_words, searched
+from .browse import Filters, _guard, _scope
 from .models import Recording
 
 if TYPE_CHECKING:
@@ -65,45 +65,19 @@ def session_chunks(store: Store, filters: Filters, *, limit: int | None = None,
     :class:`SessionRow`\\ s, ``chunk`` (default :data:`CHUNK`) at a time, read as
     they are used."""
     chunk = chunk or CHUNK
-    filters = searched(store, filters)
-    saying = _too_many_words(store, filters)
-    if saying is not None:
-        stmt, wanted = _scope_of(store, filters, full_scope=False), saying
-    else:
-        stmt, wanted = _scope_of(store, filters, full_scope=True), None
-    if limit is not None and wanted is None:
+    stmt, _ = _scope(store, filters, full=True)
+    stmt = stmt.with_only_columns(*_COLUMNS)
+    if limit is not None:
         stmt = stmt.limit(limit)
-    left = limit
     with _guard("list recordings"), store.engine.connect().execution_options(
             stream_results=True, yield_per=chunk) as conn:
         result = conn.execute(stmt)
         try:
             for part in result.partitions(chunk):
-                rows = [_row(values) for values in part]
-                if wanted is not None:
-                    rows = [r for r in rows if r.id in wanted
-                            and _kept(r, filters)]  # type: ignore[arg-type]
-                if left is not None:
-                    rows = rows[:left]
-                    left -= len(rows)
-                if rows:
-                    yield rows
-                if left == 0:
-                    return
+                yield [_row(values) for values in part]
         finally:
             # A server-side cursor left half read is closed now, not when collected.
             result.close()
-
-
-def _scope_of(store: Store, filters: Filters, *, full_scope: bool) -> Any:
-    """:func:`~.browse.list_sessions`' statement, selecting :data:`_COLUMNS`."""
-    if full_scope:
-        stmt, _ = _scope(store, filters, full=True)
-    else:
-        from .browse import _filtered
-
-        stmt = _filtered(store, filters, full=True)
-    return stmt.with_only_columns(*_COLUMNS)
 
 
 __all__ = ["CHUNK", "SessionRow", "session_chunks"]
