@@ -66,6 +66,20 @@ def test_usage_and_cost_per_model_equal_what_the_cli_printed(path: Path) -> None
     assert total == session.usage
 
 
+@pytest.mark.parametrize("path", CASSETTES, ids=lambda p: p.stem)
+def test_results_counts_the_turns_that_ended_as_they_end(path: Path) -> None:
+    """``results`` (what the live indexer asks after every batch) is the number of
+    turns done at every point of a fold, a line at a time, queued user
+    messages (a ``proxy -- cat`` echo opens one a line) included."""
+    session = Session()
+    events = read_cassette(path).events
+    echoed = [Event(e.seq, "in", e.t_ns, e.data) for e in events if e.direction == "out"]
+    for event in [*events, *echoed]:
+        session.add(event)
+        assert session.results == sum(1 for turn in session.turns if turn.done)
+    assert session.results >= 1 or path.stem == "cli_dies"
+
+
 def test_turns_and_num_turns_are_different_things() -> None:
     session = session_of(FIXTURES / "permission_allow.ndjson")
     assert len(session.turns) == 1 and session.cli_num_turns == 2

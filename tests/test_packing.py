@@ -38,7 +38,7 @@ from claudetrace.store.packing import (
     zstd_codec,
 )
 from claudetrace.store.search import search, search_plain
-from tests.test_store_postgres import pg_url  # noqa: F401 - the server, a fixture
+from tests.test_store_postgres import fresh_database, pg_url  # noqa: F401 - pg_url: a fixture
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CASSETTES = sorted([*FIXTURES.glob("cassettes/*.ndjson"),
@@ -163,6 +163,67 @@ def test_zstd_packs_lines_against_a_dictionary_it_trained_and_reads_them_back() 
     assert back == [*lines, *odd]
     assert [unpack(d, c, {5: zdict}.__getitem__) for d, c in packed[-5:]] == [lines[-1], *odd]
     assert LinePacker(5, zdict, keep_from=100)(b"{}" * 50) == (b"{}" * 50, KEPT)
+
+
+def _long_lines_recorded(db: str, count: int, size: int) -> tuple[str, str]:
+    """A finished recording of ``count`` lines of ``size`` bytes (a file's text,
+    as a Read result echoes it) stored as recorded into ``db``; the database's
+    URL and the recording's id."""
+    from claudetrace.model.events import Event
+    from claudetrace.recording import RecordingInfo
+
+    rng = random.Random(11)
+    words = [f"w{n}" for n in range(500)]
+    store = open_store(db)
+    try:
+        info = RecordingInfo.start(["claude"])
+        store.create_recording(info)
+        for seq in range(count):
+            text = " ".join(rng.choice(words) for _ in range(size // 4))[:size - 40]
+            line = json.dumps({"type": "system", "subtype": "file", "text": text}).encode()
+            store.write_batch(info.id, [Event(seq, "out", seq, line)])
+        store.update_recording(info.id, ended_ns=time.time_ns(), exit_code=0)
+        return store.url, info.id
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_training_a_dictionary_reads_no_line_whole(
+        engine: str, tmp_path: Path, ct_env: Path, monkeypatch: pytest.MonkeyPatch,
+        request: pytest.FixtureRequest) -> None:
+    """The pass holds a chunk of lines at a time, training its dictionary too:
+    it reads the first bytes of each line it trains on, not the line (a
+    recording of files read whole held every line in memory at once: 332 MiB
+    for the huge shape's 300 MB).  Its peak of Python memory stays under a
+    third of the recording's lines, the lines read back exactly."""
+    import tracemalloc
+
+    from claudetrace.store import packing
+
+    # PostgreSQL: a database of its own (the module's would keep its packed rows).
+    db = (str(tmp_path / "t.db") if engine == "sqlite"
+          else fresh_database(request.getfixturevalue("pg_server"), "m_test_packing_training"))
+    db, rid = _long_lines_recorded(db, 48, 256 * 1024)
+    store = open_store(db)
+    try:
+        before = [e.data for e in store.iter_events(rid)]
+    finally:
+        store.close()
+    monkeypatch.setattr(packing, "CHUNK_BYTES", 1 << 20)
+    tracemalloc.start()
+    try:
+        assert pack_url(db, rid) is not None
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < sum(map(len, before)) / 3
+    store = open_store(db)
+    try:
+        assert [e.data for e in store.iter_events(rid)] == before
+        assert None not in _codecs(store)
+    finally:
+        store.close()
 
 
 def test_every_fixture_and_odd_line_is_read_back_exactly_after_packing_on_sqlite(

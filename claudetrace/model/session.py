@@ -123,6 +123,8 @@ class Session:
         self.subagents: dict[str, Subagent] = {}
         self.system: Counter[str] = Counter()
         self._open: deque[Turn] = deque()
+        #: Turns that got their result (:attr:`results`), counted as they end.
+        self._results = 0
         self._lane_call: dict[str | None, ModelCall] = {}
         self._pending: dict[str, ControlRoundTrip] = {}
         self._early: dict[str, tuple[Event, int]] = {}
@@ -225,6 +227,7 @@ class Session:
         turn = self.current_turn(event.seq, event.t_ns)
         self._open.popleft()
         turn.end_seq, turn.end_ns = event.seq, event.t_ns
+        self._results += 1
         subtype = opt_str(msg.get("subtype"))
         turn.result_subtype = subtype
         # The CLI's is_error decides (subtype success with is_error true happens);
@@ -675,8 +678,11 @@ class Session:
 
     @property
     def results(self) -> int:
-        """Turns that got their ``result``."""
-        return sum(1 for turn in self.turns if turn.done)
+        """Turns that got their ``result`` (counted as they end: the live indexer
+        asks after every batch, and a burst of tool results opens a turn per
+        line it echoes, so counting the turns made a burst's cost grow with
+        the square of its length)."""
+        return self._results
 
     @property
     def cli_num_turns(self) -> int:

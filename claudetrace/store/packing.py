@@ -368,6 +368,17 @@ def stored_dictionary(cursor: Any, number: int, mark: str = "%s") -> bytes | Non
     return None if row is None else bytes(row[0])
 
 
+def _examples(cursor: Any, db: _Db, where: str, recording_id: str) -> list[tuple[bytes, int]]:
+    """Up to :data:`TRAIN_LINES` lines of the rows ``where`` keeps (its one
+    parameter ``recording_id``) to train a dictionary on: each line's first
+    :data:`TRAIN_PREFIX` bytes, as read from the database, and its size."""
+    rows = cursor.execute(db.sql(
+        "SELECT substr(data, 1, ?), COALESCE(size, length(data)) FROM events "
+        f"WHERE {where} LIMIT ?"), (TRAIN_PREFIX, recording_id, TRAIN_LINES)).fetchall()
+    # SQLite's substr of an empty blob is NULL.
+    return [(bytes(prefix or b""), int(size or 0)) for prefix, size in rows]
+
+
 def _dictionary_for(db: _Db, recording_id: str) -> tuple[int, bytes] | None:
     """The store's newest dictionary; trained on ``recording_id`` and stored (in a
     transaction of its own) when there is none yet and the recording is large
@@ -377,16 +388,17 @@ def _dictionary_for(db: _Db, recording_id: str) -> tuple[int, bytes] | None:
         db.hold(cursor, recording_id)
         found = _newest_dictionary(cursor)
         if found is None:
-            lines = [bytes(row[0]) for row in cursor.execute(db.sql(
-                "SELECT data FROM events WHERE recording_id = ? AND codec IS NULL "
-                "ORDER BY seq LIMIT ?"), (recording_id, TRAIN_LINES)).fetchall()]
-            if sum(map(len, lines)) < TRAIN_FROM:
+            # Each line's first TRAIN_PREFIX bytes, what training takes of it, and
+            # its size: a recording of files read whole (lines of megabytes) was
+            # read whole into memory here, its every line at once.
+            examples = _examples(cursor, db, "recording_id = ? AND codec IS NULL ORDER BY seq",
+                                 recording_id)
+            if sum(size for _, size in examples) < TRAIN_FROM:
                 # A small recording: other recordings' lines as recorded teach it too.
-                lines += [bytes(row[0]) for row in cursor.execute(db.sql(
-                    "SELECT data FROM events WHERE recording_id <> ? AND codec IS NULL "
-                    "LIMIT ?"), (recording_id, TRAIN_LINES)).fetchall()]
-            trained = (train_zstd([line[:TRAIN_PREFIX] for line in lines])
-                       if sum(map(len, lines)) >= TRAIN_FROM else None)
+                examples += _examples(cursor, db, "recording_id <> ? AND codec IS NULL",
+                                      recording_id)
+            trained = (train_zstd([line for line, _ in examples])
+                       if sum(size for _, size in examples) >= TRAIN_FROM else None)
             if trained is not None:
                 cursor.execute(db.sql(
                     "INSERT INTO line_dictionaries (data, created_ns) VALUES (?, ?)"),
