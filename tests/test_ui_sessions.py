@@ -142,3 +142,17 @@ def test_bars_stack_a_day_per_bar_and_escape_every_text() -> None:
     # No day, or nothing but zeros: an empty frame, no division by zero.
     assert bars_html([], {"in": []}, unit="tokens").count('class="ct-bar"') == 0
     assert "height:" in bars_html(["2026-11-01"], {"in": [0]}, unit="tokens")
+
+
+def test_amounts_sort_as_amounts_in_a_text_column() -> None:
+    # The grid sorts a text column as text: "$10.0000" came before "$2.0000".
+    from claudetrace.ui.sessions import FIGURE_SPACE, sortable_amounts
+
+    cells = ["$2.0000", "unknown", "$10.0000", "—", "$1,234.5000", "$0.00096", "not yet"]
+    padded = sortable_amounts(cells)
+    assert [c.lstrip(FIGURE_SPACE) for c in padded] == cells  # they read the same
+    # Every amount's whole part as wide as the widest's (the browser's collation,
+    # which orders a figure space before "$" and digits, does the rest: Chromium's
+    # sort is checked in tests/test_ui_browser.py).
+    assert {len(c.split(".")[0]) for c in padded if "$" in c} == {len(" $1,234")}
+    assert sortable_amounts(["unknown", "—"]) == ["unknown", "—"]
