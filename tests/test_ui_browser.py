@@ -269,3 +269,42 @@ def test_a_click_on_the_cost_header_sorts_by_amount(browser: object, tmp_path: P
         assert costs() == ["$0.00096", "$1.2000", "$2.0000", "$10.0000", "$1,234.5000",
                            "—", "unknown"]
         page.close()
+
+
+def test_the_stats_chart_draws_the_days_without_usage(browser: object, tmp_path: Path) -> None:
+    # Usage on a Monday and a Thursday: the two bars stood side by side, as if the
+    # days were one after the other.
+    import datetime as dt
+
+    from claudetrace.cassette import Cassette, read_cassette
+    from claudetrace.indexer import open_settled_store
+    from claudetrace.model.events import Event
+
+    plain = read_cassette(Path(__file__).parent / "fixtures" / "cassettes" / "plain.ndjson")
+    monday = int(dt.datetime(2026, 11, 23, 12, tzinfo=dt.timezone.utc).timestamp()) * 10**9
+    db = tmp_path / "days.db"
+    store = open_settled_store(str(db))
+    try:
+        for n, day in enumerate((0, 3)):  # Monday, Thursday
+            shift = monday + day * 86_400 * 10**9 - plain.header["started_ns"]
+            header = {**plain.header, "recording_id": f"01DAY{n}", "session_id": f"day-{n}",
+                      "started_ns": plain.header["started_ns"] + shift,
+                      "ended_ns": plain.header["ended_ns"] + shift}
+            # Message ids of its own: usage counts an API message once in a store.
+            ids = (b"msg_fake_", b"msg_day%d_" % n)
+            events = [Event(e.seq, e.direction, e.t_ns, e.data.replace(*ids))
+                      for e in plain.events]
+            store.import_cassette(Cassette(header, events), name=f"day-{n}")
+    finally:
+        store.close()
+    with ui_server(str(db), tmp_path) as base:
+        page = browser.new_page(viewport={"width": 1280, "height": 1000})  # type: ignore[attr-defined]
+        page.goto(f"{base}/stats")
+        charts = page.locator(".ct-bars")
+        charts.nth(1).wait_for(timeout=60_000)
+        page.screenshot(path=str(tmp_path / "stats-gap.png"), full_page=True)
+        for chart in (charts.nth(0), charts.nth(1)):  # cost, tokens
+            parts = chart.locator(".ct-bar").evaluate_all("els => els.map(e => e.children.length)")
+            assert [n > 0 for n in parts] == [True, False, False, True]
+            assert "2026-11-23 to 2026-11-26" in chart.inner_text()
+        page.close()

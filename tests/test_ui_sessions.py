@@ -128,6 +128,22 @@ def test_token_chart_has_a_time_axis_and_draws_a_single_day() -> None:
     assert data["input tokens"] == [5] and data["output tokens"] == [7]
 
 
+def test_the_chart_has_a_bar_for_every_day_between_the_first_and_last() -> None:
+    # Usage on a Monday and a Thursday drew the two bars side by side.
+    from claudetrace.ui.stats import token_chart
+
+    rows = [{"day": "2026-11-23", "input tokens": 5, "cost ($)": 0.5},
+            {"day": "2026-11-26", "input tokens": 7, "cost ($)": None}]
+    data = token_chart(rows)
+    assert data["day"] == ["2026-11-23", "2026-11-24", "2026-11-25", "2026-11-26"]
+    assert data["input tokens"] == [5, 0, 0, 7] and data["output tokens"] == [0, 0, 0, 0]
+    assert data["cost ($)"] == [0.5, 0, 0, 0]
+    # Across a month's end, and rows whose day is no date kept as they are.
+    assert token_chart([{"day": "2026-11-30"}, {"day": "2026-12-02"}])["day"] == [
+        "2026-11-30", "2026-12-01", "2026-12-02"]
+    assert token_chart([{"day": "x"}, {"day": "2026-12-02"}])["day"] == ["x", "2026-12-02"]
+
+
 def test_bars_stack_a_day_per_bar_and_escape_every_text() -> None:
     from claudetrace.ui.stats import bars_html
 
