@@ -563,6 +563,13 @@ class Header:
     cli: str
     exit: str
     model: str
+    #: Turns, tool calls, failed ones and tokens: a running session's from the
+    #: session model as the page folds it (its summary columns are written at
+    #: its end), an ended one's from its summary columns.
+    turns: int = 0
+    tool_calls: int = 0
+    tool_errors: int = 0
+    usage: Usage = field(default_factory=Usage)
 
 
 def cost_text(rec: Any, digits: int = 4, *, cell: bool = False) -> str:
@@ -603,7 +610,8 @@ def exit_text(rec: Any) -> str:
 
 
 def header(rec: Any, session: Session | None = None) -> Header:
-    """The header of ``rec`` (a stored recording); ``session`` gives the liveness.
+    """The header of ``rec`` (a stored recording); ``session`` (its session model,
+    as far as it is stored) gives a running session's liveness and figures.
 
     A running session's CLI version, exit and cost are not known yet: they say
     ``not yet`` (a running session's cost so far is its results' cost, when any).
@@ -612,6 +620,16 @@ def header(rec: Any, session: Session | None = None) -> Header:
     live = None if session is None else session_liveness(rec, session)
     last_ns = live.last_event_ns if live is not None else None
     cli = rec.claude_code_version or ("not yet" if running else "—")
+    if running and session is not None:
+        figures: dict[str, Any] = dict(
+            turns=len(session.turns), tool_calls=len(session.tools),
+            tool_errors=session.tool_errors, usage=session.usage)
+    else:
+        figures = dict(
+            turns=rec.turns or 0, tool_calls=rec.tool_calls or 0,
+            tool_errors=rec.tool_errors or 0, usage=Usage(
+                rec.input_tokens or 0, rec.output_tokens or 0, rec.cache_read_tokens or 0,
+                rec.cache_creation_tokens or 0))
     return Header(
         status=rec.status,
         liveness=live,
@@ -623,7 +641,8 @@ def header(rec: Any, session: Session | None = None) -> Header:
         cost=cost_text(rec),
         cli=cli,
         exit=exit_text(rec),
-        model=rec.model or "—",
+        model=rec.model or (session.model if running and session is not None else None) or "—",
+        **figures,
     )
 
 

@@ -246,6 +246,10 @@ def _page_rows(db: Store, filters: Filters, page_no: int
             head = present.header(rec, common.folded(db, rec).session)
             if head.liveness is not None:
                 row["now"] = f"{head.liveness.state} · last event {head.last_event}"
+            # Its figures so far, as its page's header says them (not the summary
+            # columns, written at its end).
+            row.update({"turns": head.turns, "tool calls": head.tool_calls,
+                        "tool errors": head.tool_errors, "tokens": head.usage.total})
     table, coloured = _coloured(shown)
     return table, coloured, shown
 
