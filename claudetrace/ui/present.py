@@ -379,13 +379,15 @@ def trace_tree(
     estimate: bool = True,
     turns: Collection[int] | None = None,
     elsewhere: Collection[str] = (),
+    reason: str = "",
 ) -> TraceNode:
     """The span tree of ``session``: agent → turn → model call / tool → subagent → …
 
     ``end_ns`` is the recording's end (None while it runs); ``status`` the
-    session's (:meth:`~claudetrace.model.Session.outcome`): a failure marks the
-    root red.  Each model call's cost is what ``claudetrace usage`` counts for it
-    (:func:`call_figures`: the CLI's where it reported them, else the price
+    session's (:meth:`~claudetrace.model.Session.outcome`) and ``reason`` why: a
+    failure marks the root red and says why on it (the failed turn is red too),
+    as the root span's status does.  Each model call's cost is what ``claudetrace
+    usage`` counts for it (:func:`call_figures`: the CLI's where it reported them, else the price
     table's unless ``estimate`` is False, unknown (None) for a model without a
     price); a turn's and the session's are their calls' added up, leaving out
     the calls another recording counts (``elsewhere``), so the root says what
@@ -401,7 +403,9 @@ def trace_tree(
     root = TraceNode(
         "agent", title, 0, end_ns,
         "running" if status == "running" else ("error" if status in _FAILED else "ok"),
-        detail=status if cost.source != "estimate" else f"{status} · cost estimated",
+        detail=" · ".join(bit for bit in (
+            status, reason if status in _FAILED else "",
+            "cost estimated" if cost.source == "estimate" else "") if bit),
     )
     for turn in session.turns if turns is None else _picked(session, turns):
         turn_end = turn.end_ns

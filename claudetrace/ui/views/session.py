@@ -191,7 +191,8 @@ def _find_box(db: Store, rec: Recording, tab: str) -> find_view.Finder | None:
             # draws them): a second fold of a 20k-line session took 1-2 s more.
             session = conversation.session
             rows = trace.tree_rows(session, rec.status, rec.started_ns, rec.duration_ns,
-                                   trace.elsewhere_of(db, rec), trace.title_of(rec))[1]
+                                   trace.elsewhere_of(db, rec), trace.title_of(rec),
+                                   rec.status_reason)[1]
         return items, rows, session
 
     start, end = 0, None
