@@ -56,6 +56,7 @@ def test_a_running_session_shows_what_arrives_without_a_reload(
                 # the summary columns, written at the end, made it say 0 turns.
                 turns = page.locator("[data-testid='stMetric']").filter(has_text="Turns")
                 assert turns.locator("[data-testid='stMetricValue']").inner_text() == "1"
+                assert page.get_by_text(re.compile(r"^id .* · 2 lines · ")).count() == 1
                 requests_before = page.evaluate("performance.getEntriesByType('navigation').length")
 
                 # The CLI answers: the proxy stores the rest of the session.

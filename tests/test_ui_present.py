@@ -117,6 +117,7 @@ def rec(**kw: Any) -> Any:
         source="proxy", model=None, result_subtype=None, cost=None, cost_origin="unknown",
         model_calls=1, turns=1, models={}, argv=["claude"], tool_calls=0, tool_errors=0,
         input_tokens=0, output_tokens=0, cache_read_tokens=0, cache_creation_tokens=0,
+        event_count=0,
     )
     base.update(kw)
     return SimpleNamespace(**base)
@@ -309,8 +310,10 @@ def test_a_running_session_s_header_counts_what_its_fold_holds() -> None:
     head = header(running, session)
     assert head.status == "running"
     assert (head.turns, head.usage.total) == (1, session.usage.total) and head.usage.total > 0
+    assert head.lines == 6  # the facts line said "0 lines" above them
     ended = Recording(id="01END", started_ns=1, ended_ns=2, exit_code=0, event_count=6,
                       turns=3, tool_calls=2, tool_errors=1, input_tokens=5, output_tokens=6,
                       cache_read_tokens=0, cache_creation_tokens=0, source="proxy")
     head = header(ended, session)  # an ended session's are its summary columns
     assert (head.turns, head.tool_calls, head.tool_errors, head.usage.total) == (3, 2, 1, 11)
+    assert head.lines == 6

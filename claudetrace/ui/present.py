@@ -567,10 +567,11 @@ class Header:
     cli: str
     exit: str
     model: str
-    #: Turns, tool calls, failed ones and tokens: a running session's from the
+    #: Turns, lines, tool calls, failed ones and tokens: a running session's from the
     #: session model as the page folds it (its summary columns are written at
     #: its end), an ended one's from its summary columns.
     turns: int = 0
+    lines: int = 0
     tool_calls: int = 0
     tool_errors: int = 0
     usage: Usage = field(default_factory=Usage)
@@ -626,11 +627,11 @@ def header(rec: Any, session: Session | None = None) -> Header:
     cli = rec.claude_code_version or ("not yet" if running else "—")
     if running and session is not None:
         figures: dict[str, Any] = dict(
-            turns=len(session.turns), tool_calls=len(session.tools),
+            turns=len(session.turns), lines=session.event_count, tool_calls=len(session.tools),
             tool_errors=session.tool_errors, usage=session.usage)
     else:
         figures = dict(
-            turns=rec.turns or 0, tool_calls=rec.tool_calls or 0,
+            turns=rec.turns or 0, lines=rec.event_count or 0, tool_calls=rec.tool_calls or 0,
             tool_errors=rec.tool_errors or 0, usage=Usage(
                 rec.input_tokens or 0, rec.output_tokens or 0, rec.cache_read_tokens or 0,
                 rec.cache_creation_tokens or 0))

@@ -145,7 +145,7 @@ def _header(db: Store, rec: Recording) -> None:
                if estimated else None)
     facts = [
         f"id {rec.id}",
-        f"{rec.event_count:,} lines",
+        f"{head.lines:,} lines",
         f"started {head.started}",
         f"model {plain(head.model, 60)}",
         f"CLI {plain(head.cli, 30)}",
