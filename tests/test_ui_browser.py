@@ -208,3 +208,103 @@ def test_stats_dates_never_overlap(browser: object, tmp_path: Path, count: int,
         assert bar_left - 1 <= (left + right) / 2 <= bar_right + 1
     # The first and last days in full, in the heading.
     assert f"tokens per UTC day · {days[0]}" + (f" to {days[-1]}" if count > 1 else "") in chart
+
+
+def test_a_click_on_the_cost_header_sorts_by_amount(browser: object, tmp_path: Path) -> None:
+    # The cost column is text (it says "unknown", "—", "not yet"): the grid sorted it
+    # as text, "$10.0000" before "$2.0000" and "$1,234.5000" first.
+    from claudetrace.indexer import open_settled_store
+    from claudetrace.recording import RecordingInfo
+
+    db = tmp_path / "costs.db"
+    store = open_settled_store(str(db))
+    try:
+        for n, cost in enumerate([2.0, 10.0, 1.2, None, 0.00096, 1234.5, 0.0]):
+            info = RecordingInfo.start(["claude"], name=f"cost-{n}")
+            store.create_recording(info)
+            store.update_recording(
+                info.id, ended_ns=info.started_ns + 10**9, exit_code=0, outcome="ok",
+                cost_usd=cost or 0.0, cost_source="unknown" if cost in (None, 0.0) else "cli",
+                model_calls=0 if cost == 0.0 else 1,  # no call: "—"; None: "unknown"
+                models={"claude-new": {"cost_usd": None}} if cost is None else {})
+    finally:
+        store.close()
+    with ui_server(str(db), tmp_path) as base:
+        page = browser.new_page(viewport={"width": 2400, "height": 1000})  # type: ignore[attr-defined]
+        page.goto(f"{base}/")
+        grid = page.locator("[data-testid='stDataFrame']").first
+        heads = grid.locator("[role='columnheader']")
+        heads.filter(has_text="cost source").wait_for(state="attached", timeout=60_000)
+
+        def costs() -> list[str]:
+            names = [h.strip("↑↓ \n") for h in heads.all_inner_texts()]
+            at = names.index("cost")
+            return [cells[at].strip() for r in grid.locator("[role='row']").all()
+                    if (cells := r.locator("[role='gridcell']").all_inner_texts())]
+
+        # The header is drawn on the grid's canvas: click on it where the cost
+        # column should be, halving the span by the column each click sorted (a
+        # sorted column's header reads "↑ cost", then "↓ cost").
+        box = grid.locator("canvas").first.bounding_box()
+        assert box is not None
+        left, right = box["x"] + 40, box["x"] + box["width"]
+        marked: list[str] = []
+        for _ in range(12):
+            page.mouse.click((left + right) / 2, box["y"] + 17)
+            for _ in range(100):  # until the grid marks the column it sorted
+                names = [h.strip() for h in heads.all_inner_texts()]
+                now = [h for h in names if h[:1] in "↑↓"]
+                if now and now != marked:
+                    break
+                page.wait_for_timeout(50)
+            marked = now
+            if marked == ["↑ cost"]:
+                break
+            order = [h.strip("↑↓ ") for h in names]
+            if marked and order.index(marked[0].strip("↑↓ ")) < order.index("cost"):
+                left = (left + right) / 2
+            else:
+                right = (left + right) / 2
+        page.screenshot(path=str(tmp_path / "sorted-costs.png"))
+        assert costs() == ["$0.00096", "$1.2000", "$2.0000", "$10.0000", "$1,234.5000",
+                           "—", "unknown"]
+        page.close()
+
+
+def test_the_stats_chart_draws_the_days_without_usage(browser: object, tmp_path: Path) -> None:
+    # Usage on a Monday and a Thursday: the two bars stood side by side, as if the
+    # days were one after the other.
+    import datetime as dt
+
+    from claudetrace.cassette import Cassette, read_cassette
+    from claudetrace.indexer import open_settled_store
+    from claudetrace.model.events import Event
+
+    plain = read_cassette(Path(__file__).parent / "fixtures" / "cassettes" / "plain.ndjson")
+    monday = int(dt.datetime(2026, 11, 23, 12, tzinfo=dt.timezone.utc).timestamp()) * 10**9
+    db = tmp_path / "days.db"
+    store = open_settled_store(str(db))
+    try:
+        for n, day in enumerate((0, 3)):  # Monday, Thursday
+            shift = monday + day * 86_400 * 10**9 - plain.header["started_ns"]
+            header = {**plain.header, "recording_id": f"01DAY{n}", "session_id": f"day-{n}",
+                      "started_ns": plain.header["started_ns"] + shift,
+                      "ended_ns": plain.header["ended_ns"] + shift}
+            # Message ids of its own: usage counts an API message once in a store.
+            ids = (b"msg_fake_", b"msg_day%d_" % n)
+            events = [Event(e.seq, e.direction, e.t_ns, e.data.replace(*ids))
+                      for e in plain.events]
+            store.import_cassette(Cassette(header, events), name=f"day-{n}")
+    finally:
+        store.close()
+    with ui_server(str(db), tmp_path) as base:
+        page = browser.new_page(viewport={"width": 1280, "height": 1000})  # type: ignore[attr-defined]
+        page.goto(f"{base}/stats")
+        charts = page.locator(".ct-bars")
+        charts.nth(1).wait_for(timeout=60_000)
+        page.screenshot(path=str(tmp_path / "stats-gap.png"), full_page=True)
+        for chart in (charts.nth(0), charts.nth(1)):  # cost, tokens
+            parts = chart.locator(".ct-bar").evaluate_all("els => els.map(e => e.children.length)")
+            assert [n > 0 for n in parts] == [True, False, False, True]
+            assert "2026-11-23 to 2026-11-26" in chart.inner_text()
+        page.close()

@@ -52,6 +52,11 @@ def test_a_running_session_shows_what_arrives_without_a_reload(
                 page.get_by_text(re.compile(r"thinking · turn 1 · last event \d\d:\d\d")
                                  ).first.wait_for(timeout=20_000)
                 assert page.get_by_text("Hello from the fake model.").count() == 0
+                # The header's figures are the fold's the conversation is drawn from:
+                # the summary columns, written at the end, made it say 0 turns.
+                turns = page.locator("[data-testid='stMetric']").filter(has_text="Turns")
+                assert turns.locator("[data-testid='stMetricValue']").inner_text() == "1"
+                assert page.get_by_text(re.compile(r"^id .* · 2 lines · ")).count() == 1
                 requests_before = page.evaluate("performance.getEntriesByType('navigation').length")
 
                 # The CLI answers: the proxy stores the rest of the session.

@@ -115,7 +115,9 @@ def rec(**kw: Any) -> Any:
         status="running", started_ns=1_764_300_000_000_000_000, ended_ns=None, exit_code=None,
         signal=None, error=None, claude_code_version=None, cost_usd=0.0, duration_ns=None,
         source="proxy", model=None, result_subtype=None, cost=None, cost_origin="unknown",
-        model_calls=1, turns=1, models={}, argv=["claude"],
+        model_calls=1, turns=1, models={}, argv=["claude"], tool_calls=0, tool_errors=0,
+        input_tokens=0, output_tokens=0, cache_read_tokens=0, cache_creation_tokens=0,
+        event_count=0,
     )
     base.update(kw)
     return SimpleNamespace(**base)
@@ -286,3 +288,32 @@ def test_a_days_cost_in_the_stats_tables_is_words_where_it_is_no_amount() -> Non
     rows = usage_rows({"2026-11-01": priced, "2026-11-02": unpriced, "2026-11-03": Totals()})
     assert [r["cost"] for r in rows] == ["$0.0012", "unknown", "—"]
     assert rows[1]["cost ($)"] is None  # the chart's figure: no bar, never $0
+
+
+def test_a_running_session_s_header_counts_what_its_fold_holds() -> None:
+    # Its summary columns are written at its end: the header said 0 turns while the
+    # conversation under it showed the turn.
+    import os
+
+    from claudetrace.cassette import read_cassette
+    from claudetrace.model import fold
+    from claudetrace.store.models import Recording
+    from claudetrace.ui.present import header
+
+    events = read_cassette(FIXTURES / "plain.ndjson").events[:6]  # no result
+    session = fold(events)
+    running = Recording(id="01RUN", started_ns=1_700_000_000_000_000_000, ended_ns=None,
+                        event_count=6, turns=0, tool_calls=0, tool_errors=0, input_tokens=0,
+                        output_tokens=0, cache_read_tokens=0, cache_creation_tokens=0,
+                        host=os.uname().nodename, pid=os.getpid(), source="proxy",
+                        last_seen_ns=4_000_000_000_000_000_000)
+    head = header(running, session)
+    assert head.status == "running"
+    assert (head.turns, head.usage.total) == (1, session.usage.total) and head.usage.total > 0
+    assert head.lines == 6  # the facts line said "0 lines" above them
+    ended = Recording(id="01END", started_ns=1, ended_ns=2, exit_code=0, event_count=6,
+                      turns=3, tool_calls=2, tool_errors=1, input_tokens=5, output_tokens=6,
+                      cache_read_tokens=0, cache_creation_tokens=0, source="proxy")
+    head = header(ended, session)  # an ended session's are its summary columns
+    assert (head.turns, head.tool_calls, head.tool_errors, head.usage.total) == (3, 2, 1, 11)
+    assert head.lines == 6

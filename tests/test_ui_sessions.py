@@ -128,6 +128,22 @@ def test_token_chart_has_a_time_axis_and_draws_a_single_day() -> None:
     assert data["input tokens"] == [5] and data["output tokens"] == [7]
 
 
+def test_the_chart_has_a_bar_for_every_day_between_the_first_and_last() -> None:
+    # Usage on a Monday and a Thursday drew the two bars side by side.
+    from claudetrace.ui.stats import token_chart
+
+    rows = [{"day": "2026-11-23", "input tokens": 5, "cost ($)": 0.5},
+            {"day": "2026-11-26", "input tokens": 7, "cost ($)": None}]
+    data = token_chart(rows)
+    assert data["day"] == ["2026-11-23", "2026-11-24", "2026-11-25", "2026-11-26"]
+    assert data["input tokens"] == [5, 0, 0, 7] and data["output tokens"] == [0, 0, 0, 0]
+    assert data["cost ($)"] == [0.5, 0, 0, 0]
+    # Across a month's end, and rows whose day is no date kept as they are.
+    assert token_chart([{"day": "2026-11-30"}, {"day": "2026-12-02"}])["day"] == [
+        "2026-11-30", "2026-12-01", "2026-12-02"]
+    assert token_chart([{"day": "x"}, {"day": "2026-12-02"}])["day"] == ["x", "2026-12-02"]
+
+
 def test_bars_stack_a_day_per_bar_and_escape_every_text() -> None:
     from claudetrace.ui.stats import bars_html
 
@@ -142,3 +158,17 @@ def test_bars_stack_a_day_per_bar_and_escape_every_text() -> None:
     # No day, or nothing but zeros: an empty frame, no division by zero.
     assert bars_html([], {"in": []}, unit="tokens").count('class="ct-bar"') == 0
     assert "height:" in bars_html(["2026-11-01"], {"in": [0]}, unit="tokens")
+
+
+def test_amounts_sort_as_amounts_in_a_text_column() -> None:
+    # The grid sorts a text column as text: "$10.0000" came before "$2.0000".
+    from claudetrace.ui.sessions import FIGURE_SPACE, sortable_amounts
+
+    cells = ["$2.0000", "unknown", "$10.0000", "—", "$1,234.5000", "$0.00096", "not yet"]
+    padded = sortable_amounts(cells)
+    assert [c.lstrip(FIGURE_SPACE) for c in padded] == cells  # they read the same
+    # Every amount's whole part as wide as the widest's (the browser's collation,
+    # which orders a figure space before "$" and digits, does the rest: Chromium's
+    # sort is checked in tests/test_ui_browser.py).
+    assert {len(c.split(".")[0]) for c in padded if "$" in c} == {len(" $1,234")}
+    assert sortable_amounts(["unknown", "—"]) == ["unknown", "—"]

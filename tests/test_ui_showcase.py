@@ -94,6 +94,9 @@ def test_failed_session_reads_error_and_its_tool_is_red(
         ("model", "ok"),
     ]
     assert "permission deny" in rows[3][2]
+    # The session's own node says why it failed (the root span's status does), not
+    # only the turn under it.
+    assert "error · turn 1 ended with an error (is_error with subtype success)" in rows[0][2]
     color = page.locator("tr[data-kind='tool'] td").first.evaluate(
         "e => getComputedStyle(e).color")
     assert color == "rgb(198, 40, 40)"
@@ -216,6 +219,9 @@ def test_the_report_draws_the_same_presentation_model(
         expect(rows.first).to_be_visible()
         kinds = [r.get_attribute("data-kind") for r in rows.all()]
         assert kinds[0] == "agent"
+        if name == "failed":  # why, on the session's own node
+            expect(rows.first).to_contain_text(
+                "error · turn 1 ended with an error (is_error with subtype success)")
         if name == "failed":
             tool = view.locator("#trace tr[data-kind='tool']")
             assert tool.get_attribute("data-status") == "error"
@@ -455,7 +461,8 @@ def page_find(sessions: dict[str, str], name: str, query: str) -> str:
         conv.feed_many(list(store.iter_events(rec.id)))
         conv.settle(conv.items)
         rows = trace.tree_rows(conv.session, rec.status, rec.started_ns, rec.duration_ns,
-                               trace.elsewhere_of(store, rec), trace.title_of(rec))[1]
+                               trace.elsewhere_of(store, rec), trace.title_of(rec),
+                               rec.status_reason)[1]
         return find.find(query, conv.items, rows, conv.session).summary()
     finally:
         store.close()

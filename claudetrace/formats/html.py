@@ -263,7 +263,7 @@ def report_data(
         end = max(end, last_t)
     tree = present.trace_tree(
         session, title=str(rec.name or "claude-code"), end_ns=rec.duration_ns,
-        status=rec.status, elsewhere=elsewhere,
+        status=rec.status, elsewhere=elsewhere, reason=rec.status_reason,
     )
     now = present.session_liveness(rec, session)
     conversation = _Items(present.call_figures(session, elsewhere=elsewhere, cost=cost),

@@ -379,13 +379,15 @@ def trace_tree(
     estimate: bool = True,
     turns: Collection[int] | None = None,
     elsewhere: Collection[str] = (),
+    reason: str = "",
 ) -> TraceNode:
     """The span tree of ``session``: agent → turn → model call / tool → subagent → …
 
     ``end_ns`` is the recording's end (None while it runs); ``status`` the
-    session's (:meth:`~claudetrace.model.Session.outcome`): a failure marks the
-    root red.  Each model call's cost is what ``claudetrace usage`` counts for it
-    (:func:`call_figures`: the CLI's where it reported them, else the price
+    session's (:meth:`~claudetrace.model.Session.outcome`) and ``reason`` why: a
+    failure marks the root red and says why on it (the failed turn is red too),
+    as the root span's status does.  Each model call's cost is what ``claudetrace
+    usage`` counts for it (:func:`call_figures`: the CLI's where it reported them, else the price
     table's unless ``estimate`` is False, unknown (None) for a model without a
     price); a turn's and the session's are their calls' added up, leaving out
     the calls another recording counts (``elsewhere``), so the root says what
@@ -401,7 +403,9 @@ def trace_tree(
     root = TraceNode(
         "agent", title, 0, end_ns,
         "running" if status == "running" else ("error" if status in _FAILED else "ok"),
-        detail=status if cost.source != "estimate" else f"{status} · cost estimated",
+        detail=" · ".join(bit for bit in (
+            status, reason if status in _FAILED else "",
+            "cost estimated" if cost.source == "estimate" else "") if bit),
     )
     for turn in session.turns if turns is None else _picked(session, turns):
         turn_end = turn.end_ns
@@ -563,6 +567,14 @@ class Header:
     cli: str
     exit: str
     model: str
+    #: Turns, lines, tool calls, failed ones and tokens: a running session's from the
+    #: session model as the page folds it (its summary columns are written at
+    #: its end), an ended one's from its summary columns.
+    turns: int = 0
+    lines: int = 0
+    tool_calls: int = 0
+    tool_errors: int = 0
+    usage: Usage = field(default_factory=Usage)
 
 
 def cost_text(rec: Any, digits: int = 4, *, cell: bool = False) -> str:
@@ -603,7 +615,8 @@ def exit_text(rec: Any) -> str:
 
 
 def header(rec: Any, session: Session | None = None) -> Header:
-    """The header of ``rec`` (a stored recording); ``session`` gives the liveness.
+    """The header of ``rec`` (a stored recording); ``session`` (its session model,
+    as far as it is stored) gives a running session's liveness and figures.
 
     A running session's CLI version, exit and cost are not known yet: they say
     ``not yet`` (a running session's cost so far is its results' cost, when any).
@@ -612,6 +625,16 @@ def header(rec: Any, session: Session | None = None) -> Header:
     live = None if session is None else session_liveness(rec, session)
     last_ns = live.last_event_ns if live is not None else None
     cli = rec.claude_code_version or ("not yet" if running else "—")
+    if running and session is not None:
+        figures: dict[str, Any] = dict(
+            turns=len(session.turns), lines=session.event_count, tool_calls=len(session.tools),
+            tool_errors=session.tool_errors, usage=session.usage)
+    else:
+        figures = dict(
+            turns=rec.turns or 0, lines=rec.event_count or 0, tool_calls=rec.tool_calls or 0,
+            tool_errors=rec.tool_errors or 0, usage=Usage(
+                rec.input_tokens or 0, rec.output_tokens or 0, rec.cache_read_tokens or 0,
+                rec.cache_creation_tokens or 0))
     return Header(
         status=rec.status,
         liveness=live,
@@ -623,7 +646,8 @@ def header(rec: Any, session: Session | None = None) -> Header:
         cost=cost_text(rec),
         cli=cli,
         exit=exit_text(rec),
-        model=rec.model or "—",
+        model=rec.model or (session.model if running and session is not None else None) or "—",
+        **figures,
     )
 
 

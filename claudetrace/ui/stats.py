@@ -84,12 +84,35 @@ def usage_total(days: Mapping[str, Totals]) -> str:
 
 
 def token_chart(daily: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
-    """Chart data for tokens per day: a ``day`` column of ISO dates (one stacked bar a
-    day, labelled with its date, so a single day draws too) and one column per series."""
-    data: dict[str, list[Any]] = {"day": [str(r["day"]) for r in daily]}
-    for series in TOKEN_SERIES:
-        data[series] = [r[series] for r in daily]
+    """Chart data for tokens and cost per day: a ``day`` column of ISO dates (one
+    stacked bar a day, labelled with its date, so a single day draws too), one
+    column per token series and ``cost ($)``.  Every day from the first to the last
+    has its bar: a day without usage is in it with zeros, so that a week with usage
+    on Monday and Thursday does not draw them side by side."""
+    rows = every_day(daily)
+    data: dict[str, list[Any]] = {"day": [str(r["day"]) for r in rows]}
+    for series in (*TOKEN_SERIES, "cost ($)"):
+        data[series] = [r.get(series) or 0 for r in rows]
     return data
+
+
+def every_day(daily: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The rows of :func:`usage_rows` (oldest first) with a row of zeros for each
+    day between them that has none; rows whose day is no ISO date as they are."""
+    out: list[Mapping[str, Any]] = []
+    last: dt.date | None = None
+    for row in daily:
+        try:
+            day = dt.date.fromisoformat(str(row["day"]))
+        except ValueError:
+            out.append(row)
+            continue
+        if last is not None:
+            gap = (day - last).days
+            out.extend({"day": (last + dt.timedelta(days=n)).isoformat()} for n in range(1, gap))
+        out.append(row)
+        last = day
+    return out
 
 
 #: The bars' colours, series by series (Streamlit's own chart palette).

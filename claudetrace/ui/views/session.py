@@ -17,7 +17,7 @@ import streamlit as st
 from claudetrace.cassette import write_cassette
 from claudetrace.display import visible_data, visible_text
 from claudetrace.errors import ClaudeTraceError
-from claudetrace.model import Session, Usage
+from claudetrace.model import Session
 from claudetrace.model.events import Event
 from claudetrace.store import Recording, Store
 from claudetrace.store import browse as queries
@@ -126,19 +126,18 @@ def _header(db: Store, rec: Recording) -> None:
         width="content",
     )
     row.metric("Duration", head.duration, width="content")
-    row.metric("Turns", rec.turns, width="content")
+    # A running session's figures are the fold's the conversation below is drawn
+    # from (its summary columns are written at its end: they said 0 turns).
+    row.metric("Turns", head.turns, width="content")
     row.metric(
         "Tool calls",
-        rec.tool_calls,
-        delta=f"{rec.tool_errors} failed" if rec.tool_errors else None,
+        head.tool_calls,
+        delta=f"{head.tool_errors} failed" if head.tool_errors else None,
         delta_color="inverse",
         width="content",
     )
-    tokens = (
-        rec.input_tokens + rec.output_tokens + rec.cache_read_tokens + rec.cache_creation_tokens
-    )
-    row.metric("Tokens", f"{tokens:,}", width="content", help=present.tokens_text(Usage(
-        rec.input_tokens, rec.output_tokens, rec.cache_read_tokens, rec.cache_creation_tokens)))
+    row.metric("Tokens", f"{head.usage.total:,}", width="content",
+               help=present.tokens_text(head.usage))
     # "$0.0019 (estimate)" is long for a figure: the source goes in the label.
     cost, estimated = head.cost.removesuffix(" (estimate)"), head.cost.endswith(" (estimate)")
     row.metric("Cost (estimate)" if estimated else "Cost", cost, width="content",
@@ -146,7 +145,7 @@ def _header(db: Store, rec: Recording) -> None:
                if estimated else None)
     facts = [
         f"id {rec.id}",
-        f"{rec.event_count:,} lines",
+        f"{head.lines:,} lines",
         f"started {head.started}",
         f"model {plain(head.model, 60)}",
         f"CLI {plain(head.cli, 30)}",
@@ -192,7 +191,8 @@ def _find_box(db: Store, rec: Recording, tab: str) -> find_view.Finder | None:
             # draws them): a second fold of a 20k-line session took 1-2 s more.
             session = conversation.session
             rows = trace.tree_rows(session, rec.status, rec.started_ns, rec.duration_ns,
-                                   trace.elsewhere_of(db, rec), trace.title_of(rec))[1]
+                                   trace.elsewhere_of(db, rec), trace.title_of(rec),
+                                   rec.status_reason)[1]
         return items, rows, session
 
     start, end = 0, None

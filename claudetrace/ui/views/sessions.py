@@ -20,7 +20,7 @@ from claudetrace.store import browse as queries
 from claudetrace.store.links import listed_links
 from claudetrace.store.usage import store_reader
 from claudetrace.ui import outline, present
-from claudetrace.ui.sessions import TABLE_COLUMNS, Filters, session_row
+from claudetrace.ui.sessions import TABLE_COLUMNS, Filters, session_row, sortable_amounts
 from claudetrace.ui.views import common
 from claudetrace.ui.views.common import money, param, plain, set_params
 from claudetrace.usage import costed
@@ -246,6 +246,10 @@ def _page_rows(db: Store, filters: Filters, page_no: int
             head = present.header(rec, common.folded(db, rec).session)
             if head.liveness is not None:
                 row["now"] = f"{head.liveness.state} · last event {head.last_event}"
+            # Its figures so far, as its page's header says them (not the summary
+            # columns, written at its end).
+            row.update({"turns": head.turns, "tool calls": head.tool_calls,
+                        "tool errors": head.tool_errors, "tokens": head.usage.total})
     table, coloured = _coloured(shown)
     return table, coloured, shown
 
@@ -258,7 +262,8 @@ _STATUS_COLOUR = {**dict.fromkeys(FAILED, _RED), "running": "#b26a00"}
 
 def _coloured(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The rows as the table shows them, with the columns that colour a failure: a
-    failed session's status and a session's failed tools are red labels.
+    failed session's status and a session's failed tools are red labels; costs
+    that sort by amount (:func:`~claudetrace.ui.sessions.sortable_amounts`).
 
     A pandas Styler coloured the cells before: its per-cell display values and CSS
     cost the server 0.29 s for a page of 500 rows (``marshall_styler``), more than
@@ -270,6 +275,8 @@ def _coloured(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[st
         errors = row["tool errors"]
         row["tool errors"] = [str(errors)] if errors else []
         shown.append(row)
+    for row, cost in zip(shown, sortable_amounts([r["cost"] for r in shown]), strict=True):
+        row["cost"] = cost  # sorted by amount when its header is clicked
     counts = sorted({r["tool errors"][0] for r in shown if r["tool errors"]}, key=int)
     config = {
         "status": st.column_config.MultiselectColumn(

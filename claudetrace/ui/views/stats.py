@@ -72,7 +72,7 @@ def page() -> None:
     # Boxes of HTML, not st.bar_chart: Vega's scripts took a second or more to load and
     # compile in each new page before the first chart was drawn (bench ui --browser).
     tokens = token_chart(daily)
-    c1.html(bars_html(tokens["day"], {"cost ($)": [r["cost ($)"] for r in daily]},
+    c1.html(bars_html(tokens["day"], {"cost ($)": tokens["cost ($)"]},
                      unit="cost ($)", figure=present.money))
     c2.html(bars_html(tokens["day"], {k: tokens[k] for k in TOKEN_SERIES}, unit="tokens"))
     # The tables say a cost in words where it is no amount ("cost"), never None.

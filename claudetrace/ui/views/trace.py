@@ -35,7 +35,8 @@ def read_tree(db: Store, rec: Recording) -> tuple[present.TraceNode, list[presen
     """The span tree of ``rec`` and its rows, the session folded as far as it is stored."""
     folded = common.folded(db, rec)
     return _tree_rows(folded, rec.id, rec.event_count, rec.status,
-                      rec.started_ns, rec.duration_ns, elsewhere_of(db, rec), title_of(rec))
+                      rec.started_ns, rec.duration_ns, elsewhere_of(db, rec), title_of(rec),
+                      rec.status_reason)
 
 
 def title_of(rec: Recording) -> str:
@@ -53,20 +54,22 @@ def elsewhere_of(db: Store, rec: Recording) -> frozenset[str]:
 def _tree_rows(
     _folded: common.Folded, recording_id: str, event_count: int, status: str,
     started_ns: int, duration_ns: int | None, elsewhere: frozenset[str], title: str,
+    reason: str,
 ) -> tuple[present.TraceNode, list[present.TraceRow]]:
     """The span tree of a recording and its rows (once per recording, line count,
-    status, calls counted elsewhere and name)."""
-    return tree_rows(_folded.session, status, started_ns, duration_ns, elsewhere, title)
+    status and why, calls counted elsewhere and name)."""
+    return tree_rows(_folded.session, status, started_ns, duration_ns, elsewhere, title,
+                     reason)
 
 
 def tree_rows(session: Session, status: str, started_ns: int, duration_ns: int | None,
               elsewhere: frozenset[str] = frozenset(), title: str = "claude-code",
-              ) -> tuple[present.TraceNode, list[present.TraceRow]]:
+              reason: str = "") -> tuple[present.TraceNode, list[present.TraceRow]]:
     """The span tree of ``session`` (a recording's, with its status, start and
-    duration; ``elsewhere``: :func:`elsewhere_of`; ``title``: :func:`title_of`) and
-    its rows, as the tab draws them."""
+    duration; ``elsewhere``: :func:`elsewhere_of`; ``title``: :func:`title_of`;
+    ``reason``: why it has its status) and its rows, as the tab draws them."""
     tree = present.trace_tree(session, title=title, end_ns=duration_ns, status=status,
-                              elsewhere=elsewhere)
+                              elsewhere=elsewhere, reason=reason)
     return tree, present.trace_rows(tree, started_ns)
 
 
