@@ -1273,17 +1273,30 @@ class Watcher:
         self.planner = Planner()
         self.seen: dict[Path, tuple[tuple[int, ...], ...]] = {}
         self.said: set[tuple[Path, str]] = set()
+        #: Why the last look could not list the paths (a folder removed), or None.
+        self.failing: str | None = None
 
     def poll(
-        self, report: Callable[[Imported], None], errors: Callable[[Path, Exception], None]
+        self,
+        report: Callable[[Imported], None],
+        errors: Callable[[Path, Exception], None],
+        back: Callable[[], None] | None = None,
     ) -> None:
         """Look once; ``report`` each session imported, updated, truncated or file
-        skipped (once), ``errors`` each failure."""
+        skipped (once), ``errors`` each failure.  A path that cannot be listed is
+        an error once, not at every look, and ``back`` is called when it can be
+        listed again."""
         try:
             units, skipped = self.planner.plan(self.paths)
         except ClaudeTraceError as exc:
-            errors(Path(str(self.paths[0])), exc)
+            if str(exc) != self.failing:
+                self.failing = str(exc)
+                errors(Path(str(self.paths[0])), exc)
             return
+        if self.failing is not None:
+            self.failing = None
+            if back is not None:
+                back()
         for done in skipped:
             if (done.path, done.note) not in self.said:
                 self.said.add((done.path, done.note))
