@@ -332,9 +332,26 @@ class Planner:
 
 
 def _walk(folder: Path) -> list[Path]:
-    """The files under ``folder`` with a name in :data:`_SUFFIXES`, sorted."""
+    """The files under ``folder`` with a name in :data:`_SUFFIXES`, sorted.
+
+    A symlinked folder is followed (``projects/-p2 -> elsewhere/-p2`` is a
+    project Claude Code writes through the link), each folder once by its
+    device and inode: a link back up (a loop) or to a folder also reached
+    directly adds nothing.  ccusage 20 does not follow them.
+    """
     found: list[str] = []
-    for top, _dirs, names in os.walk(folder):
+    visited: set[tuple[int, int]] = set()
+    for top, dirs, names in os.walk(folder, followlinks=True):
+        try:
+            info = os.stat(top)
+        except OSError:
+            dirs.clear()  # removed while we looked
+            continue
+        if (info.st_dev, info.st_ino) in visited:
+            dirs.clear()
+            continue
+        visited.add((info.st_dev, info.st_ino))
+        dirs.sort()  # the first way to a folder reached twice is the same on every run
         found += [os.path.join(top, n) for n in names if n.endswith(_SUFFIXES)]
     found.sort()
     return [Path(name) for name in found]
