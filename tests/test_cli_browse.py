@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -12,8 +13,9 @@ import sys
 import threading
 import time
 import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -391,24 +393,47 @@ def test_a_polling_interval_of_zero_or_less_is_a_usage_error(
         assert result.exit_code == 2 and "--interval" in result.stderr, result.output
 
 
-def test_a_watched_file_that_fails_is_named_once(tmp_path: Path, db_path: Path) -> None:
-    # Was "claudetrace: watchdir/grow.jsonl: watchdir/grow.jsonl: no timestamp in this file".
+@contextlib.contextmanager
+def watching(tmp_path: Path, db_path: Path, interval: str) -> Iterator[IO[str]]:
+    """``import --watch`` of the folder ``watchdir`` (made here), once it says it
+    watches: its stderr.  Stopped with Ctrl-C afterwards."""
     (tmp_path / "watchdir").mkdir()
     with subprocess.Popen([sys.executable, "-m", "claudetrace", "import", "--watch",
-                           "--interval", "0.2", "--db", str(db_path), "watchdir"],
+                           "--interval", interval, "--db", str(db_path), "watchdir"],
                           cwd=tmp_path, stderr=subprocess.PIPE, text=True) as proc:
         try:
             assert proc.stderr is not None
             while "watching" not in proc.stderr.readline():
                 assert proc.poll() is None
-            (tmp_path / "watchdir" / "grow.jsonl").write_text(json.dumps(
-                {"type": "user", "sessionId": "a1b2c3d4-0000-4000-8000-000000000001",
-                 "uuid": "u1", "message": {"role": "user", "content": "hi"}}) + "\n")
-            said = proc.stderr.readline()
+            yield proc.stderr
         finally:
             proc.send_signal(signal.SIGINT)
             proc.wait(timeout=60)
+
+
+def test_a_watched_file_that_fails_is_named_once(tmp_path: Path, db_path: Path) -> None:
+    # Was "claudetrace: watchdir/grow.jsonl: watchdir/grow.jsonl: no timestamp in this file".
+    with watching(tmp_path, db_path, "0.2") as stderr:
+        (tmp_path / "watchdir" / "grow.jsonl").write_text(json.dumps(
+            {"type": "user", "sessionId": "a1b2c3d4-0000-4000-8000-000000000001",
+             "uuid": "u1", "message": {"role": "user", "content": "hi"}}) + "\n")
+        said = stderr.readline()
     assert said == "claudetrace: watchdir/grow.jsonl: no timestamp in this file\n"
+
+
+def test_a_watched_folder_removed_is_said_once_and_once_when_it_is_back(
+    tmp_path: Path, db_path: Path
+) -> None:
+    # Was the same error at every look: 6 lines in 3 s at --interval 0.5.
+    with watching(tmp_path, db_path, "0.1") as stderr:
+        (tmp_path / "watchdir").rmdir()
+        gone = stderr.readline()
+        time.sleep(1)  # ten looks at the missing folder
+        (tmp_path / "watchdir").mkdir()
+        back = stderr.readline()
+    assert gone == ("claudetrace: watchdir: cannot read cassette or transcript watchdir: "
+                    "no such file or folder\n")
+    assert back == "claudetrace: watchdir: found again, watching\n"
 
 
 def test_a_show_width_below_one_is_a_usage_error(db_path: Path) -> None:

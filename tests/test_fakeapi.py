@@ -350,6 +350,24 @@ def test_rules_answer_by_prompt_and_step_whatever_the_order() -> None:
         assert answer_text(api, turn("something else")) == "?"
 
 
+def test_the_prompt_after_an_interrupt_is_the_text_after_the_marker() -> None:
+    from claudetrace.testing.script import prompt_and_step
+
+    # CLI 2.1.330 after an interrupt before any answer: one merged user message.
+    merged = [
+        {"type": "text", "text": "<system-reminder>x</system-reminder>\n"},
+        {"type": "text", "text": "Please do it slowly.\n"},
+        {"type": "text", "text": "[Request interrupted by user]\n"},
+        {"type": "text", "text": "Now the second prompt."},
+    ]
+    body = {"messages": [{"role": "user", "content": merged}]}
+    assert prompt_and_step(body) == ("Now the second prompt.", 0)
+    spelled = "slowly\n[Request interrupted by user for tool use]\n\nNext"
+    assert prompt_and_step({"messages": [{"role": "user", "content": spelled}]}) == ("Next", 0)
+    alone = {"messages": [{"role": "user", "content": "[Request interrupted by user]"}]}
+    assert prompt_and_step(alone) == ("[Request interrupted by user]", 0)
+
+
 def test_a_script_file_and_its_errors(tmp_path: Any) -> None:
     from claudetrace.testing.script import BadScript, load_script
 

@@ -294,6 +294,24 @@ def test_a_fifo_or_a_device_is_skipped_not_read(tmp_path: Path, db_path: Path) -
     assert named.exit_code == 1 and named.stderr.endswith("not a regular file (a FIFO)\n")
 
 
+def test_a_symlinked_project_folder_is_imported_once_and_a_loop_adds_nothing(
+    tmp_path: Path, db_path: Path
+) -> None:
+    # projects/-p2 -> elsewhere/-p2 was skipped silently: not imported, not counted.
+    projects = tmp_path / "projects"
+    write(tmp_path / "elsewhere" / "-p2" / f"{SID}.jsonl", session_lines())
+    projects.mkdir()
+    (projects / "-p2").symlink_to(tmp_path / "elsewhere" / "-p2")
+    (projects / "-p3").symlink_to(tmp_path / "elsewhere" / "-p2")  # a second way in
+    (tmp_path / "elsewhere" / "-p2" / "loop").symlink_to(projects)  # back up: a loop
+    done = CliRunner().invoke(cli, ["import", str(projects), "--db", str(db_path)])
+    assert done.exit_code == 0, done.output
+    assert done.stderr.splitlines() == [
+        f"{projects}/-p2/{SID}.jsonl: imported session {SID}",
+        "import: 1 imported, 0 updated, 0 unchanged",
+    ]
+
+
 def test_subagent_side_chains_nest_under_the_tool_call(tmp_path: Path) -> None:
     main = [
         user("Ask the counter.", 0),

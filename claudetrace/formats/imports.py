@@ -332,9 +332,26 @@ class Planner:
 
 
 def _walk(folder: Path) -> list[Path]:
-    """The files under ``folder`` with a name in :data:`_SUFFIXES`, sorted."""
+    """The files under ``folder`` with a name in :data:`_SUFFIXES`, sorted.
+
+    A symlinked folder is followed (``projects/-p2 -> elsewhere/-p2`` is a
+    project Claude Code writes through the link), each folder once by its
+    device and inode: a link back up (a loop) or to a folder also reached
+    directly adds nothing.  ccusage 20 does not follow them.
+    """
     found: list[str] = []
-    for top, _dirs, names in os.walk(folder):
+    visited: set[tuple[int, int]] = set()
+    for top, dirs, names in os.walk(folder, followlinks=True):
+        try:
+            info = os.stat(top)
+        except OSError:
+            dirs.clear()  # removed while we looked
+            continue
+        if (info.st_dev, info.st_ino) in visited:
+            dirs.clear()
+            continue
+        visited.add((info.st_dev, info.st_ino))
+        dirs.sort()  # the first way to a folder reached twice is the same on every run
         found += [os.path.join(top, n) for n in names if n.endswith(_SUFFIXES)]
     found.sort()
     return [Path(name) for name in found]
@@ -1273,17 +1290,30 @@ class Watcher:
         self.planner = Planner()
         self.seen: dict[Path, tuple[tuple[int, ...], ...]] = {}
         self.said: set[tuple[Path, str]] = set()
+        #: Why the last look could not list the paths (a folder removed), or None.
+        self.failing: str | None = None
 
     def poll(
-        self, report: Callable[[Imported], None], errors: Callable[[Path, Exception], None]
+        self,
+        report: Callable[[Imported], None],
+        errors: Callable[[Path, Exception], None],
+        back: Callable[[], None] | None = None,
     ) -> None:
         """Look once; ``report`` each session imported, updated, truncated or file
-        skipped (once), ``errors`` each failure."""
+        skipped (once), ``errors`` each failure.  A path that cannot be listed is
+        an error once, not at every look, and ``back`` is called when it can be
+        listed again."""
         try:
             units, skipped = self.planner.plan(self.paths)
         except ClaudeTraceError as exc:
-            errors(Path(str(self.paths[0])), exc)
+            if str(exc) != self.failing:
+                self.failing = str(exc)
+                errors(Path(str(self.paths[0])), exc)
             return
+        if self.failing is not None:
+            self.failing = None
+            if back is not None:
+                back()
         for done in skipped:
             if (done.path, done.note) not in self.said:
                 self.said.add((done.path, done.note))

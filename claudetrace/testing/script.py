@@ -38,6 +38,9 @@ from ..pattern import BadPattern, linear_regex
 from .fakeapi import Reply, error, text, thinking, tool_use
 
 _OPTIONS: Final = ("stop_reason", "model", "delay")
+#: How the CLI marks an interrupted request in the conversation (CLI 2.1.330:
+#: ``[Request interrupted by user]``, ``… by user for tool use]``).
+INTERRUPT_MARKER: Final = "[Request interrupted by user"
 
 
 class BadScript(ClaudeTraceError):
@@ -150,7 +153,11 @@ def prompt_and_step(body: Any) -> tuple[str, int]:
 
     The prompt is the text of the last user message that carries text and no
     tool results (the CLI adds reminders as text beside tool results); the step
-    is the number of assistant messages after it.
+    is the number of assistant messages after it.  Only the text after the last
+    interrupt marker counts: when an interrupt lands before the model said
+    anything, the CLI sends no assistant message and merges the interrupted
+    prompt, ``[Request interrupted by user]`` and the next prompt into one user
+    message, so the whole of it would still match the interrupted prompt's rule.
     """
     messages = body.get("messages") if isinstance(body, dict) else None
     if not isinstance(messages, list):
@@ -166,7 +173,7 @@ def prompt_and_step(body: Any) -> tuple[str, int]:
             continue  # the CLI sends its environment as a trailing system message
         content = message.get("content")
         if isinstance(content, str):
-            return content, step
+            return _after_interrupt([content]), step
         if isinstance(content, list) and not any(
             isinstance(b, dict) and b.get("type") == "tool_result" for b in content
         ):
@@ -178,8 +185,21 @@ def prompt_and_step(body: Any) -> tuple[str, int]:
                 and isinstance(b.get("text"), str)
             ]
             if texts:
-                return "\n".join(texts), step
+                return _after_interrupt(texts), step
     return "", step
+
+
+def _after_interrupt(texts: list[str]) -> str:
+    """The texts of one user message joined, from after its last interrupt marker
+    (all of them when no prompt follows the marker)."""
+    for index in range(len(texts) - 1, -1, -1):
+        _, marker, after = texts[index].rpartition(INTERRUPT_MARKER)
+        if marker:
+            rest = [after.split("]", 1)[-1].strip(), *texts[index + 1 :]]
+            if any(rest):
+                return "\n".join(t for t in rest if t)
+            break
+    return "\n".join(texts)
 
 
 __all__ = [
