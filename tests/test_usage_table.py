@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from claudetrace.bench.usage import TEAM_REPORTS, run_team_bench, seed_team
+from claudetrace.bench.usage import TEAM_REPORTS, report_lines, run_team_bench, seed_team
 from claudetrace.cli import cli
 from claudetrace.cli.usage_grid import Grid, _pad, _wrap, show
 
@@ -134,6 +134,9 @@ def test_bench_usage_team_times_every_report(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/team.db"
     rows = run_team_bench(sessions=20, db_url=url, repeat=1, say=said.append)
     assert len(rows) == len(TEAM_REPORTS) and all(r.seconds > 0 for r in rows)
+    # Each report's CPU time beside its wall time: the steadier on a loaded machine.
+    assert all(r.cpu is not None and r.cpu > 0 for r in rows)
+    assert all(" CPU " in line for line in report_lines(rows))
     assert said == ["20 sessions, 700 calls seeded in " + said[0].rsplit(" in ", 1)[1]]
     run_team_bench(sessions=20, db_url=url, repeat=1, say=said.append)  # seeded once
     assert said[1].startswith("20 sessions of a team's store already")

@@ -28,10 +28,12 @@ from ..testing.transcripts import random_corpus, write_transcript
 
 @dataclass
 class Row:
-    """One command's median time."""
+    """One command's median time (and median CPU time, where measured)."""
 
     what: str
     seconds: float
+    #: User and system CPU seconds of the command's process (its children's too).
+    cpu: float | None = None
 
 
 def find_ccusage(given: str | None) -> str | None:
@@ -46,10 +48,21 @@ def find_ccusage(given: str | None) -> str | None:
 
 
 def _timed(argv: list[str], env: dict[str, str]) -> float:
+    return _run(argv, env)[0]
+
+
+def _run(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU seconds (user and system, of the process and what it waited
+    for) of running ``argv``: on a loaded machine the CPU time is the steadier."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
-    return time.perf_counter() - started
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 #: The ccusage release installed from npm for the side-by-side row (the newest
@@ -128,7 +141,8 @@ def report_lines(rows: list[Row]) -> Iterator[str]:
     for row in rows:
         ratio = ", ".join(f"{row.seconds / seconds:.2f}x {name}" for name, seconds in bases
                           ) if row.what.startswith("claudetrace") else ""
-        yield f"{row.what:<62} {row.seconds:7.3f} s" + (f"  {ratio}" if ratio else "")
+        cpu = f"  CPU {row.cpu:.3f} s" if row.cpu is not None else ""
+        yield f"{row.what:<62} {row.seconds:7.3f} s{cpu}" + (f"  {ratio}" if ratio else "")
 
 
 #: The team store's shape: calls a session, seconds between them, and its models.
@@ -200,7 +214,8 @@ def run_team_bench(*, sessions: int, db_url: str | None, repeat: int,
     """A team's store (:func:`seed_team`, at ``db_url`` or a fresh SQLite file; a
     store that holds its recordings already is used as it is), then each report
     of :data:`TEAM_REPORTS` timed as a user runs it (a process each, start-up
-    included, ``-z UTC`` unless it names a zone), taking turns; medians."""
+    included, ``-z UTC`` unless it names a zone), taking turns; medians of the
+    wall and of the CPU time."""
     with tempfile.TemporaryDirectory(prefix="claudetrace-bench-team-") as tmp:
         url = db_url or f"sqlite:///{tmp}/team.db"
         held = _team_sessions(url)
@@ -215,11 +230,12 @@ def run_team_bench(*, sessions: int, db_url: str | None, repeat: int,
         commands = {" ".join(args): [sys.executable, "-m", "claudetrace", "usage", *args,
                                      *(() if "-z" in args else ("-z", "UTC")), "--db", url]
                     for args in TEAM_REPORTS}
-        times: dict[str, list[float]] = {what: [] for what in commands}
+        times: dict[str, list[tuple[float, float]]] = {what: [] for what in commands}
         for _ in range(repeat):
             for what, argv in commands.items():
-                times[what].append(_timed(argv, env))
-        return [Row(f"claudetrace usage {what}", statistics.median(found))
+                times[what].append(_run(argv, env))
+        return [Row(f"claudetrace usage {what}", statistics.median(w for w, _ in found),
+                    statistics.median(c for _, c in found))
                 for what, found in times.items()]
 
 

@@ -148,8 +148,10 @@ def session_table(found: SessionReport, tz: dt.tzinfo | None, breakdown: bool) -
         minute = last_ns // 60_000_000_000
         last = minutes.get(minute)
         if last is None:
+            # ISO's text cut to the minute is strftime's %Y-%m-%d %H:%M for the years
+            # a store's times reach (1678-2261), in C (strftime goes through Python).
             last = minutes[minute] = dt.datetime.fromtimestamp(
-                last_ns / 1e9, tz).strftime("%Y-%m-%d %H:%M")
+                last_ns / 1e9, tz).isoformat(" ", "minutes")[:16]
         models = rec.models
         name = rec.name or rec.session_id or rec.recording_id
         names = tuple([m[0] for m in models])
