@@ -6,6 +6,7 @@ import contextlib
 import gc
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -23,6 +24,8 @@ from click.testing import CliRunner, Result
 from claudetrace.cli import cli
 from claudetrace.ids import recording_id_ns
 
+TRANSCRIPT = (Path(__file__).parent / "fixtures" / "transcripts" / "projects" / "-home-dev-shop"
+              / "7c1e2a90-3b4d-4e5f-8a6b-1c2d3e4f5a60.jsonl")
 SAMPLES = sorted((Path(__file__).parent / "fixtures" / "samples").glob("*.cassette.ndjson"))
 
 pytestmark = pytest.mark.usefixtures("ct_env")
@@ -431,9 +434,27 @@ def test_a_watched_folder_removed_is_said_once_and_once_when_it_is_back(
         time.sleep(1)  # ten looks at the missing folder
         (tmp_path / "watchdir").mkdir()
         back = stderr.readline()
-    assert gone == ("claudetrace: watchdir: cannot read cassette or transcript watchdir: "
-                    "no such file or folder\n")
+    assert gone == "claudetrace: watchdir: no such file or folder\n"
     assert back == "claudetrace: watchdir: found again, watching\n"
+
+
+def test_a_watched_path_missing_does_not_stop_the_others(tmp_path: Path, db_path: Path) -> None:
+    # Was: the planner failed on the missing path and nothing was imported at all.
+    (tmp_path / "here").mkdir()
+    with subprocess.Popen([sys.executable, "-m", "claudetrace", "import", "--watch",
+                           "--interval", "0.1", "--db", str(db_path), "gone", "here"],
+                          cwd=tmp_path, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            assert proc.stderr is not None
+            said = [proc.stderr.readline() for _ in range(3)]
+            shutil.copy(TRANSCRIPT, tmp_path / "here" / TRANSCRIPT.name)
+            imported = proc.stderr.readline()
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=60)
+    assert said[1:] == ["watching gone, here (Ctrl-C to stop)\n",
+                        "claudetrace: gone: no such file or folder\n"], said
+    assert "imported session" in imported, imported
 
 
 def test_a_show_width_below_one_is_a_usage_error(db_path: Path) -> None:

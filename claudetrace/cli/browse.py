@@ -545,7 +545,9 @@ def import_(
     if index is None and not url.startswith("sqlite"):
         index = stored_sessions(url, store)
     planner = Planner(stored=stored_peeks(index))
-    units, skipped = planner.plan(paths)
+    # Watched, a path not there yet is said by the watcher, once, and waited for.
+    units, skipped = planner.plan(
+        [p for p in paths if os.path.exists(os.path.expanduser(p))] if watch else paths)
     # One file named: what is wrong with it is the command's one-line error.
     single = len(paths) == 1 and not os.path.isdir(paths[0]) and not watch
     if single and skipped:
@@ -716,8 +718,8 @@ def _watch(store: Any, paths: tuple[str, ...], interval: float, planner: Any,
         said = str(exc).removeprefix(f"{path}: ")  # a transcript's error names it already
         say(f"claudetrace: {path}: {said}", err=True)
 
-    def back() -> None:
-        say(f"claudetrace: {', '.join(paths)}: found again, watching", err=True)
+    def back(path: Any) -> None:
+        say(f"claudetrace: {path}: found again, watching", err=True)
 
     say(f"watching {', '.join(paths)} (Ctrl-C to stop)", err=True)
     try:

@@ -1290,30 +1290,39 @@ class Watcher:
         self.planner = Planner()
         self.seen: dict[Path, tuple[tuple[int, ...], ...]] = {}
         self.said: set[tuple[Path, str]] = set()
-        #: Why the last look could not list the paths (a folder removed), or None.
+        #: The paths the last look did not find (each said once, until back).
+        self.missing: set[str] = set()
+        #: Why the last look could not list the paths found, or None.
         self.failing: str | None = None
 
     def poll(
         self,
         report: Callable[[Imported], None],
         errors: Callable[[Path, Exception], None],
-        back: Callable[[], None] | None = None,
+        back: Callable[[Path], None] | None = None,
     ) -> None:
         """Look once; ``report`` each session imported, updated, truncated or file
-        skipped (once), ``errors`` each failure.  A path that cannot be listed is
-        an error once, not at every look, and ``back`` is called when it can be
-        listed again."""
+        skipped (once), ``errors`` each failure.  A path not there (a folder
+        removed) is an error once, not at every look, the others imported
+        meanwhile, and ``back`` is called with it when it is there again."""
+        gone = {str(p) for p in self.paths if not Path(p).expanduser().exists()}
+        for given in map(str, self.paths):
+            if given in gone and given not in self.missing:
+                errors(Path(given), ImportFormatError("no such file or folder"))
+            elif given not in gone and given in self.missing and back is not None:
+                back(Path(given))
+        self.missing = gone
+        present = [p for p in self.paths if str(p) not in gone]
+        if not present:
+            return
         try:
-            units, skipped = self.planner.plan(self.paths)
-        except ClaudeTraceError as exc:
+            units, skipped = self.planner.plan(present)
+        except ClaudeTraceError as exc:  # removed as we looked, unreadable
             if str(exc) != self.failing:
                 self.failing = str(exc)
-                errors(Path(str(self.paths[0])), exc)
+                errors(Path(str(present[0])), exc)
             return
-        if self.failing is not None:
-            self.failing = None
-            if back is not None:
-                back()
+        self.failing = None
         for done in skipped:
             if (done.path, done.note) not in self.said:
                 self.said.add((done.path, done.note))
