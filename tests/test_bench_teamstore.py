@@ -65,7 +65,8 @@ def test_copies_are_what_the_writer_would_have_stored(pg_url: str) -> None:  # n
     with psycopg.connect(plain_url(url) or "") as conn:
         for template, _number, copy in built.samples:
             codecs = {rid: {c for (c,) in conn.execute(
-                "SELECT DISTINCT codec FROM events WHERE recording_id = %s", (rid,))}
+                "SELECT DISTINCT codec FROM events WHERE rec = "
+                "(SELECT num FROM recordings WHERE id = %s)", (rid,))}
                 for rid in (template, copy)}
             assert codecs[template] == {None}
             assert any(c is not None and c < -1 for c in codecs[copy]), codecs[copy]
@@ -100,7 +101,8 @@ def test_copies_are_what_the_writer_would_have_stored(pg_url: str) -> None:  # n
     # The check sees a copy that is not its template's: a line changed, a usage row lost.
     copy = built.samples[0][2]
     # (Its line stored as recorded: the copies' lines are packed as the writer packs.)
-    _execute(url, "UPDATE events SET data = '{}'::bytea, codec = NULL WHERE recording_id = %s "
+    _execute(url, "UPDATE events SET data = '{}'::bytea, codec = NULL WHERE rec = "
+                  "(SELECT num FROM recordings WHERE id = %s) "
                   "AND seq = 3", (copy,))
     _execute(url, "DELETE FROM usage_calls WHERE recording_id = %s", (built.samples[1][2],))
     problems = teamstore.check_copies(url, built)

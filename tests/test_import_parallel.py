@@ -30,16 +30,19 @@ def _dump(db: Path) -> dict[str, list[tuple[Any, ...]]]:
         return {
             "recordings": conn.execute("SELECT * FROM recordings ORDER BY id").fetchall(),
             "events": conn.execute(
-                "SELECT * FROM events ORDER BY recording_id, seq").fetchall(),
+                "SELECT r.id, e.* FROM events e JOIN recordings r ON r.num = e.rec "
+                "ORDER BY r.id, e.seq").fetchall(),
             "event_tools": conn.execute(
-                "SELECT recording_id, seq, tool_use_id, tool_name, kind FROM event_tools "
-                "ORDER BY recording_id, seq, tool_use_id, kind").fetchall(),
+                "SELECT r.id, seq, tool_use_id, tool_name, kind FROM event_tools t "
+                "JOIN recordings r ON r.num = t.rec "
+                "ORDER BY r.id, seq, tool_use_id, kind").fetchall(),
             "usage_calls": conn.execute(
                 "SELECT * FROM usage_calls ORDER BY recording_id, call_id").fetchall(),
             # Each entry under its own event's rowid.
             "event_search": conn.execute(
-                "SELECT e.recording_id, e.seq, s.words FROM event_search s "
-                "JOIN events e ON e.rowid = s.rowid ORDER BY 1, 2").fetchall(),
+                "SELECT r.id, e.seq, s.words FROM event_search s "
+                "JOIN events e ON e.rowid = s.rowid JOIN recordings r ON r.num = e.rec "
+                "ORDER BY 1, 2").fetchall(),
             "entries": conn.execute("SELECT count(*) FROM event_search").fetchall(),
         }
 

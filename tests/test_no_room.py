@@ -36,7 +36,7 @@ def run(limit: int | None, *args: str, cwd: Path | None = None) -> subprocess.Co
 def recordings(db: Path) -> list[tuple[str, int]]:
     with closing(sqlite3.connect(db)) as conn:
         return conn.execute("SELECT r.id, (SELECT count(*) FROM events e WHERE "
-                            "e.recording_id = r.id) FROM recordings r ORDER BY r.id").fetchall()
+                            "e.rec = r.num) FROM recordings r ORDER BY r.id").fetchall()
 
 
 @pytest.fixture

@@ -308,7 +308,8 @@ def _packed_or_not(engine: Any, recording_id: str | None = None) -> dict[bool, i
     (False), read apart from the store."""
     from sqlalchemy import text
 
-    where = "" if recording_id is None else "WHERE recording_id = :rid"
+    where = ("" if recording_id is None
+             else "WHERE rec = (SELECT num FROM recordings WHERE id = :rid)")
     with engine.connect() as conn:
         return {bool(k): int(n) for k, n in conn.execute(text(
             f"SELECT codec IS NOT NULL, count(*) FROM events {where} GROUP BY 1"),
@@ -484,7 +485,8 @@ def test_a_proxied_recording_on_postgres_is_packed_as_recorded(
 
         with store.engine.connect() as conn:
             packed, raw = conn.execute(text(
-                "SELECT sum(length(data)), sum(size) FROM events WHERE recording_id = :r"),
+                "SELECT sum(length(data)), sum(size) FROM events WHERE rec = "
+                "(SELECT num FROM recordings WHERE id = :r)"),
                 {"r": second}).one()
             dictionaries = conn.execute(text("SELECT count(*) FROM line_dictionaries")).scalar()
         assert packed < 0.5 * raw

@@ -165,7 +165,7 @@ def test_a_row_deleted_by_hand_leaves_no_orphans_and_a_stray_row_is_found(
     assert orphans(store) == {}
     with sqlite3.connect(db_path) as conn:  # a row no recording holds, as an old bug left
         conn.execute("PRAGMA foreign_keys = OFF")
-        conn.execute("UPDATE events SET recording_id = 'gone' WHERE seq = 0")
+        conn.execute("UPDATE events SET rec = -1 WHERE seq = 0")
     found = orphans(store)
     assert found["events"] == 1 and set(found) <= {"events", "event_tools"}
 

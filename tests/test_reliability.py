@@ -226,7 +226,7 @@ def _big_cassette(path: Path, lines: int) -> None:
 def _stored(db_path: Path) -> list[tuple[str, int | None, int]]:
     with sqlite3.connect(db_path) as db:
         return db.execute("SELECT r.id, r.ended_ns, (SELECT count(*) FROM events e "
-                          "WHERE e.recording_id = r.id) FROM recordings r").fetchall()
+                          "WHERE e.rec = r.num) FROM recordings r").fetchall()
 
 
 def _importing(tmp_path: Path, db_path: Path, lines: int,

@@ -120,11 +120,11 @@ def test_search_reaches_past_the_newest_two_thousand_sessions(
     with sqlite3.connect(db_path) as conn:
         row = conn.execute("SELECT * FROM recordings WHERE id = ?", (oldest,)).fetchone()
         names = [d[0] for d in conn.execute("SELECT * FROM recordings").description]
-        at = names.index("id"), names.index("started_ns")
-        conn.executemany(
+        at = names.index("id"), names.index("started_ns"), names.index("num")
+        conn.executemany(  # each numbered as it is inserted
             f"INSERT INTO recordings VALUES ({', '.join('?' * len(names))})",
-            [tuple(f"{n:026d}" if i == at[0] else 2 * 10**18 + n if i == at[1] else v
-                   for i, v in enumerate(row)) for n in range(2500)])
+            [tuple(f"{n:026d}" if i == at[0] else 2 * 10**18 + n if i == at[1] else
+                   None if i == at[2] else v for i, v in enumerate(row)) for n in range(2500)])
     assert [h.recording_id for h in search(store, "needle")] == [oldest]
     assert [r.id for r in list_sessions(store, Filters(text="needle"))] == [oldest]
 
@@ -301,11 +301,13 @@ def test_each_entry_goes_under_its_own_events_rowid(store: Store, db_path: Path)
             store.write_batch(rid, [Event(seq, "out", seq, line)])
     a, b = ids
     with sqlite3.connect(db_path) as conn:
-        insert_sqlite(conn.cursor(), [(a, 1, "alpha1"), (b, 4, "beta4"), (a, 5, "alpha5"),
-                                      (b, 2, "beta2"), (a, 9, "nowhere")])
+        n = dict(conn.execute("SELECT id, num FROM recordings"))  # the rows' key
+        insert_sqlite(conn.cursor(), [(n[a], 1, "alpha1"), (n[b], 4, "beta4"),
+                                      (n[a], 5, "alpha5"), (n[b], 2, "beta2"),
+                                      (n[a], 9, "nowhere")])
         found = conn.execute(
-            "SELECT e.recording_id, e.seq, s.words FROM event_search s "
-            "JOIN events e ON e.rowid = s.rowid ORDER BY s.words").fetchall()
+            "SELECT r.id, e.seq, s.words FROM event_search s JOIN events e ON "
+            "e.rowid = s.rowid JOIN recordings r ON r.num = e.rec ORDER BY s.words").fetchall()
     assert found == [(a, 1, "alpha1"), (a, 5, "alpha5"), (b, 2, "beta2"), (b, 4, "beta4")]
 
 

@@ -239,7 +239,8 @@ def test_search_catches_up_on_postgresql(tmp_path: Path, ct_env: Path,
     with psycopg.connect(conninfo) as conn:
         (rid,) = conn.execute("SELECT id FROM recordings WHERE name = %s", (name,)).fetchone()
         rows = conn.execute("SELECT seq, direction, data, codec FROM events WHERE "
-                            "recording_id = %s AND type IN ('user', 'assistant', 'result')",
+                            "rec = (SELECT num FROM recordings WHERE id = %s) "
+                            "AND type IN ('user', 'assistant', 'result')",
                             (rid,)).fetchall()
         # The writer stores the lines packed once the store has a dictionary.
         zdicts = {n: bytes(d) for n, d in conn.execute("SELECT id, data FROM line_dictionaries")}
@@ -247,7 +248,8 @@ def test_search_catches_up_on_postgresql(tmp_path: Path, ct_env: Path,
         wanted = _wanted([(seq, direction, unpack(data, codec, zdicts.__getitem__))
                           for seq, direction, data, codec in rows])
         assert len(wanted) == 12_000
-        indexed = conn.execute("SELECT count(*) FROM event_search WHERE recording_id = %s",
+        indexed = conn.execute("SELECT count(*) FROM event_search WHERE rec = "
+                               "(SELECT num FROM recordings WHERE id = %s)",
                                (rid,)).fetchone()[0]
         assert indexed < len(wanted) // 2, indexed
         assert conn.execute("SELECT extra::jsonb ? %s FROM recordings WHERE id = %s",
@@ -256,7 +258,8 @@ def test_search_catches_up_on_postgresql(tmp_path: Path, ct_env: Path,
     assert found.returncode == 0, found.stderr
     with psycopg.connect(conninfo) as conn:
         held = dict(conn.execute(
-            "SELECT seq, terms::text FROM event_search WHERE recording_id = %s",
+            "SELECT seq, terms::text FROM event_search WHERE rec = "
+            "(SELECT num FROM recordings WHERE id = %s)",
             (rid,)).fetchall())
         assert held.keys() == wanted.keys()
         # Each entry's words (PostgreSQL's vector: 'word' 'word' …).
@@ -383,7 +386,7 @@ def _one(db: str, statement: str, params: tuple[Any, ...] = ()) -> Any:
 def _stored(db: str, name: str) -> int:
     try:
         return int(_one(db, "SELECT count(*) FROM events e JOIN recordings r ON "
-                            "r.id = e.recording_id WHERE r.name = ?", (name,))[0])
+                            "r.num = e.rec WHERE r.name = ?", (name,))[0])
     except Exception:  # no table yet
         return 0
 
@@ -406,15 +409,18 @@ def _index(db: str, rid: str) -> tuple[dict[int, str], dict[int, str], int]:
     try:
         rows = [(seq, direction, unpack(data, codec)) for seq, direction, data, codec in
                 conn.execute(f"SELECT seq, direction, data, codec FROM events WHERE "
-                             f"recording_id = {mark} AND type IN ('user', 'assistant', "
+                             f"rec = (SELECT num FROM recordings WHERE id = {mark}) "
+                             "AND type IN ('user', 'assistant', "
                              "'result')", (rid,)).fetchall()]
         if db.startswith("postgresql"):
             held = conn.execute("SELECT seq, terms::text FROM event_search WHERE "
-                                "recording_id = %s", (rid,)).fetchall()
+                                "rec = (SELECT num FROM recordings WHERE id = %s)",
+                                (rid,)).fetchall()
             held = [(seq, said.replace("'", "")) for seq, said in held]
         else:
             held = conn.execute("SELECT e.seq, s.words FROM event_search s JOIN events e "
-                                "ON e.rowid = s.rowid WHERE e.recording_id = ?",
+                                "ON e.rowid = s.rowid WHERE e.rec = "
+                                "(SELECT num FROM recordings WHERE id = ?)",
                                 (rid,)).fetchall()
     finally:
         conn.close()

@@ -24,7 +24,7 @@ from claudetrace.errors import AmbiguousSession, BadDatabaseURL, SessionNotFound
 from claudetrace.model.events import Event
 from claudetrace.recording import LATE_AFTER_NS, RecordingInfo
 from claudetrace.store import EventTool, Recording, Store, open_store, resolve_url
-from claudetrace.store.models import STALE_AFTER_NS
+from claudetrace.store.models import STALE_AFTER_NS, number_of
 
 SAMPLES = sorted((Path(__file__).parent / "fixtures" / "samples").glob("*.cassette.ndjson"))
 CASSETTES = Path(__file__).parent / "fixtures" / "cassettes"
@@ -66,7 +66,7 @@ def test_import_fills_summary_and_stream_columns(store: Store) -> None:
     assert rec.turns >= 1 and rec.tool_calls >= 1
     assert rec.input_tokens + rec.output_tokens > 0
     with store.session() as s:
-        tools = s.query(EventTool).filter_by(recording_id=rid).all()
+        tools = s.query(EventTool).filter(EventTool.rec == number_of(rid)).all()
     assert {t.kind for t in tools} >= {"use", "result"}
     assert all(t.tool_use_id for t in tools)
 
@@ -366,7 +366,8 @@ def test_long_field_values_are_clipped_not_rejected(store: Store) -> None:
     rid = store.import_cassette(Cassette(new_header(), [Event(0, "out", 0, line.encode())]))
     with sqlite3.connect(store.engine.url.database) as conn:
         row = conn.execute(
-            "SELECT type, request_id, parent_tool_use_id FROM events WHERE recording_id = ?",
+            "SELECT type, request_id, parent_tool_use_id FROM events WHERE rec = "
+            "(SELECT num FROM recordings WHERE id = ?)",
             (rid,)).fetchone()
     assert [len(v) for v in row] == [64, 128, 128]
     assert next(store.iter_events(rid)).data == line.encode()
@@ -595,7 +596,7 @@ def test_a_downgrade_on_a_sqlite_too_old_to_drop_columns_stops_in_one_line(
         engine.dispose()
     # The newest migration that drops columns is the first to stop.
     assert str(info.value) == (
-        "downgrading 0017_usage1h drops columns in place, which needs SQLite 3.35 or"
+        "downgrading 0020_recnum drops columns in place, which needs SQLite 3.35 or"
         " newer (this one is 3.31.1)")
     with sqlite3.connect(db_path) as conn:  # nothing done
         assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [

@@ -18,7 +18,7 @@ from claudetrace.recording import RecordingInfo
 from claudetrace.store import EventRow, Store, event_rows, open_store
 from claudetrace.store.browse import CONTROL_TYPES, control_events, raw_count
 from claudetrace.store.engine import alembic_config, bytes_unchanged
-from claudetrace.store.models import type_in
+from claudetrace.store.models import number_of, type_in
 
 #: Lines whose fields cover each kind of value a row holds: NULLs, text, a clipped
 #: value, bytes that are not UTF-8, a line without a newline, tool references.
@@ -35,7 +35,7 @@ LINES = [
     b'{"type":"' + b"t" * 100 + b'"}',
 ]
 
-COLUMNS = ("recording_id, seq, direction, t_ns, wall_ns, data, eol, size, is_json, type, "
+COLUMNS = ("rec, seq, direction, t_ns, wall_ns, data, eol, size, is_json, type, "
            "subtype, request_id, parent_tool_use_id")
 
 
@@ -65,14 +65,15 @@ def test_every_field_of_a_row_is_stored_as_built_with_its_type(store: Store) -> 
     each value comes back as built, as a NULL, a BLOB and an INTEGER."""
     rid = _recording(store)
     with contextlib.closing(sqlite3.connect(store.engine.url.database or "")) as conn:
-        rows = conn.execute(f"SELECT {COLUMNS} FROM events WHERE recording_id = ? ORDER BY seq",
-                            (rid,)).fetchall()
+        (number,) = conn.execute("SELECT num FROM recordings WHERE id = ?", (rid,)).fetchone()
+        rows = conn.execute(f"SELECT {COLUMNS} FROM events WHERE rec = ? ORDER BY seq",
+                            (number,)).fetchall()
         kinds = conn.execute(
             "SELECT typeof(data), typeof(eol), typeof(is_json), typeof(request_id) FROM events"
-            " WHERE recording_id = ? ORDER BY seq", (rid,)).fetchall()
-        tools = conn.execute("SELECT recording_id, seq, tool_use_id, tool_name, kind"
-                             " FROM event_tools WHERE recording_id = ?", (rid,)).fetchall()
-    want_rows, want_tools = event_rows(rid, _events())
+            " WHERE rec = ? ORDER BY seq", (number,)).fetchall()
+        tools = conn.execute("SELECT rec, seq, tool_use_id, tool_name, kind"
+                             " FROM event_tools WHERE rec = ?", (number,)).fetchall()
+    want_rows, want_tools = event_rows(number, _events())
     assert rows == [tuple(int(v) if isinstance(v, bool) else v for v in row)
                     for row in want_rows]
     assert sorted(tools) == sorted(want_tools)
@@ -112,7 +113,7 @@ def test_the_sparse_indexes_migrate_up_and_down(store: Store) -> None:
 def test_type_lookups_use_the_sparse_index(store: Store) -> None:
     rid = _recording(store)
     for types in (CONTROL_TYPES, ["user"], ["assistant", "result"]):
-        stmt = select(EventRow.seq).where(EventRow.recording_id == rid, type_in(types))
+        stmt = select(EventRow.seq).where(EventRow.rec == number_of(rid), type_in(types))
         sql = str(stmt.compile(store.engine, compile_kwargs={"literal_binds": True}))
         with store.engine.connect() as conn:
             plan = " ".join(str(row[-1]) for row in conn.exec_driver_sql(
@@ -121,7 +122,7 @@ def test_type_lookups_use_the_sparse_index(store: Store) -> None:
     # The lines the index leaves out are still found by type, through the key.
     with store.engine.connect() as conn:
         found = conn.execute(select(EventRow.seq).where(
-            EventRow.recording_id == rid, type_in(["stream_event"]))).scalars().all()
+            EventRow.rec == number_of(rid), type_in(["stream_event"]))).scalars().all()
     assert found == [3]
     assert [e.seq for e in control_events(store, rid)] == [1, 2]
     assert raw_count(store, rid, types=["stream_event", "(not JSON)"]) == 4

@@ -67,7 +67,8 @@ def test_the_migration_deletes_orphans_left_before_it(db_path: Path) -> None:
         assert store.count_events(gone) == 0
         assert store.count_events(kept) == orphans
         with sqlite3.connect(db_path) as conn:
-            assert conn.execute("SELECT count(*) FROM event_tools WHERE recording_id = ?",
-                                (gone,)).fetchone() == (0,)
+            assert conn.execute("SELECT count(*) FROM event_tools t WHERE NOT EXISTS "
+                                "(SELECT 1 FROM recordings r WHERE r.num = t.rec)",
+                                ).fetchone() == (0,)
     finally:
         store.close()

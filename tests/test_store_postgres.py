@@ -27,6 +27,7 @@ from claudetrace.errors import StoreError
 from claudetrace.model.events import Event
 from claudetrace.recording import RecordingInfo
 from claudetrace.store import open_store
+from claudetrace.store.models import number_of
 
 pytest.importorskip("psycopg")
 
@@ -143,14 +144,16 @@ def test_a_batch_goes_in_by_copy_and_comes_back_exactly(pg_url: str) -> None:
         assert [(e.seq, e.direction, e.t_ns, e.data, e.eol, e.wall_ns) for e in back] == [
             (e.seq, e.direction, e.t_ns, e.data, e.eol, e.wall_ns) for e in events]
         with store.engine.connect() as conn:
+            number = conn.exec_driver_sql("SELECT num FROM recordings WHERE id = %s",
+                                          (info.id,)).scalar_one()
             rows = conn.exec_driver_sql(
-                "SELECT recording_id, seq, direction, t_ns, wall_ns, data, eol, size, is_json,"
+                "SELECT rec, seq, direction, t_ns, wall_ns, data, eol, size, is_json,"
                 " type, subtype, request_id, parent_tool_use_id"
-                " FROM events WHERE recording_id = %s ORDER BY seq", (info.id,)).all()
+                " FROM events WHERE rec = %s ORDER BY seq", (number,)).all()
             tools = conn.exec_driver_sql(
-                "SELECT recording_id, seq, tool_use_id, tool_name, kind FROM event_tools"
-                " WHERE recording_id = %s ORDER BY seq, kind", (info.id,)).all()
-        want_rows, want_tools = event_rows(info.id, events)
+                "SELECT rec, seq, tool_use_id, tool_name, kind FROM event_tools"
+                " WHERE rec = %s ORDER BY seq, kind", (number,)).all()
+        want_rows, want_tools = event_rows(number, events)
         assert [(*r[:5], bytes(r[5]), *r[6:]) for r in rows] == want_rows
         assert sorted(tuple(t) for t in tools) == sorted(want_tools)
         assert rows[5][9] == "t" * 64  # an indexed value is clipped to its column
@@ -184,7 +187,9 @@ def test_nul_and_lone_surrogates_in_indexed_fields_are_stored_on_postgres(pg_url
         assert [e.data for e in events] == [line[:-1]] * 2
         with store.engine.connect() as conn:
             types = conn.exec_driver_sql(
-                "SELECT type, request_id FROM events WHERE recording_id = %s", (rec["id"],)
+                "SELECT type, request_id FROM events WHERE rec = "
+                "(SELECT num FROM recordings WHERE id = %s)",
+                (rec["id"],)
             ).all()
         assert set(types) == {("a\\u0000b", "\\ud800")}
     finally:
@@ -222,7 +227,7 @@ def test_the_sparse_indexes_migrate_up_and_down_and_are_used_on_postgres(pg_url:
         with store.engine.begin() as conn:
             command.upgrade(alembic_config(conn), "head")
         assert indexes() == at_head
-        stmt = select(EventRow.seq).where(EventRow.recording_id == rid, type_in(CONTROL_TYPES))
+        stmt = select(EventRow.seq).where(EventRow.rec == number_of(rid), type_in(CONTROL_TYPES))
         sql = str(stmt.compile(store.engine, compile_kwargs={"literal_binds": True}))
         with store.engine.connect() as conn:
             conn.exec_driver_sql("SET enable_seqscan = off")
@@ -292,9 +297,34 @@ def test_a_recording_deleted_while_a_batch_is_written_leaves_no_lines(
 
 
 
+def _line_by_id(store: Any, line: bytes, words: str | None = None) -> str:
+    """A new recording with one line, written by hand into a schema before
+    0020_recnum (its rows keyed by the recording's id): the store's writers
+    write the newest schema only.  Returns its id."""
+    from claudetrace.store.textindex import insert_postgres
+
+    info = RecordingInfo.start(["claude"])
+    store.create_recording(info)
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql(
+            "INSERT INTO events (recording_id, seq, direction, t_ns, wall_ns, data, eol, "
+            "size, is_json, type) VALUES (%s, 0, 'in', 0, 0, %s, true, %s, true, 'user')",
+            (info.id, line, len(line)))
+        if words is not None:
+            cursor = conn.connection.cursor()
+            insert_postgres(cursor, [(info.id, 0, words)], key="recording_id")
+            cursor.close()
+    return info.id
+
+
 def _rows_of(conn: Any, ids: list[str]) -> tuple[int, int, int]:
+    """The rows of the recordings ``ids`` in each table, with any row left behind
+    (whose number no recording has) counted too."""
+    numbered = ("rec IN (SELECT num FROM recordings WHERE id = ANY(%s)) OR "
+                "rec NOT IN (SELECT num FROM recordings)")
+    mine = {"events": numbered, "event_tools": numbered, "usage_calls": "recording_id = ANY(%s)"}
     return tuple(  # type: ignore[return-value]
-        int(conn.execute(f"SELECT count(*) FROM {table} WHERE recording_id = ANY(%s)",
+        int(conn.execute(f"SELECT count(*) FROM {table} WHERE {mine[table]}",
                          (ids,)).fetchone()[0])
         for table in ("events", "event_tools", "usage_calls"))
 
@@ -346,6 +376,7 @@ def test_the_stores_orphan_check_and_delete_by_hand_on_postgres(pg_url: str) -> 
         assert orphans(store) == {} and waiting_locks(store) == 0
         delete_row_by_hand(store, ids[0])
         assert orphans(store) == {}
+        lines = store.count_events(ids[1])  # (its rows have no id once it is gone)
         with store.engine.begin() as conn:  # a row left by hand, as before migration 0006
             conn.exec_driver_sql("ALTER TABLE events DISABLE TRIGGER USER")
             conn.exec_driver_sql("ALTER TABLE recordings DISABLE TRIGGER USER")
@@ -353,7 +384,7 @@ def test_the_stores_orphan_check_and_delete_by_hand_on_postgres(pg_url: str) -> 
             conn.exec_driver_sql("ALTER TABLE recordings ENABLE TRIGGER USER")
             conn.exec_driver_sql("ALTER TABLE events ENABLE TRIGGER USER")
         found = orphans(store)
-        assert found["events"] == store.count_events(ids[1]) > 0
+        assert found["events"] == lines > 0
         assert "usage_calls" in found
     finally:
         with store.engine.begin() as conn:
@@ -393,16 +424,17 @@ def test_a_prune_stopped_half_way_leaves_no_search_rows_behind(
     conninfo = plain_url(pg_url)
     assert conninfo is not None
     with psycopg.connect(conninfo) as conn:
-        left = conn.execute("SELECT count(*), max(seq) FROM events WHERE recording_id = %s",
-                            (rid,)).fetchone()
+        left = conn.execute("SELECT count(*), max(seq) FROM events WHERE rec = "
+                            "(SELECT num FROM recordings WHERE id = %s)", (rid,)).fetchone()
         assert left == (4000, 3999)
         behind = conn.execute(
-            "SELECT count(*) FROM event_search s WHERE recording_id = %s AND NOT EXISTS "
-            "(SELECT 1 FROM events e WHERE e.recording_id = s.recording_id AND e.seq = s.seq)",
+            "SELECT count(*) FROM event_search s WHERE rec = (SELECT num FROM recordings "
+            "WHERE id = %s) AND NOT EXISTS (SELECT 1 FROM events e WHERE e.rec = s.rec "
+            "AND e.seq = s.seq)",
             (rid,)).fetchone()
         assert behind == (0,)
-        assert conn.execute("SELECT count(*) FROM event_search WHERE recording_id = %s",
-                            (rid,)).fetchone() == (400,)
+        assert conn.execute("SELECT count(*) FROM event_search WHERE rec = (SELECT num "
+                            "FROM recordings WHERE id = %s)", (rid,)).fetchone() == (400,)
         conn.execute("DELETE FROM recordings WHERE id = %s", (rid,))
 
 
@@ -595,8 +627,8 @@ def test_search_on_postgres_through_both_writers_and_the_migration(pg_url: str) 
     conninfo = plain_url(pg_url)
     assert conninfo is not None
     with psycopg.connect(conninfo) as conn:
-        assert conn.execute("SELECT count(*) FROM event_search WHERE recording_id = %s",
-                            (rid,)).fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM event_search WHERE rec NOT IN "
+                            "(SELECT num FROM recordings)").fetchone() == (0,)
         # Both writers and the migration keep the words, not where they stand.
         assert conn.execute("SELECT count(*) FROM event_search").fetchone()[0] > 0  # type: ignore[index]
         assert conn.execute("SELECT count(*) FROM event_search WHERE terms <> strip(terms)"
@@ -632,8 +664,8 @@ def test_accents_are_folded_alike_on_postgres_and_0016_folds_older_entries(
     try:
         with store.engine.connect() as conn:
             terms = dict(conn.exec_driver_sql(
-                "SELECT seq, terms::text FROM event_search WHERE recording_id = %(r)s"
-                " AND seq < 2", {"r": rid}).all())
+                "SELECT seq, terms::text FROM event_search WHERE rec = "
+                "(SELECT num FROM recordings WHERE id = %(r)s) AND seq < 2", {"r": rid}).all())
         assert terms == {0: "'angstrom' 'deja' 'vu'", 1: "'ascii' 'plain'"}
     finally:
         store.close()
@@ -663,24 +695,29 @@ def test_number_like_words_are_whole_on_postgres_and_0019_recuts_older_entries(
             before = dict(conn.exec_driver_sql(
                 "SELECT seq, terms::text FROM event_search WHERE recording_id = %(r)s",
                 {"r": plain}).all())
-        assert [h.recording_id for h in search(store, "e56")] == [rid]  # the old cut
+            # The old cut: the number's part a word of its own.
+            assert conn.exec_driver_sql(
+                "SELECT count(*) FROM event_search WHERE recording_id = %(r)s AND "
+                "terms @@ CAST('e56:*' AS tsquery)", {"r": rid}).scalar() == 1
     finally:
         store.close()
     store = open_settled_store(pg_url)  # upgraded again: the cut entry made again
     try:
         with store.engine.connect() as conn:
-            assert conn.exec_driver_sql("SELECT count(*) FROM event_search WHERE "
-                                        "recording_id = %(r)s", {"r": rid}).scalar() == 0
+            assert conn.exec_driver_sql("SELECT count(*) FROM event_search WHERE rec = "
+                                        "(SELECT num FROM recordings WHERE id = %(r)s)",
+                                        {"r": rid}).scalar() == 0
             after = dict(conn.exec_driver_sql(
-                "SELECT seq, terms::text FROM event_search WHERE recording_id = %(r)s",
-                {"r": plain}).all())
+                "SELECT seq, terms::text FROM event_search WHERE rec = "
+                "(SELECT num FROM recordings WHERE id = %(r)s)", {"r": plain}).all())
         assert after == before  # entries without such a word are left as they are
         # The first search adds the words back from the line, whole.
         assert [(h.recording_id, h.seq) for h in search(store, "49e9e56a893f")] == [(rid, 1)]
         assert search(store, "e56") == [] and search(store, "1e5x")[0].recording_id == rid
         with store.engine.connect() as conn:
             assert conn.exec_driver_sql(
-                "SELECT terms::text FROM event_search WHERE recording_id = %(r)s",
+                "SELECT terms::text FROM event_search WHERE rec = "
+                "(SELECT num FROM recordings WHERE id = %(r)s)",
                 {"r": rid}).scalar() == "'1e5x' '49e9e56a893f' '9e9' 'and' 'kept' 'reverted'"
     finally:
         store.close()
@@ -763,17 +800,18 @@ def _recording_as_stored(pg_url: str, recording_id: str) -> dict[str, list[tuple
     shown: dict[str, list[tuple[object, ...]]] = {}
     with psycopg.connect(conninfo) as conn:
         for table, key, order in (("recordings", "id", "1"),
-                                  ("events", "recording_id", "seq"),
-                                  ("event_tools", "recording_id", "seq, kind, tool_use_id"),
+                                  ("events", "rec", "seq"),
+                                  ("event_tools", "rec", "seq, kind, tool_use_id"),
                                   ("usage_calls", "recording_id", "call_id")):
             names = [row[0] for row in conn.execute(
                 "SELECT column_name FROM information_schema.columns WHERE table_name = %s "
                 "ORDER BY ordinal_position", (table,))
-                if row[0] not in (key, "id")]
+                if row[0] not in (key, "id", "num")]
             names.sort(key=lambda name: name == "duplicate")  # last (later columns added after it)
             columns = ", ".join(f"{name}::text, pg_typeof({name})::text" for name in names)
+            of = "(SELECT num FROM recordings WHERE id = %s)" if key == "rec" else "%s"
             shown[table] = [tuple(row) for row in conn.execute(
-                f"SELECT {columns} FROM {table} WHERE {key} = %s ORDER BY {order}",
+                f"SELECT {columns} FROM {table} WHERE {key} = {of} ORDER BY {order}",
                 (recording_id,))]
     return shown
 
@@ -1162,22 +1200,28 @@ def test_0010_compresses_lines_with_lz4_and_a_downgrade_goes_back_on_postgres(
     big = json.dumps({"type": "user", "message": {"content": [{
         "type": "tool_result", "content": "a line of a file read\n" * 4000}]}}).encode()
 
-    def store_big(store: Any) -> tuple[str, str]:
-        info = RecordingInfo.start(["claude"])
-        store.create_recording(info)
-        store.write_batch(info.id, [Event(0, "out", 0, big)])
+    def store_big(store: Any, by_id: bool = False) -> tuple[str, str]:
+        if by_id:  # a schema before 0020_recnum
+            rid = _line_by_id(store, big)
+        else:
+            info = RecordingInfo.start(["claude"])
+            store.create_recording(info)
+            store.write_batch(info.id, [Event(0, "out", 0, big)])
+            rid = info.id
+        key = "recording_id = %(r)s" if by_id else \
+            "rec = (SELECT num FROM recordings WHERE id = %(r)s)"
         with store.engine.connect() as conn:
             how = conn.exec_driver_sql(
-                "SELECT pg_column_compression(data) FROM events WHERE recording_id = %(r)s",
-                {"r": info.id}).scalar_one()
-        return info.id, how
+                f"SELECT pg_column_compression(data) FROM events WHERE {key}",
+                {"r": rid}).scalar_one()
+        return rid, how
 
     store = open_store(pg_url)
     try:
         after, lz4 = store_big(store)
         with store.engine.begin() as conn:
             command.downgrade(alembic_config(conn), "0009_footprint")
-        before, pglz = store_big(store)
+        before, pglz = store_big(store, by_id=True)
         assert (lz4, pglz) == ("lz4", "pglz")
         # Read as stored: the models are the newest schema's (events.codec).
         with store.engine.connect() as conn:
@@ -1229,7 +1273,8 @@ def test_0015_bounds_the_search_index_pending_list_and_a_downgrade_resets_it(
         with store.engine.begin() as conn:
             command.downgrade(alembic_config(conn), "0014_links")
         assert options(store) is None
-        before = said(store, "numbat")
+        line = json.dumps({"type": "user", "message": {"role": "user", "content": "numbat"}})
+        before = _line_by_id(store, line.encode(), "numbat")
     finally:
         store.close()
     store = open_store(url)  # upgraded again

@@ -117,8 +117,13 @@ class _Ids:
         return found
 
 
-# A template row is a list of cells, each made into the copy's value by one of:
-_KEEP, _RID, _TIME, _TEXT, _BYTES = range(5)
+# A template row is a list of cells, each made into the copy's value by one of
+# (_REC: the copy's recording number, which keys ``events``, ``event_search`` and
+# ``event_tools``: the database gives it as the copy's ``recordings`` row goes in):
+_KEEP, _RID, _TIME, _TEXT, _BYTES, _REC = range(6)
+#: The column that names a row's recording, by table (default ``recording_id``).
+_KEYS: Final = {"recordings": "id", "events": "rec", "event_search": "rec",
+                "event_tools": "rec"}
 
 
 def _split(value: Any, pattern: re.Pattern[Any]) -> list[Any] | None:
@@ -155,8 +160,8 @@ def _cells(table: str, columns: Sequence[Column], row: Sequence[Any]) -> list[tu
     for column, value in zip(columns, row, strict=True):
         if value is None:
             cells.append((_KEEP, None))
-        elif column.name == ("id" if table == "recordings" else "recording_id"):
-            cells.append((_RID, value))
+        elif column.name == _KEYS.get(table, "recording_id"):
+            cells.append((_REC if column.name == "rec" else _RID, value))
         elif column.name.endswith("_ns") and not (table == "events" and column.name == "t_ns"):
             cells.append((_TIME, value))  # Unix times; an event's t_ns is since the child began
         elif column.type == "bytea":
@@ -184,26 +189,32 @@ def load_templates(conn: psycopg.Connection[Any], templates: Sequence[str]) -> l
         # as its text and written so.
         selected = ", ".join(c.name if c.type in _BINARY else f"{c.name}::text"
                              for c in columns)
-        key = "id" if name == "recordings" else "recording_id"
+        key = _KEYS.get(name, "recording_id")
         rows: dict[str, list[list[tuple[int, Any]]]] = {t: [] for t in templates}
         with conn.cursor(binary=True) as cursor:
-            cursor.execute(f"SELECT {selected} FROM {name} WHERE {key} = ANY(%s)",
-                           (list(templates),))
+            if key == "rec":  # the recording's id, after the row's columns
+                cursor.execute(f"SELECT {selected}, r.id FROM {name} JOIN recordings r "
+                               f"ON r.num = {name}.rec WHERE r.id = ANY(%s)", (list(templates),))
+            else:
+                cursor.execute(f"SELECT {selected}, {key} FROM {name} WHERE {key} = ANY(%s)",
+                               (list(templates),))
             for row in cursor:
-                rid = row[[c.name for c in columns].index(key)]
-                rows[rid].append(_cells(name, columns, row))
+                rows[row[-1]].append(_cells(name, columns, row[:-1]))
         conn.rollback()
         tables.append(_Table(name, columns, binary, rows))
     return tables
 
 
-def _made(cells: list[tuple[int, Any]], rid: str, shift: int, ids: _Ids) -> list[Any]:
+def _made(cells: list[tuple[int, Any]], rid: str, shift: int, ids: _Ids,
+          number: int | None) -> list[Any]:
     out: list[Any] = []
     for kind, value in cells:
         if kind == _KEEP:
             out.append(value)
         elif kind == _RID:
             out.append(rid)
+        elif kind == _REC:
+            out.append(number)
         elif kind == _TIME:
             out.append(value + shift)
         elif kind == _BYTES:
@@ -243,15 +254,20 @@ def replicate(conn: psycopg.Connection[Any], tables: Sequence[_Table],
     done = 0
     for chunk in chunks(copies, per_transaction):
         made = [(c, copy_id(c.template, started[c.template], c), _Ids(c.number)) for c in chunk]
+        numbers: dict[str, int] = {}
         with conn.cursor() as cursor:
             for table in tables:
+                if table.name != "recordings" and not numbers:
+                    numbers = dict(cursor.execute(
+                        "SELECT id, num FROM recordings WHERE id = ANY(%s)",
+                        ([rid for _, rid, _ in made],)).fetchall())
                 with cursor.copy(table.statement()) as out:
                     if table.binary:
                         out.set_types([c.type for c in table.columns])
                     packed = _packed_at(table, pack)
                     for c, rid, ids in made:
                         for cells in table.rows[c.template]:
-                            row = _made(cells, rid, c.shift_ns, ids)
+                            row = _made(cells, rid, c.shift_ns, ids, numbers.get(rid))
                             if packed is not None:
                                 data, codec, packer = packed
                                 row[data], row[codec] = packer(row[data])

@@ -297,7 +297,8 @@ def _line_packer(conn: Any, templates: list[str]) -> Callable[[bytes], tuple[byt
     )
 
     lines = [bytes(row[0]) for row in conn.execute(
-        "SELECT substr(data, 1, %s) FROM events WHERE recording_id = ANY(%s) LIMIT %s",
+        "SELECT substr(data, 1, %s) FROM events WHERE rec IN "
+        "(SELECT num FROM recordings WHERE id = ANY(%s)) LIMIT %s",
         (TRAIN_PREFIX, templates, TRAIN_LINES))]
     zdict = train_zstd(lines)
     if zdict is None:

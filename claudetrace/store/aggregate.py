@@ -18,7 +18,7 @@ from sqlalchemy import Connection, String, cast, func, or_, select, update
 from ..model.events import Event
 from ..model.usage import TOKEN_TYPES
 from .api import Store, _store_errors
-from .models import EventRow, Recording, UsageCall, status_expression, type_in
+from .models import EventRow, Recording, UsageCall, numbers_of, status_expression, type_in
 
 #: Recordings read per query (bounded IN lists).
 CHUNK: Final = 500
@@ -148,12 +148,13 @@ def events_of(
         unpack = store.unpacker()
         with _store_errors("read"), store.engine.connect() as conn:
             for row in conn.execute(
-                select(e.recording_id, e.seq, e.direction, e.t_ns, e.wall_ns, e.data, e.eol,
-                       e.codec)
-                .where(e.recording_id.in_(chunk), type_in(types))
-                .order_by(e.recording_id, e.seq)
+                select(Recording.id.label("rid"), e.seq, e.direction, e.t_ns, e.wall_ns,
+                       e.data, e.eol, e.codec)
+                .join(Recording, Recording.num == e.rec)
+                .where(e.rec.in_(numbers_of(chunk)), type_in(types))
+                .order_by(e.rec, e.seq)
             ):
-                found[row.recording_id].append(Event(
+                found[row.rid].append(Event(
                     row.seq, row.direction, row.t_ns, unpack(row.data, row.codec), row.eol,
                     row.wall_ns))
         yield from found.items()

@@ -37,6 +37,7 @@ from ..errors import AmbiguousSession, SessionNotFound, StoreError
 from ..model import Session as SessionModel
 from ..model.events import Direction, Event
 from ..recording import RecordingInfo
+from . import keys
 from .backlog import catch_up
 from .engine import (
     BUSY_TIMEOUT_S,
@@ -48,7 +49,15 @@ from .engine import (
     upgrade,
 )
 from .ingest import Folds, ended_columns, import_cassette, info_from_header
-from .models import EventRow, EventTool, LineDictionary, Recording, UsageCall, type_in
+from .models import (
+    EventRow,
+    EventTool,
+    LineDictionary,
+    Recording,
+    UsageCall,
+    number_of,
+    type_in,
+)
 from .packing import Unpacker, pack_all
 from .postgres import copy_rows
 from .rows import (
@@ -62,6 +71,7 @@ from .rows import (
     event_rows,
     info_columns,
     insert_batches,
+    numbered,
     rollup_statements,
     row_count,
     rows_per_insert,
@@ -87,6 +97,8 @@ _HELD_ELSEWHERE: Final = select(_USAGE.c.call_id).where(
 #: A recording's row written with its columns as parameters (:meth:`Store.put_recording`).
 _UPDATE_RECORDING = update(_RECORDINGS).where(_RECORDINGS.c.id == bindparam("_rid"))
 _INSERT_RECORDING = insert(_RECORDINGS)
+#: The tables that key a recording's rows by its number (:mod:`.keys`).
+_NUMBERED: Final = frozenset({"events", "event_search", "event_tools"})
 
 
 class Put(NamedTuple):
@@ -271,6 +283,9 @@ class Store:
             conn.execute(insert(_RECORDINGS), [
                 storable_columns({k: v for k, v in c.items() if k != USAGE_CALLS})
                 for c, _, _ in recordings])
+            numbers = _numbers(conn, [c["id"] for c, _, _ in recordings])
+            rows = [(numbers[row[0]], *row[1:]) for row in rows]
+            tools = [(numbers[row[0]], *row[1:]) for row in tools]
             if rows:
                 self._insert_rows(conn, _EVENTS, rows)
             if tools:
@@ -318,11 +333,11 @@ class Store:
         with self.engine.begin() as conn:
             has_rows, has_tools = row_count(rows) > 0, row_count(tools) > 0
             if has_rows or has_tools:
-                _hold_recording(conn, recording_id)
-            if has_rows:
-                self._insert_rows(conn, _EVENTS, rows)
-            if has_tools:
-                self._insert_rows(conn, _TOOLS, tools)
+                number = _hold_recording(conn, recording_id)
+                if has_rows:
+                    self._insert_rows(conn, _EVENTS, numbered(rows, number))
+                if has_tools:
+                    self._insert_rows(conn, _TOOLS, numbered(tools, number))
             if calls is not None:  # the recording's calls as they stand now
                 self._replace_usage(conn, recording_id, calls)
             if recording_updates:
@@ -333,7 +348,7 @@ class Store:
                 )
 
     def _insert_rows(self, conn: Connection, table: Table, rows: Rows,
-                     said: list[tuple[str, int, str]] | None = None) -> None:
+                     said: list[tuple[int, int, str]] | None = None) -> None:
         """Insert rows (tuples in :data:`~.rows.COLUMNS` order) in bulk, on the raw DBAPI
         connection: SQLAlchemy's per-row parameter processing would cost more than
         the database's own work.  PostgreSQL through psycopg takes them as one
@@ -477,7 +492,8 @@ class Store:
         deleted or inserted."""
         kept = 0
         changed = False
-        stored = _stored_rows(conn, recording_id, self.unpacker()) if compare else iter(())
+        number = _hold_recording(conn, recording_id)
+        stored = _stored_rows(conn, number, self.unpacker()) if compare else iter(())
         batch: list[Event] = []
         cut = not compare
         for ev in events:
@@ -491,21 +507,22 @@ class Store:
             changed = True
             batch.append(ev)
             if len(batch) >= _PUT_BATCH:
-                self._insert_events(conn, recording_id, batch)
+                self._insert_events(conn, number, batch)
                 batch = []
         if not cut:
             changed = self._cut(conn, recording_id, kept) > 0
-        self._insert_events(conn, recording_id, batch)
+        self._insert_events(conn, number, batch)
         return kept, changed
 
     @staticmethod
     def _cut(conn: Connection, recording_id: str, kept: int) -> int:
         return cut_events(conn, recording_id, kept)
 
-    def _insert_events(self, conn: Connection, recording_id: str, events: list[Event]) -> None:
-        rows, tools = event_rows(recording_id, events)
+    def _insert_events(self, conn: Connection, number: int, events: list[Event]) -> None:
+        """Insert ``events`` of the recording numbered ``number``."""
+        rows, tools = event_rows(number, events)
         if rows:
-            self._insert_rows(conn, _EVENTS, rows, index_events(recording_id, events))
+            self._insert_rows(conn, _EVENTS, rows, index_events(number, events))
         if tools:
             self._insert_rows(conn, _TOOLS, tools)
 
@@ -821,7 +838,7 @@ class Store:
         """
         c = _EVENTS.c
         stmt = select(c.seq, c.direction, c.t_ns, c.data, c.eol, c.wall_ns, c.codec).where(
-            c.recording_id == recording_id)
+            c.rec == number_of(recording_id))
         unpack = self.unpacker()
         if directions:
             stmt = stmt.where(c.direction.in_(list(directions)))
@@ -857,7 +874,7 @@ class Store:
                 yield [row[:5] for row in page]
             return
         sql = ("SELECT seq, direction, t_ns, data, eol, codec FROM events"
-               " WHERE recording_id = ? AND seq >= ? ORDER BY seq LIMIT ?")
+               f" WHERE rec = {keys.number_of('?')} AND seq >= ? ORDER BY seq LIMIT ?")
         unpack = self.unpacker()
 
         def read(next_seq: int, page: int) -> Sequence[Any]:
@@ -882,7 +899,7 @@ class Store:
                 conn.execute(
                     select(func.count())
                     .select_from(_EVENTS)
-                    .where(_EVENTS.c.recording_id == recording_id)
+                    .where(_EVENTS.c.rec == number_of(recording_id))
                 ).scalar_one()
             )
 
@@ -894,14 +911,16 @@ class Store:
                   "usage_models")
         with _store_errors("read"), self.engine.connect() as conn:
             return {table: int(conn.execute(
-                text(f"SELECT count(*) FROM {table} WHERE recording_id = :r"),
+                text(f"SELECT count(*) FROM {table} WHERE "
+                     + (f"{keys.KEY} = {keys.number_of(':r')}" if table in _NUMBERED
+                        else "recording_id = :r")),
                 {"r": recording_id}).scalar_one()) for table in tables}
 
     def has_event(self, recording_id: str, seq: int) -> bool:
         """Whether the recording has a line numbered ``seq``."""
         with _store_errors("read"), self.engine.connect() as conn:
             return conn.execute(
-                select(_EVENTS.c.seq).where(_EVENTS.c.recording_id == recording_id,
+                select(_EVENTS.c.seq).where(_EVENTS.c.rec == number_of(recording_id),
                                             _EVENTS.c.seq == seq)
             ).first() is not None
 
@@ -944,12 +963,12 @@ class Store:
 def cut_events(conn: Connection, recording_id: str, kept: int) -> int:
     """Delete a recording's events from seq ``kept`` on, with their tool rows and
     search rows (in ``conn``'s transaction); the events deleted."""
-    conn.execute(delete(_TOOLS).where(_TOOLS.c.recording_id == recording_id,
+    conn.execute(delete(_TOOLS).where(_TOOLS.c.rec == number_of(recording_id),
                                       _TOOLS.c.seq >= kept))
-    deleted = conn.execute(delete(_EVENTS).where(_EVENTS.c.recording_id == recording_id,
+    deleted = conn.execute(delete(_EVENTS).where(_EVENTS.c.rec == number_of(recording_id),
                                                  _EVENTS.c.seq >= kept)).rowcount
     if conn.dialect.name == "postgresql":  # SQLite's search rows go with the events
-        conn.exec_driver_sql("DELETE FROM event_search WHERE recording_id = %(id)s "
+        conn.exec_driver_sql(f"DELETE FROM event_search WHERE rec = {keys.number_of('%(id)s')} "
                              "AND seq >= %(kept)s", {"id": recording_id, "kept": kept})
     return max(0, int(deleted or 0))
 
@@ -1127,17 +1146,28 @@ _PUT_BATCH: Final = 2000
 IMPORT_CACHE_KIB: Final = 32768
 
 
-def _hold_recording(conn: Connection, recording_id: str) -> None:
+def _hold_recording(conn: Connection, recording_id: str) -> int:
     """Take the recording's row for the transaction (``FOR KEY SHARE``: it cannot be
     deleted meanwhile), or refuse a batch of a recording that is not there: the
     check a foreign key makes for every row, once a batch (on PostgreSQL the
-    events have no foreign key trigger: migration 0005)."""
+    events have no foreign key trigger: migration 0005).  Returns its number,
+    which keys its rows (:mod:`.keys`)."""
     found = conn.execute(
-        select(_RECORDINGS.c.id).where(_RECORDINGS.c.id == recording_id)
+        select(_RECORDINGS.c.num).where(_RECORDINGS.c.id == recording_id)
         .with_for_update(key_share=True, read=True)
     ).first()
     if found is None:
         raise StoreError(f"no recording {recording_id!r} to store events in")
+    return int(found[0])
+
+
+def _numbers(conn: Connection, ids: list[str]) -> dict[str, int]:
+    """The numbers of the recordings ``ids`` names, by id."""
+    found: dict[str, int] = {}
+    for chunk in chunks(ids):
+        found.update((rid, int(num)) for rid, num in conn.execute(
+            select(_RECORDINGS.c.id, _RECORDINGS.c.num).where(_RECORDINGS.c.id.in_(chunk))))
+    return found
 
 
 def _counted(conn: Connection, ids: list[str]) -> set[str]:
@@ -1209,16 +1239,16 @@ def _like_prefix(prefix: str) -> str:
     return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-def _stored_rows(conn: Connection, recording_id: str, unpack: Unpacker,
+def _stored_rows(conn: Connection, number: int, unpack: Unpacker,
                  page: int = _PUT_BATCH) -> Iterator[tuple[Any, ...]]:
-    """The stored events of a recording as ``(seq, direction, t_ns, data, eol,
+    """The stored events of the recording numbered ``number`` as ``(seq, direction, t_ns, data, eol,
     wall_ns)``, in order, read a page at a time on ``conn`` (in its transaction)."""
     c = _EVENTS.c
     next_seq = 0
     while True:
         rows = conn.execute(
             select(c.seq, c.direction, c.t_ns, c.data, c.eol, c.wall_ns, c.codec)
-            .where(c.recording_id == recording_id, c.seq >= next_seq)
+            .where(c.rec == number, c.seq >= next_seq)
             .order_by(c.seq).limit(page)).all()
         for seq, direction, t_ns, data, eol, wall_ns, codec in rows:
             yield seq, direction, t_ns, unpack(data, codec), eol, wall_ns

@@ -148,8 +148,12 @@ def add_words(connection: Any, dialect: str, recording_id: str, *, finished: boo
     lines = Unpacker(dictionary)
     # The lines stored now: a batch commits its lines whole and in order, so every
     # line up to the newest is there (and one stored meanwhile is the next call's).
+    # Its number keys its lines (.keys); it never changes.
+    held = connection.cursor().execute(db.sql(
+        "SELECT num FROM recordings WHERE id = ?"), (recording_id,)).fetchone()
+    number = None if held is None else held[0]
     (newest,) = connection.cursor().execute(db.sql(
-        "SELECT max(seq) FROM events WHERE recording_id = ?"), (recording_id,)).fetchone()
+        "SELECT max(seq) FROM events WHERE rec = ?"), (number,)).fetchone()
     if not db.sqlite:
         connection.rollback()
     newest = -1 if newest is None else newest
@@ -158,21 +162,21 @@ def add_words(connection: Any, dialect: str, recording_id: str, *, finished: boo
     done, noted = 0, after
     while after < newest:
         sizes = connection.cursor().execute(db.sql(
-            f"SELECT e.seq, e.size FROM events e WHERE e.recording_id = ? AND e.seq > ? "
+            f"SELECT e.seq, e.size FROM events e WHERE e.rec = ? AND e.seq > ? "
             f"AND e.seq <= ? AND {_MESSAGES} AND {lacking} "
-            "ORDER BY e.seq LIMIT ?"), (recording_id, after, newest, chunk)).fetchall()
+            "ORDER BY e.seq LIMIT ?"), (number, after, newest, chunk)).fetchall()
         if not sizes:
             break
         last = chunk_end(sizes)
         rows = connection.cursor().execute(db.sql(
-            f"SELECT e.seq, e.direction, e.data, e.codec FROM events e WHERE e.recording_id = ? "
+            f"SELECT e.seq, e.direction, e.data, e.codec FROM events e WHERE e.rec = ? "
             f"AND e.seq > ? AND e.seq <= ? AND {_MESSAGES} AND {lacking} "
-            "ORDER BY e.seq"), (recording_id, after, last)).fetchall()
+            "ORDER BY e.seq"), (number, after, last)).fetchall()
         if not db.sqlite:
             connection.rollback()
         # Worked out before the write: no lock is held meanwhile.
         found = [e for seq, direction, data, codec in rows
-                 if (e := entry(recording_id, seq, direction, lines(data, codec))) is not None]
+                 if (e := entry(number, seq, direction, lines(data, codec))) is not None]
         _write(db, recording_id, after, last, found, last)
         noted = last
         done += len(rows)
@@ -225,7 +229,7 @@ def add_running_words(url: str, recording_id: str, *, stop: Callable[[], bool]) 
 
 
 def _write(db: _Db, recording_id: str, after: int, last: int,
-           found: list[tuple[str, int, str]], up_to: int | None) -> None:
+           found: list[tuple[Any, int, str]], up_to: int | None) -> None:
     """Add ``found`` (entries of lines ``after < seq <= last``) to the index in one
     transaction, leaving out the lines given words meanwhile (by the ended
     recording's pass, or another search), and note that every line up to
@@ -233,12 +237,12 @@ def _write(db: _Db, recording_id: str, after: int, last: int,
     the marks off)."""
     cursor = db.begin()
     try:
-        db.hold(cursor, recording_id)
+        number = db.hold(cursor, recording_id)
         if found:
             still = {row[0] for row in cursor.execute(db.sql(
-                f"SELECT e.seq FROM events e WHERE e.recording_id = ? AND e.seq > ? "
+                f"SELECT e.seq FROM events e WHERE e.rec = ? AND e.seq > ? "
                 f"AND e.seq <= ? AND {_MESSAGES} AND {_lacking(db)}"),
-                (recording_id, after, last)).fetchall()}
+                (number, after, last)).fetchall()}
             wanted = [e for e in found if e[1] in still]
             if wanted:
                 (insert_sqlite if db.sqlite else insert_postgres)(cursor, wanted)

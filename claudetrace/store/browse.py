@@ -45,6 +45,8 @@ from .models import (
     EventTool,
     Recording,
     UsageModel,
+    number_of,
+    numbers_of,
     status_expression,
     type_in,
 )
@@ -276,8 +278,8 @@ def _filtered(store: Store, filters: Filters, *, full: bool = False) -> Any:
     if filters.max_cost is not None:
         stmt = stmt.where(_known_cost() <= filters.max_cost)
     if filters.tools:
-        stmt = stmt.where(_R.id.in_(
-            select(_T.recording_id).where(_T.kind == "use", _T.tool_name.in_(list(filters.tools)))
+        stmt = stmt.where(_R.num.in_(
+            select(_T.rec).where(_T.kind == "use", _T.tool_name.in_(list(filters.tools)))
         ))
     if filters.projects:
         stmt = stmt.where(_R.cwd.in_(list(filters.projects)))
@@ -539,14 +541,15 @@ def first_prompts(
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
             firsts = (
-                select(_E.recording_id, func.min(_E.seq).label("seq"))
-                .where(_E.recording_id.in_(chunk), type_in(["user"]), _E.direction == "in")
-                .group_by(_E.recording_id)
+                select(_E.rec, func.min(_E.seq).label("seq"))
+                .where(_E.rec.in_(numbers_of(chunk)), type_in(["user"]), _E.direction == "in")
+                .group_by(_E.rec)
                 .subquery()
             )
             rows = conn.execute(
-                select(_E.recording_id, _E.seq, _E.data, _E.codec).join(
-                    firsts, (_E.recording_id == firsts.c.recording_id) & (_E.seq == firsts.c.seq))
+                select(_R.id, _E.seq, _E.data, _E.codec)
+                .join(firsts, (_E.rec == firsts.c.rec) & (_E.seq == firsts.c.seq))
+                .join(Recording.__table__, _R.num == _E.rec)
             )
             for rid, _seq, data, codec in rows:
                 text = line_text(unpack(data, codec))
@@ -607,7 +610,7 @@ class RawRow:
 
 
 def _event_filter(recording_id: str, directions: Sequence[str], types: Sequence[str]) -> list[Any]:
-    where: list[Any] = [_E.recording_id == recording_id]
+    where: list[Any] = [_E.rec == number_of(recording_id)]
     if directions:
         where.append(_E.direction.in_(list(directions)))
     if types:
@@ -658,7 +661,7 @@ def raw_count(
 
 def line_types(store: Store, recording_id: str) -> list[str]:
     """Distinct line types of a recording (``(not JSON)`` for the rest)."""
-    stmt = select(_E.type, _E.is_json).where(_E.recording_id == recording_id).distinct()
+    stmt = select(_E.type, _E.is_json).where(_E.rec == number_of(recording_id)).distinct()
     with _guard("read events"), store.engine.connect() as conn:
         rows = conn.execute(stmt).all()
     names = {r[0] for r in rows if r[0]}
@@ -679,7 +682,7 @@ def conversation_events(
     stmt = (
         select(_E.seq, _E.direction, _E.t_ns, _E.wall_ns, _E.data, _E.eol, _E.codec)
         .where(
-            _E.recording_id == recording_id,
+            _E.rec == number_of(recording_id),
             _E.seq >= start_seq,
             or_(_E.type.is_(None), _E.type.notin_(NOISE_TYPES)),
         )
@@ -772,12 +775,12 @@ def _tool_usage_from_events(
     """
     # A streamed call names its tool use twice (its content_block_start and the
     # assistant line): each id counts once, as the session model counts it.
-    named = (select(_T.recording_id, _T.tool_use_id, _T.tool_name).distinct()
-             .where(_T.kind == "use", _T.recording_id.in_(list(recording_ids))).subquery())
+    named = (select(_T.rec, _T.tool_use_id, _T.tool_name).distinct()
+             .where(_T.kind == "use", _T.rec.in_(numbers_of(recording_ids))).subquery())
     uses = select(named.c.tool_name, func.count()).group_by(named.c.tool_name)
     # A packed line (an ended recording's, :mod:`.packing`) cannot be searched in
     # SQL: it is read and looked at here.
-    failing = select(_E.recording_id, _E.seq, _E.direction, _E.t_ns, _E.data, _E.codec).where(
+    failing = select(_E.rec, _E.seq, _E.direction, _E.t_ns, _E.data, _E.codec).where(
         type_in(["user"]),
         _E.direction == "out",
         or_(
@@ -789,12 +792,12 @@ def _tool_usage_from_events(
         else or_(_E.codec.is_not(None) & (_E.codec != KEPT),
                  func.position(literal(b'"is_error"').op("IN")(_E.data)) > 0),
     )
-    failing = failing.where(_E.recording_id.in_(list(recording_ids)))
+    failing = failing.where(_E.rec.in_(numbers_of(recording_ids)))
     # Only recordings whose summary counts a failed tool (or that are still being
     # recorded, their summary not final) hold a failing result: the scan of result
     # lines stays the size of the failures, not of the store.
-    failing = failing.where(_E.recording_id.in_(
-        select(_R.id).where(or_(_R.tool_errors > 0, _R.ended_ns.is_(None)))))
+    failing = failing.where(_E.rec.in_(
+        select(_R.num).where(or_(_R.tool_errors > 0, _R.ended_ns.is_(None)))))
     with _guard("read tool usage"), store.engine.connect() as conn:
         calls = {str(name or "?"): int(n) for name, n in conn.execute(uses)}
         failed_ids: list[str] = []

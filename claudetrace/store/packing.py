@@ -328,15 +328,18 @@ class _Db:
             return self.connection
         return self.connection.cursor()
 
-    def hold(self, cursor: Any, recording_id: str) -> None:
+    def hold(self, cursor: Any, recording_id: str) -> int | None:
         """Take the recording for the transaction, against another pass over it
         (``claudetrace search`` catching up while its indexer packs): each row is
         read and rewritten by one pass.  SQLite's ``BEGIN IMMEDIATE`` holds the
         whole database already; PostgreSQL locks the recording's row (``FOR NO
-        KEY UPDATE``: its writer's ``FOR KEY SHARE`` goes on beside it)."""
-        if not self.sqlite:
-            cursor.execute("SELECT id FROM recordings WHERE id = %s FOR NO KEY UPDATE",
-                           (recording_id,))
+        KEY UPDATE``: its writer's ``FOR KEY SHARE`` goes on beside it).  Returns
+        the recording's number, which keys its rows (:mod:`.keys`); None when it
+        is gone."""
+        lock = "" if self.sqlite else " FOR NO KEY UPDATE"
+        row = cursor.execute(self.sql(f"SELECT num FROM recordings WHERE id = ?{lock}"),
+                             (recording_id,)).fetchone()
+        return None if row is None else int(row[0])
 
     def commit(self) -> None:
         self.connection.commit() if not self.sqlite else self.connection.execute("COMMIT")
@@ -368,13 +371,13 @@ def stored_dictionary(cursor: Any, number: int, mark: str = "%s") -> bytes | Non
     return None if row is None else bytes(row[0])
 
 
-def _examples(cursor: Any, db: _Db, where: str, recording_id: str) -> list[tuple[bytes, int]]:
+def _examples(cursor: Any, db: _Db, where: str, number: int) -> list[tuple[bytes, int]]:
     """Up to :data:`TRAIN_LINES` lines of the rows ``where`` keeps (its one
-    parameter ``recording_id``) to train a dictionary on: each line's first
-    :data:`TRAIN_PREFIX` bytes, as read from the database, and its size."""
+    parameter ``number``, a recording's number) to train a dictionary on: each
+    line's first :data:`TRAIN_PREFIX` bytes, as read from the database, and its size."""
     rows = cursor.execute(db.sql(
         "SELECT substr(data, 1, ?), COALESCE(size, length(data)) FROM events "
-        f"WHERE {where} LIMIT ?"), (TRAIN_PREFIX, recording_id, TRAIN_LINES)).fetchall()
+        f"WHERE {where} LIMIT ?"), (TRAIN_PREFIX, number, TRAIN_LINES)).fetchall()
     # SQLite's substr of an empty blob is NULL.
     return [(bytes(prefix or b""), int(size or 0)) for prefix, size in rows]
 
@@ -385,18 +388,16 @@ def _dictionary_for(db: _Db, recording_id: str) -> tuple[int, bytes] | None:
     enough; None: pack without one."""
     cursor = db.begin()
     try:
-        db.hold(cursor, recording_id)
+        number = db.hold(cursor, recording_id)
         found = _newest_dictionary(cursor)
         if found is None:
             # Each line's first TRAIN_PREFIX bytes, what training takes of it, and
             # its size: a recording of files read whole (lines of megabytes) was
             # read whole into memory here, its every line at once.
-            examples = _examples(cursor, db, "recording_id = ? AND codec IS NULL ORDER BY seq",
-                                 recording_id)
+            examples = _examples(cursor, db, "rec = ? AND codec IS NULL ORDER BY seq", number)
             if sum(size for _, size in examples) < TRAIN_FROM:
                 # A small recording: other recordings' lines as recorded teach it too.
-                examples += _examples(cursor, db, "recording_id <> ? AND codec IS NULL",
-                                      recording_id)
+                examples += _examples(cursor, db, "rec <> ? AND codec IS NULL", number)
             trained = (train_zstd([line for line, _ in examples])
                        if sum(size for _, size in examples) >= TRAIN_FROM else None)
             if trained is not None:
@@ -429,11 +430,11 @@ def pack_recording(connection: Any, dialect: str, recording_id: str) -> int:
     while True:
         cursor = db.begin()
         try:
-            db.hold(cursor, recording_id)
+            number = db.hold(cursor, recording_id)
             sizes = cursor.execute(db.sql(
-                "SELECT seq, size FROM events WHERE recording_id = ? AND seq > ? "
+                "SELECT seq, size FROM events WHERE rec = ? AND seq > ? "
                 "AND codec IS NULL ORDER BY seq LIMIT ?"),
-                (recording_id, after, CHUNK)).fetchall()
+                (number, after, CHUNK)).fetchall()
             if not sizes:
                 if db.sqlite:
                     _words_done(cursor, db, recording_id)
@@ -442,22 +443,22 @@ def pack_recording(connection: Any, dialect: str, recording_id: str) -> int:
                 return done if db.sqlite else done + _words_postgres(db, recording_id)
             last = chunk_end(sizes)
             if db.sqlite:
-                rows = _rewrite_sqlite(cursor, recording_id, after, last, packer)
+                rows = _rewrite_sqlite(cursor, number, after, last, packer)
             else:
-                _index_postgres(cursor, recording_id, after, last)
+                _index_postgres(cursor, number, after, last)
                 # Lines PostgreSQL compresses itself (lz4, 0010_lz4) are only marked:
                 # an update that leaves ``data`` keeps its compressed value as it is.
                 cursor.execute(db.sql(
-                    "UPDATE events SET codec = ? WHERE recording_id = ? AND seq > ? "
+                    "UPDATE events SET codec = ? WHERE rec = ? AND seq > ? "
                     "AND seq <= ? AND codec IS NULL AND size >= ?"),
-                    (KEPT, recording_id, after, last, POSTGRES_COMPRESSES_FROM))
+                    (KEPT, number, after, last, POSTGRES_COMPRESSES_FROM))
                 rows = cursor.execute(db.sql(
-                    "SELECT seq, data FROM events WHERE recording_id = ? AND seq > ? "
+                    "SELECT seq, data FROM events WHERE rec = ? AND seq > ? "
                     "AND seq <= ? AND codec IS NULL ORDER BY seq"),
-                    (recording_id, after, last)).fetchall()
+                    (number, after, last)).fetchall()
                 cursor.executemany(db.sql(
-                    "UPDATE events SET data = ?, codec = ? WHERE recording_id = ? AND seq = ?"),
-                    [(*packer(bytes(data)), recording_id, seq)
+                    "UPDATE events SET data = ?, codec = ? WHERE rec = ? AND seq = ?"),
+                    [(*packer(bytes(data)), number, seq)
                      for seq, data in rows])
                 rows = rows or [(last,)]
             db.commit()
@@ -489,17 +490,18 @@ def _deflate_alone(line: bytes) -> tuple[bytes, int]:
     return (packed, ZLIB) if len(packed) < len(line) else (line, KEPT)
 
 
-def _rewrite_sqlite(cursor: Any, recording_id: str, after: int, last: int,
+def _rewrite_sqlite(cursor: Any, number: int | None, after: int, last: int,
                     packer: Callable[[bytes], tuple[bytes, int]]) -> list[Any]:
-    """Pack the rows ``after < seq <= last`` of ``recording_id`` not packed yet, in
+    """Pack the rows ``after < seq <= last`` of the recording numbered ``number``
+    not packed yet, in
     the caller's transaction, as new rows: SQLite leaves a page whose rows were
     made smaller where it is, half empty (a rowid table's new rows go after
     the last, never into it), so the rows are deleted, their pages freed, and
     inserted again, packed, at the end, with their search index entries (which
     name their event by its rowid) moved along.  Returns the ``(seq, …)`` rows."""
     found = cursor.execute(
-        "SELECT rowid, * FROM events WHERE recording_id = ? AND seq > ? AND seq <= ? "
-        "AND codec IS NULL ORDER BY seq", (recording_id, after, last))
+        "SELECT rowid, * FROM events WHERE rec = ? AND seq > ? AND seq <= ? "
+        "AND codec IS NULL ORDER BY seq", (number, after, last))
     names = [d[0] for d in found.description][1:]
     rows: list[Any] = found.fetchall()
     if not rows:
@@ -515,7 +517,7 @@ def _rewrite_sqlite(cursor: Any, recording_id: str, after: int, last: int,
 
     for row in rows:
         if row[0] not in words and row[1 + at_type] in SEARCHED_TYPES:
-            found = entry(recording_id, row[1 + at_seq], row[1 + at_direction],
+            found = entry(number, row[1 + at_seq], row[1 + at_direction],
                           bytes(row[1 + at_data]))
             if found is not None:
                 said[found[1]] = found[2]
@@ -529,8 +531,8 @@ def _rewrite_sqlite(cursor: Any, recording_id: str, after: int, last: int,
                        f"({', '.join('?' * len(names))})", again)
     if said:
         low, high = min(said), max(said)
-        moved = cursor.execute("SELECT seq, rowid FROM events WHERE recording_id = ? AND "
-                               "seq BETWEEN ? AND ?", (recording_id, low, high)).fetchall()
+        moved = cursor.execute("SELECT seq, rowid FROM events WHERE rec = ? AND "
+                               "seq BETWEEN ? AND ?", (number, low, high)).fetchall()
         cursor.executemany("INSERT INTO event_search (rowid, words) VALUES (?, ?)",
                            [(rowid, said[seq]) for seq, rowid in moved if seq in said])
     return [(row[1 + at_seq],) for row in rows]
@@ -573,23 +575,23 @@ def edit_extra(cursor: Any, db: _Db, recording_id: str,
 #: table's statistics (it expects one entry) a nested loop over all of the
 #: recording's entries for each line: 4.8 s a chunk of 250 lines in a
 #: recording of 20,000 (15 ms so).
-UNINDEXED_POSTGRES: Final = ("(SELECT 1 FROM event_search s WHERE s.recording_id = "
-                             "e.recording_id AND s.seq = e.seq) IS NULL")
+UNINDEXED_POSTGRES: Final = ("(SELECT 1 FROM event_search s WHERE s.rec = "
+                             "e.rec AND s.seq = e.seq) IS NULL")
 
 
-def _index_postgres(cursor: Any, recording_id: str, after: int, last: int) -> None:
-    """Add the words of the message lines ``after < seq <= last`` of
-    ``recording_id`` not packed yet that have no entry in the search index (the
-    writer leaves a burst's out), in the caller's transaction."""
+def _index_postgres(cursor: Any, number: int | None, after: int, last: int) -> None:
+    """Add the words of the message lines ``after < seq <= last`` of the recording
+    numbered ``number`` not packed yet that have no entry in the search index
+    (the writer leaves a burst's out), in the caller's transaction."""
     from .textindex import SEARCHED_TYPES, entry, insert_postgres
 
     rows = cursor.execute(
-        "SELECT e.seq, e.direction, e.data FROM events e WHERE e.recording_id = %s "
+        "SELECT e.seq, e.direction, e.data FROM events e WHERE e.rec = %s "
         "AND e.seq > %s AND e.seq <= %s AND e.codec IS NULL AND e.type = ANY(%s) "
         f"AND {UNINDEXED_POSTGRES} ORDER BY e.seq",
-        (recording_id, after, last, sorted(SEARCHED_TYPES))).fetchall()
+        (number, after, last, sorted(SEARCHED_TYPES))).fetchall()
     found = [e for seq, direction, data in rows
-             if (e := entry(recording_id, seq, direction, bytes(data))) is not None]
+             if (e := entry(number, seq, direction, bytes(data))) is not None]
     if found:
         insert_postgres(cursor, found)
 
@@ -610,16 +612,16 @@ def _words_postgres(db: _Db, recording_id: str) -> int:
     if row is None or row[0] is None or f'"{WORDS_LATER}"' not in row[0]:
         return 0
     kinds = sorted(SEARCHED_TYPES)
-    lacking = ("FROM events e WHERE e.recording_id = %s AND e.seq > %s AND e.type = ANY(%s) "
+    lacking = ("FROM events e WHERE e.rec = %s AND e.seq > %s AND e.type = ANY(%s) "
                f"AND {UNINDEXED_POSTGRES}")
     done, after = 0, -1
     while True:
         cursor = db.begin()
         try:
-            db.hold(cursor, recording_id)
+            number = db.hold(cursor, recording_id)
             lines = Unpacker(functools.partial(stored_dictionary, cursor))
             sizes = cursor.execute(f"SELECT e.seq, e.size {lacking} ORDER BY e.seq LIMIT %s",
-                                   (recording_id, after, kinds, CHUNK)).fetchall()
+                                   (number, after, kinds, CHUNK)).fetchall()
             last, total = after, 0
             for seq, size in sizes:
                 total += size or 0
@@ -628,9 +630,9 @@ def _words_postgres(db: _Db, recording_id: str) -> int:
                 last = seq
             rows = cursor.execute(
                 f"SELECT e.seq, e.direction, e.data, e.codec {lacking} AND e.seq <= %s "
-                "ORDER BY e.seq", (recording_id, after, kinds, last)).fetchall()
+                "ORDER BY e.seq", (number, after, kinds, last)).fetchall()
             found = [e for seq, direction, data, codec in rows
-                     if (e := entry(recording_id, seq, direction, lines(data, codec)))
+                     if (e := entry(number, seq, direction, lines(data, codec)))
                      is not None]
             if found:
                 insert_postgres(cursor, found)
@@ -653,8 +655,8 @@ def unpacked_recordings(connection: Any, dialect: str) -> list[str]:
     cursor = connection.cursor()
     found = [str(row[0]) for row in cursor.execute(
         "SELECT r.id FROM recordings r WHERE r.ended_ns IS NOT NULL AND EXISTS ("
-        "SELECT 1 FROM events e WHERE e.recording_id = r.id AND e.codec IS NULL "
-        "AND e.seq = (SELECT max(m.seq) FROM events m WHERE m.recording_id = r.id)) "
+        "SELECT 1 FROM events e WHERE e.rec = r.num AND e.codec IS NULL "
+        "AND e.seq = (SELECT max(m.seq) FROM events m WHERE m.rec = r.num)) "
         "ORDER BY r.id").fetchall()]
     if not db.sqlite:
         connection.rollback()

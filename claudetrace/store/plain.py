@@ -27,6 +27,7 @@ from .rows import (
     Rows,
     chunks,
     info_columns,
+    numbered,
     rollup_statements,
     row_bytes,
     row_count,
@@ -37,14 +38,14 @@ from .rows import (
 #: Alembic: a store that is already there opens without importing Alembic or
 #: reading the migration scripts (a third of an indexer's start-up).  A test
 #: checks it against the scripts' head.
-SCHEMA_HEAD: Final = "0019_pgwords"
+SCHEMA_HEAD: Final = "0020_recnum"
 
 #: The ``recordings`` table's columns at :data:`SCHEMA_HEAD`, with the value a new
 #: row takes where none is given (the models' defaults; None: NULL), and which
 #: columns hold JSON (as its text): a test holds them to the models.
 RECORDING_DEFAULTS: Final[dict[str, Any]] = {
-    "id": None, "name": None, "tags": {}, "argv": [], "cwd": "", "host": "", "pid": None,
-    "env": {}, "claudetrace_version": "", "source": "proxy", "started_ns": None,
+    "id": None, "num": None, "name": None, "tags": {}, "argv": [], "cwd": "", "host": "",
+    "pid": None, "env": {}, "claudetrace_version": "", "source": "proxy", "started_ns": None,
     "ended_ns": None, "last_seen_ns": None, "exit_code": None, "signal": None, "error": None,
     "cli_session_id": None, "claude_code_version": None, "model": None,
     "permission_mode": None, "event_count": 0, "byte_count": 0, "turns": 0, "num_turns": 0,
@@ -146,7 +147,7 @@ class PlainWrites:
     #: sets it.
     words_later: bool = False
 
-    def _index(self, cursor: Any, entries: list[tuple[str, int, str]]) -> None:
+    def _index(self, cursor: Any, entries: list[tuple[int, int, str]]) -> None:
         """Add message lines' words to the search index (:mod:`.textindex`)."""
         raise NotImplementedError
 
@@ -170,15 +171,17 @@ class PlainWrites:
             calls = list(recording_updates.pop(USAGE_CALLS))
         with self._transaction() as cursor:
             # The check a foreign key makes for every row, once a batch; the
-            # recording stays meanwhile.
-            if (row_count(rows) or row_count(tools)) and cursor.execute(
-                    self._HOLD, (recording_id,)).fetchone() is None:
-                raise StoreError(f"no recording {recording_id!r} to store events in")
-            for table, table_rows in (("events", rows), ("event_tools", tools)):
-                if row_count(table_rows):
-                    self._insert(cursor, table, table_rows)
-            if said:
-                self._index(cursor, said)
+            # recording stays meanwhile.  Its number keys the rows (.keys).
+            if row_count(rows) or row_count(tools):
+                held = cursor.execute(self._HOLD, (recording_id,)).fetchone()
+                if held is None:
+                    raise StoreError(f"no recording {recording_id!r} to store events in")
+                number = held[0]
+                for table, table_rows in (("events", rows), ("event_tools", tools)):
+                    if row_count(table_rows):
+                        self._insert(cursor, table, numbered(table_rows, number))
+                if said:
+                    self._index(cursor, [(number, seq, words) for _, seq, words in said])
             if calls is not None:  # the recording's calls as they stand now
                 self._replace_usage(cursor, recording_id, calls)
             if recording_updates:

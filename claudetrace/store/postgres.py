@@ -32,9 +32,9 @@ if TYPE_CHECKING:
 #: The PostgreSQL type of each column of :data:`~.rows.COLUMNS`: binary ``COPY``
 #: sends each value as its column's type (a test holds them to the models).
 COPY_TYPES: Final = {
-    "events": ("varchar", "integer", "varchar", "bigint", "bigint", "bytea", "boolean",
+    "events": ("integer", "integer", "varchar", "bigint", "bigint", "bytea", "boolean",
                "integer", "boolean", "varchar", "varchar", "varchar", "varchar"),
-    "event_tools": ("varchar", "integer", "varchar", "varchar", "varchar"),
+    "event_tools": ("integer", "integer", "varchar", "varchar", "varchar"),
     "usage_calls": ("varchar", "varchar", "bigint", "varchar", "bigint", "bigint", "bigint",
                     "bigint", "float8", "varchar", "bigint", "boolean"),
 }
@@ -172,7 +172,7 @@ class PostgresWrites(PlainWrites):
 
     #: Takes the recording's row for the batch's transaction (``FOR KEY SHARE``: it
     #: cannot be deleted meanwhile), as the store does (migration 0005).
-    _HOLD = "SELECT recordings.id FROM recordings WHERE recordings.id = %s FOR KEY SHARE"
+    _HOLD = "SELECT recordings.num FROM recordings WHERE recordings.id = %s FOR KEY SHARE"
 
     def write_rows(self, recording_id: str, rows: Rows, tools: Rows,
                    recording_updates: dict[str, Any] | None = None) -> None:
@@ -192,7 +192,7 @@ class PostgresWrites(PlainWrites):
     def _insert(self, cursor: psycopg.Cursor[Any], table: str, rows: Rows) -> None:
         copy_rows(self._conn, table, rows, self._pack if table == "events" else None)
 
-    def _index(self, cursor: psycopg.Cursor[Any], entries: list[tuple[str, int, str]]) -> None:
+    def _index(self, cursor: psycopg.Cursor[Any], entries: list[tuple[int, int, str]]) -> None:
         from .textindex import insert_postgres  # the session model: only to write
 
         insert_postgres(cursor, entries)

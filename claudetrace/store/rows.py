@@ -29,13 +29,18 @@ if TYPE_CHECKING:
 ROWS_PER_INSERT: Final = 200 if sqlite3.sqlite_version_info >= (3, 32) else 50
 #: Column order of the rows built by :func:`event_rows`.
 COLUMNS: Final = {
-    "events": ("recording_id", "seq", "direction", "t_ns", "wall_ns", "data", "eol", "size",
+    "events": ("rec", "seq", "direction", "t_ns", "wall_ns", "data", "eol", "size",
                "is_json", "type", "subtype", "request_id", "parent_tool_use_id"),
-    "event_tools": ("recording_id", "seq", "tool_use_id", "tool_name", "kind"),
+    "event_tools": ("rec", "seq", "tool_use_id", "tool_name", "kind"),
     "usage_calls": ("recording_id", "call_id", "t_ns", "model", "input_tokens",
                     "output_tokens", "cache_read_tokens", "cache_creation_tokens", "cost_usd",
                     "cost_source", "cache_creation_1h_tokens", "duplicate"),
 }
+#: The rows of ``events`` and ``event_tools`` are built with the recording's id
+#: first (:func:`event_rows`), which the writer replaces with the recording's
+#: number (:func:`numbered`) once it holds the recording for the batch: the
+#: tables key a recording's rows by its number (:mod:`.keys`).
+
 #: The column a ``COPY`` of ``events`` rows packed as they are stored sends last,
 #: after :data:`COLUMNS`' (:func:`~.postgres.copy_rows`).
 CODEC: Final = "codec"
@@ -183,17 +188,18 @@ _REPEATED: Final = ((values.text, 64), (values.text, 64), (values.ident, ID_SIZE
 
 
 def event_rows(
-    recording_id: str, events: Iterable[Event]
+    recording_id: str | int, events: Iterable[Event]
 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """Rows for ``events`` and ``event_tools`` from parsed events, as tuples in the
-    column order of :data:`COLUMNS`."""
+    column order of :data:`COLUMNS`; ``recording_id`` goes first in each (the
+    writer puts the recording's number there: :func:`numbered`), or the number."""
     rows: list[tuple[Any, ...]] = []
     tools: list[tuple[Any, ...]] = []
     _fill(recording_id, events, rows.append, tools.append)
     return rows, tools
 
 
-def flat_rows(recording_id: str, events: Iterable[Event]) -> tuple[Flat, Flat]:
+def flat_rows(recording_id: str | int, events: Iterable[Event]) -> tuple[Flat, Flat]:
     """:func:`event_rows` as :class:`Flat` rows: what the indexer hands its writer
     on SQLite."""
     rows: list[Any] = []
@@ -202,7 +208,8 @@ def flat_rows(recording_id: str, events: Iterable[Event]) -> tuple[Flat, Flat]:
     return Flat(len(COLUMNS["events"]), rows), Flat(len(COLUMNS["event_tools"]), tools)
 
 
-def _fill(recording_id: str, events: Iterable[Event], add_row: Callable[[tuple[Any, ...]], None],
+def _fill(recording_id: str | int, events: Iterable[Event],
+          add_row: Callable[[tuple[Any, ...]], None],
           add_tool: Callable[[tuple[Any, ...]], None]) -> None:
     """Give ``add_row`` and ``add_tool`` each row of ``events`` (a tuple in the column
     order of :data:`COLUMNS`): the hot path of recording, one tuple a row, no
@@ -284,6 +291,16 @@ def each_row(rows: Rows) -> Iterator[tuple[Any, ...]]:
     width, values = rows
     for start in range(0, len(values), width):
         yield tuple(values[start:start + width])
+
+
+def numbered(rows: Rows, number: int) -> Rows:
+    """``rows`` (of ``events`` or ``event_tools``) with ``number``, the recording's
+    number, as their first value (:data:`COLUMNS`' ``rec``) in place of its id."""
+    if isinstance(rows, Flat):
+        values = list(rows.values)
+        values[0::rows.width] = [number] * (len(values) // rows.width)
+        return Flat(rows.width, values)
+    return [(number, *row[1:]) for row in rows]
 
 
 def row_count(rows: Rows) -> int:

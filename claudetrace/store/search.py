@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import StoreError
 from ..model.protocol import line_text
+from . import keys
 from .backlog import catch_up
 from .packing import Unpacker, stored_dictionary
 from .textindex import SEARCHED_TYPES, fold, words
@@ -112,8 +113,14 @@ def _may_say(line: bytes, literal: bytes | None) -> bool:
 
 
 #: What :func:`search` reads of each line found, in order.
-_HIT_COLUMNS = ("e.recording_id, e.seq, e.direction, e.type, e.data, e.codec, "
+_HIT_COLUMNS = ("r.id, e.seq, e.direction, e.type, e.data, e.codec, "
                 "r.started_ns, r.name")
+#: :func:`search`'s order: the newest session first (a recording's id begins with
+#: its start time), a session's last lines first.  The index's rows are keyed by
+#: the recording's number (:mod:`.keys`), whose order is the order recordings
+#: were stored in (an old session imported today is numbered last): the id gives
+#: the order, through ``recordings``.
+_NEWEST: Final = "ORDER BY r.id DESC, e.seq DESC"
 
 
 #: On SQLite, the lines the index finds are read and sorted when they are at most
@@ -167,32 +174,34 @@ def _postgres_lines(query_words: list[str], limit: int | None, run: Run,
     common one's."""
     asked = {"q": _tsquery(query_words)}
     match = f"s.terms @@ CAST({param('q')} AS tsquery)"
-    newest = "ORDER BY recording_id DESC, seq DESC"
-    joined = (f"SELECT {_HIT_COLUMNS} FROM {{keys}} "
-              "JOIN events e ON e.recording_id = s.recording_id AND e.seq = s.seq "
-              "JOIN recordings r ON r.id = e.recording_id ")
     below: tuple[str, int] | None = None
     if limit is not None:
-        window = f"(SELECT recording_id, seq, terms FROM event_search {newest} LIMIT {FEW_LINES}) s"
-        yield from run(joined.format(keys=window)
-                       + f"WHERE {match} ORDER BY s.recording_id DESC, s.seq DESC", asked, True)
-        last = list(run(f"SELECT recording_id, seq FROM event_search {newest} "
-                        f"OFFSET {FEW_LINES - 1} LIMIT 1", {}, False))
+        # The index's newest rows: the recordings newest first (their key read
+        # backwards), each one's rows by its key, a recording's sorted at a time.
+        newest = ("FROM recordings r CROSS JOIN LATERAL (SELECT x.rec, x.seq, x.terms FROM "
+                  "event_search x WHERE x.rec = r.num) s ORDER BY r.id DESC, s.seq DESC")
+        window = f"(SELECT s.rec, s.seq, s.terms {newest} LIMIT {FEW_LINES}) s"
+        yield from run(f"SELECT {_HIT_COLUMNS} FROM {window} JOIN events e ON e.rec = s.rec "
+                       f"AND e.seq = s.seq {keys.join('e')} WHERE {match} {_NEWEST}",
+                       asked, True)
+        last = list(run(f"SELECT r.id, s.seq {newest} OFFSET {FEW_LINES - 1} LIMIT 1",
+                        {}, False))
         if not last:
             return  # the window was the whole index
         below = (last[0][0], last[0][1])
     # All at once: a server-side cursor's plan, made to give its first rows
     # soon, read the whole table for a rare word (0.64 s at 1M events).
-    keys = sorted(((rid, seq) for rid, seq in run(
-        f"SELECT s.recording_id, s.seq FROM event_search s WHERE {match}", asked, False)),
-        reverse=True)
+    found = sorted(((rid, seq) for rid, seq in run(
+        f"SELECT r.id, s.seq FROM event_search s {keys.join('s')} WHERE {match}", asked,
+        False)), reverse=True)
     if below is not None:
-        keys = [key for key in keys if key < below]
+        found = [key for key in found if key < below]
     listed = (f"unnest(CAST({param('r')} AS varchar[]), CAST({param('n')} AS integer[])) "
-              "AS s(recording_id, seq)")
-    for at in range(0, len(keys), _KEYS_A_READ):
-        part = keys[at:at + _KEYS_A_READ]
-        yield from run(joined.format(keys=listed) + "ORDER BY e.recording_id DESC, e.seq DESC",
+              "AS k(id, seq) JOIN recordings r ON r.id = k.id "
+              "JOIN events e ON e.rec = r.num AND e.seq = k.seq")
+    for at in range(0, len(found), _KEYS_A_READ):
+        part = found[at:at + _KEYS_A_READ]
+        yield from run(f"SELECT {_HIT_COLUMNS} FROM {listed} {_NEWEST}",
                        {"r": [rid for rid, _ in part], "n": [seq for _, seq in part]}, True)
 
 
@@ -204,9 +213,8 @@ def _sqlite_lines(query_words: list[str], run: Run) -> Iterator[Any]:
     end and the lines FTS5 found kept: a word many lines say is met again soon,
     and only the lines listed are read whole."""
     found = _few_rowids(query_words, run)
-    head = (f"SELECT {_HIT_COLUMNS} FROM events e JOIN recordings r ON r.id = e.recording_id "
-            "WHERE ")
-    order = " ORDER BY e.recording_id DESC, e.seq DESC"
+    head = f"SELECT {_HIT_COLUMNS} FROM recordings r JOIN events e ON e.rec = r.num WHERE "
+    order = f" {_NEWEST}"
     if found is not None:
         yield from run(f"{head}e.rowid IN ({_numbers(found)}){order}", {}, True)
         return
@@ -417,7 +425,7 @@ def recordings_saying(store: Store, needle: str) -> list[str]:
                 # to the events, a word every session says took 7.8-11.9 s at
                 # 10M events, against 0.37-0.59 s so).
                 return sorted(rid for (rid,) in run(
-                    "SELECT r.id FROM recordings r WHERE r.id IN (SELECT s.recording_id "
+                    "SELECT r.id FROM recordings r WHERE r.num IN (SELECT s.rec "
                     "FROM event_search s WHERE s.terms @@ CAST(:q AS tsquery))",
                     {"q": _tsquery(query_words)}, False))
             found_by = (_postgres_found if dialect == "postgresql" else _sqlite_found)(
@@ -441,14 +449,14 @@ def _postgres_found(query_words: list[str], run: Run) -> Found:
     asked = {"q": _tsquery(query_words)}
 
     def first() -> dict[str, int]:
-        return dict(run(f"SELECT s.recording_id, min(s.seq) FROM event_search s WHERE {match} "
-                        "GROUP BY s.recording_id", asked, False))
+        return dict(run(f"SELECT r.id, min(s.seq) FROM event_search s {keys.join('s')} "
+                        f"WHERE {match} GROUP BY r.id", asked, False))
 
     def lines(among: list[str]) -> Iterator[Any]:
-        return run("SELECT s.recording_id, s.seq, e.data, e.codec FROM event_search s JOIN "
-                   "events e ON e.recording_id = s.recording_id AND e.seq = s.seq "
-                   f"WHERE {match} AND s.recording_id = ANY(:ids)", {**asked, "ids": among},
-                   False)
+        return run("SELECT r.id, s.seq, e.data, e.codec FROM event_search s JOIN "
+                   f"events e ON e.rec = s.rec AND e.seq = s.seq {keys.join('s')} "
+                   f"WHERE {match} AND r.id = ANY(:ids)",
+                   {**asked, "ids": among}, False)
 
     return first, lines
 
@@ -467,23 +475,23 @@ def _sqlite_found(query_words: list[str], run: Run) -> Found:
 
     def first() -> dict[str, int]:
         if few is not None:
-            return dict(run(f"SELECT recording_id, min(rowid) FROM events WHERE rowid IN "
-                            f"({_numbers(few)}) GROUP BY recording_id", {}, False))
+            return dict(run(f"SELECT r.id, min(e.rowid) FROM events e {keys.join('e')} "
+                            f"WHERE e.rowid IN ({_numbers(few)}) GROUP BY r.id", {}, False))
         # (A condition on the first line would look for it again.)
         return {rid: rowid for rid, rowid in run(
-            "SELECT r.id, (SELECT min(e.rowid) FROM events e WHERE e.recording_id = r.id "
+            "SELECT r.id, (SELECT min(e.rowid) FROM events e WHERE e.rec = r.num "
             f"AND {messages} AND +e.rowid IN ({_FOUND})) FROM recordings r", asked, False)
             if rowid is not None}
 
     def lines(among: list[str]) -> Iterator[Any]:
         wanted = set(among)
         if few is not None:
-            found = run("SELECT recording_id, rowid, data, codec FROM events WHERE rowid IN "
-                        f"({_numbers(few)})", {}, False)
+            found = run(f"SELECT r.id, e.rowid, e.data, e.codec FROM events e {keys.join('e')} "
+                        f"WHERE e.rowid IN ({_numbers(few)})", {}, False)
         else:  # each line's row read by its rowid (a scan of the messages' index read more)
-            found = run("SELECT e.recording_id, e.rowid, e.data, e.codec FROM event_search s "
-                        "JOIN events e ON e.rowid = s.rowid WHERE event_search MATCH :q",
-                        asked, False)
+            found = run("SELECT r.id, e.rowid, e.data, e.codec FROM event_search s "
+                        f"JOIN events e ON e.rowid = s.rowid {keys.join('e')} "
+                        "WHERE event_search MATCH :q", asked, False)
         return (row for row in found if row[0] in wanted)
 
     return first, lines
@@ -516,20 +524,21 @@ def _saying(dialect: str, found_by: Found, wanted: str, run: Run,
     return found
 
 
-def _lines_by_key(dialect: str, keys: list[tuple[str, int]], run: Run) -> Iterator[Any]:
-    """``(recording_id, data, codec)`` of the lines ``keys`` names (:data:`Found`).
+def _lines_by_key(dialect: str, found: list[tuple[str, int]], run: Run) -> Iterator[Any]:
+    """``(recording_id, data, codec)`` of the lines ``found`` names (:data:`Found`).
     On PostgreSQL the keys are one JSON parameter (as two arrays, psycopg took
     0.06 s to write 5,000 keys, loaded)."""
-    if not keys:
+    if not found:
         return iter(())
     if dialect == "postgresql":
-        return run("SELECT e.recording_id, e.data, e.codec FROM events e JOIN "
-                   "(SELECT p->>0 AS recording_id, CAST(p->>1 AS integer) AS k "
+        return run("SELECT r.id, e.data, e.codec FROM "
+                   "(SELECT p->>0 AS id, CAST(p->>1 AS integer) AS k "
                    "FROM json_array_elements(CAST(:keys AS json)) AS p) AS f "
-                   "ON e.recording_id = f.recording_id AND e.seq = f.k",
-                   {"keys": json.dumps(keys)}, False)
-    return run("SELECT e.recording_id, e.data, e.codec FROM events e WHERE e.rowid IN "
-               f"({_numbers(k for _, k in keys)})", {}, False)
+                   "JOIN recordings r ON r.id = f.id JOIN events e ON e.rec = r.num "
+                   "AND e.seq = f.k",
+                   {"keys": json.dumps(found)}, False)
+    return run(f"SELECT r.id, e.data, e.codec FROM events e {keys.join('e')} WHERE e.rowid IN "
+               f"({_numbers(k for _, k in found)})", {}, False)
 
 
 def _catch_up_store(store: Store) -> None:

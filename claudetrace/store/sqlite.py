@@ -203,8 +203,8 @@ class SqliteWrites(PlainWrites):
         finally:
             cursor.close()
 
-    #: Takes the recording's row for the batch's transaction, or finds none.
-    _HOLD = "SELECT id FROM recordings WHERE id = ?"
+    #: Takes the recording's row (its number) for the batch's transaction, or finds none.
+    _HOLD = "SELECT num FROM recordings WHERE id = ?"
 
     def _placeholder(self, name: str) -> str:
         return "?"
@@ -214,7 +214,7 @@ class SqliteWrites(PlainWrites):
         for statement, parameters in insert_batches(table, rows, per_insert=per_insert):
             cursor.executemany(statement, parameters)
 
-    def _index(self, cursor: sqlite3.Cursor, entries: list[tuple[str, int, str]]) -> None:
+    def _index(self, cursor: sqlite3.Cursor, entries: list[tuple[int, int, str]]) -> None:
         from .textindex import insert_sqlite  # the session model: only to write
 
         insert_sqlite(cursor, entries)

@@ -25,6 +25,7 @@ from typing import Any, Final
 
 from ..model.events import Event
 from ..model.protocol import line_text, searchable_text
+from .keys import KEY
 from .rows import COLUMNS, Flat, Rows, each_row
 
 #: The line types whose text is indexed: what was said, not the protocol around it.
@@ -120,8 +121,8 @@ def postgres_words(said: str) -> str:
                     if len(w) * 4 < PG_WORD_BYTES or len(w.encode()) < PG_WORD_BYTES)
 
 
-def index_rows(rows: Rows) -> list[tuple[str, int, str]]:
-    """``(recording_id, seq, words)`` for the message lines of a batch's event
+def index_rows(rows: Rows) -> list[tuple[Any, int, str]]:
+    """``(rows' first value, seq, words)`` for the message lines of a batch's event
     rows that say anything (:func:`distinct`)."""
     if isinstance(rows, Flat):
         kinds = rows.values[_TYPE::_WIDTH]
@@ -137,11 +138,11 @@ def index_rows(rows: Rows) -> list[tuple[str, int, str]]:
     return [e for e in found if e is not None]
 
 
-def entry(recording_id: str, seq: int, direction: str,
-          data: bytes) -> tuple[str, int, str] | None:
-    """``(recording_id, seq, words)`` of one message line; None when it says nothing."""
+def entry(key: Any, seq: int, direction: str, data: bytes) -> tuple[Any, int, str] | None:
+    """``(key, seq, words)`` of one message line (``key``: its recording's number,
+    or what the caller keys it by); None when it says nothing."""
     said = distinct(line_text(bytes(data)))
-    return (recording_id, seq, said) if said else None
+    return (key, seq, said) if said else None
 
 
 def line_words(event: Event) -> str | None:
@@ -161,33 +162,35 @@ class Said(Event, gc=False):
     words: str | None = None
 
 
-def index_events(recording_id: str, events: Iterable[Event]) -> list[tuple[str, int, str]]:
-    """:func:`index_rows` of ``events``' rows, taking the words of each :class:`Said`
-    event as they come."""
+def index_events(key: Any, events: Iterable[Event]) -> list[tuple[Any, int, str]]:
+    """:func:`index_rows` of ``events``' rows (``key``: their recording's number),
+    taking the words of each :class:`Said` event as they come."""
     found = []
     for ev in events:
         said = ev.words if isinstance(ev, Said) else line_words(ev)
         if said is not None:
-            found.append((recording_id, ev.seq, said))
+            found.append((key, ev.seq, said))
     return found
 
 
-def insert_sqlite(cursor: Any, entries: list[tuple[str, int, str]]) -> None:
-    """Add ``entries`` to SQLite's ``event_search`` (FTS5), each under its event's
-    rowid (an event deleted takes its entry with it: a trigger); an entry whose
-    event is not stored is left out.
+def insert_sqlite(cursor: Any, entries: list[tuple[Any, int, str]], key: str = KEY) -> None:
+    """Add ``entries`` (``(recording's number, seq, words)``) to SQLite's
+    ``event_search`` (FTS5), each under its event's rowid (an event deleted takes
+    its entry with it: a trigger); an entry whose event is not stored is left
+    out.  ``key``: the column of ``events`` the entries' first value is (a
+    migration before 0020_recnum gives the id's).
 
     The rowids are read first, one query for each recording's range of lines,
     and the entries inserted by rowid: FTS5 took an ``INSERT … SELECT rowid``
     a line at about five times the time (4.1 s against 0.85 s for the 110k
     lines of ``bench import``'s tree)."""
-    ranges: dict[str, tuple[int, int]] = {}
+    ranges: dict[Any, tuple[int, int]] = {}
     for rid, seq, _said in entries:
         low, high = ranges.get(rid, (seq, seq))
         ranges[rid] = (min(low, seq), max(high, seq))
-    rowids: dict[tuple[str, int], int] = {}
+    rowids: dict[tuple[Any, int], int] = {}
     for rid, (low, high) in ranges.items():
-        found = cursor.execute("SELECT seq, rowid FROM events WHERE recording_id = ? "
+        found = cursor.execute(f"SELECT seq, rowid FROM events WHERE {key} = ? "
                                "AND seq BETWEEN ? AND ?", (rid, low, high))
         rowids.update(((rid, seq), rowid) for seq, rowid in found)
     cursor.executemany(
@@ -196,17 +199,19 @@ def insert_sqlite(cursor: Any, entries: list[tuple[str, int, str]]) -> None:
          if (rowid := rowids.get((rid, seq))) is not None])
 
 
-def insert_postgres(cursor: Any, entries: list[tuple[str, int, str]]) -> None:
-    """Add ``entries`` to PostgreSQL's ``event_search`` (a ``tsvector`` a line,
+def insert_postgres(cursor: Any, entries: list[tuple[Any, int, str]], key: str = KEY) -> None:
+    """Add ``entries`` (``(recording's number, seq, words)``; ``key`` as
+    :func:`insert_sqlite`'s) to PostgreSQL's ``event_search`` (a ``tsvector`` a line,
     under a GIN index), in one statement, each entry's words once
     (:func:`postgres_words`: the index took the tools shape's entries in about a
     third less time).  The words go in as they are (``array_to_tsvector``), not
     through PostgreSQL's parser, so they are SQLite's; the vectors hold no
     positions: the search asks for words (``w:* & …``), never a phrase, and a
     tool result's vector without them is about half the size."""
+    kind = "int" if key == KEY else "varchar"
     cursor.execute(
-        "INSERT INTO event_search (recording_id, seq, terms) "
+        f"INSERT INTO event_search ({key}, seq, terms) "
         "SELECT r, s, array_to_tsvector(string_to_array(w, ' ')) "
-        "FROM unnest(%s::varchar[], %s::int[], %s::text[]) AS u(r, s, w)",
+        f"FROM unnest(%s::{kind}[], %s::int[], %s::text[]) AS u(r, s, w)",
         ([e[0] for e in entries], [e[1] for e in entries],
          [postgres_words(e[2]) for e in entries]))

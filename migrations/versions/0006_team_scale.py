@@ -99,7 +99,7 @@ def upgrade() -> None:
     else:
         for statement in _SQLITE:
             op.execute(statement)
-    _index_stored_lines(insert_postgres if postgres else insert_sqlite)
+    _index_stored_lines(insert_postgres if postgres else insert_sqlite)  # keyed by id then
 
 
 def _index_stored_lines(insert: Any) -> None:
@@ -111,7 +111,7 @@ def _index_stored_lines(insert: Any) -> None:
                             f"type IN ({_TYPES}) AND type <> 'stream_event'"):
         entries = [e for e in (entry(*row) for row in page) if e is not None]
         if entries:
-            insert(cursor, entries)
+            insert(cursor, entries, key="recording_id")
     cursor.close()
 
 
