@@ -371,9 +371,10 @@ def stored_dictionary(cursor: Any, number: int, mark: str = "%s") -> bytes | Non
     return None if row is None else bytes(row[0])
 
 
-def _examples(cursor: Any, db: _Db, where: str, number: int) -> list[tuple[bytes, int]]:
+def _examples(cursor: Any, db: _Db, where: str,
+              number: int | None) -> list[tuple[bytes, int]]:
     """Up to :data:`TRAIN_LINES` lines of the rows ``where`` keeps (its one
-    parameter ``number``, a recording's number) to train a dictionary on: each
+    parameter ``number``, a recording's number; None, gone: none) to train a dictionary on: each
     line's first :data:`TRAIN_PREFIX` bytes, as read from the database, and its size."""
     rows = cursor.execute(db.sql(
         "SELECT substr(data, 1, ?), COALESCE(size, length(data)) FROM events "
