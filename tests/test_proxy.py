@@ -26,6 +26,7 @@ from claudetrace import capture as cap
 from claudetrace.errors import StoreError
 from claudetrace.indexer import open_settled_store
 from claudetrace.model.events import Event, iter_lines
+from claudetrace.pricing import NO_COST, cost_text
 from claudetrace.recording import stat_fields
 
 pytestmark = pytest.mark.usefixtures("ct_env")
@@ -559,6 +560,8 @@ def test_sigkill_of_the_proxy_ends_its_child_as_it_would_without_claudetrace(
     rec, events = latest_events(db_path)
     assert [e.data for e in events] == [b'{"type":"pid","pid":%d}' % pid]
     assert rec.status == "incomplete" and rec.exit_code is None
+    # Nothing will report its cost now: not "not yet reported", as a running one says.
+    assert cost_text(rec) == NO_COST
 
 
 STAGED = """
