@@ -498,16 +498,23 @@ def _with_stored_files(unit: Unit, known: Any) -> Unit:
     if files is None:
         return unit
     have = {os.path.abspath(p) for p in files.files}
+    #: The unit's own files by device and inode, once a stored path is not among
+    #: their names: the same file reached another way (a symlinked folder, a
+    #: folder imported then the file in it) is not another file of the session.
+    same: set[tuple[int, int]] | None = None
     more: list[Path] = []
     for name, size in ((known.extra or {}).get("files") or {}).items():
         path = _stored_path(known, name)
         if path is None or path in have or not isinstance(size, int):
             continue
         try:
-            if os.stat(path).st_size >= size:
-                more.append(Path(path))
+            st = os.stat(path)
+            if same is None:
+                same = {(own.st_dev, own.st_ino) for own in map(os.stat, files.files)}
         except OSError:
             continue  # gone: _shrunk says so
+        if (st.st_dev, st.st_ino) not in same and st.st_size >= size:
+            more.append(Path(path))
     if not more:
         return unit
     mains = [p for p in more if not is_side_chain(p)]
