@@ -523,6 +523,22 @@ def _with_stored_files(unit: Unit, known: Any) -> Unit:
     return Unit(unit.kind, unit.path, grown, unit.peeked)
 
 
+def older_imports(store: Any) -> int:
+    """How many recordings were converted from files (transcripts, claude-trace logs)
+    by a claudetrace that read them otherwise (an earlier :data:`READING`): the
+    store keeps the events it made of them, not the files, so their status, tokens
+    and cost stay as it read them until the files are imported again."""
+    current = READING.decode()
+    return sum(1 for *_, extra in store.converted_sessions([SOURCE, "claude-trace"])
+               if _reading_of(extra or {}) != current)
+
+
+def _reading_of(extra: dict[str, Any]) -> object:
+    """The :data:`READING` a converted recording was made with (kept since it is;
+    before, where the files' first lines were kept, with them)."""
+    return extra.get("reading") or extra.get("peeked_reading")
+
+
 def _peeks_of(unit: Unit) -> dict[str, Any]:
     """What a unit's recording keeps (in ``extra``) of what planning read of
     its files' first lines (:func:`stored_peeks` reads it back)."""
@@ -540,8 +556,10 @@ def _remember_peeks(opened: Callable[[], Any], unit: Unit, known: Any) -> None:
     the next plan reads it from there, not from the file.  Nothing is written
     when the recording keeps that already."""
     extra = known.extra or {}
-    peeks = _peeks_of(unit)
-    if not peeks or all(extra.get(key) == value for key, value in peeks.items()):
+    # Unchanged, so read as this version reads (the fingerprint holds READING):
+    # one imported before the reading was kept says so from now on.
+    peeks = {**_peeks_of(unit), "reading": READING.decode()}
+    if all(extra.get(key) == value for key, value in peeks.items()):
         return
     opened().update_recording(known.id, extra={**extra, **peeks})
 
@@ -964,7 +982,8 @@ def _store_converted(
     sid = info.cli_session_id or unit.path.stem
     if known is None:
         known = _recording_of(opened, source, sid, index)
-    info.extra.update(fingerprint=pending.digest, files=pending.sizes, session_id=sid)
+    info.extra.update(fingerprint=pending.digest, files=pending.sizes, session_id=sid,
+                      reading=READING.decode())
     info.extra.update(_peeks_of(unit))
     link = continues(unit.files.path) if unit.files is not None else None
     if link is not None:
@@ -1335,6 +1354,7 @@ __all__ = [
     "import_units",
     "in_parallel",
     "index_of",
+    "older_imports",
     "probe",
     "stable_recording_id",
     "stored_in_file",
