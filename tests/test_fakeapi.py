@@ -314,7 +314,7 @@ def test_explicit_tool_ids_and_stop_reasons() -> None:
 # -- replies chosen by prompt, script files, the standalone server ------------------------------
 
 
-def turn(prompt: str | list[dict[str, Any]], *after: dict[str, Any]) -> dict[str, Any]:
+def turn(prompt: str, *after: dict[str, Any]) -> dict[str, Any]:
     # The CLI ends its messages with its environment, as a system message.
     environment = {"role": "system", "content": [{"type": "text", "text": "# Environment"}]}
     return {
@@ -348,19 +348,6 @@ def test_rules_answer_by_prompt_and_step_whatever_the_order() -> None:
         assert answer_text(api, step_two) == "Sunny."
         assert answer_text(api, turn("weather in Oslo")) == "Bash"
         assert answer_text(api, turn("something else")) == "?"
-
-
-def test_a_prompt_after_an_interrupt_before_any_answer_is_the_new_one() -> None:
-    # Interrupted before any answer, the CLI (2.1.330) sends the interrupted prompt,
-    # the marker and the next prompt as one message's text blocks: matched on all
-    # of it, the slow rule answered the next prompt again (a 120 s hang in a host).
-    with FakeAPI(fallback=text("?"), scripted=lambda r: True) as api:
-        api.when("slowly", text("One, two…"))
-        api.when("still there", text("Yes."))
-        merged = [{"type": "text", "text": t} for t in (
-            "<system-reminder>x</system-reminder>\n", "Do it slowly please.\n",
-            "[Request interrupted by user]\n", "Are you still there?")]
-        assert answer_text(api, turn(merged)) == "Yes."
 
 
 def test_a_script_file_and_its_errors(tmp_path: Any) -> None:

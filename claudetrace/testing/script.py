@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..errors import ClaudeTraceError
-from ..model.protocol import INTERRUPTED_BY_USER
 from ..pattern import BadPattern, linear_regex
 from .fakeapi import Reply, error, text, thinking, tool_use
 
@@ -150,9 +149,8 @@ def prompt_and_step(body: Any) -> tuple[str, int]:
     """The prompt of a Messages request and how many answers it has had since.
 
     The prompt is the text of the last user message that carries text and no
-    tool results (the CLI adds reminders as text beside tool results), from
-    after its last interrupt marker; the step is the number of assistant
-    messages after it.
+    tool results (the CLI adds reminders as text beside tool results); the step
+    is the number of assistant messages after it.
     """
     messages = body.get("messages") if isinstance(body, dict) else None
     if not isinstance(messages, list):
@@ -179,12 +177,6 @@ def prompt_and_step(body: Any) -> tuple[str, int]:
                 and b.get("type") == "text"
                 and isinstance(b.get("text"), str)
             ]
-            # Interrupted before any answer, the CLI sends the prompt, the
-            # interrupt's marker and the next prompt as one message: the prompt
-            # is what follows the last marker, not the interrupted one again.
-            marks = [i for i, t in enumerate(texts) if t.lstrip().startswith(INTERRUPTED_BY_USER)]
-            if marks and marks[-1] + 1 < len(texts):
-                texts = texts[marks[-1] + 1:]
             if texts:
                 return "\n".join(texts), step
     return "", step
