@@ -94,23 +94,6 @@ def test_the_same_files_reached_by_another_path_are_unchanged(
                                                else " 0 updated, 2 unchanged")
 
 
-def test_a_symlinked_project_folder_is_followed_once_and_a_loop_is_not(
-    tmp_path: Path, db_path: Path
-) -> None:
-    # ``projects/-p2 -> elsewhere/-p2``: its sessions are imported, not skipped
-    # silently; a link back up reads nothing twice.
-    tree = write_tree(tmp_path / "projects", sessions=2, size=50_000, agents=1)
-    folders = sorted(p for p in tree.root.iterdir() if p.is_dir())
-    away = tmp_path / "elsewhere" / folders[-1].name
-    away.parent.mkdir()
-    folders[-1].rename(away)
-    folders[-1].symlink_to(away)
-    (folders[0] / "loop").symlink_to(tree.root)
-    (tmp_path / "elsewhere" / "up").symlink_to(tmp_path)
-    assert _import(tree.root, db_path) == "import: 2 imported, 0 updated, 0 unchanged"
-    assert _import(tree.root, db_path) == "import: 0 imported, 0 updated, 2 unchanged"
-
-
 def _rewrite(path: Path, how: str) -> None:
     """Change a word of ``path``, keeping its size and modification time."""
     st = path.stat()

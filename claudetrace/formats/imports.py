@@ -332,22 +332,9 @@ class Planner:
 
 
 def _walk(folder: Path) -> list[Path]:
-    """The files under ``folder`` with a name in :data:`_SUFFIXES`, sorted.
-
-    A symlinked folder (a project folder kept elsewhere) is followed, each folder
-    read once however many links lead to it: a link back up does not loop."""
+    """The files under ``folder`` with a name in :data:`_SUFFIXES`, sorted."""
     found: list[str] = []
-    seen: set[tuple[int, int]] = set()
-    for top, dirs, names in os.walk(folder, followlinks=True):
-        try:
-            st = os.stat(top)
-        except OSError:
-            dirs[:] = []
-            continue
-        if (st.st_dev, st.st_ino) in seen:
-            dirs[:] = []
-            continue
-        seen.add((st.st_dev, st.st_ino))
+    for top, _dirs, names in os.walk(folder):
         found += [os.path.join(top, n) for n in names if n.endswith(_SUFFIXES)]
     found.sort()
     return [Path(name) for name in found]
