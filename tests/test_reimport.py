@@ -143,16 +143,12 @@ def test_a_file_grown_is_read_again_and_the_rest_is_not(tmp_path: Path, db_path:
     assert all(p.name.startswith(owner.name) for p in opened if p.parent == owner.parent)
 
 
-def _watching(tmp_path: Path, store: Store, *, sessions: int) -> tuple[Any, Watcher, list[Any]]:
-    """A tree of ``sessions`` sessions, a watcher of it, and a list for what it says."""
-    tree = write_tree(tmp_path / "projects", sessions=sessions, size=100_000, agents=1)
-    return tree, Watcher(store, [tree.root]), []
-
-
 def test_a_watch_sees_a_file_rewritten_to_its_size_and_time(
     tmp_path: Path, store: Store
 ) -> None:
-    tree, watcher, said = _watching(tmp_path, store, sessions=2)
+    tree = write_tree(tmp_path / "projects", sessions=2, size=100_000, agents=1)
+    watcher = Watcher(store, [tree.root])
+    said: list[Any] = []
     watcher.poll(said.append, lambda path, exc: said.append(exc))
     assert [d.action for d in said] == ["imported"] * 2
     said.clear()
@@ -160,28 +156,6 @@ def test_a_watch_sees_a_file_rewritten_to_its_size_and_time(
     _rewrite(path, "in place")
     watcher.poll(said.append, lambda path, exc: said.append(exc))
     assert [(d.path, d.action) for d in said] == [(path, "updated")]
-
-
-def test_a_watched_folder_deleted_is_said_once_and_once_when_it_is_back(
-    tmp_path: Path, store: Store
-) -> None:
-    tree, watcher, said = _watching(tmp_path, store, sessions=1)
-
-    def poll() -> None:
-        watcher.poll(said.append, lambda path, exc: said.append(str(exc)),
-                     lambda: said.append("back"))
-
-    poll()
-    assert [d.action for d in said] == ["imported"]
-    said.clear()
-    tree.root.rename(tmp_path / "away")
-    for _ in range(4):
-        poll()
-    assert len(said) == 1 and "no such file or folder" in said[0], said
-    (tmp_path / "away").rename(tree.root)
-    poll()
-    poll()
-    assert said[1:] == ["back"]
 
 
 def test_what_a_session_folder_holds_besides_is_skipped_again_unread(

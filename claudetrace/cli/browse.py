@@ -716,13 +716,10 @@ def _watch(store: Any, paths: tuple[str, ...], interval: float, planner: Any,
         said = str(exc).removeprefix(f"{path}: ")  # a transcript's error names it already
         say(f"claudetrace: {path}: {said}", err=True)
 
-    def back() -> None:
-        say(f"claudetrace: {', '.join(paths)}: there again; watching it", err=True)
-
     say(f"watching {', '.join(paths)} (Ctrl-C to stop)", err=True)
     try:
         while True:
-            watcher.poll(tally.add, failed, back)
+            watcher.poll(tally.add, failed)
             time.sleep(interval)
     except KeyboardInterrupt:
         pass

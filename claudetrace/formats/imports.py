@@ -1299,29 +1299,17 @@ class Watcher:
         self.planner = Planner()
         self.seen: dict[Path, tuple[tuple[int, ...], ...]] = {}
         self.said: set[tuple[Path, str]] = set()
-        #: Why the paths could not be looked at last time (a folder deleted): said
-        #: once, not at every look, until they can be again.
-        self.unreadable: str | None = None
 
     def poll(
-        self, report: Callable[[Imported], None], errors: Callable[[Path, Exception], None],
-        back: Callable[[], None] | None = None,
+        self, report: Callable[[Imported], None], errors: Callable[[Path, Exception], None]
     ) -> None:
         """Look once; ``report`` each session imported, updated, truncated or file
-        skipped (once), ``errors`` each failure (the paths' own, such as a folder
-        gone, once while it lasts); ``back``: told once the paths can be looked at
-        again after such a failure."""
+        skipped (once), ``errors`` each failure."""
         try:
             units, skipped = self.planner.plan(self.paths)
         except ClaudeTraceError as exc:
-            if str(exc) != self.unreadable:
-                self.unreadable = str(exc)
-                errors(Path(str(self.paths[0])), exc)
+            errors(Path(str(self.paths[0])), exc)
             return
-        if self.unreadable is not None:
-            self.unreadable = None
-            if back is not None:
-                back()
         for done in skipped:
             if (done.path, done.note) not in self.said:
                 self.said.add((done.path, done.note))
