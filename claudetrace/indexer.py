@@ -48,7 +48,7 @@ from .errors import ClaudeTraceError
 from .model import Session
 from .model.events import Direction, Event, forget_all_parsed
 from .model.summary import figure_sums, outcome_columns, summary_columns, usage_warnings
-from .recording import EventSink, RecordingInfo
+from .recording import EventSink, RecordingInfo, kill_if_same
 from .telemetry.latency import LatencyFold
 
 if TYPE_CHECKING:
@@ -520,13 +520,16 @@ def follow(
     give_up_s: float = GIVE_UP_S,
     replace: bool = False,
     add_words: Callable[[str, Callable[[], bool]], bool] | None = None,
+    orphaned: Callable[[], object] | None = None,
 ) -> IndexReport:
     """Store everything in ``capture`` (following it while its proxy runs), then delete it.
 
     ``replace`` first deletes what an earlier, interrupted indexer stored of the
     same recording.  ``add_words``: adds the search words a burst's batches left
-    out while the input pauses (:meth:`Indexer.add_words`).  Raises
-    :class:`GaveUp` (the file stays) when the store cannot be written.
+    out while the input pauses (:meth:`Indexer.add_words`).  ``orphaned``: called
+    when the proxy has gone without recording its child's exit (it was killed,
+    by SIGKILL say).  Raises :class:`GaveUp` (the file stays) when the store
+    cannot be written.
     """
     reader = cap.CaptureReader(capture)
     wakeups = _Wakeups(wakeup_fd)
@@ -548,6 +551,8 @@ def follow(
                 quiet_since = time.monotonic()
                 continue
             if wakeups.gone:
+                if orphaned is not None and not indexer.ended:
+                    orphaned()
                 break
             indexer.maybe_flush(busy=False)
             timeout = indexer.wait_timeout()
@@ -738,14 +743,19 @@ def _set_aside(capture: Path, suffix: str, reason: str, quiet: bool) -> Path:
 
 
 def indexer_command(
-    capture: Path, lock_fd: int, wakeup_fd: int, otel: dict[str, Any] | None
+    capture: Path, lock_fd: int, wakeup_fd: int, otel: dict[str, Any] | None,
+    child: tuple[int, int] | None = None,
 ) -> list[str]:
     """The indexer's command line; the database comes in ``$CLAUDETRACE_DB`` (not argv,
-    where other users could read a password)."""
+    where other users could read a password).  ``child``: the proxy's child, its pid
+    and start time (:func:`~claudetrace.recording.start_time`), which the indexer
+    ends should the proxy die without recording the child's exit."""
     argv = [
         sys.executable, "-m", "claudetrace.indexer", str(capture),
         "--lock-fd", str(lock_fd), "--wakeup-fd", str(wakeup_fd),
     ]
+    if child is not None:
+        argv += ["--child", f"{child[0]}:{child[1]}"]
     if otel is not None:
         argv += ["--otel", json.dumps(otel)]
     return argv
@@ -844,6 +854,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lock-fd", type=int)
     parser.add_argument("--wakeup-fd", type=int)
     parser.add_argument("--otel")
+    parser.add_argument("--child", help="the proxy's child: PID:START_TICKS")
     args = parser.parse_args(argv)
     # The session's end is the proxy's business: a Ctrl-C meant for the CLI must
     # not stop us storing what it said.
@@ -892,6 +903,7 @@ def main(argv: list[str] | None = None) -> int:
         report = follow(
             args.capture, store, wakeup_fd=args.wakeup_fd, sinks_for=sinks_for, give_up_s=give_up,
             add_words=functools.partial(_add_running_words, url),
+            orphaned=_orphan_ender(args.child),
         )
         # Stored, and the capture file is gone: a reader waiting on its lock goes
         # on now, not once the writer has tidied up (SQLite folds its log into the
@@ -907,6 +919,24 @@ def main(argv: list[str] | None = None) -> int:
         _say(problem)
     _pack_lines(url, report.recording_id)
     return 0
+
+
+def _orphan_ender(child: str | None) -> Callable[[], object] | None:
+    """What ends the proxy's child (``PID:START_TICKS``) when the proxy died first.
+
+    A host that SIGKILLs the process it started (Go's ``exec.CommandContext`` on a
+    timeout) would have killed the CLI itself without claudetrace; the proxy
+    cannot catch SIGKILL to pass it on, so the child would run on, orphaned.
+    It gets the same SIGKILL here, unless its pid now names another process.
+    """
+    if child is None:
+        return None
+    pid, _, ticks = child.partition(":")
+    try:
+        target, started = int(pid), int(ticks)
+    except ValueError:
+        return None
+    return functools.partial(kill_if_same, target, started, signal.SIGKILL)
 
 
 def _add_running_words(url: str, recording_id: str, stop: Callable[[], bool]) -> bool:

@@ -295,8 +295,12 @@ NOT_YET: Final = "not yet reported"
 
 
 def _not_yet(rec: Any) -> bool:
-    """Whether a stored recording runs before its first result, nothing charged yet."""
-    return rec.ended_ns is None and rec.result_subtype is None and not rec.cost_usd
+    """Whether a stored recording runs before its first result, nothing charged yet.
+
+    Only a running one: a recording that stopped before its CLI exited (its proxy
+    killed) will never report a cost, and says so as an ended session does."""
+    return (rec.ended_ns is None and rec.result_subtype is None and not rec.cost_usd
+            and rec.status == "running")
 
 
 def known_cost(rec: Any) -> float | None:

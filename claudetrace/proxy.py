@@ -39,7 +39,7 @@ from . import capture as cap
 from .config import DB_ENV
 from .errors import ChildStartError
 from .model.events import Direction
-from .recording import RecordingInfo
+from .recording import RecordingInfo, start_time
 from .redact import redact_argv, redact_env
 from .spawn import FORWARDED_SIGNALS, Started, launch
 
@@ -316,7 +316,7 @@ def run_proxy(
     for thread in threads:
         _start_helper(thread)
     if writer is not None:
-        _start_indexer(writer, options, otel)
+        _start_indexer(writer, options, otel, child.pid)
     # The modules loaded by now are many long-lived objects; freezing them keeps
     # full garbage collections from walking them all and stalling forwarding.
     gc.freeze()
@@ -407,9 +407,17 @@ def _open_capture(
 
 def _start_indexer(
     writer: cap.CaptureWriter, options: ProxyOptions, otel: dict[str, Any] | None,
+    child_pid: int | None = None,
 ) -> None:
-    """Start the indexer process that stores the capture file behind us."""
+    """Start the indexer process that stores the capture file behind us.
+
+    ``child_pid``: our child, not reaped yet, so that its start time read here is
+    its own; the indexer ends it should we die first (SIGKILL cannot be passed on).
+    """
     import subprocess
+
+    started = None if child_pid is None else start_time(child_pid)
+    child = None if child_pid is None or started is None else (child_pid, started)
 
     try:
         lock_fd = cap.open_lock(writer.path)
@@ -425,7 +433,7 @@ def _start_indexer(
     env[DB_ENV] = cap.resolve_url(options.db)
     try:
         indexer = subprocess.Popen(
-            indexer_command(writer.path, lock_fd, wake_r, otel),
+            indexer_command(writer.path, lock_fd, wake_r, otel, child),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

@@ -111,6 +111,19 @@ def start_time(pid: int) -> int | None:
         return None
 
 
+def kill_if_same(pid: int, started: int | None, signum: int) -> bool:
+    """Send ``signum`` to process ``pid`` if it is still the one that started at
+    ``started`` (clock ticks, :func:`start_time`), not another that took its pid
+    since; True when it was sent."""
+    if started is None or start_time(pid) != started:
+        return False
+    try:
+        os.kill(pid, signum)
+    except OSError:
+        return False
+    return True
+
+
 def process_started_ns(pid: int) -> int | None:
     """When process ``pid`` started (Unix ns, to about a second), or None where
     that cannot be told (no such process, not Linux)."""

@@ -136,6 +136,31 @@ def test_db_upgrade_and_url(db_path: Path) -> None:
     assert invoke("db", "url", "--db", str(db_path)).stdout.strip() == f"sqlite:///{db_path}"
 
 
+def test_db_upgrade_says_how_many_recordings_an_older_version_imported(
+    db_path: Path, tmp_path: Path,
+) -> None:
+    # The store keeps the events an import made, not the transcript: a recording
+    # imported by an older reading keeps its figures until its files come again.
+    import shutil
+
+    projects = tmp_path / "projects"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "transcripts" / "projects"
+                    / "-home-dev-mid", projects / "-home-dev-mid")
+    assert invoke("import", str(projects), "--db", str(db_path)).exit_code == 0
+    fresh = invoke("db", "upgrade", "--db", str(db_path))
+    assert fresh.exit_code == 0 and "older" not in fresh.stdout + fresh.stderr
+    with sqlite3.connect(db_path) as conn:  # as an import before the reading was kept
+        conn.execute("UPDATE recordings SET extra = json_set(json_remove(extra, '$.reading'),"
+                     " '$.peeked_reading', '4', '$.fingerprint', 'read otherwise')")
+    older = invoke("db", "upgrade", "--db", str(db_path))
+    assert older.exit_code == 0
+    assert "1 recording imported by an older claudetrace: status, tokens and cost as it " \
+        "read the files; `claudetrace import` the files again" in older.stdout + older.stderr
+    assert "1 updated" in invoke("import", str(projects), "--db", str(db_path)).stderr
+    again = invoke("db", "upgrade", "--db", str(db_path))
+    assert "older" not in again.stdout + again.stderr
+
+
 def test_db_comes_from_the_environment(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CLAUDETRACE_DB", str(db_path))
     result = invoke("import", str(SAMPLES[0]))

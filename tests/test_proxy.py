@@ -26,6 +26,8 @@ from claudetrace import capture as cap
 from claudetrace.errors import StoreError
 from claudetrace.indexer import open_settled_store
 from claudetrace.model.events import Event, iter_lines
+from claudetrace.pricing import NO_COST, cost_text
+from claudetrace.recording import stat_fields
 
 pytestmark = pytest.mark.usefixtures("ct_env")
 
@@ -522,6 +524,44 @@ def test_sigkill_of_the_proxy_mid_stream_stores_it_incomplete_without_gaps(db_pa
     assert received and len(ticks) >= len(received)
     assert rec.status == "incomplete" and rec.ended_ns is None and rec.exit_code is None
     assert not list(capture_dir(db_path).glob("*" + cap.SUFFIX))
+
+
+def test_sigkill_of_the_proxy_ends_its_child_as_it_would_without_claudetrace(
+    db_path: Path, tmp_path: Path,
+) -> None:
+    # A host that SIGKILLs what it started (Go's exec.CommandContext on a timeout)
+    # kills the CLI itself without claudetrace; the proxy cannot pass SIGKILL on,
+    # so the indexer, which outlives it, ends the child.
+    child = py_child(
+        """
+        import os, time
+        print('{"type":"pid","pid":%d}' % os.getpid(), flush=True)
+        time.sleep(120)
+        """
+    )
+    with spawn(proxy_argv(db_path, *child), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+               start_new_session=True) as proc:
+        assert proc.stdout is not None
+        pid = json.loads(proc.stdout.readline())["pid"]
+        try:
+            wait_until(lambda: indexer_pids(tmp_path), "the indexer")
+            proc.kill()
+            proc.wait()
+
+            def gone() -> bool:
+                fields = stat_fields(pid)
+                return fields is None or fields[0] == b"Z"
+
+            wait_until(gone, "the orphaned child to end")
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+    # What it said is stored, and the recording is over, never ended by an exit.
+    rec, events = latest_events(db_path)
+    assert [e.data for e in events] == [b'{"type":"pid","pid":%d}' % pid]
+    assert rec.status == "incomplete" and rec.exit_code is None
+    # Nothing will report its cost now: not "not yet reported", as a running one says.
+    assert cost_text(rec) == NO_COST
 
 
 STAGED = """

@@ -77,6 +77,23 @@ def test_an_unchanged_tree_is_found_so_from_stat_alone(tmp_path: Path, db_path: 
     assert _files(db_path) == before
 
 
+def test_the_same_files_reached_by_another_path_are_unchanged(
+    tmp_path: Path, db_path: Path
+) -> None:
+    # A symlinked folder, a folder then the file in it: the same file, not a second
+    # file of its session to store it again with.
+    tree = write_tree(tmp_path / "projects", sessions=2, size=100_000, agents=1)
+    link = tmp_path / "plink"
+    link.symlink_to(tree.root)
+    assert _import(tree.root, db_path) == "import: 2 imported, 0 updated, 0 unchanged"
+    for path in (link, tree.root, link, tree.root):
+        assert _import(path, db_path) == "import: 0 imported, 0 updated, 2 unchanged"
+    one = sorted(tree.root.glob("*/*.jsonl"))[0]
+    for path in (one, link / one.relative_to(tree.root), tree.root):
+        assert _import(path, db_path).endswith(" 0 updated, 1 unchanged" if path != tree.root
+                                               else " 0 updated, 2 unchanged")
+
+
 def _rewrite(path: Path, how: str) -> None:
     """Change a word of ``path``, keeping its size and modification time."""
     st = path.stat()

@@ -621,3 +621,25 @@ def test_a_long_bash_command_s_task_is_no_subagent() -> None:
     assert shape(spans)[1:4] == ["  turn 1", "    chat m", "    execute_tool Bash"]
     from claudetrace.model import fold
     assert fold(events).subagents == {}
+
+
+def test_a_call_the_cli_counted_but_never_showed_nests_under_its_own_turn() -> None:
+    """A result that reports more tokens than the calls seen (a title request, a
+    call through a fake API that streams no usage) adds an unobserved call: its
+    chat span is its turn's, like every chat, not the root's."""
+    info, events = load("plain")
+    first = next(e for e in events if e.fields.type == "result")
+    result = json.loads(first.data)
+    result["modelUsage"]["claude-opus-5-5"]["inputTokens"] += 1000
+    more = Event(first.seq, first.direction, first.t_ns, json.dumps(result).encode())
+    spans = build_spans(info, [more if e is first else e for e in events])
+    assert shape(spans) == [
+        "invoke_agent claude-code",
+        "  control initialize",
+        "  turn 1",
+        "    chat claude-opus-5-5",
+        "    chat claude-opus-5-5",
+    ]
+    [unseen] = [s for s in spans if s.attributes.get(c.USAGE_SOURCE) == "unobserved"]
+    [turn] = named(spans, "turn 1")
+    assert unseen.parent_id == turn.span_id

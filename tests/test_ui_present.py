@@ -193,6 +193,9 @@ def test_cost_text_says_its_source_and_never_zero_for_unknown() -> None:
     from claudetrace.ui.present import cost_text
 
     assert cost_text(rec()) == "not yet reported"
+    # Stopped before its first result (its proxy killed): nothing will report it now.
+    assert cost_text(rec(status="incomplete", model_calls=0)) == "— (no model calls)"
+    assert cost_text(rec(status="incomplete")) == "unknown"
     assert cost_text(rec(status="ok", ended_ns=1, cost_usd=0.5, cost=0.5, cost_origin="cli")
                      ) == "$0.5000"
     assert cost_text(rec(status="ok", ended_ns=1, cost_usd=0.5, cost=0.5,

@@ -752,6 +752,20 @@ def db_upgrade(db_url: str | None) -> None:
         say(f"{shown}: already at revision {head}")
     else:
         say(f"{shown}: upgraded from {before or 'empty'} to {head}")
+    from ..formats.imports import older_imports
+    from ..store import open_store
+
+    store = open_store(db_url, create=False)
+    try:
+        older = older_imports(store)
+    finally:
+        store.close()
+    if older:
+        # The store keeps the events an import made, not the files: nothing here
+        # can read them again as this version would.
+        say(f"{plural(older, 'recording')} imported by an older claudetrace: status, "
+            "tokens and cost as it read the files; `claudetrace import` the files again "
+            "to refresh them (Claude Code deletes its transcripts after 30 days)")
 
 
 @db.command("url")

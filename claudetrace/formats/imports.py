@@ -515,22 +515,45 @@ def _with_stored_files(unit: Unit, known: Any) -> Unit:
     if files is None:
         return unit
     have = {os.path.abspath(p) for p in files.files}
+    #: The unit's own files by device and inode, once a stored path is not among
+    #: their names: the same file reached another way (a symlinked folder, a
+    #: folder imported then the file in it) is not another file of the session.
+    same: set[tuple[int, int]] | None = None
     more: list[Path] = []
     for name, size in ((known.extra or {}).get("files") or {}).items():
         path = _stored_path(known, name)
         if path is None or path in have or not isinstance(size, int):
             continue
         try:
-            if os.stat(path).st_size >= size:
-                more.append(Path(path))
+            st = os.stat(path)
+            if same is None:
+                same = {(own.st_dev, own.st_ino) for own in map(os.stat, files.files)}
         except OSError:
             continue  # gone: _shrunk says so
+        if (st.st_dev, st.st_ino) not in same and st.st_size >= size:
+            more.append(Path(path))
     if not more:
         return unit
     mains = [p for p in more if not is_side_chain(p)]
     sides = [p for p in more if is_side_chain(p)]
     grown = SessionFiles(files.session_id, [*files.mains, *mains], [*files.sides, *sides])
     return Unit(unit.kind, unit.path, grown, unit.peeked)
+
+
+def older_imports(store: Any) -> int:
+    """How many recordings were converted from files (transcripts, claude-trace logs)
+    by a claudetrace that read them otherwise (an earlier :data:`READING`): the
+    store keeps the events it made of them, not the files, so their status, tokens
+    and cost stay as it read them until the files are imported again."""
+    current = READING.decode()
+    return sum(1 for *_, extra in store.converted_sessions([SOURCE, "claude-trace"])
+               if _reading_of(extra or {}) != current)
+
+
+def _reading_of(extra: dict[str, Any]) -> object:
+    """The :data:`READING` a converted recording was made with (kept since it is;
+    before, where the files' first lines were kept, with them)."""
+    return extra.get("reading") or extra.get("peeked_reading")
 
 
 def _peeks_of(unit: Unit) -> dict[str, Any]:
@@ -550,8 +573,10 @@ def _remember_peeks(opened: Callable[[], Any], unit: Unit, known: Any) -> None:
     the next plan reads it from there, not from the file.  Nothing is written
     when the recording keeps that already."""
     extra = known.extra or {}
-    peeks = _peeks_of(unit)
-    if not peeks or all(extra.get(key) == value for key, value in peeks.items()):
+    # Unchanged, so read as this version reads (the fingerprint holds READING):
+    # one imported before the reading was kept says so from now on.
+    peeks = {**_peeks_of(unit), "reading": READING.decode()}
+    if all(extra.get(key) == value for key, value in peeks.items()):
         return
     opened().update_recording(known.id, extra={**extra, **peeks})
 
@@ -974,7 +999,8 @@ def _store_converted(
     sid = info.cli_session_id or unit.path.stem
     if known is None:
         known = _recording_of(opened, source, sid, index)
-    info.extra.update(fingerprint=pending.digest, files=pending.sizes, session_id=sid)
+    info.extra.update(fingerprint=pending.digest, files=pending.sizes, session_id=sid,
+                      reading=READING.decode())
     info.extra.update(_peeks_of(unit))
     link = continues(unit.files.path) if unit.files is not None else None
     if link is not None:
@@ -1367,6 +1393,7 @@ __all__ = [
     "import_units",
     "in_parallel",
     "index_of",
+    "older_imports",
     "probe",
     "stable_recording_id",
     "stored_in_file",

@@ -225,7 +225,7 @@ class SpanBuilder(SpanTree):
         if turn.interrupted:
             attrs[c.INTERRUPTED] = True
         self._close_children(span, now, reason)
-        self._release_chats(turn.number)
+        self._release_chats(turn.number, span)
         if turn.failed:
             span.set_error(f"ended with {turn.ended_with}")
         self._end(span, now)

@@ -345,9 +345,10 @@ class SpanTree:
         span.attributes.update(usage_of(call.usage))
         span.attributes[c.USAGE_SOURCE] = call.usage_source
 
-    def _release_chats(self, turn: int | None) -> None:
+    def _release_chats(self, turn: int | None, turn_span: SpanRecord | None = None) -> None:
         """Emit the parked model calls of ``turn`` (all when None) with their final usage,
-        and a span for each call the CLI counted but never showed (a subagent's)."""
+        and a span for each call the CLI counted but never showed (a subagent's), under
+        ``turn_span``, the turn's own span."""
         keep = []
         for entry, call, error in self._parked:
             if turn is not None and call.turn != turn:
@@ -363,13 +364,12 @@ class SpanTree:
         model_turn = self._model_turn_number(turn)
         for call in model_turn.calls if model_turn else ():
             if not call.observed:
-                self._unobserved_chat(call)
+                self._unobserved_chat(call, turn_span)
 
-    def _unobserved_chat(self, call: ModelCall) -> None:
-        # Under the subagent that made it, else its tool call, else the turn.
-        parent = self._agents.get(call.lane or "") or self._tools.get(call.lane or "")
-        if parent is None and self._turns:
-            parent = self._turns[0]
+    def _unobserved_chat(self, call: ModelCall, turn: SpanRecord | None) -> None:
+        # Under the subagent that made it, else its tool call, else its own turn
+        # (which has left the open turns by now: its result is being read).
+        parent = self._agents.get(call.lane or "") or self._tools.get(call.lane or "") or turn
         attrs: Attributes = {
             c.GEN_AI_OPERATION_NAME: c.OP_CHAT,
             c.GEN_AI_PROVIDER_NAME: c.PROVIDER,
