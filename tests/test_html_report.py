@@ -355,14 +355,15 @@ new MutationObserver(function (changes, observer) {
 
 @pytest.mark.slow
 @needs_chromium
-def test_50k_line_report_draws_a_bounded_first_screenful(
+def test_a_long_report_draws_a_bounded_first_screenful(
     browser: Any, store: Store, tmp_path: Path
 ) -> None:
-    # What keeps a 50k-line report quick to open (3 s to the first screenful, as the
-    # README says) is how much it draws before then: the first 300 rows of the
+    # What keeps a 50k-line report quick to open (3 s to the first screenful, see
+    # docs/views.md) is how much it draws before then: the first 300 rows of the
     # conversation, no other tab, the rest in later slices. Counted here, not timed:
-    # a loaded machine misses any wall-clock bound.
-    rid = big_session(store, 50_000)
+    # a loaded machine misses any wall-clock bound. Counted, 10,000 lines (2,778
+    # rows) show it as 50,000 do, in a fifth of the time.
+    rid = big_session(store, 10_000)
     rec = store.get(rid)
     path = tmp_path / "big.html"
     with path.open("w") as out:
@@ -379,7 +380,7 @@ def test_50k_line_report_draws_a_bounded_first_screenful(
         assert page.get_by_text("big turn 0", exact=True).first.is_visible()
         # Then the rest of the conversation, in slices, every row in the end.
         total = len(embedded(path.read_text())["conv"])
-        assert total > 10 * first["rows"]
+        assert total > 5 * first["rows"]
         page.wait_for_function(
             f"document.querySelectorAll('#conv > .item').length === {total}", timeout=120_000
         )
