@@ -15,11 +15,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from claudetrace.indexer import open_settled_store
 from claudetrace.store import Store
 from claudetrace.testing import FakeAPI
 from claudetrace.testing.harness import bundled_cli
+
+# Hypothesis times each example and its generation on the wall clock: on a loaded
+# machine a test past its deadline, or generating too slowly, failed with no bug found.
+# Neither is a check of the code; a test that sets its own settings keeps this for the
+# rest (its decorator is built after this profile is loaded).
+settings.register_profile(
+    "claudetrace", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("claudetrace")
 
 # A suite started in the background (as a shell starts an asynchronous command,
 # and some CI runners do) has Ctrl-C ignored, and every process it starts would

@@ -209,7 +209,9 @@ chunk_lists = st.lists(
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(chunks=chunk_lists, block=st.integers(1, 9000), end=st.booleans(),
        spliced=st.lists(st.booleans(), max_size=40))

@@ -199,11 +199,19 @@ def test_malformed_and_unreadable_cassettes(db_path: Path, tmp_path: Path) -> No
     assert json.loads(invoke("sessions", "--db", str(db_path), "--json").stdout) == []
 
 
+#: 2023-11-14 22:13:20 UTC.
+STARTED_NS = 1_700_000_000_000_000_000
+
+
 def _big_cassette(path: Path, events: int, *, bad_at: int | None = None) -> int:
-    """A cassette of ``events`` 1 KB lines (the one at ``bad_at`` malformed); its size."""
+    """A cassette of ``events`` 1 KB lines (the one at ``bad_at`` malformed); its size.
+
+    Its header says when it started: without a time anywhere, an import reads the
+    whole file for one before it stores a line (10 s of a 200,000-line import)."""
     payload = "x" * 1000
     with path.open("w") as out:
-        out.write('{"claudetrace": "cassette", "version": 1}\n')
+        header = {"claudetrace": "cassette", "version": 1, "started_ns": STARTED_NS}
+        out.write(json.dumps(header) + "\n")
         for seq in range(events):
             direction = "sideways" if seq == bad_at else "out"
             out.write(json.dumps({"seq": seq, "t": seq / 1000, "dir": direction,

@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,26 +94,38 @@ def build_go_host(go: str) -> Path:
 
     Several test sessions may share the working tree, so the build runs under an
     advisory lock of its own (not on ``go.sum``: the go command locks that file
-    itself while it reads it).
+    itself while it reads it).  A first build (no host built yet) downloads the
+    modules and compiles them: 8 minutes at load 19, past the tests' timeout.  Not
+    done within :data:`BUILD_TIMEOUT`, it goes on in the background and the tests
+    skip saying so; the next run finds it done.  A build over a built host that
+    takes that long (CI built it first) fails.
     """
     binary = GO_CACHE / "bin" / "gohost"
     GO_CACHE.mkdir(parents=True, exist_ok=True)
+    built_before = binary.exists()
+    log, status = GO_CACHE / "build.log", GO_CACHE / "build.status"
     with open(GO_CACHE / "build.lock", "wb") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            done = subprocess.run(
-                [go, "build", "-o", str(binary), "."],
-                cwd=GO_DIR,
-                env=go_env(),
-                capture_output=True,
-                text=True,
-                timeout=BUILD_TIMEOUT,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"go build in tests/go took more than {BUILD_TIMEOUT} s (module proxy?)")
-    if done.returncode != 0:
-        pytest.fail(f"go build in tests/go failed:\n{done.stderr[-3000:]}")
+        status.unlink(missing_ok=True)
+        # In the background of a shell that exits at once, so that a build this
+        # session stops waiting for is not a child it leaves running.
+        subprocess.run(
+            ["sh", "-c", '("$1" build -o "$2" . > "$3" 2>&1; echo $? > "$4.new"; '
+             'mv "$4.new" "$4") &', "sh", go, str(binary), str(log), str(status)],
+            cwd=GO_DIR, env=go_env(), start_new_session=True, check=True,
+        )
+        deadline = time.monotonic() + BUILD_TIMEOUT
+        while not status.exists():
+            if time.monotonic() > deadline:
+                if built_before:
+                    pytest.fail(f"go build in tests/go took more than {BUILD_TIMEOUT} s "
+                                "over a host built before")
+                pytest.skip(f"the first go build of tests/go was not done after "
+                            f"{BUILD_TIMEOUT} s; it goes on into .ci/go (its output in "
+                            ".ci/go/build.log) and the next run uses it")
+            time.sleep(0.1)
+    if status.read_text().strip() != "0":
+        pytest.fail(f"go build in tests/go failed:\n{log.read_text()[-3000:]}")
     return binary
 
 

@@ -339,25 +339,53 @@ def test_report_in_chromium_offline(browser: Any, store: Store, tmp_path: Path) 
         view.close()
 
 
+#: Records, when the page marks its first screenful drawn (``data-shown``), how many
+#: conversation rows and how many nodes the page held then, before its next task runs.
+FIRST_SCREENFUL = """
+new MutationObserver(function (changes, observer) {
+  observer.disconnect();
+  window.firstScreenful = {
+    rows: document.querySelectorAll("#conv > .item").length,
+    nodes: document.getElementsByTagName("*").length,
+    timeline: document.querySelectorAll("#wf *").length,
+  };
+}).observe(document, {subtree: true, attributes: true, attributeFilter: ["data-shown"]});
+"""
+
+
 @pytest.mark.slow
 @needs_chromium
-def test_50k_line_report_opens_in_under_3_s(browser: Any, store: Store, tmp_path: Path) -> None:
-    rid = big_session(store, 50_000)
+def test_a_long_report_draws_a_bounded_first_screenful(
+    browser: Any, store: Store, tmp_path: Path
+) -> None:
+    # What keeps a 50k-line report quick to open (3 s to the first screenful, see
+    # docs/views.md) is how much it draws before then: the first 300 rows of the
+    # conversation, no other tab, the rest in later slices. Counted here, not timed:
+    # a loaded machine misses any wall-clock bound. Counted, 10,000 lines (2,778
+    # rows) show it as 50,000 do, in a fifth of the time.
+    rid = big_session(store, 10_000)
     rec = store.get(rid)
     path = tmp_path / "big.html"
     with path.open("w") as out:
         write_report(out, rec, store.iter_events(rid))
     view = Offline(browser, path)
     try:
+        view.page.add_init_script(FIRST_SCREENFUL)
         page = view.open()
-        page.locator("html[data-shown]").wait_for(state="attached", timeout=30_000)
-        # The page's own clock, from navigation start to the first screenful drawn
-        # (Playwright's round trips on a loaded machine are not the page's time).
-        shown_ms = int(page.locator("html").get_attribute("data-shown"))
-        assert shown_ms < 3000, f"first screenful after {shown_ms} ms"
+        page.locator("html[data-shown]").wait_for(state="attached", timeout=60_000)
+        first = page.wait_for_function("window.firstScreenful", timeout=60_000).json_value()
+        assert first["rows"] == 300, first
+        assert first["timeline"] == 0, first
+        assert first["nodes"] < 20 * first["rows"], first
         assert page.get_by_text("big turn 0", exact=True).first.is_visible()
+        # Then the rest of the conversation, in slices, every row in the end.
+        total = len(embedded(path.read_text())["conv"])
+        assert total > 5 * first["rows"]
+        page.wait_for_function(
+            f"document.querySelectorAll('#conv > .item').length === {total}", timeout=120_000
+        )
         page.get_by_role("tab", name="Timeline").click()
-        page.locator("#timeline").get_by_text("invoke_agent claude-code").wait_for(timeout=10_000)
+        page.locator("#timeline").get_by_text("invoke_agent claude-code").wait_for(timeout=30_000)
         view.check()
     finally:
         view.close()

@@ -230,13 +230,13 @@ def test_stderr_and_exit_code_are_replayed(tmp_path: Path) -> None:
     assert json.loads(proc.stdout) == RESULT
 
 
-# At full speed the recorded 0.8 s gap is not waited for; at speed 2 it is halved (0.4 s):
-# each upper bound stays below what the next slower pace would take (0.4 s, 0.8 s), with
-# room for a loaded machine.
-@pytest.mark.parametrize(("speed", "low", "high"), [(None, 0.0, 0.35), (2.0, 0.35, 0.75)])
+# At full speed the recorded 4 s gap is not waited for; at speed 2 it is halved (2 s):
+# each upper bound stays below what the next slower pace would take (2 s, 4 s), with
+# seconds of room for a loaded machine (0.8 s gaps left 50 ms, too little at load 20).
+@pytest.mark.parametrize(("speed", "low", "high"), [(None, 0.0, 1.9), (2.0, 1.95, 3.9)])
 def test_timing(tmp_path: Path, speed: float | None, low: float, high: float) -> None:
     path = write(
-        tmp_path, [("in", 0.0, user("one")), ("out", 0.5, {"type": "a"}), ("out", 0.8, RESULT)]
+        tmp_path, [("in", 0.0, user("one")), ("out", 2.5, {"type": "a"}), ("out", 4.0, RESULT)]
     )
     engine = ReplayEngine.from_cassette(read_cassette(path), ReplayOptions(speed=speed))
     host_in, engine_in = os.pipe()
@@ -255,7 +255,7 @@ def test_timing(tmp_path: Path, speed: float | None, low: float, high: float) ->
     os.close(host_in)
     os.close(host_out)
     assert codes == [0]
-    # Recorded gaps: 0.8 s from the host's line to the result, halved at speed 2.
+    # Recorded gaps: 4 s from the host's line to the result, halved at speed 2.
     assert low <= elapsed <= high, elapsed
 
 

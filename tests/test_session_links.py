@@ -68,7 +68,19 @@ def db(request: pytest.FixtureRequest, db_path: Path) -> str:
         return str(db_path)
     pytest.importorskip("psycopg")
     server = request.getfixturevalue("pg_url")
-    return fresh_database(server, f"links_{abs(hash(request.node.name)) % 10**9}")
+    return fresh_database(server, f"links_{abs(hash(request.node.name)) % 10**9}",
+                          template=request.getfixturevalue("migrated_pg"))
+
+
+@pytest.fixture(scope="module")
+def migrated_pg(pg_url: str) -> str:  # noqa: F811  (the fixture imported above)
+    """The name of a database migrated to the head once, which each test's is a copy of:
+    each test's first command migrated an empty one, most of a PostgreSQL test's time."""
+    from claudetrace.indexer import open_settled_store
+
+    name = "links_migrated"
+    open_settled_store(fresh_database(pg_url, name)).close()
+    return name
 
 
 def imported(db: str, *paths: Path, name: str | None = None) -> list[str]:

@@ -34,15 +34,15 @@ pytest.importorskip("psycopg")
 SAMPLES = sorted((Path(__file__).parent / "fixtures" / "samples").glob("*.cassette.ndjson"))
 
 
-def fresh_database(server: str, name: str) -> str:
+def fresh_database(server: str, name: str, *, template: str | None = None) -> str:
     """The URL of a database ``name`` made afresh (dropped first) on the server
-    ``server`` (:func:`pg_url`)."""
+    ``server`` (:func:`pg_url`), a copy of the database ``template`` if given."""
     import psycopg
 
     admin = server.replace("postgresql+psycopg://", "postgresql://")
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name}")
-        conn.execute(f"CREATE DATABASE {name}")
+        conn.execute(f"CREATE DATABASE {name}" + (f" TEMPLATE {template}" if template else ""))
     return server.rsplit("/", 1)[0] + f"/{name}"
 
 

@@ -196,7 +196,7 @@ column_values = {
 
 
 @settings(max_examples=150, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(name=st.none() | texts, cwd=texts, tags=st.dictionaries(texts, texts, max_size=3),
        argv=st.lists(texts, max_size=3), pid=st.none() | st.integers(-2**40, 2**40),
        extra=st.dictionaries(texts, json_values, max_size=3),

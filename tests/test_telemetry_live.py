@@ -446,6 +446,9 @@ def test_an_unreachable_collector_costs_one_warning(
         OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{refusing_port}",
         OTEL_EXPORTER_OTLP_PROTOCOL="grpc" if kind == "grpc" else "http/protobuf",
         OTEL_BSP_SCHEDULE_DELAY="50",  # export the first spans during the session
+        # Each export retries a refused connection until its timeout (10 s by
+        # default, waited out by the flush at the end): shorter, as a user may set it.
+        OTEL_EXPORTER_OTLP_TIMEOUT="1.5",  # seconds, for the Python SDK
     )
     # The collector's failure is reported while the session runs.
     status, err, session = _run_until_a_warning(_proxy(db_path, fake_cli(status=7)), env)

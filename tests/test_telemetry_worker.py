@@ -181,7 +181,7 @@ def _write_chunked(tmp_path: Path, lines: list[tuple[Direction, bytes]],
 
 
 @settings(max_examples=12, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), odd=st.sampled_from([0.0, 0.02, 0.3, 1.0]))
 def test_the_worker_builds_the_indexers_spans_whatever_the_chunks_and_thinking_lines(
     tmp_path_factory: pytest.TempPathFactory, seed: int, odd: float,
