@@ -698,7 +698,8 @@ def conversation_events(
 
 
 def control_events(store: Store, recording_id: str) -> list[Event]:
-    """The control lines of a recording (through the ``(recording_id, type)`` index)."""
+    """The control lines of a recording (through the ``(rec, type)`` index, ``rec``
+    the recording's number: :mod:`.keys`)."""
     return list(store.iter_events(recording_id, types=CONTROL_TYPES))
 
 
