@@ -38,6 +38,7 @@ from claudetrace.transcript import entries
 from claudetrace.ui.conversation import build_conversation
 from claudetrace.ui.diff import turn_summaries
 from claudetrace.ui.present import money
+from claudetrace.ui.sessions import FIGURE_SPACE
 
 CASSETTES = Path(__file__).parent / "fixtures" / "cassettes"
 FIXTURES = sorted(CASSETTES.glob("*.ndjson"))
@@ -244,7 +245,8 @@ def from_ui(db: Path, rid: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, An
     trace = "".join(str(e.proto.body) for e in run(session=rid, tab="trace").get("html"))
     header = re.search(r'data-label="cost"><span>cost</span>([^<]*)<', trace)
     assert header is not None, trace
-    return {"list": row["cost"], "list_source": row["cost source"],
+    # The list's amounts are led by figure spaces (sortable_amounts): they do not show.
+    return {"list": row["cost"].lstrip(FIGURE_SPACE), "list_source": row["cost source"],
             "header": metrics[label], "header_label": label, "trace": unescape(header[1])}
 
 
