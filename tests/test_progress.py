@@ -137,10 +137,15 @@ def test_otel_all_and_db_upgrade_show_progress(big: tuple[Path, str], tmp_path: 
         for table in ("recordings", "events", "event_tools"):
             # The columns both have (0009_footprint dropped the events' uuid and
             # session_id, which the first revision's rows leave empty).
+            # Since 0020_recnum a recording's rows name it by its number (``rec``):
+            # the first revision's by its id, read from the recording.
             theirs = {row[1] for row in conn.execute(f"PRAGMA big.table_info({table})")}
-            columns = ", ".join(row[1] for row in conn.execute(f"PRAGMA main.table_info({table})")
-                                if row[1] in theirs)
-            conn.execute(f"INSERT INTO main.{table} ({columns}) SELECT {columns} FROM big.{table}")
+            wanted = [row[1] for row in conn.execute(f"PRAGMA main.table_info({table})")
+                      if row[1] in theirs or (row[1] == "recording_id" and "rec" in theirs)]
+            taken = ", ".join("r.id" if c not in theirs else f"t.{c}" for c in wanted)
+            joined = " JOIN big.recordings r ON r.num = t.rec" if "rec" in theirs else ""
+            conn.execute(f"INSERT INTO main.{table} ({', '.join(wanted)}) "
+                         f"SELECT {taken} FROM big.{table} t{joined}")
         conn.commit()
     code, seen = run(["db", "upgrade", "--db", str(old)], tty=True)
     assert code == 0, seen
