@@ -34,10 +34,12 @@ claudetrace's own code knows it is being measured.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import resource
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -432,15 +434,20 @@ def _relation_bytes(url: str) -> dict[str, int]:
 
 
 def _stored_bytes(url: str) -> int:
-    """The database's size: a SQLite file with its WAL (the bench's are fresh, so
-    that is what the run stored); on PostgreSQL its tables in the current schema
-    with their indexes and TOAST (the run's share is the difference)."""
+    """The database's size: a SQLite file with its WAL, less its free pages (a new
+    store's migrations leave some, which the run then fills: the file's growth
+    alone said less than the tables grew); on PostgreSQL its tables in the current
+    schema with their indexes and TOAST (the run's share is the difference)."""
     from ..store import open_store
     from ..store.engine import sqlite_file_bytes, sqlite_path
 
     path = sqlite_path(url) if "://" in url else Path(url)
     if path is not None:  # the naive loop's too, which is no store to open
-        return sqlite_file_bytes(path)
+        read_only = path.resolve().as_uri() + "?mode=ro"
+        with contextlib.closing(sqlite3.connect(read_only, uri=True)) as conn:
+            free = (conn.execute("PRAGMA freelist_count").fetchone()[0]
+                    * conn.execute("PRAGMA page_size").fetchone()[0])
+        return sqlite_file_bytes(path) - int(free)
     store = open_store(url)
     try:
         return store.tables_bytes()
