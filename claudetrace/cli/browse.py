@@ -516,6 +516,7 @@ def import_(
         stored_in_file,
         stored_peeks,
         stored_sessions,
+        there,
     )
     from ..formats.owner import sweep_spools
     from .record import _parse_tags
@@ -546,8 +547,7 @@ def import_(
         index = stored_sessions(url, store)
     planner = Planner(stored=stored_peeks(index))
     # Watched, a path not there yet is said by the watcher, once, and waited for.
-    units, skipped = planner.plan(
-        [p for p in paths if os.path.exists(os.path.expanduser(p))] if watch else paths)
+    units, skipped = planner.plan(there(paths) if watch else paths)
     # One file named: what is wrong with it is the command's one-line error.
     single = len(paths) == 1 and not os.path.isdir(paths[0]) and not watch
     if single and skipped:

@@ -1303,6 +1303,12 @@ def import_file(
     return import_unit(opened(), unit, name=name, tags=tags)
 
 
+def there(paths: Iterable[str | os.PathLike[str]]) -> list[str | os.PathLike[str]]:
+    """The ``paths`` that are there now (``~`` expanded, as :class:`Planner` reads
+    them): what a watch imports, the others waited for."""
+    return [p for p in paths if Path(p).expanduser().exists()]
+
+
 class Watcher:
     """Imports the sessions and claude-trace logs under some paths that are new or
     changed since the last look (cassettes are imported once, before watching)."""
@@ -1331,14 +1337,14 @@ class Watcher:
         skipped (once), ``errors`` each failure.  A path not there (a folder
         removed) is an error once, not at every look, the others imported
         meanwhile, and ``back`` is called with it when it is there again."""
-        gone = {str(p) for p in self.paths if not Path(p).expanduser().exists()}
+        present = there(self.paths)
+        gone = {str(p) for p in self.paths} - {str(p) for p in present}
         for given in map(str, self.paths):
             if given in gone and given not in self.missing:
                 errors(Path(given), ImportFormatError("no such file or folder"))
             elif given not in gone and given in self.missing and back is not None:
                 back(Path(given))
         self.missing = gone
-        present = [p for p in self.paths if str(p) not in gone]
         if not present:
             return
         try:
@@ -1399,4 +1405,5 @@ __all__ = [
     "stored_in_file",
     "stored_peeks",
     "stored_sessions",
+    "there",
 ]
