@@ -51,6 +51,7 @@ from .layout import (
     peek,
     side_chains_of,
     stamp,
+    walk,
 )
 from .layout import sessions as group_sessions
 from .owner import importing_elsewhere, this_importer
@@ -307,7 +308,7 @@ class Planner:
         for given in paths:
             path = Path(given).expanduser()
             if path.is_dir():
-                for found in _walk(path):
+                for found in walk(path, _SUFFIXES):
                     yield found, None
             elif path.exists():
                 yield path, True
@@ -329,32 +330,6 @@ class Planner:
                 raise ImportFormatError(
                     f"cannot read cassette or transcript {path}: no such file or folder"
                 )
-
-
-def _walk(folder: Path) -> list[Path]:
-    """The files under ``folder`` with a name in :data:`_SUFFIXES`, sorted.
-
-    A symlinked folder is followed (``projects/-p2 -> elsewhere/-p2`` is a
-    project Claude Code writes through the link), each folder once by its
-    device and inode: a link back up (a loop) or to a folder also reached
-    directly adds nothing.  ccusage 20 does not follow them.
-    """
-    found: list[str] = []
-    visited: set[tuple[int, int]] = set()
-    for top, dirs, names in os.walk(folder, followlinks=True):
-        try:
-            info = os.stat(top)
-        except OSError:
-            dirs.clear()  # removed while we looked
-            continue
-        if (info.st_dev, info.st_ino) in visited:
-            dirs.clear()
-            continue
-        visited.add((info.st_dev, info.st_ino))
-        dirs.sort()  # the first way to a folder reached twice is the same on every run
-        found += [os.path.join(top, n) for n in names if n.endswith(_SUFFIXES)]
-    found.sort()
-    return [Path(name) for name in found]
 
 
 def expand(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:

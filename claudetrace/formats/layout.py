@@ -187,10 +187,39 @@ def _size_key(path: Path) -> tuple[int, str]:
         return 1 << 62, path.name
 
 
+def walk(folder: Path, suffixes: tuple[str, ...]) -> list[Path]:
+    """The files under ``folder`` whose name ends with one of ``suffixes``, sorted.
+
+    A symlinked folder is followed (``projects/-p2 -> elsewhere/-p2`` is a
+    project Claude Code writes through the link; so is a linked ``subagents``
+    or workflow folder), each folder once by its device and inode: a link back
+    up (a loop) or to a folder also reached directly adds nothing.  ccusage 20
+    does not follow them.
+    """
+    found: list[str] = []
+    visited: set[tuple[int, int]] = set()
+    for top, dirs, names in os.walk(folder, followlinks=True):
+        try:
+            info = os.stat(top)
+        except OSError:
+            dirs.clear()  # removed while we looked
+            continue
+        if (info.st_dev, info.st_ino) in visited:
+            dirs.clear()
+            continue
+        visited.add((info.st_dev, info.st_ino))
+        dirs.sort()  # the first way to a folder reached twice is the same on every run
+        found += [os.path.join(top, n) for n in names if n.endswith(suffixes)]
+    found.sort()
+    return [Path(name) for name in found]
+
+
 def side_chains_of(path: Path) -> list[Path]:
     """The side chains filed under the session ``path`` names (``<stem>/subagents/**``)."""
     folder = path.with_suffix("") / "subagents"
-    return sorted(folder.rglob("agent-*.jsonl")) if folder.is_dir() else []
+    if not folder.is_dir():
+        return []
+    return [p for p in walk(folder, (".jsonl",)) if p.name.startswith("agent-")]
 
 
 #: Changed whenever the conversion reads a file differently, so that each file
@@ -251,4 +280,4 @@ def file_names(paths: Sequence[Path], base: Path | None = None) -> dict[str, Pat
 
 __all__ = ["ENTRY_TYPES", "SOURCE", "SessionFiles", "base_folder", "file_names", "fingerprint",
            "is_side_chain", "owner_folder", "owner_name", "peek", "peek_first_uuid",
-           "peek_session_id", "sessions", "side_chains_of", "stamp"]
+           "peek_session_id", "sessions", "side_chains_of", "stamp", "walk"]
