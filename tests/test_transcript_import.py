@@ -312,7 +312,8 @@ def test_a_symlinked_project_folder_is_imported_once_and_a_loop_adds_nothing(
     ]
 
 
-def test_subagent_side_chains_nest_under_the_tool_call(tmp_path: Path) -> None:
+@pytest.mark.parametrize("linked", [False, True], ids=["filed", "in-a-linked-workflow"])
+def test_subagent_side_chains_nest_under_the_tool_call(tmp_path: Path, linked: bool) -> None:
     main = [
         user("Ask the counter.", 0),
         assistant("msg_1", tool_use("toolu_a", "Agent", prompt="Count", subagent_type="c"), 100),
@@ -324,7 +325,16 @@ def test_subagent_side_chains_nest_under_the_tool_call(tmp_path: Path) -> None:
         {**user("Count", 150), "isSidechain": True, "agentId": "a1b2"},
         {**assistant("msg_2", text("3 words"), 300), "isSidechain": True, "agentId": "a1b2"},
     ]
-    write(tmp_path / SID / "subagents" / "agent-a1b2.jsonl", side)
+    if linked:
+        # <session>/subagents/workflows/w1 -> elsewhere/w1 (and a second way in):
+        # rglob did not follow the link, and the subagent's lines were left out.
+        write(tmp_path / "elsewhere" / "w1" / "agent-a1b2.jsonl", side)
+        workflows = tmp_path / SID / "subagents" / "workflows"
+        workflows.mkdir(parents=True)
+        (workflows / "w1").symlink_to(tmp_path / "elsewhere" / "w1")
+        (workflows / "w2").symlink_to(tmp_path / "elsewhere" / "w1")
+    else:
+        write(tmp_path / SID / "subagents" / "agent-a1b2.jsonl", side)
     got = read_transcript(path)
     nested = [
         (e.type, e.fields.parent_tool_use_id) for e in got.events if e.fields.parent_tool_use_id
@@ -333,32 +343,6 @@ def test_subagent_side_chains_nest_under_the_tool_call(tmp_path: Path) -> None:
     assert [e.t_ns for e in got.events] == sorted(e.t_ns for e in got.events)
     spans = build_spans(got.info, got.events)
     assert any(s.name == "invoke_agent c" for s in spans)
-
-
-def test_a_side_chain_in_a_symlinked_workflow_folder_nests_once(tmp_path: Path) -> None:
-    # <session>/subagents/workflows/w1 -> elsewhere/w1: rglob did not follow the link,
-    # so the subagent's calls were left out of the session.
-    main = [
-        user("Ask the counter.", 0),
-        assistant("msg_1", tool_use("toolu_a", "Agent", prompt="Count", subagent_type="c"), 100),
-        tool_result("toolu_a", "3 words", 400, toolUseResult={"agentId": "a1b2"}),
-        assistant("msg_3", text("It says 3."), 500),
-    ]
-    path = write(tmp_path / f"{SID}.jsonl", main)
-    side = [
-        {**user("Count", 150), "isSidechain": True, "agentId": "a1b2"},
-        {**assistant("msg_2", text("3 words"), 300), "isSidechain": True, "agentId": "a1b2"},
-    ]
-    write(tmp_path / "elsewhere" / "w1" / "agent-a1b2.jsonl", side)
-    workflows = tmp_path / SID / "subagents" / "workflows"
-    workflows.mkdir(parents=True)
-    (workflows / "w1").symlink_to(tmp_path / "elsewhere" / "w1")
-    (workflows / "w2").symlink_to(tmp_path / "elsewhere" / "w1")  # a second way in
-    got = read_transcript(path)
-    nested = [
-        (e.type, e.fields.parent_tool_use_id) for e in got.events if e.fields.parent_tool_use_id
-    ]
-    assert nested == [("user", "toolu_a"), ("assistant", "toolu_a")]
 
 
 def test_a_subagent_folder_without_its_main_transcript_keeps_the_working_folder(
