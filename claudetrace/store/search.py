@@ -190,12 +190,14 @@ _WRITTEN_UP_TO: Final = 65536
 
 
 def _written(query_words: list[str]) -> re.Pattern[bytes] | None:
-    """A pattern of ``query_words`` said one after the other, the first from a
-    word's beginning, in an ASCII line's lower-cased bytes (:func:`_may_say_words`);
-    None when a word is not ASCII."""
+    """A pattern of ``query_words`` said one after the other in an ASCII line's
+    lower-cased bytes (:func:`_may_say_words`); None when a word is not ASCII.
+    It begins with the first word as it is, which the pattern's search looks
+    for first (begun with a look-behind for a word's beginning, it took five
+    times as long: 0.48 s for 42,000 lines)."""
     if not all(w.isascii() for w in query_words):
         return None
-    return re.compile(rb"(?<![a-z0-9])" + _BETWEEN.join(w.encode() for w in query_words))
+    return re.compile(_BETWEEN.join(w.encode() for w in query_words))
 
 
 def _may_say_words(line: bytes, written: re.Pattern[bytes] | None) -> bool:
