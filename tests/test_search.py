@@ -320,8 +320,8 @@ def test_a_long_entry_holds_every_word_in_order_and_its_phrases_are_found(
         store: Store, db_path: Path, pg_url: str) -> None:  # noqa: F811
     """An entry holds every word of its line in order, however long (up to
     MOST_CHARS): a phrase said past the first 8,192 characters, words said
-    again, is found on both engines, from the index alone (FTS5's positions,
-    PostgreSQL's pairs); the words said apart are not."""
+    again, is found on both engines (SQLite from FTS5's positions alone); the
+    words said apart are not."""
     from claudetrace.store.textindex import MOST_CHARS, distinct
 
     text = "Again and again, AGAIN: again_and_again " * 400 + "then the zebra deploys"

@@ -5,10 +5,10 @@ results) says the query, ignoring case and a Latin letter's accents: one word,
 a word starting with it; words, those words one after the other, the last
 from its beginning (a phrase: what is between them in the line, spaces or
 punctuation, is not compared); a query with punctuation, its text as typed,
-from a word's beginning.  The index answers the first two alone (SQLite's FTS5
-a phrase query, PostgreSQL's ``tsvector`` the pairs of words a phrase says, of
-three words or more a line's words checked in Python); for the third it gives
-the lines saying its words so, whose text is checked for the query itself.
+from a word's beginning.  The index answers a word alone, and on SQLite a
+phrase too (FTS5's positions, migration 0021_phrases); otherwise it gives the
+lines holding the words (PostgreSQL's ``tsvector``s hold no positions) or
+saying them one after the other (SQLite), whose words or text are checked.
 ``claudetrace search`` and the session browser's search box both ask here.
 
 A burst's words reach the index a moment after its recording is listed
