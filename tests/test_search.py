@@ -103,7 +103,12 @@ def test_search_finds_word_beginnings_and_phrases_newest_stored_first(store: Sto
     assert [h.recording_id for h in search(store, "deploy failed")] == [old]
     assert [h.recording_id for h in search(store, "world: the")] == [old]
     assert search(store, "ello") == []  # from a word's beginning only
-    assert search(store, "again deploy") == []  # the words, not in this order
+    assert search(store, "deploy again") == []  # the words, not in this order
+    assert search(store, "ploy failed") == []  # a phrase from a word's beginning too
+    # Plain words are said one after the other whatever is between them; a query
+    # with punctuation is looked for as typed.
+    assert [h.recording_id for h in search(store, "again deploy")] == [new]
+    assert search(store, "again, deploy") == []
     assert search(store, "!!!") == []
     assert recordings_saying(store, "deploy") == sorted([old, new])
     assert recordings_saying(store, "deploy succeeded") == [new]
@@ -311,38 +316,31 @@ def test_each_entry_goes_under_its_own_events_rowid(store: Store, db_path: Path)
     assert found == [(a, 1, "alpha1"), (a, 5, "alpha5"), (b, 2, "beta2"), (b, 4, "beta4")]
 
 
-def test_a_long_entry_holds_each_word_once_and_indexes_the_line_as_all_its_words(
-        store: Store, db_path: Path) -> None:
-    """An entry past ONCE_FROM characters keeps a word said again once (the index
-    says which lines hold a word, not how often); a shorter one goes as it is.
-    FTS5 holds the same terms for the same lines as it would for every word, on
-    the fixtures', the bench shapes' and odd lines."""
-    from claudetrace.model.protocol import line_text
-    from claudetrace.store.textindex import MOST_CHARS, ONCE_FROM, distinct
+def test_a_long_entry_holds_every_word_in_order_and_its_phrases_are_found(
+        store: Store, db_path: Path, pg_url: str) -> None:  # noqa: F811
+    """An entry holds every word of its line in order, however long (up to
+    MOST_CHARS): a phrase said past the first 8,192 characters, words said
+    again, is found on both engines (SQLite from FTS5's positions alone); the
+    words said apart are not."""
+    from claudetrace.store.textindex import MOST_CHARS, distinct
 
-    short = _said(store, "Again and again")
-    long = _said(store, "Again and again, AGAIN: again_and_again " * (ONCE_FROM // 30))
-    with sqlite3.connect(db_path) as conn:
-        assert conn.execute("SELECT words FROM event_search ORDER BY rowid").fetchall() == [
-            ("Again and again",), ("Again and again AGAIN",)]
-    assert [h.recording_id for h in search(store, "again")] == [long, short]
-    assert [h.recording_id for h in search(store, "again and again")] == [long, short]
-
-    odd = b'{"type":"user","message":{"content":"caf\\u00e9 Caf\\u00c9 \\u0130 i\\u0307"}}'
-    texts = [line_text(line) for line in [odd, *_lines_to_read(("tools", 40), ("huge", 4))]]
-    with sqlite3.connect(":memory:") as conn:
-        for table in ("every", "once"):
-            conn.execute(f"CREATE VIRTUAL TABLE {table} USING fts5(words, detail=none)")
-            conn.execute(f"CREATE VIRTUAL TABLE {table}_terms USING fts5vocab({table}, row)")
-        conn.executemany("INSERT INTO every (rowid, words) VALUES (?, ?)",
-                         [(n, spaced(t[:MOST_CHARS])) for n, t in enumerate(texts)])
-        conn.executemany("INSERT INTO once (rowid, words) VALUES (?, ?)",
-                         [(n, distinct(t)) for n, t in enumerate(texts)])
-        every, once = (conn.execute(f"SELECT term, doc FROM {table}_terms ORDER BY term").fetchall()
-                       for table in ("every", "once"))
-        assert every == once and len(once) > 1000
-        kept = conn.execute("SELECT sum(length(words)) FROM once").fetchone()[0]
-        assert kept < conn.execute("SELECT sum(length(words)) FROM every").fetchone()[0] / 2
+    text = "Again and again, AGAIN: again_and_again " * 400 + "then the zebra deploys"
+    assert 8192 < len(text) < MOST_CHARS
+    server = open_store(pg_url)
+    try:
+        long = _said(store, text)
+        far = _said(server, text)
+        with sqlite3.connect(db_path) as conn:
+            assert conn.execute("SELECT words FROM event_search").fetchall() == [
+                (distinct(text),)]
+        assert distinct(text).split()[-4:] == ["then", "the", "zebra", "deploys"]
+        for where, rid in ((store, long), (server, far)):
+            assert [h.recording_id for h in search(where, "the zebra depl")] == [rid]
+            assert recordings_saying(where, "then the zebra") == [rid]
+            assert search(where, "zebra the") == search(where, "again zebra") == []
+            assert recordings_saying(where, "again the zebra") == []
+    finally:
+        server.close()
 
 
 def _lines_to_read(*shapes: tuple[str, int]) -> list[bytes]:
@@ -514,11 +512,11 @@ def _written(text: str, *, ensure_ascii: bool = False) -> bytes:
 
 def test_a_phrase_is_found_however_its_line_writes_its_text(
         store: Store, db_path: Path, pg_url: str) -> None:  # noqa: F811
-    """A phrase is looked for in a line's bytes before its text is read (a line that
-    cannot say it is not decoded): a line that says it is found however it is
-    written (escapes, accents, letters that case-fold to ASCII, upper case), on
-    both engines, by the command and the search box; one holding the words
-    apart is not."""
+    """A line that says a phrase is found however it is written (escapes, accents,
+    letters that case-fold to ASCII, upper case), on both engines, by the
+    command and the search box; plain words whatever is between them in the
+    line, a query with punctuation as typed (looked for in a line's bytes
+    before its text is read: a line that cannot say it is not decoded)."""
     import uuid
 
     word = f"okapi{uuid.uuid4().hex[:12]}"
@@ -531,6 +529,12 @@ def test_a_phrase_is_found_however_its_line_writes_its_text(
                    + word.encode() + b' the\\/end"}]}}',
         "upper": _written(f"{word.upper()} THE END"),
         "apart": _written(f"{word}, the end"),
+        "line break": _written(f"{word}\n  the end"),
+        "parts": json.dumps({"type": "assistant", "message": {"content": [
+            {"type": "text", "text": f"so {word}"},
+            {"type": "tool_use", "id": "toolu_1", "name": "The", "input": {"end": 1}}]}}).encode(),
+        "farther": _written(f"{word} then the end"),  # the last word from its beginning
+        "after": _written(f"the {word} end"),
     }
     infos = {name: RecordingInfo.start(["claude"], started_ns=(n + 1) * 10**18)
              for n, name in enumerate(lines)}
@@ -541,7 +545,8 @@ def test_a_phrase_is_found_however_its_line_writes_its_text(
                 where.create_recording(infos[name])
                 where.write_batch(infos[name].id, [Event(0, "out", 0, line)])
         for query, says in (
-                (f"{word} the", {"escaped accent", "raw accent", "upper", "solidus"}),
+                (f"{word} the", {"escaped accent", "raw accent", "upper", "solidus", "apart",
+                                 "line break", "parts", "farther"}),
                 (f"{word} k", {"kelvin"}), (f"{word} i", {"dotted"}),
                 (f"{word} the/end", {"solidus"}), (f"{word}, the", {"apart"})):
             wanted = sorted(infos[name].id for name in says)

@@ -9,10 +9,14 @@ first (:func:`fold`: ``café`` is ``cafe`` on both engines, as SQLite's tokenize
 alone did).  PostgreSQL is given the words already cut (:func:`postgres_words`):
 its parser (``to_tsvector``) read a word such as ``49e9e56a893f`` as a number
 and a word, which SQLite's FTS5 does not.
-A long entry, and every entry on PostgreSQL, holds each of its words once
-(:func:`once`): the search asks whether a line holds a word, never where or
-how often.  The writers add a batch's rows here in the batch's transaction
-(migration 0006_team_scale); :mod:`.search` queries them.  No SQLAlchemy: the writer
+An entry holds every word of its line's text in order: SQLite's FTS5 table
+keeps their positions (``detail=full``, migration 0021_phrases) and answers a
+phrase query.  PostgreSQL's ``tsvector`` holds each word once, without
+positions (:func:`postgres_words`): the search asks it for the lines holding
+a phrase's words and reads them (positions, or pairs of words as lexemes,
+cost its GIN index's writes 2-6 times on tool output: docs/benchmarks.md).
+The writers add a batch's rows here in the batch's transaction (migration
+0006_team_scale); :mod:`.search` queries them.  No SQLAlchemy: the writer
 process imports this.
 """
 
@@ -33,11 +37,6 @@ SEARCHED_TYPES: Final = frozenset({"user", "assistant", "result"})
 #: Characters of a line's text that are indexed (a tool's result can be a whole
 #: file; PostgreSQL refuses a ``tsvector`` past 1 MiB).
 MOST_CHARS: Final = 100_000
-#: The length (characters of :func:`spaced` text) past which an entry holds each
-#: word once (:func:`once`): a file read or a long tool output repeats itself
-#: (text of 100 KB keeps about 16% of its characters); shorter text goes as
-#: it is to SQLite, and PostgreSQL's writers make every entry's words once.
-ONCE_FROM: Final = 8192
 
 _NOT_WORD: Final = re.compile(r"[\W_]+")
 #: ASCII text's bytes: letters and digits as they are, anything else a space.
@@ -81,26 +80,10 @@ def spaced(text: str) -> str:
 
 def distinct(text: str) -> str:
     """The words of a line's text as its index entry holds them: :func:`spaced`,
-    and, past :data:`ONCE_FROM` characters, each word once, in the order of its
-    first use (:func:`once`); empty when it says nothing."""
+    every word in order (FTS5 finds a phrase by their positions); empty when it
+    says nothing."""
     said = spaced(text[:MOST_CHARS])
-    if len(said) > ONCE_FROM:
-        return once(said)
     return "" if said.isspace() else said
-
-
-def once(said: str) -> str:
-    """The words of ``said`` (:func:`spaced` text), each once, in the order of
-    its first use.
-
-    The index tells only which lines hold a word (SQLite's ``detail=none``,
-    PostgreSQL's ``strip``-ped ``tsvector``), and each engine cuts words at
-    spaces, so these words index the line as all of its words would.  A word
-    said again costs PostgreSQL's ``to_tsvector`` and, in SQLite, the index's
-    copy of the words (FTS5's content table); making the words once costs
-    Python more than SQLite's tokenizer saves on text of a few KB
-    (docs/benchmarks.md), hence :data:`ONCE_FROM`."""
-    return " ".join(dict.fromkeys(said.split()))
 
 
 def words(text: str) -> list[str]:
@@ -115,7 +98,8 @@ PG_WORD_BYTES: Final = 2047
 
 def postgres_words(said: str) -> str:
     """The words of an entry (:func:`spaced` text) as PostgreSQL's index holds them:
-    each once (:func:`once`), in lower case, those it cannot index left out."""
+    each once, in lower case, those it cannot index left out (the index says
+    which lines hold a word, never where or how often)."""
     # A character is at most 4 bytes: only a long word is measured.
     return " ".join(w for w in dict.fromkeys(said.lower().split())
                     if len(w) * 4 < PG_WORD_BYTES or len(w.encode()) < PG_WORD_BYTES)
@@ -206,8 +190,7 @@ def insert_postgres(cursor: Any, entries: list[tuple[Any, int, str]], key: str =
     (:func:`postgres_words`: the index took the tools shape's entries in about a
     third less time).  The words go in as they are (``array_to_tsvector``), not
     through PostgreSQL's parser, so they are SQLite's; the vectors hold no
-    positions: the search asks for words (``w:* & …``), never a phrase, and a
-    tool result's vector without them is about half the size."""
+    positions: a phrase's lines are read (:mod:`.search`)."""
     kind = "int" if key == KEY else "varchar"
     cursor.execute(
         f"INSERT INTO event_search ({key}, seq, terms) "
