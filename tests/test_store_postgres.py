@@ -724,33 +724,6 @@ def test_number_like_words_are_whole_on_postgres_and_0019_recuts_older_entries(
 
 
 @pytest.mark.usefixtures("ct_env")
-def test_an_entry_of_each_word_once_is_the_vector_of_all_its_words_on_postgres(
-        pg_url: str) -> None:
-    """PostgreSQL's stripped vector of an entry's words, each once, is the one of
-    all the line's words, on the fixtures', the bench shapes' and odd lines."""
-    import psycopg
-
-    from claudetrace.bench.shapes import shape_lines
-    from claudetrace.model.protocol import line_text
-    from claudetrace.store.postgres import plain_url
-    from claudetrace.store.textindex import MOST_CHARS, distinct, spaced
-
-    lines = [b'{"type":"user","message":{"content":"Caf\\u00e9 caf\\u00c9 1e10 1.5 x_y"}}']
-    for path in sorted((Path(__file__).parent / "fixtures" / "cassettes").glob("*.ndjson")):
-        lines += [event.data for event in read_cassette(path).events]
-    for shape, count in (("tools", 40), ("huge", 4)):
-        lines += list(shape_lines(shape, count))
-    texts = [t for t in map(line_text, lines) if t]
-    conninfo = plain_url(pg_url)
-    assert conninfo is not None
-    with psycopg.connect(conninfo) as conn:
-        differ = conn.execute(
-            "SELECT count(*) FROM unnest(%s::text[], %s::text[]) AS u(every, once) "
-            "WHERE strip(to_tsvector('simple', every)) <> strip(to_tsvector('simple', once))",
-            ([spaced(t[:MOST_CHARS]) for t in texts], [distinct(t) for t in texts])).fetchone()
-    assert len(texts) > 50 and differ == (0,)
-
-
 def test_session_filters_by_tag_and_status_on_postgres(pg_url: str) -> None:
     from claudetrace.store.browse import Filters, list_sessions
 
