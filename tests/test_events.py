@@ -243,7 +243,7 @@ def test_line_fields_takes_a_deeply_nested_line_for_text_as_parse_json_does(
     # line the general way, which reads it.
     (3, "[{" * 150, True), (3, "{" * 100 + "[" * 96, True),
 ])
-@pytest.mark.parametrize("size", [600, 5000, 3 << 20])
+@pytest.mark.parametrize("size", [600, 2000, 5000, 3 << 20])
 def test_a_long_lines_brackets_are_found_as_they_are_counted(
     depth: int, said: str, kept: bool, size: int,
 ) -> None:

@@ -672,3 +672,40 @@ def test_a_batch_carries_its_counts_and_the_summary_figures_when_due(
     whole = summary_columns(fold(store.events))
     assert {k: batches[-1][k] for k in whole} == whole
     assert whole["input_tokens"] == 15 and whole["model_calls"] == 5
+
+
+def test_the_summary_figures_are_due_by_the_cpu_time_spent_not_the_wall_clock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # On a loaded machine the indexer mostly waits for a core: a share of the
+    # wall clock refreshed the figures of a burst 7-9 times.  Here each refresh
+    # takes 1 s of CPU time and the wall clock runs on: the next is due once the
+    # indexer has spent SUMMARY_SHARE of its CPU time on it, or the figures are
+    # SUMMARY_STALE_S old.
+    cpu = [0.0]
+    wall = [1000.0]
+    monkeypatch.setattr(ix.time, "process_time", lambda: cpu[0])
+    monkeypatch.setattr(ix.time, "monotonic", lambda: wall[0])
+    real = ix.summary_columns
+
+    def costly(*args: Any, **kwargs: Any) -> dict[str, object]:
+        cpu[0] += 1.0
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ix, "summary_columns", costly)
+    store = FakeStore()
+    indexer = ix.Indexer(new_info(), store)
+    refreshed = []
+    line = json.dumps({"type": "assistant", "message": {
+        "id": "msg_1", "role": "assistant", "model": "m", "content": [],
+        "usage": {"input_tokens": 1, "output_tokens": 2}}}).encode()
+    # (CPU s, wall s) spent between batches
+    for spent, waited in [(0, 0), (0.5, 4.0), (1.0 / ix.SUMMARY_SHARE, 0.1), (0.1, 4.0),
+                          (0.1, ix.SUMMARY_STALE_S)]:
+        cpu[0] += spent
+        wall[0] += waited
+        for record in records((cap.KIND_CODE["out"], line + b"\n")):
+            indexer.feed(record)
+        indexer.flush()
+        refreshed.append("input_tokens" in store.updates[-1])
+    assert refreshed == [True, False, True, False, True]
