@@ -116,7 +116,7 @@ def rec(**kw: Any) -> Any:
         signal=None, error=None, claude_code_version=None, cost_usd=0.0, duration_ns=None,
         source="proxy", model=None, result_subtype=None, cost=None, cost_origin="unknown",
         model_calls=1, turns=1, models={}, argv=["claude"], tool_calls=0, tool_errors=0,
-        input_tokens=0, output_tokens=0, cache_read_tokens=0, cache_creation_tokens=0,
+        input_tokens=0, output_tokens=0, cache_read_tokens=0, cache_creation_tokens=0, byte_count=0,
         event_count=0,
     )
     base.update(kw)

@@ -249,7 +249,9 @@ def _page_rows(db: Store, filters: Filters, page_no: int
             # Its figures so far, as its page's header says them (not the summary
             # columns, written at its end).
             row.update({"turns": head.turns, "tool calls": head.tool_calls,
-                        "tool errors": head.tool_errors, "tokens": head.usage.total})
+                        "tool errors": head.tool_errors, "tokens": head.usage.total,
+                        "lines": head.lines,
+                        "model": "" if head.model == "—" else visible_text(head.model)})
     table, coloured = _coloured(shown)
     return table, coloured, shown
 
