@@ -328,3 +328,46 @@ def test_a_running_session_s_summary_is_its_fold_in_show_the_report_and_the_page
         k: summary[k] for k in ("turns / tools", "tokens", "events", "model / mode")}
     head = header(rec, session)  # the session page's header, from the same fold
     assert (head.turns, head.usage, head.lines) == (1, usage, session.event_count)
+
+
+def test_a_running_session_s_cost_is_one_figure_in_one_wording_everywhere(
+        store: Store, db_path: Path) -> None:
+    # Its header, show and the report said "not yet reported" while its prompt's
+    # line (and the span tree) showed the price table's estimate of the call made.
+    from claudetrace.formats.html import report_data
+    from claudetrace.model import fold
+    from claudetrace.pricing import dollars
+    from claudetrace.ui import outline, present
+    from claudetrace.ui.sessions import session_row
+
+    rid = _running(store, 6)  # the model answered; no result (no cost reported) yet
+    rec = store.get(rid)
+    session = fold(store.iter_events(rid))
+    cost = session.cost()
+    assert cost.source == "estimate" and cost.usd
+
+    shown = invoke("show", rid, "--db", str(db_path))
+    summary = dict(line.strip().split("  ", 1) for line in
+                   shown.stdout.split("\n\n", 1)[0].splitlines())
+    assert summary["cost"] == f"{dollars(cost.usd, digits=6)} (estimate)"
+    report = report_data(rec, store.iter_events(rid))
+    assert dict(report["facts"])["cost"] == summary["cost"]
+    assert report["cost_text"] == summary["cost"]  # the tokens tab
+    assert dict((k, v) for k, v, _ in report["th"])["cost"] == (
+        f"{dollars(cost.usd)} (estimate, price table)")
+
+    said = f"{dollars(cost.usd)} (estimate)"
+    assert present.header(rec, session).cost == said
+    tree = present.trace_tree(session, end_ns=None, status="running")
+    (prompt,) = outline.prompt_figures(session, tree).values()
+    assert prompt.cost == said
+    row = session_row(present.live(rec, session))  # the list's row of it
+    assert (row["cost"], row["cost source"]) == (dollars(cost.usd), "estimate")
+
+    bare = _running(store, 2)  # its prompt sent, no call made: nothing to say yet
+    rec = store.get(bare)
+    session = fold(store.iter_events(bare))
+    assert present.header(rec, session).cost == "not yet reported"
+    assert session_row(present.live(rec, session))["cost"] == "not yet"
+    shown = invoke("show", bare, "--db", str(db_path))
+    assert "not yet reported" in shown.stdout.split("\n\n", 1)[0]

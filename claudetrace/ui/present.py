@@ -625,12 +625,20 @@ class Live:
         self.session = session
         columns = summary_columns(session)
         columns["model"] = rec.model or session.model
-        for name in ("cost_usd", "cost_source", "models", "result_subtype"):
-            columns.pop(name)
         self.__dict__.update(columns)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._rec, name)
+
+    @property
+    def cost_origin(self) -> str:
+        """Where the fold's cost comes from: ``cli``, ``estimate`` or ``unknown``."""
+        return str(self.__dict__["cost_source"])
+
+    @property
+    def cost(self) -> float | None:
+        """What the calls so far cost (None when unknown, never 0 for unknown)."""
+        return None if self.cost_origin == "unknown" else float(self.__dict__["cost_usd"])
 
 
 def live(rec: Any, session: Session | None) -> Any:
@@ -638,7 +646,11 @@ def live(rec: Any, session: Session | None) -> Any:
     calls, tools, tokens, lines and cost are those of ``session`` (its session
     model as far as it is stored, the fold the page draws its conversation from),
     not its summary columns, which are written at its end (they said 0 turns);
-    an ended one, or one with no ``session``, is ``rec``."""
+    an ended one, or one with no ``session``, is ``rec``.
+
+    Its cost is what its calls so far cost, as its turns' lines say it: the
+    CLI's where it reported one, else the price table's (an estimate);
+    ``not yet reported`` before any call (:func:`claudetrace.pricing.cost_text`)."""
     if session is None or rec.status != "running":
         return rec
     return Live(rec, session)
