@@ -204,7 +204,9 @@ def _list_body(filters: Filters) -> None:
         key="sessions_table",
         column_order=list(TABLE_COLUMNS),
         column_config={
-            "open": st.column_config.LinkColumn("open", display_text="open", width="small"),
+            "open": st.column_config.LinkColumn("open", display_text="open", width=50),
+            # Why a session failed, beside its status (was past the 1280 px view).
+            "reason": st.column_config.TextColumn("reason", width=150),
             "started": st.column_config.DatetimeColumn(
                 "started (UTC)", format="YYYY-MM-DD HH:mm:ss"
             ),
@@ -213,7 +215,7 @@ def _list_body(filters: Filters) -> None:
             "duration (s)": st.column_config.NumberColumn("dur (s)", width="small"),
             "turns": st.column_config.NumberColumn("turns", width="small"),
             "tool calls": st.column_config.NumberColumn("tools", width="small"),
-            "first prompt": st.column_config.TextColumn("first prompt", width="medium"),
+            "first prompt": st.column_config.TextColumn("first prompt", width=160),
             **coloured,
         },
     )
