@@ -274,14 +274,22 @@ def test_a_click_on_the_cost_header_sorts_by_amount(browser: object, tmp_path: P
         assert box is not None
         left, right = box["x"] + 40, box["x"] + box["width"]
         marked: list[str] = []
-        for _ in range(12):
-            page.mouse.click((left + right) / 2, box["y"] + 17)
-            for _ in range(100):  # until the grid marks the column it sorted
+        nudge = 0.0
+        for _ in range(20):
+            page.mouse.click((left + right) / 2 + nudge, box["y"] + 17)
+            for _ in range(40):  # until the grid marks the column it sorted
                 names = [h.strip() for h in heads.all_inner_texts()]
                 now = [h for h in names if h[:1] in "↑↓"]
                 if now and now != marked:
                     break
                 page.wait_for_timeout(50)
+            if now == marked:
+                # The click hit a header's menu button (it opened the column's
+                # menu and sorted nothing): close the menu, click a little left.
+                page.keyboard.press("Escape")
+                nudge -= 15
+                continue
+            nudge = 0.0
             marked = now
             if marked == ["↑ cost"]:
                 break
