@@ -115,3 +115,41 @@ def check_summaries(store: Store, tag: str) -> None:
         day[0] += 1
         day[1] += rec.status in FAILED
     assert {d: [n, e] for d, n, e in queries.sessions_per_day(store)} == by_day
+
+
+def check_tile_cost(store: Store) -> None:
+    """The Total cost tile is the sum of the costs the list shows (``usage``'s, read
+    per session): sessions with calls in the usage roll-up, one of them with a
+    model of no price (unknown: adds nothing), and sessions with none there (their
+    own stored cost, or none)."""
+    from pathlib import Path
+
+    from sqlalchemy import update
+
+    from claudetrace.cassette import read_cassette
+    from claudetrace.recording import RecordingInfo
+    from claudetrace.store.models import UsageModel
+    from claudetrace.store.rows import COST_SOURCES
+
+    folder = Path(__file__).parent / "fixtures" / "cassettes"
+    mine = {"tilecost": "1"}  # a store shared with other tests: these recordings
+    ids = [store.import_cassette(read_cassette(folder / f"{name}.ndjson"), name=name, tags=mine)
+           for name in ("plain", "multi_turn", "subagent", "hooks")]
+    with store.session() as s, s.begin():  # one call of a model with no price
+        s.execute(update(UsageModel).where(UsageModel.recording_id == ids[1]).values(
+            sources=UsageModel.sources.op("|")(1 << COST_SOURCES.index("unknown"))))
+    for n, (cost, source, calls) in enumerate(
+            [(0.25, "cli", 1), (0.0, "unknown", 1), (0.125, "estimate", 0), (0.5, "", 2)]):
+        info = RecordingInfo.start(["claude"], name=f"stored-{n}", tags=mine)
+        store.create_recording(info)
+        store.update_recording(info.id, ended_ns=info.started_ns + 10**9, exit_code=0,
+                               outcome="ok", cost_usd=cost, cost_source=source,
+                               model_calls=calls)
+    filters = Filters(tags=("tilecost=1",))
+    every = costed(store_reader(store), queries.list_sessions(store, filters))
+    shown = {r.name: r.cost for r in every}
+    assert shown["multi_turn"] is None and shown["plain"] and shown["stored-0"] == 0.25
+    assert shown["stored-2"] is None and shown["stored-3"] == 0.5  # no call; the CLI's
+    tile = queries.summary(store, filters)
+    assert tile.count == len(every) == 8
+    assert tile.total_cost == pytest.approx(sum(c or 0.0 for c in shown.values()), abs=1e-8)

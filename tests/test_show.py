@@ -277,3 +277,97 @@ def test_facts_quote_the_command_and_say_what_a_running_session_has_not_reported
     assert ended["turns / tools"].startswith(
         "1 turn (prompt to result; 2 API round trips by the CLI's num_turns)")
     assert dict(facts(_rec(status="incomplete", ended_ns=1)))["exit"] == "—"
+
+
+def _running(store: Store, lines: int) -> str:
+    """A recording of the plain session's first ``lines`` lines, still being
+    recorded (a live pid on this host, a fresh heartbeat): its summary columns
+    are not written yet."""
+    import time
+
+    from claudetrace.recording import RecordingInfo
+
+    plain = read_cassette(FIXTURES / "cassettes" / "plain.ndjson")
+    info = RecordingInfo.start(["claude", "--output-format", "stream-json"], name="running")
+    info.pid = os.getpid()
+    store.create_recording(info)
+    store.write_batch(info.id, plain.events[:lines],
+                      {"last_seen_ns": time.time_ns() + 3_600_000_000_000})
+    return info.id
+
+
+def test_a_running_session_s_summary_is_its_fold_in_show_the_report_and_the_page(
+        store: Store, db_path: Path) -> None:
+    # show and the report read the summary columns, written at the session's end:
+    # "0 turns", "in 0 … out 0" above a transcript showing the call and its tokens.
+    from claudetrace.formats.html import report_data
+    from claudetrace.model import fold
+    from claudetrace.ui.present import header
+
+    rid = _running(store, 6)  # the prompt and the model's answer; no result yet
+    rec = store.get(rid)
+    assert rec.status == "running" and rec.turns == 0 and rec.input_tokens == 0
+    session = fold(store.iter_events(rid))
+    usage = session.usage
+    assert len(session.turns) == 1 and usage.input > 0
+
+    shown = invoke("show", rid, "--db", str(db_path))
+    assert shown.exit_code == 0, shown.output
+    summary = dict(line.strip().split("  ", 1) for line in
+                   shown.stdout.split("\n\n", 1)[0].splitlines())
+    assert summary["turns / tools"].startswith("1 turn (prompt to result")
+    assert "1 model call" in summary["turns / tools"]
+    assert summary["tokens"] == (
+        f"in {usage.input} (+cache read {usage.cache_read}, cache write "
+        f"{usage.cache_creation}), out {usage.output}")
+    assert summary["events"].startswith(f"{session.event_count} lines")
+    assert summary["model / mode"].startswith(f"{session.model} / ")
+
+    report = dict(report_data(rec, store.iter_events(rid))["facts"])
+    assert {k: report[k] for k in ("turns / tools", "tokens", "events", "model / mode")} == {
+        k: summary[k] for k in ("turns / tools", "tokens", "events", "model / mode")}
+    head = header(rec, session)  # the session page's header, from the same fold
+    assert (head.turns, head.usage, head.lines) == (1, usage, session.event_count)
+
+
+def test_a_running_session_s_cost_is_one_figure_in_one_wording_everywhere(
+        store: Store, db_path: Path) -> None:
+    # Its header, show and the report said "not yet reported" while its prompt's
+    # line (and the span tree) showed the price table's estimate of the call made.
+    from claudetrace.formats.html import report_data
+    from claudetrace.model import fold
+    from claudetrace.pricing import dollars
+    from claudetrace.ui import outline, present
+    from claudetrace.ui.sessions import session_row
+
+    rid = _running(store, 6)  # the model answered; no result (no cost reported) yet
+    rec = store.get(rid)
+    session = fold(store.iter_events(rid))
+    cost = session.cost()
+    assert cost.source == "estimate" and cost.usd
+
+    shown = invoke("show", rid, "--db", str(db_path))
+    summary = dict(line.strip().split("  ", 1) for line in
+                   shown.stdout.split("\n\n", 1)[0].splitlines())
+    assert summary["cost"] == f"{dollars(cost.usd, digits=6)} (estimate)"
+    report = report_data(rec, store.iter_events(rid))
+    assert dict(report["facts"])["cost"] == summary["cost"]
+    assert report["cost_text"] == summary["cost"]  # the tokens tab
+    assert dict((k, v) for k, v, _ in report["th"])["cost"] == (
+        f"{dollars(cost.usd)} (estimate, price table)")
+
+    said = f"{dollars(cost.usd)} (estimate)"
+    assert present.header(rec, session).cost == said
+    tree = present.trace_tree(session, end_ns=None, status="running")
+    (prompt,) = outline.prompt_figures(session, tree).values()
+    assert prompt.cost == said
+    row = session_row(present.live(rec, session))  # the list's row of it
+    assert (row["cost"], row["cost source"]) == (dollars(cost.usd), "estimate")
+
+    bare = _running(store, 2)  # its prompt sent, no call made: nothing to say yet
+    rec = store.get(bare)
+    session = fold(store.iter_events(bare))
+    assert present.header(rec, session).cost == "not yet reported"
+    assert session_row(present.live(rec, session))["cost"] == "not yet"
+    shown = invoke("show", bare, "--db", str(db_path))
+    assert "not yet reported" in shown.stdout.split("\n\n", 1)[0]

@@ -1301,6 +1301,19 @@ def test_usage_reports_from_the_hour_sums_on_postgres(
 
 
 @pytest.mark.usefixtures("ct_env")
+def test_the_total_cost_tile_is_the_sum_of_the_costs_shown_on_postgres(pg_url: str) -> None:
+    # Its cost is the usage roll-up grouped once and joined (the correlated
+    # aggregate was most of the tiles' query at 100,000 sessions): the same sum.
+    from tests.summaries import check_tile_cost
+
+    store = open_store(pg_url)
+    try:
+        check_tile_cost(store)
+    finally:
+        store.close()
+
+
+@pytest.mark.usefixtures("ct_env")
 def test_session_list_figures_counted_in_sql_on_postgres(pg_url: str) -> None:
     from tests.summaries import check_summaries, seed_statuses
 

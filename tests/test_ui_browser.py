@@ -105,6 +105,31 @@ def test_the_list_says_a_cost_that_is_not_an_amount(
     assert "None" not in costs.values() and "" not in costs.values()
 
 
+def test_a_failed_session_s_reason_shows_at_1280_px(
+    server: str, browser: object, ui_db: dict[str, str], tmp_path: Path
+) -> None:
+    # The reason column was the 16th, past the grid's 820 px at a 1280 px window:
+    # "killed" said nothing of why without scrolling the table sideways.
+    page = browser.new_page(viewport={"width": 1280, "height": 1000})  # type: ignore[attr-defined]
+    page.goto(f"{server}/?errors=1")  # the failed ones (the grid writes the rows in view)
+    grid = page.locator("[data-testid='stDataFrame']").first
+    heads = grid.locator("[role='columnheader']")
+    heads.filter(has_text="first prompt").wait_for(state="attached", timeout=60_000)
+    # The grid writes the columns in view, in order, into its hidden accessible table.
+    names = [h.strip() for h in heads.all_inner_texts()]
+    cells = [[c.strip() for c in r.locator("[role='gridcell']").all_inner_texts()]
+             for r in grid.locator("[role='row']").all()]
+    box = grid.bounding_box()
+    page.screenshot(path=str(tmp_path / "sessions-1280-reason.png"))
+    page.close()
+    assert names[:4] == ["open", "status", "reason", "first prompt"]
+    assert "failed tools" in names
+    assert box is not None and box["x"] + box["width"] <= 1280
+    reasons = {row[0].removeprefix("?session="): row[names.index("reason")]
+               for row in cells if row}
+    assert reasons[ui_db["cli_dies"]] == "killed by SIGKILL during turn 1"
+
+
 def test_diff_takes_no_unknown_cost_for_zero(
     server: str, browser: object, ui_db: dict[str, str], tmp_path: Path
 ) -> None:
@@ -249,14 +274,22 @@ def test_a_click_on_the_cost_header_sorts_by_amount(browser: object, tmp_path: P
         assert box is not None
         left, right = box["x"] + 40, box["x"] + box["width"]
         marked: list[str] = []
-        for _ in range(12):
-            page.mouse.click((left + right) / 2, box["y"] + 17)
-            for _ in range(100):  # until the grid marks the column it sorted
+        nudge = 0.0
+        for _ in range(20):
+            page.mouse.click((left + right) / 2 + nudge, box["y"] + 17)
+            for _ in range(40):  # until the grid marks the column it sorted
                 names = [h.strip() for h in heads.all_inner_texts()]
                 now = [h for h in names if h[:1] in "↑↓"]
                 if now and now != marked:
                     break
                 page.wait_for_timeout(50)
+            if now == marked:
+                # The click hit a header's menu button (it opened the column's
+                # menu and sorted nothing): close the menu, click a little left.
+                page.keyboard.press("Escape")
+                nudge -= 15
+                continue
+            nudge = 0.0
             marked = now
             if marked == ["↑ cost"]:
                 break

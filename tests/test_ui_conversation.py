@@ -315,3 +315,33 @@ def test_steering_and_teammate_messages_are_labelled() -> None:
         ("from alice: ship it", "teammate message"),
         ("typed while it ran", "steering"),
     ]
+
+
+def test_a_transcript_s_commands_and_teammate_messages_read_without_their_markup() -> None:
+    # The page and the report showed "<command-name>/compact</command-name>
+    # <command-message>compact</command-message> <command-args></command-args>" and
+    # '<teammate-message teammate_id="reviewer">…' where claude-code-log shows
+    # "/compact" and the reviewer's words.
+    from claudetrace.ui.conversation import user_line
+
+    def line(kind: str, text: str) -> tuple[str, str | None]:
+        (item,) = build_conversation(_lines(("out", {
+            "type": "user", "claudetrace_kind": kind,
+            "message": {"role": "user", "content": text}})))
+        return item.text, item.label
+
+    assert line("command", "<command-name>/compact</command-name>\n<command-message>compact"
+                "</command-message>\n<command-args></command-args>") == ("/compact", "command")
+    assert line("command", "<command-name>/model</command-name> <command-args>opus"
+                "</command-args>") == ("/model opus", "command")
+    assert line("command", "<local-command-stdout>Compacted</local-command-stdout>") == (
+        "Compacted", "command output")
+    assert line("command", "<local-command-stdout></local-command-stdout>") == (
+        "(no output)", "command output")
+    assert line("teammate", '<teammate-message teammate_id="reviewer">Please also check the '
+                "refund rounding.</teammate-message>") == (
+        "Please also check the refund rounding.", "teammate message from reviewer")
+    # Another shape is shown as it is, never lost.
+    assert user_line("command", "/compact by hand") == ("/compact by hand", "command")
+    assert user_line("teammate", "from alice: ship it") == (
+        "from alice: ship it", "teammate message")

@@ -12,6 +12,7 @@ import pytest
 from claudetrace.cassette import read_cassette
 from claudetrace.model import Session, fold
 from claudetrace.model.events import Event
+from claudetrace.pricing import dollars
 from claudetrace.ui.markdown import markdown_tree, tree_html, tree_text
 from claudetrace.ui.present import (
     call_figures,
@@ -116,7 +117,7 @@ def rec(**kw: Any) -> Any:
         signal=None, error=None, claude_code_version=None, cost_usd=0.0, duration_ns=None,
         source="proxy", model=None, result_subtype=None, cost=None, cost_origin="unknown",
         model_calls=1, turns=1, models={}, argv=["claude"], tool_calls=0, tool_errors=0,
-        input_tokens=0, output_tokens=0, cache_read_tokens=0, cache_creation_tokens=0,
+        input_tokens=0, output_tokens=0, cache_read_tokens=0, cache_creation_tokens=0, byte_count=0,
         event_count=0,
     )
     base.update(kw)
@@ -131,7 +132,9 @@ def test_a_running_session_says_not_yet_instead_of_none_or_zero() -> None:
         if event.fields.type == "control_request" and event.fields.subtype == "can_use_tool":
             break
     head = header(rec(), session)
-    assert (head.cli, head.exit, head.cost) == ("not yet", "not yet", "not yet reported")
+    assert (head.cli, head.exit) == ("not yet", "not yet")
+    # Its call so far, priced by the table as its prompt's line says it (never $0).
+    assert head.cost == f"{dollars(session.cost().usd)} (estimate)"
     assert head.liveness is not None
     assert head.liveness.label == "awaiting approval · can_use_tool Bash"
     assert head.last_event.endswith(f"UTC ({offset(session.last_ns)})")

@@ -267,3 +267,14 @@ def test_a_page_of_the_list_asks_the_search_index_once(
     assert queries.summary(store, filters).count == 1
     assert names(queries.list_sessions(store, filters, limit=50)) == {"hooks"}
     assert asked == ["hooked"]
+
+
+def test_the_total_cost_tile_is_the_sum_of_the_costs_shown(tmp_path) -> None:
+    from claudetrace.store import open_store
+    from tests.summaries import check_tile_cost
+
+    store = open_store(str(tmp_path / "tiles.db"))
+    try:
+        check_tile_cost(store)
+    finally:
+        store.close()

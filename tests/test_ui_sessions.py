@@ -108,10 +108,10 @@ def test_bad_query_params_are_ignored() -> None:
     assert f == Filters()
 
 
-def test_status_and_exit_come_first_in_the_table() -> None:
+def test_status_and_its_reason_come_first_in_the_table() -> None:
     from claudetrace.ui.sessions import TABLE_COLUMNS
 
-    assert TABLE_COLUMNS[:3] == ("open", "status", "exit")
+    assert TABLE_COLUMNS[:3] == ("open", "status", "reason")
     row = session_row(rec())
     assert set(TABLE_COLUMNS) - {"open"} <= set(row)
 

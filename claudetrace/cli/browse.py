@@ -193,17 +193,24 @@ def show(session: str, db_url: str | None, raw: bool, deltas: bool, width: int) 
     """
     from ..display import visible
     from ..formats.facts import facts
+    from ..model import fold
     from ..store.links import links_of
     from ..terminal import Painter, wants_colour
+    from ..ui.present import live
 
     store = read_store(db_url)
     rec = store.resolve(session)
     (costed,) = _with_usage(store, [rec])
+    # A running session's summary is its session model's as far as it is stored,
+    # as the session browser's header and the report say it (its summary columns
+    # are written at its end: they said 0 turns and no tokens).
+    shown = costed if rec.status != "running" else live(
+        costed, fold(store.iter_events(rec.id)))
     out = sys.stdout
     paint = Painter(wants_colour(out))
     # A label is recorded text too: a per-model row is labelled with the model's name.
     out.write("".join(f"{paint(f'{visible(key):>14}', 'bold')}  {visible(value)}\n"
-                      for key, value in facts(costed, links_of(store, rec))) + "\n")
+                      for key, value in facts(shown, links_of(store, rec))) + "\n")
     out.flush()  # the summary is on screen before the transcript is read
     if raw:
         _show_raw(store, rec.id, out, paint)

@@ -280,14 +280,20 @@ def report_data(
                            found.output_title, conversation.refer(found.outputs),
                            1 if found.is_error else 0]
     source: str
-    if usage is None:
+    running = rec.status == "running"
+    if usage is None or (running and not usage.calls):
+        # A running session's turn in flight is not in the usage layer yet: its
+        # figures are the fold's, as its summary's are.
         models, usd, source = model_usage(session, cost), cost.usd, cost.source
         no_calls = usd is None and not session.calls
     else:
         models, usd, source = usage_rows(usage), usage.cost_or_none(), usage.cost_source
         no_calls = not usage.calls
-    # The cost every other view says (the facts' and the trace header's).
+    # The cost every other view says (the facts' and the trace header's); a running
+    # session's figures are those of the fold drawn here, not its summary columns
+    # (written at its end), as its page's header says them.
     priced = None if usage is None or not usage.calls else with_usage(rec, usage)
+    shown = present.live(priced or rec, session)
     return {
         "v": 1,
         "title": rec.name or rec.cli_session_id or rec.id,
@@ -297,14 +303,14 @@ def report_data(
         "started_ms": rec.started_ns // 1_000_000,
         "live": [now.state, now.detail, present.clock(rec.started_ns, now.last_event_ns),
                  present.offset(now.last_event_ns)],
-        "facts": [list(pair) for pair in facts(priced or rec, links)],
+        "facts": [list(pair) for pair in facts(shown, links)],
         "process": process,
         "conv": conv,
         "trace": [row.as_list() for row in trace],
         "th": [[label, value, 1 if bad else 0] for label, value, bad in outline.trace_header(
             tree, status=rec.status,
             started=present.moment(rec.started_ns), cost_source=cost.source,
-            rec=priced).cells()],
+            rec=shown if running else priced).cells()],
         "io": io,
         # Where each turn starts (seconds since the start, as an item's), for the
         # find box to say which turns hold its matches.

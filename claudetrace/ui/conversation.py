@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,41 @@ USER_KINDS = {
     "steering": "steering", "teammate": "teammate message", "command": "command",
     "meta": "meta", "interrupt": "interrupt", "compact_summary": "compaction summary",
 }
+
+#: The parts of a slash command's lines in a transcript (``<command-name>/compact
+#: </command-name> <command-message>compact</command-message> <command-args>…``,
+#: then ``<local-command-stdout>Compacted</local-command-stdout>``).
+_COMMAND_PART = re.compile(
+    r"<(command-name|command-message|command-args|local-command-stdout|local-command-stderr)>"
+    r"(.*?)</\1>", re.S)
+#: A teammate's message in a transcript, and who sent it.
+_TEAMMATE = re.compile(r"<teammate-message\b([^>]*)>(.*?)</teammate-message>", re.S)
+_TEAMMATE_ID = re.compile(r"""teammate_id=["']([^"']*)["']""")
+
+
+def user_line(kind: str, text: str) -> tuple[str, str]:
+    """The text and label of a transcript's user line that is no plain prompt
+    (``claudetrace_kind`` ``kind``), its markup read as claude-code-log reads it:
+    a slash command says ``/compact ARGS`` (its output ``Compacted``, labelled
+    ``command output``), a teammate's message its text, labelled with who sent it.
+    Text in another shape is kept as it is."""
+    label = USER_KINDS.get(kind, kind)
+    if kind == "command":
+        parts = {name: value.strip() for name, value in _COMMAND_PART.findall(text)}
+        if parts.get("command-name"):
+            said = " ".join(p for p in (parts["command-name"], parts.get("command-args")) if p)
+            return said, label
+        output = "\n".join(p for p in (parts.get("local-command-stdout"),
+                                        parts.get("local-command-stderr")) if p)
+        if output or any(name.startswith("local-command") for name in parts):
+            return output or "(no output)", "command output"
+    elif kind == "teammate":
+        found = _TEAMMATE.fullmatch(text.strip())
+        if found:
+            who = _TEAMMATE_ID.search(found.group(1))
+            return found.group(2).strip(), label + (f" from {who.group(1)}" if who else "")
+    return text, label
+
 
 #: Lines that are noise in a conversation (deltas, keep-alives).
 _SKIPPED_TYPES = frozenset({"stream_event", "keep_alive"})
@@ -228,7 +264,8 @@ class _Builder:
             self.add(ev, "compaction", text, label="compaction summary")
         elif isinstance(kind, str):
             said = kind in ("steering", "teammate")
-            self.add(ev, "user" if said else "system", text, label=USER_KINDS.get(kind, kind),
+            shown, named = user_line(kind, text)
+            self.add(ev, "user" if said else "system", shown, label=named,
                      data={"role": "user"})
         elif ev.direction == "in" or ev.fields.parent_tool_use_id:
             # The host's prompt, or the prompt the CLI gives a subagent.

@@ -28,7 +28,7 @@ from typing import Any, Final
 
 from ..model import Cost, ModelCall, Session, ToolCall, Turn, Usage
 from ..model.liveness import Liveness, liveness
-from ..model.summary import call_cost, cli_shares
+from ..model.summary import call_cost, cli_shares, summary_columns
 from ..pricing import FILE_SOURCE_KINDS, dollars
 from ..pricing import NO_COST as NO_COST  # the outline says it too
 from ..pricing import NOT_YET as NOT_YET
@@ -575,6 +575,8 @@ class Header:
     tool_calls: int = 0
     tool_errors: int = 0
     usage: Usage = field(default_factory=Usage)
+    model_calls: int = 0
+    bytes: int = 0
 
 
 def cost_text(rec: Any, digits: int = 4, *, cell: bool = False) -> str:
@@ -614,46 +616,87 @@ def exit_text(rec: Any) -> str:
     return "—" if rec.exit_code is None else str(rec.exit_code)
 
 
+class Live:
+    """A running recording whose summary figures are its session model's as far as
+    it is stored (:func:`live`); every other attribute is the recording's."""
+
+    def __init__(self, rec: Any, session: Session) -> None:
+        self._rec = rec
+        self.session = session
+        columns = summary_columns(session)
+        columns["model"] = rec.model or session.model
+        self.__dict__.update(columns)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._rec, name)
+
+    @property
+    def cost_origin(self) -> str:
+        """Where the fold's cost comes from: ``cli``, ``estimate`` or ``unknown``."""
+        return str(self.__dict__["cost_source"])
+
+    @property
+    def cost(self) -> float | None:
+        """What the calls so far cost (None when unknown, never 0 for unknown)."""
+        return None if self.cost_origin == "unknown" else float(self.__dict__["cost_usd"])
+
+
+def live(rec: Any, session: Session | None) -> Any:
+    """``rec`` (a stored recording) as every view shows it: a running one's turns,
+    calls, tools, tokens, lines and cost are those of ``session`` (its session
+    model as far as it is stored, the fold the page draws its conversation from),
+    not its summary columns, which are written at its end (they said 0 turns);
+    an ended one, or one with no ``session``, is ``rec``.
+
+    Its cost is what its calls so far cost, as its turns' lines say it: the
+    CLI's where it reported one, else the price table's (an estimate);
+    ``not yet reported`` before any call (:func:`claudetrace.pricing.cost_text`)."""
+    if session is None or rec.status != "running":
+        return rec
+    return Live(rec, session)
+
+
 def header(rec: Any, session: Session | None = None) -> Header:
     """The header of ``rec`` (a stored recording); ``session`` (its session model,
-    as far as it is stored) gives a running session's liveness and figures.
+    as far as it is stored) gives a running session's liveness and figures
+    (:func:`live`).
 
-    A running session's CLI version, exit and cost are not known yet: they say
-    ``not yet`` (a running session's cost so far is its results' cost, when any).
+    A running session's CLI version and exit are not known yet: they say ``not
+    yet``; its cost is what its calls so far cost (the CLI's where it reported
+    one, else the price table's, an estimate), ``not yet reported`` before any.
     """
     running = rec.status == "running"
-    live = None if session is None else session_liveness(rec, session)
-    last_ns = live.last_event_ns if live is not None else None
+    live_state = None if session is None else session_liveness(rec, session)
+    last_ns = live_state.last_event_ns if live_state is not None else None
     cli = rec.claude_code_version or ("not yet" if running else "—")
-    if running and session is not None:
-        figures: dict[str, Any] = dict(
-            turns=len(session.turns), lines=session.event_count, tool_calls=len(session.tools),
-            tool_errors=session.tool_errors, usage=session.usage)
-    else:
-        figures = dict(
-            turns=rec.turns or 0, lines=rec.event_count or 0, tool_calls=rec.tool_calls or 0,
-            tool_errors=rec.tool_errors or 0, usage=Usage(
-                rec.input_tokens or 0, rec.output_tokens or 0, rec.cache_read_tokens or 0,
-                rec.cache_creation_tokens or 0))
+    shown = live(rec, session)
     return Header(
         status=rec.status,
-        liveness=live,
+        liveness=live_state,
         started=moment(rec.started_ns),
         last_event=clock(rec.started_ns, last_ns) + f" UTC ({offset(last_ns)})"
         if last_ns is not None else "—",
         duration=duration(rec.duration_ns) if rec.duration_ns is not None else (
             duration(last_ns) if last_ns is not None else "—"),
-        cost=cost_text(rec),
+        cost=cost_text(shown),
         cli=cli,
         exit=exit_text(rec),
-        model=rec.model or (session.model if running and session is not None else None) or "—",
-        **figures,
+        model=shown.model or "—",
+        turns=shown.turns or 0,
+        lines=shown.event_count or 0,
+        tool_calls=shown.tool_calls or 0,
+        tool_errors=shown.tool_errors or 0,
+        usage=Usage(shown.input_tokens or 0, shown.output_tokens or 0,
+                    shown.cache_read_tokens or 0, shown.cache_creation_tokens or 0),
+        model_calls=shown.model_calls or 0,
+        bytes=shown.byte_count or 0,
     )
 
 
 __all__ = [
     "CallFigures",
     "Header",
+    "Live",
     "TraceNode",
     "TraceRow",
     "call_figures",
@@ -661,6 +704,7 @@ __all__ = [
     "duration",
     "duration_s",
     "header",
+    "live",
     "moment",
     "money",
     "offset",

@@ -26,13 +26,14 @@ def started_at(started_ns: int) -> dt.datetime:
     return dt.datetime.fromtimestamp(started_ns / 1e9, tz=dt.timezone.utc)
 
 
-#: The session table's columns, in order: status, exit and the first prompt first
-#: after the link, then failed tools, so they show without scrolling at 1280 px;
-#: wide, rarely read ones last.
+#: The session table's columns, in order: status and why it failed, the first
+#: prompt, the start, tools and failed tools first after the link, so they show
+#: without scrolling at 1280 px (the exit code, which the reason says in words,
+#: after them); wide, rarely read ones last.
 TABLE_COLUMNS = (
-    "open", "status", "exit", "first prompt", "started", "duration (s)", "tool calls",
-    "tool errors", "model", "turns", "tokens", "cost", "cost source", "now", "name",
-    "reason", "tags", "project", "source", "links", "lines", "CLI", "id",
+    "open", "status", "reason", "first prompt", "started", "duration (s)", "tool calls",
+    "tool errors", "exit", "model", "turns", "tokens", "cost", "cost source", "now", "name",
+    "tags", "project", "source", "links", "lines", "CLI", "id",
 )
 
 

@@ -204,7 +204,9 @@ def _list_body(filters: Filters) -> None:
         key="sessions_table",
         column_order=list(TABLE_COLUMNS),
         column_config={
-            "open": st.column_config.LinkColumn("open", display_text="open", width="small"),
+            "open": st.column_config.LinkColumn("open", display_text="open", width=50),
+            # Why a session failed, beside its status (was past the 1280 px view).
+            "reason": st.column_config.TextColumn("reason", width=150),
             "started": st.column_config.DatetimeColumn(
                 "started (UTC)", format="YYYY-MM-DD HH:mm:ss"
             ),
@@ -213,7 +215,7 @@ def _list_body(filters: Filters) -> None:
             "duration (s)": st.column_config.NumberColumn("dur (s)", width="small"),
             "turns": st.column_config.NumberColumn("turns", width="small"),
             "tool calls": st.column_config.NumberColumn("tools", width="small"),
-            "first prompt": st.column_config.TextColumn("first prompt", width="medium"),
+            "first prompt": st.column_config.TextColumn("first prompt", width=160),
             **coloured,
         },
     )
@@ -243,15 +245,21 @@ def _page_rows(db: Store, filters: Filters, page_no: int
         if row["status"] == "running" and running < LIVE_ROWS:
             running += 1
             rec = by_id[row["id"]]
-            head = present.header(rec, common.folded(db, rec).session)
+            session = common.folded(db, rec).session
+            head = present.header(rec, session)
             if head.liveness is not None:
                 row["now"] = f"{head.liveness.state} · last event {head.last_event}"
-            # Its figures so far, as its page's header says them (not the summary
-            # columns, written at its end).
-            row.update({"turns": head.turns, "tool calls": head.tool_calls,
-                        "tool errors": head.tool_errors, "tokens": head.usage.total})
+            # Its figures and cost so far, as its page's header says them (not the
+            # summary columns, written at its end).
+            now = session_row(present.live(rec, session))
+            row.update({key: now[key] for key in _LIVE_COLUMNS})
     table, coloured = _coloured(shown)
     return table, coloured, shown
+
+
+#: The cells of a running session's row that its fold says (:func:`present.live`).
+_LIVE_COLUMNS = ("turns", "tool calls", "tool errors", "tokens", "lines", "model", "cost",
+                 "cost source")
 
 
 #: Label colours of the status column: a failure red, a running session orange
