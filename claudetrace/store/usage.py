@@ -307,6 +307,11 @@ def _in_call_order(reader: Reader, t: str) -> str:
     return f" ORDER BY {t}.recording_id, {t}.first_ns, {t}.model{collate}"
 
 
+def _last_call(t: str) -> str:
+    """SQL of the last call of the recording of a row of ``t``, as ``rec_last``."""
+    return f"MAX({t}.last_ns) OVER (PARTITION BY {t}.recording_id) AS rec_last"
+
+
 def _in_last_order(reader: Reader, t: str) -> str:
     """``ORDER BY`` of :func:`by_recording`: the recordings by their last call
     (``rec_last``), then id, a recording's rows together, its models in the order
@@ -324,13 +329,12 @@ def by_recording(reader: Reader, f: UsageFilter) -> list[RecordingUsage]:
     calls) that the database adds up by recording and model.  A row each, with
     the recording's columns and its last call's time, in the report's order (the
     database sorts them: Python only reads them in turn)."""
-    last = "MAX(t.last_ns) OVER (PARTITION BY t.recording_id) AS rec_last"
     if f.since_ns is None and f.until_ns is None:
         source, params = _from(reader, f, _MODELS, join=True)
         sql = (f"SELECT u.recording_id, u.model, u.input_tokens, u.output_tokens, "
                f"u.cache_read_tokens, u.cache_creation_tokens, u.cost_usd, u.calls, "
                f"u.sources, u.first_ns, u.last_ns, u.estimated_usd, {_RECORDING_COLUMNS}, "
-               f"{last.replace('t.', 'u.')}{source}")
+               f"{_last_call('u')}{source}")
         t = "u"
     else:
         c = _columns(f)
@@ -339,7 +343,7 @@ def by_recording(reader: Reader, f: UsageFilter) -> list[RecordingUsage]:
                 f"{c.first} AS first_ns, {c.last} AS last_ns, "
                 f"SUM(CASE WHEN u.cost_source = 'estimate' THEN u.cost_usd ELSE 0 END)"
                 f"{source} GROUP BY u.recording_id, u.model")
-        sql = (f"SELECT s.*, {_RECORDING_COLUMNS}, {last.replace('t.', 's.')} "
+        sql = (f"SELECT s.*, {_RECORDING_COLUMNS}, {_last_call('s')} "
                f"FROM ({sums}) s JOIN recordings r ON r.id = s.recording_id")
         t = "s"
     sql += _in_last_order(reader, t)
