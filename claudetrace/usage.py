@@ -28,7 +28,7 @@ from typing import Any, Final, Literal
 
 from .store import usage as q
 from .store.rows import COST_SOURCES
-from .store.usage import Figures, Reader, UsageFilter
+from .store.usage import Figures, FigureValues, Reader, UsageFilter
 
 Report = Literal["daily", "weekly", "monthly", "session", "blocks"]
 REPORTS: Final[tuple[Report, ...]] = ("daily", "weekly", "monthly", "session", "blocks")
@@ -96,7 +96,7 @@ class Totals:
             self._model(model)._take(*f, bit, estimated)
 
     @classmethod
-    def of_models(cls, models: list[tuple[str, int, Figures, float]]) -> Totals:
+    def of_models(cls, models: list[tuple[str, int, FigureValues, float]]) -> Totals:
         """The totals of one figure per model (each model once), whose calls'
         costs come from the sources of the mask given, the table's part of it
         estimated."""

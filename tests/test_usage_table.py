@@ -189,3 +189,64 @@ def test_a_team_s_session_breakdown_is_what_rich_prints(
     lines = out[1].splitlines()
     assert len(lines) > out[1].count("└ ") + 30 + 6  # the models' cells wrap
     assert ("\x1b[2m" in out[1]) == colour
+
+
+def _as_rounded(source: str, cost: float, estimated: float, sums: bool) -> str:
+    """The cost cell as it was written before ``cost_text`` rounded only where it
+    matters: every figure rounded to 1e-9 dollars (a session's parts first)."""
+    from claudetrace.cli.usage_table import _amount
+
+    if sums:
+        cost, estimated = round(cost, 9), round(estimated, 9)
+    if source == "estimate":
+        cli = round(cost - estimated, 9)
+        if cli > 0:
+            return f"{_amount(cli)} + ~{_amount(round(estimated, 9))}"
+        return "~" + _amount(round(cost, 9))
+    return _amount(round(cost, 9))
+
+
+def test_a_cost_cell_reads_as_its_figures_rounded_to_a_billionth() -> None:
+    """Amounts on and next to every edge a rounding to 1e-9 dollars can cross: half
+    a cent, half of a fourth place, a dollar, a tenth of a cent, a thousand (its
+    comma), the CLI's part nothing or next to nothing; and random ones."""
+    from claudetrace.cli.usage_table import cost_text
+
+    rng = random.Random(34)
+    edges = [1.125, 0.00125, 1.0, 0.001, 2.345, 1234.565, 0.12345, 0.0, 3e-10, 6e-10,
+             999.0, 999.995, 1000.0, 999_999.995]
+    near = [e + d for e in edges
+            for d in (0.0, 4e-10, -4e-10, 5e-10, -5e-10, 6e-10, -6e-10, 1e-9, -1e-9, 2e-8)]
+    near += [rng.uniform(0, 3) for _ in range(3000)] + [rng.uniform(0, 0.01) for _ in range(500)]
+    near += [rng.uniform(0, 3000) for _ in range(500)]
+    checked = 0
+    for cost in near:
+        for estimated in (0.0, cost, cost - 5e-10, 0.125 + 4e-10, rng.uniform(0, cost or 1)):
+            for source in ("cli", "estimate"):
+                for sums in (False, True):
+                    assert cost_text(source, cost, estimated, False, sums=sums) == \
+                        _as_rounded(source, cost, estimated, sums), (source, cost, estimated)
+                    checked += 1
+    assert checked > 40_000
+
+
+def test_the_last_activity_minute_is_iso_s_in_every_zone() -> None:
+    """The minute a session's last call is written at, in UTC from its day's text,
+    is ``fromtimestamp``'s (its microseconds rounded) next to a minute's edge too."""
+    import datetime as dt
+    from zoneinfo import ZoneInfo
+
+    from claudetrace.cli.usage_table import _minute_text
+
+    rng = random.Random(34)
+    base = 1_790_000_000 * 10**9
+    times = [base + rng.randrange(10**15) for _ in range(2000)]
+    times += [t - t % 60_000_000_000 + d for t in times[:50]
+              for d in (0, 1, 499, 500, 501, 999_999, 10**6, -1, -499, -500, -501, -10**6)]
+    times += [-10**17, 9 * 10**18]  # the years a store's times reach
+    for tz in (dt.timezone.utc, dt.timezone(dt.timedelta(hours=5, minutes=30)),
+               dt.timezone(dt.timedelta(hours=-3)), ZoneInfo("Europe/Paris"), None):
+        minute_of = _minute_text(tz)
+        for t in times:
+            assert minute_of(t) == dt.datetime.fromtimestamp(t / 1e9, tz).isoformat(
+                " ", "minutes")[:16], (tz, t)

@@ -202,7 +202,7 @@ def seed_team(db_url: str, sessions: int, *, calls: int = TEAM_CALLS, days: int 
 
 #: The team bench's reports: each as a table and ``--json``, per model, narrowed.
 TEAM_REPORTS: Final = (
-    *((report, *form) for report in ("daily", "monthly", "session", "blocks")
+    *((report, *form) for report in ("daily", "weekly", "monthly", "session", "blocks")
       for form in ((), ("--json",), ("--breakdown",))),
     ("session", "--json", "--project", "project-2", "--tag", "team=t3"),
     ("daily", "--json", "--model", "claude-opus-4-1-20250805", "-z", "Europe/Paris"),

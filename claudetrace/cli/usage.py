@@ -100,7 +100,10 @@ def usage(report: str, db_url: str | None, as_json: bool, since: str | None, unt
         from .browse import Tally
 
         tally = Tally(each=False)
-    with _reader(db_url, imports, tally) as reader, _collector_paused(not live):
+    # Paused from the start (the imports of psycopg and Rich start it dozens of times)
+    # but where --import runs first, with it on.
+    with _collector_paused(not live and not imports), _reader(db_url, imports, tally) \
+            as reader, _collector_paused(not live):
         # A filter that matches nothing at all (a mistyped model) is said, not
         # left to look like no use; the (empty) report is still printed, exit 0.
         for line in unmatched(reader, f):

@@ -9,9 +9,9 @@ colour, else with the codes Rich writes for its styles (:func:`show`).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import starmap, zip_longest
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
@@ -276,6 +276,28 @@ class Grid:
                 lines[at] = line
         return lines
 
+    def _assemble(self, out: list[str], lines: list[str | None], section: str,
+                  own: Callable[[tuple[list[Cell], str]], list[str]]) -> None:
+        """The body's ``lines`` (:meth:`_body`) onto ``out`` with the lines between
+        sections (``section``) put in, a row without a line written by ``own``."""
+        if None not in lines:  # every row a line: the lines between sections put in
+            whole = cast(list[str], lines)
+            start = done = 0
+            for stop in _sections(self.rows):
+                out += whole[done:done + stop - start]
+                out.append(section)
+                done += stop - start
+                start = stop + 1
+            out += whole[done:]
+            return
+        body = iter(lines)
+        for found in self.rows:
+            if found is None:
+                out.append(section)
+                continue
+            line = next(body)
+            out += [line] if line is not None else own(found)
+
     def _plain(self, console: Console, layout: _Layout) -> list[str]:
         widths = layout.widths
         row = self._plain_row(console, widths)
@@ -283,16 +305,8 @@ class Grid:
                *row([name for name, _ in self.columns], "┃"),
                self._rule(widths, "┡", "━", "╇", "┩")]
         section = self._rule(widths, "├", "─", "┼", "┤")
-        body = iter(self._body(console, layout, None))
-        for found in self.rows:
-            if found is None:
-                out.append(section)
-                continue
-            line = next(body)
-            if line is not None:
-                out.append(line)
-            else:
-                out += row(found[0], "│")
+        self._assemble(out, self._body(console, layout, None), section,
+                       lambda found: row(found[0], "│"))
         out.append(self._rule(widths, "└", "─", "┴", "┘"))
         out += self._captions(widths)
         return out
@@ -451,16 +465,8 @@ class Grid:
         out = [self._rule(widths, "┏", "━", "┳", "┓"),
                *row([name for name, _ in self.columns], "bold", "┃"),
                self._rule(widths, "┡", "━", "╇", "┩")]
-        body = iter(self._body(console, layout, codes))
-        for found in self.rows:
-            if found is None:
-                out.append(section)
-                continue
-            line = next(body)
-            if line is not None:
-                out.append(line)
-            else:
-                out += row(*found, "│")
+        self._assemble(out, self._body(console, layout, codes), section,
+                       lambda found: row(*found, "│"))
         out.append(self._rule(widths, "└", "─", "┴", "┘"))
         if self.caption:
             out += text_of(self._caption_segments(console, widths))
@@ -502,6 +508,18 @@ class Grid:
 
 
 _WORD = re.compile(r"\s*\S+\s*")
+
+
+def _sections(rows: list[Any]) -> Iterator[int]:
+    """Where the lines between sections (None) are among ``rows``: looked for in C
+    (a table has a few among tens of thousands of rows)."""
+    at = -1
+    while True:
+        try:
+            at = rows.index(None, at + 1)
+        except ValueError:
+            return
+        yield at
 
 
 def show(console: Console, table: Grid) -> None:

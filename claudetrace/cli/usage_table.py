@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
@@ -32,20 +32,39 @@ def cost_cell(t: Totals) -> Shown:
     return cost_text(t.cost_source, t.cost, t.estimated, bool(t.unpriced))
 
 
-def cost_text(source: str, cost: float, estimated: float, unpriced: bool) -> Shown:
+def cost_text(source: str, cost: float, estimated: float, unpriced: bool, *,
+              sums: bool = False) -> Shown:
     """:func:`cost_cell` of a group whose calls' costs come from ``source``
     (``cli``, ``estimate``, ``unknown``), ``estimated`` of ``cost`` the price
-    table's, some calls without a price (``unpriced``)."""
+    table's, some calls without a price (``unpriced``); ``sums``: ``cost`` and
+    ``estimated`` are a session's, each first rounded as ``--json`` writes it.
+
+    Every amount is its figure rounded to 1e-9 dollars, rounded only where that
+    can change the text (:func:`_plainly`): ``round`` is some 2,000
+    instructions, a fifth of a table's row."""
     if source == "unknown":
         return Text("?", style="yellow")
-    if source == "estimate":
-        cli = round(cost - estimated, 9)
-        if cli > 0:  # the CLI's part, and the table's
-            amount = f"{_amount(cli)} + ~{_amount(round(estimated, 9))}"
+    amount = None
+    if source != "estimate":
+        amount = _plainly(cost)
+    elif (cli := cost - estimated) > _EDGE:  # the CLI's part, and the table's
+        mine, table = _plainly(cli), _plainly(estimated)
+        if mine is not None and table is not None:
+            amount = f"{mine} + ~{table}"
+    elif cli == 0.0 or cli < -_EDGE:  # the table's alone
+        shown = _plainly(cost)
+        amount = None if shown is None else "~" + shown
+    if amount is None:  # a figure within reach of a rounding's edge: rounded
+        if sums:
+            cost, estimated = round(cost, 9), round(estimated, 9)
+        if source == "estimate":
+            cli = round(cost - estimated, 9)
+            if cli > 0:
+                amount = f"{_amount(cli)} + ~{_amount(round(estimated, 9))}"
+            else:
+                amount = "~" + _amount(round(cost, 9))
         else:
-            amount = "~" + _amount(round(cost, 9))
-    else:
-        amount = _amount(round(cost, 9))
+            amount = _amount(round(cost, 9))
     if unpriced:
         cell = Text(amount)
         cell.append(" + ?", style="yellow")
@@ -55,6 +74,23 @@ def cost_text(source: str, cost: float, estimated: float, unpriced: bool) -> Sho
 
 _CENTS = "${:,.2f}".format
 _FOUR = "${:,.4f}".format
+#: Far more than rounding to 1e-9 dollars (twice: a session's parts) moves a
+#: figure, far less than the places an amount shows.
+_EDGE = 1e-7
+
+
+def _plainly(usd: float) -> str | None:
+    """:func:`_amount` of ``usd`` where rounding it to 1e-9 dollars first would
+    write the same: no half-unit of the last place shown, nor the edge of 2 or 4
+    places, within :data:`_EDGE` of it; else None.  Under $999, with no
+    thousands to group, by ``%`` (a third of ``format``'s time)."""
+    if 1 + _EDGE < usd < 999:
+        return "$%.2f" % usd if abs(usd * 100 % 1 - 0.5) > 1e-3 else None  # noqa: UP031
+    if 0.001 + _EDGE < usd < 1 - _EDGE:
+        return "$%.4f" % usd if abs(usd * 1e4 % 1 - 0.5) > 1e-2 else None  # noqa: UP031
+    if 999 <= usd < 1e6:
+        return _CENTS(usd) if abs(usd * 100 % 1 - 0.5) > 1e-3 else None
+    return None
 
 
 def _amount(usd: float) -> str:
@@ -127,6 +163,41 @@ def _costliest_first(m: Any) -> float:
     return -m[2][4]  # type: ignore[no-any-return]
 
 
+_MINUTE_NS = 60_000_000_000
+
+
+def _minute_text(tz: dt.tzinfo | None) -> Callable[[int], str]:
+    """What writes a time (ns since 1970) in ``tz`` to the minute, ``YYYY-MM-DD
+    HH:MM``: ISO's text cut to the minute (strftime's text for the years a store's
+    times reach, 1678-2261, in C).  In a fixed zone of whole minutes (UTC), a
+    day's text made once and its minutes added (``fromtimestamp`` and
+    ``isoformat`` are some 15,000 instructions, a minute apart a session), but
+    within a millisecond of a minute's edge, where ``fromtimestamp``'s rounding
+    to microseconds of the time as a float could cross it."""
+
+    def exact(t_ns: int) -> str:
+        return dt.datetime.fromtimestamp(t_ns / 1e9, tz).isoformat(" ", "minutes")[:16]
+
+    offset = tz.utcoffset(None) if isinstance(tz, dt.timezone) else None
+    if offset is None or offset % dt.timedelta(minutes=1):
+        return exact
+    shift = offset // dt.timedelta(minutes=1)
+    days: dict[int, str] = {}
+    epoch = dt.date(1970, 1, 1).toordinal()
+
+    def quick(t_ns: int) -> str:
+        minute, within = divmod(t_ns, _MINUTE_NS)
+        if not 1_000_000 <= within < _MINUTE_NS - 1_000_000:
+            return exact(t_ns)
+        day, hm = divmod(minute + shift, 1440)
+        text = days.get(day)
+        if text is None:
+            text = days[day] = dt.date.fromordinal(epoch + day).isoformat()
+        return f"{text} {hm // 60:02d}:{hm % 60:02d}"
+
+    return quick
+
+
 def session_table(found: SessionReport, tz: dt.tzinfo | None, breakdown: bool) -> Grid:
     """Sessions, oldest last activity first: the entries ``--json`` writes, a row
     each (and one per model under it with ``breakdown``), made from the report's
@@ -136,6 +207,7 @@ def session_table(found: SessionReport, tz: dt.tzinfo | None, breakdown: bool) -
     table = _table(["session", "project", "last activity", "models"])
     add = table.rows.append
     minutes: dict[int, str] = {}  # many sessions end in the same minute
+    minute_of = _minute_text(tz)
     # Many sessions use the same models: each one's cell, and a set's, made once.
     used: dict[tuple[str, ...], str] = {}
     under: dict[str, str] = {}
@@ -148,10 +220,7 @@ def session_table(found: SessionReport, tz: dt.tzinfo | None, breakdown: bool) -
         minute = last_ns // 60_000_000_000
         last = minutes.get(minute)
         if last is None:
-            # ISO's text cut to the minute is strftime's %Y-%m-%d %H:%M for the years
-            # a store's times reach (1678-2261), in C (strftime goes through Python).
-            last = minutes[minute] = dt.datetime.fromtimestamp(
-                last_ns / 1e9, tz).isoformat(" ", "minutes")[:16]
+            last = minutes[minute] = minute_of(last_ns)
         models = rec.models
         name = rec.name or rec.session_id or rec.recording_id
         names = tuple([m[0] for m in models])
@@ -166,7 +235,7 @@ def session_table(found: SessionReport, tz: dt.tzinfo | None, breakdown: bool) -
         add(([name if name.isprintable() else visible(name),
               rec.cwd if rec.cwd.isprintable() else visible(rec.cwd),
               last, shown, i, o, cc, cr, i + o + cr + cc,
-              cost_text(source, round(cost, 9), round(est, 9), mask & UNKNOWN != 0)], ""))
+              cost_text(source, cost, est, mask & UNKNOWN != 0, sums=True)], ""))
         if breakdown:
             for model, mask, (i, o, cr, cc, cost, _), est in (
                     models if len(models) == 1 else sorted(models, key=by_cost)):
