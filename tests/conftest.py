@@ -44,10 +44,15 @@ def _private_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None
     """Every test, and every process it starts, has a data directory of the session's
     own (``$XDG_DATA_HOME``) and no ``$CLAUDETRACE_DB``: a test without ``ct_env`` that
     keeps the price table (``prices.json``) or a capture file writes there, not into
-    the user's, where pytest-xdist's workers (or another session) would race on it."""
+    the user's, where pytest-xdist's workers (or another session) would race on it.
+
+    ``import`` converts each session before it returns (``CLAUDETRACE_FOLD=now``), as a
+    test that reads what it stored expects; the tests of the usage-first import and
+    its pass in the background (``tests/test_import_unfolded.py``) unset it."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg-data")))
         patch.delenv("CLAUDETRACE_DB", raising=False)
+        patch.setenv("CLAUDETRACE_FOLD", "now")
         yield
 
 

@@ -35,7 +35,9 @@ def test_the_tree_imports_to_the_naive_loops_figures(tmp_path: Path, db_path: Pa
 
 def test_the_bench_times_each_row(tmp_path: Path) -> None:
     tree, rows = run_import_bench(sessions=2, size=100_000, repeat=1, ccusage=None)
-    assert [r.name for r in rows] == ["claudetrace import", "  re-import, unchanged",
-                                      "naive loop"]
+    assert [r.name for r in rows] == [
+        "claudetrace import", "  then usage daily", "  import + usage daily",
+        "  the pass after it (CPU)", "  re-import, unchanged", "import --wait (converting)",
+        "naive loop"]
     assert all(len(r.seconds) == 1 and r.peak_mib > 0 and not r.note for r in rows)
     assert tree.sessions == 2 and tree.files >= 2

@@ -193,13 +193,14 @@ def show(session: str, db_url: str | None, raw: bool, deltas: bool, width: int) 
     """
     from ..display import visible
     from ..formats.facts import facts
+    from ..formats.unfolded import whole
     from ..model import fold
     from ..store.links import links_of
     from ..terminal import Painter, wants_colour
     from ..ui.present import live
 
     store = read_store(db_url)
-    rec = store.resolve(session)
+    rec = whole(store, store.resolve(session))
     (costed,) = _with_usage(store, [rec])
     # A running session's summary is its session model's as far as it is stored,
     # as the session browser's header and the report say it (its summary columns
@@ -345,8 +346,10 @@ def export(
 
     fmt = export_format(fmt, output)
 
+    from ..formats.unfolded import whole
+
     store = read_store(db_url)
-    rec = store.resolve(session)
+    rec = whole(store, store.resolve(session))
     redactor = None if no_redact else _redactor(rec)
     if fmt == "html":
         _export_html(store, rec, output, redactor)
@@ -488,6 +491,11 @@ def say_unmatched(store: Any, models: tuple[str, ...], tags: tuple[str, ...]) ->
     "--interval", default=2.0, show_default=True, type=INTERVAL,
     help="Seconds between looks with --watch.",
 )
+@click.option(
+    "--wait", is_flag=True,
+    help="Index each session before returning (by default a session's usage is stored "
+    "first and the rest is indexed by a process in the background).",
+)
 @reports_errors
 def import_(
     paths: tuple[str, ...],
@@ -496,6 +504,7 @@ def import_(
     tags: tuple[str, ...],
     watch: bool,
     interval: float,
+    wait: bool,
 ) -> None:
     """Store cassettes, Claude Code transcripts and claude-trace logs; prints each
     recording's id.
@@ -515,6 +524,7 @@ def import_(
     import os
 
     from ..config import plain_file, plain_name, resolve_url
+    from ..formats.folding import fold_now
     from ..formats.imports import (
         Converting,
         ImportFormatError,
@@ -565,8 +575,10 @@ def import_(
     # sessions' conversion starts first: it runs beside the file's migrations.
     sessions = [u for u in units if u.kind != "cassette"]
     new_file = plain_name(url)
+    usage_first = not (wait or fold_now() or url == "sqlite://")
     converting = Converting.start(sessions) if (
-        new_file is not None and not new_file.exists() and in_parallel(sessions)) else None
+        new_file is not None and not new_file.exists() and in_parallel(sessions)
+        and not usage_first) else None
     # A cassette's events are written by a process of its own, beside the
     # reading; started first, so its start-up runs beside ours (none without one).
     started: Any = None
@@ -585,7 +597,7 @@ def import_(
         # A database in memory is one per process: the writer's would be another.
         writer = None if opened and opened[0].in_memory else started
         _import_units(units, store, writer, name, parsed_tags, tally, url, single, converting,
-                      index)
+                      index, usage_first)
         if not opened and not cap.nothing_to_settle(url):
             store()  # stores the finished sessions still waiting, as every command does
     click.echo(tally.summary(), err=True)
@@ -598,14 +610,14 @@ def import_(
         raise SystemExit(1)
     if watch:
         said = {(done.path, done.note) for done in skipped}
-        _watch(store(), paths, interval, planner, name, parsed_tags, said)
+        _watch(store(), paths, interval, planner, name, parsed_tags, said, usage_first)
     if tally.skipped or tally.damage:
         raise SystemExit(1)
 
 
 def _import_units(units: Sequence[Any], store: Any, writer: Any, name: str | None,
                   tags: dict[str, str], tally: Tally, url: str, single: bool,
-                  converting: Any = None, index: Any = None) -> None:
+                  converting: Any = None, index: Any = None, usage_first: bool = False) -> None:
     from ..errors import ClaudeTraceError, StoreError
     from ..formats.imports import (
         Imported,
@@ -637,13 +649,20 @@ def _import_units(units: Sequence[Any], store: Any, writer: Any, name: str | Non
         # What is stored already, in one look (an unchanged session opens nothing).
         if index is None:
             index = stored_sessions(url, store)
+        stored = False
         for done, unit, _shown in zip(import_units(store, converted, name=name, tags=tags,
-                                                   index=index, converting=converting),
+                                                   index=index, converting=converting,
+                                                   usage_first=usage_first),
                                       converted, shown, strict=False):
             if single and done.action == "skipped":
                 raise ImportFormatError(done.note)
             tally.add(done)
             tally.joined(done, unit)
+            stored = stored or done.action in ("imported", "updated")
+        if usage_first and stored:
+            from ..formats.folding import start_pass
+
+            start_pass(url)
 
 
 class Tally:
@@ -711,7 +730,8 @@ class Tally:
 
 
 def _watch(store: Any, paths: tuple[str, ...], interval: float, planner: Any,
-           name: str | None, tags: dict[str, str], said: set[Any]) -> None:
+           name: str | None, tags: dict[str, str], said: set[Any],
+           usage_first: bool = False) -> None:
     import time
 
     from ..formats.imports import Watcher
@@ -719,6 +739,7 @@ def _watch(store: Any, paths: tuple[str, ...], interval: float, planner: Any,
     watcher = Watcher(store, paths, name=name, tags=tags)
     watcher.planner = planner
     watcher.said = said  # the files skipped already said so
+    watcher.usage_first = usage_first
     tally = Tally()
 
     def failed(path: Any, exc: Exception) -> None:

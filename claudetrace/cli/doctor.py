@@ -8,6 +8,7 @@ import click
 
 from ..display import say
 from ..formats.owner import importing_elsewhere
+from ..store.unfolded import pending
 from ._common import db_option, read_store, reports_errors
 
 
@@ -58,12 +59,14 @@ def doctor(db_url: str | None, retry: tuple[str, ...]) -> None:
                 cap.restore(item)
     lossy: list[Any] = []
     halves: list[Any] = []
+    unfolded: list[str] = []
     try:
         # Opening it stores what waits (the retried captures among them).
         store = read_store(db_url)
         try:
             lossy = store.lossy_recordings()
             halves = store.half_imported()
+            unfolded = pending(store)
         finally:
             store.close()
     except StoreError as exc:
@@ -88,6 +91,11 @@ def doctor(db_url: str | None, retry: tuple[str, ...]) -> None:
         stopped.append(rec)
         click.echo(f"{rec.id}  half imported: a cassette's import stopped before its end "
                    f"(killed?); import the cassette again")
+    for rid in unfolded:
+        # Its usage is stored; its events, tools and search words come with the
+        # pass an import starts (or a reader that folds it first).
+        click.echo(f"{rid}  still being indexed: imported usage first, not folded yet "
+                   "(`claudetrace show` it to fold it now)")
     waiting = [p for p in cap.capture_files(url) if not cap.writer_alive(p)]
     aside = cap.set_aside_files(url)
     for item in aside:

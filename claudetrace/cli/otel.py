@@ -66,6 +66,7 @@ def otel(
     store = read_store(db_url)
     since_ns = parse_since(since) if since is not None else None
     ids = select_recordings(store, sessions, all_=all_, since_ns=since_ns)
+    _folded(store, ids)
     if tree and not ids:
         click.echo("no recordings matched", err=True)
         return
@@ -149,3 +150,15 @@ def _check_reachable(settings: Any) -> None:
         reason = "timed out" if isinstance(exc, TimeoutError) else (
             os.strerror(exc.errno) if exc.errno else str(exc))
         raise TelemetryError(f"cannot reach the OTLP endpoint {where}: {reason}") from None
+
+
+def _folded(store: Any, ids: list[str]) -> None:
+    """Fold now those of ``ids`` an import stored usage first and did not fold yet:
+    a recording is exported whole (:mod:`claudetrace.formats.unfolded`)."""
+    from ..formats.unfolded import fold
+    from ..store.unfolded import pending
+
+    waiting = set(pending(store))
+    for rid in ids:
+        if rid in waiting:
+            fold(store, rid)

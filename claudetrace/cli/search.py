@@ -25,9 +25,15 @@ def search(text: str, db_url: str | None, limit: int, as_json: bool) -> None:
     finds "hello", not "shell").  Each line found is printed with its session,
     its sequence number and the text around the match.
     """
-    from ..display import visible
+    from ..config import resolve_url
+    from ..display import plural, visible
+    from ..store.waiting import count_plain
 
     hits = _find(db_url, text, limit or None)
+    waiting = count_plain(resolve_url(db_url))
+    if waiting:
+        click.echo(f"{plural(waiting, 'imported session')} still being indexed: their lines "
+                   "are not searched yet", err=True)
     if as_json:
         echo_json([{
             "recording_id": h.recording_id,

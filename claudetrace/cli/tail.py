@@ -69,7 +69,9 @@ def tail(session: str | None, db_url: str | None, follow: bool, raw: bool, inter
 
     def session_of(query: str | None) -> Any:
         if query is not None:
-            return store.resolve(query)
+            from ..formats.unfolded import whole
+
+            return whole(store, store.resolve(query))
         rec = next_session(store, started_after_ns=launched if follow else None, shown=shown)
         if rec is None and not follow:
             raise SessionNotFound(

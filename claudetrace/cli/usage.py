@@ -197,15 +197,24 @@ def _report(reader: Any, report: str, as_json: bool, breakdown: bool, live: bool
 def _imported(db_url: str | None, paths: tuple[str, ...], tally: Any) -> Any:
     """The store after importing ``paths`` (unchanged files are skipped), saying
     what was skipped and the import's summary line on stderr (``tally``)."""
-    from ..formats.imports import Imported, Planner, import_file
+    from ..formats.folding import fold_now, start_pass
+    from ..formats.imports import Imported, Planner, import_file, import_unit
     from ..indexer import open_settled_store
 
     store = open_settled_store(db_url, create=True)
     units, skipped = Planner().plan(paths)
     for done in skipped:
         tally.add(done)
+    # Sessions stored usage first (the report reads that), folded by a pass after.
+    usage_first = not fold_now() and not store.in_memory
+    stored = False
     for unit in units:
         try:
+            if usage_first and unit.kind == "transcript":
+                done = import_unit(store, unit, usage_first=True)
+                stored = stored or done.action in ("imported", "updated")
+                tally.add(done)
+                continue
             tally.add(import_file(store, unit.path))
         except Exception as exc:  # one file must not stop the report
             from ..errors import ClaudeTraceError, StoreError
@@ -214,5 +223,7 @@ def _imported(db_url: str | None, paths: tuple[str, ...], tally: Any) -> Any:
                     not isinstance(exc, (ClaudeTraceError, OSError, ValueError)):
                 raise  # the database refuses (so would it the others): said once
             tally.add(Imported(unit.path, unit.kind, "skipped", None, note=str(exc)))
+    if stored:
+        start_pass(store.capture_url)
     click.echo(tally.summary(), err=True)
     return store

@@ -625,7 +625,7 @@ def _convert(unit: Unit) -> _Converted:
 
 def import_unit(
     store: Any, unit: Unit, *, name: str | None = None, tags: dict[str, str] | None = None,
-    index: Index | None = None,
+    index: Index | None = None, usage_first: bool = False,
 ) -> Imported:
     """Store (or bring up to date) the recording of a session or claude-trace log.
 
@@ -638,6 +638,15 @@ def import_unit(
     what = _look(opened, unit, index)
     if isinstance(what, Imported):
         return what
+    if usage_first and unit.kind == "transcript":
+        from .unfolded import put, scan
+
+        got = scan(what.unit)
+        if got is not None:
+            with _Batched(opened) as batch:
+                done = put(opened, batch, what, got, name, tags)
+                batch.commit()
+            return done
     made = _convert(unit)
     try:
         return _store_converted(opened, what, made, index, name, tags)
@@ -664,6 +673,7 @@ def import_units(
     store: Any, units: Sequence[Unit], *, name: str | None = None,
     tags: dict[str, str] | None = None, index: Index | None = None,
     parallel: bool | None = None, converting: Converting | None = None,
+    usage_first: bool = False,
 ) -> Iterator[Imported]:
     """:func:`import_unit` of each of ``units``, in order; a unit that cannot be
     read yields an :class:`Imported` ``skipped`` saying why (a store that fails
@@ -679,7 +689,11 @@ def import_units(
     unit is still looked at, stored and yielded in order, exactly as one at a
     time, so what is stored (ids, events, figures) is the same; only the
     reading of files overlaps the writing.  ``converting``: that process,
-    started already on ``units`` (:meth:`Converting.start`); the caller closes it."""
+    started already on ``units`` (:meth:`Converting.start`); the caller closes it.
+
+    With ``usage_first`` a session's transcript is stored usage first when it
+    can be (:mod:`.unfolded`: no conversion here, and no second process); its
+    fold is the caller's to run or start."""
     from ..errors import StoreError
 
     opened: Callable[[], Any] = store if callable(store) else lambda: store
@@ -687,7 +701,7 @@ def import_units(
         converting.opened, converting.index = opened, index
         parallel = True
     if parallel is None:
-        parallel = in_parallel(units)
+        parallel = in_parallel(units) and not usage_first
     held: list[Imported] = []
     with contextlib.nullcontext(converting) if converting is not None or not parallel else (
             Converting(opened, units, index)) as ahead, _Batched(opened) as batch:
@@ -698,6 +712,19 @@ def import_units(
                     if ahead is not None:
                         ahead.drop(at)
                     held.append(what)
+                    continue
+                got = None
+                if usage_first and unit.kind == "transcript":
+                    from .unfolded import put as put_usage_first
+                    from .unfolded import scan
+
+                    got = scan(what.unit)
+                if got is not None:
+                    if ahead is not None:
+                        ahead.drop(at)
+                    held.append(put_usage_first(opened, batch, what, got, name, tags))
+                    if batch.full():
+                        yield from _committed(batch, held)
                     continue
                 made = ahead.converted(at) if ahead is not None else _convert(unit)
                 try:
@@ -759,6 +786,12 @@ class _Batched:
     def opened(self) -> Any:
         self.commit()
         return self._opened()
+
+    def put_unfolded(self, info: Any, lines: Iterable[tuple[bytes, bool]], *,
+                     layout: dict[str, Any], summary: dict[str, Any]) -> Any:
+        if self.batch is None:
+            self.batch = self._opened().batch()
+        return self.batch.put_unfolded(info, lines, layout=layout, summary=summary)
 
     def put(self, info: Any, events: Iterable[Event], *, open_seen_ns: int | None,
             summary: dict[str, Any]) -> Any:
@@ -1301,6 +1334,9 @@ class Watcher:
         self.missing: set[str] = set()
         #: Why the last look could not list the paths found, or None.
         self.failing: str | None = None
+        #: Store sessions usage first, and start the pass that folds them after
+        #: each look that stored any (:mod:`.unfolded`).
+        self.usage_first = False
 
     def poll(
         self,
@@ -1330,6 +1366,7 @@ class Watcher:
                 errors(Path(str(present[0])), exc)
             return
         self.failing = None
+        stored = False
         for done in skipped:
             if (done.path, done.note) not in self.said:
                 self.said.add((done.path, done.note))
@@ -1346,15 +1383,22 @@ class Watcher:
             if self.seen.get(unit.path) == stamps:
                 continue
             try:
-                done = import_unit(self.store, unit, name=self.name, tags=self.tags)
+                done = import_unit(self.store, unit, name=self.name, tags=self.tags,
+                                   usage_first=self.usage_first)
             except ClaudeTraceError as exc:
                 errors(unit.path, exc)
             else:
+                stored = stored or done.action in ("imported", "updated")
                 if done.action != "unchanged" and (done.action != "truncated" or (
                         (unit.path, done.note) not in self.said)):
                     self.said.add((unit.path, done.note))
                     report(done)
             self.seen[unit.path] = stamps
+        if stored and self.usage_first:
+            from .folding import start_pass
+
+            if not self.store.in_memory:
+                start_pass(self.store.capture_url)
 
 
 __all__ = [

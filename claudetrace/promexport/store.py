@@ -23,7 +23,7 @@ from ..model import STATUSES, TOKEN_TYPES, Session
 from ..model.summary import figure_records, is_records
 from ..pauses import no_gc_pauses
 from ..pricing import calls_cost
-from ..store import Store, aggregate
+from ..store import Store, aggregate, unfolded
 from ..store import usage as usage_query
 from .exposition import Family, render
 from .figures import (
@@ -173,8 +173,12 @@ class StoreMetrics:
         added to running totals once (from the figures they stored as they ended,
         else from their session folded again), the others folded afresh."""
         live_models: dict[str, dict[str, Any]] = {}
+        # A recording an import stored usage first has no events to count until
+        # its fold (its tokens and cost are the usage layer's already): counted
+        # once folded, not remembered empty (claudetrace.store.unfolded).
+        waiting = set(unfolded.pending(self.store))
         pending = {rid: (ended, models, source) for rid, ended, models, source in states
-                   if rid not in self._folded}
+                   if rid not in self._folded and rid not in waiting}
         # A cold scrape decodes every ended recording's stored figures: without the
         # collector's passes over them.
         with no_gc_pauses():

@@ -67,7 +67,9 @@ def load_source(source: str, db: str | None = None) -> Cassette:
     except StoreError as exc:
         raise CassetteMissing(f"{source}: no such cassette, and {exc}", source=source) from exc
     try:
-        recording = store.resolve(source)
+        from ..formats.unfolded import whole
+
+        recording = whole(store, store.resolve(source))
         return store.load_cassette(recording.id)
     except SessionNotFound as exc:
         raise CassetteMissing(

@@ -37,7 +37,7 @@ from ..errors import AmbiguousSession, SessionNotFound, StoreError
 from ..model import Session as SessionModel
 from ..model.events import Direction, Event
 from ..recording import RecordingInfo
-from . import keys
+from . import keys, unfolded
 from .backlog import catch_up
 from .engine import (
     BUSY_TIMEOUT_S,
@@ -513,6 +513,49 @@ class Store:
             changed = self._cut(conn, recording_id, kept) > 0
         self._insert_events(conn, number, batch)
         return kept, changed
+
+    def _put_unfolded(self, conn: Connection, info: RecordingInfo,
+                      lines: Iterable[tuple[bytes, bool]], *, layout: dict[str, Any],
+                      summary: dict[str, Any]) -> Put:
+        """Store a recording usage first (:mod:`.unfolded`), in ``conn``'s
+        transaction: its row (``info`` and ``summary``, with its ``usage_calls``
+        rows under :data:`~.ingest.USAGE_CALLS`), its ``lines`` as they are
+        (``(bytes, eol)``; the stored ones that begin them kept, as
+        :meth:`_put_events`), and its mark."""
+        columns = {**info_columns(info), **summary}
+        calls = list(columns.pop(USAGE_CALLS, ()))
+        stored = storable_columns(columns)
+        found = conn.execute(_UPDATE_RECORDING, {**stored, "_rid": info.id}).rowcount
+        if not found:
+            conn.execute(_INSERT_RECORDING, stored)
+        number = _hold_recording(conn, info.id)
+        rows = _stored_rows(conn, number, self.unpacker()) if found else iter(())
+        kept, batch, cut, written = 0, [], not found, 0
+        for data, eol in lines:
+            if not cut:
+                if next(rows, None) == (kept, unfolded.RAW_DIRECTION, 0, data, eol, 0):
+                    kept += 1
+                    continue
+                cut = True
+                self._cut(conn, info.id, kept)
+            batch.append((data, eol))
+            if len(batch) >= _PUT_BATCH:
+                written += self._insert_lines(conn, number, batch, kept + written)
+        changed = self._cut(conn, info.id, kept) > 0 if not cut else bool(found)
+        written += self._insert_lines(conn, number, batch, kept + written)
+        self._replace_usage(conn, info.id, calls, whole=True, new=not found)
+        unfolded.mark(conn, info.id, layout)
+        return Put(kept, bool(found), changed or written > 0)
+
+    def _insert_lines(self, conn: Connection, number: int, batch: list[tuple[bytes, bool]],
+                      first: int) -> int:
+        """Insert ``batch``, lines stored as they are, numbered from ``first``
+        (the batch is emptied); how many."""
+        count = len(batch)
+        if count:
+            self._insert_rows(conn, _EVENTS, list(unfolded.raw_rows(number, batch, first)), [])
+            batch.clear()
+        return count
 
     @staticmethod
     def _cut(conn: Connection, recording_id: str, kept: int) -> int:
@@ -1027,13 +1070,30 @@ class Batch:
         """:meth:`Store.put_recording` of one recording, in the batch."""
         if summary is None:
             events, summary = _summarised(info, events)
+        columns = summary
+        return self._saved(lambda conn: self.store._put(
+            conn, info, events, open_seen_ns=open_seen_ns, summary=columns))
+
+    def put_unfolded(self, info: RecordingInfo, lines: Iterable[tuple[bytes, bool]], *,
+                     layout: dict[str, Any], summary: dict[str, Any]) -> Put:
+        """:meth:`Store._put_unfolded` of one recording, in the batch."""
+        return self._saved(lambda conn: self.store._put_unfolded(
+            conn, info, lines, layout=layout, summary=summary))
+
+    def _saved(self, write: Callable[[Connection], Put]) -> Put:
+        """``write`` in a savepoint of the batch's transaction (taken back alone
+        when it fails)."""
         with _store_errors("import"):
             conn = self._begin()
             with conn.begin_nested():
-                put = self.store._put(conn, info, events, open_seen_ns=open_seen_ns,
-                                      summary=summary)
+                put = write(conn)
         self.count += 1
         return put
+
+    def claim_unfolded(self, recording_id: str) -> dict[str, Any] | None:
+        """:func:`.unfolded.claim` in the batch's transaction."""
+        with _store_errors("fold"):
+            return unfolded.claim(self._begin(), recording_id)
 
     def _begin(self) -> Connection:
         if self._conn is not None:

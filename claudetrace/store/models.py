@@ -431,3 +431,19 @@ class EventTool(Base):
     kind: Mapped[str] = mapped_column(String(16))
 
     __table_args__ = (Index("ix_event_tools_recording_seq", "rec", "seq"),)
+
+
+class Unfolded(Base):
+    """A recording an import stored usage first (its exact lines, its row, its
+    usage rows), whose session is not folded yet (migration 0022_unfolded):
+    :mod:`claudetrace.formats.unfolded` folds it and deletes this row in one
+    transaction.  ``layout`` says which of its lines make up which file."""
+
+    __tablename__ = "unfolded"
+
+    #: The recording's :attr:`Recording.num`.
+    rec: Mapped[int] = mapped_column(
+        Integer, ForeignKey("recordings.num", ondelete="CASCADE"), primary_key=True,
+        autoincrement=False)
+    layout: Mapped[dict[str, Any]] = mapped_column(JSON)
+    stored_ns: Mapped[int] = mapped_column(BigInteger)

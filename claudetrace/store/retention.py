@@ -22,6 +22,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import load_only
 
 from ..errors import StoreError
+from . import unfolded
 from .api import Store, cut_events
 from .engine import error_reason
 from .models import EventRow, Recording, UsageCall, number_of, numbers_of
@@ -101,7 +102,11 @@ def matching(store: Store, criteria: Criteria, *, now_ns: int | None = None) -> 
                      if all((r.tags or {}).get(k) == v for k, v in criteria.tags.items())]
     except SQLAlchemyError as exc:
         raise StoreError(f"read failed: {error_reason(exc)}") from exc
-    kept = [r for r in found if not (r.still_written(now) or r.being_imported())]
+    # An import's fold yet to come (or under way) writes the recording again: left
+    # alone as one still being imported is.
+    waiting = set(unfolded.pending(store))
+    kept = [r for r in found
+            if not (r.still_written(now) or r.being_imported() or r.id in waiting)]
     return Found(kept, len(found) - len(kept))
 
 
@@ -192,14 +197,16 @@ def _cut_down(store: Store, done: Pruned, recording_id: str, size: int,
 
 def _written_again(store: Store, ids: Sequence[str]) -> set[str]:
     """Those of ``ids`` that may get lines again (a proxy or an import writing
-    them since they were matched): left alone, as :func:`matching` leaves them."""
+    them since they were matched, or an import's fold yet to come or under way:
+    :mod:`.unfolded`): left alone, as :func:`matching` leaves them."""
     if not ids:
         return set()
     now = time.time_ns()
     with store.session() as s:
         return {r.id for r in s.scalars(select(Recording).options(_LIVENESS)
                                         .where(_R.id.in_(list(ids))))
-                if r.still_written(now) or r.being_imported()}
+                if r.still_written(now) or r.being_imported()} | set(
+                    unfolded.among(store, list(ids)))
 
 
 def _counted_calls(store: Store, recording_id: str) -> int:

@@ -22,7 +22,9 @@ from claudetrace.model.events import Event
 from claudetrace.store import Recording, Store
 from claudetrace.store import browse as queries
 from claudetrace.store.links import links_of
+from claudetrace.store.unfolded import is_unfolded
 from claudetrace.store.usage import store_reader
+from claudetrace.store.waiting import BEING_INDEXED
 from claudetrace.ui import outline, present
 from claudetrace.ui.controlplane import ControlRow, control_rows
 from claudetrace.ui.conversation import Item, LazyConversation, ToolCall, walk
@@ -68,6 +70,11 @@ def page() -> None:
     if st.button("← All sessions", key="back"):
         common.go()
     st.title(plain(rec.name or f"Session {rec.id}", 120))
+    if is_unfolded(db, rec.id):
+        # Its import stored its usage first; the pass it started folds the rest
+        # (claudetrace.formats.unfolded), which this page reads.
+        st.info(f"This session is {BEING_INDEXED}: reload the page in a moment.")
+        return
     live = rec.status == "running" and common.auto_refresh_toggle("live_session", default=True)
     if live:
         st.fragment(run_every=2.0)(_body)(db, rec.id)

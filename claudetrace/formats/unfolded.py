@@ -1,0 +1,418 @@
+"""Claude Code sessions imported usage first, and folded after.
+
+A folder import waits for what ``usage`` and ``sessions`` read, not for the
+fold of every session into its events.  :func:`scan` reads a session's files
+once, keeping each line's exact bytes and, of the lines that say it, the
+session's times, project, version and model and each API message's tokens
+(its largest figures, as the session model keeps them: subagents included);
+:func:`put` stores those (:meth:`~claudetrace.store.api.Batch.put_unfolded`):
+the lines as they are, the recording's row, its ``usage_calls`` rows priced by
+the table, and its mark in ``unfolded`` (:mod:`claudetrace.store.unfolded`).
+
+:func:`fold` does what an import did after converting, later: it claims the
+recording's mark in a transaction of its own, writes its stored lines back
+into files laid out as they were read, converts them as an import converts a
+session's files, and stores the result over the lines (the recording's
+events, summary, tool rows, search words and usage rows).  The pass
+(:func:`start_pass`: ``python -m claudetrace.formats.unfolded URL``, detached,
+at idle priority) folds every recording not folded yet, one at a time, and
+exits when none is left.  ``CLAUDETRACE_FOLD=now`` (or ``import --wait``) folds
+in the import's own process instead.
+
+A session :func:`scan` cannot read as simply (a line over the reading's bound,
+the CLI's own cost lines, no time at all) is converted at once, as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+
+from .. import pricing
+from ..errors import StoreError
+from ..model.usage import Usage
+from ..recording import RecordingInfo
+from .folding import FOLD_ENV, fold_later, fold_now, start_pass
+from .jsonl import MAX_LINE
+from .layout import SOURCE, SessionFiles
+from .timeline import out_of_range, timestamp_ns
+
+if TYPE_CHECKING:
+    from .imports import Imported, Unit, _Pending
+
+_ENTRY_TYPES: Final = frozenset({"user", "assistant", "system", "summary", "attachment"})
+_SYNTHETIC: Final = "<synthetic>"
+
+
+class _Message(msgspec.Struct):
+    id: Any = None
+    model: Any = None
+    usage: Any = None
+
+
+class _Line(msgspec.Struct):
+    type: Any = None
+    timestamp: Any = None
+    message: _Message | None = None
+    cwd: Any = None
+    version: Any = None
+    permissionMode: Any = None
+
+
+_DECODE: Final = msgspec.json.Decoder(_Line).decode
+
+
+@dataclass
+class _Call:
+    model: Any
+    usage: Usage
+    at: int
+
+
+@dataclass
+class Scanned:
+    """What :func:`scan` read of a session's files."""
+
+    lines: list[tuple[bytes, bool]] = field(default_factory=list)
+    #: ``[role, path, lines]`` a file, in the order of :attr:`lines`.
+    files: list[list[Any]] = field(default_factory=list)
+    calls: dict[str, _Call] = field(default_factory=dict)
+    first_ns: int | None = None
+    last_ns: int | None = None
+    cwd: str | None = None
+    version: str | None = None
+    model: str | None = None
+    mode: str | None = None
+    damage: int = 0
+
+
+def _file_lines(path: Path) -> Iterator[tuple[bytes, bool]]:
+    """Each line of ``path`` as it is, with whether a newline ended it."""
+    with open(path, "rb") as f:
+        while True:
+            raw = f.readline(MAX_LINE + 1)
+            if not raw:
+                return
+            if raw.endswith(b"\n"):
+                yield raw[:-1], True
+            elif len(raw) > MAX_LINE:
+                raise _TooLong
+            else:
+                yield raw, False
+
+
+class _TooLong(Exception):
+    """A line longer than the readers take: the session is converted at once."""
+
+
+def scan(unit: Unit) -> Scanned | None:
+    """A session's files read for :func:`put`, or None when the session is to be
+    converted at once (see the module's text)."""
+    files = unit.files
+    if files is None:
+        return None
+    got = Scanned()
+    last: int | None = None
+    try:
+        for role, paths in (("main", files.mains), ("side", files.sides)):
+            for path in paths:
+                count = 0
+                for data, eol in _file_lines(path):
+                    got.lines.append((data, eol))
+                    count += 1
+                    try:
+                        line = _DECODE(data)
+                    except (msgspec.DecodeError, RecursionError):
+                        if eol and data.strip():
+                            got.damage += 1
+                        continue
+                    if line.type == "cost-state":
+                        return None  # the CLI's own costs: the fold shares them out
+                    if out_of_range(line.timestamp):
+                        got.damage += 1
+                        continue
+                    when = timestamp_ns(line.timestamp)
+                    if when is None:
+                        when = last
+                    last = when
+                    if line.type not in _ENTRY_TYPES or when is None:
+                        continue
+                    _take(got, line, when, role)
+                got.files.append([role, str(path), count])
+    except (_TooLong, RecursionError):
+        return None
+    if got.first_ns is None:
+        return None  # no time, or no conversation: the converter says which
+    return got
+
+
+def _take(got: Scanned, line: _Line, when: int, role: str) -> None:
+    if got.first_ns is None or (role == "side" and when < got.first_ns):
+        got.first_ns = when
+    got.last_ns = when if got.last_ns is None else max(got.last_ns, when)
+    if got.cwd is None and isinstance(line.cwd, str) and line.cwd:
+        got.cwd = line.cwd
+    if got.version is None and isinstance(line.version, str):
+        got.version = line.version
+    if got.mode is None and isinstance(line.permissionMode, str):
+        got.mode = line.permissionMode
+    msg = line.message
+    if line.type != "assistant" or msg is None:
+        return
+    model = msg.model
+    if got.model is None and isinstance(model, str) and model != _SYNTHETIC:
+        got.model = model
+    if not isinstance(msg.id, str) or not isinstance(msg.usage, dict):
+        return
+    seen = Usage.from_api(msg.usage)
+    call = got.calls.get(msg.id)
+    if call is None:
+        got.calls[msg.id] = _Call(model if isinstance(model, str) else None, seen, when)
+        return
+    have = call.usage
+    if (seen.input > have.input or seen.output > have.output
+            or seen.cache_read > have.cache_read or seen.cache_creation > have.cache_creation):
+        call.at = when  # the line whose figure counts
+    have.input = max(have.input, seen.input)
+    have.output = max(have.output, seen.output)
+    have.cache_read = max(have.cache_read, seen.cache_read)
+    have.cache_creation = max(have.cache_creation, seen.cache_creation)
+    have.cache_creation_1h = max(have.cache_creation_1h, seen.cache_creation_1h)
+
+
+def summary_of(got: Scanned) -> dict[str, Any]:
+    """The recording's columns (and ``usage_calls`` rows) from what :func:`scan` read."""
+    from ..store.rows import USAGE_CALLS
+
+    rows: list[tuple[Any, ...]] = []
+    total = Usage()
+    usd = 0.0
+    priced = bool(got.calls)
+    for call_id, call in got.calls.items():
+        u = call.usage
+        if not u:
+            continue  # no tokens: no row (the session model's rule)
+        model = call.model or got.model
+        price = pricing.call_cost(model, u.input, u.output, u.cache_read, u.cache_creation,
+                                  u.cache_creation_1h)
+        priced = priced and price is not None
+        usd += price or 0.0
+        rows.append((call_id, call.at, model or "unknown", u.input, u.output, u.cache_read,
+                     u.cache_creation, price, "unknown" if price is None else "estimate",
+                     u.cache_creation_1h))
+        total.input += u.input
+        total.output += u.output
+        total.cache_read += u.cache_read
+        total.cache_creation += u.cache_creation
+    return {
+        "event_count": len(got.lines),
+        "byte_count": sum(len(data) for data, _eol in got.lines),
+        "model_calls": len(got.calls),
+        "input_tokens": total.input,
+        "output_tokens": total.output,
+        "cache_read_tokens": total.cache_read,
+        "cache_creation_tokens": total.cache_creation,
+        "cost_usd": round(usd, 9) if priced else 0.0,
+        "cost_source": "estimate" if priced else "unknown",
+        "ended_ns": got.last_ns,
+        "last_seen_ns": got.last_ns,
+        USAGE_CALLS: rows,
+    }
+
+
+def put(opened: Callable[[], Any], batch: Any, pending: _Pending, got: Scanned,
+        name: str | None, tags: dict[str, str] | None) -> Imported:
+    """Store a session :func:`scan` read, usage first, in ``batch`` (the import's
+    :class:`~.imports._Batched`); what became of it."""
+    from .._version import __version__
+    from .continuation import continues
+    from .imports import Action, Imported, _peeks_of, _recording_of, stable_recording_id
+    from .layout import READING
+
+    unit, known = pending.unit, pending.known
+    files = unit.files
+    assert files is not None and got.first_ns is not None
+    sid = files.session_id
+    if known is None:
+        known = _recording_of(opened, SOURCE, sid, None)
+    info = RecordingInfo(
+        id=known.id if known is not None else stable_recording_id(SOURCE, sid, got.first_ns),
+        argv=[], started_ns=got.first_ns, cwd=got.cwd or "", source=SOURCE,
+        ended_ns=got.last_ns, cli_session_id=sid, claude_code_version=got.version,
+        model=got.model, permission_mode=got.mode, claudetrace_version=__version__,
+        extra={"source_path": str(files.path.resolve()), "session_id": sid,
+               "fingerprint": pending.digest, "files": pending.sizes,
+               "reading": READING.decode(), **_peeks_of(unit)})
+    link = continues(files.path)
+    if link is not None:
+        info.extra["continues"] = link
+    if known is not None:
+        info.name, info.tags = known.name, dict(known.tags or {})
+    if name:
+        info.name = name
+    if tags:
+        info.tags = {**info.tags, **tags}
+    layout = {"files": got.files}
+    summary = summary_of(got)
+    try:
+        done = batch.put_unfolded(info, got.lines, layout=layout, summary=summary)
+    except StoreError:
+        # Another importer stored this session meanwhile (the same id): once more,
+        # as an update of what it stored.
+        if known is not None or _recording_of(opened, SOURCE, sid, None) is None:
+            raise
+        done = batch.put_unfolded(info, got.lines, layout=layout, summary=summary)
+    action: Action = "imported" if not done.found else (
+        "updated" if known is not None or done.changed else "unchanged")
+    from ..display import plural
+
+    note = f"{plural(got.damage, 'damaged line')} skipped" if got.damage else ""
+    return Imported(unit.path, unit.kind, action, info.id, sid, note=note, damage=got.damage)
+
+
+def _write_files(store: Any, recording_id: str, layout: dict[str, Any], folder: Path
+                 ) -> tuple[SessionFiles, dict[str, str]]:
+    """The recording's stored lines written back into files under ``folder``, laid
+    out as ``layout`` says; the session's files there, and the real path of each."""
+    lines = store.iter_line_pages(recording_id)
+    pending: list[tuple[bytes, bool]] = []
+
+    def take() -> tuple[bytes, bool]:
+        while not pending:
+            page = next(lines)
+            pending.extend((bytes(row[3]), bool(row[4])) for row in page)
+            pending.reverse()
+        return pending.pop()
+
+    mains: list[Path] = []
+    sides: list[Path] = []
+    real: dict[str, str] = {}
+    for at, (role, path, count) in enumerate(layout["files"]):
+        place = folder / str(at)
+        place.mkdir()
+        copy = place / Path(path).name
+        with open(copy, "wb") as f:
+            for _ in range(count):
+                data, eol = take()
+                f.write(data + b"\n" if eol else data)
+        (mains if role == "main" else sides).append(copy)
+        real[str(copy)] = path
+    sid = store.get(recording_id).extra.get("session_id") or mains[0].stem
+    return SessionFiles(str(sid), mains, sides), real
+
+
+def fold(store: Any, recording_id: str) -> bool:
+    """Fold ``recording_id`` if it is not folded yet (:mod:`claudetrace.store.unfolded`),
+    in one transaction; whether this call folded it.  A recording whose lines
+    hold no session after all (no conversation) is deleted, as its import would
+    have skipped it."""
+    from .claude_code import TranscriptError
+    from .imports import Unit, _convert, _fold
+    from .spool import Spool
+
+    rec = None
+    with contextlib.closing(store.batch()) as batch:
+        layout = batch.claim_unfolded(recording_id)
+        if layout is None:
+            return False
+        rec = store.get(recording_id)
+        with tempfile.TemporaryDirectory(prefix="claudetrace-fold-") as folder:
+            files, real = _write_files(store, recording_id, layout, Path(folder))
+            try:
+                made = _convert(Unit("transcript", files.path, files))
+            except TranscriptError:
+                made = None
+        if made is not None:
+            try:
+                converted = made.transcript
+                info = converted.info
+                info.id, info.name, info.tags = rec.id, rec.name, dict(rec.tags or {})
+                info.extra = {**info.extra, **(rec.extra or {})}
+                if converted.warnings:
+                    info.extra["warnings"] = [_real(w, real) for w in converted.warnings]
+                    info.extra["damaged_lines"] = converted.damage
+                seen = None if converted.finished else converted.last_entry_ns
+                batch.put(info, Spool.read(made.spool), open_seen_ns=seen, summary=made.summary)
+                batch.commit()
+            finally:
+                os.unlink(made.spool)
+    if made is None:
+        store.delete_recordings([recording_id])
+        return True
+    _fold(lambda: store, SOURCE, recording_id, info.extra, None)
+    return True
+
+
+def _real(warning: str, real: dict[str, str]) -> str:
+    for copy, path in real.items():
+        warning = warning.replace(copy, path)
+    return warning
+
+
+def fold_all(store: Any, *, stop: Callable[[], bool] | None = None) -> int:
+    """Fold every recording not folded yet, one at a time; how many this call folded."""
+    from ..store.unfolded import pending
+
+    done = 0
+    tried: set[str] = set()
+    while True:
+        waiting = [rid for rid in pending(store) if rid not in tried]
+        if not waiting or (stop is not None and stop()):
+            return done
+        for rid in waiting:
+            tried.add(rid)
+            done += fold(store, rid)
+            if stop is not None and stop():
+                return done
+
+
+def whole(store: Any, rec: Any) -> Any:
+    """``rec`` (a stored :class:`~claudetrace.store.models.Recording`) folded now if
+    it is not folded yet, read again then: what a reader of one recording asks
+    first (``show``, ``export``, ``replay``, ``otel``, ``tail``, the UI's page)."""
+    from ..store.unfolded import is_unfolded
+
+    if not is_unfolded(store, rec.id):
+        return rec
+    fold(store, rec.id)
+    return store.get(rec.id)
+
+
+def _idle() -> None:
+    """This process at the lowest priority the system gives (idle scheduling where
+    there is one)."""
+    with contextlib.suppress(OSError, AttributeError):
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    with contextlib.suppress(OSError):
+        os.nice(19)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The pass: ``python -m claudetrace.formats.unfolded URL``."""
+    from ..store import open_store
+
+    args = sys.argv[1:] if argv is None else argv
+    _idle()
+    store = open_store(args[0])
+    try:
+        fold_all(store)
+    finally:
+        store.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
+
+__all__ = ["FOLD_ENV", "Scanned", "fold", "fold_all", "fold_later", "fold_now",
+           "main",
+           "put", "scan", "start_pass", "summary_of", "whole"]

@@ -1,0 +1,347 @@
+"""``import`` stores usage first and folds after (claudetrace.formats.unfolded).
+
+Each test imports the same trees twice: once converting every session before
+the command returns (``CLAUDETRACE_FOLD=now``, as the rest of the suite does)
+and once usage first.  ``usage`` must say the same at once; once folded (by
+the pass, or by a reader that needs the whole recording) every table must hold
+what the converting import stored (rows compared without SQLite's rowids,
+which the fold's rewrite of a recording's lines moves).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from claudetrace.bench.transcripts import write_tree
+from claudetrace.cli import cli
+from claudetrace.formats import unfolded as folding
+from claudetrace.store import open_store
+from claudetrace.store.unfolded import pending
+
+FIXTURES = Path(__file__).parent / "fixtures"
+#: What a recording keeps of its files' metadata (tests/test_import_dump.py).
+_STAT = re.compile(r'"fingerprint": "[0-9a-f]+"|"peeked": \{[^{}]*\}')
+#: SQLite's full-text index keeps the lines' rowids in its own tables.
+_ROWID_TABLES = ("event_search_content", "event_search_data", "event_search_docsize",
+                 "event_search_idx")
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "in"
+    write_tree(root / "bench" / "projects", sessions=8, size=2 << 20, agents=3)
+    shutil.copytree(FIXTURES / "transcripts", root / "fixtures")
+    return root
+
+
+def _import(db: str, *paths: str, fold: str | None = "later",
+            monkeypatch: pytest.MonkeyPatch) -> str:
+    with monkeypatch.context() as patch:
+        if fold is None:
+            patch.delenv(folding.FOLD_ENV, raising=False)
+        else:
+            patch.setenv(folding.FOLD_ENV, fold)
+        done = CliRunner().invoke(cli, ["import", *paths, "--db", db])
+    assert done.exit_code in (0, 1), done.output
+    return done.output
+
+
+def _usage(db: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+    monkeypatch.setenv("TZ", "UTC")
+    got = {}
+    for report in ("daily", "monthly", "session"):
+        done = CliRunner().invoke(cli, ["usage", report, "--json", "--db", db,
+                                        "--timezone", "UTC"])
+        assert done.exit_code == 0, done.output
+        got[report] = json.loads(done.output)
+    return got
+
+
+def _rows(db: Path, root: Path) -> dict[str, list[str]]:
+    conn = sqlite3.connect(db)
+    try:
+        names = [r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name != 'alembic_version'"
+            " ORDER BY name")]
+        # event_tools' id is a surrogate key too, given in the order rows were written.
+        return {name: sorted(_STAT.sub("<stat>", repr(row[1:] if name == "event_tools" else row)
+                                       .replace(str(root), "<root>"))
+                             for row in conn.execute(f'SELECT * FROM "{name}"'))
+                for name in names if name not in _ROWID_TABLES}
+    finally:
+        conn.close()
+
+
+def _search_words(db: Path) -> list[tuple[object, ...]]:
+    conn = sqlite3.connect(db)
+    try:
+        return sorted(conn.execute(
+            "SELECT e.rec, e.seq, s.words FROM event_search s JOIN events e "
+            "ON e.rowid = s.rowid").fetchall())
+    finally:
+        conn.close()
+
+
+def _fold_all(url: str) -> int:
+    store = open_store(url)
+    try:
+        return folding.fold_all(store)
+    finally:
+        store.close()
+
+
+def test_usage_at_once_and_every_table_after_the_pass(
+        tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    direct, first = tmp_path / "direct.db", tmp_path / "first.db"
+    said = _import(str(direct), str(tree), fold="now", monkeypatch=monkeypatch)
+    assert _import(str(first), str(tree), monkeypatch=monkeypatch).splitlines()[-1] == \
+        said.splitlines()[-1]  # the same summary line
+    store = open_store(str(first))
+    waiting = pending(store)
+    store.close()
+    assert len(waiting) > 8
+    assert _usage(str(first), monkeypatch) == _usage(str(direct), monkeypatch)
+    assert _rows(first, tree) != _rows(direct, tree)  # not folded: the lines as they are
+    assert _fold_all(str(first)) == len(waiting)
+    assert _rows(first, tree) == _rows(direct, tree)
+    assert _search_words(first) == _search_words(direct)
+    assert _usage(str(first), monkeypatch) == _usage(str(direct), monkeypatch)
+
+
+def test_a_reimport_is_a_no_op_and_a_grown_file_stays_consistent(
+        tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    direct, first = tmp_path / "direct.db", tmp_path / "first.db"
+    _import(str(first), str(tree), monkeypatch=monkeypatch)
+    again = _import(str(first), str(tree), monkeypatch=monkeypatch)
+    assert re.search(r"import: 0 imported, 0 updated, \d+ unchanged", again), again
+    grown = next(p for p in sorted((tree / "bench").rglob("*.jsonl"))
+                 if "subagents" not in p.parts)
+    lines = grown.read_bytes().splitlines(keepends=True)
+    grown.write_bytes(b"".join(lines[: len(lines) // 2]))
+    # Stored usage first, folded, then grown: usage first again, then folded again.
+    _fold_all(str(first))
+    grown.write_bytes(b"".join(lines))
+    assert ", 1 updated," in _import(str(first), str(tree), monkeypatch=monkeypatch)
+    _import(str(direct), str(tree), fold="now", monkeypatch=monkeypatch)
+    assert _usage(str(first), monkeypatch) == _usage(str(direct), monkeypatch)
+    _fold_all(str(first))
+    assert _rows(first, tree) == _rows(direct, tree)
+
+
+def test_readers_fold_first_or_say_so(tree: Path, tmp_path: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    direct, first = tmp_path / "direct.db", tmp_path / "first.db"
+    _import(str(direct), str(tree), fold="now", monkeypatch=monkeypatch)
+    _import(str(first), str(tree), monkeypatch=monkeypatch)
+    store = open_store(str(first))
+    waiting = pending(store)
+    store.close()
+    runner = CliRunner()
+    # search and doctor say so, one line each.
+    found = runner.invoke(cli, ["search", "hello", "--db", str(first)])
+    assert f"{len(waiting)} imported sessions still being indexed" in found.output
+    doctor = runner.invoke(cli, ["doctor", "--db", str(first)])
+    assert f"{waiting[0]}  still being indexed" in doctor.output
+    # prune leaves them (as a session still being imported).
+    pruned = runner.invoke(cli, ["prune", "--db", str(first), "--source", "claude-code",
+                                 "--yes"])
+    assert pruned.exit_code == 0, pruned.output
+    store = open_store(str(first))
+    assert pending(store) == waiting
+    store.close()
+    # show, export and otel fold the one they read.
+    rid = waiting[0]
+    shown = runner.invoke(cli, ["show", rid, "--db", str(first)])
+    want = runner.invoke(cli, ["show", rid, "--db", str(direct)])
+    assert shown.exit_code == 0 and shown.output == want.output
+    rid = waiting[1]
+    exported = runner.invoke(cli, ["export", rid, "--no-redact", "--db", str(first)])
+    want = runner.invoke(cli, ["export", rid, "--no-redact", "--db", str(direct)])
+    assert exported.exit_code == 0 and exported.output == want.output
+    store = open_store(str(first))
+    assert pending(store) == waiting[2:]
+    store.close()
+
+
+def test_a_fold_stopped_half_way_is_done_again(
+        tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    direct, first = tmp_path / "direct.db", tmp_path / "first.db"
+    _import(str(direct), str(tree), fold="now", monkeypatch=monkeypatch)
+    _import(str(first), str(tree), monkeypatch=monkeypatch)
+    store = open_store(str(first))
+    rid = pending(store)[0]
+    from claudetrace.store.api import Batch
+
+    def killed(*_args: object, **_kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Batch, "commit", killed)
+        with pytest.raises(KeyboardInterrupt):
+            folding.fold(store, rid)
+    assert rid in pending(store)
+    assert folding.fold(store, rid) and not folding.fold(store, rid)
+    store.close()
+    _fold_all(str(first))
+    assert _rows(first, tree) == _rows(direct, tree)
+
+
+def _wait_folded(url: str, seconds: float = 240.0) -> None:
+    store = open_store(url)
+    try:
+        deadline = time.monotonic() + seconds
+        while pending(store):
+            assert time.monotonic() < deadline, "the pass did not finish"
+            time.sleep(0.2)
+    finally:
+        store.close()
+
+
+@pytest.mark.slow
+def test_two_imports_and_their_passes_at_once_then_a_killed_pass(
+        tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    direct, first = tmp_path / "direct.db", tmp_path / "first.db"
+    _import(str(direct), str(tree), fold="now", monkeypatch=monkeypatch)
+    env = {k: v for k, v in os.environ.items() if k != folding.FOLD_ENV}
+    command = [sys.executable, "-m", "claudetrace", "import", str(tree), "--db", str(first)]
+    runs = [subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE) for _ in range(2)]
+    for run in runs:
+        _out, err = run.communicate(timeout=240)
+        assert run.returncode in (0, 1), err.decode()
+    _wait_folded(str(first))
+    assert _rows(first, tree) == _rows(direct, tree)
+    # Stored usage first again (every file grown by nothing but its stat: a rewrite),
+    # then a pass killed at once and one let run.
+    second = tmp_path / "second.db"
+    _import(str(second), str(tree), monkeypatch=monkeypatch)
+    killed = subprocess.Popen([sys.executable, "-m", "claudetrace.formats.unfolded",
+                               str(second)], env=env)
+    time.sleep(1.0)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    assert _fold_all(str(second)) >= 0
+    assert _rows(second, tree) == _rows(direct, tree)
+
+
+@pytest.mark.slow
+def test_import_starts_the_pass(tree: Path, tmp_path: Path,
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    direct, first = tmp_path / "direct.db", tmp_path / "first.db"
+    _import(str(direct), str(tree), fold="now", monkeypatch=monkeypatch)
+    _import(str(first), str(tree), fold=None, monkeypatch=monkeypatch)
+    _wait_folded(str(first))
+    assert _rows(first, tree) == _rows(direct, tree)
+
+
+@pytest.fixture
+def pg_store(pg_server: str) -> Iterator[str]:
+    import psycopg
+
+    from tests.test_store_postgres import fresh_database
+
+    yield fresh_database(pg_server, "m_import_unfolded")
+    admin = pg_server.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS m_import_unfolded WITH (FORCE)")
+
+
+def _pg_rows(url: str) -> dict[str, object]:
+    store = open_store(url)
+    try:
+        out: dict[str, object] = {}
+        for rid in sorted(r.id for r in store.list_recordings()):
+            rec = store.get(rid)
+            columns = {c: getattr(rec, c) for c in (
+                "started_ns", "ended_ns", "event_count", "byte_count", "turns", "model_calls",
+                "tool_calls", "tool_errors", "input_tokens", "output_tokens", "cost_usd",
+                "cost_source", "is_error", "outcome", "models", "figures")}
+            out[rid] = ([(e.seq, e.direction, e.t_ns, e.data, e.eol, e.fields.type)
+                         for e in store.iter_events(rid)], columns)
+        return out
+    finally:
+        store.close()
+
+
+def _run(*argv: str, fold: str = "later") -> str:
+    """The command in a process of its own (a PostgreSQL store's connections go with it)."""
+    env = {**os.environ, folding.FOLD_ENV: fold, "TZ": "UTC"}
+    done = subprocess.run([sys.executable, "-m", "claudetrace", *argv], env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode in (0, 1), done.stderr
+    return done.stdout
+
+
+def _usage_of(db: str) -> list[object]:
+    return [json.loads(_run("usage", report, "--json", "--timezone", "UTC", "--db", db))
+            for report in ("daily", "monthly", "session")]
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_on_postgres(tree: Path, tmp_path: Path, pg_store: str) -> None:
+    direct = str(tmp_path / "direct.db")
+    _run("import", str(tree), "--db", direct, fold="now")
+    _run("import", str(tree), "--db", pg_store)
+    store = open_store(pg_store)
+    waiting = pending(store)
+    store.close()
+    assert waiting
+    assert _usage_of(pg_store) == _usage_of(direct)
+    assert _run("show", waiting[0], "--db", pg_store) == _run("show", waiting[0], "--db", direct)
+    assert _fold_all(pg_store) == len(waiting) - 1
+    assert _usage_of(pg_store) == _usage_of(direct)
+    assert _pg_rows(pg_store) == _pg_rows(f"sqlite:///{direct}")
+
+
+def test_metrics_count_a_recording_once_it_is_folded(
+        tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from claudetrace.promexport.store import StoreMetrics
+
+    direct, first = tmp_path / "direct.db", tmp_path / "first.db"
+    _import(str(direct), str(tree), fold="now", monkeypatch=monkeypatch)
+    _import(str(first), str(tree), monkeypatch=monkeypatch)
+    stores = [open_store(str(direct)), open_store(str(first))]
+    try:
+        want = stores[0] and StoreMetrics(stores[0]).exposition()
+        metrics = StoreMetrics(stores[1])
+        before = metrics.exposition()  # a scrape before the pass: tool figures to come
+        assert "claudetrace_store_tokens_total" in before
+        folding.fold_all(stores[1])
+        # The same collector (it remembers what it counted) after the pass.
+        assert _sorted_samples(metrics.exposition()) == _sorted_samples(want)
+    finally:
+        for store in stores:
+            store.close()
+
+
+def _sorted_samples(text: str) -> list[str]:
+    return sorted(line for line in text.splitlines()
+                  if line and not line.startswith("#") and "_created" not in line
+                  and "scrape_duration" not in line)
+
+
+def test_usage_import_stores_usage_first(tree: Path, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    direct, first = tmp_path / "direct.db", tmp_path / "first.db"
+    _import(str(direct), str(tree), fold="now", monkeypatch=monkeypatch)
+    monkeypatch.setenv(folding.FOLD_ENV, "later")
+    done = CliRunner().invoke(cli, ["usage", "daily", "--json", "--timezone", "UTC", "--import",
+                                    str(tree), "--db", str(first)])
+    assert done.exit_code in (0, 1), done.output
+    store = open_store(str(first))
+    assert pending(store)
+    store.close()
+    assert _usage(str(first), monkeypatch) == _usage(str(direct), monkeypatch)
