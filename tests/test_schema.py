@@ -233,3 +233,43 @@ def test_a_file_sqlite_cannot_use_keeps_its_one_line_error(
     with pytest.raises(sqlite3.DatabaseError):
         make_new(path)
     assert path.read_bytes() == content
+
+
+def test_a_newer_migration_takes_a_script_made_file_from_its_revision(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A throw-away migration after the head: a script-made file is migrated by
+    Alembic from the script's revision, keeping what it holds."""
+    import shutil
+
+    from claudetrace.store import engine as store_engine
+
+    migrations = tmp_path / "migrations"
+    shutil.copytree(store_engine.migrations_dir(), migrations,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (migrations / "versions" / "0021_extra.py").write_text(
+        '"""A throw-away migration."""\n'
+        "from alembic import op\n\n"
+        'revision = "0021_extra"\n'
+        f"down_revision = {SCHEMA_HEAD!r}\n"
+        "branch_labels = None\n"
+        "depends_on = None\n\n\n"
+        "def upgrade() -> None:\n"
+        '    op.execute("CREATE TABLE extra_table (x INTEGER)")\n\n\n'
+        "def downgrade() -> None:\n"
+        '    op.execute("DROP TABLE extra_table")\n', encoding="utf-8")
+    path = tmp_path / "made.db"
+    assert make_new(path) is True
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("INSERT INTO recordings (id, tags, argv, cwd, host, env, "
+                     "claudetrace_version, source, started_ns, event_count, byte_count, turns,"
+                     " tool_calls, tool_errors, input_tokens, output_tokens, cache_read_tokens,"
+                     " cache_creation_tokens, cost_usd, is_error, extra) VALUES ('kept', '{}',"
+                     " '[]', '', '', '{}', '', 'proxy', 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, '{}')")
+    monkeypatch.setattr(store_engine, "migrations_dir", lambda: migrations)
+    monkeypatch.setattr(store_engine, "SCHEMA_HEAD", "0021_extra")  # as its commit would
+    open_store(str(path)).close()
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == \
+            [("0021_extra",)]
+        assert conn.execute("SELECT count(*) FROM extra_table").fetchone() == (0,)
+        assert conn.execute("SELECT id, num FROM recordings").fetchall() == [("kept", 1)]
