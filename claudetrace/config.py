@@ -45,6 +45,15 @@ def data_dir() -> Path:
     return base / "claudetrace"
 
 
+def default_home_there() -> bool:
+    """Whether the default database's folder, or the home folder it goes under, is
+    there: a command that only reads makes no home folder (it made the whole
+    ``$HOME/.local/share/claudetrace`` path for a missing HOME)."""
+    from pathlib import Path
+
+    return data_dir().is_dir() or Path.home().is_dir()
+
+
 def database_named(db: str | None = None) -> bool:
     """True when the user named the database (``--db`` or ``$CLAUDETRACE_DB``): a
     named SQLite file is never made by a command that only reads it."""

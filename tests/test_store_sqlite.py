@@ -3,6 +3,7 @@ they store is what the store writes through SQLAlchemy, and they fail alike."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import shutil
 import sqlite3
@@ -296,8 +297,15 @@ def test_which_urls_are_written_plainly(tmp_path: Path, url: str, plain_one: boo
 def test_a_database_not_at_the_newest_schema_goes_through_the_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    path = tmp_path / "new.db"
-    path.touch()  # made by a proxy that has not migrated it yet
+    from alembic import command
+
+    from claudetrace.store.engine import alembic_config, create_store_engine
+
+    path = tmp_path / "old.db"
+    engine = create_store_engine(f"sqlite:///{path}")
+    with engine.begin() as conn:  # a file an older claudetrace made
+        command.upgrade(alembic_config(conn), "0019_pgwords")
+    engine.dispose()
     with pytest.raises(plain.NotPlain):
         sqlite_writes.SqliteWrites(path)
     monkeypatch.setenv("CLAUDETRACE_DB", str(path))
@@ -311,6 +319,25 @@ def test_a_database_not_at_the_newest_schema_goes_through_the_store(
         assert isinstance(again, sqlite_writes.SqliteWrites)
     finally:
         again.close()
+
+
+def test_a_database_not_made_yet_is_made_and_written_plainly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A new file (or one a proxy made empty) is made from the schema script and
+    written through sqlite3 alone (tests/test_schema.py compares the two ways)."""
+    for path in (tmp_path / "new.db", tmp_path / "empty.db"):
+        if path.name == "empty.db":
+            path.touch()  # made by a proxy that has not migrated it yet
+        monkeypatch.setenv("CLAUDETRACE_DB", str(path))
+        opened = _open_writes(1.0)
+        try:
+            assert isinstance(opened, sqlite_writes.SqliteWrites)
+        finally:
+            opened.close()
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == \
+                [(head_revision(),)]
 
 
 def held_for_a_while(path: Path, statements: list[str], seconds: float = 1.0) -> Any:
@@ -335,7 +362,7 @@ def held_for_a_while(path: Path, statements: list[str], seconds: float = 1.0) ->
 def test_a_file_another_process_is_writing_is_waited_for(
     tmp_path: Path, empty_db: Path, monkeypatch: pytest.MonkeyPatch, making: bool,
 ) -> None:
-    """A file a starting proxy is still making (its migration under way), or one at
+    """A file a starting proxy is still making (its schema under way), or one at
     the newest schema but not in the write-ahead log yet, whose lock another
     process holds: the writer waits for it as the store does (the switch to the
     log does not wait, and failed at once: ``import`` said 'database is locked')."""
@@ -358,7 +385,9 @@ def test_a_file_another_process_is_writing_is_waited_for(
     try:
         info = RecordingInfo.start(["claude"])
         opened.create_recording(info)
-        assert isinstance(opened, Store)
+        # A file being made is waited for, then (the other's making undone) made
+        # from the schema script and written plainly; the other waits in the store.
+        assert isinstance(opened, sqlite_writes.SqliteWrites if making else Store)
     finally:
         opened.close()
     again = _open_writes(1.0)  # made, and in the log now: written plainly

@@ -122,10 +122,14 @@ def _reader(db_url: str | None, imports: tuple[str, ...], tally: Any) -> Iterato
 
     if not imports:
         from ..capture import nothing_to_settle
-        from ..config import resolve_url
+        from ..config import database_named, default_home_there, resolve_url
+        from ..store.schema import make_if_new
 
         url = resolve_url(db_url)
         if nothing_to_settle(url):  # told without SQLAlchemy (a fifth of a second)
+            # The default database not made yet is made as the store would make it
+            # (from the schema script), to be read plainly: a named one is not made.
+            make_if_new(url, create=not database_named(db_url) and default_home_there())
             with plain_reader(url) as plain:
                 if plain is not None:
                     yield plain

@@ -147,14 +147,12 @@ def open_store(
 
 def _home_for_default_database() -> None:
     """Raise :class:`StoreError` when the home folder the default database would be
-    made under does not exist: a read command creates nothing (it made the whole
-    ``$HOME/.local/share/claudetrace`` path for a missing HOME)."""
+    made under does not exist (:func:`~claudetrace.config.default_home_there`)."""
     from pathlib import Path
 
-    from ..config import data_dir
+    from ..config import default_home_there
 
-    folder = data_dir()
-    if not folder.is_dir() and not Path.home().is_dir():
+    if not default_home_there():
         raise StoreError(f"no database: the home folder {Path.home()} does not exist "
                          "(set HOME, or name one with --db or $CLAUDETRACE_DB)")
 

@@ -10,7 +10,6 @@ use, under a lock so concurrent first users do not race.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import os
 import re
@@ -31,10 +30,9 @@ from ..errors import (
     BadDatabaseURL,
     ClaudeTraceError,
     StoreError,
-    not_regular,
 )
 from .plain import SCHEMA_HEAD as SCHEMA_HEAD
-from .sqlite import ADAPTERS, bind_directly, first_line, set_up
+from .sqlite import ADAPTERS, bind_directly, file_lock, first_line, prepare_file, set_up
 from .sqlite import BUSY_TIMEOUT_S as BUSY_TIMEOUT_S
 from .sqlite import SETTLE_BUSY_TIMEOUT_S as SETTLE_BUSY_TIMEOUT_S
 from .sqlite import bytes_unchanged as bytes_unchanged
@@ -222,7 +220,7 @@ def create_store_engine(
     if parsed.get_backend_name() == "sqlite":
         path = sqlite_path(url)
         if path is not None:
-            _prepare_sqlite_file(path, create)
+            prepare_file(path, create)
         kwargs["connect_args"] = {"timeout": busy_timeout_s, "check_same_thread": False}
         if path is not None and _on_read_only_filesystem(path):
             # Nobody can write it, so it cannot change: read as immutable, the one
@@ -260,32 +258,6 @@ def _on_read_only_filesystem(path: Path) -> bool:
         return False
     log = Path(f"{path}-wal")
     return not log.exists() or log.stat().st_size == 0
-
-
-def _prepare_sqlite_file(path: Path, create: bool) -> None:
-    from ..config import data_dir
-
-    if path.exists():
-        odd = not_regular(path.stat().st_mode)
-        if odd:  # /dev/null would take every write and keep nothing
-            raise StoreError(f"cannot use database {path}: {odd}")
-        return
-    if not create:
-        require_database(f"sqlite:///{path}")
-    folder = path.parent
-    if not folder.is_dir():
-        if folder != data_dir():
-            raise StoreError(f"cannot create database {path}: folder {folder} does not exist")
-        try:
-            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        except OSError as exc:
-            raise StoreError(f"cannot create database folder {folder}: {exc.strerror}") from exc
-    # The file (and so its WAL and shared memory, which SQLite makes alike) holds
-    # recorded content: its owner's only.
-    try:
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
-    except OSError as exc:
-        raise StoreError(f"cannot create database {path}: {exc.strerror}") from exc
 
 
 def migrations_dir() -> Path:
@@ -337,18 +309,8 @@ def current_revision(connection: Connection) -> str | None:
 def _migration_lock(engine: Engine) -> Iterator[None]:
     """Serialise migrations: a lock file beside SQLite, an advisory lock on PostgreSQL."""
     if engine.dialect.name == "sqlite" and engine.url.database not in (None, "", ":memory:"):
-        lock_path = f"{engine.url.database}.migrate.lock"
-        try:
-            fd = os.open(lock_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        except OSError as exc:
-            raise StoreError(f"cannot migrate {engine.url.database}: cannot make its lock "
-                             f"file {lock_path}: {exc.strerror}") from exc
-        with open(fd, "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        with file_lock(Path(engine.url.database)):
+            yield
     elif engine.dialect.name == "postgresql":
         with engine.connect() as conn:
             conn.exec_driver_sql("SELECT pg_advisory_lock(727271)")
@@ -361,8 +323,12 @@ def _migration_lock(engine: Engine) -> Iterator[None]:
         yield
 
 
-def upgrade(engine: Engine, *, only_if_needed: bool = True) -> str | None:
+def upgrade(engine: Engine, *, only_if_needed: bool = True, script: bool = True) -> str | None:
     """Bring the schema to the newest revision; returns the revision it was at.
+
+    A SQLite database that holds nothing yet is made from the schema script
+    (:mod:`.schema`: the same tables, without loading Alembic or running each
+    migration) unless ``script`` is False; any other goes through Alembic.
 
     On a brand-new SQLite file, concurrent first users can get "database is
     locked" at once (SQLite refuses to wait where waiting could deadlock, e.g.
@@ -373,7 +339,7 @@ def upgrade(engine: Engine, *, only_if_needed: bool = True) -> str | None:
     delay = 0.02
     while True:
         try:
-            return _upgrade_once(engine, only_if_needed=only_if_needed)
+            return _upgrade_once(engine, only_if_needed=only_if_needed, script=script)
         except OperationalError as exc:
             reason = error_reason(exc)
             if "locked" not in reason or time.monotonic() + delay > deadline:
@@ -396,11 +362,13 @@ def at_head(connection: Connection) -> bool:
     return [row[0] for row in versions] == [SCHEMA_HEAD]
 
 
-def _upgrade_once(engine: Engine, *, only_if_needed: bool) -> str | None:
+def _upgrade_once(engine: Engine, *, only_if_needed: bool, script: bool) -> str | None:
     if only_if_needed:
         with engine.connect() as conn:
             if at_head(conn):
                 return SCHEMA_HEAD
+    if script and engine.dialect.name == "sqlite" and _made_by_script(engine):
+        return None
     from alembic import command
 
     head = head_revision()
@@ -431,6 +399,23 @@ def _upgrade_once(engine: Engine, *, only_if_needed: bool) -> str | None:
                 )
             command.upgrade(alembic_config(conn), "head")
         return before
+
+
+def _made_by_script(engine: Engine) -> bool:
+    """Make a SQLite database that holds nothing yet from the schema script
+    (:mod:`.schema`), in one transaction under the migration lock; False, with
+    nothing done, when it holds anything (made meanwhile, or to migrate)."""
+    from .schema import ANYTHING, run_script
+
+    with engine.connect() as conn:
+        if conn.exec_driver_sql(ANYTHING).first() is not None:
+            return False
+    with _migration_lock(engine), engine.begin() as conn:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        if conn.exec_driver_sql(ANYTHING).first() is not None:
+            return False
+        run_script(conn.exec_driver_sql)
+    return True
 
 
 def _drop_half_made(conn: Connection) -> None:

@@ -15,6 +15,8 @@ through :func:`~claudetrace.store.open_store`.
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -23,7 +25,7 @@ from typing import Any, Final
 
 from ..config import plain_file as plain_file  # re-exported: it was here
 from ..config import plain_name as plain_name
-from ..errors import StoreError
+from ..errors import StoreError, not_regular
 from .plain import PlainWrites, require_head
 from .rows import ROWS_PER_INSERT, Rows, insert_batches, rows_per_insert
 
@@ -114,6 +116,57 @@ def bytes_unchanged(method: Any = _BYTES_METHOD) -> Any:
 
 
 _BYTES_ADAPTER = bytes_unchanged()
+
+
+def prepare_file(path: Path, create: bool) -> None:
+    """Make ready the SQLite file ``path``: made (``create``) empty and readable by
+    its owner only, and so is the default data directory; any other missing
+    folder is an error, never made (a mistyped ``--db`` must not start a
+    database nobody will look in).  Without ``create``, a missing file is an
+    error naming it; a path that is not a regular file (``/dev/null`` would take
+    every write and keep nothing) is one either way."""
+    from ..config import data_dir
+
+    if path.exists():
+        odd = not_regular(path.stat().st_mode)
+        if odd:
+            raise StoreError(f"cannot use database {path}: {odd}")
+        return
+    if not create:
+        raise StoreError(f"no database at {path} (check --db or $CLAUDETRACE_DB)")
+    folder = path.parent
+    if not folder.is_dir():
+        if folder != data_dir():
+            raise StoreError(f"cannot create database {path}: folder {folder} does not exist")
+        try:
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as exc:
+            raise StoreError(f"cannot create database folder {folder}: {exc.strerror}") from exc
+    # The file (and so its WAL and shared memory, which SQLite makes alike) holds
+    # recorded content: its owner's only.
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    except OSError as exc:
+        raise StoreError(f"cannot create database {path}: {exc.strerror}") from exc
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """Hold the lock that serialises making and migrating the SQLite file ``path``
+    (``PATH.migrate.lock`` beside it, locked with ``flock``): one process makes
+    or migrates it, the others wait and then find it done."""
+    lock_path = f"{path}.migrate.lock"
+    try:
+        fd = os.open(lock_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    except OSError as exc:
+        raise StoreError(f"cannot migrate {path}: cannot make its lock "
+                         f"file {lock_path}: {exc.strerror}") from exc
+    with open(fd, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def first_line(exc: BaseException) -> str:

@@ -41,6 +41,7 @@ from .packing import PackAtIngest
 from .plain import NotPlain, PlainWrites
 from .postgres import PostgresWrites, plain_url
 from .rows import DATA_AT, Flat, Rows, event_rows, first_seq, flat_rows
+from .schema import make_if_new
 from .sqlite import BUSY_TIMEOUT_S, SqliteWrites, first_line, is_busy, plain_file
 
 if TYPE_CHECKING:
@@ -294,7 +295,8 @@ def _open(url: str | None, busy_timeout_s: float) -> Store:
 def _open_writes(busy_timeout_s: float, *, words_later: bool = False,
                  pack: bool = False) -> Writes:
     """The child's database (``$CLAUDETRACE_DB``): a SQLite file at the newest schema
-    is written through :class:`~.sqlite.SqliteWrites`, and a PostgreSQL database
+    is written through :class:`~.sqlite.SqliteWrites` (a new one made first from the
+    schema script, :mod:`.schema`), and a PostgreSQL database
     through :class:`~.postgres.PostgresWrites`, without loading SQLAlchemy;
     anything else is opened as a store (made or migrated as needed), as is a
     database psycopg cannot reach plainly: the store says why.  ``words_later``:
@@ -320,6 +322,7 @@ def _open_plain(busy_timeout_s: float) -> Writes:
             return PostgresWrites(conninfo)
         except Exception:  # not at the head, no psycopg, unreachable: the store decides
             return _open(url, busy_timeout_s)
+    make_if_new(url)  # a new file: made from the schema script, then written plainly
     path = plain_file(url)
     if path is not None:
         import sqlite3
