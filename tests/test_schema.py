@@ -32,12 +32,24 @@ PRAGMAS = ("page_size", "auto_vacuum", "journal_mode", "user_version", "applicat
            "encoding")
 
 
+#: The tables FTS5 makes for a full-text table (its "shadow" tables).
+SHADOWS = ("_config", "_content", "_data", "_docsize", "_idx")
+
+
+def _shadow_quotes(name: str, sql: str | None) -> str | None:
+    if sql is None or not name.endswith(SHADOWS):
+        return sql
+    return sql.replace(f'"{name}"', f"'{name}'", 1)
+
+
 def picture(path: Path) -> dict[str, Any]:
     """What a SQLite file holds, to compare two: its objects' statements, the rows of
     every table (a full-text table's own ones too), its pragmas, its integrity."""
     with contextlib.closing(sqlite3.connect(path)) as conn:
-        objects = sorted(conn.execute(
-            "SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall())
+        # FTS5 names its own tables 'so' when it makes them, "so" once its table has
+        # been renamed (0021_phrases renames one it made): the same statement.
+        objects = sorted((kind, name, table, _shadow_quotes(name, sql)) for kind, name, table, sql
+                         in conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master"))
         tables = [name for kind, name, _, sql in objects
                   if kind == "table" and not (sql or "").upper().startswith("CREATE VIRTUAL")]
         rows = {name: sorted(map(repr, conn.execute(f'SELECT * FROM "{name}"')))
@@ -188,20 +200,22 @@ def test_a_script_made_file_upgrades_from_its_revision(tmp_path: Path, alembic_f
     """Taken one revision down, a script-made file comes back by Alembic (``db
     upgrade``), from there: what a newer migration will do to it."""
     from alembic import command
+    from alembic.script import ScriptDirectory
 
     path = tmp_path / "made.db"
     make_new(path)
     engine = create_store_engine(f"sqlite:///{path}")
     with engine.begin() as conn:
-        command.downgrade(alembic_config(conn), "-1")
+        config = alembic_config(conn)
+        below = ScriptDirectory.from_config(config).get_revision(SCHEMA_HEAD).down_revision
+        command.downgrade(config, "-1")
     engine.dispose()
     with contextlib.closing(sqlite3.connect(path)) as conn:
-        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == \
-            [("0019_pgwords",)]
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [(below,)]
     assert make_new(path) is False  # not empty: left to Alembic
     result = CliRunner().invoke(cli, ["db", "upgrade", "--db", str(path)])
     assert result.exit_code == 0, result.output
-    assert f"upgraded from 0019_pgwords to {SCHEMA_HEAD}" in result.output
+    assert f"upgraded from {below} to {SCHEMA_HEAD}" in result.output
     assert picture(path)["objects"] == picture(alembic_file)["objects"]
 
 
