@@ -294,6 +294,40 @@ def test_a_fifo_or_a_device_is_skipped_not_read(tmp_path: Path, db_path: Path) -
     assert named.exit_code == 1 and named.stderr.endswith("not a regular file (a FIFO)\n")
 
 
+def test_an_unreadable_folder_is_named_and_skipped(
+    tmp_path: Path, db_path: Path, obeys_chmod: list[str]
+) -> None:
+    # It was left out without a word: "1 imported, 0 skipped", exit 0.
+    projects = tmp_path / "p"
+    write(projects / "-a" / f"{SID}.jsonl", session_lines())
+    other = "11111111-2222-3333-4444-555555555555"
+    write(projects / "-b" / f"{other}.jsonl", [{**line, "sessionId": other}
+                                               for line in session_lines()])
+    subagents = projects / "-a" / SID / "subagents"
+    write(subagents / "agent-x.jsonl", [])
+    (projects / "-b").chmod(0)
+    subagents.chmod(0)
+    def run(named: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*obeys_chmod, sys.executable, "-m", "claudetrace", "import", str(named),
+             "--db", str(db_path)], capture_output=True, text=True, timeout=120)
+
+    try:
+        done = run(projects)
+        assert done.returncode == 1, done.stderr
+        assert f"{projects / '-b'}: skipped: cannot list this folder's files" in done.stderr
+        assert f"{subagents}: skipped: cannot list this folder's files" in done.stderr
+        assert "import: 1 imported, 0 updated, 0 unchanged, 2 skipped" in done.stderr
+        # A session named by its file: imported still, its unreadable part named.
+        named = run(projects / "-a" / f"{SID}.jsonl")
+        assert named.returncode == 1, named.stderr
+        assert f"{subagents}: skipped: cannot list" in named.stderr
+        assert "1 unchanged, 1 skipped" in named.stderr and "Traceback" not in named.stderr
+    finally:
+        (projects / "-b").chmod(0o755)
+        subagents.chmod(0o755)
+
+
 def test_a_symlinked_project_folder_is_imported_once_and_a_loop_adds_nothing(
     tmp_path: Path, db_path: Path
 ) -> None:

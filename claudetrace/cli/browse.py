@@ -506,6 +506,7 @@ def import_(
     Code keeps its transcripts).
     """
     import os
+    from pathlib import Path
 
     from ..config import plain_file, plain_name, resolve_url
     from ..formats.imports import (
@@ -550,8 +551,8 @@ def import_(
     units, skipped = planner.plan(there(paths) if watch else paths)
     # One file named: what is wrong with it is the command's one-line error.
     single = len(paths) == 1 and not os.path.isdir(paths[0]) and not watch
-    if single and skipped:
-        raise ImportFormatError(skipped[0].note)
+    if single and skipped and skipped[0].path == Path(paths[0]).expanduser():
+        raise ImportFormatError(skipped[0].note)  # (not a folder of its subagents')
     from .. import capture as cap
 
     # Into a SQLite file not made yet (nothing in it to compare with), the

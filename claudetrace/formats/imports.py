@@ -264,7 +264,8 @@ class Planner:
         skipped: list[Imported] = []
         transcripts: list[Path] = []
         wanted: set[Path] = set()
-        for path, named in self._files(paths):
+        unreadable: list[Path] = []
+        for path, named in self._files(paths, unreadable):
             try:
                 kind, _sid = self.kind(path)
             except ImportFormatError as exc:
@@ -299,16 +300,21 @@ class Planner:
             host = host or beside.get(done.path.parent) or (sessions[0] if sessions else None)
             if host is not None:
                 host.peeked.update(self._peeked([done.path]))
+        skipped += [Imported(folder, None, "skipped", None,
+                             note=f"{folder}: cannot list this folder's files (permission denied)")
+                    for folder in dict.fromkeys(unreadable)]
         return units, skipped
 
     @staticmethod
-    def _files(paths: Iterable[str | os.PathLike[str]]) -> Iterable[tuple[Path, bool | None]]:
+    def _files(paths: Iterable[str | os.PathLike[str]],
+               unreadable: list[Path]) -> Iterable[tuple[Path, bool | None]]:
         """Each file to look at, with whether it was asked for (None: found in a
-        folder named; False: only looked at as a named session's possible part)."""
+        folder named; False: only looked at as a named session's possible part);
+        the folders that cannot be listed are added to ``unreadable``."""
         for given in paths:
             path = Path(given).expanduser()
             if path.is_dir():
-                for found in walk(path, _SUFFIXES):
+                for found in walk(path, _SUFFIXES, unreadable):
                     yield found, None
             elif path.exists():
                 yield path, True
@@ -318,7 +324,7 @@ class Planner:
                 main = owner.with_suffix(".jsonl") if owner is not None else path
                 if main != path and main.is_file():
                     yield main, False
-                for side in side_chains_of(main):
+                for side in side_chains_of(main, unreadable):
                     if side != path:
                         yield side, False
                 # Its other files beside it: old-style agent files, a resumed
