@@ -46,6 +46,22 @@ def one_line_error(result: Result, *needles: str) -> None:
         assert needle in lines[0]
 
 
+@pytest.mark.parametrize(("args", "name"), [
+    (["import", ""], "PATH"), (["import", ".", ""], "PATH"),
+    (["usage", "--import", ""], "--import"),
+    (["sessions", "--db", ""], "--db"), (["export", "latest", "-o", ""], "--output"),
+    (["shim", ""], "OUT"), (["replay", "x", "--report", ""], "--report"),
+])
+def test_an_empty_path_is_refused_in_one_line(
+    args: list[str], name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Path("") is the current folder: `import ""` imported it, recursively.
+    monkeypatch.chdir(tmp_path)
+    result = invoke(*args)
+    one_line_error(result, f"{name}: empty path")
+    assert result.exit_code == 2
+
+
 @pytest.fixture
 def imported(db_path: Path) -> list[str]:
     ids = []

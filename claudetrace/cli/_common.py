@@ -41,10 +41,22 @@ class Positive(click.ParamType[float]):
 INTERVAL = Positive()
 
 
+def no_empty_path(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """A path option's or argument's value (or values), an empty one refused in one
+    line: ``Path("")`` is the current folder, which a command would then import,
+    or write a file as."""
+    if value == "" or (isinstance(value, tuple) and "" in value):
+        name = max(param.opts, key=len) if isinstance(param, click.Option) else (
+            param.human_readable_name.rstrip("…"))
+        fail(f"{name}: empty path", 2)
+    return value
+
+
 db_option = click.option(
     "--db",
     "db_url",
     envvar="CLAUDETRACE_DB",
+    callback=no_empty_path,
     metavar="URL",
     help="Database: SQLAlchemy URL or SQLite file path [env: CLAUDETRACE_DB; "
     "default: claudetrace.db in the user data directory].",

@@ -18,7 +18,14 @@ from ..formats.facts import duration as _duration
 from ..formats.facts import exit_text as _exit_text
 from ..formats.facts import plural, session_record
 from ..formats.facts import when as _when
-from ._common import INTERVAL, db_option, echo_json_array, read_store, reports_errors
+from ._common import (
+    INTERVAL,
+    db_option,
+    echo_json_array,
+    no_empty_path,
+    read_store,
+    reports_errors,
+)
 
 if TYPE_CHECKING:
     from ..sanitize import Sanitizer
@@ -313,6 +320,7 @@ def _write_batched(out: Any, lines: Iterable[Any], joiner: str | bytes) -> None:
     "-o",
     "--output",
     type=click.Path(dir_okay=False, allow_dash=True),
+    callback=no_empty_path,
     default="-",
     help="File to write [default: stdout].",
 )
@@ -468,7 +476,8 @@ def say_unmatched(store: Any, models: tuple[str, ...], tags: tuple[str, ...]) ->
 
 
 @click.command("import")
-@click.argument("paths", nargs=-1, required=True, metavar="PATH…", type=click.Path())
+@click.argument("paths", nargs=-1, required=True, metavar="PATH…", type=click.Path(),
+                callback=no_empty_path)
 @db_option
 @click.option("--name", help="Name for the imported recording(s).")
 @click.option("--tag", "tags", multiple=True, metavar="K=V", help="Tag (repeatable).")
