@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -326,6 +327,37 @@ def test_an_unreadable_folder_is_named_and_skipped(
     finally:
         (projects / "-b").chmod(0o755)
         subagents.chmod(0o755)
+
+
+def test_a_path_in_an_unreadable_folder_is_one_line_and_watch_goes_on(
+    tmp_path: Path, db_path: Path, obeys_chmod: list[str]
+) -> None:
+    # Path.is_dir() raised PermissionError: a traceback, and --watch died of it.
+    folder = tmp_path / "p" / "-b"
+    inside = write(folder / f"{SID}.jsonl", session_lines())
+    folder.chmod(0)
+    cmd = [*obeys_chmod, sys.executable, "-m", "claudetrace", "import", "--db", str(db_path)]
+    try:
+        done = subprocess.run([*cmd, str(inside)], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 1
+        assert done.stderr == (f"claudetrace: cannot read cassette or transcript {inside}: "
+                               "Permission denied\n")
+        with subprocess.Popen([*cmd, "--watch", "--interval", "0.1", str(inside)],
+                              stderr=subprocess.PIPE) as proc:
+            err = Lines(proc.stderr)
+            try:
+                assert err.next(proc) == "import: 0 imported, 0 updated, 0 unchanged"
+                assert "watching" in err.next(proc)
+                assert "Permission denied" in err.next(proc)
+                time.sleep(1)  # ten more looks: said once, and still watching
+                assert proc.poll() is None
+            finally:
+                proc.send_signal(signal.SIGINT)
+                proc.wait(timeout=60)
+        rest = err.rest()
+        assert rest.count("Permission denied") == 1 and "Traceback" not in rest, rest
+    finally:
+        folder.chmod(0o755)
 
 
 def test_a_symlinked_project_folder_is_imported_once_and_a_loop_adds_nothing(

@@ -557,7 +557,12 @@ def import_(
         index = stored_sessions(url, store)
     planner = Planner(stored=stored_peeks(index))
     # Watched, a path not there yet is said by the watcher, once, and waited for.
-    units, skipped = planner.plan(there(paths) if watch else paths)
+    try:
+        units, skipped = planner.plan(there(paths) if watch else paths)
+    except ClaudeTraceError:
+        if not watch:
+            raise
+        units, skipped = [], []  # the watcher's first look says why, once, and goes on
     # One file named: what is wrong with it is the command's one-line error.
     single = len(paths) == 1 and not os.path.isdir(paths[0]) and not watch
     if single and skipped and skipped[0].path == Path(paths[0]).expanduser():

@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -313,7 +314,14 @@ class Planner:
         the folders that cannot be listed are added to ``unreadable``."""
         for given in paths:
             path = Path(given).expanduser()
-            if path.is_dir():
+            try:
+                is_dir = stat.S_ISDIR(os.stat(path).st_mode)
+            except (FileNotFoundError, NotADirectoryError):
+                is_dir = False
+            except OSError as exc:  # in a folder that cannot be read, say
+                raise ImportFormatError(
+                    f"cannot read cassette or transcript {path}: {exc.strerror}") from None
+            if is_dir:
                 for found in walk(path, _SUFFIXES, unreadable):
                     yield found, None
             elif path.exists():
@@ -1287,7 +1295,19 @@ def import_file(
 def there(paths: Iterable[str | os.PathLike[str]]) -> list[str | os.PathLike[str]]:
     """The ``paths`` that are there now (``~`` expanded, as :class:`Planner` reads
     them): what a watch imports, the others waited for."""
-    return [p for p in paths if Path(p).expanduser().exists()]
+    return [p for p in paths if _there(Path(p).expanduser())]
+
+
+def _there(path: Path) -> bool:
+    """Whether ``path`` is there: a path that cannot be looked at (in a folder that
+    cannot be read) is, and the planner says why it cannot be read."""
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError:
+        return True
+    return True
 
 
 class Watcher:
