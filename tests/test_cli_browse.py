@@ -435,6 +435,31 @@ def test_a_negative_limit_is_a_usage_error(db_path: Path) -> None:
     assert result.exit_code == 2 and "-1 is not in the range x>=0" in result.stderr
 
 
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_a_limit_past_what_a_database_integer_holds_is_all(
+    db_path: Path, engine: str, request: pytest.FixtureRequest
+) -> None:
+    # sessions -n 99999999999999999999 was an OverflowError (SQLite INTEGER).
+    from tests.test_store_postgres import fresh_database
+
+    db = str(db_path) if engine == "sqlite" else fresh_database(
+        request.getfixturevalue("pg_server"), "m_test_cli_browse_limit")
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        # A process each, as a user runs them: in-process, the runs against
+        # PostgreSQL leave connections for the garbage collector to close.
+        return subprocess.run([sys.executable, "-m", "claudetrace", *args, "--db", db],
+                              capture_output=True, text=True, timeout=120)
+
+    assert run("import", str(SAMPLES[0])).returncode == 0
+    huge = str(10**20)
+    listed = run("sessions", "--json", "-n", huge)
+    assert listed.returncode == 0, listed.stderr
+    assert len(json.loads(listed.stdout)) == 1
+    found = run("search", "--json", "-n", huge, "Hello")
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)
+
+
 @pytest.mark.parametrize("args", [("tail", "--follow"), ("import", ".", "--watch")])
 def test_a_polling_interval_of_zero_or_less_is_a_usage_error(
     db_path: Path, args: tuple[str, ...]

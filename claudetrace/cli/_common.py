@@ -41,6 +41,24 @@ class Positive(click.ParamType[float]):
 INTERVAL = Positive()
 
 
+class Limit(click.IntRange):
+    """How many rows at most, 0 for all: a number past what a database's integer
+    holds (SQLite's INTEGER, PostgreSQL's BIGINT: 2**63 - 1) is all as well, since
+    no store has that many, rather than an overflow in the query."""
+
+    def __init__(self) -> None:
+        super().__init__(min=0)
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        return 0 if number > 2**63 - 1 else number
+
+
+#: The type of every ``-n/--limit``.
+LIMIT = Limit()
+
+
 def no_empty_path(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     """A path option's or argument's value (or values), an empty one refused in one
     line: ``Path("")`` is the current folder, which a command would then import,

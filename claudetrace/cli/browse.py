@@ -20,6 +20,7 @@ from ..formats.facts import plural, session_record
 from ..formats.facts import when as _when
 from ._common import (
     INTERVAL,
+    LIMIT,
     db_option,
     echo_json_array,
     no_empty_path,
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 @db_option
 @click.option("--json", "as_json", is_flag=True, help="JSON (one array) for scripts.")
 @click.option(
-    "-n", "--limit", default=50, show_default=True, type=click.IntRange(min=0),
+    "-n", "--limit", default=50, show_default=True, type=LIMIT,
     help="How many, newest first (0: all).",
 )
 @click.option("--model", "models", multiple=True, metavar="M",
