@@ -430,6 +430,8 @@ def claude_cassette(
         basetemp=tmp_path_factory.getbasetemp(),
         settings=settings,
     )
+    if action == "record" or mode is RecordMode.NEW_EPISODES:
+        _check_writable(path, mode)
     if action == "record":
         # Nothing is deleted, in rewrite mode neither: a new recording replaces
         # the cassette once it is saved (a recording that cannot start, or a
@@ -475,6 +477,23 @@ def _cassette_nodeid(item: pytest.Item) -> str:
     if callspec is not None and set(callspec.params) == {"anyio_backend"}:
         return item.nodeid.partition("[")[0]
     return item.nodeid
+
+
+def _check_writable(path: Path, mode: RecordMode) -> None:
+    """Fail the test at setup, in one line, when a recording could not be saved
+    (a read-only checkout), before the real CLI is run."""
+    import os
+
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent  # made when the cassette is saved
+    if os.access(folder, os.W_OK | os.X_OK):
+        return
+    pytest.fail(
+        f"cannot record claude cassette {path} (mode {mode}): {folder} is not writable; "
+        "the cassette is unchanged",
+        pytrace=False,
+    )
 
 
 def _check_cassette(path: Path) -> None:

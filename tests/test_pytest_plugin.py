@@ -394,6 +394,25 @@ def test_a_cassette_named_the_old_way_is_still_found(
     run(pytester, "--claude-record-mode=none").assert_outcomes(passed=1)
 
 
+def test_a_read_only_checkout_fails_at_setup_before_recording(
+    pytester: pytest.Pytester, app: Path, tmp_path: Path, obeys_chmod: list[str]
+) -> None:
+    # The real CLI recorded, the test passed, then its teardown was a traceback
+    # (PermissionError making the cassette's folder).
+    disabled = [arg for name in NOT_NEEDED for arg in ("-p", f"no:{name}")]
+    pytester.path.chmod(0o555)
+    try:
+        result = pytester.run(*obeys_chmod, sys.executable, "-m", "pytest", *disabled,
+                              f"--basetemp={tmp_path / 'inner'}", "--claude-record-mode=once")
+    finally:
+        pytester.path.chmod(0o755)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"*cannot record claude cassette {app} (mode once): "
+                                 f"{pytester.path} is not writable; the cassette is unchanged"])
+    assert "Traceback" not in result.stdout.str() and not app.exists()
+    assert not list((tmp_path / "inner").rglob("recording.db"))  # nothing recorded
+
+
 def test_failed_recording_writes_nothing(
     pytester: pytest.Pytester, app: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
