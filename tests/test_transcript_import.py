@@ -191,6 +191,24 @@ def imported_status(folder: Path, db_path: Path) -> tuple[str, bool, str | None]
         store.close()
 
 
+def test_a_transcript_whose_last_prompt_got_no_answer_says_so_in_its_own_words(
+    tmp_path: Path, db_path: Path
+) -> None:
+    # It read "the recording stopped before the CLI exited": no recording, no CLI exit.
+    write(tmp_path / "p" / f"{SID}.jsonl", session_lines()[:2])  # a prompt, no answer
+    reason = "the transcript ends before an answer to the last prompt"
+    assert imported_status(tmp_path / "p", db_path) == ("incomplete", False, reason)
+    shown = CliRunner().invoke(cli, ["show", SID, "--db", str(db_path)])
+    assert reason in shown.stdout and "CLI exited" not in shown.stdout
+    store = open_settled_store(str(db_path))
+    try:
+        rec = store.resolve(SID)
+        session = fold(store.iter_events(rec.id))
+        assert session.outcome_of(rec.info()).reason == reason
+    finally:
+        store.close()
+
+
 @pytest.mark.parametrize("said", [
     "[Request interrupted by user for tool use]", "[Request interrupted by user]",
 ])

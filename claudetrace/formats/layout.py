@@ -33,8 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from ..recording import TRANSCRIPT_SOURCE
+
 #: ``source`` of recordings imported from transcripts.
-SOURCE: Final = "transcript"
+SOURCE: Final = TRANSCRIPT_SOURCE
 #: Lines read to find a file's session id (a few bookkeeping lines may come first).
 _PEEK_LINES: Final = 20
 
