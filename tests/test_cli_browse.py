@@ -62,6 +62,20 @@ def test_an_empty_path_is_refused_in_one_line(
     assert result.exit_code == 2
 
 
+@pytest.mark.parametrize("args", [
+    ["sessions", "--since", "bogus"], ["otel", "--since", "bogus"],
+    ["usage", "--since", "bogus"], ["usage", "weekly", "--until", "2024-13-45"],
+])
+def test_a_bad_since_or_until_is_one_line_and_exit_2_in_every_command(
+    args: list[str], db_path: Path
+) -> None:
+    # sessions said it in one line with exit 1, usage in click's three with exit 2.
+    invoke("import", str(SAMPLES[0]), "--db", str(db_path))
+    result = invoke(*args, "--db", str(db_path))
+    one_line_error(result, f"{args[-2]} {args[-1]!r} is ")
+    assert result.exit_code == 2
+
+
 @pytest.fixture
 def imported(db_path: Path) -> list[str]:
     ids = []

@@ -70,6 +70,20 @@ def no_empty_path(ctx: click.Context, param: click.Parameter, value: Any) -> Any
     return value
 
 
+def since_option_ns(value: str | None) -> int | None:
+    """A ``--since`` (a duration ago or an ISO date) as Unix ns; a bad one is a usage
+    mistake: one line, exit 2, as ``usage --since`` and click's own usage errors."""
+    if value is None:
+        return None
+    from ..telemetry.backfill import parse_since
+
+    try:
+        return parse_since(value)
+    except ClaudeTraceError as exc:
+        fail(str(exc), 2)
+        return None  # (fail exits)
+
+
 db_option = click.option(
     "--db",
     "db_url",

@@ -26,6 +26,7 @@ from ._common import (
     no_empty_path,
     read_store,
     reports_errors,
+    since_option_ns,
 )
 
 if TYPE_CHECKING:
@@ -59,7 +60,6 @@ def sessions(db_url: str | None, as_json: bool, limit: int, models: tuple[str, .
     """List recordings, newest first (narrowed as the session browser narrows them)."""
     from ..model import STATUSES
     from ..store.browse import Filters, list_sessions
-    from ..telemetry.backfill import parse_since
     from .record import _parse_tags
 
     unknown = sorted(set(statuses) - set(STATUSES))
@@ -69,7 +69,7 @@ def sessions(db_url: str | None, as_json: bool, limit: int, models: tuple[str, .
     filters = Filters(models=models, statuses=statuses, errors_only=errors_only,
                       tags=tuple(f"{k}={v}" for k, v in _parse_tags(tags).items()),
                       text=(text or "").strip(),
-                      started_after_ns=None if since is None else parse_since(since))
+                      started_after_ns=since_option_ns(since))
     store = read_store(db_url)
     # Closed when the command ends (run in-process, a PostgreSQL connection was left open).
     click.get_current_context().call_on_close(store.close)

@@ -34,7 +34,8 @@ def _day(value: str | None, tz: dt.tzinfo | None, *, end: bool) -> int | None:
     try:
         day = dt.datetime.strptime(text, "%Y%m%d").replace(tzinfo=tz)  # None: local
     except ValueError:
-        raise click.BadParameter(f"{value!r} is not a day (YYYYMMDD or YYYY-MM-DD)") from None
+        fail(f"{'--until' if end else '--since'} {value!r} is not a day "
+             "(YYYYMMDD or YYYY-MM-DD)", 2)
     if not _FIRST_YEAR <= day.year <= _LAST_YEAR:
         # A store keeps times as 64-bit ns since 1970 (1677 to 2262): a day past
         # them compared nothing but overflowed (Python's dates end at year 9999).
