@@ -59,6 +59,11 @@ _CASSETTE_KEY = pytest.StashKey["ClaudeCassette"]()
 _REPORTS_KEY = pytest.StashKey[dict[str, pytest.TestReport]]()
 _USED_KEY = pytest.StashKey[set[Path]]()
 _RERECORDED_KEY = pytest.StashKey[list[tuple[str, "ClaudeCassette"]]]()
+#: Under pytest-xdist, what each worker's tests used and re-recorded, as the
+#: controller (which writes the summary) received it from the workers.
+_WORKERS_KEY = pytest.StashKey[dict[str, list[Any]]]()
+#: The key of this plugin's part of an xdist worker's ``workeroutput``.
+WORKER_OUTPUT: Final = "claudetrace_cassettes"
 
 
 # -- pure helpers ------------------------------------------------------------------
@@ -237,6 +242,32 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(str(exc)) from None
     config.stash[_USED_KEY] = set()
     config.stash[_RERECORDED_KEY] = []
+    config.stash[_WORKERS_KEY] = {"used": [], "rerecorded": []}
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """On a pytest-xdist worker, hand what the summary needs to the controller."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is None:
+        return
+    workeroutput[WORKER_OUTPUT] = {
+        "used": sorted(str(path) for path in session.config.stash.get(_USED_KEY, set())),
+        "rerecorded": [
+            [nodeid, cassette.saved]
+            for nodeid, cassette in session.config.stash.get(_RERECORDED_KEY, [])
+        ],
+    }
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """On the pytest-xdist controller, keep what a finished worker handed over."""
+    output = getattr(node, "workeroutput", {}).get(WORKER_OUTPUT)
+    workers = node.config.stash.get(_WORKERS_KEY, None)
+    if output is None or workers is None:
+        return
+    workers["used"] += output["used"]
+    workers["rerecorded"] += output["rerecorded"]
 
 
 def cassette_dir(config: pytest.Config) -> Path:
@@ -311,11 +342,14 @@ def _fixturenames(item: pytest.Item) -> Sequence[str]:
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    rerecorded = config.stash.get(_RERECORDED_KEY, [])
+    workers: dict[str, list[Any]] = config.stash.get(_WORKERS_KEY, {"used": [], "rerecorded": []})
+    rerecorded = [
+        (nodeid, cassette.saved) for nodeid, cassette in config.stash.get(_RERECORDED_KEY, [])
+    ] + [(str(nodeid), bool(saved)) for nodeid, saved in workers["rerecorded"]]
     if rerecorded:
         terminalreporter.section("claude cassettes re-recorded (new_episodes)")
-        for nodeid, cassette in rerecorded:
-            if cassette.saved:
+        for nodeid, saved in rerecorded:
+            if saved:
                 terminalreporter.line(f"{nodeid}: diverged from its cassette, recorded again")
             else:
                 terminalreporter.line(
@@ -325,7 +359,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if not config.getoption("--claude-cassettes-unused", default=False):
         return
     folder = cassette_dir(config)
-    used: set[Path] = config.stash.get(_USED_KEY, set())
+    used = config.stash.get(_USED_KEY, set()) | {Path(p) for p in workers["used"]}
     unused = unused_cassettes(folder, used)
     terminalreporter.section("unused claude cassettes")
     if not unused:
@@ -396,6 +430,8 @@ def claude_cassette(
         basetemp=tmp_path_factory.getbasetemp(),
         settings=settings,
     )
+    if action == "record" or mode is RecordMode.NEW_EPISODES:
+        _check_writable(path, mode)
     if action == "record":
         # Nothing is deleted, in rewrite mode neither: a new recording replaces
         # the cassette once it is saved (a recording that cannot start, or a
@@ -441,6 +477,23 @@ def _cassette_nodeid(item: pytest.Item) -> str:
     if callspec is not None and set(callspec.params) == {"anyio_backend"}:
         return item.nodeid.partition("[")[0]
     return item.nodeid
+
+
+def _check_writable(path: Path, mode: RecordMode) -> None:
+    """Fail the test at setup, in one line, when a recording could not be saved
+    (a read-only checkout), before the real CLI is run."""
+    import os
+
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent  # made when the cassette is saved
+    if os.access(folder, os.W_OK | os.X_OK):
+        return
+    pytest.fail(
+        f"cannot record claude cassette {path} (mode {mode}): {folder} is not writable; "
+        "the cassette is unchanged",
+        pytrace=False,
+    )
 
 
 def _check_cassette(path: Path) -> None:

@@ -29,6 +29,19 @@ STALE_AFTER_NS = 5_000_000_000
 LATE_AFTER_NS = 600_000_000_000
 
 
+#: ``source`` of recordings imported from Claude Code transcripts.
+TRANSCRIPT_SOURCE = "transcript"
+
+
+def unended_reason(source: str | None) -> str:
+    """Why a recording with no end is ``incomplete``: a proxied CLI's recording
+    stopped before the CLI exited; a transcript has no recording nor CLI exit, it
+    ends before an answer to the last prompt (every view says this one line)."""
+    if source == TRANSCRIPT_SOURCE:
+        return "the transcript ends before an answer to the last prompt"
+    return "the recording stopped before the CLI exited"
+
+
 #: How much later than its recording's start a proxy's process may seem to have
 #: started (the boot time it is counted from is given in whole seconds).
 _START_SLACK_NS = 2_000_000_000

@@ -70,6 +70,22 @@ def ct_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return data_home / "claudetrace"
 
 
+@pytest.fixture(scope="session")
+def obeys_chmod() -> list[str]:
+    """The command prefix that runs a process to which ``chmod`` applies: none for a
+    user, ``setpriv`` dropping the capabilities that let root read anything for root
+    (skips when it cannot)."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv to make chmod apply")
+    prefix = [setpriv, "--bounding-set", "-dac_override,-dac_read_search", "--inh-caps=-all"]
+    if subprocess.run([*prefix, "true"], capture_output=True).returncode != 0:
+        pytest.skip("running as root and setpriv cannot drop the capabilities")
+    return prefix
+
+
 @pytest.fixture
 def db_path(tmp_path: Path, ct_env: Path) -> Path:
     """A fresh SQLite database file path (not created yet)."""

@@ -46,6 +46,36 @@ def one_line_error(result: Result, *needles: str) -> None:
         assert needle in lines[0]
 
 
+@pytest.mark.parametrize(("args", "name"), [
+    (["import", ""], "PATH"), (["import", ".", ""], "PATH"),
+    (["usage", "--import", ""], "--import"),
+    (["sessions", "--db", ""], "--db"), (["export", "latest", "-o", ""], "--output"),
+    (["shim", ""], "OUT"), (["replay", "x", "--report", ""], "--report"),
+])
+def test_an_empty_path_is_refused_in_one_line(
+    args: list[str], name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Path("") is the current folder: `import ""` imported it, recursively.
+    monkeypatch.chdir(tmp_path)
+    result = invoke(*args)
+    one_line_error(result, f"{name}: empty path")
+    assert result.exit_code == 2
+
+
+@pytest.mark.parametrize("args", [
+    ["sessions", "--since", "bogus"], ["otel", "--since", "bogus"],
+    ["usage", "--since", "bogus"], ["usage", "weekly", "--until", "2024-13-45"],
+])
+def test_a_bad_since_or_until_is_one_line_and_exit_2_in_every_command(
+    args: list[str], db_path: Path
+) -> None:
+    # sessions said it in one line with exit 1, usage in click's three with exit 2.
+    invoke("import", str(SAMPLES[0]), "--db", str(db_path))
+    result = invoke(*args, "--db", str(db_path))
+    one_line_error(result, f"{args[-2]} {args[-1]!r} is ")
+    assert result.exit_code == 2
+
+
 @pytest.fixture
 def imported(db_path: Path) -> list[str]:
     ids = []
@@ -417,6 +447,31 @@ def test_a_negative_limit_is_a_usage_error(db_path: Path) -> None:
     # SQLite reads LIMIT -1 as no limit, PostgreSQL refuses it: neither is asked.
     result = invoke("sessions", "--db", str(db_path), "-n", "-1")
     assert result.exit_code == 2 and "-1 is not in the range x>=0" in result.stderr
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_a_limit_past_what_a_database_integer_holds_is_all(
+    db_path: Path, engine: str, request: pytest.FixtureRequest
+) -> None:
+    # sessions -n 99999999999999999999 was an OverflowError (SQLite INTEGER).
+    from tests.test_store_postgres import fresh_database
+
+    db = str(db_path) if engine == "sqlite" else fresh_database(
+        request.getfixturevalue("pg_server"), "m_test_cli_browse_limit")
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        # A process each, as a user runs them: in-process, the runs against
+        # PostgreSQL leave connections for the garbage collector to close.
+        return subprocess.run([sys.executable, "-m", "claudetrace", *args, "--db", db],
+                              capture_output=True, text=True, timeout=120)
+
+    assert run("import", str(SAMPLES[0])).returncode == 0
+    huge = str(10**20)
+    listed = run("sessions", "--json", "-n", huge)
+    assert listed.returncode == 0, listed.stderr
+    assert len(json.loads(listed.stdout)) == 1
+    found = run("search", "--json", "-n", huge, "Hello")
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)
 
 
 @pytest.mark.parametrize("args", [("tail", "--follow"), ("import", ".", "--watch")])

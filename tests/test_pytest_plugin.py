@@ -17,7 +17,7 @@ import pytest
 
 import claudetrace
 from claudetrace.cassette import read_cassette
-from claudetrace.pytest_plugin import cassette_name, cassette_path, format_divergence
+from claudetrace.pytest_plugin import SUFFIX, cassette_name, cassette_path, format_divergence
 from claudetrace.replay import Divergence, DivergenceKind
 
 pytest_plugins = ["pytester"]
@@ -394,6 +394,25 @@ def test_a_cassette_named_the_old_way_is_still_found(
     run(pytester, "--claude-record-mode=none").assert_outcomes(passed=1)
 
 
+def test_a_read_only_checkout_fails_at_setup_before_recording(
+    pytester: pytest.Pytester, app: Path, tmp_path: Path, obeys_chmod: list[str]
+) -> None:
+    # The real CLI recorded, the test passed, then its teardown was a traceback
+    # (PermissionError making the cassette's folder).
+    disabled = [arg for name in NOT_NEEDED for arg in ("-p", f"no:{name}")]
+    pytester.path.chmod(0o555)
+    try:
+        result = pytester.run(*obeys_chmod, sys.executable, "-m", "pytest", *disabled,
+                              f"--basetemp={tmp_path / 'inner'}", "--claude-record-mode=once")
+    finally:
+        pytester.path.chmod(0o755)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([f"*cannot record claude cassette {app} (mode once): "
+                                 f"{pytester.path} is not writable; the cassette is unchanged"])
+    assert "Traceback" not in result.stdout.str() and not app.exists()
+    assert not list((tmp_path / "inner").rglob("recording.db"))  # nothing recorded
+
+
 def test_failed_recording_writes_nothing(
     pytester: pytest.Pytester, app: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -448,6 +467,33 @@ def test_unused_cassettes_are_listed(pytester: pytest.Pytester, app: Path) -> No
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*unused claude cassettes*", f"*{stale}"])
     assert str(app) not in result.stdout.str().split("unused claude cassettes")[1]
+
+
+def test_summaries_under_xdist_count_every_worker(
+    pytester: pytest.Pytester, app: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each worker knows only its own tests: the controller, which writes the
+    # summaries, hears from the workers what they used and re-recorded.
+    pytester.makepyfile(test_other=TEST_APP.format(marker=""))
+    run(pytester, "--claude-record-mode=once").assert_outcomes(passed=2)
+    orphan = app.parent.parent / "orphan.ndjson"
+    orphan.write_bytes(app.read_bytes())
+    disabled = [arg for name in NOT_NEEDED for arg in ("-p", f"no:{name}")]
+
+    result = pytester.runpytest_subprocess(
+        *disabled, "-n", "2", "--claude-record-mode=none", "--claude-cassettes-unused"
+    )
+    result.assert_outcomes(passed=2)
+    unused = result.stdout.str().split("unused claude cassettes")[1].split("passed")[0]
+    assert str(orphan) in unused and SUFFIX not in unused.replace(str(orphan), "")
+
+    monkeypatch.setenv("PLUGIN_TEST_PROMPT", "again")
+    result = pytester.runpytest_subprocess(
+        *disabled, "-n", "2", "--claude-record-mode=new_episodes"
+    )
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*re-recorded*", "*test_echo: diverged from its cassette*"])
+    assert result.stdout.str().count("diverged from its cassette, recorded again") == 2
 
 
 def test_bad_record_mode_is_a_usage_error(pytester: pytest.Pytester, app: Path) -> None:

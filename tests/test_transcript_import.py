@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -190,6 +191,24 @@ def imported_status(folder: Path, db_path: Path) -> tuple[str, bool, str | None]
         store.close()
 
 
+def test_a_transcript_whose_last_prompt_got_no_answer_says_so_in_its_own_words(
+    tmp_path: Path, db_path: Path
+) -> None:
+    # It read "the recording stopped before the CLI exited": no recording, no CLI exit.
+    write(tmp_path / "p" / f"{SID}.jsonl", session_lines()[:2])  # a prompt, no answer
+    reason = "the transcript ends before an answer to the last prompt"
+    assert imported_status(tmp_path / "p", db_path) == ("incomplete", False, reason)
+    shown = CliRunner().invoke(cli, ["show", SID, "--db", str(db_path)])
+    assert reason in shown.stdout and "CLI exited" not in shown.stdout
+    store = open_settled_store(str(db_path))
+    try:
+        rec = store.resolve(SID)
+        session = fold(store.iter_events(rec.id))
+        assert session.outcome_of(rec.info()).reason == reason
+    finally:
+        store.close()
+
+
 @pytest.mark.parametrize("said", [
     "[Request interrupted by user for tool use]", "[Request interrupted by user]",
 ])
@@ -292,6 +311,71 @@ def test_a_fifo_or_a_device_is_skipped_not_read(tmp_path: Path, db_path: Path) -
     assert "import: 1 imported, 0 updated, 0 unchanged, 2 skipped" in done.stderr
     named = runner.invoke(cli, ["import", str(odd / "x.jsonl"), "--db", str(db_path)])
     assert named.exit_code == 1 and named.stderr.endswith("not a regular file (a FIFO)\n")
+
+
+def test_an_unreadable_folder_is_named_and_skipped(
+    tmp_path: Path, db_path: Path, obeys_chmod: list[str]
+) -> None:
+    # It was left out without a word: "1 imported, 0 skipped", exit 0.
+    projects = tmp_path / "p"
+    write(projects / "-a" / f"{SID}.jsonl", session_lines())
+    other = "11111111-2222-3333-4444-555555555555"
+    write(projects / "-b" / f"{other}.jsonl", [{**line, "sessionId": other}
+                                               for line in session_lines()])
+    subagents = projects / "-a" / SID / "subagents"
+    write(subagents / "agent-x.jsonl", [])
+    (projects / "-b").chmod(0)
+    subagents.chmod(0)
+    def run(named: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*obeys_chmod, sys.executable, "-m", "claudetrace", "import", str(named),
+             "--db", str(db_path)], capture_output=True, text=True, timeout=120)
+
+    try:
+        done = run(projects)
+        assert done.returncode == 1, done.stderr
+        assert f"{projects / '-b'}: skipped: cannot list this folder's files" in done.stderr
+        assert f"{subagents}: skipped: cannot list this folder's files" in done.stderr
+        assert "import: 1 imported, 0 updated, 0 unchanged, 2 skipped" in done.stderr
+        # A session named by its file: imported still, its unreadable part named.
+        named = run(projects / "-a" / f"{SID}.jsonl")
+        assert named.returncode == 1, named.stderr
+        assert f"{subagents}: skipped: cannot list" in named.stderr
+        assert "1 unchanged, 1 skipped" in named.stderr and "Traceback" not in named.stderr
+    finally:
+        (projects / "-b").chmod(0o755)
+        subagents.chmod(0o755)
+
+
+def test_a_path_in_an_unreadable_folder_is_one_line_and_watch_goes_on(
+    tmp_path: Path, db_path: Path, obeys_chmod: list[str]
+) -> None:
+    # Path.is_dir() raised PermissionError: a traceback, and --watch died of it.
+    folder = tmp_path / "p" / "-b"
+    inside = write(folder / f"{SID}.jsonl", session_lines())
+    folder.chmod(0)
+    cmd = [*obeys_chmod, sys.executable, "-m", "claudetrace", "import", "--db", str(db_path)]
+    try:
+        done = subprocess.run([*cmd, str(inside)], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 1
+        assert done.stderr == (f"claudetrace: cannot read cassette or transcript {inside}: "
+                               "Permission denied\n")
+        with subprocess.Popen([*cmd, "--watch", "--interval", "0.1", str(inside)],
+                              stderr=subprocess.PIPE) as proc:
+            err = Lines(proc.stderr)
+            try:
+                assert err.next(proc) == "import: 0 imported, 0 updated, 0 unchanged"
+                assert "watching" in err.next(proc)
+                assert "Permission denied" in err.next(proc)
+                time.sleep(1)  # ten more looks: said once, and still watching
+                assert proc.poll() is None
+            finally:
+                proc.send_signal(signal.SIGINT)
+                proc.wait(timeout=60)
+        rest = err.rest()
+        assert rest.count("Permission denied") == 1 and "Traceback" not in rest, rest
+    finally:
+        folder.chmod(0o755)
 
 
 def test_a_symlinked_project_folder_is_imported_once_and_a_loop_adds_nothing(

@@ -41,10 +41,54 @@ class Positive(click.ParamType[float]):
 INTERVAL = Positive()
 
 
+class Limit(click.IntRange):
+    """How many rows at most, 0 for all: a number past what a database's integer
+    holds (SQLite's INTEGER, PostgreSQL's BIGINT: 2**63 - 1) is all as well, since
+    no store has that many, rather than an overflow in the query."""
+
+    def __init__(self) -> None:
+        super().__init__(min=0)
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        return 0 if number > 2**63 - 1 else number
+
+
+#: The type of every ``-n/--limit``.
+LIMIT = Limit()
+
+
+def no_empty_path(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """A path option's or argument's value (or values), an empty one refused in one
+    line: ``Path("")`` is the current folder, which a command would then import,
+    or write a file as."""
+    if value == "" or (isinstance(value, tuple) and "" in value):
+        name = max(param.opts, key=len) if isinstance(param, click.Option) else (
+            param.human_readable_name.rstrip("…"))
+        fail(f"{name}: empty path", 2)
+    return value
+
+
+def since_option_ns(value: str | None) -> int | None:
+    """A ``--since`` (a duration ago or an ISO date) as Unix ns; a bad one is a usage
+    mistake: one line, exit 2, as ``usage --since`` and click's own usage errors."""
+    if value is None:
+        return None
+    from ..telemetry.backfill import parse_since
+
+    try:
+        return parse_since(value)
+    except ClaudeTraceError as exc:
+        fail(str(exc), 2)
+        return None  # (fail exits)
+
+
 db_option = click.option(
     "--db",
     "db_url",
     envvar="CLAUDETRACE_DB",
+    callback=no_empty_path,
     metavar="URL",
     help="Database: SQLAlchemy URL or SQLite file path [env: CLAUDETRACE_DB; "
     "default: claudetrace.db in the user data directory].",

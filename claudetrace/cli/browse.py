@@ -18,7 +18,16 @@ from ..formats.facts import duration as _duration
 from ..formats.facts import exit_text as _exit_text
 from ..formats.facts import plural, session_record
 from ..formats.facts import when as _when
-from ._common import INTERVAL, db_option, echo_json_array, read_store, reports_errors
+from ._common import (
+    INTERVAL,
+    LIMIT,
+    db_option,
+    echo_json_array,
+    no_empty_path,
+    read_store,
+    reports_errors,
+    since_option_ns,
+)
 
 if TYPE_CHECKING:
     from ..sanitize import Sanitizer
@@ -28,7 +37,7 @@ if TYPE_CHECKING:
 @db_option
 @click.option("--json", "as_json", is_flag=True, help="JSON (one array) for scripts.")
 @click.option(
-    "-n", "--limit", default=50, show_default=True, type=click.IntRange(min=0),
+    "-n", "--limit", default=50, show_default=True, type=LIMIT,
     help="How many, newest first (0: all).",
 )
 @click.option("--model", "models", multiple=True, metavar="M",
@@ -51,7 +60,6 @@ def sessions(db_url: str | None, as_json: bool, limit: int, models: tuple[str, .
     """List recordings, newest first (narrowed as the session browser narrows them)."""
     from ..model import STATUSES
     from ..store.browse import Filters, list_sessions
-    from ..telemetry.backfill import parse_since
     from .record import _parse_tags
 
     unknown = sorted(set(statuses) - set(STATUSES))
@@ -61,7 +69,7 @@ def sessions(db_url: str | None, as_json: bool, limit: int, models: tuple[str, .
     filters = Filters(models=models, statuses=statuses, errors_only=errors_only,
                       tags=tuple(f"{k}={v}" for k, v in _parse_tags(tags).items()),
                       text=(text or "").strip(),
-                      started_after_ns=None if since is None else parse_since(since))
+                      started_after_ns=since_option_ns(since))
     store = read_store(db_url)
     # Closed when the command ends (run in-process, a PostgreSQL connection was left open).
     click.get_current_context().call_on_close(store.close)
@@ -321,6 +329,7 @@ def _write_batched(out: Any, lines: Iterable[Any], joiner: str | bytes) -> None:
     "-o",
     "--output",
     type=click.Path(dir_okay=False, allow_dash=True),
+    callback=no_empty_path,
     default="-",
     help="File to write [default: stdout].",
 )
@@ -478,7 +487,8 @@ def say_unmatched(store: Any, models: tuple[str, ...], tags: tuple[str, ...]) ->
 
 
 @click.command("import")
-@click.argument("paths", nargs=-1, required=True, metavar="PATH…", type=click.Path())
+@click.argument("paths", nargs=-1, required=True, metavar="PATH…", type=click.Path(),
+                callback=no_empty_path)
 @db_option
 @click.option("--name", help="Name for the imported recording(s).")
 @click.option("--tag", "tags", multiple=True, metavar="K=V", help="Tag (repeatable).")
@@ -522,6 +532,7 @@ def import_(
     Code keeps its transcripts).
     """
     import os
+    from pathlib import Path
 
     from ..config import plain_file, plain_name, resolve_url
     from ..formats.folding import fold_now
@@ -564,11 +575,16 @@ def import_(
         index = stored_sessions(url, store)
     planner = Planner(stored=stored_peeks(index))
     # Watched, a path not there yet is said by the watcher, once, and waited for.
-    units, skipped = planner.plan(there(paths) if watch else paths)
+    try:
+        units, skipped = planner.plan(there(paths) if watch else paths)
+    except ClaudeTraceError:
+        if not watch:
+            raise
+        units, skipped = [], []  # the watcher's first look says why, once, and goes on
     # One file named: what is wrong with it is the command's one-line error.
     single = len(paths) == 1 and not os.path.isdir(paths[0]) and not watch
-    if single and skipped:
-        raise ImportFormatError(skipped[0].note)
+    if single and skipped and skipped[0].path == Path(paths[0]).expanduser():
+        raise ImportFormatError(skipped[0].note)  # (not a folder of its subagents')
     from .. import capture as cap
 
     # Into a SQLite file not made yet (nothing in it to compare with), the

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ._common import reports_errors
+from ._common import no_empty_path, reports_errors
 
 if TYPE_CHECKING:
     from ..testing.fakeapi import Ids
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     "--script",
     "script_path",
     type=click.Path(dir_okay=False),
+    callback=no_empty_path,
     metavar="FILE",
     help="JSON script: replies chosen by prompt regex (see claudetrace.testing.script).",
 )

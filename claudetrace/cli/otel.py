@@ -8,7 +8,7 @@ import click
 
 from ..display import say
 from ..errors import TelemetryError
-from ._common import db_option, read_store, reports_errors
+from ._common import db_option, read_store, reports_errors, since_option_ns
 
 
 @click.command()
@@ -56,7 +56,7 @@ def otel(
     the traces were delivered (a metrics endpoint that refuses is a warning),
     1 when they were not.
     """
-    from ..telemetry.backfill import backfill, parse_since, recording_spans, select_recordings
+    from ..telemetry.backfill import backfill, recording_spans, select_recordings
     from ..telemetry.config import resolve_settings
     from ..telemetry.records import render_tree
 
@@ -64,7 +64,7 @@ def otel(
         raise click.UsageError("name at least one SESSION, or use --all or --since")
     settings = resolve_settings(endpoint=endpoint, protocol=protocol, capture_content=content)
     store = read_store(db_url)
-    since_ns = parse_since(since) if since is not None else None
+    since_ns = since_option_ns(since)
     ids = select_recordings(store, sessions, all_=all_, since_ns=since_ns)
     _folded(store, ids)
     if tree and not ids:

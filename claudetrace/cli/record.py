@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from ._common import db_option, reports_errors
+from ._common import db_option, no_empty_path, reports_errors
 from .launch import run_and_exit
 
 
@@ -80,7 +80,7 @@ def proxy(
 
 
 @click.command()
-@click.argument("out", type=click.Path(dir_okay=False))
+@click.argument("out", type=click.Path(dir_okay=False), callback=no_empty_path)
 @click.option(
     "--real",
     metavar="PATH",

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ._common import Positive, db_option, reports_errors
+from ._common import Positive, db_option, no_empty_path, reports_errors
 
 
 @click.command(
@@ -25,6 +25,7 @@ from ._common import Positive, db_option, reports_errors
     "--report",
     "report_path",
     type=click.Path(dir_okay=False),
+    callback=no_empty_path,
     metavar="FILE",
     help="Also write a divergence report as JSON to FILE.",
 )

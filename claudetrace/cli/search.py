@@ -8,13 +8,13 @@ import click
 
 from ..display import when as _when
 from ..store.search import Hit
-from ._common import db_option, echo_json, read_store, reports_errors
+from ._common import LIMIT, db_option, echo_json, read_store, reports_errors
 
 
 @click.command()
 @click.argument("text")
 @db_option
-@click.option("-n", "--limit", default=50, show_default=True, type=click.IntRange(min=0),
+@click.option("-n", "--limit", default=50, show_default=True, type=LIMIT,
               help="How many lines at most, the newest stored first (0: all).")
 @click.option("--json", "as_json", is_flag=True, help="JSON (one array) for scripts.")
 @reports_errors

@@ -12,7 +12,15 @@ from typing import Any
 import click
 
 from ..display import say
-from ._common import INTERVAL, db_option, echo_json, fail, read_store, reports_errors
+from ._common import (
+    INTERVAL,
+    db_option,
+    echo_json,
+    fail,
+    no_empty_path,
+    read_store,
+    reports_errors,
+)
 
 #: The years whose days a store's times (ns since 1970, 64-bit) reach, whatever the zone.
 _FIRST_YEAR, _LAST_YEAR = 1678, 2261
@@ -26,7 +34,8 @@ def _day(value: str | None, tz: dt.tzinfo | None, *, end: bool) -> int | None:
     try:
         day = dt.datetime.strptime(text, "%Y%m%d").replace(tzinfo=tz)  # None: local
     except ValueError:
-        raise click.BadParameter(f"{value!r} is not a day (YYYYMMDD or YYYY-MM-DD)") from None
+        fail(f"{'--until' if end else '--since'} {value!r} is not a day "
+             "(YYYYMMDD or YYYY-MM-DD)", 2)
     if not _FIRST_YEAR <= day.year <= _LAST_YEAR:
         # A store keeps times as 64-bit ns since 1970 (1677 to 2262): a day past
         # them compared nothing but overflowed (Python's dates end at year 9999).
@@ -54,7 +63,7 @@ def _day(value: str | None, tz: dt.tzinfo | None, *, end: bool) -> int | None:
               help="Only calls of this model (repeatable).")
 @click.option("-z", "--timezone", "timezone", metavar="ZONE",
               help="Time zone of days, weeks and months (IANA name or UTC; default: local).")
-@click.option("--import", "imports", multiple=True, metavar="PATH",
+@click.option("--import", "imports", multiple=True, metavar="PATH", callback=no_empty_path,
               help="Import these transcripts or folders first (only what changed), "
               "e.g. ~/.claude/projects.")
 @click.option("--live", is_flag=True, help="blocks: refresh in the terminal until Ctrl-C.")

@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -264,7 +265,8 @@ class Planner:
         skipped: list[Imported] = []
         transcripts: list[Path] = []
         wanted: set[Path] = set()
-        for path, named in self._files(paths):
+        unreadable: list[Path] = []
+        for path, named in self._files(paths, unreadable):
             try:
                 kind, _sid = self.kind(path)
             except ImportFormatError as exc:
@@ -299,16 +301,28 @@ class Planner:
             host = host or beside.get(done.path.parent) or (sessions[0] if sessions else None)
             if host is not None:
                 host.peeked.update(self._peeked([done.path]))
+        skipped += [Imported(folder, None, "skipped", None,
+                             note=f"{folder}: cannot list this folder's files (permission denied)")
+                    for folder in dict.fromkeys(unreadable)]
         return units, skipped
 
     @staticmethod
-    def _files(paths: Iterable[str | os.PathLike[str]]) -> Iterable[tuple[Path, bool | None]]:
+    def _files(paths: Iterable[str | os.PathLike[str]],
+               unreadable: list[Path]) -> Iterable[tuple[Path, bool | None]]:
         """Each file to look at, with whether it was asked for (None: found in a
-        folder named; False: only looked at as a named session's possible part)."""
+        folder named; False: only looked at as a named session's possible part);
+        the folders that cannot be listed are added to ``unreadable``."""
         for given in paths:
             path = Path(given).expanduser()
-            if path.is_dir():
-                for found in walk(path, _SUFFIXES):
+            try:
+                is_dir = stat.S_ISDIR(os.stat(path).st_mode)
+            except (FileNotFoundError, NotADirectoryError):
+                is_dir = False
+            except OSError as exc:  # in a folder that cannot be read, say
+                raise ImportFormatError(
+                    f"cannot read cassette or transcript {path}: {exc.strerror}") from None
+            if is_dir:
+                for found in walk(path, _SUFFIXES, unreadable):
                     yield found, None
             elif path.exists():
                 yield path, True
@@ -318,7 +332,7 @@ class Planner:
                 main = owner.with_suffix(".jsonl") if owner is not None else path
                 if main != path and main.is_file():
                     yield main, False
-                for side in side_chains_of(main):
+                for side in side_chains_of(main, unreadable):
                     if side != path:
                         yield side, False
                 # Its other files beside it: old-style agent files, a resumed
@@ -1314,7 +1328,19 @@ def import_file(
 def there(paths: Iterable[str | os.PathLike[str]]) -> list[str | os.PathLike[str]]:
     """The ``paths`` that are there now (``~`` expanded, as :class:`Planner` reads
     them): what a watch imports, the others waited for."""
-    return [p for p in paths if Path(p).expanduser().exists()]
+    return [p for p in paths if _there(Path(p).expanduser())]
+
+
+def _there(path: Path) -> bool:
+    """Whether ``path`` is there: a path that cannot be looked at (in a folder that
+    cannot be read) is, and the planner says why it cannot be read."""
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError:
+        return True
+    return True
 
 
 class Watcher:

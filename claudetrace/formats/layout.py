@@ -33,8 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from ..recording import TRANSCRIPT_SOURCE
+
 #: ``source`` of recordings imported from transcripts.
-SOURCE: Final = "transcript"
+SOURCE: Final = TRANSCRIPT_SOURCE
 #: Lines read to find a file's session id (a few bookkeeping lines may come first).
 _PEEK_LINES: Final = 20
 
@@ -187,8 +189,10 @@ def _size_key(path: Path) -> tuple[int, str]:
         return 1 << 62, path.name
 
 
-def walk(folder: Path, suffixes: tuple[str, ...]) -> list[Path]:
-    """The files under ``folder`` whose name ends with one of ``suffixes``, sorted.
+def walk(folder: Path, suffixes: tuple[str, ...],
+         unreadable: list[Path] | None = None) -> list[Path]:
+    """The files under ``folder`` whose name ends with one of ``suffixes``, sorted;
+    each folder that cannot be listed (no permission) is added to ``unreadable``.
 
     A symlinked folder is followed (``projects/-p2 -> elsewhere/-p2`` is a
     project Claude Code writes through the link; so is a linked ``subagents``
@@ -198,7 +202,12 @@ def walk(folder: Path, suffixes: tuple[str, ...]) -> list[Path]:
     """
     found: list[str] = []
     visited: set[tuple[int, int]] = set()
-    for top, dirs, names in os.walk(folder, followlinks=True):
+
+    def cannot_list(exc: OSError) -> None:
+        if unreadable is not None and not isinstance(exc, FileNotFoundError):
+            unreadable.append(Path(exc.filename))  # (one removed while we looked is not)
+
+    for top, dirs, names in os.walk(folder, onerror=cannot_list, followlinks=True):
         try:
             info = os.stat(top)
         except OSError:
@@ -214,12 +223,13 @@ def walk(folder: Path, suffixes: tuple[str, ...]) -> list[Path]:
     return [Path(name) for name in found]
 
 
-def side_chains_of(path: Path) -> list[Path]:
-    """The side chains filed under the session ``path`` names (``<stem>/subagents/**``)."""
+def side_chains_of(path: Path, unreadable: list[Path] | None = None) -> list[Path]:
+    """The side chains filed under the session ``path`` names (``<stem>/subagents/**``);
+    folders that cannot be listed are added to ``unreadable``."""
     folder = path.with_suffix("") / "subagents"
     if not folder.is_dir():
         return []
-    return [p for p in walk(folder, (".jsonl",)) if p.name.startswith("agent-")]
+    return [p for p in walk(folder, (".jsonl",), unreadable) if p.name.startswith("agent-")]
 
 
 #: Changed whenever the conversion reads a file differently, so that each file

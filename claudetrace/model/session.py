@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from ..pricing import call_cost
+from ..recording import unended_reason
 from .content import Block, find_content_block
 from .events import Event
 from .parts import (
@@ -794,6 +795,7 @@ class Session:
         error: str | None = None,
         live: bool = False,
         lost_bytes: int = 0,
+        source: str | None = None,
     ) -> Outcome:
         """The status of the session and why: the one definition every view shows.
 
@@ -807,11 +809,14 @@ class Session:
         - ``interrupted``: the host interrupted a turn and the session went on to
           exit 0 (recovered; not a failure);
         - ``ok``: everything else.
+
+        ``source`` is the recording's: an imported transcript that did not end
+        says so in its own words (:func:`~claudetrace.recording.unended_reason`).
         """
         if not ended:
             if live:
                 return Outcome("running")
-            return Outcome("incomplete", "the recording stopped before the CLI exited")
+            return Outcome("incomplete", unended_reason(source))
         if signal:
             turn = self.open_turn
             during = f" during turn {turn.number}" if turn else ""
@@ -849,6 +854,7 @@ class Session:
             error=info.error,
             live=live,
             lost_bytes=lost_bytes or getattr(info, "lost_bytes", 0),
+            source=getattr(info, "source", None),
         )
 
 

@@ -44,6 +44,7 @@ from ..recording import (
     importing_elsewhere,
     recorder_alive,
     still_written,
+    unended_reason,
 )
 from ..recording import STALE_AFTER_NS as STALE_AFTER_NS  # re-exported
 
@@ -146,7 +147,7 @@ class Recording(Base):
     def status_reason(self) -> str:
         """Why the recording has its :attr:`status` (empty for ``ok`` and ``running``)."""
         if self.ended_ns is None:
-            return "" if self.is_live() else "the recording stopped before the CLI exited"
+            return "" if self.is_live() else unended_reason(self.source)
         return self.outcome_reason or ""
 
     @property
