@@ -211,6 +211,40 @@ def test_prune_leaves_a_recording_a_live_import_is_writing(
     assert _stored(db_path) == []
 
 
+def test_a_half_replaced_is_never_missing_to_another_import(
+        db_path: Path, tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
+    """The race of two imports replacing one dead half: the one that deleted it
+    inserted its own row later, and the other, looking in between, found nothing
+    stored, imported it too and could store it first (said ``imported``, the
+    first one ``being imported``).  The replacement's row now comes in the
+    delete's transaction: the other finds the recording being imported."""
+    from claudetrace.cassette import read_cassette
+    from claudetrace.store.ingest import info_from_header
+
+    cassette = tmp_path / "c.ndjson"
+    _big_cassette(cassette, 50)
+    rid = _half(db_path, cassette, {"host": os.uname().nodename, "pid": _dead_pid()})
+    whole = read_cassette(cassette)
+    replacement = info_from_header(whole.header)
+    replacement.id, replacement.ended_ns = rid, None  # starting, as an import inserts it
+    replacement.extra["importer"] = {"host": os.uname().nodename, "pid": sleeper.pid,
+                                     "started": start_time(sleeper.pid)}
+    store = open_settled_store(str(db_path))
+    try:
+        state = store.import_state(rid)
+        assert state is not None
+        assert store.delete_half_import(rid, state[1], replacement)
+        after = store.import_state(rid)
+        assert after is not None and after[0] is None and str(sleeper.pid) in after[1]
+    finally:
+        store.close()
+    busy = ct("import", str(cassette), "--db", str(db_path))
+    assert busy.returncode == 1, busy.stderr
+    assert f"being imported by process {sleeper.pid} into recording {rid}".encode() \
+        in busy.stderr
+    assert _stored(db_path) == [(rid, None, 0)]
+
+
 @pytest.mark.slow
 def test_prune_while_an_import_writes_deletes_nothing_it_writes(
         db_path: Path, tmp_path: Path) -> None:

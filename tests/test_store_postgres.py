@@ -1346,6 +1346,15 @@ def test_a_resumed_sessions_id_and_a_half_import_on_postgres(pg_url: str) -> Non
         assert not store.delete_half_import(half.id, state[1] + " ")
         assert store.delete_half_import(half.id, state[1])
         assert store.import_state(half.id) is None
+        # Replaced by another import's row in the same transaction: never missing.
+        store.create_recording(half)
+        state = store.import_state(half.id)
+        assert state is not None
+        mine = dataclasses.replace(half, extra={"importer": {"pid": 2}})
+        assert store.delete_half_import(half.id, state[1], mine)
+        again = store.import_state(half.id)
+        assert again is not None and again[0] is None
+        assert json.loads(again[1])["importer"] == {"pid": 2}
     finally:
         store.close()
 

@@ -303,7 +303,8 @@ def test_the_report_draws_the_trace_header_prompt_figures_and_span_input_output(
     status, errors, figures, turn, prompt, answer = GLANCE[name]
     view, problems = offline(browser, report(sessions, name, tmp_path))
     try:
-        expect(view.locator("#conv .pf").first).to_have_text(re.compile("↳ " + figures))
+        expect(view.locator("#conv .pf").first).to_have_text(re.compile("↳ " + figures),
+                                                             timeout=TIMEOUT)
         if name == "imported":
             branch = view.locator("details.branch")
             expect(branch.locator("summary")).to_have_text("abandoned branch · 1 prompt")
@@ -394,7 +395,8 @@ def test_find_counts_links_and_marks_matches_on_the_session_page(
         page.locator(f"#{target}").wait_for(timeout=TIMEOUT)
         assert "tab=trace" in page.url and f"find={query}" in page.url
         row = page.locator(f"tr#{anchor}")
-        expect(row.locator("mark").first).to_have_text(re.compile(query, re.IGNORECASE))
+        expect(row.locator("mark").first).to_have_text(re.compile(query, re.IGNORECASE),
+                                                       timeout=TIMEOUT)
         assert "found" in (row.get_attribute("class") or "")
         if target.startswith("find-p"):
             page.wait_for_timeout(1000)
@@ -423,7 +425,8 @@ def test_the_report_finds_the_same_matches(
             anchor = items.nth(at).get_attribute("data-anchor")
             current = view.locator(".current")
             assert current.get_attribute("id") == anchor
-            expect(current.locator("mark").first).to_have_text(re.compile(query, re.IGNORECASE))
+            expect(current.locator("mark").first).to_have_text(
+                re.compile(query, re.IGNORECASE), timeout=TIMEOUT)
             assert in_view(view, f"#{anchor}")
         assert f"find={query}" in view.url
         # Nothing recorded became markup; nothing was fetched.

@@ -22,6 +22,7 @@ from its bytes (:func:`cassette_recording_id`): importing it again is
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import hashlib
 import json
@@ -1262,7 +1263,10 @@ def import_cassette_file(
                 raise ImportFormatError(_busy_note(path, info.id, busy))
             # What it holds is in the cassette, whole; another import replacing
             # the same half at this moment deletes it first: look again.
-            if store().delete_half_import(info.id, seen):
+            # Replaced by this import's row in one transaction: never absent, so
+            # another import looking meanwhile finds this one importing it.
+            if store().delete_half_import(info.id, seen,
+                                          dataclasses.replace(info, ended_ns=None)):
                 replaced = True
                 break
             known, importer, seen = _stored_state(url, store, info.id)
@@ -1284,10 +1288,10 @@ def import_cassette_file(
                 # 50,000 lines in memory, not a batch's lines.
                 if writer is None:
                     rid = store().import_cassette((header, shown), name=name, tags=tags,
-                                                  info=info)
+                                                  info=info, created=replaced)
                 else:
                     rid = import_cassette(writer, (header, shown), name=name, tags=tags,
-                                          info=info, forget=forget)
+                                          info=info, forget=forget, created=replaced)
         except ClaudeTraceError:
             state, owner, _ = _stored_state(url, store, info.id)
             if state == "whole" and owner != me:  # another import stored it first

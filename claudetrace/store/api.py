@@ -248,10 +248,8 @@ class Store:
 
     def create_recording(self, info: RecordingInfo) -> None:
         """Insert the row of a recording that is starting."""
-        columns = info_columns(info)
-        columns["last_seen_ns"] = info.started_ns
         with _store_errors("create recording"), self.engine.begin() as conn:
-            conn.execute(insert(_RECORDINGS).values(**storable_columns(columns)))
+            _insert_recording(conn, info)
 
     def write_batch(
         self,
@@ -412,15 +410,17 @@ class Store:
         info: RecordingInfo | None = None,
         writer: Any = None,
         fold: Callable[[RecordingInfo], Folds] | None = None,
+        created: bool = False,
     ) -> str:
         """Store a cassette as a new recording; returns its id
         (:func:`.ingest.import_cassette`, through ``writer``, a
         :class:`~.writer.WriterProcess`, or else the store's writes on a thread of
-        this process; ``fold``: see there)."""
+        this process; ``fold``, ``created``: see there)."""
         target = writer if writer is not None else _WritingThread(self)
         with _store_errors("import"):
             rid = import_cassette(target, cassette, forget=self.delete_recording, name=name,
-                                  tags=tags, batch=batch, info=info, fold=fold)
+                                  tags=tags, batch=batch, info=info, fold=fold,
+                                  created=created)
         if writer is None:
             target.close()
         return rid
@@ -656,16 +656,24 @@ class Store:
                                  .order_by(t.id).limit(1)).scalar()
         return None if found is None else str(found)
 
-    def delete_half_import(self, recording_id: str, seen: str) -> bool:
+    def delete_half_import(self, recording_id: str, seen: str,
+                           replacement: RecordingInfo | None = None) -> bool:
         """Delete the half-imported recording ``recording_id`` (no end written)
         only while its ``extra`` is still the text ``seen`` (its importer's mark,
         :meth:`import_state`), in one statement: of two imports replacing the same
         dead half at once, one deletes it and the other, finding nothing to
-        delete, looks again.  True when this call deleted it."""
+        delete, looks again.  True when this call deleted it.
+
+        ``replacement`` (the replacing import's recording, under the same id, its
+        importer's mark in its ``extra``): its row is inserted in the same
+        transaction, so the recording is never absent meanwhile: an import that
+        looks then finds it being imported, not missing (and so imports it too)."""
         t = _RECORDINGS.c
         with _store_errors("delete"), self.engine.begin() as conn:
             done = _delete_counted(conn, [recording_id], t.ended_ns.is_(None),
                                    sql_cast(t.extra, Text) == seen)
+            if done and replacement is not None:
+                _insert_recording(conn, replacement)
         return bool(done)
 
     def fold_recordings(self, into: str, others: Sequence[str]) -> None:
@@ -1236,6 +1244,13 @@ def _counted(conn: Connection, ids: list[str]) -> set[str]:
         held.update(conn.execute(select(u.call_id).where(
             u.recording_id.in_(chunk), u.duplicate.is_(False))).scalars())
     return {call for call in held if api_message_id(call)}
+
+
+def _insert_recording(conn: Connection, info: RecordingInfo) -> None:
+    """Insert the row of the recording ``info``, starting, in ``conn``'s transaction."""
+    columns = info_columns(info)
+    columns["last_seen_ns"] = info.started_ns
+    conn.execute(insert(_RECORDINGS).values(**storable_columns(columns)))
 
 
 def _delete_counted(conn: Connection, ids: list[str], *where: Any) -> int:

@@ -58,6 +58,7 @@ def import_cassette(
     batch: int = 2000,
     info: RecordingInfo | None = None,
     fold: Callable[[RecordingInfo], Folds] | None = None,
+    created: bool = False,
 ) -> str:
     """Store a cassette as a new recording through ``writer``; returns its id.
 
@@ -65,6 +66,8 @@ def import_cassette(
     knows better: a Claude Code transcript, a recording id to keep).  ``fold``
     (given the recording): fed the lines as they are stored, its column is
     stored with the recording's end (the Stats page's latency samples).
+    ``created``: the recording's row, without its end, is stored already (a half
+    import replaced by ``info``'s, :meth:`~.api.Store.delete_half_import`).
 
     The events are read as they are stored, a batch at a time, so a cassette of
     any size takes a few batches' memory: the writer stores one while the next
@@ -88,7 +91,10 @@ def import_cassette(
         # Without its end until the last batch: an import killed half way (no
         # chance to take it back) leaves a recording that never claims to be
         # whole (``doctor`` lists it).
-        writer.create_recording(dataclasses.replace(info, ended_ns=None))
+        if created:
+            writer.stored_any = True  # this import's: taken back as its own rows are
+        else:
+            writer.create_recording(dataclasses.replace(info, ended_ns=None))
         _write_events(info, header, events, batch, writer,
                       None if fold is None else fold(info))
     except BaseException:
