@@ -10,6 +10,7 @@ which the fold's rewrite of a recording's lines moves).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -345,3 +346,34 @@ def test_usage_import_stores_usage_first(tree: Path, tmp_path: Path,
     assert pending(store)
     store.close()
     assert _usage(str(first), monkeypatch) == _usage(str(direct), monkeypatch)
+
+
+def test_a_recording_deleted_by_hand_takes_its_mark_along(
+        tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite with foreign keys off (the ``sqlite3`` shell's default) and PostgreSQL's
+    ``TRUNCATE recordings`` (its children have no foreign key) both leave no row of
+    ``unfolded`` behind: a trigger takes it, as it takes the recording's other rows."""
+    db = tmp_path / "store.db"
+    _import(str(db), str(tree), monkeypatch=monkeypatch)
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("PRAGMA foreign_keys").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM unfolded").fetchone()[0] > 0
+        with conn:
+            conn.execute("DELETE FROM recordings")
+        assert conn.execute("SELECT count(*) FROM unfolded").fetchone() == (0,)
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_truncating_recordings_by_hand_empties_unfolded_on_postgres(
+        tree: Path, pg_store: str) -> None:
+    import psycopg
+
+    from claudetrace.store.postgres import plain_url
+
+    _run("import", str(tree), "--db", pg_store)
+    conninfo = plain_url(pg_store)
+    assert conninfo is not None
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM unfolded").fetchone()[0] > 0
+        conn.execute("TRUNCATE recordings")  # refused while unfolded had a foreign key
+        assert conn.execute("SELECT count(*) FROM unfolded").fetchone() == (0,)

@@ -161,4 +161,8 @@ WHEN OLD.type IN ('assistant', 'result', 'user')
 BEGIN
     DELETE FROM event_search WHERE rowid = OLD.rowid;
 END;
+CREATE TRIGGER recordings_delete_unfolded AFTER DELETE ON recordings
+BEGIN
+    DELETE FROM unfolded WHERE rec = OLD.num;
+END;
 INSERT INTO "alembic_version" VALUES ('0022_unfolded');
