@@ -345,3 +345,38 @@ def test_usage_import_stores_usage_first(tree: Path, tmp_path: Path,
     assert pending(store)
     store.close()
     assert _usage(str(first), monkeypatch) == _usage(str(direct), monkeypatch)
+
+
+#: What ``sessions --json`` takes from a recording's converted events: filled in by
+#: the pass.
+_FOLDED_FIELDS = ("turns", "num_turns", "tool_calls", "tool_errors", "events", "bytes",
+                  "result_subtype", "models", "indexing")
+
+
+def _sessions(db: str) -> dict[str, dict[str, object]]:
+    done = CliRunner().invoke(cli, ["sessions", "--json", "-n", "0", "--db", db])
+    assert done.exit_code == 0, done.output
+    return {s["id"]: s for s in json.loads(done.output)}
+
+
+def test_sessions_says_the_same_before_and_after_the_pass(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from claudetrace.testing.transcripts import random_corpus, write_transcript
+
+    tree = tmp_path / "projects"
+    for t in random_corpus(20, calls=40):  # sessions of many models, a turn or more each
+        write_transcript(tree, t)
+    db = str(tmp_path / "first.db")
+    _import(db, str(tree), monkeypatch=monkeypatch)
+    before = _sessions(db)
+    store = open_store(db)
+    waiting = pending(store)
+    store.close()
+    assert len(waiting) > 8
+    assert _fold_all(db) == len(waiting)
+    after = _sessions(db)
+    assert before.keys() == after.keys()
+    differ = [(before[k]["session_id"], name, before[k].get(name), after[k].get(name))
+              for k in before for name in {*before[k], *after[k]}
+              if name not in _FOLDED_FIELDS and before[k].get(name) != after[k].get(name)]
+    assert not differ
