@@ -292,6 +292,9 @@ FILE_SOURCE_KINDS: Final = frozenset({"transcript", "claude-trace"})
 NO_COST: Final = "— (no model calls)"
 #: The cost of a session that runs before its first result, in every view.
 NOT_YET: Final = "not yet reported"
+#: What a list's cell says of a figure not known yet (a cost not reported yet, the
+#: turns of a session still being indexed).
+NOT_YET_CELL: Final = "not yet"
 
 
 def _not_yet(rec: Any) -> bool:
@@ -319,7 +322,7 @@ def cost_text(rec: Any, digits: int = 6, *, cell: bool = False) -> str:
     says it, beside a column that names the cost's source: ``$0.0019``,
     ``unknown``, ``—``, ``not yet``."""
     if _not_yet(rec):
-        return "not yet" if cell else NOT_YET
+        return NOT_YET_CELL if cell else NOT_YET
     source = rec.cost_origin
     if source == "unknown" and not rec.model_calls:
         # A prompt no model call answered is not an unpriced model.

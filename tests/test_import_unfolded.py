@@ -377,3 +377,80 @@ def test_truncating_recordings_by_hand_empties_unfolded_on_postgres(
         assert conn.execute("SELECT count(*) FROM unfolded").fetchone()[0] > 0
         conn.execute("TRUNCATE recordings")  # refused while unfolded had a foreign key
         assert conn.execute("SELECT count(*) FROM unfolded").fetchone() == (0,)
+
+
+#: What ``sessions --json`` takes from a recording's converted events: filled in by
+#: the pass.
+_FOLDED_FIELDS = ("turns", "num_turns", "tool_calls", "tool_errors", "events", "bytes",
+                  "result_subtype", "models", "indexing")
+
+
+def _sessions(db: str) -> dict[str, dict[str, object]]:
+    done = CliRunner().invoke(cli, ["sessions", "--json", "-n", "0", "--db", db])
+    assert done.exit_code == 0, done.output
+    return {s["id"]: s for s in json.loads(done.output)}
+
+
+def test_sessions_says_the_same_before_and_after_the_pass(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from claudetrace.testing.transcripts import random_corpus, write_transcript
+
+    tree = tmp_path / "projects"
+    for t in random_corpus(20, calls=40):  # sessions of many models, a turn or more each
+        write_transcript(tree, t)
+    db = str(tmp_path / "first.db")
+    _import(db, str(tree), monkeypatch=monkeypatch)
+    before = _sessions(db)
+    store = open_store(db)
+    waiting = pending(store)
+    store.close()
+    assert len(waiting) > 8
+    assert _fold_all(db) == len(waiting)
+    after = _sessions(db)
+    assert before.keys() == after.keys()
+    for was, now in ((before[k], after[k]) for k in before):
+        # Not known until the pass (null, and said so), then the pass's figures.
+        assert was["indexing"] is True and now["indexing"] is False
+        for name in ("turns", "num_turns", "tool_calls", "tool_errors"):
+            assert was[name] is None and isinstance(now[name], int)
+        assert now["turns"] > 0
+    differ = [(before[k]["session_id"], name, before[k].get(name), after[k].get(name))
+              for k in before for name in {*before[k], *after[k]}
+              if name not in _FOLDED_FIELDS and before[k].get(name) != after[k].get(name)]
+    assert not differ
+
+
+def test_the_lists_say_turns_and_tools_are_not_known_before_the_pass(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from claudetrace.store.browse import Filters, list_sessions
+    from claudetrace.testing.transcripts import random_corpus, write_transcript
+    from claudetrace.ui.sessions import session_row
+
+    tree = tmp_path / "projects"
+    for t in random_corpus(3, calls=6):
+        write_transcript(tree, t)
+    db = str(tmp_path / "first.db")
+    _import(db, str(tree), monkeypatch=monkeypatch)
+
+    def lists() -> tuple[list[list[str]], list[dict[str, object]]]:
+        done = CliRunner().invoke(cli, ["sessions", "-n", "0", "--db", db])
+        assert done.exit_code == 0, done.output
+        cells = [re.split(r"\s{2,}", line.strip()) for line in done.output.splitlines()[1:]]
+        store = open_store(db)
+        try:
+            return cells, [session_row(r) for r in list_sessions(store, Filters())]
+        finally:
+            store.close()
+
+    cells, rows = lists()
+    assert len(cells) == len(rows) == 3
+    # The table's turns and tools cells (after the model's) say "not yet", never 0.
+    assert all(row[row.index("ok") + 2:row.index("ok") + 4] == ["not yet", "not yet"]
+               for row in cells)
+    assert all(row["turns"] is None and row["tool calls"] is None
+               and "still being indexed" in row["reason"] for row in rows)
+    _fold_all(db)
+    cells, rows = lists()
+    assert not any("not yet" in row for row in cells)
+    assert all(isinstance(row["turns"], int) and row["turns"] > 0 and row["reason"] == ""
+               for row in rows)

@@ -99,6 +99,7 @@ def sessions(db_url: str | None, as_json: bool, limit: int, models: tuple[str, .
     from rich.text import Text
 
     from ..display import visible
+    from ..pricing import NOT_YET_CELL
 
     console = Console(width=None if sys.stdout.isatty() else 200)
     if not recs:
@@ -145,8 +146,9 @@ def sessions(db_url: str | None, as_json: bool, limit: int, models: tuple[str, .
             cell(r.status, styles.get(r.status, "")),
             cell(r.name),
             cell(r.model),
-            cell(str(r.turns)),
-            cell(str(r.tool_calls)),
+            # Stored usage first and not folded yet: not known yet, not 0.
+            cell(NOT_YET_CELL if r.indexing else str(r.turns)),
+            cell(NOT_YET_CELL if r.indexing else str(r.tool_calls)),
             cell(f"{tokens}/{r.output_tokens}"),
             cell(_cost_text(r, 4)),
             cell(_exit_text(r)),

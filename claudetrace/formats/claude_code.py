@@ -180,6 +180,25 @@ def user_kind(entry: dict[str, Any], text: str) -> str | None:
     return None
 
 
+def user_reading(entry: dict[str, Any]) -> tuple[str, bool, str | None]:
+    """A user line's text, whether it holds a tool result, and what it is when it is
+    no prompt (:func:`user_kind`; None for a prompt or a tool result)."""
+    msg = entry.get("message")
+    text, results, _uses = _scan(msg.get("content") if isinstance(msg, dict) else None)
+    return text, results, None if results else user_kind(entry, text)
+
+
+def opens_turn(entry: dict[str, Any]) -> str | None:
+    """Whether a main-thread user line starts a turn: ``"prompt"`` (always), ``"command"``
+    (a slash command: when no turn is open, before any prompt), else None."""
+    text, results, kind = user_reading(entry)
+    if results:
+        return None
+    if kind is None:
+        return "prompt"
+    return "command" if kind == "command" and text.lstrip().startswith(_INVOKED) else None
+
+
 class _Converter:
     def __init__(
         self, session_id: str, source: str = SOURCE, *, sidechain_usage: bool = False,
@@ -432,9 +451,7 @@ class _Converter:
         return line
 
     def user(self, entry: dict[str, Any], when: int, parent: str | None) -> None:
-        msg = entry.get("message")
-        text, results, _uses = _scan(msg.get("content") if isinstance(msg, dict) else None)
-        kind = None if results else user_kind(entry, text)
+        text, results, kind = user_reading(entry)
         if kind == "command" and parent is None and self.turn is None and not self.carried_on \
                 and text.lstrip().startswith(_INVOKED):
             # A slash command (a skill, a custom command) before any prompt: the
@@ -735,9 +752,11 @@ __all__ = [
     "TranscriptError",
     "entries_recording",
     "is_transcript_line",
+    "opens_turn",
     "read_session",
     "read_transcript",
     "side_chains_of",
     "timestamp_ns",
     "user_kind",
+    "user_reading",
 ]

@@ -165,6 +165,8 @@ def session_record(rec: Any, links: Links = NO_LINKS,
     ``cost``: its cost and where it comes from as the usage layer gives them
     (:func:`claudetrace.usage.recording_costs`), else the recording's own."""
     usd, source = (cost_usd(rec), cost_source(rec)) if cost is None else cost
+    # Stored usage first, not folded yet: its turns and tool calls not known yet.
+    indexing = bool(rec.indexing)
     return {
         "id": rec.id,
         "name": rec.name,
@@ -191,11 +193,11 @@ def session_record(rec: Any, links: Links = NO_LINKS,
         "events": rec.event_count,
         "bytes": rec.byte_count,
         "lost_bytes": rec.lost_bytes,
-        "turns": rec.turns,
-        "num_turns": rec.num_turns,
+        "turns": None if indexing else rec.turns,
+        "num_turns": None if indexing else rec.num_turns,
         "model_calls": rec.model_calls,
-        "tool_calls": rec.tool_calls,
-        "tool_errors": rec.tool_errors,
+        "tool_calls": None if indexing else rec.tool_calls,
+        "tool_errors": None if indexing else rec.tool_errors,
         "input_tokens": rec.input_tokens,
         "output_tokens": rec.output_tokens,
         "cache_read_tokens": rec.cache_read_tokens,
@@ -207,6 +209,7 @@ def session_record(rec: Any, links: Links = NO_LINKS,
         "models": rec.models or {},
         "warnings": rec.warnings,
         "links": links_record(links),
+        "indexing": indexing,
     }
 
 

@@ -121,11 +121,14 @@ def scan(unit: Unit) -> Scanned | None:
         return None
     got = Scanned()
     last: int | None = None
+    mains: list[tuple[int, int, int, int]] = []
     try:
         for role, paths in (("main", files.mains), ("side", files.sides)):
             for path in paths:
                 count = 0
+                begin, first, size = len(got.lines), None, 0
                 for data, eol in _file_lines(path):
+                    size += len(data) + eol
                     got.lines.append((data, eol))
                     count += 1
                     try:
@@ -140,6 +143,8 @@ def scan(unit: Unit) -> Scanned | None:
                         got.damage += 1
                         continue
                     when = timestamp_ns(line.timestamp)
+                    if first is None:
+                        first = when
                     if when is None:
                         when = last
                     last = when
@@ -147,11 +152,55 @@ def scan(unit: Unit) -> Scanned | None:
                         continue
                     _take(got, line, when, role)
                 got.files.append([role, str(path), count])
+                if role == "main":
+                    mains.append((1 << 62 if first is None else first, size, begin, len(got.lines)))
     except (_TooLong, RecursionError):
         return None
     if got.first_ns is None:
         return None  # no time, or no conversation: the converter says which
+    _last_turn(got, mains)
     return got
+
+
+def _last_turn(got: Scanned, mains: list[tuple[int, int, int, int]]) -> None:
+    """The recording's model, version and permission mode as the converted session's
+    last ``system/init`` sets them (one per turn, from the turn's prompt and the
+    model of its first main-thread answer): read back from the end, so only the
+    last turn's lines are decoded in full."""
+    from .claude_code import opens_turn
+
+    answer: Any = None  # the earliest main-thread answer after the line at hand
+    command: tuple[Any, Any] | None = None
+    for _first, _size, begin, end in sorted(mains, reverse=True):  # the converter's order
+        for data, _eol in reversed(got.lines[begin:end]):
+            try:
+                entry = msgspec.json.decode(data)
+            except (msgspec.DecodeError, RecursionError):
+                continue
+            if not isinstance(entry, dict) or entry.get("isSidechain") is True:
+                continue
+            kind = entry.get("type")
+            if kind == "assistant":
+                msg = entry.get("message")
+                answer = msg.get("model") if isinstance(msg, dict) else None
+                answer = answer if isinstance(answer, str) else _SYNTHETIC
+            elif kind == "user" and answer is not None:
+                opens = opens_turn(entry)
+                if opens == "prompt":
+                    _init(got, entry, answer)
+                    return
+                if opens == "command":
+                    command = (entry, answer)  # a turn only when no prompt is before it
+    if command is not None:
+        _init(got, *command)
+
+
+def _init(got: Scanned, entry: dict[str, Any], model: Any) -> None:
+    if model != _SYNTHETIC:
+        got.model = model  # else the session's first model, as the converter says
+    for attr, key in (("version", "version"), ("mode", "permissionMode")):
+        if isinstance(entry.get(key), str):
+            setattr(got, attr, entry[key])
 
 
 def _take(got: Scanned, line: _Line, when: int, role: str) -> None:

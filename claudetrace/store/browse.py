@@ -243,6 +243,7 @@ SUMMARY_COLUMNS = (
     Recording.models,
     Recording.outcome,
     Recording.outcome_reason,
+    Recording.indexing,
 )
 
 

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 #: The columns not read (large JSON no list shows: ``_filtered``'s ``full``).
 _LEFT_OUT: Final = frozenset({"env", "figures", "latencies"})
 _TABLE = cast(Table, Recording.__table__)
-_COLUMNS: Final = tuple(c for c in _TABLE.columns if c.name not in _LEFT_OUT)
+_COLUMNS: Final = (*(c for c in _TABLE.columns if c.name not in _LEFT_OUT),
+                   Recording.indexing.expression.label("indexing"))
 #: Recordings a chunk holds: the costs and links of a chunk are read together.
 #: Above 5,000 session ids the links read every recording that continues one at
 #: once (:func:`~.links.session_links`); in chunks of 2,000, asked 500 ids a

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     JSON,
@@ -29,6 +29,7 @@ from sqlalchemy import (
     Text,
     and_,
     case,
+    exists,
     func,
     literal,
     literal_column,
@@ -36,7 +37,7 @@ from sqlalchemy import (
     select,
     text,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, column_property, mapped_column
 
 from ..recording import (
     LATE_AFTER_NS,
@@ -131,6 +132,9 @@ class Recording(Base):
     #: or the page's first look (:func:`~claudetrace.telemetry.latency.recent_latencies`);
     #: None: not folded yet.  Deferred: no listing reads it.
     latencies: Mapped[dict[str, Any] | None] = mapped_column(JSON, deferred=True)
+    if TYPE_CHECKING:
+        #: Stored usage first, not folded yet (set below, once :class:`Unfolded` is).
+        indexing: Mapped[bool]
 
     @property
     def status(self) -> str:
@@ -448,3 +452,10 @@ class Unfolded(Base):
         autoincrement=False)
     layout: Mapped[dict[str, Any]] = mapped_column(JSON)
     stored_ns: Mapped[int] = mapped_column(BigInteger)
+
+
+#: Whether the recording is stored usage first and not folded yet (its turns and
+#: tool calls not known yet): read by the query that reads the recording (a
+#: correlated EXISTS on :class:`Unfolded`'s key), never a look-up of its own.
+Recording.indexing = column_property(
+    exists().where(Unfolded.rec == Recording.num))

@@ -18,6 +18,7 @@ from ..store.browse import Tiles as Tiles
 from ..store.browse import percentile as percentile
 from ..store.browse import tiles_of as tiles_of
 from ..store.models import Recording
+from ..store.waiting import BEING_INDEXED
 from .present import cost_text, exit_text
 
 
@@ -77,9 +78,10 @@ def session_row(rec: Recording) -> dict[str, Any]:
         "duration (s)": None if duration is None else round(duration / 1e9, 2),
         "name": rec.name or "",
         "model": rec.model or "",
-        "turns": rec.turns,
-        "tool calls": rec.tool_calls,
-        "tool errors": rec.tool_errors,
+        # Stored usage first and not folded yet: not known yet (empty), not 0.
+        "turns": None if rec.indexing else rec.turns,
+        "tool calls": None if rec.indexing else rec.tool_calls,
+        "tool errors": None if rec.indexing else rec.tool_errors,
         "tokens": rec.input_tokens
         + rec.output_tokens
         + rec.cache_read_tokens
@@ -89,7 +91,7 @@ def session_row(rec: Recording) -> dict[str, Any]:
         "cost": cost_text(rec, cell=True),
         "cost source": rec.cost_origin,
         "tags": tags,
-        "reason": rec.status_reason,
+        "reason": rec.status_reason or (BEING_INDEXED if rec.indexing else ""),
         "error": status in FAILED,
         "lines": rec.event_count,
         "CLI": rec.claude_code_version or "",
