@@ -680,3 +680,16 @@ def test_a_long_message_id_stored_in_bulk_counts_once(store: Store, db_path: Pat
         rows = conn.execute("SELECT recording_id, length(call_id), duplicate FROM usage_calls "
                             "ORDER BY recording_id").fetchall()
     assert rows == [("01BULK0", 128, 0), ("01BULK1", 128, 1)]
+
+
+def test_rows_per_table_counts_a_recording_s_rows_on_sqlite(store: Store) -> None:
+    # SQLite's search table (FTS5) has no recording key: the count asked for one.
+    rid = store.import_cassette(read_cassette(CASSETTES / "hooks.ndjson"))
+    got = store.rows_per_table(rid)
+    assert got["events"] == store.count_events(rid) > 0
+    assert 0 < got["event_search"] < got["events"] and got["event_tools"] > 0
+    other = store.import_cassette(read_cassette(CASSETTES / "mcp_tool.ndjson"))
+    assert store.rows_per_table(rid) == got
+    with sqlite3.connect(store.engine.url.database) as conn:
+        assert conn.execute("SELECT count(*) FROM event_search").fetchone()[0] == \
+            got["event_search"] + store.rows_per_table(other)["event_search"]

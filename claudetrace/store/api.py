@@ -958,11 +958,16 @@ class Store:
         ``usage_hours``, ``usage_models``): what a copy of a recording must match."""
         tables = ("events", "event_search", "event_tools", "usage_calls", "usage_hours",
                   "usage_models")
+        numbered = f"{keys.KEY} = {keys.number_of(':r')}"
+        where = {table: numbered if table in _NUMBERED else "recording_id = :r"
+                 for table in tables}
+        if self.engine.dialect.name == "sqlite":
+            # SQLite's search table (FTS5) has no key of its own: an entry is its
+            # event's rowid.
+            where["event_search"] = f"rowid IN (SELECT rowid FROM events WHERE {numbered})"
         with _store_errors("read"), self.engine.connect() as conn:
             return {table: int(conn.execute(
-                text(f"SELECT count(*) FROM {table} WHERE "
-                     + (f"{keys.KEY} = {keys.number_of(':r')}" if table in _NUMBERED
-                        else "recording_id = :r")),
+                text(f"SELECT count(*) FROM {table} WHERE {where[table]}"),
                 {"r": recording_id}).scalar_one()) for table in tables}
 
     def has_event(self, recording_id: str, seq: int) -> bool:
