@@ -70,22 +70,14 @@ HEARTBEAT_S: Final = 1.0
 #: writer left out of a burst's batches are added (:meth:`Indexer.add_words`),
 #: until the input goes on: a search then finds them without adding them itself.
 WORDS_QUIET_S: Final = 1.0
-#: The most of its CPU time the indexer spends on a live recording's summary
+#: The most of its time the indexer spends on a live recording's summary
 #: figures (tokens, cost, calls, tools, status): they add up every model call,
 #: turn and tool so far, so a batch's summary grows with the session, and a
 #: burst of 20k tool calls spent most of its time re-adding them after every
-#: batch.  They are refreshed once this share of the CPU time the indexer
-#: spent since their last refresh covers what that one took (or once they are
-#: :data:`SUMMARY_STALE_S` old), and always with the last batch; the event and
-#: byte counts go with every batch.  CPU time, not the wall clock's: on a
-#: loaded machine the indexer (at idle priority) mostly waits for a core, and
-#: a share of the wall clock let a 40k-event burst refresh them 7-9 times, a
-#: sixth of its CPU time until it was listed (docs/benchmarks.md).
-SUMMARY_SHARE: Final = 0.05
-#: A live recording's summary figures are refreshed at least this often (seconds),
-#: however little CPU time the indexer spent meanwhile: a quiet session's
-#: listing shows figures this old at most.
-SUMMARY_STALE_S: Final = 5.0
+#: batch.  They are refreshed once this share of the time since their last
+#: refresh covers what that one took, and always with the last batch; the
+#: event and byte counts go with every batch.
+SUMMARY_SHARE: Final = 0.1
 #: The most of its time the indexer spends folding the Stats page's latency
 #: samples from the lines as they arrive (past its first FOLD_FLOOR_S): a
 #: session's lines arrive over minutes and cost the fold a sliver of that, but
@@ -186,10 +178,8 @@ class Indexer:
         self._usage_results = -1
         self._usage_turn = 1
         self._last_beat = 0.0
-        #: When the summary figures were last refreshed (the wall clock, and the
-        #: process's CPU time), and the CPU time that took.
+        #: When the summary figures were last refreshed, and how long that took.
         self._summary_at = 0.0
-        self._summary_cpu = 0.0
         self._summary_cost = 0.0
         #: Events stored when every line stored had its search words last.
         self._words_at = 0
@@ -349,20 +339,19 @@ class Indexer:
     def _summary(self, *, final: bool, priced: bool, rewrite: bool) -> dict[str, object]:
         """The summary columns to store with a batch: all of them with the last
         batch, when a turn ended (``rewrite``: its calls' usage rows go with them)
-        or when due (:data:`SUMMARY_SHARE`, :data:`SUMMARY_STALE_S`), else the
-        event and byte counts."""
+        or when due (:data:`SUMMARY_SHARE`), else the event and byte counts."""
         session = self.session
-        now, cpu = time.monotonic(), time.process_time()
-        if not (final or rewrite) and now - self._summary_at < SUMMARY_STALE_S and (
-                cpu - self._summary_cpu < self._summary_cost / SUMMARY_SHARE):
+        start = time.monotonic()
+        if not (final or rewrite) and (
+                start - self._summary_at < self._summary_cost / SUMMARY_SHARE):
             return {"event_count": session.event_count, "byte_count": session.byte_count}
         # A turn still under way waits for its result (its calls have no cost yet:
         # pricing them would load the table in every indexer).
         columns = summary_columns(
             session, estimate=priced, from_turn=self._usage_turn, ended_turns=not final,
             started_ns=self.info.started_ns if rewrite else None)
-        self._summary_at, self._summary_cpu = time.monotonic(), time.process_time()
-        self._summary_cost = self._summary_cpu - cpu
+        self._summary_at = time.monotonic()
+        self._summary_cost = self._summary_at - start
         return columns
 
     def _write(self, *, final: bool) -> None:
