@@ -155,7 +155,8 @@ def test_show_and_the_conversation_say_what_each_line_is(store: Store, db_path: 
     assert ("compaction", None, "conversation compacted (manual, 4,100 tokens before)") in items
     assert any(label == "compaction summary" and
                text.startswith("This session is being continued") for _k, label, text in items)
-    assert ("user", "teammate message from reviewer") in {(kind, label) for kind, label, _t in items}
+    labels = {(kind, label) for kind, label, _t in items}
+    assert ("user", "teammate message from reviewer") in labels
     import_file(store, CORPUS / "-home-dev-shop" / f"{SHOP}.jsonl")
     shown = CliRunner().invoke(cli, ["show", SHOP, "--db", str(db_path)]).stdout
     for label in ("user (steering) and keep it short", "user (teammate) <teammate-message",
