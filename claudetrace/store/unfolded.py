@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import Connection, Table, delete, insert, select
 
-from .models import Recording, Unfolded
+from .models import Recording, Unfolded, number_of
 
 if TYPE_CHECKING:
     from .api import Store
@@ -36,14 +36,10 @@ _RECORDINGS = cast(Table, Recording.__table__)
 RAW_DIRECTION = "in"
 
 
-def _number(recording_id: str) -> Any:
-    return select(_RECORDINGS.c.num).where(_RECORDINGS.c.id == recording_id).scalar_subquery()
-
-
 def mark(conn: Connection, recording_id: str, layout: dict[str, Any]) -> None:
     """Say that ``recording_id`` is stored usage first, its lines laid out as ``layout``."""
-    conn.execute(delete(_TABLE).where(_TABLE.c.rec == _number(recording_id)))
-    conn.execute(insert(_TABLE).values(rec=_number(recording_id), layout=layout,
+    conn.execute(delete(_TABLE).where(_TABLE.c.rec == number_of(recording_id)))
+    conn.execute(insert(_TABLE).values(rec=number_of(recording_id), layout=layout,
                                        stored_ns=time.time_ns()))
 
 
@@ -51,13 +47,13 @@ def claim(conn: Connection, recording_id: str) -> dict[str, Any] | None:
     """Take ``recording_id``'s row of ``unfolded`` for a fold in ``conn``'s
     transaction (deleted: committed with the fold, or back when it is taken
     back); its layout, or None when it is folded (or being folded) already."""
-    found = conn.execute(select(_TABLE.c.layout).where(_TABLE.c.rec == _number(recording_id))
+    found = conn.execute(select(_TABLE.c.layout).where(_TABLE.c.rec == number_of(recording_id))
                          ).first()
     if found is None:
         return None
     # The delete decides: a second fold waits here for the first one's
     # transaction, then deletes nothing.
-    done = conn.execute(delete(_TABLE).where(_TABLE.c.rec == _number(recording_id))).rowcount
+    done = conn.execute(delete(_TABLE).where(_TABLE.c.rec == number_of(recording_id))).rowcount
     return dict(found[0]) if done else None
 
 
@@ -82,9 +78,7 @@ def is_unfolded(store: Store, recording_id: str) -> bool:
     """Whether ``recording_id`` is stored usage first and not folded yet."""
     with store.engine.connect() as conn:
         return conn.execute(select(_TABLE.c.rec).where(
-            _TABLE.c.rec == _number(recording_id))).first() is not None
-
-
+            _TABLE.c.rec == number_of(recording_id))).first() is not None
 
 
 def among(store: Store, ids: list[str]) -> set[str]:
