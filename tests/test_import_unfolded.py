@@ -379,10 +379,13 @@ def test_truncating_recordings_by_hand_empties_unfolded_on_postgres(
         assert conn.execute("SELECT count(*) FROM unfolded").fetchone() == (0,)
 
 
-#: What ``sessions --json`` takes from a recording's converted events: filled in by
-#: the pass.
-_FOLDED_FIELDS = ("turns", "num_turns", "tool_calls", "tool_errors", "events", "bytes",
-                  "result_subtype", "models", "indexing")
+#: What ``sessions --json`` says is not known before the pass (null, with
+#: ``"indexing": true``): what only the converted session tells.
+_FOLDED_FIELDS = ("turns", "num_turns", "tool_calls", "tool_errors", "events", "bytes")
+#: The /metrics series that count a recording once it is folded (its converted
+#: lines, turns and tool calls).
+_FOLDED_SERIES = ("claudetrace_store_events_total", "claudetrace_store_bytes_total",
+                  "claudetrace_store_turns_total", "claudetrace_store_tool_")
 
 
 def _sessions(db: str) -> dict[str, dict[str, object]]:
@@ -391,33 +394,113 @@ def _sessions(db: str) -> dict[str, dict[str, object]]:
     return {s["id"]: s for s in json.loads(done.output)}
 
 
-def test_sessions_says_the_same_before_and_after_the_pass(
+def _write_shapes(folder: Path) -> None:
+    """Sessions of the shapes whose status, end or warnings only their turns tell:
+    an interrupt the session went on after, a last turn waiting on a tool, an API
+    error retried and one the turn ended on, a damaged line and a time out of
+    range, a last prompt with no answer."""
+    def user(sid: str, n: int, at: str, content: object) -> dict[str, object]:
+        return {"parentUuid": None, "isSidechain": False, "type": "user", "sessionId": sid,
+                "cwd": "/home/dev/hand", "version": "2.1.330", "uuid": f"{sid}-u{n}",
+                "timestamp": f"2025-03-01T10:00:{at}Z",
+                "message": {"role": "user", "content": content}}
+
+    def answer(sid: str, n: int, at: str, content: list[object], *,
+               model: str = "claude-opus-4-5-20251101", **more: object) -> dict[str, object]:
+        usage = {"input_tokens": 0 if more else 10, "output_tokens": 0 if more else 20}
+        return {"parentUuid": None, "isSidechain": False, "type": "assistant",
+                "sessionId": sid, "cwd": "/home/dev/hand", "version": "2.1.330",
+                "uuid": f"{sid}-a{n}", "timestamp": f"2025-03-01T10:00:{at}Z",
+                "message": {"id": f"msg_{sid[:8]}_{n}", "role": "assistant", "model": model,
+                            "content": content, "usage": usage}, **more}
+
+    text = [{"type": "text", "text": "done"}]
+    bash = [{"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}}]
+    ids = [f"aaaa000{n}-0000-4000-8000-00000000000{n}" for n in range(1, 6)]
+    shapes: list[list[object]] = [
+        [user(ids[0], 0, "00.000", "go"), answer(ids[0], 0, "01.000", bash),
+         user(ids[0], 1, "05.000", [{"type": "tool_result", "tool_use_id": "toolu_1",
+                                     "content": "Interrupted", "is_error": True}]),
+         user(ids[0], 2, "05.100", [{"type": "text",
+                                     "text": "[Request interrupted by user for tool use]"}]),
+         user(ids[0], 3, "10.000", "something else"), answer(ids[0], 3, "11.000", text)],
+        [user(ids[1], 0, "00.000", "hi"), answer(ids[1], 0, "01.000", text),
+         user(ids[1], 1, "10.000", "run ls"), answer(ids[1], 1, "11.000", bash)],
+        [user(ids[2], 0, "00.000", "hi"),
+         {"type": "system", "subtype": "api_error", "level": "error", "sessionId": ids[2],
+          "error": {"status": 529}, "uuid": f"{ids[2]}-s", "isSidechain": False,
+          "timestamp": "2025-03-01T10:00:00.500Z"},
+         answer(ids[2], 0, "01.000", text), user(ids[2], 1, "10.000", "again"),
+         answer(ids[2], 1, "11.000", [{"type": "text", "text": "API Error: 500"}],
+                model="<synthetic>", isApiErrorMessage=True, error="unknown")],
+        [user(ids[3], 0, "00.000", "hi"), '{"type":"assistant","torn',
+         {**user(ids[3], 1, "00.000", "far"), "timestamp": "9999-03-04T10:00:00Z"},
+         answer(ids[3], 0, "01.000", text)],
+        [user(ids[4], 0, "00.000", "hi"), answer(ids[4], 0, "01.000", text),
+         user(ids[4], 1, "10.000", "are you there")],
+    ]
+    folder.mkdir(parents=True)
+    for sid, lines in zip(ids, shapes, strict=True):
+        (folder / f"{sid}.jsonl").write_text("".join(
+            (line if isinstance(line, str) else json.dumps(line, separators=(",", ":")))
+            + "\n" for line in lines))
+
+
+def _metrics(db: str) -> list[str]:
+    done = CliRunner().invoke(cli, ["metrics", "dump", "--db", db])
+    assert done.exit_code == 0, done.output
+    return _sorted_samples(done.output)
+
+
+def test_sessions_usage_and_metrics_say_the_same_before_and_after_the_pass(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every field of ``sessions --json`` (but the turns, tool calls and lines, not
+    known yet) and of ``usage --json``, and every /metrics series (but those that
+    count folded recordings only) say at once what they say after the pass."""
     from claudetrace.testing.transcripts import random_corpus, write_transcript
 
     tree = tmp_path / "projects"
     for t in random_corpus(20, calls=40):  # sessions of many models, a turn or more each
-        write_transcript(tree, t)
+        write_transcript(tree / "random", t)
+    write_tree(tree / "bench", sessions=3, size=1 << 19, agents=2)  # subagents
+    shutil.copytree(FIXTURES / "transcripts", tree / "fixtures")  # resumed, damaged …
+    _write_shapes(tree / "shapes" / "-home-dev-hand")
     db = str(tmp_path / "first.db")
     _import(db, str(tree), monkeypatch=monkeypatch)
-    before = _sessions(db)
+    before, usage, metrics = _sessions(db), _usage(db, monkeypatch), _metrics(db)
     store = open_store(db)
     waiting = pending(store)
     store.close()
-    assert len(waiting) > 8
+    assert len(waiting) > 20
     assert _fold_all(db) == len(waiting)
     after = _sessions(db)
     assert before.keys() == after.keys()
-    for was, now in ((before[k], after[k]) for k in before):
+    # The shapes a status, an end or a warning comes from are there.
+    statuses = {s["status"] for s in after.values()}
+    assert {"ok", "error", "interrupted", "incomplete"} <= statuses
+    assert any(s["warnings"] for s in after.values())
+    assert any(s["links"]["resumed_as"] for s in after.values())  # type: ignore[index]
+    for rid in waiting:
+        was, now = before[rid], after[rid]
         # Not known until the pass (null, and said so), then the pass's figures.
         assert was["indexing"] is True and now["indexing"] is False
-        for name in ("turns", "num_turns", "tool_calls", "tool_errors"):
+        for name in _FOLDED_FIELDS:
             assert was[name] is None and isinstance(now[name], int)
-        assert now["turns"] > 0
+        assert now["turns"] > 0  # type: ignore[operator]
+        # Each model's turns too; the rest of each model's figures at once.
+        for figures in was["models"].values():  # type: ignore[attr-defined]
+            assert figures.pop("turns") is None
+        for figures in now["models"].values():  # type: ignore[attr-defined]
+            assert isinstance(figures.pop("turns"), int)
     differ = [(before[k]["session_id"], name, before[k].get(name), after[k].get(name))
               for k in before for name in {*before[k], *after[k]}
-              if name not in _FOLDED_FIELDS and before[k].get(name) != after[k].get(name)]
+              if name not in (*_FOLDED_FIELDS, "indexing")
+              and before[k].get(name) != after[k].get(name)]
     assert not differ
+    assert _usage(db, monkeypatch) == usage
+    now_metrics = _metrics(db)
+    assert [m for m in metrics if not m.startswith(_FOLDED_SERIES)] == \
+        [m for m in now_metrics if not m.startswith(_FOLDED_SERIES)]
 
 
 def test_the_lists_say_turns_and_tools_are_not_known_before_the_pass(

@@ -188,6 +188,19 @@ def user_reading(entry: dict[str, Any]) -> tuple[str, bool, str | None]:
     return text, results, None if results else user_kind(entry, text)
 
 
+def waits_on_tools(entry: dict[str, Any]) -> bool:
+    """Whether a main-thread answer leaves its turn waiting on the CLI: it holds a
+    client tool use (server and MCP-connector tool uses run on the API's side)."""
+    msg = entry.get("message")
+    return bool(_scan(msg.get("content") if isinstance(msg, dict) else None)[2])
+
+
+def result_subtype(interrupted: bool) -> str:
+    """The subtype of a converted turn's ``result`` (an API error the turn ended on
+    makes it an error by ``is_error``, as the CLI's own result then is)."""
+    return "error_during_execution" if interrupted else "success"
+
+
 def opens_turn(entry: dict[str, Any]) -> str | None:
     """Whether a main-thread user line starts a turn: ``"prompt"`` (always), ``"command"``
     (a slash command: when no turn is open, before any prompt), else None."""
@@ -319,9 +332,7 @@ class _Converter:
         is_error = turn.interrupted or turn.api_error
         result: dict[str, Any] = {
             "type": "result",
-            # An API error the turn ended on makes its result an error, as the
-            # CLI's own result is then (subtype success, is_error true).
-            "subtype": "error_during_execution" if turn.interrupted else "success",
+            "subtype": result_subtype(turn.interrupted),
             "is_error": is_error,
             "duration_ms": (turn.end_ns - turn.start_ns) // 1_000_000,
             "num_turns": own,
@@ -755,8 +766,10 @@ __all__ = [
     "opens_turn",
     "read_session",
     "read_transcript",
+    "result_subtype",
     "side_chains_of",
     "timestamp_ns",
     "user_kind",
     "user_reading",
+    "waits_on_tools",
 ]

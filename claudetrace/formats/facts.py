@@ -165,7 +165,7 @@ def session_record(rec: Any, links: Links = NO_LINKS,
     ``cost``: its cost and where it comes from as the usage layer gives them
     (:func:`claudetrace.usage.recording_costs`), else the recording's own."""
     usd, source = (cost_usd(rec), cost_source(rec)) if cost is None else cost
-    # Stored usage first, not folded yet: its turns and tool calls not known yet.
+    # Stored usage first, not folded yet: its turns, tool calls and events not known yet.
     indexing = bool(rec.indexing)
     return {
         "id": rec.id,
@@ -190,8 +190,9 @@ def session_record(rec: Any, links: Links = NO_LINKS,
         "claude_code_version": rec.claude_code_version,
         "model": rec.model,
         "permission_mode": rec.permission_mode,
-        "events": rec.event_count,
-        "bytes": rec.byte_count,
+        # The converted session's lines, not the transcript's: known with the fold.
+        "events": None if indexing else rec.event_count,
+        "bytes": None if indexing else rec.byte_count,
         "lost_bytes": rec.lost_bytes,
         "turns": None if indexing else rec.turns,
         "num_turns": None if indexing else rec.num_turns,

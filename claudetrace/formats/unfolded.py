@@ -20,7 +20,12 @@ exits when none is left.  ``CLAUDETRACE_FOLD=now`` (or ``import --wait``) folds
 in the import's own process instead.
 
 A session :func:`scan` cannot read as simply (a line over the reading's bound,
-the CLI's own cost lines, no time at all) is converted at once, as before.
+the CLI's own cost lines, no time at all) is converted at once, as before; so
+is one whose status, end or warnings only its converted turns tell (an API
+error, an interrupt, a damaged line or token count, a last turn that may not
+have ended): what ``sessions``, the UI's list and ``/metrics`` say of a
+session stored usage first is what they say once it is folded, but for what
+only the fold knows (its turns, tool calls and converted lines: not known yet).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ import msgspec
 
 from .. import pricing
 from ..errors import StoreError
+from ..model.protocol import INTERRUPTED_BY_USER
 from ..model.usage import Usage
 from ..recording import RecordingInfo
 from .folding import FOLD_ENV, fold_later, fold_now, start_pass
@@ -58,16 +64,34 @@ class _Message(msgspec.Struct):
     usage: Any = None
 
 
-class _Line(msgspec.Struct):
+class _Entry(msgspec.Struct):
     type: Any = None
     timestamp: Any = None
+
+
+class _Line(_Entry):
     message: _Message | None = None
     cwd: Any = None
     version: Any = None
     permissionMode: Any = None
+    subtype: Any = None
+    isApiErrorMessage: Any = None
+    error: Any = None
 
 
 _DECODE: Final = msgspec.json.Decoder(_Line).decode
+
+
+class _Link(_Entry):
+    """What :func:`~.timeline.main_items` reads of a line to join resumed files."""
+
+    uuid: Any = None
+    sessionId: Any = None
+    isSidechain: Any = None
+
+
+_DECODE_LINK: Final = msgspec.json.Decoder(_Link).decode
+_INTERRUPTED: Final = INTERRUPTED_BY_USER.encode()
 
 
 @dataclass
@@ -92,6 +116,10 @@ class Scanned:
     model: str | None = None
     mode: str | None = None
     damage: int = 0
+    #: The session ids a resumed session went on as (``extra["resumed_as"]``).
+    resumed_as: list[str] = field(default_factory=list)
+    #: API messages with a damaged token count (the fold's warnings say so).
+    damaged_usage: int = 0
 
 
 def _file_lines(path: Path) -> Iterator[tuple[bytes, bool]]:
@@ -137,8 +165,10 @@ def scan(unit: Unit) -> Scanned | None:
                         if eol and data.strip():
                             got.damage += 1
                         continue
-                    if line.type == "cost-state":
-                        return None  # the CLI's own costs: the fold shares them out
+                    if line.type == "cost-state" or _turn_may_fail(line, data):
+                        # The CLI's own costs (the fold shares them out), or a
+                        # status only the turns tell: converted at once.
+                        return None
                     if out_of_range(line.timestamp):
                         got.damage += 1
                         continue
@@ -156,21 +186,40 @@ def scan(unit: Unit) -> Scanned | None:
                     mains.append((1 << 62 if first is None else first, size, begin, len(got.lines)))
     except (_TooLong, RecursionError):
         return None
-    if got.first_ns is None:
-        return None  # no time, or no conversation: the converter says which
-    _last_turn(got, mains)
+    if got.first_ns is None or got.damage or got.damaged_usage:
+        # No time, or no conversation (the converter says which); damaged lines
+        # or token counts (the fold's warnings name them).
+        return None
+    if not _last_turn(got, mains) or not _resumes(got, mains, files.session_id):
+        return None  # a last turn that may not have ended: the fold says
     return got
 
 
-def _last_turn(got: Scanned, mains: list[tuple[int, int, int, int]]) -> None:
+def _turn_may_fail(line: _Line, data: bytes) -> bool:
+    """Whether ``line`` may make a turn fail or be interrupted (an API error, an
+    interrupt, a damaged token count): the status says which turn, which only
+    the converted session knows, so such a session is converted at once."""
+    if line.isApiErrorMessage is True or line.subtype == "api_error":
+        return True
+    if line.type == "user":
+        return _INTERRUPTED in data
+    msg = line.message
+    if line.type != "assistant" or msg is None:
+        return False
+    return bool(line.error) or msg.model == _SYNTHETIC
+
+
+def _last_turn(got: Scanned, mains: list[tuple[int, int, int, int]]) -> bool:
     """The recording's model, version and permission mode as the converted session's
     last ``system/init`` sets them (one per turn, from the turn's prompt and the
     model of its first main-thread answer): read back from the end, so only the
-    last turn's lines are decoded in full."""
+    last turn's lines are decoded in full.  Whether the session surely ended, as
+    the converter decides it (:func:`_ended`)."""
     from .claude_code import opens_turn
 
     answer: Any = None  # the earliest main-thread answer after the line at hand
     command: tuple[Any, Any] | None = None
+    tail: dict[str, Any] | None = None  # the main thread's last user or assistant line
     for _first, _size, begin, end in sorted(mains, reverse=True):  # the converter's order
         for data, _eol in reversed(got.lines[begin:end]):
             try:
@@ -180,6 +229,8 @@ def _last_turn(got: Scanned, mains: list[tuple[int, int, int, int]]) -> None:
             if not isinstance(entry, dict) or entry.get("isSidechain") is True:
                 continue
             kind = entry.get("type")
+            if tail is None and kind in ("user", "assistant"):
+                tail = entry
             if kind == "assistant":
                 msg = entry.get("message")
                 answer = msg.get("model") if isinstance(msg, dict) else None
@@ -188,11 +239,52 @@ def _last_turn(got: Scanned, mains: list[tuple[int, int, int, int]]) -> None:
                 opens = opens_turn(entry)
                 if opens == "prompt":
                     _init(got, entry, answer)
-                    return
+                    return _ended(tail)
                 if opens == "command":
                     command = (entry, answer)  # a turn only when no prompt is before it
     if command is not None:
         _init(got, *command)
+    return False  # no prompt: a turn a compaction kept, or commands only
+
+
+def _ended(tail: dict[str, Any] | None) -> bool:
+    """Whether a session whose last turn opens with a prompt surely ended as the
+    converter says it (its last turn finished: an answer it counts, not waiting
+    on a tool), from the main thread's last user or assistant line ``tail``."""
+    from .claude_code import waits_on_tools
+
+    if tail is None or tail.get("type") != "assistant":
+        return False
+    msg = tail.get("message")
+    return (isinstance(msg, dict) and isinstance(msg.get("id"), str)
+            and isinstance(msg.get("usage"), dict) and not waits_on_tools(tail))
+
+
+def _resumes(got: Scanned, mains: list[tuple[int, int, int, int]], session_id: str) -> bool:
+    """The session ids a session resumed across its main files went on as, read as
+    the converter reads them (:func:`~.timeline.main_items`' resume markers);
+    False when a later file holds nothing new (the fold says how it reads)."""
+    if len(mains) < 2:
+        return True
+    from .timeline import main_items
+
+    def entries(begin: int, end: int) -> Iterator[dict[str, Any]]:
+        for data, _eol in got.lines[begin:end]:
+            with contextlib.suppress(msgspec.DecodeError, RecursionError):
+                entry = _DECODE_LINK(data)
+                yield {"type": entry.type, "uuid": entry.uuid, "sessionId": entry.sessionId,
+                       "timestamp": entry.timestamp, "isSidechain": entry.isSidechain}
+
+    order = sorted(mains)
+    markers = 0
+    for _when, entry, _chain in main_items(entries(b, e) for _f, _s, b, e in order):
+        if entry.get("subtype") != "resume":
+            continue
+        markers += 1
+        sid = entry.get("resumed_as")
+        if isinstance(sid, str) and sid != session_id and sid not in got.resumed_as:
+            got.resumed_as.append(sid)
+    return markers == len(order) - 1
 
 
 def _init(got: Scanned, entry: dict[str, Any], model: Any) -> None:
@@ -222,6 +314,8 @@ def _take(got: Scanned, line: _Line, when: int, role: str) -> None:
     if not isinstance(msg.id, str) or not isinstance(msg.usage, dict):
         return
     seen = Usage.from_api(msg.usage)
+    if seen.damaged:
+        got.damaged_usage += 1
     call = got.calls.get(msg.id)
     if call is None:
         got.calls[msg.id] = _Call(model if isinstance(model, str) else None, seen, when)
@@ -240,6 +334,7 @@ def _take(got: Scanned, line: _Line, when: int, role: str) -> None:
 def summary_of(got: Scanned) -> dict[str, Any]:
     """The recording's columns (and ``usage_calls`` rows) from what :func:`scan` read."""
     from ..store.rows import USAGE_CALLS
+    from .claude_code import result_subtype
 
     rows: list[tuple[Any, ...]] = []
     total = Usage()
@@ -262,6 +357,10 @@ def summary_of(got: Scanned) -> dict[str, Any]:
         total.cache_read += u.cache_read
         total.cache_creation += u.cache_creation
     return {
+        "models": _model_figures(got),
+        # Of the last turn's result, which every session stored usage first has
+        # (scan: an ended last turn that opened with a prompt, not interrupted).
+        "result_subtype": result_subtype(interrupted=False),
         "event_count": len(got.lines),
         "byte_count": sum(len(data) for data, _eol in got.lines),
         "model_calls": len(got.calls),
@@ -275,6 +374,24 @@ def summary_of(got: Scanned) -> dict[str, Any]:
         "last_seen_ns": got.last_ns,
         USAGE_CALLS: rows,
     }
+
+
+def _model_figures(got: Scanned) -> dict[str, dict[str, Any]]:
+    """The ``models`` column as the fold's session model gives it
+    (:func:`~claudetrace.model.summary.model_figures` over the calls :func:`scan`
+    read), each model's ``turns`` not known yet (None: the turns come with the fold)."""
+    from ..model.parts import ModelCall
+    from ..model.session import Session
+    from ..model.summary import model_figures
+
+    session = Session(model=got.model)
+    for call_id, call in got.calls.items():
+        session.calls[call_id] = ModelCall(call_id, call.model, None, 0, 0, call.at, call.at,
+                                           False, call.usage)
+    figures = model_figures(session)
+    for figure in figures.values():
+        figure["turns"] = None
+    return figures
 
 
 def put(opened: Callable[[], Any], batch: Any, pending: _Pending, got: Scanned,
@@ -300,6 +417,8 @@ def put(opened: Callable[[], Any], batch: Any, pending: _Pending, got: Scanned,
         extra={"source_path": str(files.path.resolve()), "session_id": sid,
                "fingerprint": pending.digest, "files": pending.sizes,
                "reading": READING.decode(), **_peeks_of(unit)})
+    if got.resumed_as:
+        info.extra["resumed_as"] = got.resumed_as
     link = continues(files.path)
     if link is not None:
         info.extra["continues"] = link

@@ -161,6 +161,9 @@ class StoreMetrics:
                                              f.cache_creation), strict=True):
                 tokens[name, kind] = tokens.get((name, kind), 0) + n
         for key, usd in cost.items():
+            # To the nano-dollar, as costs are stored: a sum does not change in its
+            # last bits when the store's rows come in another order (a fold rewrites them).
+            usd = round(usd, 9)
             self._usage_cost[key] = max(self._usage_cost.get(key, 0.0), usd)
         for key, n in tokens.items():
             self._usage_tokens[key] = max(self._usage_tokens.get(key, 0), n)

@@ -54,11 +54,16 @@ def source_counts(store: Store) -> list[tuple[str | None, int]]:
 
 
 def totals(store: Store) -> tuple[int, int, int | None]:
-    """Lines and bytes recorded in all, and when the newest recording started."""
+    """Lines and bytes recorded in all, and when the newest recording started.
+
+    A recording stored usage first counts its lines once folded (then converted:
+    other lines), as its tool calls do: a counter that never goes down."""
     r = Recording
+    folded = Recording.indexing.expression
     with _store_errors("read"), store.session() as s:
         events, size, newest = s.execute(
-            select(func.sum(r.event_count), func.sum(r.byte_count), func.max(r.started_ns))
+            select(func.sum(r.event_count).filter(~folded),
+                   func.sum(r.byte_count).filter(~folded), func.max(r.started_ns))
         ).one()
     return int(events or 0), int(size or 0), newest
 

@@ -93,7 +93,7 @@ def session_row(rec: Recording) -> dict[str, Any]:
         "tags": tags,
         "reason": rec.status_reason or (BEING_INDEXED if rec.indexing else ""),
         "error": status in FAILED,
-        "lines": rec.event_count,
+        "lines": None if rec.indexing else rec.event_count,
         "CLI": rec.claude_code_version or "",
         "session_id": rec.cli_session_id or "",
         "project": rec.cwd or "",
