@@ -501,6 +501,14 @@ def test_sessions_usage_and_metrics_say_the_same_before_and_after_the_pass(
     now_metrics = _metrics(db)
     assert [m for m in metrics if not m.startswith(_FOLDED_SERIES)] == \
         [m for m in now_metrics if not m.startswith(_FOLDED_SERIES)]
+    # Lines and bytes count the folded recordings only (the transcript's lines
+    # before the pass, the converted session's after: a counter went down).
+    for name, field in (("claudetrace_store_events_total", "events"),
+                        ("claudetrace_store_bytes_total", "bytes")):
+        was, now = (float(next(m for m in got if m.startswith(name + " ")).split()[1])
+                    for got in (metrics, now_metrics))
+        assert was == sum(s[field] for k, s in before.items() if k not in waiting)  # type: ignore[misc]
+        assert now == sum(s[field] for s in after.values())  # type: ignore[misc]
 
 
 def test_the_lists_say_turns_and_tools_are_not_known_before_the_pass(
