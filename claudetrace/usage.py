@@ -361,6 +361,16 @@ def with_usage(rec: Any, usage: Totals | None) -> Any:
     return _Costed(rec, cost_of(usage.sources, usage.cost))
 
 
+def summed_cost(cost: float | None, mask: int | None, calls: int | None
+                ) -> tuple[float | None, str] | None:
+    """A recording's cost and its source (:func:`cost_of`) from its ``usage_models``
+    rows summed (their costs, their sources' masks or-ed, their calls); None
+    where it has no calls there (its own figure stands)."""
+    if not calls:
+        return None
+    return cost_of(int(mask or 0), cost or 0.0)
+
+
 def recording_costs(reader: Reader, ids: list[str]) -> dict[str, tuple[float | None, str]]:
     """The cost and its source (:func:`cost_of`) that :func:`with_usage` gives each
     of the recordings ``ids`` that has calls, by recording id: its models' costs
@@ -372,8 +382,8 @@ def recording_costs(reader: Reader, ids: list[str]) -> dict[str, tuple[float | N
     mask = calls = 0
 
     def done() -> None:
-        if rid is not None and calls:
-            out[rid] = cost_of(mask, cost)
+        if rid is not None and (found := summed_cost(cost, mask, calls)) is not None:
+            out[rid] = found
 
     for at in range(0, len(ids), 500):  # a bounded IN list
         for row_id, row_cost, row_mask, row_calls in q.model_costs(reader, ids[at:at + 500]):

@@ -77,18 +77,15 @@ def sessions(db_url: str | None, as_json: bool, limit: int, models: tuple[str, .
     if as_json:
         from ..store.links import NO_LINKS, session_links
         from ..store.listing import session_chunks
-        from ..store.usage import store_reader
-        from ..usage import recording_costs
-
-        reader = store_reader(store)
+        from ..usage import summed_cost
 
         def records() -> Iterator[list[dict[str, Any]]]:
-            # Streamed: a chunk's costs and links are read together, and its
-            # records written before the next chunk is read.
+            # Streamed: a chunk's links are read together (its costs come with its
+            # rows), and its records written before the next chunk is read.
             for chunk in session_chunks(store, filters, limit=limit or None):
-                costs = recording_costs(reader, [r.id for r in chunk])
                 links = session_links(store, chunk)
-                yield [session_record(r, links.get(r.id, NO_LINKS), costs.get(r.id))
+                yield [session_record(r, links.get(r.id, NO_LINKS),
+                                      summed_cost(r.usage_usd, r.usage_sources, r.usage_calls))
                        for r in chunk]
 
         echo_json_array(records())

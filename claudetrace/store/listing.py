@@ -14,21 +14,32 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Final, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import cast as typed
 
-from sqlalchemy import Table
+import msgspec
+from sqlalchemy import JSON, Table, Text, cast, func, select
 
 from .browse import Filters, _guard, _scope
-from .models import Recording
+from .models import Recording, UsageModel
+from .rows import COST_SOURCES
 
 if TYPE_CHECKING:
     from .api import Store
 
 #: The columns not read (large JSON no list shows: ``_filtered``'s ``full``).
 _LEFT_OUT: Final = frozenset({"env", "figures", "latencies"})
-_TABLE = cast(Table, Recording.__table__)
+_TABLE = typed(Table, Recording.__table__)
 _COLUMNS: Final = (*(c for c in _TABLE.columns if c.name not in _LEFT_OUT),
                    Recording.indexing.expression.label("indexing"))
+#: Where the JSON columns are among :data:`_COLUMNS`: read as their text and
+#: decoded by msgspec (SQLAlchemy's ``json.loads`` of each was a tenth of the
+#: list's time).
+_JSON_AT: Final = tuple(at for at, c in enumerate(_COLUMNS) if isinstance(c.type, JSON))
+_READ: Final = tuple(cast(c, Text).label(c.name) if at in _JSON_AT else c
+                     for at, c in enumerate(_COLUMNS))
+_decode: Final = msgspec.json.decode
+_U = typed(Table, UsageModel.__table__).c
 #: Recordings a chunk holds: the costs and links of a chunk are read together.
 #: Above 5,000 session ids the links read every recording that continues one at
 #: once (:func:`~.links.session_links`); in chunks of 2,000, asked 500 ids a
@@ -37,7 +48,49 @@ _COLUMNS: Final = (*(c for c in _TABLE.columns if c.name not in _LEFT_OUT),
 CHUNK: Final = 10_000
 
 
-class SessionRow(NamedTuple("_Columns", [(c.name, Any) for c in _COLUMNS])):  # type: ignore[misc]
+#: The names :func:`_with_usage` reads a recording's usage under.
+_USAGE: Final = ("usage_usd", "usage_sources", "usage_calls")
+#: Recordings past which PostgreSQL sums every recording's usage rows at once.
+_FEW = 1000
+
+
+def _with_usage(stmt: Any, dialect: str, limit: int | None) -> Any:
+    """``stmt`` reading also what :func:`claudetrace.usage.recording_costs` reads of
+    each recording's ``usage_models`` rows, summed in the same query: their
+    costs added in the order of their first calls (the same sum), their cost
+    sources (the rows' masks or-ed) and their calls (:data:`_USAGE`)."""
+    bits = [func.max(_U.sources.op("&")(1 << bit)) for bit in range(len(COST_SOURCES))]
+    mask, calls = sum(bits[1:], bits[0]), func.sum(_U.calls)
+    mine = _U.recording_id == Recording.id
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import aggregate_order_by
+
+        usd = func.sum(aggregate_order_by(_U.cost_usd, _U.first_ns, _U.model.collate("C")))
+        if limit is not None and limit <= _FEW:
+            return stmt.add_columns(*(select(v).where(mine).scalar_subquery().label(name)
+                                      for v, name in zip((usd, mask, calls), _USAGE,
+                                                         strict=True)))
+        # Many: grouped once and joined (a hash join), not a correlated aggregate
+        # (an index look-up) a recording (see browse._summed_cost).
+        rolled = (select(_U.recording_id.label("rid"), usd.label("usd"), mask.label("mask"),
+                         calls.label("calls"))
+                  .group_by(_U.recording_id).subquery("rolled"))
+        return (stmt.add_columns(*(c.label(name) for c, name in zip(
+                    (rolled.c.usd, rolled.c.mask, rolled.c.calls), _USAGE, strict=True)))
+                .outerjoin(rolled, rolled.c.rid == Recording.id))
+    # SQLite joins by look-ups only: a correlated aggregate each, on the rows'
+    # primary key; a subquery's rows are added in its order.
+    ordered = (select(_U.cost_usd).where(mine).order_by(_U.first_ns, _U.model)
+               .correlate(_TABLE).subquery("ordered"))
+    return stmt.add_columns(*(q.scalar_subquery().label(name) for q, name in zip(
+        (select(func.sum(ordered.c.cost_usd)), select(mask).where(mine),
+         select(calls).where(mine)), _USAGE, strict=True)))
+
+
+_FIELDS: Final = [*((c.name, Any) for c in _COLUMNS), *((name, Any) for name in _USAGE)]
+
+
+class SessionRow(NamedTuple("_Columns", _FIELDS)):  # type: ignore[misc]
     """A recording's columns as read for the list (not the left-out ones), with
     :class:`~.models.Recording`'s properties that read them: a tuple, made from a
     row in one call (an object whose attributes are set one by one took a fifth
@@ -57,7 +110,15 @@ class SessionRow(NamedTuple("_Columns", [(c.name, Any) for c in _COLUMNS])):  # 
     is_live = vars(Recording)["is_live"]
 
 
-_row = functools.partial(tuple.__new__, SessionRow)
+_made = functools.partial(tuple.__new__, SessionRow)
+
+
+def _row(values: Any) -> SessionRow:
+    values = list(values)
+    for at in _JSON_AT:
+        text = values[at]
+        values[at] = None if text is None else _decode(text)
+    return _made(values)
 
 
 def session_chunks(store: Store, filters: Filters, *, limit: int | None = None,
@@ -67,7 +128,7 @@ def session_chunks(store: Store, filters: Filters, *, limit: int | None = None,
     they are used."""
     chunk = chunk or CHUNK
     stmt, _ = _scope(store, filters, full=True)
-    stmt = stmt.with_only_columns(*_COLUMNS)
+    stmt = _with_usage(stmt.with_only_columns(*_READ), store.engine.dialect.name, limit)
     if limit is not None:
         stmt = stmt.limit(limit)
     with _guard("list recordings"), store.engine.connect().execution_options(
