@@ -41,7 +41,6 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from .. import pricing
 from ..errors import StoreError
 from ..model.protocol import INTERRUPTED_BY_USER
 from ..model.usage import Usage
@@ -52,6 +51,8 @@ from .layout import SOURCE, SessionFiles
 from .timeline import out_of_range, timestamp_ns
 
 if TYPE_CHECKING:
+    from ..model.parts import Cost
+    from ..model.session import Session
     from .imports import Imported, Unit, _Pending
 
 _ENTRY_TYPES: Final = frozenset({"user", "assistant", "system", "summary", "attachment"})
@@ -336,6 +337,8 @@ def summary_of(got: Scanned) -> dict[str, Any]:
     from ..store.rows import USAGE_CALLS
     from .claude_code import result_subtype
 
+    session = _session(got)
+    cost = session.cost()  # each call priced once, for its row and its model's figures
     rows: list[tuple[Any, ...]] = []
     total = Usage()
     usd = 0.0
@@ -345,8 +348,7 @@ def summary_of(got: Scanned) -> dict[str, Any]:
         if not u:
             continue  # no tokens: no row (the session model's rule)
         model = call.model or got.model
-        price = pricing.call_cost(model, u.input, u.output, u.cache_read, u.cache_creation,
-                                  u.cache_creation_1h)
+        price = cost.by_call[call_id]
         priced = priced and price is not None
         usd += price or 0.0
         rows.append((call_id, call.at, model or "unknown", u.input, u.output, u.cache_read,
@@ -357,7 +359,7 @@ def summary_of(got: Scanned) -> dict[str, Any]:
         total.cache_read += u.cache_read
         total.cache_creation += u.cache_creation
     return {
-        "models": _model_figures(got),
+        "models": _model_figures(session, cost),
         # Of the last turn's result, which every session stored usage first has
         # (scan: an ended last turn that opened with a prompt, not interrupted).
         "result_subtype": result_subtype(interrupted=False),
@@ -376,19 +378,26 @@ def summary_of(got: Scanned) -> dict[str, Any]:
     }
 
 
-def _model_figures(got: Scanned) -> dict[str, dict[str, Any]]:
-    """The ``models`` column as the fold's session model gives it
-    (:func:`~claudetrace.model.summary.model_figures` over the calls :func:`scan`
-    read), each model's ``turns`` not known yet (None: the turns come with the fold)."""
+def _session(got: Scanned) -> Session:
+    """A session model of the calls :func:`scan` read (no turns: those come with
+    the fold), which prices them as the fold's does."""
     from ..model.parts import ModelCall
     from ..model.session import Session
-    from ..model.summary import model_figures
 
     session = Session(model=got.model)
     for call_id, call in got.calls.items():
         session.calls[call_id] = ModelCall(call_id, call.model, None, 0, 0, call.at, call.at,
                                            False, call.usage)
-    figures = model_figures(session)
+    return session
+
+
+def _model_figures(session: Session, cost: Cost) -> dict[str, dict[str, Any]]:
+    """The ``models`` column as the fold gives it
+    (:func:`~claudetrace.model.summary.model_figures`), each model's ``turns`` not
+    known yet (None: the turns come with the fold)."""
+    from ..model.summary import model_figures
+
+    figures = model_figures(session, cost)
     for figure in figures.values():
         figure["turns"] = None
     return figures
