@@ -38,7 +38,7 @@ from .rows import (
 #: Alembic: a store that is already there opens without importing Alembic or
 #: reading the migration scripts (a third of an indexer's start-up).  A test
 #: checks it against the scripts' head.
-SCHEMA_HEAD: Final = "0022_unfolded"
+SCHEMA_HEAD: Final = "0023_pairs"
 
 #: The ``recordings`` table's columns at :data:`SCHEMA_HEAD`, with the value a new
 #: row takes where none is given (the models' defaults; None: NULL), and which

@@ -7,8 +7,10 @@ from its beginning (a phrase: what is between them in the line, spaces or
 punctuation, is not compared); a query with punctuation, its text as typed,
 from a word's beginning.  The index answers a word alone, and on SQLite a
 phrase too (FTS5's positions, migration 0021_phrases); otherwise it gives the
-lines holding the words (PostgreSQL's ``tsvector``s hold no positions) or
-saying them one after the other (SQLite), whose words or text are checked.
+lines holding the words and, on PostgreSQL, a phrase's pairs of words (keys of
+a word and the next one's first letters, migration 0023_pairs: its
+``tsvector``s hold no positions) or saying them one after the other (SQLite),
+whose words or text are checked.
 ``claudetrace search`` and the session browser's search box both ask here.
 
 A burst's words reach the index a moment after its recording is listed
@@ -42,7 +44,7 @@ from ..model.protocol import line_text
 from . import keys
 from .backlog import catch_up
 from .packing import Unpacker, stored_dictionary
-from .textindex import MOST_CHARS, SEARCHED_TYPES, fold, spaced, words
+from .textindex import MOST_CHARS, SEARCHED_TYPES, fold, phrase_keys, spaced, words
 
 if TYPE_CHECKING:
     from .api import Store
@@ -99,6 +101,10 @@ class Query:
     literal: bytes | None = None
     #: :data:`BY_WORDS`: the words as a line's bytes hold them (:func:`_written`).
     written: re.Pattern[bytes] | None = None
+    #: :data:`BY_WORDS`: the keys of the phrase's pairs of words every line saying
+    #: it holds in PostgreSQL's index (:func:`~.textindex.phrase_keys`; empty:
+    #: none, a phrase of two words the last of one letter).
+    pairs: tuple[int, ...] = ()
 
     def may_say(self, line: bytes) -> bool:
         """False only when ``line`` (its bytes) cannot say the query, told
@@ -125,7 +131,8 @@ def query(needle: str, dialect: str) -> Query:
         return Query(query_words, wanted, BY_TEXT, literal=_literal(wanted))
     if dialect == "sqlite" or len(query_words) == 1:
         return Query(query_words, wanted, BY_INDEX)
-    return Query(query_words, wanted, BY_WORDS, written=_written(query_words))
+    return Query(query_words, wanted, BY_WORDS, written=_written(query_words),
+                 pairs=tuple(phrase_keys(query_words)))
 
 
 def says_words(said: str, query_words: list[str]) -> bool:
@@ -248,22 +255,35 @@ def _param(dialect: str) -> Callable[[str], str]:
     return lambda name: f":{name}"
 
 
-def _lines(dialect: str, query_words: list[str], limit: int | None,
+def _lines(dialect: str, asked: Query, limit: int | None,
            run: Run) -> Generator[Any, None, None]:
     """The lines (:data:`_HIT_COLUMNS`) the index finds holding a word that starts
     with each of ``query_words``, in :func:`search`'s order: the newest session
     first (a recording's id begins with its start time), and a session's last
     lines first (``seq``); read only as far as they are taken (the caller keeps
-    those saying the query until it has ``limit``).  ``dialect`` is
+    those saying the query until it has ``limit``); on PostgreSQL, holding the
+    keys of a phrase's pairs of words too (``asked.pairs``).  ``dialect`` is
     ``postgresql`` through SQLAlchemy, ``psycopg`` through psycopg alone, or
     ``sqlite``."""
     if dialect == "sqlite":
-        yield from _sqlite_lines(query_words, run)
+        yield from _sqlite_lines(asked.words, run)
     else:
-        yield from _postgres_lines(query_words, limit, run, _param(dialect))
+        yield from _postgres_lines(asked, limit, run, _param(dialect))
 
 
-def _postgres_lines(query_words: list[str], limit: int | None, run: Run,
+def _postgres_match(asked: Query, param: Callable[[str], str]) -> tuple[str, dict[str, Any]]:
+    """The condition on the index's rows (``s``) of the lines that may say ``asked``
+    on PostgreSQL, and its parameters: a word starting with each of its words,
+    and for a phrase the keys of its pairs (migration 0023_pairs: a phrase of
+    common words that no line says is answered by the index, no line read)."""
+    found = f"s.terms @@ CAST({param('q')} AS tsquery)"
+    if not asked.pairs:
+        return found, {"q": _tsquery(asked.words)}
+    return (f"{found} AND s.pairs @> CAST({param('p')} AS integer[])",
+            {"q": _tsquery(asked.words), "p": list(asked.pairs)})
+
+
+def _postgres_lines(asked_for: Query, limit: int | None, run: Run,
                     param: Callable[[str], str]) -> Iterator[Any]:
     """:func:`_lines` on PostgreSQL.
 
@@ -275,15 +295,15 @@ def _postgres_lines(query_words: list[str], limit: int | None, run: Run,
     for any word, a rare one to the end of the index (0.34 s at 1M events, in
     proportion to them), since it cannot tell a rare word's prefix from a
     common one's."""
-    asked = {"q": _tsquery(query_words)}
-    match = f"s.terms @@ CAST({param('q')} AS tsquery)"
+    match, asked = _postgres_match(asked_for, param)
     below: tuple[str, int] | None = None
     if limit is not None:
         # The index's newest rows: the recordings newest first (their key read
         # backwards), each one's rows by its key, a recording's sorted at a time.
-        newest = ("FROM recordings r CROSS JOIN LATERAL (SELECT x.rec, x.seq, x.terms FROM "
-                  "event_search x WHERE x.rec = r.num) s ORDER BY r.id DESC, s.seq DESC")
-        window = f"(SELECT s.rec, s.seq, s.terms {newest} LIMIT {FEW_LINES}) s"
+        newest = ("FROM recordings r CROSS JOIN LATERAL (SELECT x.rec, x.seq, x.terms, "
+                  "x.pairs FROM event_search x WHERE x.rec = r.num) s "
+                  "ORDER BY r.id DESC, s.seq DESC")
+        window = f"(SELECT s.rec, s.seq, s.terms, s.pairs {newest} LIMIT {FEW_LINES}) s"
         yield from run(f"SELECT {_HIT_COLUMNS} FROM {window} JOIN events e ON e.rec = s.rec "
                        f"AND e.seq = s.seq {keys.join('e')} WHERE {match} {_NEWEST}",
                        asked, True)
@@ -400,7 +420,7 @@ def search(store: Store, needle: str, *, limit: int | None = 50) -> list[Hit]:
                 with conn.execute(text(statement), params, execution_options=options) as rows:
                     yield from rows
 
-            return _hits(_lines(dialect, asked.words, limit, run), asked, limit,
+            return _hits(_lines(dialect, asked, limit, run), asked, limit,
                          store.unpacker())
     except SQLAlchemyError as exc:
         raise StoreError(f"search failed: {error_reason(exc)}") from exc
@@ -457,7 +477,7 @@ def search_plain(url: str, needle: str, *, limit: int | None = 50) -> list[Hit] 
                 cursor.execute(statement, params)
                 yield from cursor
 
-        return _hits(_lines("psycopg", asked.words, limit, run), asked, limit, unpack)
+        return _hits(_lines("psycopg", asked, limit, run), asked, limit, unpack)
     except (NotPlain, psycopg.errors.UndefinedTable):
         return None
     except psycopg.Error as exc:
@@ -492,7 +512,7 @@ def _search_sqlite(path: Any, needle: str, limit: int | None) -> list[Hit] | Non
             yield from conn.execute(statement, params)
 
         unpack = Unpacker(lambda number: stored_dictionary(conn.cursor(), number, "?"))
-        return _hits(_lines("sqlite", asked.words, limit, run), asked, limit, unpack)
+        return _hits(_lines("sqlite", asked, limit, run), asked, limit, unpack)
     except sqlite3.Error as exc:
         raise StoreError(f"search failed: {first_line(exc)}") from exc
     finally:
@@ -531,8 +551,8 @@ def recordings_saying(store: Store, needle: str) -> list[str]:
                     "SELECT r.id FROM recordings r WHERE r.num IN (SELECT s.rec "
                     "FROM event_search s WHERE s.terms @@ CAST(:q AS tsquery))",
                     {"q": _tsquery(asked.words)}, False))
-            found_by = (_postgres_found if dialect == "postgresql" else _sqlite_found)(
-                asked.words, run)
+            found_by = (_postgres_found(asked, run) if dialect == "postgresql"
+                        else _sqlite_found(asked.words, run))
             if asked.check == BY_INDEX:
                 return sorted(found_by[0]())
             return sorted(_saying(dialect, found_by, asked, run, store.unpacker()))
@@ -546,14 +566,17 @@ def recordings_saying(store: Store, needle: str) -> list[str]:
 Found = tuple[Callable[[], dict[str, int]], Callable[[list[str]], Iterator[Any]]]
 
 
-def _postgres_found(query_words: list[str], run: Run) -> Found:
-    """:data:`Found` on PostgreSQL, the first lines from the index's rows alone."""
-    match = "s.terms @@ CAST(:q AS tsquery)"
-    asked = {"q": _tsquery(query_words)}
+def _postgres_found(asked_for: Query, run: Run) -> Found:
+    """:data:`Found` on PostgreSQL, the first lines from the index's rows alone
+    (holding a phrase's pairs' keys too: :func:`_postgres_match`)."""
+    match, asked = _postgres_match(asked_for, _param("postgresql"))
 
     def first() -> dict[str, int]:
-        return dict(run(f"SELECT r.id, min(s.seq) FROM event_search s {keys.join('s')} "
-                        f"WHERE {match} GROUP BY r.id", asked, False))
+        # Grouped by the recording's number first: its id looked up once a
+        # recording, not once a line.
+        return dict(run(f"SELECT r.id, f.seq FROM (SELECT s.rec, min(s.seq) AS seq "
+                        f"FROM event_search s WHERE {match} GROUP BY s.rec) f "
+                        "JOIN recordings r ON r.num = f.rec", asked, False))
 
     def lines(among: list[str]) -> Iterator[Any]:
         return run("SELECT r.id, s.seq, e.data, e.codec FROM event_search s JOIN "

@@ -12,9 +12,12 @@ and a word, which SQLite's FTS5 does not.
 An entry holds every word of its line's text in order: SQLite's FTS5 table
 keeps their positions (``detail=full``, migration 0021_phrases) and answers a
 phrase query.  PostgreSQL's ``tsvector`` holds each word once, without
-positions (:func:`postgres_words`): the search asks it for the lines holding
-a phrase's words and reads them (positions, or pairs of words as lexemes,
-cost its GIN index's writes 2-6 times on tool output: docs/benchmarks.md).
+positions (:func:`postgres_words`), and beside it the keys of the line's pairs
+of words (:func:`pair_keys`, migration 0023_pairs): the search asks for the
+lines holding a phrase's words and its pairs' keys and reads those alone (a
+phrase of common words no line says reads none; positions in the vectors cost
+the GIN index's writes 2 times and still read each line holding the words:
+docs/benchmarks.md).
 The writers add a batch's rows here in the batch's transaction (migration
 0006_team_scale); :mod:`.search` queries them.  No SQLAlchemy: the writer
 process imports this.
@@ -22,8 +25,10 @@ process imports this.
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
+import zlib
 from collections.abc import Iterable
 from typing import Any, Final
 
@@ -103,6 +108,40 @@ def postgres_words(said: str) -> str:
     # A character is at most 4 bytes: only a long word is measured.
     return " ".join(w for w in dict.fromkeys(said.lower().split())
                     if len(w) * 4 < PG_WORD_BYTES or len(w.encode()) < PG_WORD_BYTES)
+
+
+#: Characters of a pair's second word its key holds (:func:`pair_keys`): a query's
+#: last word is looked for from its beginning, so a key cannot hold it whole.
+PAIR_FOLLOWER: Final = 2
+
+
+def pair_key(first: str, follower: str) -> int:
+    """The key of the word ``first`` followed by a word starting with ``follower``
+    (its first :data:`PAIR_FOLLOWER` characters): a CRC-32, as PostgreSQL's
+    ``integer`` (a hash every build and machine gives alike, unlike the server's
+    ``hashtext``)."""
+    return zlib.crc32(f"{first} {follower[:PAIR_FOLLOWER]}".encode()) - 2**31
+
+
+def pair_keys(said: str) -> str:
+    """The keys of each pair of words said one after the other in an entry
+    (:func:`spaced` text), each once, as PostgreSQL's ``integer[]`` literal:
+    its index finds the lines that may say a phrase (:func:`phrase_keys`) without
+    reading each line holding its words (a key may stand for other words too:
+    the lines it finds are checked)."""
+    found = said.lower().split()
+    keys = {pair_key(first, follower) for first, follower in itertools.pairwise(found)}
+    return "{" + ",".join(map(str, keys)) + "}"
+
+
+def phrase_keys(query_words: list[str]) -> list[int]:
+    """The :func:`pair_key` of each pair of ``query_words`` (a phrase, its last
+    word from its beginning) that every line saying it holds: all but a last
+    word shorter than :data:`PAIR_FOLLOWER`."""
+    last = len(query_words) - 1
+    return [pair_key(first, query_words[at + 1])
+            for at, first in enumerate(query_words[:last])
+            if at + 1 < last or len(query_words[last]) >= PAIR_FOLLOWER]
 
 
 def index_rows(rows: Rows) -> list[tuple[Any, int, str]]:
@@ -188,13 +227,22 @@ def insert_postgres(cursor: Any, entries: list[tuple[Any, int, str]], key: str =
     :func:`insert_sqlite`'s) to PostgreSQL's ``event_search`` (a ``tsvector`` a line,
     under a GIN index), in one statement, each entry's words once
     (:func:`postgres_words`: the index took the tools shape's entries in about a
-    third less time).  The words go in as they are (``array_to_tsvector``), not
-    through PostgreSQL's parser, so they are SQLite's; the vectors hold no
-    positions: a phrase's lines are read (:mod:`.search`)."""
-    kind = "int" if key == KEY else "varchar"
+    third less time), with the keys of its pairs of words (:func:`pair_keys`,
+    migration 0023_pairs).  The words go in as they are (``array_to_tsvector``),
+    not through PostgreSQL's parser, so they are SQLite's; the vectors hold no
+    positions: a phrase's lines are found by its pairs' keys and read
+    (:mod:`.search`)."""
+    if key != KEY:  # a migration before 0020_recnum: no pairs yet (0023_pairs)
+        cursor.execute(
+            f"INSERT INTO event_search ({key}, seq, terms) "
+            "SELECT r, s, array_to_tsvector(string_to_array(w, ' ')) "
+            "FROM unnest(%s::varchar[], %s::int[], %s::text[]) AS u(r, s, w)",
+            ([e[0] for e in entries], [e[1] for e in entries],
+             [postgres_words(e[2]) for e in entries]))
+        return
     cursor.execute(
-        f"INSERT INTO event_search ({key}, seq, terms) "
-        "SELECT r, s, array_to_tsvector(string_to_array(w, ' ')) "
-        f"FROM unnest(%s::{kind}[], %s::int[], %s::text[]) AS u(r, s, w)",
+        "INSERT INTO event_search (rec, seq, terms, pairs) "
+        "SELECT r, s, array_to_tsvector(string_to_array(w, ' ')), CAST(p AS integer[]) "
+        "FROM unnest(%s::int[], %s::int[], %s::text[], %s::text[]) AS u(r, s, w, p)",
         ([e[0] for e in entries], [e[1] for e in entries],
-         [postgres_words(e[2]) for e in entries]))
+         [postgres_words(e[2]) for e in entries], [pair_keys(e[2]) for e in entries]))
