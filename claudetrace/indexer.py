@@ -286,6 +286,12 @@ class Indexer:
         """Store the last partial lines, the summary and the exit (if recorded)."""
         for rest in self._lines.rests():
             self._add([rest], len(rest.data))
+        if self._pending:
+            # The last lines go first, with their counts alone: a writer
+            # process stores them while the figures the last batch carries are
+            # added up over every call and tool of the session (a burst's end
+            # waited for both in turn: 10k tool calls, 0.07 s of figures).
+            self.flush(counts_only=True)
         self.flush(final=True)
         for sink in list(self.sinks):
             try:
@@ -319,8 +325,10 @@ class Indexer:
         except ClaudeTraceError as exc:
             _say(f"cannot store the telemetry warnings ({exc})")
 
-    def flush(self, *, final: bool = False) -> None:
+    def flush(self, *, final: bool = False, counts_only: bool = False) -> None:
         """Write pending events; while the store fails, retry with backoff.
+        ``counts_only``: the batch carries the event and byte counts, not the
+        summary figures, even when they are due.
 
         While the proxy runs there is no deadline (the capture file holds
         everything meanwhile); once it has gone, :class:`GaveUp` after
@@ -330,20 +338,22 @@ class Indexer:
             self.report.store_error = _one_line(exc)
 
         try:
-            _retry(lambda: self._write(final=final), Exception, failed,
+            _retry(lambda: self._write(final=final, counts_only=counts_only), Exception, failed,
                    self._writer_gone, self._give_up_s)
         except Exception as exc:
             raise GaveUp(self.report.store_error, transient=is_transient(exc)) from None
         self.report.store_error = None
 
-    def _summary(self, *, final: bool, priced: bool, rewrite: bool) -> dict[str, object]:
+    def _summary(self, *, final: bool, priced: bool, rewrite: bool,
+                 counts_only: bool = False) -> dict[str, object]:
         """The summary columns to store with a batch: all of them with the last
         batch, when a turn ended (``rewrite``: its calls' usage rows go with them)
-        or when due (:data:`SUMMARY_SHARE`), else the event and byte counts."""
+        or when due (:data:`SUMMARY_SHARE`), else (and with ``counts_only``) the
+        event and byte counts."""
         session = self.session
         start = time.monotonic()
-        if not (final or rewrite) and (
-                start - self._summary_at < self._summary_cost / SUMMARY_SHARE):
+        if counts_only or (not (final or rewrite) and (
+                start - self._summary_at < self._summary_cost / SUMMARY_SHARE)):
             return {"event_count": session.event_count, "byte_count": session.byte_count}
         # A turn still under way waits for its result (its calls have no cost yet:
         # pricing them would load the table in every indexer).
@@ -354,7 +364,7 @@ class Indexer:
         self._summary_cost = self._summary_at - start
         return columns
 
-    def _write(self, *, final: bool) -> None:
+    def _write(self, *, final: bool, counts_only: bool = False) -> None:
         store = self.store
         if not self._created:
             store.create_recording(self.info)
@@ -370,8 +380,9 @@ class Indexer:
             # The calls' usage rows are written again when a turn ended (or the
             # session did): not after every batch of a long turn's lines.
             priced = final or results > 0
-            rewrite = priced and (final or results != self._usage_results)
-            updates.update(self._summary(final=final, priced=priced, rewrite=rewrite))
+            rewrite = priced and (final or results != self._usage_results) and not counts_only
+            updates.update(self._summary(final=final, priced=priced, rewrite=rewrite,
+                                         counts_only=counts_only))
             updates.update(
                 cli_session_id=self.info.cli_session_id,
                 claude_code_version=self.info.claude_code_version,

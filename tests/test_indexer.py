@@ -646,6 +646,41 @@ def test_a_gap_never_glues_two_lines(lost: bytes, stored: list[bytes], lost_byte
     assert indexer.report.lost_bytes == lost_bytes
 
 
+class BatchStore(FakeStore):
+    """A :class:`FakeStore` that also keeps each batch's lines apart."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[list[bytes]] = []
+
+    def write_batch(
+        self, recording_id: str, events: Sequence[Event], updates: dict[str, Any] | None = None
+    ) -> None:
+        super().write_batch(recording_id, events, updates)
+        self.batches.append([event.data for event in events])
+
+
+def test_the_last_lines_go_before_the_figures_of_the_whole_session() -> None:
+    # A writer process stores the last lines while the last batch's figures
+    # (every call and tool added up, priced) are made: they go in two batches,
+    # the lines with their counts, then the figures and the exit.
+    store = BatchStore()
+    indexer = ix.Indexer(new_info(), store)
+    lines = [json.dumps({"type": "assistant", "message": {
+        "id": f"msg_{i}", "role": "assistant", "model": "m", "content": [],
+        "usage": {"input_tokens": i, "output_tokens": 2}}}).encode() for i in range(1, 4)]
+    for record in records(*((cap.KIND_CODE["out"], line + b"\n") for line in lines),
+                          (cap.END, b'{"exit_code": 0}')):
+        indexer.feed(record)
+    indexer.finish()
+    assert store.batches[-2:] == [lines, []]
+    lines_batch, last = store.updates[-2:]
+    assert lines_batch["event_count"] == 3 and "input_tokens" not in lines_batch
+    assert "ended_ns" not in lines_batch and "usage_calls" not in lines_batch
+    assert last["event_count"] == 3 and last["input_tokens"] == 6 and last["exit_code"] == 0
+    assert [row[0] for row in last["usage_calls"]] == ["msg_1", "msg_2", "msg_3"]
+
+
 def test_a_batch_carries_its_counts_and_the_summary_figures_when_due(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -131,6 +131,35 @@ def test_a_recording_is_stored_as_the_store_stores_it(tmp_path: Path, sample: st
 
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="Connection.setlimit is Python 3.11's")
+def test_a_recordings_first_calls_replace_none_and_later_ones_replace_theirs(
+        tmp_path: Path, empty_db: Path) -> None:
+    """A burst's calls are all written with its last batch: no call of them is
+    looked for to be deleted first, as every later write of them is."""
+    path = tmp_path / "usage.db"
+    shutil.copyfile(empty_db, path)
+    writes = sqlite_writes.SqliteWrites(path)
+    deletes: list[str] = []
+    writes._conn.set_trace_callback(
+        lambda sql: deletes.append(sql) if sql.startswith("DELETE FROM usage_calls") else None)
+    info = RecordingInfo.start(["claude"])
+    writes.create_recording(info)
+
+    def calls(output: int) -> dict[str, Any]:
+        return {"usage_calls": [(f"msg_{i}", 10 + i, "m", 1, output, 0, 0, 0.5, "estimate")
+                                for i in range(3)]}
+
+    writes.write_rows(info.id, [], [], calls(2))
+    assert deletes == []
+    writes.write_rows(info.id, [], [], calls(7))
+    assert len(deletes) == 1
+    writes.close()
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("SELECT call_id, output_tokens FROM usage_calls ORDER BY 1"
+                            ).fetchall() == [("msg_0", 7), ("msg_1", 7), ("msg_2", 7)]
+        assert conn.execute("SELECT calls, output_tokens FROM usage_models").fetchall() == [
+            (3, 21)]
+
+
 def test_a_connection_taking_fewer_parameters_gets_fewer_rows_a_statement(
     tmp_path: Path, empty_db: Path,
 ) -> None:

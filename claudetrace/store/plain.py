@@ -202,7 +202,12 @@ class PlainWrites:
         if self._dialect == "postgresql":
             cursor.execute(USAGE_LOCK)
         rows = usage_call_rows(recording_id, calls, elsewhere)
-        for chunk in chunks([row[1] for row in rows]):
+        # A recording's first calls (a burst's, all at its end) replace none:
+        # one look at its key, not one a call.
+        cursor.execute(f"SELECT 1 FROM usage_calls WHERE recording_id = {mark} LIMIT 1",
+                       [recording_id])
+        stored = cursor.fetchone() is not None
+        for chunk in chunks([row[1] for row in rows] if stored else []):
             cursor.execute(f"DELETE FROM usage_calls WHERE recording_id = {mark} AND call_id IN "
                            f"({', '.join([mark] * len(chunk))})", [recording_id, *chunk])
         if rows:
