@@ -464,3 +464,33 @@ def test_find_in_a_session_counts_marks_and_keeps_the_text_in_the_url(
     at.text_input(key="find_box").input("t*").run()
     assert any(c.value == "Find “t\\*”: no match" for c in at.caption)
     assert at.query_params["find"] == "t*"
+
+
+def test_every_running_row_of_the_list_says_its_state_and_figures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import time
+
+    from claudetrace.cassette import read_cassette
+    from claudetrace.indexer import open_settled_store
+    from claudetrace.recording import RecordingInfo
+
+    store = open_settled_store(str(tmp_path / "running.db"))
+    plain = read_cassette(Path(__file__).parent / "fixtures" / "cassettes" / "plain.ndjson")
+    answered = next(i for i, e in enumerate(plain.events) if b'"type":"assistant"' in e.data)
+    for n in range(30):  # more than a list used to work out (the first 20)
+        info = RecordingInfo.start(["claude"], name=f"running-{n}")
+        info.pid = os.getpid()
+        store.create_recording(info)
+        store.write_batch(info.id, plain.events[: answered + 1],
+                          {"last_seen_ns": time.time_ns() + 3_600_000_000_000})
+    store.close()
+    monkeypatch.setenv("CLAUDETRACE_DB", str(tmp_path / "running.db"))
+    at = run(AppTest.from_file(APP, default_timeout=60))
+    table = at.dataframe(key="sessions_table").value
+    assert len(table) == 30
+    for now, cost, turns, tokens in zip(table["now"], table["cost"], table["turns"],
+                                        table["tokens"], strict=True):
+        assert now.startswith("thinking · last event ")
+        assert cost.strip() == "$0.00048" and turns == 1 and tokens == 161

@@ -728,6 +728,41 @@ def conversation_events(
         ]
 
 
+def events_since(store: Store, starts: Mapping[str, int], *, chunk: int = 20_000
+                 ) -> dict[str, list[Event]]:
+    """The lines of several recordings stored from a line of each on (``starts``:
+    recording id → first line wanted), in sequence order: what the session list
+    feeds the folds of its running sessions, in one statement for all of them (a
+    page of ``chunk`` lines at a time), not one per session."""
+    wanted = dict(starts)
+    out: dict[str, list[Event]] = {rid: [] for rid in wanted}
+    if not wanted:
+        return out
+    unpack = store.unpacker()
+    with _guard("read events"), store.engine.connect() as conn:
+        while wanted:
+            rows = conn.execute(
+                select(_R.id, _E.seq, _E.direction, _E.t_ns, _E.data, _E.eol, _E.wall_ns,
+                       _E.codec)
+                .join(Recording.__table__, _R.num == _E.rec)
+                .where(or_(*(and_(_E.rec == number_of(rid), _E.seq >= seq)
+                             for rid, seq in wanted.items())))
+                .order_by(_E.rec, _E.seq)
+                .limit(chunk)
+            ).all()
+            for rid, seq, direction, t_ns, data, eol, wall_ns, codec in rows:
+                out[rid].append(Event(seq, direction, t_ns, unpack(data, codec), eol, wall_ns))
+            if len(rows) < chunk:
+                break
+            # A full page: the recordings before the last one read are done; the
+            # last one goes on after its last line read.
+            last = rows[-1]
+            done = {r[0] for r in rows} - {last[0]}
+            wanted = {rid: seq for rid, seq in wanted.items() if rid not in done}
+            wanted[last[0]] = last[1] + 1
+    return out
+
+
 def control_events(store: Store, recording_id: str) -> list[Event]:
     """The control lines of a recording (through the ``(rec, type)`` index, ``rec``
     the recording's number: :mod:`.keys`)."""

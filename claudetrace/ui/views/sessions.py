@@ -27,8 +27,6 @@ from claudetrace.usage import costed
 
 #: Rows per page of the session table.
 PAGE_SIZE = 500
-#: Running sessions of a page whose liveness is worked out (each is folded).
-LIVE_ROWS = 20
 
 
 def page() -> None:
@@ -235,22 +233,21 @@ def _page_rows(db: Store, filters: Filters, page_no: int
     shown = [session_row(r) for r in recordings]
     prompts = queries.first_prompts(db, [row["id"] for row in shown])
     links = listed_links(db, [r.id for r in recordings])
-    by_id = {r.id: r for r in recordings}
-    running = 0
-    for row in shown:
+    # Every running row says what it is doing and its figures so far, as its
+    # page's header says them (not the summary columns, written at its end):
+    # their folds fed in one query.
+    running = [r for r, row in zip(recordings, shown, strict=True) if row["status"] == "running"]
+    folds = common.folded_many(db, running)
+    for rec, row in zip(recordings, shown, strict=True):
         row["open"] = f"?session={row['id']}"
         row["first prompt"] = visible_text(prompts.get(row["id"], ""))
         if row["id"] in links:
             row["links"] = visible_text(outline.link_summary(links[row["id"]]))
-        if row["status"] == "running" and running < LIVE_ROWS:
-            running += 1
-            rec = by_id[row["id"]]
-            session = common.folded(db, rec).session
+        if row["id"] in folds:
+            session = folds[row["id"]].session
             head = present.header(rec, session)
             if head.liveness is not None:
                 row["now"] = f"{head.liveness.state} · last event {head.last_event}"
-            # Its figures and cost so far, as its page's header says them (not the
-            # summary columns, written at its end).
             now = session_row(present.live(rec, session))
             row.update({key: now[key] for key in _LIVE_COLUMNS})
     table, coloured = _coloured(shown)
