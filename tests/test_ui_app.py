@@ -10,6 +10,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import claudetrace.ui
+from claudetrace.cassette import read_cassette
+from claudetrace.indexer import open_settled_store
+from tests.test_ui_queries import store_running
 
 APP = str(Path(claudetrace.ui.__file__).with_name("app.py"))
 
@@ -466,25 +469,19 @@ def test_find_in_a_session_counts_marks_and_keeps_the_text_in_the_url(
     assert at.query_params["find"] == "t*"
 
 
+CASSETTES = Path(__file__).parent / "fixtures" / "cassettes"
+_PLAIN = read_cassette(CASSETTES / "plain.ndjson").events
+#: ``plain``'s lines up to its answer: a session whose turn is under way.
+PLAIN_ANSWERED = _PLAIN[: next(i for i, e in enumerate(_PLAIN) if b'"type":"assistant"' in e.data)
+                        + 1]
+
+
 def test_every_running_row_of_the_list_says_its_state_and_figures(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import os
-    import time
-
-    from claudetrace.cassette import read_cassette
-    from claudetrace.indexer import open_settled_store
-    from claudetrace.recording import RecordingInfo
-
     store = open_settled_store(str(tmp_path / "running.db"))
-    plain = read_cassette(Path(__file__).parent / "fixtures" / "cassettes" / "plain.ndjson")
-    answered = next(i for i, e in enumerate(plain.events) if b'"type":"assistant"' in e.data)
     for n in range(30):  # more than a list used to work out (the first 20)
-        info = RecordingInfo.start(["claude"], name=f"running-{n}")
-        info.pid = os.getpid()
-        store.create_recording(info)
-        store.write_batch(info.id, plain.events[: answered + 1],
-                          {"last_seen_ns": time.time_ns() + 3_600_000_000_000})
+        store_running(store, f"running-{n}", PLAIN_ANSWERED)
     store.close()
     monkeypatch.setenv("CLAUDETRACE_DB", str(tmp_path / "running.db"))
     at = run(AppTest.from_file(APP, default_timeout=60))
@@ -494,3 +491,22 @@ def test_every_running_row_of_the_list_says_its_state_and_figures(
                                         table["tokens"], strict=True):
         assert now.startswith("thinking · last event ")
         assert cost.strip() == "$0.00048" and turns == 1 and tokens == 161
+
+
+def test_the_diff_page_says_a_running_sessions_figures_as_its_page_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = open_settled_store(str(tmp_path / "diff.db"))
+    done = store.import_cassette(read_cassette(CASSETTES / "plain.ndjson"), name="done")
+    running = store_running(store, "running", PLAIN_ANSWERED)
+    store.close()
+    monkeypatch.setenv("CLAUDETRACE_DB", str(tmp_path / "diff.db"))
+    page = run(AppTest.from_file(APP, default_timeout=60), session=running, live="")
+    assert metrics(page)["Cost (estimate)"] == "$0.00048"
+    at = run(AppTest.from_file(APP, default_timeout=60), diff=f"{done},{running}")
+    cost = next(m for m in at.metric if m.label == "Cost A → B")
+    # Its calls so far, as its page says them (was "not yet reported", no difference).
+    assert (cost.value, cost.delta) == ("$0.00048 (estimate)", "-$0.00048")
+    row = at.dataframe[0].value.iloc[0]
+    assert (row["cost A"], row["cost B"], row["Δ cost"]) == ("$0.00096", "$0.00048", "-$0.00048")
+    assert "no result · $0.00048 · —" in all_text(at)

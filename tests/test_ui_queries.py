@@ -280,7 +280,9 @@ def test_the_total_cost_tile_is_the_sum_of_the_costs_shown(tmp_path) -> None:
         store.close()
 
 
-def _running(store: Store, name: str, events: list) -> str:
+def store_running(store: Store, name: str, events: list) -> str:
+    """A recording of ``events`` that counts as running (its proxy's pid is ours,
+    its heartbeat an hour ahead); its id."""
     import os
     import time
 
@@ -311,7 +313,7 @@ def test_the_new_lines_of_many_running_sessions_are_read_in_one_statement(
         url = fresh_database(request.getfixturevalue("pg_server"), "m_ui_running_lines")
     store = open_settled_store(url)
     plain = read_cassette(Path(__file__).parent / "fixtures" / "cassettes" / "plain.ndjson")
-    ids = [_running(store, f"r{n}", plain.events[: 2 + n % 5]) for n in range(30)]
+    ids = [store_running(store, f"r{n}", plain.events[: 2 + n % 5]) for n in range(30)]
     statements: list[str] = []
     event.listen(store.engine, "before_cursor_execute",
                  lambda *args: statements.append(args[2]))

@@ -577,6 +577,8 @@ class Header:
     usage: Usage = field(default_factory=Usage)
     model_calls: int = 0
     bytes: int = 0
+    #: What :attr:`duration` says, in ns (None: not known).
+    duration_ns: int | None = None
 
 
 def cost_text(rec: Any, digits: int = 4, *, cell: bool = False) -> str:
@@ -670,14 +672,14 @@ def header(rec: Any, session: Session | None = None) -> Header:
     last_ns = live_state.last_event_ns if live_state is not None else None
     cli = rec.claude_code_version or ("not yet" if running else "—")
     shown = live(rec, session)
+    took = rec.duration_ns if rec.duration_ns is not None else last_ns
     return Header(
         status=rec.status,
         liveness=live_state,
         started=moment(rec.started_ns),
         last_event=clock(rec.started_ns, last_ns) + f" UTC ({offset(last_ns)})"
         if last_ns is not None else "—",
-        duration=duration(rec.duration_ns) if rec.duration_ns is not None else (
-            duration(last_ns) if last_ns is not None else "—"),
+        duration=duration(took) if took is not None else "—",
         cost=cost_text(shown),
         cli=cli,
         exit=exit_text(rec),
@@ -690,6 +692,7 @@ def header(rec: Any, session: Session | None = None) -> Header:
                     shown.cache_read_tokens or 0, shown.cache_creation_tokens or 0),
         model_calls=shown.model_calls or 0,
         bytes=shown.byte_count or 0,
+        duration_ns=took,
     )
 
 
