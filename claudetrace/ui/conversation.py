@@ -25,7 +25,7 @@ from ..model import ControlRoundTrip, Session, Turn
 from ..model import ToolCall as ModelToolCall
 from ..model.content import content_text, message_blocks
 from ..model.events import Event
-from ..model.protocol import message_error, result_text
+from ..model.protocol import api_error_status, is_synthetic, message_error, result_text
 from ..transcript import line_label, marker_text
 
 ItemKind = Literal[
@@ -152,7 +152,8 @@ class Item:
     turn: Turn | None = None
     #: The model call (API message id) an assistant, thinking or tool item is part of.
     call_id: str | None = None
-    #: What a user item is when it is no plain prompt (``steering``, ``teammate message``…).
+    #: What a user item is when it is no plain prompt (``steering``, ``teammate message``…),
+    #: an error item an API error Claude Code gave up on (:data:`API_ERROR`).
     label: str | None = None
     #: Part of a branch the user rewound (a later ``rewind`` item says so).
     abandoned: bool = False
@@ -284,10 +285,18 @@ class _Builder:
 
     def assistant(self, ev: Event) -> None:
         error = message_error(ev)
+        message = (ev.message or {}).get("message")
+        synthetic = is_synthetic(message)
+        if synthetic and error:
+            # The API error Claude Code gave up on, written as a message of its
+            # own: an error, said once with its text, not a model's answer.
+            said = content_text(message.get("content")) if isinstance(message, dict) else ""
+            self.add(ev, "error", f"API error {api_error_status(ev) or error}: {said}",
+                     is_error=True, label=API_ERROR)
+            return
         if error:
             self.add(ev, "error", f"assistant error: {error}", is_error=True)
-        message = (ev.message or {}).get("message")
-        call_id = message.get("id") if isinstance(message, dict) else None
+        call_id = message.get("id") if isinstance(message, dict) and not synthetic else None
         call_id = call_id if isinstance(call_id, str) else None
         for block in message_blocks(ev):
             if block.kind == "text":
@@ -415,6 +424,10 @@ class _Builder:
         else:
             said = marker_text(msg)  # compaction, rewind
             self.add(ev, "system", said or f"{subtype}: {_compact(rest)}", data=rest)
+
+
+#: The label of an API error Claude Code gave up on and wrote as its own message.
+API_ERROR = "API error"
 
 
 def _compact(value: Any, limit: int = 300) -> str:

@@ -237,7 +237,7 @@ def call_figures(session: Session, *, estimate: bool = True,
 class TraceNode:
     """One node of the span tree (times are ns offsets from the recording's start)."""
 
-    kind: str  # agent, turn, model, tool, subagent
+    kind: str  # agent, turn, model, tool, subagent, error (an API error)
     label: str
     start_ns: int
     end_ns: int | None
@@ -324,6 +324,11 @@ def _lane_nodes(index: _Index, lane: str | None, turn: int) -> list[TraceNode]:
             timed.append((call.start_ns, 0, _call_node(index.figures[call.id])))
     for tool in index.tools.get((lane, turn), ()):
         timed.append((tool.start_ns, 1, _tool_node(index, tool)))
+    for error in index.session.api_errors:
+        if error.lane == lane and error.turn == turn:
+            # Claude Code's own stand-in for an answer: an error, not a model call.
+            timed.append((error.t_ns, 0, TraceNode("error", error.label, error.t_ns,
+                                                   error.t_ns, "error", detail=error.text)))
     timed.sort(key=lambda entry: (entry[0], entry[1]))
     return [node for _, _, node in timed]
 

@@ -255,7 +255,7 @@ text-align:left;white-space:nowrap}
 .ct-trace .kind{font-size:11px;padding:0 5px;border-radius:6px;margin-right:4px;color:#fff}
 .ct-trace .k-agent{background:#7f7f7f}.ct-trace .k-turn{background:#1f77b4}
 .ct-trace .k-model{background:#9467bd}.ct-trace .k-tool{background:#2ca02c}
-.ct-trace .k-subagent{background:#17becf}
+.ct-trace .k-subagent{background:#17becf}.ct-trace .k-error{background:#c62828}
 .ct-trace tr.s-error td{color:#c62828}.ct-trace tr.s-error .kind{background:#c62828}
 .ct-trace .track{position:relative;width:180px;height:10px;background:rgba(128,128,128,.15)}
 .ct-trace .bar{position:absolute;top:0;height:10px;min-width:2px;background:#1f77b4}
