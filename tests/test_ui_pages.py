@@ -88,6 +88,16 @@ def test_an_api_error_is_an_error_in_red_not_a_model_call(
     page.screenshot(path=str(tmp_path / "api-error-trace.png"), full_page=True)
 
 
+def test_an_imported_transcript_says_its_session_started_once(
+    server: str, page: Any, sessions: dict[str, str], tmp_path: Path
+) -> None:
+    page.goto(f"{server}/?session={sessions['imported']}")
+    expect(page.get_by_text("Bye.", exact=True).first).to_be_visible(timeout=TIMEOUT)
+    expect(page.get_by_text(re.compile(r"session started · model claude-opus-4-5-20251101"))
+           ).to_have_count(1)
+    page.screenshot(path=str(tmp_path / "imported-conversation.png"), full_page=True)
+
+
 def test_the_diff_says_a_running_sessions_cost_so_far(
     server: str, page: Any, sessions: dict[str, str], tmp_path: Path
 ) -> None:

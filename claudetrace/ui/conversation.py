@@ -182,6 +182,8 @@ class _Builder:
         self._controls_seen = 0
         #: Prompt items by their line's uuid (a rewind names the prompts it abandons).
         self.prompts: dict[str, Item] = {}
+        #: The model and CLI version the last ``system/init`` said (None before one).
+        self.started: tuple[Any, Any] | None = None
 
     def trip(self, seq: int) -> ControlRoundTrip | None:
         """The session's control round trip whose request is line ``seq``."""
@@ -397,10 +399,15 @@ class _Builder:
         subtype = ev.subtype or "?"
         rest = {k: v for k, v in msg.items() if k not in ("type", "subtype", "uuid", "session_id")}
         if subtype == "init":
-            text = (
-                f"session started · model {msg.get('model')} · CLI {msg.get('claude_code_version')}"
-            )
-            self.add(ev, "system", text, data=rest)
+            # The CLI says init at each turn's start (an imported transcript's
+            # converter too): the session started once; a later one is shown only
+            # where it says something new (another model, another CLI).
+            model, cli = msg.get("model"), msg.get("claude_code_version")
+            if (model, cli) == self.started:
+                return
+            what = "session started" if self.started is None else "now"
+            self.started = (model, cli)
+            self.add(ev, "system", f"{what} · model {model} · CLI {cli}", data=rest)
         elif subtype == "compact_boundary":
             meta = msg.get("compactMetadata") or msg.get("compact_metadata")
             meta = meta if isinstance(meta, dict) else {}
