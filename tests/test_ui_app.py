@@ -510,3 +510,30 @@ def test_the_diff_page_says_a_running_sessions_figures_as_its_page_does(
     row = at.dataframe[0].value.iloc[0]
     assert (row["cost A"], row["cost B"], row["Δ cost"]) == ("$0.00096", "$0.00048", "-$0.00048")
     assert "no result · $0.00048 · —" in all_text(at)
+
+
+def test_the_tiles_are_counted_again_only_when_the_store_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from claudetrace.store import browse
+
+    store = open_settled_store(str(tmp_path / "tiles.db"))
+    store.import_cassette(read_cassette(CASSETTES / "plain.ndjson"), name="one")
+    counted: list[int] = []
+    summary = browse.summary
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        counted.append(1)
+        return summary(*args, **kwargs)
+
+    monkeypatch.setattr(browse, "summary", counting)
+    monkeypatch.setenv("CLAUDETRACE_DB", str(tmp_path / "tiles.db"))
+    at = AppTest.from_file(APP, default_timeout=60)
+    assert metrics(run(at))["Sessions"] == "1"
+    # Again on the same store (a refresh, a new page): the figures as they were.
+    assert metrics(run(at))["Sessions"] == "1"
+    assert len(counted) == 1
+    store.import_cassette(read_cassette(CASSETTES / "hooks.ndjson"), name="two")
+    store.close()
+    assert metrics(run(at))["Sessions"] == "2"
+    assert len(counted) == 2
