@@ -643,3 +643,17 @@ def test_a_call_the_cli_counted_but_never_showed_nests_under_its_own_turn() -> N
     [unseen] = [s for s in spans if s.attributes.get(c.USAGE_SOURCE) == "unobserved"]
     [turn] = named(spans, "turn 1")
     assert unseen.parent_id == turn.span_id
+
+
+def test_an_api_error_the_cli_wrote_as_its_own_message_is_no_chat_span() -> None:
+    # Model "<synthetic>", zero usage: no API message, so no `chat` span; the turn
+    # fails with the error, and the line is a span event (of the root here: with
+    # no prompt line on stdin, `claude -p`, the turn's span begins at its result).
+    cassette = read_cassette(FIXTURES / "api_error" / "overloaded.ndjson")
+    info = RecordingInfo(id="01OVERLOADED", argv=cassette.argv, started_ns=START,
+                         ended_ns=START + 7_000_000_000, exit_code=1)
+    spans = build_spans(info, cassette.events)
+    assert not [s for s in spans if s.name.startswith("chat")]
+    (turn,) = named(spans, "turn 1")
+    assert turn.status == "error"
+    assert "assistant" in [e.name for span in spans for e in span.events]

@@ -10,6 +10,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import claudetrace.ui
+from claudetrace.cassette import read_cassette
+from claudetrace.indexer import open_settled_store
+from tests.test_ui_queries import store_running
 
 APP = str(Path(claudetrace.ui.__file__).with_name("app.py"))
 
@@ -464,3 +467,73 @@ def test_find_in_a_session_counts_marks_and_keeps_the_text_in_the_url(
     at.text_input(key="find_box").input("t*").run()
     assert any(c.value == "Find “t\\*”: no match" for c in at.caption)
     assert at.query_params["find"] == "t*"
+
+
+CASSETTES = Path(__file__).parent / "fixtures" / "cassettes"
+_PLAIN = read_cassette(CASSETTES / "plain.ndjson").events
+#: ``plain``'s lines up to its answer: a session whose turn is under way.
+PLAIN_ANSWERED = _PLAIN[: next(i for i, e in enumerate(_PLAIN) if b'"type":"assistant"' in e.data)
+                        + 1]
+
+
+def test_every_running_row_of_the_list_says_its_state_and_figures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = open_settled_store(str(tmp_path / "running.db"))
+    for n in range(30):  # more than a list used to work out (the first 20)
+        store_running(store, f"running-{n}", PLAIN_ANSWERED)
+    store.close()
+    monkeypatch.setenv("CLAUDETRACE_DB", str(tmp_path / "running.db"))
+    at = run(AppTest.from_file(APP, default_timeout=60))
+    table = at.dataframe(key="sessions_table").value
+    assert len(table) == 30
+    for now, cost, turns, tokens in zip(table["now"], table["cost"], table["turns"],
+                                        table["tokens"], strict=True):
+        assert now.startswith("thinking · last event ")
+        assert cost.strip() == "$0.00048" and turns == 1 and tokens == 161
+
+
+def test_the_diff_page_says_a_running_sessions_figures_as_its_page_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = open_settled_store(str(tmp_path / "diff.db"))
+    done = store.import_cassette(read_cassette(CASSETTES / "plain.ndjson"), name="done")
+    running = store_running(store, "running", PLAIN_ANSWERED)
+    store.close()
+    monkeypatch.setenv("CLAUDETRACE_DB", str(tmp_path / "diff.db"))
+    page = run(AppTest.from_file(APP, default_timeout=60), session=running, live="")
+    assert metrics(page)["Cost (estimate)"] == "$0.00048"
+    at = run(AppTest.from_file(APP, default_timeout=60), diff=f"{done},{running}")
+    cost = next(m for m in at.metric if m.label == "Cost A → B")
+    # Its calls so far, as its page says them (was "not yet reported", no difference).
+    assert (cost.value, cost.delta) == ("$0.00048 (estimate)", "-$0.00048")
+    row = at.dataframe[0].value.iloc[0]
+    assert (row["cost A"], row["cost B"], row["Δ cost"]) == ("$0.00096", "$0.00048", "-$0.00048")
+    assert "no result · $0.00048 · —" in all_text(at)
+
+
+def test_the_tiles_are_counted_again_only_when_the_store_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from claudetrace.store import browse
+
+    store = open_settled_store(str(tmp_path / "tiles.db"))
+    store.import_cassette(read_cassette(CASSETTES / "plain.ndjson"), name="one")
+    counted: list[int] = []
+    summary = browse.summary
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        counted.append(1)
+        return summary(*args, **kwargs)
+
+    monkeypatch.setattr(browse, "summary", counting)
+    monkeypatch.setenv("CLAUDETRACE_DB", str(tmp_path / "tiles.db"))
+    at = AppTest.from_file(APP, default_timeout=60)
+    assert metrics(run(at))["Sessions"] == "1"
+    # Again on the same store (a refresh, a new page): the figures as they were.
+    assert metrics(run(at))["Sessions"] == "1"
+    assert len(counted) == 1
+    store.import_cassette(read_cassette(CASSETTES / "hooks.ndjson"), name="two")
+    store.close()
+    assert metrics(run(at))["Sessions"] == "2"
+    assert len(counted) == 2

@@ -345,3 +345,23 @@ def test_a_transcript_s_commands_and_teammate_messages_read_without_their_markup
     assert user_line("command", "/compact by hand") == ("/compact by hand", "command")
     assert user_line("teammate", "from alice: ship it") == (
         "from alice: ship it", "teammate message")
+
+
+def test_the_session_starts_once_though_each_turn_says_init() -> None:
+    # The CLI writes system/init at each turn's start, and an imported transcript's
+    # converter does too: the conversation said "session started" before each.
+    from claudetrace.formats.claude_code import read_transcript
+
+    transcript = (Path(__file__).parent / "fixtures" / "transcripts" / "projects"
+                  / "-home-dev-dmg" / "deadbeef-4444-4555-8666-777788889999.jsonl")
+    events = read_transcript(transcript).events
+    items = build_conversation(events, fold(events))
+    assert [i.kind for i in items].count("user") == 2
+    assert [i.text for i in items if " · CLI " in i.text] == [
+        "session started · model claude-opus-4-5-20251101 · CLI 2.1.12"]
+    assert [i.text for i in conversation("multi_turn") if " · CLI " in i.text] == [
+        "session started · model claude-opus-5-5 · CLI 2.1.330"]
+    # Another model after set_model is said, once.
+    said = [i.text for i in conversation("set_model_and_mode") if " · CLI " in i.text]
+    assert said == ["session started · model claude-opus-5-5 · CLI 2.1.330",
+                    "now · model claude-sonnet-5 · CLI 2.1.330"]

@@ -67,3 +67,22 @@ def test_a_cost_not_reported_is_unknown_never_zero() -> None:
     missing = align(turns("plain"), turns("multi_turn"))[1].as_dict()
     assert (missing["cost A"], missing["Δ cost"], missing["time A"]) == ("—", "—", "—")
     assert missing["cost B"].startswith("$")
+
+
+def test_a_turn_whose_result_names_no_cost_costs_what_its_calls_cost() -> None:
+    # An imported transcript's results name no cost: the session page says its
+    # turns' calls priced (an estimate); the diff said "unknown".
+    import json
+
+    from claudetrace.model.events import Event
+
+    events = []
+    for e in read_cassette(CASSETTES / "plain.ndjson").events:
+        line = json.loads(e.data)
+        if line.get("type") == "result":
+            line.pop("total_cost_usd", None)
+            line.pop("modelUsage", None)
+        events.append(Event(e.seq, e.direction, e.t_ns, json.dumps(line).encode()))
+    (turn,) = turn_summaries(events)
+    assert turn.cost_usd == pytest.approx(0.00096)  # the price table's, as the CLI's
+    assert align([turn], [turn])[0].as_dict()["cost A"] == "$0.00096"

@@ -323,3 +323,31 @@ def test_a_running_session_s_header_counts_what_its_fold_holds() -> None:
     head = header(ended, session)  # an ended session's are its summary columns
     assert (head.turns, head.tool_calls, head.tool_errors, head.usage.total) == (3, 2, 1, 11)
     assert head.lines == 6
+
+
+def test_an_api_error_the_cli_gave_up_on_is_an_error_not_a_model_call() -> None:
+    # The real CLI against an API answering 529 (no retries): it writes the error
+    # as an assistant message of its own, model "<synthetic>", zero usage.
+    from claudetrace.model.summary import model_figures, summary_columns, usage_rows
+    from claudetrace.ui.conversation import build_conversation
+
+    events = read_cassette(FIXTURES.parent / "api_error" / "overloaded.ndjson").events
+    session = fold(events)
+    assert session.calls == {} and summary_columns(session)["model_calls"] == 0
+    # Nor a call of a model "<synthetic>" in the figures /metrics and usage read.
+    assert model_figures(session)["claude-opus-5-5"]["calls"] == 0
+    assert list(model_figures(session)) == ["claude-opus-5-5"] and usage_rows(session, 0) == []
+    (error,) = session.api_errors
+    assert error.label == "API error 529 overloaded_error"
+    assert error.text.startswith("API Error: 529 Overloaded.")
+    assert session.turns[0].failed and session.is_error
+    tree = trace_tree(session, end_ns=10**10, status="error")
+    assert [(d, n.kind, n.label, n.status) for d, n in walk(tree)] == [
+        (0, "agent", "claude-code", "error"), (1, "turn", "turn 1", "error"),
+        (2, "error", "API error 529 overloaded_error", "error")]
+    node = tree.children[0].children[0]
+    assert node.detail.startswith("API Error: 529 Overloaded.") and node.cost_usd is None
+    assert call_figures(session) == {}
+    said = [(i.kind, i.is_error, i.text[:40]) for i in build_conversation(events, session)
+            if i.kind in ("assistant", "error")]
+    assert said == [("error", True, "API error 529 overloaded_error: API Erro")]

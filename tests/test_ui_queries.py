@@ -278,3 +278,53 @@ def test_the_total_cost_tile_is_the_sum_of_the_costs_shown(tmp_path) -> None:
         check_tile_cost(store)
     finally:
         store.close()
+
+
+def store_running(store: Store, name: str, events: list) -> str:
+    """A recording of ``events`` that counts as running (its proxy's pid is ours,
+    its heartbeat an hour ahead); its id."""
+    import os
+    import time
+
+    from claudetrace.recording import RecordingInfo
+
+    info = RecordingInfo.start(["claude", "--output-format", "stream-json"], name=name)
+    info.pid = os.getpid()  # a live pid on this host: the recording counts as running
+    store.create_recording(info)
+    store.write_batch(info.id, events, {"last_seen_ns": time.time_ns() + 3_600_000_000_000})
+    return info.id
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_the_new_lines_of_many_running_sessions_are_read_in_one_statement(
+    engine: str, tmp_path, request: pytest.FixtureRequest,
+) -> None:
+    from pathlib import Path
+
+    from sqlalchemy import event
+
+    from claudetrace.cassette import read_cassette
+
+    if engine == "sqlite":
+        url = str(tmp_path / "many.db")
+    else:
+        from tests.test_store_postgres import fresh_database
+
+        url = fresh_database(request.getfixturevalue("pg_server"), "m_ui_running_lines")
+    store = open_settled_store(url)
+    plain = read_cassette(Path(__file__).parent / "fixtures" / "cassettes" / "plain.ndjson")
+    ids = [store_running(store, f"r{n}", plain.events[: 2 + n % 5]) for n in range(30)]
+    statements: list[str] = []
+    event.listen(store.engine, "before_cursor_execute",
+                 lambda *args: statements.append(args[2]))
+    starts = {rid: n % 3 for n, rid in enumerate(ids)}
+    got = queries.events_since(store, starts)
+    assert len(statements) == 1
+    for n, rid in enumerate(ids):
+        assert [e.seq for e in got[rid]] == list(range(n % 3, 2 + n % 5))
+        assert [e.data for e in got[rid]] == [e.data for e in plain.events[n % 3: 2 + n % 5]]
+    # Pages of a few lines: every line once, in order, whatever the page's cut.
+    paged = queries.events_since(store, starts, chunk=7)
+    assert {rid: [e.seq for e in evs] for rid, evs in paged.items()} == {
+        rid: [e.seq for e in evs] for rid, evs in got.items()}
+    store.close()

@@ -126,6 +126,28 @@ class ToolCall:
         return opt_str(self.input.get("subagent_type")) if isinstance(self.input, dict) else None
 
 
+@dataclass(frozen=True, slots=True)
+class ApiError:
+    """An API error Claude Code gave up on and wrote as an assistant message of its
+    own (model ``<synthetic>``): no model call, no tokens."""
+
+    seq: int
+    t_ns: int
+    turn: int
+    lane: str | None
+    #: What the line names: ``server_error``, ``api_error`` (a transcript's mark)…
+    error: str
+    #: ``529 overloaded_error`` (the HTTP status and error type), or ``""``.
+    status: str
+    #: What the CLI said (``API Error: 529 Overloaded. …``).
+    text: str
+
+    @property
+    def label(self) -> str:
+        """``API error 529 overloaded_error``."""
+        return f"API error {self.status or self.error}"
+
+
 @dataclass(slots=True, eq=False)
 class ModelCall:
     """One API message (``message_start``…``message_stop`` or assistant lines of one id)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from .content import THINKING_TYPES, message_blocks
 from .events import TOOL_USE_TYPES, Event, is_tool_result_type, said_parts
@@ -116,6 +116,30 @@ def message_id(event: Event) -> str | None:
     """The API message id of an ``assistant`` line (its ``message.id``)."""
     message = (event.message or {}).get("message")
     return opt_str(message.get("id")) if isinstance(message, dict) else None
+
+
+#: The model Claude Code names on the assistant messages it writes itself rather
+#: than the API's: the API error it gave up on (``API Error: 529 Overloaded…``,
+#: marked ``error`` in stream-json, ``isApiErrorMessage`` in a transcript), a
+#: request it cut short; zero usage, no API message.  Not a model call (ccusage
+#: skips them too).
+SYNTHETIC_MODEL: Final = "<synthetic>"
+
+
+def is_synthetic(message: Any) -> bool:
+    """Whether an assistant line's ``message`` is one Claude Code wrote itself
+    (:data:`SYNTHETIC_MODEL`), not a model's answer."""
+    return isinstance(message, dict) and message.get("model") == SYNTHETIC_MODEL
+
+
+def api_error_status(event: Event) -> str:
+    """``529 overloaded_error``: the HTTP status and error type an API-error line
+    names (stream-json's ``api_error_status``, a transcript's ``apiErrorStatus``),
+    or ``""``."""
+    obj = event.message or {}
+    status = obj.get("api_error_status", obj.get("apiErrorStatus"))
+    kind = obj.get("api_error_type", obj.get("apiErrorType"))
+    return " ".join(str(v) for v in (status, kind) if isinstance(v, (int, str)) and v != "")
 
 
 def message_error(event: Event) -> str | None:

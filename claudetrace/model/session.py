@@ -34,12 +34,13 @@ from typing import Any, Final
 
 from ..pricing import call_cost
 from ..recording import unended_reason
-from .content import Block, find_content_block
+from .content import Block, content_text, find_content_block
 from .events import Event
 from .parts import (
     COST_SOURCES,
     FAILED,
     STATUSES,
+    ApiError,
     ControlRoundTrip,
     Cost,
     CostSource,
@@ -53,11 +54,13 @@ from .parts import (
     signal_name,
 )
 from .protocol import (
+    api_error_status,
     control_request,
     control_response,
     error_text,
     hook_event_name,
     hook_permission_decision,
+    is_synthetic,
     message_error,
     opt_str,
     permission_behavior,
@@ -67,8 +70,8 @@ from .protocol import (
 from .usage import TOKEN_TYPES, Usage, apportion, number
 
 __all__ = [
-    "COST_SOURCES", "FAILED", "STATUSES", "ControlRoundTrip", "Cost", "CostSource", "ModelCall",
-    "Outcome", "Session", "Status", "Subagent", "ToolCall", "Turn", "fold",
+    "COST_SOURCES", "FAILED", "STATUSES", "ApiError", "ControlRoundTrip", "Cost", "CostSource",
+    "ModelCall", "Outcome", "Session", "Status", "Subagent", "ToolCall", "Turn", "fold",
 ]
 
 #: ``stream_event`` chunks that change nothing in the model.
@@ -121,6 +124,8 @@ class Session:
         self.calls: dict[str, ModelCall] = {}
         self.tools: dict[str, ToolCall] = {}
         self.controls: list[ControlRoundTrip] = []
+        #: The API errors Claude Code wrote as messages of its own (``<synthetic>``).
+        self.api_errors: list[ApiError] = []
         self.subagents: dict[str, Subagent] = {}
         self.system: Counter[str] = Counter()
         self._open: deque[Turn] = deque()
@@ -415,6 +420,9 @@ class Session:
         message = obj.get("message")
         message = message if isinstance(message, dict) else {}
         lane = event.fields.parent_tool_use_id
+        if is_synthetic(message):
+            self._synthetic(event, message, lane)
+            return
         msg_id = opt_str(message.get("id")) or f"seq{event.seq}"
         call = self.calls.get(msg_id)
         if call is None:
@@ -448,6 +456,19 @@ class Session:
             if ref.kind == "use" and ref.tool_use_id not in self.tools:
                 block = find_content_block(message.get("content"), "tool_use", ref.tool_use_id)
                 self._open_tool(ref.tool_use_id, ref.name, block, lane, event)
+
+    def _synthetic(self, event: Event, message: dict[str, Any], lane: str | None) -> None:
+        """A message Claude Code wrote itself (:data:`~.protocol.SYNTHETIC_MODEL`):
+        no model call; an API error it gave up on is one of :attr:`api_errors`
+        and, in the main agent, leaves the turn failed as any API error does."""
+        turn = self.current_turn(event.seq, event.t_ns)
+        error = message_error(event)
+        if lane is None:
+            turn.api_error = error
+        if error:
+            self.api_errors.append(ApiError(
+                event.seq, event.t_ns, turn.number, lane, error, api_error_status(event),
+                content_text(message.get("content"))))
 
     # -- tools -------------------------------------------------------------------------
 

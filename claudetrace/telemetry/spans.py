@@ -33,7 +33,7 @@ from typing import Any
 from ..model import Usage
 from ..model.content import find_block, message_blocks
 from ..model.events import Event
-from ..model.protocol import message_error, opt_str
+from ..model.protocol import is_synthetic, message_error, opt_str
 from ..model.session import TASK_DONE, TASK_SUBTYPES
 from ..recording import RecordingInfo
 from . import conventions as c
@@ -290,6 +290,11 @@ class SpanBuilder(SpanTree):
         msg = event.message or {}
         message = msg.get("message")
         message = message if isinstance(message, dict) else {}
+        if is_synthetic(message):
+            # Claude Code's own stand-in for an answer (an API error it gave up
+            # on): no API message, so no chat span; an event on the turn's span.
+            self._span_event(event, now)
+            return
         lane = event.fields.parent_tool_use_id
         msg_id = message.get("id")
         if not isinstance(msg_id, str):

@@ -25,7 +25,7 @@ from ..model import ControlRoundTrip, Session, Turn
 from ..model import ToolCall as ModelToolCall
 from ..model.content import content_text, message_blocks
 from ..model.events import Event
-from ..model.protocol import message_error, result_text
+from ..model.protocol import api_error_status, is_synthetic, message_error, result_text
 from ..transcript import line_label, marker_text
 
 ItemKind = Literal[
@@ -152,7 +152,8 @@ class Item:
     turn: Turn | None = None
     #: The model call (API message id) an assistant, thinking or tool item is part of.
     call_id: str | None = None
-    #: What a user item is when it is no plain prompt (``steering``, ``teammate message``…).
+    #: What a user item is when it is no plain prompt (``steering``, ``teammate message``…),
+    #: an error item an API error Claude Code gave up on (:data:`API_ERROR`).
     label: str | None = None
     #: Part of a branch the user rewound (a later ``rewind`` item says so).
     abandoned: bool = False
@@ -181,6 +182,8 @@ class _Builder:
         self._controls_seen = 0
         #: Prompt items by their line's uuid (a rewind names the prompts it abandons).
         self.prompts: dict[str, Item] = {}
+        #: The model and CLI version the last ``system/init`` said (None before one).
+        self.started: tuple[Any, Any] | None = None
 
     def trip(self, seq: int) -> ControlRoundTrip | None:
         """The session's control round trip whose request is line ``seq``."""
@@ -284,10 +287,18 @@ class _Builder:
 
     def assistant(self, ev: Event) -> None:
         error = message_error(ev)
+        message = (ev.message or {}).get("message")
+        synthetic = is_synthetic(message)
+        if synthetic and error:
+            # The API error Claude Code gave up on, written as a message of its
+            # own: an error, said once with its text, not a model's answer.
+            said = content_text(message.get("content")) if isinstance(message, dict) else ""
+            self.add(ev, "error", f"API error {api_error_status(ev) or error}: {said}",
+                     is_error=True, label=API_ERROR)
+            return
         if error:
             self.add(ev, "error", f"assistant error: {error}", is_error=True)
-        message = (ev.message or {}).get("message")
-        call_id = message.get("id") if isinstance(message, dict) else None
+        call_id = message.get("id") if isinstance(message, dict) and not synthetic else None
         call_id = call_id if isinstance(call_id, str) else None
         for block in message_blocks(ev):
             if block.kind == "text":
@@ -388,10 +399,15 @@ class _Builder:
         subtype = ev.subtype or "?"
         rest = {k: v for k, v in msg.items() if k not in ("type", "subtype", "uuid", "session_id")}
         if subtype == "init":
-            text = (
-                f"session started · model {msg.get('model')} · CLI {msg.get('claude_code_version')}"
-            )
-            self.add(ev, "system", text, data=rest)
+            # The CLI says init at each turn's start (an imported transcript's
+            # converter too): the session started once; a later one is shown only
+            # where it says something new (another model, another CLI).
+            model, cli = msg.get("model"), msg.get("claude_code_version")
+            if (model, cli) == self.started:
+                return
+            what = "session started" if self.started is None else "now"
+            self.started = (model, cli)
+            self.add(ev, "system", f"{what} · model {model} · CLI {cli}", data=rest)
         elif subtype == "compact_boundary":
             meta = msg.get("compactMetadata") or msg.get("compact_metadata")
             meta = meta if isinstance(meta, dict) else {}
@@ -415,6 +431,10 @@ class _Builder:
         else:
             said = marker_text(msg)  # compaction, rewind
             self.add(ev, "system", said or f"{subtype}: {_compact(rest)}", data=rest)
+
+
+#: The label of an API error Claude Code gave up on and wrote as its own message.
+API_ERROR = "API error"
 
 
 def _compact(value: Any, limit: int = 300) -> str:

@@ -9,7 +9,7 @@ the view to open when a replay diverged from its recording.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +17,7 @@ from ..model import Session
 from ..model.content import content_text, message_blocks, message_content
 from ..model.events import Event
 from ..model.protocol import message_id, result_text
-from .present import cost_cell, duration_s, money, signed
+from .present import cost_cell, duration_s, money, signed, trace_tree
 
 
 @dataclass(slots=True)
@@ -37,16 +37,24 @@ class TurnSummary:
     end_t: float | None = None
 
 
-def turn_summaries(events: Iterable[Event]) -> list[TurnSummary]:
+def turn_summaries(events: Iterable[Event], session: Session | None = None, *,
+                   status: str = "ok", end_ns: int | None = None,
+                   elsewhere: Collection[str] = ()) -> list[TurnSummary]:
     """The turns of a recording, as the session model cuts them (a user message to
     its result), with what the host sent and what the main agent answered.
 
     What the host sent before its first prompt (``initialize``…) counts as sent
-    in the first turn.
+    in the first turn.  ``session`` is the recording's session model (as the
+    session page folds it; else ``events`` are folded): each turn's cost and
+    duration are its node's in the span tree (:func:`~.present.trace_tree`, with
+    the recording's ``status``, ``end_ns`` and calls counted ``elsewhere``), the
+    figures the session page says beside its prompt: a turn still under way, or
+    one whose result named no cost, costs what its calls so far cost.
     """
     events = list(events)
-    session = Session()
-    session.add_many(events)
+    if session is None:
+        session = Session()
+        session.add_many(events)
     turns = [TurnSummary(t.number - 1, t.start_ns / 1e9) for t in session.turns]
     if not turns:
         return []
@@ -77,12 +85,16 @@ def turn_summaries(events: Iterable[Event]) -> list[TurnSummary]:
             turn.result = result_text(ev) or None
             turn.result_subtype = model_turn.result_subtype
             turn.is_error = model_turn.is_error
-            if model_turn.total_cost_usd is not None:
-                turn.cost_usd = model_turn.cost_usd
-            turn.duration_s = ev.t - turn.start_t
     for tool in session.tools.values():
         if tool.lane is None and 0 < tool.turn <= len(turns):
             turns[tool.turn - 1].tools.append(tool.name)
+    tree = trace_tree(session, end_ns=end_ns, status=status, elsewhere=elsewhere)
+    for node in tree.children:
+        if node.kind == "turn" and node.ref.startswith("turn:"):
+            turn = turns[int(node.ref.removeprefix("turn:")) - 1]
+            turn.cost_usd = node.cost_usd
+            if (took := node.duration_ns) is not None:
+                turn.duration_s = took / 1e9
     return turns
 
 

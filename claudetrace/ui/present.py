@@ -237,7 +237,7 @@ def call_figures(session: Session, *, estimate: bool = True,
 class TraceNode:
     """One node of the span tree (times are ns offsets from the recording's start)."""
 
-    kind: str  # agent, turn, model, tool, subagent
+    kind: str  # agent, turn, model, tool, subagent, error (an API error)
     label: str
     start_ns: int
     end_ns: int | None
@@ -324,6 +324,11 @@ def _lane_nodes(index: _Index, lane: str | None, turn: int) -> list[TraceNode]:
             timed.append((call.start_ns, 0, _call_node(index.figures[call.id])))
     for tool in index.tools.get((lane, turn), ()):
         timed.append((tool.start_ns, 1, _tool_node(index, tool)))
+    for error in index.session.api_errors:
+        if error.lane == lane and error.turn == turn:
+            # Claude Code's own stand-in for an answer: an error, not a model call.
+            timed.append((error.t_ns, 0, TraceNode("error", error.label, error.t_ns,
+                                                   error.t_ns, "error", detail=error.text)))
     timed.sort(key=lambda entry: (entry[0], entry[1]))
     return [node for _, _, node in timed]
 
@@ -577,6 +582,8 @@ class Header:
     usage: Usage = field(default_factory=Usage)
     model_calls: int = 0
     bytes: int = 0
+    #: What :attr:`duration` says, in ns (None: not known).
+    duration_ns: int | None = None
 
 
 def cost_text(rec: Any, digits: int = 4, *, cell: bool = False) -> str:
@@ -670,14 +677,14 @@ def header(rec: Any, session: Session | None = None) -> Header:
     last_ns = live_state.last_event_ns if live_state is not None else None
     cli = rec.claude_code_version or ("not yet" if running else "—")
     shown = live(rec, session)
+    took = rec.duration_ns if rec.duration_ns is not None else last_ns
     return Header(
         status=rec.status,
         liveness=live_state,
         started=moment(rec.started_ns),
         last_event=clock(rec.started_ns, last_ns) + f" UTC ({offset(last_ns)})"
         if last_ns is not None else "—",
-        duration=duration(rec.duration_ns) if rec.duration_ns is not None else (
-            duration(last_ns) if last_ns is not None else "—"),
+        duration=duration(took) if took is not None else "—",
         cost=cost_text(shown),
         cli=cli,
         exit=exit_text(rec),
@@ -690,6 +697,7 @@ def header(rec: Any, session: Session | None = None) -> Header:
                     shown.cache_read_tokens or 0, shown.cache_creation_tokens or 0),
         model_calls=shown.model_calls or 0,
         bytes=shown.byte_count or 0,
+        duration_ns=took,
     )
 
 

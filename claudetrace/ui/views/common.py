@@ -26,6 +26,7 @@ from claudetrace.model import Session
 from claudetrace.model.events import Event
 from claudetrace.pauses import no_gc_pauses as no_gc_pauses  # the pages use it from here
 from claudetrace.store import Recording, Store
+from claudetrace.store.browse import events_since
 from claudetrace.ui.present import money as money  # the one way a cost is printed
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:=^])")
@@ -160,13 +161,24 @@ class Folded:
                 events = self._read(self.next_seq)
                 if not events:
                     break
-                self.session.add_many(events)
-                self.next_seq = events[-1].seq + 1
+                self._add(events)
         return self
 
+    def feed(self, events: list[Event]) -> Folded:
+        """Fold ``events``, read from :attr:`next_seq` on by the caller (the
+        session list reads its running sessions' new lines in one query)."""
+        with self._lock:
+            if events and events[0].seq >= self.next_seq:
+                self._add(events)
+        return self
 
-#: Recordings kept folded: the running sessions a list page shows (sessions.LIVE_ROWS)
-#: and the sessions open in pages.
+    def _add(self, events: list[Event]) -> None:
+        self.session.add_many(events)
+        self.next_seq = events[-1].seq + 1
+
+
+#: Recordings kept folded for the sessions open in pages (a list's running
+#: sessions are kept apart: :func:`folded_many`).
 FOLDED_KEPT = 32
 
 
@@ -182,6 +194,40 @@ def folded(db: Store, rec: Recording) -> Folded:
     """The session model of ``rec`` as far as it is stored."""
     with no_gc_pauses():
         return _folder(db, rec.id).update()
+
+
+#: Running sessions' folds the server keeps for the session list (every running
+#: row of a page of 500, and of another page or filter open elsewhere).
+RUNNING_KEPT = 1000
+
+
+@st.cache_resource(show_spinner=False)
+def _running_folds(_db: Store) -> tuple[dict[str, Folded], threading.Lock]:
+    """The folds of the running sessions the session list showed, by recording
+    id, oldest look first."""
+    return {}, threading.Lock()
+
+
+def _fed(_start_seq: int) -> list[Event]:
+    """A fold of the list reads nothing itself: :func:`folded_many` feeds it."""
+    return []
+
+
+def folded_many(db: Store, recs: list[Recording]) -> dict[str, Folded]:
+    """The session models of ``recs`` (a list page's running sessions) as far as
+    they are stored, each fed what was stored since the last look, in one query
+    for all of them (:func:`~claudetrace.store.browse.events_since`)."""
+    kept, lock = _running_folds(db)
+    with lock:
+        folds = {r.id: kept.pop(r.id) if r.id in kept else Folded(_fed) for r in recs}
+        kept.update(folds)  # the last looked at last
+        for rid in list(kept)[: max(0, len(kept) - RUNNING_KEPT)]:
+            del kept[rid]
+    with no_gc_pauses():
+        new = events_since(db, {rid: f.next_seq for rid, f in folds.items()})
+        for rid, fold in folds.items():
+            fold.feed(new[rid])
+    return folds
 
 
 def pager(count: int, size: int, name: str, what: str, key: str) -> int:
@@ -209,7 +255,7 @@ text-align:left;white-space:nowrap}
 .ct-trace .kind{font-size:11px;padding:0 5px;border-radius:6px;margin-right:4px;color:#fff}
 .ct-trace .k-agent{background:#7f7f7f}.ct-trace .k-turn{background:#1f77b4}
 .ct-trace .k-model{background:#9467bd}.ct-trace .k-tool{background:#2ca02c}
-.ct-trace .k-subagent{background:#17becf}
+.ct-trace .k-subagent{background:#17becf}.ct-trace .k-error{background:#c62828}
 .ct-trace tr.s-error td{color:#c62828}.ct-trace tr.s-error .kind{background:#c62828}
 .ct-trace .track{position:relative;width:180px;height:10px;background:rgba(128,128,128,.15)}
 .ct-trace .bar{position:absolute;top:0;height:10px;min-width:2px;background:#1f77b4}

@@ -8,6 +8,7 @@ import streamlit as st
 
 from claudetrace.display import visible_text
 from claudetrace.errors import ClaudeTraceError
+from claudetrace.model import Session
 from claudetrace.pricing import known_cost
 from claudetrace.store import Recording, Store
 from claudetrace.store import browse as queries
@@ -15,7 +16,7 @@ from claudetrace.store.usage import store_reader
 from claudetrace.ui import present
 from claudetrace.ui.diff import TurnSummary, align, first_divergence, turn_summaries
 from claudetrace.ui.sessions import Filters
-from claudetrace.ui.views import common
+from claudetrace.ui.views import common, trace
 from claudetrace.ui.views.common import param, plain
 from claudetrace.usage import costed
 
@@ -32,26 +33,31 @@ def page() -> None:
     if picked is None:
         return
     a, b = picked
-    turns_a = turn_summaries(queries.conversation_events(db, a.id, limit=DIFF_MAX_LINES))
-    turns_b = turn_summaries(queries.conversation_events(db, b.id, limit=DIFF_MAX_LINES))
+    # Every figure from what the session page reads: each session's fold (as far
+    # as it is stored) and its cost as ``usage session`` says it.
+    a, b = costed(store_reader(db), [a, b])
+    fold_a, fold_b = common.folded(db, a).session, common.folded(db, b).session
+    turns_a = _turns(db, a, fold_a)
+    turns_b = _turns(db, b, fold_b)
     pairs = align(turns_a, turns_b)
     row = common.metric_row()
     row.metric("Turns A / B", f"{len(turns_a)} / {len(turns_b)}", width="content")
-    # Each cost as ``usage session`` and every other page say it; a difference only
-    # between two amounts (an unknown cost is never taken for $0).
-    a, b = costed(store_reader(db), [a, b])
-    cost_a, cost_b = known_cost(a), known_cost(b)
-    row.metric("Cost A → B", present.cost_text(b),
+    # A difference only between two amounts (an unknown cost is never taken for
+    # $0); a running session's cost is what its calls so far cost, as its header says.
+    head_a, head_b = present.header(a, _live(a, fold_a)), present.header(b, _live(b, fold_b))
+    cost_a = known_cost(present.live(a, _live(a, fold_a)))
+    cost_b = known_cost(present.live(b, _live(b, fold_b)))
+    row.metric("Cost A → B", head_b.cost,
                delta=None if cost_a is None or cost_b is None
                else present.signed(cost_b - cost_a, present.money),
                delta_color="inverse", width="content")
-    dur_a, dur_b = a.duration_ns, b.duration_ns
-    row.metric("Duration A → B", present.duration(dur_b),
+    dur_a, dur_b = head_a.duration_ns, head_b.duration_ns
+    row.metric("Duration A → B", head_b.duration,
                delta=None if dur_a is None or dur_b is None
                else present.signed((dur_b - dur_a) / 1e9, present.duration_s),
                delta_color="inverse", width="content")
     if cost_a is None or cost_b is None:
-        st.caption(plain(f"cost A {present.cost_text(a)} · B {present.cost_text(b)}: "
+        st.caption(plain(f"cost A {head_a.cost} · B {head_b.cost}: "
                          "no difference while a cost is not an amount", 400))
     diverged = first_divergence(pairs)
     row.metric("First difference", "none" if diverged is None else f"turn {diverged + 1}",
@@ -70,6 +76,19 @@ def page() -> None:
             left, right = st.columns(2)
             _side(left, "A", pair.a)
             _side(right, "B", pair.b)
+
+
+def _live(rec: Recording, session: Session) -> Session | None:
+    """The fold the session page's header reads: a running session's only."""
+    return session if rec.status == "running" else None
+
+
+def _turns(db: Store, rec: Recording, session: Session) -> list[TurnSummary]:
+    """``rec``'s turns, each with the cost and duration its prompt's line says
+    on the session page (its span-tree node's)."""
+    return turn_summaries(queries.conversation_events(db, rec.id, limit=DIFF_MAX_LINES),
+                          session, status=rec.status, end_ns=rec.duration_ns,
+                          elsewhere=trace.elsewhere_of(db, rec))
 
 
 def _pickers(db: Store, ids: list[str]) -> tuple[Recording, Recording] | None:

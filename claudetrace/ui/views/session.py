@@ -27,7 +27,7 @@ from claudetrace.store.usage import store_reader
 from claudetrace.store.waiting import BEING_INDEXED
 from claudetrace.ui import outline, present
 from claudetrace.ui.controlplane import ControlRow, control_rows
-from claudetrace.ui.conversation import Item, LazyConversation, ToolCall, walk
+from claudetrace.ui.conversation import API_ERROR, Item, LazyConversation, ToolCall, walk
 from claudetrace.ui.markdown import markdown_tree, tree_html
 from claudetrace.ui.views import common, trace
 from claudetrace.ui.views import find as find_view
@@ -359,6 +359,9 @@ def _item(item: Item, depth: int, shown: _Shown) -> None:
                     figures = shown.prompts.get(prompt.seq)
                     st.caption(shown.meta(prompt).removeprefix("abandoned branch · ")
                                + (f" · {plain(figures.text(), 300)}" if figures else ""))
+    elif item.kind == "error" and item.label == API_ERROR:
+        # No model's answer: the API error the CLI gave up on, red with its text.
+        st.error(f"{plain(item.text, 600)} · {shown.meta(item)}", icon=":material/error:")
     elif item.kind in ("error", "stderr"):
         with st.container(border=True):
             st.caption(f"{'stderr' if item.kind == 'stderr' else 'error'} · {shown.meta(item)}")
