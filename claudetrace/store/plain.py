@@ -187,8 +187,10 @@ class PlainWrites:
             if recording_updates:
                 self._update(cursor, recording_id, recording_updates)
 
-    def _replace_usage(self, cursor: Any, recording_id: str, calls: list[Any]) -> None:
-        """As :meth:`~claudetrace.store.Store._replace_usage` does (those calls' rows)."""
+    def _replace_usage(self, cursor: Any, recording_id: str, calls: list[Any], *,
+                       new: bool = False) -> None:
+        """As :meth:`~claudetrace.store.Store._replace_usage` does (those calls' rows;
+        ``new``: a recording inserted in this transaction, that holds none yet)."""
         mark = self._placeholder("recording_id")
 
         def elsewhere(ids: list[str]) -> Iterator[str]:
@@ -202,7 +204,7 @@ class PlainWrites:
         if self._dialect == "postgresql":
             cursor.execute(USAGE_LOCK)
         rows = usage_call_rows(recording_id, calls, elsewhere)
-        for chunk in chunks([row[1] for row in rows]):
+        for chunk in [] if new else chunks([row[1] for row in rows]):
             cursor.execute(f"DELETE FROM usage_calls WHERE recording_id = {mark} AND call_id IN "
                            f"({', '.join([mark] * len(chunk))})", [recording_id, *chunk])
         if rows:
