@@ -565,6 +565,13 @@ def import_(
             opened.append(open_settled_store(db_url, create=True))
         return opened[0]
 
+    usage_first = not (wait or fold_now() or url == "sqlite://")
+    if usage_first:
+        # A new SQLite file is made from the schema's script (no Alembic, no
+        # SQLAlchemy): its sessions are then written by the plain batch.
+        from ..store.schema import make_if_new
+
+        make_if_new(url)
     # What the store holds already, read first, in one query: an unchanged file
     # is then planned without being opened.  A SQLite file is read straight
     # (no SQLAlchemy); a server database through the store, which its import
@@ -590,7 +597,6 @@ def import_(
     # sessions' conversion starts first: it runs beside the file's migrations.
     sessions = [u for u in units if u.kind != "cassette"]
     new_file = plain_name(url)
-    usage_first = not (wait or fold_now() or url == "sqlite://")
     converting = Converting.start(sessions) if (
         new_file is not None and not new_file.exists() and in_parallel(sessions)
         and not usage_first) else None
@@ -633,6 +639,7 @@ def import_(
 def _import_units(units: Sequence[Any], store: Any, writer: Any, name: str | None,
                   tags: dict[str, str], tally: Tally, url: str, single: bool,
                   converting: Any = None, index: Any = None, usage_first: bool = False) -> None:
+    from ..config import plain_file
     from ..errors import ClaudeTraceError, StoreError
     from ..formats.imports import (
         Imported,
@@ -667,7 +674,9 @@ def _import_units(units: Sequence[Any], store: Any, writer: Any, name: str | Non
         stored = False
         for done, unit, _shown in zip(import_units(store, converted, name=name, tags=tags,
                                                    index=index, converting=converting,
-                                                   usage_first=usage_first),
+                                                   usage_first=usage_first,
+                                                   plain=plain_file(url) if usage_first
+                                                   else None),
                                       converted, shown, strict=False):
             if single and done.action == "skipped":
                 raise ImportFormatError(done.note)

@@ -688,7 +688,7 @@ def import_units(
     store: Any, units: Sequence[Unit], *, name: str | None = None,
     tags: dict[str, str] | None = None, index: Index | None = None,
     parallel: bool | None = None, converting: Converting | None = None,
-    usage_first: bool = False,
+    usage_first: bool = False, plain: Path | None = None,
 ) -> Iterator[Imported]:
     """:func:`import_unit` of each of ``units``, in order; a unit that cannot be
     read yields an :class:`Imported` ``skipped`` saying why (a store that fails
@@ -708,7 +708,9 @@ def import_units(
 
     With ``usage_first`` a session's transcript is stored usage first when it
     can be (:mod:`.unfolded`: no conversion here, and no second process); its
-    fold is the caller's to run or start."""
+    fold is the caller's to run or start.  ``plain``: the plain SQLite file the
+    store is, whose new sessions are then written without SQLAlchemy
+    (:class:`_Batched`)."""
     from ..errors import StoreError
 
     opened: Callable[[], Any] = store if callable(store) else lambda: store
@@ -719,7 +721,7 @@ def import_units(
         parallel = in_parallel(units) and not usage_first
     held: list[Imported] = []
     with contextlib.nullcontext(converting) if converting is not None or not parallel else (
-            Converting(opened, units, index)) as ahead, _Batched(opened) as batch:
+            Converting(opened, units, index)) as ahead, _Batched(opened, plain) as batch:
         for at, unit in enumerate(units):
             try:
                 what = _look(opened, unit, index, write=batch.opened)
@@ -792,42 +794,77 @@ class _Batched:
     :meth:`opened` gives the store for another write, after committing what
     the batch holds: a write of its own (a recording's files remembered,
     earlier recordings folded) would wait for the batch's lock on SQLite.
-    Reads go to the store as they are (they see what is committed)."""
+    Reads go to the store as they are (they see what is committed).
 
-    def __init__(self, opened: Callable[[], Any]) -> None:
+    ``plain``: a plain SQLite file, whose new sessions stored usage first go
+    through :class:`~claudetrace.store.importing.ImportBatch` (:meth:`put_new`:
+    no SQLAlchemy) while it is at the newest schema.  Of the two batches one
+    holds SQLite's write lock at a time: the other's is committed first."""
+
+    def __init__(self, opened: Callable[[], Any], plain: Path | None = None) -> None:
         self._opened = opened
         self.batch: Any = None
+        self._plain_path = plain
+        self._plain: Any = None
 
     def opened(self) -> Any:
         self.commit()
         return self._opened()
 
-    def put_unfolded(self, info: Any, lines: Iterable[tuple[bytes, bool]], *,
-                     layout: dict[str, Any], summary: dict[str, Any]) -> Any:
+    def put_new(self, info: Any, lines: list[tuple[bytes, bool]], *,
+                layout: dict[str, Any], summary: dict[str, Any]) -> bool:
+        """Store a session not stored yet usage first through the plain batch; False
+        when it is not written so (no plain file, or not at the newest schema, or
+        stored meanwhile): :meth:`put_unfolded` then."""
+        if self._plain_path is None:
+            return False
+        if self._plain is None:
+            import sqlite3
+
+            from ..store.importing import ImportBatch
+            from ..store.plain import NotPlain
+
+            try:
+                self._plain = ImportBatch(self._plain_path)
+            except (NotPlain, sqlite3.Error):
+                self._plain_path = None  # the store's, which migrates it or says why
+                return False
+        if self.batch is not None:
+            self.batch.commit()
+        return bool(self._plain.put_new(info, lines, layout=layout, summary=summary))
+
+    def _store_batch(self) -> Any:
+        if self._plain is not None:
+            self._plain.commit()
         if self.batch is None:
             self.batch = self._opened().batch()
-        return self.batch.put_unfolded(info, lines, layout=layout, summary=summary)
+        return self.batch
+
+    def put_unfolded(self, info: Any, lines: Iterable[tuple[bytes, bool]], *,
+                     layout: dict[str, Any], summary: dict[str, Any]) -> Any:
+        return self._store_batch().put_unfolded(info, lines, layout=layout, summary=summary)
 
     def put(self, info: Any, events: Iterable[Event], *, open_seen_ns: int | None,
             summary: dict[str, Any]) -> Any:
-        if self.batch is None:
-            self.batch = self._opened().batch()
-        return self.batch.put(info, events, open_seen_ns=open_seen_ns, summary=summary)
+        return self._store_batch().put(info, events, open_seen_ns=open_seen_ns, summary=summary)
 
     def full(self) -> bool:
-        return self.batch is not None and (
-            self.batch.count >= BATCH_UNITS or self.batch.age >= BATCH_SECONDS)
+        return any(batch is not None and (batch.count >= BATCH_UNITS
+                                          or batch.age >= BATCH_SECONDS)
+                   for batch in (self.batch, self._plain))
 
     def commit(self) -> None:
-        if self.batch is not None:
-            self.batch.commit()
+        for batch in (self._plain, self.batch):
+            if batch is not None:
+                batch.commit()
 
     def __enter__(self) -> _Batched:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.batch is not None:
-            self.batch.close()
+        for batch in (self.batch, self._plain):
+            if batch is not None:
+                batch.close()
 
 
 class Converting:

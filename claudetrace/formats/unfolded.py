@@ -53,7 +53,7 @@ from .timeline import out_of_range, timestamp_ns
 if TYPE_CHECKING:
     from ..model.parts import Cost
     from ..model.session import Session
-    from .imports import Imported, Unit, _Pending
+    from .imports import Action, Imported, Unit, _Pending
 
 _ENTRY_TYPES: Final = frozenset({"user", "assistant", "system", "summary", "attachment"})
 _SYNTHETIC: Final = "<synthetic>"
@@ -409,36 +409,47 @@ def put(opened: Callable[[], Any], batch: Any, pending: _Pending, got: Scanned,
     :class:`~.imports._Batched`); what became of it."""
     from .._version import __version__
     from .continuation import continues
-    from .imports import Action, Imported, _peeks_of, _recording_of, stable_recording_id
+    from .imports import _peeks_of, _recording_of, stable_recording_id
     from .layout import READING
 
     unit, known = pending.unit, pending.known
     files = unit.files
     assert files is not None and got.first_ns is not None
     sid = files.session_id
-    if known is None:
-        known = _recording_of(opened, SOURCE, sid, None)
-    info = RecordingInfo(
-        id=known.id if known is not None else stable_recording_id(SOURCE, sid, got.first_ns),
-        argv=[], started_ns=got.first_ns, cwd=got.cwd or "", source=SOURCE,
-        ended_ns=got.last_ns, cli_session_id=sid, claude_code_version=got.version,
-        model=got.model, permission_mode=got.mode, claudetrace_version=__version__,
-        extra={"source_path": str(files.path.resolve()), "session_id": sid,
-               "fingerprint": pending.digest, "files": pending.sizes,
-               "reading": READING.decode(), **_peeks_of(unit)})
-    if got.resumed_as:
-        info.extra["resumed_as"] = got.resumed_as
-    link = continues(files.path)
-    if link is not None:
-        info.extra["continues"] = link
-    if known is not None:
-        info.name, info.tags = known.name, dict(known.tags or {})
-    if name:
-        info.name = name
-    if tags:
-        info.tags = {**info.tags, **tags}
     layout = {"files": got.files}
     summary = summary_of(got)
+
+    def recording(known: Any) -> RecordingInfo:
+        assert files is not None and got.first_ns is not None
+        info = RecordingInfo(
+            id=known.id if known is not None else stable_recording_id(SOURCE, sid, got.first_ns),
+            argv=[], started_ns=got.first_ns, cwd=got.cwd or "", source=SOURCE,
+            ended_ns=got.last_ns, cli_session_id=sid, claude_code_version=got.version,
+            model=got.model, permission_mode=got.mode, claudetrace_version=__version__,
+            extra={"source_path": str(files.path.resolve()), "session_id": sid,
+                   "fingerprint": pending.digest, "files": pending.sizes,
+                   "reading": READING.decode(), **_peeks_of(unit)})
+        if got.resumed_as:
+            info.extra["resumed_as"] = got.resumed_as
+        link = continues(files.path)
+        if link is not None:
+            info.extra["continues"] = link
+        if known is not None:
+            info.name, info.tags = known.name, dict(known.tags or {})
+        if name:
+            info.name = name
+        if tags:
+            info.tags = {**info.tags, **tags}
+        return info
+
+    if known is None:
+        # A new session, written without the store where the batch can (the
+        # batch's transaction looks whether another importer stored it meanwhile).
+        info = recording(None)
+        if batch.put_new(info, got.lines, layout=layout, summary=summary):
+            return _imported(unit, info.id, sid, "imported", got.damage)
+        known = _recording_of(opened, SOURCE, sid, None)
+    info = recording(known)
     try:
         done = batch.put_unfolded(info, got.lines, layout=layout, summary=summary)
     except StoreError:
@@ -449,10 +460,16 @@ def put(opened: Callable[[], Any], batch: Any, pending: _Pending, got: Scanned,
         done = batch.put_unfolded(info, got.lines, layout=layout, summary=summary)
     action: Action = "imported" if not done.found else (
         "updated" if known is not None or done.changed else "unchanged")
-    from ..display import plural
+    return _imported(unit, info.id, sid, action, got.damage)
 
-    note = f"{plural(got.damage, 'damaged line')} skipped" if got.damage else ""
-    return Imported(unit.path, unit.kind, action, info.id, sid, note=note, damage=got.damage)
+
+def _imported(unit: Unit, recording_id: str, sid: str, action: Action, damage: int
+              ) -> Imported:
+    from ..display import plural
+    from .imports import Imported
+
+    note = f"{plural(damage, 'damaged line')} skipped" if damage else ""
+    return Imported(unit.path, unit.kind, action, recording_id, sid, note=note, damage=damage)
 
 
 def _write_files(store: Any, recording_id: str, layout: dict[str, Any], folder: Path

@@ -48,6 +48,7 @@ from .engine import (
     sqlite_path,
     upgrade,
 )
+from .importing import IMPORT_CACHE_KIB
 from .ingest import Folds, ended_columns, import_cassette, info_from_header
 from .models import (
     EventRow,
@@ -1211,10 +1212,6 @@ def _seq_pages(read: Callable[[int, int], Sequence[Any]], start_seq: int, limit:
 
 #: Events a statement of :meth:`Store.put_recording` reads or writes at a time.
 _PUT_BATCH: Final = 2000
-#: SQLite's page cache (KiB) on a connection that imports (:meth:`Store.put_recording`):
-#: the tool and usage rows of ``bench import``'s tree took a quarter less CPU
-#: time with it than with the default 2 MB.
-IMPORT_CACHE_KIB: Final = 32768
 
 
 def _hold_recording(conn: Connection, recording_id: str) -> int:

@@ -187,8 +187,10 @@ class PlainWrites:
             if recording_updates:
                 self._update(cursor, recording_id, recording_updates)
 
-    def _replace_usage(self, cursor: Any, recording_id: str, calls: list[Any]) -> None:
-        """As :meth:`~claudetrace.store.Store._replace_usage` does (those calls' rows)."""
+    def _replace_usage(self, cursor: Any, recording_id: str, calls: list[Any], *,
+                       new: bool = False) -> None:
+        """As :meth:`~claudetrace.store.Store._replace_usage` does (those calls' rows;
+        ``new``: a recording inserted in this transaction, that holds none yet)."""
         mark = self._placeholder("recording_id")
 
         def elsewhere(ids: list[str]) -> Iterator[str]:
@@ -202,12 +204,14 @@ class PlainWrites:
         if self._dialect == "postgresql":
             cursor.execute(USAGE_LOCK)
         rows = usage_call_rows(recording_id, calls, elsewhere)
-        # A recording's first calls (a burst's, all at its end) replace none:
-        # one look at its key, not one a call.
-        cursor.execute(f"SELECT 1 FROM usage_calls WHERE recording_id = {mark} LIMIT 1",
-                       [recording_id])
-        stored = cursor.fetchone() is not None
-        for chunk in chunks([row[1] for row in rows] if stored else []):
+        # A recording's first calls (a burst's, all at its end; a new import's)
+        # replace none: one look at its key, not one a call.
+        stored = False
+        if not new:
+            cursor.execute(f"SELECT 1 FROM usage_calls WHERE recording_id = {mark} LIMIT 1",
+                           [recording_id])
+            stored = cursor.fetchone() is not None
+        for chunk in chunks([row[1] for row in rows]) if stored else []:
             cursor.execute(f"DELETE FROM usage_calls WHERE recording_id = {mark} AND call_id IN "
                            f"({', '.join([mark] * len(chunk))})", [recording_id, *chunk])
         if rows:

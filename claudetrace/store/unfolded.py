@@ -19,11 +19,11 @@ The functions here work in a connection's transaction (a
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import Connection, Table, delete, insert, select
 
+from .importing import RAW_DIRECTION, raw_rows
 from .models import Recording, Unfolded, number_of
 
 if TYPE_CHECKING:
@@ -31,9 +31,6 @@ if TYPE_CHECKING:
 
 _TABLE = cast(Table, Unfolded.__table__)
 _RECORDINGS = cast(Table, Recording.__table__)
-#: The direction an unfolded recording's lines are stored with (the transcript's
-#: lines, none of them a line of the CLI's streams yet).
-RAW_DIRECTION = "in"
 
 
 def mark(conn: Connection, recording_id: str, layout: dict[str, Any]) -> None:
@@ -55,15 +52,6 @@ def claim(conn: Connection, recording_id: str) -> dict[str, Any] | None:
     # transaction, then deletes nothing.
     done = conn.execute(delete(_TABLE).where(_TABLE.c.rec == number_of(recording_id))).rowcount
     return dict(found[0]) if done else None
-
-
-def raw_rows(number: int, lines: Iterable[tuple[bytes, bool]], first: int = 0
-             ) -> Iterator[tuple[Any, ...]]:
-    """``events`` rows (:data:`~.rows.COLUMNS` order) of a recording's lines as
-    they are: no time of their own, no fields (the fold gives them)."""
-    for seq, (data, eol) in enumerate(lines, first):
-        yield (number, seq, RAW_DIRECTION, 0, 0, data, 1 if eol else 0, len(data), 0,
-               None, None, None, None)
 
 
 def pending(store: Store) -> list[str]:
