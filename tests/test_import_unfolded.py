@@ -20,7 +20,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -454,3 +454,58 @@ def test_the_lists_say_turns_and_tools_are_not_known_before_the_pass(
     assert not any("not yet" in row for row in cells)
     assert all(isinstance(row["turns"], int) and row["turns"] > 0 and row["reason"] == ""
                for row in rows)
+
+
+_COMPACTED = "c5ed8d29-b1bb-4659-9aa4-538bd822c1a6"
+_CHAIN = FIXTURES / "transcripts" / "resumed" / "projects" / "-home-dev-chain"
+_S1, _S2 = (f"5e550001-0000-4000-8000-00000000000{n}" for n in (1, 2))
+
+
+def _compacted(count: int) -> str:
+    path = FIXTURES / "transcripts" / "compacted" / "projects" / "-home-dev-project"
+    return "".join((path / f"{_COMPACTED}.jsonl").read_text().splitlines(keepends=True)[:count])
+
+
+def _backup_copy(root: Path) -> Iterator[Path]:
+    """``A`` holds the first 9 lines of ``B``'s session file (a backup taken earlier)."""
+    for folder, count in (("A", 9), ("B", 15)):
+        (root / folder / "-p").mkdir(parents=True)
+        (root / folder / "-p" / f"{_COMPACTED}.jsonl").write_text(_compacted(count))
+        yield root / folder
+
+
+def _grown(root: Path) -> Iterator[Path]:
+    """One file imported, then again once it has grown."""
+    path = root / "-p" / f"{_COMPACTED}.jsonl"
+    path.parent.mkdir(parents=True)
+    for count in (9, 15):
+        path.write_text(_compacted(count))
+        yield root
+
+
+def _resumed(root: Path) -> Iterator[Path]:
+    """A session's first file imported alone, then with its resumed file beside it."""
+    (root / "-p").mkdir(parents=True)
+    for name in (_S1, _S2):
+        shutil.copy(_CHAIN / f"{name}.jsonl", root / "-p")
+        yield root
+
+
+@pytest.mark.parametrize(("imports", "sid"), [(_backup_copy, _COMPACTED),
+                                              (_grown, _COMPACTED), (_resumed, _S1)])
+def test_a_reimport_folded_later_equals_one_folded_at_once(
+        imports: Callable[[Path], Iterator[Path]], sid: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each import's files, folded later or at once, make the same recording: a
+    copy of a file imported before is that file, not a resume of it."""
+    exported = {}
+    for fold in ("later", "now"):
+        root, db = tmp_path / fold, str(tmp_path / f"{fold}.db")
+        for folder in imports(root):
+            _import(db, str(folder), fold=fold, monkeypatch=monkeypatch)
+        out = tmp_path / f"{fold}.jsonl"
+        done = CliRunner().invoke(cli, ["export", sid, "--db", db, "-o", str(out)])
+        assert done.exit_code == 0, done.output
+        exported[fold] = out.read_bytes().replace(str(root).encode(), b"<root>")
+    assert (rb'\"subtype\":\"resume\"' in exported["now"]) == (imports is _resumed)
+    assert exported["later"] == exported["now"]

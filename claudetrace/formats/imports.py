@@ -505,6 +505,10 @@ def _with_stored_files(unit: Unit, known: Any) -> Unit:
     if files is None:
         return unit
     have = {os.path.abspath(p) for p in files.files}
+    #: A stored file named as one of the unit's is another copy of that file (a
+    #: backup of the projects folder, the file before it grew): the unit's takes
+    #: its place, as a fold of both would read the copy as a resume of itself.
+    names = {p.name for p in files.files}
     #: The unit's own files by device and inode, once a stored path is not among
     #: their names: the same file reached another way (a symlinked folder, a
     #: folder imported then the file in it) is not another file of the session.
@@ -512,7 +516,7 @@ def _with_stored_files(unit: Unit, known: Any) -> Unit:
     more: list[Path] = []
     for name, size in ((known.extra or {}).get("files") or {}).items():
         path = _stored_path(known, name)
-        if path is None or path in have or not isinstance(size, int):
+        if path is None or path in have or Path(path).name in names or not isinstance(size, int):
             continue
         try:
             st = os.stat(path)
