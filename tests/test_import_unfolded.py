@@ -509,3 +509,50 @@ def test_a_reimport_folded_later_equals_one_folded_at_once(
         exported[fold] = out.read_bytes().replace(str(root).encode(), b"<root>")
     assert (rb'\"subtype\":\"resume\"' in exported["now"]) == (imports is _resumed)
     assert exported["later"] == exported["now"]
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_an_import_and_the_pass_at_once_take_their_locks_in_one_order(
+        tmp_path: Path, pg_store: str) -> None:
+    """A re-import storing a session usage first (its row, then its mark) while a pass
+    folds it (its mark, then its row) on PostgreSQL: both wait, neither is killed
+    as a deadlock."""
+    import threading
+
+    from claudetrace.formats.imports import Planner, import_units
+    from claudetrace.testing.transcripts import random_corpus, write_transcript
+
+    root = tmp_path / "projects"
+    paths = [write_transcript(root, t) for t in random_corpus(8, calls=20)]
+    importing, passing = open_store(pg_store), open_store(pg_store)
+    failed: list[BaseException] = []
+
+    def run(work: Callable[[], object]) -> None:
+        try:
+            work()
+        except BaseException as exc:  # said by the test
+            failed.append(exc)
+
+    try:
+        units, _skipped = Planner().plan([root])
+        list(import_units(importing, units, usage_first=True, parallel=False))
+        for _round in range(6):
+            for path in paths:  # each session grown by a line: stored again
+                with open(path, "ab") as f:
+                    f.write(path.read_bytes().splitlines(keepends=True)[-1])
+            again, _skipped = Planner().plan([root])
+            threads = [threading.Thread(target=run, args=(work,)) for work in (
+                lambda units=again: list(import_units(importing, units, usage_first=True,
+                                                      parallel=False)),
+                lambda: folding.fold_all(passing))]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert not failed, failed
+        folding.fold_all(passing)
+        assert not pending(passing)
+    finally:
+        importing.close()
+        passing.close()
+
