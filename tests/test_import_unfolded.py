@@ -556,3 +556,26 @@ def test_an_import_and_the_pass_at_once_take_their_locks_in_one_order(
         importing.close()
         passing.close()
 
+
+def test_a_session_stored_by_another_import_meanwhile_is_unchanged(
+        tmp_path: Path, ct_env: Path) -> None:
+    """Two imports of one folder at once: the second finds each session stored by the
+    first after it looked (its index of what was stored is empty) and says, and
+    stores, what a second import says: unchanged, as the converting import says."""
+    from claudetrace.formats.imports import Planner, import_units
+    from claudetrace.testing.transcripts import random_corpus, write_transcript
+
+    root = tmp_path / "projects"
+    for t in random_corpus(6):
+        write_transcript(root, t)
+    store = open_store(str(tmp_path / "db.sqlite"))
+    try:
+        units, _skipped = Planner().plan([root])
+        first = list(import_units(store, units, usage_first=True, parallel=False))
+        assert {done.action for done in first} == {"imported"}
+        waiting = pending(store)
+        again = list(import_units(store, units, index={}, usage_first=True, parallel=False))
+        assert [done.action for done in again] == ["unchanged"] * len(units)
+        assert pending(store) == waiting  # not stored again
+    finally:
+        store.close()

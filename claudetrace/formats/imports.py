@@ -584,6 +584,10 @@ class _Pending:
     sizes: dict[str, int]
     known: Any
 
+    def stored_as(self, recording: Any) -> bool:
+        """Whether ``recording`` (stored, or None) was made of these files as they are."""
+        return recording is not None and (recording.extra or {}).get("fingerprint") == self.digest
+
 
 def _look(opened: Callable[[], Any], unit: Unit, index: Index | None,
           *, first: bool = False, write: Callable[[], Any] | None = None) -> Imported | _Pending:
@@ -1036,7 +1040,7 @@ def _store_converted(
         info.extra["warnings"] = converted.warnings
         info.extra["damaged_lines"] = converted.damage
     if known is not None:
-        if (known.extra or {}).get("fingerprint") == pending.digest:
+        if pending.stored_as(known):
             return Imported(unit.path, unit.kind, "unchanged", known.id, sid)
         info.id = known.id
         info.name = known.name

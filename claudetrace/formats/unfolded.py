@@ -292,6 +292,8 @@ def put(opened: Callable[[], Any], batch: Any, pending: _Pending, got: Scanned,
     sid = files.session_id
     if known is None:
         known = _recording_of(opened, SOURCE, sid, None)
+        if pending.stored_as(known):  # by another import, since it was looked at
+            return Imported(unit.path, unit.kind, "unchanged", known.id, sid)
     info = RecordingInfo(
         id=known.id if known is not None else stable_recording_id(SOURCE, sid, got.first_ns),
         argv=[], started_ns=got.first_ns, cwd=got.cwd or "", source=SOURCE,
@@ -314,10 +316,13 @@ def put(opened: Callable[[], Any], batch: Any, pending: _Pending, got: Scanned,
     try:
         done = batch.put_unfolded(info, got.lines, layout=layout, summary=summary)
     except StoreError:
-        # Another importer stored this session meanwhile (the same id): once more,
-        # as an update of what it stored.
-        if known is not None or _recording_of(opened, SOURCE, sid, None) is None:
+        # Another importer stored this session meanwhile (the same id): nothing to
+        # do when it stored these files, else once more, as an update of it.
+        stored = _recording_of(opened, SOURCE, sid, None) if known is None else None
+        if stored is None:
             raise
+        if pending.stored_as(stored):
+            return Imported(unit.path, unit.kind, "unchanged", stored.id, sid)
         done = batch.put_unfolded(info, got.lines, layout=layout, summary=summary)
     action: Action = "imported" if not done.found else (
         "updated" if known is not None or done.changed else "unchanged")
