@@ -151,9 +151,13 @@ def test_readers_fold_first_or_say_so(tree: Path, tmp_path: Path,
     waiting = pending(store)
     store.close()
     runner = CliRunner()
-    # search and doctor say so, one line each.
-    found = runner.invoke(cli, ["search", "hello", "--db", str(first)])
-    assert f"{len(waiting)} imported sessions still being indexed" in found.output
+    # search, the session list's search and doctor say so, one line each.
+    said = (f"{len(waiting)} imported sessions still being indexed: their lines are not "
+            "searched yet\n")
+    for argv in (["search", "hello"], ["sessions", "--search", "hello"],
+                 ["sessions", "--search", "hello", "--json"], ["sessions"]):
+        found = runner.invoke(cli, [*argv, "--db", str(first)])
+        assert found.stderr.count(said) == ("hello" in argv), argv
     doctor = runner.invoke(cli, ["doctor", "--db", str(first)])
     assert f"{waiting[0]}  still being indexed" in doctor.output
     # prune leaves them (as a session still being imported).
