@@ -20,7 +20,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -151,9 +151,13 @@ def test_readers_fold_first_or_say_so(tree: Path, tmp_path: Path,
     waiting = pending(store)
     store.close()
     runner = CliRunner()
-    # search and doctor say so, one line each.
-    found = runner.invoke(cli, ["search", "hello", "--db", str(first)])
-    assert f"{len(waiting)} imported sessions still being indexed" in found.output
+    # search, the session list's search and doctor say so, one line each.
+    said = (f"{len(waiting)} imported sessions still being indexed: their lines are not "
+            "searched yet\n")
+    for argv in (["search", "hello"], ["sessions", "--search", "hello"],
+                 ["sessions", "--search", "hello", "--json"], ["sessions"]):
+        found = runner.invoke(cli, [*argv, "--db", str(first)])
+        assert found.stderr.count(said) == ("hello" in argv), argv
     doctor = runner.invoke(cli, ["doctor", "--db", str(first)])
     assert f"{waiting[0]}  still being indexed" in doctor.output
     # prune leaves them (as a session still being imported).
@@ -545,3 +549,128 @@ def test_the_lists_say_turns_and_tools_are_not_known_before_the_pass(
     assert not any("not yet" in row for row in cells)
     assert all(isinstance(row["turns"], int) and row["turns"] > 0 and row["reason"] == ""
                for row in rows)
+
+
+_COMPACTED = "c5ed8d29-b1bb-4659-9aa4-538bd822c1a6"
+_CHAIN = FIXTURES / "transcripts" / "resumed" / "projects" / "-home-dev-chain"
+_S1, _S2 = (f"5e550001-0000-4000-8000-00000000000{n}" for n in (1, 2))
+
+
+def _compacted(count: int) -> str:
+    path = FIXTURES / "transcripts" / "compacted" / "projects" / "-home-dev-project"
+    return "".join((path / f"{_COMPACTED}.jsonl").read_text().splitlines(keepends=True)[:count])
+
+
+def _backup_copy(root: Path) -> Iterator[Path]:
+    """``A`` holds the first 9 lines of ``B``'s session file (a backup taken earlier)."""
+    for folder, count in (("A", 9), ("B", 15)):
+        (root / folder / "-p").mkdir(parents=True)
+        (root / folder / "-p" / f"{_COMPACTED}.jsonl").write_text(_compacted(count))
+        yield root / folder
+
+
+def _grown(root: Path) -> Iterator[Path]:
+    """One file imported, then again once it has grown."""
+    path = root / "-p" / f"{_COMPACTED}.jsonl"
+    path.parent.mkdir(parents=True)
+    for count in (9, 15):
+        path.write_text(_compacted(count))
+        yield root
+
+
+def _resumed(root: Path) -> Iterator[Path]:
+    """A session's first file imported alone, then with its resumed file beside it."""
+    (root / "-p").mkdir(parents=True)
+    for name in (_S1, _S2):
+        shutil.copy(_CHAIN / f"{name}.jsonl", root / "-p")
+        yield root
+
+
+@pytest.mark.parametrize(("imports", "sid"), [(_backup_copy, _COMPACTED),
+                                              (_grown, _COMPACTED), (_resumed, _S1)])
+def test_a_reimport_folded_later_equals_one_folded_at_once(
+        imports: Callable[[Path], Iterator[Path]], sid: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each import's files, folded later or at once, make the same recording: a
+    copy of a file imported before is that file, not a resume of it."""
+    exported = {}
+    for fold in ("later", "now"):
+        root, db = tmp_path / fold, str(tmp_path / f"{fold}.db")
+        for folder in imports(root):
+            _import(db, str(folder), fold=fold, monkeypatch=monkeypatch)
+        out = tmp_path / f"{fold}.jsonl"
+        done = CliRunner().invoke(cli, ["export", sid, "--db", db, "-o", str(out)])
+        assert done.exit_code == 0, done.output
+        exported[fold] = out.read_bytes().replace(str(root).encode(), b"<root>")
+    assert (rb'\"subtype\":\"resume\"' in exported["now"]) == (imports is _resumed)
+    assert exported["later"] == exported["now"]
+
+
+@pytest.mark.usefixtures("ct_env")
+def test_an_import_and_the_pass_at_once_take_their_locks_in_one_order(
+        tmp_path: Path, pg_store: str) -> None:
+    """A re-import storing a session usage first (its row, then its mark) while a pass
+    folds it (its mark, then its row) on PostgreSQL: both wait, neither is killed
+    as a deadlock."""
+    import threading
+
+    from claudetrace.formats.imports import Planner, import_units
+    from claudetrace.testing.transcripts import random_corpus, write_transcript
+
+    root = tmp_path / "projects"
+    paths = [write_transcript(root, t) for t in random_corpus(8, calls=20)]
+    importing, passing = open_store(pg_store), open_store(pg_store)
+    failed: list[BaseException] = []
+
+    def run(work: Callable[[], object]) -> None:
+        try:
+            work()
+        except BaseException as exc:  # said by the test
+            failed.append(exc)
+
+    try:
+        units, _skipped = Planner().plan([root])
+        list(import_units(importing, units, usage_first=True, parallel=False))
+        for _round in range(6):
+            for path in paths:  # each session grown by a line: stored again
+                with open(path, "ab") as f:
+                    f.write(path.read_bytes().splitlines(keepends=True)[-1])
+            again, _skipped = Planner().plan([root])
+            threads = [threading.Thread(target=run, args=(work,)) for work in (
+                lambda units=again: list(import_units(importing, units, usage_first=True,
+                                                      parallel=False)),
+                lambda: folding.fold_all(passing))]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert not failed, failed
+        folding.fold_all(passing)
+        assert not pending(passing)
+    finally:
+        importing.close()
+        passing.close()
+
+
+def test_a_session_stored_by_another_import_meanwhile_is_unchanged(
+        tmp_path: Path, ct_env: Path) -> None:
+    """Two imports of one folder at once: the second finds each session stored by the
+    first after it looked (its index of what was stored is empty) and says, and
+    stores, what a second import says: unchanged, as the converting import says."""
+    from claudetrace.formats.imports import Planner, import_units
+    from claudetrace.testing.transcripts import random_corpus, write_transcript
+
+    root = tmp_path / "projects"
+    for t in random_corpus(6):
+        write_transcript(root, t)
+    store = open_store(str(tmp_path / "db.sqlite"))
+    try:
+        units, _skipped = Planner().plan([root])
+        first = list(import_units(store, units, usage_first=True, parallel=False))
+        assert {done.action for done in first} == {"imported"}
+        waiting = pending(store)
+        again = list(import_units(store, units, index={}, usage_first=True, parallel=False))
+        assert [done.action for done in again] == ["unchanged"] * len(units)
+        assert pending(store) == waiting  # not stored again
+    finally:
+        store.close()

@@ -515,8 +515,9 @@ def test_a_phrase_is_found_however_its_line_writes_its_text(
     """A line that says a phrase is found however it is written (escapes, accents,
     letters that case-fold to ASCII, upper case), on both engines, by the
     command and the search box; plain words whatever is between them in the
-    line, a query with punctuation as typed (looked for in a line's bytes
-    before its text is read: a line that cannot say it is not decoded)."""
+    line (and whatever spaces or tabs between them in the query), a query with
+    punctuation as typed (looked for in a line's bytes before its text is read: a
+    line that cannot say it is not decoded)."""
     import uuid
 
     word = f"okapi{uuid.uuid4().hex[:12]}"
@@ -544,11 +545,13 @@ def test_a_phrase_is_found_however_its_line_writes_its_text(
             for name, line in lines.items():
                 where.create_recording(infos[name])
                 where.write_batch(infos[name].id, [Event(0, "out", 0, line)])
+        plain = {"escaped accent", "raw accent", "upper", "solidus", "apart", "line break",
+                 "parts", "farther"}
         for query, says in (
-                (f"{word} the", {"escaped accent", "raw accent", "upper", "solidus", "apart",
-                                 "line break", "parts", "farther"}),
+                (f"{word} the", plain), (f"{word}  the", plain), (f" {word}\tthe", plain),
                 (f"{word} k", {"kelvin"}), (f"{word} i", {"dotted"}),
-                (f"{word} the/end", {"solidus"}), (f"{word}, the", {"apart"})):
+                (f"{word} the/end", {"solidus"}), (f"{word}, the", {"apart"}),
+                (f"{word},\t the", {"apart"})):
             wanted = sorted(infos[name].id for name in says)
             for where, url in ((store, f"sqlite:///{db_path}"), (server, pg_url)):
                 assert recordings_saying(where, query) == wanted, (query, url)

@@ -74,6 +74,10 @@ def sessions(db_url: str | None, as_json: bool, limit: int, models: tuple[str, .
     # Closed when the command ends (run in-process, a PostgreSQL connection was left open).
     click.get_current_context().call_on_close(store.close)
     say_unmatched(store, models, filters.tags)
+    if filters.text:
+        from .search import say_unsearched
+
+        say_unsearched(db_url)
     if as_json:
         from ..store.links import NO_LINKS, session_links
         from ..store.listing import session_chunks

@@ -25,15 +25,10 @@ def search(text: str, db_url: str | None, limit: int, as_json: bool) -> None:
     finds "hello", not "shell").  Each line found is printed with its session,
     its sequence number and the text around the match.
     """
-    from ..config import resolve_url
-    from ..display import plural, visible
-    from ..store.waiting import count_plain
+    from ..display import visible
 
     hits = _find(db_url, text, limit or None)
-    waiting = count_plain(resolve_url(db_url))
-    if waiting:
-        click.echo(f"{plural(waiting, 'imported session')} still being indexed: their lines "
-                   "are not searched yet", err=True)
+    say_unsearched(db_url)
     if as_json:
         echo_json([{
             "recording_id": h.recording_id,
@@ -52,6 +47,19 @@ def search(text: str, db_url: str | None, limit: int, as_json: bool) -> None:
     for h in hits:
         click.echo(f"{h.recording_id}  {_when(h.started_ns)}  #{h.seq:<6} {h.type or '':<9} "
                    f"{visible(h.name or '')}  {visible(h.snippet)}")
+
+
+def say_unsearched(db_url: str | None) -> None:
+    """Say on stderr how many imported sessions a search of the database ``db_url``
+    does not read yet (stored usage first, not folded: no search words yet)."""
+    from ..config import resolve_url
+    from ..display import plural
+    from ..store.waiting import count_plain
+
+    waiting = count_plain(resolve_url(db_url))
+    if waiting:
+        click.echo(f"{plural(waiting, 'imported session')} still being indexed: their lines "
+                   "are not searched yet", err=True)
 
 
 def _find(db_url: str | None, text: str, limit: int | None) -> list[Hit]:

@@ -505,6 +505,10 @@ def _with_stored_files(unit: Unit, known: Any) -> Unit:
     if files is None:
         return unit
     have = {os.path.abspath(p) for p in files.files}
+    #: A stored file named as one of the unit's is another copy of that file (a
+    #: backup of the projects folder, the file before it grew): the unit's takes
+    #: its place, as a fold of both would read the copy as a resume of itself.
+    names = {p.name for p in files.files}
     #: The unit's own files by device and inode, once a stored path is not among
     #: their names: the same file reached another way (a symlinked folder, a
     #: folder imported then the file in it) is not another file of the session.
@@ -512,7 +516,7 @@ def _with_stored_files(unit: Unit, known: Any) -> Unit:
     more: list[Path] = []
     for name, size in ((known.extra or {}).get("files") or {}).items():
         path = _stored_path(known, name)
-        if path is None or path in have or not isinstance(size, int):
+        if path is None or path in have or Path(path).name in names or not isinstance(size, int):
             continue
         try:
             st = os.stat(path)
@@ -579,6 +583,10 @@ class _Pending:
     digest: str
     sizes: dict[str, int]
     known: Any
+
+    def stored_as(self, recording: Any) -> bool:
+        """Whether ``recording`` (stored, or None) was made of these files as they are."""
+        return recording is not None and (recording.extra or {}).get("fingerprint") == self.digest
 
 
 def _look(opened: Callable[[], Any], unit: Unit, index: Index | None,
@@ -1069,7 +1077,7 @@ def _store_converted(
         info.extra["warnings"] = converted.warnings
         info.extra["damaged_lines"] = converted.damage
     if known is not None:
-        if (known.extra or {}).get("fingerprint") == pending.digest:
+        if pending.stored_as(known):
             return Imported(unit.path, unit.kind, "unchanged", known.id, sid)
         info.id = known.id
         info.name = known.name

@@ -449,14 +449,19 @@ def put(opened: Callable[[], Any], batch: Any, pending: _Pending, got: Scanned,
         if batch.put_new(info, got.lines, layout=layout, summary=summary):
             return _imported(unit, info.id, sid, "imported", got.damage)
         known = _recording_of(opened, SOURCE, sid, None)
+        if pending.stored_as(known):  # by another import, since it was looked at
+            return Imported(unit.path, unit.kind, "unchanged", known.id, sid)
     info = recording(known)
     try:
         done = batch.put_unfolded(info, got.lines, layout=layout, summary=summary)
     except StoreError:
-        # Another importer stored this session meanwhile (the same id): once more,
-        # as an update of what it stored.
-        if known is not None or _recording_of(opened, SOURCE, sid, None) is None:
+        # Another importer stored this session meanwhile (the same id): nothing to
+        # do when it stored these files, else once more, as an update of it.
+        stored = _recording_of(opened, SOURCE, sid, None) if known is None else None
+        if stored is None:
             raise
+        if pending.stored_as(stored):
+            return Imported(unit.path, unit.kind, "unchanged", stored.id, sid)
         done = batch.put_unfolded(info, got.lines, layout=layout, summary=summary)
     action: Action = "imported" if not done.found else (
         "updated" if known is not None or done.changed else "unchanged")

@@ -64,7 +64,6 @@ from .postgres import copy_rows
 from .rows import (
     ROWS_PER_INSERT,
     USAGE_CALLS,
-    USAGE_LOCK,
     Rows,
     api_message_id,
     chunks,
@@ -72,6 +71,7 @@ from .rows import (
     event_rows,
     info_columns,
     insert_batches,
+    lock_usage,
     numbered,
     rollup_statements,
     row_count,
@@ -296,7 +296,7 @@ class Store:
         is marked a duplicate, as :meth:`_replace_usage` marks it."""
         ids = sorted({str(stored_id(str(c[0]))) for found in calls.values() for c in found
                       if api_message_id(str(c[0]))})
-        _lock_usage(conn)
+        lock_usage(conn)
         held: set[str] = set()
         for chunk in chunks(ids):
             held.update(conn.execute(select(_USAGE.c.call_id).where(
@@ -476,6 +476,7 @@ class Store:
         # coerced each of the row's values into a new statement, about a sixth
         # of the storing process's time on ``bench import``'s tree.
         stored = storable_columns(columns)
+        lock_usage(conn)  # before the recording's row: the one order (a fold's too)
         found = conn.execute(_UPDATE_RECORDING, {**stored, "_rid": info.id}).rowcount
         if not found:
             conn.execute(_INSERT_RECORDING, stored)
@@ -524,6 +525,7 @@ class Store:
         columns = {**info_columns(info), **summary}
         calls = list(columns.pop(USAGE_CALLS, ()))
         stored = storable_columns(columns)
+        lock_usage(conn)  # before the recording's row, as :meth:`_put`
         found = conn.execute(_UPDATE_RECORDING, {**stored, "_rid": info.id}).rowcount
         if not found:
             conn.execute(_INSERT_RECORDING, stored)
@@ -580,7 +582,7 @@ class Store:
                 yield from conn.execute(_HELD_ELSEWHERE,
                                         {"ids": chunk, "rid": recording_id}).scalars()
 
-        _lock_usage(conn)
+        lock_usage(conn)
         rows = usage_call_rows(recording_id, calls, elsewhere)
         mine = _USAGE.c.recording_id == recording_id
         dropped: set[str] = set()
@@ -1260,7 +1262,7 @@ def _delete_counted(conn: Connection, ids: list[str], *where: Any) -> int:
     transaction, and count again the messages only they counted
     (:func:`_recount`): the one way every path deletes recordings (delete,
     prune, a fold, a half import's replacement).  How many were deleted."""
-    _lock_usage(conn)
+    lock_usage(conn)
     held = _counted(conn, ids)
     deleted = 0
     for chunk in chunks(ids):
@@ -1269,13 +1271,6 @@ def _delete_counted(conn: Connection, ids: list[str], *where: Any) -> int:
     if deleted and held:
         _recount(conn, held)
     return deleted
-
-
-def _lock_usage(conn: Connection) -> None:
-    """Wait for any other transaction writing usage to end (PostgreSQL:
-    :data:`~.rows.USAGE_LOCK`), to the end of this one."""
-    if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql(USAGE_LOCK)
 
 
 def _recount(conn: Connection, calls: set[str]) -> None:

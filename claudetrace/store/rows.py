@@ -19,6 +19,8 @@ from . import values
 from .values import INT64_MAX, INT64_MIN
 
 if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
     from ..model.events import Event
 
 #: Rows an ``INSERT`` statement takes at once: SQLite's per-statement work
@@ -128,6 +130,15 @@ def rollup_statements(where: str) -> tuple[str, ...]:
 #: write, so that no two writers can wait on each other's (SQLite writes one
 #: transaction at a time already).
 USAGE_LOCK: Final = "SELECT pg_advisory_xact_lock(727272)"
+
+
+def lock_usage(conn: Connection) -> None:
+    """Wait for any other transaction writing usage to end (PostgreSQL:
+    :data:`USAGE_LOCK`), to the end of this one.  A transaction that stores
+    recordings takes it before any recording's row, so that it is always taken
+    first (a fold takes it before its claim: :func:`.unfolded.claim`)."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(USAGE_LOCK)
 
 
 def usage_call_rows(recording_id: str, calls: Iterable[tuple[Any, ...]],

@@ -126,7 +126,8 @@ def query(needle: str, dialect: str) -> Query:
     how a line the index finds is checked (a query of plain words, by the index
     alone where it answers: one word, or a phrase on SQLite)."""
     query_words = words(needle)
-    wanted = fold(needle.strip().casefold())
+    # Spaces and tabs between words are one space: whitespace, not punctuation.
+    wanted = " ".join(fold(needle.casefold()).split())
     if wanted != " ".join(query_words):
         return Query(query_words, wanted, BY_TEXT, literal=_literal(wanted))
     if dialect == "sqlite" or len(query_words) == 1:

@@ -25,6 +25,7 @@ from sqlalchemy import Connection, Table, delete, insert, select
 
 from .importing import RAW_DIRECTION, raw_rows
 from .models import Recording, Unfolded, number_of
+from .rows import lock_usage
 
 if TYPE_CHECKING:
     from .api import Store
@@ -44,6 +45,12 @@ def claim(conn: Connection, recording_id: str) -> dict[str, Any] | None:
     """Take ``recording_id``'s row of ``unfolded`` for a fold in ``conn``'s
     transaction (deleted: committed with the fold, or back when it is taken
     back); its layout, or None when it is folded (or being folded) already."""
+    # Usage's lock, then the recording's row, then its mark: the order an import
+    # storing recordings takes them in (:func:`~.rows.lock_usage`); any other
+    # deadlocks with it on PostgreSQL (SQLite's write lock is one for the file).
+    lock_usage(conn)
+    conn.execute(select(_RECORDINGS.c.num).where(_RECORDINGS.c.id == recording_id)
+                 .with_for_update(key_share=True))
     found = conn.execute(select(_TABLE.c.layout).where(_TABLE.c.rec == number_of(recording_id))
                          ).first()
     if found is None:
