@@ -35,10 +35,21 @@ def sleeper() -> Iterator[subprocess.Popen[bytes]]:
     proc.wait()
 
 
-def _dead_pid() -> int:
+def _gone_importer() -> dict[str, Any]:
+    """The mark of an importer that is gone: its pid with its start time, read
+    before it was reaped, so that the pid taken meanwhile by another process
+    (the machine's pids wrap, and other jobs start processes) does not make it
+    an importer still running."""
     gone = subprocess.Popen([PY, "-c", "pass"])
+    os.waitid(os.P_PID, gone.pid, os.WEXITED | os.WNOWAIT)  # exited, not reaped yet
+    started = start_time(gone.pid)
     gone.wait()
-    return gone.pid
+    assert started is not None
+    return {"host": os.uname().nodename, "pid": gone.pid, "started": started}
+
+
+def _dead_pid() -> int:
+    return int(_gone_importer()["pid"])
 
 
 def _half(db_path: Path, cassette: Path, importer: dict[str, Any]) -> str:
@@ -57,10 +68,16 @@ def _half(db_path: Path, cassette: Path, importer: dict[str, Any]) -> str:
         yield from whole.events[:3]
         raise KeyboardInterrupt
 
+    def left_as_killed(writer: Any, forget: Any, recording_id: str) -> None:
+        # Nothing taken back, but the batch on the store's writing thread ends
+        # here: a killed import writes nothing later, and a batch landing after
+        # this returns went into the recording that replaced the half.
+        writer.close()
+
     store = open_settled_store(str(db_path))
     try:
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(ingest, "_take_back", lambda *args: None)
+            patch.setattr(ingest, "_take_back", left_as_killed)
             with pytest.raises(KeyboardInterrupt):
                 store.import_cassette((whole.header, killed()), info=info, batch=2)
     finally:
@@ -120,7 +137,7 @@ def test_a_reused_pid_does_not_keep_a_dead_half_waiting(
 def test_a_stale_look_deletes_nothing(db_path: Path, tmp_path: Path) -> None:
     cassette = tmp_path / "c.ndjson"
     _big_cassette(cassette, 10)
-    rid = _half(db_path, cassette, {"host": os.uname().nodename, "pid": _dead_pid()})
+    rid = _half(db_path, cassette, _gone_importer())
     store = open_settled_store(str(db_path))
     try:
         state = store.import_state(rid)
@@ -145,7 +162,7 @@ def test_two_imports_replacing_one_dead_half_store_it_once(
             if db.execute("SELECT name FROM sqlite_master WHERE name = 'recordings'"
                           ).fetchone():
                 db.execute("DELETE FROM recordings")
-        rid = _half(db_path, cassette, {"host": os.uname().nodename, "pid": _dead_pid()})
+        rid = _half(db_path, cassette, _gone_importer())
         both = [subprocess.Popen([PY, "-m", "claudetrace", "import", str(cassette),
                                   "--db", str(db_path)], stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE) for _ in range(2)]
@@ -205,7 +222,7 @@ def test_prune_leaves_a_recording_a_live_import_is_writing(
     # Its importer gone (a pid that names no process): a half left behind, pruned.
     with sqlite3.connect(db_path) as db:
         db.execute("DELETE FROM recordings")
-    _half(db_path, cassette, {"host": host, "pid": _dead_pid()})
+    _half(db_path, cassette, _gone_importer())
     pruned = ct("prune", "--db", str(db_path), "--older-than", "0s", "--yes")
     assert pruned.returncode == 0 and b"deleted 1 recording" in pruned.stdout, pruned.stdout
     assert _stored(db_path) == []
@@ -223,7 +240,7 @@ def test_a_half_replaced_is_never_missing_to_another_import(
 
     cassette = tmp_path / "c.ndjson"
     _big_cassette(cassette, 50)
-    rid = _half(db_path, cassette, {"host": os.uname().nodename, "pid": _dead_pid()})
+    rid = _half(db_path, cassette, _gone_importer())
     whole = read_cassette(cassette)
     replacement = info_from_header(whole.header)
     replacement.id, replacement.ended_ns = rid, None  # starting, as an import inserts it

@@ -570,7 +570,7 @@ def test_metrics_dump(store: Store, db_path: Path) -> None:
 
 
 def test_metrics_dump_into_a_pipe_is_the_exposition_exactly(
-    store: Store, db_path: Path, tmp_path: Path,
+    db_path: Path, tmp_path: Path,
 ) -> None:
     # click.echo drops ``ESC [...m`` from what it writes into a pipe: a model named
     # with one had another label value in ``dump`` than on /metrics.
@@ -579,16 +579,26 @@ def test_metrics_dump_into_a_pipe_is_the_exposition_exactly(
         "id": "msg_1", "role": "assistant", "model": model, "content": [],
         "usage": {"input_tokens": 3, "output_tokens": 4}}})
     cassette = tmp_path / "red.ndjson"
+    # Only ended recordings (not the store fixture's): one without an end is running
+    # for 5 s after its last heartbeat, then incomplete, and on a loaded machine the
+    # two reads below fell on either side of that (running 1 against 0).
     cassette.write_text(json.dumps({"claudetrace": "cassette", "version": 1, "argv": [],
-                                    "exit_code": 0}) + "\n"
+                                    "exit_code": 0, "started_ns": 1_700_000_000_000_000_000,
+                                    "ended_ns": 1_700_000_001_000_000_000}) + "\n"
                         + json.dumps({"seq": 0, "t": 0.1, "dir": "out", "line": line}) + "\n")
-    store.import_cassette(read_cassette(cassette))
-    result = CliRunner().invoke(cli, ["metrics", "dump", "--db", str(db_path)])
-    assert result.exit_code == 0, result.output
+    store = open_settled_store(str(db_path))
+    try:
+        store.import_cassette(read_cassette(cassette))
+        result = CliRunner().invoke(cli, ["metrics", "dump", "--db", str(db_path)])
+        assert result.exit_code == 0, result.output
+        exposition = StoreMetrics(store).exposition()
+    finally:
+        store.close()
+
     def steady(text: str) -> str:  # all but the scrape's own duration
         return re.sub(r"(claudetrace_store_scrape_duration_seconds) \S+", r"\1", text)
 
-    assert steady(result.output) == steady(StoreMetrics(store).exposition())
+    assert steady(result.output) == steady(exposition)
     assert f'model="{model}"' in result.output
 
 

@@ -295,8 +295,9 @@ def test_the_continues_lookup_uses_its_index(db: str) -> None:
 # -- in the session browser ---------------------------------------------------------------
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """One Chromium for the module's browser tests (each opens pages of its own)."""
     with launched() as chromium:
         yield chromium
 
