@@ -454,3 +454,23 @@ def test_the_lists_say_turns_and_tools_are_not_known_before_the_pass(
     assert not any("not yet" in row for row in cells)
     assert all(isinstance(row["turns"], int) and row["turns"] > 0 and row["reason"] == ""
                for row in rows)
+
+
+def test_the_pass_is_given_the_database_in_its_environment_not_its_argv(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any local user reads a process's argv (``ps``): a password there is shown to all."""
+    from claudetrace.config import DB_ENV
+    from claudetrace.formats.folding import start_pass
+
+    monkeypatch.delenv(folding.FOLD_ENV, raising=False)
+    url = "postgresql://postgres:s3cretpw@127.0.0.1:9/ct"  # nothing listens: it ends soon
+    pid = start_pass(url)
+    assert pid is not None
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes()
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    finally:
+        os.waitpid(pid, 0)
+    assert b"claudetrace.formats.unfolded" in argv
+    assert b"s3cretpw" not in argv
+    assert f"{DB_ENV}={url}".encode() in environ

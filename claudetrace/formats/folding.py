@@ -27,17 +27,20 @@ def fold_later() -> bool:
     return os.environ.get(FOLD_ENV, "").strip().lower() == "later"
 
 
-def start_pass(url: str) -> None:
+def start_pass(url: str) -> int | None:
     """Start the pass that folds what is not folded yet in ``url``'s store, as a
     process of its own that outlives the import (a session of its own, at idle
-    priority); none with ``CLAUDETRACE_FOLD=later``."""
+    priority); its process id, or None with ``CLAUDETRACE_FOLD=later``.  The URL
+    goes in ``$CLAUDETRACE_DB``, not argv, where other users could read a password."""
+    from ..config import DB_ENV
+
     if fold_later():
-        return
+        return None
     # Spawned, not a Popen: nothing of this process waits for it (a Popen left
     # running is a warning when collected); the system reaps it once we are gone.
     quiet = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
-    os.posix_spawn(sys.executable, [sys.executable, "-m", "claudetrace.formats.unfolded", url],
-                   os.environ, file_actions=quiet, setsid=True)
+    return os.posix_spawn(sys.executable, [sys.executable, "-m", "claudetrace.formats.unfolded"],
+                          {**os.environ, DB_ENV: url}, file_actions=quiet, setsid=True)
 
 
 __all__ = ["FOLD_ENV", "fold_later", "fold_now", "start_pass"]

@@ -14,7 +14,7 @@ recording's mark in a transaction of its own, writes its stored lines back
 into files laid out as they were read, converts them as an import converts a
 session's files, and stores the result over the lines (the recording's
 events, summary, tool rows, search words and usage rows).  The pass
-(:func:`start_pass`: ``python -m claudetrace.formats.unfolded URL``, detached,
+(:func:`start_pass`: ``python -m claudetrace.formats.unfolded``, detached,
 at idle priority) folds every recording not folded yet, one at a time, and
 exits when none is left.  ``CLAUDETRACE_FOLD=now`` (or ``import --wait``) folds
 in the import's own process instead.
@@ -445,12 +445,14 @@ def _idle() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The pass: ``python -m claudetrace.formats.unfolded URL``."""
+    """The pass: ``python -m claudetrace.formats.unfolded [URL]`` (by default the
+    database in ``$CLAUDETRACE_DB``, where :func:`start_pass` puts it)."""
+    from ..config import DB_ENV
     from ..store import open_store
 
     args = sys.argv[1:] if argv is None else argv
     _idle()
-    store = open_store(args[0])
+    store = open_store(args[0] if args else os.environ[DB_ENV])
     try:
         fold_all(store)
     finally:
