@@ -474,3 +474,68 @@ def test_the_pass_is_given_the_database_in_its_environment_not_its_argv(
     assert b"claudetrace.formats.unfolded" in argv
     assert b"s3cretpw" not in argv
     assert f"{DB_ENV}={url}".encode() in environ
+
+
+def test_import_wait_folds_what_earlier_imports_left_and_doctor_says_how(
+        tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    direct, db = tmp_path / "direct.db", tmp_path / "db.db"
+    _import(str(direct), str(tree), fold="now", monkeypatch=monkeypatch)
+    _import(str(db), str(tree), monkeypatch=monkeypatch)  # no pass (killed, say)
+    doctor = CliRunner().invoke(cli, ["doctor", "--db", str(db)])
+    assert "no pass folding them: `claudetrace import --wait PATH`" in doctor.output
+    with monkeypatch.context() as patch:
+        patch.delenv(folding.FOLD_ENV, raising=False)
+        done = CliRunner().invoke(cli, ["import", "--wait", str(tree), "--db", str(db)])
+    assert done.exit_code in (0, 1), done.output
+    assert "unchanged" in done.output.splitlines()[-1]
+    assert pending(open_store(str(db))) == []
+    assert _rows(db, tree) == _rows(direct, tree)
+
+
+def _pass_ended(db: Path, seconds: float = 240.0) -> None:
+    from claudetrace.config import resolve_url
+    from claudetrace.formats.folding import pass_running
+
+    deadline = time.monotonic() + seconds
+    while pass_running(resolve_url(str(db))):
+        assert time.monotonic() < deadline, "the pass did not finish"
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_an_import_of_nothing_new_starts_a_pass_when_the_last_one_was_killed(
+        tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from claudetrace.config import resolve_url
+    from claudetrace.formats.folding import start_pass
+
+    direct, db = tmp_path / "direct.db", tmp_path / "db.db"
+    _import(str(direct), str(tree), fold="now", monkeypatch=monkeypatch)
+    _import(str(db), str(tree), monkeypatch=monkeypatch)
+    monkeypatch.delenv(folding.FOLD_ENV, raising=False)
+    pid = start_pass(resolve_url(str(db)))
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    assert pending(open_store(str(db)))
+    said = _import(str(db), str(tree), fold=None, monkeypatch=monkeypatch)
+    assert "unchanged" in said.splitlines()[-1]
+    _wait_folded(str(db))
+    assert _rows(db, tree) == _rows(direct, tree)
+
+
+@pytest.mark.slow
+def test_a_recording_the_pass_cannot_fold_is_said_in_its_log_and_by_doctor(
+        tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = tmp_path / "db.db"
+    _import(str(db), str(tree), monkeypatch=monkeypatch)
+    broken = pending(open_store(str(db)))[0]
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("UPDATE unfolded SET layout = ? WHERE rec = (SELECT num FROM recordings"
+                     " WHERE id = ?)", (json.dumps({"files": [["main", "x.jsonl", 1 << 30]]}),
+                                        broken))
+    _import(str(db), str(tree), fold=None, monkeypatch=monkeypatch)
+    _pass_ended(db)
+    assert pending(open_store(str(db))) == [broken]  # the others are folded
+    doctor = CliRunner().invoke(cli, ["doctor", "--db", str(db)]).output
+    assert any("the last pass said: " in line and f"cannot fold {broken}: StopIteration" in line
+               for line in doctor.splitlines()), doctor

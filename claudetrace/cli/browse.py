@@ -537,7 +537,7 @@ def import_(
     from pathlib import Path
 
     from ..config import plain_file, plain_name, resolve_url
-    from ..formats.folding import fold_now
+    from ..formats.folding import fold_now, start_pass
     from ..formats.imports import (
         Converting,
         ImportFormatError,
@@ -618,6 +618,14 @@ def import_(
                       index, usage_first)
         if not opened and not cap.nothing_to_settle(url):
             store()  # stores the finished sessions still waiting, as every command does
+    if usage_first:
+        # Whenever the store holds sessions not folded yet and no pass is running
+        # (one killed, failed, or never started): what this import stored or not.
+        start_pass(url, store)
+    elif wait and (opened or plain_name(url) is None or plain_file(url) is not None):
+        from ..formats.unfolded import fold_all
+
+        fold_all(store())  # those earlier imports stored usage first too
     click.echo(tally.summary(), err=True)
     if not units and not watch:
         # Nothing there to import: a wrong folder, most likely (--watch waits for
@@ -667,7 +675,6 @@ def _import_units(units: Sequence[Any], store: Any, writer: Any, name: str | Non
         # What is stored already, in one look (an unchanged session opens nothing).
         if index is None:
             index = stored_sessions(url, store)
-        stored = False
         for done, unit, _shown in zip(import_units(store, converted, name=name, tags=tags,
                                                    index=index, converting=converting,
                                                    usage_first=usage_first),
@@ -676,11 +683,6 @@ def _import_units(units: Sequence[Any], store: Any, writer: Any, name: str | Non
                 raise ImportFormatError(done.note)
             tally.add(done)
             tally.joined(done, unit)
-            stored = stored or done.action in ("imported", "updated")
-        if usage_first and stored:
-            from ..formats.folding import start_pass
-
-            start_pass(url)
 
 
 class Tally:

@@ -406,19 +406,29 @@ def _real(warning: str, real: dict[str, str]) -> str:
     return warning
 
 
-def fold_all(store: Any, *, stop: Callable[[], bool] | None = None) -> int:
-    """Fold every recording not folded yet, one at a time; how many this call folded."""
+def fold_all(store: Any, *, stop: Callable[[], bool] | None = None,
+             tried: set[str] | None = None,
+             failed: Callable[[str, Exception], None] | None = None) -> int:
+    """Fold every recording not folded yet, one at a time; how many this call folded.
+    ``tried``: the ids tried already (each is tried once), added to; ``failed``: told
+    of a recording that could not be folded, and the next one is tried (else the
+    error is raised)."""
     from ..store.unfolded import pending
 
     done = 0
-    tried: set[str] = set()
+    tried = set() if tried is None else tried
     while True:
         waiting = [rid for rid in pending(store) if rid not in tried]
         if not waiting or (stop is not None and stop()):
             return done
         for rid in waiting:
             tried.add(rid)
-            done += fold(store, rid)
+            try:
+                done += fold(store, rid)
+            except Exception as exc:
+                if failed is None:
+                    raise
+                failed(rid, exc)
             if stop is not None and stop():
                 return done
 
@@ -444,20 +454,65 @@ def _idle() -> None:
         os.nice(19)
 
 
+def _say(line: str) -> None:
+    """A line of the pass's log (its stderr: :func:`~.folding.start_pass`)."""
+    import time
+
+    print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} fold pass {os.getpid()}: {line}",
+          file=sys.stderr, flush=True)
+
+
+def _reason(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def main(argv: list[str] | None = None) -> int:
-    """The pass: ``python -m claudetrace.formats.unfolded [URL]`` (by default the
-    database in ``$CLAUDETRACE_DB``, where :func:`start_pass` puts it)."""
+    """The pass: ``python -m claudetrace.formats.unfolded [URL] [--lock-fd N]``
+    (by default the database in ``$CLAUDETRACE_DB``, where :func:`start_pass` puts
+    it; ``--lock-fd``: the store's pass lock, taken by whoever started it)."""
+    import fcntl
+
     from ..config import DB_ENV
     from ..store import open_store
+    from ..store.unfolded import pending
+    from .folding import pass_files, take_lock
 
-    args = sys.argv[1:] if argv is None else argv
+    args = sys.argv[1:] if argv is None else list(argv)
+    lock: int | None = None
+    if "--lock-fd" in args:
+        at = args.index("--lock-fd")
+        lock = int(args[at + 1])
+        del args[at:at + 2]
+    url = args[0] if args else os.environ[DB_ENV]
     _idle()
-    store = open_store(args[0] if args else os.environ[DB_ENV])
+    if lock is None:
+        with contextlib.suppress(OSError):
+            lock = take_lock(pass_files(url)[0])
+            if lock is None:
+                return 0  # a pass is running: it folds them
+    tried: set[str] = set()
     try:
-        fold_all(store)
-    finally:
-        store.close()
-    return 0
+        store = open_store(url)
+        try:
+            while True:
+                fold_all(store, tried=tried,
+                         failed=lambda rid, exc: _say(f"cannot fold {rid}: {_reason(exc)}"))
+                if lock is None:
+                    return 0
+                # Let go, then look once more: an import that found the lock
+                # taken had stored what it stored before it looked, so it is seen.
+                fcntl.flock(lock, fcntl.LOCK_UN)
+                if not [rid for rid in pending(store) if rid not in tried]:
+                    return 0
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return 0  # another pass took over: it folds them
+        finally:
+            store.close()
+    except Exception as exc:
+        _say(f"stopped: {_reason(exc)}")
+        return 1
 
 
 if __name__ == "__main__":
