@@ -539,3 +539,51 @@ def test_a_recording_the_pass_cannot_fold_is_said_in_its_log_and_by_doctor(
     doctor = CliRunner().invoke(cli, ["doctor", "--db", str(db)]).output
     assert any("the last pass said: " in line and f"cannot fold {broken}: StopIteration" in line
                for line in doctor.splitlines()), doctor
+
+
+def _passes_over(db: Path) -> int:
+    """How many passes over ``db``'s store run now (their database is in their environment)."""
+    count = 0
+    for proc in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if b"claudetrace.formats.unfolded" in (proc / "cmdline").read_bytes() and \
+                    str(db).encode() in (proc / "environ").read_bytes():
+                count += 1
+    return count
+
+
+@pytest.mark.slow
+def test_import_watch_runs_one_pass_at_a_time_and_leaves_nothing_unfolded(
+        tmp_path: Path) -> None:
+    staged, watched, db = tmp_path / "staged", tmp_path / "watched", tmp_path / "db.db"
+    write_tree(staged, sessions=20, size=12 << 20, agents=2)
+    watched.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != folding.FOLD_ENV}
+    watch = subprocess.Popen([sys.executable, "-m", "claudetrace", "import", "--watch",
+                              "--interval", "0.3", str(watched), "--db", str(db)],
+                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    most = 0
+    try:
+        for project in sorted(staged.iterdir()):  # a project's sessions appear at a time
+            project.rename(watched / project.name)
+            deadline = time.monotonic() + 0.8
+            while time.monotonic() < deadline:
+                most = max(most, _passes_over(db))
+                time.sleep(0.05)
+        deadline = time.monotonic() + 240
+        while True:  # every session stored, and folded
+            assert time.monotonic() < deadline, "not all stored and folded"
+            most = max(most, _passes_over(db))
+            if db.exists():
+                with contextlib.closing(sqlite3.connect(db)) as conn, \
+                        contextlib.suppress(sqlite3.Error):
+                    stored, left = conn.execute(
+                        "SELECT (SELECT count(*) FROM recordings),"
+                        " (SELECT count(*) FROM unfolded)").fetchone()
+                    if stored == 20 and left == 0:
+                        break
+            time.sleep(0.1)
+    finally:
+        watch.terminate()
+        watch.wait(timeout=60)
+    assert most == 1
