@@ -31,6 +31,7 @@ from claudetrace.cli import cli
 from claudetrace.formats import unfolded as folding
 from claudetrace.store import open_store
 from claudetrace.store.unfolded import pending
+from tests.test_store_sqlite import _read_only_mount_works
 
 FIXTURES = Path(__file__).parent / "fixtures"
 #: What a recording keeps of its files' metadata (tests/test_import_dump.py).
@@ -587,3 +588,38 @@ def test_import_watch_runs_one_pass_at_a_time_and_leaves_nothing_unfolded(
         watch.terminate()
         watch.wait(timeout=60)
     assert most == 1
+
+
+@pytest.mark.skipif(not _read_only_mount_works(), reason="needs unshare -m (root)")
+def test_a_read_only_store_is_read_with_its_recordings_folded_in_memory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README says a read-only store is read as it is: its recordings not folded
+    yet are folded for the reader, in memory, as a stored fold would read."""
+    root = tmp_path / "in"
+    shutil.copytree(FIXTURES / "transcripts", root)
+    stored = tmp_path / "stored.db"
+    _import(str(stored), str(root), monkeypatch=monkeypatch)
+    folder = tmp_path / "backup"
+    folder.mkdir()
+    db = folder / "claudetrace.db"
+    with contextlib.closing(sqlite3.connect(stored)) as source, \
+            contextlib.closing(sqlite3.connect(db)) as copy:
+        source.backup(copy)
+    waiting = pending(open_store(str(db)))
+    assert len(waiting) >= 2
+    _fold_all(str(stored))
+    env = {**os.environ, "TZ": "UTC"}
+    wanted = {rid: subprocess.run([sys.executable, "-m", "claudetrace", "export", rid,
+                                   "--db", str(stored)], env=env, capture_output=True,
+                                  check=True, timeout=300).stdout for rid in waiting[:2]}
+    script = f"mount --bind {folder} {folder} && mount -o remount,bind,ro {folder} || exit 99\n"
+    for rid in waiting[:2]:
+        script += (f"{sys.executable} -m claudetrace show {rid} --db {db} > /dev/null "
+                   f"|| exit 1\n{sys.executable} -m claudetrace export {rid} --db {db} "
+                   f"> {tmp_path / rid}.out || exit 1\n")
+    done = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True,
+                          text=True, timeout=600, check=False, env=env)
+    assert done.returncode == 0, done.stderr
+    for rid, exported in wanted.items():
+        assert (tmp_path / f"{rid}.out").read_bytes() == exported
+    assert pending(open_store(str(db))) == waiting  # nothing stored

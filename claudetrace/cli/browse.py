@@ -210,7 +210,7 @@ def show(session: str, db_url: str | None, raw: bool, deltas: bool, width: int) 
     from ..ui.present import live
 
     store = read_store(db_url)
-    rec = whole(store, store.resolve(session))
+    store, rec = whole(store, store.resolve(session))
     (costed,) = _with_usage(store, [rec])
     # A running session's summary is its session model's as far as it is stored,
     # as the session browser's header and the report say it (its summary columns
@@ -360,7 +360,7 @@ def export(
     from ..formats.unfolded import whole
 
     store = read_store(db_url)
-    rec = whole(store, store.resolve(session))
+    store, rec = whole(store, store.resolve(session))
     redactor = None if no_redact else _redactor(rec)
     if fmt == "html":
         _export_html(store, rec, output, redactor)

@@ -358,38 +358,54 @@ def _write_files(store: Any, recording_id: str, layout: dict[str, Any], folder: 
     return SessionFiles(str(sid), mains, sides), real
 
 
+def _converted(store: Any, recording_id: str, layout: dict[str, Any]
+               ) -> tuple[Any, dict[str, str]]:
+    """The recording's stored lines converted as its import converts a session's
+    files (None: they hold no session after all), and the real path of each copy."""
+    from .claude_code import TranscriptError
+    from .imports import Unit, _convert
+
+    with tempfile.TemporaryDirectory(prefix="claudetrace-fold-") as folder:
+        files, real = _write_files(store, recording_id, layout, Path(folder))
+        try:
+            return _convert(Unit("transcript", files.path, files)), real
+        except TranscriptError:
+            return None, real
+
+
+def _put(batch: Any, rec: Any, made: Any, real: dict[str, str]) -> Any:
+    """Store what :func:`_converted` made of ``rec`` in ``batch``, as ``rec`` (its id,
+    name, tags and what it keeps of its files); the recording's info."""
+    from .spool import Spool
+
+    converted = made.transcript
+    info = converted.info
+    info.id, info.name, info.tags = rec.id, rec.name, dict(rec.tags or {})
+    info.extra = {**info.extra, **(rec.extra or {})}
+    if converted.warnings:
+        info.extra["warnings"] = [_real(w, real) for w in converted.warnings]
+        info.extra["damaged_lines"] = converted.damage
+    seen = None if converted.finished else converted.last_entry_ns
+    batch.put(info, Spool.read(made.spool), open_seen_ns=seen, summary=made.summary)
+    return info
+
+
 def fold(store: Any, recording_id: str) -> bool:
     """Fold ``recording_id`` if it is not folded yet (:mod:`claudetrace.store.unfolded`),
     in one transaction; whether this call folded it.  A recording whose lines
     hold no session after all (no conversation) is deleted, as its import would
     have skipped it."""
-    from .claude_code import TranscriptError
-    from .imports import Unit, _convert, _fold
-    from .spool import Spool
+    from .imports import _fold
 
-    rec = None
     with contextlib.closing(store.batch()) as batch:
         layout = batch.claim_unfolded(recording_id)
         if layout is None:
             return False
         rec = store.get(recording_id)
-        with tempfile.TemporaryDirectory(prefix="claudetrace-fold-") as folder:
-            files, real = _write_files(store, recording_id, layout, Path(folder))
-            try:
-                made = _convert(Unit("transcript", files.path, files))
-            except TranscriptError:
-                made = None
+        made, real = _converted(store, recording_id, layout)
         if made is not None:
             try:
-                converted = made.transcript
-                info = converted.info
-                info.id, info.name, info.tags = rec.id, rec.name, dict(rec.tags or {})
-                info.extra = {**info.extra, **(rec.extra or {})}
-                if converted.warnings:
-                    info.extra["warnings"] = [_real(w, real) for w in converted.warnings]
-                    info.extra["damaged_lines"] = converted.damage
-                seen = None if converted.finished else converted.last_entry_ns
-                batch.put(info, Spool.read(made.spool), open_seen_ns=seen, summary=made.summary)
+                info = _put(batch, rec, made, real)
                 batch.commit()
             finally:
                 os.unlink(made.spool)
@@ -398,6 +414,30 @@ def fold(store: Any, recording_id: str) -> bool:
         return True
     _fold(lambda: store, SOURCE, recording_id, info.extra, None)
     return True
+
+
+def folded_apart(store: Any, rec: Any) -> tuple[Any, Any]:
+    """``rec`` folded into a store in memory of its own, ``store`` left as it is (one
+    that cannot be written: read-only, a full disk); that store and the recording
+    in it, read as they would be after a stored fold (``store`` and ``rec`` when
+    its lines hold no session)."""
+    from ..store import open_store
+    from ..store.unfolded import layout_of
+
+    layout = layout_of(store, rec.id)
+    if layout is None:
+        return store, store.get(rec.id)  # folded meanwhile, by another
+    made, real = _converted(store, rec.id, layout)
+    if made is None:
+        return store, rec
+    apart = open_store("sqlite://")
+    try:
+        with contextlib.closing(apart.batch()) as batch:
+            _put(batch, rec, made, real)
+            batch.commit()
+    finally:
+        os.unlink(made.spool)
+    return apart, apart.get(rec.id)
 
 
 def _real(warning: str, real: dict[str, str]) -> str:
@@ -433,16 +473,22 @@ def fold_all(store: Any, *, stop: Callable[[], bool] | None = None,
                 return done
 
 
-def whole(store: Any, rec: Any) -> Any:
+def whole(store: Any, rec: Any) -> tuple[Any, Any]:
     """``rec`` (a stored :class:`~claudetrace.store.models.Recording`) folded now if
     it is not folded yet, read again then: what a reader of one recording asks
-    first (``show``, ``export``, ``replay``, ``otel``, ``tail``, the UI's page)."""
+    first (``show``, ``export``, ``replay``, ``otel``, ``tail``, the UI's page);
+    the store to read it from, and the recording.  A store that cannot be written
+    (read-only, a full disk) is read as it is: the fold is made in memory
+    (:func:`folded_apart`)."""
     from ..store.unfolded import is_unfolded
 
     if not is_unfolded(store, rec.id):
-        return rec
-    fold(store, rec.id)
-    return store.get(rec.id)
+        return store, rec
+    try:
+        fold(store, rec.id)
+    except StoreError:
+        return folded_apart(store, rec)
+    return store, store.get(rec.id)
 
 
 def _idle() -> None:
@@ -519,6 +565,6 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["FOLD_ENV", "Scanned", "fold", "fold_all", "fold_later", "fold_now",
+__all__ = ["FOLD_ENV", "Scanned", "fold", "fold_all", "fold_later", "fold_now", "folded_apart",
            "main",
            "put", "scan", "start_pass", "summary_of", "whole"]
