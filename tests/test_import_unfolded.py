@@ -28,6 +28,7 @@ from click.testing import CliRunner
 
 from claudetrace.bench.transcripts import write_tree
 from claudetrace.cli import cli
+from claudetrace.formats import folding as folding_pass
 from claudetrace.formats import unfolded as folding
 from claudetrace.store import open_store
 from claudetrace.store.unfolded import pending
@@ -297,6 +298,8 @@ def test_on_postgres(tree: Path, tmp_path: Path, pg_store: str) -> None:
     direct = str(tmp_path / "direct.db")
     _run("import", str(tree), "--db", direct, fold="now")
     _run("import", str(tree), "--db", pg_store)
+    # Told through psycopg alone: an unchanged tree's import opens no store for it.
+    assert folding_pass._waiting(pg_store, lambda: pytest.fail("the store was opened"))
     store = open_store(pg_store)
     waiting = pending(store)
     store.close()
@@ -304,6 +307,7 @@ def test_on_postgres(tree: Path, tmp_path: Path, pg_store: str) -> None:
     assert _usage_of(pg_store) == _usage_of(direct)
     assert _run("show", waiting[0], "--db", pg_store) == _run("show", waiting[0], "--db", direct)
     assert _fold_all(pg_store) == len(waiting) - 1
+    assert not folding_pass._waiting(pg_store, lambda: pytest.fail("the store was opened"))
     assert _usage_of(pg_store) == _usage_of(direct)
     assert _pg_rows(pg_store) == _pg_rows(f"sqlite:///{direct}")
 

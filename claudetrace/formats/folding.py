@@ -85,11 +85,22 @@ def last_said(url: str) -> str | None:
 
 def _waiting(url: str, opened: Callable[[], Any]) -> bool:
     """Whether ``url``'s store holds a recording not folded yet: read straight from
-    a plain SQLite file (no SQLAlchemy), else through the store ``opened`` gives."""
+    a plain SQLite file or through psycopg alone (no SQLAlchemy: an unchanged tree's
+    import opens no store), else through the store ``opened`` gives."""
     import sqlite3
 
     from ..config import plain_file, plain_name
 
+    if url.startswith("postgresql"):
+        from ..store.postgres import plain_url
+
+        conninfo = plain_url(url)
+        if conninfo is not None:
+            import psycopg
+
+            with contextlib.suppress(psycopg.Error), \
+                    psycopg.connect(conninfo, autocommit=True) as conn:
+                return conn.execute("SELECT 1 FROM unfolded LIMIT 1").fetchone() is not None
     path = plain_file(url)
     if path is not None:
         try:
