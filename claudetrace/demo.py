@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Final
 
 from .cassette import Cassette, read_cassette
+from .config import DB_ENV
 from .errors import ClaudeTraceError
 
 #: The session the demo replays (a real recording, sanitised).
@@ -83,16 +84,14 @@ def host_steps(cassette: Cassette) -> list[HostStep]:
     return steps
 
 
-def demo_command(
-    cassette_path: Path, cli_args: Sequence[str], *, db: str | None, tag: str
-) -> list[str]:
-    """``claudetrace proxy … -- claudetrace replay CASSETTE -- ARGS``."""
+def demo_command(cassette_path: Path, cli_args: Sequence[str], *, tag: str) -> list[str]:
+    """``claudetrace proxy … -- claudetrace replay CASSETTE -- ARGS``; the database
+    goes in ``$CLAUDETRACE_DB`` (:func:`run_demo`), not argv, where other users
+    could read a password."""
     from .replay import replay_command
     from .shim import self_command
 
     proxy = [*self_command(), "proxy", "--name", DEMO_NAME, "--tag", f"demo={tag}"]
-    if db:
-        proxy += ["--db", db]
     return [*proxy, "--", *replay_command(cassette_path), *cli_args]
 
 
@@ -134,12 +133,13 @@ def run_demo(
     cassette = read_cassette(cassette_path)
     steps = host_steps(cassette)
     tag = os.urandom(6).hex()
-    argv = demo_command(cassette_path, cassette.argv[1:], db=db, tag=tag)
+    argv = demo_command(cassette_path, cassette.argv[1:], tag=tag)
+    env = {**os.environ, DB_ENV: db} if db else None
     started = time.time_ns()
     deadline = time.monotonic() + timeout
     try:
         proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
         )
     except OSError as exc:
         raise DemoError(f"cannot start the proxy: {exc.strerror or exc}") from exc

@@ -28,9 +28,11 @@ from click.testing import CliRunner
 
 from claudetrace.bench.transcripts import write_tree
 from claudetrace.cli import cli
+from claudetrace.formats import folding as folding_pass
 from claudetrace.formats import unfolded as folding
 from claudetrace.store import open_store
 from claudetrace.store.unfolded import pending
+from tests.test_store_sqlite import _read_only_mount_works
 
 FIXTURES = Path(__file__).parent / "fixtures"
 #: What a recording keeps of its files' metadata (tests/test_import_dump.py).
@@ -300,6 +302,8 @@ def test_on_postgres(tree: Path, tmp_path: Path, pg_store: str) -> None:
     direct = str(tmp_path / "direct.db")
     _run("import", str(tree), "--db", direct, fold="now")
     _run("import", str(tree), "--db", pg_store)
+    # Told through psycopg alone: an unchanged tree's import opens no store for it.
+    assert folding_pass._waiting(pg_store, lambda: pytest.fail("the store was opened"))
     store = open_store(pg_store)
     waiting = pending(store)
     store.close()
@@ -307,6 +311,7 @@ def test_on_postgres(tree: Path, tmp_path: Path, pg_store: str) -> None:
     assert _usage_of(pg_store) == _usage_of(direct)
     assert _run("show", waiting[0], "--db", pg_store) == _run("show", waiting[0], "--db", direct)
     assert _fold_all(pg_store) == len(waiting) - 1
+    assert not folding_pass._waiting(pg_store, lambda: pytest.fail("the store was opened"))
     assert _usage_of(pg_store) == _usage_of(direct)
     assert _pg_rows(pg_store) == _pg_rows(f"sqlite:///{direct}")
 
@@ -674,3 +679,193 @@ def test_a_session_stored_by_another_import_meanwhile_is_unchanged(
         assert pending(store) == waiting  # not stored again
     finally:
         store.close()
+
+
+def test_the_pass_is_given_the_database_in_its_environment_not_its_argv(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any local user reads a process's argv (``ps``): a password there is shown to all."""
+    from claudetrace.config import DB_ENV
+    from claudetrace.formats.folding import start_pass
+
+    monkeypatch.delenv(folding.FOLD_ENV, raising=False)
+    import socket
+
+    # A server that takes the connection and never answers: the pass waits there.
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        url = f"postgresql://postgres:s3cretpw@127.0.0.1:{server.getsockname()[1]}/ct"
+        pid = start_pass(url)
+        assert pid is not None
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes()
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        finally:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    assert b"claudetrace.formats.unfolded" in argv
+    assert b"s3cretpw" not in argv
+    assert f"{DB_ENV}={url}".encode() in environ
+
+
+def test_import_wait_folds_what_earlier_imports_left_and_doctor_says_how(
+        tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    direct, db = tmp_path / "direct.db", tmp_path / "db.db"
+    _import(str(direct), str(tree), fold="now", monkeypatch=monkeypatch)
+    _import(str(db), str(tree), monkeypatch=monkeypatch)  # no pass (killed, say)
+    doctor = CliRunner().invoke(cli, ["doctor", "--db", str(db)])
+    assert "no pass folding them: `claudetrace import --wait PATH`" in doctor.output
+    with monkeypatch.context() as patch:
+        patch.delenv(folding.FOLD_ENV, raising=False)
+        done = CliRunner().invoke(cli, ["import", "--wait", str(tree), "--db", str(db)])
+    assert done.exit_code in (0, 1), done.output
+    assert "unchanged" in done.output.splitlines()[-1]
+    assert pending(open_store(str(db))) == []
+    assert _rows(db, tree) == _rows(direct, tree)
+
+
+def _pass_ended(db: Path, seconds: float = 240.0) -> None:
+    from claudetrace.config import resolve_url
+    from claudetrace.formats.folding import pass_running
+
+    deadline = time.monotonic() + seconds
+    while pass_running(resolve_url(str(db))):
+        assert time.monotonic() < deadline, "the pass did not finish"
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_an_import_of_nothing_new_starts_a_pass_when_the_last_one_was_killed(
+        tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from claudetrace.config import resolve_url
+    from claudetrace.formats.folding import start_pass
+
+    direct, db = tmp_path / "direct.db", tmp_path / "db.db"
+    _import(str(direct), str(tree), fold="now", monkeypatch=monkeypatch)
+    _import(str(db), str(tree), monkeypatch=monkeypatch)
+    monkeypatch.delenv(folding.FOLD_ENV, raising=False)
+    pid = start_pass(resolve_url(str(db)))
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    assert pending(open_store(str(db)))
+    said = _import(str(db), str(tree), fold=None, monkeypatch=monkeypatch)
+    assert "unchanged" in said.splitlines()[-1]
+    _wait_folded(str(db))
+    assert _rows(db, tree) == _rows(direct, tree)
+
+
+@pytest.mark.slow
+def test_a_recording_the_pass_cannot_fold_is_said_in_its_log_and_by_doctor(
+        tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = tmp_path / "db.db"
+    _import(str(db), str(tree), monkeypatch=monkeypatch)
+    broken = pending(open_store(str(db)))[0]
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("UPDATE unfolded SET layout = ? WHERE rec = (SELECT num FROM recordings"
+                     " WHERE id = ?)", (json.dumps({"files": [["main", "x.jsonl", 1 << 30]]}),
+                                        broken))
+    _import(str(db), str(tree), fold=None, monkeypatch=monkeypatch)
+    _pass_ended(db)
+    assert pending(open_store(str(db))) == [broken]  # the others are folded
+    doctor = CliRunner().invoke(cli, ["doctor", "--db", str(db)]).output
+    assert any("the last pass said: " in line and f"cannot fold {broken}: StopIteration" in line
+               for line in doctor.splitlines()), doctor
+
+
+def _passes_over(db: Path) -> frozenset[str]:
+    """The passes over ``db``'s store running now (their database is in their environment)."""
+    found = set()
+    for proc in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if b"claudetrace.formats.unfolded" in (proc / "cmdline").read_bytes() and \
+                    str(db).encode() in (proc / "environ").read_bytes():
+                found.add(proc.name)
+    return frozenset(found)
+
+
+class _Overlaps:
+    """How long the same passes ran at once, the longest (a pass that let the lock go
+    and found nothing more may take a moment to end, at idle priority, as the next
+    one starts: that is no second pass folding)."""
+
+    def __init__(self, db: Path) -> None:
+        self.db = db
+        self.since: dict[frozenset[str], float] = {}
+        self.longest = 0.0
+
+    def look(self) -> None:
+        now, running = time.monotonic(), _passes_over(self.db)
+        self.since = {running: self.since.get(running, now)} if len(running) > 1 else {}
+        for when in self.since.values():
+            self.longest = max(self.longest, now - when)
+
+
+@pytest.mark.slow
+def test_import_watch_runs_one_pass_at_a_time_and_leaves_nothing_unfolded(
+        tmp_path: Path) -> None:
+    staged, watched, db = tmp_path / "staged", tmp_path / "watched", tmp_path / "db.db"
+    write_tree(staged, sessions=20, size=40 << 20, agents=2)
+    watched.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != folding.FOLD_ENV}
+    watch = subprocess.Popen([sys.executable, "-m", "claudetrace", "import", "--watch",
+                              "--interval", "0.3", str(watched), "--db", str(db)],
+                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    overlaps = _Overlaps(db)
+    try:
+        for project in sorted(staged.iterdir()):  # a project's sessions appear at a time
+            project.rename(watched / project.name)
+            deadline = time.monotonic() + 0.8
+            while time.monotonic() < deadline:
+                overlaps.look()
+                time.sleep(0.05)
+        deadline = time.monotonic() + 240
+        while True:  # every session stored, and folded
+            assert time.monotonic() < deadline, "not all stored and folded"
+            overlaps.look()
+            if db.exists():
+                with contextlib.closing(sqlite3.connect(db)) as conn, \
+                        contextlib.suppress(sqlite3.Error):
+                    stored, left = conn.execute(
+                        "SELECT (SELECT count(*) FROM recordings),"
+                        " (SELECT count(*) FROM unfolded)").fetchone()
+                    if stored == 20 and left == 0:
+                        break
+            time.sleep(0.1)
+    finally:
+        watch.terminate()
+        watch.wait(timeout=60)
+    assert overlaps.longest < 1.0
+
+
+@pytest.mark.skipif(not _read_only_mount_works(), reason="needs unshare -m (root)")
+def test_a_read_only_store_is_read_with_its_recordings_folded_in_memory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README says a read-only store is read as it is: its recordings not folded
+    yet are folded for the reader, in memory, as a stored fold would read."""
+    root = tmp_path / "in"
+    shutil.copytree(FIXTURES / "transcripts", root)
+    stored = tmp_path / "stored.db"
+    _import(str(stored), str(root), monkeypatch=monkeypatch)
+    folder = tmp_path / "backup"
+    folder.mkdir()
+    db = folder / "claudetrace.db"
+    with contextlib.closing(sqlite3.connect(stored)) as source, \
+            contextlib.closing(sqlite3.connect(db)) as copy:
+        source.backup(copy)
+    waiting = pending(open_store(str(db)))
+    assert len(waiting) >= 2
+    _fold_all(str(stored))
+    env = {**os.environ, "TZ": "UTC"}
+    wanted = {rid: subprocess.run([sys.executable, "-m", "claudetrace", "export", rid,
+                                   "--db", str(stored)], env=env, capture_output=True,
+                                  check=True, timeout=300).stdout for rid in waiting[:2]}
+    script = f"mount --bind {folder} {folder} && mount -o remount,bind,ro {folder} || exit 99\n"
+    for rid in waiting[:2]:
+        script += (f"{sys.executable} -m claudetrace show {rid} --db {db} > /dev/null "
+                   f"|| exit 1\n{sys.executable} -m claudetrace export {rid} --db {db} "
+                   f"> {tmp_path / rid}.out || exit 1\n")
+    done = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True,
+                          text=True, timeout=600, check=False, env=env)
+    assert done.returncode == 0, done.stderr
+    for rid, exported in wanted.items():
+        assert (tmp_path / f"{rid}.out").read_bytes() == exported
+    assert pending(open_store(str(db))) == waiting  # nothing stored

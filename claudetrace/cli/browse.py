@@ -211,7 +211,7 @@ def show(session: str, db_url: str | None, raw: bool, deltas: bool, width: int) 
     from ..ui.present import live
 
     store = read_store(db_url)
-    rec = whole(store, store.resolve(session))
+    store, rec = whole(store, store.resolve(session))
     (costed,) = _with_usage(store, [rec])
     # A running session's summary is its session model's as far as it is stored,
     # as the session browser's header and the report say it (its summary columns
@@ -361,7 +361,7 @@ def export(
     from ..formats.unfolded import whole
 
     store = read_store(db_url)
-    rec = whole(store, store.resolve(session))
+    store, rec = whole(store, store.resolve(session))
     redactor = None if no_redact else _redactor(rec)
     if fmt == "html":
         _export_html(store, rec, output, redactor)
@@ -538,7 +538,7 @@ def import_(
     from pathlib import Path
 
     from ..config import plain_file, plain_name, resolve_url
-    from ..formats.folding import fold_now
+    from ..formats.folding import fold_now, start_pass
     from ..formats.imports import (
         Converting,
         ImportFormatError,
@@ -625,6 +625,14 @@ def import_(
                       index, usage_first)
         if not opened and not cap.nothing_to_settle(url):
             store()  # stores the finished sessions still waiting, as every command does
+    if usage_first:
+        # Whenever the store holds sessions not folded yet and no pass is running
+        # (one killed, failed, or never started): what this import stored or not.
+        start_pass(url, store)
+    elif wait and (opened or plain_name(url) is None or plain_file(url) is not None):
+        from ..formats.unfolded import fold_all
+
+        fold_all(store())  # those earlier imports stored usage first too
     click.echo(tally.summary(), err=True)
     if not units and not watch:
         # Nothing there to import: a wrong folder, most likely (--watch waits for
@@ -675,7 +683,6 @@ def _import_units(units: Sequence[Any], store: Any, writer: Any, name: str | Non
         # What is stored already, in one look (an unchanged session opens nothing).
         if index is None:
             index = stored_sessions(url, store)
-        stored = False
         for done, unit, _shown in zip(import_units(store, converted, name=name, tags=tags,
                                                    index=index, converting=converting,
                                                    usage_first=usage_first,
@@ -686,11 +693,6 @@ def _import_units(units: Sequence[Any], store: Any, writer: Any, name: str | Non
                 raise ImportFormatError(done.note)
             tally.add(done)
             tally.joined(done, unit)
-            stored = stored or done.action in ("imported", "updated")
-        if usage_first and stored:
-            from ..formats.folding import start_pass
-
-            start_pass(url)
 
 
 class Tally:

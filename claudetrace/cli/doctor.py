@@ -96,6 +96,21 @@ def doctor(db_url: str | None, retry: tuple[str, ...]) -> None:
         # pass an import starts (or a reader that folds it first).
         click.echo(f"{rid}  still being indexed: imported usage first, not folded yet "
                    "(`claudetrace show` it to fold it now)")
+    if unfolded:
+        from ..display import plural
+        from ..formats.folding import last_said, pass_running
+
+        if pass_running(url):
+            click.echo(f"{plural(len(unfolded), 'session')} still being indexed: "
+                       "a pass is folding them now")
+        else:
+            # Killed, failed, or never started (CLAUDETRACE_FOLD=later): the next
+            # import starts one; --wait folds them before it returns.
+            said = last_said(url)
+            click.echo(f"{plural(len(unfolded), 'session')} still being indexed and no pass "
+                       "folding them: `claudetrace import --wait PATH` (any folder, such as "
+                       "~/.claude/projects) folds them all now"
+                       + (f"; the last pass said: {said}" if said else ""))
     waiting = [p for p in cap.capture_files(url) if not cap.writer_alive(p)]
     aside = cap.set_aside_files(url)
     for item in aside:

@@ -71,7 +71,9 @@ def tail(session: str | None, db_url: str | None, follow: bool, raw: bool, inter
         if query is not None:
             from ..formats.unfolded import whole
 
-            return whole(store, store.resolve(query))
+            nonlocal store  # folded in memory when the store cannot be written
+            store, rec = whole(store, store.resolve(query))
+            return rec
         rec = next_session(store, started_after_ns=launched if follow else None, shown=shown)
         if rec is None and not follow:
             raise SessionNotFound(

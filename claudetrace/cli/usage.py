@@ -220,13 +220,10 @@ def _imported(db_url: str | None, paths: tuple[str, ...], tally: Any) -> Any:
         tally.add(done)
     # Sessions stored usage first (the report reads that), folded by a pass after.
     usage_first = not fold_now() and not store.in_memory
-    stored = False
     for unit in units:
         try:
             if usage_first and unit.kind == "transcript":
-                done = import_unit(store, unit, usage_first=True)
-                stored = stored or done.action in ("imported", "updated")
-                tally.add(done)
+                tally.add(import_unit(store, unit, usage_first=True))
                 continue
             tally.add(import_file(store, unit.path))
         except Exception as exc:  # one file must not stop the report
@@ -236,7 +233,7 @@ def _imported(db_url: str | None, paths: tuple[str, ...], tally: Any) -> Any:
                     not isinstance(exc, (ClaudeTraceError, OSError, ValueError)):
                 raise  # the database refuses (so would it the others): said once
             tally.add(Imported(unit.path, unit.kind, "skipped", None, note=str(exc)))
-    if stored:
-        start_pass(store.capture_url)
+    if usage_first:
+        start_pass(store.capture_url, lambda: store)
     click.echo(tally.summary(), err=True)
     return store

@@ -1441,7 +1441,6 @@ class Watcher:
                 errors(Path(str(present[0])), exc)
             return
         self.failing = None
-        stored = False
         for done in skipped:
             if (done.path, done.note) not in self.said:
                 self.said.add((done.path, done.note))
@@ -1463,17 +1462,16 @@ class Watcher:
             except ClaudeTraceError as exc:
                 errors(unit.path, exc)
             else:
-                stored = stored or done.action in ("imported", "updated")
                 if done.action != "unchanged" and (done.action != "truncated" or (
                         (unit.path, done.note) not in self.said)):
                     self.said.add((unit.path, done.note))
                     report(done)
             self.seen[unit.path] = stamps
-        if stored and self.usage_first:
+        if self.usage_first and not self.store.in_memory:
             from .folding import start_pass
 
-            if not self.store.in_memory:
-                start_pass(self.store.capture_url)
+            # After each look: one pass at a time, started when none is running.
+            start_pass(self.store.capture_url, lambda: self.store)
 
 
 __all__ = [

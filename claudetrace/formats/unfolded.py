@@ -14,7 +14,7 @@ recording's mark in a transaction of its own, writes its stored lines back
 into files laid out as they were read, converts them as an import converts a
 session's files, and stores the result over the lines (the recording's
 events, summary, tool rows, search words and usage rows).  The pass
-(:func:`start_pass`: ``python -m claudetrace.formats.unfolded URL``, detached,
+(:func:`start_pass`: ``python -m claudetrace.formats.unfolded``, detached,
 at idle priority) folds every recording not folded yet, one at a time, and
 exits when none is left.  ``CLAUDETRACE_FOLD=now`` (or ``import --wait``) folds
 in the import's own process instead.
@@ -508,38 +508,54 @@ def _write_files(store: Any, recording_id: str, layout: dict[str, Any], folder: 
     return SessionFiles(str(sid), mains, sides), real
 
 
+def _converted(store: Any, recording_id: str, layout: dict[str, Any]
+               ) -> tuple[Any, dict[str, str]]:
+    """The recording's stored lines converted as its import converts a session's
+    files (None: they hold no session after all), and the real path of each copy."""
+    from .claude_code import TranscriptError
+    from .imports import Unit, _convert
+
+    with tempfile.TemporaryDirectory(prefix="claudetrace-fold-") as folder:
+        files, real = _write_files(store, recording_id, layout, Path(folder))
+        try:
+            return _convert(Unit("transcript", files.path, files)), real
+        except TranscriptError:
+            return None, real
+
+
+def _put(batch: Any, rec: Any, made: Any, real: dict[str, str]) -> Any:
+    """Store what :func:`_converted` made of ``rec`` in ``batch``, as ``rec`` (its id,
+    name, tags and what it keeps of its files); the recording's info."""
+    from .spool import Spool
+
+    converted = made.transcript
+    info = converted.info
+    info.id, info.name, info.tags = rec.id, rec.name, dict(rec.tags or {})
+    info.extra = {**info.extra, **(rec.extra or {})}
+    if converted.warnings:
+        info.extra["warnings"] = [_real(w, real) for w in converted.warnings]
+        info.extra["damaged_lines"] = converted.damage
+    seen = None if converted.finished else converted.last_entry_ns
+    batch.put(info, Spool.read(made.spool), open_seen_ns=seen, summary=made.summary)
+    return info
+
+
 def fold(store: Any, recording_id: str) -> bool:
     """Fold ``recording_id`` if it is not folded yet (:mod:`claudetrace.store.unfolded`),
     in one transaction; whether this call folded it.  A recording whose lines
     hold no session after all (no conversation) is deleted, as its import would
     have skipped it."""
-    from .claude_code import TranscriptError
-    from .imports import Unit, _convert, _fold
-    from .spool import Spool
+    from .imports import _fold
 
-    rec = None
     with contextlib.closing(store.batch()) as batch:
         layout = batch.claim_unfolded(recording_id)
         if layout is None:
             return False
         rec = store.get(recording_id)
-        with tempfile.TemporaryDirectory(prefix="claudetrace-fold-") as folder:
-            files, real = _write_files(store, recording_id, layout, Path(folder))
-            try:
-                made = _convert(Unit("transcript", files.path, files))
-            except TranscriptError:
-                made = None
+        made, real = _converted(store, recording_id, layout)
         if made is not None:
             try:
-                converted = made.transcript
-                info = converted.info
-                info.id, info.name, info.tags = rec.id, rec.name, dict(rec.tags or {})
-                info.extra = {**info.extra, **(rec.extra or {})}
-                if converted.warnings:
-                    info.extra["warnings"] = [_real(w, real) for w in converted.warnings]
-                    info.extra["damaged_lines"] = converted.damage
-                seen = None if converted.finished else converted.last_entry_ns
-                batch.put(info, Spool.read(made.spool), open_seen_ns=seen, summary=made.summary)
+                info = _put(batch, rec, made, real)
                 batch.commit()
             finally:
                 os.unlink(made.spool)
@@ -550,39 +566,79 @@ def fold(store: Any, recording_id: str) -> bool:
     return True
 
 
+def folded_apart(store: Any, rec: Any) -> tuple[Any, Any]:
+    """``rec`` folded into a store in memory of its own, ``store`` left as it is (one
+    that cannot be written: read-only, a full disk); that store and the recording
+    in it, read as they would be after a stored fold (``store`` and ``rec`` when
+    its lines hold no session)."""
+    from ..store import open_store
+    from ..store.unfolded import layout_of
+
+    layout = layout_of(store, rec.id)
+    if layout is None:
+        return store, store.get(rec.id)  # folded meanwhile, by another
+    made, real = _converted(store, rec.id, layout)
+    if made is None:
+        return store, rec
+    apart = open_store("sqlite://")
+    try:
+        with contextlib.closing(apart.batch()) as batch:
+            _put(batch, rec, made, real)
+            batch.commit()
+    finally:
+        os.unlink(made.spool)
+    return apart, apart.get(rec.id)
+
+
 def _real(warning: str, real: dict[str, str]) -> str:
     for copy, path in real.items():
         warning = warning.replace(copy, path)
     return warning
 
 
-def fold_all(store: Any, *, stop: Callable[[], bool] | None = None) -> int:
-    """Fold every recording not folded yet, one at a time; how many this call folded."""
+def fold_all(store: Any, *, stop: Callable[[], bool] | None = None,
+             tried: set[str] | None = None,
+             failed: Callable[[str, Exception], None] | None = None) -> int:
+    """Fold every recording not folded yet, one at a time; how many this call folded.
+    ``tried``: the ids tried already (each is tried once), added to; ``failed``: told
+    of a recording that could not be folded, and the next one is tried (else the
+    error is raised)."""
     from ..store.unfolded import pending
 
     done = 0
-    tried: set[str] = set()
+    tried = set() if tried is None else tried
     while True:
         waiting = [rid for rid in pending(store) if rid not in tried]
         if not waiting or (stop is not None and stop()):
             return done
         for rid in waiting:
             tried.add(rid)
-            done += fold(store, rid)
+            try:
+                done += fold(store, rid)
+            except Exception as exc:
+                if failed is None:
+                    raise
+                failed(rid, exc)
             if stop is not None and stop():
                 return done
 
 
-def whole(store: Any, rec: Any) -> Any:
+def whole(store: Any, rec: Any) -> tuple[Any, Any]:
     """``rec`` (a stored :class:`~claudetrace.store.models.Recording`) folded now if
     it is not folded yet, read again then: what a reader of one recording asks
-    first (``show``, ``export``, ``replay``, ``otel``, ``tail``, the UI's page)."""
+    first (``show``, ``export``, ``replay``, ``otel``, ``tail``, the UI's page);
+    the store to read it from, and the recording.  A store that cannot be written
+    (read-only, a full disk) is read as it is: the fold is made in memory
+    (:func:`folded_apart`)."""
     from ..store.unfolded import is_unfolded
 
     if not is_unfolded(store, rec.id):
-        return rec
-    fold(store, rec.id)
-    return store.get(rec.id)
+        return store, rec
+    try:
+        fold(store, rec.id)
+    except StoreError:
+        return folded_apart(store, rec)
+    return store, store.get(rec.id)
 
 
 def _idle() -> None:
@@ -594,24 +650,71 @@ def _idle() -> None:
         os.nice(19)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """The pass: ``python -m claudetrace.formats.unfolded URL``."""
-    from ..store import open_store
+def _say(line: str) -> None:
+    """A line of the pass's log (its stderr: :func:`~.folding.start_pass`)."""
+    import time
 
-    args = sys.argv[1:] if argv is None else argv
+    print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} fold pass {os.getpid()}: {line}",
+          file=sys.stderr, flush=True)
+
+
+def _reason(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The pass: ``python -m claudetrace.formats.unfolded [URL] [--lock-fd N]``
+    (by default the database in ``$CLAUDETRACE_DB``, where :func:`start_pass` puts
+    it; ``--lock-fd``: the store's pass lock, taken by whoever started it)."""
+    import fcntl
+
+    from ..config import DB_ENV
+    from ..store import open_store
+    from ..store.unfolded import pending
+    from .folding import pass_files, take_lock
+
+    args = sys.argv[1:] if argv is None else list(argv)
+    lock: int | None = None
+    if "--lock-fd" in args:
+        at = args.index("--lock-fd")
+        lock = int(args[at + 1])
+        del args[at:at + 2]
+    url = args[0] if args else os.environ[DB_ENV]
     _idle()
-    store = open_store(args[0])
+    if lock is None:
+        with contextlib.suppress(OSError):
+            lock = take_lock(pass_files(url)[0])
+            if lock is None:
+                return 0  # a pass is running: it folds them
+    tried: set[str] = set()
     try:
-        fold_all(store)
-    finally:
-        store.close()
-    return 0
+        store = open_store(url)
+        try:
+            while True:
+                fold_all(store, tried=tried,
+                         failed=lambda rid, exc: _say(f"cannot fold {rid}: {_reason(exc)}"))
+                if lock is None:
+                    return 0
+                # Let go, then look once more: an import that found the lock
+                # taken had stored what it stored before it looked, so it is seen.
+                fcntl.flock(lock, fcntl.LOCK_UN)
+                if not [rid for rid in pending(store) if rid not in tried]:
+                    return 0
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return 0  # another pass took over: it folds them
+        finally:
+            store.close()
+    except Exception as exc:
+        _say(f"stopped: {_reason(exc)}")
+        return 1
 
 
 if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["FOLD_ENV", "Scanned", "fold", "fold_all", "fold_later", "fold_now",
+__all__ = ["FOLD_ENV", "Scanned", "fold", "fold_all", "fold_later", "fold_now", "folded_apart",
            "main",
            "put", "scan", "start_pass", "summary_of", "whole"]

@@ -69,8 +69,9 @@ def load_source(source: str, db: str | None = None) -> Cassette:
     try:
         from ..formats.unfolded import whole
 
-        recording = whole(store, store.resolve(source))
-        return store.load_cassette(recording.id)
+        folded, recording = whole(store, store.resolve(source))
+        cassette: Cassette = folded.load_cassette(recording.id)
+        return cassette
     except SessionNotFound as exc:
         raise CassetteMissing(
             f"{source}: no such cassette file or recorded session", source=source

@@ -61,6 +61,15 @@ def claim(conn: Connection, recording_id: str) -> dict[str, Any] | None:
     return dict(found[0]) if done else None
 
 
+def layout_of(store: Store, recording_id: str) -> dict[str, Any] | None:
+    """``recording_id``'s layout, read without claiming it (a fold that stores
+    nothing: :func:`~claudetrace.formats.unfolded.folded_apart`); None when folded."""
+    with store.engine.connect() as conn:
+        found = conn.execute(select(_TABLE.c.layout).where(
+            _TABLE.c.rec == number_of(recording_id))).first()
+    return None if found is None else dict(found[0])
+
+
 def pending(store: Store) -> list[str]:
     """The ids of the recordings not folded yet, the first stored first."""
     with store.engine.connect() as conn:
@@ -85,4 +94,5 @@ def among(store: Store, ids: list[str]) -> set[str]:
             .where(_RECORDINGS.c.id.in_(ids))).scalars()}
 
 
-__all__ = ["RAW_DIRECTION", "among", "claim", "is_unfolded", "mark", "pending", "raw_rows"]
+__all__ = ["RAW_DIRECTION", "among", "claim", "is_unfolded", "layout_of", "mark", "pending",
+           "raw_rows"]
