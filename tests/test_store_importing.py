@@ -91,7 +91,7 @@ def test_a_new_store_is_made_and_filled_without_sqlalchemy(tree: Path, tmp_path:
         conn.close()
 
 
-def test_a_session_stored_meanwhile_is_updated_by_the_store_not_stored_twice(
+def test_a_session_stored_meanwhile_is_unchanged_not_stored_twice(
         tree: Path, tmp_path: Path, ct_env: Path,  # noqa: F811
         monkeypatch: pytest.MonkeyPatch) -> None:
     db = tmp_path / "plain.db"
@@ -104,12 +104,14 @@ def test_a_session_stored_meanwhile_is_updated_by_the_store_not_stored_twice(
         done = list(import_units(store, units, index={}, usage_first=True, plain=db))
     finally:
         store.close()
-    assert {d.action for d in done} <= {"updated", "unchanged", "skipped"}
-    assert any(d.action == "updated" for d in done)
+    # Found stored by the batch's transaction, from these very files: unchanged,
+    # as the store's own path says (not "updated", not stored again).
+    assert {d.action for d in done} <= {"unchanged", "skipped"}
+    assert any(d.action == "unchanged" for d in done)
     after = _tables(db)
     assert [len(after[t]) for t in ("recordings", "usage_calls", "unfolded")] == \
         [len(before[t]) for t in ("recordings", "usage_calls", "unfolded")]
-    for name in ("usage_calls", "usage_hours", "usage_models"):  # written again, the same
+    for name in ("usage_calls", "usage_hours", "usage_models"):
         assert sorted(row[1:] for row in after[name]) == sorted(row[1:] for row in before[name])
 
 

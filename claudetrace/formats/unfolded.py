@@ -450,7 +450,7 @@ def put(opened: Callable[[], Any], batch: Any, pending: _Pending, got: Scanned,
             return _imported(unit, info.id, sid, "imported", got.damage)
         known = _recording_of(opened, SOURCE, sid, None)
         if pending.stored_as(known):  # by another import, since it was looked at
-            return Imported(unit.path, unit.kind, "unchanged", known.id, sid)
+            return _imported(unit, known.id, sid, "unchanged", 0)
     info = recording(known)
     try:
         done = batch.put_unfolded(info, got.lines, layout=layout, summary=summary)
@@ -461,7 +461,7 @@ def put(opened: Callable[[], Any], batch: Any, pending: _Pending, got: Scanned,
         if stored is None:
             raise
         if pending.stored_as(stored):
-            return Imported(unit.path, unit.kind, "unchanged", stored.id, sid)
+            return _imported(unit, stored.id, sid, "unchanged", 0)
         done = batch.put_unfolded(info, got.lines, layout=layout, summary=summary)
     action: Action = "imported" if not done.found else (
         "updated" if known is not None or done.changed else "unchanged")
