@@ -131,3 +131,34 @@ def _child_of_this_process(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return int(stat[stat.rindex(")") + 2:].split()[1]) == os.getpid()
+
+
+def test_a_process_gone_before_it_was_told_counts_in_the_run_asked_for_next() -> None:
+    """A tiny run's indexer may be done before its proxy exits (under load): adopted
+    as a zombie, its environment (the run's marker) is gone.  The run asked for next
+    (the one that left it: runs are asked for one after the other) counts it, not
+    nobody (which read as no figure at all)."""
+    hold, release = os.pipe()
+    os.close(release)  # the worker ends as soon as it has burnt its CPU
+    try:
+        with adopting() as orphans:
+            worker = leave(0.2, "1", hold)
+            deadline = time.monotonic() + 60
+            while not _zombie(worker):  # exited, not waited for: no environment left
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            orphans.look()
+            whole = orphans.usage("1")
+            assert whole is not None and whole.cpu_seconds >= 0.2
+            assert orphans.usage("2") is None  # taken once
+    finally:
+        os.close(hold)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            stat = handle.read()
+    except FileNotFoundError:
+        return False
+    return stat[stat.rindex(")") + 2:].split()[0] == "Z"

@@ -61,6 +61,9 @@ class Orphans:
         #: when it had exited before it was seen).
         self._runs: dict[int, str | None] = {}
         self._reaped: set[int] = set()
+        #: Adopted pids that had exited before they could be told whose they were,
+        #: not yet counted in a run: the next run asked for (:meth:`usage`) takes them.
+        self._untold: list[int] = []
 
     def look(self) -> None:
         """Note the run of every orphan adopted so far (call it as soon as a benchmarked
@@ -71,14 +74,23 @@ class Orphans:
             for pid in _adopted():
                 if pid not in self._runs:
                     self._runs[pid] = _marker(pid)
+                    if self._runs[pid] is None:
+                        self._untold.append(pid)
 
     def usage(self, marker: str) -> RunUsage | None:
         """Wait for every process run ``marker`` left behind; their resource usage
-        (with their own children's), or None when none was seen: it had exited
-        before it could be told whose it was (it is waited for by :meth:`reap`)."""
+        (with their own children's), or None when none was seen.
+
+        A process that had exited before it could be told whose it was (a tiny
+        run's indexer, done before its proxy, under load) counts in the run asked
+        for next: the benchmarks ask for each run's usage before they start the
+        next run, so whatever was adopted meanwhile and could not be told is this
+        run's.  (Before, such a run read None: no figure.)"""
         self.look()
         with self._lock:
             pids = [pid for pid, run in self._runs.items() if run == marker]
+            pids += self._untold
+            self._untold = []
         if not pids:
             return None
         total, peak = 0.0, 0
