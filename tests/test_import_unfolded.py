@@ -836,6 +836,56 @@ def test_import_watch_runs_one_pass_at_a_time_and_leaves_nothing_unfolded(
     assert overlaps.longest < 1.0
 
 
+def _zombies_of(pid: int) -> list[str]:
+    """The children of ``pid`` that have ended and not been reaped."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            # pid (comm) STATE PPID ...: the command may hold spaces and parentheses.
+            state, ppid = (proc / "stat").read_text().rpartition(")")[2].split()[:2]
+            if state == "Z" and int(ppid) == pid:
+                found.append(proc.name)
+    return found
+
+
+def test_import_watch_reaps_the_passes_it_started(tmp_path: Path) -> None:
+    """Each look that stored a session starts a pass; one that has ended is reaped
+    at the next look, not left a zombie until the watch ends."""
+    from claudetrace.testing.transcripts import random_corpus, write_transcript
+
+    staged, watched, db = tmp_path / "staged", tmp_path / "watched", tmp_path / "db.db"
+    for t in random_corpus(9):
+        write_transcript(staged, t)
+    watched.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != folding.FOLD_ENV}
+    watch = subprocess.Popen([sys.executable, "-m", "claudetrace", "import", "--watch",
+                              "--interval", "0.2", str(watched), "--db", str(db)],
+                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        stored = 0
+        for project in sorted(staged.iterdir()):  # a pass for each project that appears
+            project.rename(watched / project.name)
+            stored += sum(1 for _ in (watched / project.name).glob("*.jsonl"))
+            deadline = time.monotonic() + 120
+            while True:  # stored and folded: that project's pass has let its lock go
+                assert time.monotonic() < deadline, "not stored and folded"
+                if db.exists():
+                    with contextlib.closing(sqlite3.connect(db)) as conn, \
+                            contextlib.suppress(sqlite3.Error):
+                        if conn.execute("SELECT (SELECT count(*) FROM recordings),"
+                                        " (SELECT count(*) FROM unfolded)").fetchone() \
+                                == (stored, 0) and not _passes_over(db):
+                            break
+                time.sleep(0.05)
+        deadline = time.monotonic() + 30
+        while zombies := _zombies_of(watch.pid):  # the next looks reap them
+            assert time.monotonic() < deadline, f"passes left unreaped: {zombies}"
+            time.sleep(0.1)
+    finally:
+        watch.terminate()
+        watch.wait(timeout=60)
+
+
 @pytest.mark.skipif(not _read_only_mount_works(), reason="needs unshare -m (root)")
 def test_a_read_only_store_is_read_with_its_recordings_folded_in_memory(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
