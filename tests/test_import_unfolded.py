@@ -886,11 +886,9 @@ def test_import_watch_reaps_the_passes_it_started(tmp_path: Path) -> None:
         watch.wait(timeout=60)
 
 
-@pytest.mark.skipif(not _read_only_mount_works(), reason="needs unshare -m (root)")
-def test_a_read_only_store_is_read_with_its_recordings_folded_in_memory(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The README says a read-only store is read as it is: its recordings not folded
-    yet are folded for the reader, in memory, as a stored fold would read."""
+def _read_only_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """A store of the transcript fixtures imported usage first, copied into a folder
+    of its own (to be mounted read-only), then folded: the folded store and the copy."""
     root = tmp_path / "in"
     shutil.copytree(FIXTURES / "transcripts", root)
     stored = tmp_path / "stored.db"
@@ -901,21 +899,66 @@ def test_a_read_only_store_is_read_with_its_recordings_folded_in_memory(
     with contextlib.closing(sqlite3.connect(stored)) as source, \
             contextlib.closing(sqlite3.connect(db)) as copy:
         source.backup(copy)
+    _fold_all(str(stored))
+    return stored, db
+
+
+def _read_only(db: Path, commands: str, env: dict[str, str]) -> None:
+    """Run the shell ``commands`` with ``db``'s folder mounted read-only."""
+    script = (f"mount --bind {db.parent} {db.parent} && "
+              f"mount -o remount,bind,ro {db.parent} || exit 99\n{commands}")
+    done = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True,
+                          text=True, timeout=600, check=False, env=env)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.skipif(not _read_only_mount_works(), reason="needs unshare -m (root)")
+def test_a_read_only_store_is_read_with_its_recordings_folded_in_memory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README says a read-only store is read as it is: its recordings not folded
+    yet are folded for the reader, in memory, as a stored fold would read."""
+    stored, db = _read_only_copy(tmp_path, monkeypatch)
     waiting = pending(open_store(str(db)))
     assert len(waiting) >= 2
-    _fold_all(str(stored))
     env = {**os.environ, "TZ": "UTC"}
     wanted = {rid: subprocess.run([sys.executable, "-m", "claudetrace", "export", rid,
                                    "--db", str(stored)], env=env, capture_output=True,
                                   check=True, timeout=300).stdout for rid in waiting[:2]}
-    script = f"mount --bind {folder} {folder} && mount -o remount,bind,ro {folder} || exit 99\n"
+    script = ""
     for rid in waiting[:2]:
         script += (f"{sys.executable} -m claudetrace show {rid} --db {db} > /dev/null "
                    f"|| exit 1\n{sys.executable} -m claudetrace export {rid} --db {db} "
                    f"> {tmp_path / rid}.out || exit 1\n")
-    done = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True,
-                          text=True, timeout=600, check=False, env=env)
-    assert done.returncode == 0, done.stderr
+    _read_only(db, script, env)
     for rid, exported in wanted.items():
         assert (tmp_path / f"{rid}.out").read_bytes() == exported
     assert pending(open_store(str(db))) == waiting  # nothing stored
+
+
+@pytest.mark.skipif(not _read_only_mount_works(), reason="needs unshare -m (root)")
+def test_otel_reads_a_read_only_store_with_its_recordings_folded_in_memory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``otel`` (``--tree`` and an export) folds in memory too, as ``show`` does: the
+    spans of a store that cannot be written are those of its stored fold."""
+    stored, db = _read_only_copy(tmp_path, monkeypatch)
+    before = pending(open_store(str(db)))
+    waiting = before[:2]
+    assert len(waiting) == 2
+    env = {**os.environ, "TZ": "UTC", "OTEL_TRACES_EXPORTER": "console",
+           "OTEL_METRICS_EXPORTER": "none"}
+
+    def otel(at: Path, *argv: str) -> str:
+        return (f"{sys.executable} -m claudetrace otel {' '.join(waiting)} {' '.join(argv)}"
+                f" --db {at}")
+
+    _read_only(db, f"{otel(stored, '--tree')} > {tmp_path}/wanted.tree || exit 1\n"
+                   f"{otel(db, '--tree')} > {tmp_path}/got.tree || exit 1\n"
+                   f"{otel(stored)} > /dev/null 2> {tmp_path}/wanted.said || exit 1\n"
+                   f"{otel(db)} > /dev/null 2> {tmp_path}/got.said || exit 1\n", env)
+    tree = (tmp_path / "wanted.tree").read_text()
+    assert tree.count("# ") == 2 and len(tree.splitlines()) > 4, tree
+    assert (tmp_path / "got.tree").read_text() == tree
+    said = (tmp_path / "wanted.said").read_text().splitlines()[-1]
+    assert said.startswith("exported ") and " spans from 2 recording(s)" in said, said
+    assert (tmp_path / "got.said").read_text().splitlines()[-1] == said
+    assert pending(open_store(str(db))) == before  # nothing stored
