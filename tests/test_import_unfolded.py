@@ -657,24 +657,32 @@ def test_an_import_and_the_pass_at_once_take_their_locks_in_one_order(
         passing.close()
 
 
+@pytest.mark.parametrize("usage_first", [True, False], ids=["usage-first", "converting"])
 def test_a_session_stored_by_another_import_meanwhile_is_unchanged(
-        tmp_path: Path, ct_env: Path) -> None:
+        usage_first: bool, tmp_path: Path, ct_env: Path) -> None:
     """Two imports of one folder at once: the second finds each session stored by the
-    first after it looked (its index of what was stored is empty) and says, and
-    stores, what a second import says: unchanged, as the converting import says."""
-    from claudetrace.formats.imports import Planner, import_units
+    first after it looked (its index of what was stored is stale: it holds the first
+    session alone) and says, and stores, what a second import says: unchanged, on
+    either path (the converting one, ``import --wait``, stored each again)."""
+    from claudetrace.formats.imports import Planner, import_units, stored_sessions
     from claudetrace.testing.transcripts import random_corpus, write_transcript
 
     root = tmp_path / "projects"
     for t in random_corpus(6):
         write_transcript(root, t)
-    store = open_store(str(tmp_path / "db.sqlite"))
+    db = tmp_path / "db.sqlite"
+    store = open_store(str(db))
     try:
         units, _skipped = Planner().plan([root])
+        assert [done.action for done in import_units(store, units[:1], usage_first=True,
+                                                     parallel=False)] == ["imported"]
+        stale = stored_sessions(str(db), lambda: store)
+        assert len(stale) == 1
         first = list(import_units(store, units, usage_first=True, parallel=False))
-        assert {done.action for done in first} == {"imported"}
+        assert [done.action for done in first] == ["unchanged"] + ["imported"] * 5
         waiting = pending(store)
-        again = list(import_units(store, units, index={}, usage_first=True, parallel=False))
+        again = list(import_units(store, units, index=stale, usage_first=usage_first,
+                                  parallel=False))
         assert [done.action for done in again] == ["unchanged"] * len(units)
         assert pending(store) == waiting  # not stored again
     finally:
