@@ -657,24 +657,32 @@ def test_an_import_and_the_pass_at_once_take_their_locks_in_one_order(
         passing.close()
 
 
+@pytest.mark.parametrize("usage_first", [True, False], ids=["usage-first", "converting"])
 def test_a_session_stored_by_another_import_meanwhile_is_unchanged(
-        tmp_path: Path, ct_env: Path) -> None:
+        usage_first: bool, tmp_path: Path, ct_env: Path) -> None:
     """Two imports of one folder at once: the second finds each session stored by the
-    first after it looked (its index of what was stored is empty) and says, and
-    stores, what a second import says: unchanged, as the converting import says."""
-    from claudetrace.formats.imports import Planner, import_units
+    first after it looked (its index of what was stored is stale: it holds the first
+    session alone) and says, and stores, what a second import says: unchanged, on
+    either path (the converting one, ``import --wait``, stored each again)."""
+    from claudetrace.formats.imports import Planner, import_units, stored_sessions
     from claudetrace.testing.transcripts import random_corpus, write_transcript
 
     root = tmp_path / "projects"
     for t in random_corpus(6):
         write_transcript(root, t)
-    store = open_store(str(tmp_path / "db.sqlite"))
+    db = tmp_path / "db.sqlite"
+    store = open_store(str(db))
     try:
         units, _skipped = Planner().plan([root])
+        assert [done.action for done in import_units(store, units[:1], usage_first=True,
+                                                     parallel=False)] == ["imported"]
+        stale = stored_sessions(str(db), lambda: store)
+        assert len(stale) == 1
         first = list(import_units(store, units, usage_first=True, parallel=False))
-        assert {done.action for done in first} == {"imported"}
+        assert [done.action for done in first] == ["unchanged"] + ["imported"] * 5
         waiting = pending(store)
-        again = list(import_units(store, units, index={}, usage_first=True, parallel=False))
+        again = list(import_units(store, units, index=stale, usage_first=usage_first,
+                                  parallel=False))
         assert [done.action for done in again] == ["unchanged"] * len(units)
         assert pending(store) == waiting  # not stored again
     finally:
@@ -836,11 +844,59 @@ def test_import_watch_runs_one_pass_at_a_time_and_leaves_nothing_unfolded(
     assert overlaps.longest < 1.0
 
 
-@pytest.mark.skipif(not _read_only_mount_works(), reason="needs unshare -m (root)")
-def test_a_read_only_store_is_read_with_its_recordings_folded_in_memory(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The README says a read-only store is read as it is: its recordings not folded
-    yet are folded for the reader, in memory, as a stored fold would read."""
+def _zombies_of(pid: int) -> list[str]:
+    """The children of ``pid`` that have ended and not been reaped."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            # pid (comm) STATE PPID ...: the command may hold spaces and parentheses.
+            state, ppid = (proc / "stat").read_text().rpartition(")")[2].split()[:2]
+            if state == "Z" and int(ppid) == pid:
+                found.append(proc.name)
+    return found
+
+
+def test_import_watch_reaps_the_passes_it_started(tmp_path: Path) -> None:
+    """Each look that stored a session starts a pass; one that has ended is reaped
+    at the next look, not left a zombie until the watch ends."""
+    from claudetrace.testing.transcripts import random_corpus, write_transcript
+
+    staged, watched, db = tmp_path / "staged", tmp_path / "watched", tmp_path / "db.db"
+    for t in random_corpus(9):
+        write_transcript(staged, t)
+    watched.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != folding.FOLD_ENV}
+    watch = subprocess.Popen([sys.executable, "-m", "claudetrace", "import", "--watch",
+                              "--interval", "0.2", str(watched), "--db", str(db)],
+                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        stored = 0
+        for project in sorted(staged.iterdir()):  # a pass for each project that appears
+            project.rename(watched / project.name)
+            stored += sum(1 for _ in (watched / project.name).glob("*.jsonl"))
+            deadline = time.monotonic() + 120
+            while True:  # stored and folded: that project's pass has let its lock go
+                assert time.monotonic() < deadline, "not stored and folded"
+                if db.exists():
+                    with contextlib.closing(sqlite3.connect(db)) as conn, \
+                            contextlib.suppress(sqlite3.Error):
+                        if conn.execute("SELECT (SELECT count(*) FROM recordings),"
+                                        " (SELECT count(*) FROM unfolded)").fetchone() \
+                                == (stored, 0) and not _passes_over(db):
+                            break
+                time.sleep(0.05)
+        deadline = time.monotonic() + 30
+        while zombies := _zombies_of(watch.pid):  # the next looks reap them
+            assert time.monotonic() < deadline, f"passes left unreaped: {zombies}"
+            time.sleep(0.1)
+    finally:
+        watch.terminate()
+        watch.wait(timeout=60)
+
+
+def _read_only_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """A store of the transcript fixtures imported usage first, copied into a folder
+    of its own (to be mounted read-only), then folded: the folded store and the copy."""
     root = tmp_path / "in"
     shutil.copytree(FIXTURES / "transcripts", root)
     stored = tmp_path / "stored.db"
@@ -851,21 +907,66 @@ def test_a_read_only_store_is_read_with_its_recordings_folded_in_memory(
     with contextlib.closing(sqlite3.connect(stored)) as source, \
             contextlib.closing(sqlite3.connect(db)) as copy:
         source.backup(copy)
+    _fold_all(str(stored))
+    return stored, db
+
+
+def _read_only(db: Path, commands: str, env: dict[str, str]) -> None:
+    """Run the shell ``commands`` with ``db``'s folder mounted read-only."""
+    script = (f"mount --bind {db.parent} {db.parent} && "
+              f"mount -o remount,bind,ro {db.parent} || exit 99\n{commands}")
+    done = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True,
+                          text=True, timeout=600, check=False, env=env)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.skipif(not _read_only_mount_works(), reason="needs unshare -m (root)")
+def test_a_read_only_store_is_read_with_its_recordings_folded_in_memory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README says a read-only store is read as it is: its recordings not folded
+    yet are folded for the reader, in memory, as a stored fold would read."""
+    stored, db = _read_only_copy(tmp_path, monkeypatch)
     waiting = pending(open_store(str(db)))
     assert len(waiting) >= 2
-    _fold_all(str(stored))
     env = {**os.environ, "TZ": "UTC"}
     wanted = {rid: subprocess.run([sys.executable, "-m", "claudetrace", "export", rid,
                                    "--db", str(stored)], env=env, capture_output=True,
                                   check=True, timeout=300).stdout for rid in waiting[:2]}
-    script = f"mount --bind {folder} {folder} && mount -o remount,bind,ro {folder} || exit 99\n"
+    script = ""
     for rid in waiting[:2]:
         script += (f"{sys.executable} -m claudetrace show {rid} --db {db} > /dev/null "
                    f"|| exit 1\n{sys.executable} -m claudetrace export {rid} --db {db} "
                    f"> {tmp_path / rid}.out || exit 1\n")
-    done = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True,
-                          text=True, timeout=600, check=False, env=env)
-    assert done.returncode == 0, done.stderr
+    _read_only(db, script, env)
     for rid, exported in wanted.items():
         assert (tmp_path / f"{rid}.out").read_bytes() == exported
     assert pending(open_store(str(db))) == waiting  # nothing stored
+
+
+@pytest.mark.skipif(not _read_only_mount_works(), reason="needs unshare -m (root)")
+def test_otel_reads_a_read_only_store_with_its_recordings_folded_in_memory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``otel`` (``--tree`` and an export) folds in memory too, as ``show`` does: the
+    spans of a store that cannot be written are those of its stored fold."""
+    stored, db = _read_only_copy(tmp_path, monkeypatch)
+    before = pending(open_store(str(db)))
+    waiting = before[:2]
+    assert len(waiting) == 2
+    env = {**os.environ, "TZ": "UTC", "OTEL_TRACES_EXPORTER": "console",
+           "OTEL_METRICS_EXPORTER": "none"}
+
+    def otel(at: Path, *argv: str) -> str:
+        return (f"{sys.executable} -m claudetrace otel {' '.join(waiting)} {' '.join(argv)}"
+                f" --db {at}")
+
+    _read_only(db, f"{otel(stored, '--tree')} > {tmp_path}/wanted.tree || exit 1\n"
+                   f"{otel(db, '--tree')} > {tmp_path}/got.tree || exit 1\n"
+                   f"{otel(stored)} > /dev/null 2> {tmp_path}/wanted.said || exit 1\n"
+                   f"{otel(db)} > /dev/null 2> {tmp_path}/got.said || exit 1\n", env)
+    tree = (tmp_path / "wanted.tree").read_text()
+    assert tree.count("# ") == 2 and len(tree.splitlines()) > 4, tree
+    assert (tmp_path / "got.tree").read_text() == tree
+    said = (tmp_path / "wanted.said").read_text().splitlines()[-1]
+    assert said.startswith("exported ") and " spans from 2 recording(s)" in said, said
+    assert (tmp_path / "got.said").read_text().splitlines()[-1] == said
+    assert pending(open_store(str(db))) == before  # nothing stored

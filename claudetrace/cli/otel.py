@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import click
@@ -66,15 +67,14 @@ def otel(
     store = read_store(db_url)
     since_ns = since_option_ns(since)
     ids = select_recordings(store, sessions, all_=all_, since_ns=since_ns)
-    _folded(store, ids)
     if tree and not ids:
         click.echo("no recordings matched", err=True)
         return
     if tree:
-        for rid in ids:
+        for rid, source in _whole(store, ids):
             say(f"# {rid}")
             # Span names carry recorded model and tool names: each line escaped.
-            tree_text = render_tree(recording_spans(store, rid, content=settings.content))
+            tree_text = render_tree(recording_spans(source, rid, content=settings.content))
             for line in tree_text.splitlines():
                 say(line)
         return
@@ -101,9 +101,11 @@ def otel(
 
     exporter = Telemetry(settings, warn=warn, block=True)  # a backfill waits, never drops
     live: list[str] = []
+    count = 0
     with track(ids, "exporting spans", total=len(ids), unit="recordings") as shown:
-        count = backfill(store, shown, exporter, content=settings.content,
-                         metrics_of_live=metrics_again, live_metrics=live)
+        for rid, source in _whole(store, shown):
+            count += backfill(source, [rid], exporter, content=settings.content,
+                              metrics_of_live=metrics_again, live_metrics=live)
     delivered = exporter.shutdown(timeout_s=30.0)
     traces = exporter.deliveries.get("traces")
     metrics = exporter.deliveries.get("metrics")
@@ -152,13 +154,19 @@ def _check_reachable(settings: Any) -> None:
         raise TelemetryError(f"cannot reach the OTLP endpoint {where}: {reason}") from None
 
 
-def _folded(store: Any, ids: list[str]) -> None:
-    """Fold now those of ``ids`` an import stored usage first and did not fold yet:
-    a recording is exported whole (:mod:`claudetrace.formats.unfolded`)."""
-    from ..formats.unfolded import fold
+def _whole(store: Any, ids: Iterable[str]) -> Iterator[tuple[str, Any]]:
+    """Each of ``ids`` with the store to read it from: a recording an import stored
+    usage first and did not fold yet is folded first, as ``show`` folds it (in
+    memory, in a store of its own closed after, when ``store`` cannot be written:
+    :func:`~claudetrace.formats.unfolded.whole`), so it is exported whole."""
+    from ..formats.unfolded import whole
     from ..store.unfolded import pending
 
     waiting = set(pending(store))
     for rid in ids:
-        if rid in waiting:
-            fold(store, rid)
+        source = whole(store, store.get(rid))[0] if rid in waiting else store
+        try:
+            yield rid, source
+        finally:
+            if source is not store:
+                source.close()

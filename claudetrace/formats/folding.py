@@ -116,6 +116,23 @@ def _waiting(url: str, opened: Callable[[], Any]) -> bool:
     return bool(pending(opened()))
 
 
+#: The passes this process started and has not reaped yet (:func:`reap_passes`).
+_started: set[int] = set()
+
+
+def reap_passes() -> None:
+    """Reap the passes this process started that have ended, without waiting for
+    the others: a long-lived process (``import --watch``) starts one after each
+    look, and each that ended would stay a zombie until it exits."""
+    for pid in list(_started):
+        try:
+            done, _status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:  # reaped already (a test's waitpid)
+            done = pid
+        if done:
+            _started.discard(pid)
+
+
 def start_pass(url: str, opened: Callable[[], Any] | None = None) -> int | None:
     """Start the pass that folds what is not folded yet in ``url``'s store, as a
     process of its own that outlives the import (a session of its own, at idle
@@ -126,6 +143,7 @@ def start_pass(url: str, opened: Callable[[], Any] | None = None) -> int | None:
     a password."""
     from ..config import DB_ENV
 
+    reap_passes()
     if fold_later():
         return None
     lock_path, log_path = pass_files(url)
@@ -139,8 +157,9 @@ def start_pass(url: str, opened: Callable[[], Any] | None = None) -> int | None:
         if opened is not None and not _waiting(url, opened):
             return None
         # Spawned, not a Popen: nothing of this process waits for it (a Popen left
-        # running is a warning when collected); the system reaps it once we are gone.
-        # It is handed the lock (the same open file), held until it is done.
+        # running is a warning when collected); the next start_pass reaps it if it
+        # has ended, the system once we are gone.  It is handed the lock (the same
+        # open file), held until it is done.
         actions: list[tuple[Any, ...]] = [
             (os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1)]
         try:
@@ -154,8 +173,10 @@ def start_pass(url: str, opened: Callable[[], Any] | None = None) -> int | None:
             os.set_inheritable(lock, True)
             argv += ["--lock-fd", str(lock)]
         try:
-            return os.posix_spawn(sys.executable, argv, {**os.environ, DB_ENV: url},
-                                  file_actions=actions, setsid=True)
+            pid = os.posix_spawn(sys.executable, argv, {**os.environ, DB_ENV: url},
+                                 file_actions=actions, setsid=True)
+            _started.add(pid)
+            return pid
         finally:
             if actions[-1][0] == os.POSIX_SPAWN_DUP2:
                 os.close(actions[-1][1])
@@ -165,4 +186,4 @@ def start_pass(url: str, opened: Callable[[], Any] | None = None) -> int | None:
 
 
 __all__ = ["FOLD_ENV", "fold_later", "fold_now", "last_said", "pass_files", "pass_running",
-           "start_pass", "take_lock"]
+           "reap_passes", "start_pass", "take_lock"]

@@ -1065,8 +1065,13 @@ def _store_converted(
     info = converted.info
     source = info.source
     sid = info.cli_session_id or unit.path.stem
+    # Looked up in the store, not ``index``: another import may have stored the
+    # session since the index was read (two imports of one folder at once).
+    stored = _recording_of(opened, source, sid, None)
+    if pending.stored_as(stored):  # from these files: nothing to store again
+        return Imported(unit.path, unit.kind, "unchanged", stored.id, sid)
     if known is None:
-        known = _recording_of(opened, source, sid, index)
+        known = stored
     info.extra.update(fingerprint=pending.digest, files=pending.sizes, session_id=sid,
                       reading=READING.decode())
     info.extra.update(_peeks_of(unit))
@@ -1077,8 +1082,6 @@ def _store_converted(
         info.extra["warnings"] = converted.warnings
         info.extra["damaged_lines"] = converted.damage
     if known is not None:
-        if pending.stored_as(known):
-            return Imported(unit.path, unit.kind, "unchanged", known.id, sid)
         info.id = known.id
         info.name = known.name
         info.tags = dict(known.tags or {})
