@@ -409,7 +409,7 @@ def put(opened: Callable[[], Any], batch: Any, pending: _Pending, got: Scanned,
     :class:`~.imports._Batched`); what became of it."""
     from .._version import __version__
     from .continuation import continues
-    from .imports import Imported, _peeks_of, _recording_of, stable_recording_id
+    from .imports import _peeks_of, _recording_of, stable_recording_id
     from .layout import READING
 
     unit, known = pending.unit, pending.known
