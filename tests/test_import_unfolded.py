@@ -704,7 +704,12 @@ def test_the_pass_is_given_the_database_in_its_environment_not_its_argv(
         pid = start_pass(url)
         assert pid is not None
         try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes()
+            # The spawner resumes as soon as the child's exec has begun: its new
+            # argv is there a moment later (an empty cmdline till then).
+            deadline = time.monotonic() + 60
+            while not (argv := Path(f"/proc/{pid}/cmdline").read_bytes()):
+                assert time.monotonic() < deadline, "the pass never showed its argv"
+                time.sleep(0.01)
             environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         finally:
             os.kill(pid, signal.SIGKILL)
