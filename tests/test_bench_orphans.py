@@ -11,6 +11,7 @@ import time
 import pytest
 
 from claudetrace.bench.orphans import RUN_ENV, _children, adopting
+from claudetrace.recording import stat_fields
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
@@ -125,12 +126,8 @@ def test_orphans_are_reaped_after_an_error_too() -> None:
 
 def _child_of_this_process(pid: int) -> bool:
     """Whether ``pid`` is (still) a child of this process, a zombie one included."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            stat = handle.read()
-    except FileNotFoundError:
-        return False
-    return int(stat[stat.rindex(")") + 2:].split()[1]) == os.getpid()
+    fields = stat_fields(pid)
+    return fields is not None and int(fields[1]) == os.getpid()  # field 4, the parent
 
 
 def test_a_process_gone_before_it_was_told_counts_in_the_run_asked_for_next() -> None:
@@ -156,9 +153,5 @@ def test_a_process_gone_before_it_was_told_counts_in_the_run_asked_for_next() ->
 
 
 def _zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            stat = handle.read()
-    except FileNotFoundError:
-        return False
-    return stat[stat.rindex(")") + 2:].split()[0] == "Z"
+    fields = stat_fields(pid)
+    return fields is not None and fields[0] == b"Z"  # field 3, the state
